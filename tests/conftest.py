@@ -1,0 +1,43 @@
+"""Test setup: hypothesis profiles, the ``gpu`` mark, and a clean structlog per test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import structlog
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a runtime dependency
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip tests marked ``gpu`` when no CUDA device is present (and only then)."""
+    if any("gpu" in item.keywords for item in items) and not _cuda_available():
+        skip_gpu = pytest.mark.skip(reason="needs a CUDA device (gpu mark)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip_gpu)
+
+
+@pytest.fixture(autouse=True)
+def _reset_structlog() -> None:
+    """Each test starts with structlog's defaults: the library never configures logging."""
+    structlog.reset_defaults()
