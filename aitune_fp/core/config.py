@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, Literal
 
@@ -19,7 +20,9 @@ def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: obje
     check_int(attribute.name, value, minimum=1)
 
 
-def _optional_positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def _optional_positive_int(
+    instance: object, attribute: attrs.Attribute[Any], value: object
+) -> None:
     if value is not None:
         check_int(attribute.name, value, minimum=1)
 
@@ -64,7 +67,7 @@ def _looks(instance: object, attribute: attrs.Attribute[Any], value: tuple[int, 
         raise ValueError(f"{attribute.name} must name at least one look, got {value!r}")
     for item in value:
         check_int(f"{attribute.name} item", item, minimum=2)
-    if any(b <= a for a, b in zip(value, value[1:])):
+    if any(b <= a for a, b in itertools.pairwise(value)):
         raise ValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
 
 

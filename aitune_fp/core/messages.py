@@ -1,0 +1,113 @@
+"""Human text of the validation: byte-compatible with AITune's lines, colour as an argument."""
+
+from __future__ import annotations
+
+from aitune_fp.core._checks import check_int, check_nonnegative
+
+__all__ = [
+    "ANSI_BACKEND",
+    "ANSI_BOLD",
+    "ANSI_EMOJI",
+    "ANSI_FASTER",
+    "ANSI_RESET",
+    "ANSI_SLOWER",
+    "ANSI_SPEEDUP",
+    "fmt_baseline_line",
+    "fmt_baseline_selected",
+    "fmt_candidate_line",
+    "fmt_disabled_line",
+    "fmt_indicator",
+    "fmt_speedup_msg",
+    "fmt_speedup_msg_short",
+    "fmt_throughput_detail",
+]
+
+#: ANSI codes AITune uses when its stream is a terminal (reference §1.7, §1.8).
+ANSI_RESET = "\033[0m"
+ANSI_EMOJI = "\033[94m"
+ANSI_SPEEDUP = "\033[92m\033[1m"
+ANSI_BOLD = "\033[1m"
+ANSI_BACKEND = "\033[96m"
+ANSI_FASTER = "\033[92m"
+ANSI_SLOWER = "\033[33m"
+
+_LIGHTNING = "⚡"
+
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"{code}{text}{ANSI_RESET}" if color else text
+
+
+def fmt_throughput_detail(baseline_throughput: float, throughput: float) -> str:
+    """Return ``"<baseline> → <throughput> samples/s"`` with two decimals (arrow U+2192)."""
+    base = check_nonnegative("baseline_throughput", baseline_throughput)
+    value = check_nonnegative("throughput", throughput)
+    return f"{base:.2f} → {value:.2f} samples/s"
+
+
+def fmt_speedup_msg_short(speedup: float, detail: str, *, color: bool = False) -> str:
+    """Return the short summary ``"⚡ speedup: 2.00x (<detail>)"`` (no module or backend name)."""
+    value = check_nonnegative("speedup", speedup)
+    emoji = _paint(_LIGHTNING, ANSI_EMOJI, color)
+    text = _paint(f"{value:.2f}x", ANSI_SPEEDUP, color)
+    return f"{emoji} speedup: {text} ({detail})"
+
+
+def fmt_speedup_msg(
+    speedup: float, detail: str, name: str, backend_desc: str, *, color: bool = False
+) -> str:
+    """Return the full summary ``"⚡ <name> | backend: <desc> | speedup: 2.00x (<detail>)"``."""
+    value = check_nonnegative("speedup", speedup)
+    emoji = _paint(_LIGHTNING, ANSI_EMOJI, color)
+    text = _paint(f"{value:.2f}x", ANSI_SPEEDUP, color)
+    return (
+        f"{emoji} {_paint(name, ANSI_BOLD, color)} | backend: "
+        f"{_paint(backend_desc, ANSI_BACKEND, color)} | speedup: {text} ({detail})"
+    )
+
+
+def fmt_indicator(passed: bool, *, color: bool = False) -> str:
+    """Return ``"▲ faster"`` when the candidate passed, else ``"▼ slower"`` (AITune's words)."""
+    if passed:
+        return _paint("▲ faster", ANSI_FASTER, color)
+    return _paint("▼ slower", ANSI_SLOWER, color)
+
+
+def fmt_candidate_line(
+    backend_desc: str,
+    batch_size: int,
+    throughput: float,
+    speedup: float,
+    passed: bool,
+    *,
+    color: bool = False,
+) -> str:
+    """Return the per-candidate line of AITune, e.g. ``"📊 X: batch size=8, ... (▲ faster)"``."""
+    size = check_int("batch_size", batch_size)
+    value = check_nonnegative("throughput", throughput)
+    ratio = check_nonnegative("speedup", speedup)
+    return (
+        f"📊 {backend_desc}: batch size={size}, throughput={value:.2f} samples/s, "
+        f"speedup={ratio:.2f}x ({fmt_indicator(passed, color=color)})"
+    )
+
+
+def fmt_baseline_line(batch_size: int, throughput: float) -> str:
+    """Return ``"📊 Eager baseline: batch size=8, throughput=123.45 samples/s"``."""
+    size = check_int("batch_size", batch_size)
+    value = check_nonnegative("throughput", throughput)
+    return f"📊 Eager baseline: batch size={size}, throughput={value:.2f} samples/s"
+
+
+def fmt_baseline_selected(backend_desc: str, baseline_throughput: float | None = None) -> str:
+    """Return ``"ℹ️ Baseline was selected: <desc>"`` plus ``" (123.00 samples/s)"`` when known."""
+    text = f"ℹ️ Baseline was selected: {backend_desc}"
+    if baseline_throughput is not None:
+        value = check_nonnegative("baseline_throughput", baseline_throughput)
+        text += f" ({value:.2f} samples/s)"
+    return text
+
+
+def fmt_disabled_line() -> str:
+    """Return AITune's line for a tune with performance validation switched off."""
+    return "⚠️ Performance validation against eager baseline is disabled."
