@@ -1,0 +1,371 @@
+"""The one place values become log events: names, schema version, builders and ``emit``.
+
+Builders are pure (they return an :class:`Event`); :func:`emit` sends one through
+``structlog.get_logger("aitune_fp")``. The library never configures structlog or logging.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+import attrs
+import structlog
+
+from aitune_fp.core.messages import (
+    fmt_baseline_line,
+    fmt_baseline_selected,
+    fmt_candidate_line,
+    fmt_disabled_line,
+    fmt_speedup_msg,
+    fmt_speedup_msg_short,
+    fmt_throughput_detail,
+)
+from aitune_fp.core.results import PerformanceValidationResult
+
+__all__ = [
+    "EVENT_NAMES",
+    "LOGGER_NAME",
+    "SCHEMA_VERSION",
+    "Event",
+    "baseline_failed",
+    "baseline_measured",
+    "candidate_failed",
+    "candidate_measured",
+    "candidate_rejected",
+    "disabled",
+    "emit",
+    "finished",
+    "info_enabled",
+    "new_run_id",
+    "phase",
+    "selected",
+    "started",
+]
+
+LOGGER_NAME: Final = "aitune_fp"
+#: Bumped when a key is removed or changes meaning; adding keys keeps the version.
+SCHEMA_VERSION: Final = 1
+
+_PREFIX = "aitune_fp.validation."
+STARTED: Final = _PREFIX + "started"
+DISABLED: Final = _PREFIX + "disabled"
+PHASE: Final = _PREFIX + "phase"
+BASELINE_MEASURED: Final = _PREFIX + "baseline_measured"
+BASELINE_FAILED: Final = _PREFIX + "baseline_failed"
+CANDIDATE_MEASURED: Final = _PREFIX + "candidate_measured"
+CANDIDATE_REJECTED: Final = _PREFIX + "candidate_rejected"
+CANDIDATE_FAILED: Final = _PREFIX + "candidate_failed"
+SELECTED: Final = _PREFIX + "selected"
+FINISHED: Final = _PREFIX + "finished"
+EVENT_NAMES: Final = (
+    STARTED,
+    DISABLED,
+    PHASE,
+    BASELINE_MEASURED,
+    BASELINE_FAILED,
+    CANDIDATE_MEASURED,
+    CANDIDATE_REJECTED,
+    CANDIDATE_FAILED,
+    SELECTED,
+    FINISHED,
+)
+
+Level = Literal["debug", "info", "warning", "error"]
+Stage = Literal["build", "correctness", "profiling", "strategy"]
+Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "measure"]
+#: Keys renderers own; never used as payload keys (design §5).
+RESERVED_KEYS: Final = frozenset(
+    {"message", "name", "level", "timestamp", "logger", "exception", "event"}
+)
+
+
+def _clean(value: Any) -> Any:
+    """Make a payload value JSON-safe: finite floats only (a non-finite float becomes None)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@attrs.frozen
+class Event:
+    """One log event: its dotted name, level and flat payload (no reserved keys)."""
+
+    name: str
+    level: Level
+    fields: Mapping[str, Any]
+
+    def __attrs_post_init__(self) -> None:
+        """Refuse payload keys that renderers own."""
+        clash = RESERVED_KEYS.intersection(self.fields)
+        if clash:
+            raise ValueError(f"event {self.name!r} uses reserved keys {sorted(clash)}")
+
+
+def _event(name: str, level: Level, run_id: str, module_name: str, **fields: Any) -> Event:
+    payload = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "module_name": module_name}
+    payload.update({k: _clean(v) for k, v in fields.items()})
+    return Event(name, level, payload)
+
+
+def new_run_id() -> str:
+    """Return a fresh id shared by all events of one tune call."""
+    return uuid.uuid4().hex
+
+
+def started(
+    run_id: str,
+    module_name: str,
+    *,
+    strategy: str,
+    device: str,
+    decision: str,
+    min_speedup_threshold_percent: float,
+    required_speedup: float,
+    batch_size: int | None,
+) -> Event:
+    """A validating tune begins: what is tuned, where, and against which gate."""
+    return _event(
+        STARTED,
+        "info",
+        run_id,
+        module_name,
+        strategy=strategy,
+        device=device,
+        decision=decision,
+        min_speedup_threshold_percent=min_speedup_threshold_percent,
+        required_speedup=required_speedup,
+        batch_size=batch_size,
+        summary="🔄 Profiling eager baseline...please wait",
+    )
+
+
+def disabled(run_id: str, module_name: str, *, strategy: str) -> Event:
+    """Validation is off for this tune: no eager build, no profiling."""
+    return _event(
+        DISABLED, "warning", run_id, module_name, strategy=strategy, summary=fmt_disabled_line()
+    )
+
+
+def phase(run_id: str, module_name: str, *, backend_description: str, phase: Phase) -> Event:
+    """Progress: a backend enters a phase (debug level; progress bars use it)."""
+    return _event(
+        PHASE,
+        "debug",
+        run_id,
+        module_name,
+        backend_description=backend_description,
+        phase=phase,
+        summary=f"{backend_description}: {phase.replace('_', ' ')}",
+    )
+
+
+def baseline_measured(
+    run_id: str,
+    module_name: str,
+    *,
+    backend_description: str,
+    batch_size: int,
+    throughput_samples_per_s: float,
+    n_calls: int,
+    duration_s: float,
+    decision: str,
+) -> Event:
+    """The eager baseline was built and (in point mode) measured."""
+    return _event(
+        BASELINE_MEASURED,
+        "info",
+        run_id,
+        module_name,
+        backend_description=backend_description,
+        batch_size=batch_size,
+        throughput_samples_per_s=throughput_samples_per_s,
+        n_calls=n_calls,
+        duration_s=duration_s,
+        decision=decision,
+        summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
+    )
+
+
+def baseline_failed(
+    run_id: str, module_name: str, *, error_type: str, reason: str, traceback_path: str | None
+) -> Event:
+    """The eager baseline could not be built or measured; no candidate can be gated."""
+    return _event(
+        BASELINE_FAILED,
+        "error",
+        run_id,
+        module_name,
+        error_type=error_type,
+        reason=reason,
+        traceback_path=traceback_path,
+        summary=f"⚠️ Performance validation baseline failed (log: {traceback_path}): {reason}",
+    )
+
+
+def candidate_measured(
+    run_id: str, module_name: str, result: PerformanceValidationResult, *, duration_s: float
+) -> Event:
+    """A candidate was timed against eager; carries every figure the verdict was based on."""
+    fields = result.to_dict()
+    summary = fmt_candidate_line(
+        result.backend_description,
+        result.batch_size or 1,
+        result.throughput,
+        result.speedup,
+        result.passed,
+    )
+    return _event(
+        CANDIDATE_MEASURED,
+        "info",
+        run_id,
+        module_name,
+        backend_description=fields.pop("backend_description"),
+        throughput_samples_per_s=fields.pop("throughput"),
+        baseline_throughput_samples_per_s=fields.pop("baseline_throughput"),
+        duration_s=duration_s,
+        **fields,
+        summary=summary,
+    )
+
+
+def candidate_rejected(run_id: str, module_name: str, result: PerformanceValidationResult) -> Event:
+    """A measured candidate did not clear the gate; it is deactivated and not selected."""
+    return _event(
+        CANDIDATE_REJECTED,
+        "warning",
+        run_id,
+        module_name,
+        backend_description=result.backend_description,
+        verdict=result.verdict,
+        speedup=result.speedup,
+        ci_low=result.ci_low,
+        ci_high=result.ci_high,
+        required_speedup=result.required_speedup,
+        reason=result.reason,
+        summary=f"❌ {result.backend_description} rejected ({result.verdict}): {result.reason}",
+    )
+
+
+def candidate_failed(
+    run_id: str,
+    module_name: str,
+    *,
+    backend_description: str,
+    stage: Stage,
+    error_type: str,
+    reason: str,
+    traceback_path: str | None,
+) -> Event:
+    """A candidate failed to build, to match eager, or to be profiled; it is rejected."""
+    return _event(
+        CANDIDATE_FAILED,
+        "warning",
+        run_id,
+        module_name,
+        backend_description=backend_description,
+        stage=stage,
+        error_type=error_type,
+        reason=reason,
+        traceback_path=traceback_path,
+        summary=(
+            f"❌ {backend_description} failed at {stage} (log file: {traceback_path}): "
+            f"{error_type}: {reason}"
+        ),
+    )
+
+
+def selected(
+    run_id: str,
+    module_name: str,
+    *,
+    backend_description: str,
+    is_baseline: bool,
+    result: PerformanceValidationResult | None,
+    baseline_throughput: float | None,
+    info_on: bool,
+    color: bool = False,
+) -> Event:
+    """The tune's outcome line: the ⚡ summary, or the baseline-selected line.
+
+    With info off, the line goes out at warning level (the full ``[aitune_fp] ⚡ ...`` form) so it
+    stays visible at Python's default level; so does the baseline-selected line.
+    """
+    level: Level = "info" if info_on else "warning"
+    if result is not None and not is_baseline:
+        detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)
+        if info_on:
+            summary = fmt_speedup_msg_short(result.speedup, detail, color=color)
+        else:
+            summary = "[aitune_fp] " + fmt_speedup_msg(
+                result.speedup, detail, module_name, backend_description, color=color
+            )
+    else:
+        summary = fmt_baseline_selected(backend_description, baseline_throughput)
+        if not info_on:
+            summary = "[aitune_fp] " + summary
+    return _event(
+        SELECTED,
+        level,
+        run_id,
+        module_name,
+        backend_description=backend_description,
+        is_baseline=is_baseline,
+        speedup=None if result is None else result.speedup,
+        throughput_samples_per_s=None if result is None else result.throughput,
+        baseline_throughput_samples_per_s=baseline_throughput,
+        summary=summary,
+    )
+
+
+def finished(
+    run_id: str,
+    module_name: str,
+    *,
+    outcome: Literal["candidate", "baseline", "passthrough", "error"],
+    backend_description: str | None,
+    n_candidates: int,
+    n_measured: int,
+    n_passed: int,
+    n_failed: int,
+    duration_s: float,
+    reason: str | None = None,
+) -> Event:
+    """The tune ended: what was chosen and how many candidates were measured, passed, failed."""
+    return _event(
+        FINISHED,
+        "error" if outcome == "error" else "info",
+        run_id,
+        module_name,
+        outcome=outcome,
+        backend_description=backend_description,
+        n_candidates=n_candidates,
+        n_measured=n_measured,
+        n_passed=n_passed,
+        n_failed=n_failed,
+        duration_s=duration_s,
+        reason=reason,
+        summary=f"⏱️ Tune of {module_name}: {outcome} ({backend_description}) in {duration_s:.2f}s",
+    )
+
+
+def _logger() -> Any:
+    return structlog.get_logger(LOGGER_NAME)
+
+
+def info_enabled(logger: Any = None) -> bool:
+    """Whether the aitune_fp logger lets info events through (stdlib or structlog filtering)."""
+    bound = (logger or _logger()).bind()
+    check = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
+    if check is None:
+        return True
+    return bool(check(logging.INFO))
+
+
+def emit(event: Event, logger: Any = None) -> None:
+    """Send ``event`` through the aitune_fp structlog logger at its level."""
+    log = logger or _logger()
+    getattr(log, event.level)(event.name, **event.fields)
