@@ -1,0 +1,417 @@
+"""Read aitune_fp event logs (JSON lines) back into results and one summary per tune run.
+
+Streaming and defensive: a log of any size is read line by line (lines over 1 MiB are skipped),
+nothing in it is executed or unpickled (``json.loads`` only), and every line that is not a valid
+event of this schema is reported with its line number instead of stopping the read. Events are
+checked against ``events.schema.json`` by a small built-in interpreter of the schema keywords the
+file uses (no runtime dependency on ``jsonschema``; the tests cross-check both). No torch import.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import IO, Any, TypeAlias
+
+import attrs
+
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.events import SCHEMA_VERSION
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "BadLine",
+    "EventLine",
+    "FailureRecord",
+    "IngestReport",
+    "RunSummary",
+    "event_schema",
+    "ingest",
+    "read_events",
+    "result_from_event",
+    "summarize",
+    "validate_event",
+]
+
+#: Longest line read as an event; longer lines are reported as bad and skipped.
+MAX_LINE_BYTES = 1 << 20
+
+_PREFIX = "aitune_fp."
+_VALIDATION = "aitune_fp.validation."
+
+Source: TypeAlias = "str | os.PathLike[str] | Iterable[str] | Iterable[bytes]"
+
+
+@attrs.frozen(kw_only=True)
+class EventLine:
+    """One valid event read from a log: its 1-based line number and its JSON object."""
+
+    line_no: int
+    event: str
+    fields: Mapping[str, Any]
+
+
+@attrs.frozen(kw_only=True)
+class BadLine:
+    """A line that is not a valid aitune_fp event: its 1-based number and why."""
+
+    line_no: int
+    reason: str
+
+
+@attrs.frozen(kw_only=True)
+class FailureRecord:
+    """A candidate that failed to build, to match eager, or to be profiled (from its event)."""
+
+    backend_description: str
+    stage: str
+    error_type: str
+    reason: str
+    traceback_path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True)
+class RunSummary:
+    """Everything one tune call (one ``run_id``) reported, rebuilt from its events."""
+
+    run_id: str
+    module_name: str
+    strategy: str | None = None
+    device: str | None = None
+    decision: str | None = None
+    min_speedup_threshold_percent: float | None = None
+    required_speedup: float | None = None
+    batch_size: int | None = None
+    baseline_backend: str | None = None
+    baseline_throughput: float | None = None
+    baseline_error: str | None = None
+    disabled: bool = False
+    results: tuple[PerformanceValidationResult, ...] = ()
+    rejected: tuple[str, ...] = ()
+    failures: tuple[FailureRecord, ...] = ()
+    selected_backend: str | None = None
+    selected_is_baseline: bool | None = None
+    selected_summary: str | None = None
+    outcome: str | None = None
+    duration_s: float | None = None
+    n_events: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; results and failures as lists of dicts."""
+        data = attrs.asdict(self, recurse=False)
+        data["results"] = [r.to_dict() for r in self.results]
+        data["failures"] = [f.to_dict() for f in self.failures]
+        data["rejected"] = list(self.rejected)
+        return data
+
+
+@attrs.frozen(kw_only=True)
+class IngestReport:
+    """The runs found in a log (in order of first event) and the lines that were not events."""
+
+    runs: tuple[RunSummary, ...]
+    bad_lines: tuple[tuple[int, str], ...]
+    n_lines: int
+    n_events: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the whole report."""
+        return {
+            "runs": [run.to_dict() for run in self.runs],
+            "bad_lines": [{"line_no": n, "reason": why} for n, why in self.bad_lines],
+            "n_lines": self.n_lines,
+            "n_events": self.n_events,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Schema
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _schema_text() -> str:
+    return importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
+
+
+def event_schema() -> dict[str, Any]:
+    """Return a fresh copy of the events JSON Schema (draft 2020-12) shipped with the package."""
+    schema: dict[str, Any] = json.loads(_schema_text())
+    return schema
+
+
+@functools.cache
+def _cached_schema() -> Mapping[str, Any]:
+    return event_schema()
+
+
+def _is_type(value: object, name: str) -> bool:
+    if name == "null":
+        return value is None
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "string":
+        return isinstance(value, str)
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if name == "integer":
+        return isinstance(value, int) or float(value).is_integer()
+    return name == "number"
+
+
+def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
+    """Interpret the schema keywords events.schema.json uses; append messages to ``errors``."""
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else list(types)
+        if not any(_is_type(value, n) for n in names):
+            errors.append(f"{path}: expected {'/'.join(names)}, got {type(value).__name__}")
+            return
+    if "const" in schema and not _json_equal(value, schema["const"]):
+        errors.append(f"{path}: expected {schema['const']!r}, got {value!r:.80}")
+    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
+        errors.append(f"{path}: {value!r:.80} is not one of {schema['enum']!r}")
+    if _is_type(value, "number"):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(f"{path}: {value!r} is below the minimum {schema['minimum']!r}")
+        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+            errors.append(f"{path}: {value!r} must be > {schema['exclusiveMinimum']!r}")
+        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+            errors.append(f"{path}: {value!r} must be < {schema['exclusiveMaximum']!r}")
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        errors.append(f"{path}: string shorter than {schema['minLength']}")
+    if isinstance(value, dict):
+        for key in schema.get("required", ()):
+            if key not in value:
+                errors.append(f"{path}: missing required key {key!r}")
+        for key, sub in schema.get("properties", {}).items():
+            if key in value:
+                _check(value[key], sub, f"{path}.{key}", errors)
+    for sub in schema.get("allOf", ()):
+        _check(value, sub, path, errors)
+    if "if" in schema:
+        probe: list[str] = []
+        _check(value, schema["if"], path, probe)
+        if not probe and "then" in schema:
+            _check(value, schema["then"], path, errors)
+
+
+def _json_equal(a: object, b: object) -> bool:
+    """JSON equality: booleans are not numbers."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def validate_event(obj: object) -> list[str]:
+    """Return why ``obj`` is not a valid event of this schema (an empty list when it is)."""
+    errors: list[str] = []
+    _check(obj, _cached_schema(), "$", errors)
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name} is not valid JSON")
+
+
+def _raw_lines(source: Source) -> Iterator[bytes | str | None]:
+    """Yield the lines of ``source``; ``None`` stands for a line over MAX_LINE_BYTES."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            yield from _bounded_lines(handle)
+    else:
+        for line in source:
+            if len(line) > MAX_LINE_BYTES:
+                yield None
+            else:
+                yield line
+
+
+def _bounded_lines(handle: IO[bytes]) -> Iterator[bytes | None]:
+    while True:
+        line = handle.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:  # discard the rest of the overlong line
+                rest = handle.readline(MAX_LINE_BYTES)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield None
+        else:
+            yield line
+
+
+def _parse(line_no: int, raw: bytes | str) -> EventLine | BadLine | None:
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return BadLine(line_no=line_no, reason=f"not UTF-8 text ({exc.reason})")
+    else:
+        text = raw
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
+        return BadLine(line_no=line_no, reason=f"not JSON: {exc}")
+    if not isinstance(obj, dict):
+        return BadLine(line_no=line_no, reason=f"not a JSON object (a {type(obj).__name__})")
+    name = obj.get("event")
+    if not isinstance(name, str) or not name.startswith(_PREFIX):
+        return BadLine(
+            line_no=line_no, reason="not an aitune_fp event (no 'aitune_fp.*' event key)"
+        )
+    version = obj.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return BadLine(
+            line_no=line_no,
+            reason=f"schema_version {version} is newer than this reader ({SCHEMA_VERSION})",
+        )
+    errors = validate_event(obj)
+    if errors:
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        return BadLine(line_no=line_no, reason="invalid event: " + "; ".join(errors[:3]) + more)
+    return EventLine(line_no=line_no, event=name, fields=obj)
+
+
+def read_events(source: Source) -> Iterator[EventLine | BadLine]:
+    """Yield each line of a JSON-lines log as a valid :class:`EventLine` or a :class:`BadLine`.
+
+    ``source`` is a path, or an iterable of lines (str or bytes). Blank lines are skipped.
+    """
+    for line_no, raw in enumerate(_raw_lines(source), start=1):
+        if raw is None:
+            yield BadLine(line_no=line_no, reason=f"line longer than {MAX_LINE_BYTES} bytes")
+            continue
+        parsed = _parse(line_no, raw)
+        if parsed is not None:
+            yield parsed
+
+
+_RESULT_FIELDS = tuple(a.name for a in attrs.fields(PerformanceValidationResult))
+_RENAMED = {
+    "throughput_samples_per_s": "throughput",
+    "baseline_throughput_samples_per_s": "baseline_throughput",
+}
+
+
+def result_from_event(fields: Mapping[str, Any]) -> PerformanceValidationResult:
+    """Rebuild the :class:`PerformanceValidationResult` a ``candidate_measured`` event carries."""
+    data = {_RENAMED.get(k, k): v for k, v in fields.items()}
+    return PerformanceValidationResult.from_dict({k: data[k] for k in _RESULT_FIELDS if k in data})
+
+
+class _RunBuilder:
+    """Mutable accumulator for one run while its events stream by."""
+
+    def __init__(self, run_id: str, module_name: str) -> None:
+        self.values: dict[str, Any] = {"run_id": run_id, "module_name": module_name}
+        self.results: list[PerformanceValidationResult] = []
+        self.rejected: list[str] = []
+        self.failures: list[FailureRecord] = []
+        self.n_events = 0
+
+    def add(self, name: str, f: Mapping[str, Any]) -> None:
+        v = self.values
+        short = name.removeprefix(_VALIDATION)
+        if short == "started":
+            for key in ("strategy", "device", "decision", "min_speedup_threshold_percent"):
+                v[key] = f[key]
+            v["required_speedup"] = f["required_speedup"]
+            v["batch_size"] = f.get("batch_size")
+        elif short == "disabled":
+            v["strategy"] = f["strategy"]
+            v["disabled"] = True
+        elif short == "baseline_measured":
+            v["baseline_backend"] = f["backend_description"]
+            v["baseline_throughput"] = f["throughput_samples_per_s"]
+            v["batch_size"] = f["batch_size"]
+            v["decision"] = f["decision"]
+        elif short == "baseline_failed":
+            v["baseline_error"] = f"{f['error_type']}: {f['reason']}"
+        elif short == "candidate_measured":
+            self.results.append(result_from_event(f))
+        elif short == "candidate_rejected":
+            self.rejected.append(f["backend_description"])
+        elif short == "candidate_failed":
+            self.failures.append(
+                FailureRecord(
+                    backend_description=f["backend_description"],
+                    stage=f["stage"],
+                    error_type=f["error_type"],
+                    reason=f["reason"],
+                    traceback_path=f.get("traceback_path"),
+                )
+            )
+        elif short == "selected":
+            v["selected_backend"] = f["backend_description"]
+            v["selected_is_baseline"] = f["is_baseline"]
+            v["selected_summary"] = f["summary"]
+            if f.get("baseline_throughput_samples_per_s") is not None:
+                v.setdefault("baseline_throughput", f["baseline_throughput_samples_per_s"])
+        elif short == "finished":
+            v["outcome"] = f["outcome"]
+            v["duration_s"] = f["duration_s"]
+        self.n_events += 1
+
+    def build(self) -> RunSummary:
+        return RunSummary(
+            **self.values,
+            results=tuple(self.results),
+            rejected=tuple(self.rejected),
+            failures=tuple(self.failures),
+            n_events=self.n_events,
+        )
+
+
+def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
+    """Group events by ``run_id`` into :class:`RunSummary` values; keep the bad lines."""
+    runs: dict[str, _RunBuilder] = {}
+    bad: list[tuple[int, str]] = []
+    n_lines = n_events = 0
+    for item in items:
+        n_lines = max(n_lines, item.line_no)
+        if isinstance(item, BadLine):
+            bad.append((item.line_no, item.reason))
+            continue
+        fields = item.fields
+        run_id = fields["run_id"]
+        builder = runs.get(run_id)
+        if builder is None:
+            builder = runs[run_id] = _RunBuilder(run_id, fields["module_name"])
+        try:
+            builder.add(item.event, fields)
+        except (KeyError, TypeError, ValueError) as exc:
+            bad.append((item.line_no, f"inconsistent {item.event} event: {exc}"))
+            continue
+        n_events += 1
+    return IngestReport(
+        runs=tuple(b.build() for b in runs.values()),
+        bad_lines=tuple(bad),
+        n_lines=n_lines,
+        n_events=n_events,
+    )
+
+
+def ingest(source: Source) -> IngestReport:
+    """Read a JSON-lines event log (a path or lines) into one :class:`RunSummary` per run."""
+    return summarize(read_events(source))

@@ -1,0 +1,274 @@
+"""The events JSON Schema: every builder's payload validates, and the built-in checker agrees."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aitune_fp import events
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.ingest import event_schema, validate_event
+
+from .strategies import throughputs
+
+RUN = "0123456789abcdef"
+MODULE = "mlp"
+
+
+def _result(**overrides: Any) -> PerformanceValidationResult:
+    values: dict[str, Any] = {
+        "backend_description": "TorchCompileBackend()",
+        "throughput": 1200.0,
+        "baseline_throughput": 1000.0,
+        "speedup": 1.2,
+        "passed": True,
+        "estimate": 1.19,
+        "ci_low": 1.1,
+        "ci_high": 1.3,
+        "confidence": 0.95,
+        "n_baseline": 20,
+        "n_candidate": 20,
+        "batch_size": 32,
+        "required_speedup": 1.01,
+        "verdict": "faster",
+        "decision": "statistical",
+        "reason": "ci_low 1.100 > required 1.010",
+    }
+    values.update(overrides)
+    return PerformanceValidationResult(**values)
+
+
+def _every_event() -> list[events.Event]:
+    """One event from every builder, with representative values (None where allowed)."""
+    passed = _result()
+    point = PerformanceValidationResult("X()", 90.0, 100.0, 0.9, False)
+    return [
+        events.started(
+            RUN,
+            MODULE,
+            strategy="MaxThroughputStrategy",
+            device="cpu",
+            decision="statistical",
+            min_speedup_threshold_percent=1.0,
+            required_speedup=1.01,
+            batch_size=32,
+        ),
+        events.started(
+            RUN,
+            MODULE,
+            strategy="S",
+            device="cuda:0",
+            decision="point",
+            min_speedup_threshold_percent=-5.0,
+            required_speedup=0.95,
+            batch_size=None,
+        ),
+        events.disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
+        *(
+            events.phase(RUN, MODULE, backend_description="TorchEagerBackend()", phase=p)
+            for p in ("baseline_build", "baseline_measure", "build", "correctness", "measure")
+        ),
+        events.baseline_measured(
+            RUN,
+            MODULE,
+            backend_description="TorchEagerBackend()",
+            batch_size=32,
+            throughput_samples_per_s=1000.0,
+            n_calls=30,
+            duration_s=0.5,
+            decision="point",
+        ),
+        events.baseline_failed(
+            RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path="/tmp/tb.txt"
+        ),
+        events.baseline_failed(
+            RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path=None
+        ),
+        events.candidate_measured(RUN, MODULE, passed, duration_s=2.5),
+        events.candidate_measured(RUN, MODULE, point, duration_s=0.1),
+        events.candidate_measured(
+            RUN,
+            MODULE,
+            _result(ci_high=None, passed=False, verdict="inconclusive", ci_low=0.0),
+            duration_s=1.0,
+        ),
+        events.candidate_rejected(
+            RUN, MODULE, _result(passed=False, verdict="not_faster", ci_low=0.8, ci_high=0.9)
+        ),
+        events.candidate_rejected(RUN, MODULE, point),
+        *(
+            events.candidate_failed(
+                RUN,
+                MODULE,
+                backend_description="CudaGraphBackend()",
+                stage=stage,
+                error_type="ValueError",
+                reason="bad",
+                traceback_path=None,
+            )
+            for stage in ("build", "correctness", "profiling", "strategy")
+        ),
+        events.selected(
+            RUN,
+            MODULE,
+            backend_description="TorchCompileBackend()",
+            is_baseline=False,
+            result=passed,
+            baseline_throughput=1000.0,
+            info_on=True,
+        ),
+        events.selected(
+            RUN,
+            MODULE,
+            backend_description="TorchEagerBackend()",
+            is_baseline=True,
+            result=None,
+            baseline_throughput=None,
+            info_on=False,
+        ),
+        events.finished(
+            RUN,
+            MODULE,
+            outcome="candidate",
+            backend_description="TorchCompileBackend()",
+            n_candidates=2,
+            n_measured=2,
+            n_passed=1,
+            n_failed=0,
+            duration_s=12.0,
+        ),
+        events.finished(
+            RUN,
+            MODULE,
+            outcome="error",
+            backend_description=None,
+            n_candidates=1,
+            n_measured=0,
+            n_passed=0,
+            n_failed=1,
+            duration_s=0.0,
+            reason="strategy raised",
+        ),
+    ]
+
+
+def _line(event: events.Event) -> dict[str, Any]:
+    return {"event": event.name, **event.fields}
+
+
+VALIDATOR = jsonschema.Draft202012Validator(event_schema())
+
+
+class TestSchemaFile:
+    def test_schema_is_valid_draft_2020_12(self) -> None:
+        """The shipped schema is itself a valid draft 2020-12 schema."""
+        jsonschema.Draft202012Validator.check_schema(event_schema())
+
+    def test_schema_names_every_event(self) -> None:
+        """The schema's event enum is exactly events.EVENT_NAMES."""
+        enum = event_schema()["properties"]["event"]["enum"]
+        assert sorted(enum) == sorted(events.EVENT_NAMES)
+
+    def test_schema_version_matches(self) -> None:
+        """The schema pins the schema_version events.py writes."""
+        assert event_schema()["properties"]["schema_version"]["const"] == events.SCHEMA_VERSION
+
+
+class TestBuildersValidate:
+    def test_every_builder_is_covered(self) -> None:
+        """The sample events cover every event name."""
+        assert {e.name for e in _every_event()} == set(events.EVENT_NAMES)
+
+    @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
+    def test_builder_payload_validates(self, event: events.Event) -> None:
+        """Each builder's payload validates with jsonschema and with the built-in checker."""
+        line = _line(event)
+        VALIDATOR.validate(line)
+        assert validate_event(line) == []
+
+    @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
+    def test_rendered_json_line_validates(self, event: events.Event) -> None:
+        """A line as the CLI's JSON renderer writes it (timestamp, level, logger) validates."""
+        chain = [
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ]
+        event_dict: Any = {"event": event.name, "logger": "aitune_fp", **event.fields}
+        for processor in chain:
+            event_dict = processor(None, event.level, event_dict)
+        parsed = json.loads(event_dict)
+        VALIDATOR.validate(parsed)
+        assert validate_event(parsed) == []
+
+    @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
+    def test_dropping_a_required_key_fails_in_both(self, event: events.Event) -> None:
+        """Removing any key the schema requires makes both validators refuse the line."""
+        line = _line(event)
+        schema = event_schema()
+        required = list(schema["required"])
+        for clause in schema["allOf"]:
+            if clause["if"]["properties"]["event"]["const"] == event.name:
+                required += clause["then"]["required"]
+        for key in required:
+            broken = {k: v for k, v in line.items() if k != key}
+            assert not VALIDATOR.is_valid(broken), key
+            assert validate_event(broken), key
+
+
+class TestCheckerAgreesWithJsonschema:
+    @pytest.mark.parametrize(
+        "mutation",
+        [
+            {"schema_version": 2},
+            {"schema_version": True},
+            {"run_id": ""},
+            {"run_id": 5},
+            {"event": "aitune_fp.validation.unknown"},
+            {"speedup": -1.0},
+            {"speedup": "fast"},
+            {"passed": 1},
+            {"verdict": "maybe"},
+            {"batch_size": 0},
+            {"batch_size": 2.5},
+            {"n_baseline": True},
+            {"confidence": 1.0},
+            {"ci_low": None},
+            {"baseline_throughput_samples_per_s": 0.0},
+        ],
+    )
+    def test_bad_values_rejected_by_both(self, mutation: dict[str, Any]) -> None:
+        """A candidate_measured line with one bad value fails both validators (None ci is ok)."""
+        line = _line(events.candidate_measured(RUN, MODULE, _result(), duration_s=1.0))
+        line.update(mutation)
+        assert VALIDATOR.is_valid(line) == (validate_event(line) == [])
+
+    @given(
+        throughput=throughputs,
+        baseline=throughputs,
+        n=st.integers(min_value=0, max_value=10_000),
+        passed=st.booleans(),
+    )
+    def test_random_results_validate(
+        self, throughput: float, baseline: float, n: int, passed: bool
+    ) -> None:
+        """candidate_measured events built from arbitrary valid results validate in both."""
+        result = PerformanceValidationResult(
+            "B()",
+            throughput,
+            baseline,
+            throughput / baseline,
+            passed,
+            n_baseline=n,
+            n_candidate=n,
+            verdict="faster" if passed else "not_faster",
+        )
+        line = _line(events.candidate_measured(RUN, MODULE, result, duration_s=0.0))
+        VALIDATOR.validate(line)
+        assert validate_event(line) == []
