@@ -1,0 +1,233 @@
+"""Model inputs and batching: one ``Sample`` of call arguments and the ``GraphSpec`` that batches it.
+
+Importing this module does not import torch (``Sample`` and ``GraphSpec`` are part of the pure
+API); torch is loaded inside :meth:`GraphSpec.make_batch` and :func:`copy_sample` only.
+
+Batching rule: every tensor input is batched along axis 0 unless ``batch_axes`` says otherwise
+(a positional index or keyword name mapped to an axis, or ``None`` for "not batched"). To reach
+a batch size, each batched tensor is **tiled** along its axis: row ``i`` of the batch is row
+``i % n`` of the sample (``n`` = the sample's batch dimension), so a larger sample is sliced and
+a smaller one is repeated cyclically, using every row the caller gave (AITune repeats only the
+first row; tiling keeps the data's variety). Every tensor in a batch is a new tensor (batched
+tensors by ``index_select``, non-batched ones by ``clone``), so the callables being measured can
+never mutate or alias the caller's tensors. Non-tensor values are passed through by reference,
+and only top-level arguments are batched (tensors nested in lists or dicts are left as they are).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import attrs
+
+from aitune_fp.core._checks import check_int
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["GraphSpec", "Sample", "as_sample", "copy_sample"]
+
+#: Key of one input: its positional index, or its keyword name.
+InputKey: TypeAlias = int | str
+
+
+def _to_args(value: object) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
+        raise TypeError(f"args must be a tuple or list of positional arguments, got {value!r}")
+    return tuple(value)
+
+
+def _to_kwargs(value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"kwargs must be a mapping of keyword arguments, got {value!r}")
+    for key in value:
+        if not isinstance(key, str):
+            raise TypeError(f"kwargs keys must be strings, got {key!r}")
+    return types.MappingProxyType(dict(value))
+
+
+@attrs.frozen(eq=False)
+class Sample:
+    """One set of call arguments for a model: ``model(*args, **kwargs)``.
+
+    Equality is identity (tensors do not compare to a bool); ``kwargs`` is a read-only copy.
+    """
+
+    args: tuple[Any, ...] = attrs.field(default=(), converter=_to_args)
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict, converter=_to_kwargs)
+
+    def items(self) -> Iterator[tuple[InputKey, Any]]:
+        """Every input with its key: positional indices first, then keyword names."""
+        yield from enumerate(self.args)
+        yield from self.kwargs.items()
+
+    def call(self, fn: Any) -> Any:
+        """Call ``fn(*args, **kwargs)`` and return its result."""
+        return fn(*self.args, **self.kwargs)
+
+
+def as_sample(value: object) -> Sample:
+    """Return ``value`` as a :class:`Sample`: a Sample as is, or a plain ``(args, kwargs)`` pair."""
+    if isinstance(value, Sample):
+        return value
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], Mapping)
+    ):
+        return Sample(value[0], value[1])
+    raise TypeError(
+        f"a sample must be a Sample or an (args, kwargs) tuple, got {type(value).__name__}: "
+        f"{value!r:.200}"
+    )
+
+
+def _is_tensor(value: object) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch if nobody has."""
+    torch_module = sys.modules.get("torch")
+    return torch_module is not None and isinstance(value, torch_module.Tensor)
+
+
+def copy_sample(sample: Sample) -> Sample:
+    """Return a Sample whose tensors are fresh clones (other values shared), made before timing."""
+    sample = as_sample(sample)
+    return Sample(
+        tuple(v.clone() if _is_tensor(v) else v for v in sample.args),
+        {k: v.clone() if _is_tensor(v) else v for k, v in sample.kwargs.items()},
+    )
+
+
+def _to_axes(value: object) -> Mapping[InputKey, int | None]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"batch_axes must be a mapping of input key to axis, got {value!r}")
+    for key, axis in value.items():
+        if isinstance(key, bool) or not isinstance(key, (int, str)):
+            raise TypeError(
+                f"batch_axes keys must be positional indices (int) or keyword names (str), got {key!r}"
+            )
+        if isinstance(key, int) and key < 0:
+            raise ValueError(f"batch_axes key must be a positional index >= 0, got {key!r}")
+        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
+            raise TypeError(f"batch_axes[{key!r}] must be an int axis or None, got {axis!r}")
+    return types.MappingProxyType(dict(value))
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_int(attribute.name, value, minimum=1)
+
+
+def _name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{attribute.name} must be a str, got {value!r}")
+
+
+@attrs.frozen
+class GraphSpec:
+    """Which batch sizes a model accepts and how its inputs are batched.
+
+    ``GraphSpec(max_batch_size=8)`` batches every tensor input along axis 0 up to 8 rows;
+    ``batch_axes`` overrides the axis per input (index or keyword name; ``None`` = not batched).
+    """
+
+    max_batch_size: int = attrs.field(default=1, validator=_positive)
+    batch_axes: Mapping[InputKey, int | None] = attrs.field(
+        factory=dict, converter=_to_axes, kw_only=True
+    )
+    min_batch_size: int = attrs.field(default=1, validator=_positive, kw_only=True)
+    name: str = attrs.field(default="0", validator=_name, kw_only=True)
+
+    def __attrs_post_init__(self) -> None:
+        """Cross-field check: the batch-size range must not be empty."""
+        if self.min_batch_size > self.max_batch_size:
+            raise ValueError(
+                f"min_batch_size ({self.min_batch_size}) must be <= max_batch_size "
+                f"({self.max_batch_size})"
+            )
+
+    def get_max_batch_size(self) -> int:
+        """The largest batch size the model accepts (AITune's name; the baseline's batch size)."""
+        return self.max_batch_size
+
+    def axis_of(self, key: InputKey) -> int | None:
+        """The batch axis declared for input ``key`` (0 unless overridden; None = not batched)."""
+        return self.batch_axes.get(key, 0)
+
+    def batch_dim(self, sample: Sample | tuple[Any, Any]) -> int | None:
+        """The sample's common batch dimension, or None when it has no batched tensor input.
+
+        Raises ``ValueError`` naming the input when a batched tensor lacks its axis or when
+        batched inputs disagree on the batch dimension.
+        """
+        dims = self._batched(as_sample(sample))
+        return next(iter(dims.values()))[1] if dims else None
+
+    def make_batch(self, sample: Sample | tuple[Any, Any], batch_size: int) -> Sample:
+        """Return a new Sample with every batched tensor tiled to ``batch_size`` rows on its axis.
+
+        Tensors are always new (never views of the caller's); non-tensors are passed through.
+        ``batch_size`` must lie in ``min_batch_size..max_batch_size``.
+        """
+        size = check_int("batch_size", batch_size, minimum=1)
+        if not self.min_batch_size <= size <= self.max_batch_size:
+            raise ValueError(
+                f"batch_size must lie in {self.min_batch_size}..{self.max_batch_size} "
+                f"(graph spec {self.name!r}), got {batch_size!r}"
+            )
+        sample = as_sample(sample)
+        dims = self._batched(sample)
+
+        def convert(key: InputKey, value: Any) -> Any:
+            if key in dims:
+                axis, n = dims[key]
+                return _tile(value, axis, n, size)
+            return value.clone() if _is_tensor(value) else value
+
+        return Sample(
+            tuple(convert(i, v) for i, v in enumerate(sample.args)),
+            {k: convert(k, v) for k, v in sample.kwargs.items()},
+        )
+
+    def _batched(self, sample: Sample) -> dict[InputKey, tuple[int, int]]:
+        """Batched tensor inputs: key -> (normalised axis, batch dimension), all dims checked equal."""
+        found: dict[InputKey, tuple[int, int]] = {}
+        for key, value in sample.items():
+            axis = self.axis_of(key)
+            if axis is None:
+                continue
+            if not _is_tensor(value):
+                if key in self.batch_axes:
+                    raise ValueError(
+                        f"input {key!r} is declared batched on axis {axis} but is not a tensor "
+                        f"({type(value).__name__})"
+                    )
+                continue
+            ndim = value.dim()
+            if not -ndim <= axis < ndim:
+                raise ValueError(
+                    f"input {key!r} is batched on axis {axis} but has shape {tuple(value.shape)} "
+                    f"({ndim} dims); set batch_axes[{key!r}] to its batch axis or None"
+                )
+            axis %= ndim
+            dim = int(value.shape[axis])
+            if dim < 1:
+                raise ValueError(
+                    f"input {key!r} has an empty batch axis {axis} (shape {tuple(value.shape)})"
+                )
+            found[key] = (axis, dim)
+        distinct = {dim for _, dim in found.values()}
+        if len(distinct) > 1:
+            detail = ", ".join(f"{k!r}: {d}" for k, (_, d) in found.items())
+            raise ValueError(f"batched inputs disagree on the batch dimension ({detail})")
+        return found
+
+
+def _tile(value: torch.Tensor, axis: int, n: int, size: int) -> torch.Tensor:
+    """Rows ``i % n`` for ``i < size`` along ``axis``, as a new tensor."""
+    import torch
+
+    index = torch.arange(size, device=value.device) % n
+    return value.index_select(axis, index)

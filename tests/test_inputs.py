@@ -1,0 +1,202 @@
+"""Tests of Sample, as_sample, copy_sample and GraphSpec batching (real CPU tensors)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
+
+
+class TestSample:
+    def test_defaults_are_empty(self) -> None:
+        """A default Sample calls with no arguments."""
+        sample = Sample()
+        assert sample.args == ()
+        assert dict(sample.kwargs) == {}
+
+    def test_kwargs_are_a_read_only_copy(self) -> None:
+        """Changing the caller's dict afterwards does not change the Sample, nor can the Sample be edited."""
+        kwargs = {"x": 1}
+        sample = Sample((), kwargs)
+        kwargs["x"] = 2
+        assert sample.kwargs["x"] == 1
+        with pytest.raises(TypeError):
+            sample.kwargs["x"] = 3  # type: ignore[index]
+
+    def test_list_args_become_a_tuple(self) -> None:
+        """Positional arguments given as a list are stored as a tuple."""
+        assert Sample([1, 2]).args == (1, 2)
+
+    def test_bad_args_raise(self) -> None:
+        """Non-sequence args and non-string kwargs keys are refused with the value named."""
+        with pytest.raises(TypeError, match="args"):
+            Sample(5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="kwargs keys"):
+            Sample((), {1: 2})  # type: ignore[dict-item]
+
+    def test_call_passes_args_and_kwargs(self) -> None:
+        """Sample.call unpacks both parts."""
+        assert Sample((1, 2), {"c": 3}).call(lambda a, b, c: a + b + c) == 6
+
+    def test_items_lists_positions_then_names(self) -> None:
+        """items() yields positional indices, then keyword names."""
+        assert list(Sample(("a", "b"), {"k": "v"}).items()) == [(0, "a"), (1, "b"), ("k", "v")]
+
+
+class TestAsSample:
+    def test_sample_passes_through(self) -> None:
+        """A Sample is returned as is."""
+        sample = Sample((1,))
+        assert as_sample(sample) is sample
+
+    def test_plain_pair_is_accepted(self) -> None:
+        """An (args, kwargs) tuple becomes a Sample."""
+        sample = as_sample(((1,), {"k": 2}))
+        assert sample.args == (1,)
+        assert dict(sample.kwargs) == {"k": 2}
+
+    @pytest.mark.parametrize("value", [None, (1, 2, 3), ((1,),), [(), {}], "ab", ((), 5)])
+    def test_other_values_raise(self, value: object) -> None:
+        """Anything else is a TypeError that says what a sample must be."""
+        with pytest.raises(TypeError, match="Sample or an \\(args, kwargs\\) tuple"):
+            as_sample(value)
+
+
+class TestCopySample:
+    def test_tensors_are_cloned_other_values_shared(self) -> None:
+        """copy_sample gives new tensors with equal values; non-tensors are the same objects."""
+        x = torch.arange(4.0)
+        obj = object()
+        copy = copy_sample(Sample((x, obj), {"y": x}))
+        assert copy.args[0] is not x
+        assert torch.equal(copy.args[0], x)
+        assert copy.args[1] is obj
+        assert copy.kwargs["y"].data_ptr() != x.data_ptr()
+
+
+class TestGraphSpecValidation:
+    def test_defaults(self) -> None:
+        """The simple spec: max batch 1, axis 0 for every input."""
+        spec = GraphSpec()
+        assert spec.get_max_batch_size() == 1
+        assert spec.axis_of(0) == 0
+        assert spec.axis_of("x") == 0
+
+    def test_positional_max_batch_size(self) -> None:
+        """GraphSpec(8) is GraphSpec(max_batch_size=8)."""
+        assert GraphSpec(8).get_max_batch_size() == 8
+
+    @pytest.mark.parametrize("bad", [0, -1])
+    def test_max_batch_size_below_one_raises(self, bad: int) -> None:
+        """A max batch size < 1 is refused, naming the field and value."""
+        with pytest.raises(ValueError, match=f"max_batch_size must be >= 1, got {bad}"):
+            GraphSpec(bad)
+
+    def test_min_above_max_raises(self) -> None:
+        """An empty batch-size range is refused."""
+        with pytest.raises(ValueError, match="min_batch_size \\(4\\) must be <= max_batch_size"):
+            GraphSpec(2, min_batch_size=4)
+
+    def test_bad_axes_raise(self) -> None:
+        """batch_axes keys must be indices or names, values ints or None."""
+        with pytest.raises(TypeError, match="batch_axes keys"):
+            GraphSpec(2, batch_axes={1.5: 0})  # type: ignore[dict-item]
+        with pytest.raises(TypeError, match="batch_axes\\['x'\\]"):
+            GraphSpec(2, batch_axes={"x": "0"})  # type: ignore[dict-item]
+        with pytest.raises(ValueError, match="positional index >= 0"):
+            GraphSpec(2, batch_axes={-1: 0})
+
+
+class TestMakeBatch:
+    def test_slices_a_larger_sample(self) -> None:
+        """A sample with more rows than needed gives its first batch_size rows."""
+        x = torch.arange(10.0).reshape(5, 2)
+        batch = GraphSpec(8).make_batch(Sample((x,)), 3)
+        assert torch.equal(batch.args[0], x[:3])
+
+    def test_tiles_a_smaller_sample(self) -> None:
+        """A smaller sample is repeated cyclically: row i is row i % n."""
+        x = torch.tensor([[1.0], [2.0]])
+        batch = GraphSpec(8).make_batch(Sample((x,)), 5)
+        assert batch.args[0].flatten().tolist() == [1.0, 2.0, 1.0, 2.0, 1.0]
+
+    def test_never_aliases_or_mutates_the_callers_tensors(self) -> None:
+        """Writing into the batch leaves the caller's tensors as they were (also at full size)."""
+        x = torch.zeros(4, 3)
+        y = torch.zeros(3)
+        spec = GraphSpec(4, batch_axes={"y": None})
+        batch = spec.make_batch(Sample((x,), {"y": y}), 4)
+        batch.args[0].add_(1.0)
+        batch.kwargs["y"].add_(1.0)
+        assert torch.count_nonzero(x) == 0
+        assert torch.count_nonzero(y) == 0
+
+    def test_per_input_axis_and_unbatched_inputs(self) -> None:
+        """batch_axes picks the axis per input; None and non-tensors are left alone."""
+        seq = torch.arange(6.0).reshape(1, 6)  # batch axis 1
+        mask = torch.ones(2, 2)  # not batched
+        spec = GraphSpec(4, batch_axes={0: 1, "mask": None})
+        batch = spec.make_batch(Sample((seq, "mode"), {"mask": mask, "scale": 2.0}), 3)
+        assert batch.args[0].shape == (1, 3)
+        assert batch.args[1] == "mode"
+        assert torch.equal(batch.kwargs["mask"], mask)
+        assert batch.kwargs["scale"] == 2.0
+
+    def test_negative_axis_counts_from_the_end(self) -> None:
+        """Axis -1 is the last axis."""
+        x = torch.arange(4.0).reshape(2, 2)
+        batch = GraphSpec(3, batch_axes={0: -1}).make_batch(Sample((x,)), 3)
+        assert batch.args[0].shape == (2, 3)
+
+    @pytest.mark.parametrize("size", [0, 9])
+    def test_batch_size_outside_the_range_raises(self, size: int) -> None:
+        """Batch sizes outside min..max are refused, naming the value."""
+        with pytest.raises(ValueError, match=f"batch_size .*got {size}"):
+            GraphSpec(8).make_batch(Sample((torch.ones(2),)), size)
+
+    def test_batch_size_below_min_raises(self) -> None:
+        """A batch size below min_batch_size is refused."""
+        with pytest.raises(ValueError, match=r"2\.\.8"):
+            GraphSpec(8, min_batch_size=2).make_batch(Sample((torch.ones(2),)), 1)
+
+    def test_missing_axis_names_the_input(self) -> None:
+        """A batched input without its axis (e.g. a 0-d tensor) raises, naming the input."""
+        with pytest.raises(ValueError, match="input 'scale' is batched on axis 0 but has shape"):
+            GraphSpec(4).make_batch(Sample((torch.ones(2),), {"scale": torch.tensor(1.0)}), 2)
+        with pytest.raises(ValueError, match="input 0 is batched on axis 2"):
+            GraphSpec(4, batch_axes={0: 2}).make_batch(Sample((torch.ones(2, 2),)), 2)
+
+    def test_declared_non_tensor_raises(self) -> None:
+        """An input explicitly declared batched that is not a tensor is refused."""
+        with pytest.raises(ValueError, match="input 'k' is declared batched"):
+            GraphSpec(4, batch_axes={"k": 0}).make_batch(Sample((), {"k": 3}), 2)
+
+    def test_mismatched_batch_dims_raise(self) -> None:
+        """Batched inputs with different batch dimensions are refused, listing them."""
+        with pytest.raises(ValueError, match="disagree on the batch dimension \\(0: 2, 1: 3\\)"):
+            GraphSpec(4).make_batch(Sample((torch.ones(2, 1), torch.ones(3, 1))), 2)
+
+    def test_empty_batch_axis_raises(self) -> None:
+        """A batched tensor with 0 rows cannot be tiled."""
+        with pytest.raises(ValueError, match="empty batch axis"):
+            GraphSpec(4).make_batch(Sample((torch.ones(0, 2),)), 2)
+
+    def test_plain_pair_is_accepted(self) -> None:
+        """make_batch takes an (args, kwargs) tuple too."""
+        batch = GraphSpec(2).make_batch(((torch.ones(1, 3),), {}), 2)
+        assert batch.args[0].shape == (2, 3)
+
+    def test_batch_dim(self) -> None:
+        """batch_dim reports the common batch dimension, None without batched tensors."""
+        assert GraphSpec(4).batch_dim(Sample((torch.ones(3, 2),))) == 3
+        assert GraphSpec(4).batch_dim(Sample((1, "a"))) is None
+
+
+def test_import_does_not_load_torch() -> None:
+    """aitune_fp.inputs is importable without importing torch."""
+    code = "import sys, aitune_fp.inputs; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
