@@ -28,7 +28,8 @@ from typing import Any, Literal
 
 import attrs
 
-from aitune_fp.core._checks import check_finite, check_int, check_positive, check_threshold
+from aitune_fp.core._checks import check_finite, check_int, check_positive
+from aitune_fp.core.speedup import required_speedup
 
 __all__ = [
     "METHODS",
@@ -54,7 +55,7 @@ VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
 METHODS: tuple[str, ...] = ("wilcoxon_signed_rank_hl", "mann_whitney_hl")
 
 #: Largest n for which the signed-rank null distribution is computed exactly.
-_SIGNED_RANK_EXACT_MAX_N = 300
+_SIGNED_RANK_EXACT_MAX_N = 200
 #: Largest n*m for which the Mann-Whitney null distribution is computed exactly.
 _MANN_WHITNEY_EXACT_MAX_NM = 10_000
 
@@ -89,12 +90,6 @@ def _confidence(name: str, value: object) -> float:
     if not 0.0 < result < 1.0:
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
     return result
-
-
-def _required_speedup(min_speedup_threshold_percent: object) -> float:
-    """Return ``1 + pct/100`` (the same rule as ``aitune_fp.core.speedup.required_speedup``)."""
-    pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
-    return 1.0 + pct / 100.0
 
 
 def _exp(x: float) -> float:
@@ -161,7 +156,9 @@ def level_shift_index(
     ``|median(times[k:]) - median(times[:k])| > ratio * median(times[:k])``, i.e. ``times[k:]`` run
     at a level that differs by more than ``ratio`` (relative) from the level before them; ``None``
     when no split qualifies (including when there are fewer than ``2 * min_segment`` times).
-    O(n^2) for the ~hundreds of samples it is meant for.
+    Medians make it robust to single outliers but early: a clean step at index ``s`` is reported
+    as soon as about half of ``times[k:]`` lies past it, so ``k <= s`` and the flagged tail is a
+    superset of the shifted samples. O(n^2) for the ~hundreds of samples it is meant for.
     """
     seg = check_int("min_segment", min_segment, minimum=1)
     rel = check_positive("ratio", ratio)
@@ -252,7 +249,7 @@ def signed_rank_critical_count(n: int, alpha: float) -> int:
     ``T+`` is the sum of the ranks of the positive differences among ``n`` untied, nonzero pairs;
     the ``(c+1)``-th smallest Walsh average is then a one-sided ``1 - alpha`` lower bound of the
     pseudo-median. Returns -1 when even ``P0(T+ <= 0) = 2**-n`` exceeds ``alpha`` (``n`` too small
-    for that level). Exact for ``n <= 300``, normal approximation with continuity correction above.
+    for that level). Exact for ``n <= 200``, normal approximation with continuity correction above.
     ``alpha`` must lie in (0, 0.5). Example: ``signed_rank_critical_count(10, 0.01) == 5``.
     """
     size = check_int("n", n, minimum=1)
@@ -261,7 +258,7 @@ def signed_rank_critical_count(n: int, alpha: float) -> int:
         return _exact_critical(_signed_rank_lower_cdf(size), 2**size, level)
     total = size * (size + 1) // 2
     sd = math.sqrt(size * (size + 1) * (2 * size + 1) / 24.0)
-    return _normal_critical(total / 4.0, sd, level, (total - 1) // 2)
+    return _normal_critical(total / 2.0, sd, level, (total - 1) // 2)
 
 
 def mann_whitney_critical_count(n: int, m: int, alpha: float) -> int:
@@ -499,7 +496,7 @@ def decide_speedup(
             "paired timings need equal lengths: "
             f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
         )
-    required = _required_speedup(min_speedup_threshold_percent)
+    required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     return _decide(base, cand, required, (1.0 - level) / 2.0, paired=paired)
 
@@ -528,7 +525,7 @@ def decide_at_look(
             "paired timings need equal lengths: "
             f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
         )
-    required = _required_speedup(min_speedup_threshold_percent)
+    required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     looks = check_int("n_looks", n_looks, minimum=1)
     alpha = (1.0 - level) / looks
