@@ -1,0 +1,267 @@
+"""Embedded models for the main job (``aitune-fp tune``) and loading a user's model from a file.
+
+Each embedded model is built with a fixed seed (its own generator: the global RNG is untouched),
+in eval mode, with a matching sample and batch spec, sized so that one eager call takes a few
+milliseconds on a small CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from aitune_fp.inputs import GraphSpec, Sample, as_sample
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "EmbeddedModel",
+    "UserModelError",
+    "convnet",
+    "load_user_model",
+    "mlp",
+    "transformer",
+]
+
+DEFAULT_MODEL = "mlp"
+
+
+class UserModelError(ValueError):
+    """A user's model file or factory could not give a module and a sample (input error)."""
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class EmbeddedModel:
+    """A module to tune, the sample it is called with, and how that sample is batched."""
+
+    name: str
+    module: torch.nn.Module
+    sample: Sample
+    graph_spec: GraphSpec
+
+
+def _generator(seed: int) -> torch.Generator:
+    import torch
+
+    return torch.Generator().manual_seed(seed)
+
+
+@contextlib.contextmanager
+def _private_rng() -> Iterator[None]:
+    """Build modules without consuming the caller's global CPU RNG (it is restored afterwards)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        yield
+
+
+def _seeded_init(module: torch.nn.Module, seed: int) -> None:
+    """Re-initialise every parameter from a private generator (deterministic, global RNG untouched)."""
+    import torch
+
+    gen = _generator(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            if param.dim() > 1:
+                bound = (6.0 / (param.shape[0] + param.shape[1])) ** 0.5
+                param.copy_(torch.rand(param.shape, generator=gen) * 2 * bound - bound)
+            else:
+                param.copy_(torch.randn(param.shape, generator=gen) * 0.02)
+
+
+def _finish(
+    name: str, module: torch.nn.Module, shape: Sequence[int], max_batch_size: int
+) -> EmbeddedModel:
+    import torch
+
+    _seeded_init(module, seed=0)
+    module.eval()
+    example = torch.randn(tuple(shape), generator=_generator(1))
+    return EmbeddedModel(
+        name=name,
+        module=module,
+        sample=Sample((example,)),
+        graph_spec=GraphSpec(max_batch_size=max_batch_size),
+    )
+
+
+def mlp() -> EmbeddedModel:
+    """The default: a 256 -> 1024 -> 1024 -> 256 GELU MLP at batch 32 (about 100 MFLOP a call)."""
+    from torch import nn
+
+    with _private_rng():
+        module = nn.Sequential(
+            nn.Linear(256, 1024),
+            nn.GELU(),
+            nn.Linear(1024, 1024),
+            nn.GELU(),
+            nn.Linear(1024, 256),
+        )
+    return _finish("mlp", module, (4, 256), max_batch_size=32)
+
+
+def convnet() -> EmbeddedModel:
+    """A small conv net on 3x32x32 images at batch 8: two conv/ReLU/pool stages and a classifier."""
+    from torch import nn
+
+    with _private_rng():
+        module = nn.Sequential(
+            nn.Conv2d(3, 32, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, kernel_size=3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(64 * 8 * 8, 10),
+        )
+    return _finish("convnet", module, (2, 3, 32, 32), max_batch_size=8)
+
+
+def transformer() -> EmbeddedModel:
+    """One transformer encoder block (d_model 128, 4 heads, FF 256) on 8 sequences of 32 tokens."""
+    from torch import nn
+
+    with _private_rng():
+        module = nn.TransformerEncoderLayer(
+            d_model=128, nhead=4, dim_feedforward=256, dropout=0.0, batch_first=True
+        )
+    return _finish("transformer", module, (2, 32, 128), max_batch_size=8)
+
+
+#: Embedded models by name (``aitune-fp tune --model NAME``).
+MODELS: Mapping[str, Callable[[], EmbeddedModel]] = {
+    "mlp": mlp,
+    "convnet": convnet,
+    "transformer": transformer,
+}
+
+
+def _parse_spec(spec: str) -> tuple[str, str]:
+    if not isinstance(spec, str):
+        raise TypeError(f"spec must be a str 'path/to/file.py:factory', got {spec!r}")
+    path, sep, factory = spec.rpartition(":")
+    if not sep or not path or not factory:
+        raise UserModelError(f"model spec must look like 'path/to/file.py:factory', got {spec!r}")
+    if not factory.isidentifier():
+        raise UserModelError(f"factory name in {spec!r} is not a Python identifier: {factory!r}")
+    return path, factory
+
+
+def _import_file(path: str) -> Any:
+    if not os.path.isfile(path):
+        raise UserModelError(f"model file not found: {path!r}")
+    module_name = f"aitune_fp_user_model_{uuid.uuid4().hex}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise UserModelError(f"cannot import {path!r} as a Python file")
+    user = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = user
+    try:
+        spec.loader.exec_module(user)
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise UserModelError(
+            f"importing model file {path!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return user
+
+
+def _to_sample(value: object, spec: str) -> Sample:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return Sample((value,))
+    if isinstance(value, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return Sample(value)
+    try:
+        return as_sample(value)
+    except TypeError as exc:
+        raise UserModelError(
+            f"factory {spec!r} returned a sample that is not a tensor, a tuple of tensors, "
+            f"a Sample or an (args, kwargs) pair: {type(value).__name__}"
+        ) from exc
+
+
+def _shape(input_shape: object) -> tuple[int, ...]:
+    if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence):
+        raise UserModelError(f"input_shape must be a sequence of ints, got {input_shape!r}")
+    dims = tuple(input_shape)
+    if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise UserModelError(f"input_shape must be positive ints, got {input_shape!r}")
+    return dims
+
+
+def load_user_model(
+    spec: str,
+    *,
+    input_shape: Sequence[int] | None = None,
+    max_batch_size: int | None = None,
+) -> EmbeddedModel:
+    """Import ``path/file.py:factory`` and call ``factory()`` for the module to tune.
+
+    The factory returns a module (then ``input_shape`` gives a random float input, its first
+    dimension the batch), or ``(module, sample)`` where the sample is a tensor, a tuple of
+    tensors, a :class:`Sample` or an ``(args, kwargs)`` pair. The batch spec batches along axis 0
+    up to ``max_batch_size`` (default: the sample's first dimension). Every problem is a
+    :class:`UserModelError` naming the file or factory.
+    """
+    import torch
+
+    path, factory_name = _parse_spec(spec)
+    user = _import_file(path)
+    factory = getattr(user, factory_name, None)
+    if factory is None:
+        raise UserModelError(f"model file {path!r} has no factory named {factory_name!r}")
+    if not callable(factory):
+        raise UserModelError(f"{factory_name!r} in {path!r} is not callable")
+    try:
+        made = factory()
+    except Exception as exc:
+        raise UserModelError(f"factory {spec!r} raised {type(exc).__name__}: {exc}") from exc
+    sample: Sample | None = None
+    if isinstance(made, tuple) and len(made) == 2:
+        module, sample = made[0], _to_sample(made[1], spec)
+    else:
+        module = made
+    if not isinstance(module, torch.nn.Module):
+        raise UserModelError(
+            f"factory {spec!r} must return a torch.nn.Module or (module, sample), "
+            f"got {type(made).__name__}"
+        )
+    if sample is None:
+        if input_shape is None:
+            raise UserModelError(
+                f"factory {spec!r} returned only a module: give --input-shape (e.g. 8,256) "
+                "or return (module, sample)"
+            )
+        shape = _shape(input_shape)
+        sample = Sample((torch.randn(shape, generator=_generator(1)),))
+    elif input_shape is not None:
+        raise UserModelError(f"factory {spec!r} returned its own sample: drop --input-shape")
+    if max_batch_size is None:
+        first = next((v for _, v in sample.items() if isinstance(v, torch.Tensor)), None)
+        max_batch_size = int(first.shape[0]) if first is not None and first.dim() > 0 else 1
+    if (
+        isinstance(max_batch_size, bool)
+        or not isinstance(max_batch_size, int)
+        or max_batch_size < 1
+    ):
+        raise UserModelError(f"max_batch_size must be an int >= 1, got {max_batch_size!r}")
+    module.eval()
+    return EmbeddedModel(
+        name=factory_name,
+        module=module,
+        sample=sample,
+        graph_spec=GraphSpec(max_batch_size=max_batch_size),
+    )

@@ -1,0 +1,118 @@
+"""Embedded models and loading a user's model from a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from aitune_fp.inputs import Sample
+from aitune_fp.models import DEFAULT_MODEL, MODELS, UserModelError, load_user_model
+
+
+class TestEmbeddedModels:
+    @pytest.mark.parametrize("name", sorted(MODELS))
+    def test_model_runs_on_its_batched_sample(self, name: str) -> None:
+        """Each embedded model is in eval mode and runs on its sample batched to the max size."""
+        model = MODELS[name]()
+        assert model.name == name
+        assert not model.module.training
+        size = model.graph_spec.get_max_batch_size()
+        batch = model.graph_spec.make_batch(model.sample, size)
+        with torch.no_grad():
+            out = batch.call(model.module)
+        assert out.shape[0] == size
+        assert torch.isfinite(out).all()
+
+    @pytest.mark.parametrize("name", sorted(MODELS))
+    def test_model_is_deterministic_and_leaves_global_rng(self, name: str) -> None:
+        """Two builds have equal weights and samples; the global RNG state is untouched."""
+        state = torch.random.get_rng_state()
+        first, second = MODELS[name](), MODELS[name]()
+        assert torch.equal(torch.random.get_rng_state(), state)
+        for a, b in zip(first.module.parameters(), second.module.parameters(), strict=True):
+            assert torch.equal(a, b)
+        assert torch.equal(first.sample.args[0], second.sample.args[0])
+
+    def test_default_is_registered(self) -> None:
+        """The default model name is in the registry."""
+        assert DEFAULT_MODEL in MODELS
+
+
+def _write(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "user_model.py"
+    path.write_text(body)
+    return str(path)
+
+
+MODULE_ONLY = """
+import torch
+def make():
+    return torch.nn.Linear(8, 4)
+"""
+
+WITH_SAMPLE = """
+import torch
+def make():
+    return torch.nn.Linear(8, 4), torch.ones(6, 8)
+"""
+
+
+class TestLoadUserModel:
+    def test_module_with_input_shape(self, tmp_path: Path) -> None:
+        """A factory returning a module gets a random input of --input-shape; batch = first dim."""
+        model = load_user_model(_write(tmp_path, MODULE_ONLY) + ":make", input_shape=(3, 8))
+        assert isinstance(model.module, torch.nn.Linear)
+        assert model.sample.args[0].shape == (3, 8)
+        assert model.graph_spec.get_max_batch_size() == 3
+        assert model.name == "make"
+
+    def test_module_and_sample(self, tmp_path: Path) -> None:
+        """A factory returning (module, tensor) uses that tensor as the sample."""
+        model = load_user_model(_write(tmp_path, WITH_SAMPLE) + ":make", max_batch_size=12)
+        assert isinstance(model.sample, Sample)
+        assert torch.equal(model.sample.args[0], torch.ones(6, 8))
+        assert model.graph_spec.get_max_batch_size() == 12
+
+    @pytest.mark.parametrize(
+        ("body", "spec_suffix", "kwargs", "match"),
+        [
+            (MODULE_ONLY, ":nope", {"input_shape": (1, 8)}, "no factory named 'nope'"),
+            (MODULE_ONLY, ":make", {}, "input-shape"),
+            (WITH_SAMPLE, ":make", {"input_shape": (1, 8)}, "drop --input-shape"),
+            (
+                "def make():\n    raise RuntimeError('kaput')\n",
+                ":make",
+                {},
+                "raised RuntimeError: kaput",
+            ),
+            ("def make():\n    return 42\n", ":make", {}, "must return a torch.nn.Module"),
+            ("x = = 1\n", ":make", {}, "importing model file"),
+            ("import torch\nmake = 3\n", ":make", {}, "not callable"),
+            (
+                "import torch\ndef make():\n    return torch.nn.Linear(2, 2), 'text'\n",
+                ":make",
+                {},
+                "sample",
+            ),
+            (MODULE_ONLY, ":make", {"input_shape": (0, 8)}, "positive ints"),
+        ],
+    )
+    def test_errors_are_user_model_errors(
+        self, tmp_path: Path, body: str, spec_suffix: str, kwargs: dict[str, object], match: str
+    ) -> None:
+        """Every broken factory or file is a UserModelError (a ValueError) with a clear message."""
+        with pytest.raises(UserModelError, match=match):
+            load_user_model(_write(tmp_path, body) + spec_suffix, **kwargs)  # type: ignore[arg-type]
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A path that does not exist is reported by name."""
+        with pytest.raises(UserModelError, match="not found"):
+            load_user_model(f"{tmp_path}/absent.py:make", input_shape=(1,))
+
+    @pytest.mark.parametrize("spec", ["no_colon.py", ":make", "file.py:", "f.py:not-an-id"])
+    def test_bad_spec(self, spec: str) -> None:
+        """A spec that is not 'path:factory' is refused before anything is imported."""
+        with pytest.raises(UserModelError):
+            load_user_model(spec, input_shape=(1,))
