@@ -1,0 +1,126 @@
+"""Private helpers over nested inputs/outputs: map tensors, copy inputs, find a module's device."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+__all__ = [
+    "clone_inputs",
+    "clone_value",
+    "flatten_tensors",
+    "map_tensors",
+    "module_device",
+    "shape_signature",
+    "to_device",
+]
+
+
+def _is_namedtuple(value: object) -> bool:
+    """Tell a namedtuple instance from a plain tuple (it has ``_fields`` and ``_make``)."""
+    return isinstance(value, tuple) and hasattr(value, "_fields") and hasattr(value, "_make")
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """Rebuild ``value`` with ``fn`` applied to every tensor inside tuples, lists and mappings.
+
+    Containers are rebuilt (never mutated in place); other leaves are returned unchanged.
+    """
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if _is_namedtuple(value):
+        return type(value)._make(map_tensors(fn, item) for item in value)
+    if isinstance(value, tuple):
+        return tuple(map_tensors(fn, item) for item in value)
+    if isinstance(value, list):
+        return [map_tensors(fn, item) for item in value]
+    if isinstance(value, Mapping):
+        items = {key: map_tensors(fn, item) for key, item in value.items()}
+        if type(value) is dict:
+            return items
+        factory: Any = type(value)
+        try:
+            return factory(items)
+        except TypeError:
+            return items
+    return value
+
+
+def clone_value(value: Any) -> Any:
+    """Return a deep copy of ``value``; tensors are detached and cloned (deepcopy refuses non-leaves)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if _is_namedtuple(value):
+        return type(value)._make(clone_value(item) for item in value)
+    if isinstance(value, tuple):
+        return tuple(clone_value(item) for item in value)
+    if isinstance(value, list):
+        return [clone_value(item) for item in value]
+    if isinstance(value, Mapping):
+        items = {key: clone_value(item) for key, item in value.items()}
+        if type(value) is dict:
+            return items
+        factory: Any = type(value)
+        try:
+            return factory(items)
+        except TypeError:
+            return items
+    return copy.deepcopy(value)
+
+
+def clone_inputs(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Return fresh copies of call arguments so a call can never mutate the caller's inputs."""
+    return tuple(clone_value(item) for item in args), {
+        key: clone_value(item) for key, item in kwargs.items()
+    }
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    """Return ``value`` with every tensor moved to ``device`` (tensors already there are kept)."""
+    return map_tensors(lambda tensor: tensor.to(device), value)
+
+
+def module_device(module: torch.nn.Module) -> torch.device | None:
+    """Return the device of the module's first parameter or buffer, or None when it has neither."""
+    first: torch.Tensor | None = next(iter(module.parameters()), None)
+    if first is None:
+        first = next(iter(module.buffers()), None)
+    return None if first is None else first.device
+
+
+def shape_signature(value: Any) -> tuple[Any, ...]:
+    """Return a hashable description of a nested value: tensor shapes/dtypes/devices, other leaves.
+
+    Two inputs with the same signature can share one captured CUDA graph.
+    """
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), str(value.dtype), str(value.device))
+    if isinstance(value, tuple):
+        return (type(value).__name__, tuple(shape_signature(item) for item in value))
+    if isinstance(value, list):
+        return ("list", tuple(shape_signature(item) for item in value))
+    if isinstance(value, Mapping):
+        return (
+            "mapping",
+            tuple((repr(key), shape_signature(item)) for key, item in value.items()),
+        )
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return ("value", type(value).__name__, value)
+    return ("object", type(value).__qualname__, repr(value))
+
+
+def flatten_tensors(value: Any) -> list[torch.Tensor]:
+    """Return the tensors inside ``value`` in the order :func:`map_tensors` visits them."""
+    found: list[torch.Tensor] = []
+
+    def visit(tensor: torch.Tensor) -> torch.Tensor:
+        found.append(tensor)
+        return tensor
+
+    map_tensors(visit, value)
+    return found

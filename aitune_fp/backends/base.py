@@ -1,0 +1,410 @@
+"""The ``Backend`` protocol and ``BackendBase``, which owns the lifecycle every backend shares.
+
+A backend turns a module into something callable for inference. ``BackendBase`` implements the
+state machine (built once, then active/inactive), ``build.log``, the cleanup after a failed build,
+``describe()``/``key()``/``to_dict()`` from the configuration, so a backend only writes ``_build``
+and ``_infer`` (and ``_deactivate``/``_activate`` when it holds state worth releasing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import gc
+import hashlib
+import inspect
+import json
+import time
+import traceback
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+import torch
+
+from aitune_fp.backends._tree import module_device
+
+if TYPE_CHECKING:
+    from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = [
+    "BUILD_LOG_NAME",
+    "Backend",
+    "BackendBase",
+    "BackendState",
+    "autocast_context",
+    "check_autocast_dtype",
+    "config_value_to_json",
+]
+
+#: Name of the per-backend build log inside ``cache_dir/<key()>/``.
+BUILD_LOG_NAME = "build.log"
+
+#: Autocast dtypes a backend may declare (the reduced precisions torch autocast supports).
+_AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
+
+_BackendT = TypeVar("_BackendT", bound="BackendBase")
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the validation needs from an inference backend (users may implement it directly)."""
+
+    def build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> Backend:
+        """Prepare the backend for ``module`` once; return it ready and active."""
+        ...
+
+    def infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Run inference on one batch (never mutating the inputs)."""
+        ...
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Same as :meth:`infer`."""
+        ...
+
+    def describe(self) -> str:
+        """Human-readable name: ``"ClassName(k=v,...)"`` with the non-default options."""
+        ...
+
+    def key(self) -> str:
+        """Filesystem-safe identifier, unique per configuration and stable across processes."""
+        ...
+
+    def activate(self) -> None:
+        """Make a built, inactive backend usable again."""
+        ...
+
+    def deactivate(self) -> None:
+        """Release what the backend holds beyond the module; inference is refused until reactivated."""
+        ...
+
+    @property
+    def is_active(self) -> bool:
+        """True when :meth:`infer` may be called."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as a JSON-ready dict."""
+        ...
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The reduced (autocast) dtype the backend computes in, or None for the module's own."""
+        ...
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device the backend runs on once built (None before)."""
+        ...
+
+
+class BackendState(enum.Enum):
+    """Where a backend is in its lifecycle."""
+
+    INIT = "init"
+    BUILDING = "building"
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    FAILED = "failed"
+
+
+def check_autocast_dtype(dtype: object) -> torch.dtype | None:
+    """Return ``dtype`` if it is None, torch.bfloat16 or torch.float16, else raise naming it."""
+    if dtype is None:
+        return None
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(
+            f"dtype must be None, torch.bfloat16 or torch.float16, got {dtype!r} "
+            f"({type(dtype).__name__})"
+        )
+    if dtype not in _AUTOCAST_DTYPES:
+        raise ValueError(
+            f"dtype must be None, torch.bfloat16 or torch.float16 (an autocast dtype), got {dtype}"
+        )
+    return dtype
+
+
+def autocast_context(device: torch.device, dtype: torch.dtype | None, *, cache: bool = True) -> Any:
+    """Return ``torch.autocast`` for ``device`` and ``dtype``, or a no-op context when dtype is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype, cache_enabled=cache)
+
+
+def config_value_to_json(name: str, value: object) -> Any:
+    """Convert one configuration value to a JSON value (dtypes and devices become strings)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"backend option {name} must be finite, got {value!r}")
+        return value
+    if isinstance(value, (torch.dtype, torch.device)):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return config_value_to_json(name, value.value)
+    if isinstance(value, (list, tuple)):
+        return [config_value_to_json(f"{name}[{i}]", item) for i, item in enumerate(value)]
+    if isinstance(value, Mapping):
+        return {str(k): config_value_to_json(f"{name}[{k!r}]", v) for k, v in value.items()}
+    raise TypeError(
+        f"backend option {name} must be JSON-representable (None, bool, int, float, str, "
+        f"torch.dtype, torch.device, list, dict), got {value!r} ({type(value).__name__})"
+    )
+
+
+def _describe_value(value: Any) -> str:
+    """Render a JSON config value the way AITune's describe() does: bare, no quotes."""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+class BackendBase:
+    """Base class with the backend lifecycle; subclasses implement ``_build`` and ``_infer``.
+
+    Options: a subclass stores its constructor arguments and returns them from ``_config()``;
+    ``describe()`` shows those that differ from the constructor's defaults.
+    """
+
+    # Class-level defaults so that a subclass that forgets ``super().__init__()`` still works.
+    _state: BackendState = BackendState.INIT
+    _device: torch.device | None = None
+
+    # ---- what subclasses implement -------------------------------------------------------
+
+    def _config(self) -> dict[str, Any]:
+        """Return the options of this backend (constructor argument names -> values)."""
+        return {}
+
+    def _build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Prepare inference for ``module`` on ``device`` (the state is handled by the base)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _build")
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Run one inference call; only called while active."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _infer")
+
+    def _activate(self) -> None:
+        """Re-acquire what ``_deactivate`` released (default: nothing to do)."""
+
+    def _deactivate(self) -> None:
+        """Release compiled or captured state (default: nothing to do)."""
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The reduced (autocast) dtype the backend computes in, or None (the default)."""
+        return None
+
+    # ---- configuration -------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The backend's name: its class name."""
+        return type(self).__name__
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return ``{"backend": name, "config": {...}}``, JSON-ready."""
+        config = {key: config_value_to_json(key, value) for key, value in self._config().items()}
+        return {"backend": self.name, "config": config}
+
+    def _defaults(self) -> dict[str, Any]:
+        """Return the JSON form of the constructor's defaults, read from its signature."""
+        defaults: dict[str, Any] = {}
+        try:
+            parameters = inspect.signature(type(self).__init__).parameters
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            return defaults
+        for name, parameter in parameters.items():
+            if parameter.default is not inspect.Parameter.empty:
+                try:
+                    defaults[name] = config_value_to_json(name, parameter.default)
+                except (TypeError, ValueError):
+                    continue
+        return defaults
+
+    def describe(self) -> str:
+        """Return ``"ClassName(k=v,...)"`` listing only options that differ from their defaults."""
+        defaults = self._defaults()
+        config = self.to_dict()["config"]
+        changed = [
+            f"{key}={_describe_value(value)}"
+            for key, value in config.items()
+            if key not in defaults or defaults[key] != value
+        ]
+        return f"{self.name}({','.join(changed)})"
+
+    def key(self) -> str:
+        """Return ``"ClassName_<10 hex>"``: a hash of the JSON configuration (stable, path-safe)."""
+        payload = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:10]
+        safe_name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.name)
+        return f"{safe_name}_{digest}"
+
+    def __repr__(self) -> str:
+        """Show the description and the lifecycle state."""
+        return f"<{self.describe()} state={self._state.value}>"
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> BackendState:
+        """The lifecycle state."""
+        return self._state
+
+    @property
+    def is_active(self) -> bool:
+        """True when the backend is built and active (inference allowed)."""
+        return self._state is BackendState.ACTIVE
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device given to :meth:`build` (None before the build)."""
+        return self._device
+
+    def build(
+        self: _BackendT,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> _BackendT:
+        """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``.
+
+        On failure the backend is left failed (not active), the module goes back to the device it
+        was on, the log records the exception and traceback, and the exception propagates.
+        """
+        if self._state is not BackendState.INIT:
+            raise RuntimeError(
+                f"{self.describe()} was already built (state: {self._state.value}); build may be "
+                "called only once per backend object: create a new backend to build again"
+            )
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(
+                f"module must be a torch.nn.Module, got {module!r} ({type(module).__name__})"
+            )
+        data_value: object = data
+        if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
+            raise TypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+        target = torch.device(device)
+        log_dir = Path(cache_dir) / self.key()
+        log_dir.mkdir(parents=True, exist_ok=True)
+        original_device = module_device(module)
+        samples = list(data)
+        self._state = BackendState.BUILDING
+        self._device = target
+        with (log_dir / BUILD_LOG_NAME).open("a", encoding="utf-8") as log:
+            log.write(f"\nBackend: {self.describe()}\n")
+            log.write(f"Device: {target}\nSamples: {len(samples)}\n")
+            log.flush()
+            start = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    self._build(module, graph_spec, samples, target)
+                except BaseException as exc:
+                    _write_warnings(log, caught)
+                    self._fail(module, original_device, exc, log)
+                    raise
+            _write_warnings(log, caught)
+            log.write(f"Build succeeded in {time.perf_counter() - start:.3f} s\n")
+        self._state = BackendState.ACTIVE
+        return self
+
+    def _fail(
+        self,
+        module: torch.nn.Module,
+        original_device: torch.device | None,
+        exc: BaseException,
+        log: IO[str],
+    ) -> None:
+        """Record a failed build, release partial state and return the module to its device."""
+        log.write("\nBackend build failed\n")
+        log.write(f"Exception type: {type(exc).__name__}\n")
+        log.write(f"Exception details: {exc}\n")
+        log.write("Full traceback:\n")
+        log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        self._state = BackendState.FAILED
+        try:
+            self._deactivate()
+        except Exception as cleanup_exc:  # keep the original error; note the secondary one
+            log.write(f"Cleanup after the failure also failed: {cleanup_exc!r}\n")
+        if original_device is not None:
+            try:
+                module.to(original_device)
+            except Exception as move_exc:
+                log.write(f"Moving the module back to {original_device} failed: {move_exc!r}\n")
+        _release_memory()
+
+    def activate(self) -> None:
+        """Make a built, inactive backend active again (a no-op when already active)."""
+        if self._state is BackendState.ACTIVE:
+            return
+        if self._state is not BackendState.INACTIVE:
+            raise RuntimeError(
+                f"Cannot activate {self.describe()} in state {self._state.value}: "
+                "only a successfully built backend can be activated"
+            )
+        self._activate()
+        self._state = BackendState.ACTIVE
+
+    def deactivate(self) -> None:
+        """Release compiled/captured state; inference is refused until :meth:`activate`.
+
+        A no-op when inactive or failed; an error before the build.
+        """
+        if self._state in (BackendState.INACTIVE, BackendState.FAILED):
+            return
+        if self._state is not BackendState.ACTIVE:
+            raise RuntimeError(
+                f"Cannot deactivate {self.describe()} in state {self._state.value}: build it first"
+            )
+        try:
+            self._deactivate()
+        finally:
+            self._state = BackendState.INACTIVE
+            _release_memory()
+
+    def infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Run inference on one batch; the backend must be built and active."""
+        if self._state is not BackendState.ACTIVE:
+            raise RuntimeError(
+                f"Cannot run inference, backend {self.describe()} is not active "
+                f"(state: {self._state.value}); build() or activate() it first"
+            )
+        return self._infer(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Same as :meth:`infer`."""
+        return self.infer(*args, **kwargs)
+
+
+def _write_warnings(log: IO[str], caught: list[warnings.WarningMessage]) -> None:
+    """Append the Python warnings raised during the build to the log."""
+    if not caught:
+        return
+    log.write(f"Warnings during build ({len(caught)}):\n")
+    for item in caught:
+        log.write(warnings.formatwarning(item.message, item.category, item.filename, item.lineno))
+
+
+def _release_memory() -> None:
+    """Collect garbage and return cached CUDA memory (when CUDA was used)."""
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        torch.cuda.empty_cache()

@@ -1,0 +1,154 @@
+"""``TorchCompileBackend``: ``torch.compile`` with compilation and warm-up done inside ``build``."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from aitune_fp.backends._tree import to_device
+from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
+from aitune_fp.inputs import as_sample
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = ["TorchCompileBackend"]
+
+#: Warm-up calls per batch size (reduce-overhead's CUDA graph trees record on the second call
+#: and replay from the third, so three calls leave every mode in its steady state).
+_WARMUP_CALLS_PER_BATCH_SIZE = 3
+
+#: Compile backends that hold compiled code right now; the global dynamo reset waits for the last.
+_LIVE: weakref.WeakSet[TorchCompileBackend] = weakref.WeakSet()
+
+
+def _check_optional_str(name: str, value: object) -> str | None:
+    """Return ``value`` if it is None or a non-empty str, else raise naming ``name``."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise TypeError(f"{name} must be None or a non-empty str, got {value!r}")
+    return value
+
+
+class TorchCompileBackend(BackendBase):
+    """``torch.compile(module, mode=, dynamic=, fullgraph=, backend=)``, optionally under autocast.
+
+    ``build`` compiles and warms up at the spec's smallest and largest batch size, so no compile
+    time leaks into profiling. ``deactivate`` drops the compiled callable and, once no other
+    ``TorchCompileBackend`` is active, resets dynamo's global caches (``torch.compiler.reset()``),
+    which also discards compiled code of ``torch.compile`` calls made outside this library.
+    """
+
+    def __init__(
+        self,
+        mode: str | None = None,
+        dynamic: bool | None = None,
+        fullgraph: bool = False,
+        backend: str = "inductor",
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        """Configure the compilation; the options are passed to ``torch.compile`` unchanged."""
+        self._mode = _check_optional_str("mode", mode)
+        if dynamic is not None and not isinstance(dynamic, bool):
+            raise TypeError(f"dynamic must be None or a bool, got {dynamic!r}")
+        if not isinstance(fullgraph, bool):
+            raise TypeError(f"fullgraph must be a bool, got {fullgraph!r}")
+        checked_backend = _check_optional_str("backend", backend)
+        if checked_backend is None:
+            raise TypeError("backend must be a non-empty str (a torch.compile backend name)")
+        self._dynamic = dynamic
+        self._fullgraph = fullgraph
+        self._backend = checked_backend
+        self._dtype = check_autocast_dtype(dtype)
+        self._module: torch.nn.Module | None = None
+        self._compiled: Callable[..., Any] | None = None
+        self._samples: list[Sample] = []
+        self._graph_spec: GraphSpec | None = None
+
+    def _config(self) -> dict[str, Any]:
+        """The options, in the constructor's order."""
+        return {
+            "mode": self._mode,
+            "dynamic": self._dynamic,
+            "fullgraph": self._fullgraph,
+            "backend": self._backend,
+            "dtype": self._dtype,
+        }
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The autocast dtype, or None."""
+        return self._dtype
+
+    def _build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Move the module to the device, compile it and warm it up at min and max batch size."""
+        if not data:
+            raise ValueError(
+                f"data must hold at least one sample to warm up {self.describe()} "
+                f"(graph spec {graph_spec.name!r}), got none"
+            )
+        module.to(device)
+        self._module = module
+        self._samples = [as_sample(item) for item in data]
+        self._graph_spec = graph_spec
+        self._compile_and_warm_up()
+
+    def _compile_and_warm_up(self) -> None:
+        """Compile the module and run the warm-up batches through the compiled callable."""
+        assert self._module is not None
+        assert self._graph_spec is not None
+        assert self._device is not None
+        spec, samples = self._graph_spec, self._samples
+        self._compiled = torch.compile(
+            self._module,
+            mode=self._mode,
+            dynamic=self._dynamic,
+            fullgraph=self._fullgraph,
+            backend=self._backend,
+        )
+        _LIVE.add(self)
+        for size in sorted({spec.min_batch_size, spec.get_max_batch_size()}):
+            for i in range(_WARMUP_CALLS_PER_BATCH_SIZE):
+                batch = spec.make_batch(samples[i % len(samples)], size)
+                args, kwargs = to_device((batch.args, dict(batch.kwargs)), self._device)
+                self._run(*args, **kwargs)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the compiled module without gradients, under autocast when a dtype is set."""
+        assert self._compiled is not None
+        assert self._device is not None
+        with torch.no_grad(), autocast_context(self._device, self._dtype):
+            return self._compiled(*args, **kwargs)
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the compiled module."""
+        return self._run(*args, **kwargs)
+
+    def _activate(self) -> None:
+        """Compile and warm up again (what ``deactivate`` released), on the build's device."""
+        assert self._module is not None
+        assert self._device is not None
+        self._module.to(self._device)
+        self._compile_and_warm_up()
+
+    def _deactivate(self) -> None:
+        """Drop the compiled callable; reset dynamo globally when no other compile backend is live.
+
+        The reset is safe while an eager baseline is alive (eager holds no compiled state).
+        """
+        self._compiled = None
+        _LIVE.discard(self)
+        if not _LIVE:
+            torch.compiler.reset()

@@ -1,0 +1,170 @@
+"""``CudaGraphBackend``: capture the module's CUDA kernels once per input shape, then replay them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import torch
+
+from aitune_fp.backends._tree import (
+    clone_inputs,
+    flatten_tensors,
+    map_tensors,
+    shape_signature,
+    to_device,
+)
+from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
+from aitune_fp.core._checks import check_int
+from aitune_fp.inputs import as_sample
+
+if TYPE_CHECKING:
+    from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = ["CudaGraphBackend"]
+
+
+@attrs.frozen(kw_only=True)
+class _Captured:
+    """One captured graph with the static input buffers it reads and the outputs it writes."""
+
+    graph: Any  # torch.cuda.CUDAGraph
+    static_inputs: list[torch.Tensor]
+    static_output: Any
+
+
+class CudaGraphBackend(BackendBase):
+    """Replay a captured CUDA graph per input shape (static buffers; outputs returned as copies).
+
+    ``build`` captures the graphs for every sample at the spec's smallest and largest batch size;
+    a call with a new shape captures lazily. Non-tensor arguments are part of the shape key: they
+    are baked into the captured graph. Needs a CUDA device.
+    """
+
+    def __init__(self, dtype: torch.dtype | None = None, warmup_calls: int = 3) -> None:
+        """Configure capture: ``dtype`` enables autocast, ``warmup_calls`` eager calls precede it."""
+        self._dtype = check_autocast_dtype(dtype)
+        self._warmup_calls = check_int("warmup_calls", warmup_calls, minimum=1)
+        self._module: torch.nn.Module | None = None
+        self._graph_spec: GraphSpec | None = None
+        self._samples: list[Sample] = []
+        self._graphs: dict[tuple[Any, ...], _Captured] = {}
+
+    def _config(self) -> dict[str, Any]:
+        """The options, in the constructor's order."""
+        return {"dtype": self._dtype, "warmup_calls": self._warmup_calls}
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The autocast dtype, or None."""
+        return self._dtype
+
+    @property
+    def num_graphs(self) -> int:
+        """How many graphs are captured right now (one per distinct input shape)."""
+        return len(self._graphs)
+
+    def _build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Check the device, move the module there and capture the min/max batch graphs."""
+        if device.type != "cuda":
+            raise RuntimeError(
+                f"CudaGraphBackend needs a CUDA device (CUDA graphs capture and replay CUDA "
+                f"kernels), got device {str(device)!r}"
+            )
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                f"CudaGraphBackend needs a CUDA device, but CUDA is not available "
+                f"(device {str(device)!r})"
+            )
+        if not data:
+            raise ValueError(
+                f"data must hold at least one sample to capture {self.describe()} "
+                f"(graph spec {graph_spec.name!r}), got none"
+            )
+        module.to(device)
+        self._module = module
+        self._graph_spec = graph_spec
+        self._samples = [as_sample(item) for item in data]
+        self._capture_spec_boundaries()
+
+    def _capture_spec_boundaries(self) -> None:
+        """Capture a graph for every sample at the smallest and the largest batch size."""
+        assert self._graph_spec is not None
+        spec = self._graph_spec
+        for size in sorted({spec.min_batch_size, spec.get_max_batch_size()}):
+            for sample in self._samples:
+                batch = spec.make_batch(sample, size)
+                self._graph_for(batch.args, dict(batch.kwargs))
+
+    def _graph_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Captured:
+        """Return the graph for these inputs' shapes, capturing it first when it is new."""
+        signature = shape_signature((args, kwargs))
+        captured = self._graphs.get(signature)
+        if captured is None:
+            captured = self._capture(args, kwargs)
+            self._graphs[signature] = captured
+        return captured
+
+    def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Captured:
+        """Warm up on a side stream, then capture one graph reading static copies of the inputs."""
+        assert self._module is not None
+        assert self._device is not None
+        module, device = self._module, self._device
+        static_args, static_kwargs = to_device(clone_inputs(args, kwargs), device)
+        current = torch.cuda.current_stream(device)
+        side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
+        side.wait_stream(current)
+        with (
+            torch.cuda.stream(side),
+            torch.no_grad(),
+            autocast_context(device, self._dtype, cache=False),
+        ):
+            for _ in range(self._warmup_calls):
+                module(*static_args, **static_kwargs)
+        current.wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with (
+            torch.no_grad(),
+            autocast_context(device, self._dtype, cache=False),
+            torch.cuda.graph(graph),
+        ):
+            static_output = module(*static_args, **static_kwargs)
+        return _Captured(
+            graph=graph,
+            static_inputs=flatten_tensors((static_args, static_kwargs)),
+            static_output=static_output,
+        )
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Copy the inputs into the static buffers, replay, and return copies of the outputs."""
+        try:
+            captured = self._graph_for(args, kwargs)
+        except Exception as exc:
+            raise RuntimeError(
+                f"{self.describe()} could not capture a CUDA graph for new input shapes "
+                f"{shape_signature((args, kwargs))!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        for static, given in zip(
+            captured.static_inputs, flatten_tensors((args, kwargs)), strict=True
+        ):
+            static.copy_(given)
+        captured.graph.replay()
+        return map_tensors(lambda tensor: tensor.clone(), captured.static_output)
+
+    def _activate(self) -> None:
+        """Move the module back to the device and capture the min/max graphs again."""
+        assert self._module is not None
+        assert self._device is not None
+        self._module.to(self._device)
+        self._capture_spec_boundaries()
+
+    def _deactivate(self) -> None:
+        """Drop every captured graph and its static buffers (the memory pools go with them)."""
+        self._graphs.clear()

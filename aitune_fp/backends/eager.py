@@ -1,0 +1,68 @@
+"""``TorchEagerBackend``: the baseline, the user's own module run eagerly under ``torch.no_grad()``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
+
+if TYPE_CHECKING:
+    from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = ["TorchEagerBackend"]
+
+
+class TorchEagerBackend(BackendBase):
+    """Run the module as it is, on the device, without gradients; optionally under autocast.
+
+    The backend keeps the same module object (no copy), so the baseline never doubles memory.
+    """
+
+    def __init__(self, dtype: torch.dtype | None = None) -> None:
+        """Configure the eager baseline; ``dtype`` (bfloat16/float16) enables autocast."""
+        self._dtype = check_autocast_dtype(dtype)
+        self._module: torch.nn.Module | None = None
+
+    def _config(self) -> dict[str, Any]:
+        """The options: the autocast dtype."""
+        return {"dtype": self._dtype}
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The autocast dtype, or None."""
+        return self._dtype
+
+    @property
+    def module(self) -> torch.nn.Module | None:
+        """The module this backend runs (the caller's object, not a copy); None before the build."""
+        return self._module
+
+    def _build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Move the module to the device and keep a reference to it."""
+        module.to(device)
+        self._module = module
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the module under ``torch.no_grad()`` (and autocast when a dtype is set)."""
+        assert self._module is not None
+        assert self._device is not None
+        with torch.no_grad(), autocast_context(self._device, self._dtype):
+            return self._module(*args, **kwargs)
+
+    def _activate(self) -> None:
+        """Make sure the module is on the build's device again (another backend may have moved it)."""
+        assert self._module is not None
+        assert self._device is not None
+        self._module.to(self._device)
+
+    def _deactivate(self) -> None:
+        """Nothing to release: the module is the caller's and stays where it is."""

@@ -1,0 +1,552 @@
+"""Correctness before speed: a candidate's outputs must match eager's, checked leaf by leaf.
+
+For every recorded sample, at the spec's smallest and largest batch size, the candidate and the
+eager reference run on fresh copies of the same batch. The candidate's outputs must be finite
+(infinity reported before NaN), have the reference's structure, shapes and dtypes (or the declared
+reduced dtype), and be close to the reference's values with dtype-aware tolerances. Non-tensor
+outputs are compared explicitly; an output type we cannot compare is an error, never skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+
+import attrs
+import torch
+
+from aitune_fp.backends._tree import clone_inputs
+from aitune_fp.core._checks import check_nonnegative
+from aitune_fp.inputs import GraphSpec, Sample, as_sample
+
+__all__ = [
+    "CHECKS",
+    "CheckName",
+    "CorrectnessError",
+    "Tolerances",
+    "check_correctness",
+    "compare_outputs",
+]
+
+#: The checks a :class:`CorrectnessError` can name.
+CheckName: TypeAlias = Literal[
+    "finite", "structure", "shape", "dtype", "values", "type", "exception"
+]
+CHECKS: tuple[CheckName, ...] = (
+    "finite",
+    "structure",
+    "shape",
+    "dtype",
+    "values",
+    "type",
+    "exception",
+)
+
+
+class CorrectnessError(RuntimeError):
+    """A candidate's outputs disagree with the eager reference (or the candidate call failed).
+
+    A ``RuntimeError``, not an ``AssertionError``: a wrong candidate is an expected, recoverable
+    outcome that validation catches to reject it, while ``AssertionError`` signals a broken
+    invariant in our own code; keeping them apart stops a library bug passing as a rejection.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        check: CheckName,
+        sample_index: int | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        """Record the output ``path`` and the ``check`` that failed next to the message."""
+        if check not in CHECKS:
+            raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
+        super().__init__(message)
+        self.path = path
+        self.check: CheckName = check
+        self.sample_index = sample_index
+        self.batch_size = batch_size
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with the keyword attributes (exceptions pickle only ``args`` by default)."""
+        return (
+            _rebuild_error,
+            (str(self), self.path, self.check, self.sample_index, self.batch_size),
+        )
+
+
+def _rebuild_error(
+    message: str, path: str, check: CheckName, sample_index: int | None, batch_size: int | None
+) -> CorrectnessError:
+    """Unpickle a :class:`CorrectnessError`."""
+    return CorrectnessError(
+        message, path=path, check=check, sample_index=sample_index, batch_size=batch_size
+    )
+
+
+def _nonnegative(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    """Attrs validator: a finite number >= 0."""
+    check_nonnegative(attribute.name, value)
+
+
+@attrs.frozen(kw_only=True)
+class Tolerances:
+    """Absolute and relative tolerances per precision tier: ``|a - e| <= atol + rtol * |e|``.
+
+    The tier is the least precise of the candidate's dtype, the reference's dtype and the declared
+    dtype; float16, bfloat16 and the float8 types are "reduced". Integers and bools compare exactly.
+    """
+
+    float64_atol: float = attrs.field(default=1e-6, validator=_nonnegative)
+    float64_rtol: float = attrs.field(default=1e-6, validator=_nonnegative)
+    float32_atol: float = attrs.field(default=1e-3, validator=_nonnegative)
+    float32_rtol: float = attrs.field(default=1e-3, validator=_nonnegative)
+    reduced_atol: float = attrs.field(default=1e-2, validator=_nonnegative)
+    reduced_rtol: float = attrs.field(default=1e-2, validator=_nonnegative)
+
+    def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
+        """Return ``(atol, rtol)`` for values of ``dtype`` (exact for integers and bools)."""
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return 0.0, 0.0
+        eps = _eps(dtype)
+        if eps >= torch.finfo(torch.float16).eps:
+            return self.reduced_atol, self.reduced_rtol
+        if eps >= torch.finfo(torch.float32).eps:
+            return self.float32_atol, self.float32_rtol
+        return self.float64_atol, self.float64_rtol
+
+
+def _eps(dtype: torch.dtype) -> float:
+    """Machine epsilon of a floating or complex dtype (a complex's is its real part's)."""
+    if dtype.is_complex:
+        dtype = dtype.to_real()
+    return float(torch.finfo(dtype).eps)
+
+
+def _least_precise(*dtypes: torch.dtype | None) -> torch.dtype:
+    """Among floating/complex dtypes, the one with the largest epsilon (float32 if none)."""
+    floating = [d for d in dtypes if d is not None and (d.is_floating_point or d.is_complex)]
+    if not floating:
+        return torch.float32
+    return max(floating, key=_eps)
+
+
+# ---- the checks -------------------------------------------------------------------------------
+
+
+def compare_outputs(
+    actual: Any,
+    expected: Any,
+    *,
+    path: str = "output",
+    expected_dtype: torch.dtype | None = None,
+    tolerances: Tolerances | None = None,
+) -> None:
+    """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``.
+
+    Order: finite (the whole candidate output; inf before NaN), then per leaf structure, type,
+    shape, dtype and values. ``expected_dtype`` declares a reduced precision: floating outputs may
+    then be in that dtype (or the reference's) and are compared with its tolerances.
+    """
+    _check_expected_dtype(expected_dtype)
+    tol = tolerances if tolerances is not None else Tolerances()
+    _check_finite(actual, expected, path, [])
+    _compare(actual, expected, path, expected_dtype, tol)
+
+
+def check_correctness(
+    candidate: Callable[..., Any],
+    reference: Callable[..., Any],
+    graph_spec: GraphSpec,
+    data: Sequence[Sample],
+    *,
+    expected_dtype: torch.dtype | None = None,
+    tolerances: Tolerances | None = None,
+    name: str = "",
+) -> None:
+    """Check ``candidate`` against ``reference`` on every sample at min and max batch size.
+
+    Both run under ``torch.no_grad()`` on their own fresh copies of each batch, so the stored
+    samples are never mutated. Raises :class:`CorrectnessError` naming the sample, batch size,
+    output path and failed check; a failing reference raises ``RuntimeError`` (not the candidate's
+    fault).
+    """
+    _check_expected_dtype(expected_dtype)
+    data_value: object = data
+    if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
+        raise TypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+    if not data:
+        raise ValueError(
+            f"data must hold at least one sample for the correctness check "
+            f"(graph spec {graph_spec.name!r}), got none"
+        )
+    tol = tolerances if tolerances is not None else Tolerances()
+    prefix = f"{name}: " if name else ""
+    sizes = sorted({graph_spec.min_batch_size, graph_spec.get_max_batch_size()})
+    for index, item in enumerate(data):
+        sample = as_sample(item)
+        for size in sizes:
+            batch = graph_spec.make_batch(sample, size)
+            where = f"sample {index} at batch size {size}"
+            args, kwargs = clone_inputs(batch.args, batch.kwargs)
+            try:
+                with torch.no_grad():
+                    expected = reference(*args, **kwargs)
+            except Exception as exc:
+                raise RuntimeError(
+                    f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
+                ) from exc
+            args, kwargs = clone_inputs(batch.args, batch.kwargs)
+            try:
+                with torch.no_grad():
+                    actual = candidate(*args, **kwargs)
+            except Exception as exc:
+                raise CorrectnessError(
+                    f"{prefix}{where}: output: the candidate raised {type(exc).__name__}: {exc}",
+                    path="output",
+                    check="exception",
+                    sample_index=index,
+                    batch_size=size,
+                ) from exc
+            try:
+                _check_finite(actual, expected, "output", [])
+                _compare(actual, expected, "output", expected_dtype, tol)
+            except CorrectnessError as err:
+                raise CorrectnessError(
+                    f"{prefix}{where}: {err}",
+                    path=err.path,
+                    check=err.check,
+                    sample_index=index,
+                    batch_size=size,
+                ) from None
+
+
+def _check_expected_dtype(expected_dtype: object) -> None:
+    """Refuse an ``expected_dtype`` that is not None or a floating torch dtype."""
+    if expected_dtype is None:
+        return
+    if not isinstance(expected_dtype, torch.dtype) or not expected_dtype.is_floating_point:
+        raise TypeError(
+            f"expected_dtype must be None or a floating torch.dtype, got {expected_dtype!r}"
+        )
+
+
+# ---- finiteness -------------------------------------------------------------------------------
+
+
+def _as_tensor_if_array(value: Any) -> Any:
+    """Convert a numpy array or scalar to a tensor (numpy only if already imported)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
+        return torch.as_tensor(numpy.asarray(value))
+    return value
+
+
+def _lookup(value: Any, keys: list[Any]) -> Any:
+    """Follow ``keys`` into a nested value; raise LookupError when the path is absent."""
+    for key in keys:
+        try:
+            value = value[key]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise LookupError(key) from exc
+    return value
+
+
+def _reference_note(expected: Any, keys: list[Any]) -> str:
+    """Say whether the reference is non-finite at the same place (the model's own doing)."""
+    try:
+        ref = _as_tensor_if_array(_lookup(expected, keys))
+    except LookupError:
+        return ""
+    if isinstance(ref, torch.Tensor) and (ref.is_floating_point() or ref.is_complex()):
+        if not bool(torch.isfinite(ref).all()):
+            return " (the eager reference is non-finite there too)"
+        return " (the eager reference is finite there)"
+    return ""
+
+
+def _check_finite(actual: Any, expected: Any, path: str, keys: list[Any]) -> None:
+    """Raise ``finite`` at the first tensor/float holding inf (checked first) or NaN."""
+    for leaf_path, leaf_keys, leaf in _leaves(actual, path, keys):
+        leaf = _as_tensor_if_array(leaf)
+        if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
+            data = leaf.detach()
+            for label, mask in (("infinity", torch.isinf(data)), ("NaN", torch.isnan(data))):
+                count = int(mask.sum())
+                if count:
+                    first = _unravel(int(mask.reshape(-1).nonzero()[0]), tuple(data.shape))
+                    raise CorrectnessError(
+                        f"{leaf_path}: output tensor contains {label} values ({count} of "
+                        f"{data.numel()} elements, first at index {first})"
+                        f"{_reference_note(expected, leaf_keys)}",
+                        path=leaf_path,
+                        check="finite",
+                    )
+        elif isinstance(leaf, float) and not math.isfinite(leaf):
+            label = "NaN" if math.isnan(leaf) else "infinity"
+            raise CorrectnessError(
+                f"{leaf_path}: output float is {label} ({leaf!r})", path=leaf_path, check="finite"
+            )
+
+
+def _leaves(value: Any, path: str, keys: list[Any]) -> list[tuple[str, list[Any], Any]]:
+    """All non-container leaves of an output with their paths and key lists (tensors last-level)."""
+    if isinstance(value, Mapping):
+        found: list[tuple[str, list[Any], Any]] = []
+        for key, item in value.items():
+            found.extend(_leaves(item, f"{path}[{key!r}]", [*keys, key]))
+        return found
+    if isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
+        found = []
+        for index, item in enumerate(value):
+            found.extend(_leaves(item, _item_path(value, path, index), [*keys, index]))
+        return found
+    return [(path, keys, value)]
+
+
+def _item_path(container: Sequence[Any], path: str, index: int) -> str:
+    """Path of a sequence item: ``.field`` for namedtuples, ``[i]`` otherwise."""
+    fields = getattr(container, "_fields", None)
+    if isinstance(container, tuple) and isinstance(fields, tuple) and index < len(fields):
+        return f"{path}.{fields[index]}"
+    return f"{path}[{index}]"
+
+
+# ---- structural and value comparison ---------------------------------------------------------
+
+
+def _kind(value: Any) -> str:
+    """Describe a value's type for messages."""
+    if isinstance(value, torch.Tensor):
+        return f"tensor (dtype {value.dtype}, shape {tuple(value.shape)})"
+    return type(value).__name__
+
+
+def _compare(
+    actual: Any,
+    expected: Any,
+    path: str,
+    expected_dtype: torch.dtype | None,
+    tol: Tolerances,
+) -> None:
+    """Compare one node of the output tree, recursing into containers."""
+    actual = _as_tensor_if_array(actual)
+    expected = _as_tensor_if_array(expected)
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            raise CorrectnessError(
+                f"{path}: expected {_kind(expected)} but got {_kind(actual)}",
+                path=path,
+                check="type",
+            )
+        _compare_tensors(actual, expected, path, expected_dtype, tol)
+        return
+    if isinstance(expected, Mapping):
+        _compare_mappings(actual, expected, path, expected_dtype, tol)
+        return
+    if isinstance(expected, (tuple, list)):
+        if type(actual) is not type(expected):
+            raise CorrectnessError(
+                f"{path}: expected a {type(expected).__name__} of {len(expected)} items but got "
+                f"{_kind(actual)}",
+                path=path,
+                check="structure",
+            )
+        if len(actual) != len(expected):
+            raise CorrectnessError(
+                f"{path}: expected {len(expected)} items but got {len(actual)}",
+                path=path,
+                check="structure",
+            )
+        for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            _compare(a, e, _item_path(expected, path, index), expected_dtype, tol)
+        return
+    _compare_scalars(actual, expected, path, expected_dtype, tol)
+
+
+def _compare_mappings(
+    actual: Any,
+    expected: Mapping[Any, Any],
+    path: str,
+    expected_dtype: torch.dtype | None,
+    tol: Tolerances,
+) -> None:
+    """Mappings must have the same keys (any order); values are compared key by key."""
+    if not isinstance(actual, Mapping):
+        raise CorrectnessError(
+            f"{path}: expected a mapping ({type(expected).__name__}) with keys "
+            f"{sorted(map(repr, expected))} but got {_kind(actual)}",
+            path=path,
+            check="structure",
+        )
+    missing = [key for key in expected if key not in actual]
+    extra = [key for key in actual if key not in expected]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing keys {missing!r}")
+        if extra:
+            parts.append(f"unexpected keys {extra!r}")
+        raise CorrectnessError(f"{path}: {' and '.join(parts)}", path=path, check="structure")
+    for key, value in expected.items():
+        _compare(actual[key], value, f"{path}[{key!r}]", expected_dtype, tol)
+
+
+def _compare_scalars(
+    actual: Any,
+    expected: Any,
+    path: str,
+    expected_dtype: torch.dtype | None,
+    tol: Tolerances,
+) -> None:
+    """None, bool, int, str, bytes and float leaves; anything else is refused explicitly."""
+    if expected is None:
+        if actual is not None:
+            raise CorrectnessError(
+                f"{path}: expected None but got {_kind(actual)}", path=path, check="type"
+            )
+        return
+    if isinstance(expected, (bool, int, str, bytes)):
+        if type(actual) is not type(expected):
+            raise CorrectnessError(
+                f"{path}: expected {type(expected).__name__} but got {_kind(actual)}",
+                path=path,
+                check="type",
+            )
+        if actual != expected:
+            raise CorrectnessError(
+                f"{path}: expected {expected!r} but got {actual!r}", path=path, check="values"
+            )
+        return
+    if isinstance(expected, float):
+        if not isinstance(actual, float):
+            raise CorrectnessError(
+                f"{path}: expected float but got {_kind(actual)}", path=path, check="type"
+            )
+        atol, rtol = tol.for_dtype(_least_precise(torch.float32, expected_dtype))
+        error = abs(actual - expected)
+        if not math.isfinite(expected) or error > atol + rtol * abs(expected):
+            raise CorrectnessError(
+                f"{path}: expected {expected!r} but got {actual!r} (abs error {error:.3g}, "
+                f"atol={atol:g}, rtol={rtol:g})",
+                path=path,
+                check="values",
+            )
+        return
+    raise CorrectnessError(
+        f"{path}: cannot compare an output of type {type(expected).__qualname__}: supported are "
+        "tensors, numpy arrays, tuples, lists, namedtuples, mappings, None, bool, int, float, "
+        "str and bytes; return one of those (or convert the output) to validate this backend",
+        path=path,
+        check="type",
+    )
+
+
+def _compare_tensors(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    path: str,
+    expected_dtype: torch.dtype | None,
+    tol: Tolerances,
+) -> None:
+    """Shape, dtype and values (allclose in float32/64 with the tier's tolerances)."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise CorrectnessError(
+            f"{path}: expected shape {tuple(expected.shape)} but got {tuple(actual.shape)}",
+            path=path,
+            check="shape",
+        )
+    allowed = {expected.dtype}
+    if expected_dtype is not None and expected.dtype.is_floating_point:
+        allowed.add(expected_dtype)
+    if actual.dtype not in allowed:
+        wanted = " or ".join(sorted(str(d) for d in allowed))
+        raise CorrectnessError(
+            f"{path}: expected dtype {wanted} but got {actual.dtype}", path=path, check="dtype"
+        )
+    if expected.numel() == 0:
+        return
+    a = actual.detach().to(expected.device)
+    e = expected.detach()
+    tier = _least_precise(a.dtype, e.dtype, expected_dtype)
+    if not (tier.is_floating_point or tier.is_complex):
+        bad = a != e
+        if bool(bad.any()):
+            index = _unravel(int(bad.reshape(-1).nonzero()[0]), tuple(e.shape))
+            raise CorrectnessError(
+                f"{path}: values differ from the eager reference (exact comparison for "
+                f"{e.dtype}): {int(bad.sum())} of {e.numel()} elements; first at index {index}: "
+                f"got {a[index].item()!r}, expected {e[index].item()!r}",
+                path=path,
+                check="values",
+            )
+        return
+    _compare_floats(a, e, path, tier, tol)
+
+
+def _compare_floats(
+    a: torch.Tensor, e: torch.Tensor, path: str, tier: torch.dtype, tol: Tolerances
+) -> None:
+    """Allclose with the tier's tolerances; the message gives the worst mismatch and where."""
+    atol, rtol = tol.for_dtype(tier)
+    wide = a.dtype in (torch.float64, torch.complex128) or e.dtype in (
+        torch.float64,
+        torch.complex128,
+    )
+    if a.is_complex() or e.is_complex():
+        compute = torch.complex128 if wide else torch.complex64
+    else:
+        compute = torch.float64 if wide else torch.float32
+    a_c, e_c = a.to(compute), e.to(compute)
+    diff = (a_c - e_c).abs()
+    magnitude = e_c.abs()
+    limit = atol + rtol * magnitude
+    reference_bad = ~torch.isfinite(e_c)
+    bad = (diff > limit) | reference_bad
+    count = int(bad.sum())
+    if not count:
+        return
+    shape = tuple(e.shape)
+    flat_diff = torch.where(reference_bad, torch.inf, diff).reshape(-1)
+    excess = (flat_diff - limit.reshape(-1)).nan_to_num(nan=torch.inf)
+    worst = _unravel(int(excess.argmax()), shape)
+    rel = torch.where(
+        magnitude > 0, diff / magnitude, torch.where(diff > 0, torch.inf, 0.0)
+    ).reshape(-1)
+    finite_diff = diff.reshape(-1).nan_to_num(nan=torch.inf)
+    max_abs_index = _unravel(int(finite_diff.argmax()), shape)
+    max_rel_index = _unravel(int(rel.nan_to_num(nan=torch.inf).argmax()), shape)
+    note = ""
+    if bool(reference_bad.any()):
+        note = f"; the eager reference itself is non-finite at {int(reference_bad.sum())} elements"
+    raise CorrectnessError(
+        f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
+        f"({tier} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
+        f"worst at index {worst}: got {_fmt(a_c[worst])}, expected {_fmt(e_c[worst])}; "
+        f"max abs error {float(finite_diff.max()):.4g} at index {max_abs_index}; "
+        f"max rel error {float(rel.nan_to_num(nan=torch.inf).max()):.4g} at index "
+        f"{max_rel_index}{note}",
+        path=path,
+        check="values",
+    )
+
+
+def _fmt(value: torch.Tensor) -> str:
+    """Format one element for a message."""
+    item = value.item()
+    if isinstance(item, complex):
+        return f"{item:.6g}"
+    return f"{float(item):.6g}"
+
+
+def _unravel(flat_index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Turn a flat (row-major) index into a tuple index for ``shape``."""
+    index: list[int] = []
+    for dim in reversed(shape):
+        flat_index, rest = divmod(flat_index, dim)
+        index.append(rest)
+    return tuple(reversed(index))
