@@ -22,12 +22,64 @@ from aitune_fp.core.results import PerformanceValidationMixinResult, Performance
 from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
 
 if TYPE_CHECKING:
-    pass
+    from aitune_fp.backends import (
+        Backend,
+        BackendBase,
+        CudaGraphBackend,
+        TorchCompileBackend,
+        TorchEagerBackend,
+    )
+    from aitune_fp.core.stats import SpeedupDecision, decide_speedup, throughput_from_latencies
+    from aitune_fp.correctness import CorrectnessError, Tolerances, check_correctness
+    from aitune_fp.inputs import GraphSpec, Sample, as_sample
+    from aitune_fp.strategies import (
+        CandidateOutcome,
+        FirstWinsStrategy,
+        MaxThroughputStrategy,
+        NoValidBackendError,
+        OneBackendStrategy,
+        build_and_validate,
+        try_candidate,
+    )
+    from aitune_fp.validation import (
+        CandidateFailure,
+        ValidationOptions,
+        is_validating,
+        with_performance_validation,
+    )
 
 __version__ = "0.1.0"
 
 #: Public names served lazily: name -> module. Importing them may import torch.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    # pure, torch-free
+    "SpeedupDecision": "aitune_fp.core.stats",
+    "decide_speedup": "aitune_fp.core.stats",
+    "throughput_from_latencies": "aitune_fp.core.stats",
+    "GraphSpec": "aitune_fp.inputs",
+    "Sample": "aitune_fp.inputs",
+    "as_sample": "aitune_fp.inputs",
+    # shell: these import torch
+    "Backend": "aitune_fp.backends",
+    "BackendBase": "aitune_fp.backends",
+    "CudaGraphBackend": "aitune_fp.backends",
+    "TorchCompileBackend": "aitune_fp.backends",
+    "TorchEagerBackend": "aitune_fp.backends",
+    "CorrectnessError": "aitune_fp.correctness",
+    "Tolerances": "aitune_fp.correctness",
+    "check_correctness": "aitune_fp.correctness",
+    "CandidateOutcome": "aitune_fp.strategies",
+    "FirstWinsStrategy": "aitune_fp.strategies",
+    "MaxThroughputStrategy": "aitune_fp.strategies",
+    "NoValidBackendError": "aitune_fp.strategies",
+    "OneBackendStrategy": "aitune_fp.strategies",
+    "build_and_validate": "aitune_fp.strategies",
+    "try_candidate": "aitune_fp.strategies",
+    "CandidateFailure": "aitune_fp.validation",
+    "ValidationOptions": "aitune_fp.validation",
+    "is_validating": "aitune_fp.validation",
+    "with_performance_validation": "aitune_fp.validation",
+}
 
 __all__ = [
     "PerformanceValidationMixinResult",

@@ -1,0 +1,289 @@
+"""Tuning strategies (selection logic only) and the helper that builds and checks one candidate.
+
+A strategy is any object with AITune's ``tune(module, name, graph_spec, data, device, cache_dir)``.
+Candidates built through :func:`try_candidate` / :func:`build_and_validate` are checked against
+eager and, inside a validating tune, gated by measurement one by one.
+"""
+
+from __future__ import annotations
+
+import copy
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from aitune_fp._gate import CURRENT_GATE, Stage
+from aitune_fp.backends import Backend
+from aitune_fp.backends.base import BUILD_LOG_NAME
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.correctness import check_correctness
+from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = [
+    "CandidateOutcome",
+    "FirstWinsStrategy",
+    "MaxThroughputStrategy",
+    "NoValidBackendError",
+    "OneBackendStrategy",
+    "build_and_validate",
+    "try_candidate",
+]
+
+PROFILING_LOG_NAME = "profiling_error.log"
+
+
+@attrs.frozen
+class CandidateOutcome:
+    """What happened to one candidate: the ready backend, or the stage and reason it failed."""
+
+    description: str
+    backend: Any
+    result: PerformanceValidationResult | None = None
+    stage: Stage | None = None
+    reason: str | None = None
+    log_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the candidate is built, correct and (if gated) measurably faster."""
+        return self.backend is not None
+
+
+class NoValidBackendError(RuntimeError):
+    """No candidate was built, correct and faster; lists every candidate and why it failed."""
+
+    def __init__(self, name: str, outcomes: Sequence[CandidateOutcome]) -> None:
+        self.module_name = name
+        self.outcomes = tuple(outcomes)
+        lines = [f"There is no valid backend for module {name!r}:"]
+        lines += [f"- {o.description}: {o.stage or 'rejected'}: {o.reason}" for o in outcomes]
+        if not outcomes:
+            lines.append("- no candidates were given")
+        super().__init__("\n".join(lines))
+
+
+def append_failure_log(path: Path, title: str, exc: BaseException) -> None:
+    """Append a failure block (type, message, traceback) to ``path``, creating it if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as log:
+        log.write(f"\n{title}\nException type: {type(exc).__name__}\n")
+        log.write(f"Exception details: {exc}\nFull traceback:\n")
+        log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _release(backend: Any, module: torch.nn.Module, device: torch.device | str) -> None:
+    """Deactivate a rejected candidate and return the module to its device."""
+    if getattr(backend, "is_active", False):
+        backend.deactivate()
+    module.to(device)
+
+
+def try_candidate(
+    backend: Backend,
+    module: torch.nn.Module,
+    name: str,
+    graph_spec: GraphSpec,
+    data: Sequence[Sample],
+    device: torch.device | str,
+    cache_dir: Path | str,
+) -> CandidateOutcome:
+    """Build a copy of ``backend``, check it against eager and, in a validating tune, gate it.
+
+    Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate): the
+    outcome says at which stage it failed and why; a rejected candidate is deactivated and the
+    module returned to ``device`` before this returns.
+    """
+    gate = CURRENT_GATE.get()
+    description = backend.describe()
+    root = Path(cache_dir)
+    log_path = root / backend.key() / BUILD_LOG_NAME
+
+    def fail(stage: Stage, exc: Exception, path: Path) -> CandidateOutcome:
+        if gate is not None:
+            gate.record_failure(description, stage, exc, path)
+        return CandidateOutcome(
+            description, None, stage=stage, reason=_reason(exc), log_path=str(path)
+        )
+
+    if gate is not None:
+        gate.phase(description, "build")
+    candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
+    try:
+        built = candidate.build(module, graph_spec, list(data), device, root)
+    except Exception as exc:
+        module.to(device)
+        return fail("build", exc, log_path)
+    if gate is not None:
+        gate.phase(description, "correctness")
+    try:
+        check_correctness(
+            built, module, graph_spec, list(data), expected_dtype=built.dtype, name=name
+        )
+    except Exception as exc:
+        append_failure_log(log_path, "Backend correctness check failed", exc)
+        _release(built, module, device)
+        return fail("correctness", exc, log_path)
+    if gate is None:  # no validating tune: built and correct is enough
+        return CandidateOutcome(description, built)
+    gate.phase(description, "measure")
+    try:
+        result = gate.measure(built, description, root / backend.key())
+    except Exception as exc:
+        path = root / backend.key() / PROFILING_LOG_NAME
+        append_failure_log(path, "Backend profiling failed", exc)
+        _release(built, module, device)
+        return fail("profiling", exc, path)
+    if not result.passed:
+        _release(built, module, device)
+        return CandidateOutcome(
+            description, None, result=result, stage=None, reason=result.reason or result.verdict
+        )
+    gate.mark_validated(built, result)
+    return CandidateOutcome(description, built, result=result)
+
+
+def build_and_validate(
+    backend: Backend,
+    module: torch.nn.Module,
+    name: str,
+    graph_spec: GraphSpec,
+    data: Sequence[Sample],
+    device: torch.device | str,
+    cache_dir: Path | str,
+) -> Backend | None:
+    """AITune-style helper: the ready backend, or None when it failed or was rejected."""
+    outcome = try_candidate(backend, module, name, graph_spec, data, device, cache_dir)
+    return outcome.backend  # type: ignore[no-any-return]
+
+
+def _fallback(name: str, outcomes: Sequence[CandidateOutcome]) -> Any:
+    """Return the eager baseline of the validating tune, or raise when there is none."""
+    gate = CURRENT_GATE.get()
+    baseline = None if gate is None else gate.baseline
+    if baseline is None:
+        raise NoValidBackendError(name, outcomes)
+    return baseline
+
+
+class OneBackendStrategy:
+    """Use one backend; when it fails or is not faster, fall back to the eager baseline."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def describe(self) -> str:
+        """Human description of the strategy."""
+        return f"name: One Backend Strategy\ndescription: Use only one backend\nbackend: {self.backend.describe()}"
+
+    def tune(
+        self,
+        module: torch.nn.Module,
+        name: str,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> Any:
+        """Return the backend if it passes, else the eager baseline (NoValidBackendError if none)."""
+        outcome = try_candidate(self.backend, module, name, graph_spec, data, device, cache_dir)
+        return outcome.backend if outcome.ok else _fallback(name, [outcome])
+
+
+class FirstWinsStrategy:
+    """Try backends in order and return the first that passes; raise when none does."""
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self.backends = tuple(backends)
+
+    def describe(self) -> str:
+        """Human description of the strategy."""
+        names = "".join(f"\n  {b.describe()}" for b in self.backends)
+        return (
+            "name: First Wins Strategy\ndescription: evaluate backends in order, "
+            f"return first working backend\nbackends:{names}"
+        )
+
+    def tune(
+        self,
+        module: torch.nn.Module,
+        name: str,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> Any:
+        """Return the first passing backend; NoValidBackendError lists every failure otherwise."""
+        outcomes = []
+        for backend in self.backends:
+            outcome = try_candidate(backend, module, name, graph_spec, data, device, cache_dir)
+            if outcome.ok:
+                return outcome.backend
+            outcomes.append(outcome)
+        raise NoValidBackendError(name, outcomes)
+
+
+class MaxThroughputStrategy:
+    """Keep the passing backend with the highest throughput; fall back to eager when none passes.
+
+    Inside a validating tune the throughputs are the gate's measurements; without one, each
+    correct candidate is profiled on its own (AITune's point profile) and the fastest wins.
+    """
+
+    def __init__(self, backends: Sequence[Backend]) -> None:
+        self.backends = tuple(backends)
+
+    def describe(self) -> str:
+        """Human description of the strategy."""
+        names = "".join(f"\n  {b.describe()}" for b in self.backends)
+        return f"name: Max Throughput Strategy\ndescription: select the fastest backend\nbackends:{names}"
+
+    def tune(
+        self,
+        module: torch.nn.Module,
+        name: str,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> Any:
+        """Return the fastest passing backend; losers are deactivated."""
+        outcomes = [
+            try_candidate(b, module, name, graph_spec, data, device, cache_dir)
+            for b in self.backends
+        ]
+        ready = [o for o in outcomes if o.ok]
+        if not ready:
+            return _fallback(name, outcomes)
+        scored = [(self._throughput(o, graph_spec, data), i, o) for i, o in enumerate(ready)]
+        best = max(scored, key=lambda item: (item[0], -item[1]))[2]
+        for _, _, other in scored:
+            if other is not best:
+                other.backend.deactivate()
+        best.backend.activate()
+        return best.backend
+
+    @staticmethod
+    def _throughput(
+        outcome: CandidateOutcome, graph_spec: GraphSpec, data: Sequence[Sample]
+    ) -> float:
+        if outcome.result is not None:
+            return outcome.result.throughput
+        from aitune_fp.core.config import ProfilingConfig
+        from aitune_fp.inputs import as_sample
+        from aitune_fp.measure import measure_baseline_point
+
+        batch_size = graph_spec.get_max_batch_size()
+        batch = graph_spec.make_batch(as_sample(data[0]), batch_size)
+        throughput, _ = measure_baseline_point(
+            outcome.backend, batch, batch_size, ProfilingConfig()
+        )
+        return throughput

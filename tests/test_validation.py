@@ -1,0 +1,377 @@
+"""Specs of with_performance_validation and the strategies, end to end on CPU with real timings."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import structlog
+import torch
+from structlog.testing import LogCapture
+
+from aitune_fp import (
+    FirstWinsStrategy,
+    MaxThroughputStrategy,
+    NoValidBackendError,
+    OneBackendStrategy,
+    PerformanceValidationResult,
+    TorchEagerBackend,
+    is_validating,
+    try_candidate,
+    with_performance_validation,
+)
+from tests.validation_helpers import (
+    FAST_CONFIG,
+    BrokenBuild,
+    FailsWhenTimed,
+    Pruned,
+    Slower,
+    Wrong,
+    event_schema,
+    make_case,
+)
+
+PREFIX = "aitune_fp.validation."
+
+
+@pytest.fixture(name="logs")
+def _logs() -> Any:
+    """Capture every event at debug level; each is validated against the shipped schema."""
+    cap = LogCapture()
+    structlog.configure(processors=[cap])
+    yield cap
+    validator = jsonschema.Draft202012Validator(event_schema())
+    for entry in cap.entries:
+        event = {k: v for k, v in entry.items() if k != "log_level"}
+        validator.validate(event)
+
+
+def names(cap: LogCapture) -> list[str]:
+    return [e["event"].removeprefix(PREFIX) for e in cap.entries if e["event"] != PREFIX + "phase"]
+
+
+def tune(strategy: Any, tmp_path: Path) -> tuple[Any, Any, list[Any]]:
+    module, spec, data = make_case()
+    backend = strategy.tune(module, "wasteful", spec, data, "cpu", tmp_path)
+    return backend, module, data
+
+
+def validated(strategy: Any, **kwargs: Any) -> Any:
+    return with_performance_validation(strategy, profiling_config=FAST_CONFIG, **kwargs)
+
+
+@with_performance_validation(profiling_config=FAST_CONFIG)
+class DecoratedFirstWins(FirstWinsStrategy):
+    """A user's strategy class decorated with arguments."""
+
+
+@with_performance_validation
+class DecoratedOne(OneBackendStrategy):
+    """A user's strategy class decorated without arguments."""
+
+
+class TestDecoration:
+    def test_instance(self) -> None:
+        """An instance gives a validating copy: isinstance holds, __wrapped__ is the original."""
+        inner = FirstWinsStrategy([Pruned()])
+        wrapped = with_performance_validation(inner, min_speedup_threshold_percent=5)
+        assert wrapped is not inner
+        assert isinstance(wrapped, FirstWinsStrategy)
+        assert wrapped.__wrapped__ is inner  # type: ignore[attr-defined]
+        assert wrapped.backends == inner.backends  # other attributes delegate
+        assert wrapped.min_speedup_threshold_percent == 5  # type: ignore[attr-defined]
+        assert not is_validating(inner)
+        assert is_validating(wrapped)
+
+    def test_class_with_and_without_arguments(self) -> None:
+        """A class gives a subclass with the same name; options apply to every instance."""
+        assert issubclass(DecoratedFirstWins, FirstWinsStrategy)
+        assert DecoratedFirstWins.__name__ == "DecoratedFirstWins"
+        strategy = DecoratedOne(Pruned())
+        assert strategy.min_speedup_threshold_percent == 1.0  # type: ignore[attr-defined]
+        assert DecoratedFirstWins([]).validation_options.profiling_config == FAST_CONFIG  # type: ignore[attr-defined]
+
+    def test_double_wrap_reconfigures(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Wrapping twice changes the options and still profiles the baseline once per tune."""
+        once = validated(OneBackendStrategy(Pruned()))
+        twice = validated(once, min_speedup_threshold_percent=3.0)
+        assert twice.min_speedup_threshold_percent == 3.0
+        assert twice.__wrapped__ is once.__wrapped__
+        assert type(twice).__mro__.count(OneBackendStrategy) == 1
+        tune(twice, tmp_path)
+        assert names(logs).count("baseline_measured") == 1
+
+    def test_enable_returns_strategy(self) -> None:
+        """enable_performance_validation returns the strategy, for chaining."""
+        strategy = validated(OneBackendStrategy(Pruned()))
+        assert strategy.enable_performance_validation(False) is strategy
+        assert strategy.performance_validation_enabled is False
+        assert strategy.enable_performance_validation() is strategy
+        assert strategy.performance_validation_enabled is True
+
+    def test_not_a_strategy(self) -> None:
+        """Something without tune() is refused by name."""
+        with pytest.raises(TypeError, match="tune"):
+            with_performance_validation(object())
+
+    def test_bad_threshold(self) -> None:
+        """A bad threshold percent is refused when decorating."""
+        with pytest.raises(ValueError, match="min_speedup_threshold_percent"):
+            with_performance_validation(
+                OneBackendStrategy(Pruned()), min_speedup_threshold_percent=-100
+            )
+
+    @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+    def test_copy_and_pickle(self, how: str, tmp_path: Path) -> None:
+        """Copies and pickles of wrapped instances and decorated classes keep validating."""
+        for strategy in (
+            validated(FirstWinsStrategy([Pruned("x")]), min_speedup_threshold_percent=2.5),
+            DecoratedFirstWins([Pruned("y")]),
+        ):
+            if how == "copy":
+                clone = copy.copy(strategy)
+            elif how == "deepcopy":
+                clone = copy.deepcopy(strategy)
+            else:
+                clone = pickle.loads(pickle.dumps(strategy))
+            assert is_validating(clone)
+            assert isinstance(clone, FirstWinsStrategy)
+            assert clone.validation_options == strategy.validation_options
+            assert [b.describe() for b in clone.backends] == [
+                b.describe() for b in strategy.backends
+            ]
+
+
+class TestGate:
+    def test_slower_rejected_faster_accepted(self, tmp_path: Path, logs: LogCapture) -> None:
+        """FirstWins: the slower candidate is measured and rejected, the faster one wins."""
+        strategy = validated(FirstWinsStrategy([Slower(), Pruned()]))
+        backend, module, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Pruned)
+        results = strategy.perf_validation_results
+        assert [r.backend_description for r in results] == ["Slower()", "Pruned()"]
+        assert [r.passed for r in results] == [False, True]
+        assert results[0].verdict == "not_faster"
+        assert results[1].ci_low is not None and results[1].ci_low > 1.01
+        assert all(isinstance(r, PerformanceValidationResult) for r in results)
+        assert strategy.baseline_throughput and strategy.baseline_throughput > 0
+        assert isinstance(strategy.baseline_backend, TorchEagerBackend)
+        assert strategy.resolved_batch_size == 4
+        x = torch.randn(4, 16)
+        torch.testing.assert_close(backend(x), module(x))
+        seq = names(logs)
+        assert seq[:2] == ["started", "baseline_measured"]
+        assert seq.count("candidate_measured") == 2
+        assert "candidate_rejected" in seq
+        assert seq[-2:] == ["selected", "finished"]
+        assert len({e["run_id"] for e in logs.entries}) == 1
+
+    def test_one_backend_falls_back_to_eager(self, tmp_path: Path, logs: LogCapture) -> None:
+        """OneBackend: a slower candidate gives the eager baseline, and the event says so."""
+        strategy = validated(OneBackendStrategy(Slower()))
+        backend, _, _ = tune(strategy, tmp_path)
+        assert backend is strategy.baseline_backend
+        assert [r.passed for r in strategy.perf_validation_results] == [False]
+        selected = [e for e in logs.entries if e["event"] == PREFIX + "selected"]
+        assert selected[0]["is_baseline"] is True
+        assert "Baseline was selected: TorchEagerBackend()" in selected[0]["summary"]
+
+    def test_max_throughput_picks_fastest(self, tmp_path: Path, logs: LogCapture) -> None:
+        """MaxThroughput keeps the fastest passing candidate and deactivates the others."""
+        fast, slow = Pruned("a"), Slower("b")
+        strategy = validated(MaxThroughputStrategy([slow, fast]))
+        backend, _, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Pruned) and backend.is_active
+
+    def test_threshold_too_high_rejects(self, tmp_path: Path, logs: LogCapture) -> None:
+        """A gate no candidate can clear rejects even the faster one."""
+        strategy = validated(OneBackendStrategy(Pruned()), min_speedup_threshold_percent=1e6)
+        backend, _, _ = tune(strategy, tmp_path)
+        assert backend is strategy.baseline_backend
+        assert strategy.perf_validation_results[0].passed is False
+
+    def test_point_mode(self, tmp_path: Path, logs: LogCapture) -> None:
+        """decision='point' reproduces AITune's rule and records no interval."""
+        config = FAST_CONFIG.__class__(**{**FAST_CONFIG.to_dict(), "decision": "point"})  # type: ignore[arg-type]
+        strategy = with_performance_validation(
+            FirstWinsStrategy([Slower(), Pruned()]), profiling_config=config
+        )
+        backend, _, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Pruned)
+        r = strategy.perf_validation_results[-1]
+        assert (r.decision, r.ci_low, r.n_candidate) == ("point", None, config.point_steps)
+
+    def test_results_reset_per_call(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Each tune starts with fresh results and a fresh run id."""
+        strategy = validated(OneBackendStrategy(Pruned()))
+        tune(strategy, tmp_path)
+        first = strategy.run_id
+        tune(strategy, tmp_path)
+        assert len(strategy.perf_validation_results) == 1
+        assert strategy.run_id != first
+
+
+class TestFailures:
+    def test_every_failure_recorded(self, tmp_path: Path, logs: LogCapture) -> None:
+        """FirstWins raises listing each candidate and why; each failure has a saved log."""
+        FailsWhenTimed.calls = 0
+        strategy = validated(
+            FirstWinsStrategy([BrokenBuild(), Wrong(), FailsWhenTimed(), Slower()])
+        )
+        with pytest.raises(NoValidBackendError) as info:
+            tune(strategy, tmp_path)
+        text = str(info.value)
+        for desc in ("BrokenBuild()", "Wrong()", "FailsWhenTimed()", "Slower()"):
+            assert desc in text
+        stages = [(f.backend_description, f.stage) for f in strategy.candidate_failures]
+        assert stages[:3] == [
+            ("BrokenBuild()", "build"),
+            ("Wrong()", "correctness"),
+            ("FailsWhenTimed()", "profiling"),
+        ]
+        for failure in strategy.candidate_failures[:3]:
+            assert failure.traceback_path and Path(failure.traceback_path).is_file()
+        build_log = Path(strategy.candidate_failures[0].traceback_path).read_text()
+        assert "compiler exploded" in build_log and "RuntimeError" in build_log
+        failed = [e for e in logs.entries if e["event"] == PREFIX + "candidate_failed"]
+        assert {e["log_level"] for e in failed} == {"warning"}
+
+    def test_baseline_failure_is_loud_and_closes_the_gate(
+        self, tmp_path: Path, logs: LogCapture
+    ) -> None:
+        """No eager baseline: an error event with a saved traceback, and no candidate accepted."""
+        module, spec, _ = make_case()
+        strategy = validated(OneBackendStrategy(Pruned()))
+        with pytest.raises(NoValidBackendError):
+            strategy.tune(module, "m", spec, [], "cpu", tmp_path)
+        failed = [e for e in logs.entries if e["event"] == PREFIX + "baseline_failed"]
+        assert failed and failed[0]["log_level"] == "error"
+        assert Path(failed[0]["traceback_path"]).is_file()
+
+    def test_strategy_exception_reported_and_raised(self, tmp_path: Path, logs: LogCapture) -> None:
+        """An exception in the strategy is an event with a saved traceback, then propagates."""
+
+        class Exploding:
+            def tune(self, *args: Any) -> Any:
+                raise ValueError("bad strategy")
+
+        with pytest.raises(ValueError, match="bad strategy"):
+            tune(validated(Exploding()), tmp_path)
+        assert (tmp_path / "strategy_error.log").is_file()
+        assert names(logs)[-2:] == ["candidate_failed", "finished"]
+
+    def test_keyboard_interrupt_propagates(self, tmp_path: Path, logs: LogCapture) -> None:
+        """KeyboardInterrupt is never swallowed."""
+
+        class Interrupted:
+            def tune(self, *args: Any) -> Any:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            tune(validated(Interrupted()), tmp_path)
+
+
+class TestAfterTheFact:
+    class OwnBuild:
+        """A strategy that builds its backend itself, without the helper."""
+
+        def __init__(self, backend: Any) -> None:
+            self.backend = backend
+
+        def tune(
+            self, module: Any, name: str, spec: Any, data: Any, device: Any, cache: Any
+        ) -> Any:
+            return self.backend.build(module, spec, data, device, cache)
+
+    def test_slower_replaced_by_eager(self, tmp_path: Path, logs: LogCapture) -> None:
+        """A slower backend the strategy built itself is measured and replaced by eager."""
+        strategy = validated(self.OwnBuild(Slower()))
+        backend, _, _ = tune(strategy, tmp_path)
+        assert backend is strategy.baseline_backend
+        assert strategy.perf_validation_results[0].passed is False
+
+    def test_faster_kept(self, tmp_path: Path, logs: LogCapture) -> None:
+        """A faster backend the strategy built itself is kept, with its result recorded."""
+        strategy = validated(self.OwnBuild(Pruned()))
+        backend, _, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Pruned)
+        assert strategy.perf_validation_results[0].passed is True
+
+
+class TestDisabled:
+    def test_no_eager_no_profiling_one_event(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Disabled: the first correct candidate wins, no baseline is built, one event says so."""
+        strategy = validated(FirstWinsStrategy([Slower()]), enabled=False)
+        backend, _, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Slower)
+        assert strategy.perf_validation_results == ()
+        assert strategy.baseline_backend is None
+        assert strategy.resolved_batch_size is None
+        assert not (tmp_path / "perf_validation_baseline").exists()
+        seq = names(logs)
+        assert seq.count("disabled") == 1
+        assert "baseline_measured" not in seq and "started" not in seq
+
+
+class TestSummaryLevels:
+    def _run(self, level: int, tmp_path: Path) -> list[dict[str, Any]]:
+        cap = LogCapture()
+        structlog.configure(
+            processors=[cap], wrapper_class=structlog.make_filtering_bound_logger(level)
+        )
+        tune(validated(OneBackendStrategy(Pruned())), tmp_path)
+        return [e for e in cap.entries if e["event"] == PREFIX + "selected"]
+
+    def test_info_gives_short_line(self, tmp_path: Path) -> None:
+        """At info the summary is the short ⚡ line without the module name."""
+        (event,) = self._run(logging.INFO, tmp_path)
+        assert event["log_level"] == "info"
+        assert event["summary"].startswith("⚡ speedup: ")
+        assert "wasteful" not in event["summary"]
+
+    def test_warning_gives_full_line(self, tmp_path: Path) -> None:
+        """With info off the full [aitune_fp] ⚡ line goes out at warning."""
+        (event,) = self._run(logging.WARNING, tmp_path)
+        assert event["log_level"] == "warning"
+        assert event["summary"].startswith(
+            "[aitune_fp] ⚡ wasteful | backend: Pruned() | speedup: "
+        )
+        assert "samples/s" in event["summary"]
+
+
+class TestThreads:
+    def test_two_threads_never_mix(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Two threads tuning through one wrapped strategy each see only their own results."""
+        strategy = validated(FirstWinsStrategy([Pruned()]))
+        seen: dict[str, Any] = {}
+
+        def work(tag: str) -> None:
+            module, spec, data = make_case()
+            strategy.tune(module, tag, spec, data, "cpu", tmp_path / tag)
+            seen[tag] = (strategy.run_id, strategy.perf_validation_results)
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen["a"][0] != seen["b"][0]
+        run_of = {e["run_id"]: e["module_name"] for e in logs.entries}
+        assert run_of[seen["a"][0]] == "a" and run_of[seen["b"][0]] == "b"
+        assert len(seen["a"][1]) == len(seen["b"][1]) == 1
+
+
+class TestHelperAlone:
+    def test_without_a_validating_tune(self, tmp_path: Path) -> None:
+        """Outside a validating tune the helper builds and checks, and measures nothing."""
+        module, spec, data = make_case()
+        outcome = try_candidate(Wrong(), module, "m", spec, data, "cpu", tmp_path)
+        assert outcome.stage == "correctness" and outcome.backend is None
+        ok = try_candidate(Slower(), module, "m", spec, data, "cpu", tmp_path)
+        assert ok.ok and ok.result is None

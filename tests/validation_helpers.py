@@ -1,0 +1,113 @@
+"""Small real modules and backends for the validation tests: slower, faster, broken, wrong."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
+
+import torch
+
+from aitune_fp import GraphSpec, ProfilingConfig, Sample
+from aitune_fp.backends import BackendBase
+
+#: A budget small enough for tests, real timings all the same.
+FAST_CONFIG = ProfilingConfig(
+    looks=(10, 20), max_seconds=10.0, warmup_max_calls=10, point_warmup_calls=3, point_steps=8
+)
+
+
+class Wasteful(torch.nn.Module):
+    """Eager does its useful work plus a wasted matmul chain a good backend can skip."""
+
+    def __init__(self, waste: int = 6) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.useful = torch.nn.Linear(16, 8)
+        self.register_buffer("w", torch.randn(192, 192))
+        self.waste = waste
+
+    def useful_forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.useful(x)
+
+    def wasted(self) -> None:
+        y = self.w
+        for _ in range(self.waste):
+            y = torch.tanh(y @ self.w)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.wasted()
+        return self.useful_forward(x)
+
+
+def make_case(batch: int = 4) -> tuple[Wasteful, GraphSpec, list[Sample]]:
+    """The module, a spec allowing batch 1..``batch`` and one recorded sample."""
+    torch.manual_seed(1)
+    return Wasteful(), GraphSpec(max_batch_size=batch), [Sample((torch.randn(1, 16),))]
+
+
+class _ModuleBackend(BackendBase):
+    """A user-style backend holding the module it was built for."""
+
+    def __init__(self, tag: str = "") -> None:
+        self.tag = tag
+        self.module: Any = None
+
+    def _config(self) -> dict[str, Any]:
+        return {"tag": self.tag}
+
+    def _build(
+        self, module: torch.nn.Module, graph_spec: GraphSpec, data: Sequence[Sample], device: Any
+    ) -> None:
+        self.module = module
+
+
+class Pruned(_ModuleBackend):
+    """Faster and correct: skips the wasted work."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.module.useful_forward(*args)
+
+
+class Slower(_ModuleBackend):
+    """Correct but slower: eager plus as much wasted work again."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            self.module.wasted()
+            return self.module(*args)
+
+
+class BrokenBuild(_ModuleBackend):
+    """Fails to build."""
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        raise RuntimeError("compiler exploded")
+
+
+class Wrong(_ModuleBackend):
+    """Fast but wrong values."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.module.useful_forward(*args) + 1.0
+
+
+class FailsWhenTimed(_ModuleBackend):
+    """Correct for the correctness check, then raises once profiling starts."""
+
+    calls = 0
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        type(self).calls += 1
+        if type(self).calls > 4:
+            raise RuntimeError("device lost")
+        with torch.no_grad():
+            return self.module(*args)
+
+
+def event_schema() -> dict[str, Any]:
+    """The shipped JSON Schema of events."""
+    return json.loads(files("aitune_fp").joinpath("events.schema.json").read_text("utf-8"))  # type: ignore[no-any-return]
