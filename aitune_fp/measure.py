@@ -1,0 +1,287 @@
+"""The measuring loop: time eager and a candidate, ask the pure decision at each look, stop.
+
+``statistical`` (default): warm up both arms, then time interleaved pairs up to each planned look
+(``config.looks``) and call :func:`aitune_fp.core.stats.decide_at_look` there; stop on a settled
+verdict, after the last look, or when ``config.max_seconds`` is spent (the verdict is then the
+one of the last completed look, ``inconclusive`` if it was open). The first look always completes:
+without it there is nothing to decide on. A look that the time spent so far predicts will not
+fit in the budget is not started.
+
+``point``: AITune's rule, reproduced: the baseline measured once up front (``point_warmup_calls``
+untimed + ``point_steps`` timed calls), the candidate the same way later, throughputs from the
+mean latency, ``passed = speedup >= 1 + pct/100``.
+
+Throughputs are always samples/s from the mean latency (AITune's figure); the statistical verdict
+is based on the Hodges-Lehmann interval of the paired log ratios (the typical call), which the
+``decision`` carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from aitune_fp.core._checks import check_int, check_threshold
+from aitune_fp.core.config import DECISION_MODES, DecisionMode, ProfilingConfig
+from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.core.stats import (
+    VERDICTS,
+    SpeedupDecision,
+    Verdict,
+    decide_at_look,
+    throughput_from_latencies,
+)
+from aitune_fp.inputs import Sample, as_sample
+from aitune_fp.profiling import InterleavedRun, PairedTimings, Timer, time_calls, timer_for
+
+__all__ = ["Measurement", "measure_baseline_point", "measure_speedup"]
+
+
+def _in(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in choices:
+            raise ValueError(f"{attribute.name} must be one of {choices}, got {value!r}")
+
+    return check
+
+
+def _to_flags(value: Sequence[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class Measurement:
+    """The outcome of measuring one candidate against eager at one batch size.
+
+    ``baseline_throughput``/``throughput``: samples/s from mean latency; ``speedup`` is their
+    ratio. ``verdict`` comes from ``decision`` (statistical) or the point rule; ``passed`` is
+    ``verdict == "faster"``. ``n_*``: timed calls per arm the verdict used. ``reason``: why.
+    """
+
+    batch_size: int = attrs.field(validator=lambda i, a, v: check_int(a.name, v, minimum=1))
+    baseline_throughput: float
+    throughput: float
+    speedup: float
+    verdict: Verdict = attrs.field(validator=_in(VERDICTS))
+    passed: bool
+    decision: SpeedupDecision | None
+    n_baseline: int
+    n_candidate: int
+    wall_s: float
+    mode: DecisionMode = attrs.field(validator=_in(DECISION_MODES))
+    flags: tuple[str, ...] = attrs.field(converter=_to_flags)
+    reason: str
+    threads: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        """``passed`` must follow the verdict."""
+        if self.passed != (self.verdict == "faster"):
+            raise ValueError(f"passed={self.passed!r} contradicts verdict={self.verdict!r}")
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready dict (the decision nested as its own dict, or None)."""
+        data = attrs.asdict(self, recurse=False)
+        data["decision"] = None if self.decision is None else self.decision.to_dict()
+        data["flags"] = list(self.flags)
+        return data
+
+
+def measure_baseline_point(
+    baseline: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    batch_size: int,
+    config: ProfilingConfig,
+    *,
+    timer: Timer | None = None,
+) -> tuple[float, tuple[float, ...]]:
+    """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
+
+    Returns (samples/s from mean latency, per-call latencies in seconds).
+    """
+    size = check_int("batch_size", batch_size, minimum=1)
+    latencies = time_calls(
+        baseline,
+        batch,
+        config.point_steps,
+        timer=timer,
+        warmup=config.point_warmup_calls,
+        threads=config.threads,
+    )
+    return throughput_from_latencies(latencies, size), latencies
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3f}x"
+
+
+def _reason(
+    decision: SpeedupDecision, n_pairs: int, *, budget_s: float | None, last_look: bool
+) -> str:
+    """One sentence saying why the statistical verdict is what it is."""
+    req = _fmt(decision.required_speedup)
+    interval = f"[{_fmt(decision.ci_low)}, {_fmt(decision.ci_high)}]"
+    if decision.verdict == "faster":
+        return f"lower bound {_fmt(decision.ci_low)} clears required {req} at {n_pairs} pairs"
+    if decision.verdict == "not_faster":
+        return f"upper bound {_fmt(decision.ci_high)} is below required {req} at {n_pairs} pairs"
+    if budget_s is not None:
+        return (
+            f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
+            f"interval {interval} straddles required {req}"
+        )
+    where = "after the last look" if last_look else "when sampling stopped"
+    return f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs)"
+
+
+def _statistical(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample,
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    clock: Timer,
+) -> Measurement:
+    start = clock.now_ns()
+    budget_ns = int(config.max_seconds * 1e9)
+    deadline = start + budget_ns
+    decision: SpeedupDecision | None = None
+    budget_spent = False
+    sampling_ns = 0
+    with InterleavedRun(baseline, candidate, batch, timer=clock, threads=config.threads) as run:
+        run.warm_up(
+            window=config.warmup_window,
+            tolerance=config.warmup_tolerance,
+            max_calls=config.warmup_max_calls,
+        )
+        for look in config.looks:
+            need = look - run.n_pairs
+            if decision is not None:
+                now = clock.now_ns()
+                per_pair = sampling_ns / max(run.n_pairs, 1)
+                if now >= deadline or now + per_pair * need > deadline:
+                    budget_spent = True
+                    break
+            before = clock.now_ns()
+            got = run.extend(need, deadline_ns=deadline if decision is not None else None)
+            sampling_ns += clock.now_ns() - before
+            if got < need:
+                budget_spent = True
+                break
+            timings = run.timings()
+            decision = decide_at_look(
+                timings.baseline_s,
+                timings.candidate_s,
+                pct,
+                confidence=config.confidence,
+                n_looks=len(config.looks),
+            )
+            if decision.verdict != "inconclusive":
+                break
+        timings = run.timings()
+    assert decision is not None  # the first look always completes
+    return _statistical_result(
+        decision, timings, size, config, budget_spent, (clock.now_ns() - start) / 1e9
+    )
+
+
+def _statistical_result(
+    decision: SpeedupDecision,
+    timings: PairedTimings,
+    size: int,
+    config: ProfilingConfig,
+    budget_spent: bool,
+    wall_s: float,
+) -> Measurement:
+    n = decision.n_baseline
+    base, cand = timings.baseline_s[:n], timings.candidate_s[:n]
+    baseline_throughput = throughput_from_latencies(base, size)
+    throughput = throughput_from_latencies(cand, size)
+    flags = list(timings.flags)
+    if budget_spent:
+        flags.append("budget_spent")
+    return Measurement(
+        batch_size=size,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=compute_speedup(throughput, baseline_throughput),
+        verdict=decision.verdict,
+        passed=decision.verdict == "faster",
+        decision=decision,
+        n_baseline=n,
+        n_candidate=decision.n_candidate,
+        wall_s=wall_s,
+        mode="statistical",
+        flags=tuple(flags),
+        reason=_reason(
+            decision,
+            n,
+            budget_s=config.max_seconds if budget_spent else None,
+            last_look=n >= config.max_pairs,
+        ),
+        threads=timings.threads,
+    )
+
+
+def measure_speedup(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    batch_size: int,
+    config: ProfilingConfig,
+    min_speedup_threshold_percent: float = 1.0,
+    *,
+    timer: Timer | None = None,
+    baseline_latencies: Sequence[float] | None = None,
+) -> Measurement:
+    """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
+
+    ``baseline_latencies`` (point mode only): the baseline's latencies measured once up front,
+    as AITune does; measured now when None. Call failures raise ``ProfilingError``.
+    """
+    size = check_int("batch_size", batch_size, minimum=1)
+    pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
+    sample = as_sample(batch)
+    clock = timer if timer is not None else timer_for(sample)
+    if config.decision == "statistical":
+        if baseline_latencies is not None:
+            raise ValueError(
+                "baseline_latencies is for decision='point' only; the statistical mode times "
+                "the baseline interleaved with the candidate"
+            )
+        return _statistical(baseline, candidate, sample, size, config, pct, clock)
+    start = clock.now_ns()
+    if baseline_latencies is None:
+        _, base = measure_baseline_point(baseline, sample, size, config, timer=clock)
+    else:
+        base = tuple(baseline_latencies)
+    baseline_throughput = throughput_from_latencies(base, size)
+    _, cand = measure_baseline_point(candidate, sample, size, config, timer=clock)
+    throughput = throughput_from_latencies(cand, size)
+    speedup = compute_speedup(throughput, baseline_throughput)
+    passed = meets_threshold(speedup, pct)
+    required = required_speedup(pct)
+    import torch
+
+    threads = config.threads if config.threads is not None else torch.get_num_threads()
+    return Measurement(
+        batch_size=size,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=speedup,
+        verdict="faster" if passed else "not_faster",
+        passed=passed,
+        decision=None,
+        n_baseline=len(base),
+        n_candidate=len(cand),
+        wall_s=(clock.now_ns() - start) / 1e9,
+        mode="point",
+        flags=(),
+        reason=(
+            f"point speedup {_fmt(speedup)} {'>=' if passed else '<'} required {_fmt(required)} "
+            f"({len(cand)} timed calls, baseline measured once before the candidate)"
+        ),
+        threads=threads,
+    )
