@@ -175,9 +175,10 @@ class BackendBase:
     ``describe()`` shows those that differ from the constructor's defaults.
     """
 
-    # Class-level defaults so that a subclass that forgets ``super().__init__()`` still works.
-    _state: BackendState = BackendState.INIT
-    _device: torch.device | None = None
+    # Class-level defaults (a subclass need not call ``super().__init__()``); name-mangled so a
+    # subclass attribute such as ``self._state`` or ``self._device`` can never clash with them.
+    __state: BackendState = BackendState.INIT
+    __device: torch.device | None = None
 
     # ---- what subclasses implement -------------------------------------------------------
 
@@ -222,7 +223,7 @@ class BackendBase:
         config = {key: config_value_to_json(key, value) for key, value in self._config().items()}
         return {"backend": self.name, "config": config}
 
-    def _defaults(self) -> dict[str, Any]:
+    def __defaults(self) -> dict[str, Any]:
         """Return the JSON form of the constructor's defaults, read from its signature."""
         defaults: dict[str, Any] = {}
         try:
@@ -239,7 +240,7 @@ class BackendBase:
 
     def describe(self) -> str:
         """Return ``"ClassName(k=v,...)"`` listing only options that differ from their defaults."""
-        defaults = self._defaults()
+        defaults = self.__defaults()
         config = self.to_dict()["config"]
         changed = [
             f"{key}={_describe_value(value)}"
@@ -257,24 +258,24 @@ class BackendBase:
 
     def __repr__(self) -> str:
         """Show the description and the lifecycle state."""
-        return f"<{self.describe()} state={self._state.value}>"
+        return f"<{self.describe()} state={self.__state.value}>"
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     @property
     def state(self) -> BackendState:
         """The lifecycle state."""
-        return self._state
+        return self.__state
 
     @property
     def is_active(self) -> bool:
         """True when the backend is built and active (inference allowed)."""
-        return self._state is BackendState.ACTIVE
+        return self.__state is BackendState.ACTIVE
 
     @property
     def device(self) -> torch.device | None:
         """The device given to :meth:`build` (None before the build)."""
-        return self._device
+        return self.__device
 
     def build(
         self: _BackendT,
@@ -289,9 +290,9 @@ class BackendBase:
         On failure the backend is left failed (not active), the module goes back to the device it
         was on, the log records the exception and traceback, and the exception propagates.
         """
-        if self._state is not BackendState.INIT:
+        if self.__state is not BackendState.INIT:
             raise RuntimeError(
-                f"{self.describe()} was already built (state: {self._state.value}); build may be "
+                f"{self.describe()} was already built (state: {self.__state.value}); build may be "
                 "called only once per backend object: create a new backend to build again"
             )
         if not isinstance(module, torch.nn.Module):
@@ -306,8 +307,8 @@ class BackendBase:
         log_dir.mkdir(parents=True, exist_ok=True)
         original_device = module_device(module)
         samples = list(data)
-        self._state = BackendState.BUILDING
-        self._device = target
+        self.__state = BackendState.BUILDING
+        self.__device = target
         with (log_dir / BUILD_LOG_NAME).open("a", encoding="utf-8") as log:
             log.write(f"\nBackend: {self.describe()}\n")
             log.write(f"Device: {target}\nSamples: {len(samples)}\n")
@@ -319,14 +320,14 @@ class BackendBase:
                     self._build(module, graph_spec, samples, target)
                 except BaseException as exc:
                     _write_warnings(log, caught)
-                    self._fail(module, original_device, exc, log)
+                    self.__fail(module, original_device, exc, log)
                     raise
             _write_warnings(log, caught)
             log.write(f"Build succeeded in {time.perf_counter() - start:.3f} s\n")
-        self._state = BackendState.ACTIVE
+        self.__state = BackendState.ACTIVE
         return self
 
-    def _fail(
+    def __fail(
         self,
         module: torch.nn.Module,
         original_device: torch.device | None,
@@ -339,7 +340,7 @@ class BackendBase:
         log.write(f"Exception details: {exc}\n")
         log.write("Full traceback:\n")
         log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
-        self._state = BackendState.FAILED
+        self.__state = BackendState.FAILED
         try:
             self._deactivate()
         except Exception as cleanup_exc:  # keep the original error; note the secondary one
@@ -353,39 +354,39 @@ class BackendBase:
 
     def activate(self) -> None:
         """Make a built, inactive backend active again (a no-op when already active)."""
-        if self._state is BackendState.ACTIVE:
+        if self.__state is BackendState.ACTIVE:
             return
-        if self._state is not BackendState.INACTIVE:
+        if self.__state is not BackendState.INACTIVE:
             raise RuntimeError(
-                f"Cannot activate {self.describe()} in state {self._state.value}: "
+                f"Cannot activate {self.describe()} in state {self.__state.value}: "
                 "only a successfully built backend can be activated"
             )
         self._activate()
-        self._state = BackendState.ACTIVE
+        self.__state = BackendState.ACTIVE
 
     def deactivate(self) -> None:
         """Release compiled/captured state; inference is refused until :meth:`activate`.
 
         A no-op when inactive or failed; an error before the build.
         """
-        if self._state in (BackendState.INACTIVE, BackendState.FAILED):
+        if self.__state in (BackendState.INACTIVE, BackendState.FAILED):
             return
-        if self._state is not BackendState.ACTIVE:
+        if self.__state is not BackendState.ACTIVE:
             raise RuntimeError(
-                f"Cannot deactivate {self.describe()} in state {self._state.value}: build it first"
+                f"Cannot deactivate {self.describe()} in state {self.__state.value}: build it first"
             )
         try:
             self._deactivate()
         finally:
-            self._state = BackendState.INACTIVE
+            self.__state = BackendState.INACTIVE
             _release_memory()
 
     def infer(self, *args: Any, **kwargs: Any) -> Any:
         """Run inference on one batch; the backend must be built and active."""
-        if self._state is not BackendState.ACTIVE:
+        if self.__state is not BackendState.ACTIVE:
             raise RuntimeError(
                 f"Cannot run inference, backend {self.describe()} is not active "
-                f"(state: {self._state.value}); build() or activate() it first"
+                f"(state: {self.__state.value}); build() or activate() it first"
             )
         return self._infer(*args, **kwargs)
 

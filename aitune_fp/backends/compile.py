@@ -109,7 +109,7 @@ class TorchCompileBackend(BackendBase):
         """Compile the module and run the warm-up batches through the compiled callable."""
         assert self._module is not None
         assert self._graph_spec is not None
-        assert self._device is not None
+        assert self.device is not None
         spec, samples = self._graph_spec, self._samples
         self._compiled = torch.compile(
             self._module,
@@ -122,14 +122,14 @@ class TorchCompileBackend(BackendBase):
         for size in sorted({spec.min_batch_size, spec.get_max_batch_size()}):
             for i in range(_WARMUP_CALLS_PER_BATCH_SIZE):
                 batch = spec.make_batch(samples[i % len(samples)], size)
-                args, kwargs = to_device((batch.args, dict(batch.kwargs)), self._device)
+                args, kwargs = to_device((batch.args, dict(batch.kwargs)), self.device)
                 self._run(*args, **kwargs)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         """Call the compiled module without gradients, under autocast when a dtype is set."""
         assert self._compiled is not None
-        assert self._device is not None
-        with torch.no_grad(), autocast_context(self._device, self._dtype):
+        assert self.device is not None
+        with torch.no_grad(), autocast_context(self.device, self._dtype):
             return self._compiled(*args, **kwargs)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
@@ -139,8 +139,8 @@ class TorchCompileBackend(BackendBase):
     def _activate(self) -> None:
         """Compile and warm up again (what ``deactivate`` released), on the build's device."""
         assert self._module is not None
-        assert self._device is not None
-        self._module.to(self._device)
+        assert self.device is not None
+        self._module.to(self.device)
         self._compile_and_warm_up()
 
     def _deactivate(self) -> None:

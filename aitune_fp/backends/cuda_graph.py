@@ -115,8 +115,8 @@ class CudaGraphBackend(BackendBase):
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Captured:
         """Warm up on a side stream, then capture one graph reading static copies of the inputs."""
         assert self._module is not None
-        assert self._device is not None
-        module, device = self._module, self._device
+        assert self.device is not None
+        module, device = self._module, self.device
         static_args, static_kwargs = to_device(clone_inputs(args, kwargs), device)
         current = torch.cuda.current_stream(device)
         side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
@@ -161,8 +161,8 @@ class CudaGraphBackend(BackendBase):
     def _activate(self) -> None:
         """Move the module back to the device and capture the min/max graphs again."""
         assert self._module is not None
-        assert self._device is not None
-        self._module.to(self._device)
+        assert self.device is not None
+        self._module.to(self.device)
         self._capture_spec_boundaries()
 
     def _deactivate(self) -> None:

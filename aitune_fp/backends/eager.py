@@ -54,15 +54,15 @@ class TorchEagerBackend(BackendBase):
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         """Call the module under ``torch.no_grad()`` (and autocast when a dtype is set)."""
         assert self._module is not None
-        assert self._device is not None
-        with torch.no_grad(), autocast_context(self._device, self._dtype):
+        assert self.device is not None
+        with torch.no_grad(), autocast_context(self.device, self._dtype):
             return self._module(*args, **kwargs)
 
     def _activate(self) -> None:
         """Make sure the module is on the build's device again (another backend may have moved it)."""
         assert self._module is not None
-        assert self._device is not None
-        self._module.to(self._device)
+        assert self.device is not None
+        self._module.to(self.device)
 
     def _deactivate(self) -> None:
         """Nothing to release: the module is the caller's and stays where it is."""
