@@ -61,3 +61,9 @@ class TestImportCost:
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "2.0 True"
+
+
+class TestLazyTable:
+    def test_lazy_names_are_public(self) -> None:
+        """Every lazily served name is listed in __all__ (so type checkers see it)."""
+        assert set(aitune_fp._LAZY) <= set(aitune_fp.__all__)

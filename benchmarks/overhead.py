@@ -1,0 +1,130 @@
+"""The validating wrapper's own cost, and the per-call cost of the backend it returns.
+
+1. Own cost: one validated tune of the embedded MLP with a bf16 eager candidate, with every piece
+   of real work timed (backend builds, correctness checks, baseline and candidate measurement);
+   the wrapper's own cost is the tune's wall time minus that work. Target: under 1 % of the tune.
+2. Per-call cost: the backend a validated tune returns is the inner backend object itself (no
+   proxy); its calls are timed interleaved against the same backend tuned without the wrapper.
+Usage: python benchmarks/overhead.py [--repeats 3] [--calls 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+import torch
+
+import aitune_fp.strategies as strategies_module
+import aitune_fp.validation as validation_module
+from aitune_fp import OneBackendStrategy, ProfilingConfig, TorchEagerBackend
+from aitune_fp.backends import BackendBase
+from aitune_fp.models import mlp
+from aitune_fp.validation import with_performance_validation
+
+WORK: list[float] = []
+
+
+def _timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            WORK.append(time.perf_counter() - start)
+
+    return wrapper
+
+
+def _instrument() -> None:
+    """Time the real work: builds, releases, correctness checks and measurements."""
+    validation_module.measure_speedup = _timed(validation_module.measure_speedup)  # type: ignore[assignment]
+    validation_module.measure_baseline_point = _timed(validation_module.measure_baseline_point)  # type: ignore[assignment]
+    validation_module.check_correctness = _timed(validation_module.check_correctness)  # type: ignore[assignment]
+    strategies_module.check_correctness = _timed(strategies_module.check_correctness)  # type: ignore[assignment]
+    BackendBase.build = _timed(BackendBase.build)  # type: ignore[method-assign]
+    BackendBase.deactivate = _timed(BackendBase.deactivate)  # type: ignore[method-assign]
+
+
+def own_cost(repeats: int) -> list[tuple[float, float]]:
+    """(tune wall time, wrapper's own time) per repeat."""
+    rows = []
+    config = ProfilingConfig(looks=(10, 20, 40), max_seconds=20.0)
+    for _ in range(repeats):
+        model = mlp()
+        strategy = with_performance_validation(
+            OneBackendStrategy(TorchEagerBackend(dtype=torch.bfloat16)), profiling_config=config
+        )
+        WORK.clear()
+        with tempfile.TemporaryDirectory() as cache:
+            start = time.perf_counter()
+            strategy.tune(model.module, "mlp", model.graph_spec, [model.sample], "cpu", cache)
+            total = time.perf_counter() - start
+        rows.append((total, total - sum(WORK)))
+    return rows
+
+
+def per_call(calls: int) -> tuple[float, float, bool]:
+    """Median per-call time of the returned backend, validated vs not; and 'is it unwrapped'."""
+    model = mlp()
+    batch = model.graph_spec.make_batch(model.sample, model.graph_spec.get_max_batch_size())
+    with tempfile.TemporaryDirectory() as cache:
+        plain = OneBackendStrategy(TorchEagerBackend()).tune(
+            model.module, "mlp", model.graph_spec, [model.sample], "cpu", cache
+        )
+        wrapped_strategy = with_performance_validation(
+            OneBackendStrategy(TorchEagerBackend()), enabled=False
+        )
+        wrapped = wrapped_strategy.tune(
+            model.module, "mlp", model.graph_spec, [model.sample], "cpu", cache
+        )
+    unwrapped = type(wrapped) is TorchEagerBackend
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(calls):  # interleaved ABBA
+        order = (plain, wrapped) if i % 2 == 0 else (wrapped, plain)
+        for backend in order:
+            start = time.perf_counter_ns()
+            batch.call(backend)
+            elapsed = time.perf_counter_ns() - start
+            (a if backend is plain else b).append(elapsed / 1e9)
+    return statistics.median(a), statistics.median(b), unwrapped
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=400)
+    args = parser.parse_args(argv)
+    torch.manual_seed(0)
+    # events are part of the wrapper's cost; render them as JSON into nothing, as a pipeline would
+    structlog.configure(
+        processors=[structlog.processors.JSONRenderer()],
+        logger_factory=structlog.ReturnLoggerFactory(),
+    )
+    _instrument()
+    rows = own_cost(args.repeats)
+    print("| repeat | tune wall s | wrapper own s | own / wall |")
+    print("|---|---|---|---|")
+    for i, (total, own) in enumerate(rows, 1):
+        print(f"| {i} | {total:.3f} | {own:.4f} | {own / total:.2%} |")
+    worst = max(own / total for total, own in rows)
+    print(
+        f"\nworst own-cost share: {worst:.2%} (target < 1 %): {'MET' if worst < 0.01 else 'MISSED'}"
+    )
+    plain, wrapped, unwrapped = per_call(args.calls)
+    print(
+        f"returned backend is the inner object (no proxy): {unwrapped}; per call median "
+        f"{plain * 1e3:.3f} ms unwrapped vs {wrapped * 1e3:.3f} ms through the wrapper "
+        f"(ratio {wrapped / plain:.3f})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
