@@ -500,3 +500,24 @@ class TestCuda:
         ):
             assert candidate(torch.randn(2, 8, device="cuda")).dtype == dtype
             check_correctness(candidate, reference, SPEC, data, expected_dtype=dtype)
+
+
+class TestDocs:
+    def test_worked_example_in_docs_runs(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The custom-backend example in docs/backends.md runs and validates against eager."""
+        text = (Path(__file__).parent.parent / "docs" / "backends.md").read_text()
+        blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+        assert blocks
+        monkeypatch.chdir(tmp_path)
+        namespace: dict[str, Any] = {"__name__": "docs_example"}
+        exec(compile(blocks[0], "docs/backends.md", "exec"), namespace)
+        candidate = namespace["candidate"]
+        assert candidate.describe() == "ChannelsLastBackend()"
+        assert not candidate.is_active
+        assert (tmp_path / "cache" / candidate.key() / BUILD_LOG_NAME).is_file()
+        assert (
+            namespace["ChannelsLastBackend"](copy_module=False).describe()
+            == "ChannelsLastBackend(copy_module=False)"
+        )
