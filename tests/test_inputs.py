@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 
@@ -200,3 +203,20 @@ def test_import_does_not_load_torch() -> None:
     """aitune_fp.inputs is importable without importing torch."""
     code = "import sys, aitune_fp.inputs; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class TestMakeBatchProperties:
+    @given(
+        rows=st.integers(min_value=1, max_value=12),
+        size=st.integers(min_value=1, max_value=16),
+        axis=st.integers(min_value=0, max_value=2),
+    )
+    def test_row_i_is_sample_row_i_mod_n(self, rows: int, size: int, axis: int) -> None:
+        """For any sample size, batch size and axis, batch row i equals sample row i % n."""
+        shape = [2, 3, 2]
+        shape[axis] = rows
+        x = torch.arange(float(math.prod(shape))).reshape(shape)
+        batch = GraphSpec(16, batch_axes={0: axis}).make_batch(Sample((x,)), size).args[0]
+        assert batch.shape[axis] == size
+        for i in range(size):
+            assert torch.equal(batch.select(axis, i), x.select(axis, i % rows))
