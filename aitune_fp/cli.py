@@ -192,6 +192,7 @@ def format_run(run: RunSummary, *, color: bool = False) -> list[str]:
             [
                 escape_control(r.backend_description),
                 _num(r.batch_size, "d"),
+                f"{r.baseline_throughput:.2f}",
                 f"{r.throughput:.2f}",
                 f"{r.speedup:.2f}x",
                 _ci_text(r.ci_low, r.ci_high),
@@ -203,7 +204,16 @@ def format_run(run: RunSummary, *, color: bool = False) -> list[str]:
         lines.append("")
         lines.extend(
             _render_table(
-                ["Backend", "Batch", "Throughput/s", "Speedup", ci_head, "Verdict", "Reason"],
+                [
+                    "Backend",
+                    "Batch",
+                    "Eager/s",
+                    "Candidate/s",
+                    "Speedup",
+                    ci_head,
+                    "Verdict",
+                    "Reason",
+                ],
                 rows,
             )
         )
@@ -911,7 +921,8 @@ def _tune(
         for line in format_run(run, color=color):
             print(line, file=out)
         if error is not None:
-            print(f"❌ {escape_control(str(error))}", file=out)
+            for i, text in enumerate(str(error).splitlines()):
+                print(("❌ " if i == 0 else "   ") + escape_control(text), file=out)
     out.flush()
     return EXIT_OK
 
