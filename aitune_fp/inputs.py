@@ -135,7 +135,7 @@ class GraphSpec:
 
     max_batch_size: int = attrs.field(default=1, validator=_positive)
     batch_axes: Mapping[InputKey, int | None] = attrs.field(
-        factory=dict, converter=_to_axes, kw_only=True
+        factory=dict, converter=_to_axes, kw_only=True, hash=False
     )
     min_batch_size: int = attrs.field(default=1, validator=_positive, kw_only=True)
     name: str = attrs.field(default="0", validator=_name, kw_only=True)

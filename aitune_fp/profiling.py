@@ -132,14 +132,10 @@ class CudaTimer:
         """Time work on ``device`` (default: the current CUDA device)."""
         import torch
 
+        if device is None:
+            device = torch.cuda.current_device()
         self.device = (
-            torch.device("cuda", torch.cuda.current_device())
-            if device is None
-            else (
-                torch.device(device)
-                if not isinstance(device, int)
-                else torch.device("cuda", device)
-            )
+            torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
         )
 
     def now_ns(self) -> int:

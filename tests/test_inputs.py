@@ -89,6 +89,14 @@ class TestGraphSpecValidation:
         assert spec.axis_of(0) == 0
         assert spec.axis_of("x") == 0
 
+    def test_value_equality_and_hash(self) -> None:
+        """Specs compare by value and are hashable (usable as cache keys)."""
+        a = GraphSpec(4, batch_axes={"x": None})
+        b = GraphSpec(4, batch_axes={"x": None})
+        assert a == b
+        assert hash(a) == hash(b)
+        assert a != GraphSpec(4)
+
     def test_positional_max_batch_size(self) -> None:
         """GraphSpec(8) is GraphSpec(max_batch_size=8)."""
         assert GraphSpec(8).get_max_batch_size() == 8
