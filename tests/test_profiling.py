@@ -216,6 +216,23 @@ class TestInterleavedRun:
             run.extend(10)
             assert "recompiled" in run.timings().flags
 
+    @pytest.mark.slow
+    def test_real_dynamo_recompile_is_flagged(self) -> None:
+        """A torch.compile guard failure between looks (real dynamo counters) flags 'recompiled'."""
+        state = {"scale": 1}
+
+        @torch.compile(backend="eager", dynamic=False)
+        def candidate(x: torch.Tensor) -> torch.Tensor:
+            return x * state["scale"]
+
+        with InterleavedRun(lambda x: x * 1, candidate, Sample((torch.ones(4),))) as run:
+            run.warm_up(window=3, tolerance=10.0, max_calls=5)
+            run.extend(2)
+            assert "recompiled" not in run.timings().flags
+            state["scale"] = 2
+            run.extend(2)
+            assert "recompiled" in run.timings().flags
+
     def test_dynamo_counts_without_dynamo(self) -> None:
         """The counter snapshot is a pair of ints whether or not dynamo is loaded."""
         counts = profiling._dynamo_counts()
