@@ -5,7 +5,8 @@ fixed intra-op thread count. Candidates with the same input and output shapes:
 
 - ``A/A``: a copy of the baseline (true speedup 1.00x);
 - ``0.90x``, ``0.97x``: the baseline plus a fixed extra matmul sized to ~11 % / ~3 % of its FLOPs;
-- ``1.03x``, ``1.10x``, ``1.50x``, ``2.00x``: narrower MLPs with ~1/s of the baseline's FLOPs.
+- ``1.10x``, ``1.50x``, ``2.00x``: narrower MLPs with ~1/s of the baseline's FLOPs;
+- ``1.03x``: the 1.10x MLP plus extra work sized to bring it to ~1.03x (see ``MIXED_FROM``).
 
 Labels are nominal; each case's true speedup is measured once with a long interleaved reference
 run (``--reference-pairs``, median of per-pair ratios) and printed beside the decisions. Then
@@ -42,12 +43,17 @@ CASES: tuple[tuple[str, str, float], ...] = (
     ("A/A", "same", 1.0),
     ("0.90x", "extra", 0.90),
     ("0.97x", "extra", 0.97),
-    ("1.03x", "narrow", 1.03),
+    ("1.03x", "mixed", 1.03),
     ("1.10x", "narrow", 1.10),
     ("1.50x", "narrow", 1.50),
     ("2.00x", "narrow", 2.00),
 )
 MODES = ("statistical", "point")
+#: A "mixed" case starts from the narrow MLP of this speedup and adds wasted work to slow it to
+#: its nominal speedup: narrowing alone cannot make ~1.03x, since any hidden width other than the
+#: power of two 2048 already runs ~1.08x faster on this machine (measured; likely cache-set
+#: aliasing of the 2048-float rows), far more than its FLOP ratio says.
+MIXED_FROM = 1.10
 
 
 class MLP(nn.Module):
@@ -108,6 +114,10 @@ def build_candidate(
     if kind == "extra":
         extra = max(1, round((1.0 / nominal - 1.0) * macs(d_in, hidden) / d_in))
         return WithExtraWork(base, d_in, extra).eval()
+    if kind == "mixed":
+        narrow = MLP(d_in, hidden_for(d_in, hidden, MIXED_FROM))
+        extra = max(1, round((1.0 / nominal - 1.0 / MIXED_FROM) * macs(d_in, hidden) / d_in))
+        return WithExtraWork(narrow, d_in, extra).eval()
     return MLP(d_in, hidden_for(d_in, hidden, nominal)).eval()
 
 
