@@ -3,9 +3,9 @@
 ``statistical`` (default): warm up both arms, then time interleaved pairs up to each planned look
 (``config.looks``) and call :func:`aitune_fp.core.stats.decide_at_look` there; stop on a settled
 verdict, after the last look, or when ``config.max_seconds`` is spent (the verdict is then the
-one of the last completed look, ``inconclusive`` if it was open). The first look always completes:
-without it there is nothing to decide on. A look that the time spent so far predicts will not
-fit in the budget is not started.
+one of the last completed look, ``inconclusive`` if it was open; the budget counts from the start
+of warm-up). The first look always completes: without it there is nothing to decide on. A look
+that the time spent so far predicts will not fit in the budget is not started.
 
 ``point``: AITune's rule, reproduced: the baseline measured once up front (``point_warmup_calls``
 untimed + ``point_steps`` timed calls), the candidate the same way later, throughputs from the
