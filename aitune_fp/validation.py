@@ -405,6 +405,7 @@ def _to_result(description: str, m: Measurement, pct: float) -> PerformanceValid
         verdict=m.verdict,
         decision=m.mode,
         reason=m.reason,
+        flags=m.flags,
     )
 
 

@@ -143,3 +143,18 @@ class TestDictRoundTrip:
                     "passed": True,
                 }
             )
+
+
+class TestFlags:
+    def test_flags_round_trip_as_list(self) -> None:
+        """Flags are a tuple on the value and a list in the dict, and survive the round trip."""
+        r = PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, flags=["recompiled"])
+        assert r.flags == ("recompiled",)
+        assert r.to_dict()["flags"] == ["recompiled"]
+        assert PerformanceValidationResult.from_dict(r.to_dict()) == r
+
+    @pytest.mark.parametrize("bad", ["recompiled", [1], None])
+    def test_bad_flags(self, bad: object) -> None:
+        """Flags must be a list or tuple of strings."""
+        with pytest.raises(TypeError, match="flags"):
+            PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, flags=bad)  # type: ignore[arg-type]

@@ -59,6 +59,17 @@ def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
         raise TypeError(f"{attribute.name} must be a bool, got {value!r}")
 
 
+def _str_tuple(value: object) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"flags must be a list or tuple of str, got {value!r}")
+    return tuple(value)
+
+
+def _flags(instance: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    if not all(isinstance(flag, str) for flag in value):
+        raise TypeError(f"{attribute.name} must hold only str, got {value!r}")
+
+
 def _verdict(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and value not in RESULT_VERDICTS:
         raise ValueError(
@@ -98,6 +109,11 @@ class PerformanceValidationResult:
     verdict: ResultVerdict | None = attrs.field(default=None, kw_only=True, validator=_verdict)
     decision: str | None = attrs.field(default=None, kw_only=True, validator=_opt_str)
     reason: str | None = attrs.field(default=None, kw_only=True, validator=_opt_str)
+    #: What the measurement noticed that may weaken it (``warmup_not_steady``, ``recompiled``,
+    #: ``level_shift_after_pair_<k>``, ``budget_spent``).
+    flags: tuple[str, ...] = attrs.field(
+        default=(), kw_only=True, converter=_str_tuple, validator=_flags
+    )
 
     def __attrs_post_init__(self) -> None:
         """Cross-field checks: bounds in order and a verdict consistent with ``passed``."""
@@ -110,8 +126,10 @@ class PerformanceValidationResult:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (finite numbers, str, bool, None) in field order."""
-        return attrs.asdict(self, recurse=False)
+        """Return a JSON-ready dict (finite numbers, str, bool, None, lists) in field order."""
+        data = attrs.asdict(self, recurse=False)
+        data["flags"] = list(self.flags)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PerformanceValidationResult:
