@@ -18,6 +18,7 @@ fake clock.
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ __all__ = [
     "Timer",
     "WarmupReport",
     "compare",
+    "gc_paused",
     "intra_op_threads",
     "pair_order",
     "time_calls",
@@ -220,6 +222,18 @@ def _timed_call(
     return wall, (span.elapsed_s() if span is not None else None)
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep Python's garbage collector out of the timed region (as ``timeit`` does); restore after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def time_calls(
     fn: Callable[..., Any],
     batch: Sample | tuple[Any, Any],
@@ -239,7 +253,7 @@ def time_calls(
 
     sample = copy_sample(as_sample(batch))
     clock = timer if timer is not None else timer_for(sample)
-    with intra_op_threads(threads), torch.no_grad():
+    with intra_op_threads(threads), torch.no_grad(), gc_paused():
         for _ in range(warmup):
             _call(fn, sample, None)
         clock.sync()
@@ -338,6 +352,7 @@ class InterleavedRun:
         stack = contextlib.ExitStack()
         self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
         stack.enter_context(torch.no_grad())
+        stack.enter_context(gc_paused())
         self._stack = stack
         self._clock = self._timer if self._timer is not None else timer_for(self._batch)
         self._batches = {arm: copy_sample(self._batch) for arm in self._fns}

@@ -386,3 +386,30 @@ class TestTimers:
         with pytest.raises(ProfilingError) as info:
             compare(lambda: None, greedy, Sample(), quiet_config(), n_pairs=2)
         assert info.value.reason == "out_of_memory"
+
+
+class TestGcPaused:
+    def test_gc_off_inside_and_restored(self) -> None:
+        """The garbage collector is off while timing and back on afterwards."""
+        import gc
+
+        from aitune_fp.profiling import gc_paused
+
+        assert gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+
+    def test_gc_stays_off_if_it_was_off(self) -> None:
+        """A caller who turned the collector off keeps it off."""
+        import gc
+
+        from aitune_fp.profiling import gc_paused
+
+        gc.disable()
+        try:
+            with gc_paused():
+                pass
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
