@@ -370,7 +370,6 @@ class TestReport:
     @pytest.mark.parametrize("suffix", [".png", ".svg"])
     def test_plot_is_written(self, tmp_path: Path, suffix: str) -> None:
         """--plot draws the speedups with error bars into a PNG or SVG file."""
-        pytest.importorskip("matplotlib")
         path = tmp_path / "log.jsonl"
         path.write_text(_event_line(run="a") + "\n" + _event_line(run="b", desc="C()") + "\n")
         target = tmp_path / f"plot{suffix}"
