@@ -31,6 +31,7 @@ from tests.validation_helpers import (
     BrokenBuild,
     FailsWhenTimed,
     Pruned,
+    RecordingSlower,
     Slower,
     Wrong,
     event_schema,
@@ -171,6 +172,17 @@ class TestGate:
         assert "candidate_rejected" in seq
         assert seq[-2:] == ["selected", "finished"]
         assert len({e["run_id"] for e in logs.entries}) == 1
+
+    def test_rejected_candidate_released_before_the_next(
+        self, tmp_path: Path, logs: LogCapture
+    ) -> None:
+        """A rejected candidate is deactivated, and the module is back on its device, at once."""
+        RecordingSlower.released.clear()
+        strategy = validated(FirstWinsStrategy([RecordingSlower(), Pruned()]))
+        backend, module, _ = tune(strategy, tmp_path)
+        assert RecordingSlower.released == ["RecordingSlower()"]
+        assert isinstance(backend, Pruned)
+        assert next(module.parameters()).device == torch.device("cpu")
 
     def test_one_backend_falls_back_to_eager(self, tmp_path: Path, logs: LogCapture) -> None:
         """OneBackend: a slower candidate gives the eager baseline, and the event says so."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from importlib.resources import files
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -111,3 +111,12 @@ class FailsWhenTimed(_ModuleBackend):
 def event_schema() -> dict[str, Any]:
     """The shipped JSON Schema of events."""
     return json.loads(files("aitune_fp").joinpath("events.schema.json").read_text("utf-8"))  # type: ignore[no-any-return]
+
+
+class RecordingSlower(Slower):
+    """Slower, and records each release so tests can see a rejected candidate let go."""
+
+    released: ClassVar[list[str]] = []
+
+    def _deactivate(self) -> None:
+        type(self).released.append(self.describe())
