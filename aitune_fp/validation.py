@@ -8,6 +8,7 @@ backend the strategy built on its own after the fact, and reports every step as 
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 import threading
@@ -388,6 +389,8 @@ def _describe(backend: Any) -> str:
 def _to_result(description: str, m: Measurement, pct: float) -> PerformanceValidationResult:
     """Turn a measurement into the public result record."""
     d = m.decision
+    # too few pairs for the confidence give an unbounded interval: record "no bound", not inf
+    ci_high = None if d is None or not math.isfinite(d.ci_high) else d.ci_high
     return PerformanceValidationResult(
         description,
         m.throughput,
@@ -396,7 +399,7 @@ def _to_result(description: str, m: Measurement, pct: float) -> PerformanceValid
         m.passed,
         estimate=None if d is None else d.speedup,
         ci_low=None if d is None else d.ci_low,
-        ci_high=None if d is None else d.ci_high,
+        ci_high=ci_high,
         confidence=None if d is None else d.confidence,
         n_baseline=m.n_baseline,
         n_candidate=m.n_candidate,

@@ -387,3 +387,18 @@ class TestHelperAlone:
         assert outcome.stage == "correctness" and outcome.backend is None
         ok = try_candidate(Slower(), module, "m", spec, data, "cpu", tmp_path)
         assert ok.ok and ok.result is None
+
+
+class TestTinyLooks:
+    def test_unbounded_interval_recorded_as_none(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Looks too small for the confidence give no upper bound (None), not a failure."""
+        config = FAST_CONFIG.__class__(looks=(2, 3), max_seconds=5.0, warmup_max_calls=10)
+        strategy = with_performance_validation(
+            OneBackendStrategy(Pruned()), profiling_config=config
+        )
+        backend, _, _ = tune(strategy, tmp_path)
+        (result,) = strategy.perf_validation_results
+        assert result.verdict == "inconclusive"
+        assert result.ci_high is None
+        assert backend is strategy.baseline_backend
+        assert strategy.candidate_failures == ()
