@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -157,7 +158,7 @@ def _strip_ansi(text: str) -> str:
 def _ci_text(low: float | None, high: float | None) -> str:
     if low is None and high is None:
         return "—"
-    return f"[{_num(low)}, {'∞' if high is None else _num(high)}]"
+    return f"[{_num(low, '.3f')}, {'∞' if high is None else _num(high, '.3f')}]"
 
 
 def _verdict_text(result: PerformanceValidationResult, color: bool) -> str:
@@ -175,19 +176,26 @@ def format_run(run: RunSummary, *, color: bool = False) -> list[str]:
     if run.baseline_throughput is not None:
         lines.append(
             f"Eager baseline: {escape_control(run.baseline_backend or 'eager')}: "
-            f"{run.baseline_throughput:.2f} samples/s at batch size {_num(run.batch_size, 'd')}"
+            f"{run.baseline_throughput:.2f} samples/s at batch size {_num(run.batch_size, 'd')} "
+            "(up-front check; each row compares with eager timed alongside that candidate, "
+            "column Eager/s)"
         )
     if run.baseline_error:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
     if run.required_speedup is not None:
         lines.append(
-            f"Gate: speedup must exceed {run.required_speedup:.4g}x "
+            f"Gate: a candidate must reach {run.required_speedup:.4g}x eager's throughput "
             f"({_num(run.min_speedup_threshold_percent, '.4g', '%')} threshold, "
-            f"{run.decision or '?'} decision)"
+            f"{run.decision or '?'} decision"
+            + (
+                "; faster only when the lower confidence bound clears it)"
+                if run.decision == "statistical"
+                else ")"
+            )
         )
     if run.results:
         confidence = next((r.confidence for r in run.results if r.confidence), None)
-        ci_head = f"CI ({confidence:.0%})" if confidence else "CI"
+        ci_head = f"CI ({confidence:.0%} per look)" if confidence else "CI"
         rows = [
             [
                 escape_control(r.backend_description),
@@ -665,7 +673,7 @@ def _parse_looks(text: str) -> tuple[int, ...]:
 
 def _parse_shape(text: str) -> tuple[int, ...]:
     try:
-        shape = tuple(int(x) for x in text.replace("x", ",").split(",") if x.strip())
+        shape = tuple(int(x) for x in re.split(r"[,x]", text.strip()))
     except ValueError:
         raise UsageError(f"--input-shape must look like 8,256, got {text!r}") from None
     if not shape or any(d < 1 for d in shape):
@@ -924,6 +932,13 @@ def _tune(
             for i, text in enumerate(str(error).splitlines()):
                 print(("❌ " if i == 0 else "   ") + escape_control(text), file=out)
     out.flush()
+    if run.baseline_error and not run.disabled:
+        print(
+            f"{PROG}: the eager baseline failed on this model and input: "
+            f"{escape_control(run.baseline_error)} (log under {cache_dir})",
+            file=err,
+        )
+        return EXIT_USAGE
     return EXIT_OK
 
 

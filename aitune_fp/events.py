@@ -348,7 +348,11 @@ def finished(
         n_failed=n_failed,
         duration_s=duration_s,
         reason=reason,
-        summary=f"⏱️ Tune of {module_name}: {outcome} ({backend_description}) in {duration_s:.2f}s",
+        summary=(
+            f"⏱️ Tune of {module_name}: {outcome}"
+            + (f" ({backend_description})" if backend_description else "")
+            + f" in {duration_s:.2f}s"
+        ),
     )
 
 

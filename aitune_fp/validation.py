@@ -102,8 +102,10 @@ class CandidateFailure:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    """The exception's message on one line (lines joined), never empty, at most 1000 chars."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    text = text or type(exc).__name__
+    return text if len(text) <= 1000 else text[:999] + "…"
 
 
 class _Run:
@@ -281,6 +283,8 @@ class _Run:
                 encoding="utf-8",
             )
             self.baseline_error = f"{type(exc).__name__}: {_first_line(exc)}"
+            # an eager baseline that cannot be measured is no fallback either
+            self._baseline = None
             events.emit(
                 events.baseline_failed(
                     self.run_id,
@@ -371,10 +375,10 @@ class _Run:
                 self.name,
                 outcome=outcome,
                 backend_description=description,
-                n_candidates=len(self.results) + len(self.failures),
+                n_candidates=len(self.results) + sum(f.stage != "strategy" for f in self.failures),
                 n_measured=len(self.results),
                 n_passed=sum(r.passed for r in self.results),
-                n_failed=len(self.failures),
+                n_failed=sum(f.stage != "strategy" for f in self.failures),
                 duration_s=time.perf_counter() - self.started,
                 reason=reason,
             )

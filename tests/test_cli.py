@@ -159,6 +159,29 @@ class TestTune:
         assert proc.stdout == ""
 
 
+@pytest.mark.slow
+class TestModelThatCannotRun:
+    def test_eager_failure_exits_2(self, tmp_path: Path) -> None:
+        """A model eager cannot run on the given input: exit 2 and a line saying so, not success."""
+        path = tmp_path / "mine.py"
+        path.write_text("import torch\ndef make():\n    return torch.nn.Linear(64, 64)\n")
+        proc = _run(
+            "tune",
+            "--model",
+            f"{path}:make",
+            "--input-shape",
+            "8,32",
+            *TINY,
+            "-q",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert "the eager baseline failed on this model and input" in proc.stderr
+        assert "Baseline was selected" not in proc.stdout
+        assert "Traceback" not in proc.stderr
+
+
 class TestTuneUsageErrors:
     @pytest.mark.parametrize(
         ("args", "match"),
@@ -170,6 +193,8 @@ class TestTuneUsageErrors:
             (["--model", "mlp", "--input-shape", "2,2"], "only to a user model"),
             (["--strategy", "one", "--backends", "eager,compile"], "exactly one backend"),
             (["--device", "tpu"], "--device must be"),
+            (["--model", "x.py:f", "--input-shape", "8,x"], "--input-shape must look like"),
+            (["--model", "x.py:f", "--input-shape", "8,,256"], "--input-shape must look like"),
         ],
     )
     def test_usage_errors_exit_2(

@@ -21,6 +21,7 @@ from aitune_fp import (
     NoValidBackendError,
     OneBackendStrategy,
     PerformanceValidationResult,
+    Sample,
     TorchEagerBackend,
     is_validating,
     try_candidate,
@@ -266,6 +267,16 @@ class TestFailures:
         assert failed and failed[0]["log_level"] == "error"
         assert Path(failed[0]["traceback_path"]).is_file()
 
+    def test_eager_that_cannot_run_is_no_fallback(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Eager builds but fails when timed: no candidate is accepted and eager is not chosen."""
+        module, spec, _ = make_case()
+        wrong_width = [Sample((torch.randn(1, 7),))]  # the module expects 16 features
+        strategy = validated(OneBackendStrategy(Pruned()))
+        with pytest.raises(NoValidBackendError):
+            strategy.tune(module, "m", spec, wrong_width, "cpu", tmp_path)
+        assert strategy.baseline_backend is None
+        assert names(logs).count("baseline_failed") == 1
+
     def test_strategy_exception_reported_and_raised(self, tmp_path: Path, logs: LogCapture) -> None:
         """An exception in the strategy is an event with a saved traceback, then propagates."""
 
@@ -277,6 +288,10 @@ class TestFailures:
             tune(validated(Exploding()), tmp_path)
         assert (tmp_path / "strategy_error.log").is_file()
         assert names(logs)[-2:] == ["candidate_failed", "finished"]
+        finished = logs.entries[-1]
+        assert (finished["n_candidates"], finished["n_failed"]) == (0, 0)
+        assert finished["outcome"] == "error"
+        assert "None" not in finished["summary"]
 
     def test_keyboard_interrupt_propagates(self, tmp_path: Path, logs: LogCapture) -> None:
         """KeyboardInterrupt is never swallowed."""
