@@ -31,12 +31,13 @@ from aitune_fp.core.stats import (
     SpeedupDecision,
     Verdict,
     decide_at_look,
+    is_steady,
     throughput_from_latencies,
 )
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.profiling import InterleavedRun, PairedTimings, Timer, time_calls, timer_for
 
-__all__ = ["Measurement", "measure_baseline_point", "measure_speedup"]
+__all__ = ["Measurement", "measure_baseline_point", "measure_speedup", "measure_throughput_steady"]
 
 
 def _in(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
@@ -109,6 +110,35 @@ def measure_baseline_point(
         warmup=config.point_warmup_calls,
         threads=config.threads,
     )
+    return throughput_from_latencies(latencies, size), latencies
+
+
+def measure_throughput_steady(
+    fn: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    batch_size: int,
+    config: ProfilingConfig,
+    *,
+    timer: Timer | None = None,
+) -> tuple[float, tuple[float, ...]]:
+    """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
+
+    The statistical mode's up-front eager check (and a lone candidate's figure): unlike the point
+    rule's fixed 10 warm-up calls, it waits until the last ``warmup_window`` calls agree within
+    ``warmup_tolerance`` (at most ``warmup_max_calls``), so a cold first measurement in a fresh
+    process is not reported as eager's throughput. Returns (samples/s, latencies in seconds).
+    """
+    size = check_int("batch_size", batch_size, minimum=1)
+    window = max(config.warmup_window, 2)
+    warmup: list[float] = list(
+        time_calls(fn, batch, window, timer=timer, warmup=1, threads=config.threads)
+    )
+    while (
+        not is_steady(warmup, window, config.warmup_tolerance)
+        and len(warmup) < config.warmup_max_calls
+    ):
+        warmup += time_calls(fn, batch, 1, timer=timer, threads=config.threads)
+    latencies = time_calls(fn, batch, config.point_steps, timer=timer, threads=config.threads)
     return throughput_from_latencies(latencies, size), latencies
 
 

@@ -279,11 +279,11 @@ class MaxThroughputStrategy:
             return outcome.result.throughput
         from aitune_fp.core.config import ProfilingConfig
         from aitune_fp.inputs import as_sample
-        from aitune_fp.measure import measure_baseline_point
+        from aitune_fp.measure import measure_throughput_steady
 
         batch_size = graph_spec.get_max_batch_size()
         batch = graph_spec.make_batch(as_sample(data[0]), batch_size)
-        throughput, _ = measure_baseline_point(
+        throughput, _ = measure_throughput_steady(
             outcome.backend, batch, batch_size, ProfilingConfig()
         )
         return throughput

@@ -30,7 +30,12 @@ from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import required_speedup
 from aitune_fp.correctness import check_correctness
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
-from aitune_fp.measure import Measurement, measure_baseline_point, measure_speedup
+from aitune_fp.measure import (
+    Measurement,
+    measure_baseline_point,
+    measure_speedup,
+    measure_throughput_steady,
+)
 from aitune_fp.strategies import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
@@ -257,7 +262,13 @@ class _Run:
                 self.module, self.graph_spec, self.data, self.device, cache
             )
             self.phase(description, "baseline_measure")
-            throughput, latencies = measure_baseline_point(
+            # point mode: AITune's fixed warm-up, exactly; statistical: warm up until steady
+            measure_eager = (
+                measure_baseline_point
+                if self.config.decision == "point"
+                else measure_throughput_steady
+            )
+            throughput, latencies = measure_eager(
                 self._baseline, self.batch, self.batch_size, self.config
             )
             if not throughput > 0:

@@ -325,3 +325,35 @@ def test_decision_quality_quick_smoke(tmp_path: Path) -> None:
     table = out.read_text()
     for case in ("A/A", "0.90x", "0.97x", "1.03x", "1.10x", "1.50x", "2.00x"):
         assert table.count(f"| {case} ") == 2, case
+
+
+class TestSteadyThroughput:
+    def test_waits_for_steady_calls(self) -> None:
+        """A slow start (cold calls) is warmed through before the timed calls count."""
+        from aitune_fp import ProfilingConfig
+        from aitune_fp.measure import measure_throughput_steady
+        from aitune_fp.profiling import CpuTimer
+
+        class Clock(CpuTimer):
+            """The first calls get faster and faster, then settle at 1 ms (a cold process)."""
+
+            def __init__(self) -> None:
+                self.t = 0
+                self.calls = 0
+
+            def now_ns(self) -> int:
+                return self.t
+
+        clock = Clock()
+
+        cold_ms = [40, 30, 20, 15, 10, 5, 3, 2]
+
+        def fn(*args: object) -> None:
+            clock.calls += 1
+            n = clock.calls
+            clock.t += (cold_ms[n - 1] if n <= len(cold_ms) else 1) * 1_000_000
+
+        config = ProfilingConfig(point_steps=20, warmup_window=5, warmup_max_calls=30)
+        throughput, latencies = measure_throughput_steady(fn, ((), {}), 4, config, timer=clock)
+        assert latencies == (0.001,) * 20
+        assert throughput == 4000.0
