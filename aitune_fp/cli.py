@@ -831,6 +831,12 @@ def cmd_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     threshold = _finite_arg("--threshold", args.threshold)
     if threshold <= -100:
         raise UsageError(f"--threshold must be > -100 (percent), got {threshold!r}")
+    if threshold < 0:
+        print(
+            f"{PROG}: warning: --threshold {threshold:g} accepts candidates up to "
+            f"{-threshold:g} % slower than eager",
+            file=err,
+        )
     json_log: IO[str] | None = None
     if args.json_log is not None:
         try:
@@ -1002,7 +1008,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--confidence", type=float, help="confidence of the decision (default 0.95)")
     tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
     tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
-    tune.add_argument("--cache-dir", help="where builds and failure logs go (default a temp dir)")
+    tune.add_argument(
+        "--cache-dir",
+        help="where builds and failure logs go (default: a new temp dir, kept so that "
+        "the logs it names stay readable; its path is printed)",
+    )
     tune.add_argument("--json-log", help="append every event as JSON lines to this file")
     tune.add_argument("--format", choices=("table", "json"), default="table")
     tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")

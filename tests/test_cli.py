@@ -488,3 +488,11 @@ class TestHelpers:
         assert text.startswith("\r\033[2K⏳ [")
         assert "[1/1] A(): build" in text
         assert text.endswith("\r\033[2K")
+
+
+class TestNegativeThreshold:
+    def test_warns(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A negative threshold is allowed but said out loud: it accepts slower candidates."""
+        main(["tune", "--backends", "warp-drive", "--threshold", "-3"])
+        err = capsys.readouterr().err
+        assert "accepts candidates up to 3 % slower than eager" in err
