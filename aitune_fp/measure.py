@@ -96,6 +96,7 @@ def measure_baseline_point(
     config: ProfilingConfig,
     *,
     timer: Timer | None = None,
+    arm: str = "baseline",
 ) -> tuple[float, tuple[float, ...]]:
     """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
 
@@ -109,6 +110,7 @@ def measure_baseline_point(
         timer=timer,
         warmup=config.point_warmup_calls,
         threads=config.threads,
+        arm=arm,
     )
     return throughput_from_latencies(latencies, size), latencies
 
@@ -129,13 +131,14 @@ def measure_throughput_steady(
     process is not reported as eager's throughput. Returns (samples/s, latencies in seconds).
     """
     size = check_int("batch_size", batch_size, minimum=1)
-    window = max(config.warmup_window, 2)
+    window = config.warmup_window
     warmup: list[float] = list(
         time_calls(fn, batch, window, timer=timer, warmup=1, threads=config.threads)
     )
+    # at most warmup_max_calls calls in all, the untimed first one included (as in warm_up)
     while (
         not is_steady(warmup, window, config.warmup_tolerance)
-        and len(warmup) < config.warmup_max_calls
+        and len(warmup) + 1 < config.warmup_max_calls
     ):
         warmup += time_calls(fn, batch, 1, timer=timer, threads=config.threads)
     latencies = time_calls(fn, batch, config.point_steps, timer=timer, threads=config.threads)
@@ -185,6 +188,7 @@ def _statistical(
             window=config.warmup_window,
             tolerance=config.warmup_tolerance,
             max_calls=config.warmup_max_calls,
+            deadline_ns=deadline,
         )
         for look in config.looks:
             need = look - run.n_pairs
@@ -288,7 +292,7 @@ def measure_speedup(
     else:
         base = tuple(baseline_latencies)
     baseline_throughput = throughput_from_latencies(base, size)
-    _, cand = measure_baseline_point(candidate, sample, size, config, timer=clock)
+    _, cand = measure_baseline_point(candidate, sample, size, config, timer=clock, arm="candidate")
     throughput = throughput_from_latencies(cand, size)
     speedup = compute_speedup(throughput, baseline_throughput)
     passed = meets_threshold(speedup, pct)

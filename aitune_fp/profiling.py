@@ -156,10 +156,12 @@ class CudaTimer:
 
 
 def timer_for(sample: Sample | tuple[Any, Any]) -> Timer:
-    """The timer for a batch: CUDA when any top-level tensor lives on a CUDA device, else CPU."""
+    """The timer for a batch: CUDA when any tensor in it (nested too) is on a CUDA device."""
     import torch
+    from torch.utils._pytree import tree_leaves
 
-    for _, value in as_sample(sample).items():
+    batch = as_sample(sample)
+    for value in tree_leaves((batch.args, dict(batch.kwargs))):
         if isinstance(value, torch.Tensor) and value.device.type == "cuda":
             return CudaTimer(value.device)
     return CpuTimer()
@@ -188,19 +190,19 @@ def _call(fn: Callable[..., Any], batch: Sample, arm: str | None) -> Any:
 
     try:
         return batch.call(fn)
-    except torch.OutOfMemoryError as exc:
-        del exc
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-        raise ProfilingError(
-            f"{arm or 'callable'} ran out of device memory", reason="out_of_memory", arm=arm
-        ) from None
+    except torch.OutOfMemoryError:
+        pass  # handled below, once the exception and the call's frames it holds are released
     except Exception as exc:
         raise ProfilingError(
             f"{arm or 'callable'} call failed: {type(exc).__name__}: {exc}",
             reason="call_failed",
             arm=arm,
         ) from exc
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    raise ProfilingError(
+        f"{arm or 'callable'} ran out of device memory", reason="out_of_memory", arm=arm
+    )
 
 
 def _timed_call(
@@ -242,10 +244,12 @@ def time_calls(
     timer: Timer | None = None,
     warmup: int = 0,
     threads: int | None = None,
+    arm: str | None = None,
 ) -> tuple[float, ...]:
     """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
 
-    For the point rule and single-arm use. The batch is copied once before the first call.
+    For the point rule and single-arm use. The batch is copied once before the first call;
+    ``arm`` names the callable in errors.
     """
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
@@ -255,9 +259,9 @@ def time_calls(
     clock = timer if timer is not None else timer_for(sample)
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
         for _ in range(warmup):
-            _call(fn, sample, None)
+            _call(fn, sample, arm)
         clock.sync()
-        return tuple(_timed_call(fn, sample, clock, None)[0] for _ in range(n))
+        return tuple(_timed_call(fn, sample, clock, arm)[0] for _ in range(n))
 
 
 def pair_order(index: int) -> bool:
@@ -349,13 +353,19 @@ class InterleavedRun:
         """Set threads and ``no_grad``, copy the batch for each arm, start the wall clock."""
         import torch
 
-        stack = contextlib.ExitStack()
-        self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
-        stack.enter_context(torch.no_grad())
-        stack.enter_context(gc_paused())
-        self._stack = stack
+        # copies and the timer first: if they fail, no global state has been touched yet
         self._clock = self._timer if self._timer is not None else timer_for(self._batch)
         self._batches = {arm: copy_sample(self._batch) for arm in self._fns}
+        stack = contextlib.ExitStack()
+        try:
+            self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
+            stack.enter_context(torch.no_grad())
+            stack.enter_context(gc_paused())
+        except BaseException:
+            stack.close()
+            self._batches = {}
+            raise
+        self._stack = stack
         self._start_ns = self._clock.now_ns()
         return self
 
@@ -391,11 +401,14 @@ class InterleavedRun:
     def _timed(self, arm: str) -> tuple[float, float | None]:
         return _timed_call(self._fns[arm], self._batches[arm], self._clock, arm)
 
-    def warm_up(self, *, window: int, tolerance: float, max_calls: int) -> WarmupReport:
+    def warm_up(
+        self, *, window: int, tolerance: float, max_calls: int, deadline_ns: int | None = None
+    ) -> WarmupReport:
         """Call each arm once untimed, then alternate timed calls until both arms are steady.
 
         Steady: the last ``window`` times of each arm spread by <= ``tolerance`` of their median.
-        At most ``max_calls`` calls per arm (the first, untimed call included).
+        At most ``max_calls`` calls per arm (the first, untimed call included); it also stops,
+        unsteady, once the run's clock passes ``deadline_ns``.
         """
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
@@ -406,6 +419,8 @@ class InterleavedRun:
         calls = 1
         converged = False
         while calls < max_calls:
+            if deadline_ns is not None and self._clock.now_ns() >= deadline_ns:
+                break
             for arm in ("baseline", "candidate"):
                 times[arm].append(self._timed(arm)[0])
             calls += 1
@@ -431,8 +446,14 @@ class InterleavedRun:
         check_int("n_pairs", n_pairs, minimum=0)
         if self._counts_at_start is None:
             self._counts_at_start = _dynamo_counts()
-        self._untimed("baseline")
-        self._untimed("candidate")
+        # between looks, outside any timed region: collect what the paused collector let pile up
+        gc.collect()
+        # one untimed call per arm, the next pair's first arm last, so that no arm starts the
+        # look warm from its own call (each pair's first call follows the other model)
+        first = "baseline" if pair_order(self.n_pairs) else "candidate"
+        second = "candidate" if first == "baseline" else "baseline"
+        self._untimed(second)
+        self._untimed(first)
         done = 0
         while done < n_pairs:
             if deadline_ns is not None and self._clock.now_ns() >= deadline_ns:

@@ -98,7 +98,8 @@ class TestPairOrder:
 
 class TestInterleavedRun:
     def test_call_sequence(self) -> None:
-        """Warm-up alternates, each extend starts with one untimed call per arm, then quads."""
+        """Warm-up alternates; each extend starts with one untimed call per arm, the next pair's
+        first arm last (so no arm starts the look warm from its own call), then quads."""
         clock = FakeClock()
         log: list[str] = []
         a = fake_model(clock, 0.002, log, "A")
@@ -110,13 +111,16 @@ class TestInterleavedRun:
             assert "".join(log) == "AB" * 4
             log.clear()
             assert run.extend(4) == 4
-            assert "".join(log) == "AB" + "ABBABAAB"
+            assert "".join(log) == "BA" + "ABBABAAB"
             log.clear()
             run.extend(2)
-            assert "".join(log) == "AB" + "ABBA"
+            assert "".join(log) == "BA" + "ABBA"
+            log.clear()
+            run.extend(2)  # pair 6 starts a BAAB quad
+            assert "".join(log) == "AB" + "BAAB"
             timings = run.timings()
-        assert timings.baseline_s == (0.002,) * 6
-        assert timings.candidate_s == (0.001,) * 6
+        assert timings.baseline_s == (0.002,) * 8
+        assert timings.candidate_s == (0.001,) * 8
         assert timings.baseline_device_s is None
         assert timings.flags == ()
 

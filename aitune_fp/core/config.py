@@ -20,6 +20,10 @@ def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: obje
     check_int(attribute.name, value, minimum=1)
 
 
+def _window(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    check_int(attribute.name, value, minimum=2)
+
+
 def _optional_positive_int(
     instance: object, attribute: attrs.Attribute[Any], value: object
 ) -> None:
@@ -90,15 +94,19 @@ class ProfilingConfig:
     batching: bool = attrs.field(default=True, validator=_bool)
     #: Warm-up is steady when the last ``warmup_window`` calls of each arm lie within
     #: ``warmup_tolerance`` of their median ((max - min) / median).
-    warmup_window: int = attrs.field(default=5, validator=_positive_int)
+    warmup_window: int = attrs.field(default=5, validator=_window)
     warmup_tolerance: float = attrs.field(default=0.10, validator=_positive_finite)
-    #: Warm-up gives up waiting for steadiness after this many calls per arm (and flags it).
-    warmup_max_calls: int = attrs.field(default=30, validator=_positive_int)
+    #: Warm-up gives up waiting for steadiness after this many calls per arm, the untimed first
+    #: call included (and flags it); 20 as in the rule measured on this kind of machine.
+    warmup_max_calls: int = attrs.field(default=20, validator=_positive_int)
     #: Planned looks, in timed pairs per arm; the last one is the sample budget.
     looks: tuple[int, ...] = attrs.field(
         default=(10, 20, 40, 80, 160), converter=_int_tuple, validator=_looks
     )
-    #: Confidence of the decision over all looks (the error rate is split across looks).
+    #: Confidence of the sequential decision: ``1 - confidence`` is the false-accept rate
+    #: allowed over all looks (and, separately, the false-reject rate); each look uses
+    #: ``(1 - confidence) / len(looks)`` per side, so its interval is two-sided at
+    #: ``1 - 2 * (1 - confidence) / len(looks)`` (0.98 with the defaults).
     confidence: float = attrs.field(default=0.95, validator=_open_unit)
     #: Wall-clock budget in seconds for one comparison; when spent, the verdict is taken at
     #: the last completed look and is ``inconclusive`` if still open.
@@ -111,10 +119,15 @@ class ProfilingConfig:
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""
-        if self.warmup_window > self.warmup_max_calls:
+        if self.warmup_window >= self.warmup_max_calls:
             raise ValueError(
-                f"warmup_window ({self.warmup_window}) must be <= warmup_max_calls "
-                f"({self.warmup_max_calls})"
+                f"warmup_window ({self.warmup_window}) must be < warmup_max_calls "
+                f"({self.warmup_max_calls}): the first call of each arm is never timed"
+            )
+        if (1.0 - self.confidence) / len(self.looks) >= 0.5:
+            raise ValueError(
+                f"confidence ({self.confidence!r}) is too low for {len(self.looks)} look(s): "
+                "each look's one-sided error (1 - confidence) / len(looks) must be < 0.5"
             )
 
     @property
