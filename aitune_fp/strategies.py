@@ -18,7 +18,7 @@ import torch
 
 from aitune_fp._gate import CURRENT_GATE, Stage
 from aitune_fp.backends import Backend
-from aitune_fp.backends.base import BUILD_LOG_NAME
+from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.correctness import check_correctness
 from aitune_fp.inputs import GraphSpec, Sample
@@ -80,11 +80,29 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
-def _release(backend: Any, module: torch.nn.Module, device: torch.device | str) -> None:
-    """Deactivate a rejected candidate and return the module to its device."""
-    if getattr(backend, "is_active", False):
-        backend.deactivate()
-    module.to(device)
+def release(
+    backend: Any, module: torch.nn.Module, device: torch.device | str, log_path: Path | None = None
+) -> None:
+    """Deactivate a rejected candidate and return the module to its device, whatever happens.
+
+    A failing ``deactivate`` never takes the tune down: it is written to ``log_path`` (the
+    candidate's log) and the module still goes back to ``device``.
+    """
+    try:
+        if getattr(backend, "is_active", False):
+            backend.deactivate()
+    except Exception as exc:
+        if log_path is not None:
+            append_failure_log(log_path, "Releasing the rejected backend failed", exc)
+    finally:
+        module.to(device)
+
+
+def _safe_describe(backend: Any) -> str:
+    try:
+        return str(backend.describe())
+    except Exception:
+        return type(backend).__name__
 
 
 def try_candidate(
@@ -103,9 +121,13 @@ def try_candidate(
     module returned to ``device`` before this returns.
     """
     gate = CURRENT_GATE.get()
-    description = backend.describe()
+    description = _safe_describe(backend)
     root = Path(cache_dir)
-    log_path = root / backend.key() / BUILD_LOG_NAME
+    try:
+        folder = root / backend.key()
+    except Exception:
+        folder = root / "".join(ch if ch.isalnum() else "_" for ch in description)[:80]
+    log_path = folder / BUILD_LOG_NAME
 
     def fail(stage: Stage, exc: Exception, path: Path) -> CandidateOutcome:
         if gate is not None:
@@ -116,10 +138,12 @@ def try_candidate(
 
     if gate is not None:
         gate.phase(description, "build")
-    candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
     try:
+        candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
         built = candidate.build(module, graph_spec, list(data), device, root)
     except Exception as exc:
+        if not isinstance(backend, BackendBase):  # BackendBase writes its own build.log
+            append_failure_log(log_path, "Backend build failed", exc)
         module.to(device)
         return fail("build", exc, log_path)
     if gate is not None:
@@ -130,20 +154,20 @@ def try_candidate(
         )
     except Exception as exc:
         append_failure_log(log_path, "Backend correctness check failed", exc)
-        _release(built, module, device)
+        release(built, module, device, log_path)
         return fail("correctness", exc, log_path)
     if gate is None:  # no validating tune: built and correct is enough
         return CandidateOutcome(description, built)
     gate.phase(description, "measure")
     try:
-        result = gate.measure(built, description, root / backend.key())
+        result = gate.measure(built, description, folder)
     except Exception as exc:
-        path = root / backend.key() / PROFILING_LOG_NAME
+        path = folder / PROFILING_LOG_NAME
         append_failure_log(path, "Backend profiling failed", exc)
-        _release(built, module, device)
+        release(built, module, device, path)
         return fail("profiling", exc, path)
     if not result.passed:
-        _release(built, module, device)
+        release(built, module, device, log_path)
         return CandidateOutcome(
             description, None, result=result, stage=None, reason=result.reason or result.verdict
         )
@@ -260,30 +284,51 @@ class MaxThroughputStrategy:
             try_candidate(b, module, name, graph_spec, data, device, cache_dir)
             for b in self.backends
         ]
-        ready = [o for o in outcomes if o.ok]
-        if not ready:
+        scored: list[tuple[float, int, CandidateOutcome]] = []
+        for i, outcome in enumerate(o for o in outcomes if o.ok):
+            score = self._score(outcome, module, graph_spec, data, device, cache_dir)
+            if score is not None:
+                scored.append((score, i, outcome))
+        if not scored:
             return _fallback(name, outcomes)
-        scored = [(self._throughput(o, graph_spec, data), i, o) for i, o in enumerate(ready)]
         best = max(scored, key=lambda item: (item[0], -item[1]))[2]
         for _, _, other in scored:
             if other is not best:
-                other.backend.deactivate()
+                release(other.backend, module, device)
         best.backend.activate()
         return best.backend
 
     @staticmethod
-    def _throughput(
-        outcome: CandidateOutcome, graph_spec: GraphSpec, data: Sequence[Sample]
-    ) -> float:
-        if outcome.result is not None:
-            return outcome.result.throughput
+    def _score(
+        outcome: CandidateOutcome,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> float | None:
+        """How good a passing candidate is; None when it cannot be measured (it is released).
+
+        Gated candidates rank by their speedup over eager timed in the same window (robust
+        to the machine changing speed between candidates); without a gate, by throughput.
+        """
+        result = outcome.result
+        if result is not None:
+            return result.estimate if result.estimate is not None else result.speedup
         from aitune_fp.core.config import ProfilingConfig
         from aitune_fp.inputs import as_sample
         from aitune_fp.measure import measure_throughput_steady
 
-        batch_size = graph_spec.get_max_batch_size()
-        batch = graph_spec.make_batch(as_sample(data[0]), batch_size)
-        throughput, _ = measure_throughput_steady(
-            outcome.backend, batch, batch_size, ProfilingConfig()
-        )
+        try:
+            batch_size = graph_spec.get_max_batch_size()
+            batch = graph_spec.make_batch(as_sample(data[0]), batch_size)
+            throughput, _ = measure_throughput_steady(
+                outcome.backend, batch, batch_size, ProfilingConfig()
+            )
+        except Exception as exc:
+            key = getattr(outcome.backend, "key", None)
+            folder = Path(cache_dir) / (key() if callable(key) else "max_throughput")
+            append_failure_log(folder / PROFILING_LOG_NAME, "Backend profiling failed", exc)
+            release(outcome.backend, module, device)
+            return None
         return throughput

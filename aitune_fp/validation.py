@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 import torch
@@ -41,6 +41,7 @@ from aitune_fp.strategies import (
     CandidateOutcome,
     NoValidBackendError,
     append_failure_log,
+    release,
 )
 
 __all__ = [
@@ -348,9 +349,7 @@ class _Run:
         if not seen:
             result = self.check_after_the_fact(backend)
             if result is None:
-                if getattr(backend, "is_active", False):
-                    backend.deactivate()
-                self.module.to(self.device)
+                release(backend, self.module, self.device)
                 if self._baseline is None:
                     outcome = CandidateOutcome(
                         _describe(backend), None, reason="failed validation after the fact"
@@ -429,8 +428,75 @@ def _to_result(description: str, m: Measurement, pct: float) -> PerformanceValid
 
 # -- the validating class ---------------------------------------------------------------------
 
-_RUNTIME_KEYS = ("_aitune_fp_local", "_aitune_fp_last")
 _STATE_LOCK = threading.Lock()
+_T = TypeVar("_T")
+
+
+class _Runs:
+    """The runs of one strategy: this thread's last and the latest of any thread.
+
+    Copies and pickles of a strategy start with an empty record (results belong to the tune
+    calls that made them, not to copies).
+    """
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+        self.last: _Run | None = None
+
+    def __reduce__(self) -> tuple[type[_Runs], tuple[()]]:
+        """Copy or pickle as an empty record."""
+        return (_Runs, ())
+
+    def current(self) -> _Run | None:
+        """The last run of the calling thread if it tuned, else the latest of any thread."""
+        run: _Run | None = getattr(self.local, "run", None)
+        return run if run is not None else self.last
+
+    def store(self, run: _Run) -> None:
+        """Record a finished run for this thread and as the latest."""
+        self.local.run = run
+        self.last = run
+
+
+class _RunValue(Generic[_T]):
+    """A read-out of the last tune (``perf_validation_results``, ...), AITune's names.
+
+    A strategy may assign the same name itself (AITune-style code does): that value is kept
+    and returned until the wrapper has run a tune.
+    """
+
+    def __init__(self, read: Callable[[_Run], _T], default: _T, doc: str) -> None:
+        self._read = read
+        self._default = default
+        self.__doc__ = doc
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _RunValue[_T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        run = _runs(obj).current()
+        if run is not None:
+            return self._read(run)
+        return obj.__dict__.get(f"_aitune_fp_own_{self._name}", self._default)
+
+    def __set__(self, obj: object, value: _T) -> None:
+        obj.__dict__[f"_aitune_fp_own_{self._name}"] = value
+
+
+def _runs(obj: object) -> _Runs:
+    """The run record of a validating strategy (created on first use)."""
+    runs = obj.__dict__.get("_aitune_fp_runs")
+    if runs is None:
+        with _STATE_LOCK:
+            runs = obj.__dict__.setdefault("_aitune_fp_runs", _Runs())
+    return runs  # type: ignore[no-any-return]
 
 
 class _Validating:
@@ -438,18 +504,6 @@ class _Validating:
 
     _aitune_fp_options: ValidationOptions = ValidationOptions()
     __aitune_fp_base__: type
-
-    # state -----------------------------------------------------------------------------------
-    def _aitune_fp_run(self) -> _Run | None:
-        local = self.__dict__.get("_aitune_fp_local")
-        run = getattr(local, "run", None) if local is not None else None
-        return run if run is not None else self.__dict__.get("_aitune_fp_last")
-
-    def _aitune_fp_store(self, run: _Run) -> None:
-        with _STATE_LOCK:
-            local = self.__dict__.setdefault("_aitune_fp_local", threading.local())
-        local.run = run
-        self.__dict__["_aitune_fp_last"] = run
 
     @property
     def validation_options(self) -> ValidationOptions:
@@ -477,41 +531,32 @@ class _Validating:
         self._aitune_fp_options = attrs.evolve(self._aitune_fp_options, enabled=enable)
         return self
 
-    @property
-    def perf_validation_results(self) -> tuple[PerformanceValidationResult, ...]:
-        """One result per measured candidate of the last tune (this thread's, if it tuned)."""
-        run = self._aitune_fp_run()
-        return () if run is None else tuple(run.results)
-
-    @property
-    def candidate_failures(self) -> tuple[CandidateFailure, ...]:
-        """Candidates of the last tune that failed to build, to match eager, or to be profiled."""
-        run = self._aitune_fp_run()
-        return () if run is None else tuple(run.failures)
-
-    @property
-    def baseline_throughput(self) -> float | None:
-        """Eager throughput (samples/s) measured up front in the last tune."""
-        run = self._aitune_fp_run()
-        return None if run is None else run.baseline_throughput
-
-    @property
-    def baseline_backend(self) -> Any | None:
-        """The eager baseline backend of the last tune."""
-        run = self._aitune_fp_run()
-        return None if run is None else run.baseline
-
-    @property
-    def resolved_batch_size(self) -> int | None:
-        """The batch size the last tune validated at (the graph spec's max)."""
-        run = self._aitune_fp_run()
-        return None if run is None else run.batch_size
-
-    @property
-    def run_id(self) -> str | None:
-        """The run id of the last tune (shared by all its events)."""
-        run = self._aitune_fp_run()
-        return None if run is None else run.run_id
+    perf_validation_results = _RunValue[tuple[PerformanceValidationResult, ...]](
+        lambda run: tuple(run.results),
+        (),
+        "One result per measured candidate of the last tune (this thread's, if it tuned).",
+    )
+    candidate_failures = _RunValue[tuple[CandidateFailure, ...]](
+        lambda run: tuple(run.failures),
+        (),
+        "Candidates of the last tune that failed to build, to match eager, or to be profiled.",
+    )
+    baseline_throughput = _RunValue[float | None](
+        lambda run: run.baseline_throughput,
+        None,
+        "Eager throughput (samples/s) measured up front in the last tune.",
+    )
+    baseline_backend = _RunValue[Any](
+        lambda run: run.baseline, None, "The eager baseline backend of the last tune."
+    )
+    resolved_batch_size = _RunValue[int | None](
+        lambda run: run.batch_size,
+        None,
+        "The batch size the last tune validated at (the graph spec's max).",
+    )
+    run_id = _RunValue[str | None](
+        lambda run: run.run_id, None, "The run id of the last tune (shared by all its events)."
+    )
 
     # tune ------------------------------------------------------------------------------------
     def tune(
@@ -556,18 +601,23 @@ class _Validating:
                 run.finish("error", None, reason=f"{type(exc).__name__}: {_first_line(exc)}")
                 raise
             return run.conclude(backend)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: close the run
+                run.finish("error", None, reason=f"interrupted ({type(exc).__name__})")
+            raise
         finally:
             CURRENT_GATE.reset(token)
-            self._aitune_fp_store(run)
+            _runs(self).store(run)
 
     # copy / pickle ---------------------------------------------------------------------------
     def __reduce_ex__(self, protocol: Any) -> Any:
-        """Pickle and copy by rebuilding the validating class from an importable class."""
+        """Pickle and copy through an importable class, keeping options and the object's state.
+
+        The strategy's own ``__getstate__``/``__setstate__`` are honoured.
+        """
         cls = type(self)
         target: type = cls if _importable(cls) else cls.__aitune_fp_base__
-        state = {k: v for k, v in self.__dict__.items() if k not in _RUNTIME_KEYS}
-        slots = _slot_state(self)
-        return (_rebuild, (target, state, slots))
+        return (_rebuild, (target, self._aitune_fp_options), _get_state(self))
 
 
 _V = TypeVar("_V", bound=_Validating)
@@ -581,6 +631,31 @@ def _importable(cls: type) -> bool:
     return obj is cls
 
 
+def _get_state(obj: object) -> Any:
+    """The object's state as pickle would take it (its own ``__getstate__`` if it has one)."""
+    getstate = getattr(obj, "__getstate__", None)
+    if getstate is not None:
+        return getstate()
+    slots = {n: getattr(obj, n) for n in _slot_names(type(obj)) if hasattr(obj, n)}
+    state = dict(getattr(obj, "__dict__", {}))
+    return (state or None, slots) if slots else state
+
+
+def _set_state(obj: object, state: Any) -> None:
+    """Apply a state as pickle would (the object's own ``__setstate__`` if it has one)."""
+    setstate = getattr(obj, "__setstate__", None)
+    if setstate is not None:
+        setstate(state)
+        return
+    slots: dict[str, Any] | None = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        obj.__dict__.update(state)
+    for key, value in (slots or {}).items():
+        object.__setattr__(obj, key, value)
+
+
 def _slot_names(cls: type) -> list[str]:
     names: list[str] = []
     for klass in cls.__mro__:
@@ -589,16 +664,12 @@ def _slot_names(cls: type) -> list[str]:
     return [n for n in names if n not in ("__dict__", "__weakref__")]
 
 
-def _slot_state(obj: object) -> dict[str, Any]:
-    return {n: getattr(obj, n) for n in _slot_names(type(obj)) if hasattr(obj, n)}
-
-
-def _rebuild(cls: type, state: dict[str, Any], slots: dict[str, Any]) -> Any:
+def _rebuild(cls: type, options: ValidationOptions | None = None) -> Any:
+    """An empty validating instance of ``cls`` (made validating if it is not) with ``options``."""
     target: Any = cls if is_validating(cls) else _validating_class(cls, None)
     obj = target.__new__(target)
-    obj.__dict__.update(state)
-    for key, value in slots.items():
-        object.__setattr__(obj, key, value)
+    if options is not None and options != target._aitune_fp_options:
+        obj.__dict__["_aitune_fp_options"] = options
     return obj
 
 
@@ -612,9 +683,16 @@ def is_validating(target: object) -> bool:
 
 
 def _validating_class(base: type, options: ValidationOptions | None) -> type:
-    """A subclass of ``base`` with validated ``tune`` (cached per base when options is None)."""
-    if options is None and base in _CLASS_CACHE:
-        return _CLASS_CACHE[base]
+    """A subclass of ``base`` with validated ``tune`` (cached per base when options is None).
+
+    ``base`` may itself validate already (a user's subclass of a decorated class): the new
+    class derives from it, so nothing the user added is lost, and only the options change.
+    """
+    if options is None:
+        with _STATE_LOCK:
+            cached = _CLASS_CACHE.get(base)
+        if cached is not None:
+            return cached
     namespace: dict[str, Any] = {
         "__module__": base.__module__,
         "__qualname__": base.__qualname__,
@@ -624,9 +702,11 @@ def _validating_class(base: type, options: ValidationOptions | None) -> type:
     }
     if options is not None:
         namespace["_aitune_fp_options"] = options
-    cls = type(base.__name__, (_Validating, base), namespace)
+    bases = (base,) if is_validating(base) else (_Validating, base)
+    cls = type(base.__name__, bases, namespace)
     if options is None:
-        _CLASS_CACHE[base] = cls
+        with _STATE_LOCK:
+            cls = _CLASS_CACHE.setdefault(base, cls)
     return cls
 
 
@@ -640,21 +720,21 @@ def _check_strategy(target: object) -> None:
 
 
 def _wrap_class(cls: type, options: ValidationOptions) -> type:
-    base = cls.__aitune_fp_base__ if is_validating(cls) else cls  # type: ignore[attr-defined]
-    return _validating_class(base, options)
+    return _validating_class(cls, options)
 
 
 def _wrap_instance(obj: Any, options: ValidationOptions) -> Any:
+    """A validating shallow copy of ``obj`` (its own type kept when it validates already)."""
     if is_validating(obj):
+        cls: Any = type(obj)
         inner = obj.__dict__.get("__wrapped__", obj)
-        base = type(obj).__aitune_fp_base__
-        state = {k: v for k, v in obj.__dict__.items() if k not in _RUNTIME_KEYS}
     else:
-        inner, base = obj, type(obj)
-        state = dict(getattr(obj, "__dict__", {}))
-    new = _rebuild(base, state, _slot_state(obj))
+        cls, inner = _validating_class(type(obj), None), obj
+    new = cls.__new__(cls)
+    _set_state(new, _get_state(obj))
+    new.__dict__.pop("_aitune_fp_runs", None)  # a copy starts with no runs of its own
     new.__dict__["__wrapped__"] = inner
-    new._aitune_fp_options = options
+    new.__dict__["_aitune_fp_options"] = options
     return new
 
 

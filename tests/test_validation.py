@@ -302,6 +302,9 @@ class TestFailures:
 
         with pytest.raises(KeyboardInterrupt):
             tune(validated(Interrupted()), tmp_path)
+        assert names(logs)[-1] == "finished"
+        assert logs.entries[-1]["outcome"] == "error"
+        assert "interrupted" in logs.entries[-1]["reason"]
 
 
 class TestAfterTheFact:
@@ -417,3 +420,189 @@ class TestTinyLooks:
         assert result.ci_high is None
         assert backend is strategy.baseline_backend
         assert strategy.candidate_failures == ()
+
+
+Strict = with_performance_validation(
+    FirstWinsStrategy, min_speedup_threshold_percent=50.0, enabled=False
+)
+
+
+class Locked(FirstWinsStrategy):
+    """A strategy that keeps a lock and drops it from its pickled state, as careful code does."""
+
+    def __init__(self, backends: Any) -> None:
+        super().__init__(backends)
+        self.lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+
+
+class TestCopiesKeepEverything:
+    @pytest.mark.parametrize(
+        "how", [copy.copy, copy.deepcopy, lambda s: pickle.loads(pickle.dumps(s))]
+    )
+    def test_options_of_a_renamed_class_survive(self, how: Any) -> None:
+        """A class wrapped under another name keeps its options through copies and pickles."""
+        clone = how(Strict([Pruned()]))
+        assert clone.min_speedup_threshold_percent == 50.0
+        assert clone.performance_validation_enabled is False
+
+    @pytest.mark.parametrize("how", [copy.deepcopy, lambda s: pickle.loads(pickle.dumps(s))])
+    def test_own_getstate_and_setstate_are_used(self, how: Any) -> None:
+        """The strategy's own __getstate__/__setstate__ decide what is copied."""
+        clone = how(validated(Locked([Pruned()])))
+        assert isinstance(clone.lock, type(threading.Lock()))
+        assert is_validating(clone)
+
+    def test_rewrapping_a_subclass_keeps_it(self) -> None:
+        """Re-wrapping a user's subclass of a decorated class keeps what the subclass adds."""
+
+        class Sub(DecoratedFirstWins):
+            extra = "kept"
+
+        again = with_performance_validation(Sub, min_speedup_threshold_percent=5.0)
+        assert issubclass(again, Sub)
+        assert again([]).extra == "kept"
+        assert again([]).min_speedup_threshold_percent == 5.0
+        instance = with_performance_validation(Sub([]), min_speedup_threshold_percent=7.0)
+        assert isinstance(instance, Sub)
+
+    def test_strategy_may_set_aitune_names_itself(self, tmp_path: Path, logs: LogCapture) -> None:
+        """A strategy that assigns run_id or perf_validation_results itself still works."""
+
+        class Own(OneBackendStrategy):
+            def __init__(self, backend: Any) -> None:
+                super().__init__(backend)
+                self.run_id = "mine"
+                self.perf_validation_results = []
+
+        strategy = with_performance_validation(Own, profiling_config=FAST_CONFIG)(Pruned())
+        assert strategy.run_id == "mine"
+        tune(strategy, tmp_path)
+        assert strategy.run_id != "mine"
+        assert len(strategy.perf_validation_results) == 1
+
+
+class Unpicklable(Pruned):
+    """A backend blueprint that cannot be deep-copied (holds a lock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+
+class BadRelease(Slower):
+    """Slower, and its release fails."""
+
+    def _deactivate(self) -> None:
+        raise RuntimeError("release failed")
+
+
+class Offloading(Slower):
+    """Slower; on release it marks the shared module as moved away (offloading backends do)."""
+
+    def _deactivate(self) -> None:
+        self.module.away = True
+
+
+class NeedsHome(Pruned):
+    """Pruned, and refuses to run on a module that was moved away and not brought back."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self.module, "away", False):
+            raise RuntimeError("module is not on its device")
+        return super()._infer(*args, **kwargs)
+
+
+class ProtocolOnly:
+    """A backend that implements the protocol without BackendBase, and fails to build."""
+
+    dtype = None
+    is_active = False
+
+    def describe(self) -> str:
+        return "ProtocolOnly()"
+
+    def key(self) -> str:
+        return "ProtocolOnly_1"
+
+    def build(self, *args: Any) -> Any:
+        raise RuntimeError("no toolchain")
+
+
+class TestCandidatesNeverTakeTheTuneDown:
+    def test_uncopyable_blueprint_is_a_build_failure(
+        self, tmp_path: Path, logs: LogCapture
+    ) -> None:
+        """A blueprint that cannot be copied fails at build; FirstWins moves on."""
+        strategy = validated(FirstWinsStrategy([Unpicklable(), Pruned()]))
+        backend, _, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Pruned)
+        assert strategy.candidate_failures[0].stage == "build"
+
+    def test_failing_release_still_falls_back(self, tmp_path: Path, logs: LogCapture) -> None:
+        """A rejected candidate whose release fails: eager is still chosen, module on its device."""
+        strategy = validated(OneBackendStrategy(BadRelease()))
+        backend, module, _ = tune(strategy, tmp_path)
+        assert backend is strategy.baseline_backend
+        assert next(module.parameters()).device == torch.device("cpu")
+
+    def test_protocol_backend_build_failure_is_logged(
+        self, tmp_path: Path, logs: LogCapture
+    ) -> None:
+        """A build failure of a backend without BackendBase still leaves a saved traceback."""
+        strategy = validated(OneBackendStrategy(ProtocolOnly()))  # type: ignore[arg-type]
+        tune(strategy, tmp_path)
+        (failure,) = strategy.candidate_failures
+        assert failure.traceback_path is not None
+        assert "no toolchain" in Path(failure.traceback_path).read_text()
+
+    def test_loser_release_does_not_break_the_winner(
+        self, tmp_path: Path, logs: LogCapture
+    ) -> None:
+        """MaxThroughput: a loser that moves the shared module away leaves the winner working."""
+        module, spec, data = make_case()
+        original_to = module.to
+
+        def to(*args: Any, **kwargs: Any) -> Any:  # bringing the module home clears the mark
+            module.away = False
+            return original_to(*args, **kwargs)
+
+        module.to = to  # type: ignore[method-assign]
+        strategy = validated(MaxThroughputStrategy([NeedsHome(), Offloading()]), enabled=False)
+        backend = strategy.tune(module, "m", spec, data, "cpu", tmp_path)
+        assert isinstance(backend, NeedsHome)
+        x = torch.randn(4, 16)
+        torch.testing.assert_close(backend(x), module(x))
+
+    def test_unmeasurable_candidate_skipped_when_disabled(
+        self, tmp_path: Path, logs: LogCapture
+    ) -> None:
+        """MaxThroughput without validation: a candidate that fails when timed is skipped."""
+        FailsWhenTimed.calls = 0
+        strategy = validated(MaxThroughputStrategy([FailsWhenTimed(), Pruned()]), enabled=False)
+        backend, _, _ = tune(strategy, tmp_path)
+        assert isinstance(backend, Pruned)
+
+    def test_ranking_uses_the_same_window_speedup(self) -> None:
+        """Gated candidates rank by speedup over eager timed alongside them, not raw throughput."""
+        from aitune_fp.strategies import CandidateOutcome
+
+        fast_window = PerformanceValidationResult(
+            "A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster"
+        )
+        slow_window = PerformanceValidationResult(
+            "B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster"
+        )
+        score = MaxThroughputStrategy._score
+        args: Any = (None, None, None, "cpu", ".")
+        a = score(CandidateOutcome("A()", object(), result=fast_window), *args)
+        b = score(CandidateOutcome("B()", object(), result=slow_window), *args)
+        assert a is not None
+        assert b is not None
+        assert b > a
