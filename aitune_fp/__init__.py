@@ -43,8 +43,10 @@ if TYPE_CHECKING:
     )
     from aitune_fp.validation import (
         CandidateFailure,
+        ValidatingStrategy,
         ValidationOptions,
         is_validating,
+        validation_of,
         with_performance_validation,
     )
 
@@ -78,6 +80,8 @@ _LAZY: dict[str, str] = {
     "CandidateFailure": "aitune_fp.validation",
     "ValidationOptions": "aitune_fp.validation",
     "is_validating": "aitune_fp.validation",
+    "ValidatingStrategy": "aitune_fp.validation",
+    "validation_of": "aitune_fp.validation",
     "with_performance_validation": "aitune_fp.validation",
 }
 
@@ -101,6 +105,7 @@ __all__ = [
     "Tolerances",
     "TorchCompileBackend",
     "TorchEagerBackend",
+    "ValidatingStrategy",
     "ValidationOptions",
     "__version__",
     "as_sample",
@@ -120,6 +125,7 @@ __all__ = [
     "required_speedup",
     "throughput_from_latencies",
     "try_candidate",
+    "validation_of",
     "with_performance_validation",
 ]
 

@@ -93,11 +93,18 @@ def _is_tensor(value: object) -> bool:
 
 
 def copy_sample(sample: Sample) -> Sample:
-    """Return a Sample whose tensors are fresh clones (other values shared), made before timing."""
+    """Return a Sample whose tensors, nested ones too, are fresh clones (other values shared)."""
     sample = as_sample(sample)
+    if sys.modules.get("torch") is None:  # no torch loaded: there cannot be any tensor
+        return Sample(sample.args, dict(sample.kwargs))
+    from torch.utils._pytree import tree_map
+
+    def clone(value: Any) -> Any:
+        return value.clone() if _is_tensor(value) else value
+
     return Sample(
-        tuple(v.clone() if _is_tensor(v) else v for v in sample.args),
-        {k: v.clone() if _is_tensor(v) else v for k, v in sample.kwargs.items()},
+        tuple(tree_map(clone, v) for v in sample.args),
+        {k: tree_map(clone, v) for k, v in sample.kwargs.items()},
     )
 
 

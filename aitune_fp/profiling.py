@@ -116,12 +116,14 @@ class _CudaEventSpan:
         with torch.cuda.device(device):
             self._start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
             self._stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        # record on the device's own current stream, even when another device is current
+        self._stream = torch.cuda.current_stream(device)
 
     def start(self) -> None:
-        self._start.record()
+        self._start.record(self._stream)
 
     def stop(self) -> None:
-        self._stop.record()
+        self._stop.record(self._stream)
 
     def elapsed_s(self) -> float:
         return float(self._start.elapsed_time(self._stop)) / 1e3

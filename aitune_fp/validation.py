@@ -16,7 +16,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, cast, overload
 
 import attrs
 import torch
@@ -46,8 +46,10 @@ from aitune_fp.strategies import (
 
 __all__ = [
     "CandidateFailure",
+    "ValidatingStrategy",
     "ValidationOptions",
     "is_validating",
+    "validation_of",
     "with_performance_validation",
 ]
 
@@ -736,6 +738,74 @@ def _wrap_instance(obj: Any, options: ValidationOptions) -> Any:
     new.__dict__["__wrapped__"] = inner
     new.__dict__["_aitune_fp_options"] = options
     return new
+
+
+class ValidatingStrategy(Protocol):
+    """What a wrapped strategy offers beyond its own type, for type checkers (see ``validation_of``)."""
+
+    @property
+    def validation_options(self) -> ValidationOptions:
+        """The options it validates with."""
+
+    @property
+    def min_speedup_threshold_percent(self) -> float:
+        """The gate in percent."""
+
+    @property
+    def performance_validation_enabled(self) -> bool:
+        """Whether tune validates."""
+
+    @property
+    def perf_validation_results(self) -> tuple[PerformanceValidationResult, ...]:
+        """One result per measured candidate of the last tune."""
+
+    @property
+    def candidate_failures(self) -> tuple[CandidateFailure, ...]:
+        """Candidates of the last tune that failed."""
+
+    @property
+    def baseline_throughput(self) -> float | None:
+        """Eager throughput measured up front in the last tune."""
+
+    @property
+    def baseline_backend(self) -> Any:
+        """The eager baseline backend of the last tune."""
+
+    @property
+    def resolved_batch_size(self) -> int | None:
+        """The batch size the last tune validated at."""
+
+    @property
+    def run_id(self) -> str | None:
+        """The run id of the last tune."""
+
+    def enable_performance_validation(self, enable: bool = True) -> Any:
+        """Switch validation on or off; returns the strategy."""
+
+    def tune(
+        self,
+        module: torch.nn.Module,
+        name: str,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> Any:
+        """Tune with every candidate gated against eager."""
+
+
+def validation_of(strategy: object) -> ValidatingStrategy:
+    """``strategy`` typed as validating, so its read-outs type-check; TypeError if it is not.
+
+    ``with_performance_validation`` keeps the strategy's own type for mypy; use this to reach
+    ``perf_validation_results`` and friends without a cast.
+    """
+    if not is_validating(strategy) or isinstance(strategy, type):
+        raise TypeError(
+            f"validation_of needs a strategy instance wrapped by with_performance_validation, "
+            f"got {strategy!r}"
+        )
+    return cast(ValidatingStrategy, strategy)
 
 
 class _Decorator(Protocol):

@@ -228,3 +228,21 @@ class TestMakeBatchProperties:
         assert batch.shape[axis] == size
         for i in range(size):
             assert torch.equal(batch.select(axis, i), x.select(axis, i % rows))
+
+
+class TestCopyNested:
+    def test_nested_tensors_are_cloned(self) -> None:
+        """Tensors inside lists, tuples and dicts get their own copies too."""
+        import torch
+
+        from aitune_fp.inputs import Sample, copy_sample
+
+        inner = torch.ones(2)
+        original = Sample(([inner, (inner,)],), {"d": {"t": inner}, "n": 3})
+        copied = copy_sample(original)
+        assert copied.args[0][0] is not inner
+        assert copied.args[0][1][0] is not inner
+        assert copied.kwargs["d"]["t"] is not inner
+        assert copied.kwargs["n"] == 3
+        copied.args[0][0].add_(1)
+        assert inner.tolist() == [1.0, 1.0]

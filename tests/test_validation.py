@@ -606,3 +606,21 @@ class TestCandidatesNeverTakeTheTuneDown:
         assert a is not None
         assert b is not None
         assert b > a
+
+
+class TestValidationOf:
+    def test_typed_view_of_a_wrapped_strategy(self) -> None:
+        """validation_of returns the same wrapped object, typed to show its read-outs."""
+        from aitune_fp import validation_of
+
+        strategy = validated(OneBackendStrategy(Pruned()))
+        assert validation_of(strategy) is strategy
+        assert validation_of(strategy).perf_validation_results == ()
+
+    @pytest.mark.parametrize("bad", [OneBackendStrategy(Pruned()), DecoratedOne])
+    def test_refuses_what_is_not_a_wrapped_instance(self, bad: object) -> None:
+        """A plain strategy or a class is refused by name."""
+        from aitune_fp import validation_of
+
+        with pytest.raises(TypeError, match="validation_of"):
+            validation_of(bad)

@@ -10,6 +10,7 @@ from aitune_fp import (
     compute_speedup,
     decide_speedup,
     meets_threshold,
+    validation_of,
     with_performance_validation,
 )
 
@@ -29,3 +30,6 @@ mine: Mine = Mine([])
 ok: bool = meets_threshold(compute_speedup(2.0, 1.0))
 verdict: str = decide_speedup([1.0, 1.1], [0.5, 0.6]).verdict
 result = PerformanceValidationResult("x", 2.0, 1.0, 2.0, True)
+
+results: tuple[PerformanceValidationResult, ...] = validation_of(instance).perf_validation_results
+baseline: float | None = validation_of(instance).baseline_throughput
