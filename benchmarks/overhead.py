@@ -53,6 +53,9 @@ def _instrument() -> None:
     """Time the real work: builds, releases, correctness checks and measurements."""
     validation_module.measure_speedup = _timed(validation_module.measure_speedup)  # type: ignore[assignment]
     validation_module.measure_baseline_point = _timed(validation_module.measure_baseline_point)  # type: ignore[assignment]
+    validation_module.measure_throughput_steady = _timed(  # type: ignore[assignment]
+        validation_module.measure_throughput_steady
+    )
     validation_module.check_correctness = _timed(validation_module.check_correctness)  # type: ignore[assignment]
     strategies_module.check_correctness = _timed(strategies_module.check_correctness)  # type: ignore[assignment]
     BackendBase.build = _timed(BackendBase.build)  # type: ignore[method-assign]
