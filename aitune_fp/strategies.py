@@ -75,9 +75,16 @@ def append_failure_log(path: Path, title: str, exc: BaseException) -> None:
         log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (lines joined), never empty, at most 1000 chars."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    text = text or type(exc).__name__
+    return text if len(text) <= 1000 else text[:999] + "…"
+
+
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+    name = type(exc).__name__
+    return f"{name}: {one_line(exc)}" if str(exc).strip() else name
 
 
 def release(

@@ -41,6 +41,7 @@ from aitune_fp.strategies import (
     CandidateOutcome,
     NoValidBackendError,
     append_failure_log,
+    one_line,
     release,
 )
 
@@ -109,13 +110,6 @@ class CandidateFailure:
         return attrs.asdict(self)
 
 
-def _first_line(exc: BaseException) -> str:
-    """The exception's message on one line (lines joined), never empty, at most 1000 chars."""
-    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
-    text = text or type(exc).__name__
-    return text if len(text) <= 1000 else text[:999] + "…"
-
-
 class _Run:
     """State of one validating tune call; also the gate candidates pass through."""
 
@@ -171,7 +165,7 @@ class _Run:
             description,
             stage,
             type(exc).__name__,
-            _first_line(exc),
+            one_line(exc),
             None if log_path is None else str(log_path),
         )
         self.failures.append(failure)
@@ -296,7 +290,7 @@ class _Run:
                 "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
                 encoding="utf-8",
             )
-            self.baseline_error = f"{type(exc).__name__}: {_first_line(exc)}"
+            self.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
             # an eager baseline that cannot be measured is no fallback either
             self._baseline = None
             events.emit(
@@ -304,7 +298,7 @@ class _Run:
                     self.run_id,
                     self.name,
                     error_type=type(exc).__name__,
-                    reason=_first_line(exc),
+                    reason=one_line(exc),
                     traceback_path=str(path),
                 )
             )
@@ -600,7 +594,7 @@ class _Validating:
                 path = Path(cache_dir) / "strategy_error.log"
                 append_failure_log(path, f"Strategy {run.strategy_name} failed", exc)
                 run.record_failure(run.strategy_name, "strategy", exc, path)
-                run.finish("error", None, reason=f"{type(exc).__name__}: {_first_line(exc)}")
+                run.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
                 raise
             return run.conclude(backend)
         except BaseException as exc:
