@@ -734,7 +734,7 @@ def _wrap_instance(obj: Any, options: ValidationOptions) -> Any:
     return new
 
 
-class ValidatingStrategy(Protocol):
+class ValidatingStrategy(Strategy, Protocol):
     """What a wrapped strategy offers beyond its own type, for type checkers (see ``validation_of``)."""
 
     @property
@@ -775,17 +775,6 @@ class ValidatingStrategy(Protocol):
 
     def enable_performance_validation(self, enable: bool = True) -> Any:
         """Switch validation on or off; returns the strategy."""
-
-    def tune(
-        self,
-        module: torch.nn.Module,
-        name: str,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device | str,
-        cache_dir: Path | str,
-    ) -> Any:
-        """Tune with every candidate gated against eager."""
 
 
 def validation_of(strategy: object) -> ValidatingStrategy:
