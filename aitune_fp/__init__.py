@@ -20,29 +20,37 @@ from aitune_fp.core.messages import (
 )
 from aitune_fp.core.results import PerformanceValidationMixinResult, PerformanceValidationResult
 from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.backends import (
+        BACKENDS,
         Backend,
         BackendBase,
+        BackendEntry,
         CudaGraphBackend,
         TorchCompileBackend,
         TorchEagerBackend,
+        backend_names,
+        default_backends,
+        make_backend,
     )
+    from aitune_fp.core.report import CandidateFailure, TuneReport, make_result
     from aitune_fp.core.stats import SpeedupDecision, decide_speedup, throughput_from_latencies
     from aitune_fp.correctness import CorrectnessError, Tolerances, check_correctness
     from aitune_fp.inputs import GraphSpec, Sample, as_sample
+    from aitune_fp.session import TuneSession, TuneTarget
     from aitune_fp.strategies import (
         CandidateOutcome,
         FirstWinsStrategy,
         MaxThroughputStrategy,
         NoValidBackendError,
         OneBackendStrategy,
+        SessionStrategy,
         build_and_validate,
         try_candidate,
     )
     from aitune_fp.validation import (
-        CandidateFailure,
         ValidatingStrategy,
         ValidationOptions,
         is_validating,
@@ -61,6 +69,11 @@ _LAZY: dict[str, str] = {
     "GraphSpec": "aitune_fp.inputs",
     "Sample": "aitune_fp.inputs",
     "as_sample": "aitune_fp.inputs",
+    "BACKENDS": "aitune_fp.backends.registry",
+    "BackendEntry": "aitune_fp.backends.registry",
+    "backend_names": "aitune_fp.backends.registry",
+    "default_backends": "aitune_fp.backends.registry",
+    "make_backend": "aitune_fp.backends.registry",
     # shell: these import torch
     "Backend": "aitune_fp.backends",
     "BackendBase": "aitune_fp.backends",
@@ -77,7 +90,12 @@ _LAZY: dict[str, str] = {
     "OneBackendStrategy": "aitune_fp.strategies",
     "build_and_validate": "aitune_fp.strategies",
     "try_candidate": "aitune_fp.strategies",
-    "CandidateFailure": "aitune_fp.validation",
+    "CandidateFailure": "aitune_fp.core.report",
+    "TuneReport": "aitune_fp.core.report",
+    "make_result": "aitune_fp.core.report",
+    "SessionStrategy": "aitune_fp.strategies",
+    "TuneSession": "aitune_fp.session",
+    "TuneTarget": "aitune_fp.session",
     "ValidationOptions": "aitune_fp.validation",
     "is_validating": "aitune_fp.validation",
     "ValidatingStrategy": "aitune_fp.validation",
@@ -86,14 +104,19 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "BACKENDS",
+    "AitunefpError",
     "Backend",
     "BackendBase",
+    "BackendEntry",
     "CandidateFailure",
     "CandidateOutcome",
     "CorrectnessError",
     "CudaGraphBackend",
     "FirstWinsStrategy",
     "GraphSpec",
+    "InvalidTypeError",
+    "InvalidValueError",
     "MaxThroughputStrategy",
     "NoValidBackendError",
     "OneBackendStrategy",
@@ -101,18 +124,24 @@ __all__ = [
     "PerformanceValidationResult",
     "ProfilingConfig",
     "Sample",
+    "SessionStrategy",
     "SpeedupDecision",
     "Tolerances",
     "TorchCompileBackend",
     "TorchEagerBackend",
+    "TuneReport",
+    "TuneSession",
+    "TuneTarget",
     "ValidatingStrategy",
     "ValidationOptions",
     "__version__",
     "as_sample",
+    "backend_names",
     "build_and_validate",
     "check_correctness",
     "compute_speedup",
     "decide_speedup",
+    "default_backends",
     "fmt_baseline_line",
     "fmt_baseline_selected",
     "fmt_candidate_line",
@@ -121,6 +150,8 @@ __all__ = [
     "fmt_throughput_detail",
     "for_batch_size",
     "is_validating",
+    "make_backend",
+    "make_result",
     "meets_threshold",
     "required_speedup",
     "throughput_from_latencies",

@@ -19,17 +19,22 @@ is based on the Hodges-Lehmann interval of the paired log ratios (the typical ca
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, Protocol
 
 import attrs
 
 from aitune_fp.core._checks import check_int, check_threshold
-from aitune_fp.core.config import DECISION_MODES, DecisionMode, ProfilingConfig
-from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.core.config import DecisionMode, ProfilingConfig
+from aitune_fp.core.report import make_result
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.speedup import (
+    DEFAULT_THRESHOLD_PERCENT,
+    compute_speedup,
+    meets_threshold,
+    required_speedup,
+)
 from aitune_fp.core.stats import (
-    VERDICTS,
     SpeedupDecision,
-    Verdict,
     decide_at_look,
     is_steady,
     throughput_from_latencies,
@@ -37,56 +42,29 @@ from aitune_fp.core.stats import (
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.profiling import InterleavedRun, PairedTimings, Timer, time_calls, timer_for
 
-__all__ = ["Measurement", "measure_baseline_point", "measure_speedup", "measure_throughput_steady"]
-
-
-def _in(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in choices:
-            raise ValueError(f"{attribute.name} must be one of {choices}, got {value!r}")
-
-    return check
-
-
-def _to_flags(value: Sequence[str]) -> tuple[str, ...]:
-    return tuple(value)
+__all__ = [
+    "DecisionRule",
+    "Measurement",
+    "measure_baseline_point",
+    "measure_speedup",
+    "measure_throughput_steady",
+    "rule_for",
+]
 
 
 @attrs.frozen(kw_only=True)
 class Measurement:
-    """The outcome of measuring one candidate against eager at one batch size.
+    """One candidate measured against eager: its result record plus how the loop ran.
 
-    ``baseline_throughput``/``throughput``: samples/s from mean latency; ``speedup`` is their
-    ratio. ``verdict`` comes from ``decision`` (statistical) or the point rule; ``passed`` is
-    ``verdict == "faster"``. ``n_*``: timed calls per arm the verdict used. ``reason``: why.
+    ``result`` is the one record of the verdict (built by :func:`aitune_fp.core.report.make_result`);
+    ``decision`` is the statistical decision it was built from (None in point mode); ``wall_s`` is
+    the loop's wall time, warm-up included; ``threads`` the intra-op threads both arms ran with.
     """
 
-    batch_size: int = attrs.field(validator=lambda i, a, v: check_int(a.name, v, minimum=1))
-    baseline_throughput: float
-    throughput: float
-    speedup: float
-    verdict: Verdict = attrs.field(validator=_in(VERDICTS))
-    passed: bool
+    result: PerformanceValidationResult
     decision: SpeedupDecision | None
-    n_baseline: int
-    n_candidate: int
     wall_s: float
-    mode: DecisionMode = attrs.field(validator=_in(DECISION_MODES))
-    flags: tuple[str, ...] = attrs.field(converter=_to_flags)
-    reason: str
     threads: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        """``passed`` must follow the verdict."""
-        if self.passed != (self.verdict == "faster"):
-            raise ValueError(f"passed={self.passed!r} contradicts verdict={self.verdict!r}")
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-ready dict (the decision nested as its own dict, or None)."""
-        data = attrs.asdict(self, recurse=False)
-        data["decision"] = None if self.decision is None else self.decision.to_dict()
-        data["flags"] = list(self.flags)
-        return data
 
 
 def measure_baseline_point(
@@ -176,6 +154,7 @@ def _statistical(
     config: ProfilingConfig,
     pct: float,
     clock: Timer,
+    description: str,
 ) -> Measurement:
     start = clock.now_ns()
     budget_ns = int(config.max_seconds * 1e9)
@@ -217,7 +196,7 @@ def _statistical(
         timings = run.timings()
     assert decision is not None  # the first look always completes
     return _statistical_result(
-        decision, timings, size, config, budget_spent, (clock.now_ns() - start) / 1e9
+        decision, timings, size, config, budget_spent, (clock.now_ns() - start) / 1e9, description
     )
 
 
@@ -228,6 +207,7 @@ def _statistical_result(
     config: ProfilingConfig,
     budget_spent: bool,
     wall_s: float,
+    description: str,
 ) -> Measurement:
     n = decision.n_baseline
     base, cand = timings.baseline_s[:n], timings.candidate_s[:n]
@@ -236,27 +216,177 @@ def _statistical_result(
     flags = list(timings.flags)
     if budget_spent:
         flags.append("budget_spent")
-    return Measurement(
-        batch_size=size,
+    result = make_result(
+        description,
         baseline_throughput=baseline_throughput,
         throughput=throughput,
         speedup=compute_speedup(throughput, baseline_throughput),
-        verdict=decision.verdict,
-        passed=decision.verdict == "faster",
-        decision=decision,
+        batch_size=size,
         n_baseline=n,
         n_candidate=decision.n_candidate,
-        wall_s=wall_s,
-        mode="statistical",
-        flags=tuple(flags),
+        required_speedup=decision.required_speedup,
+        decision=decision,
         reason=_reason(
             decision,
             n,
             budget_s=config.max_seconds if budget_spent else None,
             last_look=n >= config.max_pairs,
         ),
-        threads=timings.threads,
+        flags=flags,
     )
+    return Measurement(result=result, decision=decision, wall_s=wall_s, threads=timings.threads)
+
+
+class DecisionRule(Protocol):
+    """How one decision mode measures: eager's up-front figure, then each candidate against eager.
+
+    Chosen once per config by :func:`rule_for`; callers never compare mode strings.
+    """
+
+    @property
+    def name(self) -> DecisionMode:
+        """The mode's name, as in ``ProfilingConfig.decision``."""
+
+    def measure_eager(
+        self,
+        eager: Callable[..., Any],
+        batch: Sample,
+        size: int,
+        config: ProfilingConfig,
+        timer: Timer,
+    ) -> tuple[float, tuple[float, ...]]:
+        """Eager's up-front throughput (samples/s) and the latencies it came from."""
+
+    def compare(
+        self,
+        eager: Callable[..., Any],
+        candidate: Callable[..., Any],
+        batch: Sample,
+        size: int,
+        config: ProfilingConfig,
+        pct: float,
+        timer: Timer,
+        *,
+        eager_latencies: Sequence[float] | None,
+        description: str,
+    ) -> Measurement:
+        """Measure ``candidate`` against ``eager`` and decide."""
+
+
+@attrs.frozen
+class _Statistical:
+    """Interleaved pairs, decided at planned looks; eager's up-front figure after a steady warm-up."""
+
+    name: Literal["statistical"] = "statistical"
+
+    def measure_eager(
+        self,
+        eager: Callable[..., Any],
+        batch: Sample,
+        size: int,
+        config: ProfilingConfig,
+        timer: Timer,
+    ) -> tuple[float, tuple[float, ...]]:
+        """Warm up until steady, then ``point_steps`` timed calls."""
+        return measure_throughput_steady(eager, batch, size, config, timer=timer)
+
+    def compare(
+        self,
+        eager: Callable[..., Any],
+        candidate: Callable[..., Any],
+        batch: Sample,
+        size: int,
+        config: ProfilingConfig,
+        pct: float,
+        timer: Timer,
+        *,
+        eager_latencies: Sequence[float] | None,
+        description: str,
+    ) -> Measurement:
+        """Eager is timed again, interleaved with the candidate: ``eager_latencies`` must be None."""
+        if eager_latencies is not None:
+            raise ValueError(
+                "baseline_latencies is for decision='point' only; the statistical mode times "
+                "the baseline interleaved with the candidate"
+            )
+        return _statistical(eager, candidate, batch, size, config, pct, timer, description)
+
+
+@attrs.frozen
+class _Point:
+    """AITune's rule: eager measured once up front, each candidate later, point speedup."""
+
+    name: Literal["point"] = "point"
+
+    def measure_eager(
+        self,
+        eager: Callable[..., Any],
+        batch: Sample,
+        size: int,
+        config: ProfilingConfig,
+        timer: Timer,
+    ) -> tuple[float, tuple[float, ...]]:
+        """AITune's fixed warm-up and timed calls, exactly."""
+        return measure_baseline_point(eager, batch, size, config, timer=timer)
+
+    def compare(
+        self,
+        eager: Callable[..., Any],
+        candidate: Callable[..., Any],
+        batch: Sample,
+        size: int,
+        config: ProfilingConfig,
+        pct: float,
+        timer: Timer,
+        *,
+        eager_latencies: Sequence[float] | None,
+        description: str,
+    ) -> Measurement:
+        """Compare with ``eager_latencies`` (measured now when None) by the point rule."""
+        start = timer.now_ns()
+        if eager_latencies is None:
+            _, base = measure_baseline_point(eager, batch, size, config, timer=timer)
+        else:
+            base = tuple(eager_latencies)
+        baseline_throughput = throughput_from_latencies(base, size)
+        _, cand = measure_baseline_point(
+            candidate, batch, size, config, timer=timer, arm="candidate"
+        )
+        throughput = throughput_from_latencies(cand, size)
+        speedup = compute_speedup(throughput, baseline_throughput)
+        passed = meets_threshold(speedup, pct)
+        required = required_speedup(pct)
+        import torch
+
+        threads = config.threads if config.threads is not None else torch.get_num_threads()
+        result = make_result(
+            description,
+            baseline_throughput=baseline_throughput,
+            throughput=throughput,
+            speedup=speedup,
+            batch_size=size,
+            n_baseline=len(base),
+            n_candidate=len(cand),
+            required_speedup=required,
+            decision=None,
+            passed_point=passed,
+            reason=(
+                f"point speedup {_fmt(speedup)} {'>=' if passed else '<'} required "
+                f"{_fmt(required)} ({len(cand)} timed calls, baseline measured once before "
+                "the candidate)"
+            ),
+        )
+        return Measurement(
+            result=result, decision=None, wall_s=(timer.now_ns() - start) / 1e9, threads=threads
+        )
+
+
+_RULES: dict[str, DecisionRule] = {"statistical": _Statistical(), "point": _Point()}
+
+
+def rule_for(config: ProfilingConfig) -> DecisionRule:
+    """The decision rule ``config.decision`` names (the one place a mode name is looked up)."""
+    return _RULES[config.decision]
 
 
 def measure_speedup(
@@ -265,10 +395,11 @@ def measure_speedup(
     batch: Sample | tuple[Any, Any],
     batch_size: int,
     config: ProfilingConfig,
-    min_speedup_threshold_percent: float = 1.0,
+    min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
     *,
     timer: Timer | None = None,
     baseline_latencies: Sequence[float] | None = None,
+    description: str = "candidate",
 ) -> Measurement:
     """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
 
@@ -279,43 +410,14 @@ def measure_speedup(
     pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
     sample = as_sample(batch)
     clock = timer if timer is not None else timer_for(sample)
-    if config.decision == "statistical":
-        if baseline_latencies is not None:
-            raise ValueError(
-                "baseline_latencies is for decision='point' only; the statistical mode times "
-                "the baseline interleaved with the candidate"
-            )
-        return _statistical(baseline, candidate, sample, size, config, pct, clock)
-    start = clock.now_ns()
-    if baseline_latencies is None:
-        _, base = measure_baseline_point(baseline, sample, size, config, timer=clock)
-    else:
-        base = tuple(baseline_latencies)
-    baseline_throughput = throughput_from_latencies(base, size)
-    _, cand = measure_baseline_point(candidate, sample, size, config, timer=clock, arm="candidate")
-    throughput = throughput_from_latencies(cand, size)
-    speedup = compute_speedup(throughput, baseline_throughput)
-    passed = meets_threshold(speedup, pct)
-    required = required_speedup(pct)
-    import torch
-
-    threads = config.threads if config.threads is not None else torch.get_num_threads()
-    return Measurement(
-        batch_size=size,
-        baseline_throughput=baseline_throughput,
-        throughput=throughput,
-        speedup=speedup,
-        verdict="faster" if passed else "not_faster",
-        passed=passed,
-        decision=None,
-        n_baseline=len(base),
-        n_candidate=len(cand),
-        wall_s=(clock.now_ns() - start) / 1e9,
-        mode="point",
-        flags=(),
-        reason=(
-            f"point speedup {_fmt(speedup)} {'>=' if passed else '<'} required {_fmt(required)} "
-            f"({len(cand)} timed calls, baseline measured once before the candidate)"
-        ),
-        threads=threads,
+    return rule_for(config).compare(
+        baseline,
+        candidate,
+        sample,
+        size,
+        config,
+        pct,
+        clock,
+        eager_latencies=baseline_latencies,
+        description=description,
     )

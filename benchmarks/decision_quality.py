@@ -33,9 +33,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from aitune_fp import PerformanceValidationResult as Measurement
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import Measurement, measure_baseline_point, measure_speedup
+from aitune_fp.measure import measure_baseline_point, measure_speedup
 from aitune_fp.profiling import InterleavedRun
 
 #: (label, kind, nominal speedup): kind "same", "extra" (slower) or "narrow" (faster).
@@ -143,10 +144,10 @@ def decide(
     config = ProfilingConfig(decision=mode, threads=threads)  # type: ignore[arg-type]
     if mode == "point":
         _, base_lat = measure_baseline_point(base, batch, size, config)
-        result = measure_speedup(base, cand, batch, size, config, pct, baseline_latencies=base_lat)
+        m = measure_speedup(base, cand, batch, size, config, pct, baseline_latencies=base_lat)
     else:
-        result = measure_speedup(base, cand, batch, size, config, pct)
-    return result, time.perf_counter() - start
+        m = measure_speedup(base, cand, batch, size, config, pct)
+    return m.result, time.perf_counter() - start
 
 
 def _pct(k: int, n: int) -> str:

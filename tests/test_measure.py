@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.report import make_result
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import Measurement, measure_baseline_point, measure_speedup
+from aitune_fp.measure import measure_baseline_point, measure_speedup
 from tests.test_profiling import FakeClock, fake_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,16 +44,16 @@ class TestStatisticalLoop:
             config(),
             timer=clock,
         )
-        assert m.verdict == "faster"
-        assert m.passed
-        assert m.n_baseline == m.n_candidate == 10
+        assert m.result.verdict == "faster"
+        assert m.result.passed
+        assert m.result.n_baseline == m.result.n_candidate == 10
         assert m.decision is not None
         assert m.decision.ci_low > 1.01
-        assert m.speedup == pytest.approx(2.0, rel=0.05)
-        assert m.baseline_throughput == pytest.approx(64 / 0.002, rel=0.05)
-        assert m.reason.startswith("lower bound ")
-        assert m.reason.endswith("at 10 pairs")
-        assert m.mode == "statistical"
+        assert m.result.speedup == pytest.approx(2.0, rel=0.05)
+        assert m.result.baseline_throughput == pytest.approx(64 / 0.002, rel=0.05)
+        assert m.result.reason.startswith("lower bound ")
+        assert m.result.reason.endswith("at 10 pairs")
+        assert m.result.decision == "statistical"
 
     def test_slower_candidate_is_rejected_at_the_first_look(self) -> None:
         """A 2x slower candidate is 'not_faster' after 10 pairs."""
@@ -65,10 +66,10 @@ class TestStatisticalLoop:
             config(),
             timer=clock,
         )
-        assert m.verdict == "not_faster"
-        assert not m.passed
-        assert m.n_baseline == 10
-        assert "upper bound" in m.reason
+        assert m.result.verdict == "not_faster"
+        assert not m.result.passed
+        assert m.result.n_baseline == 10
+        assert "upper bound" in m.result.reason
 
     def test_identical_times_are_not_faster(self) -> None:
         """Exactly equal arms give an interval at 1.00x, below the 1.01x gate."""
@@ -76,8 +77,8 @@ class TestStatisticalLoop:
         m = measure_speedup(
             fake_model(clock, 0.002), fake_model(clock, 0.002), Sample(), 1, config(), timer=clock
         )
-        assert m.verdict == "not_faster"
-        assert m.speedup == 1.0
+        assert m.result.verdict == "not_faster"
+        assert m.result.speedup == 1.0
 
     def test_close_call_uses_every_look_then_is_inconclusive(self) -> None:
         """A candidate right at the threshold stays open through the last look."""
@@ -90,11 +91,11 @@ class TestStatisticalLoop:
             config(looks=(10, 20, 40)),
             timer=clock,
         )
-        assert m.verdict == "inconclusive"
-        assert not m.passed
-        assert m.n_baseline == 40
-        assert "after the last look (40 pairs)" in m.reason
-        assert "budget_spent" not in m.flags
+        assert m.result.verdict == "inconclusive"
+        assert not m.result.passed
+        assert m.result.n_baseline == 40
+        assert "after the last look (40 pairs)" in m.result.reason
+        assert "budget_spent" not in m.result.flags
 
     def test_threshold_is_used(self) -> None:
         """A 1.5x candidate passes a 20 % gate and fails a 100 % gate."""
@@ -109,7 +110,7 @@ class TestStatisticalLoop:
                 pct,
                 timer=clock,
             )
-            assert m.verdict == verdict
+            assert m.result.verdict == verdict
 
     def test_budget_ends_after_a_completed_look(self) -> None:
         """With calls of 1 s and a 30 s budget, the verdict is the first look's, flagged."""
@@ -123,10 +124,10 @@ class TestStatisticalLoop:
             timer=clock,
         )
         # warm-up 1 + 3 calls per arm (8 s), look 1: 2 untimed + 20 timed calls (22 s) -> 30 s
-        assert m.verdict == "inconclusive"
-        assert m.n_baseline == 10
-        assert "budget_spent" in m.flags
-        assert m.reason.startswith("budget of 30 s spent at 10 pairs, interval [")
+        assert m.result.verdict == "inconclusive"
+        assert m.result.n_baseline == 10
+        assert "budget_spent" in m.result.flags
+        assert m.result.reason.startswith("budget of 30 s spent at 10 pairs, interval [")
         assert m.wall_s == pytest.approx(30.0, abs=3.0)
 
     def test_a_look_predicted_to_overrun_is_not_started(self) -> None:
@@ -140,8 +141,8 @@ class TestStatisticalLoop:
             config(max_seconds=45.0, warmup_tolerance=1.0),
             timer=clock,
         )
-        assert m.n_baseline == 10
-        assert "budget_spent" in m.flags
+        assert m.result.n_baseline == 10
+        assert "budget_spent" in m.result.flags
         assert m.wall_s == pytest.approx(30.0, abs=3.0)
 
     def test_deadline_cuts_a_look_that_slows_down(self) -> None:
@@ -157,8 +158,8 @@ class TestStatisticalLoop:
             config(max_seconds=60.0, warmup_tolerance=1.0),
             timer=clock,
         )
-        assert m.n_baseline == 10
-        assert "budget_spent" in m.flags
+        assert m.result.n_baseline == 10
+        assert "budget_spent" in m.result.flags
         assert m.wall_s <= 60.0 + 2 * 10.0  # at most one pair past the deadline
 
     def test_baseline_latencies_refused_in_statistical_mode(self) -> None:
@@ -190,14 +191,14 @@ class TestPointMode:
             timer=clock,
         )
         assert "".join(log) == "A" * 30 + "B" * 30  # baseline once, before the candidate
-        assert m.mode == "point"
+        assert m.result.decision == "point"
         assert m.decision is None
-        assert m.verdict == "faster"
-        assert m.passed
-        assert m.speedup == pytest.approx(2.0)
-        assert m.throughput == pytest.approx(16 / 0.002)
-        assert m.n_baseline == m.n_candidate == 20
-        assert "baseline measured once" in m.reason
+        assert m.result.verdict == "faster"
+        assert m.result.passed
+        assert m.result.speedup == pytest.approx(2.0)
+        assert m.result.throughput == pytest.approx(16 / 0.002)
+        assert m.result.n_baseline == m.result.n_candidate == 20
+        assert "baseline measured once" in m.result.reason
 
     def test_given_baseline_latencies_are_not_remeasured(self) -> None:
         """With baseline_latencies the baseline is never called; a 1 % slower candidate fails."""
@@ -215,9 +216,9 @@ class TestPointMode:
             timer=clock,
             baseline_latencies=[0.001] * 20,
         )
-        assert m.verdict == "not_faster"
-        assert m.n_baseline == 20
-        assert m.speedup == pytest.approx(1 / 1.01)
+        assert m.result.verdict == "not_faster"
+        assert m.result.n_baseline == 20
+        assert m.result.speedup == pytest.approx(1 / 1.01)
 
     def test_measure_baseline_point(self) -> None:
         """The baseline arm: point_warmup_calls untimed, point_steps timed, throughput from mean."""
@@ -230,28 +231,9 @@ class TestPointMode:
         assert throughput == pytest.approx(8.0)
 
 
-class TestMeasurementValue:
-    def test_passed_must_follow_the_verdict(self) -> None:
-        """A Measurement whose passed contradicts its verdict is refused."""
-        with pytest.raises(ValueError, match="contradicts verdict"):
-            Measurement(
-                batch_size=1,
-                baseline_throughput=1.0,
-                throughput=2.0,
-                speedup=2.0,
-                verdict="inconclusive",
-                passed=True,
-                decision=None,
-                n_baseline=2,
-                n_candidate=2,
-                wall_s=0.1,
-                mode="statistical",
-                flags=(),
-                reason="x",
-            )
-
-    def test_to_dict_is_json_ready(self) -> None:
-        """to_dict nests the decision and serialises to JSON."""
+class TestOneRecord:
+    def test_the_result_is_built_from_the_decision(self) -> None:
+        """The verdict, estimate and bounds of the result are the decision's, unchanged."""
         clock = FakeClock()
         m = measure_speedup(
             fake_model(clock, noisy(0.002, 1)),
@@ -260,10 +242,35 @@ class TestMeasurementValue:
             1,
             config(),
             timer=clock,
+            description="Cand()",
         )
-        data = json.loads(json.dumps(m.to_dict()))
+        assert m.decision is not None
+        r = m.result
+        assert (r.backend_description, r.verdict, r.passed) == ("Cand()", m.decision.verdict, True)
+        assert (r.estimate, r.ci_low, r.ci_high) == (
+            m.decision.speedup,
+            m.decision.ci_low,
+            m.decision.ci_high,
+        )
+        data = json.loads(json.dumps(r.to_dict()))
         assert data["verdict"] == "faster"
-        assert data["decision"]["method"] == "wilcoxon_signed_rank_hl"
+        assert data["decision"] == "statistical"
+
+    def test_point_result_needs_its_outcome(self) -> None:
+        """Without a statistical decision the point rule's outcome must be given."""
+        with pytest.raises(ValueError, match="passed_point"):
+            make_result(
+                "X()",
+                baseline_throughput=1.0,
+                throughput=2.0,
+                speedup=2.0,
+                batch_size=1,
+                n_baseline=2,
+                n_candidate=2,
+                required_speedup=1.01,
+                decision=None,
+                reason="x",
+            )
 
 
 class Repeat(torch.nn.Module):
@@ -287,10 +294,10 @@ class TestRealCpu:
         cfg = ProfilingConfig(threads=1, looks=(10, 20, 40))
         slow = measure_speedup(Repeat(linear, 1), Repeat(linear, 4), batch, 32, cfg)
         fast = measure_speedup(Repeat(linear, 4), Repeat(linear, 1), batch, 32, cfg)
-        assert slow.verdict == "not_faster"
-        assert fast.verdict == "faster"
+        assert slow.result.verdict == "not_faster"
+        assert fast.result.verdict == "faster"
         assert fast.threads == 1
-        assert fast.speedup > 1.5
+        assert fast.result.speedup > 1.5
 
     def test_point_mode_real(self) -> None:
         """Point mode on real modules yields a verdict and AITune's 20 timed calls per arm."""
@@ -302,8 +309,8 @@ class TestRealCpu:
             8,
             ProfilingConfig(decision="point", threads=1),
         )
-        assert m.verdict in ("faster", "not_faster")
-        assert m.n_candidate == 20
+        assert m.result.verdict in ("faster", "not_faster")
+        assert m.result.n_candidate == 20
 
 
 @pytest.mark.slow

@@ -22,12 +22,13 @@ from aitune_fp import (
     OneBackendStrategy,
     PerformanceValidationResult,
     Sample,
-    TorchEagerBackend,
     is_validating,
     try_candidate,
     with_performance_validation,
 )
+from aitune_fp.session import TuneSession, TuneTarget
 from tests.validation_helpers import (
+    CLOCK,
     FAST_CONFIG,
     BrokenBuild,
     FailsWhenTimed,
@@ -65,10 +66,18 @@ def tune(strategy: Any, tmp_path: Path) -> tuple[Any, Any, list[Any]]:
 
 
 def validated(strategy: Any, **kwargs: Any) -> Any:
-    return with_performance_validation(strategy, profiling_config=FAST_CONFIG, **kwargs)
+    return with_performance_validation(
+        strategy, profiling_config=FAST_CONFIG, timer=CLOCK, **kwargs
+    )
 
 
-@with_performance_validation(profiling_config=FAST_CONFIG)
+@pytest.fixture(autouse=True)
+def _fresh_clock() -> None:
+    """Every test starts the fake clock at 0 with the same jitter sequence."""
+    CLOCK.reset()
+
+
+@with_performance_validation(profiling_config=FAST_CONFIG, timer=CLOCK)
 class DecoratedFirstWins(FirstWinsStrategy):
     """A user's strategy class decorated with arguments."""
 
@@ -163,7 +172,7 @@ class TestGate:
         assert results[1].ci_low is not None and results[1].ci_low > 1.01
         assert all(isinstance(r, PerformanceValidationResult) for r in results)
         assert strategy.baseline_throughput and strategy.baseline_throughput > 0
-        assert isinstance(strategy.baseline_backend, TorchEagerBackend)
+        assert strategy.last_report.baseline_backend == "TorchEagerBackend()"
         assert strategy.resolved_batch_size == 4
         x = torch.randn(4, 16)
         torch.testing.assert_close(backend(x), module(x))
@@ -213,7 +222,7 @@ class TestGate:
         """decision='point' reproduces AITune's rule and records no interval."""
         config = FAST_CONFIG.__class__(**{**FAST_CONFIG.to_dict(), "decision": "point"})  # type: ignore[arg-type]
         strategy = with_performance_validation(
-            FirstWinsStrategy([Slower(), Pruned()]), profiling_config=config
+            FirstWinsStrategy([Slower(), Pruned()]), profiling_config=config, timer=CLOCK
         )
         backend, _, _ = tune(strategy, tmp_path)
         assert isinstance(backend, Pruned)
@@ -412,7 +421,7 @@ class TestTinyLooks:
         """Looks too small for the confidence give no upper bound (None), not a failure."""
         config = FAST_CONFIG.__class__(looks=(2, 3), max_seconds=5.0, warmup_max_calls=10)
         strategy = with_performance_validation(
-            OneBackendStrategy(Pruned()), profiling_config=config
+            OneBackendStrategy(Pruned()), profiling_config=config, timer=CLOCK
         )
         backend, _, _ = tune(strategy, tmp_path)
         (result,) = strategy.perf_validation_results
@@ -481,7 +490,9 @@ class TestCopiesKeepEverything:
                 self.run_id = "mine"
                 self.perf_validation_results = []
 
-        strategy = with_performance_validation(Own, profiling_config=FAST_CONFIG)(Pruned())
+        strategy = with_performance_validation(Own, profiling_config=FAST_CONFIG, timer=CLOCK)(
+            Pruned()
+        )
         assert strategy.run_id == "mine"
         tune(strategy, tmp_path)
         assert strategy.run_id != "mine"
@@ -599,10 +610,10 @@ class TestCandidatesNeverTakeTheTuneDown:
         slow_window = PerformanceValidationResult(
             "B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster"
         )
-        score = MaxThroughputStrategy._score
-        args: Any = (None, None, None, "cpu", ".")
-        a = score(CandidateOutcome("A()", object(), result=fast_window), *args)
-        b = score(CandidateOutcome("B()", object(), result=slow_window), *args)
+        module, spec, data = make_case()
+        session = TuneSession.plain(TuneTarget.of(module, "m", spec, data, "cpu", "."))
+        a = session.rank(CandidateOutcome("A()", object(), result=fast_window))
+        b = session.rank(CandidateOutcome("B()", object(), result=slow_window))
         assert a is not None
         assert b is not None
         assert b > a

@@ -1,8 +1,15 @@
-"""Small real modules and backends for the validation tests: slower, faster, broken, wrong."""
+"""Small real modules and backends for the validation tests: slower, faster, broken, wrong.
+
+Their cost is real (a small matmul chain) and also spent on :data:`CLOCK`, a fake clock: tests
+that pass ``timer=CLOCK`` get deterministic timings (Pruned ~11x eager, Slower ~0.5x), tests
+marked ``slow`` time the real work.
+"""
 
 from __future__ import annotations
 
 import json
+import random
+import threading
 from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any, ClassVar
@@ -18,10 +25,64 @@ FAST_CONFIG = ProfilingConfig(
 )
 
 
-class Wasteful(torch.nn.Module):
-    """Eager does its useful work plus a wasted matmul chain a good backend can skip."""
+class FakeClock:
+    """A :class:`~aitune_fp.profiling.Timer` whose time moves only when work spends it.
 
-    def __init__(self, waste: int = 6) -> None:
+    Each thread has its own time and its own seeded jitter (±2 %), so two threads tuning at
+    once never see each other's calls, and a test's timings do not depend on the test order.
+    Copies are the same clock (a backend blueprint is deep-copied before its build).
+    """
+
+    def __init__(self, jitter: float = 0.02) -> None:
+        self.jitter = jitter
+        self._local = threading.local()
+
+    def _state(self) -> Any:
+        state = self._local
+        if not hasattr(state, "ns"):
+            state.ns, state.rng = 0, random.Random(0)
+        return state
+
+    def reset(self) -> None:
+        """Time 0 and a fresh jitter sequence for the calling thread."""
+        self._local.ns, self._local.rng = 0, random.Random(0)
+
+    def spend(self, ns: float) -> None:
+        """Let ``ns`` nanoseconds (± jitter) pass for the calling thread."""
+        state = self._state()
+        state.ns += int(ns * (1.0 + state.rng.uniform(-self.jitter, self.jitter)))
+
+    def now_ns(self) -> int:
+        return int(self._state().ns)
+
+    def sync(self) -> None:
+        return None
+
+    def device_span(self) -> None:
+        return None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FakeClock:
+        return self
+
+    def __reduce__(self) -> str:
+        return "CLOCK"  # pickled by name: the module's one clock
+
+
+#: The fake clock the helpers' modules and backends spend on.
+CLOCK = FakeClock()
+#: Fake cost of the useful work and of the wasted work, per call.
+USEFUL_NS = 20_000
+WASTE_NS = 200_000
+
+
+class Wasteful(torch.nn.Module):
+    """Eager does its useful work plus wasted work a good backend can skip.
+
+    The waste is fake time on :data:`CLOCK`; with ``waste > 0`` it is also a real matmul chain
+    of that length, for tests that time real calls.
+    """
+
+    def __init__(self, waste: int = 0) -> None:
         super().__init__()
         torch.manual_seed(0)
         self.useful = torch.nn.Linear(16, 8)
@@ -29,9 +90,11 @@ class Wasteful(torch.nn.Module):
         self.waste = waste
 
     def useful_forward(self, x: torch.Tensor) -> torch.Tensor:
+        CLOCK.spend(USEFUL_NS)
         return self.useful(x)
 
     def wasted(self) -> None:
+        CLOCK.spend(WASTE_NS)
         y = self.w
         for _ in range(self.waste):
             y = torch.tanh(y @ self.w)
@@ -41,10 +104,10 @@ class Wasteful(torch.nn.Module):
         return self.useful_forward(x)
 
 
-def make_case(batch: int = 4) -> tuple[Wasteful, GraphSpec, list[Sample]]:
-    """The module, a spec allowing batch 1..``batch`` and one recorded sample."""
+def make_case(batch: int = 4, waste: int = 0) -> tuple[Wasteful, GraphSpec, list[Sample]]:
+    """The module (real waste ``waste``), a spec allowing batch 1..``batch``, one sample."""
     torch.manual_seed(1)
-    return Wasteful(), GraphSpec(max_batch_size=batch), [Sample((torch.randn(1, 16),))]
+    return Wasteful(waste), GraphSpec(max_batch_size=batch), [Sample((torch.randn(1, 16),))]
 
 
 class _ModuleBackend(BackendBase):

@@ -36,6 +36,7 @@ __all__ = [
     "autocast_context",
     "check_autocast_dtype",
     "config_value_to_json",
+    "safe_folder_name",
 ]
 
 #: Name of the per-backend build log inside ``cache_dir/<key()>/``.
@@ -45,6 +46,15 @@ BUILD_LOG_NAME = "build.log"
 _AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 
 _BackendT = TypeVar("_BackendT", bound="BackendBase")
+
+
+def safe_folder_name(name: str) -> str:
+    """``name`` as one folder name inside a cache dir: letters, digits, ``-`` and ``_`` only.
+
+    A backend's ``key()`` is user code; ``"../../x"`` must not reach outside the cache dir.
+    """
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_") else "_" for ch in name)
+    return safe[:120] or "backend"
 
 
 @runtime_checkable
@@ -253,8 +263,7 @@ class BackendBase:
         """Return ``"ClassName_<10 hex>"``: a hash of the JSON configuration (stable, path-safe)."""
         payload = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         digest = hashlib.sha256(payload.encode("utf-8")).hexdigest()[:10]
-        safe_name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.name)
-        return f"{safe_name}_{digest}"
+        return f"{safe_folder_name(self.name)}_{digest}"
 
     def __repr__(self) -> str:
         """Show the description and the lifecycle state."""
@@ -303,7 +312,7 @@ class BackendBase:
         if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
             raise TypeError(f"data must be a sequence of samples, got {type(data).__name__}")
         target = torch.device(device)
-        log_dir = Path(cache_dir) / self.key()
+        log_dir = Path(cache_dir) / safe_folder_name(self.key())
         log_dir.mkdir(parents=True, exist_ok=True)
         original_device = module_device(module)
         samples = list(data)

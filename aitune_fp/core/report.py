@@ -1,0 +1,167 @@
+"""What one tune call leaves behind: its failures and its frozen report (no tensors, no modules).
+
+A :class:`TuneReport` is made by the validating wrapper at the end of a tune and rebuilt by
+``aitune_fp.ingest`` from the events of a run, so the two agree by construction. The result of a
+measured candidate is built here too, by one pure function (:func:`make_result`), from the
+decision that settled it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import attrs
+
+from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
+from aitune_fp.core.stats import SpeedupDecision
+
+__all__ = [
+    "OUTCOMES",
+    "STAGES",
+    "CandidateFailure",
+    "Outcome",
+    "Stage",
+    "TuneReport",
+    "make_result",
+]
+
+#: Where a candidate (or the strategy itself) failed.
+Stage = Literal["build", "correctness", "profiling", "strategy"]
+STAGES: tuple[Stage, ...] = ("build", "correctness", "profiling", "strategy")
+#: How a tune ended: a candidate selected, the eager baseline, the strategy's own pick passed
+#: through (validation disabled or nothing returned), or an error.
+Outcome = Literal["candidate", "baseline", "passthrough", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("candidate", "baseline", "passthrough", "error")
+
+_opt_str = attrs.validators.optional(attrs.validators.instance_of(str))
+
+
+@attrs.frozen(kw_only=True)
+class CandidateFailure:
+    """A candidate (or the strategy) that failed: where, why, and the saved traceback's path.
+
+    The one failure record: the wrapper records it, ``candidate_failed`` events carry its
+    fields, and ingest rebuilds it from them.
+    """
+
+    backend_description: str = attrs.field(validator=attrs.validators.instance_of(str))
+    stage: Stage = attrs.field(validator=attrs.validators.in_(STAGES))
+    error_type: str = attrs.field(validator=attrs.validators.instance_of(str))
+    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    traceback_path: str | None = attrs.field(default=None, validator=_opt_str)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return attrs.asdict(self)
+
+
+def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class TuneReport:
+    """Everything one tune call (one ``run_id``) decided and measured, as plain values.
+
+    ``results``: one per measured candidate, in order; ``failures``: candidates (and the
+    strategy) that failed; ``rejected``: descriptions of measured candidates that did not pass.
+    ``selected_backend`` is the description of what the tune returned (None on error).
+    """
+
+    run_id: str = attrs.field(validator=attrs.validators.instance_of(str))
+    module_name: str = attrs.field(validator=attrs.validators.instance_of(str))
+    strategy: str | None = None
+    device: str | None = None
+    decision: str | None = None
+    min_speedup_threshold_percent: float | None = None
+    required_speedup: float | None = None
+    batch_size: int | None = None
+    baseline_backend: str | None = None
+    baseline_throughput: float | None = None
+    baseline_error: str | None = None
+    disabled: bool = False
+    results: tuple[PerformanceValidationResult, ...] = attrs.field(default=(), converter=_tuple)
+    rejected: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    failures: tuple[CandidateFailure, ...] = attrs.field(default=(), converter=_tuple)
+    selected_backend: str | None = None
+    selected_is_baseline: bool | None = None
+    selected_summary: str | None = None
+    outcome: str | None = None
+    duration_s: float | None = None
+    n_events: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; results and failures as lists of dicts."""
+        data = attrs.asdict(self, recurse=False)
+        data["results"] = [r.to_dict() for r in self.results]
+        data["failures"] = [f.to_dict() for f in self.failures]
+        data["rejected"] = list(self.rejected)
+        return data
+
+    @property
+    def candidate_failures(self) -> tuple[CandidateFailure, ...]:
+        """Failures of candidates only (the strategy's own failure left out)."""
+        return tuple(f for f in self.failures if f.stage != "strategy")
+
+
+def make_result(
+    description: str,
+    *,
+    baseline_throughput: float,
+    throughput: float,
+    speedup: float,
+    batch_size: int,
+    n_baseline: int,
+    n_candidate: int,
+    required_speedup: float,
+    decision: SpeedupDecision | None,
+    passed_point: bool | None = None,
+    reason: str,
+    flags: Sequence[str] = (),
+) -> PerformanceValidationResult:
+    """The one result record of a measured candidate, from the decision that settled it.
+
+    ``decision`` is the statistical decision (its verdict, estimate and bounds are taken as
+    they are); ``None`` means AITune's point rule, whose outcome is ``passed_point``. An
+    interval unbounded for lack of pairs is recorded as no bound (``ci_high=None``).
+    """
+    if decision is None:
+        if passed_point is None:
+            raise ValueError("passed_point is required when there is no statistical decision")
+        verdict: ResultVerdict = "faster" if passed_point else "not_faster"
+        return PerformanceValidationResult(
+            description,
+            throughput,
+            baseline_throughput,
+            speedup,
+            passed_point,
+            n_baseline=n_baseline,
+            n_candidate=n_candidate,
+            batch_size=batch_size,
+            required_speedup=required_speedup,
+            verdict=verdict,
+            decision="point",
+            reason=reason,
+            flags=tuple(flags),
+        )
+    return PerformanceValidationResult(
+        description,
+        throughput,
+        baseline_throughput,
+        speedup,
+        decision.verdict == "faster",
+        estimate=decision.speedup,
+        ci_low=decision.ci_low,
+        ci_high=decision.ci_high if math.isfinite(decision.ci_high) else None,
+        confidence=decision.confidence,
+        n_baseline=n_baseline,
+        n_candidate=n_candidate,
+        batch_size=batch_size,
+        required_speedup=required_speedup,
+        verdict=decision.verdict,
+        decision="statistical",
+        reason=reason,
+        flags=tuple(flags),
+    )

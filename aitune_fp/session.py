@@ -1,0 +1,647 @@
+"""One tune call as an explicit value: the baseline, the gate, and the one candidate pipeline.
+
+A :class:`TuneSession` is made by the validating wrapper for each ``tune`` call and handed to
+the strategy; ``session.try_candidate(backend)`` builds a candidate, checks it against eager,
+times it against eager (when validating), records the result or the failure and releases a
+loser. Unvalidated tunes use the same pipeline without the timing (``TuneSession.plain``).
+At the end the session becomes a frozen :class:`~aitune_fp.core.report.TuneReport` that holds
+no tensors, modules or backends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from aitune_fp import events
+from aitune_fp.backends import TorchEagerBackend
+from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase, safe_folder_name
+from aitune_fp.core._checks import check_threshold
+from aitune_fp.core.config import ProfilingConfig, for_batch_size
+from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+from aitune_fp.correctness import check_correctness
+from aitune_fp.errors import AitunefpError
+from aitune_fp.inputs import GraphSpec, Sample, as_sample
+from aitune_fp.measure import measure_throughput_steady, rule_for
+from aitune_fp.profiling import Timer, timer_for
+
+__all__ = [
+    "BASELINE_DIR",
+    "PROFILING_LOG_NAME",
+    "CandidateOutcome",
+    "NoValidBackendError",
+    "TuneSession",
+    "TuneTarget",
+    "ValidationOptions",
+    "active_session",
+    "append_failure_log",
+    "one_line",
+]
+
+BASELINE_DIR = "perf_validation_baseline"
+PROFILING_LOG_NAME = "profiling_error.log"
+
+
+def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{attribute.name} must be a bool, got {value!r}")
+
+
+def _threshold(value: object) -> float:
+    return check_threshold("min_speedup_threshold_percent", value)
+
+
+@attrs.frozen(kw_only=True)
+class ValidationOptions:
+    """How a wrapped strategy validates: the gate, how to measure, whether it is on, which clock.
+
+    The threshold is validated here, once, at the edge; everything downstream carries the value.
+    ``timer``: the clock every timed call uses (None: the input's device clock); tests inject
+    a fake one so end-to-end gates are deterministic.
+    """
+
+    min_speedup_threshold_percent: float = attrs.field(
+        default=DEFAULT_THRESHOLD_PERCENT, converter=_threshold
+    )
+    profiling_config: ProfilingConfig = attrs.field(
+        factory=ProfilingConfig, validator=attrs.validators.instance_of(ProfilingConfig)
+    )
+    enabled: bool = attrs.field(default=True, validator=_bool)
+    timer: Timer | None = attrs.field(default=None, eq=False)
+
+    @property
+    def required_speedup(self) -> float:
+        """The speedup a candidate must reach: ``1 + pct / 100``."""
+        return required_speedup(self.min_speedup_threshold_percent)
+
+
+@attrs.frozen
+class TuneTarget:
+    """What one tune call works on: AITune's ``tune`` arguments, checked and normalised."""
+
+    module: torch.nn.Module
+    name: str
+    graph_spec: GraphSpec
+    data: tuple[Sample, ...]
+    device: torch.device | str
+    cache_dir: Path
+
+    @classmethod
+    def of(
+        cls,
+        module: torch.nn.Module,
+        name: object,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> TuneTarget:
+        """Check the arguments a caller passed to ``tune`` (a clear error naming a bad one)."""
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str (the module's name), got {name!r}")
+        return cls(module, name, graph_spec, tuple(data), device, Path(cache_dir))
+
+
+@attrs.frozen
+class CandidateOutcome:
+    """What happened to one candidate: the ready backend, or the stage and reason it failed."""
+
+    description: str
+    backend: Any
+    result: PerformanceValidationResult | None = None
+    stage: Stage | None = None
+    reason: str | None = None
+    log_path: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the candidate is built, correct and (if gated) measurably faster."""
+        return self.backend is not None
+
+
+class NoValidBackendError(AitunefpError, RuntimeError):
+    """No candidate was built, correct and faster; lists every candidate and why it failed."""
+
+    def __init__(self, name: str, outcomes: Sequence[CandidateOutcome]) -> None:
+        """Keep the module name and every outcome; the message lists them one per line."""
+        self.module_name = name
+        self.outcomes = tuple(outcomes)
+        lines = [f"There is no valid backend for module {name!r}:"]
+        lines += [f"- {o.description}: {o.stage or 'rejected'}: {o.reason}" for o in outcomes]
+        if not outcomes:
+            lines.append("- no candidates were given")
+        super().__init__("\n".join(lines))
+
+
+def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None:
+    """Append a failure block (type, message, traceback) to ``path``; its path, or None.
+
+    A log that cannot be written (cache dir a file, read-only) never hides the failure it was
+    about: the caller records the failure with no log path.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as log:
+            log.write(f"\n{title}\nException type: {type(exc).__name__}\n")
+            log.write(f"Exception details: {exc}\nFull traceback:\n")
+            log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    except OSError:
+        return None
+    return str(path)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (lines joined), never empty, at most 1000 chars."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    text = text or type(exc).__name__
+    return text if len(text) <= 1000 else text[:999] + "…"
+
+
+def _reason(exc: BaseException) -> str:
+    name = type(exc).__name__
+    return f"{name}: {one_line(exc)}" if str(exc).strip() else name
+
+
+def describe(backend: Any) -> str:
+    """A backend's description; its class name when it has none or ``describe`` fails."""
+    try:
+        return str(backend.describe())
+    except Exception:
+        return type(backend).__name__
+
+
+#: The session of the tune running in this context: the compatibility shim through which the
+#: public ``try_candidate`` / ``build_and_validate`` reach it from third-party strategies.
+_ACTIVE: contextvars.ContextVar[TuneSession | None] = contextvars.ContextVar(
+    "aitune_fp_session", default=None
+)
+
+
+def active_session(module: torch.nn.Module) -> TuneSession | None:
+    """The validating session tuning ``module`` in this context, if any."""
+    session = _ACTIVE.get()
+    return session if session is not None and session.target.module is module else None
+
+
+class TuneSession:
+    """One tune call: the eager baseline, the gate, the candidate pipeline and what they found.
+
+    Made by the validating wrapper (``options`` given) or, for a strategy run without the
+    wrapper, by :meth:`plain` (built and correct is enough, nothing is timed, no events).
+    """
+
+    def __init__(
+        self, target: TuneTarget, options: ValidationOptions | None, *, strategy: str
+    ) -> None:
+        """Start a session for ``target``; ``options=None`` makes it plain (not validating)."""
+        self.target = target
+        self.options = options
+        self.strategy = strategy
+        self.gated = options is not None and options.enabled
+        self._emits = options is not None  # a disabled wrapper still says so, and finishes
+        self.run_id = events.new_run_id()
+        self._started = time.perf_counter()
+        self.results: list[PerformanceValidationResult] = []
+        self.failures: list[CandidateFailure] = []
+        self._rejected: list[str] = []
+        self._validated: list[tuple[Any, PerformanceValidationResult | None]] = []
+        self.baseline: Any | None = None
+        self.baseline_throughput: float | None = None
+        self._baseline_latencies: tuple[float, ...] | None = None
+        self.baseline_error: str | None = None
+        config = options.profiling_config if options is not None else ProfilingConfig()
+        self.rule = rule_for(config)
+        self.config = config
+        self.batch_size: int | None = None
+        self._batch: Sample | None = None
+        self._n_events = 0
+        self._selected: tuple[str | None, bool | None, str | None] = (None, None, None)
+        self._outcome: Outcome | None = None
+        self._reason: str | None = None
+
+    @classmethod
+    def plain(cls, target: TuneTarget, *, strategy: str = "") -> TuneSession:
+        """A session that builds and checks candidates but times nothing and emits nothing."""
+        return cls(target, None, strategy=strategy)
+
+    # -- events ------------------------------------------------------------------------------
+    def _emit(self, event: events.Event, *, always: bool = False) -> None:
+        """Emit when validating; ``always``: also when the wrapper is there but disabled."""
+        if self.gated or (always and self._emits):
+            self._n_events += 1
+            events.emit(event)
+
+    def _phase(self, description: str, phase: events.Phase) -> None:
+        self._emit(
+            events.phase(
+                self.run_id, self.target.name, backend_description=description, phase=phase
+            )
+        )
+
+    @property
+    def _timer(self) -> Timer:
+        timer = None if self.options is None else self.options.timer
+        assert self._batch is not None
+        return timer if timer is not None else timer_for(self._batch)
+
+    # -- the baseline --------------------------------------------------------------------------
+    def open(self) -> None:
+        """Emit ``started``, then build and measure the eager baseline; never raises for it."""
+        assert self.options is not None
+        t = self.target
+        try:
+            self.batch_size = self._resolve_batch_size()
+            self.config = for_batch_size(self.options.profiling_config, self.batch_size)
+        finally:
+            self._emit(
+                events.started(
+                    self.run_id,
+                    t.name,
+                    strategy=self.strategy,
+                    device=str(t.device),
+                    decision=self.rule.name,
+                    min_speedup_threshold_percent=self.options.min_speedup_threshold_percent,
+                    required_speedup=self.options.required_speedup,
+                    batch_size=self.batch_size,
+                )
+            )
+        description = TorchEagerBackend().describe()
+        folder = t.cache_dir / BASELINE_DIR
+        try:
+            if not t.data:
+                raise ValueError(f"data for {t.name!r} must hold at least one sample, got none")
+            self._batch = t.graph_spec.make_batch(as_sample(t.data[0]), self.batch_size)
+            self._phase(description, "baseline_build")
+            start = time.perf_counter()
+            self.baseline = TorchEagerBackend().build(
+                t.module, t.graph_spec, list(t.data), t.device, folder
+            )
+            self._phase(description, "baseline_measure")
+            throughput, latencies = self.rule.measure_eager(
+                self.baseline, self._batch, self.batch_size, self.config, self._timer
+            )
+            if not throughput > 0:
+                raise RuntimeError(f"eager baseline throughput is {throughput!r} samples/s")
+        except Exception as exc:
+            path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
+            self.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
+            self.baseline = None  # an eager baseline that cannot be measured is no fallback
+            self._emit(
+                events.baseline_failed(
+                    self.run_id,
+                    t.name,
+                    error_type=type(exc).__name__,
+                    reason=one_line(exc),
+                    traceback_path=path,
+                )
+            )
+            return
+        self.baseline_throughput, self._baseline_latencies = throughput, latencies
+        self._emit(
+            events.baseline_measured(
+                self.run_id,
+                t.name,
+                backend_description=description,
+                batch_size=self.batch_size,
+                throughput_samples_per_s=throughput,
+                n_calls=len(latencies),
+                duration_s=time.perf_counter() - start,
+                decision=self.rule.name,
+            )
+        )
+
+    def _resolve_batch_size(self) -> int:
+        """The batch size to validate at: the graph spec's max, or what the config narrows to.
+
+        ``batching=False`` validates the raw sample (batch size 1); ``batch_sizes`` picks the
+        largest of them, which must fit the graph spec.
+        """
+        assert self.options is not None
+        config = self.options.profiling_config
+        spec_max = self.target.graph_spec.get_max_batch_size()
+        if not config.batching:
+            return 1
+        if not config.batch_sizes:
+            return spec_max
+        size = max(config.batch_sizes)
+        if size > spec_max:
+            raise ValueError(
+                f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
+                f"spec's max_batch_size {spec_max}"
+            )
+        return size
+
+    # -- the candidate pipeline ----------------------------------------------------------------
+    def try_candidate(self, backend: Any) -> CandidateOutcome:
+        """Build a copy of ``backend``, check it against eager and, when validating, gate it.
+
+        Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate
+        after the candidate is released): the outcome says at which stage it failed and why.
+        """
+        t = self.target
+        description = describe(backend)
+        folder = self._folder(backend, description)
+        log = folder / BUILD_LOG_NAME
+        self._phase(description, "build")
+        try:
+            candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
+            built = candidate.build(t.module, t.graph_spec, list(t.data), t.device, t.cache_dir)
+        except Exception as exc:
+            path = None if isinstance(backend, BackendBase) else log  # it writes its own
+            if path is not None:
+                append_failure_log(path, "Backend build failed", exc)
+            self._return_module()
+            return self._failed(description, "build", exc, log)
+        return self._vet(built, description, folder)
+
+    def _vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
+        """Correctness, then (validating) the timed comparison; a loser is released."""
+        t = self.target
+        log = folder / BUILD_LOG_NAME
+        try:
+            self._phase(description, "correctness")
+            try:
+                check_correctness(
+                    built,
+                    t.module,
+                    t.graph_spec,
+                    list(t.data),
+                    expected_dtype=getattr(built, "dtype", None),
+                    name=t.name,
+                )
+            except Exception as exc:
+                append_failure_log(log, "Backend correctness check failed", exc)
+                self.release(built, log)
+                return self._failed(description, "correctness", exc, log)
+            if not self.gated:
+                return CandidateOutcome(description, built)
+            self._phase(description, "measure")
+            try:
+                result = self._measure(built, description)
+            except Exception as exc:
+                path = folder / PROFILING_LOG_NAME
+                append_failure_log(path, "Backend profiling failed", exc)
+                self.release(built, path)
+                return self._failed(description, "profiling", exc, path)
+        except BaseException:  # interrupted: let the candidate go, then propagate
+            self.release(built, log)
+            raise
+        if not result.passed:
+            self.release(built, log)
+            return CandidateOutcome(
+                description, None, result=result, reason=result.reason or result.verdict
+            )
+        self._validated.append((built, result))
+        return CandidateOutcome(description, built, result=result)
+
+    def _measure(self, backend: Any, description: str) -> PerformanceValidationResult:
+        """Time ``backend`` against eager by the session's rule; record and report the result."""
+        if self.baseline is None or self.baseline_throughput is None:
+            raise RuntimeError(
+                f"no eager baseline to compare against ({self.baseline_error}); "
+                "a candidate cannot be shown faster without one"
+            )
+        assert self.options is not None and self._batch is not None and self.batch_size
+        start = time.perf_counter()
+        result = self.rule.compare(
+            self.baseline,
+            backend,
+            self._batch,
+            self.batch_size,
+            self.config,
+            self.options.min_speedup_threshold_percent,
+            self._timer,
+            eager_latencies=self._baseline_latencies if self.rule.name == "point" else None,
+            description=description,
+        ).result
+        self.results.append(result)
+        self._emit(
+            events.candidate_measured(
+                self.run_id, self.target.name, result, duration_s=time.perf_counter() - start
+            )
+        )
+        if not result.passed:
+            self._rejected.append(description)
+            self._emit(events.candidate_rejected(self.run_id, self.target.name, result))
+        return result
+
+    def _folder(self, backend: Any, description: str) -> Path:
+        """The candidate's folder in the cache dir: its key, made safe; else its description."""
+        try:
+            name = str(backend.key())
+        except Exception:
+            name = description
+        return self.target.cache_dir / safe_folder_name(name)
+
+    def _failed(
+        self, description: str, stage: Stage, exc: BaseException, log: Path | None
+    ) -> CandidateOutcome:
+        path = None if log is None or not log.is_file() else str(log)
+        self.record_failure(description, stage, exc, path)
+        return CandidateOutcome(description, None, stage=stage, reason=_reason(exc), log_path=path)
+
+    def record_failure(
+        self, description: str, stage: Stage, exc: BaseException, log_path: str | None
+    ) -> CandidateFailure:
+        """Record a failed candidate (or strategy) and emit its warning event."""
+        failure = CandidateFailure(
+            backend_description=description,
+            stage=stage,
+            error_type=type(exc).__name__,
+            reason=one_line(exc),
+            traceback_path=log_path,
+        )
+        self.failures.append(failure)
+        self._emit(
+            events.candidate_failed(
+                self.run_id,
+                self.target.name,
+                backend_description=description,
+                stage=stage,
+                error_type=failure.error_type,
+                reason=failure.reason,
+                traceback_path=failure.traceback_path,
+            )
+        )
+        return failure
+
+    def release(self, backend: Any, log: Path | None = None) -> None:
+        """Deactivate a candidate that is not kept and return the module to its device.
+
+        A failing ``deactivate`` never takes the tune down: it is written to ``log``.
+        """
+        try:
+            if getattr(backend, "is_active", False):
+                backend.deactivate()
+        except Exception as exc:
+            if log is not None:
+                append_failure_log(log, "Releasing the backend failed", exc)
+        finally:
+            self._return_module()
+
+    def _return_module(self) -> None:
+        # a module that cannot move is reported by the next step that needs it
+        with contextlib.suppress(Exception):
+            self.target.module.to(self.target.device)
+
+    def rank(self, outcome: CandidateOutcome) -> float | None:
+        """How good a passing candidate is (higher is better); None when it cannot be measured.
+
+        Gated candidates rank by their speedup over eager timed in the same window (robust to
+        the machine changing speed between candidates); in a plain session each is timed on its
+        own (AITune's throughput profile) and a candidate whose timing fails is released.
+        """
+        result = outcome.result
+        if result is not None:
+            return result.estimate if result.estimate is not None else result.speedup
+        t = self.target
+        try:
+            size = t.graph_spec.get_max_batch_size()
+            self._batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
+            throughput, _ = measure_throughput_steady(
+                outcome.backend, self._batch, size, self.config, timer=self._timer
+            )
+        except Exception as exc:
+            folder = self._folder(outcome.backend, outcome.description)
+            path = folder / PROFILING_LOG_NAME
+            append_failure_log(path, "Backend profiling failed", exc)
+            self.release(outcome.backend, path)
+            return None
+        return throughput
+
+    def fallback(self, outcomes: Sequence[CandidateOutcome]) -> Any:
+        """The eager baseline when nothing passed; NoValidBackendError when there is none."""
+        if self.baseline is None:
+            raise NoValidBackendError(self.target.name, outcomes)
+        return self.baseline
+
+    # -- the end of the tune -------------------------------------------------------------------
+    def conclude(self, backend: Any) -> Any:
+        """Validate the strategy's pick if it did not come through the pipeline; report it."""
+        if backend is None:
+            self.finish("passthrough", None, reason="the strategy returned no backend")
+            return None
+        if backend is self.baseline:
+            self._select(backend, None)
+            return backend
+        for seen, result in self._validated:
+            if seen is backend:
+                self._select(backend, result)
+                return backend
+        description = describe(backend)
+        outcome = self._vet(backend, description, self._folder(backend, description))
+        if outcome.ok:
+            self._select(backend, outcome.result)
+            return backend
+        if self.baseline is None:
+            self.finish("error", None, reason="no valid backend and no eager baseline")
+            raise NoValidBackendError(self.target.name, [outcome])
+        self._select(self.baseline, None)
+        return self.baseline
+
+    def _select(self, backend: Any, result: PerformanceValidationResult | None) -> None:
+        is_baseline = backend is self.baseline
+        description = describe(backend)
+        event = events.selected(
+            self.run_id,
+            self.target.name,
+            backend_description=description,
+            is_baseline=is_baseline,
+            result=result,
+            baseline_throughput=self.baseline_throughput,
+            info_on=events.info_enabled(),
+        )
+        self._selected = (description, is_baseline, str(event.fields["summary"]))
+        self._emit(event)
+        self.finish("baseline" if is_baseline else "candidate", description)
+
+    def strategy_failed(self, exc: BaseException) -> None:
+        """The strategy raised: record it as the strategy's failure and close the run."""
+        path = append_failure_log(
+            self.target.cache_dir / "strategy_error.log", f"Strategy {self.strategy} failed", exc
+        )
+        self.record_failure(self.strategy, "strategy", exc, path)
+        self.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
+
+    def finish(
+        self, outcome: Outcome, description: str | None, *, reason: str | None = None
+    ) -> None:
+        """Emit the finished event with the counts of this run (once)."""
+        if self._outcome is not None:
+            return
+        self._outcome, self._reason = outcome, reason
+        if self._selected[0] is None and description is not None:
+            self._selected = (description, False, None)
+        candidates = self.report().candidate_failures
+        self._emit(
+            events.finished(
+                self.run_id,
+                self.target.name,
+                outcome=outcome,
+                backend_description=description,
+                n_candidates=len(self.results) + len(candidates),
+                n_measured=len(self.results),
+                n_passed=sum(r.passed for r in self.results),
+                n_failed=len(candidates),
+                duration_s=time.perf_counter() - self._started,
+                reason=reason,
+            ),
+            always=True,
+        )
+
+    def report(self) -> TuneReport:
+        """The frozen report of this tune so far (no tensors, modules or backends)."""
+        options = self.options
+        selected, is_baseline, summary = self._selected
+        return TuneReport(
+            run_id=self.run_id,
+            module_name=self.target.name,
+            strategy=self.strategy,
+            device=str(self.target.device),
+            decision=self.rule.name,
+            min_speedup_threshold_percent=(
+                None if options is None else options.min_speedup_threshold_percent
+            ),
+            required_speedup=None if options is None else options.required_speedup,
+            batch_size=self.batch_size,
+            baseline_backend=None if self.baseline is None else describe(self.baseline),
+            baseline_throughput=self.baseline_throughput,
+            baseline_error=self.baseline_error,
+            disabled=options is not None and not options.enabled,
+            results=self.results,
+            rejected=self._rejected,
+            failures=self.failures,
+            selected_backend=selected,
+            selected_is_baseline=is_baseline,
+            selected_summary=summary,
+            outcome=self._outcome,
+            duration_s=time.perf_counter() - self._started,
+            n_events=self._n_events,
+        )
+
+    def disabled(self) -> None:
+        """Say that validation is off for this tune (the one event of a disabled tune)."""
+        self._emit(
+            events.disabled(self.run_id, self.target.name, strategy=self.strategy), always=True
+        )
+
+    @contextmanager
+    def active(self) -> Iterator[TuneSession]:
+        """Make this session the one the public helpers find while the strategy runs."""
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
