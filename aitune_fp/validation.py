@@ -178,7 +178,10 @@ def _strategy_call(obj: object) -> Callable[[TuneSession, tuple[Any, ...]], Any]
             return lambda session, args: obj.tune_session(session)
         bound = func.__get__(obj, type(obj))
         return lambda session, args: bound(*args)
-    raise TypeError(f"{obj!r} has no tune method")
+    raise TypeError(
+        f"{type(obj).__name__} has no tune(module, name, graph_spec, data, device, cache_dir) "
+        "method to validate"
+    )
 
 
 def _has_dict(obj: object) -> bool:
@@ -589,13 +592,13 @@ def with_performance_validation(
     )
 
     def apply(t: Any) -> Any:
+        if isinstance(t, type):  # its instances may set tune in __init__
+            return _validating_class(t, options)
         if not callable(getattr(t, "tune", None)):
             raise TypeError(
                 "with_performance_validation needs a strategy with a tune(module, name, "
                 f"graph_spec, data, device, cache_dir) method, got {t!r}"
             )
-        if isinstance(t, type):
-            return _validating_class(t, options)
         return _wrap_instance(t, options)
 
     return apply if target is None else apply(target)
