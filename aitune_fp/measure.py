@@ -19,7 +19,7 @@ is based on the Hodges-Lehmann interval of the paired log ratios (the typical ca
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import attrs
 
@@ -237,151 +237,99 @@ def _statistical_result(
     return Measurement(result=result, decision=decision, wall_s=wall_s, threads=timings.threads)
 
 
-class DecisionRule(Protocol):
+def _compare_statistical(
+    eager: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample,
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    timer: Timer,
+    *,
+    eager_latencies: Sequence[float] | None,
+    description: str,
+) -> Measurement:
+    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
+    if eager_latencies is not None:
+        raise ValueError(
+            "baseline_latencies is for decision='point' only; the statistical mode times "
+            "the baseline interleaved with the candidate"
+        )
+    return _statistical(eager, candidate, batch, size, config, pct, timer, description)
+
+
+def _compare_point(
+    eager: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample,
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    timer: Timer,
+    *,
+    eager_latencies: Sequence[float] | None,
+    description: str,
+) -> Measurement:
+    """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later."""
+    start = timer.now_ns()
+    if eager_latencies is None:
+        _, base = measure_baseline_point(eager, batch, size, config, timer=timer)
+    else:
+        base = tuple(eager_latencies)
+    baseline_throughput = throughput_from_latencies(base, size)
+    _, cand = measure_baseline_point(candidate, batch, size, config, timer=timer, arm="candidate")
+    throughput = throughput_from_latencies(cand, size)
+    speedup = compute_speedup(throughput, baseline_throughput)
+    passed = meets_threshold(speedup, pct)
+    required = required_speedup(pct)
+    import torch
+
+    threads = config.threads if config.threads is not None else torch.get_num_threads()
+    result = make_result(
+        description,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=speedup,
+        batch_size=size,
+        n_baseline=len(base),
+        n_candidate=len(cand),
+        required_speedup=required,
+        decision=None,
+        passed_point=passed,
+        reason=(
+            f"point speedup {_fmt(speedup)} {'>=' if passed else '<'} required "
+            f"{_fmt(required)} ({len(cand)} timed calls, baseline measured once before "
+            "the candidate)"
+        ),
+    )
+    return Measurement(
+        result=result, decision=None, wall_s=(timer.now_ns() - start) / 1e9, threads=threads
+    )
+
+
+@attrs.frozen
+class DecisionRule:
     """How one decision mode measures: eager's up-front figure, then each candidate against eager.
 
     Chosen once per config by :func:`rule_for`; callers never compare mode strings.
+    ``measure_eager(eager, batch, size, config, timer=...)`` gives eager's up-front throughput
+    and latencies; ``compare(eager, candidate, batch, size, config, pct, timer, *,
+    eager_latencies, description)`` measures and decides. ``keeps_eager_latencies``: the
+    comparison reuses the up-front latencies (AITune's baseline measured once).
     """
 
-    @property
-    def name(self) -> DecisionMode:
-        """The mode's name, as in ``ProfilingConfig.decision``."""
-
-    def measure_eager(
-        self,
-        eager: Callable[..., Any],
-        batch: Sample,
-        size: int,
-        config: ProfilingConfig,
-        timer: Timer,
-    ) -> tuple[float, tuple[float, ...]]:
-        """Eager's up-front throughput (samples/s) and the latencies it came from."""
-
-    def compare(
-        self,
-        eager: Callable[..., Any],
-        candidate: Callable[..., Any],
-        batch: Sample,
-        size: int,
-        config: ProfilingConfig,
-        pct: float,
-        timer: Timer,
-        *,
-        eager_latencies: Sequence[float] | None,
-        description: str,
-    ) -> Measurement:
-        """Measure ``candidate`` against ``eager`` and decide."""
+    name: DecisionMode
+    measure_eager: Callable[..., tuple[float, tuple[float, ...]]]
+    compare: Callable[..., Measurement]
+    keeps_eager_latencies: bool
 
 
-@attrs.frozen
-class _Statistical:
-    """Interleaved pairs, decided at planned looks; eager's up-front figure after a steady warm-up."""
-
-    name: Literal["statistical"] = "statistical"
-
-    def measure_eager(
-        self,
-        eager: Callable[..., Any],
-        batch: Sample,
-        size: int,
-        config: ProfilingConfig,
-        timer: Timer,
-    ) -> tuple[float, tuple[float, ...]]:
-        """Warm up until steady, then ``point_steps`` timed calls."""
-        return measure_throughput_steady(eager, batch, size, config, timer=timer)
-
-    def compare(
-        self,
-        eager: Callable[..., Any],
-        candidate: Callable[..., Any],
-        batch: Sample,
-        size: int,
-        config: ProfilingConfig,
-        pct: float,
-        timer: Timer,
-        *,
-        eager_latencies: Sequence[float] | None,
-        description: str,
-    ) -> Measurement:
-        """Eager is timed again, interleaved with the candidate: ``eager_latencies`` must be None."""
-        if eager_latencies is not None:
-            raise ValueError(
-                "baseline_latencies is for decision='point' only; the statistical mode times "
-                "the baseline interleaved with the candidate"
-            )
-        return _statistical(eager, candidate, batch, size, config, pct, timer, description)
-
-
-@attrs.frozen
-class _Point:
-    """AITune's rule: eager measured once up front, each candidate later, point speedup."""
-
-    name: Literal["point"] = "point"
-
-    def measure_eager(
-        self,
-        eager: Callable[..., Any],
-        batch: Sample,
-        size: int,
-        config: ProfilingConfig,
-        timer: Timer,
-    ) -> tuple[float, tuple[float, ...]]:
-        """AITune's fixed warm-up and timed calls, exactly."""
-        return measure_baseline_point(eager, batch, size, config, timer=timer)
-
-    def compare(
-        self,
-        eager: Callable[..., Any],
-        candidate: Callable[..., Any],
-        batch: Sample,
-        size: int,
-        config: ProfilingConfig,
-        pct: float,
-        timer: Timer,
-        *,
-        eager_latencies: Sequence[float] | None,
-        description: str,
-    ) -> Measurement:
-        """Compare with ``eager_latencies`` (measured now when None) by the point rule."""
-        start = timer.now_ns()
-        if eager_latencies is None:
-            _, base = measure_baseline_point(eager, batch, size, config, timer=timer)
-        else:
-            base = tuple(eager_latencies)
-        baseline_throughput = throughput_from_latencies(base, size)
-        _, cand = measure_baseline_point(
-            candidate, batch, size, config, timer=timer, arm="candidate"
-        )
-        throughput = throughput_from_latencies(cand, size)
-        speedup = compute_speedup(throughput, baseline_throughput)
-        passed = meets_threshold(speedup, pct)
-        required = required_speedup(pct)
-        import torch
-
-        threads = config.threads if config.threads is not None else torch.get_num_threads()
-        result = make_result(
-            description,
-            baseline_throughput=baseline_throughput,
-            throughput=throughput,
-            speedup=speedup,
-            batch_size=size,
-            n_baseline=len(base),
-            n_candidate=len(cand),
-            required_speedup=required,
-            decision=None,
-            passed_point=passed,
-            reason=(
-                f"point speedup {_fmt(speedup)} {'>=' if passed else '<'} required "
-                f"{_fmt(required)} ({len(cand)} timed calls, baseline measured once before "
-                "the candidate)"
-            ),
-        )
-        return Measurement(
-            result=result, decision=None, wall_s=(timer.now_ns() - start) / 1e9, threads=threads
-        )
-
-
-_RULES: dict[str, DecisionRule] = {"statistical": _Statistical(), "point": _Point()}
+_RULES: dict[str, DecisionRule] = {
+    "statistical": DecisionRule(
+        "statistical", measure_throughput_steady, _compare_statistical, False
+    ),
+    "point": DecisionRule("point", measure_baseline_point, _compare_point, True),
+}
 
 
 def rule_for(config: ProfilingConfig) -> DecisionRule:

@@ -290,7 +290,7 @@ class TuneSession:
             )
             self._phase(description, "baseline_measure")
             throughput, latencies = self.rule.measure_eager(
-                self.baseline, self._batch, self.batch_size, self.config, self._timer
+                self.baseline, self._batch, self.batch_size, self.config, timer=self._timer
             )
             if not throughput > 0:
                 raise RuntimeError(f"eager baseline throughput is {throughput!r} samples/s")
@@ -423,7 +423,7 @@ class TuneSession:
             self.config,
             self.options.min_speedup_threshold_percent,
             self._timer,
-            eager_latencies=self._baseline_latencies if self.rule.name == "point" else None,
+            eager_latencies=self._baseline_latencies if self.rule.keeps_eager_latencies else None,
             description=description,
         ).result
         self.results.append(result)
