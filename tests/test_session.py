@@ -235,3 +235,61 @@ class TestCacheDir:
         strategy.tune(module, "m", spec, data, "cpu", cache)
         outside = [p for p in tmp_path.rglob("*") if cache not in p.parents and p != cache]
         assert all(p in cache.parents for p in outside), outside
+
+
+class InterruptedWhenTimed(Pruned):
+    """Correct, then a Ctrl-C arrives while it is being timed; records its release."""
+
+    released: list[str] = []  # noqa: RUF012
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        if CLOCK.now_ns() > 0 and len(type(self).released) == 0 and self._timing:
+            raise KeyboardInterrupt
+        return super()._infer(*args, **kwargs)
+
+    _timing = False
+
+    def _deactivate(self) -> None:
+        type(self).released.append(self.describe())
+
+
+class TestEveryTuneEnds:
+    def test_unusable_cache_dir_still_finishes(self, tmp_path: Path, logs: LogCapture) -> None:
+        """A cache dir that is a file: the baseline and the candidate fail, recorded; finished."""
+        cache = tmp_path / "file"
+        cache.write_text("not a folder")
+        strategy = validated(OneBackendStrategy(Pruned()))
+        module, spec, data = make_case()
+        with pytest.raises(Exception, match="no valid backend"):
+            strategy.tune(module, "m", spec, data, "cpu", cache)
+        names = [e["event"].rsplit(".", 1)[1] for e in logs.entries if "phase" not in e["event"]]
+        assert names[0] == "started" and "baseline_failed" in names
+        assert names[-1] == "finished"
+        assert [f.backend_description for f in strategy.last_report.candidate_failures] == [
+            "Pruned()"
+        ]
+
+    @pytest.mark.parametrize("name", [None, 123, Path("m")])
+    def test_a_name_that_is_not_a_str_is_refused(self, name: Any, tmp_path: Path) -> None:
+        """The module name is checked at the edge, naming the bad value."""
+        strategy = validated(OneBackendStrategy(Pruned()))
+        module, spec, data = make_case()
+        with pytest.raises(
+            TypeError,
+            match=r"name must be a str.*" + repr(name).replace("(", r"\(").replace(")", r"\)"),
+        ):
+            strategy.tune(module, name, spec, data, "cpu", tmp_path)
+
+    def test_an_interrupted_candidate_is_released(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Ctrl-C while timing: the candidate is deactivated, the run finished, then it propagates."""
+        InterruptedWhenTimed.released = []
+        InterruptedWhenTimed._timing = True
+        strategy = validated(OneBackendStrategy(InterruptedWhenTimed()))
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                tune(strategy, tmp_path)
+        finally:
+            InterruptedWhenTimed._timing = False
+        assert InterruptedWhenTimed.released == ["InterruptedWhenTimed()"]
+        assert logs.entries[-1]["event"] == "aitune_fp.validation.finished"
+        assert logs.entries[-1]["outcome"] == "error"
