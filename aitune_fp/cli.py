@@ -38,6 +38,7 @@ from aitune_fp.core.messages import (
     fmt_throughput_detail,
 )
 from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.errors import AitunefpError
 
 if TYPE_CHECKING:
     from aitune_fp.core.results import PerformanceValidationResult
@@ -78,7 +79,7 @@ DEFAULT_BACKENDS_CPU = ("compile", "eager-bf16")
 DEFAULT_BACKENDS_CUDA = ("compile", "eager-bf16", "cuda-graphs", "compile-reduce-overhead")
 
 
-class UsageError(Exception):
+class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""
 
 

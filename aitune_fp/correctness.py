@@ -18,13 +18,15 @@ import attrs
 import torch
 
 from aitune_fp.backends._tree import clone_inputs
-from aitune_fp.core._checks import check_nonnegative
+from aitune_fp.core._checks import check_choice, finite
+from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 
 __all__ = [
     "CHECKS",
     "CheckName",
     "CorrectnessError",
+    "ReferenceFailedError",
     "Tolerances",
     "check_correctness",
     "compare_outputs",
@@ -45,7 +47,7 @@ CHECKS: tuple[CheckName, ...] = (
 )
 
 
-class CorrectnessError(RuntimeError):
+class CorrectnessError(AitunefpError, RuntimeError):
     """A candidate's outputs disagree with the eager reference (or the candidate call failed).
 
     A ``RuntimeError``, not an ``AssertionError``: a wrong candidate is an expected, recoverable
@@ -63,8 +65,7 @@ class CorrectnessError(RuntimeError):
         batch_size: int | None = None,
     ) -> None:
         """Record the output ``path`` and the ``check`` that failed next to the message."""
-        if check not in CHECKS:
-            raise ValueError(f"check must be one of {CHECKS}, got {check!r}")
+        check_choice("check", check, CHECKS)
         super().__init__(message)
         self.path = path
         self.check: CheckName = check
@@ -79,6 +80,13 @@ class CorrectnessError(RuntimeError):
         )
 
 
+class ReferenceFailedError(AitunefpError, RuntimeError):
+    """The eager reference itself failed on a sample, so nothing can be compared.
+
+    Not a :class:`CorrectnessError`: the candidate is not at fault. A ``RuntimeError``, as before.
+    """
+
+
 def _rebuild_error(
     message: str, path: str, check: CheckName, sample_index: int | None, batch_size: int | None
 ) -> CorrectnessError:
@@ -86,11 +94,6 @@ def _rebuild_error(
     return CorrectnessError(
         message, path=path, check=check, sample_index=sample_index, batch_size=batch_size
     )
-
-
-def _nonnegative(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
-    """Attrs validator: a finite number >= 0."""
-    check_nonnegative(attribute.name, value)
 
 
 @attrs.frozen(kw_only=True)
@@ -101,12 +104,12 @@ class Tolerances:
     dtype; float16, bfloat16 and the float8 types are "reduced". Integers and bools compare exactly.
     """
 
-    float64_atol: float = attrs.field(default=1e-6, validator=_nonnegative)
-    float64_rtol: float = attrs.field(default=1e-6, validator=_nonnegative)
-    float32_atol: float = attrs.field(default=1e-3, validator=_nonnegative)
-    float32_rtol: float = attrs.field(default=1e-3, validator=_nonnegative)
-    reduced_atol: float = attrs.field(default=1e-2, validator=_nonnegative)
-    reduced_rtol: float = attrs.field(default=1e-2, validator=_nonnegative)
+    float64_atol: float = attrs.field(default=1e-6, validator=finite(minimum=0))
+    float64_rtol: float = attrs.field(default=1e-6, validator=finite(minimum=0))
+    float32_atol: float = attrs.field(default=1e-3, validator=finite(minimum=0))
+    float32_rtol: float = attrs.field(default=1e-3, validator=finite(minimum=0))
+    reduced_atol: float = attrs.field(default=1e-2, validator=finite(minimum=0))
+    reduced_rtol: float = attrs.field(default=1e-2, validator=finite(minimum=0))
 
     def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
         """Return ``(atol, rtol)`` for values of ``dtype`` (exact for integers and bools)."""
@@ -172,15 +175,15 @@ def check_correctness(
 
     Both run under ``torch.no_grad()`` on their own fresh copies of each batch, so the stored
     samples are never mutated. Raises :class:`CorrectnessError` naming the sample, batch size,
-    output path and failed check; a failing reference raises ``RuntimeError`` (not the candidate's
-    fault).
+    output path and failed check; a failing reference raises :class:`ReferenceFailedError` (a
+    ``RuntimeError``: not the candidate's fault).
     """
     _check_expected_dtype(expected_dtype)
     data_value: object = data
     if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
-        raise TypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+        raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
     if not data:
-        raise ValueError(
+        raise InvalidValueError(
             f"data must hold at least one sample for the correctness check "
             f"(graph spec {graph_spec.name!r}), got none"
         )
@@ -197,7 +200,7 @@ def check_correctness(
                 with torch.no_grad():
                     expected = reference(*args, **kwargs)
             except Exception as exc:
-                raise RuntimeError(
+                raise ReferenceFailedError(
                     f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
                 ) from exc
             args, kwargs = clone_inputs(batch.args, batch.kwargs)
@@ -230,7 +233,7 @@ def _check_expected_dtype(expected_dtype: object) -> None:
     if expected_dtype is None:
         return
     if not isinstance(expected_dtype, torch.dtype) or not expected_dtype.is_floating_point:
-        raise TypeError(
+        raise InvalidTypeError(
             f"expected_dtype must be None or a floating torch.dtype, got {expected_dtype!r}"
         )
 

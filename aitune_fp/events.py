@@ -25,6 +25,7 @@ from aitune_fp.core.messages import (
     fmt_throughput_detail,
 )
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import InvalidValueError
 
 __all__ = [
     "EVENT_NAMES",
@@ -102,7 +103,7 @@ class Event:
         """Refuse payload keys that renderers own."""
         clash = RESERVED_KEYS.intersection(self.fields)
         if clash:
-            raise ValueError(f"event {self.name!r} uses reserved keys {sorted(clash)}")
+            raise InvalidValueError(f"event {self.name!r} uses reserved keys {sorted(clash)}")
 
 
 def _event(name: str, level: Level, run_id: str, module_name: str, **fields: Any) -> Event:

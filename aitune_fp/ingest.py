@@ -19,6 +19,7 @@ from typing import IO, Any, TypeAlias
 import attrs
 
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import InvalidValueError
 from aitune_fp.events import SCHEMA_VERSION
 
 __all__ = [
@@ -227,7 +228,7 @@ def validate_event(obj: object) -> list[str]:
 
 
 def _refuse_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name} is not valid JSON")
+    raise InvalidValueError(f"non-finite number {name} is not valid JSON")
 
 
 def _raw_lines(source: Source) -> Iterator[bytes | str | None]:

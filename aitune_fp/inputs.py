@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
-from aitune_fp.core._checks import check_int
+from aitune_fp.core._checks import check_int, integer, of_type
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     import torch
@@ -36,16 +37,18 @@ InputKey: TypeAlias = int | str
 
 def _to_args(value: object) -> tuple[Any, ...]:
     if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)):
-        raise TypeError(f"args must be a tuple or list of positional arguments, got {value!r}")
+        raise InvalidTypeError(
+            f"args must be a tuple or list of positional arguments, got {value!r}"
+        )
     return tuple(value)
 
 
 def _to_kwargs(value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"kwargs must be a mapping of keyword arguments, got {value!r}")
+        raise InvalidTypeError(f"kwargs must be a mapping of keyword arguments, got {value!r}")
     for key in value:
         if not isinstance(key, str):
-            raise TypeError(f"kwargs keys must be strings, got {key!r}")
+            raise InvalidTypeError(f"kwargs keys must be strings, got {key!r}")
     return types.MappingProxyType(dict(value))
 
 
@@ -80,7 +83,7 @@ def as_sample(value: object) -> Sample:
         and isinstance(value[1], Mapping)
     ):
         return Sample(value[0], value[1])
-    raise TypeError(
+    raise InvalidTypeError(
         f"a sample must be a Sample or an (args, kwargs) tuple, got {type(value).__name__}: "
         f"{value!r:.200}"
     )
@@ -110,26 +113,17 @@ def copy_sample(sample: Sample) -> Sample:
 
 def _to_axes(value: object) -> Mapping[InputKey, int | None]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"batch_axes must be a mapping of input key to axis, got {value!r}")
+        raise InvalidTypeError(f"batch_axes must be a mapping of input key to axis, got {value!r}")
     for key, axis in value.items():
         if isinstance(key, bool) or not isinstance(key, (int, str)):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"batch_axes keys must be positional indices (int) or keyword names (str), got {key!r}"
             )
         if isinstance(key, int) and key < 0:
-            raise ValueError(f"batch_axes key must be a positional index >= 0, got {key!r}")
+            raise InvalidValueError(f"batch_axes key must be a positional index >= 0, got {key!r}")
         if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
-            raise TypeError(f"batch_axes[{key!r}] must be an int axis or None, got {axis!r}")
+            raise InvalidTypeError(f"batch_axes[{key!r}] must be an int axis or None, got {axis!r}")
     return types.MappingProxyType(dict(value))
-
-
-def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    check_int(attribute.name, value, minimum=1)
-
-
-def _name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{attribute.name} must be a str, got {value!r}")
 
 
 @attrs.frozen
@@ -140,17 +134,17 @@ class GraphSpec:
     ``batch_axes`` overrides the axis per input (index or keyword name; ``None`` = not batched).
     """
 
-    max_batch_size: int = attrs.field(default=1, validator=_positive)
+    max_batch_size: int = attrs.field(default=1, validator=integer(minimum=1))
     batch_axes: Mapping[InputKey, int | None] = attrs.field(
         factory=dict, converter=_to_axes, kw_only=True, hash=False
     )
-    min_batch_size: int = attrs.field(default=1, validator=_positive, kw_only=True)
-    name: str = attrs.field(default="0", validator=_name, kw_only=True)
+    min_batch_size: int = attrs.field(default=1, validator=integer(minimum=1), kw_only=True)
+    name: str = attrs.field(default="0", validator=of_type(str), kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the batch-size range must not be empty."""
         if self.min_batch_size > self.max_batch_size:
-            raise ValueError(
+            raise InvalidValueError(
                 f"min_batch_size ({self.min_batch_size}) must be <= max_batch_size "
                 f"({self.max_batch_size})"
             )
@@ -180,7 +174,7 @@ class GraphSpec:
         """
         size = check_int("batch_size", batch_size, minimum=1)
         if not self.min_batch_size <= size <= self.max_batch_size:
-            raise ValueError(
+            raise InvalidValueError(
                 f"batch_size must lie in {self.min_batch_size}..{self.max_batch_size} "
                 f"(graph spec {self.name!r}), got {batch_size!r}"
             )
@@ -207,28 +201,28 @@ class GraphSpec:
                 continue
             if not _is_tensor(value):
                 if key in self.batch_axes:
-                    raise ValueError(
+                    raise InvalidValueError(
                         f"input {key!r} is declared batched on axis {axis} but is not a tensor "
                         f"({type(value).__name__})"
                     )
                 continue
             ndim = value.dim()
             if not -ndim <= axis < ndim:
-                raise ValueError(
+                raise InvalidValueError(
                     f"input {key!r} is batched on axis {axis} but has shape {tuple(value.shape)} "
                     f"({ndim} dims); set batch_axes[{key!r}] to its batch axis or None"
                 )
             axis %= ndim
             dim = int(value.shape[axis])
             if dim < 1:
-                raise ValueError(
+                raise InvalidValueError(
                     f"input {key!r} has an empty batch axis {axis} (shape {tuple(value.shape)})"
                 )
             found[key] = (axis, dim)
         distinct = {dim for _, dim in found.values()}
         if len(distinct) > 1:
             detail = ", ".join(f"{k!r}: {d}" for k, (_, d) in found.items())
-            raise ValueError(f"batched inputs disagree on the batch dimension ({detail})")
+            raise InvalidValueError(f"batched inputs disagree on the batch dimension ({detail})")
         return found
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from aitune_fp.errors import AitunefpError, InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ __all__ = [
 DEFAULT_MODEL = "mlp"
 
 
-class UserModelError(ValueError):
+class UserModelError(AitunefpError, ValueError):
     """A user's model file or factory could not give a module and a sample (input error)."""
 
 
@@ -149,7 +150,7 @@ MODELS: Mapping[str, Callable[[], EmbeddedModel]] = {
 
 def _parse_spec(spec: str) -> tuple[str, str]:
     if not isinstance(spec, str):
-        raise TypeError(f"spec must be a str 'path/to/file.py:factory', got {spec!r}")
+        raise InvalidTypeError(f"spec must be a str 'path/to/file.py:factory', got {spec!r}")
     path, sep, factory = spec.rpartition(":")
     if not sep or not path or not factory:
         raise UserModelError(f"model spec must look like 'path/to/file.py:factory', got {spec!r}")

@@ -30,6 +30,7 @@ import attrs
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.stats import is_steady, level_shift_index
+from aitune_fp.errors import AitunefpError, InvalidStateError
 from aitune_fp.inputs import Sample, as_sample, copy_sample
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ __all__ = [
 _MIN_NS = 1
 
 
-class ProfilingError(RuntimeError):
+class ProfilingError(AitunefpError, RuntimeError):
     """A timed call failed; ``reason`` is a short code ("out_of_memory", "call_failed")."""
 
     def __init__(self, message: str, *, reason: str, arm: str | None = None) -> None:
@@ -394,7 +395,7 @@ class InterleavedRun:
 
     def _require_entered(self) -> None:
         if self._stack is None:
-            raise RuntimeError("InterleavedRun must be used as a context manager (with ...)")
+            raise InvalidStateError("InterleavedRun must be used as a context manager (with ...)")
 
     def _untimed(self, arm: str) -> None:
         _call(self._fns[arm], self._batches[arm], arm)

@@ -472,7 +472,7 @@ class TestSpeedupDecision:
             ("n_candidate", 2.0, TypeError),
             ("confidence", 1.0, ValueError),
             ("speedup", 2.0, ValueError),
-            ("ci_low", math.nan, TypeError),
+            ("ci_low", math.nan, ValueError),  # NaN is a bad value, not a bad type
             ("cv_baseline", -0.1, ValueError),
         ]:
             with pytest.raises(error, match=name):

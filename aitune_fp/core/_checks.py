@@ -1,44 +1,112 @@
-"""Argument checks shared by the pure core: clear errors that name the argument and the bad value."""
+"""Argument checks and attrs validators shared by the package: one definition per kind of value.
+
+The rule, everywhere: the wrong kind of value (a str where a number is wanted, a bool where an
+int is wanted, None where a value is required) raises :class:`InvalidTypeError`; the right kind
+with a bad value (NaN, infinity, negative, out of range, not one of the choices) raises
+:class:`InvalidValueError`. Every message names the argument (or field) and the bad value.
+
+The ``check_*`` functions check plain arguments; the factories (:func:`finite`, :func:`integer`,
+:func:`one_of`, ...) return attrs validators built on them, for what ``attrs.validators`` cannot
+say with these error types (a finite float with bools refused, an int that is not a bool).
+``attrs.validators.optional``, ``deep_iterable`` and ``and_`` compose them.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
+from typing import Any, TypeAlias, TypeVar
 
-__all__ = ["check_finite", "check_int", "check_nonnegative", "check_positive", "check_threshold"]
+import attrs
+
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "Validator",
+    "as_tuple",
+    "check_choice",
+    "check_finite",
+    "check_int",
+    "check_nonnegative",
+    "check_open_interval",
+    "check_positive",
+    "check_threshold",
+    "check_type",
+    "finite",
+    "integer",
+    "not_nan",
+    "of_type",
+    "one_of",
+    "open_interval",
+    "tuple_of",
+]
+
+#: An attrs field validator: called with the instance, the field and the value; raises if bad.
+Validator: TypeAlias = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+_T = TypeVar("_T")
 
 
-def check_finite(name: str, value: object) -> float:
-    """Return ``value`` as a float, or raise if it is not a finite real number (bools refused)."""
+def _got(value: object) -> str:
+    """``value``'s repr and type name, for a type error's message."""
+    return f"{value!r} ({type(value).__name__})"
+
+
+# --------------------------------------------------------------------------------------------
+# Checks of plain arguments
+# --------------------------------------------------------------------------------------------
+
+
+def _check_real(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a real number (int or float, not a bool), else raise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a real number, got {value!r} ({type(value).__name__})")
-    result = float(value)
+        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    return float(value)
+
+
+def check_finite(
+    name: str, value: object, *, minimum: float | None = None, strict: bool = False
+) -> float:
+    """Return ``value`` as a float, or raise if it is not a finite real number (bools refused).
+
+    With ``minimum``, the value must also be ``>= minimum`` (``> minimum`` when ``strict``).
+    """
+    result = _check_real(name, value)
     if not math.isfinite(result):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise InvalidValueError(f"{name} must be finite, got {value!r}")
+    if minimum is not None and (result <= minimum if strict else result < minimum):
+        raise InvalidValueError(
+            f"{name} must be {'>' if strict else '>='} {minimum:g}, got {value!r}"
+        )
     return result
 
 
 def check_nonnegative(name: str, value: object) -> float:
     """Return ``value`` as a float, or raise if it is not finite and >= 0."""
-    result = check_finite(name, value)
-    if result < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
-    return result
+    return check_finite(name, value, minimum=0)
 
 
 def check_positive(name: str, value: object) -> float:
     """Return ``value`` as a float, or raise if it is not finite and > 0."""
-    result = check_finite(name, value)
-    if result <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return check_finite(name, value, minimum=0, strict=True)
+
+
+def check_open_interval(name: str, value: object, low: float, high: float) -> float:
+    """Return ``value`` as a float, or raise if it is not strictly between ``low`` and ``high``."""
+    result = _check_real(name, value)
+    if not low < result < high:  # NaN fails too
+        raise InvalidValueError(
+            f"{name} must lie strictly between {low:g} and {high:g}, got {value!r}"
+        )
     return result
 
 
 def check_int(name: str, value: object, *, minimum: int = 1) -> int:
     """Return ``value`` if it is an int (not a bool) >= ``minimum``, else raise."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+        raise InvalidTypeError(f"{name} must be an integer, got {_got(value)}")
     if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        raise InvalidValueError(f"{name} must be >= {minimum}, got {value!r}")
     return value
 
 
@@ -46,5 +114,111 @@ def check_threshold(name: str, value: object) -> float:
     """Return a threshold percent as a float, or raise if it is not finite or is <= -100."""
     result = check_finite(name, value)
     if result <= -100.0:
-        raise ValueError(f"{name} must be > -100 (percent), got {value!r}")
+        raise InvalidValueError(f"{name} must be > -100 (percent), got {value!r}")
     return result
+
+
+def check_type(name: str, value: _T, *types: type) -> _T:
+    """Return ``value`` if it is an instance of one of ``types``, else raise naming them.
+
+    A bool is refused where ``int`` is wanted unless ``bool`` is listed too.
+    """
+    refused_bool = isinstance(value, bool) and bool not in types
+    if refused_bool or not isinstance(value, types):
+        wanted = " or ".join(t.__name__ for t in types)
+        raise InvalidTypeError(f"{name} must be a {wanted}, got {_got(value)}")
+    return value
+
+
+def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
+    """Return ``value`` if it is one of ``choices``; the wrong type or an unknown value raises.
+
+    A value of a type no choice has (None where a name is wanted) is a type error; a value of the
+    right type that is not listed is a value error.
+    """
+    kinds = tuple({type(choice) for choice in choices})
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise InvalidTypeError(f"{name} must be one of {choices}, got {_got(value)}")
+    if value not in choices:
+        raise InvalidValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Attrs validators (one factory per kind of field)
+# --------------------------------------------------------------------------------------------
+
+
+def finite(*, minimum: float | None = None, strict: bool = False) -> Validator:
+    """Validator: a finite real number (bools refused), ``>= minimum`` (``>`` when ``strict``)."""
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_finite(attribute.name, value, minimum=minimum, strict=strict)
+
+    return validate
+
+
+def not_nan() -> Validator:
+    """Validator: a real number that may be infinite but not NaN (an unbounded interval end)."""
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if math.isnan(_check_real(attribute.name, value)):
+            raise InvalidValueError(f"{attribute.name} must not be NaN, got {value!r}")
+
+    return validate
+
+
+def open_interval(low: float, high: float) -> Validator:
+    """Validator: a real number strictly between ``low`` and ``high`` (a confidence level)."""
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_open_interval(attribute.name, value, low, high)
+
+    return validate
+
+
+def integer(*, minimum: int = 1) -> Validator:
+    """Validator: an int, not a bool, ``>= minimum``."""
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_int(attribute.name, value, minimum=minimum)
+
+    return validate
+
+
+def of_type(*types: type) -> Validator:
+    """Validator: an instance of one of ``types`` (like ``attrs.validators.instance_of``).
+
+    Unlike attrs' own, it raises :class:`InvalidTypeError` and refuses a bool for an int.
+    """
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_type(attribute.name, value, *types)
+
+    return validate
+
+
+def one_of(choices: tuple[Any, ...]) -> Validator:
+    """Validator: one of ``choices`` (like ``attrs.validators.in_``, with this module's errors)."""
+
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_choice(attribute.name, value, choices)
+
+    return validate
+
+
+def tuple_of(member: Validator) -> Validator:
+    """Validator: a tuple whose every item passes ``member`` (see :func:`as_tuple` to convert)."""
+    return attrs.validators.deep_iterable(
+        member_validator=member, iterable_validator=of_type(tuple)
+    )
+
+
+def as_tuple(value: object) -> Any:
+    """Converter: a list or other iterable (not a str or bytes) becomes a tuple; else unchanged.
+
+    Anything else is left for the field's validator, which names the field in its error.
+    """
+    if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        return tuple(value)
+    return value

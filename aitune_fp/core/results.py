@@ -7,7 +7,16 @@ from typing import Any, Literal
 
 import attrs
 
-from aitune_fp.core._checks import check_int, check_nonnegative
+from aitune_fp.core._checks import (
+    as_tuple,
+    finite,
+    integer,
+    of_type,
+    one_of,
+    open_interval,
+    tuple_of,
+)
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "RESULT_VERDICTS",
@@ -20,68 +29,7 @@ ResultVerdict = Literal["faster", "not_faster", "inconclusive"]
 RESULT_VERDICTS: tuple[ResultVerdict, ...] = ("faster", "not_faster", "inconclusive")
 
 
-def _nonneg(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    check_nonnegative(attribute.name, value)
-
-
-def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if check_nonnegative(attribute.name, value) == 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
-
-
-def _opt_nonneg(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None:
-        check_nonnegative(attribute.name, value)
-
-
-def _opt_count(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None:
-        check_int(attribute.name, value, minimum=0)
-
-
-def _opt_batch(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None:
-        check_int(attribute.name, value, minimum=1)
-
-
-def _opt_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and not isinstance(value, str):
-        raise TypeError(f"{attribute.name} must be a str or None, got {value!r}")
-
-
-def _str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{attribute.name} must be a str, got {value!r}")
-
-
-def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{attribute.name} must be a bool, got {value!r}")
-
-
-def _str_tuple(value: object) -> tuple[str, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"flags must be a list or tuple of str, got {value!r}")
-    return tuple(value)
-
-
-def _flags(instance: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
-    if not all(isinstance(flag, str) for flag in value):
-        raise TypeError(f"{attribute.name} must hold only str, got {value!r}")
-
-
-def _verdict(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is not None and value not in RESULT_VERDICTS:
-        raise ValueError(
-            f"{attribute.name} must be one of {RESULT_VERDICTS} or None, got {value!r}"
-        )
-
-
-def _confidence(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-        raise ValueError(f"{attribute.name} must lie strictly between 0 and 1, got {value!r}")
+_optional = attrs.validators.optional
 
 
 @attrs.frozen(kw_only=False)
@@ -93,34 +41,56 @@ class PerformanceValidationResult:
     verdict was based on (robust pseudo-median of paired ratios) and its confidence bounds.
     """
 
-    backend_description: str = attrs.field(validator=_str)
-    throughput: float = attrs.field(validator=_nonneg)
-    baseline_throughput: float = attrs.field(validator=_positive)
-    speedup: float = attrs.field(validator=_nonneg)
-    passed: bool = attrs.field(validator=_bool)
-    estimate: float | None = attrs.field(default=None, kw_only=True, validator=_opt_nonneg)
-    ci_low: float | None = attrs.field(default=None, kw_only=True, validator=_opt_nonneg)
-    ci_high: float | None = attrs.field(default=None, kw_only=True, validator=_opt_nonneg)
-    confidence: float | None = attrs.field(default=None, kw_only=True, validator=_confidence)
-    n_baseline: int | None = attrs.field(default=None, kw_only=True, validator=_opt_count)
-    n_candidate: int | None = attrs.field(default=None, kw_only=True, validator=_opt_count)
-    batch_size: int | None = attrs.field(default=None, kw_only=True, validator=_opt_batch)
-    required_speedup: float | None = attrs.field(default=None, kw_only=True, validator=_opt_nonneg)
-    verdict: ResultVerdict | None = attrs.field(default=None, kw_only=True, validator=_verdict)
-    decision: str | None = attrs.field(default=None, kw_only=True, validator=_opt_str)
-    reason: str | None = attrs.field(default=None, kw_only=True, validator=_opt_str)
+    backend_description: str = attrs.field(validator=of_type(str))
+    throughput: float = attrs.field(validator=finite(minimum=0))
+    baseline_throughput: float = attrs.field(validator=finite(minimum=0, strict=True))
+    speedup: float = attrs.field(validator=finite(minimum=0))
+    passed: bool = attrs.field(validator=of_type(bool))
+    estimate: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    ci_low: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    ci_high: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    confidence: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(open_interval(0, 1))
+    )
+    n_baseline: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=0))
+    )
+    n_candidate: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=0))
+    )
+    batch_size: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=1))
+    )
+    required_speedup: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    verdict: ResultVerdict | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(one_of(RESULT_VERDICTS))
+    )
+    decision: str | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(of_type(str))
+    )
+    reason: str | None = attrs.field(default=None, kw_only=True, validator=_optional(of_type(str)))
     #: What the measurement noticed that may weaken it (``warmup_not_steady``, ``recompiled``,
     #: ``level_shift_after_pair_<k>``, ``budget_spent``).
     flags: tuple[str, ...] = attrs.field(
-        default=(), kw_only=True, converter=_str_tuple, validator=_flags
+        default=(), kw_only=True, converter=as_tuple, validator=tuple_of(of_type(str))
     )
 
     def __attrs_post_init__(self) -> None:
         """Cross-field checks: bounds in order and a verdict consistent with ``passed``."""
         if self.ci_low is not None and self.ci_high is not None and self.ci_low > self.ci_high:
-            raise ValueError(f"ci_low ({self.ci_low!r}) must be <= ci_high ({self.ci_high!r})")
+            raise InvalidValueError(
+                f"ci_low ({self.ci_low!r}) must be <= ci_high ({self.ci_high!r})"
+            )
         if self.verdict is not None and self.passed != (self.verdict == "faster"):
-            raise ValueError(
+            raise InvalidValueError(
                 f"passed={self.passed!r} contradicts verdict={self.verdict!r} "
                 "(passed means verdict == 'faster')"
             )
@@ -135,15 +105,15 @@ class PerformanceValidationResult:
     def from_dict(cls, data: Mapping[str, Any]) -> PerformanceValidationResult:
         """Rebuild a result from :meth:`to_dict` output; unknown keys are an error."""
         if not isinstance(data, Mapping):
-            raise TypeError(f"data must be a mapping, got {data!r}")
+            raise InvalidTypeError(f"data must be a mapping, got {data!r}")
         names = {a.name for a in attrs.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
-            raise ValueError(f"unknown PerformanceValidationResult keys: {unknown}")
+            raise InvalidValueError(f"unknown PerformanceValidationResult keys: {unknown}")
         required = [a.name for a in attrs.fields(cls) if a.default is attrs.NOTHING]
         missing = [key for key in required if key not in data]
         if missing:
-            raise ValueError(f"missing PerformanceValidationResult keys: {missing}")
+            raise InvalidValueError(f"missing PerformanceValidationResult keys: {missing}")
         return cls(**data)
 
 

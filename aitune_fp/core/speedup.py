@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aitune_fp.core._checks import check_nonnegative, check_positive, check_threshold
+from aitune_fp.errors import InvalidValueError
 
 __all__ = ["DEFAULT_THRESHOLD_PERCENT", "compute_speedup", "meets_threshold", "required_speedup"]
 
@@ -20,7 +21,7 @@ def compute_speedup(throughput: float, baseline_throughput: float) -> float:
     baseline = check_positive("baseline_throughput", baseline_throughput)
     speedup = value / baseline
     if speedup == float("inf"):
-        raise ValueError(
+        raise InvalidValueError(
             f"speedup overflows: throughput={throughput!r} / baseline_throughput={baseline_throughput!r}"
         )
     return speedup

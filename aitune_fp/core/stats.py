@@ -24,12 +24,24 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Literal
 
 import attrs
 
-from aitune_fp.core._checks import check_finite, check_int, check_positive
+from aitune_fp.core._checks import (
+    check_int,
+    check_nonnegative,
+    check_open_interval,
+    check_positive,
+    check_type,
+    finite,
+    integer,
+    not_nan,
+    one_of,
+    open_interval,
+)
 from aitune_fp.core.speedup import required_speedup
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "METHODS",
@@ -68,28 +80,24 @@ _MANN_WHITNEY_EXACT_MAX_NM = 10_000
 def _timings(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
     """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"{name} must be a sequence of numbers, got {values!r}")
+        raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
     items = tuple(values)
     result = tuple(check_positive(f"{name}[{i}]", v) for i, v in enumerate(items))
     if len(result) < minimum:
-        raise ValueError(f"{name} needs at least {minimum} values, got {len(result)}: {items!r}")
+        raise InvalidValueError(
+            f"{name} needs at least {minimum} values, got {len(result)}: {items!r}"
+        )
     return result
 
 
 def _alpha(name: str, value: object) -> float:
     """Return a one-sided level in the open interval (0, 0.5), or raise."""
-    result = check_finite(name, value)
-    if not 0.0 < result < 0.5:
-        raise ValueError(f"{name} must lie strictly between 0 and 0.5, got {value!r}")
-    return result
+    return check_open_interval(name, value, 0.0, 0.5)
 
 
 def _confidence(name: str, value: object) -> float:
     """Return a confidence level in the open interval (0, 1), or raise."""
-    result = check_finite(name, value)
-    if not 0.0 < result < 1.0:
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
-    return result
+    return check_open_interval(name, value, 0.0, 1.0)
 
 
 def _exp(x: float) -> float:
@@ -137,9 +145,7 @@ def is_steady(times: Sequence[float], window: int, tolerance: float) -> bool:
     ``<= tolerance``. Fewer times than ``window`` (even none) is not an error: it is "not yet steady".
     """
     size = check_int("window", window, minimum=2)
-    tol = check_finite("tolerance", tolerance)
-    if tol < 0:
-        raise ValueError(f"tolerance must be >= 0, got {tolerance!r}")
+    tol = check_nonnegative("tolerance", tolerance)
     items = _timings("times", times, minimum=0)
     if len(items) < size:
         return False
@@ -306,7 +312,7 @@ def paired_log_speedup_bounds(
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
     if len(base) != len(cand):
-        raise ValueError(
+        raise InvalidValueError(
             "paired timings need equal lengths: "
             f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
         )
@@ -342,37 +348,6 @@ def unpaired_log_speedup_bounds(
 # --------------------------------------------------------------------------------------------
 
 
-def _in(choices: tuple[str, ...]) -> Any:
-    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in choices:
-            raise ValueError(f"{attribute.name} must be one of {choices}, got {value!r}")
-
-    return check
-
-
-def _real(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"{attribute.name} must be a real number (not NaN), got {value!r}")
-
-
-def _nonnegative_finite(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    result = check_finite(attribute.name, value)
-    if result < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def _count(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    check_int(attribute.name, value, minimum=2)
-
-
-def _confidence_field(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    _confidence(attribute.name, value)
-
-
-def _positive_field(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    check_positive(attribute.name, value)
-
-
 def _json_float(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -388,28 +363,28 @@ class SpeedupDecision:
     ``ci_high < required_speedup``, else ``inconclusive``.
     """
 
-    verdict: Verdict = attrs.field(validator=_in(VERDICTS))
-    speedup: float = attrs.field(validator=_positive_field)
-    ci_low: float = attrs.field(validator=_real)
-    ci_high: float = attrs.field(validator=_real)
-    n_baseline: int = attrs.field(validator=_count)
-    n_candidate: int = attrs.field(validator=_count)
-    confidence: float = attrs.field(validator=_confidence_field)
-    required_speedup: float = attrs.field(validator=_positive_field)
-    method: str = attrs.field(validator=_in(METHODS))
-    cv_baseline: float = attrs.field(validator=_nonnegative_finite)
-    cv_candidate: float = attrs.field(validator=_nonnegative_finite)
+    verdict: Verdict = attrs.field(validator=one_of(VERDICTS))
+    speedup: float = attrs.field(validator=finite(minimum=0, strict=True))
+    ci_low: float = attrs.field(validator=not_nan())
+    ci_high: float = attrs.field(validator=not_nan())
+    n_baseline: int = attrs.field(validator=integer(minimum=2))
+    n_candidate: int = attrs.field(validator=integer(minimum=2))
+    confidence: float = attrs.field(validator=open_interval(0, 1))
+    required_speedup: float = attrs.field(validator=finite(minimum=0, strict=True))
+    method: str = attrs.field(validator=one_of(METHODS))
+    cv_baseline: float = attrs.field(validator=finite(minimum=0))
+    cv_candidate: float = attrs.field(validator=finite(minimum=0))
 
     def __attrs_post_init__(self) -> None:
         """Check that the interval holds the estimate and that the verdict follows the rule."""
         if not 0.0 <= self.ci_low <= self.speedup <= self.ci_high:
-            raise ValueError(
+            raise InvalidValueError(
                 "need 0 <= ci_low <= speedup <= ci_high, got "
                 f"ci_low={self.ci_low!r}, speedup={self.speedup!r}, ci_high={self.ci_high!r}"
             )
         expected = _verdict(self.ci_low, self.ci_high, self.required_speedup)
         if self.verdict != expected:
-            raise ValueError(
+            raise InvalidValueError(
                 f"verdict {self.verdict!r} contradicts the bounds [{self.ci_low!r}, "
                 f"{self.ci_high!r}] and required_speedup={self.required_speedup!r} "
                 f"(expected {expected!r})"
@@ -487,12 +462,11 @@ def decide_speedup(
     two independent samples otherwise. ``faster`` iff ``ci_low > 1 + pct/100``, ``not_faster``
     iff ``ci_high < 1 + pct/100``, else ``inconclusive`` (equality included).
     """
-    if not isinstance(paired, bool):
-        raise TypeError(f"paired must be a bool, got {paired!r}")
+    check_type("paired", paired, bool)
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
     if paired and len(base) != len(cand):
-        raise ValueError(
+        raise InvalidValueError(
             "paired timings need equal lengths: "
             f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
         )
@@ -521,7 +495,7 @@ def decide_at_look(
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
     if len(base) != len(cand):
-        raise ValueError(
+        raise InvalidValueError(
             "paired timings need equal lengths: "
             f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
         )
@@ -530,7 +504,7 @@ def decide_at_look(
     looks = check_int("n_looks", n_looks, minimum=1)
     alpha = (1.0 - level) / looks
     if alpha >= 0.5:
-        raise ValueError(
+        raise InvalidValueError(
             "(1 - confidence) / n_looks must be < 0.5, got "
             f"confidence={confidence!r}, n_looks={n_looks!r}"
         )
