@@ -39,6 +39,7 @@ from aitune_fp.core.stats import (
     is_steady,
     throughput_from_latencies,
 )
+from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.profiling import InterleavedRun, PairedTimings, Timer, time_calls, timer_for
 
@@ -251,7 +252,7 @@ def _compare_statistical(
 ) -> Measurement:
     """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
     if eager_latencies is not None:
-        raise ValueError(
+        raise InvalidValueError(
             "baseline_latencies is for decision='point' only; the statistical mode times "
             "the baseline interleaved with the candidate"
         )

@@ -26,13 +26,18 @@ import torch
 from aitune_fp import events
 from aitune_fp.backends import TorchEagerBackend
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase, safe_folder_name
-from aitune_fp.core._checks import check_threshold
+from aitune_fp.core._checks import check_threshold, of_type
 from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.correctness import check_correctness
-from aitune_fp.errors import AitunefpError
+from aitune_fp.errors import (
+    AitunefpError,
+    InvalidStateError,
+    InvalidTypeError,
+    InvalidValueError,
+)
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
 from aitune_fp.profiling import Timer, timer_for
@@ -54,11 +59,6 @@ BASELINE_DIR = "perf_validation_baseline"
 PROFILING_LOG_NAME = "profiling_error.log"
 
 
-def _bool(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{attribute.name} must be a bool, got {value!r}")
-
-
 def _threshold(value: object) -> float:
     return check_threshold("min_speedup_threshold_percent", value)
 
@@ -76,9 +76,9 @@ class ValidationOptions:
         default=DEFAULT_THRESHOLD_PERCENT, converter=_threshold
     )
     profiling_config: ProfilingConfig = attrs.field(
-        factory=ProfilingConfig, validator=attrs.validators.instance_of(ProfilingConfig)
+        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
     )
-    enabled: bool = attrs.field(default=True, validator=_bool)
+    enabled: bool = attrs.field(default=True, validator=of_type(bool))
     timer: Timer | None = attrs.field(default=None, eq=False)
 
     @property
@@ -110,7 +110,7 @@ class TuneTarget:
     ) -> TuneTarget:
         """Check the arguments a caller passed to ``tune`` (a clear error naming a bad one)."""
         if not isinstance(name, str):
-            raise TypeError(f"name must be a str (the module's name), got {name!r}")
+            raise InvalidTypeError(f"name must be a str (the module's name), got {name!r}")
         return cls(module, name, graph_spec, tuple(data), device, Path(cache_dir))
 
 
@@ -281,7 +281,9 @@ class TuneSession:
         folder = t.cache_dir / BASELINE_DIR
         try:
             if not t.data:
-                raise ValueError(f"data for {t.name!r} must hold at least one sample, got none")
+                raise InvalidValueError(
+                    f"data for {t.name!r} must hold at least one sample, got none"
+                )
             self._batch = t.graph_spec.make_batch(as_sample(t.data[0]), self.batch_size)
             self._phase(description, "baseline_build")
             start = time.perf_counter()
@@ -293,7 +295,7 @@ class TuneSession:
                 self.baseline, self._batch, self.batch_size, self.config, timer=self._timer
             )
             if not throughput > 0:
-                raise RuntimeError(f"eager baseline throughput is {throughput!r} samples/s")
+                raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
             self.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
@@ -337,7 +339,7 @@ class TuneSession:
             return spec_max
         size = max(config.batch_sizes)
         if size > spec_max:
-            raise ValueError(
+            raise InvalidValueError(
                 f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
                 f"spec's max_batch_size {spec_max}"
             )
@@ -409,7 +411,7 @@ class TuneSession:
     def _measure(self, backend: Any, description: str) -> PerformanceValidationResult:
         """Time ``backend`` against eager by the session's rule; record and report the result."""
         if self.baseline is None or self.baseline_throughput is None:
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"no eager baseline to compare against ({self.baseline_error}); "
                 "a candidate cannot be shown faster without one"
             )

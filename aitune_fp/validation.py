@@ -28,6 +28,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.profiling import Timer
 from aitune_fp.session import TuneSession, TuneTarget, ValidationOptions, one_line
@@ -178,7 +179,7 @@ def _strategy_call(obj: object) -> Callable[[TuneSession, tuple[Any, ...]], Any]
             return lambda session, args: obj.tune_session(session)
         bound = func.__get__(obj, type(obj))
         return lambda session, args: bound(*args)
-    raise TypeError(
+    raise InvalidTypeError(
         f"{type(obj).__name__} has no tune(module, name, graph_spec, data, device, cache_dir) "
         "method to validate"
     )
@@ -525,7 +526,7 @@ def validation_of(strategy: object) -> ValidatingStrategy:
     ``perf_validation_results`` and friends without a cast.
     """
     if not is_validating(strategy) or isinstance(strategy, type):
-        raise TypeError(
+        raise InvalidTypeError(
             f"validation_of needs a strategy instance wrapped by with_performance_validation, "
             f"got {strategy!r}"
         )
@@ -595,7 +596,7 @@ def with_performance_validation(
         if isinstance(t, type):  # its instances may set tune in __init__
             return _validating_class(t, options)
         if not callable(getattr(t, "tune", None)):
-            raise TypeError(
+            raise InvalidTypeError(
                 "with_performance_validation needs a strategy with a tune(module, name, "
                 f"graph_spec, data, device, cache_dir) method, got {t!r}"
             )

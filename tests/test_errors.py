@@ -340,6 +340,7 @@ CONVERTED_MODULES = [
     "core/_checks.py",
     "core/config.py",
     "core/messages.py",
+    "core/report.py",
     "core/results.py",
     "core/speedup.py",
     "core/stats.py",
@@ -349,6 +350,9 @@ CONVERTED_MODULES = [
     "inputs.py",
     "models.py",
     "profiling.py",
+    "session.py",
+    "validation.py",
+    "measure.py",
 ]
 
 #: Builtin raises that never leave their module: (module, function, exception).

@@ -14,8 +14,10 @@ from typing import Any, Literal
 
 import attrs
 
+from aitune_fp.core._checks import of_type, one_of
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.stats import SpeedupDecision
+from aitune_fp.errors import InvalidValueError
 
 __all__ = [
     "OUTCOMES",
@@ -35,7 +37,7 @@ STAGES: tuple[Stage, ...] = ("build", "correctness", "profiling", "strategy")
 Outcome = Literal["candidate", "baseline", "passthrough", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("candidate", "baseline", "passthrough", "error")
 
-_opt_str = attrs.validators.optional(attrs.validators.instance_of(str))
+_opt_str = attrs.validators.optional(of_type(str))
 
 
 @attrs.frozen(kw_only=True)
@@ -46,10 +48,10 @@ class CandidateFailure:
     fields, and ingest rebuilds it from them.
     """
 
-    backend_description: str = attrs.field(validator=attrs.validators.instance_of(str))
-    stage: Stage = attrs.field(validator=attrs.validators.in_(STAGES))
-    error_type: str = attrs.field(validator=attrs.validators.instance_of(str))
-    reason: str = attrs.field(validator=attrs.validators.instance_of(str))
+    backend_description: str = attrs.field(validator=of_type(str))
+    stage: Stage = attrs.field(validator=one_of(STAGES))
+    error_type: str = attrs.field(validator=of_type(str))
+    reason: str = attrs.field(validator=of_type(str))
     traceback_path: str | None = attrs.field(default=None, validator=_opt_str)
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,8 +72,8 @@ class TuneReport:
     ``selected_backend`` is the description of what the tune returned (None on error).
     """
 
-    run_id: str = attrs.field(validator=attrs.validators.instance_of(str))
-    module_name: str = attrs.field(validator=attrs.validators.instance_of(str))
+    run_id: str = attrs.field(validator=of_type(str))
+    module_name: str = attrs.field(validator=of_type(str))
     strategy: str | None = None
     device: str | None = None
     decision: str | None = None
@@ -129,7 +131,9 @@ def make_result(
     """
     if decision is None:
         if passed_point is None:
-            raise ValueError("passed_point is required when there is no statistical decision")
+            raise InvalidValueError(
+                "passed_point is required when there is no statistical decision"
+            )
         verdict: ResultVerdict = "faster" if passed_point else "not_faster"
         return PerformanceValidationResult(
             description,
