@@ -18,6 +18,7 @@ from typing import IO, Any, TypeAlias
 
 import attrs
 
+from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events import SCHEMA_VERSION
@@ -63,54 +64,10 @@ class BadLine:
     reason: str
 
 
-@attrs.frozen(kw_only=True)
-class FailureRecord:
-    """A candidate that failed to build, to match eager, or to be profiled (from its event)."""
-
-    backend_description: str
-    stage: str
-    error_type: str
-    reason: str
-    traceback_path: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return attrs.asdict(self)
-
-
-@attrs.frozen(kw_only=True)
-class RunSummary:
-    """Everything one tune call (one ``run_id``) reported, rebuilt from its events."""
-
-    run_id: str
-    module_name: str
-    strategy: str | None = None
-    device: str | None = None
-    decision: str | None = None
-    min_speedup_threshold_percent: float | None = None
-    required_speedup: float | None = None
-    batch_size: int | None = None
-    baseline_backend: str | None = None
-    baseline_throughput: float | None = None
-    baseline_error: str | None = None
-    disabled: bool = False
-    results: tuple[PerformanceValidationResult, ...] = ()
-    rejected: tuple[str, ...] = ()
-    failures: tuple[FailureRecord, ...] = ()
-    selected_backend: str | None = None
-    selected_is_baseline: bool | None = None
-    selected_summary: str | None = None
-    outcome: str | None = None
-    duration_s: float | None = None
-    n_events: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; results and failures as lists of dicts."""
-        data = attrs.asdict(self, recurse=False)
-        data["results"] = [r.to_dict() for r in self.results]
-        data["failures"] = [f.to_dict() for f in self.failures]
-        data["rejected"] = list(self.rejected)
-        return data
+#: A failed candidate read back from its event: the same record the wrapper makes.
+FailureRecord = CandidateFailure
+#: One run rebuilt from its events: the same frozen report the wrapper makes.
+RunSummary = TuneReport
 
 
 @attrs.frozen(kw_only=True)
@@ -328,7 +285,7 @@ class _RunBuilder:
         self.values: dict[str, Any] = {"run_id": run_id, "module_name": module_name}
         self.results: list[PerformanceValidationResult] = []
         self.rejected: list[str] = []
-        self.failures: list[FailureRecord] = []
+        self.failures: list[CandidateFailure] = []
         self.n_events = 0
 
     def add(self, name: str, f: Mapping[str, Any]) -> None:
@@ -355,7 +312,7 @@ class _RunBuilder:
             self.rejected.append(f["backend_description"])
         elif short == "candidate_failed":
             self.failures.append(
-                FailureRecord(
+                CandidateFailure(
                     backend_description=f["backend_description"],
                     stage=f["stage"],
                     error_type=f["error_type"],
