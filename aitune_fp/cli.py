@@ -28,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
+from aitune_fp.backends import registry
 from aitune_fp.core.messages import (
     ANSI_FASTER,
     ANSI_RESET,
@@ -38,14 +39,12 @@ from aitune_fp.core.messages import (
     fmt_throughput_detail,
 )
 from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
-from aitune_fp.errors import AitunefpError
 
 if TYPE_CHECKING:
     from aitune_fp.core.results import PerformanceValidationResult
     from aitune_fp.ingest import IngestReport, RunSummary
 
 __all__ = [
-    "BACKEND_NAMES",
     "EXIT_FAILURE",
     "EXIT_INCONCLUSIVE",
     "EXIT_OK",
@@ -65,21 +64,8 @@ EXIT_INCONCLUSIVE = 3
 
 PROG = "aitune-fp"
 
-#: ``--backends`` names and whether each needs CUDA.
-BACKEND_NAMES: Mapping[str, bool] = {
-    "eager": False,
-    "eager-bf16": False,
-    "compile": False,
-    "compile-bf16": False,
-    "compile-max-autotune": False,
-    "cuda-graphs": True,
-    "compile-reduce-overhead": True,
-}
-DEFAULT_BACKENDS_CPU = ("compile", "eager-bf16")
-DEFAULT_BACKENDS_CUDA = ("compile", "eager-bf16", "cuda-graphs", "compile-reduce-overhead")
 
-
-class UsageError(AitunefpError):
+class UsageError(Exception):
     """A usage or input error: reported as one line on stderr with exit code 2."""
 
 
@@ -709,36 +695,18 @@ def _profiling_config(args: argparse.Namespace) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _make_backend(name: str) -> Any:
-    import torch
-
-    from aitune_fp.backends import CudaGraphBackend, TorchCompileBackend, TorchEagerBackend
-
-    factories: dict[str, Callable[[], Any]] = {
-        "eager": TorchEagerBackend,
-        "eager-bf16": lambda: TorchEagerBackend(dtype=torch.bfloat16),
-        "compile": TorchCompileBackend,
-        "compile-bf16": lambda: TorchCompileBackend(dtype=torch.bfloat16),
-        "compile-max-autotune": lambda: TorchCompileBackend(mode="max-autotune-no-cudagraphs"),
-        "compile-reduce-overhead": lambda: TorchCompileBackend(mode="reduce-overhead"),
-        "cuda-graphs": CudaGraphBackend,
-    }
-    return factories[name]()
-
-
-def _backend_names(text: str | None, cuda: bool) -> list[str]:
+def _backend_names(text: str | None, device: str) -> list[str]:
+    """The ``--backends`` names (the registry's defaults for ``device`` when not given)."""
     if text is None:
-        return list(DEFAULT_BACKENDS_CUDA if cuda else DEFAULT_BACKENDS_CPU)
+        return list(registry.default_backends(device))
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise UsageError("--backends needs at least one name")
     for n in names:
-        if n not in BACKEND_NAMES:
-            raise UsageError(
-                f"unknown backend {n!r} in --backends; choose from {', '.join(BACKEND_NAMES)}"
-            )
-        if BACKEND_NAMES[n] and not cuda:
-            raise UsageError(f"backend {n!r} needs a CUDA device (--device cuda)")
+        try:
+            registry.check_backend(n, device)
+        except registry.BackendChoiceError as exc:
+            raise UsageError(f"--backends: {exc}") from exc
     return names
 
 
@@ -870,11 +838,11 @@ def _tune(
     from aitune_fp.validation import with_performance_validation
 
     device = _resolve_device(args.device)
-    names = _backend_names(args.backends, device.startswith("cuda"))
+    names = _backend_names(args.backends, device)
     if args.strategy == "one" and len(names) != 1:
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
     model = _load_model(args)
-    backends = [_make_backend(n) for n in names]
+    backends = [registry.make_backend(n, device) for n in names]
     if args.strategy == "one":
         inner: Any = OneBackendStrategy(backends[0])
     elif args.strategy == "first-wins":
@@ -991,8 +959,9 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
     tune.add_argument(
         "--backends",
-        help=f"comma list of {', '.join(BACKEND_NAMES)} "
-        f"(default CPU: {','.join(DEFAULT_BACKENDS_CPU)}; CUDA: {','.join(DEFAULT_BACKENDS_CUDA)})",
+        help=f"comma list of {', '.join(registry.backend_names())} "
+        f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
+        f"CUDA: {','.join(registry.default_backends('cuda'))})",
     )
     tune.add_argument(
         "--strategy", choices=("one", "first-wins", "max-throughput"), default="max-throughput"

@@ -1,18 +1,75 @@
-"""Inference backends: the ``Backend`` protocol, its lifecycle base, and the built-in backends."""
+"""Inference backends: the ``Backend`` protocol, its lifecycle base, and the built-in backends.
+
+Names load on first use (PEP 562) so that ``aitune_fp.backends.registry`` imports without torch
+(the CLI reads it for ``--help`` and ``check``); the backend classes import torch.
+"""
 
 from __future__ import annotations
 
-from aitune_fp.backends.base import BUILD_LOG_NAME, Backend, BackendBase, BackendState
-from aitune_fp.backends.compile import TorchCompileBackend
-from aitune_fp.backends.cuda_graph import CudaGraphBackend
-from aitune_fp.backends.eager import TorchEagerBackend
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aitune_fp.backends.base import BUILD_LOG_NAME, Backend, BackendBase, BackendState
+    from aitune_fp.backends.compile import TorchCompileBackend
+    from aitune_fp.backends.cuda_graph import CudaGraphBackend
+    from aitune_fp.backends.eager import TorchEagerBackend
+    from aitune_fp.backends.registry import (
+        BACKENDS,
+        BackendChoiceError,
+        BackendEntry,
+        backend_names,
+        check_backend,
+        default_backends,
+        make_backend,
+    )
+
+#: Public names: name -> submodule that defines it.
+_LAZY: dict[str, str] = {
+    "BUILD_LOG_NAME": "aitune_fp.backends.base",
+    "Backend": "aitune_fp.backends.base",
+    "BackendBase": "aitune_fp.backends.base",
+    "BackendState": "aitune_fp.backends.base",
+    "TorchCompileBackend": "aitune_fp.backends.compile",
+    "CudaGraphBackend": "aitune_fp.backends.cuda_graph",
+    "TorchEagerBackend": "aitune_fp.backends.eager",
+    "BACKENDS": "aitune_fp.backends.registry",
+    "BackendChoiceError": "aitune_fp.backends.registry",
+    "BackendEntry": "aitune_fp.backends.registry",
+    "backend_names": "aitune_fp.backends.registry",
+    "check_backend": "aitune_fp.backends.registry",
+    "default_backends": "aitune_fp.backends.registry",
+    "make_backend": "aitune_fp.backends.registry",
+}
 
 __all__ = [
+    "BACKENDS",
     "BUILD_LOG_NAME",
     "Backend",
     "BackendBase",
+    "BackendChoiceError",
+    "BackendEntry",
     "BackendState",
     "CudaGraphBackend",
     "TorchCompileBackend",
     "TorchEagerBackend",
+    "backend_names",
+    "check_backend",
+    "default_backends",
+    "make_backend",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its submodule on first access (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'aitune_fp.backends' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """List the public names, lazy ones included."""
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,202 @@
+"""The built-in backends by name: what each builds, the devices it runs on, where it is a default.
+
+The one table the CLI reads (``--backends`` names, help, defaults, construction). Adding a
+built-in backend is its module plus one :class:`BackendEntry` in ``_ENTRIES``. Importing this
+module does not import torch: each factory imports its backend (and torch) when called.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    from aitune_fp.backends.base import Backend
+
+__all__ = [
+    "BACKENDS",
+    "DEVICE_KINDS",
+    "BackendChoiceError",
+    "BackendEntry",
+    "backend_names",
+    "check_backend",
+    "default_backends",
+    "make_backend",
+]
+
+#: The device kinds a backend can declare: ``cuda:N`` devices are of kind ``cuda``.
+DEVICE_KINDS: frozenset[str] = frozenset({"cpu", "cuda"})
+
+
+class BackendChoiceError(ValueError):
+    """An unknown backend name or device kind, or a backend asked for on a device it cannot use."""
+
+
+def _check_devices(
+    instance: BackendEntry, attribute: attrs.Attribute[frozenset[str]], value: frozenset[str]
+) -> None:
+    """Reject device sets that are not frozensets of known device kinds."""
+    if not isinstance(value, frozenset) or not value <= DEVICE_KINDS:
+        raise ValueError(
+            f"BackendEntry.{attribute.name} must be a frozenset of {sorted(DEVICE_KINDS)}, "
+            f"got {value!r}"
+        )
+
+
+@attrs.frozen
+class BackendEntry:
+    """One built-in backend: its ``--backends`` name, a no-argument factory, where it runs.
+
+    ``default_on`` lists the device kinds where it is in the default candidate set; it must be a
+    subset of ``devices``.
+    """
+
+    name: str = attrs.field(validator=attrs.validators.min_len(1))
+    factory: Callable[[], Backend] = attrs.field(validator=attrs.validators.is_callable())
+    devices: frozenset[str] = attrs.field(validator=_check_devices)
+    default_on: frozenset[str] = attrs.field(validator=_check_devices)
+    summary: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        """Refuse an entry that runs nowhere or is a default where it cannot run."""
+        if not self.devices:
+            raise ValueError(f"backend {self.name!r}: devices must not be empty")
+        if not self.default_on <= self.devices:
+            raise ValueError(
+                f"backend {self.name!r}: default_on {sorted(self.default_on)} is not a subset "
+                f"of devices {sorted(self.devices)}"
+            )
+
+
+# ---- factories: each imports its backend (and torch) only when called -------------------------
+
+
+def _eager() -> Backend:
+    """Eager PyTorch in the module's own dtype (the baseline's configuration)."""
+    from aitune_fp.backends.eager import TorchEagerBackend
+
+    return TorchEagerBackend()
+
+
+def _eager_bf16() -> Backend:
+    """Eager PyTorch under bfloat16 autocast."""
+    import torch
+
+    from aitune_fp.backends.eager import TorchEagerBackend
+
+    return TorchEagerBackend(dtype=torch.bfloat16)
+
+
+def _compile() -> Backend:
+    """``torch.compile`` with its defaults."""
+    from aitune_fp.backends.compile import TorchCompileBackend
+
+    return TorchCompileBackend()
+
+
+def _compile_bf16() -> Backend:
+    """``torch.compile`` under bfloat16 autocast."""
+    import torch
+
+    from aitune_fp.backends.compile import TorchCompileBackend
+
+    return TorchCompileBackend(dtype=torch.bfloat16)
+
+
+def _compile_max_autotune() -> Backend:
+    """``torch.compile`` autotuning its kernels, without CUDA graphs (so it also runs on CPU)."""
+    from aitune_fp.backends.compile import TorchCompileBackend
+
+    return TorchCompileBackend(mode="max-autotune-no-cudagraphs")
+
+
+def _compile_reduce_overhead() -> Backend:
+    """``torch.compile`` with CUDA graphs to cut launch overhead."""
+    from aitune_fp.backends.compile import TorchCompileBackend
+
+    return TorchCompileBackend(mode="reduce-overhead")
+
+
+def _cuda_graphs() -> Backend:
+    """CUDA graph capture and replay of the eager module."""
+    from aitune_fp.backends.cuda_graph import CudaGraphBackend
+
+    return CudaGraphBackend()
+
+
+_ANY = frozenset({"cpu", "cuda"})
+_CUDA = frozenset({"cuda"})
+_NOWHERE: frozenset[str] = frozenset()
+
+# Order matters: it is the order of names in help and of the default candidates (first-wins tries
+# them in this order).
+_ENTRIES = (
+    BackendEntry("eager", _eager, _ANY, _NOWHERE, "eager PyTorch (the baseline's configuration)"),
+    BackendEntry("compile", _compile, _ANY, _ANY, "torch.compile, default mode"),
+    BackendEntry("eager-bf16", _eager_bf16, _ANY, _ANY, "eager PyTorch under bfloat16 autocast"),
+    BackendEntry(
+        "compile-bf16", _compile_bf16, _ANY, _NOWHERE, "torch.compile under bf16 autocast"
+    ),
+    BackendEntry(
+        "compile-max-autotune",
+        _compile_max_autotune,
+        _ANY,
+        _NOWHERE,
+        "torch.compile mode=max-autotune-no-cudagraphs",
+    ),
+    BackendEntry("cuda-graphs", _cuda_graphs, _CUDA, _CUDA, "CUDA graph capture and replay"),
+    BackendEntry(
+        "compile-reduce-overhead",
+        _compile_reduce_overhead,
+        _CUDA,
+        _CUDA,
+        "torch.compile mode=reduce-overhead (CUDA graphs)",
+    ),
+)
+
+#: The built-in backends, name -> entry, in help and default order. Read-only.
+BACKENDS: Mapping[str, BackendEntry] = types.MappingProxyType({e.name: e for e in _ENTRIES})
+
+
+def _device_kind(device: str) -> str:
+    """``cpu`` or ``cuda`` for a device string (``cuda:1`` is ``cuda``); refuse anything else."""
+    kind = device.partition(":")[0]
+    if kind not in DEVICE_KINDS:
+        raise BackendChoiceError(
+            f"unknown device {device!r}; backends run on {', '.join(sorted(DEVICE_KINDS))}"
+        )
+    return kind
+
+
+def backend_names() -> tuple[str, ...]:
+    """Every built-in backend name, in registry order."""
+    return tuple(BACKENDS)
+
+
+def default_backends(device_kind: str) -> tuple[str, ...]:
+    """The default candidate names on ``device_kind`` (``cpu``, ``cuda`` or ``cuda:N``)."""
+    kind = _device_kind(device_kind)
+    return tuple(name for name, entry in BACKENDS.items() if kind in entry.default_on)
+
+
+def check_backend(name: str, device_kind: str) -> BackendEntry:
+    """The entry for ``name`` if it exists and runs on ``device_kind``; else BackendChoiceError."""
+    kind = _device_kind(device_kind)
+    entry = BACKENDS.get(name)
+    if entry is None:
+        raise BackendChoiceError(
+            f"unknown backend {name!r}; choose from {', '.join(backend_names())}"
+        )
+    if kind not in entry.devices:
+        raise BackendChoiceError(
+            f"backend {name!r} runs on {' or '.join(sorted(entry.devices))} only, not on {kind}"
+        )
+    return entry
+
+
+def make_backend(name: str, device_kind: str) -> Backend:
+    """A new, unbuilt backend for ``name`` on ``device_kind``; BackendChoiceError if not allowed."""
+    return check_backend(name, device_kind).factory()
