@@ -40,7 +40,7 @@ from aitune_fp.core._checks import (
     one_of,
     open_interval,
 )
-from aitune_fp.core.speedup import required_speedup
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -449,7 +449,7 @@ def _decide(
 def decide_speedup(
     baseline_times: Sequence[float],
     candidate_times: Sequence[float],
-    min_speedup_threshold_percent: float = 1.0,
+    min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
     *,
     confidence: float = 0.95,
     paired: bool = False,
