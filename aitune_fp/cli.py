@@ -26,9 +26,8 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequenc
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import attrs
-
 from aitune_fp.backends import registry
+from aitune_fp.core.config import DECISION_MODES
 from aitune_fp.core.messages import (
     ANSI_FASTER,
     ANSI_RESET,
@@ -39,6 +38,7 @@ from aitune_fp.core.messages import (
     fmt_throughput_detail,
 )
 from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.errors import AitunefpError
 
 if TYPE_CHECKING:
     from aitune_fp.core.results import PerformanceValidationResult
@@ -65,7 +65,7 @@ EXIT_INCONCLUSIVE = 3
 PROG = "aitune-fp"
 
 
-class UsageError(Exception):
+class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""
 
 
@@ -589,19 +589,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-class Recorder:
-    """structlog processor keeping every aitune_fp event in memory (for the results document)."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-
-    def __call__(self, logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:
-        """Keep a copy of the event dict and pass it on."""
-        if str(event_dict.get("event", "")).startswith("aitune_fp."):
-            self.events.append({k: _jsonable(v) for k, v in event_dict.items()})
-        return event_dict
-
-
 def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:
     import structlog
 
@@ -748,52 +735,6 @@ def _load_model(args: argparse.Namespace) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _run_summary(
-    strategy: Any, recorder: Recorder, backend: Any, error: BaseException | None
-) -> RunSummary:
-    """The run as the results document shows it: the events, with the strategy's own results."""
-    from aitune_fp.ingest import EventLine, FailureRecord, RunSummary, summarize
-
-    run_id = strategy.run_id
-    items = [
-        EventLine(line_no=i, event=str(e["event"]), fields=e)
-        for i, e in enumerate(recorder.events, start=1)
-        if e.get("run_id") == run_id
-    ]
-    report = summarize(items)
-    run = report.runs[0] if report.runs else RunSummary(run_id=run_id or "", module_name="")
-    failures = tuple(
-        FailureRecord(
-            backend_description=f.backend_description,
-            stage=f.stage,
-            error_type=f.error_type,
-            reason=f.reason,
-            traceback_path=f.traceback_path,
-        )
-        for f in strategy.candidate_failures
-    )
-    baseline = strategy.baseline_backend
-    changes: dict[str, Any] = {
-        "results": tuple(strategy.perf_validation_results),
-        "failures": failures,
-        "baseline_throughput": strategy.baseline_throughput,
-    }
-    if baseline is not None:
-        changes["baseline_backend"] = _describe(baseline)
-    if backend is not None:
-        changes["selected_backend"] = _describe(backend)
-        changes["selected_is_baseline"] = backend is baseline
-    elif error is not None:
-        changes["selected_backend"] = None
-        changes["outcome"] = "error"
-    return attrs.evolve(run, **changes)
-
-
-def _describe(backend: Any) -> str:
-    describe = getattr(backend, "describe", None)
-    return str(describe()) if callable(describe) else type(backend).__name__
-
-
 def cmd_tune(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """``tune``: validate candidate backends against eager on a model and print the verdicts."""
     config = _profiling_config(args)
@@ -829,13 +770,14 @@ def _tune(
 ) -> int:
     import torch
 
+    from aitune_fp.session import describe
     from aitune_fp.strategies import (
         FirstWinsStrategy,
         MaxThroughputStrategy,
         NoValidBackendError,
         OneBackendStrategy,
     )
-    from aitune_fp.validation import with_performance_validation
+    from aitune_fp.validation import validation_of, with_performance_validation
 
     device = _resolve_device(args.device)
     names = _backend_names(args.backends, device)
@@ -867,10 +809,9 @@ def _tune(
         err,
         tty=use_color(err, {}),
         quiet=args.quiet,
-        candidates=[_describe(b) for b in backends],
+        candidates=[describe(b) for b in backends],
     )
-    recorder = Recorder()
-    processors: list[Any] = [recorder, progress]
+    processors: list[Any] = [progress]
     if json_log is not None:
         processors.append(JsonLines(json_log))
     configure_logging(processors)
@@ -881,19 +822,17 @@ def _tune(
             file=err,
         )
 
-    backend: Any = None
     error: NoValidBackendError | None = None
     with _stdout_to_stderr(), torch.no_grad():
         module = model.module.to(device)
         try:
-            backend = strategy.tune(
-                module, model.name, model.graph_spec, [model.sample], device, cache_dir
-            )
+            strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)
         except NoValidBackendError as exc:
             error = exc
         finally:
             progress.clear()
-    run = _run_summary(strategy, recorder, backend, error)
+    run = validation_of(strategy).last_report
+    assert run is not None  # the wrapper leaves a report for every tune, failed or not
     if args.format == "json":
         doc = {"command": "tune", "cache_dir": str(cache_dir), "run": run.to_dict()}
         if error is not None:
@@ -969,7 +908,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument(
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
-    tune.add_argument("--decision", choices=("statistical", "point"), default="statistical")
+    tune.add_argument("--decision", choices=DECISION_MODES, default=DECISION_MODES[0])
     tune.add_argument(
         "--max-seconds", type=float, help="time budget per candidate comparison (default 60)"
     )

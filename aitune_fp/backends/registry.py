@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from aitune_fp.errors import InvalidValueError
+
 if TYPE_CHECKING:
     from aitune_fp.backends.base import Backend
 
@@ -31,7 +33,7 @@ __all__ = [
 DEVICE_KINDS: frozenset[str] = frozenset({"cpu", "cuda"})
 
 
-class BackendChoiceError(ValueError):
+class BackendChoiceError(InvalidValueError):
     """An unknown backend name or device kind, or a backend asked for on a device it cannot use."""
 
 
