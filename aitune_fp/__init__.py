@@ -6,9 +6,9 @@ without torch; the shell's names (backends, profiling, the decorator) load torch
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from aitune_fp._lazy import lazy_names
 from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.messages import (
     fmt_baseline_line,
@@ -161,16 +161,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a lazily served public name on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aitune_fp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names, lazy ones included."""
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

@@ -6,8 +6,9 @@ Names load on first use (PEP 562) so that ``aitune_fp.backends.registry`` import
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from aitune_fp._lazy import lazy_names
 
 if TYPE_CHECKING:
     from aitune_fp.backends.base import BUILD_LOG_NAME, Backend, BackendBase, BackendState
@@ -60,16 +61,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name from its submodule on first access (PEP 562)."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'aitune_fp.backends' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names, lazy ones included."""
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)
