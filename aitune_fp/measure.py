@@ -4,8 +4,10 @@
 (``config.looks``) and call :func:`aitune_fp.core.stats.decide_at_look` there; stop on a settled
 verdict, after the last look, or when ``config.max_seconds`` is spent (the verdict is then the
 one of the last completed look, ``inconclusive`` if it was open; the budget counts from the start
-of warm-up). The first look always completes: without it there is nothing to decide on. A look
-that the time spent so far predicts will not fit in the budget is not started.
+of warm-up). The budget is hard: no call starts after it; a candidate that cannot complete the
+first look within it ends ``inconclusive`` with no interval, and a look that the time spent so far
+predicts will not fit is not started. While timing, the candidate's outputs of the first and last
+pair of every look go to ``spot_check`` (untimed).
 
 ``point``: AITune's rule, reproduced: the baseline measured once up front (``point_warmup_calls``
 untimed + ``point_steps`` timed calls), the candidate the same way later, throughputs from the
@@ -41,7 +43,15 @@ from aitune_fp.core.stats import (
 )
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample, as_sample
-from aitune_fp.profiling import InterleavedRun, PairedTimings, Timer, time_calls, timer_for
+from aitune_fp.profiling import (
+    InterleavedRun,
+    PairedTimings,
+    ProfilingError,
+    SpotCheck,
+    Timer,
+    time_calls,
+    timer_for,
+)
 
 __all__ = [
     "DecisionRule",
@@ -76,10 +86,12 @@ def measure_baseline_point(
     *,
     timer: Timer | None = None,
     arm: str = "baseline",
+    spot_check: SpotCheck | None = None,
 ) -> tuple[float, tuple[float, ...]]:
     """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
 
-    Returns (samples/s from mean latency, per-call latencies in seconds).
+    Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
+    the outputs of the first and last timed calls.
     """
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
@@ -90,6 +102,7 @@ def measure_baseline_point(
         warmup=config.point_warmup_calls,
         threads=config.threads,
         arm=arm,
+        spot_check=spot_check,
     )
     return throughput_from_latencies(latencies, size), latencies
 
@@ -156,15 +169,17 @@ def _statistical(
     pct: float,
     clock: Timer,
     description: str,
+    spot_check: SpotCheck | None,
 ) -> Measurement:
     start = clock.now_ns()
-    budget_ns = int(config.max_seconds * 1e9)
-    deadline = start + budget_ns
+    deadline = start + int(config.max_seconds * 1e9)
     decision: SpeedupDecision | None = None
     budget_spent = False
     sampling_ns = 0
-    with InterleavedRun(baseline, candidate, batch, timer=clock, threads=config.threads) as run:
-        run.warm_up(
+    with InterleavedRun(
+        baseline, candidate, batch, timer=clock, threads=config.threads, spot_check=spot_check
+    ) as run:
+        warmup = run.warm_up(
             window=config.warmup_window,
             tolerance=config.warmup_tolerance,
             max_calls=config.warmup_max_calls,
@@ -172,15 +187,13 @@ def _statistical(
         )
         for look in config.looks:
             need = look - run.n_pairs
-            if decision is not None:
-                now = clock.now_ns()
-                per_pair = sampling_ns / max(run.n_pairs, 1)
-                if now >= deadline or now + per_pair * need > deadline:
-                    budget_spent = True
-                    break
-            before = clock.now_ns()
-            got = run.extend(need, deadline_ns=deadline if decision is not None else None)
-            sampling_ns += clock.now_ns() - before
+            now = clock.now_ns()
+            per_pair = sampling_ns / max(run.n_pairs, 1)
+            if decision is not None and now + per_pair * need > deadline:
+                budget_spent = True  # the look would not fit: keep the last verdict
+                break
+            got = run.extend(need, deadline_ns=deadline)
+            sampling_ns += clock.now_ns() - now
             if got < need:
                 budget_spent = True
                 break
@@ -195,10 +208,53 @@ def _statistical(
             if decision.verdict != "inconclusive":
                 break
         timings = run.timings()
-    assert decision is not None  # the first look always completes
-    return _statistical_result(
-        decision, timings, size, config, budget_spent, (clock.now_ns() - start) / 1e9, description
+    wall_s = (clock.now_ns() - start) / 1e9
+    if decision is None:
+        return _undecided(
+            timings, warmup.baseline_s, warmup.candidate_s, size, config, pct, description, wall_s
+        )
+    return _statistical_result(decision, timings, size, config, budget_spent, wall_s, description)
+
+
+def _undecided(
+    timings: PairedTimings,
+    warmup_baseline_s: tuple[float, ...],
+    warmup_candidate_s: tuple[float, ...],
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    description: str,
+    wall_s: float,
+) -> Measurement:
+    """The budget ran out before the first look: inconclusive, figures from what was timed."""
+    base, cand = timings.baseline_s, timings.candidate_s
+    if not base:  # not one pair: the warm-up's timed calls are all there is
+        base, cand = warmup_baseline_s, warmup_candidate_s
+    if not base or not cand:
+        raise ProfilingError(
+            f"the budget of {config.max_seconds:g} s (max_seconds) was spent before one call "
+            "of each arm could be timed",
+            reason="budget_spent",
+        )
+    baseline_throughput = throughput_from_latencies(base, size)
+    throughput = throughput_from_latencies(cand, size)
+    result = make_result(
+        description,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=compute_speedup(throughput, baseline_throughput),
+        batch_size=size,
+        n_baseline=len(timings.baseline_s),
+        n_candidate=len(timings.candidate_s),
+        required_speedup=required_speedup(pct),
+        decision=None,
+        reason=(
+            f"budget of {config.max_seconds:g} s spent before the first look "
+            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed): too few to decide"
+        ),
+        flags=(*timings.flags, "budget_spent"),
     )
+    return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
 
 
 def _statistical_result(
@@ -249,6 +305,7 @@ def _compare_statistical(
     *,
     eager_latencies: Sequence[float] | None,
     description: str,
+    spot_check: SpotCheck | None = None,
 ) -> Measurement:
     """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
     if eager_latencies is not None:
@@ -256,7 +313,7 @@ def _compare_statistical(
             "baseline_latencies is for decision='point' only; the statistical mode times "
             "the baseline interleaved with the candidate"
         )
-    return _statistical(eager, candidate, batch, size, config, pct, timer, description)
+    return _statistical(eager, candidate, batch, size, config, pct, timer, description, spot_check)
 
 
 def _compare_point(
@@ -270,6 +327,7 @@ def _compare_point(
     *,
     eager_latencies: Sequence[float] | None,
     description: str,
+    spot_check: SpotCheck | None = None,
 ) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later."""
     start = timer.now_ns()
@@ -278,7 +336,9 @@ def _compare_point(
     else:
         base = tuple(eager_latencies)
     baseline_throughput = throughput_from_latencies(base, size)
-    _, cand = measure_baseline_point(candidate, batch, size, config, timer=timer, arm="candidate")
+    _, cand = measure_baseline_point(
+        candidate, batch, size, config, timer=timer, arm="candidate", spot_check=spot_check
+    )
     throughput = throughput_from_latencies(cand, size)
     speedup = compute_speedup(throughput, baseline_throughput)
     passed = meets_threshold(speedup, pct)
@@ -349,11 +409,14 @@ def measure_speedup(
     timer: Timer | None = None,
     baseline_latencies: Sequence[float] | None = None,
     description: str = "candidate",
+    spot_check: SpotCheck | None = None,
 ) -> Measurement:
     """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
 
     ``baseline_latencies`` (point mode only): the baseline's latencies measured once up front,
     as AITune does; measured now when None. Call failures raise ``ProfilingError``.
+    ``spot_check`` sees candidate outputs while timing (the first and last timed call of every
+    look, untimed); a mismatch raises ``SpotCheckError``.
     """
     size = check_int("batch_size", batch_size, minimum=1)
     pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
@@ -369,4 +432,5 @@ def measure_speedup(
         clock,
         eager_latencies=baseline_latencies,
         description=description,
+        spot_check=spot_check,
     )

@@ -43,6 +43,8 @@ __all__ = [
     "InterleavedRun",
     "PairedTimings",
     "ProfilingError",
+    "SpotCheck",
+    "SpotCheckError",
     "Timer",
     "WarmupReport",
     "compare",
@@ -65,6 +67,36 @@ class ProfilingError(AitunefpError, RuntimeError):
         super().__init__(message)
         self.reason = reason
         self.arm = arm
+
+
+class SpotCheckError(AitunefpError, RuntimeError):
+    """A candidate's output checked while it was timed did not match eager's.
+
+    ``call`` is the 1-based number of the candidate's timed call whose output was wrong.
+    """
+
+    def __init__(self, message: str, *, call: int) -> None:
+        """Keep the call number; the message says what differed."""
+        super().__init__(f"timed call {call}: {message}")
+        self.call = call
+
+
+#: Checks one candidate output against eager's reference; raises when it differs.
+SpotCheck = Callable[[Any], None]
+
+
+def _spot(check: SpotCheck | None, call: int) -> Callable[[Any], None] | None:
+    """``check`` for the candidate's timed call number ``call``, raising SpotCheckError."""
+    if check is None:
+        return None
+
+    def inspect(output: Any) -> None:
+        try:
+            check(output)
+        except Exception as exc:
+            raise SpotCheckError(str(exc), call=call) from exc
+
+    return inspect
 
 
 class DeviceSpan(Protocol):
@@ -209,9 +241,16 @@ def _call(fn: Callable[..., Any], batch: Sample, arm: str | None) -> Any:
 
 
 def _timed_call(
-    fn: Callable[..., Any], batch: Sample, timer: Timer, arm: str | None
+    fn: Callable[..., Any],
+    batch: Sample,
+    timer: Timer,
+    arm: str | None,
+    inspect: Callable[[Any], None] | None = None,
 ) -> tuple[float, float | None]:
-    """Wall seconds (and device seconds, if any) of one synchronised call."""
+    """Wall seconds (and device seconds, if any) of one synchronised call.
+
+    ``inspect`` sees the output after the clock stopped (the spot check), so it is never timed.
+    """
     span = timer.device_span()
     timer.sync()
     start = timer.now_ns()
@@ -222,6 +261,8 @@ def _timed_call(
         span.stop()
     timer.sync()
     stop = timer.now_ns()
+    if inspect is not None:
+        inspect(output)
     del output
     wall = max(stop - start, _MIN_NS) / 1e9
     return wall, (span.elapsed_s() if span is not None else None)
@@ -248,11 +289,13 @@ def time_calls(
     warmup: int = 0,
     threads: int | None = None,
     arm: str | None = None,
+    spot_check: SpotCheck | None = None,
 ) -> tuple[float, ...]:
     """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
 
     For the point rule and single-arm use. The batch is copied once before the first call;
-    ``arm`` names the callable in errors.
+    ``arm`` names the callable in errors. ``spot_check`` sees the outputs of the first and last
+    timed calls (untimed); a mismatch raises :class:`SpotCheckError`.
     """
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
@@ -264,7 +307,12 @@ def time_calls(
         for _ in range(warmup):
             _call(fn, sample, arm)
         clock.sync()
-        return tuple(_timed_call(fn, sample, clock, arm)[0] for _ in range(n))
+        return tuple(
+            _timed_call(
+                fn, sample, clock, arm, _spot(spot_check, i + 1) if i in (0, n - 1) else None
+            )[0]
+            for i in range(n)
+        )
 
 
 def pair_order(index: int) -> bool:
@@ -335,9 +383,15 @@ class InterleavedRun:
         *,
         timer: Timer | None = None,
         threads: int | None = None,
+        spot_check: SpotCheck | None = None,
     ) -> None:
-        """Prepare the run; nothing is called or copied until the context is entered."""
+        """Prepare the run; nothing is called or copied until the context is entered.
+
+        ``spot_check`` sees the candidate's outputs of the first and last timed pair of every
+        :meth:`extend` (untimed); a mismatch raises :class:`SpotCheckError`.
+        """
         self._fns = {"baseline": baseline, "candidate": candidate}
+        self._spot_check = spot_check
         self._batch = as_sample(batch)
         self._timer = timer
         self._threads = threads
@@ -401,8 +455,14 @@ class InterleavedRun:
         _call(self._fns[arm], self._batches[arm], arm)
         self._clock.sync()
 
-    def _timed(self, arm: str) -> tuple[float, float | None]:
-        return _timed_call(self._fns[arm], self._batches[arm], self._clock, arm)
+    def _timed(self, arm: str, *, check: bool = False) -> tuple[float, float | None]:
+        inspect = None
+        if check and arm == "candidate":
+            inspect = _spot(self._spot_check, len(self._times["candidate"]) + 1)
+        return _timed_call(self._fns[arm], self._batches[arm], self._clock, arm, inspect)
+
+    def _past(self, deadline_ns: int | None) -> bool:
+        return deadline_ns is not None and self._clock.now_ns() >= deadline_ns
 
     def warm_up(
         self, *, window: int, tolerance: float, max_calls: int, deadline_ns: int | None = None
@@ -417,12 +477,14 @@ class InterleavedRun:
         check_int("max_calls", max_calls, minimum=1)
         size = max(check_int("window", window, minimum=1), 2)
         times: dict[str, list[float]] = {"baseline": [], "candidate": []}
-        self._untimed("baseline")
-        self._untimed("candidate")
-        calls = 1
+        calls = 0
         converged = False
-        while calls < max_calls:
-            if deadline_ns is not None and self._clock.now_ns() >= deadline_ns:
+        if not self._past(deadline_ns):
+            self._untimed("baseline")
+            self._untimed("candidate")
+            calls = 1
+        while 0 < calls < max_calls:
+            if self._past(deadline_ns):
                 break
             for arm in ("baseline", "candidate"):
                 times[arm].append(self._timed(arm)[0])
@@ -443,7 +505,8 @@ class InterleavedRun:
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time ``n_pairs`` more interleaved pairs (after one untimed call per arm); return how many.
 
-        Stops early, before a pair, once the run's clock reaches ``deadline_ns``.
+        Stops early, before a pair (or before the untimed calls), once the run's clock reaches
+        ``deadline_ns``: no call starts after it.
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)
@@ -455,16 +518,22 @@ class InterleavedRun:
         # look warm from its own call (each pair's first call follows the other model)
         first = "baseline" if pair_order(self.n_pairs) else "candidate"
         second = "candidate" if first == "baseline" else "baseline"
+        if n_pairs == 0 or self._past(deadline_ns):
+            return 0
         self._untimed(second)
         self._untimed(first)
         done = 0
         while done < n_pairs:
-            if deadline_ns is not None and self._clock.now_ns() >= deadline_ns:
+            if self._past(deadline_ns):
                 break
             first, second = (
                 ("baseline", "candidate") if pair_order(self.n_pairs) else ("candidate", "baseline")
             )
-            results = {first: self._timed(first), second: self._timed(second)}
+            check = done in (0, n_pairs - 1)
+            results = {
+                first: self._timed(first, check=check),
+                second: self._timed(second, check=check),
+            }
             for arm, (wall, device) in results.items():
                 self._times[arm].append(wall)
                 if device is not None:

@@ -16,6 +16,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import make_result
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_baseline_point, measure_speedup
+from aitune_fp.profiling import ProfilingError, SpotCheckError
 from tests.test_profiling import FakeClock, fake_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -256,21 +257,103 @@ class TestOneRecord:
         assert data["verdict"] == "faster"
         assert data["decision"] == "statistical"
 
-    def test_point_result_needs_its_outcome(self) -> None:
-        """Without a statistical decision the point rule's outcome must be given."""
-        with pytest.raises(ValueError, match="passed_point"):
-            make_result(
-                "X()",
-                baseline_throughput=1.0,
-                throughput=2.0,
-                speedup=2.0,
-                batch_size=1,
-                n_baseline=2,
-                n_candidate=2,
-                required_speedup=1.01,
-                decision=None,
-                reason="x",
+    def test_without_decision_or_point_outcome_the_record_is_undecided(self) -> None:
+        """No decision and no point outcome: an inconclusive statistical record, no interval."""
+        r = make_result(
+            "X()",
+            baseline_throughput=1.0,
+            throughput=2.0,
+            speedup=2.0,
+            batch_size=1,
+            n_baseline=2,
+            n_candidate=2,
+            required_speedup=1.01,
+            decision=None,
+            reason="x",
+        )
+        assert (r.verdict, r.passed, r.decision, r.ci_low, r.ci_high) == (
+            "inconclusive",
+            False,
+            "statistical",
+            None,
+            None,
+        )
+
+
+class TestHardBudget:
+    @pytest.mark.parametrize(("per_call_s", "budget_s"), [(1.0, 5.0), (2.0, 9.0), (10.0, 25.0)])
+    def test_no_call_starts_after_the_budget(self, per_call_s: float, budget_s: float) -> None:
+        """Slow calls: the first look cannot complete; inconclusive, eager kept, budget named."""
+        clock = FakeClock()
+        m = measure_speedup(
+            fake_model(clock, noisy(per_call_s, 1, 0.01)),
+            fake_model(clock, noisy(per_call_s / 3, 2, 0.01)),
+            Sample(),
+            1,
+            config(max_seconds=budget_s),
+            timer=clock,
+        )
+        r = m.result
+        assert (r.verdict, r.passed, r.ci_low) == ("inconclusive", False, None)
+        assert r.reason.startswith(f"budget of {budget_s:g} s spent before the first look")
+        assert "budget_spent" in r.flags
+        # a call may end past the deadline, but none starts after it
+        assert m.wall_s <= budget_s + 2 * per_call_s * 1.02
+
+    def test_nothing_timed_is_a_profiling_error_naming_the_budget(self) -> None:
+        """When even the untimed first calls use the budget up, the error names it."""
+        clock = FakeClock()
+        with pytest.raises(ProfilingError, match=r"budget of 5 s \(max_seconds\)"):
+            measure_speedup(
+                fake_model(clock, noisy(10.0, 1, 0.01)),
+                fake_model(clock, noisy(10.0, 2, 0.01)),
+                Sample(),
+                1,
+                config(max_seconds=5.0),
+                timer=clock,
             )
+
+
+class TestSpotCheck:
+    @pytest.mark.parametrize("decision", ["statistical", "point"])
+    def test_outputs_are_checked_while_timing(self, decision: str) -> None:
+        """The spot check sees candidate outputs while timing; a failure names the call."""
+        clock = FakeClock()
+        seen: list[Any] = []
+
+        def check(output: Any) -> None:
+            seen.append(output)
+            if len(seen) >= 2:
+                raise AssertionError("values differ")
+
+        with pytest.raises(SpotCheckError, match="timed call") as info:
+            measure_speedup(
+                fake_model(clock, noisy(0.002, 1)),
+                fake_model(clock, noisy(0.001, 2)),
+                Sample(),
+                1,
+                config(decision=decision),
+                timer=clock,
+                spot_check=check,
+            )
+        assert info.value.call > 1
+        assert len(seen) == 2
+
+    def test_a_passing_check_changes_nothing(self) -> None:
+        """A check that passes sees the first and last pair of each look and the verdict stands."""
+        clock = FakeClock()
+        seen: list[Any] = []
+        m = measure_speedup(
+            fake_model(clock, noisy(0.002, 1)),
+            fake_model(clock, noisy(0.001, 2)),
+            Sample(),
+            1,
+            config(),
+            timer=clock,
+            spot_check=seen.append,
+        )
+        assert m.result.verdict == "faster"
+        assert len(seen) == 2  # one look of 10 pairs: its first and last pair
 
 
 class Repeat(torch.nn.Module):

@@ -17,7 +17,6 @@ import attrs
 from aitune_fp.core._checks import of_type, one_of
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.stats import SpeedupDecision
-from aitune_fp.errors import InvalidValueError
 
 __all__ = [
     "OUTCOMES",
@@ -125,14 +124,28 @@ def make_result(
 ) -> PerformanceValidationResult:
     """The one result record of a measured candidate, from the decision that settled it.
 
-    ``decision`` is the statistical decision (its verdict, estimate and bounds are taken as
-    they are); ``None`` means AITune's point rule, whose outcome is ``passed_point``. An
-    interval unbounded for lack of pairs is recorded as no bound (``ci_high=None``).
+    ``decision``: the statistical decision (its verdict, estimate and bounds are taken as they
+    are; an interval unbounded for lack of pairs is recorded as no bound, ``ci_high=None``).
+    Without one, ``passed_point`` is the outcome of AITune's point rule; with neither, the
+    statistical mode could not decide at all (budget spent before the first look): the record
+    is ``inconclusive`` with no interval.
     """
     if decision is None:
         if passed_point is None:
-            raise InvalidValueError(
-                "passed_point is required when there is no statistical decision"
+            return PerformanceValidationResult(
+                description,
+                throughput,
+                baseline_throughput,
+                speedup,
+                False,
+                n_baseline=n_baseline,
+                n_candidate=n_candidate,
+                batch_size=batch_size,
+                required_speedup=required_speedup,
+                verdict="inconclusive",
+                decision="statistical",
+                reason=reason,
+                flags=tuple(flags),
             )
         verdict: ResultVerdict = "faster" if passed_point else "not_faster"
         return PerformanceValidationResult(
