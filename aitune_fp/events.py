@@ -39,6 +39,7 @@ __all__ = [
     "candidate_rejected",
     "disabled",
     "emit",
+    "eval_mode",
     "finished",
     "info_enabled",
     "new_run_id",
@@ -54,6 +55,7 @@ SCHEMA_VERSION: Final = 1
 _PREFIX = "aitune_fp.validation."
 STARTED: Final = _PREFIX + "started"
 DISABLED: Final = _PREFIX + "disabled"
+EVAL_MODE: Final = _PREFIX + "eval_mode"
 PHASE: Final = _PREFIX + "phase"
 BASELINE_MEASURED: Final = _PREFIX + "baseline_measured"
 BASELINE_FAILED: Final = _PREFIX + "baseline_failed"
@@ -65,6 +67,7 @@ FINISHED: Final = _PREFIX + "finished"
 EVENT_NAMES: Final = (
     STARTED,
     DISABLED,
+    EVAL_MODE,
     PHASE,
     BASELINE_MEASURED,
     BASELINE_FAILED,
@@ -148,6 +151,21 @@ def disabled(run_id: str, module_name: str, *, strategy: str) -> Event:
     """Validation is off for this tune: no eager build, no profiling."""
     return _event(
         DISABLED, "warning", run_id, module_name, strategy=strategy, summary=fmt_disabled_line()
+    )
+
+
+def eval_mode(run_id: str, module_name: str, *, n_training_modules: int) -> Event:
+    """The model came in training mode: it is validated in eval mode and returned as it came."""
+    return _event(
+        EVAL_MODE,
+        "warning",
+        run_id,
+        module_name,
+        n_training_modules=n_training_modules,
+        summary=(
+            f"⚠️ {module_name} was in training mode ({n_training_modules} module(s)): validated "
+            "in eval mode (no dropout, running statistics not updated) and returned in training mode"
+        ),
     )
 
 

@@ -31,21 +31,23 @@ from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
-from aitune_fp.correctness import check_correctness
+from aitune_fp.correctness import check_correctness, compare_outputs
 from aitune_fp.errors import (
     AitunefpError,
     InvalidStateError,
     InvalidTypeError,
     InvalidValueError,
 )
+from aitune_fp.guard import ModelGuard
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
-from aitune_fp.profiling import Timer, timer_for
+from aitune_fp.profiling import SpotCheckError, Timer, timer_for
 
 __all__ = [
     "BASELINE_DIR",
     "PROFILING_LOG_NAME",
     "CandidateOutcome",
+    "ModelChangedError",
     "NoValidBackendError",
     "TuneSession",
     "TuneTarget",
@@ -129,6 +131,10 @@ class CandidateOutcome:
     def ok(self) -> bool:
         """True when the candidate is built, correct and (if gated) measurably faster."""
         return self.backend is not None
+
+
+class ModelChangedError(AitunefpError, RuntimeError):
+    """A candidate changed the user's model (a tensor, a submodule or a flag); it was restored."""
 
 
 class NoValidBackendError(AitunefpError, RuntimeError):
@@ -230,6 +236,9 @@ class TuneSession:
         self._selected: tuple[str | None, bool | None, str | None] = (None, None, None)
         self._outcome: Outcome | None = None
         self._reason: str | None = None
+        self._guard: ModelGuard | None = None
+        self._was_training: list[torch.nn.Module] = []
+        self._reference: Any = None
 
     @classmethod
     def plain(cls, target: TuneTarget, *, strategy: str = "") -> TuneSession:
@@ -277,6 +286,7 @@ class TuneSession:
                     batch_size=self.batch_size,
                 )
             )
+        self._guard_model()
         description = TorchEagerBackend().describe()
         folder = t.cache_dir / BASELINE_DIR
         try:
@@ -296,6 +306,8 @@ class TuneSession:
             )
             if not throughput > 0:
                 raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
+            with torch.no_grad():  # what every spot check while timing compares with
+                self._reference = self._batch.call(self.baseline)
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
             self.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
@@ -323,6 +335,26 @@ class TuneSession:
                 decision=self.rule.name,
             )
         )
+
+    def _guard_model(self) -> None:
+        """Validate in eval mode (saying so) and snapshot the model the tune must not change."""
+        t = self.target
+        self._was_training = ModelGuard.training_modules(t.module)
+        if self._was_training:
+            t.module.eval()
+            self._emit(
+                events.eval_mode(self.run_id, t.name, n_training_modules=len(self._was_training))
+            )
+        self._guard = ModelGuard(t.module)
+
+    def _model_changed(self) -> ModelChangedError | None:
+        """The error to record when the model differs from its snapshot (then restored)."""
+        what = None if self._guard is None else self._guard.changed()
+        if what is None:
+            return None
+        assert self._guard is not None
+        self._guard.restore()
+        return ModelChangedError(f"the candidate changed the model: {what}; the model was restored")
 
     def _resolve_batch_size(self) -> int:
         """The batch size to validate at: the graph spec's max, or what the config narrows to.
@@ -375,6 +407,9 @@ class TuneSession:
         try:
             self._phase(description, "correctness")
             try:
+                changed = self._model_changed()
+                if changed is not None:
+                    raise changed
                 check_correctness(
                     built,
                     t.module,
@@ -392,6 +427,10 @@ class TuneSession:
             self._phase(description, "measure")
             try:
                 result = self._measure(built, description)
+            except (SpotCheckError, ModelChangedError) as exc:
+                append_failure_log(log, "Backend output or model check failed while timing", exc)
+                self.release(built, log)
+                return self._failed(description, "correctness", exc, log)
             except Exception as exc:
                 path = folder / PROFILING_LOG_NAME
                 append_failure_log(path, "Backend profiling failed", exc)
@@ -417,6 +456,12 @@ class TuneSession:
             )
         assert self.options is not None and self._batch is not None and self.batch_size
         start = time.perf_counter()
+        expected_dtype = getattr(backend, "dtype", None)
+        reference = self._reference
+
+        def spot_check(output: Any) -> None:
+            compare_outputs(output, reference, expected_dtype=expected_dtype)
+
         result = self.rule.compare(
             self.baseline,
             backend,
@@ -427,7 +472,11 @@ class TuneSession:
             self._timer,
             eager_latencies=self._baseline_latencies if self.rule.keeps_eager_latencies else None,
             description=description,
+            spot_check=spot_check,
         ).result
+        changed = self._model_changed()  # while timing: a result that cannot stand
+        if changed is not None:
+            raise changed
         self.results.append(result)
         self._emit(
             events.candidate_measured(
@@ -580,9 +629,10 @@ class TuneSession:
     def finish(
         self, outcome: Outcome, description: str | None, *, reason: str | None = None
     ) -> None:
-        """Emit the finished event with the counts of this run (once)."""
+        """Give the model back as it came, then emit the finished event (once)."""
         if self._outcome is not None:
             return
+        self._give_model_back()
         self._outcome, self._reason = outcome, reason
         if self._selected[0] is None and description is not None:
             self._selected = (description, False, None)
@@ -602,6 +652,14 @@ class TuneSession:
             ),
             always=True,
         )
+
+    def _give_model_back(self) -> None:
+        """Undo any change the tune left on the model and return it to its training mode."""
+        changed = self._model_changed()
+        if changed is not None:
+            self.record_failure(self.strategy, "strategy", changed, None)
+        for m in self._was_training:
+            m.training = True
 
     def report(self) -> TuneReport:
         """The frozen report of this tune so far (no tensors, modules or backends)."""

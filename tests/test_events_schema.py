@@ -70,6 +70,7 @@ def _every_event() -> list[events.Event]:
             batch_size=None,
         ),
         events.disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
+        events.eval_mode(RUN, MODULE, n_training_modules=3),
         *(
             events.phase(RUN, MODULE, backend_description="TorchEagerBackend()", phase=p)
             for p in ("baseline_build", "baseline_measure", "build", "correctness", "measure")

@@ -107,7 +107,7 @@ class Wasteful(torch.nn.Module):
 def make_case(batch: int = 4, waste: int = 0) -> tuple[Wasteful, GraphSpec, list[Sample]]:
     """The module (real waste ``waste``), a spec allowing batch 1..``batch``, one sample."""
     torch.manual_seed(1)
-    return Wasteful(waste), GraphSpec(max_batch_size=batch), [Sample((torch.randn(1, 16),))]
+    return Wasteful(waste).eval(), GraphSpec(max_batch_size=batch), [Sample((torch.randn(1, 16),))]
 
 
 class _ModuleBackend(BackendBase):
