@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import numpy as np
 import torch
 
 __all__ = ["ModelGuard"]
@@ -19,6 +20,19 @@ __all__ = ["ModelGuard"]
 def _tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
     """Every parameter and buffer (persistent or not) under its qualified name."""
     return list(itertools.chain(module.named_parameters(), module.named_buffers()))
+
+
+def _same_bits(now: torch.Tensor, then: torch.Tensor) -> bool:
+    """Whether two tensors of one dtype and shape hold the same bits (NaN equals itself).
+
+    A byte compare through numpy: several times faster than ``torch.equal`` on CPU.
+    """
+    try:
+        a = now.detach().reshape(-1).contiguous().view(torch.uint8).numpy()
+        b = then.reshape(-1).contiguous().view(torch.uint8).numpy()
+    except (RuntimeError, TypeError):  # dtypes without a byte view (quantized, sparse)
+        return torch.equal(now, then)
+    return bool(np.array_equal(a, b))
 
 
 def _max_abs_diff(now: torch.Tensor, then: torch.Tensor) -> str:
@@ -69,7 +83,7 @@ class ModelGuard:
                     f"{tensor.dtype} {tuple(tensor.shape)}"
                 )
             now = tensor.detach().to("cpu")
-            if not torch.equal(now, copy):
+            if not _same_bits(now, copy):
                 return f"tensor {name!r} values changed{_max_abs_diff(now, copy)}"
         return None
 
@@ -88,7 +102,7 @@ class ModelGuard:
             for _, tensor, copy in self._values:
                 if tensor.dtype != copy.dtype or tensor.shape != copy.shape:
                     tensor.data = copy.to(tensor.device)
-                elif not torch.equal(tensor.detach().to("cpu"), copy):
+                elif not _same_bits(tensor.detach().to("cpu"), copy):
                     tensor.copy_(copy.to(tensor.device))
 
     @staticmethod

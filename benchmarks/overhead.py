@@ -19,11 +19,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import structlog
 import torch
 
-import aitune_fp.strategies as strategies_module
-import aitune_fp.validation as validation_module
+import aitune_fp.measure as measure_module
+import aitune_fp.session as session_module
 from aitune_fp import (
     MaxThroughputStrategy,
     OneBackendStrategy,
@@ -50,14 +51,18 @@ def _timed(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _instrument() -> None:
-    """Time the real work: builds, releases, correctness checks and measurements."""
-    validation_module.measure_speedup = _timed(validation_module.measure_speedup)  # type: ignore[assignment]
-    validation_module.measure_baseline_point = _timed(validation_module.measure_baseline_point)  # type: ignore[assignment]
-    validation_module.measure_throughput_steady = _timed(  # type: ignore[assignment]
-        validation_module.measure_throughput_steady
+    """Time the real work: builds, releases, correctness checks and measurements.
+
+    Everything else is the wrapper's own cost, the model guard's snapshot and checks included.
+    """
+    session_module.check_correctness = _timed(session_module.check_correctness)  # type: ignore[assignment]
+    session_module.measure_throughput_steady = _timed(  # type: ignore[assignment]
+        session_module.measure_throughput_steady
     )
-    validation_module.check_correctness = _timed(validation_module.check_correctness)  # type: ignore[assignment]
-    strategies_module.check_correctness = _timed(strategies_module.check_correctness)  # type: ignore[assignment]
+    for name, rule in list(measure_module._RULES.items()):
+        measure_module._RULES[name] = attrs.evolve(
+            rule, measure_eager=_timed(rule.measure_eager), compare=_timed(rule.compare)
+        )
     BackendBase.build = _timed(BackendBase.build)  # type: ignore[method-assign]
     BackendBase.deactivate = _timed(BackendBase.deactivate)  # type: ignore[method-assign]
 

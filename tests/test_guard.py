@@ -311,3 +311,20 @@ class TestHardBudget:
         (result,) = strategy.perf_validation_results
         assert result.verdict == "inconclusive"
         assert result.reason.startswith("budget of 20 s spent before the first look")
+
+
+class TestGuardCompares:
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64])
+    def test_bits_decide(self, dtype: torch.dtype) -> None:
+        """Any dtype: unchanged is unchanged (NaN included), one changed element is seen."""
+        model = torch.nn.Module()
+        values = torch.arange(12).reshape(3, 4).to(dtype)
+        if dtype.is_floating_point:
+            values[0, 0] = float("nan")
+        model.register_buffer("b", values)
+        guard = ModelGuard(model)
+        assert guard.changed() is None
+        model.b[2, 3] += 1
+        assert guard.changed() is not None and "'b' values changed" in str(guard.changed())
+        guard.restore()
+        assert guard.changed() is None
