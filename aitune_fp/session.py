@@ -180,6 +180,13 @@ def _reason(exc: BaseException) -> str:
     return f"{name}: {one_line(exc)}" if str(exc).strip() else name
 
 
+def _has_lazy(module: torch.nn.Module) -> bool:
+    """Whether some parameter or buffer is still uninitialised (a LazyModule before its call)."""
+    from torch.nn.parameter import is_lazy
+
+    return any(is_lazy(t) for t in [*module.parameters(), *module.buffers()])
+
+
 def describe(backend: Any) -> str:
     """A backend's description; its class name when it has none or ``describe`` fails."""
     try:
@@ -308,6 +315,7 @@ class TuneSession:
                 raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
             with torch.no_grad():  # what every spot check while timing compares with
                 self._reference = self._batch.call(self.baseline)
+            self._settle_guard()
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
             self.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
@@ -345,7 +353,16 @@ class TuneSession:
             self._emit(
                 events.eval_mode(self.run_id, t.name, n_training_modules=len(self._was_training))
             )
-        self._guard = ModelGuard(t.module)
+        self._guard = None if _has_lazy(t.module) else ModelGuard(t.module)
+
+    def _settle_guard(self) -> None:
+        """After eager's first calls, snapshot again if eager itself changed the model.
+
+        A lazily initialised model gets its parameters then: that state is the one candidates
+        must leave alone.
+        """
+        if self._guard is None or self._guard.changed() is not None:
+            self._guard = ModelGuard(self.target.module)
 
     def _model_changed(self) -> ModelChangedError | None:
         """The error to record when the model differs from its snapshot (then restored)."""

@@ -328,3 +328,26 @@ class TestGuardCompares:
         assert guard.changed() is not None and "'b' values changed" in str(guard.changed())
         guard.restore()
         assert guard.changed() is None
+
+
+class Lazy(torch.nn.Module):
+    """A LazyLinear model: its parameters exist only after the first call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.LazyLinear(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        CLOCK.spend(50_000)
+        return self.lin(x)
+
+
+class TestLazyModel:
+    def test_lazy_parameters_are_no_change(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Eager's first call materialises the parameters; an identical candidate is measured."""
+        module = Lazy().eval()
+        strategy = validated(OneBackendStrategy(Same()))
+        spec, data = GraphSpec(max_batch_size=4), [Sample((torch.randn(2, 16),))]
+        strategy.tune(module, "m", spec, data, "cpu", tmp_path)
+        assert strategy.candidate_failures == ()
+        assert [r.backend_description for r in strategy.perf_validation_results] == ["Same()"]
