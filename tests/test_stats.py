@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import itertools
 import json
 import math
@@ -13,13 +14,16 @@ from fractions import Fraction
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aitune_fp.core import stats
 from aitune_fp.core.stats import (
     VERDICTS,
     SpeedupDecision,
+    _PairSums,
     coefficient_of_variation,
     decide_at_look,
     decide_speedup,
@@ -31,7 +35,8 @@ from aitune_fp.core.stats import (
     throughput_from_latencies,
     unpaired_log_speedup_bounds,
 )
-from tests.strategies import latency_lists, one_sided_alphas
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from tests.strategies import latencies, latency_lists, one_sided_alphas
 
 _RANK = {"not_faster": 0, "inconclusive": 1, "faster": 2}
 
@@ -709,3 +714,412 @@ class TestBadInput:
         """Each bad input raises ValueError/TypeError whose message names the argument."""
         with pytest.raises(error, match=re.escape(name)):
             call()
+
+
+# ---------------------------------------------------------------------------------------------
+# Implicit selection (large samples): the same order statistics without building the pairs
+# ---------------------------------------------------------------------------------------------
+
+#: Values with many ties, with magnitudes far apart (rounding of the sums matters), and plain ones.
+_selection_values = st.one_of(
+    st.sampled_from([-1.0, 0.0, 0.5, 2.0, 0.1, 0.2, 0.3]),
+    st.sampled_from([1e10, -1e10, 1e-10, 3.0, 1e16 + 2.0]),
+    st.floats(-3.0, 3.0),
+)
+
+
+def _old_bounds(
+    base: list[float], cand: list[float], alpha: float, *, paired: bool
+) -> tuple[float, float, float]:
+    """The pre-selection implementation: build and sort every Walsh average or difference."""
+    if paired:
+        diffs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
+        n = len(diffs)
+        values = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
+        critical = signed_rank_critical_count(n, alpha)
+    else:
+        values = sorted(math.log(b) - math.log(c) for b in base for c in cand)
+        critical = mann_whitney_critical_count(len(base), len(cand), alpha)
+    size = len(values)
+    median = values[size // 2] if size % 2 else (values[size // 2 - 1] + values[size // 2]) / 2.0
+    if critical < 0:
+        return median, -math.inf, math.inf
+    return median, values[critical], values[size - 1 - critical]
+
+
+def _old_decision(
+    base: list[float], cand: list[float], pct: float, confidence: float, *, paired: bool
+) -> dict[str, object]:
+    """The pre-selection decision, field by field (brute-force reference for small samples)."""
+    alpha = (1.0 - confidence) / 2.0
+    estimate, lower, upper = _old_bounds(base, cand, alpha, paired=paired)
+
+    def exp(x: float) -> float:
+        try:
+            return math.exp(x)
+        except OverflowError:
+            return math.inf
+
+    ci_low, ci_high = exp(lower), exp(upper)
+    required = 1.0 + pct / 100.0
+    verdict = (
+        "faster" if ci_low > required else "not_faster" if ci_high < required else "inconclusive"
+    )
+    return {
+        "verdict": verdict,
+        "speedup": min(max(exp(estimate), ci_low), ci_high),
+        "ci_low": ci_low,
+        "ci_high": ci_high if math.isfinite(ci_high) else None,
+        "n_baseline": len(base),
+        "n_candidate": len(cand),
+        "confidence": 1.0 - 2.0 * alpha,
+        "required_speedup": required,
+        "method": "wilcoxon_signed_rank_hl" if paired else "mann_whitney_hl",
+        "cv_baseline": statistics.stdev(base) / statistics.fmean(base),
+        "cv_candidate": statistics.stdev(cand) / statistics.fmean(cand),
+    }
+
+
+class TestImplicitSelection:
+    @settings(max_examples=150, deadline=None)
+    @given(
+        rows=st.lists(_selection_values, min_size=1, max_size=12),
+        cols=st.lists(_selection_values, min_size=1, max_size=12),
+        triangle=st.booleans(),
+        sample_size=st.integers(1, 12),
+        enumerate_max=st.integers(0, 8),
+    )
+    def test_every_rank_equals_the_sorted_sums(
+        self,
+        rows: list[float],
+        cols: list[float],
+        triangle: bool,
+        sample_size: int,
+        enumerate_max: int,
+    ) -> None:
+        """select(k) is exactly the k-th of the sorted float sums, ties and rounding included.
+
+        Tiny samples and enumeration limits force the narrowing rounds even for a few sums.
+        """
+        ordered_rows = np.sort(np.array(rows, dtype=np.float64))
+        ordered_cols = ordered_rows if triangle else np.sort(np.array(cols, dtype=np.float64))
+        n = len(ordered_rows)
+        pairs = (
+            [(i, j) for i in range(n) for j in range(i, n)]
+            if triangle
+            else [(i, j) for i in range(n) for j in range(len(ordered_cols))]
+        )
+        expected = sorted(float(ordered_rows[i]) + float(ordered_cols[j]) for i, j in pairs)
+        sums = _PairSums(ordered_rows, ordered_cols, triangle=triangle)
+        assert sums.size == len(expected)
+        for rank, value in enumerate(expected):
+            got = sums.select(rank, sample_size=sample_size, enumerate_max=enumerate_max)
+            assert got == value
+            if rank + 1 < len(expected):
+                assert sums.following(value, rank) == expected[rank + 1]
+
+    def test_rank_out_of_range(self) -> None:
+        """Asking for a rank past the last sum is an error, not a wrong value."""
+        sums = _PairSums(np.array([1.0, 2.0]), np.array([1.0, 2.0]), triangle=True)
+        with pytest.raises(InvalidValueError, match="rank"):
+            sums.select(3)
+
+    @settings(max_examples=80, deadline=None)
+    @given(
+        data=st.data(),
+        alpha=one_sided_alphas,
+        paired=st.booleans(),
+        quantum=st.sampled_from([0.0, 1e-3, 1e-2]),
+    )
+    def test_implicit_path_equals_the_materialised_one(
+        self, data: st.DataObject, alpha: float, paired: bool, quantum: float
+    ) -> None:
+        """Forcing the implicit path (no pairs built) gives bit-identical estimates and bounds."""
+        base = data.draw(latency_lists)
+        size = len(base) if paired else data.draw(st.integers(2, 30))
+        cand = data.draw(st.lists(latencies, min_size=size, max_size=size))
+        if quantum:  # a coarse timer: many tied timings
+            base = [max(quantum, round(b / quantum) * quantum) for b in base]
+            cand = [max(quantum, round(c / quantum) * quantum) for c in cand]
+        bounds = paired_log_speedup_bounds if paired else unpaired_log_speedup_bounds
+        materialised = bounds(base, cand, alpha)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(stats, "_MATERIALISE_MAX_PAIRS", 0)
+            implicit = bounds(base, cand, alpha)
+        assert implicit == materialised
+
+    @settings(max_examples=120)
+    @given(
+        data=st.data(),
+        pct=st.floats(-50.0, 100.0),
+        confidence=st.floats(0.5, 0.999),
+        paired=st.booleans(),
+        quantum=st.sampled_from([0.0, 1e-3]),
+    )
+    def test_small_sample_decisions_are_unchanged(
+        self, data: st.DataObject, pct: float, confidence: float, paired: bool, quantum: float
+    ) -> None:
+        """Up to 30 timings per arm every field equals the old build-and-sort implementation."""
+        base = data.draw(latency_lists)
+        size = len(base) if paired else data.draw(st.integers(2, 30))
+        cand = data.draw(st.lists(latencies, min_size=size, max_size=size))
+        if quantum:
+            base = [max(quantum, round(b / quantum) * quantum) for b in base]
+            cand = [max(quantum, round(c / quantum) * quantum) for c in cand]
+        got = decide_speedup(base, cand, pct, confidence=confidence, paired=paired).to_dict()
+        assert got == _old_decision(base, cand, pct, confidence, paired=paired)
+
+    @pytest.mark.parametrize(("n", "m"), [(300, 300), (447, 447), (150, 600)])
+    def test_untied_samples_in_the_normal_range_are_unchanged(self, n: int, m: int) -> None:
+        """Past the exact nulls but still built and sorted: no ties, so the old results stand."""
+        rng = random.Random(n + m)
+        base = [0.01 * rng.lognormvariate(0.0, 0.1) for _ in range(n)]
+        cand = [0.01 / 1.01 * rng.lognormvariate(0.0, 0.1) for _ in range(m)]
+        if n == m:
+            assert decide_speedup(base, cand, paired=True).to_dict() == _old_decision(
+                base, cand, 1.0, 0.95, paired=True
+            )
+        assert decide_speedup(base, cand).to_dict() == _old_decision(
+            base, cand, 1.0, 0.95, paired=False
+        )
+
+    def test_large_sample_noise_matches_statistics_stdev(self) -> None:
+        """Above the exact-stdev size the fsum noise figure agrees with statistics.stdev."""
+        rng = random.Random(11)
+        times = tuple(0.01 * rng.lognormvariate(0.0, 0.2) for _ in range(5000))
+        exact = statistics.stdev(times) / statistics.fmean(times)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(stats, "_EXACT_STDEV_MAX", 10)
+            assert coefficient_of_variation(times) == pytest.approx(exact, rel=1e-12)
+
+    @given(values=st.lists(st.sampled_from([0.1, 0.2, 0.3, 1.5]), max_size=40))
+    def test_tie_terms_agree(self, values: list[float]) -> None:
+        """The vectorised tie term equals the pure one: sum(t**3 - t) over runs of equal values."""
+        ordered = sorted(values)
+        expected = sum(t**3 - t for t in (ordered.count(v) for v in set(ordered)))
+        assert stats._tie_term(ordered) == expected
+        assert stats._tie_term_sorted(np.array(ordered, dtype=np.float64)) == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# Tie and continuity correction of the normal approximation
+# ---------------------------------------------------------------------------------------------
+
+
+class TestTieCorrection:
+    def test_exact_range_ignores_ties(self) -> None:
+        """The exact nulls assume no ties: the tie term does not move their counts."""
+        assert signed_rank_critical_count(50, 0.01, tie_term=60) == signed_rank_critical_count(
+            50, 0.01
+        )
+        assert mann_whitney_critical_count(20, 20, 0.025, tie_term=24) == 127
+
+    @pytest.mark.parametrize("tie_term", [0, 6, 10**6, 10**8])
+    def test_signed_rank_uses_the_midrank_variance(self, tie_term: int) -> None:
+        """Above n = 200: c = floor(mean + z * sd - 1/2), var = n(n+1)(2n+1)/24 - tie_term/48."""
+        n, alpha = 1000, 0.025
+        variance = n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
+        z = statistics.NormalDist().inv_cdf(alpha)
+        expected = math.floor(n * (n + 1) / 4 + z * math.sqrt(variance) - 0.5)
+        assert signed_rank_critical_count(n, alpha, tie_term=tie_term) == expected
+
+    @pytest.mark.parametrize("tie_term", [0, 6, 10**6, 10**8])
+    def test_mann_whitney_uses_the_midrank_variance(self, tie_term: int) -> None:
+        """Above n*m = 10000: var = nm/12 ((N+1) - tie_term / (N (N-1))), continuity corrected."""
+        n, m, alpha = 1000, 800, 0.025
+        pooled = n + m
+        variance = n * m / 12 * ((pooled + 1) - tie_term / (pooled * (pooled - 1)))
+        z = statistics.NormalDist().inv_cdf(alpha)
+        expected = math.floor(n * m / 2 + z * math.sqrt(variance) - 0.5)
+        assert mann_whitney_critical_count(n, m, alpha, tie_term=tie_term) == expected
+
+    def test_midrank_variance_identity(self) -> None:
+        """The correction is the variance of the midrank statistics: sum(r^2)/4 for signed ranks."""
+        values = [1.0, 1.0, 2.0, 3.0, 3.0, 3.0, 4.0, 5.0, 5.0, 5.0, 5.0]
+        n = len(values)
+        midranks = [
+            (sum(1 for w in values if w < v) + 1 + sum(1 for w in values if w <= v)) / 2
+            for v in values
+        ]
+        tie_term = stats._tie_term(sorted(values))
+        assert sum(r * r for r in midranks) / 4 == pytest.approx(
+            n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
+        )
+
+    @given(alpha=one_sided_alphas, tie_term=st.integers(0, 6_000_000))
+    def test_ties_never_widen_the_interval(self, alpha: float, tie_term: int) -> None:
+        """Less null variance gives a larger count, i.e. a narrower interval, never a wider one."""
+        assert signed_rank_critical_count(500, alpha, tie_term=tie_term) >= (
+            signed_rank_critical_count(500, alpha)
+        )
+        assert mann_whitney_critical_count(150, 150, alpha, tie_term=tie_term) >= (
+            mann_whitney_critical_count(150, 150, alpha)
+        )
+
+    def test_all_tied_samples_still_have_a_positive_variance(self) -> None:
+        """The largest tie terms (every value of each sample equal) are accepted."""
+        assert signed_rank_critical_count(300, 0.01, tie_term=300**3 - 300) >= 0
+        most = 200**3 - 200 + 100**3 - 100
+        assert mann_whitney_critical_count(200, 100, 0.01, tie_term=most) >= 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Accepted inputs: any 1-D sequence of real numbers
+# ---------------------------------------------------------------------------------------------
+
+_BASE = [0.0100, 0.0110, 0.0105, 0.0102, 0.0111, 0.0108, 0.0104, 0.0109]
+_CAND = [0.0080, 0.0082, 0.0081, 0.0079, 0.0083, 0.0084, 0.0080, 0.0085]
+
+
+class TestInputKinds:
+    @pytest.mark.parametrize("paired", [True, False])
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+    def test_numpy_float_arrays(self, dtype: Any, paired: bool) -> None:
+        """A float array decides as the list of its values (as floats) does."""
+        base, cand = np.array(_BASE, dtype=dtype), np.array(_CAND, dtype=dtype)
+        expected = decide_speedup(base.tolist(), cand.tolist(), paired=paired)
+        assert decide_speedup(base, cand, paired=paired) == expected
+        assert decide_speedup(list(base), tuple(cand), paired=paired) == expected  # np scalars
+
+    @pytest.mark.parametrize("paired", [True, False])
+    def test_numpy_integer_arrays(self, paired: bool) -> None:
+        """Integer timings (e.g. nanoseconds as int64) are real numbers too."""
+        base = np.array([1000, 1100, 1050, 1020, 1110, 1080], dtype=np.int64)
+        cand = np.array([800, 820, 810, 790, 830, 840], dtype=np.uint32)
+        expected = decide_speedup(base.tolist(), cand.tolist(), paired=paired)
+        assert decide_speedup(base, cand, paired=paired) == expected
+
+    @pytest.mark.parametrize("paired", [True, False])
+    def test_torch_tensors(self, paired: bool) -> None:
+        """1-D tensors (and lists of 0-d tensors) decide as the equivalent lists."""
+        torch = pytest.importorskip("torch")
+        base = torch.tensor(_BASE, dtype=torch.float32)
+        cand = torch.tensor(_CAND, dtype=torch.float64)
+        expected = decide_speedup(base.tolist(), cand.tolist(), paired=paired)
+        assert decide_speedup(base, cand, paired=paired) == expected
+        assert decide_speedup(list(base), list(cand), paired=paired) == expected
+
+    def test_other_iterables(self) -> None:
+        """Tuples, generators and array.array are read like lists."""
+        expected = decide_speedup(_BASE, _CAND)
+        assert decide_speedup(tuple(_BASE), (c for c in _CAND)) == expected
+        assert decide_speedup(array.array("d", _BASE), _CAND) == expected
+
+    def test_the_other_timing_functions_accept_arrays(self) -> None:
+        """Every function that takes timings reads arrays the same way."""
+        values = np.array(_BASE, dtype=np.float32)
+        assert coefficient_of_variation(values) == coefficient_of_variation(values.tolist())
+        assert throughput_from_latencies(values, 8) == throughput_from_latencies(values.tolist(), 8)
+        assert is_steady(values, 4, 0.5) == is_steady(values.tolist(), 4, 0.5)
+
+
+_BAD_KINDS: list[tuple[str, Callable[[], object], type[Exception], str]] = [
+    ("2-D array", lambda: decide_speedup(np.ones((2, 3)), _CAND), InvalidTypeError, "1-D"),
+    ("column", lambda: decide_speedup(_BASE, np.ones((8, 1))), InvalidTypeError, "candidate_times"),
+    ("numpy scalar", lambda: decide_speedup(np.float64(1.0), _CAND), InvalidTypeError, "baseline"),
+    ("0-d array", lambda: decide_speedup(_BASE, np.array(0.5)), InvalidTypeError, "candidate"),
+    (
+        "bool array",
+        lambda: decide_speedup(np.array([True, False]), _CAND),
+        InvalidTypeError,
+        "baseline_times[0]",
+    ),
+    (
+        "numpy bool item",
+        lambda: decide_speedup([0.01, np.True_], _CAND),
+        InvalidTypeError,
+        "baseline_times[1]",
+    ),
+    (
+        "nan in float32",
+        lambda: decide_speedup(_BASE, np.array([0.01, np.nan], dtype=np.float32)),
+        InvalidValueError,
+        "candidate_times[1]",
+    ),
+    (
+        "nan numpy scalar",
+        lambda: decide_speedup([np.float32(np.nan), 0.01], _CAND),
+        InvalidValueError,
+        "baseline_times[0]",
+    ),
+    (
+        "inf array",
+        lambda: decide_speedup(np.array([0.01, np.inf]), _CAND),
+        InvalidValueError,
+        "baseline_times[1]",
+    ),
+    (
+        "zero int array",
+        lambda: decide_speedup(np.array([3, 0], dtype=np.int64), _CAND),
+        InvalidValueError,
+        "baseline_times[1]",
+    ),
+    (
+        "complex array",
+        lambda: decide_speedup(np.array([1 + 1j, 2]), _CAND),
+        InvalidTypeError,
+        "baseline_times[0]",
+    ),
+    (
+        "str array",
+        lambda: decide_speedup(np.array(["1", "2"]), _CAND),
+        InvalidTypeError,
+        "baseline_times[0]",
+    ),
+    (
+        "huge int",
+        lambda: decide_speedup([1, 10**400], _CAND),
+        InvalidValueError,
+        "baseline_times[1]",
+    ),
+    (
+        "nested list",
+        lambda: decide_speedup([[0.01], [0.02]], _CAND),
+        InvalidTypeError,
+        "baseline_times[0]",
+    ),
+    (
+        "tie term negative",
+        lambda: signed_rank_critical_count(300, 0.01, tie_term=-1),
+        InvalidValueError,
+        "tie_term",
+    ),
+    (
+        "tie term bool",
+        lambda: mann_whitney_critical_count(300, 300, 0.01, tie_term=_any(True)),
+        InvalidTypeError,
+        "tie_term",
+    ),
+    (
+        "tie term too big",
+        lambda: signed_rank_critical_count(3, 0.01, tie_term=25),
+        InvalidValueError,
+        "tie_term",
+    ),
+]
+
+
+class TestBadKinds:
+    @pytest.mark.parametrize(
+        ("call", "error", "name"),
+        [case[1:] for case in _BAD_KINDS],
+        ids=[case[0] for case in _BAD_KINDS],
+    )
+    def test_refused_with_the_library_errors(
+        self, call: Callable[[], object], error: type[Exception], name: str
+    ) -> None:
+        """Wrong kinds are InvalidTypeError, bad values InvalidValueError, naming the argument."""
+        with pytest.raises(error, match=re.escape(name)):
+            call()
+
+    def test_torch_refusals(self) -> None:
+        """A 2-D tensor, a bool tensor and a NaN tensor are refused like the numpy ones."""
+        torch = pytest.importorskip("torch")
+        with pytest.raises(InvalidTypeError, match="1-D"):
+            decide_speedup(torch.ones(2, 4), _CAND)
+        with pytest.raises(InvalidTypeError, match=re.escape("baseline_times[0]")):
+            decide_speedup(torch.tensor([True, False]), _CAND)
+        with pytest.raises(InvalidValueError, match=re.escape("candidate_times[1]")):
+            decide_speedup(_BASE, torch.tensor([0.01, float("nan")]))
+        with pytest.raises(InvalidTypeError, match=re.escape("candidate_times[0]")):
+            decide_speedup(_BASE, [torch.tensor([0.01]), 0.02])

@@ -11,20 +11,27 @@ Verdict rule (one look): ``faster`` when ``ci_low > required_speedup``, ``not_fa
 reported (ratio) scale, so a bound that lands exactly on the threshold never settles the question:
 it gives ``inconclusive``, and the fields of :class:`SpeedupDecision` always reproduce its verdict.
 
-Everything here is pure Python (no numpy, no torch, no clocks, no I/O). The bounds sort all
-Walsh averages / pairwise differences: O(n^2 log n) time and O(n^2) memory, meant for up to a
-few thousand timings per arm.
+No torch, no clocks, no I/O. Timings may be any 1-D sequence of real numbers: lists, tuples,
+numpy arrays of any real dtype, 1-D tensors (read through ``.tolist()``, never imported here).
+Up to ``_MATERIALISE_MAX_PAIRS`` Walsh averages / pairwise differences the bounds sort them all,
+in pure Python, exactly as they always did. Above, they are never built: the few order statistics
+needed are selected implicitly from the sorted samples (:class:`_PairSums`, numpy imported lazily),
+O(n log n) time and O(n) memory, so a million timings per arm decide in seconds.
 """
 
 from __future__ import annotations
 
 import bisect
+import decimal
 import functools
+import itertools
 import math
+import numbers
+import operator
 import statistics
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, SupportsFloat, TypeAlias
 
 import attrs
 
@@ -43,6 +50,10 @@ from aitune_fp.core._checks import (
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
 __all__ = [
     "METHODS",
     "VERDICTS",
@@ -60,6 +71,10 @@ __all__ = [
     "unpaired_log_speedup_bounds",
 ]
 
+#: What the timing arguments accept: a 1-D sequence of real numbers (list, tuple, numpy array of
+#: any real dtype, 1-D tensor); checked at run time by :func:`_timings`.
+_Timings: TypeAlias = Iterable[SupportsFloat]
+
 Verdict = Literal["faster", "not_faster", "inconclusive"]
 VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
 
@@ -70,6 +85,11 @@ METHODS: tuple[str, ...] = ("wilcoxon_signed_rank_hl", "mann_whitney_hl")
 _SIGNED_RANK_EXACT_MAX_N = 200
 #: Largest n*m for which the Mann-Whitney null distribution is computed exactly.
 _MANN_WHITNEY_EXACT_MAX_NM = 10_000
+#: Most Walsh averages / pairwise differences that are built and sorted (the exact, pure path);
+#: above, the order statistics are selected implicitly (:class:`_PairSums`).
+_MATERIALISE_MAX_PAIRS = 100_000
+#: Most timings per arm whose standard deviation comes from the exact ``statistics.stdev``.
+_EXACT_STDEV_MAX = 100_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -77,12 +97,77 @@ _MANN_WHITNEY_EXACT_MAX_NM = 10_000
 # --------------------------------------------------------------------------------------------
 
 
-def _timings(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
-    """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+def _got(value: object) -> str:
+    """``value``'s repr and type name, for a type error's message."""
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _items(name: str, values: object) -> list[Any]:
+    """The items of a 1-D sequence, array or tensor (arrays and tensors via ``.tolist()``).
+
+    Anything with an ``ndim`` other than 1 (a 2-D array, a 0-d tensor, a numpy scalar) is refused,
+    so a matrix is never read as a list of rows. numpy and torch are duck-typed, not imported.
+    """
+    if isinstance(values, (str, bytes)):
         raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
-    items = tuple(values)
-    result = tuple(check_positive(f"{name}[{i}]", v) for i, v in enumerate(items))
+    ndim = getattr(values, "ndim", None)
+    if isinstance(ndim, int):
+        if ndim != 1:
+            shape = getattr(values, "shape", None)
+            shown = "" if shape is None else f" of shape {tuple(shape)!r}"
+            raise InvalidTypeError(
+                f"{name} must be a 1-D sequence of numbers, "
+                f"got a {ndim}-D {type(values).__name__}{shown}"
+            )
+        to_list = getattr(values, "tolist", None)
+        if callable(to_list):
+            items = to_list()
+            if isinstance(items, list):
+                return items
+    if not isinstance(values, Iterable):
+        raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
+    return list(values)
+
+
+def _real(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number (also a numpy scalar, 0-d array or tensor).
+
+    int, float, Fraction, Decimal and numpy scalars convert with ``float()``. Bools (Python, numpy or tensor) are refused like any non-number: a flag is not a timing.
+    """
+    if isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        number: object = value  # int, float, numpy floating/integer scalars, Fraction, Decimal
+    elif getattr(value, "ndim", None) == 0 and callable(getattr(value, "tolist", None)):
+        number = value.tolist()  # type: ignore[attr-defined]  # a 0-d array or tensor
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    else:
+        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    try:
+        return float(number)  # type: ignore[arg-type]
+    except (OverflowError, ValueError):  # beyond float range; a signalling Decimal NaN
+        raise InvalidValueError(f"{name} must be finite, got {value!r}") from None
+
+
+def _timings(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
+    """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them.
+
+    Accepts any 1-D sequence of real numbers (see :func:`_items`). Plain int/float items take a
+    C-speed check; anything else, or a bad value, goes item by item so the error names its index.
+    """
+    items = _items(name, values)
+    if all(issubclass(kind, (float, int)) and kind is not bool for kind in set(map(type, items))):
+        try:
+            floats = list(map(float, items))
+        except OverflowError:
+            floats = []  # an int beyond float range: the item-by-item pass names it
+        ok = len(floats) == len(items) >= minimum and all(map(math.isfinite, floats))
+        if ok and (not floats or min(floats) > 0):
+            return tuple(floats)
+    result = tuple(
+        check_positive(f"{name}[{i}]", _real(f"{name}[{i}]", v)) for i, v in enumerate(items)
+    )
     if len(result) < minimum:
         raise InvalidValueError(
             f"{name} needs at least {minimum} values, got {len(result)}: {items!r}"
@@ -122,7 +207,7 @@ def _sorted_median(values: Sequence[float]) -> float:
 # --------------------------------------------------------------------------------------------
 
 
-def throughput_from_latencies(latencies_s: Sequence[float], batch_size: int) -> float:
+def throughput_from_latencies(latencies_s: _Timings, batch_size: int) -> float:
     """Return samples per second from the MEAN latency (``batch_size / mean``), as AITune reports it.
 
     One latency is enough for a throughput; every latency must be finite and > 0.
@@ -132,13 +217,25 @@ def throughput_from_latencies(latencies_s: Sequence[float], batch_size: int) -> 
     return batch / statistics.fmean(values)
 
 
-def coefficient_of_variation(values: Sequence[float]) -> float:
+def coefficient_of_variation(values: _Timings) -> float:
     """Sample standard deviation (n-1) over the mean of positive timings: their relative noise."""
-    items = _timings("values", values)
-    return statistics.stdev(items) / statistics.fmean(items)
+    return _cv(_timings("values", values))
 
 
-def is_steady(times: Sequence[float], window: int, tolerance: float) -> bool:
+def _cv(items: tuple[float, ...]) -> float:
+    """:func:`coefficient_of_variation` of checked timings.
+
+    ``statistics.stdev`` (exact, but ~1 s per million values) up to ``_EXACT_STDEV_MAX`` values;
+    above, two passes of ``math.fsum`` (within a few ulps of it, ten times faster).
+    """
+    if len(items) <= _EXACT_STDEV_MAX:
+        return statistics.stdev(items) / statistics.fmean(items)
+    mean = math.fsum(items) / len(items)
+    variance = math.fsum((x - mean) ** 2 for x in items) / (len(items) - 1)
+    return math.sqrt(variance) / mean
+
+
+def is_steady(times: _Timings, window: int, tolerance: float) -> bool:
     """Warm-up test: the last ``window`` times spread by at most ``tolerance`` of their median.
 
     True when ``len(times) >= window`` and ``(max - min) / median`` of the last ``window`` values is
@@ -153,9 +250,7 @@ def is_steady(times: Sequence[float], window: int, tolerance: float) -> bool:
     return (max(last) - min(last)) / statistics.median(last) <= tol
 
 
-def level_shift_index(
-    times: Sequence[float], *, min_segment: int = 10, ratio: float = 0.15
-) -> int | None:
+def level_shift_index(times: _Timings, *, min_segment: int = 10, ratio: float = 0.15) -> int | None:
     """First split index where the timing level shifts, to flag samples measured after it.
 
     Returns the smallest ``k`` with ``min_segment <= k <= len(times) - min_segment`` such that
@@ -242,48 +337,77 @@ def _exact_critical(cumulative: tuple[int, ...], total: int, alpha: float) -> in
     return bisect.bisect_right(cumulative, limit) - 1
 
 
-def _normal_critical(mean: float, sd: float, alpha: float, cap: int) -> int:
+def _normal_critical(mean: float, variance: float, alpha: float, cap: int) -> int:
     """Largest ``c`` with ``Phi((c + 0.5 - mean) / sd) <= alpha`` (continuity corrected), <= cap."""
     z = statistics.NormalDist().inv_cdf(alpha)
-    c = math.floor(mean + z * sd - 0.5)
+    c = math.floor(mean + z * math.sqrt(variance) - 0.5)
     return max(-1, min(c, cap))
 
 
-def signed_rank_critical_count(n: int, alpha: float) -> int:
+def _tie_term(sorted_values: Iterable[float]) -> int:
+    """``sum(t**3 - t)`` over the runs of ``t`` equal values in sorted values (0 when untied)."""
+    term = 0
+    for _, run in itertools.groupby(sorted_values):
+        t = sum(1 for _ in run)
+        term += t**3 - t
+    return term
+
+
+def _check_tie_term(tie_term: object, *sizes: int) -> int:
+    """Return ``tie_term`` if it is an int in ``[0, sum(s**3 - s)]`` (all of each sample tied)."""
+    term = check_int("tie_term", tie_term, minimum=0)
+    most = sum(size**3 - size for size in sizes)
+    if term > most:
+        raise InvalidValueError(
+            f"tie_term must be <= {most} (every value of each sample tied), got {tie_term!r}"
+        )
+    return term
+
+
+def signed_rank_critical_count(n: int, alpha: float, *, tie_term: int = 0) -> int:
     """Largest ``c`` with ``P0(T+ <= c) <= alpha`` under the exact Wilcoxon signed-rank null.
 
     ``T+`` is the sum of the ranks of the positive differences among ``n`` untied, nonzero pairs;
     the ``(c+1)``-th smallest Walsh average is then a one-sided ``1 - alpha`` lower bound of the
     pseudo-median. Returns -1 when even ``P0(T+ <= 0) = 2**-n`` exceeds ``alpha`` (``n`` too small
-    for that level). Exact for ``n <= 200``, normal approximation with continuity correction above.
+    for that level). Exact for ``n <= 200``, normal approximation with continuity correction above,
+    where ``tie_term = sum(t**3 - t)`` over groups of ``t`` equal differences lowers the variance
+    by ``tie_term / 48`` (the midrank null; ties within the differences survive every shift, so the
+    inverted test sees them at every candidate value). The exact null ignores ``tie_term``.
     ``alpha`` must lie in (0, 0.5). Example: ``signed_rank_critical_count(10, 0.01) == 5``.
     """
     size = check_int("n", n, minimum=1)
     level = _alpha("alpha", alpha)
+    ties = _check_tie_term(tie_term, size)
     if size <= _SIGNED_RANK_EXACT_MAX_N:
         return _exact_critical(_signed_rank_lower_cdf(size), 2**size, level)
     total = size * (size + 1) // 2
-    sd = math.sqrt(size * (size + 1) * (2 * size + 1) / 24.0)
-    return _normal_critical(total / 2.0, sd, level, (total - 1) // 2)
+    variance = (size * (size + 1) * (2 * size + 1) - ties / 2) / 24.0
+    return _normal_critical(total / 2.0, variance, level, (total - 1) // 2)
 
 
-def mann_whitney_critical_count(n: int, m: int, alpha: float) -> int:
+def mann_whitney_critical_count(n: int, m: int, alpha: float, *, tie_term: int = 0) -> int:
     """Largest ``c`` with ``P0(U <= c) <= alpha`` under the Mann-Whitney null for sizes ``n, m``.
 
     ``U`` counts the pairs ``(i, j)`` with ``x_i > y_j`` among two independent, untied samples; the
     ``(c+1)``-th smallest of the ``n*m`` differences is then a one-sided ``1 - alpha`` lower bound of
     the shift. Returns -1 when no ``c`` qualifies. Exact for ``n*m <= 10000``, normal approximation
-    with continuity correction above. ``alpha`` must lie in (0, 0.5).
+    with continuity correction above, where ``tie_term = sum(t**3 - t)`` over groups of ``t`` equal
+    values WITHIN each sample scales the variance by ``1 - tie_term / ((N + 1) N (N - 1))``,
+    ``N = n + m`` (at a shift that the interval inverts, only within-sample ties remain). The
+    exact null ignores ``tie_term``. ``alpha`` must lie in (0, 0.5).
     """
     first = check_int("n", n, minimum=1)
     second = check_int("m", m, minimum=1)
     level = _alpha("alpha", alpha)
+    ties = _check_tie_term(tie_term, first, second)
     product = first * second
     if product <= _MANN_WHITNEY_EXACT_MAX_NM:
         cumulative = _mann_whitney_lower_cdf(first, second)
         return _exact_critical(cumulative, math.comb(first + second, first), level)
-    sd = math.sqrt(product * (first + second + 1) / 12.0)
-    return _normal_critical(product / 2.0, sd, level, (product - 1) // 2)
+    pooled = first + second
+    variance = (product * (pooled + 1) - product * ties / (pooled * (pooled - 1))) / 12.0
+    return _normal_critical(product / 2.0, variance, level, (product - 1) // 2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,48 +423,269 @@ def _bounds_from_sorted(values: Sequence[float], critical: int) -> tuple[float, 
     return estimate, values[critical], values[len(values) - 1 - critical]
 
 
-def paired_log_speedup_bounds(
-    baseline_times: Sequence[float], candidate_times: Sequence[float], alpha_one_sided: float
-) -> tuple[float, float, float]:
-    """Hodges-Lehmann log speedup of paired timings with its Wilcoxon signed-rank bounds.
+class _PairSums:
+    """The sums ``rows[i] + cols[j]`` of two sorted arrays, selected from without building them.
 
-    ``d_i = ln(b_i) - ln(c_i)``; the estimate is the median of the Walsh averages
-    ``(d_i + d_j) / 2, i <= j``; with ``c = signed_rank_critical_count(n, alpha_one_sided)`` the
-    lower bound is their ``(c+1)``-th smallest and the upper bound their ``(c+1)``-th largest
-    (``-inf`` / ``+inf`` when ``c == -1``). Returns ``(estimate, lower, upper)`` on the LOG scale.
+    All ``len(rows) * len(cols)`` pairs, or only ``j >= i`` when ``triangle`` (``rows`` is
+    ``cols``: the Walsh sums). Float addition is monotone in each operand, so every row is sorted
+    and "how many sums of row i lie below v" is one binary search per row (:meth:`cuts`), exact in
+    floating point. :meth:`select` keeps a band of columns per row around the wanted rank and cuts
+    it at pivots drawn from a random sample of the band: each round keeps a few percent of it, so
+    a few O(n log n) rounds leave a band small enough to sort. Sums are the very floats the
+    materialised path computes, so the order statistics are identical; the seed only sets speed.
     """
-    base = _timings("baseline_times", baseline_times)
-    cand = _timings("candidate_times", candidate_times)
+
+    def __init__(
+        self, rows: NDArray[np.float64], cols: NDArray[np.float64], *, triangle: bool
+    ) -> None:
+        import numpy as np
+
+        self.rows = rows
+        self.cols = cols
+        count = len(rows)
+        self.start = (
+            np.arange(count, dtype=np.int64) if triangle else np.zeros(count, dtype=np.int64)
+        )
+        self.stop = np.full(count, len(cols), dtype=np.int64)
+        #: How many sums there are: ``len(rows) * len(cols)``, or ``n (n + 1) / 2`` for Walsh.
+        self.size = int((self.stop - self.start).sum())
+        self._rng = np.random.default_rng(_SELECTION_SEED)
+
+    @staticmethod
+    def _below(sums: NDArray[np.float64], value: float, strict: bool) -> NDArray[np.bool_]:
+        return sums < value if strict else sums <= value
+
+    def cuts(self, value: float, *, strict: bool) -> NDArray[np.int64]:
+        """Per row, how many columns give a sum ``< value`` (``strict``) or ``<= value``."""
+        import numpy as np
+
+        rows, cols, width = self.rows, self.cols, len(self.cols)
+        side: Literal["left", "right"] = "left" if strict else "right"
+        # ascending rows give descending keys: search them reversed (numpy reuses the last hit)
+        cut = np.searchsorted(cols, value - rows[::-1], side=side)[::-1].astype(np.int64)
+        # ``value - row`` is rounded, so a search may land off the true boundary: check both sides
+        short = (cut < width) & self._below(rows + cols[np.minimum(cut, width - 1)], value, strict)
+        over = (cut > 0) & ~self._below(rows + cols[np.maximum(cut - 1, 0)], value, strict)
+        bad = np.flatnonzero(short | over)
+        if bad.size:  # bisect those rows on the exact predicate (columns < lo in, >= hi out)
+            lo = np.where(short[bad], cut[bad] + 1, 0)
+            hi = np.where(short[bad], width, cut[bad] - 1)
+            bad_rows = rows[bad]
+            while (open_ := lo < hi).any():
+                mid = (lo + hi) // 2
+                inside = self._below(bad_rows + cols[np.minimum(mid, width - 1)], value, strict)
+                lo = np.where(open_ & inside, mid + 1, lo)
+                hi = np.where(open_ & ~inside, mid, hi)
+            cut[bad] = lo
+        return cut
+
+    def _band(
+        self, start: NDArray[np.int64], widths: NDArray[np.int64], left: int
+    ) -> NDArray[np.float64]:
+        """All sums in the band (row i: columns ``start[i]`` .. ``start[i] + widths[i] - 1``)."""
+        import numpy as np
+
+        row = np.repeat(np.arange(len(widths)), widths)
+        offset = np.cumsum(widths) - widths - start  # flat position of each row's column 0
+        col = np.arange(left, dtype=np.int64) - offset[row]
+        return self.rows[row] + self.cols[col]
+
+    def _sample(
+        self, start: NDArray[np.int64], widths: NDArray[np.int64], left: int, size: int
+    ) -> NDArray[np.float64]:
+        """``size`` sums drawn uniformly (with replacement) from the band, sorted."""
+        import numpy as np
+
+        ends = np.cumsum(widths)
+        flat = np.sort(self._rng.integers(0, left, size=size, dtype=np.int64))  # fast search
+        row = np.searchsorted(ends, flat, side="right")
+        col = flat - (ends[row] - widths[row]) + start[row]
+        return np.sort(self.rows[row] + self.cols[col])
+
+    def select(
+        self,
+        rank: int,
+        *,
+        sample_size: int = 1 << 15,
+        enumerate_max: int = 1 << 20,
+    ) -> float:
+        """The ``rank``-th smallest sum (0-based), as sorting all of them would give it.
+
+        Each round either returns, or drops at least one sum (a pivot), so it always ends.
+        """
+        import numpy as np
+
+        if not 0 <= rank < self.size:
+            raise InvalidValueError(f"rank must lie in [0, {self.size}), got {rank!r}")
+        start, stop, below = self.start, self.stop, 0  # sums left of ``start``: ``below``
+        while True:
+            widths = stop - start
+            left = int(widths.sum())
+            wanted = rank - below
+            if left <= enumerate_max:
+                return float(np.partition(self._band(start, widths, left), wanted)[wanted])
+            sample = self._sample(start, widths, left, sample_size)
+            centre = (wanted + 0.5) / left * sample_size
+            spread = 4.0 * math.sqrt(centre * (1.0 - centre / sample_size)) + 1.0
+            last = sample_size - 1
+            low = float(sample[min(max(math.floor(centre - spread), 0), last)])
+            high = float(sample[min(max(math.ceil(centre + spread), 0), last)])
+            lower = np.clip(self.cuts(low, strict=True), start, stop)
+            n_lower = below + int((lower - start).sum())
+            if n_lower > rank:  # the rank lies below ``low``: drop every sum >= low
+                stop = lower
+                continue
+            upper = np.clip(self.cuts(high, strict=False), start, stop)
+            n_upper = below + int((upper - start).sum())
+            if n_upper <= rank:  # the rank lies above ``high``: drop every sum <= high
+                start, below = upper, n_upper
+                continue
+            if low == high:
+                return low
+            if n_upper - n_lower < left:  # keep the band [low, high]
+                start, stop, below = lower, upper, n_lower
+                continue
+            # every sum left lies in [low, high] (few distinct values): split at one pivot
+            pivot = float(sample[min(max(math.floor(centre), 0), last)])
+            lower = np.clip(self.cuts(pivot, strict=True), start, stop)
+            upper = np.clip(self.cuts(pivot, strict=False), start, stop)
+            n_lower = below + int((lower - start).sum())
+            n_upper = below + int((upper - start).sum())
+            if n_lower <= rank < n_upper:
+                return pivot
+            if rank < n_lower:
+                stop = lower
+            else:
+                start, below = upper, n_upper
+
+    def following(self, value: float, rank: int) -> float:
+        """The ``(rank + 1)``-th smallest sum, given that ``value`` is the ``rank``-th."""
+        import numpy as np
+
+        cut = np.clip(self.cuts(value, strict=False), self.start, self.stop)
+        if int((cut - self.start).sum()) >= rank + 2:
+            return value  # a tie: the next sum equals this one
+        more = cut < self.stop
+        return float((self.rows[more] + self.cols[cut[more]]).min())
+
+
+#: Seed of the pivot samples in :meth:`_PairSums.select` (results never depend on it).
+_SELECTION_SEED = 20_240_601
+
+
+def _tie_term_sorted(values: NDArray[np.float64]) -> int:
+    """:func:`_tie_term` of a sorted array, vectorised."""
+    import numpy as np
+
+    if len(values) < 2:
+        return 0
+    edges = np.flatnonzero(values[1:] != values[:-1]) + 1
+    runs = np.diff(edges, prepend=0, append=len(values))
+    return sum(t**3 - t for t in runs[runs > 1].tolist())
+
+
+def _implicit_bounds(sums: _PairSums, critical: int, *, half: bool) -> tuple[float, float, float]:
+    """:func:`_bounds_from_sorted` of the sums (halved, for Walsh averages), selected implicitly."""
+
+    def scaled(value: float) -> float:
+        return value / 2.0 if half else value
+
+    size = sums.size
+    mid = size // 2
+    if size % 2:
+        estimate = scaled(sums.select(mid))
+    else:
+        first = sums.select(mid - 1)
+        estimate = (scaled(first) + scaled(sums.following(first, mid - 1))) / 2.0
+    if critical < 0:
+        return estimate, -math.inf, math.inf
+    return estimate, scaled(sums.select(critical)), scaled(sums.select(size - 1 - critical))
+
+
+def _paired_bounds(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float
+) -> tuple[float, float, float]:
+    """:func:`paired_log_speedup_bounds` of checked timings of equal length."""
+    n = len(base)
+    if n * (n + 1) // 2 <= _MATERIALISE_MAX_PAIRS:
+        diffs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
+        walsh = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
+        critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term(sorted(diffs)))
+        return _bounds_from_sorted(walsh, critical)
+    import numpy as np
+
+    # the same floats as above, straight into an array (no million Python floats)
+    logs = map(operator.sub, map(math.log, base), map(math.log, cand))
+    ordered = np.sort(np.fromiter(logs, dtype=np.float64, count=n))
+    critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term_sorted(ordered))
+    return _implicit_bounds(_PairSums(ordered, ordered, triangle=True), critical, half=True)
+
+
+def _unpaired_bounds(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float
+) -> tuple[float, float, float]:
+    """:func:`unpaired_log_speedup_bounds` of checked timings."""
+    n, m = len(base), len(cand)
+    if n * m <= _MATERIALISE_MAX_PAIRS:
+        log_base = [math.log(b) for b in base]
+        log_cand = [math.log(c) for c in cand]
+        diffs = sorted(lb - lc for lb in log_base for lc in log_cand)
+        ties = _tie_term(sorted(log_base)) + _tie_term(sorted(log_cand))
+        critical = mann_whitney_critical_count(n, m, alpha, tie_term=ties)
+        return _bounds_from_sorted(diffs, critical)
+    import numpy as np
+
+    rows = np.sort(np.fromiter(map(math.log, base), dtype=np.float64, count=n))
+    ordered_cand = np.sort(np.fromiter(map(math.log, cand), dtype=np.float64, count=m))
+    ties = _tie_term_sorted(rows) + _tie_term_sorted(ordered_cand)
+    critical = mann_whitney_critical_count(n, m, alpha, tie_term=ties)
+    cols = np.ascontiguousarray(-ordered_cand[::-1])  # lb + (-lc) is exactly lb - lc
+    return _implicit_bounds(_PairSums(rows, cols, triangle=False), critical, half=False)
+
+
+def _paired_lengths(base: tuple[float, ...], cand: tuple[float, ...]) -> None:
+    """Raise unless paired timings have equal lengths."""
     if len(base) != len(cand):
         raise InvalidValueError(
             "paired timings need equal lengths: "
             f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
         )
+
+
+def paired_log_speedup_bounds(
+    baseline_times: _Timings, candidate_times: _Timings, alpha_one_sided: float
+) -> tuple[float, float, float]:
+    """Hodges-Lehmann log speedup of paired timings with its Wilcoxon signed-rank bounds.
+
+    ``d_i = ln(b_i) - ln(c_i)``; the estimate is the median of the Walsh averages
+    ``(d_i + d_j) / 2, i <= j``; with ``c = signed_rank_critical_count(n, alpha_one_sided,
+    tie_term=...)`` (ties among the ``d_i``) the lower bound is their ``(c+1)``-th smallest and the
+    upper bound their ``(c+1)``-th largest (``-inf`` / ``+inf`` when ``c == -1``). Returns
+    ``(estimate, lower, upper)`` on the LOG scale. O(n log n) time and O(n) memory above
+    ``_MATERIALISE_MAX_PAIRS`` Walsh averages (selected, never built), with the same values.
+    """
+    base = _timings("baseline_times", baseline_times)
+    cand = _timings("candidate_times", candidate_times)
+    _paired_lengths(base, cand)
     alpha = _alpha("alpha_one_sided", alpha_one_sided)
-    diffs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
-    walsh = sorted(
-        (diffs[i] + diffs[j]) / 2.0 for i in range(len(diffs)) for j in range(i, len(diffs))
-    )
-    return _bounds_from_sorted(walsh, signed_rank_critical_count(len(diffs), alpha))
+    return _paired_bounds(base, cand, alpha)
 
 
 def unpaired_log_speedup_bounds(
-    baseline_times: Sequence[float], candidate_times: Sequence[float], alpha_one_sided: float
+    baseline_times: _Timings, candidate_times: _Timings, alpha_one_sided: float
 ) -> tuple[float, float, float]:
     """Hodges-Lehmann log shift of two independent samples with its Mann-Whitney bounds.
 
     The estimate is the median of all ``n*m`` differences ``ln(b_i) - ln(c_j)``; with
-    ``c = mann_whitney_critical_count(n, m, alpha_one_sided)`` the bounds are their ``(c+1)``-th
-    smallest and ``(c+1)``-th largest (infinite when ``c == -1``). Returns
-    ``(estimate, lower, upper)`` on the LOG scale.
+    ``c = mann_whitney_critical_count(n, m, alpha_one_sided, tie_term=...)`` (ties within each
+    sample) the bounds are their ``(c+1)``-th smallest and ``(c+1)``-th largest (infinite when
+    ``c == -1``). Returns ``(estimate, lower, upper)`` on the LOG scale. O((n + m) log(n + m))
+    time and O(n + m) memory above ``_MATERIALISE_MAX_PAIRS`` differences, with the same values.
     """
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
     alpha = _alpha("alpha_one_sided", alpha_one_sided)
-    log_base = [math.log(b) for b in base]
-    log_cand = [math.log(c) for c in cand]
-    diffs = sorted(lb - lc for lb in log_base for lc in log_cand)
-    return _bounds_from_sorted(diffs, mann_whitney_critical_count(len(base), len(cand), alpha))
+    return _unpaired_bounds(base, cand, alpha)
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,10 +770,10 @@ def _decide(
     paired: bool,
 ) -> SpeedupDecision:
     if paired:
-        estimate, lower, upper = paired_log_speedup_bounds(base, cand, alpha)
+        estimate, lower, upper = _paired_bounds(base, cand, alpha)
         method = "wilcoxon_signed_rank_hl"
     else:
-        estimate, lower, upper = unpaired_log_speedup_bounds(base, cand, alpha)
+        estimate, lower, upper = _unpaired_bounds(base, cand, alpha)
         method = "mann_whitney_hl"
     ci_low, ci_high = _exp(lower), _exp(upper)
     return SpeedupDecision(
@@ -441,14 +786,14 @@ def _decide(
         confidence=1.0 - 2.0 * alpha,
         required_speedup=required,
         method=method,
-        cv_baseline=coefficient_of_variation(base),
-        cv_candidate=coefficient_of_variation(cand),
+        cv_baseline=_cv(base),
+        cv_candidate=_cv(cand),
     )
 
 
 def decide_speedup(
-    baseline_times: Sequence[float],
-    candidate_times: Sequence[float],
+    baseline_times: _Timings,
+    candidate_times: _Timings,
     min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
     *,
     confidence: float = 0.95,
@@ -460,24 +805,23 @@ def decide_speedup(
     two-sided at ``confidence`` (``(1 - confidence) / 2`` per side): Wilcoxon/HL on the paired
     log ratios when ``paired`` (timings ``i`` of both arms measured together), Mann-Whitney/HL on
     two independent samples otherwise. ``faster`` iff ``ci_low > 1 + pct/100``, ``not_faster``
-    iff ``ci_high < 1 + pct/100``, else ``inconclusive`` (equality included).
+    iff ``ci_high < 1 + pct/100``, else ``inconclusive`` (equality included). Timings may be
+    lists, tuples, numpy arrays of any real dtype or 1-D tensors; O(n log n), so a million per
+    arm decide in seconds.
     """
     check_type("paired", paired, bool)
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
-    if paired and len(base) != len(cand):
-        raise InvalidValueError(
-            "paired timings need equal lengths: "
-            f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
-        )
+    if paired:
+        _paired_lengths(base, cand)
     required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     return _decide(base, cand, required, (1.0 - level) / 2.0, paired=paired)
 
 
 def decide_at_look(
-    baseline_times: Sequence[float],
-    candidate_times: Sequence[float],
+    baseline_times: _Timings,
+    candidate_times: _Timings,
     min_speedup_threshold_percent: float,
     *,
     confidence: float,
@@ -494,11 +838,7 @@ def decide_at_look(
     """
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
-    if len(base) != len(cand):
-        raise InvalidValueError(
-            "paired timings need equal lengths: "
-            f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
-        )
+    _paired_lengths(base, cand)
     required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     looks = check_int("n_looks", n_looks, minimum=1)
