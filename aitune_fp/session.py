@@ -433,6 +433,7 @@ class TuneSession:
                     t.graph_spec,
                     list(t.data),
                     expected_dtype=getattr(built, "dtype", None),
+                    tolerances=getattr(built, "tolerances", None),
                     name=t.name,
                 )
             except Exception as exc:
@@ -474,10 +475,11 @@ class TuneSession:
         assert self.options is not None and self._batch is not None and self.batch_size
         start = time.perf_counter()
         expected_dtype = getattr(backend, "dtype", None)
+        tolerances = getattr(backend, "tolerances", None)
         reference = self._reference
 
         def spot_check(output: Any) -> None:
-            compare_outputs(output, reference, expected_dtype=expected_dtype)
+            compare_outputs(output, reference, expected_dtype=expected_dtype, tolerances=tolerances)
 
         result = self.rule.compare(
             self.baseline,

@@ -31,6 +31,8 @@ from aitune_fp.cli import main
 KNOWN = {
     "eager",
     "eager-bf16",
+    "int8-dynamic",
+    "channels-last",
     "compile",
     "compile-bf16",
     "compile-max-autotune",
@@ -66,8 +68,14 @@ class TestEntries:
     def test_cuda_only_backends(self) -> None:
         """CUDA graphs (directly or through compile's reduce-overhead) need CUDA; the rest don't."""
         cuda_only = {n for n, e in BACKENDS.items() if e.devices == {"cuda"}}
+        cpu_only = {n for n, e in BACKENDS.items() if e.devices == {"cpu"}}
         assert cuda_only == {"cuda-graphs", "compile-reduce-overhead"}
-        assert all(e.devices == {"cpu", "cuda"} for n, e in BACKENDS.items() if n not in cuda_only)
+        assert cpu_only == {"int8-dynamic"}  # PyTorch's dynamic quantized kernels are CPU kernels
+        assert all(
+            e.devices == {"cpu", "cuda"}
+            for n, e in BACKENDS.items()
+            if n not in cuda_only | cpu_only
+        )
 
     def test_mapping_is_read_only(self) -> None:
         """BACKENDS cannot be changed in place: a new backend is a new entry in the source."""
@@ -105,8 +113,8 @@ class TestDefaults:
         assert all(device in BACKENDS[n].devices for n in defaults)
 
     def test_defaults_keep_their_order(self) -> None:
-        """The default candidates are unchanged, in the order first-wins tries them."""
-        assert default_backends("cpu") == ("compile", "eager-bf16")
+        """The default candidates, in the order first-wins tries them (int8 only on CPU)."""
+        assert default_backends("cpu") == ("compile", "eager-bf16", "int8-dynamic")
         assert default_backends("cuda") == (
             "compile",
             "eager-bf16",

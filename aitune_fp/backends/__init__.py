@@ -12,9 +12,11 @@ from aitune_fp._lazy import lazy_names
 
 if TYPE_CHECKING:
     from aitune_fp.backends.base import BUILD_LOG_NAME, Backend, BackendBase, BackendState
+    from aitune_fp.backends.channels_last import ChannelsLastBackend
     from aitune_fp.backends.compile import TorchCompileBackend
     from aitune_fp.backends.cuda_graph import CudaGraphBackend
     from aitune_fp.backends.eager import TorchEagerBackend
+    from aitune_fp.backends.quantized import Int8DynamicBackend
     from aitune_fp.backends.registry import (
         BACKENDS,
         BackendChoiceError,
@@ -34,6 +36,8 @@ _LAZY: dict[str, str] = {
     "TorchCompileBackend": "aitune_fp.backends.compile",
     "CudaGraphBackend": "aitune_fp.backends.cuda_graph",
     "TorchEagerBackend": "aitune_fp.backends.eager",
+    "Int8DynamicBackend": "aitune_fp.backends.quantized",
+    "ChannelsLastBackend": "aitune_fp.backends.channels_last",
     "BACKENDS": "aitune_fp.backends.registry",
     "BackendChoiceError": "aitune_fp.backends.registry",
     "BackendEntry": "aitune_fp.backends.registry",
@@ -51,7 +55,9 @@ __all__ = [
     "BackendChoiceError",
     "BackendEntry",
     "BackendState",
+    "ChannelsLastBackend",
     "CudaGraphBackend",
+    "Int8DynamicBackend",
     "TorchCompileBackend",
     "TorchEagerBackend",
     "backend_names",

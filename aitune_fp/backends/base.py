@@ -19,11 +19,13 @@ import traceback
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import torch
 
 from aitune_fp.backends._tree import module_device
+from aitune_fp.correctness import Tolerances
+from aitune_fp.errors import InvalidTypeError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -189,6 +191,12 @@ class BackendBase:
     # subclass attribute such as ``self._state`` or ``self._device`` can never clash with them.
     __state: BackendState = BackendState.INIT
     __device: torch.device | None = None
+    __tolerances: Tolerances | None = None
+
+    #: The accuracy budget this backend's transformation is expected to keep against eager, or
+    #: None for the library's default tiers (exact up to float rounding). Reduced precision and
+    #: int8 backends declare a wider one, with the reason in their docstring.
+    default_tolerances: ClassVar[Tolerances | None] = None
 
     # ---- what subclasses implement -------------------------------------------------------
 
@@ -220,6 +228,17 @@ class BackendBase:
     def dtype(self) -> torch.dtype | None:
         """The reduced (autocast) dtype the backend computes in, or None (the default)."""
         return None
+
+    @property
+    def tolerances(self) -> Tolerances | None:
+        """The accuracy budget the correctness checks use: the user's override, else the default."""
+        return self.__tolerances if self.__tolerances is not None else self.default_tolerances
+
+    @tolerances.setter
+    def tolerances(self, value: Tolerances | None) -> None:
+        if value is not None and not isinstance(value, Tolerances):
+            raise InvalidTypeError(f"tolerances must be a Tolerances or None, got {value!r}")
+        self.__tolerances = value
 
     # ---- configuration -------------------------------------------------------------------
 

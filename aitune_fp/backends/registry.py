@@ -129,6 +129,21 @@ def _cuda_graphs() -> Backend:
     return CudaGraphBackend()
 
 
+def _int8_dynamic() -> Backend:
+    """int8 dynamic quantization of Linear/LSTM/GRU layers (CPU kernels)."""
+    from aitune_fp.backends.quantized import Int8DynamicBackend
+
+    return Int8DynamicBackend()
+
+
+def _channels_last() -> Backend:
+    """A convolutional model and its 4-D inputs in channels-last layout."""
+    from aitune_fp.backends.channels_last import ChannelsLastBackend
+
+    return ChannelsLastBackend()
+
+
+_CPU = frozenset({"cpu"})
 _ANY = frozenset({"cpu", "cuda"})
 _CUDA = frozenset({"cuda"})
 _NOWHERE: frozenset[str] = frozenset()
@@ -139,6 +154,12 @@ _ENTRIES = (
     BackendEntry("eager", _eager, _ANY, _NOWHERE, "eager PyTorch (the baseline's configuration)"),
     BackendEntry("compile", _compile, _ANY, _ANY, "torch.compile, default mode"),
     BackendEntry("eager-bf16", _eager_bf16, _ANY, _ANY, "eager PyTorch under bfloat16 autocast"),
+    BackendEntry(
+        "int8-dynamic", _int8_dynamic, _CPU, _CPU, "int8 dynamic quantization of Linear layers"
+    ),
+    BackendEntry(
+        "channels-last", _channels_last, _ANY, _NOWHERE, "channels-last layout (conv models)"
+    ),
     BackendEntry(
         "compile-bf16", _compile_bf16, _ANY, _NOWHERE, "torch.compile under bf16 autocast"
     ),

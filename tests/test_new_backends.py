@@ -1,0 +1,120 @@
+"""Specs of int8 dynamic quantization and channels-last, with their accuracy budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import structlog
+import torch
+from structlog.testing import LogCapture
+
+from aitune_fp import (
+    ChannelsLastBackend,
+    Int8DynamicBackend,
+    OneBackendStrategy,
+    Tolerances,
+    try_candidate,
+    with_performance_validation,
+)
+from aitune_fp.backends import BACKENDS, default_backends
+from aitune_fp.models import MODELS
+
+
+def state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def unchanged(module: torch.nn.Module, before: dict[str, torch.Tensor]) -> bool:
+    now = module.state_dict()
+    return now.keys() == before.keys() and all(torch.equal(now[k], v) for k, v in before.items())
+
+
+def attempt(backend: object, model_name: str, tmp_path: Path) -> tuple[object, bool]:
+    """Build and check ``backend`` on an embedded model (no timing); the model left as it was?"""
+    model = MODELS[model_name]()
+    module = model.module.eval()
+    before = state(module)
+    outcome = try_candidate(
+        backend,
+        module,
+        model_name,
+        model.graph_spec,
+        [model.sample],
+        "cpu",
+        tmp_path,  # type: ignore[arg-type]
+    )
+    return outcome, unchanged(module, before) and all(
+        not isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in module.modules()
+    )
+
+
+class TestInt8Dynamic:
+    @pytest.mark.parametrize("model_name", ["mlp", "convnet"])
+    def test_passes_within_its_budget_on_a_copy(self, model_name: str, tmp_path: Path) -> None:
+        """Built on a copy, correct within the int8 budget; the user's model untouched."""
+        outcome, untouched = attempt(Int8DynamicBackend(), model_name, tmp_path)
+        assert outcome.ok, outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+
+    def test_the_budget_is_what_lets_it_pass(self, tmp_path: Path) -> None:
+        """With the float32 tolerances instead of its budget, int8 fails the check, named."""
+        backend = Int8DynamicBackend()
+        backend.tolerances = Tolerances()
+        outcome, untouched = attempt(backend, "mlp", tmp_path)
+        assert outcome.stage == "correctness"  # type: ignore[attr-defined]
+        assert "atol=0.001" in outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+
+    def test_a_model_it_cannot_run_is_a_clear_build_failure(self, tmp_path: Path) -> None:
+        """The transformer's fused attention path refuses quantized layers: said at build."""
+        outcome, untouched = attempt(Int8DynamicBackend(), "transformer", tmp_path)
+        assert outcome.stage == "build"  # type: ignore[attr-defined]
+        assert "does not support this model" in outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+
+    def test_declares_its_budget_and_takes_an_override(self) -> None:
+        """The default budget is declared by the class; a user's override wins."""
+        backend = Int8DynamicBackend()
+        assert backend.tolerances == Int8DynamicBackend.default_tolerances
+        assert backend.tolerances is not None and backend.tolerances.float32_atol == 0.1
+        mine = Tolerances(float32_atol=0.5)
+        backend.tolerances = mine
+        assert backend.tolerances is mine
+        with pytest.raises(TypeError, match="tolerances must be a Tolerances"):
+            backend.tolerances = 0.1  # type: ignore[assignment]
+
+    @pytest.mark.slow
+    def test_accepted_on_the_embedded_mlp(self, tmp_path: Path) -> None:
+        """Real timing on the main job's model: int8 is measurably faster than eager."""
+        structlog.configure(processors=[LogCapture()])
+        strategy = with_performance_validation(OneBackendStrategy(Int8DynamicBackend()))
+        model = MODELS["mlp"]()
+        backend = strategy.tune(
+            model.module, "mlp", model.graph_spec, [model.sample], "cpu", tmp_path
+        )
+        (result,) = strategy.perf_validation_results
+        assert result.verdict == "faster", result.reason
+        assert isinstance(backend, Int8DynamicBackend)
+
+
+class TestChannelsLast:
+    def test_passes_on_a_conv_model(self, tmp_path: Path) -> None:
+        """A convnet in channels-last layout matches eager; the user's model untouched."""
+        outcome, untouched = attempt(ChannelsLastBackend(), "convnet", tmp_path)
+        assert outcome.ok, outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+
+    def test_a_model_without_convolutions_is_refused_at_build(self, tmp_path: Path) -> None:
+        """No 2-D convolution: a build failure that says why."""
+        outcome, _ = attempt(ChannelsLastBackend(), "mlp", tmp_path)
+        assert outcome.stage == "build"  # type: ignore[attr-defined]
+        assert "has none" in outcome.reason  # type: ignore[attr-defined]
+
+
+class TestRegistry:
+    def test_cpu_defaults_include_int8(self) -> None:
+        """On CPU the main job tries int8 (a candidate that can really win there)."""
+        assert "int8-dynamic" in default_backends("cpu")
+        assert "int8-dynamic" not in default_backends("cuda")
+        assert BACKENDS["channels-last"].devices == frozenset({"cpu", "cuda"})
