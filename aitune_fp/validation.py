@@ -469,7 +469,7 @@ def _wrap_instance(obj: Any, options: ValidationOptions) -> Any:
 def is_validating(target: object) -> bool:
     """Whether ``target`` (a class or instance) already validates performance."""
     cls = target if isinstance(target, type) else type(target)
-    return issubclass(cls, _Validating)
+    return issubclass(cls, _Validating) or hasattr(cls, "_aitune_fp_validation")
 
 
 class ValidatingStrategy(Strategy, Protocol):
@@ -530,7 +530,8 @@ def validation_of(strategy: object) -> ValidatingStrategy:
             f"validation_of needs a strategy instance wrapped by with_performance_validation, "
             f"got {strategy!r}"
         )
-    return cast(ValidatingStrategy, strategy)
+    view = getattr(strategy, "_aitune_fp_validation", None)  # a gated AITune strategy's read-outs
+    return cast(ValidatingStrategy, strategy if view is None else view())
 
 
 class _Decorator(Protocol):
@@ -574,7 +575,7 @@ def with_performance_validation(
     target: Any = None,
     /,
     *,
-    min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
+    min_speedup_threshold_percent: float | None = None,
     profiling_config: ProfilingConfig | None = None,
     enabled: bool = True,
     timer: Timer | None = None,
@@ -583,16 +584,26 @@ def with_performance_validation(
 
     A class gives a subclass; an instance gives a wrapper that delegates to it (``__wrapped__``).
     Wrapping a validating strategy again only re-configures it. ``timer``: the clock for every
-    timed call (default: the input's device clock), e.g. a fake one in tests.
+    timed call (default: the input's device clock), e.g. a fake one in tests. An AITune strategy
+    (class or instance) is gated through its own hooks instead: see ``docs/aitune.md``.
     """
+    given = min_speedup_threshold_percent  # None: the default, or an AITune strategy's own
     options = ValidationOptions(
-        min_speedup_threshold_percent=min_speedup_threshold_percent,
+        min_speedup_threshold_percent=DEFAULT_THRESHOLD_PERCENT if given is None else given,
         profiling_config=profiling_config if profiling_config is not None else ProfilingConfig(),
         enabled=enabled,
         timer=timer,
     )
 
     def apply(t: Any) -> Any:
+        cls = t if isinstance(t, type) else type(t)
+        if any(str(getattr(k, "__module__", "")).startswith("aitune.") for k in cls.__mro__):
+            from aitune_fp.integrations import aitune  # AITune's own strategy: its hooks
+
+            return aitune.with_performance_validation(
+                t, min_speedup_threshold_percent=given, profiling_config=profiling_config,
+                enabled=enabled, timer=timer,
+            )  # fmt: skip
         if isinstance(t, type):  # its instances may set tune in __init__
             return _validating_class(t, options)
         if not callable(getattr(t, "tune", None)):

@@ -1,0 +1,443 @@
+"""AITune's own strategies decorated: real AITune 0.6.0, end to end through ``ait.Module`` + ``ait.tune``.
+
+Skipped when AITune is not importable (CI installs it, see ``.ci/run``). The model and backends
+spend fake time on ``validation_helpers.CLOCK`` (eager ~11x the pruned backend, the slower one
+~2x eager), and the gate is given that clock, so verdicts are deterministic; one test times real
+work. AITune's own profiling (its eager baseline, MaxThroughput's sweep) runs on real time, as
+always.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import pickle
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+import structlog
+import torch
+from structlog.testing import LogCapture
+
+from aitune_fp import ProfilingConfig, validation_of, with_performance_validation
+from aitune_fp.errors import InvalidStateError, InvalidTypeError
+from tests.aitune_loader import aitune_installed, import_aitune
+from tests.validation_helpers import CLOCK, FAST_CONFIG, Wasteful, event_schema
+
+pytestmark = pytest.mark.aitune
+
+if not aitune_installed():  # pragma: no cover - CI installs it
+    pytest.skip(
+        "AITune is not installed (pip install --no-deps aitune==0.6.0)", allow_module_level=True
+    )
+
+os.environ.setdefault("AITUNE_CACHE_DIR", tempfile.mkdtemp(prefix="aitune-fp-tests-"))
+try:
+    ait = import_aitune()
+except ImportError as exc:  # pragma: no cover - an AITune that cannot be imported here
+    pytest.skip(f"AITune cannot be imported: {exc}", allow_module_level=True)
+
+from aitune.torch.backend import TorchEagerBackend  # noqa: E402
+from aitune.torch.module_registry import MODULE_REGISTRY  # noqa: E402
+from aitune.torch.tune_strategy.mixin import PerformanceValidationMixinResult  # noqa: E402
+from aitune.torch.tune_strategy.profiling_tune_strategy import BackendPerfResult  # noqa: E402
+
+from aitune_fp.integrations import aitune as integration  # noqa: E402
+
+PREFIX = "aitune_fp.validation."
+
+
+MODES, BUILD = TorchEagerBackend._execution_modes, TorchEagerBackend._build_mode
+
+
+class _Eager(TorchEagerBackend):
+    """AITune's TorchEager backend under another name: a candidate identical to eager.
+
+    Every AITune backend class must declare its execution and build modes itself.
+    """
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+
+class PrunedEager(_Eager):
+    """Clearly faster and correct: skips the module's wasted work (~11x on the fake clock)."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self._orig_module.useful_forward(*args)
+
+
+class SlowerEager(_Eager):
+    """Correct and clearly slower: eager plus as much wasted work again."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            self._orig_module.wasted()
+            return self._orig_module(*args)
+
+
+class BrokenEager(_Eager):
+    """Fails to build."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _build(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("compiler exploded")
+
+
+class WrongEager(_Eager):
+    """Fast, finite and the right shape (AITune's check passes) but wrong values."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self._orig_module.useful_forward(*args) + 1.0
+
+
+@pytest.fixture(autouse=True)
+def _isolated() -> Iterator[None]:
+    """A fresh fake clock; AITune's root log handler and registered modules removed afterwards."""
+    CLOCK.reset()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for name in list(MODULE_REGISTRY.modules):
+        MODULE_REGISTRY.unregister(name)
+    root.handlers[:], root.level = handlers, level
+
+
+@pytest.fixture(name="logs")
+def _logs() -> Iterator[LogCapture]:
+    """Every aitune_fp event, each validated against the shipped schema."""
+    cap = LogCapture()
+    structlog.configure(processors=[cap])
+    yield cap
+    validator = jsonschema.Draft202012Validator(event_schema())
+    for entry in cap.entries:
+        validator.validate({k: v for k, v in entry.items() if k != "log_level"})
+
+
+def names(cap: LogCapture) -> list[str]:
+    return [e["event"].removeprefix(PREFIX) for e in cap.entries if e["event"] != PREFIX + "phase"]
+
+
+def gated(target: Any, **kwargs: Any) -> Any:
+    kwargs.setdefault("profiling_config", FAST_CONFIG)
+    return with_performance_validation(target, timer=CLOCK, **kwargs)
+
+
+def quiet(strategy: Any) -> Any:
+    """No find-max-batch-size sweep (validate at the largest batch size ``ait.tune`` records)."""
+    if hasattr(strategy, "enable_find_max_batch_size"):
+        strategy.enable_find_max_batch_size(False)
+    return strategy
+
+
+def run_tune(strategy: Any, name: str = "wasteful", waste: int = 0) -> tuple[Any, Wasteful]:
+    """``ait.Module`` + ``ait.tune`` on CPU, batch sizes 1 and 8; failures are raised."""
+    model = Wasteful(waste).eval()
+    module = ait.Module(model, name, strategy=strategy)
+    try:
+        ait.tune(
+            module, torch.randn(16), batch_sizes=[1, 8], device="cpu", ignore_failing_modules=False
+        )
+    finally:
+        MODULE_REGISTRY.unregister(name)  # ait.tune tunes every registered module
+    return module, model
+
+
+def check_output(module: Any, model: Wasteful) -> None:
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(module(x), model(x))
+
+
+# -- identity and wiring ------------------------------------------------------------------------
+
+
+def test_a_decorated_class_is_the_aitune_class_gated() -> None:
+    cls = gated(ait.OneBackendStrategy)
+    assert issubclass(cls, ait.OneBackendStrategy)
+    assert (cls.__name__, cls.__module__) == (
+        "OneBackendStrategy",
+        ait.OneBackendStrategy.__module__,
+    )
+    strategy = cls(backend=PrunedEager(), min_speedup_threshold_percent=3.0)
+    assert strategy.min_speedup_threshold_percent == 3.0  # AITune's own attribute, not shadowed
+    assert strategy.perf_validation_results == []
+    assert strategy.enable_performance_validation("diagnostic") is strategy
+    assert validation_of(strategy).min_speedup_threshold_percent == 3.0
+    assert integration.is_aitune_strategy(strategy) and integration.is_aitune_strategy(cls)
+
+
+def test_an_instance_shares_the_strategy_state() -> None:
+    own = ait.OneBackendStrategy(backend=PrunedEager())
+    strategy = gated(own)
+    assert isinstance(strategy, ait.OneBackendStrategy) and strategy is not own
+    strategy.enable_performance_validation("diagnostic")
+    assert own.performance_validation_mode.value == "diagnostic"
+    with pytest.raises(InvalidTypeError):
+        validation_of(own)  # the original stays ungated
+
+
+# -- OneBackend ---------------------------------------------------------------------------------
+
+
+def test_one_backend_clearly_faster_is_accepted(logs: LogCapture) -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy)(backend=PrunedEager()))
+    module, model = run_tune(strategy)
+    (record,) = strategy.perf_validation_results
+    assert isinstance(record, PerformanceValidationMixinResult)  # AITune's type, AITune's list
+    assert record.passed and record.speedup > 5
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.verdict == "faster" and result.batch_size == 8 and result.ci_low > 5
+    report = validation_of(strategy).last_report
+    assert report is not None and report.outcome == "candidate"
+    assert report.selected_backend == "PrunedEager()"
+    assert names(logs) == [
+        "started",
+        "baseline_measured",
+        "candidate_measured",
+        "selected",
+        "finished",
+    ]
+    check_output(module, model)
+
+
+def test_one_backend_identical_candidate_is_never_accepted(logs: LogCapture) -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy(backend=_Eager())))
+    module, model = run_tune(strategy)
+    (record,) = strategy.perf_validation_results
+    assert not record.passed
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.verdict in ("not_faster", "inconclusive")
+    report = validation_of(strategy).last_report
+    assert report is not None and report.outcome == "baseline" and report.selected_is_baseline
+    assert "candidate_rejected" in names(logs)
+    check_output(module, model)
+
+
+def test_one_backend_slower_is_rejected_and_falls_back_to_eager() -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy)(backend=SlowerEager()))
+    run_tune(strategy)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.verdict == "not_faster" and result.speedup < 0.7
+    report = validation_of(strategy).last_report
+    assert report is not None and report.outcome == "baseline"
+
+
+def test_one_backend_failing_build_is_recorded_and_raised(logs: LogCapture) -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy)(backend=BrokenEager()))
+    with pytest.raises(RuntimeError, match="compiler exploded"):
+        run_tune(strategy)
+    view = validation_of(strategy)
+    build, failed_strategy = view.candidate_failures
+    assert (build.backend_description, build.stage) == ("BrokenEager()", "build")
+    assert build.traceback_path is not None and build.traceback_path.endswith("build.log")
+    assert failed_strategy.stage == "strategy"
+    assert view.last_report is not None and view.last_report.outcome == "error"
+    assert "candidate_failed" in names(logs)
+
+
+def test_one_backend_wrong_values_fail_aitune_fp_closeness_check() -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy)(backend=WrongEager()))
+    with pytest.raises(Exception, match="output"):
+        run_tune(strategy)
+    (failure, _) = validation_of(strategy).candidate_failures
+    assert failure.stage == "correctness"
+    assert strategy.backend_results[-1] == {"backend": "WrongEager()", "success": False}
+
+
+# -- FirstWins ----------------------------------------------------------------------------------
+
+
+def test_first_wins_gates_every_intermediate_candidate(logs: LogCapture) -> None:
+    backends = [BrokenEager(), WrongEager(), SlowerEager(), _Eager(), PrunedEager()]
+    strategy = gated(ait.FirstWinsStrategy(backends=backends))
+    module, model = run_tune(strategy)
+    assert [r.backend_description for r in strategy.perf_validation_results] == [
+        "SlowerEager()",
+        "_Eager()",
+        "PrunedEager()",
+    ]
+    assert [r.passed for r in strategy.perf_validation_results] == [False, False, True]
+    view = validation_of(strategy)
+    assert [(f.backend_description, f.stage) for f in view.candidate_failures] == [
+        ("BrokenEager()", "build"),
+        ("WrongEager()", "correctness"),
+    ]
+    assert [r.verdict for r in view.perf_validation_results] == [
+        "not_faster",
+        view.perf_validation_results[1].verdict,
+        "faster",
+    ]
+    assert view.perf_validation_results[1].verdict != "faster"
+    assert view.last_report is not None and view.last_report.selected_backend == "PrunedEager()"
+    check_output(module, model)
+
+
+def test_first_wins_raises_its_own_error_when_nothing_is_faster() -> None:
+    strategy = quiet(gated(ait.FirstWinsStrategy)(backends=[SlowerEager(), _Eager()]))
+    with pytest.raises(RuntimeError, match="There is no valid backend"):
+        run_tune(strategy)
+    assert [r.passed for r in strategy.perf_validation_results] == [False, False]
+
+
+# -- MaxThroughput ------------------------------------------------------------------------------
+
+
+def test_max_throughput_selects_the_candidate_shown_faster(logs: LogCapture) -> None:
+    strategy = quiet(
+        gated(ait.MaxThroughputStrategy)(backends=[SlowerEager(), PrunedEager(), _Eager()])
+    )
+    module, model = run_tune(strategy)
+    records = strategy.perf_validation_results
+    assert all(isinstance(r, BackendPerfResult) for r in records)
+    assert [(r.backend_description, r.passed) for r in records] == [
+        ("SlowerEager()", False),
+        ("PrunedEager()", True),
+        ("_Eager()", False),
+    ]
+    report = validation_of(strategy).last_report
+    assert report is not None and report.selected_backend == "PrunedEager()"
+    check_output(module, model)
+
+
+def test_max_throughput_identical_candidate_falls_back_to_eager() -> None:
+    strategy = quiet(gated(ait.MaxThroughputStrategy(backends=[_Eager()])))
+    run_tune(strategy)
+    (record,) = strategy.perf_validation_results
+    assert not record.passed
+    report = validation_of(strategy).last_report
+    assert report is not None and report.outcome == "baseline"
+
+
+# -- tunes in a row, modes, threshold, decision -------------------------------------------------
+
+
+def test_two_tunes_in_a_row_with_one_strategy() -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy(backend=PrunedEager())))
+    run_tune(strategy, "first")
+    first = validation_of(strategy).run_id
+    module, model = run_tune(strategy, "second")
+    assert len(strategy.perf_validation_results) == 1  # AITune's list, reset per tune
+    assert validation_of(strategy).run_id not in (None, first)
+    check_output(module, model)
+
+
+def test_diagnostic_mode_measures_but_never_decides(logs: LogCapture) -> None:
+    strategy = quiet(gated(ait.OneBackendStrategy(backend=SlowerEager())))
+    strategy.enable_performance_validation("diagnostic")
+    run_tune(strategy)
+    (record,) = strategy.perf_validation_results
+    assert not record.passed
+    report = validation_of(strategy).last_report
+    assert report is not None and report.outcome == "candidate"
+    assert report.selected_backend == "SlowerEager()"
+
+
+@pytest.mark.parametrize("how", ["aitune", "decorator"])
+def test_disabled_mode_does_no_eager_work(logs: LogCapture, how: str) -> None:
+    if how == "aitune":
+        strategy = quiet(gated(ait.OneBackendStrategy(backend=_Eager())))
+        strategy.enable_performance_validation(False)
+    else:
+        strategy = quiet(gated(ait.OneBackendStrategy, enabled=False)(backend=_Eager()))
+    run_tune(strategy)
+    assert strategy.perf_validation_results == []
+    assert strategy._baseline_backend is None
+    assert names(logs) == ["disabled", "finished"]
+    view = validation_of(strategy)
+    assert not view.performance_validation_enabled
+    assert view.last_report is not None and view.last_report.disabled
+
+
+def test_aitune_constructor_threshold_is_used_unless_the_decorator_gives_one() -> None:
+    strategy = quiet(
+        gated(ait.OneBackendStrategy)(backend=PrunedEager(), min_speedup_threshold_percent=5000)
+    )
+    run_tune(strategy, "strict")
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.required_speedup == pytest.approx(51.0) and not result.passed
+    override = quiet(
+        gated(ait.OneBackendStrategy, min_speedup_threshold_percent=10.0)(
+            backend=PrunedEager(), min_speedup_threshold_percent=5000
+        )
+    )
+    run_tune(override, "override")
+    (result,) = validation_of(override).perf_validation_results
+    assert result.required_speedup == pytest.approx(1.1) and result.passed
+    assert validation_of(override).min_speedup_threshold_percent == 10.0
+
+
+def test_point_mode_on_request() -> None:
+    config = ProfilingConfig(decision="point", point_warmup_calls=2, point_steps=6)
+    strategy = quiet(gated(ait.OneBackendStrategy(backend=PrunedEager()), profiling_config=config))
+    run_tune(strategy)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.decision == "point" and result.passed
+
+
+def test_clearly_faster_on_real_time() -> None:
+    """No fake clock: eager does two extra 192x192 matmuls per call that the candidate skips."""
+    strategy = quiet(
+        with_performance_validation(
+            ait.OneBackendStrategy(backend=PrunedEager()),
+            profiling_config=ProfilingConfig(looks=(10, 20), max_seconds=20.0),
+        )
+    )
+    run_tune(strategy, waste=2)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.verdict == "faster"
+
+
+# -- copies, version detection, unsupported strategies ------------------------------------------
+
+
+def test_copies_and_pickles_stay_gated_and_independent() -> None:
+    strategy = gated(
+        ait.OneBackendStrategy(backend=PrunedEager()), min_speedup_threshold_percent=7.0
+    )
+    for clone in (strategy.clone(), copy.copy(strategy), pickle.loads(pickle.dumps(strategy))):
+        assert type(clone).__name__ == "OneBackendStrategy"
+        assert validation_of(clone).min_speedup_threshold_percent == 7.0
+        clone.enable_performance_validation("diagnostic")
+        assert strategy.performance_validation_mode.value == "enabled"
+
+
+def test_a_missing_hook_is_a_clear_error_naming_the_version() -> None:
+    class Renamed(ait.OneBackendStrategy):
+        _build_validate_and_check_perf = None
+
+    with pytest.raises(
+        integration.AituneVersionError, match=r"0\.6\.0.*_build_validate_and_check_perf"
+    ):
+        with_performance_validation(Renamed)
+
+
+def test_a_missing_module_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aitune.torch.tune_strategy.formatting as formatting
+
+    monkeypatch.delattr(formatting, "fmt_speedup_comparison")
+    with pytest.raises(integration.AituneVersionError, match="fmt_speedup_comparison"):
+        with_performance_validation(ait.FirstWinsStrategy)
+
+
+def test_latency_strategies_are_refused() -> None:
+    with pytest.raises(InvalidTypeError, match="MinLatencyStrategy is not supported"):
+        with_performance_validation(ait.MinLatencyStrategy)
+
+
+def test_candidates_are_gated_only_inside_tune() -> None:
+    strategy = gated(ait.OneBackendStrategy(backend=PrunedEager()))
+    with pytest.raises(InvalidStateError, match="inside its own tune"):
+        strategy._build_validate_and_check_perf(PrunedEager(), None, "m", None, [], "cpu", None)
