@@ -188,6 +188,51 @@ def _refuse_constant(name: str) -> float:
     raise InvalidValueError(f"non-finite number {name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one beyond float range (``1e400``) is refused, not made inf."""
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise InvalidValueError(f"number {text[:40]} is beyond float range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    """A JSON integer; one too long for a float (over 300 digits) is refused."""
+    if len(text.lstrip("-")) > 300:
+        raise InvalidValueError(f"integer of {len(text)} digits is beyond float range")
+    return int(text)
+
+
+@functools.cache
+def _integer_keys() -> frozenset[str]:
+    """Keys the schema types as integers (anywhere in it): ``batch_size``, ``n_calls``, ..."""
+    found: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key, sub in node.get("properties", {}).items():
+                kind = sub.get("type") if isinstance(sub, dict) else None
+                if kind == "integer" or (isinstance(kind, list) and "integer" in kind):
+                    found.add(key)
+            for sub in node.values():
+                walk(sub)
+        elif isinstance(node, list):
+            for sub in node:
+                walk(sub)
+
+    walk(_cached_schema())
+    return frozenset(found)
+
+
+def _integral(obj: dict[str, Any]) -> dict[str, Any]:
+    """Integer fields written as integral floats (``"batch_size": 32.0``, schema-valid) as ints."""
+    keys = _integer_keys()
+    for key, value in obj.items():
+        if key in keys and isinstance(value, float) and value.is_integer():
+            obj[key] = int(value)
+    return obj
+
+
 def _raw_lines(source: Source) -> Iterator[bytes | str | None]:
     """Yield the lines of ``source``; ``None`` stands for a line over MAX_LINE_BYTES."""
     if isinstance(source, (str, os.PathLike)):
@@ -224,11 +269,13 @@ def _parse(line_no: int, raw: bytes | str) -> EventLine | BadLine | None:
             return BadLine(line_no=line_no, reason=f"not UTF-8 text ({exc.reason})")
     else:
         text = raw
-    text = text.strip()
+    text = text.strip().removeprefix("\ufeff")  # a byte-order mark some editors write
     if not text:
         return None
     try:
-        obj = json.loads(text, parse_constant=_refuse_constant)
+        obj = json.loads(
+            text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int
+        )
     except (ValueError, RecursionError) as exc:
         return BadLine(line_no=line_no, reason=f"not JSON: {exc}")
     if not isinstance(obj, dict):
@@ -248,7 +295,7 @@ def _parse(line_no: int, raw: bytes | str) -> EventLine | BadLine | None:
     if errors:
         more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
         return BadLine(line_no=line_no, reason="invalid event: " + "; ".join(errors[:3]) + more)
-    return EventLine(line_no=line_no, event=name, fields=obj)
+    return EventLine(line_no=line_no, event=name, fields=_integral(obj))
 
 
 def read_events(source: Source) -> Iterator[EventLine | BadLine]:

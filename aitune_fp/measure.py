@@ -27,6 +27,7 @@ import attrs
 
 from aitune_fp.core._checks import check_int, check_threshold
 from aitune_fp.core.config import DecisionMode, ProfilingConfig
+from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.report import make_result
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import (
@@ -148,9 +149,11 @@ def _reason(
     req = _fmt(decision.required_speedup)
     interval = f"[{_fmt(decision.ci_low)}, {_fmt(decision.ci_high)}]"
     if decision.verdict == "faster":
-        return f"lower bound {_fmt(decision.ci_low)} clears required {req} at {n_pairs} pairs"
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        return f"lower bound {low}x clears required {need}x at {n_pairs} pairs"
     if decision.verdict == "not_faster":
-        return f"upper bound {_fmt(decision.ci_high)} is below required {req} at {n_pairs} pairs"
+        high, need = fmt_apart(decision.ci_high, decision.required_speedup)
+        return f"upper bound {high}x is below required {need}x at {n_pairs} pairs"
     if budget_s is not None:
         return (
             f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
@@ -343,6 +346,7 @@ def _compare_point(
     speedup = compute_speedup(throughput, baseline_throughput)
     passed = meets_threshold(speedup, pct)
     required = required_speedup(pct)
+    shown, need = fmt_apart(speedup, required)
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
@@ -358,9 +362,8 @@ def _compare_point(
         decision=None,
         passed_point=passed,
         reason=(
-            f"point speedup {_fmt(speedup)} {'>=' if passed else '<'} required "
-            f"{_fmt(required)} ({len(cand)} timed calls, baseline measured once before "
-            "the candidate)"
+            f"point speedup {shown}x {'>=' if passed else '<'} required {need}x "
+            f"({len(cand)} timed calls, baseline measured once before the candidate)"
         ),
     )
     return Measurement(

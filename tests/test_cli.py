@@ -12,8 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from aitune_fp import cli
-from aitune_fp.cli import escape_control, main, parse_times, use_color
+from aitune_fp.cli import escape_control, main, parse_times
 from aitune_fp.ingest import event_schema
 
 ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
@@ -60,8 +59,11 @@ class TestTune:
         proc = tune_runs["table"]
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.strip().splitlines()
-        assert lines[0].startswith("Eager baseline: TorchEagerBackend(): ")
-        assert any(line.startswith("Backend") and "Verdict" in line for line in lines)
+        assert lines[0].startswith("Eager baseline: TorchEagerBackend(), batch size 32; ")
+        assert any(
+            line.startswith("Backend") and "Verdict" in line and "Quality" in line
+            for line in lines
+        )
         assert any(line.startswith("TorchEagerBackend()") for line in lines)
         assert lines[-1].startswith(("ℹ️ Baseline was selected: ", "⚡ mlp | backend: "))
 
@@ -412,7 +414,7 @@ class TestUnexpectedFailure:
         def boom(*args: object) -> None:
             raise RuntimeError("kaboom")
 
-        monkeypatch.setattr("aitune_fp.ingest.ingest", boom)
+        monkeypatch.setattr("aitune_fp.ingest.summarize", boom)
         path = tmp_path / "log.jsonl"
         path.write_text("")
         assert main(["report", str(path)]) == 1
@@ -441,53 +443,10 @@ class TestHelpers:
         """Control, C1 and bidi-override characters are escaped; printable Unicode is kept."""
         assert escape_control(text) == expected
 
-    class _Stream:
-        def __init__(self, tty: bool) -> None:
-            self.tty = tty
-
-        def isatty(self) -> bool:
-            return self.tty
-
-    @pytest.mark.parametrize(
-        ("env", "tty", "expected"),
-        [
-            ({}, True, True),
-            ({}, False, False),
-            ({"NO_COLOR": "1"}, True, False),
-            ({"FORCE_COLOR": "1"}, False, True),
-            ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, True, False),
-            ({"NO_COLOR": ""}, True, True),
-        ],
-    )
-    def test_use_color(self, env: dict[str, str], tty: bool, expected: bool) -> None:
-        """NO_COLOR disables, FORCE_COLOR enables, otherwise the stream's isatty decides."""
-        assert use_color(self._Stream(tty), env) is expected
-
     def test_parse_times(self) -> None:
         """Latencies: one per line with comments, or a JSON array."""
         assert parse_times("0.1\n\n# c\n0.2  # x\n") == [0.1, 0.2]
         assert parse_times(" [1, 2.5] ") == [1.0, 2.5]
-
-    def test_progress_tty_redraws_in_place(self) -> None:
-        """On a TTY the progress line is redrawn with carriage returns and cleared at the end."""
-        import io
-
-        stream = io.StringIO()
-        progress = cli.Progress(stream, tty=True, quiet=False, candidates=["A()"])
-        progress.show(
-            "debug",
-            {
-                "event": "aitune_fp.validation.phase",
-                "level": "debug",
-                "backend_description": "A()",
-                "phase": "build",
-            },
-        )
-        progress.clear()
-        text = stream.getvalue()
-        assert text.startswith("\r\033[2K⏳ [")
-        assert "[1/1] A(): build" in text
-        assert text.endswith("\r\033[2K")
 
 
 class TestNegativeThreshold:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aitune_fp.core._checks import check_int, check_nonnegative
+
+if TYPE_CHECKING:
+    from aitune_fp.core.results import PerformanceValidationResult
 
 __all__ = [
     "ANSI_BACKEND",
@@ -12,14 +17,18 @@ __all__ = [
     "ANSI_RESET",
     "ANSI_SLOWER",
     "ANSI_SPEEDUP",
+    "fmt_apart",
     "fmt_baseline_line",
     "fmt_baseline_selected",
     "fmt_candidate_line",
     "fmt_disabled_line",
+    "fmt_headline",
     "fmt_indicator",
+    "fmt_interval",
     "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
+    "headline_speedup",
 ]
 
 #: ANSI codes AITune uses when its stream is a terminal (reference §1.7, §1.8).
@@ -111,3 +120,60 @@ def fmt_baseline_selected(backend_desc: str, baseline_throughput: float | None =
 def fmt_disabled_line() -> str:
     """Return AITune's line for a tune with performance validation switched off."""
     return "⚠️ Performance validation against eager baseline is disabled."
+
+
+# --------------------------------------------------------------------------------------------
+# The headline: the one speedup figure shown for a result, consistent with its verdict
+# --------------------------------------------------------------------------------------------
+
+
+def headline_speedup(result: PerformanceValidationResult) -> float | None:
+    """The speedup to show for ``result``: the figure its verdict was decided on.
+
+    A statistical result shows the decision's estimate (the Hodges–Lehmann speedup whose interval
+    the verdict compares with the gate); ``None`` when the budget ran out before any decision.
+    A point-mode (AITune) result, or one with no decision recorded, shows AITune's ``speedup``
+    (the mean-latency ratio). Showing the mean ratio next to an interval it does not belong to
+    made "1.37x ... not_faster" possible; every reader of a result goes through this function.
+    """
+    if result.decision == "statistical":
+        return result.estimate
+    return result.speedup
+
+
+def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
+    """``"[0.900, 0.988]"``; an unbounded upper end is ``∞``, no interval at all is ``"—"``."""
+    if low is None and high is None:
+        return "—"
+    lo = "—" if low is None else f"{low:.{digits}f}"
+    hi = "∞" if high is None else f"{high:.{digits}f}"
+    return f"[{lo}, {hi}]"
+
+
+def fmt_headline(result: PerformanceValidationResult) -> str:
+    """The headline speedup as text: ``"0.95x [0.900, 0.988]"`` (statistical) or ``"1.37x"``.
+
+    The interval is printed only with the estimate it belongs to; ``"—"`` when there is no
+    figure (a statistical tune whose budget ran out before the first look).
+    """
+    value = headline_speedup(result)
+    if value is None:
+        return "—"
+    if result.decision == "statistical" and (
+        result.ci_low is not None or result.ci_high is not None
+    ):
+        return f"{value:.2f}x {fmt_interval(result.ci_low, result.ci_high)}"
+    return f"{value:.2f}x"
+
+
+def fmt_apart(value: float, other: float, digits: int = 3) -> tuple[str, str]:
+    """Both numbers with ``digits`` decimals, or more (up to 9) until they read differently.
+
+    For sentences comparing two ratios ("upper bound 1.0096 is below required 1.0100"): at a
+    fixed precision the two could print the same ("1.010x is below required 1.010x") and read as
+    a contradiction. Equal numbers keep ``digits`` decimals.
+    """
+    places = digits
+    while places < 9 and value != other and f"{value:.{places}f}" == f"{other:.{places}f}":
+        places += 1
+    return f"{value:.{places}f}", f"{other:.{places}f}"

@@ -1,0 +1,123 @@
+"""``aitune-fp``: tune on an embedded model, gate in CI scripts, report from event logs.
+
+One module per command (:mod:`~aitune_fp.cli.tune`, :mod:`~aitune_fp.cli.check`,
+:mod:`~aitune_fp.cli.report`), the shown figures in :mod:`~aitune_fp.cli.rendering`. stdout
+carries only results (tables, or one JSON document); progress and warnings go to stderr.
+
+Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, or an
+unexpected failure (traceback saved to a file whose path is printed), 2 usage or input error
+(one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the reader
+(``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130 interrupted.
+This package imports ``rich``; the library (``import aitune_fp``) never does. ``tune`` imports
+torch when it runs; ``check`` and ``report`` never do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+from aitune_fp.cli import check, report, tune
+from aitune_fp.cli._shared import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILURE,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+    escape_control,
+    json_text,
+)
+from aitune_fp.cli.check import parse_times
+
+__all__ = [
+    "EXIT_BROKEN_PIPE",
+    "EXIT_FAILURE",
+    "EXIT_INCONCLUSIVE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "build_parser",
+    "escape_control",
+    "json_text",
+    "main",
+    "parse_times",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with errors as :class:`UsageError` (one line, exit 2) instead of sys.exit."""
+
+    def error(self, message: str) -> Any:
+        """Raise instead of printing usage and exiting."""
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``aitune-fp`` argument parser (subcommands tune, check, report)."""
+    from aitune_fp import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Is a compiled PyTorch inference backend really faster than eager? "
+        "Measure, then decide.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{tune,check,report}", parser_class=_Parser)
+    tune.add_parser(sub)
+    check.add_parser(sub)
+    report.add_parser(sub)
+    return parser
+
+
+def _save_traceback() -> str:
+    fd, path = tempfile.mkstemp(prefix="aitune_fp-error-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(traceback.format_exc())
+    return path
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point fd 1 at /dev/null so the exit-time flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``aitune-fp`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(err)
+            return EXIT_USAGE
+        code: int = args.func(args, out, err)
+        out.flush()
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except UsageError as exc:
+        print(f"{PROG}: error: {escape_control(str(exc))}", file=err)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=err)
+        return 130
+    except Exception as exc:
+        path = _save_traceback()
+        print(
+            f"{PROG}: unexpected error: {type(exc).__name__}: {escape_control(str(exc))[:300]} "
+            f"(traceback saved to {path})",
+            file=err,
+        )
+        return EXIT_FAILURE

@@ -1,0 +1,236 @@
+"""``aitune-fp check``: the pure gate for CI scripts, on two throughputs or two latency files.
+
+Exit 0 met / faster, 1 not met / not faster, 3 inconclusive, 2 bad input. No torch import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import IO, Any
+
+from aitune_fp.cli._shared import (
+    EXIT_FAILURE,
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    UsageError,
+    escape_control,
+    finite_arg,
+    json_text,
+    make_console,
+)
+from aitune_fp.core.messages import fmt_speedup_msg_short, fmt_throughput_detail
+from aitune_fp.core.speedup import required_speedup
+
+__all__ = ["add_parser", "check_threshold_arg", "parse_times", "run"]
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name}")
+
+
+def parse_times(text: str, source: str = "input") -> list[float]:
+    """Latencies in seconds: a JSON array of numbers, or one number per line (``#`` comments).
+
+    A UTF-8 byte-order mark is skipped. Every value must be a finite number > 0; anything else
+    is a :class:`UsageError` naming ``source`` and the line or item.
+    """
+    text = text.removeprefix("\ufeff")
+    name = escape_control(source)
+    stripped = text.strip()
+    values: list[float] = []
+    if stripped.startswith("["):
+        try:
+            data = json.loads(stripped, parse_constant=_refuse_constant)
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(f"{name}: not a JSON array of numbers ({exc})") from exc
+        if not isinstance(data, list):
+            raise UsageError(f"{name}: expected a JSON array of numbers")
+        for i, item in enumerate(data):
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise UsageError(
+                    f"{name}: item {i} is not a number: {escape_control(repr(item))[:40]}"
+                )
+            values.append(_latency(float(item), f"{name}: item {i}"))
+        return values
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        item = line.split("#", 1)[0].strip()
+        if not item:
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            raise UsageError(
+                f"{name}: line {line_no} is not a number: {escape_control(item[:40])!r}"
+            ) from None
+        values.append(_latency(value, f"{name}: line {line_no}"))
+    return values
+
+
+def _latency(value: float, where: str) -> float:
+    if not math.isfinite(value):
+        raise UsageError(f"{where} is not a finite number: {value!r}")
+    if value <= 0:
+        raise UsageError(f"{where} is not a latency > 0: {value!r}")
+    return value
+
+
+def _read_times(path: str, flag: str) -> list[float]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or exc
+        raise UsageError(f"cannot read {flag} {escape_control(path)!r}: {why}") from exc
+    values = parse_times(text, source=path)
+    if len(values) < 2:
+        raise UsageError(
+            f"{flag} {escape_control(path)!r} needs at least 2 latencies, got {len(values)}"
+        )
+    return values
+
+
+def check_threshold_arg(value: float | None) -> float:
+    """``--threshold`` as a percent: finite and > -100 (a speedup of 0x or less is no gate)."""
+    threshold = finite_arg("--threshold", value)
+    if threshold <= -100:
+        raise UsageError(f"--threshold must be > -100 (percent), got {threshold:.4g}")
+    return threshold
+
+
+def _emit(out: IO[str], fmt: str, text: str, doc: dict[str, Any]) -> None:
+    if fmt == "json":
+        out.write(json_text({"command": "check", **doc}) + "\n")
+        out.flush()
+    else:
+        make_console(out).print(text)
+
+
+def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
+    for flag, given in (("--paired", args.paired), ("--confidence", args.confidence is not None)):
+        if given:
+            raise UsageError(
+                f"{flag} applies to --baseline-times/--candidate-times, not to throughputs"
+            )
+    if args.baseline is None or args.candidate is None:
+        raise UsageError("--baseline and --candidate go together")
+    base = finite_arg("--baseline", args.baseline)
+    cand = finite_arg("--candidate", args.candidate)
+    if base <= 0:
+        raise UsageError(f"--baseline must be > 0 samples/s, got {base:.4g}")
+    if cand < 0:
+        raise UsageError(f"--candidate must be >= 0 samples/s, got {cand:.4g}")
+    speedup = cand / base
+    if not math.isfinite(speedup):
+        raise UsageError(
+            f"--candidate / --baseline ({cand:.4g} / {base:.4g}) is too large to compute"
+        )
+    need = required_speedup(threshold)
+    met = speedup >= need
+    word = "meets" if met else "misses"
+    text = (
+        fmt_speedup_msg_short(speedup, fmt_throughput_detail(base, cand))
+        + f"\n{word} the {threshold:.4g}% threshold (required speedup {need:.4g}x)"
+    )
+    doc = {
+        "mode": "throughputs",
+        "baseline_samples_per_s": base,
+        "candidate_samples_per_s": cand,
+        "speedup": speedup,
+        "min_speedup_threshold_percent": threshold,
+        "required_speedup": need,
+        "met": met,
+    }
+    _emit(out, args.format, text, doc)
+    return EXIT_OK if met else EXIT_FAILURE
+
+
+def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
+    from aitune_fp.core.stats import decide_speedup
+
+    if args.baseline_times is None or args.candidate_times is None:
+        raise UsageError("--baseline-times and --candidate-times go together")
+    base = _read_times(args.baseline_times, "--baseline-times")
+    cand = _read_times(args.candidate_times, "--candidate-times")
+    if args.paired and len(base) != len(cand):
+        raise UsageError(
+            f"--paired needs as many latencies in --baseline-times ({len(base)}) as in "
+            f"--candidate-times ({len(cand)})"
+        )
+    confidence = 0.95 if args.confidence is None else finite_arg("--confidence", args.confidence)
+    if not 0 < confidence < 1:
+        raise UsageError(f"--confidence must lie strictly between 0 and 1, got {confidence:.4g}")
+    # The decision depends on ratios only: scale both arms by one number so that extreme
+    # magnitudes (1e308 s, 1e-300 s) stay inside float range during the computation.
+    scale = max(max(base), max(cand))
+    base_s, cand_s = [t / scale for t in base], [t / scale for t in cand]
+    if min(min(base_s), min(cand_s)) <= 0:
+        raise UsageError(
+            "the latencies span too many orders of magnitude to compare "
+            f"(from {min(min(base), min(cand)):.4g} s to {scale:.4g} s)"
+        )
+    try:
+        decision = decide_speedup(
+            base_s, cand_s, threshold, confidence=confidence, paired=args.paired
+        )
+    except (ArithmeticError, ValueError) as exc:
+        raise UsageError(f"cannot decide on these latencies: {exc}") from exc
+    high = "∞" if math.isinf(decision.ci_high) else f"{decision.ci_high:.4f}x"
+    text = (
+        f"verdict: {decision.verdict} (speedup {decision.speedup:.4f}x, "
+        f"{decision.confidence:.0%} CI [{decision.ci_low:.4f}x, {high}], "
+        f"required > {decision.required_speedup:.4g}x; "
+        f"n={decision.n_baseline}/{decision.n_candidate}, {decision.method})"
+    )
+    doc = {
+        "mode": "latencies",
+        "baseline_times": args.baseline_times,
+        "candidate_times": args.candidate_times,
+        "min_speedup_threshold_percent": threshold,
+        **decision.to_dict(),
+    }
+    _emit(out, args.format, text, doc)
+    return {"faster": EXIT_OK, "not_faster": EXIT_FAILURE}.get(decision.verdict, EXIT_INCONCLUSIVE)
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run ``check`` with parsed ``args``; return its exit code."""
+    threshold = check_threshold_arg(args.threshold)
+    has_tp = args.baseline is not None or args.candidate is not None
+    has_times = args.baseline_times is not None or args.candidate_times is not None
+    if has_tp == has_times:
+        raise UsageError(
+            "give either --baseline and --candidate (throughputs) or "
+            "--baseline-times and --candidate-times (latency files)"
+        )
+    if has_tp:
+        return _throughputs(args, threshold, out)
+    return _latencies(args, threshold, out)
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``check`` subcommand to ``sub``."""
+    check = sub.add_parser(
+        "check",
+        help="gate two throughputs or two sets of latencies (for CI scripts)",
+        description="Exit 0 when the candidate meets the threshold, 1 when not, "
+        "3 when timings are inconclusive, 2 on bad input.",
+    )
+    check.add_argument("--baseline", type=float, help="eager throughput (samples/s)")
+    check.add_argument("--candidate", type=float, help="candidate throughput (samples/s)")
+    check.add_argument(
+        "--baseline-times", help="file of eager latencies (s): one a line, or a JSON array"
+    )
+    check.add_argument("--candidate-times", help="file of candidate latencies (s)")
+    check.add_argument(
+        "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
+    )
+    check.add_argument(
+        "--paired", action="store_true", help="latency files: latency i of both measured together"
+    )
+    check.add_argument(
+        "--confidence", type=float, help="latency files: confidence of the interval (0.95)"
+    )
+    check.add_argument("--format", choices=("table", "json"), default="table")
+    check.set_defaults(func=run)

@@ -1,0 +1,235 @@
+"""``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file.
+
+A run appended to the same log twice is counted once (and said so); a file with no aitune_fp
+event at all is an input error (exit 2) and gets no plot. Every string from the log is escaped
+before it reaches the terminal, in the tables and in ``--format json`` alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from rich.text import Text
+
+from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, json_text, make_console
+from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.core.messages import headline_speedup
+from aitune_fp.ingest import BadLine, EventLine, IngestReport
+
+__all__ = ["MAX_BAD_SHOWN", "add_parser", "dedupe", "plot_report", "run"]
+
+#: Bad lines listed one by one on stderr; the rest are counted.
+MAX_BAD_SHOWN = 20
+
+_STARTS = ("aitune_fp.validation.started", "aitune_fp.validation.disabled")
+
+
+def dedupe(
+    items: Iterator[EventLine | BadLine], repeats: Counter[str], baseline_at: dict[str, str]
+) -> Iterator[EventLine | BadLine]:
+    """Leave out a run's events seen again: its second ``started``, and what follows of it.
+
+    Run ids are unique per tune, so a second ``started`` for one means the log holds the run
+    twice (a log appended to itself, two copies concatenated). Timestamped events repeated
+    exactly are left out too. ``repeats`` counts the lines left out per run id;
+    ``baseline_at`` collects the time of each run's up-front eager check.
+    """
+    starts: Counter[str] = Counter()
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, EventLine):
+            run_id = str(item.fields.get("run_id"))
+            if item.event in _STARTS:
+                starts[run_id] += 1
+            key = json.dumps(item.fields, sort_keys=True) if "timestamp" in item.fields else None
+            if starts[run_id] > 1 or (key is not None and key in seen):
+                repeats[run_id] += 1
+                continue
+            if key is not None:
+                seen.add(key)
+            if item.event.endswith(".baseline_measured") and "timestamp" in item.fields:
+                baseline_at[run_id] = _clock(str(item.fields["timestamp"]))
+        yield item
+
+
+def _clock(timestamp: str) -> str:
+    """``2025-01-02T12:01:02.123Z`` -> ``2025-01-02 12:01:02 UTC`` (as written, escaped)."""
+    date, _, time = timestamp.partition("T")
+    if not time:
+        return escape_control(timestamp[:40])
+    return escape_control(f"{date} {time[:8]} UTC")
+
+
+def _read(path: str) -> tuple[IngestReport, Counter[str], dict[str, str]]:
+    from aitune_fp import ingest
+
+    repeats: Counter[str] = Counter()
+    baseline_at: dict[str, str] = {}
+    try:
+        report = ingest.summarize(dedupe(ingest.read_events(path), repeats, baseline_at))
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UsageError(f"cannot read {escape_control(path)!r}: {why}") from exc
+    return report, repeats, baseline_at
+
+
+def _bad_lines(report: IngestReport, err: IO[str]) -> None:
+    if not report.bad_lines:
+        return
+    lines = [f"{len(report.bad_lines)} of {report.n_lines} lines were not aitune_fp events:"]
+    for line_no, why in report.bad_lines[:MAX_BAD_SHOWN]:
+        lines.append(f"  line {line_no}: {escape_control(why)}")
+    if len(report.bad_lines) > MAX_BAD_SHOWN:
+        lines.append(f"  ... and {len(report.bad_lines) - MAX_BAD_SHOWN} more")
+    err.write("\n".join(lines) + "\n")
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run ``report`` with parsed ``args``; return its exit code."""
+    if args.plot is not None:
+        _check_plot_target(args.plot)
+    report, repeats, baseline_at = _read(args.log)
+    if report.n_events == 0:
+        first = (
+            f"; line {report.bad_lines[0][0]}: {escape_control(report.bad_lines[0][1])[:120]}"
+            if report.bad_lines
+            else ""
+        )
+        raise UsageError(
+            f"no aitune_fp events in {escape_control(args.log)!r} "
+            f"({report.n_lines} lines{first}); write one with: aitune-fp tune --json-log FILE"
+        )
+    for run_id, n in repeats.items():
+        err.write(
+            f"warning: run {escape_control(run_id)} appears more than once in the log; "
+            f"{n} repeated event(s) left out\n"
+        )
+    if args.format == "json":
+        out.write(json_text({"command": "report", **report.to_dict()}) + "\n")
+    else:
+        console = make_console(out)
+        for i, one in enumerate(report.runs):
+            if i:
+                out.write("\n")
+            head = f"Run {escape_control(one.run_id)} · {escape_control(one.module_name)}"
+            extras = [escape_control(x) for x in (one.strategy, one.device) if x]
+            parts = render_run(one, baseline_at=baseline_at.get(one.run_id))
+            print_parts(console, [Text(" · ".join([head, *extras])), *parts])
+    out.flush()
+    _bad_lines(report, err)
+    if args.plot is not None:
+        if not any(r for one in report.runs for r in one.results):
+            err.write("no measured candidate in the log: no plot written\n")
+        else:
+            plot_report(report, args.plot)
+            err.write(f"plot written to {escape_control(args.plot)}\n")
+    return EXIT_OK
+
+
+def _check_plot_target(path: str) -> None:
+    suffix = Path(path).suffix.lower()
+    if suffix not in {".png", ".svg", ".pdf"}:
+        raise UsageError(
+            f"--plot needs a .png, .svg or .pdf file name, got {escape_control(path)!r}"
+        )
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "--plot needs matplotlib: pip install 'aitune-fp[plot]' (or pip install matplotlib)"
+        ) from None
+
+
+def _label(text: str, limit: int = 48) -> str:
+    text = escape_control(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def plot_report(report: IngestReport, path: str) -> None:
+    """One panel per module: each result's headline speedup with its interval, one row each.
+
+    Rows are horizontal (backend and run as the row label, readable at any count); the figure
+    grows in height, not width. The red tick is that run's required speedup. Results with no
+    headline figure (budget spent before the first look) are left out.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels: dict[str, list[tuple[str, float, float, float, float | None, bool]]] = {}
+    for one in report.runs:
+        for r in one.results:
+            value = headline_speedup(r)
+            if value is None:
+                continue
+            low = r.ci_low if r.ci_low is not None else value
+            high = r.ci_high if r.ci_high is not None else value
+            need = r.required_speedup if r.required_speedup is not None else one.required_speedup
+            label = f"{_label(r.backend_description)} · run {escape_control(one.run_id[:6])}"
+            panels.setdefault(one.module_name, []).append(
+                (label, value, max(value - low, 0.0), max(high - value, 0.0), need, r.passed)
+            )
+    heights = [max(1.6, 0.32 * len(rows) + 0.9) for rows in panels.values()]
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(9.0, sum(heights) + 0.6),
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
+    for ax, (module, rows) in zip(axes[:, 0], panels.items(), strict=True):
+        ys = list(range(len(rows)))[::-1]
+        ax.errorbar(
+            [r[1] for r in rows],
+            ys,
+            xerr=[[r[2] for r in rows], [r[3] for r in rows]],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+        )
+        ax.scatter(
+            [r[1] for r in rows],
+            ys,
+            zorder=3,
+            c=["tab:green" if r[5] else "tab:orange" for r in rows],
+        )
+        marks = [(r[4], y) for r, y in zip(rows, ys, strict=True) if r[4] is not None]
+        if marks:
+            ax.scatter(
+                [m[0] for m in marks],
+                [m[1] for m in marks],
+                marker="|",
+                s=200,
+                color="tab:red",
+                label="required speedup",
+                zorder=2,
+            )
+            ax.legend(loc="lower right", fontsize=8)
+        ax.axvline(1.0, color="grey", linewidth=0.8)
+        ax.set_yticks(ys, [r[0] for r in rows], fontsize=9)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_title(f"{_label(module)}: speedup over eager (estimate, CI)", fontsize=10)
+    axes[-1, 0].set_xlabel("speedup over eager (x); green: faster, orange: not faster")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``report`` subcommand to ``sub``."""
+    report = sub.add_parser(
+        "report",
+        help="tables (and a plot) from a --json-log event file",
+        description="Read a JSON-lines event log; print one table per run; list bad lines. "
+        "Exit 2 when the file holds no aitune_fp event.",
+    )
+    report.add_argument("log", help="JSON-lines file written by --json-log")
+    report.add_argument("--plot", help="write a speedup/CI plot (.png, .svg or .pdf)")
+    report.add_argument("--format", choices=("table", "json"), default="table")
+    report.set_defaults(func=run)

@@ -1,0 +1,366 @@
+"""``aitune-fp tune``: validate candidate backends against eager on a model (the main job).
+
+Flags are checked before anything is built; a flag that would do nothing in the chosen decision
+mode is refused. The model is called once eagerly on its batch before the tune: if eager cannot
+run it, the tune stops there with one line (exit 2) instead of building every candidate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from aitune_fp.backends import registry
+from aitune_fp.cli._shared import (
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+    escape_control,
+    json_text,
+    make_console,
+)
+from aitune_fp.cli.check import check_threshold_arg
+from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
+from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.core.config import DECISION_MODES
+
+__all__ = ["add_parser", "profiling_config", "run"]
+
+#: ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
+_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "looks": ("--looks", ("statistical",)),
+    "max_seconds": ("--max-seconds", ("statistical",)),
+    "confidence": ("--confidence", ("statistical",)),
+    "point_warmup_calls": ("--warmup-calls", ("point",)),
+    "point_steps": ("--steps", ("point",)),
+}
+
+
+def _parse_looks(text: str) -> tuple[int, ...]:
+    try:
+        looks = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(
+            f"--looks must be comma-separated integers like 10,20,40, got {text!r}"
+        ) from None
+    return looks
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(x) for x in re.split(r"[,x]", text.strip()))
+    except ValueError:
+        raise UsageError(f"--input-shape must look like 8,256, got {text!r}") from None
+    if not shape or any(d < 1 for d in shape):
+        raise UsageError(f"--input-shape must be positive integers, got {text!r}")
+    return shape
+
+
+def profiling_config(args: argparse.Namespace) -> Any:
+    """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
+    from aitune_fp.core.config import ProfilingConfig
+
+    kwargs: dict[str, Any] = {}
+    if args.looks is not None:
+        kwargs["looks"] = _parse_looks(args.looks)
+        if args.max_pairs is not None and kwargs["looks"][-1] != args.max_pairs:
+            raise UsageError("--max-pairs must equal the last of --looks (or give only one)")
+    elif args.max_pairs is not None:
+        if args.max_pairs < 2:
+            raise UsageError(f"--max-pairs must be >= 2, got {args.max_pairs}")
+        planned = [n for n in ProfilingConfig().looks if n < args.max_pairs]
+        kwargs["looks"] = (*planned, args.max_pairs)
+    for field, value in (
+        ("max_seconds", args.max_seconds),
+        ("confidence", args.confidence),
+        ("point_warmup_calls", args.warmup_calls),
+        ("point_steps", args.steps),
+    ):
+        if value is not None:
+            kwargs[field] = value
+    for field in kwargs:
+        flag, modes = _FLAGS[field]
+        if field == "looks" and args.looks is None:
+            flag = "--max-pairs"
+        if args.decision not in modes:
+            raise UsageError(
+                f"{flag} applies to --decision {modes[0]} only, not to --decision {args.decision}"
+            )
+        try:
+            ProfilingConfig(**{field: kwargs[field]})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{flag}: {_plain(str(exc), field, flag)}") from exc
+    try:
+        return ProfilingConfig(decision=args.decision, **kwargs)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        for field, (flag, _) in _FLAGS.items():
+            message = _plain(message, field, flag)
+        raise UsageError(message) from exc
+
+
+def _plain(message: str, field: str, flag: str) -> str:
+    return re.sub(rf"\b{field}\b", flag, message)
+
+
+def _backend_names(text: str | None, device: str) -> list[str]:
+    if text is None:
+        return list(registry.default_backends(device))
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--backends needs at least one name")
+    for n in names:
+        try:
+            registry.check_backend(n, device)
+        except registry.BackendChoiceError as exc:
+            raise UsageError(f"--backends: {exc}") from exc
+    return names
+
+
+def _resolve_device(text: str) -> str:
+    import torch
+
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if text == "cpu":
+        return "cpu"
+    if text == "cuda" or text.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {text} asked for CUDA but no CUDA device is available")
+        index = text.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise UsageError(
+                f"--device {text}: no such CUDA device ({torch.cuda.device_count()} present)"
+            )
+        return text
+    raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {text!r}")
+
+
+def _load_model(args: argparse.Namespace) -> Any:
+    from aitune_fp.models import MODELS, UserModelError, load_user_model
+
+    if args.model in MODELS:
+        if args.input_shape is not None:
+            raise UsageError("--input-shape applies only to a user model (--model file.py:factory)")
+        return MODELS[args.model]()
+    if ":" not in args.model:
+        raise UsageError(
+            f"--model must be one of {', '.join(MODELS)} or path/to/file.py:factory, "
+            f"got {args.model!r}"
+        )
+    shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
+    try:
+        return load_user_model(args.model, input_shape=shape)
+    except UserModelError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Path) -> None:
+    """Call the model eagerly once on the batch the tune will use; a failure is a UsageError."""
+    import torch
+
+    from aitune_fp.backends.eager import TorchEagerBackend
+    from aitune_fp.session import one_line
+
+    spec = model.graph_spec
+    try:
+        batch = spec.make_batch(model.sample, spec.get_max_batch_size())
+        eager = TorchEagerBackend().build(
+            model.module, spec, [model.sample], device, cache_dir / "preflight"
+        )
+        with torch.no_grad():
+            batch.call(eager)
+    except Exception as exc:
+        given = f" (--input-shape {args.input_shape})" if args.input_shape else ""
+        raise UsageError(
+            f"the eager baseline failed on this model and input{given}: "
+            f"{type(exc).__name__}: {one_line(exc)}"
+        ) from exc
+
+
+def _cache_dir(text: str | None) -> Path:
+    if text is None:
+        return Path(tempfile.mkdtemp(prefix="aitune_fp-"))
+    path = Path(text)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create --cache-dir {text!r}: {exc.strerror}") from exc
+    return path
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to fd 1 (torch, compilers, subprocesses) to stderr meanwhile."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run ``tune`` with parsed ``args``; return its exit code."""
+    config = profiling_config(args)
+    threshold = check_threshold_arg(args.threshold)
+    if threshold < 0:
+        err.write(
+            f"{PROG}: warning: --threshold {threshold:.4g} accepts candidates up to "
+            f"{-threshold:.4g} % slower than eager\n"
+        )
+    json_log: IO[str] | None = None
+    if args.json_log is not None:
+        try:
+            json_log = open(args.json_log, "a", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
+    try:
+        return _tune(args, config, threshold, json_log, out, err)
+    finally:
+        if json_log is not None:
+            json_log.close()
+
+
+def _tune(
+    args: argparse.Namespace,
+    config: Any,
+    threshold: float,
+    json_log: IO[str] | None,
+    out: IO[str],
+    err: IO[str],
+) -> int:
+    import torch
+
+    from aitune_fp.session import describe
+    from aitune_fp.strategies import (
+        FirstWinsStrategy,
+        MaxThroughputStrategy,
+        NoValidBackendError,
+        OneBackendStrategy,
+    )
+    from aitune_fp.validation import validation_of, with_performance_validation
+
+    device = _resolve_device(args.device)
+    names = _backend_names(args.backends, device)
+    if args.strategy == "one" and len(names) != 1:
+        raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
+    model = _load_model(args)
+    cache_dir = _cache_dir(args.cache_dir)
+    with _stdout_to_stderr():
+        _preflight(model, device, args, cache_dir)
+    backends = [registry.make_backend(n, device) for n in names]
+    inner: Any
+    if args.strategy == "one":
+        inner = OneBackendStrategy(backends[0])
+    elif args.strategy == "first-wins":
+        inner = FirstWinsStrategy(backends)
+    else:
+        inner = MaxThroughputStrategy(backends)
+    strategy = with_performance_validation(
+        inner, min_speedup_threshold_percent=threshold, profiling_config=config
+    )
+    console = make_console(err)
+    progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])
+    configure_logging([progress] + ([JsonLines(json_log)] if json_log is not None else []))
+    if not args.quiet:
+        console.print(
+            f"{PROG}: tuning {escape_control(model.name)} on {device} "
+            f"({', '.join(names)}; {args.strategy}; {config.decision}; cache {cache_dir})"
+        )
+    error: NoValidBackendError | None = None
+    with _stdout_to_stderr(), torch.no_grad(), progress:
+        module = model.module.to(device)
+        try:
+            strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)
+        except NoValidBackendError as exc:
+            error = exc
+    report = validation_of(strategy).last_report
+    assert report is not None  # the wrapper leaves a report for every tune, failed or not
+    if args.format == "json":
+        doc: dict[str, Any] = {
+            "command": "tune",
+            "cache_dir": str(cache_dir),
+            "run": report.to_dict(),
+        }
+        if error is not None:
+            doc["error"] = str(error)
+        out.write(json_text(doc) + "\n")
+    else:
+        message = None if error is None else str(error)
+        parts = render_run(report, error=message, baseline_at=progress.baseline_at)
+        print_parts(make_console(out), parts)
+    out.flush()
+    if report.baseline_error and not report.disabled:
+        err.write(
+            f"{PROG}: error: the eager baseline failed on this model and input: "
+            f"{escape_control(report.baseline_error)} (log under {cache_dir})\n"
+        )
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``tune`` subcommand to ``sub``."""
+    tune = sub.add_parser(
+        "tune",
+        help="validate candidate backends against eager on a model (the main job)",
+        description="Build the eager baseline and every candidate, gate each by measurement, "
+        "print the verdicts. With no arguments: the default candidates on the embedded mlp.",
+    )
+    tune.add_argument(
+        "--model",
+        default="mlp",
+        help="mlp (default), convnet, transformer, or path/to/file.py:factory",
+    )
+    tune.add_argument(
+        "--input-shape", help="input shape for a user factory that returns only a module (8,256)"
+    )
+    tune.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    tune.add_argument(
+        "--backends",
+        help=f"comma list of {', '.join(registry.backend_names())} "
+        f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
+        f"CUDA: {','.join(registry.default_backends('cuda'))})",
+    )
+    tune.add_argument(
+        "--strategy", choices=("one", "first-wins", "max-throughput"), default="max-throughput"
+    )
+    tune.add_argument(
+        "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
+    )
+    tune.add_argument("--decision", choices=DECISION_MODES, default=DECISION_MODES[0])
+    stat = "statistical decision: "
+    tune.add_argument("--max-seconds", type=float, help=stat + "budget per candidate (60 s)")
+    tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (160)")
+    tune.add_argument("--looks", help=stat + "planned looks in pairs (10,20,40,80,160)")
+    tune.add_argument("--confidence", type=float, help=stat + "confidence (0.95)")
+    tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
+    tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
+    tune.add_argument(
+        "--cache-dir",
+        help="where builds and failure logs go (default: a new aitune_fp-* temp dir, kept so "
+        "that the logs it names stay readable; its path is printed)",
+    )
+    tune.add_argument("--json-log", help="append every event as JSON lines to this file")
+    tune.add_argument("--format", choices=("table", "json"), default="table")
+    tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    tune.set_defaults(func=run)

@@ -1,0 +1,590 @@
+"""Specs of issue 12, finding by finding: what a user reads agrees with the verdict; clean exits.
+
+Synthetic event logs are built with the library's own event builders, so ``report`` reads what
+``tune --json-log`` writes. Pipes are real subprocesses whose reader is gone before they write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aitune_fp import events
+from aitune_fp.cli import main
+from aitune_fp.cli.rendering import final_line, measured_line, render_run
+from aitune_fp.core.messages import fmt_apart, fmt_headline, headline_speedup
+from aitune_fp.core.report import TuneReport
+from aitune_fp.core.results import PerformanceValidationResult
+
+ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
+ENV.pop("FORCE_COLOR", None)
+PACKAGE = Path(__file__).resolve().parent.parent / "aitune_fp"
+
+
+def _result(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
+    """A statistical not_faster result whose mean ratio (1.37) differs from its estimate (0.95)."""
+    fields: dict[str, Any] = {
+        "estimate": 0.95,
+        "ci_low": 0.892,
+        "ci_high": 0.999,
+        "confidence": 0.98,
+        "batch_size": 32,
+        "required_speedup": 1.01,
+        "verdict": "not_faster",
+        "decision": "statistical",
+        "reason": "upper bound 0.999x is below required 1.010x at 20 pairs",
+    }
+    fields.update(overrides)
+    passed = fields["verdict"] == "faster"
+    return PerformanceValidationResult(desc, 4110.0 * 1.37, 4061.0, 1.37, passed, **fields)
+
+
+def _line(event: events.Event, **extra: Any) -> str:
+    return json.dumps({"event": event.name, **event.fields, **extra}, ensure_ascii=False)
+
+
+def _log(
+    run: str = "r1",
+    *,
+    results: tuple[PerformanceValidationResult, ...] = (),
+    failures: tuple[tuple[str, str], ...] = (),
+    baseline: float = 518.0,
+    selected: str | None = "TorchEagerBackend()",
+    outcome: str = "baseline",
+    stamp: bool = True,
+) -> list[str]:
+    """The event lines of one run (timestamps like --json-log's when ``stamp``)."""
+    made = [
+        events.started(
+            run,
+            "mlp",
+            strategy="S",
+            device="cpu",
+            decision="statistical",
+            min_speedup_threshold_percent=1.0,
+            required_speedup=1.01,
+            batch_size=32,
+        ),
+        events.baseline_measured(
+            run,
+            "mlp",
+            backend_description="TorchEagerBackend()",
+            batch_size=32,
+            throughput_samples_per_s=baseline,
+            n_calls=20,
+            duration_s=0.1,
+            decision="statistical",
+        ),
+    ]
+    made += [events.candidate_measured(run, "mlp", r, duration_s=1.0) for r in results]
+    made += [
+        events.candidate_failed(
+            run,
+            "mlp",
+            backend_description=desc,
+            stage="strategy" if desc == "S" else "build",
+            error_type="RuntimeError",
+            reason=reason,
+            traceback_path=None,
+        )
+        for desc, reason in failures
+    ]
+    if selected is not None:
+        chosen = next((r for r in results if r.backend_description == selected), None)
+        made.append(
+            events.selected(
+                run,
+                "mlp",
+                backend_description=selected,
+                is_baseline=chosen is None,
+                result=chosen,
+                baseline_throughput=baseline,
+                info_on=True,
+            )
+        )
+    made.append(
+        events.finished(
+            run,
+            "mlp",
+            outcome=outcome,  # type: ignore[arg-type]
+            backend_description=selected,
+            n_candidates=len(results) + len(failures),
+            n_measured=len(results),
+            n_passed=0,
+            n_failed=len(failures),
+            duration_s=2.0,
+        )
+    )
+    return [
+        _line(e, **({"timestamp": f"2025-01-02T12:00:{i:02d}.5Z"} if stamp else {}))
+        for i, e in enumerate(made)
+    ]
+
+
+def _write(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """Run the CLI with a stdout whose reader is already gone (as ``| head -0`` leaves it)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "aitune_fp", *args],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env=ENV,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+
+
+class TestHeadline:
+    """1. One figure per result, the one the verdict was decided on, everywhere it is read."""
+
+    def test_statistical_headline_is_the_estimate_with_its_interval(self) -> None:
+        """The estimate and its bounds, never the mean ratio next to an interval it is not in."""
+        r = _result()
+        assert headline_speedup(r) == 0.95
+        assert fmt_headline(r) == "0.95x [0.892, 0.999]"
+        assert "1.37" not in measured_line(r)
+        assert "0.95x [0.892, 0.999] → not_faster" in measured_line(r)
+
+    def test_point_mode_shows_aitunes_figure(self) -> None:
+        """Point mode has no interval: AITune's mean-latency speedup is the figure."""
+        r = _result(estimate=None, ci_low=None, ci_high=None, confidence=None, decision="point")
+        assert headline_speedup(r) == 1.37
+        assert fmt_headline(r) == "1.37x"
+
+    def test_no_decision_shows_no_figure(self) -> None:
+        """A statistical result settled by no look (budget spent) shows no speedup at all."""
+        r = _result(estimate=None, ci_low=None, ci_high=None, verdict="inconclusive")
+        assert headline_speedup(r) is None
+        assert fmt_headline(r) == "—"
+
+    def test_report_table_and_selected_line_use_the_estimate(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The table row and the ⚡ line of a selected candidate show the estimate, not 1.37x."""
+        fast = _result("F()", estimate=1.52, ci_low=1.44, ci_high=1.61, verdict="faster")
+        path = _write(
+            tmp_path,
+            _log(results=(_result(), fast), selected="F()", outcome="candidate"),
+        )
+        assert main(["report", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert "1.37x" not in out
+        assert "0.95x [0.892, 0.999]" in out
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("⚡ mlp | backend: F() | speedup: 1.52x (CI [1.440, 1.610];")
+
+    def test_json_keeps_the_mean_ratio_as_speedup(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """JSON keeps AITune's ``speedup`` (mean ratio) and the ``estimate`` beside it."""
+        path = _write(tmp_path, _log(results=(_result(),)))
+        assert main(["report", str(path), "--format", "json"]) == 0
+        (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+        assert (result["speedup"], result["estimate"]) == (1.37, 0.95)
+
+
+class TestBaselineFigure:
+    """2. The eager figure quoted for the selected baseline is the one timed with the rows."""
+
+    def test_selected_line_quotes_eager_timed_alongside(self) -> None:
+        """Up-front 518 samples/s, rows 4,061: the final line quotes 4,061 and says so."""
+        report = TuneReport(
+            run_id="r",
+            module_name="m",
+            baseline_throughput=518.0,
+            results=(_result(),),
+            selected_backend="TorchEagerBackend()",
+            selected_is_baseline=True,
+        )
+        line = final_line(report).plain
+        assert "eager timed alongside the candidates: 4,061 samples/s" in line
+        assert "518" not in line
+
+    def test_without_rows_the_upfront_figure_is_labelled_with_its_time(self) -> None:
+        """No measured candidate: the up-front figure, labelled as such, with its time."""
+        report = TuneReport(
+            run_id="r",
+            module_name="m",
+            baseline_throughput=518.0,
+            selected_backend="TorchEagerBackend()",
+            selected_is_baseline=True,
+        )
+        line = final_line(report, baseline_at="2025-01-02 12:00:01 UTC").plain
+        assert line.endswith("(up-front check at 2025-01-02 12:00:01 UTC: 518 samples/s)")
+
+
+@pytest.mark.slow
+class TestEagerFailureStopsTheTune:
+    """3. A bad input that reaches the model: one line, exit 2, no candidate built."""
+
+    def test_one_line_and_no_candidate(
+        self,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """--input-shape 8,255 for a 256-wide model stops before any candidate is made."""
+        from aitune_fp.backends import registry
+
+        def no_candidates(*args: object) -> None:
+            raise AssertionError("a candidate was built after eager failed")
+
+        monkeypatch.setattr(registry, "make_backend", no_candidates)
+        path = tmp_path / "mine.py"
+        path.write_text("import torch\ndef make():\n    return torch.nn.Linear(256, 256)\n")
+        argv = ["tune", "--model", f"{path}:make", "--input-shape", "8,255"]
+        assert main([*argv, "--cache-dir", str(tmp_path / "c")]) == 2
+        captured = capsys.readouterr()
+        (line,) = captured.err.strip().splitlines()
+        assert line.startswith("aitune-fp: error: the eager baseline failed on this model")
+        assert "--input-shape 8,255" in line
+        assert "8x255" in line
+        assert captured.out == ""
+
+
+class TestBrokenPipe:
+    """4. A reader that goes away is not an error: exit 141, nothing on stderr, no error log."""
+
+    def test_report_into_closed_pipe(self, tmp_path: Path) -> None:
+        """``report x.jsonl | head -0``: 141, quiet."""
+        path = _write(tmp_path, _log(results=(_result(),)))
+        proc = _closed_pipe("report", str(path))
+        assert proc.returncode == 141
+        assert proc.stderr == b""
+
+    @pytest.mark.parametrize("fmt", ["table", "json"])
+    def test_check_into_closed_pipe_is_not_not_met(self, fmt: str) -> None:
+        """``check ... | head -0`` never exits 1 (which means "not met" for check)."""
+        proc = _closed_pipe("check", "--baseline", "100", "--candidate", "50", "--format", fmt)
+        assert proc.returncode == 141
+        assert proc.stderr == b""
+
+
+class TestFailuresReadable:
+    """5. Long reasons wrap inside the table; each failure's text is shown once."""
+
+    def test_long_reason_wrapped_and_shown_once(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A 400-character reason: no line over the table width, the strategy not a row."""
+        reason = "torch._dynamo failed: " + " ".join(["something went wrong"] * 19)
+        lines = _log(
+            failures=(("C()", reason), ("S", "NoValidBackendError: no candidate passed")),
+            selected=None,
+            outcome="error",
+        )
+        assert main(["report", str(_write(tmp_path, lines))]) == 0
+        out = capsys.readouterr().out
+        assert max(len(line) for line in out.splitlines()) <= 160
+        assert out.count("torch._dynamo failed") == 1
+        rows = out.split("Failed candidates:")[1].splitlines()
+        assert not any(row.startswith("S ") for row in rows)
+        assert out.strip().splitlines()[-1].startswith("❌ No backend was selected: the strategy")
+
+    def test_error_message_first_line_only(self) -> None:
+        """NoValidBackendError's multi-line text (every candidate again) is shown by its head."""
+        report = TuneReport(run_id="r", module_name="m")
+        text = final_line(report, error="no valid backend for m\n  C(): failed at build").plain
+        assert text == "❌ No backend was selected: no valid backend for m"
+
+
+class TestQualityFlags:
+    """6. Measurement-quality flags reach the table and stderr, in words."""
+
+    def test_table_has_quality_column(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """warmup_not_steady and a level shift are named in the Quality column."""
+        from aitune_fp.cli._shared import make_console
+        from aitune_fp.cli.rendering import print_parts
+
+        r = _result(flags=("warmup_not_steady", "level_shift_after_pair_12"))
+        report = TuneReport(run_id="r", module_name="m", results=(r,))
+        print_parts(make_console(sys.stdout), render_run(report))
+        out = capsys.readouterr().out
+        assert "Quality" in out
+        assert "warm-up not steady" in out
+        assert "level shift at pair 12" in out
+        assert "quality: warm-up not steady, level shift at pair 12" in measured_line(r)
+
+
+class TestNumericEdges:
+    """7. Extreme numbers: one line and exit 2, or a correct answer; never a crash or 300 digits."""
+
+    def test_overflowing_throughputs(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """1e308 / 1e-320 overflows: exit 2 naming the flags."""
+        assert main(["check", "--baseline", "1e-320", "--candidate", "1e308"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "--candidate / --baseline" in line
+
+    def test_huge_latencies_decide(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Latency files of 1e308 values are compared like any other (scale-free decision)."""
+        (tmp_path / "b.txt").write_text("1e308\n1.1e308\n0.9e308\n1e308\n")
+        (tmp_path / "c.txt").write_text("5e307\n5.5e307\n4.5e307\n5e307\n")
+        argv = ["--baseline-times", str(tmp_path / "b.txt")]
+        argv += ["--candidate-times", str(tmp_path / "c.txt")]
+        assert main(["check", *argv]) in (0, 3)
+        assert capsys.readouterr().out.startswith("verdict: ")
+
+    def test_span_beyond_float_range(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """1e-320 next to 1e308: exit 2 with one line."""
+        (tmp_path / "b.txt").write_text("1e-320\n1e308\n")
+        (tmp_path / "c.txt").write_text("1\n2\n")
+        argv = ["--baseline-times", str(tmp_path / "b.txt")]
+        assert main(["check", *argv, "--candidate-times", str(tmp_path / "c.txt")]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+    def test_huge_threshold_is_short(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """--threshold 1e300 prints in scientific notation."""
+        assert main(["check", "--baseline", "1", "--candidate", "2", "--threshold", "1e300"]) == 1
+        out = capsys.readouterr().out
+        assert "1e+300%" in out
+        assert "0" * 20 not in out
+
+    @pytest.mark.parametrize(
+        ("value", "other", "expected"),
+        [
+            (1.0096, 1.01, ("1.0096", "1.0100")),
+            (0.958, 1.01, ("0.958", "1.010")),
+            (1.01, 1.01, ("1.010", "1.010")),
+        ],
+    )
+    def test_compared_numbers_read_differently(
+        self, value: float, other: float, expected: tuple[str, str]
+    ) -> None:
+        """ "upper bound 1.010x is below required 1.010x" cannot be printed any more."""
+        assert fmt_apart(value, other) == expected
+
+
+class TestFlagsAndInputs:
+    """8. Messages name flags; no flag silently ignored; check --format json; BOM; plots."""
+
+    @pytest.mark.parametrize(
+        ("argv", "match"),
+        [
+            (["--max-seconds", "0"], "--max-seconds"),
+            (["--decision", "point", "--steps", "0"], "--steps"),
+            (["--steps", "5"], "--steps applies to --decision point only"),
+            (["--warmup-calls", "5"], "--warmup-calls applies to --decision point only"),
+            (["--decision", "point", "--looks", "10,20"], "--looks applies to --decision"),
+            (["--decision", "point", "--max-pairs", "20"], "--max-pairs applies to"),
+            (["--confidence", "1.5"], "--confidence"),
+        ],
+    )
+    def test_tune_flags_named(
+        self, argv: list[str], match: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A bad or inapplicable tune flag: exit 2, one line naming the flag, no field name."""
+        assert main(["tune", "--backends", "eager", *argv]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert match in line
+        for field in ("max_seconds", "point_steps", "point_warmup_calls"):
+            assert field not in line
+
+    @pytest.mark.parametrize("flag", [["--paired"], ["--confidence", "0.9"]])
+    def test_check_refuses_flags_for_latencies_with_throughputs(
+        self, flag: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--paired and --confidence do nothing with plain numbers: refused."""
+        assert main(["check", "--baseline", "1", "--candidate", "2", *flag]) == 2
+        assert f"{flag[0]} applies to --baseline-times" in capsys.readouterr().err
+
+    def test_too_few_latencies_names_flag_and_file(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """One latency: the message names --baseline-times and the file, not baseline_times."""
+        (tmp_path / "one.txt").write_text("0.01\n")
+        (tmp_path / "two.txt").write_text("0.01\n0.02\n")
+        argv = ["--baseline-times", str(tmp_path / "one.txt")]
+        assert main(["check", *argv, "--candidate-times", str(tmp_path / "two.txt")]) == 2
+        err = capsys.readouterr().err
+        assert "--baseline-times" in err and "one.txt" in err and "baseline_times" not in err
+
+    def test_check_json(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """check --format json: one document, for throughputs and for latency files."""
+        assert main(["check", "--baseline", "100", "--candidate", "112", "--format", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert (doc["command"], doc["met"], doc["speedup"]) == ("check", True, 1.12)
+        (tmp_path / "b.txt").write_text("\n".join(str(0.01 + i * 1e-4) for i in range(12)))
+        (tmp_path / "c.txt").write_text("\n".join(str(0.005 + i * 1e-4) for i in range(12)))
+        argv = ["--baseline-times", str(tmp_path / "b.txt")]
+        argv += ["--candidate-times", str(tmp_path / "c.txt"), "--paired", "--format", "json"]
+        assert main(["check", *argv]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["verdict"] == "faster"
+        assert doc["method"] == "wilcoxon_signed_rank_hl"
+
+    def test_bom_accepted(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """A UTF-8 BOM (Windows editors) in a latency file and in an event log is fine."""
+        (tmp_path / "b.txt").write_bytes(b"\xef\xbb\xbf0.010\n0.011\n0.0105\n0.0102\n")
+        (tmp_path / "c.txt").write_bytes(b"\xef\xbb\xbf[0.005, 0.0051, 0.0052, 0.0049]")
+        argv = ["--baseline-times", str(tmp_path / "b.txt")]
+        assert main(["check", *argv, "--candidate-times", str(tmp_path / "c.txt")]) != 2
+        log = tmp_path / "bom.jsonl"
+        log.write_bytes(b"\xef\xbb\xbf" + "\n".join(_log()).encode())
+        assert main(["report", str(log)]) == 0
+        assert "were not aitune_fp events" not in capsys.readouterr().err
+
+    def test_report_on_a_non_log_exits_2_without_plot(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A file with no aitune_fp event: exit 2, one line, no (empty) plot written."""
+        path = tmp_path / "notes.txt"
+        path.write_text("hello\nworld\n")
+        target = tmp_path / "p.png"
+        assert main(["report", str(path), "--plot", str(target)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "no aitune_fp events" in line
+        assert not target.exists()
+        (tmp_path / "empty.jsonl").write_text("")
+        assert main(["report", str(tmp_path / "empty.jsonl")]) == 2
+
+    def test_plot_of_many_runs_stays_narrow(self, tmp_path: Path) -> None:
+        """Ten runs: rows grow downwards, one panel per module; the PNG is not 2760 px wide."""
+        lines = [
+            line
+            for i in range(10)
+            for line in _log(f"run{i}", results=(_result("A()"), _result("B()")))
+        ]
+        target = tmp_path / "many.png"
+        assert main(["report", str(_write(tmp_path, lines)), "--plot", str(target)]) == 0
+        width, height = struct.unpack(">II", target.read_bytes()[16:24])
+        assert width <= 1000
+        assert height >= 20 * 30  # twenty labelled rows, each readable
+
+
+class TestReportInputs:
+    """9. report: integral floats, non-JSON numbers, control characters, a run seen twice."""
+
+    def test_integral_floats(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """``"batch_size": 32.0`` (schema-valid) is read as 32 in the table and in JSON."""
+        lines = [line.replace('"batch_size": 32', '"batch_size": 32.0') for line in _log()]
+        assert any('"batch_size": 32.0' in line for line in lines)
+        path = _write(tmp_path, lines)
+        assert main(["report", str(path)]) == 0
+        assert "batch size 32;" in capsys.readouterr().out
+        assert main(["report", str(path), "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["runs"][0]["batch_size"] == 32
+
+    def test_overflowing_number_is_a_bad_line_and_json_stays_json(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """1e400 is refused as a bad line; --format json never writes Infinity."""
+        lines = _log()
+        lines[-1] = lines[-1].replace('"duration_s": 2.0', '"duration_s": 1e400')
+        assert main(["report", str(_write(tmp_path, lines)), "--format", "json"]) == 0
+        captured = capsys.readouterr()
+        assert "Infinity" not in captured.out
+
+        def strict(name: str) -> None:
+            raise ValueError(name)
+
+        json.loads(captured.out, parse_constant=strict)
+        assert "beyond float range" in captured.err
+
+    @pytest.mark.parametrize("fmt", ["table", "json"])
+    def test_control_characters_escaped(
+        self, tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """U+202E, U+009B and ESC from a log never reach the terminal raw, in either format."""
+        evil = "Evil\u202e\x9b\x1b[2J()"
+        path = _write(tmp_path, _log(results=(_result(evil),), selected=None))
+        assert main(["report", str(path), "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        for ch in ("\u202e", "\x9b", "\x1b"):
+            assert ch not in out
+        if fmt == "json":
+            doc = json.loads(out)
+            assert doc["runs"][0]["results"][0]["backend_description"] == evil
+
+    def test_run_seen_twice(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """The same run appended twice: a warning on stderr and its results counted once."""
+        once = _log(results=(_result(),))
+        path = _write(tmp_path, once + once)
+        assert main(["report", str(path), "--format", "json"]) == 0
+        captured = capsys.readouterr()
+        (run,) = json.loads(captured.out)["runs"]
+        assert len(run["results"]) == 1
+        assert "appears more than once" in captured.err
+        assert f"{len(once)} repeated event(s) left out" in captured.err
+
+
+class TestPackage:
+    """11. The CLI is a small package on rich: no module over ~400 lines, no hand-made ANSI."""
+
+    def test_modules_small_and_without_ansi(self) -> None:
+        """Every module of aitune_fp/cli is under 400 lines and writes no escape codes itself."""
+        for path in sorted((PACKAGE / "cli").glob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            assert len(text.splitlines()) < 400, path.name
+            assert "\\033[" not in text and "\\x1b[" not in text, path.name
+
+    def test_library_never_imports_rich(self) -> None:
+        """``import aitune_fp`` and the pure API load neither rich nor torch; only cli/ names rich.
+
+        (structlog loads rich on its own when it is installed; the library's modules never ask.)
+        """
+        code = (
+            "import sys, aitune_fp\n"
+            "from aitune_fp import compute_speedup, decide_speedup, fmt_speedup_msg\n"
+            "import aitune_fp.core.messages\n"
+            "assert 'rich' not in sys.modules, 'rich imported'\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        for path in PACKAGE.rglob("*.py"):
+            if "cli" not in path.relative_to(PACKAGE).parts:
+                text = path.read_text(encoding="utf-8")
+                assert "import rich" not in text and "from rich" not in text, path
+
+    @pytest.mark.parametrize(
+        ("env", "coloured"),
+        [({"FORCE_COLOR": "1"}, True), ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, False), ({}, False)],
+    )
+    def test_colour_follows_rich(self, env: dict[str, str], coloured: bool) -> None:
+        """FORCE_COLOR colours a pipe, NO_COLOR wins, a plain pipe gets none (rich decides)."""
+        base = {k: v for k, v in ENV.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+        proc = subprocess.run(
+            [sys.executable, "-m", "aitune_fp", "check", "--baseline-times", "/dev/null"],
+            capture_output=True,
+            text=True,
+            env={**base, **env},
+            check=False,
+        )
+        assert proc.returncode == 2  # usage errors stay plain
+        code = (
+            "import sys\nfrom aitune_fp.cli.rendering import print_parts\n"
+            "from aitune_fp.cli._shared import make_console\nfrom rich.text import Text\n"
+            "print_parts(make_console(sys.stdout), [Text('x', style='red')])\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**base, **env},
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert ("\x1b[" in proc.stdout) is coloured
