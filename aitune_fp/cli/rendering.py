@@ -124,18 +124,16 @@ def _results_table(results: Sequence[PerformanceValidationResult]) -> Table:
     speed_head = "Speedup"
     if statistical:
         speed_head += f" [{confidence:.0%} CI]" if confidence else " [CI]"
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, expand=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     names = [escape_control(r.backend_description) for r in results]
     qualities = [fmt_flags(r.flags) or "ok" for r in results]
-    table.add_column("Backend", overflow="fold", min_width=min(40, max(map(len, names))))
-    table.add_column("Eager/s", justify="right", no_wrap=True)
-    table.add_column("Candidate/s", justify="right", no_wrap=True)
-    table.add_column(speed_head, no_wrap=True)
-    table.add_column("Verdict", no_wrap=True)
-    table.add_column(
-        "Quality", overflow="fold", min_width=min(18, max(map(len, qualities))), max_width=24
-    )
-    table.add_column("Reason", overflow="fold", min_width=30)
+    table.add_column("Backend", overflow="fold")
+    table.add_column("Eager/s", justify="right")
+    table.add_column("Candidate/s", justify="right")
+    table.add_column(speed_head)
+    table.add_column("Verdict")
+    table.add_column("Quality", overflow="fold", max_width=24)
+    table.add_column("Reason", overflow="fold", min_width=20)
     for r, name, quality in zip(results, names, qualities, strict=True):
         table.add_row(
             name,
@@ -157,9 +155,9 @@ def _short(text: str, limit: int = MAX_REASON) -> str:
 def _failures_table(run: TuneReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("Backend", overflow="fold", min_width=12)
-    table.add_column("Stage", no_wrap=True)
+    table.add_column("Stage")
     table.add_column("Error", overflow="fold")
-    table.add_column("Reason", overflow="fold", min_width=30)
+    table.add_column("Reason", overflow="fold", min_width=20)
     table.add_column("Log", overflow="fold")
     for f in run.candidate_failures:
         table.add_row(
