@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING
 
 from aitune_fp.core._checks import check_int, check_nonnegative
@@ -47,16 +48,30 @@ def _paint(text: str, code: str, color: bool) -> str:
     return f"{code}{text}{ANSI_RESET}" if color else text
 
 
+def _count(name: str, value: object) -> int:
+    """A batch size as an int: any integer type (numpy's ``int64`` too, as AITune passes), no bool."""
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
+        value = int(value)
+    return check_int(name, value)
+
+
+def _amount(name: str, value: object) -> float:
+    """A throughput or speedup as a float >= 0: any real type (numpy's floats too), no bool."""
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        value = float(value)
+    return check_nonnegative(name, value)
+
+
 def fmt_throughput_detail(baseline_throughput: float, throughput: float) -> str:
     """Return ``"<baseline> → <throughput> samples/s"`` with two decimals (arrow U+2192)."""
-    base = check_nonnegative("baseline_throughput", baseline_throughput)
-    value = check_nonnegative("throughput", throughput)
+    base = _amount("baseline_throughput", baseline_throughput)
+    value = _amount("throughput", throughput)
     return f"{base:.2f} → {value:.2f} samples/s"
 
 
 def fmt_speedup_msg_short(speedup: float, detail: str, *, color: bool = False) -> str:
     """Return the short summary ``"⚡ speedup: 2.00x (<detail>)"`` (no module or backend name)."""
-    value = check_nonnegative("speedup", speedup)
+    value = _amount("speedup", speedup)
     emoji = _paint(_LIGHTNING, ANSI_EMOJI, color)
     text = _paint(f"{value:.2f}x", ANSI_SPEEDUP, color)
     return f"{emoji} speedup: {text} ({detail})"
@@ -66,7 +81,7 @@ def fmt_speedup_msg(
     speedup: float, detail: str, name: str, backend_desc: str, *, color: bool = False
 ) -> str:
     """Return the full summary ``"⚡ <name> | backend: <desc> | speedup: 2.00x (<detail>)"``."""
-    value = check_nonnegative("speedup", speedup)
+    value = _amount("speedup", speedup)
     emoji = _paint(_LIGHTNING, ANSI_EMOJI, color)
     text = _paint(f"{value:.2f}x", ANSI_SPEEDUP, color)
     return (
@@ -92,9 +107,9 @@ def fmt_candidate_line(
     color: bool = False,
 ) -> str:
     """Return the per-candidate line of AITune, e.g. ``"📊 X: batch size=8, ... (▲ faster)"``."""
-    size = check_int("batch_size", batch_size)
-    value = check_nonnegative("throughput", throughput)
-    ratio = check_nonnegative("speedup", speedup)
+    size = _count("batch_size", batch_size)
+    value = _amount("throughput", throughput)
+    ratio = _amount("speedup", speedup)
     return (
         f"📊 {backend_desc}: batch size={size}, throughput={value:.2f} samples/s, "
         f"speedup={ratio:.2f}x ({fmt_indicator(passed, color=color)})"
@@ -103,8 +118,8 @@ def fmt_candidate_line(
 
 def fmt_baseline_line(batch_size: int, throughput: float) -> str:
     """Return ``"📊 Eager baseline: batch size=8, throughput=123.45 samples/s"``."""
-    size = check_int("batch_size", batch_size)
-    value = check_nonnegative("throughput", throughput)
+    size = _count("batch_size", batch_size)
+    value = _amount("throughput", throughput)
     return f"📊 Eager baseline: batch size={size}, throughput={value:.2f} samples/s"
 
 
@@ -112,7 +127,7 @@ def fmt_baseline_selected(backend_desc: str, baseline_throughput: float | None =
     """Return ``"ℹ️ Baseline was selected: <desc>"`` plus ``" (123.00 samples/s)"`` when known."""
     text = f"ℹ️ Baseline was selected: {backend_desc}"
     if baseline_throughput is not None:
-        value = check_nonnegative("baseline_throughput", baseline_throughput)
+        value = _amount("baseline_throughput", baseline_throughput)
         text += f" ({value:.2f} samples/s)"
     return text
 
