@@ -43,6 +43,8 @@ except ImportError as exc:  # pragma: no cover - an AITune that cannot be import
 
 from aitune.torch.backend import TorchEagerBackend  # noqa: E402
 from aitune.torch.module_registry import MODULE_REGISTRY  # noqa: E402
+from aitune.torch.task.profiling import NumStepsMeasuringStopStrategy  # noqa: E402
+from aitune.torch.task.profiling import ProfilingConfig as AituneProfilingConfig  # noqa: E402
 from aitune.torch.tune_strategy.mixin import PerformanceValidationMixinResult  # noqa: E402
 from aitune.torch.tune_strategy.profiling_tune_strategy import BackendPerfResult  # noqa: E402
 
@@ -136,9 +138,17 @@ def gated(target: Any, **kwargs: Any) -> Any:
 
 
 def quiet(strategy: Any) -> Any:
-    """No find-max-batch-size sweep (validate at the largest batch size ``ait.tune`` records)."""
+    """No find-max-batch-size sweep (validate at the largest batch size ``ait.tune`` records).
+
+    AITune's own profiling (its eager baseline; MaxThroughput's sweep) is cut to 1 + 3 calls at
+    batch size 8: the gate under test does not use it, and the suite stays quick.
+    """
     if hasattr(strategy, "enable_find_max_batch_size"):
         strategy.enable_find_max_batch_size(False)
+    strategy.profiling_config = AituneProfilingConfig(
+        batch_sizes=[8],
+        measurement_stop_strategy=NumStepsMeasuringStopStrategy(num_steps=3, warmup_samples=1),
+    )
     return strategy
 
 
@@ -262,7 +272,7 @@ def test_one_backend_wrong_values_fail_aitune_fp_closeness_check() -> None:
 
 def test_first_wins_gates_every_intermediate_candidate(logs: LogCapture) -> None:
     backends = [BrokenEager(), WrongEager(), SlowerEager(), _Eager(), PrunedEager()]
-    strategy = gated(ait.FirstWinsStrategy(backends=backends))
+    strategy = quiet(gated(ait.FirstWinsStrategy(backends=backends)))
     module, model = run_tune(strategy)
     assert [r.backend_description for r in strategy.perf_validation_results] == [
         "SlowerEager()",
@@ -343,6 +353,15 @@ def test_diagnostic_mode_measures_but_never_decides(logs: LogCapture) -> None:
     report = validation_of(strategy).last_report
     assert report is not None and report.outcome == "candidate"
     assert report.selected_backend == "SlowerEager()"
+
+
+def test_max_throughput_diagnostic_keeps_the_best_user_backend() -> None:
+    strategy = quiet(gated(ait.MaxThroughputStrategy(backends=[SlowerEager()])))
+    strategy.enable_performance_validation("diagnostic")
+    run_tune(strategy)
+    assert [r.passed for r in strategy.perf_validation_results] == [False]
+    report = validation_of(strategy).last_report
+    assert report is not None and report.selected_backend == "SlowerEager()"
 
 
 @pytest.mark.parametrize("how", ["aitune", "decorator"])

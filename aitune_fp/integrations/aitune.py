@@ -839,7 +839,8 @@ class _ThroughputGate(_AituneGate):
             raise InvalidStateError(
                 "a gated AITune strategy checks candidates only inside its own tune()"
             )
-        if run.mode == "disabled":  # AITune's own: no eager baseline, no comparison
+        if run.mode == "disabled" or (run.mode == "diagnostic" and run.baseline is None):
+            # AITune's own: nothing to compare with, and nothing the comparison may change
             return super()._run_backends(*target, batching, max_batch_size)  # type: ignore[misc]
         tune_candidate = _aitune(_PROFILING_MODULE, "_TuneCandidate")
         perf_record = _aitune(_PROFILING_MODULE, "BackendPerfResult")
