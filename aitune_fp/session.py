@@ -313,8 +313,7 @@ class TuneSession:
             )
             if not throughput > 0:
                 raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
-            with torch.no_grad():  # what every spot check while timing compares with
-                self._reference = self._batch.call(self.baseline)
+            self._reference = self._reference_output(self.baseline, self._batch)
             self._settle_guard()
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
@@ -343,6 +342,12 @@ class TuneSession:
                 decision=self.rule.name,
             )
         )
+
+    @staticmethod
+    def _reference_output(baseline: Any, batch: Sample) -> Any:
+        """Eager's output on the timing batch: what every spot check while timing compares with."""
+        with torch.no_grad():
+            return batch.call(baseline)
 
     def _guard_model(self) -> None:
         """Validate in eval mode (saying so) and snapshot the model the tune must not change."""
