@@ -24,6 +24,7 @@ from aitune_fp.core.messages import (
     fmt_speedup_msg_short,
     fmt_throughput_detail,
 )
+from aitune_fp.core.report import CandidateFailure
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
 
@@ -40,6 +41,7 @@ __all__ = [
     "disabled",
     "emit",
     "eval_mode",
+    "failed",
     "finished",
     "info_enabled",
     "new_run_id",
@@ -295,6 +297,11 @@ def candidate_failed(
             f"{error_type}: {reason}"
         ),
     )
+
+
+def failed(run_id: str, module_name: str, failure: CandidateFailure) -> Event:
+    """``candidate_failed`` for a recorded failure (the record's fields are the event's keys)."""
+    return candidate_failed(run_id, module_name, **failure.to_dict())
 
 
 def selected(

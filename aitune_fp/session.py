@@ -28,6 +28,7 @@ from aitune_fp.backends import TorchEagerBackend
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase, safe_folder_name
 from aitune_fp.core._checks import check_threshold, of_type
 from aitune_fp.core.config import ProfilingConfig, for_batch_size
+from aitune_fp.core.messages import one_line
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
@@ -166,13 +167,6 @@ def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None
     except OSError:
         return None
     return str(path)
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line (lines joined), never empty, at most 1000 chars."""
-    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
-    text = text or type(exc).__name__
-    return text if len(text) <= 1000 else text[:999] + "…"
 
 
 def _reason(exc: BaseException) -> str:
@@ -531,25 +525,9 @@ class TuneSession:
         self, description: str, stage: Stage, exc: BaseException, log_path: str | None
     ) -> CandidateFailure:
         """Record a failed candidate (or strategy) and emit its warning event."""
-        failure = CandidateFailure(
-            backend_description=description,
-            stage=stage,
-            error_type=type(exc).__name__,
-            reason=one_line(exc),
-            traceback_path=log_path,
-        )
+        failure = CandidateFailure.from_exception(description, stage, exc, log_path)
         self.failures.append(failure)
-        self._emit(
-            events.candidate_failed(
-                self.run_id,
-                self.target.name,
-                backend_description=description,
-                stage=stage,
-                error_type=failure.error_type,
-                reason=failure.reason,
-                traceback_path=failure.traceback_path,
-            )
-        )
+        self._emit(events.failed(self.run_id, self.target.name, failure))
         return failure
 
     def release(self, backend: Any, log: Path | None = None) -> None:

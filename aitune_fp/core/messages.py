@@ -30,6 +30,7 @@ __all__ = [
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
     "headline_speedup",
+    "one_line",
 ]
 
 #: ANSI codes AITune uses when its stream is a terminal (reference §1.7, §1.8).
@@ -192,3 +193,10 @@ def fmt_apart(value: float, other: float, digits: int = 3) -> tuple[str, str]:
     while places < 9 and value != other and f"{value:.{places}f}" == f"{other:.{places}f}":
         places += 1
     return f"{value:.{places}f}", f"{other:.{places}f}"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (lines joined), never empty, at most 1000 chars."""
+    text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
+    text = text or type(exc).__name__
+    return text if len(text) <= 1000 else text[:999] + "…"

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import attrs
 
 from aitune_fp.core._checks import of_type, one_of
+from aitune_fp.core.messages import one_line
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.stats import SpeedupDecision
 
@@ -52,6 +53,19 @@ class CandidateFailure:
     error_type: str = attrs.field(validator=of_type(str))
     reason: str = attrs.field(validator=of_type(str))
     traceback_path: str | None = attrs.field(default=None, validator=_opt_str)
+
+    @classmethod
+    def from_exception(
+        cls, description: str, stage: Stage, exc: BaseException, traceback_path: str | None
+    ) -> CandidateFailure:
+        """The failure record of ``exc`` (its type and its message on one line)."""
+        return cls(
+            backend_description=description,
+            stage=stage,
+            error_type=type(exc).__name__,
+            reason=one_line(exc),
+            traceback_path=traceback_path,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field."""

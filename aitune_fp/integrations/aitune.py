@@ -513,26 +513,11 @@ class _Run:
     def record_failure(
         self, description: str, stage: Stage, exc: BaseException, path: str | None
     ) -> None:
-        failure = CandidateFailure(
-            backend_description=description,
-            stage=stage,
-            error_type=type(exc).__name__,
-            reason=one_line(exc),
-            traceback_path=path,
-        )
+        """Record a failed candidate and, unless validation is disabled, emit its event."""
+        failure = CandidateFailure.from_exception(description, stage, exc, path)
         self.failures.append(failure)
         if self.mode != "disabled":
-            self.emit(
-                events.candidate_failed(
-                    self.run_id,
-                    self.name,
-                    backend_description=description,
-                    stage=stage,
-                    error_type=failure.error_type,
-                    reason=failure.reason,
-                    traceback_path=path,
-                )
-            )
+            self.emit(events.failed(self.run_id, self.name, failure))
 
     # -- the end -------------------------------------------------------------------------------
     def conclude(self, backend: Any) -> None:
