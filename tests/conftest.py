@@ -7,6 +7,7 @@ import os
 import pytest
 import structlog
 from hypothesis import HealthCheck, settings
+from structlog.testing import LogCapture
 
 settings.register_profile(
     "ci",
@@ -41,3 +42,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _reset_structlog() -> None:
     """Each test starts with structlog's defaults: the library never configures logging."""
     structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_clock() -> None:
+    """Each test starts the helpers' fake clock at 0 with the same jitter sequence."""
+    from tests.validation_helpers import CLOCK
+
+    CLOCK.reset()
+
+
+@pytest.fixture(name="logs")
+def _logs() -> LogCapture:
+    """Capture every event a test emits (structlog configured for this test only)."""
+    cap = LogCapture()
+    structlog.configure(processors=[cap])
+    return cap

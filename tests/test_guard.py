@@ -7,31 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 import torch
 from structlog.testing import LogCapture
 
 from aitune_fp import FirstWinsStrategy, GraphSpec, OneBackendStrategy, Sample
-from aitune_fp import with_performance_validation as wpv
 from aitune_fp.guard import ModelGuard
-from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, make_case
+from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
-
-@pytest.fixture(autouse=True)
-def _fresh_clock() -> None:
-    CLOCK.reset()
-
-
-@pytest.fixture(name="logs")
-def _logs() -> Any:
-    cap = LogCapture()
-    structlog.configure(processors=[cap])
-    return cap
-
-
-def validated(strategy: Any, **kwargs: Any) -> Any:
-    kwargs.setdefault("profiling_config", FAST_CONFIG)
-    return wpv(strategy, timer=CLOCK, **kwargs)
+validated = gated
 
 
 def state(module: torch.nn.Module) -> dict[str, torch.Tensor]:

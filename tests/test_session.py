@@ -12,7 +12,6 @@ from typing import Any
 
 import attrs
 import pytest
-import structlog
 import torch
 from structlog.testing import LogCapture
 
@@ -26,24 +25,9 @@ from aitune_fp import (
     validation_of,
     with_performance_validation,
 )
-from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, make_case
+from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
-
-@pytest.fixture(autouse=True)
-def _fresh_clock() -> None:
-    CLOCK.reset()
-
-
-@pytest.fixture(name="logs")
-def _logs() -> Any:
-    cap = LogCapture()
-    structlog.configure(processors=[cap])
-    return cap
-
-
-def validated(strategy: Any, **kwargs: Any) -> Any:
-    kwargs.setdefault("profiling_config", FAST_CONFIG)
-    return with_performance_validation(strategy, timer=CLOCK, **kwargs)
+validated = gated
 
 
 def tune(strategy: Any, tmp_path: Path) -> Any:

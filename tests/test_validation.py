@@ -71,12 +71,6 @@ def validated(strategy: Any, **kwargs: Any) -> Any:
     )
 
 
-@pytest.fixture(autouse=True)
-def _fresh_clock() -> None:
-    """Every test starts the fake clock at 0 with the same jitter sequence."""
-    CLOCK.reset()
-
-
 @with_performance_validation(profiling_config=FAST_CONFIG, timer=CLOCK)
 class DecoratedFirstWins(FirstWinsStrategy):
     """A user's strategy class decorated with arguments."""

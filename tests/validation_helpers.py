@@ -183,3 +183,11 @@ class RecordingSlower(Slower):
 
     def _deactivate(self) -> None:
         type(self).released.append(self.describe())
+
+
+def gated(strategy: Any, **kwargs: Any) -> Any:
+    """``strategy`` wrapped to validate on the fake clock with the small test budget."""
+    from aitune_fp import with_performance_validation
+
+    kwargs.setdefault("profiling_config", FAST_CONFIG)
+    return with_performance_validation(strategy, timer=CLOCK, **kwargs)
