@@ -44,6 +44,7 @@ __all__ = [
     "failed",
     "finished",
     "info_enabled",
+    "look",
     "new_run_id",
     "phase",
     "selected",
@@ -59,6 +60,7 @@ STARTED: Final = _PREFIX + "started"
 DISABLED: Final = _PREFIX + "disabled"
 EVAL_MODE: Final = _PREFIX + "eval_mode"
 PHASE: Final = _PREFIX + "phase"
+LOOK: Final = _PREFIX + "look"
 BASELINE_MEASURED: Final = _PREFIX + "baseline_measured"
 BASELINE_FAILED: Final = _PREFIX + "baseline_failed"
 CANDIDATE_MEASURED: Final = _PREFIX + "candidate_measured"
@@ -71,6 +73,7 @@ EVENT_NAMES: Final = (
     DISABLED,
     EVAL_MODE,
     PHASE,
+    LOOK,
     BASELINE_MEASURED,
     BASELINE_FAILED,
     CANDIDATE_MEASURED,
@@ -181,6 +184,39 @@ def phase(run_id: str, module_name: str, *, backend_description: str, phase: Pha
         backend_description=backend_description,
         phase=phase,
         summary=f"{backend_description}: {phase.replace('_', ' ')}",
+    )
+
+
+def look(
+    run_id: str,
+    module_name: str,
+    *,
+    backend_description: str,
+    n_pairs: int,
+    max_pairs: int,
+    verdict: str,
+    estimate: float,
+    ci_low: float,
+    ci_high: float | None,
+) -> Event:
+    """Progress of a statistical measurement: the interval at one planned look (debug level)."""
+    high = "inf" if ci_high is None or not math.isfinite(ci_high) else f"{ci_high:.3f}"
+    return _event(
+        LOOK,
+        "debug",
+        run_id,
+        module_name,
+        backend_description=backend_description,
+        n_pairs=n_pairs,
+        max_pairs=max_pairs,
+        verdict=verdict,
+        estimate=estimate,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        summary=(
+            f"🔎 {backend_description}: {n_pairs}/{max_pairs} pairs, "
+            f"{estimate:.2f}x [{ci_low:.3f}, {high}] → {verdict}"
+        ),
     )
 
 

@@ -163,6 +163,10 @@ def _reason(
     return f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs)"
 
 
+#: Called at each look of the statistical mode with the pairs timed so far and the decision.
+OnLook = Callable[[int, SpeedupDecision], None]
+
+
 def _statistical(
     baseline: Callable[..., Any],
     candidate: Callable[..., Any],
@@ -173,6 +177,7 @@ def _statistical(
     clock: Timer,
     description: str,
     spot_check: SpotCheck | None,
+    on_look: OnLook | None = None,
 ) -> Measurement:
     start = clock.now_ns()
     deadline = start + int(config.max_seconds * 1e9)
@@ -208,6 +213,8 @@ def _statistical(
                 confidence=config.confidence,
                 n_looks=len(config.looks),
             )
+            if on_look is not None:
+                on_look(run.n_pairs, decision)
             if decision.verdict != "inconclusive":
                 break
         timings = run.timings()
@@ -309,6 +316,7 @@ def _compare_statistical(
     eager_latencies: Sequence[float] | None,
     description: str,
     spot_check: SpotCheck | None = None,
+    on_look: OnLook | None = None,
 ) -> Measurement:
     """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
     if eager_latencies is not None:
@@ -316,7 +324,9 @@ def _compare_statistical(
             "baseline_latencies is for decision='point' only; the statistical mode times "
             "the baseline interleaved with the candidate"
         )
-    return _statistical(eager, candidate, batch, size, config, pct, timer, description, spot_check)
+    return _statistical(
+        eager, candidate, batch, size, config, pct, timer, description, spot_check, on_look
+    )
 
 
 def _compare_point(
@@ -331,8 +341,12 @@ def _compare_point(
     eager_latencies: Sequence[float] | None,
     description: str,
     spot_check: SpotCheck | None = None,
+    on_look: OnLook | None = None,
 ) -> Measurement:
-    """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later."""
+    """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
+
+    It has no looks: ``on_look`` is never called.
+    """
     start = timer.now_ns()
     if eager_latencies is None:
         _, base = measure_baseline_point(eager, batch, size, config, timer=timer)
@@ -413,13 +427,15 @@ def measure_speedup(
     baseline_latencies: Sequence[float] | None = None,
     description: str = "candidate",
     spot_check: SpotCheck | None = None,
+    on_look: OnLook | None = None,
 ) -> Measurement:
     """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
 
     ``baseline_latencies`` (point mode only): the baseline's latencies measured once up front,
     as AITune does; measured now when None. Call failures raise ``ProfilingError``.
     ``spot_check`` sees candidate outputs while timing (the first and last timed call of every
-    look, untimed); a mismatch raises ``SpotCheckError``.
+    look, untimed); a mismatch raises ``SpotCheckError``. ``on_look(n_pairs, decision)`` is
+    called at every look of the statistical mode (progress displays use it).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
@@ -436,4 +452,5 @@ def measure_speedup(
         eager_latencies=baseline_latencies,
         description=description,
         spot_check=spot_check,
+        on_look=on_look,
     )

@@ -491,6 +491,19 @@ class TuneSession:
             eager_latencies=self._baseline_latencies if self.rule.keeps_eager_latencies else None,
             description=description,
             spot_check=spot_check,
+            on_look=lambda n, decision: self._emit(
+                events.look(
+                    self.run_id,
+                    self.target.name,
+                    backend_description=description,
+                    n_pairs=n,
+                    max_pairs=self.config.max_pairs,
+                    verdict=decision.verdict,
+                    estimate=decision.speedup,
+                    ci_low=decision.ci_low,
+                    ci_high=decision.ci_high,
+                )
+            ),
         ).result
         changed = self._model_changed()  # while timing: a result that cannot stand
         if changed is not None:

@@ -71,6 +71,17 @@ def _every_event() -> list[events.Event]:
         ),
         events.disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
         events.eval_mode(RUN, MODULE, n_training_modules=3),
+        events.look(
+            RUN,
+            MODULE,
+            backend_description="TorchCompileBackend()",
+            n_pairs=10,
+            max_pairs=160,
+            verdict="inconclusive",
+            estimate=1.02,
+            ci_low=0.97,
+            ci_high=None,
+        ),
         *(
             events.phase(RUN, MODULE, backend_description="TorchEagerBackend()", phase=p)
             for p in ("baseline_build", "baseline_measure", "build", "correctness", "measure")

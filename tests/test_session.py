@@ -277,3 +277,53 @@ class TestEveryTuneEnds:
         assert InterruptedWhenTimed.released == ["InterruptedWhenTimed()"]
         assert logs.entries[-1]["event"] == "aitune_fp.validation.finished"
         assert logs.entries[-1]["outcome"] == "error"
+
+
+class TestLookProgress:
+    def test_every_look_is_an_event(self, tmp_path: Path, logs: LogCapture) -> None:
+        """Each planned look reports pairs so far and the interval (what progress shows)."""
+        import attrs
+
+        config = attrs.evolve(FAST_CONFIG, looks=(10, 20, 40), max_seconds=1e6)
+        strategy = validated(FirstWinsStrategy([Slower(), Pruned()]), profiling_config=config)
+        tune(strategy, tmp_path)
+        looks = [e for e in logs.entries if e["event"].endswith(".look")]
+        assert looks and all(e["max_pairs"] == 40 for e in looks)
+        last = {e["backend_description"]: e for e in looks}
+        for result in strategy.perf_validation_results:
+            event = last[result.backend_description]
+            assert (event["n_pairs"], event["verdict"]) == (result.n_baseline, result.verdict)
+            assert event["ci_low"] == result.ci_low
+
+    def test_the_progress_display_shows_pairs(self) -> None:
+        """On a terminal, a candidate's progress task reads 'measure N/M pairs [low, high]'."""
+        import io
+
+        from rich.console import Console
+
+        from aitune_fp.cli.progress import TuneProgress
+
+        console = Console(file=io.StringIO(), force_terminal=True, width=120)
+        progress = TuneProgress(console, quiet=False, candidates=["A()"])
+        with progress:
+            progress.show(
+                "debug",
+                {
+                    "event": "aitune_fp.validation.phase",
+                    "phase": "measure",
+                    "backend_description": "A()",
+                },
+            )
+            progress.show(
+                "debug",
+                {
+                    "event": "aitune_fp.validation.look",
+                    "backend_description": "A()",
+                    "n_pairs": 20,
+                    "max_pairs": 160,
+                    "ci_low": 0.95,
+                    "ci_high": None,
+                },
+            )
+            (task,) = progress.progress.tasks
+            assert task.fields["phase"] == "measure 20/160 pairs [0.950, ∞]"

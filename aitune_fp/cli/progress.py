@@ -1,7 +1,8 @@
 """``tune``'s stderr: a rich progress display driven by aitune_fp events, and the JSON-lines log.
 
 Both are structlog processors (the CLI is the only place logging is configured). On a terminal,
-one progress task per candidate shows its phase (build, correctness, measure) and time; the
+one progress task per candidate shows its phase (build, correctness, measure with the pairs timed
+and the interval at each look) and time; the
 bars are cleared at the end. Not on a terminal: one plain line per phase. Either way, a line per
 measured or failed candidate, with the same headline figure the results table shows.
 """
@@ -115,6 +116,10 @@ class TuneProgress:
             if not self.quiet:
                 self._phase(description, str(event.get("phase", "")))
             return
+        if short == "look":
+            if self.live and description in self._tasks:
+                self.progress.update(self._tasks[description], phase=_look(event))
+            return
         if short in ("selected", "finished", "candidate_rejected"):
             return  # the table on stdout says it; the measured line said the verdict
         if short == "candidate_measured":
@@ -141,6 +146,16 @@ def _measured(event: Mapping[str, Any]) -> str:
         return measured_line(result_from_event(event))
     except (TypeError, ValueError, KeyError):
         return escape_control(str(event.get("summary", "")))
+
+
+def _look(event: Mapping[str, Any]) -> str:
+    """The measure phase with its pairs and interval so far: ``measure 20/160 pairs [0.9, 1.1]``."""
+    low, high = event.get("ci_low"), event.get("ci_high")
+    interval = ""
+    if isinstance(low, (int, float)):
+        shown_high = f"{high:.3f}" if isinstance(high, (int, float)) else "∞"
+        interval = f" [{low:.3f}, {shown_high}]"
+    return f"measure {event.get('n_pairs')}/{event.get('max_pairs')} pairs{interval}"
 
 
 def _clock(timestamp: object) -> str | None:
