@@ -588,3 +588,45 @@ class TestPackage:
         )
         assert proc.returncode == 0, proc.stderr
         assert ("\x1b[" in proc.stdout) is coloured
+
+
+class TestNarrowTerminal:
+    @pytest.mark.parametrize("width", [80, 100, 130])
+    def test_the_results_table_wraps_instead_of_cropping(self, width: int) -> None:
+        """Every word of a reason is printed whole, on some line, at any terminal width."""
+        import io
+
+        from rich.console import Console
+
+        from aitune_fp.cli.rendering import print_parts, render_run
+        from aitune_fp.core.report import TuneReport
+        from aitune_fp.core.results import PerformanceValidationResult
+
+        reason = "lower bound 1.323x clears required 1.010x at 10 pairs"
+        result = PerformanceValidationResult(
+            "TorchEagerBackend(dtype=torch.bfloat16)",
+            35242.0,
+            24330.0,
+            1.45,
+            True,
+            estimate=1.45,
+            ci_low=1.323,
+            ci_high=1.594,
+            confidence=0.98,
+            n_baseline=10,
+            n_candidate=10,
+            batch_size=32,
+            required_speedup=1.01,
+            verdict="faster",
+            decision="statistical",
+            reason=reason,
+            flags=("warmup_not_steady",),
+        )
+        run = TuneReport(run_id="r", module_name="mlp", results=(result,), decision="statistical")
+        buf = io.StringIO()
+        console = Console(file=buf, width=width, force_terminal=True, color_system=None)
+        print_parts(console, render_run(run))
+        lines = buf.getvalue().splitlines()
+        assert max(len(line) for line in lines) <= width
+        words = {w for line in lines for w in line.split()}
+        assert set(reason.split()) <= words

@@ -128,12 +128,12 @@ def _results_table(results: Sequence[PerformanceValidationResult]) -> Table:
     names = [escape_control(r.backend_description) for r in results]
     qualities = [fmt_flags(r.flags) or "ok" for r in results]
     table.add_column("Backend", overflow="fold")
-    table.add_column("Eager/s", justify="right")
-    table.add_column("Candidate/s", justify="right")
+    table.add_column("Eager/s", justify="right", overflow="fold")
+    table.add_column("Candidate/s", justify="right", overflow="fold")
     table.add_column(speed_head)
     table.add_column("Verdict")
     table.add_column("Quality", overflow="fold", max_width=24)
-    table.add_column("Reason", overflow="fold", min_width=20)
+    table.add_column("Reason", overflow="fold", ratio=1)
     for r, name, quality in zip(results, names, qualities, strict=True):
         table.add_row(
             name,
@@ -157,7 +157,7 @@ def _failures_table(run: TuneReport) -> Table:
     table.add_column("Backend", overflow="fold", min_width=12)
     table.add_column("Stage")
     table.add_column("Error", overflow="fold")
-    table.add_column("Reason", overflow="fold", min_width=20)
+    table.add_column("Reason", overflow="fold", ratio=1)
     table.add_column("Log", overflow="fold")
     for f in run.candidate_failures:
         table.add_row(
