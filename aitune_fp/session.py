@@ -236,7 +236,6 @@ class TuneSession:
         self._n_events = 0
         self._selected: tuple[str | None, bool | None, str | None] = (None, None, None)
         self._outcome: Outcome | None = None
-        self._reason: str | None = None
         self._guard: ModelGuard | None = None
         self._was_training: list[torch.nn.Module] = []
         self._reference: Any = None
@@ -648,7 +647,7 @@ class TuneSession:
         if self._outcome is not None:
             return
         self._give_model_back()
-        self._outcome, self._reason = outcome, reason
+        self._outcome = outcome
         if self._selected[0] is None and description is not None:
             self._selected = (description, False, None)
         candidates = self.report().candidate_failures
