@@ -20,6 +20,7 @@ from aitune_fp.core.messages import (
     fmt_baseline_selected,
     fmt_candidate_line,
     fmt_disabled_line,
+    fmt_headline,
     fmt_speedup_msg,
     fmt_speedup_msg_short,
     fmt_throughput_detail,
@@ -268,13 +269,19 @@ def candidate_measured(
 ) -> Event:
     """A candidate was timed against eager; carries every figure the verdict was based on."""
     fields = result.to_dict()
-    summary = fmt_candidate_line(
-        result.backend_description,
-        result.batch_size or 1,
-        result.throughput,
-        result.speedup,
-        result.passed,
-    )
+    if result.decision == "statistical":  # the figure the verdict was decided on, and the verdict
+        summary = (
+            f"📊 {result.backend_description}: batch size={result.batch_size or 1}, "
+            f"speedup {fmt_headline(result)} → {result.verdict}"
+        )
+    else:  # AITune's line, byte for byte: its ▲/▼ says whether the point rule passed
+        summary = fmt_candidate_line(
+            result.backend_description,
+            result.batch_size or 1,
+            result.throughput,
+            result.speedup,
+            result.passed,
+        )
     return _event(
         CANDIDATE_MEASURED,
         "info",

@@ -302,7 +302,10 @@ class TestFailuresReadable:
         """NoValidBackendError's multi-line text (every candidate again) is shown by its head."""
         report = TuneReport(run_id="r", module_name="m")
         text = final_line(report, error="no valid backend for m\n  C(): failed at build").plain
-        assert text == "❌ No backend was selected: no valid backend for m"
+        assert text == (
+            "❌ No backend was selected: no valid backend for m "
+            "(each candidate's reason is in the tables above)"
+        )
 
 
 class TestQualityFlags:
@@ -630,3 +633,41 @@ class TestNarrowTerminal:
         assert max(len(line) for line in lines) <= width
         words = {w for line in lines for w in line.split()}
         assert set(reason.split()) <= words
+
+
+class TestHeadAndFinalLine:
+    def _render(self, run: Any, error: str | None = None) -> str:
+        import io
+
+        from rich.console import Console
+
+        from aitune_fp.cli.rendering import print_parts, render_run
+
+        buf = io.StringIO()
+        console = Console(file=buf, width=160, force_terminal=False, color_system=None)
+        print_parts(console, render_run(run, error=error))
+        return buf.getvalue()
+
+    def test_point_mode_says_eager_was_measured_once(self) -> None:
+        """In point mode the head does not claim eager was timed alongside each candidate."""
+        from aitune_fp.core.report import TuneReport
+        from aitune_fp.core.results import PerformanceValidationResult
+
+        result = PerformanceValidationResult(
+            "X()", 200.0, 100.0, 2.0, True, batch_size=8, verdict="faster", decision="point"
+        )
+        text = self._render(
+            TuneReport(run_id="r", module_name="m", results=(result,), decision="point")
+        )
+        assert "measured once up front" in text
+        assert "timed alongside" not in text
+
+    def test_no_backend_line_does_not_end_on_a_colon(self) -> None:
+        """FirstWins' multi-line error: the final line says where the reasons are."""
+        from aitune_fp.core.report import TuneReport
+
+        error = "There is no valid backend for module 'm':\n- A(): build: boom"
+        text = self._render(TuneReport(run_id="r", module_name="m", outcome="error"), error=error)
+        line = next(x for x in text.splitlines() if "No backend was selected" in x)
+        assert not line.rstrip().endswith(":")
+        assert "reason is in the tables above" in line

@@ -284,3 +284,40 @@ class TestCheckerAgreesWithJsonschema:
         line = _line(events.candidate_measured(RUN, MODULE, result, duration_s=0.0))
         VALIDATOR.validate(line)
         assert validate_event(line) == []
+
+
+class TestMeasuredSummary:
+    def test_statistical_line_shows_the_estimate_and_the_verdict(self) -> None:
+        """An undecided 1.04x mean ratio is not called 'slower': the line shows what decided."""
+        result = PerformanceValidationResult(
+            "Int8DynamicBackend()",
+            976.0,
+            937.0,
+            1.04,
+            False,
+            estimate=1.002,
+            ci_low=0.999,
+            ci_high=1.049,
+            confidence=0.98,
+            n_baseline=160,
+            n_candidate=160,
+            batch_size=32,
+            required_speedup=1.01,
+            verdict="inconclusive",
+            decision="statistical",
+            reason="r",
+        )
+        summary = events.candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
+        assert summary == (
+            "📊 Int8DynamicBackend(): batch size=32, speedup 1.00x [0.999, 1.049] → inconclusive"
+        )
+
+    def test_point_line_is_aitunes(self) -> None:
+        """Point mode keeps AITune's line byte for byte (its ▲/▼ is the point rule's pass)."""
+        result = PerformanceValidationResult(
+            "X()", 200.0, 100.0, 2.0, True, batch_size=8, verdict="faster", decision="point"
+        )
+        summary = events.candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
+        assert (
+            summary == "📊 X(): batch size=8, throughput=200.00 samples/s, speedup=2.00x (▲ faster)"
+        )

@@ -110,7 +110,12 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
             f"({'?' if pct is None else f'{pct:.4g}'}% threshold); {run.decision or '?'} "
             f"decision, {rule}"
         )
-    if run.results:
+    if run.results and run.decision == "point":
+        lines.append(
+            "Each row compares with eager measured once up front, as AITune does (Eager/s); "
+            "Speedup is AITune's mean-latency figure the verdict was decided on."
+        )
+    elif run.results:
         lines.append(
             "Each row compares with eager timed alongside that candidate (Eager/s); "
             "Speedup is the figure the verdict was decided on."
@@ -188,8 +193,9 @@ def final_line(
     """The ⚡ line for a selected candidate, the baseline-selected line, or why none was selected."""
     if run.selected_backend is None:
         if error:
-            first = escape_control(error.strip().splitlines()[0])
-            return Text(f"❌ No backend was selected: {first}", style="red")
+            first = error.strip().splitlines()[0].rstrip(":")
+            more = " (each candidate's reason is in the tables above)" if "\n" in error else ""
+            return Text(f"❌ No backend was selected: {escape_control(first)}{more}", style="red")
         strategy = next((f for f in run.failures if f.stage == "strategy"), None)
         if strategy is not None:
             why = _short(f"{strategy.error_type}: {strategy.reason}")
