@@ -256,6 +256,7 @@ class TestEagerFailureStopsTheTune:
         assert line.startswith("aitune-fp: error: the eager baseline failed on this model")
         assert "--input-shape 8,255" in line
         assert "8x255" in line
+        assert f"(log under {tmp_path / 'c'})" in line  # where the build log went
         assert captured.out == ""
 
 

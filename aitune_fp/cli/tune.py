@@ -182,7 +182,7 @@ def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Pat
         given = f" (--input-shape {args.input_shape})" if args.input_shape else ""
         raise UsageError(
             f"the eager baseline failed on this model and input{given}: "
-            f"{type(exc).__name__}: {one_line(exc)}"
+            f"{type(exc).__name__}: {one_line(exc)} (log under {cache_dir})"
         ) from exc
 
 
