@@ -1,7 +1,8 @@
-"""Specs of int8 dynamic quantization and channels-last, with their accuracy budgets."""
+"""Specs of int8 dynamic quantization, channels-last and ONNX Runtime, with accuracy budgets."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,13 @@ from aitune_fp import (
     ChannelsLastBackend,
     Int8DynamicBackend,
     OneBackendStrategy,
+    OnnxRuntimeBackend,
     Tolerances,
     try_candidate,
     with_performance_validation,
 )
 from aitune_fp.backends import BACKENDS, default_backends
+from aitune_fp.inputs import Sample
 from aitune_fp.models import MODELS
 
 
@@ -121,3 +124,86 @@ class TestRegistry:
         assert "int8-dynamic" in default_backends("cpu")
         assert "int8-dynamic" not in default_backends("cuda")
         assert BACKENDS["channels-last"].devices == frozenset({"cpu", "cuda"})
+
+
+class TestOnnxRuntime:
+    @pytest.mark.parametrize("model_name", ["mlp", "convnet"])
+    def test_passes_on_the_embedded_models(self, model_name: str, tmp_path: Path) -> None:
+        """Exported, run by ONNX Runtime, correct within float32 tolerances; the model untouched."""
+        pytest.importorskip("onnxruntime")
+        outcome, untouched = attempt(OnnxRuntimeBackend(), model_name, tmp_path)
+        assert outcome.ok, outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+        assert OnnxRuntimeBackend.default_tolerances is None
+
+    def test_the_transformer_is_a_clear_build_failure(self, tmp_path: Path) -> None:
+        """torch 2.13's exporter cannot trace the encoder layer: said at build, model untouched."""
+        pytest.importorskip("onnxruntime")
+        outcome, untouched = attempt(OnnxRuntimeBackend(), "transformer", tmp_path)
+        if outcome.ok:  # type: ignore[attr-defined]
+            return  # a newer exporter handles it: then it must pass correctness (it did)
+        assert outcome.stage == "build"  # type: ignore[attr-defined]
+        assert "cannot export this model" in outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+
+    @pytest.mark.parametrize("model_name", ["mlp", "convnet"])
+    def test_min_and_max_batch_within_budget_file_in_cache(
+        self, model_name: str, tmp_path: Path
+    ) -> None:
+        """The batch axis is dynamic; the ONNX file is in the candidate's cache folder."""
+        pytest.importorskip("onnxruntime")
+        model = MODELS[model_name]()
+        module = model.module.eval()
+        backend = OnnxRuntimeBackend().build(
+            module, model.graph_spec, [model.sample], "cpu", tmp_path
+        )
+        path = backend.onnx_path
+        assert path is not None and path.is_file()
+        assert path.parent == tmp_path / backend.key()
+        tail = model.sample.args[0].shape[1:]
+        for batch in (model.graph_spec.min_batch_size, model.graph_spec.max_batch_size):
+            x = torch.randn(batch, *tail)
+            with torch.no_grad():
+                expected = module(x)
+            got = backend(x)
+            assert isinstance(got, torch.Tensor) and got.shape == expected.shape
+            torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-3)
+        backend.deactivate()
+        backend.activate()
+        torch.testing.assert_close(backend(x), expected, atol=1e-3, rtol=1e-3)
+
+    def test_a_missing_package_names_the_extra(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without onnxruntime the build fails and says which extra to install."""
+        monkeypatch.setitem(sys.modules, "onnxruntime", None)
+        outcome, untouched = attempt(OnnxRuntimeBackend(), "mlp", tmp_path)
+        assert outcome.stage == "build"  # type: ignore[attr-defined]
+        assert "aitune-fp[onnx]" in outcome.reason  # type: ignore[attr-defined]
+        assert untouched
+
+    def test_registered_but_not_a_default(self) -> None:
+        """Name ``onnxruntime`` on cpu and cuda, in no default set."""
+        assert BACKENDS["onnxruntime"].devices == frozenset({"cpu", "cuda"})
+        assert "onnxruntime" not in default_backends("cpu")
+        assert "onnxruntime" not in default_backends("cuda")
+
+    @pytest.mark.gpu
+    def test_cuda_provider(self, tmp_path: Path) -> None:
+        """On CUDA the session uses the CUDA provider and outputs come back on the device."""
+        ort = pytest.importorskip("onnxruntime")
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA device")
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            pytest.skip("onnxruntime has no CUDA provider here (install onnxruntime-gpu)")
+        model = MODELS["mlp"]()
+        module = model.module.eval().cuda()
+        x = model.sample.args[0].cuda()
+        backend = OnnxRuntimeBackend().build(
+            module, model.graph_spec, [Sample((x,))], "cuda", tmp_path
+        )
+        assert "CUDAExecutionProvider" in backend._session.get_providers()
+        got = backend(x)
+        assert got.device.type == "cuda"
+        with torch.no_grad():
+            torch.testing.assert_close(got, module(x), atol=1e-3, rtol=1e-3)

@@ -36,6 +36,7 @@ KNOWN = {
     "compile",
     "compile-bf16",
     "compile-max-autotune",
+    "onnxruntime",
     "cuda-graphs",
     "compile-reduce-overhead",
 }

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from aitune_fp.backends.compile import TorchCompileBackend
     from aitune_fp.backends.cuda_graph import CudaGraphBackend
     from aitune_fp.backends.eager import TorchEagerBackend
+    from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
     from aitune_fp.backends.quantized import Int8DynamicBackend
     from aitune_fp.backends.registry import (
         BACKENDS,
@@ -38,6 +39,7 @@ _LAZY: dict[str, str] = {
     "TorchEagerBackend": "aitune_fp.backends.eager",
     "Int8DynamicBackend": "aitune_fp.backends.quantized",
     "ChannelsLastBackend": "aitune_fp.backends.channels_last",
+    "OnnxRuntimeBackend": "aitune_fp.backends.onnxruntime",
     "BACKENDS": "aitune_fp.backends.registry",
     "BackendChoiceError": "aitune_fp.backends.registry",
     "BackendEntry": "aitune_fp.backends.registry",
@@ -58,6 +60,7 @@ __all__ = [
     "ChannelsLastBackend",
     "CudaGraphBackend",
     "Int8DynamicBackend",
+    "OnnxRuntimeBackend",
     "TorchCompileBackend",
     "TorchEagerBackend",
     "backend_names",

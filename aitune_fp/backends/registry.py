@@ -143,6 +143,13 @@ def _channels_last() -> Backend:
     return ChannelsLastBackend()
 
 
+def _onnxruntime() -> Backend:
+    """The module exported to ONNX, run by ONNX Runtime (extra ``onnx``)."""
+    from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
+
+    return OnnxRuntimeBackend()
+
+
 _CPU = frozenset({"cpu"})
 _ANY = frozenset({"cpu", "cuda"})
 _CUDA = frozenset({"cuda"})
@@ -169,6 +176,9 @@ _ENTRIES = (
         _ANY,
         _NOWHERE,
         "torch.compile mode=max-autotune-no-cudagraphs",
+    ),
+    BackendEntry(
+        "onnxruntime", _onnxruntime, _ANY, _NOWHERE, "ONNX export run by ONNX Runtime (extra onnx)"
     ),
     BackendEntry("cuda-graphs", _cuda_graphs, _CUDA, _CUDA, "CUDA graph capture and replay"),
     BackendEntry(

@@ -1,0 +1,201 @@
+"""``OnnxRuntimeBackend``: export the module to ONNX and run it with an ONNX Runtime session.
+
+Optional: needs the ``onnx`` extra (``pip install 'aitune-fp[onnx]'``); ``onnx`` and
+``onnxruntime`` are imported only when a backend is built, so a missing package is a build
+failure that names the extra, never an import error.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+
+from aitune_fp.backends.base import BackendBase, safe_folder_name
+from aitune_fp.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = ["ONNX_FILE_NAME", "OnnxRuntimeBackend"]
+
+#: The exported model's file name inside ``cache_dir/<key()>/``.
+ONNX_FILE_NAME = "model.onnx"
+
+_T = TypeVar("_T", bound="OnnxRuntimeBackend")
+
+
+def _import_onnxruntime() -> Any:
+    """Import ``onnx`` and ``onnxruntime`` or fail with the extra to install."""
+    try:
+        import onnx  # noqa: F401  (torch.onnx.export needs it)
+        import onnxruntime
+    except ImportError as exc:
+        raise InvalidValueError(
+            f"OnnxRuntimeBackend needs the 'onnx' extra (pip install 'aitune-fp[onnx]'): {exc}"
+        ) from exc
+    return onnxruntime
+
+
+class OnnxRuntimeBackend(BackendBase):
+    """A deep copy of the module exported with ``torch.onnx.export``, run by ONNX Runtime.
+
+    The ONNX file is written to ``cache_dir/<key()>/model.onnx``; the batch axis of every batched
+    input is dynamic, so the spec's min and max batch sizes both run. CPU provider on CPU, CUDA
+    provider on CUDA (refused when onnxruntime has none). Inputs must be positional tensors;
+    outputs a tensor or a tuple/list of tensors. On CPU, contiguous inputs are passed to ONNX
+    Runtime without a copy and outputs are wrapped with ``torch.from_numpy``; on CUDA, inputs and
+    outputs go through host memory (the copies are timed, as in serving).
+    """
+
+    def __init__(self) -> None:
+        """No options: the default ONNX opset and ONNX Runtime's default graph optimizations."""
+        self._session: Any = None
+        self._cache_dir: Path | None = None
+        self._input_names: list[str] = []
+        self._output_kind: type[tuple[Any, ...]] | type[list[Any]] | None = None
+        self._providers: list[Any] = []
+        self._model_bytes = b""
+
+    def build(
+        self: _T,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> _T:
+        """Note the cache folder (the ONNX file goes there), then build as every backend does."""
+        self._cache_dir = Path(cache_dir)
+        return super().build(module, graph_spec, data, device, cache_dir)
+
+    @property
+    def onnx_path(self) -> Path | None:
+        """Where the exported model is written (None before the build)."""
+        if self._cache_dir is None:
+            return None
+        return self._cache_dir / safe_folder_name(self.key()) / ONNX_FILE_NAME
+
+    def _build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Export a copy of ``module`` to ONNX and open an inference session on it."""
+        ort = _import_onnxruntime()
+        if device.type == "cuda":
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise InvalidValueError(
+                    "onnxruntime has no CUDA provider here (install onnxruntime-gpu); "
+                    f"available: {ort.get_available_providers()}"
+                )
+            providers: list[Any] = [
+                ("CUDAExecutionProvider", {"device_id": device.index or 0}),
+                "CPUExecutionProvider",
+            ]
+        elif device.type == "cpu":
+            providers = ["CPUExecutionProvider"]
+        else:
+            raise InvalidValueError(f"OnnxRuntimeBackend runs on CPU or CUDA, not on {device}")
+        if not data:
+            raise InvalidValueError("OnnxRuntimeBackend needs a sample to export the model")
+        from aitune_fp.inputs import as_sample
+
+        sample = as_sample(data[0])
+        if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
+            raise InvalidValueError(
+                "OnnxRuntimeBackend exports models called with positional tensors only"
+            )
+        model = copy.deepcopy(module).cpu().eval()
+        args = tuple(a.detach().cpu() for a in sample.args)
+        with torch.no_grad():
+            reference = model(*args)
+        if isinstance(reference, torch.Tensor):
+            outputs = 1
+        elif isinstance(reference, (tuple, list)) and all(
+            isinstance(o, torch.Tensor) for o in reference
+        ):
+            outputs = len(reference)
+        else:
+            raise InvalidValueError(
+                "OnnxRuntimeBackend needs a tensor or a tuple/list of tensors as output, got "
+                f"{type(reference).__name__}"
+            )
+        input_names = [f"input_{i}" for i in range(len(args))]
+        output_names = [f"output_{i}" for i in range(outputs)]
+        dynamic_axes: dict[str, dict[int, str]] = {}
+        for i, name in enumerate(input_names):
+            axis = graph_spec.axis_of(i)
+            if axis is not None:
+                dynamic_axes[name] = {axis: "batch"}
+        assert self.onnx_path is not None
+        path = self.onnx_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            try:
+                # with grad enabled, so modules trace their plain path (the transformer's fused
+                # inference kernel has no ONNX symbolic)
+                with torch.enable_grad():
+                    torch.onnx.export(
+                        model,
+                        args,
+                        str(partial),
+                        dynamo=False,
+                        input_names=input_names,
+                        output_names=output_names,
+                        dynamic_axes=dynamic_axes,
+                    )
+            except Exception as exc:
+                raise InvalidValueError(
+                    "torch.onnx.export cannot export this model: "
+                    f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+                ) from exc
+            session = ort.InferenceSession(str(partial), providers=providers)
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+        self._input_names = [i.name for i in session.get_inputs()]
+        self._output_kind = (
+            None
+            if isinstance(reference, torch.Tensor)
+            else tuple
+            if isinstance(reference, tuple)
+            else list
+        )
+        self._providers = providers
+        self._model_bytes = path.read_bytes()
+        self._session = session
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the session on numpy views of the inputs; outputs come back as tensors."""
+        assert self._session is not None
+        if kwargs:
+            raise TypeError("OnnxRuntimeBackend takes positional tensor inputs only")
+        feeds = {
+            name: a.detach().cpu().contiguous().numpy()
+            for name, a in zip(self._input_names, args, strict=True)
+        }
+        results = self._session.run(None, feeds)
+        device = self.device
+        tensors = [torch.from_numpy(r) for r in results]
+        if device is not None and device.type != "cpu":
+            tensors = [t.to(device) for t in tensors]
+        if self._output_kind is None:
+            return tensors[0]
+        return self._output_kind(tensors)
+
+    def _deactivate(self) -> None:
+        """Drop the session (the exported model stays, for activate)."""
+        self._session = None
+
+    def _activate(self) -> None:
+        """Open a new session on the exported model, kept in memory (the file may be rewritten)."""
+        ort = _import_onnxruntime()
+        self._session = ort.InferenceSession(self._model_bytes, providers=self._providers)
