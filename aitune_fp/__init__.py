@@ -25,6 +25,7 @@ from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     from aitune_fp.backends import (
         BACKENDS,
+        AotInductorBackend,
         Backend,
         BackendBase,
         BackendEntry,
@@ -84,6 +85,7 @@ _LAZY: dict[str, str] = {
     "ChannelsLastBackend": "aitune_fp.backends",
     "Int8DynamicBackend": "aitune_fp.backends",
     "OnnxRuntimeBackend": "aitune_fp.backends",
+    "AotInductorBackend": "aitune_fp.backends",
     "TorchCompileBackend": "aitune_fp.backends",
     "TorchEagerBackend": "aitune_fp.backends",
     "CorrectnessError": "aitune_fp.correctness",
@@ -112,6 +114,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "BACKENDS",
     "AitunefpError",
+    "AotInductorBackend",
     "Backend",
     "BackendBase",
     "BackendEntry",

@@ -11,6 +11,7 @@ import torch
 from structlog.testing import LogCapture
 
 from aitune_fp import (
+    AotInductorBackend,
     ChannelsLastBackend,
     Int8DynamicBackend,
     OneBackendStrategy,
@@ -20,6 +21,7 @@ from aitune_fp import (
     with_performance_validation,
 )
 from aitune_fp.backends import BACKENDS, default_backends
+from aitune_fp.backends.aot_inductor import AOTI_PACKAGE_NAME
 from aitune_fp.inputs import Sample
 from aitune_fp.models import MODELS
 
@@ -203,6 +205,115 @@ class TestOnnxRuntime:
             module, model.graph_spec, [Sample((x,))], "cuda", tmp_path
         )
         assert "CUDAExecutionProvider" in backend._session.get_providers()
+        got = backend(x)
+        assert got.device.type == "cuda"
+        with torch.no_grad():
+            torch.testing.assert_close(got, module(x), atol=1e-3, rtol=1e-3)
+
+
+class _Unexportable(torch.nn.Module):
+    """Data-dependent control flow on a tensor's value: torch.export refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(256, 256)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y: torch.Tensor = self.linear(x)
+        return y if x.sum() > 0 else -y
+
+
+class TestAotInductor:
+    @pytest.mark.slow
+    def test_compiles_passes_and_packages_into_the_cache(self, tmp_path: Path) -> None:
+        """AOT-compiled MLP: correct, the user's model untouched, the package in the cache."""
+        model = MODELS["mlp"]()
+        module = model.module.eval()
+        before = state(module)
+        outcome = try_candidate(
+            AotInductorBackend(), module, "mlp", model.graph_spec, [model.sample], "cpu", tmp_path
+        )
+        assert outcome.ok, outcome.reason
+        assert unchanged(module, before)
+        backend = outcome.backend
+        assert isinstance(backend, AotInductorBackend)
+        path = backend.package_path
+        assert path is not None and path.is_file()
+        assert path.parent == tmp_path / backend.key()
+        assert not [p for p in path.parent.iterdir() if "partial" in p.name]
+        assert backend.build_seconds is not None and backend.build_seconds > 0
+        assert backend.to_dict()["config"] == {}
+        backend.activate()
+        tail = model.sample.args[0].shape[1:]
+        for batch in (model.graph_spec.min_batch_size, model.graph_spec.max_batch_size):
+            x = torch.randn(batch, *tail)
+            with torch.no_grad():
+                expected = module(x)
+            got = backend(x)
+            assert isinstance(got, torch.Tensor) and got.shape == expected.shape
+            torch.testing.assert_close(got, expected)
+        backend.deactivate()
+        backend.activate()
+        torch.testing.assert_close(backend(x), expected)
+
+    def test_a_model_export_refuses_is_a_clear_build_failure(self, tmp_path: Path) -> None:
+        """No compile: export fails first; said at build, the model untouched, no package."""
+        module = _Unexportable().eval()
+        before = state(module)
+        backend = AotInductorBackend()
+        outcome = try_candidate(
+            backend,
+            module,
+            "unexportable",
+            MODELS["mlp"]().graph_spec,
+            [Sample((torch.randn(4, 256),))],
+            "cpu",
+            tmp_path,
+        )
+        assert outcome.stage == "build"
+        assert outcome.reason is not None
+        assert "torch.export cannot export this model" in outcome.reason
+        assert unchanged(module, before)
+        folder = tmp_path / backend.key()
+        assert outcome.log_path is not None and Path(outcome.log_path).parent == folder
+        assert "Backend build failed" in Path(outcome.log_path).read_text()
+        assert not (folder / AOTI_PACKAGE_NAME).exists()
+
+    def test_keyword_inputs_are_refused(self, tmp_path: Path) -> None:
+        """Positional tensors only: a keyword sample is a build failure that says so."""
+        module = MODELS["mlp"]().module.eval()
+        outcome = try_candidate(
+            AotInductorBackend(),
+            module,
+            "mlp",
+            MODELS["mlp"]().graph_spec,
+            [Sample((), {"input": torch.randn(4, 256)})],
+            "cpu",
+            tmp_path,
+        )
+        assert outcome.stage == "build"
+        assert outcome.reason is not None
+        assert "positional tensors only" in outcome.reason
+
+    def test_registered_but_not_a_default(self) -> None:
+        """Name ``aot-inductor`` on cpu and cuda, in no default set."""
+        assert BACKENDS["aot-inductor"].devices == frozenset({"cpu", "cuda"})
+        assert "aot-inductor" not in default_backends("cpu")
+        assert "aot-inductor" not in default_backends("cuda")
+        assert AotInductorBackend.default_tolerances is None
+
+    @pytest.mark.gpu
+    def test_cuda(self, tmp_path: Path) -> None:
+        """On CUDA the package is compiled for the device and outputs come back on it."""
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA device")
+        model = MODELS["mlp"]()
+        module = model.module.eval().cuda()
+        x = model.sample.args[0].cuda()
+        backend = AotInductorBackend().build(
+            module, model.graph_spec, [Sample((x,))], "cuda", tmp_path
+        )
+        assert backend.package_path is not None and backend.package_path.is_file()
         got = backend(x)
         assert got.device.type == "cuda"
         with torch.no_grad():

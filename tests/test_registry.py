@@ -37,6 +37,7 @@ KNOWN = {
     "compile-bf16",
     "compile-max-autotune",
     "onnxruntime",
+    "aot-inductor",
     "cuda-graphs",
     "compile-reduce-overhead",
 }

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from aitune_fp._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from aitune_fp.backends.aot_inductor import AotInductorBackend
     from aitune_fp.backends.base import BUILD_LOG_NAME, Backend, BackendBase, BackendState
     from aitune_fp.backends.channels_last import ChannelsLastBackend
     from aitune_fp.backends.compile import TorchCompileBackend
@@ -40,6 +41,7 @@ _LAZY: dict[str, str] = {
     "Int8DynamicBackend": "aitune_fp.backends.quantized",
     "ChannelsLastBackend": "aitune_fp.backends.channels_last",
     "OnnxRuntimeBackend": "aitune_fp.backends.onnxruntime",
+    "AotInductorBackend": "aitune_fp.backends.aot_inductor",
     "BACKENDS": "aitune_fp.backends.registry",
     "BackendChoiceError": "aitune_fp.backends.registry",
     "BackendEntry": "aitune_fp.backends.registry",
@@ -52,6 +54,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "BACKENDS",
     "BUILD_LOG_NAME",
+    "AotInductorBackend",
     "Backend",
     "BackendBase",
     "BackendChoiceError",

@@ -150,6 +150,13 @@ def _onnxruntime() -> Backend:
     return OnnxRuntimeBackend()
 
 
+def _aot_inductor() -> Backend:
+    """``torch.export`` + AOTInductor, compiled ahead of time into the cache folder."""
+    from aitune_fp.backends.aot_inductor import AotInductorBackend
+
+    return AotInductorBackend()
+
+
 _CPU = frozenset({"cpu"})
 _ANY = frozenset({"cpu", "cuda"})
 _CUDA = frozenset({"cuda"})
@@ -179,6 +186,9 @@ _ENTRIES = (
     ),
     BackendEntry(
         "onnxruntime", _onnxruntime, _ANY, _NOWHERE, "ONNX export run by ONNX Runtime (extra onnx)"
+    ),
+    BackendEntry(
+        "aot-inductor", _aot_inductor, _ANY, _NOWHERE, "torch.export compiled ahead of time (AOTI)"
     ),
     BackendEntry("cuda-graphs", _cuda_graphs, _CUDA, _CUDA, "CUDA graph capture and replay"),
     BackendEntry(

@@ -1,0 +1,156 @@
+"""``AotInductorBackend``: ``torch.export`` the module, compile it ahead of time with AOTInductor.
+
+The compiled package is written to the candidate's cache folder and loaded back for inference.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+
+from aitune_fp.backends.base import BackendBase, safe_folder_name
+from aitune_fp.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from aitune_fp.inputs import GraphSpec, Sample
+
+__all__ = ["AOTI_PACKAGE_NAME", "AotInductorBackend"]
+
+#: The compiled package's file name inside ``cache_dir/<key()>/``.
+AOTI_PACKAGE_NAME = "model.pt2"
+
+_T = TypeVar("_T", bound="AotInductorBackend")
+
+
+def _first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (AOTInductor's messages run to pages)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+class AotInductorBackend(BackendBase):
+    """A deep copy of the module, ``torch.export``-ed and compiled ahead of time by AOTInductor.
+
+    The copy (eval mode, on the build's device) is exported with ``torch.export.export`` with a
+    dynamic batch dimension (``torch.export.Dim`` from the spec's min to its max batch size) on
+    every batched input, compiled with ``torch._inductor.aoti_compile_and_package`` to
+    ``cache_dir/<key()>/model.pt2`` and loaded back with ``torch._inductor.aoti_load_package``.
+    When the spec's min and max batch sizes are equal (or no input is batched) the shapes are
+    static. Inputs must be positional tensors. A model that cannot be exported or compiled is a
+    build failure that says which step failed. The wall time of export, compile and load is kept
+    in :attr:`build_seconds` (None before a successful build); it is not part of the options.
+    """
+
+    def __init__(self) -> None:
+        """No options: AOTInductor's default configuration."""
+        self._runner: Any = None
+        self._cache_dir: Path | None = None
+        self.build_seconds: float | None = None
+
+    def build(
+        self: _T,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> _T:
+        """Note the cache folder (the package goes there), then build as every backend does."""
+        self._cache_dir = Path(cache_dir)
+        return super().build(module, graph_spec, data, device, cache_dir)
+
+    @property
+    def package_path(self) -> Path | None:
+        """Where the compiled package is written (None before the build)."""
+        if self._cache_dir is None:
+            return None
+        return self._cache_dir / safe_folder_name(self.key()) / AOTI_PACKAGE_NAME
+
+    def _build(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Export a copy of ``module``, compile it into the cache folder and load it back."""
+        if device.type not in ("cpu", "cuda"):
+            raise InvalidValueError(f"AotInductorBackend runs on CPU or CUDA, not on {device}")
+        if not data:
+            raise InvalidValueError("AotInductorBackend needs a sample to export the model")
+        from aitune_fp.inputs import as_sample
+
+        sample = as_sample(data[0])
+        if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
+            raise InvalidValueError(
+                "AotInductorBackend exports models called with positional tensors only"
+            )
+        low, high = graph_spec.min_batch_size, graph_spec.max_batch_size
+        batch = graph_spec.batch_dim(sample)
+        if batch is not None and low < high:
+            # an example batch of at least 2 rows, so export does not specialise the dimension
+            example = graph_spec.make_batch(sample, min(max(batch, low, 2), high))
+            dim = torch.export.Dim("batch", min=low, max=high)
+            dynamic_shapes: tuple[dict[int, Any] | None, ...] | None = tuple(
+                None if (axis := graph_spec.axis_of(i)) is None else {axis: dim}
+                for i in range(len(example.args))
+            )
+        else:
+            example = sample if batch is None else graph_spec.make_batch(sample, low)
+            dynamic_shapes = None
+        start = time.perf_counter()
+        model = copy.deepcopy(module).to(device).eval()
+        args = tuple(a.detach().to(device) for a in example.args)
+        try:
+            with torch.no_grad():
+                exported = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
+        except Exception as exc:
+            raise InvalidValueError(
+                f"torch.export cannot export this model: {_first_line(exc)}"
+            ) from exc
+        assert self.package_path is not None
+        path = self.package_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+        try:
+            try:
+                torch._inductor.aoti_compile_and_package(exported, package_path=str(partial))
+            except Exception as exc:
+                raise InvalidValueError(
+                    f"AOTInductor cannot compile this model: {_first_line(exc)}"
+                ) from exc
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
+        del exported, model
+        self._runner = self._load()
+        self.build_seconds = time.perf_counter() - start
+
+    def _load(self) -> Any:
+        """Load the compiled package on the build's device."""
+        assert self.package_path is not None
+        device = self.device
+        index = -1 if device is None or device.type != "cuda" else (device.index or 0)
+        return torch._inductor.aoti_load_package(str(self.package_path), device_index=index)
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the compiled model on one batch."""
+        assert self._runner is not None
+        if kwargs:
+            raise TypeError("AotInductorBackend takes positional tensor inputs only")
+        with torch.no_grad():
+            return self._runner(*args)
+
+    def _deactivate(self) -> None:
+        """Drop the loaded model (the package stays in the cache folder, for activate)."""
+        self._runner = None
+
+    def _activate(self) -> None:
+        """Load the compiled package again."""
+        self._runner = self._load()
