@@ -10,11 +10,11 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase, safe_folder_name
+from aitune_fp.backends.base import BackendBase, positional_sample
 from aitune_fp.errors import InvalidValueError
 
 if TYPE_CHECKING:
@@ -24,8 +24,6 @@ __all__ = ["AOTI_PACKAGE_NAME", "AotInductorBackend"]
 
 #: The compiled package's file name inside ``cache_dir/<key()>/``.
 AOTI_PACKAGE_NAME = "model.pt2"
-
-_T = TypeVar("_T", bound="AotInductorBackend")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -50,27 +48,12 @@ class AotInductorBackend(BackendBase):
     def __init__(self) -> None:
         """No options: AOTInductor's default configuration."""
         self._runner: Any = None
-        self._cache_dir: Path | None = None
         self.build_seconds: float | None = None
-
-    def build(
-        self: _T,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device | str,
-        cache_dir: Path | str,
-    ) -> _T:
-        """Note the cache folder (the package goes there), then build as every backend does."""
-        self._cache_dir = Path(cache_dir)
-        return super().build(module, graph_spec, data, device, cache_dir)
 
     @property
     def package_path(self) -> Path | None:
         """Where the compiled package is written (None before the build)."""
-        if self._cache_dir is None:
-            return None
-        return self._cache_dir / safe_folder_name(self.key()) / AOTI_PACKAGE_NAME
+        return None if self.build_dir is None else self.build_dir / AOTI_PACKAGE_NAME
 
     def _build(
         self,
@@ -82,15 +65,7 @@ class AotInductorBackend(BackendBase):
         """Export a copy of ``module``, compile it into the cache folder and load it back."""
         if device.type not in ("cpu", "cuda"):
             raise InvalidValueError(f"AotInductorBackend runs on CPU or CUDA, not on {device}")
-        if not data:
-            raise InvalidValueError("AotInductorBackend needs a sample to export the model")
-        from aitune_fp.inputs import as_sample
-
-        sample = as_sample(data[0])
-        if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
-            raise InvalidValueError(
-                "AotInductorBackend exports models called with positional tensors only"
-            )
+        sample = positional_sample(data, "AotInductorBackend")
         low, high = graph_spec.min_batch_size, graph_spec.max_batch_size
         batch = graph_spec.batch_dim(sample)
         if batch is not None and low < high:

@@ -25,7 +25,7 @@ import torch
 
 from aitune_fp.backends._tree import module_device
 from aitune_fp.correctness import Tolerances
-from aitune_fp.errors import InvalidTypeError
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -48,6 +48,21 @@ BUILD_LOG_NAME = "build.log"
 _AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 
 _BackendT = TypeVar("_BackendT", bound="BackendBase")
+
+
+def positional_sample(data: Sequence[Sample], who: str) -> Sample:
+    """The first sample, for a backend that exports the model (ONNX, AOTInductor).
+
+    Exporters take positional tensors only; anything else is a build failure naming ``who``.
+    """
+    from aitune_fp.inputs import as_sample
+
+    if not data:
+        raise InvalidValueError(f"{who} needs a sample to export the model")
+    sample = as_sample(data[0])
+    if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
+        raise InvalidValueError(f"{who} exports models called with positional tensors only")
+    return sample
 
 
 def safe_folder_name(name: str) -> str:
@@ -192,6 +207,7 @@ class BackendBase:
     __state: BackendState = BackendState.INIT
     __device: torch.device | None = None
     __tolerances: Tolerances | None = None
+    __build_dir: Path | None = None
 
     #: The accuracy budget this backend's transformation is expected to keep against eager, or
     #: None for the library's default tiers (exact up to float rounding). Reduced precision and
@@ -228,6 +244,11 @@ class BackendBase:
     def dtype(self) -> torch.dtype | None:
         """The reduced (autocast) dtype the backend computes in, or None (the default)."""
         return None
+
+    @property
+    def build_dir(self) -> Path | None:
+        """The folder in the cache dir for this backend (build log, files it writes); None before."""
+        return self.__build_dir
 
     @property
     def tolerances(self) -> Tolerances | None:
@@ -333,6 +354,7 @@ class BackendBase:
         target = torch.device(device)
         log_dir = Path(cache_dir) / safe_folder_name(self.key())
         log_dir.mkdir(parents=True, exist_ok=True)
+        self.__build_dir = log_dir
         original_device = module_device(module)
         samples = list(data)
         self.__state = BackendState.BUILDING

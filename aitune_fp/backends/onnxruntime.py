@@ -11,11 +11,11 @@ import copy
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase, safe_folder_name
+from aitune_fp.backends.base import BackendBase, positional_sample
 from aitune_fp.errors import InvalidValueError
 
 if TYPE_CHECKING:
@@ -25,8 +25,6 @@ __all__ = ["ONNX_FILE_NAME", "OnnxRuntimeBackend"]
 
 #: The exported model's file name inside ``cache_dir/<key()>/``.
 ONNX_FILE_NAME = "model.onnx"
-
-_T = TypeVar("_T", bound="OnnxRuntimeBackend")
 
 
 def _import_onnxruntime() -> Any:
@@ -55,30 +53,15 @@ class OnnxRuntimeBackend(BackendBase):
     def __init__(self) -> None:
         """No options: the default ONNX opset and ONNX Runtime's default graph optimizations."""
         self._session: Any = None
-        self._cache_dir: Path | None = None
         self._input_names: list[str] = []
         self._output_kind: type[tuple[Any, ...]] | type[list[Any]] | None = None
         self._providers: list[Any] = []
         self._model_bytes = b""
 
-    def build(
-        self: _T,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device | str,
-        cache_dir: Path | str,
-    ) -> _T:
-        """Note the cache folder (the ONNX file goes there), then build as every backend does."""
-        self._cache_dir = Path(cache_dir)
-        return super().build(module, graph_spec, data, device, cache_dir)
-
     @property
     def onnx_path(self) -> Path | None:
         """Where the exported model is written (None before the build)."""
-        if self._cache_dir is None:
-            return None
-        return self._cache_dir / safe_folder_name(self.key()) / ONNX_FILE_NAME
+        return None if self.build_dir is None else self.build_dir / ONNX_FILE_NAME
 
     def _build(
         self,
@@ -103,15 +86,7 @@ class OnnxRuntimeBackend(BackendBase):
             providers = ["CPUExecutionProvider"]
         else:
             raise InvalidValueError(f"OnnxRuntimeBackend runs on CPU or CUDA, not on {device}")
-        if not data:
-            raise InvalidValueError("OnnxRuntimeBackend needs a sample to export the model")
-        from aitune_fp.inputs import as_sample
-
-        sample = as_sample(data[0])
-        if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
-            raise InvalidValueError(
-                "OnnxRuntimeBackend exports models called with positional tensors only"
-            )
+        sample = positional_sample(data, "OnnxRuntimeBackend")
         model = copy.deepcopy(module).cpu().eval()
         args = tuple(a.detach().cpu() for a in sample.args)
         with torch.no_grad():
