@@ -145,22 +145,45 @@ def _fmt(x: float) -> str:
 def _reason(
     decision: SpeedupDecision, n_pairs: int, *, budget_s: float | None, last_look: bool
 ) -> str:
-    """One sentence saying why the statistical verdict is what it is."""
+    """One sentence saying why the statistical verdict is what it is, and what it rules out."""
     req = _fmt(decision.required_speedup)
     interval = f"[{_fmt(decision.ci_low)}, {_fmt(decision.ci_high)}]"
     if decision.verdict == "faster":
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
-        return f"lower bound {low}x clears required {need}x at {n_pairs} pairs"
-    if decision.verdict == "not_faster":
+        text = f"lower bound {low}x clears required {need}x at {n_pairs} pairs"
+    elif decision.verdict == "not_faster" and decision.ci_high < decision.required_speedup:
         high, need = fmt_apart(decision.ci_high, decision.required_speedup)
-        return f"upper bound {high}x is below required {need}x at {n_pairs} pairs"
-    if budget_s is not None:
-        return (
-            f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
-            f"interval {interval} straddles required {req}"
+        text = f"upper bound {high}x is below required {need}x at {n_pairs} pairs"
+    elif decision.verdict == "not_faster":
+        limit = decision.required_speedup + decision.futility_margin
+        high, edge = fmt_apart(decision.upper_for_futility, limit)
+        text = (
+            f"estimate {_fmt(decision.speedup)} is below required {req} and the upper bound "
+            f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
+            f"margin) at {n_pairs} pairs: not faster by a margin that matters"
         )
-    where = "after the last look" if last_look else "when sampling stopped"
-    return f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs)"
+    elif budget_s is not None:
+        text = (
+            f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
+            f"interval {interval} straddles required {req}; {decision.ruled_out}"
+        )
+    else:
+        where = "after the last look" if last_look else "when sampling stopped"
+        text = (
+            f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs); "
+            f"{decision.ruled_out}"
+        )
+    notes = []
+    if decision.shift_index is not None:
+        notes.append(
+            f"the ratio shifted at pair {decision.shift_index}: decided on the "
+            f"{decision.n_baseline} pairs after it"
+        )
+    if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
+        notes.append(
+            f"interval widened for serial correlation (lag-1 {decision.autocorrelation:.2f})"
+        )
+    return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
 #: Called at each look of the statistical mode with the pairs timed so far and the decision.
@@ -182,6 +205,7 @@ def _statistical(
     start = clock.now_ns()
     deadline = start + int(config.max_seconds * 1e9)
     decision: SpeedupDecision | None = None
+    decided_at = 0
     budget_spent = False
     sampling_ns = 0
     with InterleavedRun(
@@ -212,7 +236,12 @@ def _statistical(
                 pct,
                 confidence=config.confidence,
                 n_looks=len(config.looks),
+                futility_margin_percent=config.futility_margin_percent,
+                futility_error=config.futility_error,
+                guard_serial_correlation=config.guard_serial_correlation,
+                guard_shift=config.guard_shift,
             )
+            decided_at = run.n_pairs
             if on_look is not None:
                 on_look(run.n_pairs, decision)
             if decision.verdict != "inconclusive":
@@ -223,7 +252,9 @@ def _statistical(
         return _undecided(
             timings, warmup.baseline_s, warmup.candidate_s, size, config, pct, description, wall_s
         )
-    return _statistical_result(decision, timings, size, config, budget_spent, wall_s, description)
+    return _statistical_result(
+        decision, decided_at, timings, size, config, budget_spent, wall_s, description
+    )
 
 
 def _undecided(
@@ -269,6 +300,7 @@ def _undecided(
 
 def _statistical_result(
     decision: SpeedupDecision,
+    n_pairs: int,
     timings: PairedTimings,
     size: int,
     config: ProfilingConfig,
@@ -276,11 +308,16 @@ def _statistical_result(
     wall_s: float,
     description: str,
 ) -> Measurement:
-    n = decision.n_baseline
-    base, cand = timings.baseline_s[:n], timings.candidate_s[:n]
+    """The result of a decided look: throughputs from the pairs the decision used."""
+    first = decision.shift_index or 0
+    base, cand = timings.baseline_s[first:n_pairs], timings.candidate_s[first:n_pairs]
     baseline_throughput = throughput_from_latencies(base, size)
     throughput = throughput_from_latencies(cand, size)
     flags = list(timings.flags)
+    if decision.shift_index is not None:
+        flags.append(f"ratio_shift_at_pair_{decision.shift_index}")
+    if "serial_correlation" in decision.flags:
+        flags.append("serial_correlation")
     if budget_spent:
         flags.append("budget_spent")
     result = make_result(
@@ -289,15 +326,15 @@ def _statistical_result(
         throughput=throughput,
         speedup=compute_speedup(throughput, baseline_throughput),
         batch_size=size,
-        n_baseline=n,
+        n_baseline=decision.n_baseline,
         n_candidate=decision.n_candidate,
         required_speedup=decision.required_speedup,
         decision=decision,
         reason=_reason(
             decision,
-            n,
+            n_pairs,
             budget_s=config.max_seconds if budget_spent else None,
-            last_look=n >= config.max_pairs,
+            last_look=n_pairs >= config.max_pairs,
         ),
         flags=flags,
     )

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp import ProfilingConfig, for_batch_size
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 
 class TestDefaults:
     def test_statistical_by_default(self) -> None:
-        """The default decision is statistical with the looks of the findings page."""
+        """The default decision is statistical: issue 14's six looks, futility stop and guards."""
         cfg = ProfilingConfig()
         assert cfg.decision == "statistical"
-        assert cfg.looks == (10, 20, 40, 80, 160)
-        assert cfg.max_pairs == 160
+        assert cfg.looks == (10, 20, 40, 80, 160, 320)
+        assert cfg.max_pairs == 320
+        assert (cfg.futility_margin_percent, cfg.futility_error) == (1.0, 0.20)
+        assert cfg.guard_serial_correlation and cfg.guard_shift
         assert (cfg.point_warmup_calls, cfg.point_steps) == (10, 20)
 
     def test_to_dict_is_json_ready(self) -> None:
@@ -24,6 +29,30 @@ class TestDefaults:
         d = ProfilingConfig(batch_sizes=(1, 2)).to_dict()
         assert d["batch_sizes"] == [1, 2]
         assert set(d) == {a.name for a in attrs.fields(ProfilingConfig)}
+
+
+class TestFutilityFields:
+    @pytest.mark.parametrize("bad", [-0.5, math.nan, math.inf])
+    def test_margin_must_be_finite_and_nonnegative(self, bad: float) -> None:
+        """A negative or non-finite margin is refused, naming the field."""
+        with pytest.raises(InvalidValueError, match="futility_margin_percent"):
+            ProfilingConfig(futility_margin_percent=bad)
+
+    @pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5])
+    def test_futility_error_is_a_probability(self, bad: float) -> None:
+        """futility_error must lie strictly between 0 and 1."""
+        with pytest.raises(InvalidValueError, match="futility_error"):
+            ProfilingConfig(futility_error=bad)
+
+    def test_futility_error_must_leave_each_look_below_half(self) -> None:
+        """With one look, a futility error of 0.5 or more is no test at all."""
+        with pytest.raises(InvalidValueError, match="futility_error"):
+            ProfilingConfig(looks=(10,), futility_error=0.6, warmup_max_calls=20)
+
+    def test_guards_must_be_bools(self) -> None:
+        """The guard switches refuse truthy non-bools."""
+        with pytest.raises(InvalidTypeError, match="guard_shift"):
+            ProfilingConfig(guard_shift=1)  # type: ignore[arg-type]
 
 
 class TestNarrowing:

@@ -80,7 +80,7 @@ RECORDS: dict[str, tuple[Callable[[], type[Any]], dict[str, Any]]] = {
 }
 
 #: Fields where an infinite value is meaningful (an unbounded interval end).
-ALLOWS_INF = {("SpeedupDecision", "ci_high")}
+ALLOWS_INF = {("SpeedupDecision", "ci_high"), ("SpeedupDecision", "futility_high")}
 
 
 @attrs.frozen

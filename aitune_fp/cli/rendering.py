@@ -42,6 +42,7 @@ _FLAG_WORDS = {
     "warmup_not_steady": "warm-up not steady",
     "budget_spent": "budget spent",
     "recompiled": "recompiled",
+    "serial_correlation": "serially correlated (interval widened)",
 }
 
 
@@ -51,6 +52,8 @@ def fmt_flags(flags: Iterable[str]) -> str:
     for flag in flags:
         if flag.startswith("level_shift_after_pair_"):
             words.append(f"level shift at pair {flag.rsplit('_', 1)[-1]}")
+        elif flag.startswith("ratio_shift_at_pair_"):
+            words.append(f"ratio shifted at pair {flag.rsplit('_', 1)[-1]}")
         else:
             words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
     return escape_control(", ".join(words))

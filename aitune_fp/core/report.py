@@ -187,6 +187,7 @@ def make_result(
         ci_low=decision.ci_low,
         ci_high=decision.ci_high if math.isfinite(decision.ci_high) else None,
         confidence=decision.confidence,
+        guarantee=decision.overall,
         n_baseline=n_baseline,
         n_candidate=n_candidate,
         batch_size=batch_size,

@@ -58,6 +58,11 @@ class PerformanceValidationResult:
     confidence: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(open_interval(0, 1))
     )
+    #: One-sided level at which a wrong verdict is controlled over all looks (what the user
+    #: may rely on; ``confidence`` is one look's two-sided level).
+    guarantee: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(open_interval(0, 1))
+    )
     n_baseline: int | None = attrs.field(
         default=None, kw_only=True, validator=_optional(integer(minimum=0))
     )
@@ -78,7 +83,8 @@ class PerformanceValidationResult:
     )
     reason: str | None = attrs.field(default=None, kw_only=True, validator=_optional(of_type(str)))
     #: What the measurement noticed that may weaken it (``warmup_not_steady``, ``recompiled``,
-    #: ``level_shift_after_pair_<k>``, ``budget_spent``).
+    #: ``level_shift_after_pair_<k>``, ``ratio_shift_at_pair_<k>``, ``serial_correlation``,
+    #: ``budget_spent``).
     flags: tuple[str, ...] = attrs.field(
         default=(), kw_only=True, converter=as_tuple, validator=tuple_of(of_type(str))
     )

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal, SupportsFloat, TypeAlias
 import attrs
 
 from aitune_fp.core._checks import (
+    as_tuple,
+    check_finite,
     check_int,
     check_nonnegative,
     check_open_interval,
@@ -44,8 +46,16 @@ from aitune_fp.core._checks import (
     finite,
     integer,
     not_nan,
+    of_type,
     one_of,
     open_interval,
+    tuple_of,
+)
+from aitune_fp.core.dependence import (
+    autocorrelation_flag_level,
+    inflation_factor,
+    lag1_rank_autocorrelation,
+    ratio_shift_index,
 )
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
@@ -66,6 +76,7 @@ __all__ = [
     "level_shift_index",
     "mann_whitney_critical_count",
     "paired_log_speedup_bounds",
+    "ruled_out_statement",
     "signed_rank_critical_count",
     "throughput_from_latencies",
     "unpaired_log_speedup_bounds",
@@ -704,8 +715,11 @@ class SpeedupDecision:
     ``speedup`` is ``exp`` of the Hodges-Lehmann estimate of the log ratios ``ln(eager / candidate)``
     (the typical call, not the mean latency); ``[ci_low, ci_high]`` is its two-sided interval at
     ``confidence`` (``ci_low`` may be 0.0 and ``ci_high`` ``inf`` when too few timings bound it).
-    The verdict is ``faster`` iff ``ci_low > required_speedup``, ``not_faster`` iff
-    ``ci_high < required_speedup``, else ``inconclusive``.
+    ``faster`` iff ``ci_low > required_speedup``; ``not_faster`` iff ``ci_high < required_speedup``
+    or (futility) ``speedup < required_speedup`` and ``futility_high < required_speedup +
+    futility_margin``; else ``inconclusive``. ``guarantee`` is the one-sided level at which each
+    wrong verdict is controlled over the whole measurement (all looks), which is what a user may
+    rely on; ``confidence`` is one look's two-sided level.
     """
 
     verdict: Verdict = attrs.field(validator=one_of(VERDICTS))
@@ -719,6 +733,30 @@ class SpeedupDecision:
     method: str = attrs.field(validator=one_of(METHODS))
     cv_baseline: float = attrs.field(validator=finite(minimum=0))
     cv_candidate: float = attrs.field(validator=finite(minimum=0))
+    #: Overall one-sided level of each error (None: this look alone, ``1 - (1 - confidence) / 2``).
+    guarantee: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(open_interval(0, 1))
+    )
+    #: How far above the required speedup a candidate may be and still be called ``not_faster``
+    #: (speedup units; 0.01 is one percentage point).
+    futility_margin: float = attrs.field(default=0.0, validator=finite(minimum=0))
+    #: Upper bound at the (looser) futility level; None when it is ``ci_high``.
+    futility_high: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(not_nan())
+    )
+    #: Lag-1 rank autocorrelation of the paired log ratios (None: unpaired).
+    autocorrelation: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(finite(minimum=-1, strict=True))
+    )
+    #: Pair index where the ratio shifted; the decision used the pairs from there on (None: none).
+    shift_index: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(integer(minimum=0))
+    )
+    #: What the dependence checks found: ``serial_correlation`` (interval widened),
+    #: ``ratio_shift`` (decided on the latest regime only).
+    flags: tuple[str, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=tuple_of(of_type(str))
+    )
 
     def __attrs_post_init__(self) -> None:
         """Check that the interval holds the estimate and that the verdict follows the rule."""
@@ -727,13 +765,39 @@ class SpeedupDecision:
                 "need 0 <= ci_low <= speedup <= ci_high, got "
                 f"ci_low={self.ci_low!r}, speedup={self.speedup!r}, ci_high={self.ci_high!r}"
             )
-        expected = _verdict(self.ci_low, self.ci_high, self.required_speedup)
+        if self.futility_high is not None and not self.futility_high >= self.speedup:
+            raise InvalidValueError(
+                f"futility_high must be >= speedup ({self.speedup!r}), got {self.futility_high!r}"
+            )
+        expected = _verdict(
+            self.ci_low,
+            self.ci_high,
+            self.required_speedup,
+            speedup=self.speedup,
+            futility_high=self.upper_for_futility,
+            margin=self.futility_margin,
+        )
         if self.verdict != expected:
             raise InvalidValueError(
                 f"verdict {self.verdict!r} contradicts the bounds [{self.ci_low!r}, "
                 f"{self.ci_high!r}] and required_speedup={self.required_speedup!r} "
                 f"(expected {expected!r})"
             )
+
+    @property
+    def upper_for_futility(self) -> float:
+        """The upper bound the futility rule compares: ``futility_high``, else ``ci_high``."""
+        return self.ci_high if self.futility_high is None else self.futility_high
+
+    @property
+    def overall(self) -> float:
+        """One-sided level of each wrong verdict over the whole measurement."""
+        return 1.0 - (1.0 - self.confidence) / 2.0 if self.guarantee is None else self.guarantee
+
+    @property
+    def ruled_out(self) -> str:
+        """What the interval rules out, as one sentence (the honest content of any verdict)."""
+        return ruled_out_statement(self.ci_low, self.ci_high, self.overall)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready fields; an unbounded ``ci_high`` (``inf``) is written as ``None``."""
@@ -745,20 +809,86 @@ class SpeedupDecision:
             "n_baseline": self.n_baseline,
             "n_candidate": self.n_candidate,
             "confidence": self.confidence,
+            "guarantee": self.overall,
             "required_speedup": self.required_speedup,
+            "futility_margin": self.futility_margin,
+            "futility_high": _json_float(self.upper_for_futility),
             "method": self.method,
             "cv_baseline": self.cv_baseline,
             "cv_candidate": self.cv_candidate,
+            "autocorrelation": self.autocorrelation,
+            "shift_index": self.shift_index,
+            "flags": list(self.flags),
+            "ruled_out": self.ruled_out,
         }
 
 
-def _verdict(ci_low: float, ci_high: float, required: float) -> Verdict:
-    """Apply the three-outcome rule; equality with the threshold is ``inconclusive``."""
+def _pct(ratio: float) -> str:
+    """A speedup as a signed percentage change against eager (1.04 -> '+4%')."""
+    change = (ratio - 1.0) * 100.0
+    digits = 0 if abs(change) >= 10 or round(change, 1) == round(change) else 1
+    return f"{change:+.{digits}f}%"
+
+
+def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
+    """Say which speedups an interval rules out and where it places the candidate.
+
+    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95 %
+    (one-sided each); the candidate is within -3%/+4% of eager". Unbounded sides rule nothing out.
+    """
+    parts = []
+    if math.isfinite(ci_high):
+        parts.append(f"faster than {ci_high:.3f}x")
+    if ci_low > 0.0:
+        parts.append(f"slower than {ci_low:.3f}x")
+    if not parts:
+        return "too few timings to rule anything out"
+    where = (
+        f"; the candidate is within {_pct(ci_low)}/{_pct(ci_high)} of eager"
+        if math.isfinite(ci_high) and ci_low > 0.0
+        else ""
+    )
+    each = " (one-sided each)" if len(parts) == 2 else ""
+    verb = "are" if len(parts) == 2 else "is"
+    return f"{' and '.join(parts)} {verb} ruled out at {level:.0%}{each}{where}"
+
+
+def _verdict(
+    ci_low: float,
+    ci_high: float,
+    required: float,
+    *,
+    speedup: float | None = None,
+    futility_high: float | None = None,
+    margin: float = 0.0,
+) -> Verdict:
+    """Apply the three-outcome rule; equality with a threshold never settles the question."""
     if ci_low > required:
         return "faster"
     if ci_high < required:
         return "not_faster"
+    if (
+        speedup is not None
+        and futility_high is not None
+        and speedup < required
+        and futility_high < required + margin
+    ):
+        return "not_faster"
     return "inconclusive"
+
+
+def _bounds(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float, *, paired: bool
+) -> tuple[float, float, float]:
+    return (_paired_bounds if paired else _unpaired_bounds)(base, cand, alpha)
+
+
+def _widen(bounds: tuple[float, float, float], factor: float) -> tuple[float, float, float]:
+    """Stretch log bounds away from the estimate by ``factor`` (the serial-correlation remedy)."""
+    estimate, lower, upper = bounds
+    if factor == 1.0:
+        return bounds
+    return estimate, estimate - factor * (estimate - lower), estimate + factor * (upper - estimate)
 
 
 def _decide(
@@ -768,27 +898,68 @@ def _decide(
     alpha: float,
     *,
     paired: bool,
+    guarantee: float | None = None,
+    margin: float = 0.0,
+    alpha_futility: float | None = None,
+    guard_serial: bool = False,
+    guard_shift: bool = False,
 ) -> SpeedupDecision:
+    flags: list[str] = []
+    rho: float | None = None
+    shift: int | None = None
     if paired:
-        estimate, lower, upper = _paired_bounds(base, cand, alpha)
-        method = "wilcoxon_signed_rank_hl"
-    else:
-        estimate, lower, upper = _unpaired_bounds(base, cand, alpha)
-        method = "mann_whitney_hl"
+        logs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
+        if guard_shift:
+            shift = ratio_shift_index(logs)
+            if shift is not None:
+                flags.append("ratio_shift")
+                base, cand, logs = base[shift:], cand[shift:], logs[shift:]
+        rho = lag1_rank_autocorrelation(logs)
+    factor = 1.0
+    if guard_serial and rho is not None and rho > autocorrelation_flag_level(len(base)):
+        flags.append("serial_correlation")
+        factor = inflation_factor(rho)
+    estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
+    futility_high: float | None = None
+    if alpha_futility is not None and alpha_futility != alpha:
+        _, _, fut_upper = _widen(_bounds(base, cand, alpha_futility, paired=paired), factor)
+        futility_high = _exp(fut_upper)
     ci_low, ci_high = _exp(lower), _exp(upper)
+    speedup = min(max(_exp(estimate), ci_low), ci_high)
+    if futility_high is not None:
+        futility_high = max(futility_high, speedup)
+    upper_for_futility = ci_high if futility_high is None else futility_high
     return SpeedupDecision(
-        verdict=_verdict(ci_low, ci_high, required),
-        speedup=min(max(_exp(estimate), ci_low), ci_high),
+        verdict=_verdict(
+            ci_low,
+            ci_high,
+            required,
+            speedup=speedup,
+            futility_high=upper_for_futility,
+            margin=margin,
+        ),
+        speedup=speedup,
         ci_low=ci_low,
         ci_high=ci_high,
         n_baseline=len(base),
         n_candidate=len(cand),
         confidence=1.0 - 2.0 * alpha,
         required_speedup=required,
-        method=method,
+        method="wilcoxon_signed_rank_hl" if paired else "mann_whitney_hl",
         cv_baseline=_cv(base),
         cv_candidate=_cv(cand),
+        guarantee=guarantee,
+        futility_margin=margin,
+        futility_high=futility_high,
+        autocorrelation=rho,
+        shift_index=shift,
+        flags=tuple(flags),
     )
+
+
+def _margin(futility_margin_percent: object) -> float:
+    """A futility margin in percentage points, as speedup units (1.0 -> 0.01)."""
+    return check_finite("futility_margin_percent", futility_margin_percent, minimum=0.0) / 100.0
 
 
 def decide_speedup(
@@ -798,6 +969,8 @@ def decide_speedup(
     *,
     confidence: float = 0.95,
     paired: bool = False,
+    futility_margin_percent: float = 0.0,
+    guard_dependence: bool = False,
 ) -> SpeedupDecision:
     """Decide, in one look, whether the candidate is faster than eager by the threshold.
 
@@ -805,18 +978,30 @@ def decide_speedup(
     two-sided at ``confidence`` (``(1 - confidence) / 2`` per side): Wilcoxon/HL on the paired
     log ratios when ``paired`` (timings ``i`` of both arms measured together), Mann-Whitney/HL on
     two independent samples otherwise. ``faster`` iff ``ci_low > 1 + pct/100``, ``not_faster``
-    iff ``ci_high < 1 + pct/100``, else ``inconclusive`` (equality included). Timings may be
-    lists, tuples, numpy arrays of any real dtype or 1-D tensors; O(n log n), so a million per
-    arm decide in seconds.
+    iff ``ci_high < 1 + pct/100`` (or, with a futility margin, the estimate is below and
+    ``ci_high`` below ``1 + (pct + margin)/100``), else ``inconclusive``; ``ruled_out`` says what
+    the interval excludes. ``guard_dependence`` (paired only) runs the serial-correlation and
+    ratio-shift checks of :mod:`aitune_fp.core.dependence` and applies their remedies. Timings may
+    be lists, tuples, numpy arrays of any real dtype or 1-D tensors; O(n log n).
     """
     check_type("paired", paired, bool)
+    check_type("guard_dependence", guard_dependence, bool)
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
     if paired:
         _paired_lengths(base, cand)
     required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
-    return _decide(base, cand, required, (1.0 - level) / 2.0, paired=paired)
+    return _decide(
+        base,
+        cand,
+        required,
+        (1.0 - level) / 2.0,
+        paired=paired,
+        margin=_margin(futility_margin_percent),
+        guard_serial=guard_dependence and paired,
+        guard_shift=guard_dependence and paired,
+    )
 
 
 def decide_at_look(
@@ -826,15 +1011,23 @@ def decide_at_look(
     *,
     confidence: float,
     n_looks: int,
+    futility_margin_percent: float = 0.0,
+    futility_error: float | None = None,
+    guard_serial_correlation: bool = False,
+    guard_shift: bool = False,
 ) -> SpeedupDecision:
     """Paired decision at one look of a group-sequential, interleaved measurement.
 
-    The error ``1 - confidence`` is spent per side and split evenly over ``n_looks`` looks
-    (Bonferroni): each look uses ``alpha_one_sided = (1 - confidence) / n_looks`` per side, so
-    the false-accept and the false-reject rates over all looks each stay <= ``1 - confidence``
-    (0.95 over 5 looks: 0.01 per side per look). ``inconclusive`` means "not settled at this look";
-    the result's ``confidence`` is the two-sided level of this look, ``1 - 2 * alpha_one_sided``.
-    ``(1 - confidence) / n_looks`` must be below 0.5.
+    The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
+    each look's lower bound uses ``(1 - confidence) / n_looks``, so a slower-or-equal candidate is
+    accepted with probability <= ``1 - confidence`` over all looks (``guarantee``); ``ci_high`` uses
+    the same level, so what ``ruled_out`` says holds at ``confidence`` too. The futility stop says
+    ``not_faster`` once the estimate is below the required speedup and the upper bound at the looser
+    ``futility_error / n_looks`` lies below ``required + futility_margin_percent / 100``: a
+    candidate faster than that by the margin is called ``not_faster`` with probability <=
+    ``futility_error`` (None: the same level as accepting, the symmetric rule). The guards run the
+    checks of :mod:`aitune_fp.core.dependence`: serial correlation widens the interval, a ratio
+    shift restricts the decision to the pairs after it.
     """
     base = _timings("baseline_times", baseline_times)
     cand = _timings("candidate_times", candidate_times)
@@ -842,10 +1035,31 @@ def decide_at_look(
     required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     looks = check_int("n_looks", n_looks, minimum=1)
+    check_type("guard_serial_correlation", guard_serial_correlation, bool)
+    check_type("guard_shift", guard_shift, bool)
     alpha = (1.0 - level) / looks
     if alpha >= 0.5:
         raise InvalidValueError(
             "(1 - confidence) / n_looks must be < 0.5, got "
             f"confidence={confidence!r}, n_looks={n_looks!r}"
         )
-    return _decide(base, cand, required, alpha, paired=True)
+    alpha_futility = None
+    if futility_error is not None:
+        alpha_futility = check_open_interval("futility_error", futility_error, 0.0, 1.0) / looks
+        if alpha_futility >= 0.5:
+            raise InvalidValueError(
+                "futility_error / n_looks must be < 0.5, got "
+                f"futility_error={futility_error!r}, n_looks={n_looks!r}"
+            )
+    return _decide(
+        base,
+        cand,
+        required,
+        alpha,
+        paired=True,
+        guarantee=level,
+        margin=_margin(futility_margin_percent),
+        alpha_futility=alpha_futility,
+        guard_serial=guard_serial_correlation,
+        guard_shift=guard_shift,
+    )

@@ -1,0 +1,129 @@
+"""Pure checks of the independence the paired decision assumes, and the remedies they trigger.
+
+The interval of :mod:`aitune_fp.core.stats` is exact for independent paired log ratios. Two ways
+real machines break that were measured (issue 14): serial correlation of the ratio itself (the two
+arms react differently to slow spells; AR(1) phi = 0.2 doubles the error at the threshold) and a
+ratio that shifts by a few percent mid-run. These functions detect both on the log ratios
+``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+from aitune_fp.core._checks import check_int, check_open_interval
+
+__all__ = [
+    "SHIFT_ALPHA",
+    "autocorrelation_flag_level",
+    "inflation_factor",
+    "lag1_rank_autocorrelation",
+    "ratio_shift_index",
+    "shift_p_value",
+]
+
+#: Significance of the change-point test on the paired ratios (Pettitt). Strict, because every
+#: look runs it and a false flag costs a decision made on fewer pairs.
+SHIFT_ALPHA = 0.01
+#: Largest lag-1 correlation the remedy corrects for; above, the widening is capped.
+_MAX_PHI = 0.9
+
+
+def _ranks(values: Sequence[float]) -> list[float]:
+    """Mid-ranks (1-based; ties share the mean of their ranks)."""
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def lag1_rank_autocorrelation(values: Sequence[float]) -> float:
+    """Lag-1 autocorrelation of the ranks of ``values``, in [-1, 1]; 0.0 when undefined.
+
+    Ranks make it robust to the heavy tails of timings. Under independence it is about
+    ``N(-1/n, 1/n)``; positive values mean slow (or fast) spells persist from one pair to the next.
+    """
+    n = len(values)
+    if n < 3:
+        return 0.0
+    ranks = _ranks(values)
+    mean = (n + 1) / 2.0
+    centred = [r - mean for r in ranks]
+    denominator = math.fsum(c * c for c in centred)
+    if denominator == 0.0:
+        return 0.0
+    numerator = math.fsum(a * b for a, b in itertools.pairwise(centred))
+    return max(-1.0, min(1.0, numerator / denominator))
+
+
+def autocorrelation_flag_level(n: int) -> float:
+    """Lag-1 rank autocorrelation above which ``n`` ratios are flagged: ``1.645 / sqrt(n)``.
+
+    A one-sided 5 % test of independence; only positive correlation narrows the interval wrongly.
+    """
+    return 1.645 / math.sqrt(check_int("n", n, minimum=1))
+
+
+def inflation_factor(phi: float) -> float:
+    """How much wider an interval must be for AR(1) correlation ``phi``: ``sqrt((1+phi)/(1-phi))``.
+
+    The ratio of the long-run to the independent standard error of a mean; ``phi`` below 0 gives
+    1.0 (never narrower) and above 0.9 is capped at 0.9.
+    """
+    if math.isnan(phi):
+        raise ValueError("phi is NaN")
+    rho = min(max(phi, 0.0), _MAX_PHI)
+    return math.sqrt((1.0 + rho) / (1.0 - rho))
+
+
+def _pettitt(values: Sequence[float]) -> tuple[int, float]:
+    """Pettitt's statistic: the split ``k`` maximising ``|U_k|`` and that maximum."""
+    n = len(values)
+    ranks = _ranks(values)
+    best_k, best = 0, 0.0
+    running = 0.0
+    for k in range(1, n):
+        running += ranks[k - 1]
+        u = abs(2.0 * running - k * (n + 1))
+        if u > best:
+            best_k, best = k, u
+    return best_k, best
+
+
+def shift_p_value(values: Sequence[float]) -> float:
+    """Approximate p-value of Pettitt's rank test that the level of ``values`` changes once.
+
+    ``2 exp(-6 K^2 / (n^3 + n^2))`` (conservative), capped at 1.0; 1.0 below 4 values.
+    """
+    n = len(values)
+    if n < 4:
+        return 1.0
+    _, statistic = _pettitt(values)
+    return min(1.0, 2.0 * math.exp(-6.0 * statistic * statistic / (n**3 + n**2)))
+
+
+def ratio_shift_index(
+    values: Sequence[float], *, alpha: float = SHIFT_ALPHA, min_segment: int = 10
+) -> int | None:
+    """Index where the paired ratios change level, when Pettitt's test rejects at ``alpha``.
+
+    Returns ``k`` such that ``values[k:]`` is the latest regime (``min_segment <= k <=
+    len(values) - min_segment``), or None when no shift is found. Sensitive to shifts of a few
+    percent that the timing-level flag misses: it tests the ratio, where both arms' drift cancels.
+    """
+    level = check_open_interval("alpha", alpha, 0.0, 1.0)
+    seg = check_int("min_segment", min_segment, minimum=1)
+    n = len(values)
+    if n < 2 * seg or shift_p_value(values) >= level:
+        return None
+    k, _ = _pettitt(values)
+    return min(max(k, seg), n - seg)

@@ -1,0 +1,130 @@
+"""The sequential decision on synthetic paired timings: v1 (symmetric) beside v2 (futility stop).
+
+Each simulated decision draws paired log ratios ``ln(eager/candidate) = ln(true) + e_t`` with
+heavy-tailed noise (Student t, 3 degrees of freedom, scaled to ``--noise`` standard deviation),
+optionally AR(1)-correlated (``phi``) or shifted mid-run, and runs the group-sequential loop of
+:func:`aitune_fp.core.stats.decide_at_look` over the planned looks. Per case and rule it prints
+accept / not_faster / inconclusive rates and the median and p90 pairs used: the computed side of
+issue 14 (the real-timing side is ``decision_quality.py``).
+
+Usage: ``python benchmarks/decision_engine_sim.py [--runs 400] [--noise 0.06] [--seed 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from aitune_fp.core.stats import decide_at_look
+
+#: (label, true speedup, AR(1) phi, (shift pair, speedup after)).
+CASES: tuple[tuple[str, float, float, tuple[int, float] | None], ...] = (
+    ("A/A 1.00x", 1.00, 0.0, None),
+    ("0.97x", 0.97, 0.0, None),
+    ("threshold 1.01x", 1.01, 0.0, None),
+    ("1.02x (inside margin)", 1.02, 0.0, None),
+    ("1.03x", 1.03, 0.0, None),
+    ("1.10x", 1.10, 0.0, None),
+    ("A/A, AR(1) phi=0.2", 1.00, 0.2, None),
+    ("1.01x, AR(1) phi=0.2", 1.01, 0.2, None),
+    ("A/A, AR(1) phi=0.5", 1.00, 0.5, None),
+    ("1.03x for 40 pairs, then 1.00x", 1.03, 0.0, (40, 1.00)),
+)
+
+#: name -> (looks, decide_at_look keyword arguments)
+RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
+    "v1 symmetric": ((10, 20, 40, 80, 160), {}),
+    "v2 futility": (
+        (10, 20, 40, 80, 160, 320),
+        {
+            "futility_margin_percent": 1.0,
+            "futility_error": 0.20,
+            "guard_serial_correlation": True,
+            "guard_shift": True,
+        },
+    ),
+}
+
+
+def _noise(rng: np.random.Generator, n: int, sd: float, phi: float) -> np.ndarray:
+    """Heavy-tailed noise of standard deviation ``sd``, AR(1) with coefficient ``phi``."""
+    t = rng.standard_t(3, size=n) / math.sqrt(3.0)  # unit variance
+    if phi == 0.0:
+        return sd * t
+    out = np.empty(n)
+    out[0] = t[0]
+    scale = math.sqrt(1.0 - phi * phi)
+    for i in range(1, n):
+        out[i] = phi * out[i - 1] + scale * t[i]
+    return sd * out
+
+
+def _one(
+    rng: np.random.Generator,
+    true: float,
+    phi: float,
+    shift: tuple[int, float] | None,
+    looks: Sequence[int],
+    options: dict[str, object],
+    sd: float,
+) -> tuple[str, int]:
+    n = looks[-1]
+    level = np.full(n, math.log(true))
+    if shift is not None:
+        level[shift[0] :] = math.log(shift[1])
+    d = level + _noise(rng, n, sd, phi)
+    base = 0.01 * np.exp(rng.normal(0.0, 0.03, size=n))
+    cand = base * np.exp(-d)
+    verdict, used = "inconclusive", n
+    for look in looks:
+        decision = decide_at_look(
+            base[:look].tolist(),
+            cand[:look].tolist(),
+            1.0,
+            confidence=0.95,
+            n_looks=len(looks),
+            **options,  # type: ignore[arg-type]
+        )
+        verdict, used = decision.verdict, look
+        if verdict != "inconclusive":
+            break
+    return verdict, used
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run every case under every rule and print one Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--noise", type=float, default=0.06)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    print(f"{args.runs} simulated decisions per row, paired noise sd {args.noise:.0%} (t3)\n")
+    print("| case | rule | accept | not_faster | inconclusive | median pairs | p90 pairs |")
+    print("|---|---|---|---|---|---|---|")
+    for label, true, phi, shift in CASES:
+        for name, (looks, options) in RULES.items():
+            rng = np.random.default_rng(args.seed)
+            runs = [
+                _one(rng, true, phi, shift, looks, options, args.noise) for _ in range(args.runs)
+            ]
+            verdicts = [v for v, _ in runs]
+            pairs = sorted(p for _, p in runs)
+            rate = {
+                v: verdicts.count(v) / len(runs) for v in ("faster", "not_faster", "inconclusive")
+            }
+            p90 = pairs[min(len(pairs) - 1, int(0.9 * len(pairs)))]
+            print(
+                f"| {label} | {name} | {rate['faster']:.1%} | {rate['not_faster']:.1%} | "
+                f"{rate['inconclusive']:.1%} | {statistics.median(pairs):g} | {p90} |",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
