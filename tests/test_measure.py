@@ -398,7 +398,7 @@ class TestRealCpu:
 
 @pytest.mark.slow
 def test_decision_quality_quick_smoke(tmp_path: Path) -> None:
-    """benchmarks/decision_quality.py --quick runs and its table names every case in both modes."""
+    """benchmarks/decision_quality.py --quick runs and its table names every case in every mode."""
     out = tmp_path / "table.md"
     subprocess.run(
         [
@@ -413,8 +413,10 @@ def test_decision_quality_quick_smoke(tmp_path: Path) -> None:
         timeout=120,
     )
     table = out.read_text()
-    for case in ("A/A", "0.90x", "0.97x", "1.03x", "1.10x", "1.50x", "2.00x"):
-        assert table.count(f"| {case} ") == 2, case
+    for case in ("A/A", "0.90x", "0.97x", "1.02x", "1.03x", "1.10x", "1.50x", "2.00x"):
+        assert table.count(f"| {case} ") == 3, case
+    assert "| statistical-v1 |" in table
+    assert "A/A inconclusive <= 10 %" in table
 
 
 class TestSteadyThroughput:
