@@ -39,7 +39,7 @@ from aitune_fp.core.speedup import (
 from aitune_fp.core.stats import (
     SpeedupDecision,
     decide_at_look,
-    is_steady,
+    is_settled,
     throughput_from_latencies,
 )
 from aitune_fp.errors import InvalidValueError
@@ -130,7 +130,7 @@ def measure_throughput_steady(
     )
     # at most warmup_max_calls calls in all, the untimed first one included (as in warm_up)
     while (
-        not is_steady(warmup, window, config.warmup_tolerance)
+        not is_settled(warmup, window, config.warmup_tolerance)
         and len(warmup) + 1 < config.warmup_max_calls
     ):
         warmup += time_calls(fn, batch, 1, timer=timer, threads=config.threads)

@@ -29,7 +29,7 @@ import attrs
 
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.stats import is_steady, level_shift_index
+from aitune_fp.core.stats import is_settled, level_shift_index
 from aitune_fp.errors import AitunefpError, InvalidStateError
 from aitune_fp.inputs import Sample, as_sample, copy_sample
 
@@ -469,7 +469,8 @@ class InterleavedRun:
     ) -> WarmupReport:
         """Call each arm once untimed, then alternate timed calls until both arms are steady.
 
-        Steady: the last ``window`` times of each arm spread by <= ``tolerance`` of their median.
+        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled` (spread within
+        ``tolerance``, or no trend beyond its own noise).
         At most ``max_calls`` calls per arm (the first, untimed call included); it also stops,
         unsteady, once the run's clock passes ``deadline_ns``.
         """
@@ -489,7 +490,7 @@ class InterleavedRun:
             for arm in ("baseline", "candidate"):
                 times[arm].append(self._timed(arm)[0])
             calls += 1
-            if is_steady(times["baseline"], size, tolerance) and is_steady(
+            if is_settled(times["baseline"], size, tolerance) and is_settled(
                 times["candidate"], size, tolerance
             ):
                 converged = True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -259,10 +260,57 @@ class TestCheck:
         b, c = tmp_path / "b.txt", tmp_path / "c.json"
         b.write_text("# eager\n" + "\n".join(map(str, base)) + "\n")
         c.write_text(json.dumps(cand))
-        assert main(["check", "--baseline-times", str(b), "--candidate-times", str(c)]) == code
+        argv = ["check", "--baseline-times", str(b), "--candidate-times", str(c), "--unpaired"]
+        assert main(argv) == code
         out = capsys.readouterr().out
-        assert out.startswith(f"verdict: {verdict} (")
+        assert out.startswith("warning: unpaired recordings")
+        assert f"\nverdict: {verdict} (" in out
         assert "95% CI [" in out
+        assert "ruled out at 98%" in out or "too few timings" in out
+
+    def test_latency_files_must_say_how_they_were_recorded(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Neither --paired nor --unpaired (or both): exit 2 naming both flags and the risk."""
+        b, c = tmp_path / "b.txt", tmp_path / "c.txt"
+        b.write_text("0.01\n0.011\n0.0105\n")
+        c.write_text("0.005\n0.0051\n0.0052\n")
+        argv = ["check", "--baseline-times", str(b), "--candidate-times", str(c)]
+        for extra in ([], ["--paired", "--unpaired"]):
+            assert main([*argv, *extra]) == 2
+            err = capsys.readouterr().err
+            assert "--paired" in err and "--unpaired" in err and "drift" in err
+
+    def test_unpaired_json_carries_the_warning(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The JSON document of an unpaired check has the warning; a paired one has none."""
+        b, c = tmp_path / "b.txt", tmp_path / "c.txt"
+        b.write_text("\n".join(str(0.01 + i * 1e-4) for i in range(12)))
+        c.write_text("\n".join(str(0.005 + i * 1e-4) for i in range(12)))
+        argv = ["check", "--baseline-times", str(b), "--candidate-times", str(c)]
+        main([*argv, "--unpaired", "--format", "json"])
+        assert "not timed interleaved" in json.loads(capsys.readouterr().out)["warning"]
+        main([*argv, "--paired", "--format", "json"])
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["warning"] is None
+        assert doc["guarantee"] == pytest.approx(0.975)
+        assert "ruled out" in doc["ruled_out"]
+
+    def test_paired_files_are_checked_for_a_ratio_shift(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A paired recording whose ratio moved mid-run is flagged and decided on the end."""
+        rng = random.Random(4)
+        base = [0.01 * rng.uniform(0.98, 1.02) for _ in range(80)]
+        cand = [b / (1.3 if i < 40 else 1.0) * rng.uniform(0.98, 1.02) for i, b in enumerate(base)]
+        b, c = tmp_path / "b.txt", tmp_path / "c.txt"
+        b.write_text("\n".join(map(str, base)))
+        c.write_text("\n".join(map(str, cand)))
+        argv = ["check", "--baseline-times", str(b), "--candidate-times", str(c), "--paired"]
+        assert main(argv) == 1
+        out = capsys.readouterr().out
+        assert "quality: ratio shift" in out
 
     def test_paired(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """--paired uses the signed-rank interval."""

@@ -24,7 +24,13 @@ from aitune_fp.core.dependence import (
     ratio_shift_index,
     shift_p_value,
 )
-from aitune_fp.core.stats import decide_at_look, decide_speedup, ruled_out_statement
+from aitune_fp.core.stats import (
+    decide_at_look,
+    decide_speedup,
+    is_settled,
+    is_steady,
+    ruled_out_statement,
+)
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_speedup
@@ -466,3 +472,45 @@ class TestSerialCorrelationRemedy:
         )
         if not on.flags:
             assert (on.ci_low, on.ci_high) == (off.ci_low, off.ci_high)
+
+
+# ---------------------------------------------------------------------------------------------
+# Warm-up steadiness scaled to the machine's noise
+# ---------------------------------------------------------------------------------------------
+
+
+def _stationary(seed: int, n: int, sd: float) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return (0.01 * np.exp(sd * rng.standard_t(3, size=n) / math.sqrt(3.0))).tolist()
+
+
+class TestSettled:
+    def test_stationary_noisy_calls_settle_where_the_fixed_rule_does_not(self) -> None:
+        """6 % heavy-tailed noise, no trend: the fixed 10 % spread rule rarely passes on 5 calls
+        within 20, the noise-scaled rule nearly always does."""
+        runs = 200
+        fixed = scaled = 0
+        for seed in range(runs):
+            times = _stationary(seed, 19, 0.06)
+            fixed += any(is_steady(times[:k], 5, 0.10) for k in range(5, 20))
+            scaled += any(is_settled(times[:k], 5, 0.10) for k in range(5, 20))
+        assert scaled / runs >= 0.95
+        assert scaled > fixed
+
+    def test_a_cold_start_is_not_settled_until_it_has_decayed(self) -> None:
+        """Calls 3x slower decaying over ~10 calls: not settled while the decay is under way."""
+        rng = random.Random(5)
+        times = [0.01 * (1 + 2 * math.exp(-i / 4)) * rng.uniform(0.99, 1.01) for i in range(40)]
+        assert not any(is_settled(times[:k], 5, 0.10) for k in range(5, 12))
+        assert is_settled(times[:40], 5, 0.10)
+
+    @given(st.lists(latencies, min_size=0, max_size=30), st.integers(2, 8))
+    def test_steady_implies_settled(self, times: list[float], window: int) -> None:
+        """The new rule only ever adds 'settled' verdicts to the old one."""
+        if is_steady(times, window, 0.1):
+            assert is_settled(times, window, 0.1)
+
+    def test_z_must_be_positive(self) -> None:
+        """z is checked and named."""
+        with pytest.raises(InvalidValueError, match="z"):
+            is_settled([0.01] * 10, 5, 0.1, z=0.0)

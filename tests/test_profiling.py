@@ -146,10 +146,11 @@ class TestInterleavedRun:
         assert report.calls_per_arm == 9
 
     def test_warmup_gives_up_and_flags(self) -> None:
-        """An arm that never settles stops warm-up at max_calls and flags the timings."""
+        """An arm that never settles (slowing down call after call) stops warm-up at max_calls and
+        flags the timings."""
         clock = FakeClock()
         a = fake_model(clock, 0.002)
-        b = fake_model(clock, lambda i: 0.001 if i % 2 else 0.003)
+        b = fake_model(clock, lambda i: 0.001 * (1 + 0.2 * i))
         with InterleavedRun(a, b, Sample(), timer=clock) as run:
             report = run.warm_up(window=3, tolerance=0.1, max_calls=7)
             run.extend(2)

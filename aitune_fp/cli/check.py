@@ -20,6 +20,7 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
 )
+from aitune_fp.cli.rendering import fmt_flags
 from aitune_fp.core.messages import fmt_speedup_msg_short, fmt_throughput_detail
 from aitune_fp.core.speedup import required_speedup
 
@@ -108,7 +109,11 @@ def _emit(out: IO[str], fmt: str, text: str, doc: dict[str, Any]) -> None:
 
 
 def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
-    for flag, given in (("--paired", args.paired), ("--confidence", args.confidence is not None)):
+    for flag, given in (
+        ("--paired", args.paired),
+        ("--unpaired", args.unpaired),
+        ("--confidence", args.confidence is not None),
+    ):
         if given:
             raise UsageError(
                 f"{flag} applies to --baseline-times/--candidate-times, not to throughputs"
@@ -170,9 +175,21 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
             "the latencies span too many orders of magnitude to compare "
             f"(from {min(min(base), min(cand)):.4g} s to {scale:.4g} s)"
         )
+    if args.paired == args.unpaired:
+        raise UsageError(
+            "say how the latency files were recorded: --paired (latency i of both arms timed "
+            "together, interleaved; recommended) or --unpaired (one file recorded after the "
+            "other: drift between the two recordings is not controlled, and an identical "
+            "candidate was called faster 21 % of the time on a drifting machine)"
+        )
     try:
         decision = decide_speedup(
-            base_s, cand_s, threshold, confidence=confidence, paired=args.paired
+            base_s,
+            cand_s,
+            threshold,
+            confidence=confidence,
+            paired=args.paired,
+            guard_dependence=args.paired,
         )
     except (ArithmeticError, ValueError) as exc:
         raise UsageError(f"cannot decide on these latencies: {exc}") from exc
@@ -180,14 +197,25 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
     text = (
         f"verdict: {decision.verdict} (speedup {decision.speedup:.4f}x, "
         f"{decision.confidence:.0%} CI [{decision.ci_low:.4f}x, {high}], "
-        f"required > {decision.required_speedup:.4g}x; "
-        f"n={decision.n_baseline}/{decision.n_candidate}, {decision.method})"
+        f"speedup >= {decision.required_speedup:.4g}x needs the lower bound above it; "
+        f"n={decision.n_baseline}/{decision.n_candidate}, {decision.method})\n"
+        f"{decision.ruled_out}"
     )
+    if decision.flags:
+        text += f"\nquality: {fmt_flags(decision.flags)}"
+    warning = None
+    if args.unpaired:
+        warning = (
+            "unpaired recordings: the two files were not timed interleaved, so machine drift "
+            "between them is not controlled; record with --paired to rely on this verdict"
+        )
+        text = f"warning: {warning}\n{text}"
     doc = {
         "mode": "latencies",
         "baseline_times": args.baseline_times,
         "candidate_times": args.candidate_times,
         "min_speedup_threshold_percent": threshold,
+        "warning": warning,
         **decision.to_dict(),
     }
     _emit(out, args.format, text, doc)
@@ -227,7 +255,14 @@ def add_parser(sub: Any) -> None:
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
     check.add_argument(
-        "--paired", action="store_true", help="latency files: latency i of both measured together"
+        "--paired",
+        action="store_true",
+        help="latency files: latency i of both arms timed together, interleaved (recommended)",
+    )
+    check.add_argument(
+        "--unpaired",
+        action="store_true",
+        help="latency files: recorded one after the other; drift is not controlled (warned)",
     )
     check.add_argument(
         "--confidence", type=float, help="latency files: confidence of the interval (0.95)"

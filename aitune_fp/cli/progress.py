@@ -149,7 +149,7 @@ def _measured(event: Mapping[str, Any]) -> str:
 
 
 def _look(event: Mapping[str, Any]) -> str:
-    """The measure phase with its pairs and interval so far: ``measure 20/160 pairs [0.9, 1.1]``."""
+    """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``."""
     low, high = event.get("ci_low"), event.get("ci_high")
     interval = ""
     if isinstance(low, (int, float)):

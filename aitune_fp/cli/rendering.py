@@ -103,8 +103,12 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
     if run.required_speedup is not None:
         pct = run.min_speedup_threshold_percent
+        guarantee = next((r.guarantee for r in run.results if r.guarantee), None)
+        overall = (
+            f" (a wrong accept at most {1 - guarantee:.0%} over all looks)" if guarantee else ""
+        )
         rule = (
-            "faster only when the interval's lower bound clears it"
+            f"faster only when the interval's lower bound clears it{overall}"
             if run.decision == "statistical"
             else "AITune's rule: the mean-latency speedup must reach it"
         )
@@ -128,10 +132,13 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
 
 def _results_table(results: Sequence[PerformanceValidationResult]) -> Table:
     confidence = next((r.confidence for r in results if r.confidence), None)
+    guarantee = next((r.guarantee for r in results if r.guarantee), None)
     statistical = any(r.decision == "statistical" for r in results)
     speed_head = "Speedup"
     if statistical:
         speed_head += f" [{confidence:.0%} CI]" if confidence else " [CI]"
+        if guarantee:
+            speed_head += f" {guarantee:.0%} overall"
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     names = [escape_control(r.backend_description) for r in results]
     qualities = [fmt_flags(r.flags) or "ok" for r in results]

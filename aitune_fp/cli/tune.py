@@ -39,6 +39,8 @@ _FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
     "looks": ("--looks", ("statistical",)),
     "max_seconds": ("--max-seconds", ("statistical",)),
     "confidence": ("--confidence", ("statistical",)),
+    "futility_margin_percent": ("--futility-margin", ("statistical",)),
+    "futility_error": ("--futility-error", ("statistical",)),
     "point_warmup_calls": ("--warmup-calls", ("point",)),
     "point_steps": ("--steps", ("point",)),
 }
@@ -81,6 +83,8 @@ def profiling_config(args: argparse.Namespace) -> Any:
     for field, value in (
         ("max_seconds", args.max_seconds),
         ("confidence", args.confidence),
+        ("futility_margin_percent", args.futility_margin),
+        ("futility_error", args.futility_error),
         ("point_warmup_calls", args.warmup_calls),
         ("point_steps", args.steps),
     ):
@@ -350,9 +354,22 @@ def add_parser(sub: Any) -> None:
     tune.add_argument("--decision", choices=DECISION_MODES, default=DECISION_MODES[0])
     stat = "statistical decision: "
     tune.add_argument("--max-seconds", type=float, help=stat + "budget per candidate (60 s)")
-    tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (160)")
-    tune.add_argument("--looks", help=stat + "planned looks in pairs (10,20,40,80,160)")
-    tune.add_argument("--confidence", type=float, help=stat + "confidence (0.95)")
+    tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (320)")
+    tune.add_argument("--looks", help=stat + "planned looks in pairs (10,20,40,80,160,320)")
+    tune.add_argument(
+        "--confidence", type=float, help=stat + "overall guarantee against a false accept (0.95)"
+    )
+    tune.add_argument(
+        "--futility-margin",
+        type=float,
+        help=stat + "stop with not_faster once the upper bound is below required + this many "
+        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
+    )
+    tune.add_argument(
+        "--futility-error",
+        type=float,
+        help=stat + "chance of calling a candidate faster than required + margin not_faster (0.20)",
+    )
     tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
     tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
     tune.add_argument(

@@ -51,7 +51,8 @@ class ProfilingConfig:
     #: Whether inputs are batched along their batch axis (False: the raw sample, batch size 1).
     batching: bool = attrs.field(default=True, validator=of_type(bool))
     #: Warm-up is steady when the last ``warmup_window`` calls of each arm lie within
-    #: ``warmup_tolerance`` of their median ((max - min) / median).
+    #: ``warmup_tolerance`` of their median ((max - min) / median), or when the last two windows'
+    #: medians differ by no more than the arm's own noise explains (``stats.is_settled``).
     warmup_window: int = attrs.field(default=5, validator=integer(minimum=2))
     warmup_tolerance: float = attrs.field(default=0.10, validator=finite(minimum=0, strict=True))
     #: Warm-up gives up waiting for steadiness after this many calls per arm, the untimed first

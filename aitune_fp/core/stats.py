@@ -72,6 +72,7 @@ __all__ = [
     "coefficient_of_variation",
     "decide_at_look",
     "decide_speedup",
+    "is_settled",
     "is_steady",
     "level_shift_index",
     "mann_whitney_critical_count",
@@ -259,6 +260,31 @@ def is_steady(times: _Timings, window: int, tolerance: float) -> bool:
         return False
     last = items[-size:]
     return (max(last) - min(last)) / statistics.median(last) <= tol
+
+
+def is_settled(times: _Timings, window: int, tolerance: float, *, z: float = 2.5) -> bool:
+    """Warm-up test scaled to the machine's noise: no trend beyond what the noise explains.
+
+    True when :func:`is_steady` holds, or when the last ``2 * window`` times show no monotone
+    trend: Kendall's ``S`` (concordant minus discordant pairs of (call index, time)) within ``z``
+    of its standard deviation under no trend, ``sqrt(m (m - 1) (2m + 5) / 18)``. Ranks, so one
+    slow outlier weighs no more than any call. A fixed spread tolerance alone flags a steady arm
+    on a noisy 2-CPU machine in 30-40 % of decisions (issue 14); a cold start that is still
+    decaying, or an arm slowing down, is a trend and still fails.
+    """
+    size = check_int("window", window, minimum=2)
+    level = check_positive("z", z)
+    items = _timings("times", times, minimum=0)
+    if is_steady(items, size, tolerance):
+        return True
+    if len(items) < 2 * size:
+        return False
+    recent = items[-2 * size :]
+    m = len(recent)
+    score = sum(
+        (recent[j] > recent[i]) - (recent[j] < recent[i]) for i in range(m) for j in range(i + 1, m)
+    )
+    return abs(score) <= level * math.sqrt(m * (m - 1) * (2 * m + 5) / 18.0)
 
 
 def level_shift_index(times: _Timings, *, min_segment: int = 10, ratio: float = 0.15) -> int | None:
