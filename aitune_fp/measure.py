@@ -176,8 +176,8 @@ def _reason(
     notes = []
     if decision.shift_index is not None:
         notes.append(
-            f"the ratio shifted at pair {decision.shift_index}: decided on the "
-            f"{decision.n_baseline} pairs after it"
+            f"the ratio shifted at pair {decision.shift_index}: the estimate and throughputs are "
+            "from the pairs after it, and the verdict needed them and the whole run to agree"
         )
     if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
         notes.append(

@@ -300,7 +300,7 @@ class TestCheck:
     def test_paired_files_are_checked_for_a_ratio_shift(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """A paired recording whose ratio moved mid-run is flagged and decided on the end."""
+        """A paired recording whose ratio moved mid-run is flagged; the later pairs veto 'faster'."""
         rng = random.Random(4)
         base = [0.01 * rng.uniform(0.98, 1.02) for _ in range(80)]
         cand = [b / (1.3 if i < 40 else 1.0) * rng.uniform(0.98, 1.02) for i, b in enumerate(base)]
@@ -308,7 +308,7 @@ class TestCheck:
         b.write_text("\n".join(map(str, base)))
         c.write_text("\n".join(map(str, cand)))
         argv = ["check", "--baseline-times", str(b), "--candidate-times", str(c), "--paired"]
-        assert main(argv) == 1
+        assert main(argv) != 0
         out = capsys.readouterr().out
         assert "quality: ratio shift" in out
 

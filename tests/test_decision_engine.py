@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.dependence import (
+    ar1_coefficient,
     autocorrelation_flag_level,
     inflation_factor,
     lag1_rank_autocorrelation,
@@ -137,6 +138,15 @@ class TestDependenceChecks:
             assert factor == 1.0
         assert inflation_factor(phi + 0.05) >= factor
         assert factor <= inflation_factor(0.9)
+
+    @given(st.floats(-1.0, 1.0), st.integers(1, 500))
+    def test_bias_corrected_coefficient_stays_a_correlation(self, r: float, n: int) -> None:
+        """The corrected AR(1) coefficient is in [-0.99, 0.99] and, for n > 6 and r >= -1/3
+        (where the bias is upward), never below r."""
+        phi = ar1_coefficient(r, n)
+        assert -0.99 <= phi <= 0.99
+        if n > 6 and -1 / 3 <= r < 0.9:
+            assert phi >= min(r, 0.99) - 1e-12
 
     def test_inflation_refuses_nan(self) -> None:
         """NaN is not a correlation."""
@@ -430,8 +440,8 @@ class TestMeasuringLoop:
         assert "of eager" in m.result.reason
 
     def test_a_ratio_shift_is_flagged_and_the_latest_regime_decides(self) -> None:
-        """Identical for ~40 calls, then 1.25x faster: the verdict and throughputs are the new
-        regime's, and the flag names the pair where the ratio moved."""
+        """Identical for ~40 calls, then 1.25x faster: the estimate and throughputs are the new
+        regime's, the verdict agrees with the whole run, the flag names the pair."""
         fast = _noisy(0.002 / 1.25, 6, 0.2)
         slow = _noisy(0.002, 5, 0.2)
         m = _measure(
@@ -445,9 +455,35 @@ class TestMeasuringLoop:
         assert len(shifts) == 1
         k = int(shifts[0].rsplit("_", 1)[-1])
         assert 20 <= k <= 45
-        assert m.result.n_baseline == 80 - k
+        assert m.result.n_baseline == 80
         assert m.result.speedup == pytest.approx(1.25, rel=0.05)
+        assert m.result.estimate == pytest.approx(1.25, rel=0.08)
         assert f"the ratio shifted at pair {k}" in m.result.reason
+
+
+class TestShiftRemedy:
+    @settings(max_examples=40, deadline=None)
+    @given(seed=st.integers(0, 10_000), phi=st.sampled_from([0.0, 0.5, 0.8]))
+    def test_a_shift_never_makes_accepting_easier(self, seed: int, phi: float) -> None:
+        """With the shift guard, the interval contains the one without it: never a new faster."""
+        base, cand = _pairs(seed, 160, 1.01, phi=phi)
+        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        on = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, guard_shift=True)
+        assert on.ci_low <= off.ci_low and on.ci_high >= off.ci_high
+        if on.verdict == "faster":
+            assert off.verdict == "faster"
+        assert (on.shift_index is None) == ("ratio_shift" not in on.flags)
+
+    def test_paired_check_of_a_shifted_recording_is_not_faster(self) -> None:
+        """1.3x for 40 pairs then 1.0x: without the guard the mixture is 'faster'; with it, the
+        later pairs veto the acceptance."""
+        rng = random.Random(4)
+        base = [0.01 * rng.uniform(0.98, 1.02) for _ in range(80)]
+        cand = [b / (1.3 if i < 40 else 1.0) * rng.uniform(0.98, 1.02) for i, b in enumerate(base)]
+        assert decide_speedup(base, cand, paired=True).verdict == "faster"
+        guarded = decide_speedup(base, cand, paired=True, guard_dependence=True)
+        assert guarded.verdict != "faster"
+        assert guarded.shift_index is not None and 30 <= guarded.shift_index <= 50
 
 
 class TestSerialCorrelationRemedy:

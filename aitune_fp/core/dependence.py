@@ -17,6 +17,7 @@ from aitune_fp.core._checks import check_int, check_open_interval
 
 __all__ = [
     "SHIFT_ALPHA",
+    "ar1_coefficient",
     "autocorrelation_flag_level",
     "inflation_factor",
     "lag1_rank_autocorrelation",
@@ -71,6 +72,22 @@ def autocorrelation_flag_level(n: int) -> float:
     A one-sided 5 % test of independence; only positive correlation narrows the interval wrongly.
     """
     return 1.645 / math.sqrt(check_int("n", n, minimum=1))
+
+
+def ar1_coefficient(rank_autocorrelation: float, n: int) -> float:
+    """AR(1) coefficient from a lag-1 autocorrelation of ``n`` values, corrected for its bias.
+
+    The sample value runs low by about ``(1 + 3 phi) / n`` (Marriott and Pope), so
+    ``phi = (r + 1/n) / (1 - 3/n)``; below 7 values ``r`` is returned as it is. Clipped to
+    [-0.99, 0.99].
+    """
+    size = check_int("n", n, minimum=1)
+    phi = (
+        (rank_autocorrelation + 1.0 / size) / (1.0 - 3.0 / size)
+        if size > 6
+        else rank_autocorrelation
+    )
+    return max(-0.99, min(0.99, phi))
 
 
 def inflation_factor(phi: float) -> float:

@@ -52,6 +52,7 @@ from aitune_fp.core._checks import (
     tuple_of,
 )
 from aitune_fp.core.dependence import (
+    ar1_coefficient,
     autocorrelation_flag_level,
     inflation_factor,
     lag1_rank_autocorrelation,
@@ -774,12 +775,13 @@ class SpeedupDecision:
     autocorrelation: float | None = attrs.field(
         default=None, validator=attrs.validators.optional(finite(minimum=-1, strict=True))
     )
-    #: Pair index where the ratio shifted; the decision used the pairs from there on (None: none).
+    #: Pair index where the ratio shifted (None: none found); the interval then covers both the
+    #: whole run's and the later pairs' intervals, and the estimate is the later pairs'.
     shift_index: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(integer(minimum=0))
     )
     #: What the dependence checks found: ``serial_correlation`` (interval widened),
-    #: ``ratio_shift`` (decided on the latest regime only).
+    #: ``ratio_shift`` (a verdict needs the whole run and the pairs after the shift to agree).
     flags: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(str))
     )
@@ -917,6 +919,33 @@ def _widen(bounds: tuple[float, float, float], factor: float) -> tuple[float, fl
     return estimate, estimate - factor * (estimate - lower), estimate + factor * (upper - estimate)
 
 
+def _segment_bounds(
+    base: tuple[float, ...],
+    cand: tuple[float, ...],
+    alpha: float,
+    alpha_futility: float | None,
+    *,
+    paired: bool,
+    guard_serial: bool,
+) -> tuple[float, float, float, float | None, float | None, bool]:
+    """Log bounds of one stretch of pairs: (estimate, lower, upper, futility upper, rho, widened).
+
+    With ``guard_serial``, a lag-1 rank autocorrelation above the flag level widens the bounds by
+    the AR(1) factor of the bias-corrected coefficient.
+    """
+    rho: float | None = None
+    factor = 1.0
+    if paired:
+        rho = lag1_rank_autocorrelation([math.log(b / c) for b, c in zip(base, cand, strict=True)])
+        if guard_serial and rho > autocorrelation_flag_level(len(base)):
+            factor = inflation_factor(ar1_coefficient(rho, len(base)))
+    estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
+    fut_upper = None
+    if alpha_futility is not None and alpha_futility != alpha:
+        _, _, fut_upper = _widen(_bounds(base, cand, alpha_futility, paired=paired), factor)
+    return estimate, lower, upper, fut_upper, rho, factor > 1.0
+
+
 def _decide(
     base: tuple[float, ...],
     cand: tuple[float, ...],
@@ -930,30 +959,38 @@ def _decide(
     guard_serial: bool = False,
     guard_shift: bool = False,
 ) -> SpeedupDecision:
+    """One look's decision from checked timings.
+
+    A ratio shift found by the guard makes the verdict need the whole run and the pairs after the
+    shift to agree: the interval is the union of both, the estimate the later pairs'. Deciding on
+    the later pairs alone would pick, under serial correlation, the most extreme stretch.
+    """
     flags: list[str] = []
-    rho: float | None = None
-    shift: int | None = None
-    if paired:
-        logs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
-        if guard_shift:
-            shift = ratio_shift_index(logs)
-            if shift is not None:
-                flags.append("ratio_shift")
-                base, cand, logs = base[shift:], cand[shift:], logs[shift:]
-        rho = lag1_rank_autocorrelation(logs)
-    factor = 1.0
-    if guard_serial and rho is not None and rho > autocorrelation_flag_level(len(base)):
+    estimate, lower, upper, fut_upper, rho, widened = _segment_bounds(
+        base, cand, alpha, alpha_futility, paired=paired, guard_serial=guard_serial
+    )
+    shift = None
+    if paired and guard_shift:
+        shift = ratio_shift_index([math.log(b / c) for b, c in zip(base, cand, strict=True)])
+    if shift is not None:
+        flags.append("ratio_shift")
+        tail = _segment_bounds(
+            base[shift:],
+            cand[shift:],
+            alpha,
+            alpha_futility,
+            paired=True,
+            guard_serial=guard_serial,
+        )
+        estimate, lower, upper = tail[0], min(lower, tail[1]), max(upper, tail[2])
+        if fut_upper is not None and tail[3] is not None:
+            fut_upper = max(fut_upper, tail[3])
+        widened = widened or tail[5]
+    if widened:
         flags.append("serial_correlation")
-        factor = inflation_factor(rho)
-    estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
-    futility_high: float | None = None
-    if alpha_futility is not None and alpha_futility != alpha:
-        _, _, fut_upper = _widen(_bounds(base, cand, alpha_futility, paired=paired), factor)
-        futility_high = _exp(fut_upper)
     ci_low, ci_high = _exp(lower), _exp(upper)
     speedup = min(max(_exp(estimate), ci_low), ci_high)
-    if futility_high is not None:
-        futility_high = max(futility_high, speedup)
+    futility_high = None if fut_upper is None else max(_exp(fut_upper), speedup)
     upper_for_futility = ci_high if futility_high is None else futility_high
     return SpeedupDecision(
         verdict=_verdict(
