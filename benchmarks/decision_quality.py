@@ -24,6 +24,7 @@ import argparse
 import collections
 import copy
 import math
+import os
 import random
 import statistics
 import sys
@@ -266,6 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cands = {label: build_candidate(kind, s, base, d_in, hidden) for label, kind, s in CASES}
 
     started = time.perf_counter()
+    load_at_start = os.getloadavg()[0]
     truth: dict[str, float] = {}
     for label, _, _ in CASES:
         truth[label], spread = reference_speedup(base, cands[label], batch, ref_pairs, args.threads)
@@ -293,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"MLP {d_in}->{hidden}->{hidden}->{d_in} GELU fp32, batch {size}, {args.threads} threads, "
         f"threshold {args.threshold:g} %, {repeats} decisions per case and mode, "
         f"reference {ref_pairs} pairs, torch {torch.__version__}, "
-        f"{time.perf_counter() - started:.0f} s in all"
+        f"{time.perf_counter() - started:.0f} s in all, load average at the start "
+        f"{load_at_start:.2f} and at the end {os.getloadavg()[0]:.2f}"
     )
     text = "\n".join(
         [header, "", table(rows, truth), "", *(f"- {t}" for t in targets(rows, truth))]
