@@ -177,18 +177,18 @@ class TestOnnxRuntime:
     def test_a_missing_package_names_the_extra(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Without onnxruntime the build fails and says which extra to install."""
+        """Without onnxruntime the candidate is unavailable and says which extra to install."""
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         outcome, untouched = attempt(OnnxRuntimeBackend(), "mlp", tmp_path)
-        assert outcome.stage == "build"  # type: ignore[attr-defined]
+        assert outcome.stage == "unavailable"  # type: ignore[attr-defined]
         assert "aitune-fp[onnx]" in outcome.reason  # type: ignore[attr-defined]
         assert untouched
 
-    def test_registered_but_not_a_default(self) -> None:
-        """Name ``onnxruntime`` on cpu and cuda, in no default set."""
+    def test_registered_a_cuda_default(self) -> None:
+        """Name ``onnxruntime`` on cpu and cuda; a default candidate on CUDA (its CUDA provider)."""
         assert BACKENDS["onnxruntime"].devices == frozenset({"cpu", "cuda"})
         assert "onnxruntime" not in default_backends("cpu")
-        assert "onnxruntime" not in default_backends("cuda")
+        assert "onnxruntime" in default_backends("cuda")
 
     @pytest.mark.gpu
     def test_cuda_provider(self, tmp_path: Path) -> None:
