@@ -80,9 +80,17 @@ class Mismatch:
         return attrs.asdict(self)
 
 
-def _rank(m: Mismatch) -> tuple[float, bool, str, float, float]:
-    """Order by budget use; ties broken so that merging is commutative and associative."""
-    return (m.budget_used, m.atol is not None, m.path or "", m.atol or 0.0, m.rtol or 0.0)
+def _rank(m: Mismatch) -> tuple[float, bool, float, bool, float, bool, str]:
+    """Order by budget use; ties broken on every other field, so merging is order-free."""
+    return (
+        m.budget_used,
+        m.atol is not None,
+        m.atol or 0.0,
+        m.rtol is not None,
+        m.rtol or 0.0,
+        m.path is not None,
+        m.path or "",
+    )
 
 
 def _ranks_above(a: Mismatch, b: Mismatch) -> bool:
