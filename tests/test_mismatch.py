@@ -241,3 +241,19 @@ class TestPerBackendOverride:
         assert weight_only.tolerances is mine
         weight_only.tolerances = None  # back to the setting's default
         assert weight_only.tolerances == Int8DynamicBackend.weight_only_tolerances
+
+
+def test_docs_override_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The override example in docs/backends.md runs and prints what its comments say."""
+    import re
+
+    text = (Path(__file__).parent.parent / "docs" / "backends.md").read_text()
+    section = text[text.index("## Accuracy budgets") : text.index("## Unavailable backends")]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), "docs/backends.md", "exec"), namespace)
+    assert capsys.readouterr().out.split() == ["0.1", "0.02"]
+    assert namespace["int8"].tolerances.float32_atol == 0.05
+    for name in ("Int8DynamicBackend()", 'scheme="weight-only"', "OnnxRuntimeBackend()"):
+        assert name in section
