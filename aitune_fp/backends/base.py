@@ -382,8 +382,10 @@ class BackendBase:
     ) -> _BackendT:
         """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``.
 
-        On failure the backend is left failed (not active), the module goes back to the device it
-        was on, the log records the exception and traceback, and the exception propagates.
+        A backend that cannot run here (:meth:`unavailable_reason`) fails first, with
+        :class:`BackendUnavailableError`. On failure the backend is left failed (not active), the
+        module goes back to the device it was on, the log records the exception and traceback,
+        and the exception propagates.
         """
         if self.__state is not BackendState.INIT:
             raise RuntimeError(
