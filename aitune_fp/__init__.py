@@ -20,7 +20,12 @@ from aitune_fp.core.messages import (
 )
 from aitune_fp.core.results import PerformanceValidationMixinResult, PerformanceValidationResult
 from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
-from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
+from aitune_fp.errors import (
+    AitunefpError,
+    BackendUnavailableError,
+    InvalidTypeError,
+    InvalidValueError,
+)
 
 if TYPE_CHECKING:
     from aitune_fp.backends import (
@@ -35,10 +40,13 @@ if TYPE_CHECKING:
         OnnxRuntimeBackend,
         TorchCompileBackend,
         TorchEagerBackend,
+        UnavailableBackend,
         backend_names,
         default_backends,
         make_backend,
+        make_candidate,
     )
+    from aitune_fp.core.mismatch import Mismatch
     from aitune_fp.core.report import CandidateFailure, TuneReport, make_result
     from aitune_fp.core.stats import SpeedupDecision, decide_speedup, throughput_from_latencies
     from aitune_fp.correctness import CorrectnessError, Tolerances, check_correctness
@@ -78,6 +86,8 @@ _LAZY: dict[str, str] = {
     "backend_names": "aitune_fp.backends.registry",
     "default_backends": "aitune_fp.backends.registry",
     "make_backend": "aitune_fp.backends.registry",
+    "make_candidate": "aitune_fp.backends.registry",
+    "Mismatch": "aitune_fp.core.mismatch",
     # shell: these import torch
     "Backend": "aitune_fp.backends",
     "BackendBase": "aitune_fp.backends",
@@ -88,6 +98,7 @@ _LAZY: dict[str, str] = {
     "AotInductorBackend": "aitune_fp.backends",
     "TorchCompileBackend": "aitune_fp.backends",
     "TorchEagerBackend": "aitune_fp.backends",
+    "UnavailableBackend": "aitune_fp.backends",
     "CorrectnessError": "aitune_fp.correctness",
     "Tolerances": "aitune_fp.correctness",
     "check_correctness": "aitune_fp.correctness",
@@ -118,6 +129,7 @@ __all__ = [
     "Backend",
     "BackendBase",
     "BackendEntry",
+    "BackendUnavailableError",
     "CandidateFailure",
     "CandidateOutcome",
     "ChannelsLastBackend",
@@ -129,6 +141,7 @@ __all__ = [
     "InvalidTypeError",
     "InvalidValueError",
     "MaxThroughputStrategy",
+    "Mismatch",
     "NoValidBackendError",
     "OneBackendStrategy",
     "OnnxRuntimeBackend",
@@ -144,6 +157,7 @@ __all__ = [
     "TuneReport",
     "TuneSession",
     "TuneTarget",
+    "UnavailableBackend",
     "ValidatingStrategy",
     "ValidationOptions",
     "__version__",
@@ -163,6 +177,7 @@ __all__ = [
     "for_batch_size",
     "is_validating",
     "make_backend",
+    "make_candidate",
     "make_result",
     "meets_threshold",
     "required_speedup",

@@ -19,6 +19,7 @@ import torch
 
 from aitune_fp.backends._tree import clone_inputs
 from aitune_fp.core._checks import check_choice, finite
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 
@@ -26,6 +27,7 @@ __all__ = [
     "CHECKS",
     "CheckName",
     "CorrectnessError",
+    "Mismatch",
     "ReferenceFailedError",
     "Tolerances",
     "check_correctness",
@@ -148,17 +150,20 @@ def compare_outputs(
     path: str = "output",
     expected_dtype: torch.dtype | None = None,
     tolerances: Tolerances | None = None,
-) -> None:
+) -> Mismatch:
     """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``.
 
     Order: finite (the whole candidate output; inf before NaN), then per leaf structure, type,
     shape, dtype and values. ``expected_dtype`` declares a reduced precision: floating outputs may
-    then be in that dtype (or the reference's) and are compared with its tolerances.
+    then be in that dtype (or the reference's) and are compared with its tolerances. Returns the
+    worst mismatch found, against the budget, when the outputs match.
     """
     _check_expected_dtype(expected_dtype)
     tol = tolerances if tolerances is not None else Tolerances()
     _check_finite(actual, expected, path, [])
-    _compare(actual, expected, path, expected_dtype, tol)
+    tally: list[Mismatch] = []
+    _compare(actual, expected, path, expected_dtype, tol, tally)
+    return Mismatch.combine(tally)
 
 
 def check_correctness(
@@ -170,13 +175,14 @@ def check_correctness(
     expected_dtype: torch.dtype | None = None,
     tolerances: Tolerances | None = None,
     name: str = "",
-) -> None:
+) -> Mismatch:
     """Check ``candidate`` against ``reference`` on every sample at min and max batch size.
 
     Both run under ``torch.no_grad()`` on their own fresh copies of each batch, so the stored
-    samples are never mutated. Raises :class:`CorrectnessError` naming the sample, batch size,
-    output path and failed check; a failing reference raises :class:`ReferenceFailedError` (a
-    ``RuntimeError``: not the candidate's fault).
+    samples are never mutated. Returns the worst mismatch over all of them against the budget
+    (a pass still says how close it came). Raises :class:`CorrectnessError` naming the sample,
+    batch size, output path and failed check; a failing reference raises
+    :class:`ReferenceFailedError` (a ``RuntimeError``: not the candidate's fault).
     """
     _check_expected_dtype(expected_dtype)
     data_value: object = data
@@ -190,6 +196,7 @@ def check_correctness(
     tol = tolerances if tolerances is not None else Tolerances()
     prefix = f"{name}: " if name else ""
     sizes = sorted({graph_spec.min_batch_size, graph_spec.get_max_batch_size()})
+    tally: list[Mismatch] = []
     for index, item in enumerate(data):
         sample = as_sample(item)
         for size in sizes:
@@ -217,7 +224,7 @@ def check_correctness(
                 ) from exc
             try:
                 _check_finite(actual, expected, "output", [])
-                _compare(actual, expected, "output", expected_dtype, tol)
+                _compare(actual, expected, "output", expected_dtype, tol, tally)
             except CorrectnessError as err:
                 raise CorrectnessError(
                     f"{prefix}{where}: {err}",
@@ -226,6 +233,7 @@ def check_correctness(
                     sample_index=index,
                     batch_size=size,
                 ) from None
+    return Mismatch.combine(tally)
 
 
 def _check_expected_dtype(expected_dtype: object) -> None:
@@ -335,6 +343,7 @@ def _compare(
     path: str,
     expected_dtype: torch.dtype | None,
     tol: Tolerances,
+    tally: list[Mismatch],
 ) -> None:
     """Compare one node of the output tree, recursing into containers."""
     actual = _as_tensor_if_array(actual)
@@ -346,10 +355,10 @@ def _compare(
                 path=path,
                 check="type",
             )
-        _compare_tensors(actual, expected, path, expected_dtype, tol)
+        _compare_tensors(actual, expected, path, expected_dtype, tol, tally)
         return
     if isinstance(expected, Mapping):
-        _compare_mappings(actual, expected, path, expected_dtype, tol)
+        _compare_mappings(actual, expected, path, expected_dtype, tol, tally)
         return
     if isinstance(expected, (tuple, list)):
         if type(actual) is not type(expected):
@@ -366,9 +375,9 @@ def _compare(
                 check="structure",
             )
         for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
-            _compare(a, e, _item_path(expected, path, index), expected_dtype, tol)
+            _compare(a, e, _item_path(expected, path, index), expected_dtype, tol, tally)
         return
-    _compare_scalars(actual, expected, path, expected_dtype, tol)
+    _compare_scalars(actual, expected, path, expected_dtype, tol, tally)
 
 
 def _compare_mappings(
@@ -377,6 +386,7 @@ def _compare_mappings(
     path: str,
     expected_dtype: torch.dtype | None,
     tol: Tolerances,
+    tally: list[Mismatch],
 ) -> None:
     """Mappings must have the same keys (any order); values are compared key by key."""
     if not isinstance(actual, Mapping):
@@ -396,7 +406,7 @@ def _compare_mappings(
             parts.append(f"unexpected keys {extra!r}")
         raise CorrectnessError(f"{path}: {' and '.join(parts)}", path=path, check="structure")
     for key, value in expected.items():
-        _compare(actual[key], value, f"{path}[{key!r}]", expected_dtype, tol)
+        _compare(actual[key], value, f"{path}[{key!r}]", expected_dtype, tol, tally)
 
 
 def _compare_scalars(
@@ -405,6 +415,7 @@ def _compare_scalars(
     path: str,
     expected_dtype: torch.dtype | None,
     tol: Tolerances,
+    tally: list[Mismatch],
 ) -> None:
     """None, bool, int, str, bytes and float leaves; anything else is refused explicitly."""
     if expected is None:
@@ -432,13 +443,25 @@ def _compare_scalars(
             )
         atol, rtol = tol.for_dtype(_least_precise(torch.float32, expected_dtype))
         error = abs(actual - expected)
-        if not math.isfinite(expected) or error > atol + rtol * abs(expected):
+        limit = atol + rtol * abs(expected)
+        if not math.isfinite(expected) or error > limit:
             raise CorrectnessError(
                 f"{path}: expected {expected!r} but got {actual!r} (abs error {error:.3g}, "
                 f"atol={atol:g}, rtol={rtol:g})",
                 path=path,
                 check="values",
             )
+        tally.append(
+            Mismatch(
+                max_abs_error=error,
+                max_rel_error=_capped(error / abs(expected)) if expected else 0.0,
+                budget_used=error / limit if limit > 0 else 0.0,
+                atol=atol,
+                rtol=rtol,
+                path=path,
+                n_elements=1,
+            )
+        )
         return
     raise CorrectnessError(
         f"{path}: cannot compare an output of type {type(expected).__qualname__}: supported are "
@@ -455,6 +478,7 @@ def _compare_tensors(
     path: str,
     expected_dtype: torch.dtype | None,
     tol: Tolerances,
+    tally: list[Mismatch],
 ) -> None:
     """Shape, dtype and values (allclose in float32/64 with the tier's tolerances)."""
     if tuple(actual.shape) != tuple(expected.shape):
@@ -486,12 +510,18 @@ def _compare_tensors(
                 path=path,
                 check="values",
             )
+        tally.append(Mismatch(path=path, n_elements=e.numel()))
         return
-    _compare_floats(a, e, path, _least_precise(a.dtype, e.dtype, expected_dtype), tol)
+    _compare_floats(a, e, path, _least_precise(a.dtype, e.dtype, expected_dtype), tol, tally)
 
 
 def _compare_floats(
-    a: torch.Tensor, e: torch.Tensor, path: str, tier: torch.dtype, tol: Tolerances
+    a: torch.Tensor,
+    e: torch.Tensor,
+    path: str,
+    tier: torch.dtype,
+    tol: Tolerances,
+    tally: list[Mismatch],
 ) -> None:
     """Allclose with the tier's tolerances; the message gives the worst mismatch and where."""
     atol, rtol = tol.for_dtype(tier)
@@ -511,6 +541,7 @@ def _compare_floats(
     bad = (diff > limit) | reference_bad
     count = int(bad.sum())
     if not count:
+        tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
         return
     shape = tuple(e.shape)
     flat_diff = torch.where(reference_bad, torch.inf, diff).reshape(-1)
@@ -535,6 +566,34 @@ def _compare_floats(
         path=path,
         check="values",
     )
+
+
+def _measured(
+    diff: torch.Tensor,
+    magnitude: torch.Tensor,
+    limit: torch.Tensor,
+    atol: float,
+    rtol: float,
+    path: str,
+) -> Mismatch:
+    """The worst errors of a leaf that passed, and the largest share of its allowance used."""
+    used = torch.where(limit > 0, diff / limit.clamp_min(torch.finfo(limit.dtype).tiny), 0.0)
+    nonzero = magnitude > 0
+    rel = diff[nonzero].double() / magnitude[nonzero].double()
+    return Mismatch(
+        max_abs_error=_capped(float(diff.max())),
+        max_rel_error=_capped(float(rel.max())) if rel.numel() else 0.0,
+        budget_used=_capped(float(used.max())),
+        atol=atol,
+        rtol=rtol,
+        path=path,
+        n_elements=diff.numel(),
+    )
+
+
+def _capped(value: float) -> float:
+    """A finite error figure (a relative error next to a denormal reference may overflow)."""
+    return value if math.isfinite(value) else sys.float_info.max
 
 
 def _fmt(value: torch.Tensor) -> str:

@@ -17,7 +17,13 @@ Pure: importing this module imports nothing else.
 
 from __future__ import annotations
 
-__all__ = ["AitunefpError", "InvalidStateError", "InvalidTypeError", "InvalidValueError"]
+__all__ = [
+    "AitunefpError",
+    "BackendUnavailableError",
+    "InvalidStateError",
+    "InvalidTypeError",
+    "InvalidValueError",
+]
 
 
 class AitunefpError(Exception):
@@ -34,3 +40,11 @@ class InvalidTypeError(AitunefpError, TypeError):
 
 class InvalidStateError(AitunefpError, RuntimeError):
     """An object was used in a state that does not allow the call (e.g. outside its ``with``)."""
+
+
+class BackendUnavailableError(AitunefpError, RuntimeError):
+    """A backend cannot run here: an optional package is missing, or the device it needs is absent.
+
+    Not the model's fault and not a bug: validation records the candidate as ``unavailable`` with
+    this message as the reason, and moves on.
+    """

@@ -25,6 +25,7 @@ from aitune_fp.core.messages import (
     fmt_speedup_msg_short,
     fmt_throughput_detail,
 )
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import CandidateFailure
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
@@ -39,6 +40,7 @@ __all__ = [
     "candidate_failed",
     "candidate_measured",
     "candidate_rejected",
+    "correctness_checked",
     "disabled",
     "emit",
     "eval_mode",
@@ -64,6 +66,7 @@ PHASE: Final = _PREFIX + "phase"
 LOOK: Final = _PREFIX + "look"
 BASELINE_MEASURED: Final = _PREFIX + "baseline_measured"
 BASELINE_FAILED: Final = _PREFIX + "baseline_failed"
+CORRECTNESS_CHECKED: Final = _PREFIX + "correctness_checked"
 CANDIDATE_MEASURED: Final = _PREFIX + "candidate_measured"
 CANDIDATE_REJECTED: Final = _PREFIX + "candidate_rejected"
 CANDIDATE_FAILED: Final = _PREFIX + "candidate_failed"
@@ -77,6 +80,7 @@ EVENT_NAMES: Final = (
     LOOK,
     BASELINE_MEASURED,
     BASELINE_FAILED,
+    CORRECTNESS_CHECKED,
     CANDIDATE_MEASURED,
     CANDIDATE_REJECTED,
     CANDIDATE_FAILED,
@@ -85,7 +89,7 @@ EVENT_NAMES: Final = (
 )
 
 Level = Literal["debug", "info", "warning", "error"]
-Stage = Literal["build", "correctness", "profiling", "strategy"]
+Stage = Literal["unavailable", "build", "correctness", "profiling", "strategy"]
 Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "measure"]
 #: Keys renderers own; never used as payload keys (design §5).
 RESERVED_KEYS: Final = frozenset(
@@ -261,6 +265,35 @@ def baseline_failed(
         reason=reason,
         traceback_path=traceback_path,
         summary=f"⚠️ Performance validation baseline failed (log: {traceback_path}): {reason}",
+    )
+
+
+def correctness_checked(
+    run_id: str, module_name: str, *, backend_description: str, mismatch: Mismatch
+) -> Event:
+    """A candidate matched eager within its accuracy budget: how close it came (the worst case)."""
+    if mismatch.atol is None:
+        figures = "exact on every compared value"
+    else:
+        figures = (
+            f"worst abs error {mismatch.max_abs_error:.3g}, rel {mismatch.max_rel_error:.3g}, "
+            f"{mismatch.budget_used:.0%} of the budget (atol={mismatch.atol:g}, "
+            f"rtol={mismatch.rtol:g}) at {mismatch.path}"
+        )
+    return _event(
+        CORRECTNESS_CHECKED,
+        "info",
+        run_id,
+        module_name,
+        backend_description=backend_description,
+        max_abs_error=mismatch.max_abs_error,
+        max_rel_error=mismatch.max_rel_error,
+        budget_used=mismatch.budget_used,
+        atol=mismatch.atol,
+        rtol=mismatch.rtol,
+        output_path=mismatch.path,
+        n_elements=mismatch.n_elements,
+        summary=f"✅ {backend_description} matches eager: {figures}",
     )
 
 

@@ -29,12 +29,14 @@ from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase, safe_folder_nam
 from aitune_fp.core._checks import check_threshold, of_type
 from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.messages import one_line
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.correctness import check_correctness, compare_outputs
 from aitune_fp.errors import (
     AitunefpError,
+    BackendUnavailableError,
     InvalidStateError,
     InvalidTypeError,
     InvalidValueError,
@@ -119,7 +121,11 @@ class TuneTarget:
 
 @attrs.frozen
 class CandidateOutcome:
-    """What happened to one candidate: the ready backend, or the stage and reason it failed."""
+    """What happened to one candidate: the ready backend, or the stage and reason it failed.
+
+    ``mismatch``: how close its outputs came to eager's against its budget, once it passed the
+    correctness check (None when it failed before or at it).
+    """
 
     description: str
     backend: Any
@@ -127,6 +133,7 @@ class CandidateOutcome:
     stage: Stage | None = None
     reason: str | None = None
     log_path: str | None = None
+    mismatch: Mismatch | None = None
 
     @property
     def ok(self) -> bool:
@@ -412,7 +419,8 @@ class TuneSession:
             if path is not None:
                 append_failure_log(path, "Backend build failed", exc)
             self._return_module()
-            return self._failed(description, "build", exc, log)
+            stage: Stage = "unavailable" if isinstance(exc, BackendUnavailableError) else "build"
+            return self._failed(description, stage, exc, log)
         return self._vet(built, description, folder)
 
     def _vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
@@ -425,7 +433,7 @@ class TuneSession:
                 changed = self._model_changed()
                 if changed is not None:
                     raise changed
-                check_correctness(
+                mismatch = check_correctness(
                     built,
                     t.module,
                     t.graph_spec,
@@ -438,11 +446,16 @@ class TuneSession:
                 append_failure_log(log, "Backend correctness check failed", exc)
                 self.release(built, log)
                 return self._failed(description, "correctness", exc, log)
+            self._emit(
+                events.correctness_checked(
+                    self.run_id, t.name, backend_description=description, mismatch=mismatch
+                )
+            )
             if not self.gated:
-                return CandidateOutcome(description, built)
+                return CandidateOutcome(description, built, mismatch=mismatch)
             self._phase(description, "measure")
             try:
-                result = self._measure(built, description)
+                result = self._measure(built, description, mismatch)
             except (SpotCheckError, ModelChangedError) as exc:
                 append_failure_log(log, "Backend output or model check failed while timing", exc)
                 self.release(built, log)
@@ -458,13 +471,22 @@ class TuneSession:
         if not result.passed:
             self.release(built, log)
             return CandidateOutcome(
-                description, None, result=result, reason=result.reason or result.verdict
+                description,
+                None,
+                result=result,
+                reason=result.reason or result.verdict,
+                mismatch=mismatch,
             )
         self._validated.append((built, result))
-        return CandidateOutcome(description, built, result=result)
+        return CandidateOutcome(description, built, result=result, mismatch=mismatch)
 
-    def _measure(self, backend: Any, description: str) -> PerformanceValidationResult:
-        """Time ``backend`` against eager by the session's rule; record and report the result."""
+    def _measure(
+        self, backend: Any, description: str, mismatch: Mismatch
+    ) -> PerformanceValidationResult:
+        """Time ``backend`` against eager by the session's rule; record and report the result.
+
+        The result carries the worst mismatch of the correctness check and the spot checks.
+        """
         if self.baseline is None or self.baseline_throughput is None:
             raise InvalidStateError(
                 f"no eager baseline to compare against ({self.baseline_error}); "
@@ -475,9 +497,14 @@ class TuneSession:
         expected_dtype = getattr(backend, "dtype", None)
         tolerances = getattr(backend, "tolerances", None)
         reference = self._reference
+        seen = [mismatch]
 
         def spot_check(output: Any) -> None:
-            compare_outputs(output, reference, expected_dtype=expected_dtype, tolerances=tolerances)
+            seen.append(
+                compare_outputs(
+                    output, reference, expected_dtype=expected_dtype, tolerances=tolerances
+                )
+            )
 
         result = self.rule.compare(
             self.baseline,
@@ -507,6 +534,7 @@ class TuneSession:
         changed = self._model_changed()  # while timing: a result that cannot stand
         if changed is not None:
             raise changed
+        result = attrs.evolve(result, **Mismatch.combine(seen).result_fields())
         self.results.append(result)
         self._emit(
             events.candidate_measured(

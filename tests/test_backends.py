@@ -512,7 +512,8 @@ class TestDocs:
         assert blocks
         monkeypatch.chdir(tmp_path)
         namespace: dict[str, Any] = {"__name__": "docs_example"}
-        exec(compile(blocks[0], "docs/backends.md", "exec"), namespace)
+        block = next(b for b in blocks if "class ChannelsLastBackend" in b)
+        exec(compile(block, "docs/backends.md", "exec"), namespace)
         candidate = namespace["candidate"]
         assert candidate.describe() == "ChannelsLastBackend()"
         assert not candidate.is_active

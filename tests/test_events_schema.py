@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp import events
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.ingest import event_schema, validate_event
 
@@ -102,7 +103,30 @@ def _every_event() -> list[events.Event]:
         events.baseline_failed(
             RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path=None
         ),
+        events.correctness_checked(
+            RUN,
+            MODULE,
+            backend_description="Int8DynamicBackend()",
+            mismatch=Mismatch(
+                max_abs_error=0.03,
+                max_rel_error=0.2,
+                budget_used=0.25,
+                atol=0.1,
+                rtol=0.05,
+                path="output",
+                n_elements=8448,
+            ),
+        ),
+        events.correctness_checked(
+            RUN, MODULE, backend_description="X()", mismatch=Mismatch(n_elements=4)
+        ),
         events.candidate_measured(RUN, MODULE, passed, duration_s=2.5),
+        events.candidate_measured(
+            RUN,
+            MODULE,
+            _result(max_abs_error=0.01, max_rel_error=0.5, budget_used=0.9, atol=1e-3, rtol=0.0),
+            duration_s=2.5,
+        ),
         events.candidate_measured(RUN, MODULE, point, duration_s=0.1),
         events.candidate_measured(
             RUN,
@@ -124,7 +148,7 @@ def _every_event() -> list[events.Event]:
                 reason="bad",
                 traceback_path=None,
             )
-            for stage in ("build", "correctness", "profiling", "strategy")
+            for stage in ("unavailable", "build", "correctness", "profiling", "strategy")
         ),
         events.selected(
             RUN,
@@ -253,6 +277,9 @@ class TestCheckerAgreesWithJsonschema:
             {"confidence": 1.0},
             {"ci_low": None},
             {"baseline_throughput_samples_per_s": 0.0},
+            {"budget_used": -0.1},
+            {"max_abs_error": "small"},
+            {"atol": None},
         ],
     )
     def test_bad_values_rejected_by_both(self, mutation: dict[str, Any]) -> None:

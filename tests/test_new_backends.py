@@ -22,6 +22,7 @@ from aitune_fp import (
 )
 from aitune_fp.backends import BACKENDS, default_backends
 from aitune_fp.backends.aot_inductor import AOTI_PACKAGE_NAME
+from aitune_fp.backends.quantized import Int8WeightOnlyLinear
 from aitune_fp.inputs import Sample
 from aitune_fp.models import MODELS
 
@@ -177,18 +178,18 @@ class TestOnnxRuntime:
     def test_a_missing_package_names_the_extra(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """Without onnxruntime the build fails and says which extra to install."""
+        """Without onnxruntime the candidate is unavailable and says which extra to install."""
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         outcome, untouched = attempt(OnnxRuntimeBackend(), "mlp", tmp_path)
-        assert outcome.stage == "build"  # type: ignore[attr-defined]
+        assert outcome.stage == "unavailable"  # type: ignore[attr-defined]
         assert "aitune-fp[onnx]" in outcome.reason  # type: ignore[attr-defined]
         assert untouched
 
-    def test_registered_but_not_a_default(self) -> None:
-        """Name ``onnxruntime`` on cpu and cuda, in no default set."""
+    def test_registered_a_cuda_default(self) -> None:
+        """Name ``onnxruntime`` on cpu and cuda; a default candidate on CUDA (its CUDA provider)."""
         assert BACKENDS["onnxruntime"].devices == frozenset({"cpu", "cuda"})
         assert "onnxruntime" not in default_backends("cpu")
-        assert "onnxruntime" not in default_backends("cuda")
+        assert "onnxruntime" in default_backends("cuda")
 
     @pytest.mark.gpu
     def test_cuda_provider(self, tmp_path: Path) -> None:
@@ -318,3 +319,122 @@ class TestAotInductor:
         assert got.device.type == "cuda"
         with torch.no_grad():
             torch.testing.assert_close(got, module(x), atol=1e-3, rtol=1e-3)
+
+
+class TestInt8WeightOnly:
+    def test_describe_and_key_name_the_setting(self) -> None:
+        """The weight-only setting shows in describe() and gives its own key (cache folder)."""
+        dynamic, weight_only = Int8DynamicBackend(), Int8DynamicBackend(scheme="weight-only")
+        assert dynamic.describe() == "Int8DynamicBackend()"
+        assert weight_only.describe() == "Int8DynamicBackend(scheme=weight-only)"
+        assert dynamic.key() != weight_only.key()
+        assert weight_only.to_dict() == {
+            "backend": "Int8DynamicBackend",
+            "config": {"scheme": "weight-only"},
+        }
+        assert BACKENDS["int8-weight-only"].factory().describe() == weight_only.describe()
+
+    @pytest.mark.parametrize(
+        ("scheme", "error"), [("static", ValueError), (8, TypeError), (None, TypeError)]
+    )
+    def test_a_bad_scheme_is_refused_naming_it(self, scheme: object, error: type) -> None:
+        """Only 'dynamic' and 'weight-only'; the message names the value."""
+        with pytest.raises(error, match=repr(scheme)):
+            Int8DynamicBackend(scheme=scheme)  # type: ignore[arg-type]
+
+    def test_the_layer_rounds_each_row_to_int8(self) -> None:
+        """int8 per output channel: the row's peak maps to ±127, error at most half a step."""
+        torch.manual_seed(0)
+        linear = torch.nn.Linear(64, 16)
+        with torch.no_grad():
+            linear.weight[3] = 0.0  # an all-zero row keeps a valid scale
+        layer = Int8WeightOnlyLinear(linear)
+        assert layer.qweight.dtype == torch.int8
+        assert int(layer.qweight.abs().max()) == 127
+        rebuilt = layer.qweight.float() * layer.scale[:, None]
+        step = layer.scale[:, None]
+        assert bool(((rebuilt - linear.weight).abs() <= step / 2 + 1e-7).all())
+        assert bool((layer.qweight[3] == 0).all()) and float(layer.scale[3]) == 1.0
+        x = torch.randn(5, 64)
+        with torch.no_grad():
+            torch.testing.assert_close(
+                layer(x), torch.nn.functional.linear(x, rebuilt, linear.bias)
+            )
+
+    def test_built_on_a_copy_with_every_linear_replaced(self, tmp_path: Path) -> None:
+        """The user's Linear layers stay; the backend's copy holds only int8 weight-only layers."""
+        model = MODELS["mlp"]()
+        module = model.module.eval()
+        before = state(module)
+        backend = Int8DynamicBackend("weight-only").build(
+            module, model.graph_spec, [model.sample], "cpu", tmp_path
+        )
+        copy_ = backend._model
+        assert copy_ is not None and copy_ is not module
+        assert not any(type(m) is torch.nn.Linear for m in copy_.modules())
+        assert sum(isinstance(m, Int8WeightOnlyLinear) for m in copy_.modules()) == 3
+        assert sum(type(m) is torch.nn.Linear for m in module.modules()) == 3
+        assert unchanged(module, before)
+
+    def test_a_model_without_linear_is_refused(self, tmp_path: Path) -> None:
+        """Nothing to quantize: a build failure that says so."""
+        module = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3)).eval()
+        outcome = try_candidate(
+            Int8DynamicBackend("weight-only"),
+            module,
+            "conv",
+            MODELS["convnet"]().graph_spec,
+            [Sample((torch.randn(1, 3, 8, 8),))],
+            "cpu",
+            tmp_path,
+        )
+        assert outcome.stage == "build"
+        assert outcome.reason is not None and "found no Linear layer" in outcome.reason
+
+
+@pytest.mark.gpu
+class TestOnCuda:
+    """Channels-last and int8 on a CUDA device (skipped without one; CPU tests cover the logic)."""
+
+    def test_channels_last(self, tmp_path: Path) -> None:
+        """The convnet copy runs in channels-last on CUDA and matches eager."""
+        model = MODELS["convnet"]()
+        module = model.module.eval().cuda()
+        sample = Sample(tuple(a.cuda() for a in model.sample.args))
+        outcome = try_candidate(
+            ChannelsLastBackend(), module, "convnet", model.graph_spec, [sample], "cuda", tmp_path
+        )
+        assert outcome.ok, outcome.reason
+        backend = outcome.backend
+        conv = next(m for m in backend._model.modules() if isinstance(m, torch.nn.Conv2d))
+        assert conv.weight.is_cuda
+        assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+    def test_int8_weight_only(self, tmp_path: Path) -> None:
+        """Weight-only int8 is plain torch ops: it builds and matches eager on CUDA."""
+        model = MODELS["mlp"]()
+        module = model.module.eval().cuda()
+        sample = Sample(tuple(a.cuda() for a in model.sample.args))
+        outcome = try_candidate(
+            Int8DynamicBackend("weight-only"),
+            module,
+            "mlp",
+            model.graph_spec,
+            [sample],
+            "cuda",
+            tmp_path,
+        )
+        assert outcome.ok, outcome.reason
+        assert outcome.mismatch is not None and outcome.mismatch.within_budget
+        assert outcome.backend(sample.args[0]).is_cuda
+
+    def test_int8_dynamic_is_unavailable(self, tmp_path: Path) -> None:
+        """Dynamic int8 kernels are CPU kernels: unavailable on CUDA, with the reason."""
+        model = MODELS["mlp"]()
+        module = model.module.eval().cuda()
+        sample = Sample(tuple(a.cuda() for a in model.sample.args))
+        outcome = try_candidate(
+            Int8DynamicBackend(), module, "mlp", model.graph_spec, [sample], "cuda", tmp_path
+        )
+        assert outcome.stage == "unavailable"
+        assert outcome.reason is not None and "CPU only" in outcome.reason

@@ -31,7 +31,9 @@ from aitune_fp.cli import main
 KNOWN = {
     "eager",
     "eager-bf16",
+    "eager-fp16",
     "int8-dynamic",
+    "int8-weight-only",
     "channels-last",
     "compile",
     "compile-bf16",
@@ -120,9 +122,22 @@ class TestDefaults:
         assert default_backends("cuda") == (
             "compile",
             "eager-bf16",
+            "eager-fp16",
+            "int8-weight-only",
+            "onnxruntime",
             "cuda-graphs",
             "compile-reduce-overhead",
         )
+
+    def test_cuda_defaults_cover_what_the_issue_asks(self) -> None:
+        """CUDA graphs, reduce-overhead compile, bf16 and fp16, int8, ONNX Runtime's CUDA provider."""
+        cuda = {n: BACKENDS[n].factory().describe() for n in default_backends("cuda")}
+        assert cuda["cuda-graphs"] == "CudaGraphBackend()"
+        assert cuda["compile-reduce-overhead"] == "TorchCompileBackend(mode=reduce-overhead)"
+        assert cuda["eager-bf16"] == "TorchEagerBackend(dtype=torch.bfloat16)"
+        assert cuda["eager-fp16"] == "TorchEagerBackend(dtype=torch.float16)"
+        assert cuda["int8-weight-only"] == "Int8DynamicBackend(scheme=weight-only)"
+        assert cuda["onnxruntime"] == "OnnxRuntimeBackend()"
 
     def test_indexed_cuda_device(self) -> None:
         """A ``cuda:N`` device is of kind cuda."""
@@ -225,7 +240,7 @@ class TestAddingABackend:
         with pytest.raises(SystemExit) as info:
             main(["tune", "--help"])
         assert info.value.code == 0
-        assert "eager-copy" in " ".join(capsys.readouterr().out.split())
+        assert "eager-copy" in "".join(capsys.readouterr().out.split())  # wrapped at hyphens
         assert "eager-copy" not in default_backends("cpu")
         assert built == []
 

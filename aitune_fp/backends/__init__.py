@@ -12,7 +12,13 @@ from aitune_fp._lazy import lazy_names
 
 if TYPE_CHECKING:
     from aitune_fp.backends.aot_inductor import AotInductorBackend
-    from aitune_fp.backends.base import BUILD_LOG_NAME, Backend, BackendBase, BackendState
+    from aitune_fp.backends.base import (
+        BUILD_LOG_NAME,
+        Backend,
+        BackendBase,
+        BackendState,
+        UnavailableBackend,
+    )
     from aitune_fp.backends.channels_last import ChannelsLastBackend
     from aitune_fp.backends.compile import TorchCompileBackend
     from aitune_fp.backends.cuda_graph import CudaGraphBackend
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
         check_backend,
         default_backends,
         make_backend,
+        make_candidate,
     )
 
 #: Public names: name -> submodule that defines it.
@@ -35,6 +42,7 @@ _LAZY: dict[str, str] = {
     "Backend": "aitune_fp.backends.base",
     "BackendBase": "aitune_fp.backends.base",
     "BackendState": "aitune_fp.backends.base",
+    "UnavailableBackend": "aitune_fp.backends.base",
     "TorchCompileBackend": "aitune_fp.backends.compile",
     "CudaGraphBackend": "aitune_fp.backends.cuda_graph",
     "TorchEagerBackend": "aitune_fp.backends.eager",
@@ -49,6 +57,7 @@ _LAZY: dict[str, str] = {
     "check_backend": "aitune_fp.backends.registry",
     "default_backends": "aitune_fp.backends.registry",
     "make_backend": "aitune_fp.backends.registry",
+    "make_candidate": "aitune_fp.backends.registry",
 }
 
 __all__ = [
@@ -66,10 +75,12 @@ __all__ = [
     "OnnxRuntimeBackend",
     "TorchCompileBackend",
     "TorchEagerBackend",
+    "UnavailableBackend",
     "backend_names",
     "check_backend",
     "default_backends",
     "make_backend",
+    "make_candidate",
 ]
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase, positional_sample
+from aitune_fp.backends.base import BackendBase, inductor_unavailable_reason, positional_sample
 from aitune_fp.errors import InvalidValueError
 
 if TYPE_CHECKING:
@@ -54,6 +54,11 @@ class AotInductorBackend(BackendBase):
     def package_path(self) -> Path | None:
         """Where the compiled package is written (None before the build)."""
         return None if self.build_dir is None else self.build_dir / AOTI_PACKAGE_NAME
+
+    def unavailable_reason(self, device: torch.device | str) -> str | None:
+        """No CUDA device, or no C++ compiler (CPU) / no Triton (CUDA) for AOTInductor."""
+        target = torch.device(device)
+        return super().unavailable_reason(target) or inductor_unavailable_reason(target)
 
     def _build(
         self,

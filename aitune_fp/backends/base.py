@@ -12,6 +12,7 @@ import contextlib
 import enum
 import gc
 import hashlib
+import importlib.util
 import inspect
 import json
 import time
@@ -25,7 +26,7 @@ import torch
 
 from aitune_fp.backends._tree import module_device
 from aitune_fp.correctness import Tolerances
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -35,9 +36,12 @@ __all__ = [
     "Backend",
     "BackendBase",
     "BackendState",
+    "UnavailableBackend",
     "autocast_context",
     "check_autocast_dtype",
     "config_value_to_json",
+    "cuda_unavailable_reason",
+    "inductor_unavailable_reason",
     "safe_folder_name",
 ]
 
@@ -63,6 +67,32 @@ def positional_sample(data: Sequence[Sample], who: str) -> Sample:
     if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
         raise InvalidValueError(f"{who} exports models called with positional tensors only")
     return sample
+
+
+def cuda_unavailable_reason(device: torch.device) -> str | None:
+    """Why a CUDA ``device`` cannot be used on this machine, or None (also None for CPU)."""
+    if device.type != "cuda":
+        return None
+    if not torch.cuda.is_available():
+        return f"CUDA is not available on this machine (torch {torch.__version__}, device {device})"
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        return f"no CUDA device {device} ({torch.cuda.device_count()} present)"
+    return None
+
+
+def inductor_unavailable_reason(device: torch.device) -> str | None:
+    """Why TorchInductor cannot generate code for ``device`` here: no C++ compiler, no Triton."""
+    if device.type == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            return "TorchInductor needs Triton for CUDA, and triton is not installed"
+        return None
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except Exception as exc:
+        return f"TorchInductor needs a C++ compiler for CPU code and found none ({exc})"
+    return None
 
 
 def safe_folder_name(name: str) -> str:
@@ -245,6 +275,22 @@ class BackendBase:
         """The reduced (autocast) dtype the backend computes in, or None (the default)."""
         return None
 
+    def unavailable_reason(self, device: torch.device | str) -> str | None:
+        """Why this backend cannot run on ``device`` on this machine, or None when it can.
+
+        Checked first by :meth:`build`, which then raises :class:`BackendUnavailableError` (the
+        validation records the candidate as ``unavailable``). The base checks that a CUDA device
+        is present; a backend with an optional package or a device of its own adds its checks.
+        """
+        return cuda_unavailable_reason(torch.device(device))
+
+    def _default_tolerances(self) -> Tolerances | None:
+        """The budget of this configuration (default: the class's ``default_tolerances``).
+
+        A backend whose settings change its accuracy (int8 weight-only vs dynamic) overrides it.
+        """
+        return self.default_tolerances
+
     @property
     def build_dir(self) -> Path | None:
         """The folder in the cache dir for this backend (build log, files it writes); None before."""
@@ -253,7 +299,7 @@ class BackendBase:
     @property
     def tolerances(self) -> Tolerances | None:
         """The accuracy budget the correctness checks use: the user's override, else the default."""
-        return self.__tolerances if self.__tolerances is not None else self.default_tolerances
+        return self.__tolerances if self.__tolerances is not None else self._default_tolerances()
 
     @tolerances.setter
     def tolerances(self, value: Tolerances | None) -> None:
@@ -336,8 +382,10 @@ class BackendBase:
     ) -> _BackendT:
         """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``.
 
-        On failure the backend is left failed (not active), the module goes back to the device it
-        was on, the log records the exception and traceback, and the exception propagates.
+        A backend that cannot run here (:meth:`unavailable_reason`) fails first, with
+        :class:`BackendUnavailableError`. On failure the backend is left failed (not active), the
+        module goes back to the device it was on, the log records the exception and traceback,
+        and the exception propagates.
         """
         if self.__state is not BackendState.INIT:
             raise RuntimeError(
@@ -367,6 +415,9 @@ class BackendBase:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
+                    reason = self.unavailable_reason(target)
+                    if reason is not None:
+                        raise BackendUnavailableError(f"{self.describe()} is unavailable: {reason}")
                     self._build(module, graph_spec, samples, target)
                 except BaseException as exc:
                     _write_warnings(log, caught)
@@ -459,3 +510,32 @@ def _release_memory() -> None:
     gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         torch.cuda.empty_cache()
+
+
+class UnavailableBackend(BackendBase):
+    """Stands for a backend that cannot run here, so that a tune records it as ``unavailable``.
+
+    ``describe()`` and ``key()`` are the real backend's; ``build`` always fails with
+    :class:`BackendUnavailableError` and ``reason`` (e.g. a CUDA-only backend on a machine
+    without CUDA, asked for by name with ``--device auto``).
+    """
+
+    def __init__(self, backend: Backend, reason: str) -> None:
+        """Carry ``backend``'s description and key, and why it cannot run."""
+        if not isinstance(reason, str) or not reason:
+            raise InvalidValueError(f"reason must be a non-empty str, got {reason!r}")
+        self._description = backend.describe()
+        self._key = backend.key()
+        self._reason = reason
+
+    def describe(self) -> str:
+        """The real backend's description."""
+        return self._description
+
+    def key(self) -> str:
+        """The real backend's key (its cache folder)."""
+        return self._key
+
+    def unavailable_reason(self, device: torch.device | str) -> str | None:
+        """Always the reason given."""
+        return self._reason

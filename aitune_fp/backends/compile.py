@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aitune_fp.backends._tree import to_device
-from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
+from aitune_fp.backends.base import (
+    BackendBase,
+    autocast_context,
+    check_autocast_dtype,
+    inductor_unavailable_reason,
+)
 from aitune_fp.inputs import as_sample
 
 if TYPE_CHECKING:
@@ -70,6 +75,14 @@ class TorchCompileBackend(BackendBase):
         self._compiled: Callable[..., Any] | None = None
         self._samples: list[Sample] = []
         self._graph_spec: GraphSpec | None = None
+
+    def unavailable_reason(self, device: torch.device | str) -> str | None:
+        """No CUDA device, or (inductor) no C++ compiler for CPU / no Triton for CUDA."""
+        target = torch.device(device)
+        reason = super().unavailable_reason(target)
+        if reason is None and self._backend == "inductor":
+            reason = inductor_unavailable_reason(target)
+        return reason
 
     def _config(self) -> dict[str, Any]:
         """The options, in the constructor's order."""

@@ -65,6 +65,17 @@ class CudaGraphBackend(BackendBase):
         """How many graphs are captured right now (one per distinct input shape)."""
         return len(self._graphs)
 
+    def unavailable_reason(self, device: torch.device | str) -> str | None:
+        """CUDA graphs need a CUDA device that is present (CPU devices are unavailable)."""
+        target = torch.device(device)
+        if target.type != "cuda":
+            return (
+                "CudaGraphBackend needs a CUDA device (CUDA graphs capture and replay CUDA "
+                f"kernels), got device {str(target)!r}"
+            )
+        reason = super().unavailable_reason(target)
+        return None if reason is None else f"CudaGraphBackend needs a CUDA device: {reason}"
+
     def _build(
         self,
         module: torch.nn.Module,
@@ -72,17 +83,7 @@ class CudaGraphBackend(BackendBase):
         data: Sequence[Sample],
         device: torch.device,
     ) -> None:
-        """Check the device, move the module there and capture the min/max batch graphs."""
-        if device.type != "cuda":
-            raise RuntimeError(
-                f"CudaGraphBackend needs a CUDA device (CUDA graphs capture and replay CUDA "
-                f"kernels), got device {str(device)!r}"
-            )
-        if not torch.cuda.is_available():
-            raise RuntimeError(
-                f"CudaGraphBackend needs a CUDA device, but CUDA is not available "
-                f"(device {str(device)!r})"
-            )
+        """Move the module to the device and capture the min/max batch graphs."""
         if not data:
             raise ValueError(
                 f"data must hold at least one sample to capture {self.describe()} "

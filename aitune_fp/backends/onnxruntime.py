@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aitune_fp.backends.base import BackendBase, positional_sample
-from aitune_fp.errors import InvalidValueError
+from aitune_fp.errors import BackendUnavailableError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -28,12 +28,12 @@ ONNX_FILE_NAME = "model.onnx"
 
 
 def _import_onnxruntime() -> Any:
-    """Import ``onnx`` and ``onnxruntime`` or fail with the extra to install."""
+    """Import ``onnx`` and ``onnxruntime`` or fail, unavailable, naming the extra to install."""
     try:
         import onnx  # noqa: F401  (torch.onnx.export needs it)
         import onnxruntime
     except ImportError as exc:
-        raise InvalidValueError(
+        raise BackendUnavailableError(
             f"OnnxRuntimeBackend needs the 'onnx' extra (pip install 'aitune-fp[onnx]'): {exc}"
         ) from exc
     return onnxruntime
@@ -63,6 +63,23 @@ class OnnxRuntimeBackend(BackendBase):
         """Where the exported model is written (None before the build)."""
         return None if self.build_dir is None else self.build_dir / ONNX_FILE_NAME
 
+    def unavailable_reason(self, device: torch.device | str) -> str | None:
+        """No ``onnx``/``onnxruntime`` (the extra), no CUDA device, or no CUDA provider for it."""
+        target = torch.device(device)
+        try:
+            ort = _import_onnxruntime()
+        except BackendUnavailableError as exc:
+            return str(exc)
+        reason = super().unavailable_reason(target)
+        if reason is None and target.type == "cuda":
+            available = list(ort.get_available_providers())
+            if "CUDAExecutionProvider" not in available:
+                reason = (
+                    "onnxruntime has no CUDA provider here (install onnxruntime-gpu); "
+                    f"available: {available}"
+                )
+        return reason
+
     def _build(
         self,
         module: torch.nn.Module,
@@ -73,11 +90,6 @@ class OnnxRuntimeBackend(BackendBase):
         """Export a copy of ``module`` to ONNX and open an inference session on it."""
         ort = _import_onnxruntime()
         if device.type == "cuda":
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise InvalidValueError(
-                    "onnxruntime has no CUDA provider here (install onnxruntime-gpu); "
-                    f"available: {ort.get_available_providers()}"
-                )
             providers: list[Any] = [
                 ("CUDAExecutionProvider", {"device_id": device.index or 0}),
                 "CPUExecutionProvider",

@@ -27,6 +27,7 @@ __all__ = [
     "check_backend",
     "default_backends",
     "make_backend",
+    "make_candidate",
 ]
 
 #: The device kinds a backend can declare: ``cuda:N`` devices are of kind ``cuda``.
@@ -92,6 +93,15 @@ def _eager_bf16() -> Backend:
     return TorchEagerBackend(dtype=torch.bfloat16)
 
 
+def _eager_fp16() -> Backend:
+    """Eager PyTorch under float16 autocast."""
+    import torch
+
+    from aitune_fp.backends.eager import TorchEagerBackend
+
+    return TorchEagerBackend(dtype=torch.float16)
+
+
 def _compile() -> Backend:
     """``torch.compile`` with its defaults."""
     from aitune_fp.backends.compile import TorchCompileBackend
@@ -136,6 +146,13 @@ def _int8_dynamic() -> Backend:
     return Int8DynamicBackend()
 
 
+def _int8_weight_only() -> Backend:
+    """int8 weight-only quantization of Linear layers (plain torch ops: CPU and CUDA)."""
+    from aitune_fp.backends.quantized import Int8DynamicBackend
+
+    return Int8DynamicBackend(scheme="weight-only")
+
+
 def _channels_last() -> Backend:
     """A convolutional model and its 4-D inputs in channels-last layout."""
     from aitune_fp.backends.channels_last import ChannelsLastBackend
@@ -168,8 +185,16 @@ _ENTRIES = (
     BackendEntry("eager", _eager, _ANY, _NOWHERE, "eager PyTorch (the baseline's configuration)"),
     BackendEntry("compile", _compile, _ANY, _ANY, "torch.compile, default mode"),
     BackendEntry("eager-bf16", _eager_bf16, _ANY, _ANY, "eager PyTorch under bfloat16 autocast"),
+    BackendEntry("eager-fp16", _eager_fp16, _ANY, _CUDA, "eager PyTorch under float16 autocast"),
     BackendEntry(
         "int8-dynamic", _int8_dynamic, _CPU, _CPU, "int8 dynamic quantization of Linear layers"
+    ),
+    BackendEntry(
+        "int8-weight-only",
+        _int8_weight_only,
+        _ANY,
+        _CUDA,
+        "int8 weight-only quantization of Linear layers",
     ),
     BackendEntry(
         "channels-last", _channels_last, _ANY, _NOWHERE, "channels-last layout (conv models)"
@@ -185,7 +210,7 @@ _ENTRIES = (
         "torch.compile mode=max-autotune-no-cudagraphs",
     ),
     BackendEntry(
-        "onnxruntime", _onnxruntime, _ANY, _NOWHERE, "ONNX export run by ONNX Runtime (extra onnx)"
+        "onnxruntime", _onnxruntime, _ANY, _CUDA, "ONNX export run by ONNX Runtime (extra onnx)"
     ),
     BackendEntry(
         "aot-inductor", _aot_inductor, _ANY, _NOWHERE, "torch.export compiled ahead of time (AOTI)"
@@ -243,3 +268,26 @@ def check_backend(name: str, device_kind: str) -> BackendEntry:
 def make_backend(name: str, device_kind: str) -> Backend:
     """A new, unbuilt backend for ``name`` on ``device_kind``; BackendChoiceError if not allowed."""
     return check_backend(name, device_kind).factory()
+
+
+def make_candidate(name: str, device_kind: str) -> Backend:
+    """Like :func:`make_backend`, but a backend for another device comes back unavailable.
+
+    Such a backend is an :class:`~aitune_fp.backends.base.UnavailableBackend`, which a tune
+    records as ``unavailable`` with the reason (for callers that chose the device for the user,
+    such as ``--device auto`` on a machine without CUDA). An unknown name or device kind is still
+    a :class:`BackendChoiceError`.
+    """
+    kind = _device_kind(device_kind)
+    entry = BACKENDS.get(name)
+    if entry is None or kind in entry.devices:
+        return make_backend(name, device_kind)
+    import torch
+
+    from aitune_fp.backends.base import UnavailableBackend
+
+    where = " or ".join(sorted(entry.devices))
+    reason = f"backend {name!r} runs on {where} only, and this tune runs on {kind}"
+    if "cuda" in entry.devices and not torch.cuda.is_available():
+        reason += " (no CUDA device on this machine)"
+    return UnavailableBackend(entry.factory(), reason)

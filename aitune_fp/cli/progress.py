@@ -120,7 +120,7 @@ class TuneProgress:
             if self.live and description in self._tasks:
                 self.progress.update(self._tasks[description], phase=_look(event))
             return
-        if short in ("selected", "finished", "candidate_rejected"):
+        if short in ("selected", "finished", "candidate_rejected", "correctness_checked"):
             return  # the table on stdout says it; the measured line said the verdict
         if short == "candidate_measured":
             self._done(description)

@@ -236,7 +236,9 @@ def render_run(
     if run.results:
         parts += [Text(""), _results_table(run.results)]
     if run.candidate_failures:
-        parts += [Text(""), Text("Failed candidates:"), _failures_table(run)]
+        unavailable = any(f.stage == "unavailable" for f in run.candidate_failures)
+        title = "Failed or unavailable candidates:" if unavailable else "Failed candidates:"
+        parts += [Text(""), Text(title), _failures_table(run)]
     parts += [Text(""), final_line(run, error=error, baseline_at=baseline_at)]
     return parts
 

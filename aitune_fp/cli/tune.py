@@ -115,7 +115,8 @@ def _plain(message: str, field: str, flag: str) -> str:
     return re.sub(rf"\b{field}\b", flag, message)
 
 
-def _backend_names(text: str | None, device: str) -> list[str]:
+def _backend_names(text: str | None, device: str, *, auto: bool) -> list[str]:
+    """The candidate names; with ``auto``, a name for another device is kept (unavailable)."""
     if text is None:
         return list(registry.default_backends(device))
     names = [n.strip() for n in text.split(",") if n.strip()]
@@ -125,7 +126,8 @@ def _backend_names(text: str | None, device: str) -> list[str]:
         try:
             registry.check_backend(n, device)
         except registry.BackendChoiceError as exc:
-            raise UsageError(f"--backends: {exc}") from exc
+            if not (auto and n in registry.BACKENDS):
+                raise UsageError(f"--backends: {exc}") from exc
     return names
 
 
@@ -264,14 +266,15 @@ def _tune(
     from aitune_fp.validation import validation_of, with_performance_validation
 
     device = _resolve_device(args.device)
-    names = _backend_names(args.backends, device)
+    names = _backend_names(args.backends, device, auto=args.device == "auto")
     if args.strategy == "one" and len(names) != 1:
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
     model = _load_model(args)
     cache_dir = _cache_dir(args.cache_dir)
     with _stdout_to_stderr():
         _preflight(model, device, args, cache_dir)
-    backends = [registry.make_backend(n, device) for n in names]
+    # a backend this machine cannot run (no CUDA, a missing extra) is recorded as unavailable
+    backends = [registry.make_candidate(n, device) for n in names]
     inner: Any
     if args.strategy == "one":
         inner = OneBackendStrategy(backends[0])

@@ -38,7 +38,8 @@ class PerformanceValidationResult:
 
     ``speedup`` is ``throughput / baseline_throughput`` with both throughputs from mean latency
     (AITune's figure). ``estimate``, ``ci_low`` and ``ci_high`` are the speedup the statistical
-    verdict was based on (robust pseudo-median of paired ratios) and its confidence bounds.
+    verdict was based on (robust pseudo-median of paired ratios) and its confidence bounds;
+    ``max_abs_error`` ... ``rtol`` the worst mismatch with eager against the accuracy budget.
     """
 
     backend_description: str = attrs.field(validator=of_type(str))
@@ -87,6 +88,24 @@ class PerformanceValidationResult:
     #: ``budget_spent``).
     flags: tuple[str, ...] = attrs.field(
         default=(), kw_only=True, converter=as_tuple, validator=tuple_of(of_type(str))
+    )
+    #: The correctness checks' worst mismatch with eager (before and while timing), against the
+    #: candidate's accuracy budget: see :class:`~aitune_fp.core.mismatch.Mismatch`. None when
+    #: not recorded (AITune's own strategies, older logs).
+    max_abs_error: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    max_rel_error: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    budget_used: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    atol: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    rtol: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
     )
 
     def __attrs_post_init__(self) -> None:

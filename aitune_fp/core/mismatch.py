@@ -1,0 +1,98 @@
+"""How far a candidate's outputs are from eager's, measured against its accuracy budget.
+
+A :class:`Mismatch` is what a correctness check that *passed* found: the worst absolute and
+relative error and the largest share of the budget any element used. Pure: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from aitune_fp.core._checks import finite, integer, of_type
+
+__all__ = ["Mismatch"]
+
+_optional = attrs.validators.optional
+
+
+@attrs.frozen(kw_only=True)
+class Mismatch:
+    """The worst disagreement of a candidate with eager, and how much of its budget it used.
+
+    ``budget_used`` is the largest ``|actual - expected| / (atol + rtol * |expected|)`` over every
+    compared element (0 where both sides agree exactly): at most 1 within the budget, and
+    ``1 - budget_used`` is the margin left. ``atol``/``rtol`` are the tolerances of the element
+    that used the most (None when no floating value was compared), ``path`` its output leaf.
+    ``max_rel_error`` is over elements whose expected value is not 0.
+    """
+
+    max_abs_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
+    max_rel_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
+    budget_used: float = attrs.field(default=0.0, validator=finite(minimum=0))
+    atol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    rtol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    path: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+    n_elements: int = attrs.field(default=0, validator=integer(minimum=0))
+
+    @property
+    def within_budget(self) -> bool:
+        """True when no element used more than its whole allowance."""
+        return self.budget_used <= 1.0
+
+    def merge(self, other: Mismatch) -> Mismatch:
+        """The mismatch of both checks together: worst errors, the tolerances of the worst use."""
+        if not isinstance(other, Mismatch):
+            raise TypeError(f"can only merge a Mismatch, got {other!r}")
+        worst = other if _ranks_above(other, self) else self
+        return Mismatch(
+            max_abs_error=max(self.max_abs_error, other.max_abs_error),
+            max_rel_error=max(self.max_rel_error, other.max_rel_error),
+            budget_used=worst.budget_used,
+            atol=worst.atol,
+            rtol=worst.rtol,
+            path=worst.path,
+            n_elements=self.n_elements + other.n_elements,
+        )
+
+    @classmethod
+    def combine(cls, parts: Iterable[Mismatch]) -> Mismatch:
+        """Merge any number of mismatches (an empty one when there are none)."""
+        total = cls()
+        for part in parts:
+            total = total.merge(part)
+        return total
+
+    def result_fields(self) -> dict[str, Any]:
+        """The figures a measured candidate's result records (``PerformanceValidationResult``)."""
+        return {
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "budget_used": self.budget_used,
+            "atol": self.atol,
+            "rtol": self.rtol,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return attrs.asdict(self)
+
+
+def _rank(m: Mismatch) -> tuple[float, bool, float, bool, float, bool, str]:
+    """Order by budget use; ties broken on every other field, so merging is order-free."""
+    return (
+        m.budget_used,
+        m.atol is not None,
+        m.atol or 0.0,
+        m.rtol is not None,
+        m.rtol or 0.0,
+        m.path is not None,
+        m.path or "",
+    )
+
+
+def _ranks_above(a: Mismatch, b: Mismatch) -> bool:
+    """Whether ``a`` is the worse use of the budget."""
+    return _rank(a) > _rank(b)
