@@ -30,17 +30,20 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.core.config import DECISION_MODES
+from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
 
 __all__ = ["add_parser", "profiling_config", "run"]
 
+_FLAG_NAMES = {
+    "looks": "--looks",
+    "max_seconds": "--max-seconds",
+    "confidence": "--confidence",
+    "point_warmup_calls": "--warmup-calls",
+    "point_steps": "--steps",
+}
 #: ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
 _FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "looks": ("--looks", ("statistical",)),
-    "max_seconds": ("--max-seconds", ("statistical",)),
-    "confidence": ("--confidence", ("statistical",)),
-    "point_warmup_calls": ("--warmup-calls", ("point",)),
-    "point_steps": ("--steps", ("point",)),
+    field: (_FLAG_NAMES[field], modes) for field, modes in MODE_FIELDS.items()
 }
 
 
@@ -145,20 +148,18 @@ def _resolve_device(text: str) -> str:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from aitune_fp.models import MODELS, UserModelError, load_user_model
+    from aitune_fp.models import MODELS, UserModelError, load_model
 
-    if args.model in MODELS:
-        if args.input_shape is not None:
-            raise UsageError("--input-shape applies only to a user model (--model file.py:factory)")
-        return MODELS[args.model]()
-    if ":" not in args.model:
+    if args.model in MODELS and args.input_shape is not None:
+        raise UsageError("--input-shape applies only to a user model (--model file.py:factory)")
+    if args.model not in MODELS and ":" not in args.model:
         raise UsageError(
             f"--model must be one of {', '.join(MODELS)} or path/to/file.py:factory, "
             f"got {args.model!r}"
         )
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
-        return load_user_model(args.model, input_shape=shape)
+        return load_model(args.model, input_shape=shape)
     except UserModelError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -251,12 +252,7 @@ def _tune(
     import torch
 
     from aitune_fp.session import describe
-    from aitune_fp.strategies import (
-        FirstWinsStrategy,
-        MaxThroughputStrategy,
-        NoValidBackendError,
-        OneBackendStrategy,
-    )
+    from aitune_fp.strategies import NoValidBackendError, make_strategy
     from aitune_fp.validation import validation_of, with_performance_validation
 
     device = _resolve_device(args.device)
@@ -268,13 +264,7 @@ def _tune(
     with _stdout_to_stderr():
         _preflight(model, device, args, cache_dir)
     backends = [registry.make_backend(n, device) for n in names]
-    inner: Any
-    if args.strategy == "one":
-        inner = OneBackendStrategy(backends[0])
-    elif args.strategy == "first-wins":
-        inner = FirstWinsStrategy(backends)
-    else:
-        inner = MaxThroughputStrategy(backends)
+    inner = make_strategy(args.strategy, backends)
     strategy = with_performance_validation(
         inner, min_speedup_threshold_percent=threshold, profiling_config=config
     )
@@ -341,9 +331,7 @@ def add_parser(sub: Any) -> None:
         f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
         f"CUDA: {','.join(registry.default_backends('cuda'))})",
     )
-    tune.add_argument(
-        "--strategy", choices=("one", "first-wins", "max-throughput"), default="max-throughput"
-    )
+    tune.add_argument("--strategy", choices=STRATEGY_NAMES, default="max-throughput")
     tune.add_argument(
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
