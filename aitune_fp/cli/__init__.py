@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from aitune_fp.cli import check, report, tune
+from aitune_fp.cli import check, report, sweep, tune
 from aitune_fp.cli._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
@@ -61,7 +61,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``aitune-fp`` argument parser (subcommands tune, check, report)."""
+    """The ``aitune-fp`` argument parser (subcommands tune, check, report, sweep)."""
     from aitune_fp import __version__
 
     parser = _Parser(
@@ -70,10 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Measure, then decide.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{tune,check,report}", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="{tune,check,report,sweep}", parser_class=_Parser
+    )
     tune.add_parser(sub)
     check.add_parser(sub)
     report.add_parser(sub)
+    sweep.add_parser(sub)
     return parser
 
 
