@@ -472,6 +472,7 @@ def task_finished(
     device: str,
     device_name: str,
     pid: int,
+    threads: int,
     started_unix_s: float,
     finished_unix_s: float,
 ) -> Event:
@@ -487,6 +488,7 @@ def task_finished(
         device=device,
         device_name=device_name,
         pid=pid,
+        threads=threads,
         started_unix_s=started_unix_s,
         finished_unix_s=finished_unix_s,
         duration_s=max(finished_unix_s - started_unix_s, 0.0),

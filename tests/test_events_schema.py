@@ -179,6 +179,7 @@ def _every_event() -> list[events.Event]:
             device="cuda",
             device_name="NVIDIA H200",
             pid=4242,
+            threads=2,
             started_unix_s=1_700_000_000.0,
             finished_unix_s=1_700_000_012.5,
         ),

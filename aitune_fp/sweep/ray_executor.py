@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import structlog
 
 from aitune_fp.errors import InvalidStateError
@@ -107,7 +108,11 @@ class RayExecutor:
         try:
             self._check_cluster(ray)
             remote = ray.remote(run_task).options(**task_options(self.device, self.max_retries))
-            by_ref = {remote.remote(task): task for task in tasks}
+            cpu = self.device == "cpu"
+            by_ref = {
+                remote.remote(attrs.evolve(task, use_all_cores=True) if cpu else task): task
+                for task in tasks
+            }
             pending = list(by_ref)
             try:
                 while pending:

@@ -62,6 +62,10 @@ class SweepTask:
     threshold: float
     profiling: ProfilingConfig
     cache_dir: str
+    #: CPU: time with every core this process may use. A Ray worker starts with one intra-op
+    #: thread (``OMP_NUM_THREADS=num_cpus``); the task holds the whole node, so it takes them all
+    #: back, as a tune in the driver process would. Ignored when ``profiling.threads`` is set.
+    use_all_cores: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -170,6 +174,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         device=device,
         device_name=device_name,
         pid=os.getpid(),
+        threads=_threads(),
         started_unix_s=started,
         finished_unix_s=time.time(),
     )
@@ -177,8 +182,17 @@ def run_task(task: SweepTask) -> TaskOutcome:
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
+def _threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _tune(task: SweepTask, device: str) -> TuneReport:
     import torch
+
+    if device == "cpu" and task.use_all_cores and task.profiling.threads is None:
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
 
     from aitune_fp.backends import registry
     from aitune_fp.models import load_model
