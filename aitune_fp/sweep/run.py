@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any, Protocol
 
 import attrs
-import structlog
 
 from aitune_fp import events
 from aitune_fp.core.config import ProfilingConfig
@@ -43,8 +42,6 @@ __all__ = [
     "run_sweep",
     "run_task",
 ]
-
-_log = structlog.get_logger("aitune_fp.sweep")
 
 #: ``error_type`` of a model whose task was cancelled (Ctrl-C on the driver) before it ended.
 CANCELLED = "Cancelled"
@@ -370,7 +367,6 @@ def run_sweep(
                 return  # a second outcome for one model (cannot happen; keep the first)
             _write(handle, outcome.records)
             statuses[outcome.model] = _status(outcome)
-            _log.debug("sweep task ended", model=outcome.model, ok=outcome.ok)
             if on_outcome is not None:
                 on_outcome(outcome)
 
