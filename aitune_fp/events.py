@@ -475,8 +475,14 @@ def task_finished(
     threads: int,
     started_unix_s: float,
     finished_unix_s: float,
+    started_monotonic_s: float,
+    finished_monotonic_s: float,
 ) -> Event:
-    """One model's tune task ended with a report (its verdicts are the run ``tune_run_id``)."""
+    """One model's tune task ended with a report (its verdicts are the run ``tune_run_id``).
+
+    Wall-clock times place the task across hosts; monotonic ones (comparable on one host only)
+    give its duration and order tasks on a host even when the wall clock is stepped.
+    """
     return _event(
         TASK_FINISHED,
         "info",
@@ -491,7 +497,9 @@ def task_finished(
         threads=threads,
         started_unix_s=started_unix_s,
         finished_unix_s=finished_unix_s,
-        duration_s=max(finished_unix_s - started_unix_s, 0.0),
+        started_monotonic_s=started_monotonic_s,
+        finished_monotonic_s=finished_monotonic_s,
+        duration_s=max(finished_monotonic_s - started_monotonic_s, 0.0),
         summary=f"✅ {model}: tuned on {hostname} ({device_name}): {outcome}",
     )
 

@@ -182,6 +182,8 @@ def _every_event() -> list[events.Event]:
             threads=2,
             started_unix_s=1_700_000_000.0,
             finished_unix_s=1_700_000_012.5,
+            started_monotonic_s=100.0,
+            finished_monotonic_s=112.5,
         ),
         events.task_failed(RUN, MODULE, error_type="WorkerCrashedError", reason="worker died"),
         events.sweep_finished(RUN, "sweep", finished=["convnet"], failed=["mlp"], duration_s=30.0),

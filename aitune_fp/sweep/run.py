@@ -148,7 +148,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
     Loads the model, builds the strategy over the task's backends, runs the validating tune with
     its events collected, and tags every event with the sweep, the host and the device.
     """
-    started = time.time()
+    started, started_mono = time.time(), time.monotonic()
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
     try:
@@ -174,6 +174,8 @@ def run_task(task: SweepTask) -> TaskOutcome:
         threads=_threads(),
         started_unix_s=started,
         finished_unix_s=time.time(),
+        started_monotonic_s=started_mono,
+        finished_monotonic_s=time.monotonic(),
     )
     records.append(events.to_record(last))
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
