@@ -27,6 +27,7 @@ from aitune_fp.sweep import (
     load_sweep,
     parse_sweep,
     run_sweep,
+    run_task,
     summarize_sweep,
 )
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
@@ -315,6 +316,31 @@ class TestResumeAndInterrupt:
         assert lines[-1]["event"] == "aitune_fp.sweep.finished"
         assert [r.module_name for r in ingest.ingest(str(log)).runs] == ["tiny"]
         assert list(completed_models(str(log))) == ["tiny"]
+
+
+class _BreaksAfterOne:
+    """An executor that runs one task, then fails as a lost cluster connection would."""
+
+    name = "flaky"
+
+    def run(self, tasks: Any, on_outcome: Any) -> None:
+        on_outcome(run_task(tasks[0]))
+        raise ConnectionError("lost the cluster")
+
+
+def test_an_executor_failure_is_recorded_per_model(tmp_path: Path) -> None:
+    """The executor itself failing leaves no model unrecorded: each says why, the log closes."""
+    log = tmp_path / "events.jsonl"
+    result = run_sweep(
+        parse_sweep(sweep_data("tiny", "tiny-2")), log_path=str(log), executor=_BreaksAfterOne()
+    )
+    assert [(s.model, s.state) for s in result.statuses] == [
+        ("tiny", "finished"),
+        ("tiny-2", "failed"),
+    ]
+    assert result.statuses[1].error_type == "ConnectionError"
+    assert "lost the cluster" in (result.statuses[1].reason or "")
+    assert read_log(log)[-1]["failed_models"] == ["tiny-2"]
 
 
 class TestCommand:

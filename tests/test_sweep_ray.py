@@ -21,7 +21,7 @@ from aitune_fp.sweep import TaskOutcome, parse_sweep, run_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 from aitune_fp.sweep.run import CANCELLED
 
-from .test_sweep import VALIDATOR, read_log, sweep_data
+from .test_sweep import MODELS_FILE, VALIDATOR, read_log, sweep_data
 
 pytestmark = pytest.mark.ray
 
@@ -116,3 +116,32 @@ def test_ctrl_c_cancels_outstanding_tasks_then_resume_finishes(tmp_path: Path) -
     assert {m: states[m] for m in finished} == dict.fromkeys(finished, "skipped")
     assert {m: states[m] for m in cancelled} == dict.fromkeys(cancelled, "finished")
     assert sorted(r.module_name for r in ingest.ingest(str(log)).runs) == sorted(states)
+
+
+def test_command_with_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``aitune-fp sweep FILE --ray`` (on the Ray already started) prints the summary, exit 1."""
+    from aitune_fp.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f"""
+name = "on-ray"
+backends = ["eager"]
+[budget]
+looks = [10, 20]
+max_seconds = 5.0
+warmup_max_calls = 10
+[[models]]
+model = "{MODELS_FILE}:tiny"
+[[models]]
+model = "{MODELS_FILE}:broken"
+""",
+        "utf-8",
+    )
+    log = tmp_path / "e.jsonl"
+    assert main(["sweep", str(path), "--ray", "--log", str(log)]) == 1
+    out, err = capsys.readouterr()
+    assert "Sweep on-ray (ray" in out and "1 model(s) failed: broken" in out
+    assert "✅ tiny: baseline" in err or "✅ tiny: candidate" in err
+    assert "❌ broken: UserModelError" in err
+    assert main(["report", str(log)]) == 0

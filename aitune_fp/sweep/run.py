@@ -332,7 +332,7 @@ def run_sweep(
 
     Appends to ``log_path``: ``sweep.started``, each task's events as it completes, a
     ``task_failed`` for every model left without an outcome, ``sweep.finished``. Nothing is lost
-    on Ctrl-C: what finished is in the log and the result says ``interrupted``.
+    on Ctrl-C (``interrupted``) or when the executor itself fails (each model left says why).
     """
     executor = executor or LocalExecutor()
     start = time.time()
@@ -372,18 +372,24 @@ def run_sweep(
             if on_outcome is not None:
                 on_outcome(outcome)
 
+        broken: Exception | None = None
         try:
             executor.run(tasks, accept)
         except KeyboardInterrupt:
             interrupted = True
+        except Exception as exc:  # the executor itself failed (no cluster, no slot): record it
+            broken = exc
         for task in tasks:
             if task.model.name not in statuses:
-                why = (
-                    "cancelled: the sweep was interrupted (Ctrl-C) before this model finished"
-                    if interrupted
-                    else "the executor returned no outcome for this model"
-                )
-                accept(failed_outcome(task, CANCELLED if interrupted else "Lost", why))
+                if interrupted:
+                    kind = CANCELLED
+                    why = "cancelled: the sweep was interrupted (Ctrl-C) before this model finished"
+                elif broken is not None:
+                    kind = type(broken).__name__
+                    why = f"the {executor.name} executor failed: {broken}"
+                else:
+                    kind, why = "Lost", "the executor returned no outcome for this model"
+                accept(failed_outcome(task, kind, why))
         ordered = tuple(statuses[m.name] for m in spec.models if m.name in statuses)
         duration = time.time() - start
         _write(
