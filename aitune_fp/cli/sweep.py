@@ -23,6 +23,7 @@ from aitune_fp.cli._shared import (
     escape_control,
     json_text,
     make_console,
+    stdout_to_stderr,
 )
 from aitune_fp.cli.progress import configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
@@ -110,7 +111,6 @@ def _summary_table(summary: Any) -> Table:
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``sweep`` with parsed ``args``; return its exit code."""
     from aitune_fp import ingest
-    from aitune_fp.cli.tune import _stdout_to_stderr
     from aitune_fp.sweep.run import run_sweep
     from aitune_fp.sweep.summary import summarize_sweep
 
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         if not args.quiet:
             console.print(_outcome_line(outcome))
 
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         result = run_sweep(
             spec,
             log_path=log_path,

@@ -8,12 +8,8 @@ run it, the tune stops there with one line (exit 2) instead of building every ca
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import re
-import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +22,7 @@ from aitune_fp.cli._shared import (
     escape_control,
     json_text,
     make_console,
+    stdout_to_stderr,
 )
 from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
@@ -198,27 +195,6 @@ def _cache_dir(text: str | None) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send everything written to fd 1 (torch, compilers, subprocesses) to stderr meanwhile."""
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-        return
-    try:
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
@@ -261,7 +237,7 @@ def _tune(
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
     model = _load_model(args)
     cache_dir = _cache_dir(args.cache_dir)
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         _preflight(model, device, args, cache_dir)
     backends = [registry.make_backend(n, device) for n in names]
     inner = make_strategy(args.strategy, backends)
@@ -277,7 +253,7 @@ def _tune(
             f"({', '.join(names)}; {args.strategy}; {config.decision}; cache {cache_dir})"
         )
     error: NoValidBackendError | None = None
-    with _stdout_to_stderr(), torch.no_grad(), progress:
+    with stdout_to_stderr(), torch.no_grad(), progress:
         module = model.module.to(device)
         try:
             strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)
