@@ -12,7 +12,7 @@ machine's load falls on both. One local Ray (2 CPUs, one timing slot) is started
   permutation test of "same distribution" (executor labels exchanged within each cell;
   statistic: summed total-variation distance between the two executors' verdict counts).
 
-Usage: python benchmarks/sweep.py [--reps 4] [--json out.json]
+Usage: python benchmarks/sweep.py [--reps 4] [--threads N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,13 +35,19 @@ from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 VERDICTS = ("faster", "not_faster", "inconclusive", "failed")
 
 
+THREADS: list[int] = []  # --threads: pin torch's intra-op threads in both executors
+
+
 def sweep_spec() -> Any:
     """The benchmark's sweep: the embedded models, the CPU defaults, the example's budget."""
+    budget: dict[str, Any] = {"looks": [10, 20, 40], "max_seconds": 10.0}
+    if THREADS:
+        budget["threads"] = THREADS[0]
     return parse_sweep(
         {
             "name": "bench",
             "device": "cpu",
-            "budget": {"looks": [10, 20, 40], "max_seconds": 10.0},
+            "budget": budget,
             "models": ["mlp", "convnet", "transformer"],
         }
     )
@@ -117,7 +123,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=4)
     parser.add_argument("--json", help="save every figure to this file")
+    parser.add_argument("--threads", type=int, help="[budget] threads for both (default: torch's)")
     args = parser.parse_args()
+    if args.threads:
+        THREADS.append(args.threads)
 
     import ray
 

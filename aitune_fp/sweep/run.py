@@ -171,7 +171,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         device=device,
         device_name=device_name,
         pid=os.getpid(),
-        threads=_threads(),
+        threads=_threads(task),
         started_unix_s=started,
         finished_unix_s=time.time(),
         started_monotonic_s=started_mono,
@@ -181,10 +181,11 @@ def run_task(task: SweepTask) -> TaskOutcome:
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
-def _threads() -> int:
+def _threads(task: SweepTask) -> int:
+    """The intra-op threads the task timed with: the budget's ``threads``, else torch's setting."""
     import torch
 
-    return int(torch.get_num_threads())
+    return task.profiling.threads or int(torch.get_num_threads())
 
 
 def _tune(task: SweepTask, device: str) -> TuneReport:
