@@ -391,6 +391,22 @@ model = "{MODELS_FILE}:broken"
         assert "failed: UserModelError" in text
         assert "1 model(s) failed: broken" in text
 
+        out = io.StringIO()
+        sys.stdout, sys.stderr = out, err
+        try:
+            args = ["sweep", str(path), "--log", str(tmp_path / "e.jsonl"), "-q", "--resume"]
+            code = main([*args, "--format", "json"])
+        finally:
+            sys.stdout, sys.stderr = saved
+        assert code == 1
+        doc = json.loads(out.getvalue())
+        assert [(s["model"], s["state"]) for s in doc["statuses"]] == [
+            ("tiny", "skipped"),
+            ("broken", "failed"),
+        ]
+        assert doc["summary"]["backends"] == ["TorchEagerBackend()"]
+        assert [r["module_name"] for r in doc["runs"]] == ["tiny"]
+
     @pytest.mark.slow
     def test_example_file_runs_locally_with_a_tiny_budget(self, tmp_path: Path) -> None:
         """README's example sweep, budget cut to one look: every model × backend has a cell."""

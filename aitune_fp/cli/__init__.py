@@ -1,13 +1,15 @@
-"""``aitune-fp``: tune on an embedded model, gate in CI scripts, report from event logs.
+"""``aitune-fp``: tune on an embedded model, gate in CI scripts, report from logs, sweep many.
 
 One module per command (:mod:`~aitune_fp.cli.tune`, :mod:`~aitune_fp.cli.check`,
-:mod:`~aitune_fp.cli.report`), the shown figures in :mod:`~aitune_fp.cli.rendering`. stdout
+:mod:`~aitune_fp.cli.report`, :mod:`~aitune_fp.cli.sweep`), the shown figures in
+:mod:`~aitune_fp.cli.rendering`. stdout
 carries only results (tables, or one JSON document); progress and warnings go to stderr.
 
-Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, or an
-unexpected failure (traceback saved to a file whose path is printed), 2 usage or input error
-(one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the reader
-(``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130 interrupted.
+Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, ``sweep`` a
+model failed, or an unexpected failure (traceback saved to a file whose path is printed), 2 usage
+or input error (one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the
+reader (``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130
+interrupted (``sweep``: after writing what finished).
 This package imports ``rich``; the library (``import aitune_fp``) never does. ``tune`` imports
 torch when it runs; ``check`` and ``report`` never do.
 """
