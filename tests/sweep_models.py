@@ -26,3 +26,11 @@ def killer() -> torch.nn.Module:
         raise RuntimeError("killer() refuses to kill the test process itself")
     os.kill(os.getpid(), signal.SIGKILL)
     raise AssertionError("unreachable: SIGKILL cannot be caught")
+
+
+def sleepy() -> tuple[torch.nn.Module, torch.Tensor]:
+    """``tiny`` after half a second: a sweep of these lasts long enough to interrupt it."""
+    import time
+
+    time.sleep(0.5)
+    return tiny()

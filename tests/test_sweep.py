@@ -407,6 +407,48 @@ model = "{MODELS_FILE}:broken"
         assert doc["summary"]["backends"] == ["TorchEagerBackend()"]
         assert [r["module_name"] for r in doc["runs"]] == ["tiny"]
 
+    def test_ctrl_c_exits_130_with_every_model_recorded(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A real interrupt of the main thread mid-sweep: exit 130, the log closed, none lost.
+
+        Six models that each take over half a second to load: the interrupt at 1 s lands mid-sweep.
+        """
+        import _thread
+        import threading
+
+        models = "".join(
+            f'[[models]]\nname = "m{i}"\nmodel = "{MODELS_FILE}:sleepy"\n' for i in range(6)
+        )
+        path = tmp_path / "s.toml"
+        path.write_text(
+            'backends = ["eager"]\n[budget]\nlooks = [10, 20]\nmax_seconds = 5.0\n'
+            "warmup_max_calls = 10\n" + models,
+            "utf-8",
+        )
+        log = tmp_path / "e.jsonl"
+        timer = threading.Timer(1.0, _thread.interrupt_main)
+        timer.start()
+        try:
+            code = main(["sweep", str(path), "--log", str(log), "-q"])
+        finally:
+            timer.cancel()
+        assert code == 130
+        assert "interrupted: what finished is in" in capsys.readouterr().err
+        lines = read_log(log)
+        assert lines[-1]["event"] == "aitune_fp.sweep.finished"
+        ended = {
+            x["module_name"]: x["event"].rsplit(".", 1)[-1]
+            for x in lines
+            if x["event"] in ("aitune_fp.sweep.task_finished", "aitune_fp.sweep.task_failed")
+        }
+        assert sorted(ended) == [f"m{i}" for i in range(6)]
+        assert "task_failed" in ended.values()
+        cancelled = [x for x in lines if x.get("error_type") == CANCELLED]
+        assert {x["module_name"] for x in cancelled} == {
+            m for m, e in ended.items() if e == "task_failed"
+        }
+
     @pytest.mark.slow
     def test_example_file_runs_locally_with_a_tiny_budget(self, tmp_path: Path) -> None:
         """README's example sweep, budget cut to one look: every model × backend has a cell."""

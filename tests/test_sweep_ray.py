@@ -145,3 +145,14 @@ model = "{MODELS_FILE}:broken"
     assert "✅ tiny: baseline" in err or "✅ tiny: candidate" in err
     assert "❌ broken: UserModelError" in err
     assert main(["report", str(log)]) == 0
+
+
+def test_a_cluster_that_cannot_place_the_tasks_fails_every_model_with_why(tmp_path: Path) -> None:
+    """No GPU in the cluster for a CUDA sweep: nothing is submitted, each model says why."""
+    log = tmp_path / "events.jsonl"
+    spec = parse_sweep(sweep_data("tiny", "tiny-2", device="cuda"))
+    result = run_sweep(spec, log_path=str(log), executor=RayExecutor(device="cuda"))
+    assert [s.state for s in result.statuses] == ["failed", "failed"]
+    assert {s.error_type for s in result.statuses} == {"InvalidStateError"}
+    assert all("no GPU in the Ray cluster" in (s.reason or "") for s in result.statuses)
+    assert read_log(log)[-1]["failed_models"] == ["tiny", "tiny-2"]
