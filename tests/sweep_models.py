@@ -34,3 +34,11 @@ def sleepy() -> tuple[torch.nn.Module, torch.Tensor]:
 
     time.sleep(0.5)
     return tiny()
+
+
+def napper() -> tuple[torch.nn.Module, torch.Tensor]:
+    """``tiny`` after 15 s: long enough to take its node away while it loads."""
+    import time
+
+    time.sleep(15.0)
+    return tiny()
