@@ -83,8 +83,7 @@ def _cell_text(cell: Any) -> Text:
     figure = "—" if cell.estimate is None else f"{cell.estimate:.2f}x"
     if cell.ci_low is not None or cell.ci_high is not None:
         figure += f" {fmt_interval(cell.ci_low, cell.ci_high)}"
-    style = "green" if cell.verdict == "faster" else "yellow"
-    style = style if cell.verdict in ("faster", "inconclusive") else "red"
+    style = {"faster": "green", "inconclusive": "yellow"}.get(cell.verdict, "red")
     return Text(f"{cell.verdict} {figure}", style=style)
 
 
