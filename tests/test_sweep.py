@@ -412,7 +412,8 @@ model = "{MODELS_FILE}:broken"
     ) -> None:
         """A real interrupt of the main thread mid-sweep: exit 130, the log closed, none lost.
 
-        Six models that each take over half a second to load: the interrupt at 1 s lands mid-sweep.
+        Six models that each take over half a second to load; the interrupt comes once the first
+        has finished, so it lands while a later one loads.
         """
         import _thread
         import threading
@@ -427,12 +428,22 @@ model = "{MODELS_FILE}:broken"
             "utf-8",
         )
         log = tmp_path / "e.jsonl"
-        timer = threading.Timer(1.0, _thread.interrupt_main)
-        timer.start()
+        stop = threading.Event()
+
+        def interrupt_after_first_model() -> None:
+            """Interrupt the main thread once a model has finished (the sweep is under way)."""
+            while not stop.wait(0.05):
+                if log.exists() and "task_finished" in log.read_text("utf-8"):
+                    _thread.interrupt_main()
+                    return
+
+        watcher = threading.Thread(target=interrupt_after_first_model, daemon=True)
+        watcher.start()
         try:
             code = main(["sweep", str(path), "--log", str(log), "-q"])
         finally:
-            timer.cancel()
+            stop.set()
+            watcher.join()
         assert code == 130
         assert "interrupted: what finished is in" in capsys.readouterr().err
         lines = read_log(log)
