@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,9 +60,10 @@ class SweepTask:
     threshold: float
     profiling: ProfilingConfig
     cache_dir: str
-    #: CPU: time with every core this process may use. A Ray worker starts with one intra-op
-    #: thread (``OMP_NUM_THREADS=num_cpus``); the task holds the whole node, so it takes them all
-    #: back, as a tune in the driver process would. Ignored when ``profiling.threads`` is set.
+    #: CPU: time with every core this process may use. Ray starts a worker with
+    #: ``OMP_NUM_THREADS=num_cpus`` (1); the task holds the whole node, so it takes them all back
+    #: as a tune in the driver process would have them: in the environment before torch loads
+    #: (OpenMP reads it then; setting threads later measured slower here), then in torch.
     use_all_cores: bool = False
 
 
@@ -151,6 +153,8 @@ def run_task(task: SweepTask) -> TaskOutcome:
     started, started_mono = time.time(), time.monotonic()
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
+    if task.use_all_cores and task.device == "cpu" and "torch" not in sys.modules:
+        os.environ["OMP_NUM_THREADS"] = str(_all_cores(task))
     try:
         device, device_name = _device_identity(task.device)
         tags = {"sweep_id": task.sweep_id, "hostname": hostname, "device_name": device_name}
@@ -181,6 +185,11 @@ def run_task(task: SweepTask) -> TaskOutcome:
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
+def _all_cores(task: SweepTask) -> int:
+    """Intra-op threads for a task that holds its node: the budget's ``threads``, else every CPU."""
+    return task.profiling.threads or len(os.sched_getaffinity(0))
+
+
 def _threads(task: SweepTask) -> int:
     """The intra-op threads the task timed with: the budget's ``threads``, else torch's setting."""
     import torch
@@ -191,8 +200,8 @@ def _threads(task: SweepTask) -> int:
 def _tune(task: SweepTask, device: str) -> TuneReport:
     import torch
 
-    if device == "cpu" and task.use_all_cores and task.profiling.threads is None:
-        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    if device == "cpu" and task.use_all_cores:
+        torch.set_num_threads(_all_cores(task))
 
     from aitune_fp.backends import registry
     from aitune_fp.models import load_model
