@@ -6,10 +6,13 @@ Builders are pure (they return an :class:`Event`); :func:`emit` sends one throug
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import datetime
 import logging
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import attrs
@@ -34,12 +37,14 @@ __all__ = [
     "EVENT_NAMES",
     "LOGGER_NAME",
     "SCHEMA_VERSION",
+    "SWEEP_EVENT_NAMES",
     "Event",
     "baseline_failed",
     "baseline_measured",
     "candidate_failed",
     "candidate_measured",
     "candidate_rejected",
+    "collecting",
     "correctness_checked",
     "disabled",
     "emit",
@@ -52,6 +57,11 @@ __all__ = [
     "phase",
     "selected",
     "started",
+    "sweep_finished",
+    "sweep_started",
+    "task_failed",
+    "task_finished",
+    "to_record",
 ]
 
 LOGGER_NAME: Final = "aitune_fp"
@@ -72,6 +82,15 @@ CANDIDATE_REJECTED: Final = _PREFIX + "candidate_rejected"
 CANDIDATE_FAILED: Final = _PREFIX + "candidate_failed"
 SELECTED: Final = _PREFIX + "selected"
 FINISHED: Final = _PREFIX + "finished"
+_SWEEP = "aitune_fp.sweep."
+SWEEP_STARTED: Final = _SWEEP + "started"
+TASK_FINISHED: Final = _SWEEP + "task_finished"
+TASK_FAILED: Final = _SWEEP + "task_failed"
+SWEEP_FINISHED: Final = _SWEEP + "finished"
+#: The sweep's own events (``aitune-fp sweep``): ``run_id`` is the sweep's id, ``module_name``
+#: the model entry (the sweep's name for ``started`` / ``finished``). Ingest builds no run of them.
+SWEEP_EVENT_NAMES: Final = (SWEEP_STARTED, TASK_FINISHED, TASK_FAILED, SWEEP_FINISHED)
+
 EVENT_NAMES: Final = (
     STARTED,
     DISABLED,
@@ -86,6 +105,7 @@ EVENT_NAMES: Final = (
     CANDIDATE_FAILED,
     SELECTED,
     FINISHED,
+    *SWEEP_EVENT_NAMES,
 )
 
 Level = Literal["debug", "info", "warning", "error"]
@@ -458,12 +478,145 @@ def finished(
     )
 
 
+def sweep_started(
+    sweep_id: str, sweep_name: str, *, executor: str, models: Sequence[str], skipped: Sequence[str]
+) -> Event:
+    """A sweep begins: which models it will run and which ``--resume`` skips."""
+    return _event(
+        SWEEP_STARTED,
+        "info",
+        sweep_id,
+        sweep_name,
+        executor=executor,
+        models=list(models),
+        skipped_models=list(skipped),
+        summary=f"🧹 Sweep {sweep_name}: {len(models)} model(s) on {executor}"
+        + (f", {len(skipped)} already done" if skipped else ""),
+    )
+
+
+def task_finished(
+    sweep_id: str,
+    model: str,
+    *,
+    tune_run_id: str,
+    outcome: str,
+    hostname: str,
+    device: str,
+    device_name: str,
+    pid: int,
+    threads: int,
+    started_unix_s: float,
+    finished_unix_s: float,
+    started_monotonic_s: float,
+    finished_monotonic_s: float,
+) -> Event:
+    """One model's tune task ended with a report (its verdicts are the run ``tune_run_id``).
+
+    Wall-clock times place the task across hosts; monotonic ones (comparable on one host only)
+    give its duration and order tasks on a host even when the wall clock is stepped.
+    """
+    return _event(
+        TASK_FINISHED,
+        "info",
+        sweep_id,
+        model,
+        tune_run_id=tune_run_id,
+        outcome=outcome,
+        hostname=hostname,
+        device=device,
+        device_name=device_name,
+        pid=pid,
+        threads=threads,
+        started_unix_s=started_unix_s,
+        finished_unix_s=finished_unix_s,
+        started_monotonic_s=started_monotonic_s,
+        finished_monotonic_s=finished_monotonic_s,
+        duration_s=max(finished_monotonic_s - started_monotonic_s, 0.0),
+        summary=f"✅ {model}: tuned on {hostname} ({device_name}): {outcome}",
+    )
+
+
+def task_failed(
+    sweep_id: str,
+    model: str,
+    *,
+    error_type: str,
+    reason: str,
+    tune_run_id: str | None = None,
+    hostname: str | None = None,
+) -> Event:
+    """One model's task ended without a report: it raised, its worker or node died, or cancelled."""
+    return _event(
+        TASK_FAILED,
+        "error",
+        sweep_id,
+        model,
+        error_type=error_type,
+        reason=reason,
+        tune_run_id=tune_run_id,
+        hostname=hostname,
+        summary=f"❌ {model}: {error_type}: {reason}",
+    )
+
+
+def sweep_finished(
+    sweep_id: str,
+    sweep_name: str,
+    *,
+    finished: Sequence[str],
+    failed: Sequence[str],
+    duration_s: float,
+) -> Event:
+    """The sweep ended: which models have a report and which failed (cancelled ones included)."""
+    return _event(
+        SWEEP_FINISHED,
+        "error" if failed else "info",
+        sweep_id,
+        sweep_name,
+        finished_models=list(finished),
+        failed_models=list(failed),
+        duration_s=duration_s,
+        summary=f"🏁 Sweep {sweep_name}: {len(finished)} done, {len(failed)} failed"
+        + (f" ({', '.join(failed)})" if failed else "")
+        + f" in {duration_s:.1f}s",
+    )
+
+
+#: Where :func:`emit` sends this context's events instead of the logger (see :func:`collecting`).
+_SINK: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = contextvars.ContextVar(
+    "aitune_fp_event_sink", default=None
+)
+
+
+def to_record(event: Event) -> dict[str, Any]:
+    """``event`` as one JSON-lines record: name, level, UTC ISO timestamp, then its payload."""
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+    return {"event": event.name, "level": event.level, "timestamp": now, **event.fields}
+
+
+@contextlib.contextmanager
+def collecting(sink: Callable[[dict[str, Any]], None]) -> Iterator[None]:
+    """Within the block, this context's events go to ``sink`` as records, not to the logger.
+
+    A sweep task uses it to carry its tune's events back to the driver, which writes one log;
+    no logging configuration is touched, so other threads and contexts log as before.
+    """
+    token = _SINK.set(sink)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
 def _logger() -> Any:
     return structlog.get_logger(LOGGER_NAME)
 
 
 def info_enabled(logger: Any = None) -> bool:
     """Whether the aitune_fp logger lets info events through (stdlib or structlog filtering)."""
+    if logger is None and _SINK.get() is not None:
+        return True
     bound = (logger or _logger()).bind()
     check = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
     if check is None:
@@ -472,6 +625,10 @@ def info_enabled(logger: Any = None) -> bool:
 
 
 def emit(event: Event, logger: Any = None) -> None:
-    """Send ``event`` through the aitune_fp structlog logger at its level."""
+    """Send ``event`` through the aitune_fp structlog logger at its level (or to the collector)."""
+    sink = _SINK.get()
+    if logger is None and sink is not None:
+        sink(to_record(event))
+        return
     log = logger or _logger()
     getattr(log, event.level)(event.name, **event.fields)

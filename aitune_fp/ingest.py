@@ -43,6 +43,7 @@ MAX_LINE_BYTES = 1 << 20
 
 _PREFIX = "aitune_fp."
 _VALIDATION = "aitune_fp.validation."
+_SWEEP = "aitune_fp.sweep."
 
 Source: TypeAlias = "str | os.PathLike[str] | Iterable[str] | Iterable[bytes]"
 
@@ -156,6 +157,9 @@ def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) 
         for key, sub in schema.get("properties", {}).items():
             if key in value:
                 _check(value[key], sub, f"{path}.{key}", errors)
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            _check(item, schema["items"], f"{path}[{i}]", errors)
     for sub in schema.get("allOf", ()):
         _check(value, sub, path, errors)
     if "if" in schema:
@@ -389,7 +393,10 @@ class _RunBuilder:
 
 
 def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
-    """Group events by ``run_id`` into :class:`RunSummary` values; keep the bad lines."""
+    """Group events by ``run_id`` into :class:`RunSummary` values; keep the bad lines.
+
+    A sweep's own events (``aitune_fp.sweep.*``) are counted but make no run.
+    """
     runs: dict[str, _RunBuilder] = {}
     bad: list[tuple[int, str]] = []
     n_lines = n_events = 0
@@ -399,6 +406,9 @@ def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
             bad.append((item.line_no, item.reason))
             continue
         fields = item.fields
+        if item.event.startswith(_SWEEP):  # a sweep's own bookkeeping, not part of a tune run
+            n_events += 1
+            continue
         run_id = fields["run_id"]
         builder = runs.get(run_id)
         if builder is None:

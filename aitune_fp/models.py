@@ -29,6 +29,7 @@ __all__ = [
     "EmbeddedModel",
     "UserModelError",
     "convnet",
+    "load_model",
     "load_user_model",
     "mlp",
     "transformer",
@@ -266,3 +267,23 @@ def load_user_model(
         sample=sample,
         graph_spec=GraphSpec(max_batch_size=max_batch_size),
     )
+
+
+def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> EmbeddedModel:
+    """The model ``spec`` names: an embedded one (``mlp``, ...) or ``path/to/file.py:factory``.
+
+    The one loader ``tune`` and ``sweep`` share; every problem is a :class:`UserModelError`.
+    """
+    if not isinstance(spec, str):
+        raise InvalidTypeError(f"model must be a str, got {spec!r}")
+    if spec in MODELS:
+        if input_shape is not None:
+            raise UserModelError(
+                f"input_shape applies only to a user model (file.py:factory), not to {spec!r}"
+            )
+        return MODELS[spec]()
+    if ":" not in spec:
+        raise UserModelError(
+            f"model must be one of {', '.join(MODELS)} or path/to/file.py:factory, got {spec!r}"
+        )
+    return load_user_model(spec, input_shape=input_shape)

@@ -14,6 +14,8 @@ from typing import Any
 import torch
 
 from aitune_fp.backends import Backend
+from aitune_fp.core.config import STRATEGY_NAMES
+from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.session import (
     CandidateOutcome,
@@ -31,6 +33,7 @@ __all__ = [
     "OneBackendStrategy",
     "SessionStrategy",
     "build_and_validate",
+    "make_strategy",
     "try_candidate",
 ]
 
@@ -188,3 +191,21 @@ class MaxThroughputStrategy(SessionStrategy):
                 session.release(other.backend)
         best.backend.activate()
         return best.backend
+
+
+def make_strategy(name: str, backends: Sequence[Backend]) -> SessionStrategy:
+    """The built-in strategy ``name`` (one of ``STRATEGY_NAMES``) over ``backends``.
+
+    ``one`` needs exactly one backend; anything else is an :class:`InvalidValueError`.
+    """
+    if name == "one":
+        if len(backends) != 1:
+            raise InvalidValueError(
+                f"strategy 'one' needs exactly one backend, got {len(backends)}"
+            )
+        return OneBackendStrategy(backends[0])
+    if name == "first-wins":
+        return FirstWinsStrategy(backends)
+    if name == "max-throughput":
+        return MaxThroughputStrategy(backends)
+    raise InvalidValueError(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {name!r}")

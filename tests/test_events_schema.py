@@ -191,6 +191,26 @@ def _every_event() -> list[events.Event]:
             duration_s=0.0,
             reason="strategy raised",
         ),
+        events.sweep_started(
+            RUN, "sweep", executor="ray", models=["mlp", "convnet"], skipped=["convnet"]
+        ),
+        events.task_finished(
+            RUN,
+            MODULE,
+            tune_run_id="fedcba9876543210",
+            outcome="candidate",
+            hostname="node-1",
+            device="cuda",
+            device_name="NVIDIA H200",
+            pid=4242,
+            threads=2,
+            started_unix_s=1_700_000_000.0,
+            finished_unix_s=1_700_000_012.5,
+            started_monotonic_s=100.0,
+            finished_monotonic_s=112.5,
+        ),
+        events.task_failed(RUN, MODULE, error_type="WorkerCrashedError", reason="worker died"),
+        events.sweep_finished(RUN, "sweep", finished=["convnet"], failed=["mlp"], duration_s=30.0),
     ]
 
 

@@ -282,3 +282,31 @@ class TestAddingABackend:
         with pytest.raises(BackendChoiceError, match="runs on cpu only, not on cuda"):
             check_backend("eager-copy", "cuda")
         assert built == []
+
+
+class TestSettings:
+    def test_compile_takes_its_settings(self) -> None:
+        """Settings reach torch.compile's options; the description shows them."""
+        from aitune_fp.backends.registry import make_backend
+
+        backend = make_backend("compile", "cpu", {"mode": "max-autotune", "fullgraph": True})
+        assert backend.describe() == "TorchCompileBackend(mode=max-autotune,fullgraph=True)"
+
+    @pytest.mark.parametrize(
+        ("name", "settings", "words"),
+        [
+            ("eager", {"dtype": "bfloat16"}, "has no setting 'dtype' (settings it takes: none)"),
+            ("compile", {"mode": "fast"}, "setting 'mode' must be one of"),
+            ("compile", {"dynamic": 1}, "setting 'dynamic' must be one of True, False, got 1"),
+            ("warp", {}, "unknown backend 'warp'"),
+        ],
+    )
+    def test_bad_settings_are_refused_by_name(
+        self, name: str, settings: dict[str, object], words: str
+    ) -> None:
+        """An unknown setting or value is a BackendChoiceError naming backend, key and value."""
+        from aitune_fp.backends.registry import check_settings
+
+        with pytest.raises(BackendChoiceError) as info:
+            check_settings(name, settings)
+        assert words in str(info.value)

@@ -25,6 +25,7 @@ __all__ = [
     "BackendEntry",
     "backend_names",
     "check_backend",
+    "check_settings",
     "default_backends",
     "make_backend",
     "make_candidate",
@@ -58,10 +59,13 @@ class BackendEntry:
     """
 
     name: str = attrs.field(validator=attrs.validators.min_len(1))
-    factory: Callable[[], Backend] = attrs.field(validator=attrs.validators.is_callable())
+    factory: Callable[..., Backend] = attrs.field(validator=attrs.validators.is_callable())
     devices: frozenset[str] = attrs.field(validator=_check_devices)
     default_on: frozenset[str] = attrs.field(validator=_check_devices)
     summary: str = ""
+    #: Settings a sweep file may give this backend: name -> allowed values (passed to the
+    #: factory as keyword arguments). Empty: the backend takes none.
+    settings: Mapping[str, tuple[object, ...]] = attrs.field(factory=dict)
 
     def __attrs_post_init__(self) -> None:
         """Refuse an entry that runs nowhere or is a default where it cannot run."""
@@ -102,20 +106,20 @@ def _eager_fp16() -> Backend:
     return TorchEagerBackend(dtype=torch.float16)
 
 
-def _compile() -> Backend:
-    """``torch.compile`` with its defaults."""
+def _compile(**settings: object) -> Backend:
+    """``torch.compile`` with its defaults, or the ``mode``/``dynamic``/``fullgraph`` given."""
     from aitune_fp.backends.compile import TorchCompileBackend
 
-    return TorchCompileBackend()
+    return TorchCompileBackend(**settings)  # type: ignore[arg-type]  # checked by check_settings
 
 
-def _compile_bf16() -> Backend:
-    """``torch.compile`` under bfloat16 autocast."""
+def _compile_bf16(**settings: object) -> Backend:
+    """``torch.compile`` under bfloat16 autocast (settings as for ``compile``)."""
     import torch
 
     from aitune_fp.backends.compile import TorchCompileBackend
 
-    return TorchCompileBackend(dtype=torch.bfloat16)
+    return TorchCompileBackend(dtype=torch.bfloat16, **settings)  # type: ignore[arg-type]
 
 
 def _compile_max_autotune() -> Backend:
@@ -178,12 +182,20 @@ _CPU = frozenset({"cpu"})
 _ANY = frozenset({"cpu", "cuda"})
 _CUDA = frozenset({"cuda"})
 _NOWHERE: frozenset[str] = frozenset()
+#: What ``torch.compile`` takes from a sweep file (its own option names and values).
+_COMPILE_SETTINGS: Mapping[str, tuple[object, ...]] = types.MappingProxyType(
+    {
+        "mode": ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+        "dynamic": (True, False),
+        "fullgraph": (True, False),
+    }
+)
 
 # Order matters: it is the order of names in help and of the default candidates (first-wins tries
 # them in this order).
 _ENTRIES = (
     BackendEntry("eager", _eager, _ANY, _NOWHERE, "eager PyTorch (the baseline's configuration)"),
-    BackendEntry("compile", _compile, _ANY, _ANY, "torch.compile, default mode"),
+    BackendEntry("compile", _compile, _ANY, _ANY, "torch.compile, default mode", _COMPILE_SETTINGS),
     BackendEntry("eager-bf16", _eager_bf16, _ANY, _ANY, "eager PyTorch under bfloat16 autocast"),
     BackendEntry("eager-fp16", _eager_fp16, _ANY, _CUDA, "eager PyTorch under float16 autocast"),
     BackendEntry(
@@ -200,7 +212,12 @@ _ENTRIES = (
         "channels-last", _channels_last, _ANY, _NOWHERE, "channels-last layout (conv models)"
     ),
     BackendEntry(
-        "compile-bf16", _compile_bf16, _ANY, _NOWHERE, "torch.compile under bf16 autocast"
+        "compile-bf16",
+        _compile_bf16,
+        _ANY,
+        _NOWHERE,
+        "torch.compile under bf16 autocast",
+        _COMPILE_SETTINGS,
     ),
     BackendEntry(
         "compile-max-autotune",
@@ -265,12 +282,47 @@ def check_backend(name: str, device_kind: str) -> BackendEntry:
     return entry
 
 
-def make_backend(name: str, device_kind: str) -> Backend:
-    """A new, unbuilt backend for ``name`` on ``device_kind``; BackendChoiceError if not allowed."""
-    return check_backend(name, device_kind).factory()
+def _same(a: object, b: object) -> bool:
+    """Equal and of the same type (``1`` is not ``True``)."""
+    return type(a) is type(b) and a == b
 
 
-def make_candidate(name: str, device_kind: str) -> Backend:
+def check_settings(name: str, settings: Mapping[str, object]) -> None:
+    """Refuse settings ``name`` does not take, or values it does not allow (BackendChoiceError)."""
+    entry = BACKENDS.get(name)
+    if entry is None:
+        raise BackendChoiceError(
+            f"unknown backend {name!r}; choose from {', '.join(backend_names())}"
+        )
+    for key, value in settings.items():
+        allowed = entry.settings.get(key)
+        if allowed is None:
+            takes = ", ".join(entry.settings) or "none"
+            raise BackendChoiceError(
+                f"backend {name!r} has no setting {key!r} (settings it takes: {takes})"
+            )
+        if not any(_same(value, a) for a in allowed):
+            raise BackendChoiceError(
+                f"backend {name!r} setting {key!r} must be one of "
+                f"{', '.join(repr(a) for a in allowed)}, got {value!r}"
+            )
+
+
+def make_backend(
+    name: str, device_kind: str, settings: Mapping[str, object] | None = None
+) -> Backend:
+    """A new, unbuilt backend for ``name`` on ``device_kind``; BackendChoiceError if not allowed.
+
+    ``settings`` (see :func:`check_settings`) are passed to its factory.
+    """
+    entry = check_backend(name, device_kind)
+    check_settings(name, settings or {})
+    return entry.factory(**(settings or {}))
+
+
+def make_candidate(
+    name: str, device_kind: str, settings: Mapping[str, object] | None = None
+) -> Backend:
     """Like :func:`make_backend`, but a backend for another device comes back unavailable.
 
     Such a backend is an :class:`~aitune_fp.backends.base.UnavailableBackend`, which a tune
@@ -281,7 +333,8 @@ def make_candidate(name: str, device_kind: str) -> Backend:
     kind = _device_kind(device_kind)
     entry = BACKENDS.get(name)
     if entry is None or kind in entry.devices:
-        return make_backend(name, device_kind)
+        return make_backend(name, device_kind, settings)
+    check_settings(name, settings or {})
     import torch
 
     from aitune_fp.backends.base import UnavailableBackend
@@ -290,4 +343,4 @@ def make_candidate(name: str, device_kind: str) -> Backend:
     reason = f"backend {name!r} runs on {where} only, and this tune runs on {kind}"
     if "cuda" in entry.devices and not torch.cuda.is_available():
         reason += " (no CUDA device on this machine)"
-    return UnavailableBackend(entry.factory(), reason)
+    return UnavailableBackend(entry.factory(**(settings or {})), reason)

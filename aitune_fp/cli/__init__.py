@@ -1,13 +1,15 @@
-"""``aitune-fp``: tune on an embedded model, gate in CI scripts, report from event logs.
+"""``aitune-fp``: tune on an embedded model, gate in CI scripts, report from logs, sweep many.
 
 One module per command (:mod:`~aitune_fp.cli.tune`, :mod:`~aitune_fp.cli.check`,
-:mod:`~aitune_fp.cli.report`), the shown figures in :mod:`~aitune_fp.cli.rendering`. stdout
+:mod:`~aitune_fp.cli.report`, :mod:`~aitune_fp.cli.sweep`), the shown figures in
+:mod:`~aitune_fp.cli.rendering`. stdout
 carries only results (tables, or one JSON document); progress and warnings go to stderr.
 
-Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, or an
-unexpected failure (traceback saved to a file whose path is printed), 2 usage or input error
-(one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the reader
-(``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130 interrupted.
+Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, ``sweep`` a
+model failed, or an unexpected failure (traceback saved to a file whose path is printed), 2 usage
+or input error (one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the
+reader (``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130
+interrupted (``sweep``: after writing what finished).
 This package imports ``rich``; the library (``import aitune_fp``) never does. ``tune`` imports
 torch when it runs; ``check`` and ``report`` never do.
 """
@@ -23,7 +25,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from aitune_fp.cli import check, report, tune
+from aitune_fp.cli import check, report, sweep, tune
 from aitune_fp.cli._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
@@ -61,7 +63,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``aitune-fp`` argument parser (subcommands tune, check, report)."""
+    """The ``aitune-fp`` argument parser (subcommands tune, check, report, sweep)."""
     from aitune_fp import __version__
 
     parser = _Parser(
@@ -70,10 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         "Measure, then decide.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{tune,check,report}", parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="{tune,check,report,sweep}", parser_class=_Parser
+    )
     tune.add_parser(sub)
     check.add_parser(sub)
     report.add_parser(sub)
+    sweep.add_parser(sub)
     return parser
 
 

@@ -5,9 +5,12 @@ No torch here (``check`` and ``report`` start fast); ``rich`` is imported only b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import sys
+from collections.abc import Iterator
 from typing import IO, Any
 
 from rich.console import Console
@@ -26,6 +29,7 @@ __all__ = [
     "finite_arg",
     "json_text",
     "make_console",
+    "stdout_to_stderr",
 ]
 
 PROG = "aitune-fp"
@@ -123,3 +127,24 @@ def make_console(stream: IO[str]) -> Console:
         highlight=False,
         soft_wrap=False,
     )
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to fd 1 (torch, compilers, subprocesses) to stderr meanwhile."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -8,12 +8,8 @@ run it, the tune stops there with one line (exit 2) instead of building every ca
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import re
-import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,23 +22,27 @@ from aitune_fp.cli._shared import (
     escape_control,
     json_text,
     make_console,
+    stdout_to_stderr,
 )
 from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.core.config import DECISION_MODES
+from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
 
 __all__ = ["add_parser", "profiling_config", "run"]
 
+_FLAG_NAMES = {
+    "looks": "--looks",
+    "max_seconds": "--max-seconds",
+    "confidence": "--confidence",
+    "futility_margin_percent": "--futility-margin",
+    "futility_error": "--futility-error",
+    "point_warmup_calls": "--warmup-calls",
+    "point_steps": "--steps",
+}
 #: ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
 _FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "looks": ("--looks", ("statistical",)),
-    "max_seconds": ("--max-seconds", ("statistical",)),
-    "confidence": ("--confidence", ("statistical",)),
-    "futility_margin_percent": ("--futility-margin", ("statistical",)),
-    "futility_error": ("--futility-error", ("statistical",)),
-    "point_warmup_calls": ("--warmup-calls", ("point",)),
-    "point_steps": ("--steps", ("point",)),
+    field: (_FLAG_NAMES[field], modes) for field, modes in MODE_FIELDS.items()
 }
 
 
@@ -151,20 +151,18 @@ def _resolve_device(text: str) -> str:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from aitune_fp.models import MODELS, UserModelError, load_user_model
+    from aitune_fp.models import MODELS, UserModelError, load_model
 
-    if args.model in MODELS:
-        if args.input_shape is not None:
-            raise UsageError("--input-shape applies only to a user model (--model file.py:factory)")
-        return MODELS[args.model]()
-    if ":" not in args.model:
+    if args.model in MODELS and args.input_shape is not None:
+        raise UsageError("--input-shape applies only to a user model (--model file.py:factory)")
+    if args.model not in MODELS and ":" not in args.model:
         raise UsageError(
             f"--model must be one of {', '.join(MODELS)} or path/to/file.py:factory, "
             f"got {args.model!r}"
         )
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
-        return load_user_model(args.model, input_shape=shape)
+        return load_model(args.model, input_shape=shape)
     except UserModelError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -203,27 +201,6 @@ def _cache_dir(text: str | None) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send everything written to fd 1 (torch, compilers, subprocesses) to stderr meanwhile."""
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-        return
-    try:
-        os.dup2(2, 1)
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
-
-
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
@@ -257,12 +234,7 @@ def _tune(
     import torch
 
     from aitune_fp.session import describe
-    from aitune_fp.strategies import (
-        FirstWinsStrategy,
-        MaxThroughputStrategy,
-        NoValidBackendError,
-        OneBackendStrategy,
-    )
+    from aitune_fp.strategies import NoValidBackendError, make_strategy
     from aitune_fp.validation import validation_of, with_performance_validation
 
     device = _resolve_device(args.device)
@@ -271,17 +243,11 @@ def _tune(
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
     model = _load_model(args)
     cache_dir = _cache_dir(args.cache_dir)
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         _preflight(model, device, args, cache_dir)
     # a backend this machine cannot run (no CUDA, a missing extra) is recorded as unavailable
     backends = [registry.make_candidate(n, device) for n in names]
-    inner: Any
-    if args.strategy == "one":
-        inner = OneBackendStrategy(backends[0])
-    elif args.strategy == "first-wins":
-        inner = FirstWinsStrategy(backends)
-    else:
-        inner = MaxThroughputStrategy(backends)
+    inner = make_strategy(args.strategy, backends)
     strategy = with_performance_validation(
         inner, min_speedup_threshold_percent=threshold, profiling_config=config
     )
@@ -294,7 +260,7 @@ def _tune(
             f"({', '.join(names)}; {args.strategy}; {config.decision}; cache {cache_dir})"
         )
     error: NoValidBackendError | None = None
-    with _stdout_to_stderr(), torch.no_grad(), progress:
+    with stdout_to_stderr(), torch.no_grad(), progress:
         module = model.module.to(device)
         try:
             strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)
@@ -348,9 +314,7 @@ def add_parser(sub: Any) -> None:
         f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
         f"CUDA: {','.join(registry.default_backends('cuda'))})",
     )
-    tune.add_argument(
-        "--strategy", choices=("one", "first-wins", "max-throughput"), default="max-throughput"
-    )
+    tune.add_argument("--strategy", choices=STRATEGY_NAMES, default="max-throughput")
     tune.add_argument(
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )

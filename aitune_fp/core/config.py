@@ -19,10 +19,30 @@ from aitune_fp.core._checks import (
 )
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["DECISION_MODES", "DecisionMode", "ProfilingConfig", "for_batch_size"]
+__all__ = [
+    "DECISION_MODES",
+    "MODE_FIELDS",
+    "STRATEGY_NAMES",
+    "DecisionMode",
+    "ProfilingConfig",
+    "for_batch_size",
+]
 
 DecisionMode = Literal["statistical", "point"]
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
+#: The built-in strategies by name (``--strategy``, sweep files): see ``strategies.make_strategy``.
+STRATEGY_NAMES: tuple[str, ...] = ("one", "first-wins", "max-throughput")
+#: Budget fields that only one decision mode reads: field -> the modes that read it. Setting one
+#: for another mode would do nothing, so the CLI and sweep files refuse it.
+MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
+    "looks": ("statistical",),
+    "max_seconds": ("statistical",),
+    "confidence": ("statistical",),
+    "futility_margin_percent": ("statistical",),
+    "futility_error": ("statistical",),
+    "point_warmup_calls": ("point",),
+    "point_steps": ("point",),
+}
 
 
 def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:

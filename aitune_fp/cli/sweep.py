@@ -1,0 +1,236 @@
+"""``aitune-fp sweep``: every model of a TOML file × its backends, locally or on Ray (``--ray``).
+
+The file is checked before anything runs (exit 2 naming the entry and field). One line per model
+on stderr as it ends; then, on stdout, each run's tables (as ``report`` prints them) and the
+models × backends summary. Exit 0 when every model has a report, 1 when any failed, 130 after a
+Ctrl-C (what finished is in the log and in the tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import IO, Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from aitune_fp.cli._shared import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    PROG,
+    UsageError,
+    escape_control,
+    json_text,
+    make_console,
+    stdout_to_stderr,
+)
+from aitune_fp.cli.progress import configure_logging
+from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.core.messages import fmt_interval
+
+__all__ = ["add_parser", "run"]
+
+EXIT_INTERRUPTED = 130
+
+
+def _spec(path: str) -> Any:
+    from aitune_fp.sweep.spec import load_sweep
+
+    try:
+        return load_sweep(path)
+    except OSError as exc:
+        raise UsageError(f"cannot read sweep file {path!r}: {exc.strerror or exc}") from exc
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"{escape_control(path)}: {exc}") from exc
+
+
+def _executor(args: argparse.Namespace, spec: Any) -> Any:
+    if args.ray is None:
+        from aitune_fp.sweep.run import LocalExecutor
+
+        return LocalExecutor()
+    from aitune_fp.sweep.ray_executor import RayExecutor, import_ray
+
+    try:
+        import_ray()
+    except Exception as exc:
+        raise UsageError(str(exc)) from exc
+    address = None if args.ray == "local" else args.ray
+    return RayExecutor(address, device=spec.device, max_retries=spec.max_retries)
+
+
+def _outcome_line(outcome: Any) -> str:
+    last = outcome.records[-1] if outcome.records else {}
+    model = escape_control(outcome.model)
+    if outcome.ok:
+        where = f"{last.get('hostname', '?')}, {last.get('device_name', '?')}"
+        return (
+            f"✅ {model}: {escape_control(str(last.get('outcome')))} "
+            f"({escape_control(where)}, {last.get('duration_s', 0.0):.1f}s)"
+        )
+    return (
+        f"❌ {model}: {escape_control(str(last.get('error_type')))}: "
+        f"{escape_control(str(last.get('reason')))[:300]}"
+    )
+
+
+def _cell_text(cell: Any) -> Text:
+    if cell is None:
+        return Text("—")
+    if cell.verdict == "failed":
+        return Text(f"failed ({escape_control(cell.note)})", style="red")
+    figure = "—" if cell.estimate is None else f"{cell.estimate:.2f}x"
+    if cell.ci_low is not None or cell.ci_high is not None:
+        figure += f" {fmt_interval(cell.ci_low, cell.ci_high)}"
+    style = {"faster": "green", "inconclusive": "yellow"}.get(cell.verdict, "red")
+    return Text(f"{cell.verdict} {figure}", style=style)
+
+
+def _summary_table(summary: Any) -> Table:
+    """Models as rows, backends as columns; a failed model's reason fills its row."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("Model", overflow="fold")
+    columns = list(summary.backends) or ["Result"]
+    for backend in columns:
+        table.add_column(escape_control(backend), overflow="fold")
+    failed = {s.model: s for s in summary.failed}
+    for model in summary.models:
+        f = failed.get(model)
+        if f is not None:
+            why = f"failed: {escape_control(str(f.error_type))}: {escape_control(str(f.reason))}"
+            blank: list[Any] = [""] * (len(columns) - 1)
+            table.add_row(escape_control(model), Text(why[:300], style="red"), *blank)
+        else:
+            cells = [_cell_text(summary.cell(model, b)) for b in summary.backends]
+            table.add_row(escape_control(model), *cells)
+    return table
+
+
+def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    """Run ``sweep`` with parsed ``args``; return its exit code."""
+    from aitune_fp import ingest
+    from aitune_fp.sweep.run import run_sweep
+    from aitune_fp.sweep.summary import summarize_sweep
+
+    spec = _spec(args.sweep)
+    log_path = args.log or spec.log or f"{spec.name}-events.jsonl"
+    try:
+        open(log_path, "a", encoding="utf-8").close()
+    except OSError as exc:
+        raise UsageError(f"cannot write the event log {log_path!r}: {exc.strerror}") from exc
+    executor = _executor(args, spec)
+    configure_logging([])  # tasks collect their events into the log; nothing else is printed
+    console = make_console(err)
+    if not args.quiet:
+        where = "Ray" + (f" at {args.ray}" if args.ray not in (None, "local") else " (local)")
+        console.print(
+            f"{PROG}: sweep {escape_control(spec.name)}: {len(spec.models)} model(s) × "
+            f"{', '.join(spec.backend_names())} on {spec.device}, "
+            f"{where if args.ray is not None else 'one after another in this process'}; "
+            f"events to {escape_control(log_path)}"
+        )
+
+    def show(outcome: Any) -> None:
+        if not args.quiet:
+            console.print(_outcome_line(outcome))
+
+    with stdout_to_stderr():
+        result = run_sweep(
+            spec,
+            log_path=log_path,
+            executor=executor,
+            resume=args.resume,
+            cache_dir=args.cache_dir,
+            on_outcome=show,
+        )
+    wanted = {s.tune_run_id for s in result.statuses if s.tune_run_id}
+    reports = {r.run_id: r for r in ingest.ingest(log_path).runs if r.run_id in wanted}
+    summary = summarize_sweep(result.statuses, reports)
+    if args.format == "json":
+        doc = {
+            "command": "sweep",
+            "sweep_id": result.sweep_id,
+            "log": log_path,
+            "executor": result.executor,
+            "interrupted": result.interrupted,
+            "duration_s": result.duration_s,
+            "statuses": [_status(s) for s in result.statuses],
+            "summary": summary.to_dict(),
+            "runs": [
+                reports[s.tune_run_id].to_dict()
+                for s in result.statuses
+                if s.tune_run_id in reports
+            ],
+        }
+        out.write(json_text(doc) + "\n")
+    else:
+        console_out = make_console(out)
+        for status in result.statuses:
+            one = reports.get(status.tune_run_id or "")
+            if one is None:
+                continue
+            head = f"Run {escape_control(one.run_id)} · {escape_control(one.module_name)}"
+            extras = [escape_control(x) for x in (one.strategy, one.device) if x]
+            skipped = ["from an earlier sweep (--resume)"] if status.state == "skipped" else []
+            print_parts(
+                console_out, [Text(" · ".join([head, *extras, *skipped])), *render_run(one)]
+            )
+            out.write("\n")
+        print_parts(
+            console_out,
+            [
+                Text(
+                    f"Sweep {escape_control(spec.name)} ({result.executor}, {result.duration_s:.1f}s):"
+                ),
+                _summary_table(summary),
+            ],
+        )
+        if summary.failed:
+            names = ", ".join(escape_control(s.model) for s in summary.failed)
+            print_parts(
+                console_out,
+                [Text(f"❌ {len(summary.failed)} model(s) failed: {names}", style="red")],
+            )
+        else:
+            print_parts(console_out, [Text(f"✅ all {len(summary.models)} model(s) have a report")])
+    out.flush()
+    if result.interrupted:
+        err.write(f"{PROG}: interrupted: what finished is in {log_path}; rerun with --resume\n")
+        return EXIT_INTERRUPTED
+    return EXIT_FAILURE if summary.failed else EXIT_OK
+
+
+def _status(status: Any) -> dict[str, Any]:
+    import attrs
+
+    return attrs.asdict(status)
+
+
+def add_parser(sub: Any) -> None:
+    """Add the ``sweep`` subcommand to ``sub``."""
+    sweep = sub.add_parser(
+        "sweep",
+        help="validate many models × backends from a TOML file, locally or on Ray",
+        description="Run one tune per model of SWEEP (a TOML file, see examples/sweep.toml), "
+        "write all events to one JSON-lines log, print each run and a models × backends summary.",
+    )
+    sweep.add_argument("sweep", help="the sweep description (TOML)")
+    sweep.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run the tasks on Ray: a local Ray (no ADDRESS) or the cluster at ADDRESS "
+        "(ray://host:10001, auto); needs the ray extra",
+    )
+    sweep.add_argument(
+        "--log", help="the JSON-lines event log (default: the file's log, or NAME-events.jsonl)"
+    )
+    sweep.add_argument(
+        "--resume", action="store_true", help="skip models whose result is already in the log"
+    )
+    sweep.add_argument("--cache-dir", help="where builds go (default: a new temp dir)")
+    sweep.add_argument("--format", choices=("table", "json"), default="table")
+    sweep.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    sweep.set_defaults(func=run)

@@ -1,0 +1,39 @@
+"""``aitune-fp sweep``: many models × backends from one TOML file, locally or on a Ray cluster.
+
+:mod:`~aitune_fp.sweep.spec` reads and checks the file (pure), :mod:`~aitune_fp.sweep.run` runs
+one tune task per model and writes one event log, :mod:`~aitune_fp.sweep.summary` turns the log
+into the models × backends summary, :mod:`~aitune_fp.sweep.ray_executor` runs the tasks on Ray
+(imported only there). Importing this package imports neither torch nor Ray.
+"""
+
+from __future__ import annotations
+
+from aitune_fp.sweep.run import (
+    LocalExecutor,
+    ModelStatus,
+    SweepResult,
+    SweepTask,
+    TaskOutcome,
+    run_sweep,
+    run_task,
+)
+from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec, load_sweep, parse_sweep
+from aitune_fp.sweep.summary import SummaryCell, SweepSummary, summarize_sweep
+
+__all__ = [
+    "BackendChoice",
+    "LocalExecutor",
+    "ModelEntry",
+    "ModelStatus",
+    "SummaryCell",
+    "SweepResult",
+    "SweepSpec",
+    "SweepSummary",
+    "SweepTask",
+    "TaskOutcome",
+    "load_sweep",
+    "parse_sweep",
+    "run_sweep",
+    "run_task",
+    "summarize_sweep",
+]

@@ -1,0 +1,327 @@
+"""A sweep description (models × backends, one gate, one budget) as frozen values, checked up front.
+
+Pure: :func:`parse_sweep` turns the mapping read from a TOML file into a :class:`SweepSpec` or
+raises an error naming the entry and field (``models[2].input_shape``); nothing is imported,
+built or timed. :func:`load_sweep` is the one function here that reads a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from aitune_fp.backends import registry
+from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES, ProfilingConfig
+from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "BUDGET_FIELDS",
+    "DEVICE_KINDS",
+    "BackendChoice",
+    "ModelEntry",
+    "SweepSpec",
+    "load_sweep",
+    "parse_sweep",
+]
+
+#: Device kinds a sweep runs on: each task gets a whole device of this kind.
+DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
+#: ``[budget]`` keys: the ProfilingConfig fields a sweep file may set.
+BUDGET_FIELDS: tuple[str, ...] = (
+    "looks",
+    "max_seconds",
+    "confidence",
+    "futility_margin_percent",
+    "futility_error",
+    "warmup_max_calls",
+    "point_warmup_calls",
+    "point_steps",
+    "threads",
+)
+_TOP_KEYS = (
+    "name",
+    "device",
+    "strategy",
+    "threshold",
+    "decision",
+    "log",
+    "budget",
+    "models",
+    "backends",
+    "ray",
+)
+_RAY_KEYS = ("max_retries",)
+
+
+@attrs.frozen(kw_only=True)
+class ModelEntry:
+    """One model of the sweep: its unique label, what to load, and a user factory's input shape.
+
+    ``model`` is an embedded name (``mlp``) or ``path/to/file.py:factory`` with the path made
+    absolute against the sweep file's folder, so a task finds it from any working directory.
+    """
+
+    name: str
+    model: str
+    input_shape: tuple[int, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class BackendChoice:
+    """One candidate backend: a registry name and the settings passed to its factory."""
+
+    name: str
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def settings_dict(self) -> dict[str, Any]:
+        """The settings as keyword arguments for ``registry.make_backend``."""
+        return dict(self.settings)
+
+    def label(self) -> str:
+        """``compile`` or ``compile(mode=max-autotune)``: how tables name the choice."""
+        if not self.settings:
+            return self.name
+        return f"{self.name}({', '.join(f'{k}={v}' for k, v in self.settings)})"
+
+
+@attrs.frozen(kw_only=True)
+class SweepSpec:
+    """Everything a sweep runs: models × backends on one device kind, one strategy and gate.
+
+    ``backends`` empty means the registry's defaults for ``device``. ``max_retries`` is how often
+    Ray re-runs a task whose worker or node died (the local executor never retries).
+    """
+
+    name: str
+    device: str
+    models: tuple[ModelEntry, ...]
+    backends: tuple[BackendChoice, ...]
+    strategy: str
+    threshold: float
+    profiling: ProfilingConfig
+    log: str | None = None
+    max_retries: int = 0
+
+    def backend_names(self) -> tuple[str, ...]:
+        """The candidate names each task builds (the defaults when none are listed)."""
+        if self.backends:
+            return tuple(b.name for b in self.backends)
+        return registry.default_backends(self.device)
+
+    def model_names(self) -> tuple[str, ...]:
+        """The model labels, in file order."""
+        return tuple(m.name for m in self.models)
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _str(where: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{where} must be a string, got {_type_name(value)} {value!r}")
+    if not value.strip():
+        raise InvalidValueError(f"{where} must not be empty")
+    return value
+
+
+def _choice(where: str, value: object, choices: Sequence[str]) -> str:
+    text = _str(where, value)
+    if text not in choices:
+        raise InvalidValueError(f"{where} must be one of {', '.join(choices)}, got {text!r}")
+    return text
+
+
+def _table(where: str, value: object) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidTypeError(f"{where} must be a table, got {_type_name(value)} {value!r}")
+    return value
+
+
+def _known_keys(where: str, table: Mapping[str, Any], keys: Sequence[str]) -> None:
+    for key in table:
+        if key not in keys:
+            raise InvalidValueError(
+                f"{where}: unknown key {key!r} (known: {', '.join(keys)})"
+                if where
+                else f"unknown key {key!r} (known: {', '.join(keys)})"
+            )
+
+
+def _shape(where: str, value: object) -> tuple[int, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidTypeError(f"{where} must be a list of ints like [8, 256], got {value!r}")
+    if not value or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in value):
+        raise InvalidValueError(f"{where} must be positive ints like [8, 256], got {value!r}")
+    return tuple(value)
+
+
+def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
+    from aitune_fp.models import MODELS
+
+    where = f"models[{i}]"
+    if isinstance(raw, str):
+        raw = {"model": raw}
+    table = _table(where, raw)
+    _known_keys(where, table, ("name", "model", "input_shape"))
+    if "model" not in table:
+        raise InvalidValueError(f"{where}: missing 'model' (an embedded name or file.py:factory)")
+    spec = _str(f"{where}.model", table["model"])
+    shape = None
+    if "input_shape" in table:
+        shape = _shape(f"{where}.input_shape", table["input_shape"])
+    if spec in MODELS:
+        if shape is not None:
+            raise InvalidValueError(
+                f"{where}.input_shape applies only to a user model (file.py:factory), "
+                f"not to the embedded {spec!r}"
+            )
+        default_name = spec
+    else:
+        path, sep, factory = spec.rpartition(":")
+        if not sep or not path or not factory.isidentifier():
+            raise InvalidValueError(
+                f"{where}.model must be one of {', '.join(MODELS)} or path/to/file.py:factory, "
+                f"got {spec!r}"
+            )
+        spec = f"{os.path.normpath(os.path.join(base_dir, path))}:{factory}"
+        default_name = factory
+    name = _str(f"{where}.name", table.get("name", default_name))
+    return ModelEntry(name=name, model=spec, input_shape=shape)
+
+
+def _backend(i: int, raw: object, device: str) -> BackendChoice:
+    where = f"backends[{i}]"
+    if isinstance(raw, str):
+        raw = {"name": raw}
+    table = _table(where, raw)
+    _known_keys(where, table, ("name", "settings"))
+    if "name" not in table:
+        raise InvalidValueError(f"{where}: missing 'name' (one of {registry.backend_names()})")
+    name = _str(f"{where}.name", table["name"])
+    settings = _table(f"{where}.settings", table.get("settings", {}))
+    try:
+        registry.check_backend(name, device)
+        registry.check_settings(name, settings)
+    except registry.BackendChoiceError as exc:
+        raise InvalidValueError(f"{where}: {exc}") from exc
+    return BackendChoice(name=name, settings=tuple(sorted(settings.items())))
+
+
+def _number(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(f"{where} must be a number, got {_type_name(value)} {value!r}")
+    if not math.isfinite(value):
+        raise InvalidValueError(f"{where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
+    _known_keys("budget", table, BUDGET_FIELDS)
+    kwargs: dict[str, Any] = {}
+    for key, value in table.items():
+        modes = MODE_FIELDS.get(key)
+        if modes is not None and decision not in modes:
+            raise InvalidValueError(
+                f"budget.{key} applies to decision {modes[0]} only, not to decision {decision}"
+            )
+        try:
+            ProfilingConfig(**{key: value})
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"budget.{key}: {exc}") from exc
+        kwargs[key] = value
+    try:
+        return ProfilingConfig(decision=decision, **kwargs)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"budget: {exc}") from exc
+
+
+def _list(where: str, value: object) -> Sequence[Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise InvalidTypeError(f"{where} must be a list, got {_type_name(value)} {value!r}")
+    return value
+
+
+def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sweep") -> SweepSpec:
+    """Check a sweep description (as read from TOML) and return it as a :class:`SweepSpec`.
+
+    Every problem is an :class:`InvalidValueError` or :class:`InvalidTypeError` naming the entry
+    and field. Relative model file paths and ``log`` are taken against ``base_dir``.
+    """
+    table = _table("sweep", data)
+    _known_keys("", table, _TOP_KEYS)
+    device = _choice("device", table.get("device", "cpu"), DEVICE_KINDS)
+    strategy = _choice("strategy", table.get("strategy", "max-throughput"), STRATEGY_NAMES)
+    decision = _choice("decision", table.get("decision", DECISION_MODES[0]), DECISION_MODES)
+    threshold = _number("threshold", table.get("threshold", 1.0))
+    if threshold <= -100:
+        raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
+    profiling = _profiling(_table("budget", table.get("budget", {})), decision)
+    if "models" not in table:
+        raise InvalidValueError("missing 'models': list at least one model")
+    raw_models = _list("models", table["models"])
+    if not raw_models:
+        raise InvalidValueError("models must list at least one model")
+    models = tuple(_model(i, m, base_dir) for i, m in enumerate(raw_models))
+    seen: dict[str, int] = {}
+    for i, m in enumerate(models):
+        if m.name in seen:
+            raise InvalidValueError(
+                f"models[{i}].name {m.name!r} repeats models[{seen[m.name]}]: "
+                "give each entry its own name"
+            )
+        seen[m.name] = i
+    backends = tuple(
+        _backend(i, b, device) for i, b in enumerate(_list("backends", table.get("backends", [])))
+    )
+    labels = [b.label() for b in backends]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            raise InvalidValueError(f"backends[{i}] {label!r} is listed twice")
+    if strategy == "one" and len(backends) != 1:
+        raise InvalidValueError(
+            f"strategy 'one' needs exactly one entry in backends, got {len(backends)}"
+        )
+    ray = _table("ray", table.get("ray", {}))
+    _known_keys("ray", ray, _RAY_KEYS)
+    retries = ray.get("max_retries", 0)
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InvalidValueError(f"ray.max_retries must be an int >= 0, got {retries!r}")
+    log = table.get("log")
+    if log is not None:
+        log = os.path.normpath(os.path.join(base_dir, _str("log", log)))
+    sweep_name = _str("name", table.get("name", name))
+    return SweepSpec(
+        name=sweep_name,
+        device=device,
+        models=models,
+        backends=backends,
+        strategy=strategy,
+        threshold=threshold,
+        profiling=profiling,
+        log=log,
+        max_retries=retries,
+    )
+
+
+def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
+    """Read and check the sweep TOML file at ``path`` (paths in it are relative to its folder)."""
+    try:  # the standard library's TOML reader (Python 3.11+); the package still runs on 3.10
+        tomllib: Any = importlib.import_module("tomllib")
+    except ImportError as exc:  # pragma: no cover - Python 3.10
+        raise InvalidStateError("sweep files need Python 3.11 or later (tomllib)") from exc
+
+    text_path = os.fspath(path)
+    try:
+        with open(text_path, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidValueError(f"{text_path!r} is not valid TOML: {exc}") from exc
+    stem = os.path.splitext(os.path.basename(text_path))[0] or "sweep"
+    base_dir = os.path.dirname(os.path.abspath(text_path))
+    return parse_sweep(data, base_dir=base_dir, name=stem)

@@ -1,0 +1,44 @@
+"""User-model factories for the sweep tests: tiny and quick, broken, and one that kills its worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import torch
+
+
+def tiny() -> tuple[torch.nn.Module, torch.Tensor]:
+    """A small Linear stack and its batch of 8 (calls take microseconds)."""
+    gen = torch.Generator().manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    return module.eval(), torch.randn(8, 32, generator=gen)
+
+
+def broken() -> torch.nn.Module:
+    """A factory that raises: the sweep must record the model as failed and go on."""
+    raise RuntimeError("this factory is broken on purpose")
+
+
+def killer() -> torch.nn.Module:
+    """Kill the calling process with SIGKILL, as an OOM killer would (only in a Ray worker)."""
+    if str(os.getpid()) == os.environ.get("AITUNE_FP_TEST_DRIVER_PID"):
+        raise RuntimeError("killer() refuses to kill the test process itself")
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable: SIGKILL cannot be caught")
+
+
+def sleepy() -> tuple[torch.nn.Module, torch.Tensor]:
+    """``tiny`` after half a second: a sweep of these lasts long enough to interrupt it."""
+    import time
+
+    time.sleep(0.5)
+    return tiny()
+
+
+def napper() -> tuple[torch.nn.Module, torch.Tensor]:
+    """``tiny`` after 15 s: long enough to take its node away while it loads."""
+    import time
+
+    time.sleep(15.0)
+    return tiny()
