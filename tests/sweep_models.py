@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import torch
 
@@ -42,3 +43,20 @@ def napper() -> tuple[torch.nn.Module, torch.Tensor]:
 
     time.sleep(15.0)
     return tiny()
+
+
+def tiny_and_broken_toml(name: str) -> str:
+    """A sweep file of two models, ``tiny`` and ``broken``, with a budget small enough for tests."""
+    here = Path(__file__).resolve()
+    return f"""
+name = "{name}"
+backends = ["eager"]
+[budget]
+looks = [10, 20]
+max_seconds = 5.0
+warmup_max_calls = 10
+[[models]]
+model = "{here}:tiny"
+[[models]]
+model = "{here}:broken"
+"""

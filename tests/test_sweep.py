@@ -34,6 +34,7 @@ from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
 from aitune_fp.sweep.run import CANCELLED, completed_models
 
 from .strategies import threshold_percents
+from .sweep_models import tiny_and_broken_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "sweep.toml"
@@ -363,21 +364,7 @@ class TestCommand:
     def test_exit_1_when_a_model_fails(self, tmp_path: Path) -> None:
         """The table lists every model; the failed one is named on the last line."""
         path = tmp_path / "s.toml"
-        path.write_text(
-            f"""
-name = "two"
-backends = ["eager"]
-[budget]
-looks = [10, 20]
-max_seconds = 5.0
-warmup_max_calls = 10
-[[models]]
-model = "{MODELS_FILE}:tiny"
-[[models]]
-model = "{MODELS_FILE}:broken"
-""",
-            "utf-8",
-        )
+        path.write_text(tiny_and_broken_toml("two"), "utf-8")
         out, err = io.StringIO(), io.StringIO()
         saved = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = out, err

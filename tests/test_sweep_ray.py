@@ -21,7 +21,8 @@ from aitune_fp.sweep import TaskOutcome, parse_sweep, run_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 from aitune_fp.sweep.run import CANCELLED
 
-from .test_sweep import MODELS_FILE, VALIDATOR, read_log, sweep_data
+from .sweep_models import tiny_and_broken_toml
+from .test_sweep import VALIDATOR, read_log, sweep_data
 
 pytestmark = pytest.mark.ray
 
@@ -123,21 +124,7 @@ def test_command_with_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     from aitune_fp.cli import main
 
     path = tmp_path / "s.toml"
-    path.write_text(
-        f"""
-name = "on-ray"
-backends = ["eager"]
-[budget]
-looks = [10, 20]
-max_seconds = 5.0
-warmup_max_calls = 10
-[[models]]
-model = "{MODELS_FILE}:tiny"
-[[models]]
-model = "{MODELS_FILE}:broken"
-""",
-        "utf-8",
-    )
+    path.write_text(tiny_and_broken_toml("on-ray"), "utf-8")
     log = tmp_path / "e.jsonl"
     assert main(["sweep", str(path), "--ray", "--log", str(log)]) == 1
     out, err = capsys.readouterr()
