@@ -29,12 +29,9 @@ def killer() -> torch.nn.Module:
     raise AssertionError("unreachable: SIGKILL cannot be caught")
 
 
-def sleepy() -> tuple[torch.nn.Module, torch.Tensor]:
-    """``tiny`` after half a second: a sweep of these lasts long enough to interrupt it."""
-    import time
-
-    time.sleep(0.5)
-    return tiny()
+def interrupter() -> torch.nn.Module:
+    """A Ctrl-C that surfaces while this model loads (in the process that runs the sweep)."""
+    raise KeyboardInterrupt
 
 
 def napper() -> tuple[torch.nn.Module, torch.Tensor]:
