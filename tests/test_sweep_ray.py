@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ray  # the ray extra: in the development install (README) and CI
 
 from aitune_fp import ingest
 from aitune_fp.sweep import TaskOutcome, parse_sweep, run_sweep
@@ -24,15 +25,6 @@ from .sweep_models import tiny_and_broken_toml
 from .test_sweep import VALIDATOR, read_log, sweep_data
 
 pytestmark = pytest.mark.ray
-
-try:
-    import ray
-except ImportError:  # pragma: no cover - CI installs the ray extra
-    if os.environ.get("CI"):
-        raise RuntimeError(
-            "CI installs the ray extra (.ci/run), yet Ray cannot be imported"
-        ) from None
-    pytest.skip("Ray is not installed (pip install 'aitune-fp[ray]')", allow_module_level=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

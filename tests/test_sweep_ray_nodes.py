@@ -6,11 +6,12 @@ needs its own ``ray.init``. Two 15-second tasks start, one per node; one node is
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 import pytest
+import ray
+from ray.cluster_utils import Cluster  # the ray extra: in the development install (README) and CI
 
 from aitune_fp import ingest
 from aitune_fp.sweep import parse_sweep, run_sweep
@@ -19,16 +20,6 @@ from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 from .test_sweep import read_log, sweep_data
 
 pytestmark = pytest.mark.ray
-
-try:
-    import ray
-    from ray.cluster_utils import Cluster
-except ImportError:  # pragma: no cover - CI installs the ray extra
-    if os.environ.get("CI"):
-        raise RuntimeError(
-            "CI installs the ray extra (.ci/run), yet Ray cannot be imported"
-        ) from None
-    pytest.skip("Ray is not installed (pip install 'aitune-fp[ray]')", allow_module_level=True)
 
 
 def test_a_node_that_leaves_fails_its_task_and_the_rest_finish(tmp_path: Path) -> None:
