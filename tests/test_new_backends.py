@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -53,6 +54,22 @@ def attempt(backend: object, model_name: str, tmp_path: Path) -> tuple[object, b
     return outcome, unchanged(module, before) and all(
         not isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in module.modules()
     )
+
+
+def _matches_eager_at_both_batch_ends(
+    backend: Any, module: torch.nn.Module, model: Any, **tolerance: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The built backend gives eager's output (same shape, close values) at the smallest and the
+    largest batch of the model's graph spec; returns the last input and eager's output."""
+    tail = model.sample.args[0].shape[1:]
+    for batch in (model.graph_spec.min_batch_size, model.graph_spec.max_batch_size):
+        x = torch.randn(batch, *tail)
+        with torch.no_grad():
+            expected = module(x)
+        got = backend(x)
+        assert isinstance(got, torch.Tensor) and got.shape == expected.shape
+        torch.testing.assert_close(got, expected, **tolerance)  # type: ignore[arg-type]
+    return x, expected
 
 
 class TestInt8Dynamic:
@@ -166,14 +183,9 @@ class TestOnnxRuntime:
         path = backend.onnx_path
         assert path is not None and path.is_file()
         assert path.parent == tmp_path / backend.key()
-        tail = model.sample.args[0].shape[1:]
-        for batch in (model.graph_spec.min_batch_size, model.graph_spec.max_batch_size):
-            x = torch.randn(batch, *tail)
-            with torch.no_grad():
-                expected = module(x)
-            got = backend(x)
-            assert isinstance(got, torch.Tensor) and got.shape == expected.shape
-            torch.testing.assert_close(got, expected, atol=1e-3, rtol=1e-3)
+        x, expected = _matches_eager_at_both_batch_ends(
+            backend, module, model, atol=1e-3, rtol=1e-3
+        )
         backend.deactivate()
         backend.activate()
         torch.testing.assert_close(backend(x), expected, atol=1e-3, rtol=1e-3)
@@ -248,14 +260,7 @@ class TestAotInductor:
         assert backend.build_seconds is not None and backend.build_seconds > 0
         assert backend.to_dict()["config"] == {}
         backend.activate()
-        tail = model.sample.args[0].shape[1:]
-        for batch in (model.graph_spec.min_batch_size, model.graph_spec.max_batch_size):
-            x = torch.randn(batch, *tail)
-            with torch.no_grad():
-                expected = module(x)
-            got = backend(x)
-            assert isinstance(got, torch.Tensor) and got.shape == expected.shape
-            torch.testing.assert_close(got, expected)
+        x, expected = _matches_eager_at_both_batch_ends(backend, module, model)
         backend.deactivate()
         backend.activate()
         torch.testing.assert_close(backend(x), expected)
