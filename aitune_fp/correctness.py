@@ -21,11 +21,12 @@ from aitune_fp.backends._tree import clone_inputs
 from aitune_fp.core._checks import check_choice, finite
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
-from aitune_fp.inputs import GraphSpec, Sample, as_sample
+from aitune_fp.inputs import BatchSpec, Sample, as_sample
 
 __all__ = [
     "CHECKS",
     "CheckName",
+    "Closeness",
     "CorrectnessError",
     "Mismatch",
     "ReferenceFailedError",
@@ -169,7 +170,7 @@ def compare_outputs(
 def check_correctness(
     candidate: Callable[..., Any],
     reference: Callable[..., Any],
-    graph_spec: GraphSpec,
+    graph_spec: BatchSpec,
     data: Sequence[Sample],
     *,
     expected_dtype: torch.dtype | None = None,
@@ -234,6 +235,68 @@ def check_correctness(
                     batch_size=size,
                 ) from None
     return Mismatch.combine(tally)
+
+
+@attrs.frozen(kw_only=True)
+class Closeness:
+    """The pipeline's check that a candidate computes what eager computes (pluggable).
+
+    ``check`` runs once, after the build: every sample at both ends of the batch-size range.
+    ``spot`` runs on outputs of timed calls. ``tolerances``: one budget for every candidate;
+    None gives each backend its own (its ``tolerances`` attribute, else the default tiers).
+    ``enabled=False`` skips both, for backends whose values differ by design.
+    """
+
+    enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    tolerances: Tolerances | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Tolerances))
+    )
+
+    def budget(self, backend: object) -> Tolerances | None:
+        """The tolerances ``backend`` is held to (None: the default tiers)."""
+        if self.tolerances is not None:
+            return self.tolerances
+        own = getattr(backend, "tolerances", None)
+        return own if isinstance(own, Tolerances) else None
+
+    def check(
+        self,
+        candidate: Callable[..., Any],
+        reference: Callable[..., Any],
+        graph_spec: BatchSpec,
+        data: Sequence[Sample],
+        *,
+        expected_dtype: torch.dtype | None,
+        tolerances: Tolerances | None,
+        name: str = "",
+    ) -> Mismatch | None:
+        """The worst mismatch over the samples (None when switched off); raises on a failure."""
+        if not self.enabled:
+            return None
+        return check_correctness(
+            candidate,
+            reference,
+            graph_spec,
+            data,
+            expected_dtype=expected_dtype,
+            tolerances=tolerances,
+            name=name,
+        )
+
+    def spot(
+        self,
+        output: Any,
+        expected: Any,
+        *,
+        expected_dtype: torch.dtype | None,
+        tolerances: Tolerances | None,
+    ) -> Mismatch | None:
+        """How far one timed call's output is from eager's (None when switched off)."""
+        if not self.enabled:
+            return None
+        return compare_outputs(
+            output, expected, expected_dtype=expected_dtype, tolerances=tolerances
+        )
 
 
 def _check_expected_dtype(expected_dtype: object) -> None:

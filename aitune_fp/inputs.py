@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import attrs
 
@@ -29,7 +29,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GraphSpec", "Sample", "as_sample", "copy_sample"]
+__all__ = ["BatchSpec", "GraphSpec", "Sample", "as_sample", "copy_sample"]
 
 #: Key of one input: its positional index, or its keyword name.
 InputKey: TypeAlias = int | str
@@ -124,6 +124,27 @@ def _to_axes(value: object) -> Mapping[InputKey, int | None]:
         if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
             raise InvalidTypeError(f"batch_axes[{key!r}] must be an int axis or None, got {axis!r}")
     return types.MappingProxyType(dict(value))
+
+
+class BatchSpec(Protocol):
+    """What the pipeline needs of a graph spec: the batch-size range and how to batch a sample.
+
+    :class:`GraphSpec` is one; the AITune adapter gives another over AITune's own graph spec.
+    """
+
+    @property
+    def min_batch_size(self) -> int:
+        """The smallest batch size the model serves."""
+
+    @property
+    def name(self) -> str:
+        """The graph's name (in error messages)."""
+
+    def get_max_batch_size(self) -> int:
+        """The largest batch size the model serves."""
+
+    def make_batch(self, sample: Sample | tuple[Any, Any], batch_size: int) -> Sample:
+        """A new sample of ``batch_size`` rows made from ``sample``."""
 
 
 @attrs.frozen

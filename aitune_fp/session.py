@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import math
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import torch
@@ -33,7 +34,7 @@ from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
-from aitune_fp.correctness import check_correctness, compare_outputs
+from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     AitunefpError,
     BackendUnavailableError,
@@ -42,21 +43,25 @@ from aitune_fp.errors import (
     InvalidValueError,
 )
 from aitune_fp.guard import ModelGuard
-from aitune_fp.inputs import GraphSpec, Sample, as_sample
+from aitune_fp.inputs import BatchSpec, GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
 from aitune_fp.profiling import SpotCheckError, Timer, timer_for
 
 __all__ = [
     "BASELINE_DIR",
+    "BUILD",
     "PROFILING_LOG_NAME",
     "CandidateOutcome",
     "ModelChangedError",
     "NoValidBackendError",
+    "StageError",
     "TuneSession",
     "TuneTarget",
     "ValidationOptions",
     "active_session",
     "append_failure_log",
+    "declared_dtype",
+    "infer_of",
     "one_line",
 ]
 
@@ -98,7 +103,7 @@ class TuneTarget:
 
     module: torch.nn.Module
     name: str
-    graph_spec: GraphSpec
+    graph_spec: BatchSpec
     data: tuple[Sample, ...]
     device: torch.device | str
     cache_dir: Path
@@ -108,7 +113,7 @@ class TuneTarget:
         cls,
         module: torch.nn.Module,
         name: object,
-        graph_spec: GraphSpec,
+        graph_spec: BatchSpec,
         data: Sequence[Sample],
         device: torch.device | str,
         cache_dir: Path | str,
@@ -124,7 +129,8 @@ class CandidateOutcome:
     """What happened to one candidate: the ready backend, or the stage and reason it failed.
 
     ``mismatch``: how close its outputs came to eager's against its budget, once it passed the
-    correctness check (None when it failed before or at it).
+    correctness check (None when it failed before or at it, or when closeness is off).
+    ``error``: what a failed candidate raised (a driver such as the AITune adapter re-raises it).
     """
 
     description: str
@@ -134,11 +140,57 @@ class CandidateOutcome:
     reason: str | None = None
     log_path: str | None = None
     mismatch: Mismatch | None = None
+    error: BaseException | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def ok(self) -> bool:
         """True when the candidate is built, correct and (if gated) measurably faster."""
         return self.backend is not None
+
+
+class StageError(AitunefpError, RuntimeError):
+    """Raised by a driver's own build step to say at which stage the candidate failed.
+
+    The AITune adapter's build runs AITune's correctness check too: a failure there is at stage
+    ``correctness``, and the cause (AITune's own exception) is what gets recorded and re-raised.
+    """
+
+    def __init__(self, stage: Stage, cause: BaseException) -> None:
+        """Wrap ``cause``, which failed at ``stage``."""
+        super().__init__(f"{stage}: {cause}")
+        self.stage: Stage = stage
+        self.cause = cause
+
+
+def _stage_of(exc: BaseException) -> tuple[Stage, BaseException]:
+    """The stage a build step's exception belongs to, and the exception to record."""
+    if isinstance(exc, StageError):
+        return exc.stage, exc.cause
+    return ("unavailable" if isinstance(exc, BackendUnavailableError) else "build"), exc
+
+
+def infer_of(backend: Any) -> Callable[..., Any]:
+    """How to call a backend: itself when callable (aitune_fp's), else its ``infer`` (AITune's)."""
+    return backend if callable(backend) else backend.infer  # type: ignore[no-any-return]
+
+
+def declared_dtype(backend: Any) -> torch.dtype | None:
+    """The reduced precision a backend declares: its ``dtype``, or its config's autocast dtype.
+
+    Its outputs are then compared at that precision tier.
+    """
+    found = [getattr(backend, "dtype", None)]
+    config = getattr(backend, "_config", None)
+    if getattr(config, "autocast_enabled", False):
+        found.append(getattr(config, "autocast_dtype", None))
+    for dtype in found:
+        if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+            return dtype
+    return None
+
+
+#: ``TuneSession.open``'s default: build the eager baseline here (not adopt one built elsewhere).
+BUILD: Any = object()
 
 
 class ModelChangedError(AitunefpError, RuntimeError):
@@ -213,16 +265,29 @@ class TuneSession:
     """One tune call: the eager baseline, the gate, the candidate pipeline and what they found.
 
     Made by the validating wrapper (``options`` given) or, for a strategy run without the
-    wrapper, by :meth:`plain` (built and correct is enough, nothing is timed, no events).
+    wrapper, by :meth:`plain` (built and correct is enough, nothing is timed, no events). The
+    AITune adapter drives the same session from AITune's hooks: it adopts AITune's baseline
+    (``open(baseline=...)``) and hands in candidates AITune builds (``try_candidate(build=...)``).
+    ``closeness``: how outputs are held against eager's. ``decides=False`` (AITune's diagnostic
+    mode) measures and records every candidate but releases none for being slow.
     """
 
     def __init__(
-        self, target: TuneTarget, options: ValidationOptions | None, *, strategy: str
+        self,
+        target: TuneTarget,
+        options: ValidationOptions | None,
+        *,
+        strategy: str,
+        closeness: Closeness | None = None,
+        decides: bool = True,
     ) -> None:
         """Start a session for ``target``; ``options=None`` makes it plain (not validating)."""
         self.target = target
         self.options = options
         self.strategy = strategy
+        self.closeness = closeness if closeness is not None else Closeness()
+        self.decides = decides
+        self._taken = False
         self.gated = options is not None and options.enabled
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
         self.run_id = events.new_run_id()
@@ -273,12 +338,17 @@ class TuneSession:
         return timer if timer is not None else timer_for(self._batch)
 
     # -- the baseline --------------------------------------------------------------------------
-    def open(self) -> None:
-        """Emit ``started``, then build and measure the eager baseline; never raises for it."""
+    def open(self, *, baseline: Any = BUILD, batch_size: int | None = None) -> None:
+        """Emit ``started``, then build (or adopt) and measure the eager baseline; never raises.
+
+        ``baseline``: an eager baseline built elsewhere (AITune's) to adopt instead of building
+        one; None adopts one that failed to build there. ``batch_size``: an operating point
+        chosen elsewhere (default: the graph spec's max, narrowed by the config).
+        """
         assert self.options is not None
         t = self.target
         try:
-            self.batch_size = self._resolve_batch_size()
+            self.batch_size = self._resolve_batch_size() if batch_size is None else batch_size
             self.config = for_batch_size(self.options.profiling_config, self.batch_size)
         finally:
             self._emit(
@@ -293,27 +363,47 @@ class TuneSession:
                     batch_size=self.batch_size,
                 )
             )
-        self._guard_model()
-        description = TorchEagerBackend().describe()
+        self.take_model()
+        if self._was_training:
+            self._emit(
+                events.eval_mode(self.run_id, t.name, n_training_modules=len(self._was_training))
+            )
+        adopted = baseline is not BUILD
+        description = (
+            describe(baseline)
+            if adopted and baseline is not None
+            else TorchEagerBackend().describe()
+        )
         folder = t.cache_dir / BASELINE_DIR
+        start = time.perf_counter()
         try:
             if not t.data:
                 raise InvalidValueError(
                     f"data for {t.name!r} must hold at least one sample, got none"
                 )
-            self._batch = t.graph_spec.make_batch(as_sample(t.data[0]), self.batch_size)
-            self._phase(description, "baseline_build")
-            start = time.perf_counter()
-            self.baseline = TorchEagerBackend().build(
-                t.module, t.graph_spec, list(t.data), t.device, folder
+            self._batch = copy_sample(
+                t.graph_spec.make_batch(as_sample(t.data[0]), self.batch_size)
             )
+            if adopted:
+                if baseline is None:
+                    raise InvalidStateError(
+                        f"the eager baseline of {self.strategy} failed to build (see its log)"
+                    )
+                self.baseline = baseline
+            else:
+                self._phase(description, "baseline_build")
+                spec = cast(GraphSpec, t.graph_spec)  # the built-in path's own graph spec
+                self.baseline = TorchEagerBackend().build(
+                    t.module, spec, list(t.data), t.device, folder
+                )
             self._phase(description, "baseline_measure")
+            eager = infer_of(self.baseline)
             throughput, latencies = self.rule.measure_eager(
-                self.baseline, self._batch, self.batch_size, self.config, timer=self._timer
+                eager, self._batch, self.batch_size, self.config, timer=self._timer
             )
-            if not throughput > 0:
+            if not (math.isfinite(throughput) and throughput > 0):
                 raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
-            self._reference = self._reference_output(self.baseline, self._batch)
+            self._reference = self._reference_output(eager, self._batch)
             self._settle_guard()
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
@@ -344,21 +434,25 @@ class TuneSession:
         )
 
     @staticmethod
-    def _reference_output(baseline: Any, batch: Sample) -> Any:
+    def _reference_output(eager: Callable[..., Any], batch: Sample) -> Any:
         """Eager's output on the timing batch: what every spot check while timing compares with."""
         with torch.no_grad():
-            return batch.call(baseline)
+            return copy_sample(batch).call(eager)
 
-    def _guard_model(self) -> None:
-        """Validate in eval mode (saying so) and snapshot the model the tune must not change."""
-        t = self.target
-        self._was_training = ModelGuard.training_modules(t.module)
+    def take_model(self) -> None:
+        """Put the model in eval mode and snapshot what the tune must not change (once).
+
+        ``open`` does it; a driver whose library runs the model before ``open`` (AITune
+        profiles eager in its ``_pre_tune``) calls it first. ``finish`` gives the model back.
+        """
+        if self._taken:
+            return
+        self._taken = True
+        module = self.target.module
+        self._was_training = ModelGuard.training_modules(module)
         if self._was_training:
-            t.module.eval()
-            self._emit(
-                events.eval_mode(self.run_id, t.name, n_training_modules=len(self._was_training))
-            )
-        self._guard = None if _has_lazy(t.module) else ModelGuard(t.module)
+            module.eval()
+        self._guard = None if _has_lazy(module) else ModelGuard(module)
 
     def _settle_guard(self) -> None:
         """After eager's first calls, snapshot again if eager itself changed the model.
@@ -400,9 +494,13 @@ class TuneSession:
         return size
 
     # -- the candidate pipeline ----------------------------------------------------------------
-    def try_candidate(self, backend: Any) -> CandidateOutcome:
+    def try_candidate(
+        self, backend: Any, *, build: Callable[[Any], Any] | None = None
+    ) -> CandidateOutcome:
         """Build a copy of ``backend``, check it against eager and, when validating, gate it.
 
+        ``build``: a driver's own build step (AITune's build and check), given the blueprint and
+        returning the built backend; a :class:`StageError` from it names the failed stage.
         Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate
         after the candidate is released): the outcome says at which stage it failed and why.
         """
@@ -412,15 +510,17 @@ class TuneSession:
         log = folder / BUILD_LOG_NAME
         self._phase(description, "build")
         try:
-            candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
-            built = candidate.build(t.module, t.graph_spec, list(t.data), t.device, t.cache_dir)
+            if build is not None:
+                built = build(backend)
+            else:
+                candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
+                built = candidate.build(t.module, t.graph_spec, list(t.data), t.device, t.cache_dir)
         except Exception as exc:
-            path = None if isinstance(backend, BackendBase) else log  # it writes its own
-            if path is not None:
-                append_failure_log(path, "Backend build failed", exc)
+            stage, cause = _stage_of(exc)
+            if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
+                append_failure_log(log, f"Backend failed at {stage}", cause)
             self._return_module()
-            stage: Stage = "unavailable" if isinstance(exc, BackendUnavailableError) else "build"
-            return self._failed(description, stage, exc, log)
+            return self._failed(description, stage, cause, log)
         return self._vet(built, description, folder)
 
     def _vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
@@ -433,25 +533,29 @@ class TuneSession:
                 changed = self._model_changed()
                 if changed is not None:
                     raise changed
-                mismatch = check_correctness(
-                    built,
+                mismatch = self.closeness.check(
+                    infer_of(built),
                     t.module,
                     t.graph_spec,
                     list(t.data),
-                    expected_dtype=getattr(built, "dtype", None),
-                    tolerances=getattr(built, "tolerances", None),
+                    expected_dtype=declared_dtype(built),
+                    tolerances=self.closeness.budget(built),
                     name=t.name,
                 )
             except Exception as exc:
                 append_failure_log(log, "Backend correctness check failed", exc)
                 self.release(built, log)
                 return self._failed(description, "correctness", exc, log)
-            self._emit(
-                events.correctness_checked(
-                    self.run_id, t.name, backend_description=description, mismatch=mismatch
+            if mismatch is not None:
+                self._emit(
+                    events.correctness_checked(
+                        self.run_id, t.name, backend_description=description, mismatch=mismatch
+                    )
                 )
-            )
             if not self.gated:
+                return CandidateOutcome(description, built, mismatch=mismatch)
+            if self.baseline is None and not self.decides:  # diagnostic: nothing to compare
+                self._validated.append((built, None))
                 return CandidateOutcome(description, built, mismatch=mismatch)
             self._phase(description, "measure")
             try:
@@ -468,7 +572,7 @@ class TuneSession:
         except BaseException:  # interrupted: let the candidate go, then propagate
             self.release(built, log)
             raise
-        if not result.passed:
+        if not result.passed and self.decides:
             self.release(built, log)
             return CandidateOutcome(
                 description,
@@ -481,7 +585,7 @@ class TuneSession:
         return CandidateOutcome(description, built, result=result, mismatch=mismatch)
 
     def _measure(
-        self, backend: Any, description: str, mismatch: Mismatch
+        self, backend: Any, description: str, mismatch: Mismatch | None
     ) -> PerformanceValidationResult:
         """Time ``backend`` against eager by the session's rule; record and report the result.
 
@@ -494,21 +598,21 @@ class TuneSession:
             )
         assert self.options is not None and self._batch is not None and self.batch_size
         start = time.perf_counter()
-        expected_dtype = getattr(backend, "dtype", None)
-        tolerances = getattr(backend, "tolerances", None)
-        reference = self._reference
-        seen = [mismatch]
+        expected_dtype = declared_dtype(backend)
+        tolerances = self.closeness.budget(backend)
+        reference, closeness = self._reference, self.closeness
+        seen = [] if mismatch is None else [mismatch]
 
         def spot_check(output: Any) -> None:
-            seen.append(
-                compare_outputs(
-                    output, reference, expected_dtype=expected_dtype, tolerances=tolerances
-                )
+            found = closeness.spot(
+                output, reference, expected_dtype=expected_dtype, tolerances=tolerances
             )
+            if found is not None:
+                seen.append(found)
 
         result = self.rule.compare(
-            self.baseline,
-            backend,
+            infer_of(self.baseline),
+            infer_of(backend),
             self._batch,
             self.batch_size,
             self.config,
@@ -559,7 +663,9 @@ class TuneSession:
     ) -> CandidateOutcome:
         path = None if log is None or not log.is_file() else str(log)
         self.record_failure(description, stage, exc, path)
-        return CandidateOutcome(description, None, stage=stage, reason=_reason(exc), log_path=path)
+        return CandidateOutcome(
+            description, None, stage=stage, reason=_reason(exc), log_path=path, error=exc
+        )
 
     def record_failure(
         self, description: str, stage: Stage, exc: BaseException, log_path: str | None
@@ -573,8 +679,12 @@ class TuneSession:
     def release(self, backend: Any, log: Path | None = None) -> None:
         """Deactivate a candidate that is not kept and return the module to its device.
 
-        A failing ``deactivate`` never takes the tune down: it is written to ``log``.
+        A failing ``deactivate`` never takes the tune down: it is written to ``log`` (default:
+        the candidate's build log).
         """
+        if log is None:
+            description = describe(backend)
+            log = self._folder(backend, description) / BUILD_LOG_NAME
         try:
             if getattr(backend, "is_active", False):
                 backend.deactivate()
@@ -604,7 +714,7 @@ class TuneSession:
             size = t.graph_spec.get_max_batch_size()
             self._batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
             throughput, _ = measure_throughput_steady(
-                outcome.backend, self._batch, size, self.config, timer=self._timer
+                infer_of(outcome.backend), self._batch, size, self.config, timer=self._timer
             )
         except Exception as exc:
             folder = self._folder(outcome.backend, outcome.description)
@@ -619,6 +729,44 @@ class TuneSession:
         if self.baseline is None:
             raise NoValidBackendError(self.target.name, outcomes)
         return self.baseline
+
+    # -- the whole tune ------------------------------------------------------------------------
+    def run(self, call: Callable[[], Any], *, open_first: bool = True) -> Any:
+        """Run a strategy's own tune (``call``) in this session, from ``started`` to ``finished``.
+
+        Validating: open (build and measure eager), run the strategy with this session active,
+        then conclude on its pick. ``open_first=False``: only take the model first; the driver
+        opens from a hook (AITune builds its eager baseline in ``_pre_tune``). Disabled: say so,
+        run the strategy, record its pick. Whatever is raised closes the run, then propagates.
+        """
+        try:
+            if not self.gated:
+                self.disabled()
+                backend = call()
+                self.finish(
+                    "candidate" if backend is not None else "passthrough",
+                    None if backend is None else describe(backend),
+                )
+                return backend
+            if open_first:
+                self.open()
+            else:
+                self.take_model()
+            with self.active():
+                try:
+                    backend = call()
+                except Exception as exc:
+                    self.strategy_failed(exc)
+                    raise
+            return self.conclude(backend)
+        except BaseException as exc:  # interrupted, or failed while concluding: close the run
+            interrupted = not isinstance(exc, Exception)
+            self.finish(
+                "error",
+                None,
+                reason=f"interrupted ({type(exc).__name__})" if interrupted else _reason(exc),
+            )
+            raise
 
     # -- the end of the tune -------------------------------------------------------------------
     def conclude(self, backend: Any) -> Any:

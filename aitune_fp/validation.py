@@ -10,16 +10,14 @@ object and thread, outside the object, so copies and pickles start with none.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import copyreg
 import sys
 import threading
 import types
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast, overload
+from typing import Any, Protocol, TypeVar, cast, overload
 
 import attrs
 import torch
@@ -30,9 +28,10 @@ from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.integrations import is_aitune_strategy
 from aitune_fp.profiling import Timer
-from aitune_fp.session import TuneSession, TuneTarget, ValidationOptions, one_line
-from aitune_fp.session import describe as _describe
+from aitune_fp.reports import ReportReadOuts, keep_report
+from aitune_fp.session import TuneSession, TuneTarget, ValidationOptions
 from aitune_fp.strategies import SessionStrategy
 
 __all__ = [
@@ -62,85 +61,8 @@ class Strategy(Protocol):
 
 
 S = TypeVar("S", bound=Strategy)
+_LOCK = threading.Lock()  # the class caches below
 _T = TypeVar("_T")
-
-# -- reports: per strategy object and thread, kept outside the object ------------------------
-
-
-class _Reports:
-    """The last reports of one strategy object: this thread's and the latest of any thread."""
-
-    def __init__(self) -> None:
-        self.local = threading.local()
-        self.last: tuple[TuneReport, Any] | None = None
-
-    def store(self, report: TuneReport, baseline: Any) -> None:
-        """Keep ``report`` (and a weak reference to the eager baseline it fell back to)."""
-        try:
-            ref: Any = None if baseline is None else weakref.ref(baseline)
-        except TypeError:
-            ref = None
-        entry = (report, ref)
-        self.local.entry = entry
-        self.last = entry
-
-    def current(self) -> tuple[TuneReport, Any] | None:
-        """The calling thread's last entry if it tuned, else the latest of any thread."""
-        entry: tuple[TuneReport, Any] | None = getattr(self.local, "entry", None)
-        return entry if entry is not None else self.last
-
-
-_LOCK = threading.Lock()
-_REPORTS: dict[int, _Reports] = {}
-
-
-def _reports(obj: object, *, create: bool) -> _Reports | None:
-    """The reports of ``obj`` (by identity); dropped when ``obj`` is collected."""
-    key = id(obj)
-    with _LOCK:
-        reports = _REPORTS.get(key)
-        if reports is None and create:
-            reports = _REPORTS[key] = _Reports()
-            with contextlib.suppress(TypeError):  # not weak-referenceable: kept to the end
-                weakref.finalize(obj, _REPORTS.pop, key, None)
-    return reports
-
-
-def _current(obj: object) -> tuple[TuneReport, Any] | None:
-    reports = _reports(obj, create=False)
-    return None if reports is None else reports.current()
-
-
-class _ReadOut(Generic[_T]):
-    """A read-out of the last tune's report, under AITune's name.
-
-    A strategy may assign the same name itself (AITune-style code does): that value is kept and
-    returned until the wrapper has run a tune.
-    """
-
-    def __init__(self, read: Callable[[TuneReport], _T], default: _T, doc: str) -> None:
-        self._read = read
-        self._default = default
-        self.__doc__ = doc
-        self._name = ""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, obj: None, objtype: type | None = None) -> _ReadOut[_T]: ...
-    @overload
-    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
-    def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
-        if obj is None:
-            return self
-        entry = _current(obj)
-        if entry is not None:
-            return self._read(entry[0])
-        return vars(obj).get(f"_aitune_fp_own_{self._name}", self._default)
-
-    def __set__(self, obj: object, value: _T) -> None:
-        vars(obj)[f"_aitune_fp_own_{self._name}"] = value
 
 
 class _ValidatedTune:
@@ -193,7 +115,7 @@ def _has_dict(obj: object) -> bool:
     return True
 
 
-class _Validating:
+class _Validating(ReportReadOuts):
     """Placed before a strategy class: validated ``tune`` plus AITune's read-outs."""
 
     _aitune_fp_options: ValidationOptions = ValidationOptions()
@@ -231,38 +153,6 @@ class _Validating:
         self._set_options(enabled=enable)
         return self
 
-    # -- read-outs of the last tune ------------------------------------------------------------
-    perf_validation_results = _ReadOut[tuple[PerformanceValidationResult, ...]](
-        lambda r: r.results,
-        (),
-        "One result per measured candidate of the last tune (this thread's, if it tuned).",
-    )
-    candidate_failures = _ReadOut[tuple[CandidateFailure, ...]](
-        lambda r: r.failures,
-        (),
-        "Candidates (and the strategy) of the last tune that failed: build, correctness, profiling.",
-    )
-    baseline_throughput = _ReadOut[float | None](
-        lambda r: r.baseline_throughput,
-        None,
-        "Eager throughput (samples/s) measured up front in the last tune.",
-    )
-    resolved_batch_size = _ReadOut[int | None](
-        lambda r: r.batch_size, None, "The batch size the last tune validated at."
-    )
-    run_id = _ReadOut[str | None](
-        lambda r: r.run_id, None, "The run id of the last tune (shared by all its events)."
-    )
-    last_report = _ReadOut[TuneReport | None](
-        lambda r: r, None, "The frozen report of the last tune (this thread's, if it tuned)."
-    )
-
-    @property
-    def baseline_backend(self) -> Any:
-        """The eager baseline of the last tune while something else holds it (it is not kept)."""
-        entry = _current(self)
-        return None if entry is None or entry[1] is None else entry[1]()
-
     # -- tune ------------------------------------------------------------------------------------
     def _aitune_fp_strategy(self) -> object:
         """The object whose own ``tune`` runs inside the validating one."""
@@ -282,37 +172,11 @@ class _Validating:
         call = _strategy_call(strategy)
         args = (module, name, graph_spec, data, device, cache_dir)
         target = TuneTarget.of(*args)
-        options = self._aitune_fp_options
-        session = TuneSession(target, options, strategy=type(strategy).__name__)
+        session = TuneSession(target, self._aitune_fp_options, strategy=type(strategy).__name__)
         try:
-            if not options.enabled:
-                session.disabled()
-                backend = call(session, args)
-                session.finish(
-                    "candidate" if backend is not None else "passthrough",
-                    None if backend is None else _describe(backend),
-                )
-                return backend
-            session.open()
-            with session.active():
-                try:
-                    backend = call(session, args)
-                except Exception as exc:
-                    session.strategy_failed(exc)
-                    raise
-            return session.conclude(backend)
-        except BaseException as exc:  # interrupted, or failed while concluding: close the run
-            interrupted = not isinstance(exc, Exception)
-            session.finish(
-                "error",
-                None,
-                reason=f"interrupted ({type(exc).__name__})" if interrupted else _reason(exc),
-            )
-            raise
+            return session.run(lambda: call(session, args))
         finally:
-            reports = _reports(self, create=True)
-            assert reports is not None
-            reports.store(session.report(), session.baseline)
+            keep_report(self, session.report(), session.baseline)
 
     # -- pickling a class that cannot be imported by name ----------------------------------------
     def __reduce_ex__(self, protocol: Any) -> Any:
@@ -331,10 +195,6 @@ class _Validating:
 
 
 _V = TypeVar("_V", bound=_Validating)
-
-
-def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {one_line(exc)}"
 
 
 def _importable(cls: type) -> bool:
@@ -395,7 +255,10 @@ def _validating_class(base: type, options: ValidationOptions | None) -> type:
 
 #: Names the wrapper answers itself; every other attribute is the wrapped strategy's.
 _OWN_NAMES = frozenset(
-    name for klass in (_Validating,) for name in vars(klass) if not name.startswith("__")
+    name
+    for klass in (_Validating, ReportReadOuts)
+    for name in vars(klass)
+    if not name.startswith("__")
 ) | {"__wrapped__"}
 
 
@@ -596,8 +459,7 @@ def with_performance_validation(
     )
 
     def apply(t: Any) -> Any:
-        cls = t if isinstance(t, type) else type(t)
-        if any(str(getattr(k, "__module__", "")).startswith("aitune.") for k in cls.__mro__):
+        if is_aitune_strategy(t):
             from aitune_fp.integrations import aitune  # AITune's own strategy: its hooks
 
             return aitune.with_performance_validation(

@@ -111,6 +111,37 @@ class WrongEager(_Eager):
             return self._orig_module.useful_forward(*args) + 1.0
 
 
+class WritesWeights(PrunedEager):
+    """Fast and correct on its own, but its build writes into the user's weights in place."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _build(self, module: Any, *args: Any) -> Any:
+        with torch.no_grad():
+            module.useful.weight.add_(0.5)
+        return super()._build(module, *args)
+
+
+class TurnsWrong(PrunedEager):
+    """Fast and correct for its first calls (the correctness checks), then wrong every call."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+    RIGHT_CALLS = 12
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        self.n_calls = getattr(self, "n_calls", 0) + 1
+        out = super()._infer(*args, **kwargs)
+        return out if self.n_calls <= self.RIGHT_CALLS else out + 1.0
+
+
+class WastefulBN(Wasteful):
+    """Wasteful with a BatchNorm after the useful layer: training mode would move its statistics."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.useful = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.BatchNorm1d(8))
+
+
 @pytest.fixture(autouse=True)
 def _isolated() -> Iterator[None]:
     """A fresh fake clock; AITune's root log handler and registered modules removed afterwards."""
@@ -158,13 +189,23 @@ def quiet(strategy: Any) -> Any:
     return strategy
 
 
-def run_tune(strategy: Any, name: str = "wasteful", waste: int = 0) -> tuple[Any, Wasteful]:
-    """``ait.Module`` + ``ait.tune`` on CPU, batch sizes 1 and 8; failures are raised."""
-    model = Wasteful(waste).eval()
+def run_tune(
+    strategy: Any,
+    name: str = "wasteful",
+    waste: int = 0,
+    model: Wasteful | None = None,
+    smallest: int = 1,
+) -> tuple[Any, Wasteful]:
+    """``ait.Module`` + ``ait.tune`` on CPU, batch sizes ``smallest`` and 8; failures raised."""
+    model = Wasteful(waste).eval() if model is None else model
     module = ait.Module(model, name, strategy=strategy)
     try:
         ait.tune(
-            module, torch.randn(16), batch_sizes=[1, 8], device="cpu", ignore_failing_modules=False
+            module,
+            torch.randn(16),
+            batch_sizes=[smallest, 8],
+            device="cpu",
+            ignore_failing_modules=False,
         )
     finally:
         MODULE_REGISTRY.unregister(name)  # ait.tune tunes every registered module
@@ -219,9 +260,11 @@ def test_one_backend_clearly_faster_is_accepted(logs: LogCapture) -> None:
     report = validation_of(strategy).last_report
     assert report is not None and report.outcome == "candidate"
     assert report.selected_backend == "PrunedEager()"
-    assert names(logs) == [
+    assert names(logs) == [  # the built-in path's events, the same fields
         "started",
         "baseline_measured",
+        "correctness_checked",
+        "look",
         "candidate_measured",
         "selected",
         "finished",
@@ -271,6 +314,118 @@ def test_one_backend_wrong_values_fail_aitune_fp_closeness_check() -> None:
     (failure, _) = validation_of(strategy).candidate_failures
     assert failure.stage == "correctness"
     assert strategy.backend_results[-1] == {"backend": "WrongEager()", "success": False}
+
+
+# -- the one pipeline: every promise of the built-in path, on each AITune strategy -------------
+
+STRATEGIES = {
+    "one": (ait.OneBackendStrategy, lambda backends: {"backend": backends[0]}),
+    "first-wins": (ait.FirstWinsStrategy, lambda backends: {"backends": backends}),
+    "max-throughput": (ait.MaxThroughputStrategy, lambda backends: {"backends": backends}),
+}
+
+
+def make(kind: str, backends: list[Any], mixin: type | None = None) -> Any:
+    """A gated, quiet strategy of ``kind`` over ``backends`` (``mixin`` placed before it)."""
+    aitune_class, arguments = STRATEGIES[kind]
+    cls = gated(aitune_class)
+    if mixin is not None:
+        cls = type(cls.__name__, (mixin, cls), {})
+    return quiet(cls(**arguments(backends)))
+
+
+def snapshot(model: torch.nn.Module) -> dict[str, Any]:
+    """Everything the tune must leave as it found: values, dtypes, submodule identity, flags."""
+    return {
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "modules": [(n, id(m)) for n, m in model.named_modules()],
+        "training": [(n, m.training) for n, m in model.named_modules()],
+    }
+
+
+def assert_same(model: torch.nn.Module, before: dict[str, Any]) -> None:
+    after = snapshot(model)
+    assert after["modules"] == before["modules"] and after["training"] == before["training"]
+    assert after["state"].keys() == before["state"].keys()
+    for key, value in before["state"].items():
+        assert after["state"][key].dtype == value.dtype, key
+        torch.testing.assert_close(after["state"][key], value, rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_a_build_that_writes_the_weights_is_rejected_and_undone(kind: str) -> None:
+    model = Wasteful().eval()
+    before = snapshot(model)
+    strategy = make(kind, [WritesWeights(), PrunedEager()])
+    if kind == "one":  # AITune's OneBackend raises a failure of its one candidate
+        with pytest.raises(RuntimeError, match="useful.weight"):
+            run_tune(strategy, model=model)
+    else:
+        run_tune(strategy, model=model)
+    failures = validation_of(strategy).candidate_failures
+    written = [f for f in failures if f.backend_description == "WritesWeights()"]
+    assert [f.stage for f in written] == ["correctness"]
+    assert "useful.weight" in written[0].reason and "restored" in written[0].reason
+    assert_same(model, before)
+    if kind != "one":  # the honest candidate after it still wins
+        report = validation_of(strategy).last_report
+        assert report is not None and report.selected_backend == "PrunedEager()"
+
+
+class _Spy:
+    """Records the model's state as the strategy receives it (after ``ait.tune`` recorded)."""
+
+    seen: dict[str, Any]
+
+    def tune(self, module: Any, *args: Any) -> Any:
+        self.seen = snapshot(module)
+        return super().tune(module, *args)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_a_training_model_is_validated_in_eval_and_handed_back_in_training(
+    kind: str, logs: LogCapture
+) -> None:
+    model = WastefulBN().train()
+    strategy = make(kind, [PrunedEager()], mixin=_Spy)
+    run_tune(strategy, model=model, smallest=2)  # AITune records in training mode: BN needs 2
+    assert model.training and all(m.training for m in model.modules())
+    assert_same(model, strategy.seen)  # BatchNorm statistics untouched by the tune
+    eval_events = [e for e in logs.entries if e["event"] == PREFIX + "eval_mode"]
+    assert [e["n_training_modules"] for e in eval_events] == [4]
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.verdict == "faster"
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_a_candidate_right_at_first_and_wrong_while_timed_is_rejected(kind: str) -> None:
+    strategy = make(kind, [TurnsWrong()])
+    if kind == "max-throughput":  # falls back to eager
+        run_tune(strategy)
+    else:  # OneBackend re-raises the failure, FirstWins has no valid backend
+        with pytest.raises(RuntimeError):
+            run_tune(strategy)
+    (failure, *_) = validation_of(strategy).candidate_failures
+    assert (failure.backend_description, failure.stage) == ("TurnsWrong()", "correctness")
+    assert "while timing" in failure.reason or "output" in failure.reason
+    assert validation_of(strategy).perf_validation_results == ()
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_events_carry_looks_and_the_mismatch(kind: str, logs: LogCapture) -> None:
+    strategy = make(kind, [PrunedEager()])
+    run_tune(strategy)
+    run_ids = {e["run_id"] for e in logs.entries}
+    assert len(run_ids) == 1
+    (checked,) = [e for e in logs.entries if e["event"] == PREFIX + "correctness_checked"]
+    assert checked["backend_description"] == "PrunedEager()"
+    assert checked["max_abs_error"] is not None and checked["atol"] is not None
+    looks = [e for e in logs.entries if e["event"] == PREFIX + "look"]
+    assert looks and looks[-1]["verdict"] == "faster"
+    (finished,) = [e for e in logs.entries if e["event"] == PREFIX + "finished"]
+    assert (finished["n_candidates"], finished["n_measured"], finished["n_passed"]) == (1, 1, 1)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.max_abs_error is not None and result.budget_used is not None
 
 
 # -- FirstWins ----------------------------------------------------------------------------------
