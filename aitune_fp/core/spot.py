@@ -1,0 +1,120 @@
+"""Spot checks while timing: which timed calls of a look are compared with eager's outputs.
+
+Comparing only the first and the last timed call of a look lets a candidate that is wrong on
+every ``k``-th call through whenever neither end lands on a bad call. :func:`spot_positions`
+adds a seeded random subset of about ``rate`` of the calls in between (at least one), so the
+calls compared cannot be predicted from the look's length, and :func:`detection_probability`
+says, exactly, how likely such a schedule is to catch a periodic fault.
+
+Pure: no torch, no I/O, no clocks, no logging. The only randomness is a ``random.Random(seed)``
+made from the caller's seed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from aitune_fp.core._checks import check_finite, check_int, check_type
+from aitune_fp.errors import InvalidValueError
+
+__all__ = ["DEFAULT_SPOT_RATE", "detection_probability", "spot_count", "spot_positions"]
+
+#: Share of the calls between a look's first and last that are compared with eager.
+DEFAULT_SPOT_RATE = 0.10
+
+
+def _check_rate(rate: object) -> float:
+    """Return ``rate`` as a float if it lies in ``(0, 1]``, else raise naming it."""
+    value = check_finite("rate", rate, minimum=0, strict=True)
+    if value > 1.0:
+        raise InvalidValueError(f"rate must be <= 1, got {rate!r}")
+    return value
+
+
+def _extra_count(n_calls: int, rate: float) -> int:
+    """How many of the ``n_calls - 2`` inner calls are checked (already-validated arguments)."""
+    inner = n_calls - 2
+    if inner <= 0:
+        return 0
+    return min(inner, max(1, math.floor(rate * inner + 0.5)))
+
+
+def spot_count(n_calls: int, rate: float = DEFAULT_SPOT_RATE) -> int:
+    """How many calls :func:`spot_positions` picks for a look of ``n_calls`` timed calls.
+
+    ``min(n_calls, 2)`` ends, plus ``max(1, round(rate * (n_calls - 2)))`` of the inner calls
+    (halves rounded up) when there are any. The same for every seed.
+    """
+    n = check_int("n_calls", n_calls, minimum=1)
+    return min(n, 2) + _extra_count(n, _check_rate(rate))
+
+
+def spot_positions(n_calls: int, rate: float, seed: int) -> tuple[int, ...]:
+    """Which of a look's ``n_calls`` timed calls (numbered from 0) to compare with eager.
+
+    Always the first (0) and the last (``n_calls - 1``); plus, when there are inner calls,
+    ``max(1, round(rate * (n_calls - 2)))`` of them drawn uniformly without replacement by
+    ``random.Random(seed)``. Sorted and unique; the same seed gives the same positions.
+
+    Raises :class:`~aitune_fp.errors.InvalidTypeError` / :class:`~aitune_fp.errors.InvalidValueError`
+    naming the argument for an ``n_calls`` that is not an int >= 1, a ``rate`` outside
+    ``(0, 1]`` or not finite, or a ``seed`` that is not an int.
+    """
+    n = check_int("n_calls", n_calls, minimum=1)
+    extra = _extra_count(n, _check_rate(rate))
+    check_type("seed", seed, int)
+    if n <= 2:
+        return tuple(range(n))
+    inner = random.Random(seed).sample(range(1, n - 1), extra)
+    return (0, *sorted(inner), n - 1)
+
+
+def _miss_probability(inner: int, faulty: int, picked: int) -> float:
+    """Chance that ``picked`` of ``inner`` positions drawn without replacement avoid all ``faulty``.
+
+    The hypergeometric zero term ``C(inner - faulty, picked) / C(inner, picked)``, as a product.
+    """
+    if faulty + picked > inner:
+        return 0.0
+    miss = 1.0
+    for j in range(picked):
+        miss *= (inner - faulty - j) / (inner - j)
+    return miss
+
+
+def detection_probability(n_calls: int, rate: float, period: int) -> float:
+    """Probability that :func:`spot_positions` compares at least one faulty call.
+
+    The fault: every ``period``-th call is wrong, at a phase ``phi`` unknown to the schedule,
+    uniform over ``0 .. period - 1``; call ``i`` of the look is wrong when
+    ``i % period == phi``. The schedule: both ends plus ``m = spot_count(...) - 2`` of the
+    ``N = n_calls - 2`` inner calls, uniformly without replacement (a seed drawn at random).
+
+    Exact enumeration over the phase, hypergeometric in the inner draw::
+
+        P = 1 - (1 / period) * sum over phi of miss(phi)
+        miss(phi) = 0                                  if call 0 or call n_calls - 1 is faulty
+                  = C(N - f_phi, m) / C(N, m)          otherwise
+
+    where ``f_phi`` is the number of faulty inner calls at that phase. A phase with no faulty
+    call in the look (possible when ``period > n_calls``) is a miss: the fault never fires there.
+    ``period == 1`` (every call wrong) gives 1.
+
+    Raises like :func:`spot_positions` for bad ``n_calls``/``rate``, and for a ``period`` that is
+    not an int >= 1.
+    """
+    n = check_int("n_calls", n_calls, minimum=1)
+    picked = _extra_count(n, _check_rate(rate))
+    k = check_int("period", period, minimum=1)
+    inner = max(n - 2, 0)
+    missed = float(max(k - n, 0))  # phases whose first faulty call comes after the look
+    cache: dict[int, float] = {}
+    for phi in range(min(k, n)):
+        if phi == 0 or (n - 1) % k == phi:
+            continue  # an end is faulty: always caught
+        faulty = len(range(phi, n - 1, k))  # faulty calls among 1 .. n - 2
+        if faulty not in cache:
+            cache[faulty] = _miss_probability(inner, faulty, picked)
+        missed += cache[faulty]
+    return 1.0 - missed / k

@@ -1,0 +1,328 @@
+"""Held-out inputs: batches derived from the recorded samples that a candidate has never seen.
+
+A candidate that memorises (caches its output keyed by the input's shape, or by the tensor it
+was built or warmed up with) is right on the recorded batches and wrong on any other. The
+functions here derive other batches from the recorded ones, keeping what the model relies on:
+the structure of the call, every tensor's dtype, shape and device, the value range of floating
+tensors and, for integer and bool tensors, the vocabulary of values they hold.
+
+How a batch is derived (one ``torch.Generator`` seeded with ``seed``, on the CPU; random draws
+are moved to each tensor's device, so CPU and GPU inputs get the same values):
+
+* **Rows are shuffled.** Every batched tensor input (axis 0 unless ``batch_axes`` says
+  otherwise, as in :class:`~aitune_fp.inputs.GraphSpec`) is permuted along its batch axis by
+  one permutation shared by all inputs, so rows that belong together stay together.
+* **Floating tensors get noise:** Gaussian, ``NOISE_SCALE`` times the tensor's standard
+  deviation, clamped to the observed ``[min, max]`` (computed in float32, or float64 for
+  float64 tensors, then cast back). Complex tensors are treated as their real and imaginary
+  parts. Non-finite elements are left as they are.
+* **Integer and bool tensors are resampled:** about ``RESAMPLE_FRACTION`` of the positions
+  (at least one) get a value drawn uniformly from the set of values the tensor holds.
+* Non-tensor inputs are passed through by reference; tensors nested in lists or dicts are
+  cloned, not varied (only top-level inputs are batched, as in :mod:`aitune_fp.inputs`).
+
+Every derived batch differs from the recorded one, and from the other derived batches, in at
+least one tensor element: a draw that does not is redrawn with larger noise and a larger
+resampled share, up to a fixed number of tries. A floating tensor holding a single value has
+no spread to scale noise by and is left alone, unless no input can change otherwise: it then
+gets noise of ``NOISE_SCALE * max(|value|, 1)``, the one case where a value leaves the
+observed range. When nothing can change (no tensor input, or only integer/bool tensors that
+each hold one value), or the vocabularies are too small for that many distinct batches,
+:class:`HeldoutUnavailableError` says so; the caller decides how to carry on.
+
+The caller's tensors are never written to or aliased: every tensor returned is new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+import torch
+
+from aitune_fp.core._checks import check_int, check_type
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.inputs import GraphSpec, InputKey, Sample, as_sample, copy_sample
+
+__all__ = [
+    "NOISE_SCALE",
+    "RESAMPLE_FRACTION",
+    "HeldoutUnavailableError",
+    "heldout_batches",
+    "heldout_samples",
+]
+
+#: Noise added to floating inputs, in units of the tensor's standard deviation.
+NOISE_SCALE = 0.05
+#: Share of the positions of an integer or bool input given a value from its vocabulary.
+RESAMPLE_FRACTION = 0.05
+#: Draws tried per derived batch before giving up; from the sixth on, 32x noise and share.
+_TRIES = 32
+_MAX_BOOST_EXPONENT = 5
+
+_Kind = Literal["float", "constant", "discrete", "fixed"]
+
+
+class HeldoutUnavailableError(InvalidValueError):
+    """No held-out batch that differs from the recorded ones can be derived within the rules.
+
+    Raised when no input can change (no tensor input, or only integer/bool tensors that each
+    hold one value) or when the observed vocabularies are too small for as many distinct
+    batches as were asked for. A ``ValueError``; the message names the inputs.
+    """
+
+
+@attrs.frozen(eq=False)
+class _Plan:
+    """How one top-level tensor input is varied (its statistics are the recorded tensor's)."""
+
+    kind: _Kind
+    axis: int | None  # normalised batch axis, or None when it is not shuffled
+    lo: float = 0.0
+    hi: float = 0.0
+    spread: float = 0.0  # noise standard deviation before any boost
+    vocab: torch.Tensor | None = None  # on the CPU, for "discrete"
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype noise is computed in: float64 for float64 inputs, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _as_real(tensor: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its real view (..., 2); any other tensor as is."""
+    return torch.view_as_real(tensor) if tensor.is_complex() else tensor
+
+
+def _plan(value: torch.Tensor, axis: int | None) -> _Plan:
+    """Read what the recorded tensor allows: its range and spread, or its vocabulary."""
+    if (
+        value.layout != torch.strided
+        or value.is_quantized
+        or value.device.type == "meta"
+        or value.numel() == 0
+    ):
+        return _Plan("fixed", axis)
+    data = _as_real(value.detach().resolve_conj())
+    if data.is_floating_point():
+        work = data.to(_compute_dtype(data.dtype))
+        finite = work[torch.isfinite(work)]
+        if finite.numel() == 0:
+            return _Plan("fixed", axis)
+        lo, hi = float(finite.min()), float(finite.max())
+        if lo == hi:
+            return _Plan("constant", axis, lo, hi, NOISE_SCALE * max(abs(lo), 1.0))
+        spread = NOISE_SCALE * float(finite.std())
+        if not spread > 0.0:  # spread too small for the compute dtype
+            spread = NOISE_SCALE * (hi - lo)
+        return _Plan("float", axis, lo, hi, spread)
+    vocab = torch.unique(data).cpu()
+    if vocab.numel() < 2:
+        return _Plan("fixed", axis)
+    return _Plan("discrete", axis, vocab=vocab)
+
+
+def _generator(seed: int) -> torch.Generator:
+    """A CPU generator seeded with ``seed`` (any int, folded into torch's 64-bit range)."""
+    check_type("seed", seed, int)
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(seed % 2**64)
+    return gen
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Element-wise equality of two tensors of one shape, NaN equal to NaN."""
+    if torch.equal(a, b):
+        return True
+    if not (a.is_floating_point() or a.is_complex()):
+        return False
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+class _Deriver:
+    """Derives varied copies of one recorded sample (its plans are read once)."""
+
+    def __init__(
+        self, sample: Sample, batch_axes: Mapping[InputKey, int | None] | None, *, strict: bool
+    ) -> None:
+        spec = GraphSpec(batch_axes=batch_axes if batch_axes is not None else {})
+        try:
+            dim = spec.batch_dim(sample)
+        except InvalidValueError:
+            if strict:
+                raise
+            dim = None  # the batch axis is unknown: values are varied, rows are not shuffled
+        self.sample = sample
+        self.plans: dict[InputKey, _Plan] = {}
+        for key, value in sample.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            axis = spec.axis_of(key) if dim is not None else None
+            if axis is not None:
+                axis %= value.dim()
+                if value.layout != torch.strided or value.is_quantized:
+                    dim = None  # cannot shuffle it with the others: shuffle nothing
+            self.plans[key] = _plan(value, axis)
+        self.dim = dim
+        kinds = {plan.kind for plan in self.plans.values()}
+        self.widen = not kinds & {"float", "discrete"}
+        self.varied = [
+            key
+            for key, plan in self.plans.items()
+            if plan.kind in ("float", "discrete") or (self.widen and plan.kind == "constant")
+        ]
+        if not self.varied:
+            tensors = ", ".join(repr(key) for key in self.plans) or "none"
+            raise HeldoutUnavailableError(
+                "cannot derive a held-out batch that differs from the recorded one: no input can "
+                f"change within its observed values (tensor inputs: {tensors}; integer and bool "
+                "tensors that hold a single value, and non-tensor inputs, are kept as they are)"
+            )
+
+    def derive(self, gen: torch.Generator, avoid: Sequence[Sample], what: str) -> Sample:
+        """A varied copy of the sample that differs from every sample in ``avoid``."""
+        for attempt in range(_TRIES):
+            boost = 2.0 ** min(attempt, _MAX_BOOST_EXPONENT)
+            candidate = self._draw(gen, boost)
+            if not any(self._same(candidate, other) for other in avoid):
+                return candidate
+        inputs = ", ".join(repr(key) for key in self.varied)
+        raise HeldoutUnavailableError(
+            f"cannot derive {what} in {_TRIES} tries: inputs {inputs} hold too few distinct "
+            "values for that many different batches"
+        )
+
+    def _same(self, a: Sample, b: Sample) -> bool:
+        """Whether two variants of the sample hold the same values in every varied input."""
+        return all(_equal(_input(a, key), _input(b, key)) for key in self.varied)
+
+    def _draw(self, gen: torch.Generator, boost: float) -> Sample:
+        perm = torch.randperm(self.dim, generator=gen) if self.dim is not None else None
+
+        def convert(key: InputKey, value: Any) -> Any:
+            plan = self.plans.get(key)
+            if plan is None:
+                return _clone_nested(value)
+            return _vary(value, plan, perm, gen, boost, widen=self.widen)
+
+        return Sample(
+            tuple(convert(i, v) for i, v in enumerate(self.sample.args)),
+            {k: convert(k, v) for k, v in self.sample.kwargs.items()},
+        )
+
+
+def _input(sample: Sample, key: InputKey) -> Any:
+    """The input ``key`` of ``sample`` (a positional index or a keyword name)."""
+    return sample.args[key] if isinstance(key, int) else sample.kwargs[key]
+
+
+def _clone_nested(value: Any) -> Any:
+    """``value`` with any tensors nested in it cloned (other values shared), as ``copy_sample``."""
+    return copy_sample(Sample((value,))).args[0]
+
+
+def _vary(
+    value: torch.Tensor,
+    plan: _Plan,
+    perm: torch.Tensor | None,
+    gen: torch.Generator,
+    boost: float,
+    *,
+    widen: bool,
+) -> torch.Tensor:
+    """A new tensor: ``value`` with its rows permuted by ``perm`` and its values varied."""
+    source = value.detach()
+    if perm is not None and plan.axis is not None:
+        work = source.index_select(plan.axis, perm.to(source.device))
+    else:
+        work = source.clone(memory_format=torch.contiguous_format)
+    if plan.kind == "float" or (plan.kind == "constant" and widen):
+        work = work.resolve_conj()
+        _add_noise(_as_real(work), plan, gen, boost)
+    elif plan.kind == "discrete":
+        _resample(work, plan, gen, boost)
+    if value.requires_grad and (work.is_floating_point() or work.is_complex()):
+        work.requires_grad_(True)
+    return work
+
+
+def _add_noise(real: torch.Tensor, plan: _Plan, gen: torch.Generator, boost: float) -> None:
+    """Add clamped Gaussian noise to ``real`` (a new floating tensor of ours) in place."""
+    dtype = _compute_dtype(real.dtype)
+    x = real.to(dtype)
+    noise = torch.randn(real.shape, generator=gen, dtype=dtype).to(real.device)
+    y = x + noise * (plan.spread * boost)
+    if plan.kind == "float":
+        y = y.clamp(plan.lo, plan.hi)
+    else:  # a single recorded value: stay finite in the tensor's dtype
+        info = torch.finfo(real.dtype)
+        y = y.clamp(float(info.min), float(info.max))
+    real.copy_(torch.where(torch.isfinite(x), y, x))
+
+
+def _resample(work: torch.Tensor, plan: _Plan, gen: torch.Generator, boost: float) -> None:
+    """Give a few positions of ``work`` (a new contiguous tensor of ours) vocabulary values."""
+    assert plan.vocab is not None  # a "discrete" plan always has one
+    numel = work.numel()
+    count = max(1, min(numel, round(RESAMPLE_FRACTION * boost * numel)))
+    positions = torch.unique(torch.randint(numel, (count,), generator=gen))
+    picks = plan.vocab[torch.randint(plan.vocab.numel(), (positions.numel(),), generator=gen)]
+    flat = work.contiguous().view(-1)
+    flat[positions.to(work.device)] = picks.to(work.device)
+
+
+def heldout_batches(
+    batch: Sample | tuple[Any, Any],
+    n: int,
+    seed: int,
+    *,
+    batch_axes: Mapping[InputKey, int | None] | None = None,
+) -> tuple[Sample, ...]:
+    """``n`` batches derived from ``batch``: rows shuffled, values varied (see the module).
+
+    Each has ``batch``'s structure, and every tensor its dtype, shape and device; each differs
+    from ``batch`` and from the others in at least one tensor element. ``batch_axes`` is
+    :class:`~aitune_fp.inputs.GraphSpec`'s (axis 0 for every tensor when not given; then a
+    batch whose inputs do not agree on a batch dimension is varied without shuffling, while
+    declared axes that do not fit raise). The same ``seed`` gives the same batches.
+
+    Raises :class:`HeldoutUnavailableError` when no such batches exist (see the module), and
+    ``InvalidTypeError`` / ``InvalidValueError`` naming a bad ``n`` (an int >= 1) or ``seed``.
+    """
+    sample = as_sample(batch)
+    count = check_int("n", n, minimum=1)
+    gen = _generator(seed)
+    deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
+    derived: list[Sample] = []
+    for index in range(count):
+        what = f"held-out batch {index + 1} of n={count!r} distinct ones"
+        derived.append(deriver.derive(gen, [sample, *derived], what))
+    return tuple(derived)
+
+
+def heldout_samples(
+    samples: Iterable[Sample | tuple[Any, Any]],
+    seed: int,
+    *,
+    batch_axes: Mapping[InputKey, int | None] | None = None,
+) -> tuple[Sample, ...]:
+    """One sample derived from each recorded sample, in order, by :func:`heldout_batches`' rules.
+
+    Each differs from its recorded sample in at least one tensor element. A sample whose batch
+    axis is unknown (its inputs do not agree on axis 0 and no ``batch_axes`` was given) has its
+    values varied without shuffling rows. Raises :class:`HeldoutUnavailableError` naming the
+    sample when one cannot be varied.
+    """
+    if isinstance(samples, (str, bytes, Sample)) or not isinstance(samples, Iterable):
+        raise InvalidTypeError(f"samples must be a sequence of samples, got {samples!r:.200}")
+    recorded = [as_sample(sample) for sample in samples]
+    gen = _generator(seed)
+    derived: list[Sample] = []
+    for index, sample in enumerate(recorded):
+        try:
+            deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
+            derived.append(deriver.derive(gen, [sample], "a held-out sample"))
+        except HeldoutUnavailableError as error:
+            raise HeldoutUnavailableError(f"sample {index}: {error}") from None
+    return tuple(derived)
