@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import torch
 
-from aitune_fp.backends._tree import clone_inputs
+from aitune_fp._tree import clone_inputs
 from aitune_fp.core._checks import check_choice, finite
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError

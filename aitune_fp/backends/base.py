@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_
 
 import torch
 
-from aitune_fp.backends._tree import module_device
+from aitune_fp._tree import module_device
 from aitune_fp.correctness import Tolerances
 from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends._tree import to_device
+from aitune_fp._tree import to_device
 from aitune_fp.backends.base import (
     BackendBase,
     autocast_context,

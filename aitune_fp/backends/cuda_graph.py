@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from aitune_fp.backends._tree import (
+from aitune_fp._tree import (
     clone_inputs,
     flatten_tensors,
     map_tensors,

@@ -171,7 +171,7 @@ class Int8DynamicBackend(BackendBase):
                     copy.deepcopy(module).cpu().eval(), set(_QUANTIZABLE), dtype=torch.qint8
                 )
         if data:
-            from aitune_fp.backends._tree import to_device
+            from aitune_fp._tree import to_device
             from aitune_fp.inputs import as_sample
 
             sample = as_sample(data[0])
