@@ -13,7 +13,7 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias
 
 import attrs
 import structlog
@@ -110,6 +110,9 @@ EVENT_NAMES: Final = (
 
 Level = Literal["debug", "info", "warning", "error"]
 Stage = Literal["unavailable", "build", "correctness", "profiling", "strategy"]
+#: How eager is kept out of the candidates' reach (``baseline_measured``).
+EagerIsolation: TypeAlias = Literal["private_copy", "shared"]
+
 Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "measure"]
 #: Keys renderers own; never used as payload keys (design §5).
 RESERVED_KEYS: Final = frozenset(
@@ -255,8 +258,13 @@ def baseline_measured(
     n_calls: int,
     duration_s: float,
     decision: str,
+    eager_isolation: EagerIsolation = "private_copy",
 ) -> Event:
-    """The eager baseline was built and (in point mode) measured."""
+    """The eager baseline was built and (in point mode) measured.
+
+    ``eager_isolation``: whether eager runs on a private copy of the model that no candidate
+    can reach (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
+    """
     return _event(
         BASELINE_MEASURED,
         "info",
@@ -268,6 +276,7 @@ def baseline_measured(
         n_calls=n_calls,
         duration_s=duration_s,
         decision=decision,
+        eager_isolation=eager_isolation,
         summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
     )
 

@@ -14,6 +14,7 @@ import contextlib
 import contextvars
 import copy
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -189,6 +190,35 @@ def declared_dtype(backend: Any) -> torch.dtype | None:
     return None
 
 
+def _free_bytes(module: torch.nn.Module) -> float:
+    """Free memory where ``module`` lives (CUDA: the device's; else the host's; inf: unknown)."""
+    first = next(iter([*module.parameters(), *module.buffers()]), None)
+    try:
+        if first is not None and first.device.type == "cuda":
+            return float(torch.cuda.mem_get_info(first.device)[0])
+        return float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError, RuntimeError):
+        return math.inf
+
+
+def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.EagerIsolation]:
+    """A copy of the eager baseline, its model with it, that no candidate can reach.
+
+    Eager is timed and used as the reference on this copy, so a candidate that slows the user's
+    model down (a hook, a replaced ``forward``) cannot make itself look faster. The rule: copy
+    when the model's tensors take at most half of the free memory where they live; otherwise
+    (or when the baseline cannot be copied) eager runs on the user's model (``shared``) and the
+    model guard is what catches such a change.
+    """
+    size = sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
+    if 2 * size > _free_bytes(module):
+        return baseline, "shared"
+    try:
+        return copy.deepcopy(baseline), "private_copy"
+    except Exception:  # a baseline that cannot be copied: eager shares the user's model
+        return baseline, "shared"
+
+
 #: ``TuneSession.open``'s default: build the eager baseline here (not adopt one built elsewhere).
 BUILD: Any = object()
 
@@ -297,6 +327,8 @@ class TuneSession:
         self._rejected: list[str] = []
         self._validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.baseline: Any | None = None
+        self._eager: Any | None = None  # what eager is timed and referenced on (a private copy)
+        self.eager_isolation: events.EagerIsolation = "private_copy"
         self.baseline_throughput: float | None = None
         self._baseline_latencies: tuple[float, ...] | None = None
         self.baseline_error: str | None = None
@@ -396,8 +428,11 @@ class TuneSession:
                 self.baseline = TorchEagerBackend().build(
                     t.module, spec, list(t.data), t.device, folder
                 )
+            if _has_lazy(t.module):  # materialise its parameters before copying them
+                self._reference_output(infer_of(self.baseline), self._batch)
+            self._eager, self.eager_isolation = private_eager(self.baseline, t.module)
             self._phase(description, "baseline_measure")
-            eager = infer_of(self.baseline)
+            eager = infer_of(self._eager)
             throughput, latencies = self.rule.measure_eager(
                 eager, self._batch, self.batch_size, self.config, timer=self._timer
             )
@@ -408,7 +443,9 @@ class TuneSession:
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
             self.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
-            self.baseline = None  # an eager baseline that cannot be measured is no fallback
+            self.baseline = self._eager = (
+                None  # an eager baseline that cannot be measured is no fallback
+            )
             self._emit(
                 events.baseline_failed(
                     self.run_id,
@@ -430,6 +467,7 @@ class TuneSession:
                 n_calls=len(latencies),
                 duration_s=time.perf_counter() - start,
                 decision=self.rule.name,
+                eager_isolation=self.eager_isolation,
             )
         )
 
@@ -535,7 +573,7 @@ class TuneSession:
                     raise changed
                 mismatch = self.closeness.check(
                     infer_of(built),
-                    t.module,
+                    t.module if self._eager is None else infer_of(self._eager),
                     t.graph_spec,
                     list(t.data),
                     expected_dtype=declared_dtype(built),
@@ -591,7 +629,7 @@ class TuneSession:
 
         The result carries the worst mismatch of the correctness check and the spot checks.
         """
-        if self.baseline is None or self.baseline_throughput is None:
+        if self._eager is None or self.baseline_throughput is None:
             raise InvalidStateError(
                 f"no eager baseline to compare against ({self.baseline_error}); "
                 "a candidate cannot be shown faster without one"
@@ -611,7 +649,7 @@ class TuneSession:
                 seen.append(found)
 
         result = self.rule.compare(
-            infer_of(self.baseline),
+            infer_of(self._eager),
             infer_of(backend),
             self._batch,
             self.batch_size,
