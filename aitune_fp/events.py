@@ -109,7 +109,7 @@ EVENT_NAMES: Final = (
 )
 
 Level = Literal["debug", "info", "warning", "error"]
-Stage = Literal["unavailable", "build", "correctness", "profiling", "strategy"]
+Stage = Literal["unavailable", "build", "correctness", "profiling", "hung", "strategy"]
 #: How eager is kept out of the candidates' reach (``baseline_measured``).
 EagerIsolation: TypeAlias = Literal["private_copy", "shared"]
 

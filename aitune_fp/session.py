@@ -17,6 +17,7 @@ import math
 import os
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +48,7 @@ from aitune_fp.guard import ModelGuard
 from aitune_fp.inputs import BatchSpec, GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
 from aitune_fp.profiling import SpotCheckError, Timer, timer_for
+from aitune_fp.watchdog import CandidateHungError, Watchdog
 
 __all__ = [
     "BASELINE_DIR",
@@ -167,6 +169,8 @@ def _stage_of(exc: BaseException) -> tuple[Stage, BaseException]:
     """The stage a build step's exception belongs to, and the exception to record."""
     if isinstance(exc, StageError):
         return exc.stage, exc.cause
+    if isinstance(exc, CandidateHungError):
+        return "hung", exc
     return ("unavailable" if isinstance(exc, BackendUnavailableError) else "build"), exc
 
 
@@ -343,6 +347,13 @@ class TuneSession:
         self._guard: ModelGuard | None = None
         self._was_training: list[torch.nn.Module] = []
         self._reference: Any = None
+        self._candidate: str | None = None  # the candidate in the pipeline now
+        self._closed = False  # set once finished is emitted
+        stuck = weakref.WeakMethod(self._stuck)  # no cycle: the session is freed with its tune
+        self._watchdog = Watchdog(
+            grace_s=config.hang_grace_s,
+            on_stuck=lambda what, elapsed: None if (f := stuck()) is None else f(what, elapsed),
+        )
 
     @classmethod
     def plain(cls, target: TuneTarget, *, strategy: str = "") -> TuneSession:
@@ -351,7 +362,12 @@ class TuneSession:
 
     # -- events ------------------------------------------------------------------------------
     def _emit(self, event: events.Event, *, always: bool = False) -> None:
-        """Emit when validating; ``always``: also when the wrapper is there but disabled."""
+        """Emit when validating; ``always``: also when the wrapper is there but disabled.
+
+        Nothing is emitted after ``finished`` (a thread the watchdog gave up on may come back).
+        """
+        if self._closed:
+            return
         if self.gated or (always and self._emits):
             self._n_events += 1
             events.emit(event)
@@ -543,16 +559,24 @@ class TuneSession:
         after the candidate is released): the outcome says at which stage it failed and why.
         """
         t = self.target
+        if self._outcome is not None:
+            raise InvalidStateError(
+                f"the tune of {t.name!r} has ended ({self._outcome}); no candidate is tried after"
+            )
         description = describe(backend)
         folder = self._folder(backend, description)
         log = folder / BUILD_LOG_NAME
         self._phase(description, "build")
+        self._candidate = description
         try:
-            if build is not None:
-                built = build(backend)
-            else:
-                candidate = copy.deepcopy(backend)  # the blueprint stays reusable, as in AITune
-                built = candidate.build(t.module, t.graph_spec, list(t.data), t.device, t.cache_dir)
+            with self._watchdog.step(f"the build of {description}", self.config.build_timeout_s):
+                if build is not None:
+                    built = build(backend)
+                else:
+                    candidate = copy.deepcopy(backend)  # the blueprint stays reusable
+                    built = candidate.build(
+                        t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
+                    )
         except Exception as exc:
             stage, cause = _stage_of(exc)
             if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
@@ -571,19 +595,22 @@ class TuneSession:
                 changed = self._model_changed()
                 if changed is not None:
                     raise changed
-                mismatch = self.closeness.check(
-                    infer_of(built),
-                    t.module if self._eager is None else infer_of(self._eager),
-                    t.graph_spec,
-                    list(t.data),
-                    expected_dtype=declared_dtype(built),
-                    tolerances=self.closeness.budget(built),
-                    name=t.name,
-                )
+                what = f"the correctness check of {description}"
+                with self._watchdog.step(what, self._deadline):
+                    mismatch = self.closeness.check(
+                        infer_of(built),
+                        t.module if self._eager is None else infer_of(self._eager),
+                        t.graph_spec,
+                        list(t.data),
+                        expected_dtype=declared_dtype(built),
+                        tolerances=self.closeness.budget(built),
+                        name=t.name,
+                    )
             except Exception as exc:
                 append_failure_log(log, "Backend correctness check failed", exc)
                 self.release(built, log)
-                return self._failed(description, "correctness", exc, log)
+                stage: Stage = "hung" if isinstance(exc, CandidateHungError) else "correctness"
+                return self._failed(description, stage, exc, log)
             if mismatch is not None:
                 self._emit(
                     events.correctness_checked(
@@ -597,7 +624,12 @@ class TuneSession:
                 return CandidateOutcome(description, built, mismatch=mismatch)
             self._phase(description, "measure")
             try:
-                result = self._measure(built, description, mismatch)
+                with self._watchdog.step(f"the timing of {description}", self._deadline):
+                    result = self._measure(built, description, mismatch)
+            except CandidateHungError as exc:
+                append_failure_log(log, "Backend hung while timed", exc)
+                self.release(built, log)
+                return self._failed(description, "hung", exc, log)
             except (SpotCheckError, ModelChangedError) as exc:
                 append_failure_log(log, "Backend output or model check failed while timing", exc)
                 self.release(built, log)
@@ -688,6 +720,25 @@ class TuneSession:
             self._emit(events.candidate_rejected(self.run_id, self.target.name, result))
         return result
 
+    @property
+    def _deadline(self) -> float:
+        """The watchdog's deadline for a correctness check or a timed comparison."""
+        return self.config.max_seconds + self.config.hang_grace_s
+
+    def _stuck(self, what: str, elapsed_s: float) -> None:
+        """The watchdog's report of a step that could not be interrupted: end the tune.
+
+        Runs on the watchdog's thread while the tune's thread is still stuck: the candidate is
+        recorded as hung and ``finished`` (outcome ``error``) is emitted, so a supervisor sees
+        the end; whatever the stuck thread does when (if) it returns changes nothing after.
+        """
+        exc = CandidateHungError(
+            f"{what} is still running {elapsed_s:.0f} s after it started and could not be "
+            "interrupted (stuck outside Python code)"
+        )
+        self.record_failure(self._candidate or self.strategy, "hung", exc, None)
+        self.finish("error", None, reason=f"CandidateHungError: {exc}")
+
     def _folder(self, backend: Any, description: str) -> Path:
         """The candidate's folder in the cache dir: its key, made safe; else its description."""
         try:
@@ -710,6 +761,8 @@ class TuneSession:
     ) -> CandidateFailure:
         """Record a failed candidate (or strategy) and emit its warning event."""
         failure = CandidateFailure.from_exception(description, stage, exc, log_path)
+        if self._closed:  # the tune has ended (a hung step): nothing more is recorded
+            return failure
         self.failures.append(failure)
         self._emit(events.failed(self.run_id, self.target.name, failure))
         return failure
@@ -880,6 +933,7 @@ class TuneSession:
             ),
             always=True,
         )
+        self._closed = True
 
     def _give_model_back(self) -> None:
         """Undo any change the tune left on the model and return it to its training mode."""

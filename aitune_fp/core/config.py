@@ -112,6 +112,12 @@ class ProfilingConfig:
     #: AITune point rule: warm-up calls and timed calls per arm.
     point_warmup_calls: int = attrs.field(default=10, validator=integer(minimum=1))
     point_steps: int = attrs.field(default=20, validator=integer(minimum=1))
+    #: The watchdog: a correctness check or a timed comparison still running ``max_seconds +
+    #: hang_grace_s`` after it started is interrupted (stage ``hung``); a build after
+    #: ``build_timeout_s``. A step stuck in native code is recorded as hung ``hang_grace_s``
+    #: later and the tune ends (``finished``, outcome ``error``) without it.
+    hang_grace_s: float = attrs.field(default=30.0, validator=finite(minimum=0, strict=True))
+    build_timeout_s: float = attrs.field(default=1800.0, validator=finite(minimum=0, strict=True))
     #: CPU intra-op threads for both arms (None: leave torch's setting as it is).
     threads: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(integer(minimum=1))

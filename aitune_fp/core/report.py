@@ -31,8 +31,15 @@ __all__ = [
 
 #: Where a candidate (or the strategy itself) failed. ``unavailable``: the backend cannot run on
 #: this machine or device (a missing optional package, no CUDA, no CUDA provider); nothing built.
-Stage = Literal["unavailable", "build", "correctness", "profiling", "strategy"]
-STAGES: tuple[Stage, ...] = ("unavailable", "build", "correctness", "profiling", "strategy")
+Stage = Literal["unavailable", "build", "correctness", "profiling", "hung", "strategy"]
+STAGES: tuple[Stage, ...] = (
+    "unavailable",
+    "build",
+    "correctness",
+    "profiling",
+    "hung",
+    "strategy",
+)
 #: How a tune ended: a candidate selected, the eager baseline, the strategy's own pick passed
 #: through (validation disabled or nothing returned), or an error.
 Outcome = Literal["candidate", "baseline", "passthrough", "error"]

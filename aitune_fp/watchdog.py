@@ -1,0 +1,126 @@
+"""A watchdog for one step of a tune: a call that does not return cannot hold the tune forever.
+
+``Watchdog.step(what, deadline_s)`` guards one step (a build, a correctness check, a timed
+comparison) run by the calling thread. When the deadline passes, :class:`CandidateHungError`
+is raised in that thread at its next Python bytecode: a step stuck in Python code is
+interrupted there. A step stuck in native code (a kernel, a C++ build) cannot be interrupted
+from Python; when it is still running ``grace_s`` later, ``on_stuck`` is called from the
+watchdog's thread, so the tune can be recorded as ended (a supervisor sees ``finished``) even
+though the thread never comes back.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+from aitune_fp.errors import AitunefpError, InvalidValueError
+
+__all__ = ["CandidateHungError", "Watchdog"]
+
+
+class CandidateHungError(AitunefpError, RuntimeError):
+    """A step of a candidate ran past its deadline and was interrupted (stage ``hung``)."""
+
+
+def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:
+    """Raise ``exc_type`` in thread ``thread_id`` at its next bytecode (None: cancel a pending one)."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exc_type) if exc_type is not None else None
+    )
+
+
+class _Step:
+    """One guarded step: arms two timers on entry, disarms them on exit."""
+
+    def __init__(
+        self,
+        what: str,
+        deadline_s: float,
+        grace_s: float,
+        on_stuck: Callable[[str, float], None] | None,
+    ) -> None:
+        self.what = what
+        self.deadline_s = deadline_s
+        self.grace_s = grace_s
+        self.on_stuck = on_stuck
+        self._lock = threading.Lock()
+        self._done = False
+        self._raised = False
+        self._thread_id = 0
+        self._start = 0.0
+        self._timers: list[threading.Timer] = []
+
+    def __enter__(self) -> _Step:
+        self._thread_id = threading.get_ident()
+        self._start = time.monotonic()
+        for delay, action in (
+            (self.deadline_s, self._interrupt),
+            (self.deadline_s + self.grace_s, self._stuck),
+        ):
+            timer = threading.Timer(delay, action)
+            timer.daemon = True
+            timer.name = f"aitune_fp-watchdog-{self.what}"
+            timer.start()
+            self._timers.append(timer)
+        return self
+
+    def _interrupt(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._raised = True
+            _raise_in(self._thread_id, CandidateHungError)
+
+    def _stuck(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+        if self.on_stuck is not None:
+            self.on_stuck(self.what, time.monotonic() - self._start)
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._lock:
+            self._done = True
+            if self._raised and exc is None:
+                _raise_in(self._thread_id, None)  # fired as the step ended: never raise it later
+        for timer in self._timers:  # joined: no thread outlives the step holding what it guards
+            timer.cancel()
+            if timer is not threading.current_thread():
+                timer.join()
+        if self._raised and exc is not None:  # the interrupt, perhaps wrapped by the step's code
+            raise CandidateHungError(
+                f"{self.what} did not return within its deadline of {self.deadline_s:g} s "
+                "and was interrupted"
+            ) from exc
+
+
+class Watchdog:
+    """Deadlines for the steps of a tune (see the module doc).
+
+    ``grace_s`` after a deadline, a step that could not be interrupted is reported to
+    ``on_stuck(what, elapsed_s)``.
+    """
+
+    def __init__(
+        self, *, grace_s: float, on_stuck: Callable[[str, float], None] | None = None
+    ) -> None:
+        """A watchdog whose uninterruptible steps are reported ``grace_s`` after the deadline."""
+        if not grace_s > 0:
+            raise InvalidValueError(f"grace_s must be > 0 seconds, got {grace_s!r}")
+        self.grace_s = grace_s
+        self.on_stuck = on_stuck
+
+    def step(self, what: str, deadline_s: float) -> _Step:
+        """Guard a step run by the calling thread: ``with watchdog.step("build", 600): ...``."""
+        if not deadline_s > 0:
+            raise InvalidValueError(f"deadline_s must be > 0 seconds, got {deadline_s!r}")
+        return _Step(what, deadline_s, self.grace_s, self.on_stuck)
