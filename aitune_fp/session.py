@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import copy
+import functools
 import math
 import os
+import random
 import time
 import traceback
 import weakref
@@ -45,6 +47,7 @@ from aitune_fp.errors import (
     InvalidValueError,
 )
 from aitune_fp.guard import ModelGuard
+from aitune_fp.heldout import HeldoutUnavailableError, heldout_samples
 from aitune_fp.inputs import BatchSpec, GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
 from aitune_fp.profiling import SpotCheckError, Timer, timer_for
@@ -349,6 +352,8 @@ class TuneSession:
         self._reference: Any = None
         self._candidate: str | None = None  # the candidate in the pipeline now
         self._closed = False  # set once finished is emitted
+        self._heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
+        self._heldout_samples: tuple[Sample, ...] | None = None
         stuck = weakref.WeakMethod(self._stuck)  # no cycle: the session is freed with its tune
         self._watchdog = Watchdog(
             grace_s=config.hang_grace_s,
@@ -597,15 +602,7 @@ class TuneSession:
                     raise changed
                 what = f"the correctness check of {description}"
                 with self._watchdog.step(what, self._deadline):
-                    mismatch = self.closeness.check(
-                        infer_of(built),
-                        t.module if self._eager is None else infer_of(self._eager),
-                        t.graph_spec,
-                        list(t.data),
-                        expected_dtype=declared_dtype(built),
-                        tolerances=self.closeness.budget(built),
-                        name=t.name,
-                    )
+                    mismatch = self._check_closeness(built)
             except Exception as exc:
                 append_failure_log(log, "Backend correctness check failed", exc)
                 self.release(built, log)
@@ -719,6 +716,41 @@ class TuneSession:
             self._rejected.append(description)
             self._emit(events.candidate_rejected(self.run_id, self.target.name, result))
         return result
+
+    def _check_closeness(self, built: Any) -> Mismatch | None:
+        """Closeness to eager on the recorded samples, then on held-out ones (the worst of both).
+
+        The held-out samples (``heldout.py``) are derived from the recorded ones with a seed
+        drawn per tune: a candidate that memorised what it saw at build time or warm-up is
+        wrong on them.
+        """
+        t = self.target
+        check = functools.partial(
+            self.closeness.check,
+            infer_of(built),
+            t.module if self._eager is None else infer_of(self._eager),
+            t.graph_spec,
+            expected_dtype=declared_dtype(built),
+            tolerances=self.closeness.budget(built),
+        )
+        recorded = check(list(t.data), name=t.name)
+        held = self._heldout()
+        if recorded is None or not held:
+            return recorded
+        name = f"{t.name} (held-out inputs, seed {self._heldout_seed})"
+        return Mismatch.combine([recorded, check(list(held), name=name) or Mismatch()])
+
+    def _heldout(self) -> tuple[Sample, ...]:
+        """The tune's held-out samples, derived once (none when no input can be varied)."""
+        if self._heldout_samples is None:
+            axes = getattr(self.target.graph_spec, "batch_axes", None)
+            try:
+                self._heldout_samples = heldout_samples(
+                    self.target.data, self._heldout_seed, batch_axes=axes
+                )
+            except HeldoutUnavailableError:
+                self._heldout_samples = ()
+        return self._heldout_samples
 
     @property
     def _deadline(self) -> float:
