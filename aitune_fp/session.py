@@ -46,7 +46,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     InvalidValueError,
 )
-from aitune_fp.guard import ModelGuard
+from aitune_fp.guard import ModelGuard, SampleGuard
 from aitune_fp.heldout import HeldoutUnavailableError, heldout_samples
 from aitune_fp.inputs import BatchSpec, GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
@@ -348,6 +348,7 @@ class TuneSession:
         self._selected: tuple[str | None, bool | None, str | None] = (None, None, None)
         self._outcome: Outcome | None = None
         self._guard: ModelGuard | None = None
+        self._sample_guard: SampleGuard | None = None
         self._was_training: list[torch.nn.Module] = []
         self._reference: Any = None
         self._candidate: str | None = None  # the candidate in the pipeline now
@@ -512,6 +513,7 @@ class TuneSession:
         if self._was_training:
             module.eval()
         self._guard = None if _has_lazy(module) else ModelGuard(module)
+        self._sample_guard = SampleGuard(self.target.data)
 
     def _settle_guard(self) -> None:
         """After eager's first calls, snapshot again if eager itself changed the model.
@@ -523,7 +525,14 @@ class TuneSession:
             self._guard = ModelGuard(self.target.module)
 
     def _model_changed(self) -> ModelChangedError | None:
-        """The error to record when the model differs from its snapshot (then restored)."""
+        """The error to record when the model or the caller's samples changed (then restored)."""
+        if self._sample_guard is not None:
+            what = self._sample_guard.changed()
+            if what is not None:
+                self._sample_guard.restore()
+                return ModelChangedError(
+                    f"the candidate changed the caller's samples: {what}; they were restored"
+                )
         what = None if self._guard is None else self._guard.changed()
         if what is None:
             return None
