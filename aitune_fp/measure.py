@@ -7,7 +7,13 @@ one of the last completed look, ``inconclusive`` if it was open; the budget coun
 of warm-up). The budget is hard: no call starts after it; a candidate that cannot complete the
 first look within it ends ``inconclusive`` with no interval, and a look that the time spent so far
 predicts will not fit is not started. While timing, the candidate's outputs of the first and last
-pair of every look go to ``spot_check`` (untimed).
+pair of every look, of a seeded random ~``spot_rate`` of the pairs between, and of the first pair
+on each batch go to ``spot_check`` (untimed; :func:`aitune_fp.profiling.spot_calls`).
+
+Every rule's ``compare`` takes ``batches`` (several distinct batches, timed in turn: pair ``i``
+runs both arms on ``batches[i % len(batches)]``) with ``references`` (eager's output on each, for
+the spot checks: ``spot_check(output, reference)``), ``spot_rate`` and ``spot_seed``; without
+``batches`` the one ``batch`` is timed and ``spot_check(output)`` is called, as before.
 
 ``point``: AITune's rule, reproduced: the baseline measured once up front (``point_warmup_calls``
 untimed + ``point_steps`` timed calls), the candidate the same way later, throughputs from the
@@ -36,6 +42,7 @@ from aitune_fp.core.speedup import (
     meets_threshold,
     required_speedup,
 )
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.stats import (
     SpeedupDecision,
     decide_at_look,
@@ -48,8 +55,10 @@ from aitune_fp.profiling import (
     InterleavedRun,
     PairedTimings,
     ProfilingError,
+    ReferenceSpotCheck,
     SpotCheck,
     Timer,
+    as_batches,
     time_calls,
     timer_for,
 )
@@ -87,12 +96,17 @@ def measure_baseline_point(
     *,
     timer: Timer | None = None,
     arm: str = "baseline",
-    spot_check: SpotCheck | None = None,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
 ) -> tuple[float, tuple[float, ...]]:
     """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
 
     Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
-    the outputs of the first and last timed calls.
+    the outputs of the first and last timed calls and a seeded ~``spot_rate`` of the others;
+    ``batches``/``references`` as in :func:`aitune_fp.profiling.time_calls`.
     """
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
@@ -104,6 +118,10 @@ def measure_baseline_point(
         threads=config.threads,
         arm=arm,
         spot_check=spot_check,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
     )
     return throughput_from_latencies(latencies, size), latencies
 
@@ -115,26 +133,38 @@ def measure_throughput_steady(
     config: ProfilingConfig,
     *,
     timer: Timer | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
     """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
 
     The statistical mode's up-front eager check (and a lone candidate's figure): unlike the point
     rule's fixed 10 warm-up calls, it waits until the last ``warmup_window`` calls agree within
     ``warmup_tolerance`` (at most ``warmup_max_calls``), so a cold first measurement in a fresh
-    process is not reported as eager's throughput. Returns (samples/s, latencies in seconds).
+    process is not reported as eager's throughput. With ``batches`` the calls take them in turn.
+    Returns (samples/s, latencies in seconds).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     window = config.warmup_window
-    warmup: list[float] = list(
-        time_calls(fn, batch, window, timer=timer, warmup=1, threads=config.threads)
-    )
+    turn = [0]  # calls made so far: the next call continues the rotation over ``batches``
+
+    def timed(n: int, warmup: int = 0) -> tuple[float, ...]:
+        rotated = None
+        if batches is not None:
+            k = turn[0] % max(len(batches), 1)
+            rotated = [*batches[k:], *batches[:k]][:n]  # only those these n calls use
+        turn[0] += n
+        return time_calls(
+            fn, batch, n, timer=timer, warmup=warmup, threads=config.threads, batches=rotated
+        )
+
+    warmup: list[float] = list(timed(window, warmup=1))
     # at most warmup_max_calls calls in all, the untimed first one included (as in warm_up)
     while (
         not is_settled(warmup, window, config.warmup_tolerance)
         and len(warmup) + 1 < config.warmup_max_calls
     ):
-        warmup += time_calls(fn, batch, 1, timer=timer, threads=config.threads)
-    latencies = time_calls(fn, batch, config.point_steps, timer=timer, threads=config.threads)
+        warmup += timed(1)
+    latencies = timed(config.point_steps)
     return throughput_from_latencies(latencies, size), latencies
 
 
@@ -190,6 +220,17 @@ def _reason(
 OnLook = Callable[[int, SpeedupDecision], None]
 
 
+@attrs.frozen(kw_only=True)
+class _Inputs:
+    """What the candidate is timed and spot-checked on (the keyword arguments every rule takes)."""
+
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None
+    references: Sequence[Any] | None = None
+    spot_rate: float = DEFAULT_SPOT_RATE
+    spot_seed: int = 0
+
+
 def _statistical(
     baseline: Callable[..., Any],
     candidate: Callable[..., Any],
@@ -199,7 +240,7 @@ def _statistical(
     pct: float,
     clock: Timer,
     description: str,
-    spot_check: SpotCheck | None,
+    inputs: _Inputs,
     on_look: OnLook | None = None,
 ) -> Measurement:
     start = clock.now_ns()
@@ -209,7 +250,16 @@ def _statistical(
     budget_spent = False
     sampling_ns = 0
     with InterleavedRun(
-        baseline, candidate, batch, timer=clock, threads=config.threads, spot_check=spot_check
+        baseline,
+        candidate,
+        batch,
+        timer=clock,
+        threads=config.threads,
+        spot_check=inputs.spot_check,
+        batches=inputs.batches,
+        references=inputs.references,
+        spot_rate=inputs.spot_rate,
+        spot_seed=inputs.spot_seed,
     ) as run:
         warmup = run.warm_up(
             window=config.warmup_window,
@@ -352,17 +402,31 @@ def _compare_statistical(
     *,
     eager_latencies: Sequence[float] | None,
     description: str,
-    spot_check: SpotCheck | None = None,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
     on_look: OnLook | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
 ) -> Measurement:
-    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
+    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None).
+
+    Look ``k`` (from 0) draws its spot-checked pairs with seed ``spot_seed + k``.
+    """
     if eager_latencies is not None:
         raise InvalidValueError(
             "baseline_latencies is for decision='point' only; the statistical mode times "
             "the baseline interleaved with the candidate"
         )
+    inputs = _Inputs(
+        spot_check=spot_check,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
+    )
     return _statistical(
-        eager, candidate, batch, size, config, pct, timer, description, spot_check, on_look
+        eager, candidate, batch, size, config, pct, timer, description, inputs, on_look
     )
 
 
@@ -377,21 +441,36 @@ def _compare_point(
     *,
     eager_latencies: Sequence[float] | None,
     description: str,
-    spot_check: SpotCheck | None = None,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
     on_look: OnLook | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
 ) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
 
-    It has no looks: ``on_look`` is never called.
+    It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
+    (spot checks seeded ``spot_seed``).
     """
     start = timer.now_ns()
     if eager_latencies is None:
-        _, base = measure_baseline_point(eager, batch, size, config, timer=timer)
+        _, base = measure_baseline_point(eager, batch, size, config, timer=timer, batches=batches)
     else:
         base = tuple(eager_latencies)
     baseline_throughput = throughput_from_latencies(base, size)
     _, cand = measure_baseline_point(
-        candidate, batch, size, config, timer=timer, arm="candidate", spot_check=spot_check
+        candidate,
+        batch,
+        size,
+        config,
+        timer=timer,
+        arm="candidate",
+        spot_check=spot_check,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
     )
     throughput = throughput_from_latencies(cand, size)
     speedup = compute_speedup(throughput, baseline_throughput)
@@ -427,10 +506,12 @@ class DecisionRule:
     """How one decision mode measures: eager's up-front figure, then each candidate against eager.
 
     Chosen once per config by :func:`rule_for`; callers never compare mode strings.
-    ``measure_eager(eager, batch, size, config, timer=...)`` gives eager's up-front throughput
-    and latencies; ``compare(eager, candidate, batch, size, config, pct, timer, *,
-    eager_latencies, description)`` measures and decides. ``keeps_eager_latencies``: the
-    comparison reuses the up-front latencies (AITune's baseline measured once).
+    ``measure_eager(eager, batch, size, config, timer=..., batches=None)`` gives eager's up-front
+    throughput and latencies; ``compare(eager, candidate, batch, size, config, pct, timer, *,
+    eager_latencies, description, spot_check=None, on_look=None, batches=None,
+    references=None, spot_rate=DEFAULT_SPOT_RATE, spot_seed=0)`` measures and decides (see
+    :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
+    latencies (AITune's baseline measured once).
     """
 
     name: DecisionMode
@@ -463,21 +544,31 @@ def measure_speedup(
     timer: Timer | None = None,
     baseline_latencies: Sequence[float] | None = None,
     description: str = "candidate",
-    spot_check: SpotCheck | None = None,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
     on_look: OnLook | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
 ) -> Measurement:
     """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
 
     ``baseline_latencies`` (point mode only): the baseline's latencies measured once up front,
     as AITune does; measured now when None. Call failures raise ``ProfilingError``.
-    ``spot_check`` sees candidate outputs while timing (the first and last timed call of every
-    look, untimed); a mismatch raises ``SpotCheckError``. ``on_look(n_pairs, decision)`` is
-    called at every look of the statistical mode (progress displays use it).
+    ``batches`` (replacing ``batch``): distinct batches timed in turn, pair ``i`` (both arms) on
+    ``batches[i % len(batches)]``, so a candidate cannot pass by caching one batch's output.
+    ``spot_check`` sees candidate outputs while timing (untimed): in every look the first and
+    last timed call, a random ``spot_rate`` of the others (look ``k`` seeded ``spot_seed + k``)
+    and the first call on each batch. It is called ``spot_check(output)``, or, when
+    ``references`` (eager's output on each batch, required for a check over several batches)
+    is given, ``spot_check(output, references[b])``; a mismatch raises ``SpotCheckError``
+    naming the timed call. ``on_look(n_pairs, decision)`` is called at every look of the
+    statistical mode (progress displays use it).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
     sample = as_sample(batch)
-    clock = timer if timer is not None else timer_for(sample)
+    clock = timer if timer is not None else timer_for(as_batches(sample, batches)[0])
     return rule_for(config).compare(
         baseline,
         candidate,
@@ -490,4 +581,8 @@ def measure_speedup(
         description=description,
         spot_check=spot_check,
         on_look=on_look,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
     )

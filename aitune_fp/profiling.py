@@ -8,7 +8,15 @@ under ``torch.no_grad()`` with the same intra-op thread count for both arms.
 Inputs are prepared before any clock starts: each arm gets its own copy of the batch once, made
 when the run begins, and the same copy is passed to every call of that arm (callables must not
 mutate their inputs; if one does, only its own copy changes). The output of a call is released
-after the clock stops, so freeing it is not timed either.
+after the clock stops, so freeing it is not timed either. Given several ``batches``, each arm
+gets one copy of each, made once, and pair ``i`` runs both arms on batch ``i % len(batches)``
+(the pair stays paired; a candidate that caches outputs by input shape meets distinct data).
+
+Spot checks (untimed) compare candidate outputs of a seeded random ~10 % of each look's timed
+calls, plus its first and last, and the first call on each batch not already among them
+(:func:`aitune_fp.core.spot.spot_positions`). Python's collector is paused while timing; the
+young generation it let pile up is collected before each look's deadline check, and only when
+its predicted cost fits in the time left, so no housekeeping runs between that check and a call.
 
 Clocks are injected through the small :class:`Timer` protocol (``now_ns``, ``sync``,
 ``device_span``) so that the CUDA code paths and the sampling loop are testable on CPU with a
@@ -21,16 +29,17 @@ import contextlib
 import gc
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
 
 import attrs
 
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.core.stats import is_settled, level_shift_index
-from aitune_fp.errors import AitunefpError, InvalidStateError
+from aitune_fp.errors import AitunefpError, InvalidStateError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample, as_sample, copy_sample
 
 if TYPE_CHECKING:
@@ -43,14 +52,17 @@ __all__ = [
     "InterleavedRun",
     "PairedTimings",
     "ProfilingError",
+    "ReferenceSpotCheck",
     "SpotCheck",
     "SpotCheckError",
     "Timer",
     "WarmupReport",
+    "as_batches",
     "compare",
     "gc_paused",
     "intra_op_threads",
     "pair_order",
+    "spot_calls",
     "time_calls",
     "timer_for",
 ]
@@ -72,20 +84,27 @@ class ProfilingError(AitunefpError, RuntimeError):
 class SpotCheckError(AitunefpError, RuntimeError):
     """A candidate's output checked while it was timed did not match eager's.
 
-    ``call`` is the 1-based number of the candidate's timed call whose output was wrong.
+    ``call`` is the 1-based number of the candidate's timed call whose output was wrong;
+    ``batch`` the 0-based index into ``batches`` it ran on (None when one batch was timed).
     """
 
-    def __init__(self, message: str, *, call: int) -> None:
-        """Keep the call number; the message says what differed."""
-        super().__init__(f"timed call {call}: {message}")
+    def __init__(self, message: str, *, call: int, batch: int | None = None) -> None:
+        """Keep the call (and batch) number; the message says what differed."""
+        where = f"timed call {call}" + ("" if batch is None else f" (batch {batch})")
+        super().__init__(f"{where}: {message}")
         self.call = call
+        self.batch = batch
 
 
 #: Checks one candidate output against eager's reference; raises when it differs.
-SpotCheck = Callable[[Any], None]
+SpotCheck: TypeAlias = Callable[[Any], None]
+#: Checks one candidate output against ``reference``, eager's output on the same batch.
+ReferenceSpotCheck: TypeAlias = Callable[[Any, Any], None]
 
 
-def _spot(check: SpotCheck | None, call: int) -> Callable[[Any], None] | None:
+def _spot(
+    check: SpotCheck | None, call: int, batch: int | None = None
+) -> Callable[[Any], None] | None:
     """``check`` for the candidate's timed call number ``call``, raising SpotCheckError."""
     if check is None:
         return None
@@ -94,9 +113,79 @@ def _spot(check: SpotCheck | None, call: int) -> Callable[[Any], None] | None:
         try:
             check(output)
         except Exception as exc:
-            raise SpotCheckError(str(exc), call=call) from exc
+            raise SpotCheckError(str(exc), call=call, batch=batch) from exc
 
     return inspect
+
+
+def as_batches(
+    batch: Sample | tuple[Any, Any], batches: Sequence[Any] | None
+) -> tuple[Sample, ...]:
+    """The batches timed in turn: ``batches`` when given (not empty), else the one ``batch``.
+
+    Raises InvalidTypeError / InvalidValueError naming ``batches`` when it is not a non-empty
+    sequence of samples.
+    """
+    if batches is None:
+        return (as_sample(batch),)
+    if isinstance(batches, (str, bytes, Sample)) or not isinstance(batches, Sequence):
+        raise InvalidTypeError(
+            f"batches must be a sequence of samples, got {type(batches).__name__}"
+        )
+    if not batches:
+        raise InvalidValueError("batches must hold at least one sample")
+    return tuple(as_sample(b) for b in batches)
+
+
+def _checks_per_batch(
+    spot_check: SpotCheck | ReferenceSpotCheck | None,
+    references: Sequence[Any] | None,
+    n_batches: int,
+) -> tuple[SpotCheck | None, ...]:
+    """One one-argument check per batch: ``spot_check(output, references[b])`` for batch ``b``.
+
+    Without ``references`` the check is called as ``spot_check(output)`` (one batch only: it
+    could not tell the batches apart).
+    """
+    if references is not None and len(references) != n_batches:
+        raise InvalidValueError(
+            f"references must hold eager's output on each batch: {n_batches} expected, "
+            f"got {len(references)}"
+        )
+    if spot_check is None:
+        return (None,) * n_batches
+    if references is None:
+        if n_batches > 1:
+            raise InvalidValueError(
+                "spot_check over several batches needs references (eager's output on each "
+                "batch), to compare each output with the right one"
+            )
+        return (cast(SpotCheck, spot_check),)
+    check = cast(ReferenceSpotCheck, spot_check)
+
+    def bound(reference: Any) -> SpotCheck:
+        return lambda output: check(output, reference)
+
+    return tuple(bound(ref) for ref in references)
+
+
+def spot_calls(
+    n_calls: int, rate: float, seed: int, *, first_pair: int = 0, n_batches: int = 1
+) -> frozenset[int]:
+    """Which of a look's ``n_calls`` timed calls (from 0) are spot-checked.
+
+    :func:`~aitune_fp.core.spot.spot_positions` (first, last and a seeded ~``rate`` of the rest),
+    plus, over rotating batches (call ``j`` on batch ``(first_pair + j) % n_batches``), the first
+    call on each batch that none of those lands on, so every batch of a look is checked.
+    """
+    picked = set(spot_positions(n_calls, rate, seed))
+    n_batches = check_int("n_batches", n_batches, minimum=1)
+    covered = {(first_pair + j) % n_batches for j in picked}
+    for j in range(min(n_calls, n_batches)):
+        if (first_pair + j) % n_batches not in covered:
+            picked.add(j)
+            covered.add((first_pair + j) % n_batches)
+    return frozenset(picked)
 
 
 class DeviceSpan(Protocol):
@@ -289,30 +378,41 @@ def time_calls(
     warmup: int = 0,
     threads: int | None = None,
     arm: str | None = None,
-    spot_check: SpotCheck | None = None,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
 ) -> tuple[float, ...]:
     """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
 
-    For the point rule and single-arm use. The batch is copied once before the first call;
-    ``arm`` names the callable in errors. ``spot_check`` sees the outputs of the first and last
-    timed calls (untimed); a mismatch raises :class:`SpotCheckError`.
+    For the point rule and single-arm use; ``arm`` names the callable in errors. Each batch is
+    copied once before the first call; with ``batches`` (replacing ``batch``) timed call ``i``
+    runs on ``batches[i % len(batches)]``. ``spot_check`` sees, untimed, the outputs of the
+    calls :func:`spot_calls` picks (``spot_rate``, ``spot_seed``): ``spot_check(output)``, or
+    ``spot_check(output, references[b])`` when ``references`` (eager's output on each batch) is
+    given. A mismatch raises :class:`SpotCheckError`.
     """
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
     import torch
 
-    sample = copy_sample(as_sample(batch))
-    clock = timer if timer is not None else timer_for(sample)
+    given = as_batches(batch, batches)
+    checks = _checks_per_batch(spot_check, references, len(given))
+    picked = spot_calls(n, spot_rate, spot_seed, n_batches=len(given))
+    multi = batches is not None
+    samples = [copy_sample(b) for b in given]
+    clock = timer if timer is not None else timer_for(samples[0])
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
-        for _ in range(warmup):
-            _call(fn, sample, arm)
+        for j in range(warmup):
+            _call(fn, samples[j % len(samples)], arm)
         clock.sync()
-        return tuple(
-            _timed_call(
-                fn, sample, clock, arm, _spot(spot_check, i + 1) if i in (0, n - 1) else None
-            )[0]
-            for i in range(n)
-        )
+        latencies: list[float] = []
+        for i in range(n):
+            b = i % len(samples)
+            inspect = _spot(checks[b], i + 1, b if multi else None) if i in picked else None
+            latencies.append(_timed_call(fn, samples[b], clock, arm, inspect)[0])
+        return tuple(latencies)
 
 
 def pair_order(index: int) -> bool:
@@ -371,7 +471,7 @@ class PairedTimings:
 class InterleavedRun:
     """A running A/B measurement that the caller extends look by look (a context manager).
 
-    On enter: threads set, ``no_grad`` on, one copy of the batch per arm. ``warm_up`` first, then
+    On enter: threads set, ``no_grad`` on, one copy of each batch per arm. ``warm_up`` first, then
     ``extend(n)`` as often as needed; ``timings()`` returns everything so far.
     """
 
@@ -383,21 +483,36 @@ class InterleavedRun:
         *,
         timer: Timer | None = None,
         threads: int | None = None,
-        spot_check: SpotCheck | None = None,
+        spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+        batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+        references: Sequence[Any] | None = None,
+        spot_rate: float = DEFAULT_SPOT_RATE,
+        spot_seed: int = 0,
     ) -> None:
         """Prepare the run; nothing is called or copied until the context is entered.
 
-        ``spot_check`` sees the candidate's outputs of the first and last timed pair of every
-        :meth:`extend` (untimed); a mismatch raises :class:`SpotCheckError`.
+        ``batches`` (replacing ``batch``): pair ``i`` runs both arms on ``batches[i % len]``.
+        ``spot_check`` sees, untimed, the candidate's outputs of the calls :func:`spot_calls`
+        picks in each :meth:`extend` (look ``k`` seeded ``spot_seed + k``), as
+        ``spot_check(output)``, or ``spot_check(output, references[b])`` when ``references``
+        (eager's output on each batch) is given; a mismatch raises :class:`SpotCheckError`.
         """
         self._fns = {"baseline": baseline, "candidate": candidate}
-        self._spot_check = spot_check
-        self._batch = as_sample(batch)
+        self._inputs = as_batches(batch, batches)
+        self._multi = batches is not None
+        self._checks = _checks_per_batch(spot_check, references, len(self._inputs))
+        spot_positions(1, spot_rate, spot_seed)  # checks both now, naming them
+        self._spot_rate = spot_rate
+        self._spot_seed = spot_seed
+        self._looks = 0
         self._timer = timer
         self._threads = threads
         self._stack: contextlib.ExitStack | None = None
         self._clock: Timer = CpuTimer()
-        self._batches: dict[str, Sample] = {}
+        self._batches: dict[str, tuple[Sample, ...]] = {}
+        self._collect_ns = 0  # the last young collection's cost, on the run's clock
+        self._collect_ns_per_object = 0.0  # the highest cost per young object seen
+        self._gc_was_enabled = True
         self._times: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self._device: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self._warmup: WarmupReport | None = None
@@ -411,12 +526,14 @@ class InterleavedRun:
         import torch
 
         # copies and the timer first: if they fail, no global state has been touched yet
-        self._clock = self._timer if self._timer is not None else timer_for(self._batch)
-        self._batches = {arm: copy_sample(self._batch) for arm in self._fns}
+        self._clock = self._timer if self._timer is not None else timer_for(self._inputs[0])
+        self._batches = {arm: tuple(copy_sample(b) for b in self._inputs) for arm in self._fns}
         stack = contextlib.ExitStack()
         try:
             self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
             stack.enter_context(torch.no_grad())
+            self._gc_was_enabled = gc.isenabled()
+            self._collect(None, first=True)  # empty the young generation, learn what it costs
             stack.enter_context(gc_paused())
         except BaseException:
             stack.close()
@@ -451,18 +568,46 @@ class InterleavedRun:
         if self._stack is None:
             raise InvalidStateError("InterleavedRun must be used as a context manager (with ...)")
 
-    def _untimed(self, arm: str) -> None:
-        _call(self._fns[arm], self._batches[arm], arm)
+    def _untimed(self, arm: str, index: int) -> None:
+        _call(self._fns[arm], self._batches[arm][index % len(self._inputs)], arm)
         self._clock.sync()
 
-    def _timed(self, arm: str, *, check: bool = False) -> tuple[float, float | None]:
+    def _timed(self, arm: str, index: int, *, check: bool = False) -> tuple[float, float | None]:
+        """Time one call of ``arm`` on batch ``index % len(batches)``, spot-checked if ``check``."""
+        b = index % len(self._inputs)
         inspect = None
         if check and arm == "candidate":
-            inspect = _spot(self._spot_check, len(self._times["candidate"]) + 1)
-        return _timed_call(self._fns[arm], self._batches[arm], self._clock, arm, inspect)
+            call = len(self._times["candidate"]) + 1
+            inspect = _spot(self._checks[b], call, b if self._multi else None)
+        return _timed_call(self._fns[arm], self._batches[arm][b], self._clock, arm, inspect)
 
     def _past(self, deadline_ns: int | None) -> bool:
         return deadline_ns is not None and self._clock.now_ns() >= deadline_ns
+
+    def _collect(self, deadline_ns: int | None, *, first: bool = False) -> None:
+        """Collect the young generation the paused collector let pile up, when due and if it fits.
+
+        Due: the collector was on before the run and the young generation outgrew its threshold
+        (the collector would have run by now); ``first`` (on enter, collector still on, so the
+        generation is small): always, to learn the cost. Fits: the predicted cost (the last
+        collection's, or the highest cost per young object seen times the objects now young)
+        ends before ``deadline_ns``. Never a full collection: that walks the whole heap.
+        """
+        if not self._gc_was_enabled:
+            return  # the caller turned the collector off: collect nothing
+        young = gc.get_count()[0]
+        threshold = gc.get_threshold()[0]
+        if not first and (threshold <= 0 or young <= threshold):
+            return
+        predicted = max(self._collect_ns, self._collect_ns_per_object * young)
+        if deadline_ns is not None and self._clock.now_ns() + predicted > deadline_ns:
+            return
+        start = self._clock.now_ns()
+        gc.collect(0)
+        self._collect_ns = max(self._clock.now_ns() - start, 0)
+        self._collect_ns_per_object = max(
+            self._collect_ns_per_object, self._collect_ns / max(young, 1)
+        )
 
     def warm_up(
         self, *, window: int, tolerance: float, max_calls: int, deadline_ns: int | None = None
@@ -481,14 +626,14 @@ class InterleavedRun:
         calls = 0
         converged = False
         if not self._past(deadline_ns):
-            self._untimed("baseline")
-            self._untimed("candidate")
+            self._untimed("baseline", 0)
+            self._untimed("candidate", 0)
             calls = 1
         while 0 < calls < max_calls:
             if self._past(deadline_ns):
                 break
             for arm in ("baseline", "candidate"):
-                times[arm].append(self._timed(arm)[0])
+                times[arm].append(self._timed(arm, calls)[0])
             calls += 1
             if is_settled(times["baseline"], size, tolerance) and is_settled(
                 times["candidate"], size, tolerance
@@ -506,34 +651,47 @@ class InterleavedRun:
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time ``n_pairs`` more interleaved pairs (after one untimed call per arm); return how many.
 
-        Stops early, before a pair (or before the untimed calls), once the run's clock reaches
-        ``deadline_ns``: no call starts after it.
+        Housekeeping (the young-generation collection, the look's spot-check schedule) runs
+        first, then the deadline check: it stops early, before a pair (or before the untimed
+        calls), once the run's clock reaches ``deadline_ns``, so no call starts after it.
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)
+        if n_pairs == 0:
+            return 0
         if self._counts_at_start is None:
             self._counts_at_start = _dynamo_counts()
         # between looks, outside any timed region: collect what the paused collector let pile up
-        gc.collect()
+        self._collect(deadline_ns)
+        start = self.n_pairs
+        picked = spot_calls(
+            n_pairs,
+            self._spot_rate,
+            self._spot_seed + self._looks,
+            first_pair=start,
+            n_batches=len(self._inputs),
+        )
+        self._looks += 1
         # one untimed call per arm, the next pair's first arm last, so that no arm starts the
         # look warm from its own call (each pair's first call follows the other model)
-        first = "baseline" if pair_order(self.n_pairs) else "candidate"
+        first = "baseline" if pair_order(start) else "candidate"
         second = "candidate" if first == "baseline" else "baseline"
-        if n_pairs == 0 or self._past(deadline_ns):
+        if self._past(deadline_ns):
             return 0
-        self._untimed(second)
-        self._untimed(first)
+        self._untimed(second, start)
+        self._untimed(first, start)
         done = 0
         while done < n_pairs:
             if self._past(deadline_ns):
                 break
+            index = self.n_pairs
             first, second = (
-                ("baseline", "candidate") if pair_order(self.n_pairs) else ("candidate", "baseline")
+                ("baseline", "candidate") if pair_order(index) else ("candidate", "baseline")
             )
-            check = done in (0, n_pairs - 1)
+            check = done in picked
             results = {
-                first: self._timed(first, check=check),
-                second: self._timed(second, check=check),
+                first: self._timed(first, index, check=check),
+                second: self._timed(second, index, check=check),
             }
             for arm, (wall, device) in results.items():
                 self._times[arm].append(wall)
@@ -578,12 +736,16 @@ def compare(
     *,
     n_pairs: int,
     timer: Timer | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
 ) -> PairedTimings:
     """Warm up both arms, then time ``n_pairs`` interleaved pairs (ABBA/BAAB quads).
 
-    ``config`` is a :class:`~aitune_fp.core.config.ProfilingConfig` (warm-up and threads).
+    ``config`` is a :class:`~aitune_fp.core.config.ProfilingConfig` (warm-up and threads);
+    ``batches`` (replacing ``batch``): pair ``i`` runs on ``batches[i % len(batches)]``.
     """
-    with InterleavedRun(baseline, candidate, batch, timer=timer, threads=config.threads) as run:
+    with InterleavedRun(
+        baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
+    ) as run:
         run.warm_up(
             window=config.warmup_window,
             tolerance=config.warmup_tolerance,

@@ -47,7 +47,7 @@ from aitune_fp.errors import (
     InvalidValueError,
 )
 from aitune_fp.guard import ModelGuard, SampleGuard
-from aitune_fp.heldout import HeldoutUnavailableError, heldout_samples
+from aitune_fp.heldout import HeldoutUnavailableError, heldout_batches, heldout_samples
 from aitune_fp.inputs import BatchSpec, GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.measure import measure_throughput_steady, rule_for
 from aitune_fp.profiling import SpotCheckError, Timer, timer_for
@@ -350,7 +350,8 @@ class TuneSession:
         self._guard: ModelGuard | None = None
         self._sample_guard: SampleGuard | None = None
         self._was_training: list[torch.nn.Module] = []
-        self._reference: Any = None
+        self._batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
+        self._references: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
         self._candidate: str | None = None  # the candidate in the pipeline now
         self._closed = False  # set once finished is emitted
         self._heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
@@ -455,12 +456,18 @@ class TuneSession:
             self._eager, self.eager_isolation = private_eager(self.baseline, t.module)
             self._phase(description, "baseline_measure")
             eager = infer_of(self._eager)
+            self._batches = self._timing_batches(self._batch)
             throughput, latencies = self.rule.measure_eager(
-                eager, self._batch, self.batch_size, self.config, timer=self._timer
+                eager,
+                self._batch,
+                self.batch_size,
+                self.config,
+                timer=self._timer,
+                batches=self._batches,
             )
             if not (math.isfinite(throughput) and throughput > 0):
                 raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
-            self._reference = self._reference_output(eager, self._batch)
+            self._references = tuple(self._reference_output(eager, b) for b in self._batches)
             self._settle_guard()
         except Exception as exc:
             path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
@@ -492,6 +499,19 @@ class TuneSession:
                 eager_isolation=self.eager_isolation,
             )
         )
+
+    def _timing_batches(self, batch: Sample) -> tuple[Sample, ...]:
+        """The timing batch and two held-out ones derived from it, timed in turn.
+
+        A candidate that returns what it computed for an earlier batch of the same shape is
+        then wrong on the batches it did not compute, where the spot checks look.
+        """
+        axes = getattr(self.target.graph_spec, "batch_axes", None)
+        try:
+            held = heldout_batches(batch, 2, self._heldout_seed, batch_axes=axes)
+        except HeldoutUnavailableError:
+            held = ()
+        return (batch, *held)
 
     @staticmethod
     def _reference_output(eager: Callable[..., Any], batch: Sample) -> Any:
@@ -676,10 +696,10 @@ class TuneSession:
         start = time.perf_counter()
         expected_dtype = declared_dtype(backend)
         tolerances = self.closeness.budget(backend)
-        reference, closeness = self._reference, self.closeness
+        closeness = self.closeness
         seen = [] if mismatch is None else [mismatch]
 
-        def spot_check(output: Any) -> None:
+        def spot_check(output: Any, reference: Any) -> None:
             found = closeness.spot(
                 output, reference, expected_dtype=expected_dtype, tolerances=tolerances
             )
@@ -697,6 +717,9 @@ class TuneSession:
             eager_latencies=self._baseline_latencies if self.rule.keeps_eager_latencies else None,
             description=description,
             spot_check=spot_check,
+            batches=self._batches,
+            references=self._references,
+            spot_seed=self._heldout_seed,
             on_look=lambda n, decision: self._emit(
                 events.look(
                     self.run_id,

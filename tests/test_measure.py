@@ -14,6 +14,7 @@ import torch
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import make_result
+from aitune_fp.core.spot import spot_count
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_baseline_point, measure_speedup
 from aitune_fp.profiling import ProfilingError, SpotCheckError
@@ -340,7 +341,7 @@ class TestSpotCheck:
         assert len(seen) == 2
 
     def test_a_passing_check_changes_nothing(self) -> None:
-        """A check that passes sees the first and last pair of each look and the verdict stands."""
+        """A check that passes sees the first, last and ~10 % of the pairs; the verdict stands."""
         clock = FakeClock()
         seen: list[Any] = []
         m = measure_speedup(
@@ -353,7 +354,7 @@ class TestSpotCheck:
             spot_check=seen.append,
         )
         assert m.result.verdict == "faster"
-        assert len(seen) == 2  # one look of 10 pairs: its first and last pair
+        assert len(seen) == spot_count(10) == 3  # one look of 10 pairs: ends + one inner
 
 
 class Repeat(torch.nn.Module):
