@@ -33,6 +33,7 @@ __all__ = [
     "Tolerances",
     "check_correctness",
     "compare_outputs",
+    "served_batch_sizes",
 ]
 
 #: The checks a :class:`CorrectnessError` can name.
@@ -176,13 +177,18 @@ def check_correctness(
     expected_dtype: torch.dtype | None = None,
     tolerances: Tolerances | None = None,
     name: str = "",
+    batch_sizes: Sequence[int] = (),
+    grad_mode: bool = True,
 ) -> Mismatch:
-    """Check ``candidate`` against ``reference`` on every sample at min and max batch size.
+    """Check ``candidate`` against ``reference`` on every sample at every batch size it serves.
 
-    Both run under ``torch.no_grad()`` on their own fresh copies of each batch, so the stored
-    samples are never mutated. Returns the worst mismatch over all of them against the budget
-    (a pass still says how close it came). Raises :class:`CorrectnessError` naming the sample,
-    batch size, output path and failed check; a failing reference raises
+    The batch sizes: :func:`served_batch_sizes` (the two ends, every power of two between them,
+    and ``batch_sizes`` within the range). Both run under ``torch.no_grad()`` on their own fresh
+    copies of each batch, so the stored samples are never mutated; with ``grad_mode`` the
+    candidate is also called once with grad enabled (the first sample at the largest size),
+    since a user's call may run either way. Returns the worst mismatch over all of them against
+    the budget (a pass still says how close it came). Raises :class:`CorrectnessError` naming
+    the sample, batch size, output path and failed check; a failing reference raises
     :class:`ReferenceFailedError` (a ``RuntimeError``: not the candidate's fault).
     """
     _check_expected_dtype(expected_dtype)
@@ -196,52 +202,77 @@ def check_correctness(
         )
     tol = tolerances if tolerances is not None else Tolerances()
     prefix = f"{name}: " if name else ""
-    sizes = sorted({graph_spec.min_batch_size, graph_spec.get_max_batch_size()})
+    sizes = served_batch_sizes(
+        graph_spec.min_batch_size, graph_spec.get_max_batch_size(), batch_sizes
+    )
     tally: list[Mismatch] = []
-    for index, item in enumerate(data):
-        sample = as_sample(item)
-        for size in sizes:
-            batch = graph_spec.make_batch(sample, size)
-            where = f"sample {index} at batch size {size}"
-            args, kwargs = clone_inputs(batch.args, batch.kwargs)
-            try:
-                with torch.no_grad():
-                    expected = reference(*args, **kwargs)
-            except Exception as exc:
-                raise ReferenceFailedError(
-                    f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
-                ) from exc
-            args, kwargs = clone_inputs(batch.args, batch.kwargs)
-            try:
-                with torch.no_grad():
-                    actual = candidate(*args, **kwargs)
-            except Exception as exc:
-                raise CorrectnessError(
-                    f"{prefix}{where}: output: the candidate raised {type(exc).__name__}: {exc}",
-                    path="output",
-                    check="exception",
-                    sample_index=index,
-                    batch_size=size,
-                ) from exc
-            try:
-                _check_finite(actual, expected, "output", [])
-                _compare(actual, expected, "output", expected_dtype, tol, tally)
-            except CorrectnessError as err:
-                raise CorrectnessError(
-                    f"{prefix}{where}: {err}",
-                    path=err.path,
-                    check=err.check,
-                    sample_index=index,
-                    batch_size=size,
-                ) from None
+    cases = [(i, as_sample(item), size, False) for i, item in enumerate(data) for size in sizes]
+    if grad_mode:
+        cases.append((0, as_sample(data[0]), sizes[-1], True))
+    for index, sample, size, with_grad in cases:
+        batch = graph_spec.make_batch(sample, size)
+        where = f"sample {index} at batch size {size}{' with grad enabled' if with_grad else ''}"
+        args, kwargs = clone_inputs(batch.args, batch.kwargs)
+        try:
+            with torch.no_grad():
+                expected = reference(*args, **kwargs)
+        except Exception as exc:
+            raise ReferenceFailedError(
+                f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
+            ) from exc
+        args, kwargs = clone_inputs(batch.args, batch.kwargs)
+        try:
+            with torch.set_grad_enabled(with_grad):
+                actual = _detached(candidate(*args, **kwargs))
+        except Exception as exc:
+            raise CorrectnessError(
+                f"{prefix}{where}: output: the candidate raised {type(exc).__name__}: {exc}",
+                path="output",
+                check="exception",
+                sample_index=index,
+                batch_size=size,
+            ) from exc
+        try:
+            _check_finite(actual, expected, "output", [])
+            _compare(actual, expected, "output", expected_dtype, tol, tally)
+        except CorrectnessError as err:
+            raise CorrectnessError(
+                f"{prefix}{where}: {err}",
+                path=err.path,
+                check=err.check,
+                sample_index=index,
+                batch_size=size,
+            ) from None
     return Mismatch.combine(tally)
+
+
+def served_batch_sizes(low: int, high: int, extra: Sequence[int] = ()) -> list[int]:
+    """The batch sizes a candidate is checked at, in ``low..high``.
+
+    Both ends, every power of two between them, and ``extra`` (``ProfilingConfig.batch_sizes``).
+    """
+    sizes = {low, high, *(s for s in extra if low <= s <= high)}
+    power = 1
+    while power < high:
+        if power > low:
+            sizes.add(power)
+        power *= 2
+    return sorted(sizes)
+
+
+def _detached(value: Any) -> Any:
+    """``value`` with every tensor in it detached (an output computed with grad enabled)."""
+    from torch.utils import _pytree
+
+    return _pytree.tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)
 
 
 @attrs.frozen(kw_only=True)
 class Closeness:
     """The pipeline's check that a candidate computes what eager computes (pluggable).
 
-    ``check`` runs once, after the build: every sample at both ends of the batch-size range.
+    ``check`` runs once, after the build: every sample at every batch size it serves
+    (:func:`served_batch_sizes`), and once with grad enabled.
     ``spot`` runs on outputs of timed calls. ``tolerances``: one budget for every candidate;
     None gives each backend its own (its ``tolerances`` attribute, else the default tiers).
     ``enabled=False`` skips both, for backends whose values differ by design.
@@ -269,6 +300,7 @@ class Closeness:
         expected_dtype: torch.dtype | None,
         tolerances: Tolerances | None,
         name: str = "",
+        batch_sizes: Sequence[int] = (),
     ) -> Mismatch | None:
         """The worst mismatch over the samples (None when switched off); raises on a failure."""
         if not self.enabled:
@@ -281,6 +313,7 @@ class Closeness:
             expected_dtype=expected_dtype,
             tolerances=tolerances,
             name=name,
+            batch_sizes=batch_sizes,
         )
 
     def spot(

@@ -17,6 +17,7 @@ import functools
 import math
 import os
 import random
+import threading
 import time
 import traceback
 import weakref
@@ -49,6 +50,7 @@ from aitune_fp.errors import (
 from aitune_fp.guard import ModelGuard, SampleGuard
 from aitune_fp.heldout import HeldoutUnavailableError, heldout_batches, heldout_samples
 from aitune_fp.inputs import BatchSpec, GraphSpec, Sample, as_sample, copy_sample
+from aitune_fp.isolation import ProcessState
 from aitune_fp.measure import measure_throughput_steady, rule_for
 from aitune_fp.profiling import SpotCheckError, Timer, timer_for
 from aitune_fp.watchdog import CandidateHungError, Watchdog
@@ -60,6 +62,7 @@ __all__ = [
     "CandidateOutcome",
     "ModelChangedError",
     "NoValidBackendError",
+    "ProcessChangedError",
     "StageError",
     "TuneSession",
     "TuneTarget",
@@ -234,6 +237,13 @@ class ModelChangedError(AitunefpError, RuntimeError):
     """A candidate changed the user's model (a tensor, a submodule or a flag); it was restored."""
 
 
+class ProcessChangedError(AitunefpError, RuntimeError):
+    """A candidate changed the process (threads, a torch flag, a torch function); restored.
+
+    What could not be put back is named in the message (``docs/guarantees.md``).
+    """
+
+
 class NoValidBackendError(AitunefpError, RuntimeError):
     """No candidate was built, correct and faster; lists every candidate and why it failed."""
 
@@ -349,6 +359,8 @@ class TuneSession:
         self._outcome: Outcome | None = None
         self._guard: ModelGuard | None = None
         self._sample_guard: SampleGuard | None = None
+        self._process: ProcessState | None = None
+        self._thread = threading.get_ident()
         self._was_training: list[torch.nn.Module] = []
         self._batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
         self._references: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
@@ -534,6 +546,8 @@ class TuneSession:
             module.eval()
         self._guard = None if _has_lazy(module) else ModelGuard(module)
         self._sample_guard = SampleGuard(self.target.data)
+        self._thread = threading.get_ident()  # the tune's thread (the watchdog's is another)
+        self._process = self._process_state()
 
     def _settle_guard(self) -> None:
         """After eager's first calls, snapshot again if eager itself changed the model.
@@ -543,9 +557,37 @@ class TuneSession:
         """
         if self._guard is None or self._guard.changed() is not None:
             self._guard = ModelGuard(self.target.module)
+        self._process = self._process_state()  # what eager's first calls set up is the state
 
-    def _model_changed(self) -> ModelChangedError | None:
-        """The error to record when the model or the caller's samples changed (then restored)."""
+    def _process_state(self) -> ProcessState:
+        """The process state a candidate must leave alone, the model's own classes included.
+
+        The classes: a candidate that patches the user's class (its ``forward``) reaches eager's
+        private copy too.
+        """
+        own = {
+            type(m)
+            for m in self.target.module.modules()
+            if not type(m).__module__.startswith("torch.")
+        }
+        return ProcessState.capture(extra=sorted(own, key=repr))
+
+    def _model_changed(self) -> ModelChangedError | ProcessChangedError | None:
+        """The error to record when the model, the caller's samples or the process changed.
+
+        Whatever changed is restored; the process to its state at the start of the tune.
+        """
+        if self._process is not None and threading.get_ident() == self._thread:
+            changes = self._process.changed()  # grad mode and friends are per thread
+            if changes:
+                unrestored = self._process.restore()
+                shown = "; ".join(changes[:4]) + (
+                    f"; and {len(changes) - 4} more" if len(changes) > 4 else ""
+                )
+                kept = f" (could not be restored: {'; '.join(unrestored)})" if unrestored else ""
+                return ProcessChangedError(
+                    f"the candidate changed the process: {shown}; it was restored{kept}"
+                )
         if self._sample_guard is not None:
             what = self._sample_guard.changed()
             if what is not None:
@@ -656,7 +698,7 @@ class TuneSession:
                 append_failure_log(log, "Backend hung while timed", exc)
                 self.release(built, log)
                 return self._failed(description, "hung", exc, log)
-            except (SpotCheckError, ModelChangedError) as exc:
+            except (SpotCheckError, ModelChangedError, ProcessChangedError) as exc:
                 append_failure_log(log, "Backend output or model check failed while timing", exc)
                 self.release(built, log)
                 return self._failed(description, "correctness", exc, log)
@@ -764,6 +806,7 @@ class TuneSession:
             t.graph_spec,
             expected_dtype=declared_dtype(built),
             tolerances=self.closeness.budget(built),
+            batch_sizes=self.config.batch_sizes,
         )
         recorded = check(list(t.data), name=t.name)
         held = self._heldout()

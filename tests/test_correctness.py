@@ -17,6 +17,7 @@ from aitune_fp.correctness import (
     Tolerances,
     check_correctness,
     compare_outputs,
+    served_batch_sizes,
 )
 from aitune_fp.inputs import GraphSpec, Sample
 
@@ -44,19 +45,54 @@ class TestCheckCorrectness:
         module = make_mlp()
         check_correctness(module, module, SPEC, data())
 
-    def test_runs_every_sample_at_min_and_max_batch(self) -> None:
-        """Both callables see each sample at min and max batch size (once when they are equal)."""
-        seen: list[int] = []
+    def test_runs_every_sample_at_every_batch_size_served(self) -> None:
+        """The candidate sees each sample at the ends and every power of two between (once when
+        the ends are equal), then the first sample at the largest size with grad enabled.
+        """
+        seen: list[tuple[int, bool]] = []
 
         def recording(x: torch.Tensor) -> torch.Tensor:
-            seen.append(x.shape[0])
+            seen.append((x.shape[0], torch.is_grad_enabled()))
             return x * 2
 
         check_correctness(recording, lambda x: x * 2, SPEC, data())
-        assert seen == [1, 4, 1, 4]
+        sizes = [size for size, _ in seen]
+        assert sizes == [1, 2, 4, 1, 2, 4, 4]
+        assert [grad for _, grad in seen] == [False] * 6 + [True]
         seen.clear()
-        check_correctness(recording, lambda x: x * 2, GraphSpec(3, min_batch_size=3), data()[:1])
-        assert seen == [3]
+        check_correctness(
+            recording, lambda x: x * 2, GraphSpec(3, min_batch_size=3), data()[:1], grad_mode=False
+        )
+        assert seen == [(3, False)]
+
+    @given(
+        low=st.integers(1, 64),
+        span=st.integers(0, 200),
+        extra=st.lists(st.integers(1, 300), max_size=4),
+    )
+    def test_served_sizes_cover_the_ends_powers_of_two_and_the_asked(
+        self, low: int, span: int, extra: list[int]
+    ) -> None:
+        high = low + span
+        sizes = served_batch_sizes(low, high, extra)
+        assert sizes == sorted(set(sizes)) and sizes[0] == low and sizes[-1] == high
+        assert all(low <= s <= high for s in sizes)
+        assert {2**k for k in range(10) if low <= 2**k <= high} <= set(sizes)
+        assert {s for s in extra if low <= s <= high} <= set(sizes)
+
+    def test_a_candidate_wrong_only_with_grad_enabled_fails(self) -> None:
+        def candidate(x: torch.Tensor) -> torch.Tensor:
+            return x * 2 + (1.0 if torch.is_grad_enabled() else 0.0)
+
+        with pytest.raises(CorrectnessError, match="with grad enabled"):
+            check_correctness(candidate, lambda x: x * 2, SPEC, data())
+
+    def test_a_candidate_wrong_only_at_a_middle_batch_size_fails(self) -> None:
+        def candidate(x: torch.Tensor) -> torch.Tensor:
+            return x * 2 + (1.0 if x.shape[0] == 2 else 0.0)
+
+        with pytest.raises(CorrectnessError, match="batch size 2"):
+            check_correctness(candidate, lambda x: x * 2, SPEC, data())
 
     def test_changed_weights_fail_with_worst_mismatch(self) -> None:
         """A candidate with perturbed weights fails ``values`` naming max abs/rel error and index."""

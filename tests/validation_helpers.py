@@ -165,7 +165,7 @@ class FailsWhenTimed(_ModuleBackend):
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         type(self).calls += 1
-        if type(self).calls > 4:
+        if type(self).calls > 12:  # past the correctness checks (recorded and held-out)
             raise RuntimeError("device lost")
         with torch.no_grad():
             return self.module(*args)
