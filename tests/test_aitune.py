@@ -358,7 +358,7 @@ def test_a_build_that_writes_the_weights_is_rejected_and_undone(kind: str) -> No
     before = snapshot(model)
     strategy = make(kind, [WritesWeights(), PrunedEager()])
     if kind == "one":  # AITune's OneBackend raises a failure of its one candidate
-        with pytest.raises(RuntimeError, match="useful.weight"):
+        with pytest.raises(RuntimeError, match=r"useful\.weight"):
             run_tune(strategy, model=model)
     else:
         run_tune(strategy, model=model)
@@ -621,3 +621,96 @@ def test_candidates_are_gated_only_inside_tune() -> None:
     strategy = gated(ait.OneBackendStrategy(backend=PrunedEager()))
     with pytest.raises(InvalidStateError, match="inside its own tune"):
         strategy._build_validate_and_check_perf(PrunedEager(), None, "m", None, [], "cpu", None)
+
+
+# -- a fair comparison on AITune's path too ------------------------------------------------------
+
+
+def _slow_down(*_: Any) -> None:
+    CLOCK.spend(20 * 200_000)
+
+
+class _AsFastAsEager(_Eager):
+    """Does eager's own work, bypassing the module's ``__call__`` (and so its hooks)."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            self._orig_module.wasted()
+            return self._orig_module.useful_forward(*args)
+
+
+def _attacker(attack: Any) -> Any:
+    def _build(self: Any, module: Any, *args: Any) -> Any:
+        attack(module)
+        return _AsFastAsEager._build(self, module, *args)
+
+    namespace = {"_build": _build, "_execution_modes": MODES, "_build_mode": BUILD}
+    return type("Attacker", (_AsFastAsEager,), namespace)()
+
+
+def _patch_linear(module: Any) -> None:
+    original = torch.nn.functional.linear
+
+    def linear(*args: Any, **kwargs: Any) -> Any:
+        _slow_down()
+        return original(*args, **kwargs)
+
+    torch.nn.functional.linear = linear
+
+
+AITUNE_ATTACKS = {
+    "pre-hook": lambda module: module.register_forward_pre_hook(lambda m, a: _slow_down()),
+    "global hook": lambda module: torch.nn.modules.module.register_module_forward_pre_hook(
+        lambda m, a: _slow_down()
+    ),
+    "functional": _patch_linear,
+    "threads": lambda module: torch.set_num_threads(1),
+}
+
+
+@pytest.mark.parametrize("attack", AITUNE_ATTACKS)
+def test_slowing_eager_down_is_never_accepted_through_aitune(attack: str) -> None:
+    linear, threads = torch.nn.functional.linear, torch.get_num_threads()
+    hooks = dict(torch.nn.modules.module._global_forward_pre_hooks)
+    strategy = quiet(gated(ait.FirstWinsStrategy(backends=[_attacker(AITUNE_ATTACKS[attack])])))
+    model = Wasteful().eval()
+    try:
+        with pytest.raises(RuntimeError, match="There is no valid backend"):
+            run_tune(strategy, model=model)
+        assert torch.nn.functional.linear is linear
+        assert torch.get_num_threads() == threads
+        assert dict(torch.nn.modules.module._global_forward_pre_hooks) == hooks
+        assert not model._forward_pre_hooks
+        assert not any(r.passed for r in validation_of(strategy).perf_validation_results)
+    finally:
+        torch.nn.functional.linear = linear
+        torch.set_num_threads(threads)
+        torch.nn.modules.module._global_forward_pre_hooks.clear()
+        torch.nn.modules.module._global_forward_pre_hooks.update(hooks)
+
+
+class Memorises(PrunedEager):
+    """Fast; answers every call with what it computed for the first input of that shape."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        cache = self.__dict__.setdefault("cache", {})
+        key = tuple(tuple(a.shape) for a in args)
+        if key not in cache:
+            cache[key] = super()._infer(*args, **kwargs)
+        return cache[key].clone()
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_a_candidate_that_memorised_its_inputs_is_rejected_through_aitune(kind: str) -> None:
+    strategy = make(kind, [Memorises()])
+    try:
+        run_tune(strategy)
+    except RuntimeError:
+        assert kind != "max-throughput"  # it falls back to eager; the others raise
+    (failure,) = [f for f in validation_of(strategy).candidate_failures if f.stage != "strategy"]
+    assert failure.stage == "correctness"
+    assert "held-out" in failure.reason or "timed call" in failure.reason
