@@ -106,6 +106,8 @@ class Tolerances:
 
     The tier is the least precise of the candidate's dtype, the reference's dtype and the declared
     dtype; float16, bfloat16 and the float8 types are "reduced". Integers and bools compare exactly.
+    ``scale_atol`` adds to ``atol`` that fraction of the reference tensor's root mean square: an
+    allowance that grows with the outputs' scale, for quantized backends whose error does.
     """
 
     float64_atol: float = attrs.field(default=1e-6, validator=finite(minimum=0))
@@ -114,6 +116,7 @@ class Tolerances:
     float32_rtol: float = attrs.field(default=1e-3, validator=finite(minimum=0))
     reduced_atol: float = attrs.field(default=1e-2, validator=finite(minimum=0))
     reduced_rtol: float = attrs.field(default=1e-2, validator=finite(minimum=0))
+    scale_atol: float = attrs.field(default=0.0, validator=finite(minimum=0))
 
     def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
         """Return ``(atol, rtol)`` for values of ``dtype`` (exact for integers and bools)."""
@@ -632,6 +635,10 @@ def _compare_floats(
     a_c, e_c = a.to(compute), e.to(compute)
     diff = (a_c - e_c).abs()
     magnitude = e_c.abs()
+    if tol.scale_atol and atol and e_c.numel():  # exact tiers (atol 0) stay exact
+        finite = magnitude[torch.isfinite(magnitude)]
+        rms = float(finite.double().square().mean().sqrt()) if finite.numel() else 0.0
+        atol += tol.scale_atol * rms
     limit = atol + rtol * magnitude
     reference_bad = ~torch.isfinite(e_c)
     bad = (diff > limit) | reference_bad

@@ -33,6 +33,7 @@ from aitune_fp import (
     TorchEagerBackend,
 )
 from aitune_fp.backends import BackendBase
+from aitune_fp.correctness import Closeness
 from aitune_fp.models import mlp
 from aitune_fp.validation import with_performance_validation
 
@@ -53,10 +54,11 @@ def _timed(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _instrument() -> None:
     """Time the real work: builds, releases, correctness checks and measurements.
 
-    Everything else is the wrapper's own cost, the model guard's snapshot and checks included.
+    Everything else is the wrapper's own cost: the model guard's snapshot and checks, the
+    process-state checks, eager's private copy and the held-out inputs included.
     """
-    session_module.check_correctness = _timed(session_module.check_correctness)  # type: ignore[assignment]
-    # the one eager call whose output the spot checks compare with is model work too
+    Closeness.check = _timed(Closeness.check)  # type: ignore[method-assign]
+    # eager's calls whose outputs the spot checks compare with are model work too
     session_module.TuneSession._reference_output = staticmethod(  # type: ignore[method-assign]
         _timed(session_module.TuneSession._reference_output)
     )

@@ -374,3 +374,24 @@ class TestTolerancesAndError:
         )
         with pytest.raises(ValueError, match="check must be one of"):
             CorrectnessError("m", path="output", check="bogus")  # type: ignore[arg-type]
+
+
+@given(scale=st.floats(0.1, 1000.0))
+def test_scale_atol_grows_the_allowance_with_the_outputs_scale(scale: float) -> None:
+    """An error of 1 % of the outputs' RMS passes ``scale_atol=0.02`` at any scale, and fails a
+    fixed atol once the outputs are large enough.
+    """
+    expected = torch.linspace(-1.0, 1.0, 64) * scale
+    rms = float(expected.square().mean().sqrt())
+    actual = expected + 0.01 * rms
+    mismatch = compare_outputs(
+        actual,
+        expected,
+        tolerances=Tolerances(float32_atol=1e-3, float32_rtol=0.0, scale_atol=0.02),
+    )
+    assert mismatch.atol is not None and mismatch.atol > 0.02 * rms
+    if 0.01 * rms > 2e-3:
+        with pytest.raises(CorrectnessError, match="values differ"):
+            compare_outputs(
+                actual, expected, tolerances=Tolerances(float32_atol=1e-3, float32_rtol=0.0)
+            )

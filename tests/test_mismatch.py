@@ -217,7 +217,8 @@ class TestPerBackendOverride:
             )
 
         default = run(Int8DynamicBackend())
-        assert default.ok and default.mismatch.atol == 0.1
+        # the atol used: 0.04 plus 5 % of the output's RMS (the MLP's outputs are small)
+        assert default.ok and 0.04 < default.mismatch.atol < 0.07
         strict = Int8DynamicBackend()
         strict.tolerances = Tolerances()
         failed = run(strict)
@@ -253,7 +254,7 @@ def test_docs_override_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert block is not None
     namespace: dict[str, Any] = {}
     exec(compile(block.group(1), "docs/backends.md", "exec"), namespace)
-    assert capsys.readouterr().out.split() == ["0.1", "0.02"]
+    assert capsys.readouterr().out.split() == ["0.04", "0.02"]
     assert namespace["int8"].tolerances.float32_atol == 0.05
     for name in ("Int8DynamicBackend()", 'scheme="weight-only"', "OnnxRuntimeBackend()"):
         assert name in section

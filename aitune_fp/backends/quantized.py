@@ -90,8 +90,11 @@ class Int8DynamicBackend(BackendBase):
     """int8 quantization of a module copy: dynamic (default) or weight-only (``scheme``).
 
     Accuracy budgets (float32 outputs), from what int8 keeps: dynamic quantizes weights *and*
-    each call's activations to 8 bits (about 2 significant digits): atol 0.1, rtol 0.05
-    (measured on the embedded MLP: max abs error 0.028 on outputs of magnitude ~1). Weight-only
+    each call's activations to 8 bits (about 2 significant digits), so its error grows with the
+    outputs' scale: atol 0.04 plus 5 % of the output's RMS, rtol 0.05 (measured over 300 random
+    inputs: the atol needed at rtol 0.05 was at most 0.030 on the embedded MLP, outputs of RMS
+    ~0.3, and 0.152 on the convnet, RMS ~5, where a fixed atol of 0.1 failed half the inputs;
+    the held-out check found it). Weight-only
     rounds only the weights, per output channel, to 1/254 of their row's range; activations stay
     float, so the relative allowance is tighter: atol 0.1, rtol 0.02 (the absolute allowance
     stays, since rounding errors add up over long dot products; measured max abs error 0.006 on
@@ -100,7 +103,11 @@ class Int8DynamicBackend(BackendBase):
     """
 
     default_tolerances: ClassVar[Tolerances | None] = Tolerances(
-        float64_atol=0.1, float64_rtol=0.05, float32_atol=0.1, float32_rtol=0.05
+        float64_atol=0.04,
+        float64_rtol=0.05,
+        float32_atol=0.04,
+        float32_rtol=0.05,
+        scale_atol=0.05,
     )
     #: The budget of ``scheme="weight-only"`` (reduced-precision outputs keep their own tier).
     weight_only_tolerances: ClassVar[Tolerances] = Tolerances(
