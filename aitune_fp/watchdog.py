@@ -11,6 +11,7 @@ though the thread never comes back.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import time
@@ -33,8 +34,54 @@ def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:
     )
 
 
+class _Monitor:
+    """One daemon thread that runs due actions: arming a step costs a lock, not a thread."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, delay_s: float, action: Callable[[], None]) -> int:
+        """Run ``action`` on the monitor's thread in ``delay_s`` seconds; a token to cancel it."""
+        with self._cond:
+            self._next += 1
+            self._due[self._next] = (time.monotonic() + delay_s, action)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="aitune_fp-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+            return self._next
+
+    def cancel(self, token: int) -> None:
+        """Drop a scheduled action (nothing when it ran already)."""
+        with self._cond:
+            self._due.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    ready = [t for t, (when, _) in self._due.items() if when <= now]
+                    if ready:
+                        actions = [self._due.pop(t)[1] for t in sorted(ready)]
+                        break
+                    wait = min((when for when, _ in self._due.values()), default=now + 60) - now
+                    self._cond.wait(timeout=max(wait, 0.001))
+            for action in actions:
+                with contextlib.suppress(Exception):  # one failing report never stops the rest
+                    action()
+
+
+_MONITOR = _Monitor()
+
+
 class _Step:
-    """One guarded step: arms two timers on entry, disarms them on exit."""
+    """One guarded step: schedules its interrupt and its stuck report, drops them on exit."""
 
     def __init__(
         self,
@@ -52,20 +99,15 @@ class _Step:
         self._raised = False
         self._thread_id = 0
         self._start = 0.0
-        self._timers: list[threading.Timer] = []
+        self._tokens: list[int] = []
 
     def __enter__(self) -> _Step:
         self._thread_id = threading.get_ident()
         self._start = time.monotonic()
-        for delay, action in (
-            (self.deadline_s, self._interrupt),
-            (self.deadline_s + self.grace_s, self._stuck),
-        ):
-            timer = threading.Timer(delay, action)
-            timer.daemon = True
-            timer.name = f"aitune_fp-watchdog-{self.what}"
-            timer.start()
-            self._timers.append(timer)
+        self._tokens = [
+            _MONITOR.schedule(self.deadline_s, self._interrupt),
+            _MONITOR.schedule(self.deadline_s + self.grace_s, self._stuck),
+        ]
         return self
 
     def _interrupt(self) -> None:
@@ -92,10 +134,8 @@ class _Step:
             self._done = True
             if self._raised and exc is None:
                 _raise_in(self._thread_id, None)  # fired as the step ended: never raise it later
-        for timer in self._timers:  # joined: no thread outlives the step holding what it guards
-            timer.cancel()
-            if timer is not threading.current_thread():
-                timer.join()
+        for token in self._tokens:  # dropped: nothing outlives the step holding what it guards
+            _MONITOR.cancel(token)
         if self._raised and exc is not None:  # the interrupt, perhaps wrapped by the step's code
             raise CandidateHungError(
                 f"{self.what} did not return within its deadline of {self.deadline_s:g} s "
