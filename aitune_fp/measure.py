@@ -209,6 +209,11 @@ def _reason(
             f"the ratio shifted at pair {decision.shift_index}: the estimate and throughputs are "
             "from the pairs after it, and the verdict needed them and the whole run to agree"
         )
+    if "throughput_disagrees" in decision.flags:
+        notes.append(
+            "the typical call clears the required speedup but the mean-latency throughput "
+            "ratio of the same pairs does not: not called faster"
+        )
     if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
         notes.append(
             f"interval widened for serial correlation (lag-1 {decision.autocorrelation:.2f})"
@@ -267,7 +272,7 @@ def _statistical(
             max_calls=config.warmup_max_calls,
             deadline_ns=deadline,
         )
-        for look in config.looks:
+        for look_number, look in enumerate(config.looks, start=1):
             need = look - run.n_pairs
             now = clock.now_ns()
             per_pair = sampling_ns / max(run.n_pairs, 1)
@@ -290,6 +295,9 @@ def _statistical(
                 futility_error=config.futility_error,
                 guard_serial_correlation=config.guard_serial_correlation,
                 guard_shift=config.guard_shift,
+                look=look_number,  # decision engine v3: error spent late, always widened,
+                always_widen=config.guard_serial_correlation,  # faster only when the
+                throughput_consistent=True,  # throughput ratio agrees
             )
             decided_at = run.n_pairs
             if on_look is not None:
@@ -368,6 +376,8 @@ def _statistical_result(
         flags.append(f"ratio_shift_at_pair_{decision.shift_index}")
     if "serial_correlation" in decision.flags:
         flags.append("serial_correlation")
+    if "throughput_disagrees" in decision.flags:
+        flags.append("throughput_disagrees")
     if budget_spent:
         flags.append("budget_spent")
     result = make_result(

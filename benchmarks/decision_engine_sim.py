@@ -1,8 +1,10 @@
-"""The sequential decision on synthetic paired timings: v1 (symmetric) beside v2 (futility stop).
+"""The sequential decision on synthetic paired timings: v1, v2 (futility stop) and v3 side by side.
 
 Each simulated decision draws paired log ratios ``ln(eager/candidate) = ln(true) + e_t`` with
 heavy-tailed noise (Student t, 3 degrees of freedom, scaled to ``--noise`` standard deviation),
-optionally AR(1)-correlated (``phi``) or shifted mid-run, and runs the group-sequential loop of
+optionally AR(1)-correlated (``phi``), shifted mid-run, wandering (a slow random walk of the
+ratio), drifting (a linear trend), or with a tail-heavy candidate (10 % of its calls 3x slower:
+its typical call and its throughput disagree), and runs the group-sequential loop of
 :func:`aitune_fp.core.stats.decide_at_look` over the planned looks. Per case and rule it prints
 accept / not_faster / inconclusive rates and the median and p90 pairs used: the computed side of
 issue 14 (the real-timing side is ``decision_quality.py``).
@@ -22,18 +24,25 @@ import numpy as np
 
 from aitune_fp.core.stats import decide_at_look
 
-#: (label, true speedup, AR(1) phi, (shift pair, speedup after)).
-CASES: tuple[tuple[str, float, float, tuple[int, float] | None], ...] = (
-    ("A/A 1.00x", 1.00, 0.0, None),
-    ("0.97x", 0.97, 0.0, None),
-    ("threshold 1.01x", 1.01, 0.0, None),
-    ("1.02x (inside margin)", 1.02, 0.0, None),
-    ("1.03x", 1.03, 0.0, None),
-    ("1.10x", 1.10, 0.0, None),
-    ("A/A, AR(1) phi=0.2", 1.00, 0.2, None),
-    ("1.01x, AR(1) phi=0.2", 1.01, 0.2, None),
-    ("A/A, AR(1) phi=0.5", 1.00, 0.5, None),
-    ("1.03x for 40 pairs, then 1.00x", 1.03, 0.0, (40, 1.00)),
+#: label -> (true speedup, AR(1) phi, (shift pair, speedup after), extra): extra is "" or one of
+#: "wander" (random walk of the log ratio, step sd 0.2 %), "drift" (the ratio falls 2 % over
+#: 320 pairs), "skew" (10 % of the candidate's calls 3x slower).
+CASES: tuple[tuple[str, float, float, tuple[int, float] | None, str], ...] = (
+    ("A/A 1.00x", 1.00, 0.0, None, ""),
+    ("0.97x", 0.97, 0.0, None, ""),
+    ("threshold 1.01x", 1.01, 0.0, None, ""),
+    ("1.02x (inside margin)", 1.02, 0.0, None, ""),
+    ("1.03x", 1.03, 0.0, None, ""),
+    ("1.10x", 1.10, 0.0, None, ""),
+    ("A/A, AR(1) phi=0.2", 1.00, 0.2, None, ""),
+    ("1.01x, AR(1) phi=0.2", 1.01, 0.2, None, ""),
+    ("1.01x, AR(1) phi=0.5", 1.01, 0.5, None, ""),
+    ("1.01x, AR(1) phi=0.8", 1.01, 0.8, None, ""),
+    ("A/A, AR(1) phi=0.5", 1.00, 0.5, None, ""),
+    ("1.04x for 40 pairs, then 1.01x", 1.04, 0.0, (40, 1.01), ""),
+    ("1.01x, wander", 1.01, 0.0, None, "wander"),
+    ("1.02x falling to 1.00x, drift", 1.02, 0.0, None, "drift"),
+    ("typical 1.05x, 10 % of calls 3x slower", 1.05, 0.0, None, "skew"),
 )
 
 #: name -> (looks, decide_at_look keyword arguments)
@@ -46,6 +55,18 @@ RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
             "futility_error": 0.20,
             "guard_serial_correlation": True,
             "guard_shift": True,
+        },
+    ),
+    "v3": (
+        (10, 20, 40, 80, 160, 320),
+        {
+            "futility_margin_percent": 1.0,
+            "futility_error": 0.20,
+            "guard_serial_correlation": True,
+            "guard_shift": True,
+            "always_widen": True,
+            "throughput_consistent": True,
+            "spend": True,
         },
     ),
 }
@@ -69,6 +90,7 @@ def _one(
     true: float,
     phi: float,
     shift: tuple[int, float] | None,
+    extra: str,
     looks: Sequence[int],
     options: dict[str, object],
     sd: float,
@@ -77,18 +99,27 @@ def _one(
     level = np.full(n, math.log(true))
     if shift is not None:
         level[shift[0] :] = math.log(shift[1])
+    if extra == "wander":
+        level += np.cumsum(rng.normal(0.0, 0.002, size=n))
+    elif extra == "drift":
+        level += np.linspace(0.0, math.log(1.00 / 1.02), n)
     d = level + _noise(rng, n, sd, phi)
     base = 0.01 * np.exp(rng.normal(0.0, 0.03, size=n))
     cand = base * np.exp(-d)
+    if extra == "skew":
+        cand = np.where(rng.random(n) < 0.10, cand * 3.0, cand)
+    kwargs = {k: v for k, v in options.items() if k != "spend"}
     verdict, used = "inconclusive", n
-    for look in looks:
+    for k, look in enumerate(looks, start=1):
+        if options.get("spend"):
+            kwargs["look"] = k
         decision = decide_at_look(
             base[:look].tolist(),
             cand[:look].tolist(),
             1.0,
             confidence=0.95,
             n_looks=len(looks),
-            **options,  # type: ignore[arg-type]
+            **kwargs,  # type: ignore[arg-type]
         )
         verdict, used = decision.verdict, look
         if verdict != "inconclusive":
@@ -102,15 +133,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--noise", type=float, default=0.06)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rules", nargs="*", default=[], help="v1, v2, v3 (default: all)")
     args = parser.parse_args(argv)
     print(f"{args.runs} simulated decisions per row, paired noise sd {args.noise:.0%} (t3)\n")
-    print("| case | rule | accept | not_faster | inconclusive | median pairs | p90 pairs |")
+    print(
+        "| case | rule | accept (± MC s.e.) | not_faster | inconclusive | median pairs | p90 pairs |"
+    )
     print("|---|---|---|---|---|---|---|")
-    for label, true, phi, shift in CASES:
+    for label, true, phi, shift, extra in CASES:
         for name, (looks, options) in RULES.items():
+            if args.rules and name.split()[0] not in args.rules:
+                continue
             rng = np.random.default_rng(args.seed)
             runs = [
-                _one(rng, true, phi, shift, looks, options, args.noise) for _ in range(args.runs)
+                _one(rng, true, phi, shift, extra, looks, options, args.noise)
+                for _ in range(args.runs)
             ]
             verdicts = [v for v, _ in runs]
             pairs = sorted(p for _, p in runs)
@@ -118,8 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 v: verdicts.count(v) / len(runs) for v in ("faster", "not_faster", "inconclusive")
             }
             p90 = pairs[min(len(pairs) - 1, int(0.9 * len(pairs)))]
+            se = math.sqrt(rate["faster"] * (1.0 - rate["faster"]) / len(runs))
             print(
-                f"| {label} | {name} | {rate['faster']:.1%} | {rate['not_faster']:.1%} | "
+                f"| {label} | {name} | {rate['faster']:.1%} ± {se:.1%} | {rate['not_faster']:.1%} | "
                 f"{rate['inconclusive']:.1%} | {statistics.median(pairs):g} | {p90} |",
                 flush=True,
             )

@@ -31,7 +31,7 @@ import operator
 import statistics
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, SupportsFloat, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, SupportsFloat, TypeAlias
 
 import attrs
 
@@ -76,6 +76,7 @@ __all__ = [
     "is_settled",
     "is_steady",
     "level_shift_index",
+    "look_alpha",
     "mann_whitney_critical_count",
     "paired_log_speedup_bounds",
     "ruled_out_statement",
@@ -805,6 +806,8 @@ class SpeedupDecision:
             futility_high=self.upper_for_futility,
             margin=self.futility_margin,
         )
+        if expected == "faster" and "throughput_disagrees" in self.flags:
+            expected = "inconclusive"  # held back: the throughput ratio did not clear it
         if self.verdict != expected:
             raise InvalidValueError(
                 f"verdict {self.verdict!r} contradicts the bounds [{self.ci_low!r}, "
@@ -927,18 +930,35 @@ def _segment_bounds(
     *,
     paired: bool,
     guard_serial: bool,
+    always_widen: bool = False,
 ) -> tuple[float, float, float, float | None, float | None, bool]:
     """Log bounds of one stretch of pairs: (estimate, lower, upper, futility upper, rho, widened).
 
     With ``guard_serial``, a lag-1 rank autocorrelation above the flag level widens the bounds by
-    the AR(1) factor of the bias-corrected coefficient.
+    the AR(1) factor of the bias-corrected coefficient (``widened``). ``always_widen`` widens by
+    the estimated coefficient whenever it is positive, with no pre-test, and by at least
+    :data:`EARLY_PHI` below :data:`EARLY_PAIRS` pairs, where correlation cannot be seen.
     """
     rho: float | None = None
     factor = 1.0
     if paired:
         rho = lag1_rank_autocorrelation([math.log(b / c) for b, c in zip(base, cand, strict=True)])
-        if guard_serial and rho > autocorrelation_flag_level(len(base)):
+        flagged = rho > autocorrelation_flag_level(len(base))
+        if guard_serial and flagged:
             factor = inflation_factor(ar1_coefficient(rho, len(base)))
+        if always_widen:
+            phi = max(ar1_coefficient(rho, len(base)), 0.0)
+            if len(base) < EARLY_PAIRS:
+                phi = max(phi, EARLY_PHI)
+            factor = max(factor, inflation_factor(phi))
+            if not flagged:  # widened as a precaution: not a finding to show
+                estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
+                fut_upper = None
+                if alpha_futility is not None and alpha_futility != alpha:
+                    _, _, fut_upper = _widen(
+                        _bounds(base, cand, alpha_futility, paired=paired), factor
+                    )
+                return estimate, lower, upper, fut_upper, rho, False
     estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
     fut_upper = None
     if alpha_futility is not None and alpha_futility != alpha:
@@ -958,6 +978,8 @@ def _decide(
     alpha_futility: float | None = None,
     guard_serial: bool = False,
     guard_shift: bool = False,
+    always_widen: bool = False,
+    throughput_consistent: bool = False,
 ) -> SpeedupDecision:
     """One look's decision from checked timings.
 
@@ -967,7 +989,13 @@ def _decide(
     """
     flags: list[str] = []
     estimate, lower, upper, fut_upper, rho, widened = _segment_bounds(
-        base, cand, alpha, alpha_futility, paired=paired, guard_serial=guard_serial
+        base,
+        cand,
+        alpha,
+        alpha_futility,
+        paired=paired,
+        guard_serial=guard_serial,
+        always_widen=always_widen,
     )
     shift = None
     if paired and guard_shift:
@@ -981,6 +1009,7 @@ def _decide(
             alpha_futility,
             paired=True,
             guard_serial=guard_serial,
+            always_widen=always_widen,
         )
         estimate, lower, upper = tail[0], min(lower, tail[1]), max(upper, tail[2])
         if fut_upper is not None and tail[3] is not None:
@@ -992,15 +1021,16 @@ def _decide(
     speedup = min(max(_exp(estimate), ci_low), ci_high)
     futility_high = None if fut_upper is None else max(_exp(fut_upper), speedup)
     upper_for_futility = ci_high if futility_high is None else futility_high
+    verdict = _verdict(
+        ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility, margin=margin
+    )
+    if throughput_consistent and verdict == "faster":
+        first = shift or 0
+        if not math.fsum(base[first:]) / math.fsum(cand[first:]) > required:
+            verdict = "inconclusive"  # the typical call is faster, the throughput is not (yet)
+            flags.append("throughput_disagrees")
     return SpeedupDecision(
-        verdict=_verdict(
-            ci_low,
-            ci_high,
-            required,
-            speedup=speedup,
-            futility_high=upper_for_futility,
-            margin=margin,
-        ),
+        verdict=verdict,
         speedup=speedup,
         ci_low=ci_low,
         ci_high=ci_high,
@@ -1078,8 +1108,19 @@ def decide_at_look(
     futility_error: float | None = None,
     guard_serial_correlation: bool = False,
     guard_shift: bool = False,
+    look: int | None = None,
+    always_widen: bool = False,
+    throughput_consistent: bool = False,
 ) -> SpeedupDecision:
     """Paired decision at one look of a group-sequential, interleaved measurement.
+
+    Decision engine v3 is three options (all off: v2): ``look`` (this look's number, from 1)
+    spends the false-accept error by :func:`look_alpha` instead of evenly, little at the early
+    looks where dependence cannot be seen; ``always_widen`` widens for any positive serial
+    correlation (see ``_segment_bounds``); ``throughput_consistent`` lets ``faster`` stand only
+    when the mean-latency throughput ratio of the same pairs also clears the required speedup
+    (else ``inconclusive``, flag ``throughput_disagrees``), so the verdict never contradicts the
+    throughput users read.
 
     The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
     each look's lower bound uses ``(1 - confidence) / n_looks``, so a slower-or-equal candidate is
@@ -1100,7 +1141,7 @@ def decide_at_look(
     looks = check_int("n_looks", n_looks, minimum=1)
     check_type("guard_serial_correlation", guard_serial_correlation, bool)
     check_type("guard_shift", guard_shift, bool)
-    alpha = (1.0 - level) / looks
+    alpha = (1.0 - level) / looks if look is None else look_alpha(1.0 - level, look, looks)
     if alpha >= 0.5:
         raise InvalidValueError(
             "(1 - confidence) / n_looks must be < 0.5, got "
@@ -1125,4 +1166,30 @@ def decide_at_look(
         alpha_futility=alpha_futility,
         guard_serial=guard_serial_correlation,
         guard_shift=guard_shift,
+        always_widen=always_widen,
+        throughput_consistent=throughput_consistent,
     )
+
+
+#: ``always_widen``: below this many pairs correlation cannot be seen, and at least
+#: :data:`EARLY_PHI` is assumed.
+EARLY_PAIRS: Final = 40
+EARLY_PHI: Final = 0.2
+#: The exponent of the error-spending function ``alpha * (k / K) ** SPENDING_POWER``.
+SPENDING_POWER: Final = 2.0
+
+
+def look_alpha(total_alpha: float, look: int, n_looks: int) -> float:
+    """The false-accept error look ``look`` (1..``n_looks``) may spend: ``alpha (t_k^2 - t_{k-1}^2)``.
+
+    ``t_k = look / n_looks`` (a power-family spending function, Kim and DeMets, with exponent
+    :data:`SPENDING_POWER`). The parts add up to ``total_alpha``, so by the union bound a
+    candidate no faster than required is accepted at some look with probability at most
+    ``total_alpha``; the early looks, where serial correlation is invisible, spend the least.
+    """
+    k = check_int("look", look, minimum=1)
+    n = check_int("n_looks", n_looks, minimum=1)
+    if k > n:
+        raise InvalidValueError(f"look must be <= n_looks ({n}), got {look!r}")
+    total = check_open_interval("total_alpha", total_alpha, 0.0, 1.0)
+    return float(total * ((k / n) ** SPENDING_POWER - ((k - 1) / n) ** SPENDING_POWER))
