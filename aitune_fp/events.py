@@ -33,6 +33,9 @@ from aitune_fp.core.report import CandidateFailure
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
 
+# cpu_environment: what ``started`` reports, read by the session where it emits the event
+from aitune_fp.profiling import CpuEnvironment, cpu_environment
+
 __all__ = [
     "EVENT_NAMES",
     "LOGGER_NAME",
@@ -46,6 +49,7 @@ __all__ = [
     "candidate_rejected",
     "collecting",
     "correctness_checked",
+    "cpu_environment",
     "disabled",
     "emit",
     "eval_mode",
@@ -163,8 +167,14 @@ def started(
     min_speedup_threshold_percent: float,
     required_speedup: float,
     batch_size: int | None,
+    cpu: CpuEnvironment | None = None,
 ) -> Event:
-    """A validating tune begins: what is tuned, where, and against which gate."""
+    """A validating tune begins: what is tuned, where, and against which gate.
+
+    ``cpu``: the threads both arms will run with, ``OMP_NUM_THREADS``, the cores available and
+    the 1-minute load average now (fields ``threads``, ``interop_threads``, ``omp_num_threads``,
+    ``cpus``, ``load_avg_1m``; left out when None).
+    """
     return _event(
         STARTED,
         "info",
@@ -176,6 +186,7 @@ def started(
         min_speedup_threshold_percent=min_speedup_threshold_percent,
         required_speedup=required_speedup,
         batch_size=batch_size,
+        **({} if cpu is None else cpu.to_fields()),
         summary="🔄 Profiling eager baseline...please wait",
     )
 

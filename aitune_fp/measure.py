@@ -26,11 +26,13 @@ is based on the Hodges-Lehmann interval of the paired log ratios (the typical ca
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
+from aitune_fp import profiling
 from aitune_fp.core._checks import check_int, check_threshold
 from aitune_fp.core.config import DecisionMode, ProfilingConfig
 from aitune_fp.core.messages import fmt_apart
@@ -52,6 +54,7 @@ from aitune_fp.core.stats import (
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.profiling import (
+    CpuEnvironment,
     InterleavedRun,
     PairedTimings,
     ProfilingError,
@@ -59,6 +62,9 @@ from aitune_fp.profiling import (
     SpotCheck,
     Timer,
     as_batches,
+    has_device_clock,
+    is_host_bound,
+    is_oversubscribed,
     time_calls,
     timer_for,
 )
@@ -248,9 +254,35 @@ def _statistical(
     inputs: _Inputs,
     on_look: OnLook | None = None,
 ) -> Measurement:
+    if config.clock == "device" and not has_device_clock(clock):
+        raise InvalidValueError(
+            f"clock='device' needs a timer with device time (CUDA events); "
+            f"{type(clock).__name__} has none here: use clock='host'"
+        )
+    env = profiling.cpu_environment(config.threads)
+
+    def decide(
+        base_s: Sequence[float], cand_s: Sequence[float], look_number: int
+    ) -> SpeedupDecision:
+        return decide_at_look(
+            base_s,
+            cand_s,
+            pct,
+            confidence=config.confidence,
+            n_looks=len(config.looks),
+            futility_margin_percent=config.futility_margin_percent,
+            futility_error=config.futility_error,
+            guard_serial_correlation=config.guard_serial_correlation,
+            guard_shift=config.guard_shift,
+            look=look_number,  # decision engine v3: error spent late, always widened,
+            always_widen=config.guard_serial_correlation,  # faster only when the
+            throughput_consistent=True,  # throughput ratio agrees
+        )
+
     start = clock.now_ns()
     deadline = start + int(config.max_seconds * 1e9)
     decision: SpeedupDecision | None = None
+    decided_look = 0
     decided_at = 0
     budget_spent = False
     sampling_ns = 0
@@ -284,21 +316,9 @@ def _statistical(
             if got < need:
                 budget_spent = True
                 break
-            timings = run.timings()
-            decision = decide_at_look(
-                timings.baseline_s,
-                timings.candidate_s,
-                pct,
-                confidence=config.confidence,
-                n_looks=len(config.looks),
-                futility_margin_percent=config.futility_margin_percent,
-                futility_error=config.futility_error,
-                guard_serial_correlation=config.guard_serial_correlation,
-                guard_shift=config.guard_shift,
-                look=look_number,  # decision engine v3: error spent late, always widened,
-                always_widen=config.guard_serial_correlation,  # faster only when the
-                throughput_consistent=True,  # throughput ratio agrees
-            )
+            timings = _on_clock(run.timings(), config.clock)
+            decision = decide(timings.baseline_s, timings.candidate_s, look_number)
+            decided_look = look_number
             decided_at = run.n_pairs
             if on_look is not None:
                 on_look(run.n_pairs, decision)
@@ -306,13 +326,119 @@ def _statistical(
                 break
         timings = run.timings()
     wall_s = (clock.now_ns() - start) / 1e9
+    load_end = profiling.load_average()
+    chosen = _on_clock(timings, config.clock)
     if decision is None:
-        return _undecided(
-            timings, warmup.baseline_s, warmup.candidate_s, size, config, pct, description, wall_s
+        measured = _undecided(
+            chosen, warmup.baseline_s, warmup.candidate_s, size, config, pct, description, wall_s
         )
-    return _statistical_result(
-        decision, decided_at, timings, size, config, budget_spent, wall_s, description
+        return _in_context(measured, env, load_end, clock=config.clock)
+    measured = _statistical_result(
+        decision, decided_at, chosen, size, config, budget_spent, wall_s, description
     )
+    fields, flags, note = _two_clocks(
+        timings,
+        decision,
+        decided_at,
+        config.clock,
+        lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
+    )
+    return _in_context(
+        measured, env, load_end, clock=config.clock, flags=flags, note=note, fields=fields
+    )
+
+
+def _on_clock(timings: PairedTimings, clock: str) -> PairedTimings:
+    """``timings`` with the latencies of ``clock``: host wall times, or the device times."""
+    if clock != "device" or timings.baseline_device_s is None:
+        return timings
+    assert timings.candidate_device_s is not None
+    return attrs.evolve(
+        timings, baseline_s=timings.baseline_device_s, candidate_s=timings.candidate_device_s
+    )
+
+
+def _two_clocks(
+    timings: PairedTimings,
+    decision: SpeedupDecision,
+    n_pairs: int,
+    clock: str,
+    decide: Callable[[Sequence[float], Sequence[float]], SpeedupDecision],
+) -> tuple[dict[str, Any], list[str], str | None]:
+    """With device time: both clocks' figures, ``host_bound``, and the note for the reason.
+
+    Medians over the pairs the decision used; the other clock's estimate is its own decision
+    on the same pairs at the same look. Nothing without device time (CPU).
+    """
+    if timings.baseline_device_s is None or timings.candidate_device_s is None:
+        return {}, [], None
+    used = slice(decision.shift_index or 0, n_pairs)
+    other_clock = "host" if clock == "device" else "device"
+    if other_clock == "device":
+        other_times = (timings.baseline_device_s, timings.candidate_device_s)
+    else:
+        other_times = (timings.baseline_s, timings.candidate_s)
+    other = decide(other_times[0][:n_pairs], other_times[1][:n_pairs]).speedup
+    fields = {
+        "host_estimate": decision.speedup if clock == "host" else other,
+        "device_estimate": decision.speedup if clock == "device" else other,
+        "baseline_host_latency_s": statistics.median(timings.baseline_s[used]),
+        "candidate_host_latency_s": statistics.median(timings.candidate_s[used]),
+        "baseline_device_latency_s": statistics.median(timings.baseline_device_s[used]),
+        "candidate_device_latency_s": statistics.median(timings.candidate_device_s[used]),
+    }
+    note = f"{clock} clock decided; {other_clock} clock estimate {_fmt(other)}"
+    arms = (
+        ("eager", fields["baseline_host_latency_s"], fields["baseline_device_latency_s"]),
+        ("the candidate", fields["candidate_host_latency_s"], fields["candidate_device_latency_s"]),
+    )
+    bound = [
+        f"{arm}'s host time is {host / device:.1f}x its device time"
+        for arm, host, device in arms
+        if is_host_bound(host, device)
+    ]
+    if bound:
+        note += f"; host-bound: {' and '.join(bound)}"
+    return fields, (["host_bound"] if bound else []), note
+
+
+def _in_context(
+    measured: Measurement,
+    env: CpuEnvironment,
+    load_end: float | None,
+    *,
+    clock: str | None = None,
+    flags: Sequence[str] = (),
+    note: str | None = None,
+    fields: dict[str, Any] | None = None,
+) -> Measurement:
+    """``measured`` with the CPU environment, the clock, extra flags and ``oversubscribed``.
+
+    ``oversubscribed``: :func:`aitune_fp.profiling.is_oversubscribed` over the load average
+    at the comparison's start (``env``) and end (``load_end``).
+    """
+    result = measured.result
+    threads = measured.threads if measured.threads is not None else env.threads
+    extra = list(flags)
+    if is_oversubscribed((env.load_avg_1m, load_end), cpus=env.cpus, threads=threads):
+        extra.append("oversubscribed")
+    reason = result.reason
+    if note is not None:
+        reason = f"{reason} ({note})" if reason else note
+    result = attrs.evolve(
+        result,
+        flags=(*result.flags, *extra),
+        reason=reason,
+        threads=threads,
+        interop_threads=env.interop_threads,
+        omp_num_threads=env.omp_num_threads,
+        cpus=env.cpus,
+        load_avg_start=env.load_avg_1m,
+        load_avg_end=load_end,
+        clock=clock,
+        **(fields or {}),
+    )
+    return attrs.evolve(measured, result=result)
 
 
 def _undecided(
@@ -463,6 +589,7 @@ def _compare_point(
     It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
     (spot checks seeded ``spot_seed``).
     """
+    env = profiling.cpu_environment(config.threads)
     start = timer.now_ns()
     if eager_latencies is None:
         _, base = measure_baseline_point(eager, batch, size, config, timer=timer, batches=batches)
@@ -506,9 +633,10 @@ def _compare_point(
             f"({len(cand)} timed calls, baseline measured once before the candidate)"
         ),
     )
-    return Measurement(
+    measured = Measurement(
         result=result, decision=None, wall_s=(timer.now_ns() - start) / 1e9, threads=threads
     )
+    return _in_context(measured, env, profiling.load_average())
 
 
 @attrs.frozen

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "HOST_BOUND_FACTOR",
+    "CpuEnvironment",
     "CpuTimer",
     "CudaTimer",
     "DeviceSpan",
@@ -59,12 +62,19 @@ __all__ = [
     "WarmupReport",
     "as_batches",
     "compare",
+    "cpu_environment",
     "gc_paused",
+    "has_device_clock",
     "intra_op_threads",
+    "is_host_bound",
+    "is_oversubscribed",
+    "load_average",
     "pair_order",
+    "set_threads",
     "spot_calls",
     "time_calls",
     "timer_for",
+    "usable_cpus",
 ]
 
 #: Smallest recorded wall time (1 ns): a clock that did not move still yields a positive time.
@@ -306,6 +316,108 @@ def intra_op_threads(threads: int | None) -> Iterator[int]:
         yield threads
     finally:
         torch.set_num_threads(previous)
+
+
+def set_threads(threads: int) -> None:
+    """Run this process's CPU work on ``threads`` threads: ``tune --threads`` and a sweep task.
+
+    The one code path for both: ``OMP_NUM_THREADS`` first, when torch has not been imported
+    yet (OpenMP reads it once, when torch loads; setting threads only later measured slower
+    here), then torch's intra-op threads. Once torch is loaded the environment is left as it is.
+    Raises InvalidValueError / InvalidTypeError naming ``threads`` for a count below 1.
+    """
+    n = check_int("threads", threads, minimum=1)
+    if "torch" not in sys.modules:
+        os.environ["OMP_NUM_THREADS"] = str(n)
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; all CPUs where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The 1-minute load average of the machine (None where the platform has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return None
+
+
+def _omp_threads() -> int | None:
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+@attrs.frozen(kw_only=True)
+class CpuEnvironment:
+    """The CPU side of a measurement: threads used, cores available, the machine's load.
+
+    ``threads``: torch's intra-op threads both arms run with; ``interop_threads``: torch's
+    inter-op threads; ``omp_num_threads``: ``OMP_NUM_THREADS`` (None: unset or not one
+    integer); ``cpus``: :func:`usable_cpus`; ``load_avg_1m``: :func:`load_average`.
+    """
+
+    threads: int
+    interop_threads: int
+    omp_num_threads: int | None
+    cpus: int
+    load_avg_1m: float | None
+
+    def to_fields(self) -> dict[str, Any]:
+        """The values as event fields."""
+        return attrs.asdict(self)
+
+
+def cpu_environment(threads: int | None = None) -> CpuEnvironment:
+    """The environment now; ``threads``: the intra-op count a measurement sets (None: torch's)."""
+    import torch
+
+    return CpuEnvironment(
+        threads=int(threads) if threads is not None else int(torch.get_num_threads()),
+        interop_threads=int(torch.get_num_interop_threads()),
+        omp_num_threads=_omp_threads(),
+        cpus=usable_cpus(),
+        load_avg_1m=load_average(),
+    )
+
+
+def is_oversubscribed(loads: Iterable[float | None], *, cpus: int, threads: int) -> bool:
+    """Whether a measurement ran with less CPU than its threads need (the ``oversubscribed`` flag).
+
+    The rule: the load of other work exceeds the cores available minus the tune's threads, at
+    any of ``loads`` (1-minute load averages read at the comparison's start and end). The other
+    work's load is taken as the load average less the tune's own ``threads`` (at most that much
+    of it can be the tune's), so the rule is ``load - threads > cpus - threads``, which is
+    ``load > cpus``: a tune never flags itself, and on 2 cores a 1-thread tune is flagged once
+    others keep more than one core busy. ``threads > cpus`` is flagged whatever the load. A
+    missing load average (None) flags nothing.
+    """
+    if threads > cpus:
+        return True
+    return any(load is not None and load - threads > cpus - threads for load in loads)
+
+
+#: ``host_bound``: an arm whose host wall time exceeds its device time by more than this
+#: factor (median over the pairs decided on) spends a third or more of each call on the host
+#: (launches, Python, synchronisation): the two clocks then tell different stories.
+HOST_BOUND_FACTOR = 1.5
+
+
+def is_host_bound(host_s: float, device_s: float, factor: float = HOST_BOUND_FACTOR) -> bool:
+    """Whether host time exceeds device time by more than ``factor`` (``host_bound``)."""
+    return device_s > 0 and host_s > factor * device_s
+
+
+def has_device_clock(timer: Timer) -> bool:
+    """Whether ``timer`` gives device time (CUDA events) for each call."""
+    return timer.device_span() is not None
 
 
 def _call(fn: Callable[..., Any], batch: Sample, arm: str | None) -> Any:

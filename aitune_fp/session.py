@@ -428,6 +428,7 @@ class TuneSession:
                     min_speedup_threshold_percent=self.options.min_speedup_threshold_percent,
                     required_speedup=self.options.required_speedup,
                     batch_size=self.batch_size,
+                    cpu=events.cpu_environment(self.options.profiling_config.threads),
                 )
             )
         self.take_model()

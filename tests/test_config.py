@@ -92,6 +92,8 @@ class TestBadConfig:
             ("looks", (1,)),
             ("batch_sizes", (0,)),
             ("threads", 0),
+            ("clock", "wall"),
+            ("clock", None),
             ("batching", 1),
         ],
     )

@@ -20,14 +20,19 @@ from aitune_fp.core._checks import (
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
+    "CLOCKS",
     "DECISION_MODES",
     "MODE_FIELDS",
     "STRATEGY_NAMES",
+    "Clock",
     "DecisionMode",
     "ProfilingConfig",
     "for_batch_size",
 ]
 
+Clock = Literal["host", "device"]
+#: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
+CLOCKS: tuple[Clock, ...] = ("host", "device")
 DecisionMode = Literal["statistical", "point"]
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
 #: The built-in strategies by name (``--strategy``, sweep files): see ``strategies.make_strategy``.
@@ -40,6 +45,7 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
     "confidence": ("statistical",),
     "futility_margin_percent": ("statistical",),
     "futility_error": ("statistical",),
+    "clock": ("statistical",),
     "point_warmup_calls": ("point",),
     "point_steps": ("point",),
 }
@@ -122,6 +128,11 @@ class ProfilingConfig:
     threads: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(integer(minimum=1))
     )
+    #: The clock the statistical decision reads: ``host`` (default), the wall time around a
+    #: synchronised call (what a user serving requests waits), or ``device``, the CUDA-event
+    #: time of the same call (what the GPU spent; needs a CUDA device). Both are recorded on
+    #: CUDA whichever decides; the result's reason says which did.
+    clock: Clock = attrs.field(default="host", validator=one_of(CLOCKS))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""

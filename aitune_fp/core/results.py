@@ -107,6 +107,55 @@ class PerformanceValidationResult:
     rtol: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(finite(minimum=0))
     )
+    #: The CPU side of the comparison (issue 24): torch's intra-op and inter-op threads,
+    #: ``OMP_NUM_THREADS`` (None: unset), the cores available, and the 1-minute load average
+    #: at the comparison's start and end (``oversubscribed`` in ``flags`` when the load left
+    #: too few cores: :func:`aitune_fp.profiling.is_oversubscribed`). None in older logs.
+    threads: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=1))
+    )
+    interop_threads: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=1))
+    )
+    omp_num_threads: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=1))
+    )
+    cpus: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=1))
+    )
+    load_avg_start: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    load_avg_end: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    #: Which clock decided (statistical mode): ``host`` (wall time around a synchronised call,
+    #: the default) or ``device`` (CUDA events). None in point mode and older logs.
+    clock: str | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(one_of(("host", "device")))
+    )
+    #: With device time (CUDA): the paired speedup estimate on each clock at the deciding look,
+    #: and each arm's median seconds per call on each clock over the pairs decided on
+    #: (``host_bound`` in ``flags`` when host exceeds device by
+    #: :data:`aitune_fp.profiling.HOST_BOUND_FACTOR`). None without device time (CPU).
+    host_estimate: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    device_estimate: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    baseline_host_latency_s: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    candidate_host_latency_s: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    baseline_device_latency_s: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    candidate_device_latency_s: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
 
     def __attrs_post_init__(self) -> None:
         """Cross-field checks: bounds in order and a verdict consistent with ``passed``."""

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -26,6 +25,7 @@ import attrs
 from aitune_fp import events
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
+from aitune_fp.profiling import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
 __all__ = [
@@ -153,9 +153,10 @@ def run_task(task: SweepTask) -> TaskOutcome:
     started, started_mono = time.time(), time.monotonic()
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
-    if task.use_all_cores and task.device == "cpu" and "torch" not in sys.modules:
-        os.environ["OMP_NUM_THREADS"] = str(_all_cores(task))
     try:
+        threads = _process_threads(task)
+        if threads is not None:  # the one code path of ``tune --threads``
+            set_threads(threads)
         device, device_name = _device_identity(task.device)
         tags = {"sweep_id": task.sweep_id, "hostname": hostname, "device_name": device_name}
         with events.collecting(lambda r: records.append({**r, **tags})):
@@ -190,6 +191,17 @@ def _all_cores(task: SweepTask) -> int:
     return task.profiling.threads or len(os.sched_getaffinity(0))
 
 
+def _process_threads(task: SweepTask) -> int | None:
+    """The threads the task's process runs with (None: leave them), set by ``set_threads``.
+
+    A CPU task that holds its node: :func:`_all_cores`; otherwise the budget's ``threads``
+    (as ``tune --threads`` sets them), or nothing.
+    """
+    if task.use_all_cores and task.device == "cpu":
+        return _all_cores(task)
+    return task.profiling.threads
+
+
 def _threads(task: SweepTask) -> int:
     """The intra-op threads the task timed with: the budget's ``threads``, else torch's setting."""
     import torch
@@ -199,9 +211,6 @@ def _threads(task: SweepTask) -> int:
 
 def _tune(task: SweepTask, device: str) -> TuneReport:
     import torch
-
-    if device == "cpu" and task.use_all_cores:
-        torch.set_num_threads(_all_cores(task))
 
     from aitune_fp.backends import registry
     from aitune_fp.models import load_model

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# One prepared GPU check (issue 24): run as-is on a machine with a CUDA device, in under 8 min.
+#
+#   benchmarks/gpu_check.sh [OUT.md]      (default: gpu_check.md; PYTHON=... picks the interpreter)
+#
+# Writes one markdown section to paste into benchmarks/RESULTS.md and stops at the first thing
+# that is not as expected (set -e; every step says what it checks). Steps on CUDA:
+#   1. the device (nvidia-smi: name, driver, clocks, other processes);
+#   2. pytest -m gpu (every gpu-marked test must pass: none may skip);
+#   3. the main job on CUDA, decided on the host clock and again on the device clock, with both
+#      clocks, the threads and the quality flags of each candidate from the JSON-lines log;
+#   4. decision_quality.py on CUDA: identical, 1.03x, 1.1x and 2x, 10 decisions each (needs its
+#      --device/--cases options; the step fails loudly naming them when they are missing).
+# Without CUDA it says so at the top of the section and runs only what a CPU can check: the
+# fake-CUDA-timer and thread tests, the list of gpu tests that would run, and the main job on
+# CPU with --threads 1 (the thread and load fields checked). Not built yet: NVML telemetry
+# (throttled, clock_changed, device_shared) and cache="cold"; the section says so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+[ -x "$PY" ] || PY=python3
+OUT=${1:-gpu_check.md}
+WORK=$(mktemp -d -t aitune_fp-gpu-check-XXXXXX)
+START=$(date +%s)
+
+say() { printf '%s\n' "$*" | tee -a "$OUT"; }
+fail() { say "**FAILED**: $*"; echo "gpu_check: FAILED: $*" >&2; exit 1; }
+block() { say '```'; "$@" 2>&1 | tee -a "$OUT"; local rc=${PIPESTATUS[0]}; say '```'; return "$rc"; }
+
+# the candidates' figures, threads and flags from a tune's JSON-lines log, as markdown rows
+summarise() {
+    "$PY" - "$1" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8") if l.strip()]
+started = [r for r in rows if r["event"].endswith(".started")]
+if not started or "threads" not in started[-1]:
+    sys.exit("started event without the thread fields")
+s = started[-1]
+print(f"threads {s['threads']} intra-op, {s['interop_threads']} inter-op, OMP "
+      f"{s['omp_num_threads']}, {s['cpus']} cpus, load {s['load_avg_1m']}")
+print("| candidate | verdict | clock | estimate | host est. | device est. | flags |")
+print("|---|---|---|---|---|---|---|")
+measured = [r for r in rows if r["event"].endswith(".candidate_measured")]
+if not measured:
+    sys.exit("no candidate was measured")
+for r in measured:
+    if r.get("threads") is None:
+        sys.exit(f"{r['backend_description']}: no thread figures")
+    f = lambda v: "—" if v is None else f"{v:.3f}"
+    print(f"| {r['backend_description']} | {r['verdict']} | {r.get('clock')} | "
+          f"{f(r.get('estimate'))} | {f(r.get('host_estimate'))} | "
+          f"{f(r.get('device_estimate'))} | {', '.join(r['flags']) or 'ok'} |")
+PY
+}
+
+: > "$OUT"
+CUDA=$("$PY" -c 'import torch; print(int(torch.cuda.is_available()))') \
+    || fail "cannot import torch with $PY"
+say "## GPU check, $(date -u '+%Y-%m-%d %H:%M UTC'), $(hostname)"
+say ""
+if [ "$CUDA" != 1 ]; then
+    say "**No CUDA device here** (torch.cuda.is_available() is False): nothing was measured on a"
+    say "GPU. Only the CPU-checkable parts ran; run this script again on a CUDA machine."
+    say ""
+    say "### CPU-checkable parts"
+    block "$PY" -m pytest -q -p no:cacheprovider tests/test_two_clocks.py \
+        tests/test_threads_load.py || fail "fake-CUDA-timer / thread tests"
+    say "gpu tests that would run on CUDA:"
+    block "$PY" -m pytest -q -p no:cacheprovider -m gpu --collect-only || fail "collecting gpu tests"
+    "$PY" -m aitune_fp tune --device cpu --threads 1 --backends eager --looks 10,20 \
+        --max-seconds 5 --quiet --json-log "$WORK/cpu.jsonl" --cache-dir "$WORK/cpu" \
+        > "$WORK/cpu.txt" || fail "the main job on CPU"
+    grep -q '^CPU threads: 1 intra-op' "$WORK/cpu.txt" || fail "the table header has no thread line"
+    say "main job on CPU (--threads 1, eager against eager):"
+    block summarise "$WORK/cpu.jsonl" || fail "the CPU job's events"
+    say ""
+    say "Not built yet: NVML telemetry (throttled, clock_changed, device_shared), cache=\"cold\"."
+    say "CPU-only check done in $(( $(date +%s) - START )) s; CUDA: not run."
+    exit 0
+fi
+
+say "### Device"
+block nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv \
+    || fail "nvidia-smi"
+block nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv || true
+say ""
+say "### pytest -m gpu"
+block "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs || fail "gpu tests"
+if grep -q "SKIPPED" "$OUT"; then fail "a gpu test skipped on a CUDA machine"; fi
+for clock in host device; do
+    say ""
+    say "### Main job on CUDA, --clock $clock"
+    "$PY" -m aitune_fp tune --device cuda --clock "$clock" --max-seconds 20 --quiet \
+        --json-log "$WORK/$clock.jsonl" --cache-dir "$WORK/$clock" > "$WORK/$clock.txt" \
+        || fail "the main job on CUDA (--clock $clock)"
+    block cat "$WORK/$clock.txt"
+    block summarise "$WORK/$clock.jsonl" || fail "the CUDA job's events (--clock $clock)"
+    grep -q '"device_estimate": [0-9]' "$WORK/$clock.jsonl" \
+        || fail "no device time recorded on CUDA (--clock $clock)"
+done
+say ""
+say "### decision_quality.py on CUDA (identical, 1.03x, 1.1x, 2x; 10 decisions each)"
+"$PY" benchmarks/decision_quality.py --help | grep -q -- "--device" \
+    || fail "benchmarks/decision_quality.py has no --device/--cases options yet (issue 24)"
+block "$PY" benchmarks/decision_quality.py --device cuda --cases A/A,1.03x,1.10x,2.00x \
+    --repeats 10 --reference-pairs 200 --out "$WORK/dq.md" || fail "decision_quality on CUDA"
+say ""
+say "Not built yet: NVML telemetry (throttled, clock_changed, device_shared), cache=\"cold\"."
+say "Done in $(( $(date +%s) - START )) s."
