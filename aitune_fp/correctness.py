@@ -9,7 +9,9 @@ outputs are compared explicitly; an output type we cannot compare is an error, n
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import reprlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
@@ -31,6 +33,7 @@ __all__ = [
     "Mismatch",
     "ReferenceFailedError",
     "Tolerances",
+    "check_comparable",
     "check_correctness",
     "compare_outputs",
     "served_batch_sizes",
@@ -145,6 +148,11 @@ def _least_precise(*dtypes: torch.dtype | None) -> torch.dtype:
     return max(floating, key=_eps)
 
 
+#: Python scalars compared exactly, and all the scalar types compared (float: with tolerances).
+_EXACT_SCALARS = (bool, int, str, bytes)
+_SCALARS = (*_EXACT_SCALARS, float)
+
+
 # ---- the checks -------------------------------------------------------------------------------
 
 
@@ -169,6 +177,19 @@ def compare_outputs(
     tally: list[Mismatch] = []
     _compare(actual, expected, path, expected_dtype, tol, tally)
     return Mismatch.combine(tally)
+
+
+def check_comparable(output: Any, *, path: str = "output") -> None:
+    """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares.
+
+    Only the structure is looked at, not the values: what the up-front eager call checks, so an
+    output type :func:`compare_outputs` would refuse stops a tune before any candidate is built.
+    """
+    for leaf_path, _, leaf in _leaves(output, path, []):
+        leaf = _as_tensor_if_array(leaf)
+        if leaf is None or isinstance(leaf, (torch.Tensor, torch.Size, *_SCALARS)):
+            continue
+        raise _uncomparable(leaf, leaf_path)
 
 
 def check_correctness(
@@ -357,12 +378,17 @@ def _as_tensor_if_array(value: Any) -> Any:
 
 
 def _lookup(value: Any, keys: list[Any]) -> Any:
-    """Follow ``keys`` into a nested value; raise LookupError when the path is absent."""
+    """Follow ``keys`` (as :func:`_children` gives them) into a nested value; LookupError if absent."""
     for key in keys:
-        try:
-            value = value[key]
-        except (KeyError, IndexError, TypeError) as exc:
-            raise LookupError(key) from exc
+        found = _children(value)
+        if found is None:
+            raise LookupError(key)
+        for _, child_key, child in found[0]:
+            if type(child_key) is type(key) and _same(child_key, key):
+                value = child
+                break
+        else:
+            raise LookupError(key)
     return value
 
 
@@ -404,18 +430,45 @@ def _check_finite(actual: Any, expected: Any, path: str, keys: list[Any]) -> Non
 
 
 def _leaves(value: Any, path: str, keys: list[Any]) -> list[tuple[str, list[Any], Any]]:
-    """All non-container leaves of an output with their paths and key lists (tensors last-level)."""
+    """All leaves of an output (see :func:`_children`) with their paths and key lists."""
+    found = _children(value)
+    if found is None:
+        return [(path, keys, value)]
+    leaves: list[tuple[str, list[Any], Any]] = []
+    for suffix, key, item in found[0]:
+        leaves.extend(_leaves(item, f"{path}{suffix}", [*keys, key]))
+    return leaves
+
+
+def _children(value: Any) -> tuple[list[tuple[str, Any, Any]], Any] | None:
+    """One level of an output tree: ``([(path suffix, key, child), ...], context)``, or None.
+
+    Mappings (``['key']``, ``ModelOutput`` included), tuples and lists (``[i]``; a namedtuple's
+    ``.field``), objects registered with ``torch.utils._pytree.register_pytree_node`` (their key
+    paths when registered with ``flatten_with_keys_fn``: ``.key_cache``; else ``[i]``; the
+    context is the node's non-tensor part) and dataclasses (``.field``). Anything else is a leaf.
+    """
     if isinstance(value, Mapping):
-        found: list[tuple[str, list[Any], Any]] = []
-        for key, item in value.items():
-            found.extend(_leaves(item, f"{path}[{key!r}]", [*keys, key]))
-        return found
+        return [(f"[{key!r}]", key, item) for key, item in value.items()], None
     if isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
-        found = []
-        for index, item in enumerate(value):
-            found.extend(_leaves(item, _item_path(value, path, index), [*keys, index]))
-        return found
-    return [(path, keys, value)]
+        return [
+            (_item_path(value, "", index), index, item) for index, item in enumerate(value)
+        ], None
+    from torch.utils import _pytree
+
+    node = _pytree.SUPPORTED_NODES.get(type(value))
+    if node is not None:
+        if node.flatten_with_keys_fn is not None:
+            pairs, context = node.flatten_with_keys_fn(value)
+            return [(str(key), key, item) for key, item in pairs], context
+        items, context = node.flatten_fn(value)
+        return [(f"[{index}]", index, item) for index, item in enumerate(items)], context
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [
+            (f".{field.name}", field.name, getattr(value, field.name))
+            for field in dataclasses.fields(value)
+        ], None
+    return None
 
 
 def _item_path(container: Sequence[Any], path: str, index: int) -> str:
@@ -424,6 +477,17 @@ def _item_path(container: Sequence[Any], path: str, index: int) -> str:
     if isinstance(container, tuple) and isinstance(fields, tuple) and index < len(fields):
         return f"{path}.{fields[index]}"
     return f"{path}[{index}]"
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a == b`` as a bool; values that cannot say (tensors with several elements) count as same.
+
+    Used for keys and pytree contexts (a node's non-tensor part), never for compared values.
+    """
+    try:
+        return bool(a == b)
+    except Exception:
+        return True
 
 
 # ---- structural and value comparison ---------------------------------------------------------
@@ -476,7 +540,49 @@ def _compare(
         for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
             _compare(a, e, _item_path(expected, path, index), expected_dtype, tol, tally)
         return
+    node = _children(expected)
+    if node is not None:
+        _compare_nodes(actual, expected, node, path, expected_dtype, tol, tally)
+        return
     _compare_scalars(actual, expected, path, expected_dtype, tol, tally)
+
+
+def _compare_nodes(
+    actual: Any,
+    expected: Any,
+    node: tuple[list[tuple[str, Any, Any]], Any],
+    path: str,
+    expected_dtype: torch.dtype | None,
+    tol: Tolerances,
+    tally: list[Mismatch],
+) -> None:
+    """A dataclass or registered pytree node: same type, same non-tensor part, same children."""
+    kind = type(expected).__name__
+    if type(actual) is not type(expected):
+        raise CorrectnessError(
+            f"{path}: expected a {kind} but got {_kind(actual)}", path=path, check="structure"
+        )
+    found = _children(actual)
+    assert found is not None  # the same type flattens the same way
+    (expected_children, expected_context), (actual_children, actual_context) = node, found
+    if not _same(actual_context, expected_context):
+        raise CorrectnessError(
+            f"{path}: the {kind}'s non-tensor part (its pytree context) differs from eager's: "
+            f"expected {reprlib.repr(expected_context)}, got {reprlib.repr(actual_context)}",
+            path=path,
+            check="structure",
+        )
+    expected_names = [suffix for suffix, _, _ in expected_children]
+    actual_names = [suffix for suffix, _, _ in actual_children]
+    if actual_names != expected_names:
+        raise CorrectnessError(
+            f"{path}: expected a {kind} with children {', '.join(expected_names)} but got "
+            f"{', '.join(actual_names) or 'none'}",
+            path=path,
+            check="structure",
+        )
+    for (suffix, _, a), (_, _, e) in zip(actual_children, expected_children, strict=True):
+        _compare(a, e, f"{path}{suffix}", expected_dtype, tol, tally)
 
 
 def _compare_mappings(
@@ -523,7 +629,7 @@ def _compare_scalars(
                 f"{path}: expected None but got {_kind(actual)}", path=path, check="type"
             )
         return
-    if isinstance(expected, (bool, int, str, bytes)):
+    if isinstance(expected, _EXACT_SCALARS):
         if type(actual) is not type(expected):
             raise CorrectnessError(
                 f"{path}: expected {type(expected).__name__} but got {_kind(actual)}",
@@ -562,10 +668,20 @@ def _compare_scalars(
             )
         )
         return
-    raise CorrectnessError(
-        f"{path}: cannot compare an output of type {type(expected).__qualname__}: supported are "
-        "tensors, numpy arrays, tuples, lists, namedtuples, mappings, None, bool, int, float, "
-        "str and bytes; return one of those (or convert the output) to validate this backend",
+    raise _uncomparable(expected, path)
+
+
+def _uncomparable(value: Any, path: str) -> CorrectnessError:
+    """The error for an output leaf of a type nothing here can compare: its type and the fix."""
+    kind = type(value)
+    return CorrectnessError(
+        f"{path}: cannot compare an output of type {kind.__module__}.{kind.__qualname__}: it is "
+        "neither a tensor, a numpy array, None, bool, int, float, str or bytes, a container "
+        "(tuple, list, namedtuple, mapping, dataclass) nor a registered pytree node. Register it "
+        "so its tensors are compared: torch.utils._pytree.register_pytree_node("
+        f"{kind.__qualname__}, flatten_fn, unflatten_fn), where flatten_fn(obj) returns "
+        "(its tensors, its non-tensor part), as transformers does for DynamicCache; or have the "
+        "model return tensors (or a container of them) instead",
         path=path,
         check="type",
     )

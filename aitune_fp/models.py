@@ -1,4 +1,7 @@
-"""Embedded models for the main job (``aitune-fp tune``) and loading a user's model from a file.
+"""Embedded models for the main job (``aitune-fp tune``), and loading a user's model.
+
+A user's model comes from a factory in a file (``path/to/file.py:factory``) or in a module
+importable from ``sys.path`` (``package.module:factory``).
 
 Each embedded model is built with a fixed seed (its own generator: the global RNG is untouched),
 in eval mode, with a matching sample and batch spec, sized so that one eager call takes a few
@@ -13,7 +16,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 
@@ -27,11 +30,14 @@ __all__ = [
     "DEFAULT_MODEL",
     "MODELS",
     "EmbeddedModel",
+    "SourceKind",
     "UserModelError",
     "convnet",
     "load_model",
     "load_user_model",
     "mlp",
+    "model_source",
+    "resolve_factory",
     "transformer",
 ]
 
@@ -149,15 +155,37 @@ MODELS: Mapping[str, Callable[[], EmbeddedModel]] = {
 }
 
 
-def _parse_spec(spec: str) -> tuple[str, str]:
+#: What a model spec's target is: a Python file, or a module importable from ``sys.path``.
+SourceKind = Literal["file", "module"]
+
+
+def model_source(spec: str) -> tuple[SourceKind, str, str]:
+    """Split ``target:factory`` into ``(kind, target, factory)``; nothing is imported.
+
+    The target is a file when it ends in ``.py`` or holds a path separator
+    (``path/to/file.py:make``), else a dotted module name (``package.module:make``).
+    """
     if not isinstance(spec, str):
-        raise InvalidTypeError(f"spec must be a str 'path/to/file.py:factory', got {spec!r}")
-    path, sep, factory = spec.rpartition(":")
-    if not sep or not path or not factory:
-        raise UserModelError(f"model spec must look like 'path/to/file.py:factory', got {spec!r}")
+        raise InvalidTypeError(
+            f"spec must be a str 'path/to/file.py:factory' or 'package.module:factory', "
+            f"got {spec!r}"
+        )
+    target, sep, factory = spec.rpartition(":")
+    if not sep or not target or not factory:
+        raise UserModelError(
+            "model spec must look like 'path/to/file.py:factory' or 'package.module:factory', "
+            f"got {spec!r}"
+        )
     if not factory.isidentifier():
         raise UserModelError(f"factory name in {spec!r} is not a Python identifier: {factory!r}")
-    return path, factory
+    separators = [s for s in (os.sep, os.altsep, "/") if s]
+    if target.endswith(".py") or any(s in target for s in separators):
+        return "file", target, factory
+    if all(part.isidentifier() for part in target.split(".")):
+        return "module", target, factory
+    raise UserModelError(
+        f"{target!r} in {spec!r} is neither a path/to/file.py nor a module name (package.module)"
+    )
 
 
 def _import_file(path: str) -> Any:
@@ -177,6 +205,46 @@ def _import_file(path: str) -> Any:
             f"importing model file {path!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     return user
+
+
+def _import_module(name: str) -> Any:
+    """Import ``name`` from ``sys.path``; a module that is not there says how to make it so."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (name == missing or name.startswith(f"{missing}.")):
+            raise UserModelError(
+                f"cannot import module {name!r} for the model: no module named {missing!r} "
+                "(install it, or put the folder holding it on PYTHONPATH; a file is given as "
+                "path/to/file.py:factory)"
+            ) from exc
+        raise UserModelError(
+            f"importing model module {name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise UserModelError(
+            f"importing model module {name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def resolve_factory(spec: str) -> Callable[[], Any]:
+    """Import the file or module ``spec`` names and return its factory, without calling it.
+
+    What a sweep checks for every model before its first task; a :class:`UserModelError`
+    names the file or module and the factory.
+    """
+    kind, target, factory_name = model_source(spec)
+    if kind == "file":
+        user, where = _import_file(target), f"model file {target!r}"
+    else:
+        user, where = _import_module(target), f"module {target!r}"
+    factory = getattr(user, factory_name, None)
+    if factory is None:
+        raise UserModelError(f"{where} has no factory named {factory_name!r}")
+    if not callable(factory):
+        raise UserModelError(f"{factory_name!r} in {where} is not callable")
+    return cast("Callable[[], Any]", factory)
 
 
 def _to_sample(value: object, spec: str) -> Sample:
@@ -210,7 +278,7 @@ def load_user_model(
     input_shape: Sequence[int] | None = None,
     max_batch_size: int | None = None,
 ) -> EmbeddedModel:
-    """Import ``path/file.py:factory`` and call ``factory()`` for the module to tune.
+    """Import ``path/file.py:factory`` or ``package.module:factory``; call it for the module.
 
     The factory returns a module (then ``input_shape`` gives a random float input, its first
     dimension the batch), or ``(module, sample)`` where the sample is a tensor, a tuple of
@@ -220,13 +288,8 @@ def load_user_model(
     """
     import torch
 
-    path, factory_name = _parse_spec(spec)
-    user = _import_file(path)
-    factory = getattr(user, factory_name, None)
-    if factory is None:
-        raise UserModelError(f"model file {path!r} has no factory named {factory_name!r}")
-    if not callable(factory):
-        raise UserModelError(f"{factory_name!r} in {path!r} is not callable")
+    factory_name = model_source(spec)[2]
+    factory = resolve_factory(spec)
     try:
         made = factory()
     except Exception as exc:
@@ -270,20 +333,23 @@ def load_user_model(
 
 
 def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> EmbeddedModel:
-    """The model ``spec`` names: an embedded one (``mlp``, ...) or ``path/to/file.py:factory``.
+    """The model ``spec`` names: an embedded one, a file's factory or a module's factory.
 
-    The one loader ``tune`` and ``sweep`` share; every problem is a :class:`UserModelError`.
+    ``mlp`` (see :data:`MODELS`), ``path/to/file.py:factory`` or ``package.module:factory``
+    (importable from ``sys.path``). The one loader ``tune`` and ``sweep`` share; every problem is a :class:`UserModelError`.
     """
     if not isinstance(spec, str):
         raise InvalidTypeError(f"model must be a str, got {spec!r}")
     if spec in MODELS:
         if input_shape is not None:
             raise UserModelError(
-                f"input_shape applies only to a user model (file.py:factory), not to {spec!r}"
+                f"input_shape applies only to a user model (file.py:factory or "
+                f"module:factory), not to {spec!r}"
             )
         return MODELS[spec]()
     if ":" not in spec:
         raise UserModelError(
-            f"model must be one of {', '.join(MODELS)} or path/to/file.py:factory, got {spec!r}"
+            f"model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
+            f"package.module:factory, got {spec!r}"
         )
     return load_user_model(spec, input_shape=input_shape)

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
 from aitune_fp.inputs import Sample
-from aitune_fp.models import DEFAULT_MODEL, MODELS, UserModelError, load_user_model
+from aitune_fp.models import (
+    DEFAULT_MODEL,
+    MODELS,
+    UserModelError,
+    load_model,
+    load_user_model,
+    model_source,
+    resolve_factory,
+)
 
 
 class TestEmbeddedModels:
@@ -116,3 +126,98 @@ class TestLoadUserModel:
         """A spec that is not 'path:factory' is refused before anything is imported."""
         with pytest.raises(UserModelError):
             load_user_model(spec, input_shape=(1,))
+
+
+# ---- importable factories: package.module:callable --------------------------------------------
+
+
+def _package(root: Path, name: str, body: str) -> None:
+    """A package ``name`` with a ``models`` module holding ``body``, under ``root``."""
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "models.py").write_text(body)
+
+
+@pytest.fixture(autouse=True)
+def _forget_test_modules() -> Iterator[None]:
+    """Drop the ``zoo_*`` modules a test imported, so the next test imports its own."""
+    yield
+    for name in [n for n in sys.modules if n.startswith("zoo_")]:
+        del sys.modules[name]
+
+
+class TestImportableFactory:
+    def test_package_module_factory_loads(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``pkg.models:make`` is imported from sys.path like any module, not read as a file."""
+        _package(tmp_path, "zoo_pkg_a", WITH_SAMPLE)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        model = load_model("zoo_pkg_a.models:make")
+        assert isinstance(model.module, torch.nn.Linear)
+        assert torch.equal(model.sample.args[0], torch.ones(6, 8))
+        assert model.name == "make"
+        assert not model.module.training
+
+    def test_top_level_module_with_input_shape(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A module without a package works too, and ``input_shape`` applies as for a file."""
+        (tmp_path / "zoo_mod_b.py").write_text(MODULE_ONLY)
+        monkeypatch.syspath_prepend(str(tmp_path))
+        model = load_model("zoo_mod_b:make", input_shape=(5, 8))
+        assert model.sample.args[0].shape == (5, 8)
+
+    @pytest.mark.parametrize(
+        ("spec", "words"),
+        [
+            ("zoo_absent_pkg.models:make", "cannot import module 'zoo_absent_pkg.models'"),
+            ("zoo_pkg_c.absent:make", "cannot import module 'zoo_pkg_c.absent'"),
+            ("zoo_pkg_c.models:nope", "module 'zoo_pkg_c.models' has no factory named 'nope'"),
+            ("zoo_pkg_c.models:value", "'value' in module 'zoo_pkg_c.models' is not callable"),
+            ("zoo_pkg_c.broken:make", "importing model module 'zoo_pkg_c.broken' failed"),
+            ("zoo pkg:make", "neither a path/to/file.py nor a module name"),
+        ],
+    )
+    def test_errors_name_the_module_and_factory(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, words: str
+    ) -> None:
+        _package(tmp_path, "zoo_pkg_c", MODULE_ONLY + "value = 3\n")
+        (tmp_path / "zoo_pkg_c" / "broken.py").write_text("raise RuntimeError('kaput')\n")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        with pytest.raises(UserModelError) as info:
+            load_model(spec, input_shape=(1, 8))
+        assert words in str(info.value)
+
+    def test_missing_module_says_how_to_make_it_importable(self) -> None:
+        with pytest.raises(UserModelError, match="PYTHONPATH") as info:
+            load_model("zoo_nowhere_xyz:make")
+        assert "path/to/file.py:factory" in str(info.value)
+
+    @pytest.mark.parametrize(
+        ("spec", "kind", "target"),
+        [
+            ("pkg.mod:make", "module", "pkg.mod"),
+            ("mod:make", "module", "mod"),
+            ("model.py:make", "file", "model.py"),
+            ("dir/model:make", "file", "dir/model"),
+            ("./model.py:make", "file", "./model.py"),
+            ("/abs/path/model.py:make", "file", "/abs/path/model.py"),
+        ],
+    )
+    def test_source_kind(self, spec: str, kind: str, target: str) -> None:
+        """A target ending in .py or holding a path separator is a file; else a module name."""
+        assert model_source(spec) == (kind, target, "make")
+
+    def test_resolve_factory_does_not_call_it(self, tmp_path: Path) -> None:
+        """Resolving imports the file and finds the callable without building the model."""
+        path = _write(tmp_path, "def make():\n    raise RuntimeError('built')\n")
+        factory = resolve_factory(f"{path}:make")
+        assert callable(factory)
+        with pytest.raises(UserModelError, match="no factory named 'other'"):
+            resolve_factory(f"{path}:other")
+
+    def test_load_model_names_every_form_for_a_bad_name(self) -> None:
+        with pytest.raises(UserModelError, match=r"package\.module:factory"):
+            load_model("resnet")

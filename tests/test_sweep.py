@@ -32,6 +32,7 @@ from aitune_fp.sweep import (
 )
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
 from aitune_fp.sweep.run import CANCELLED, completed_models
+from aitune_fp.sweep.spec import check_models
 
 from .strategies import threshold_percents
 from .sweep_models import tiny_and_broken_toml
@@ -450,3 +451,57 @@ class TestCommand:
         for model in summary.models:
             for backend in ("TorchEagerBackend(dtype=torch.bfloat16)", "Int8DynamicBackend()"):
                 assert summary.cell(model, backend) is not None, (model, backend)
+
+
+# ---- every model's file and factory resolved before the first task ----------------------------
+
+
+class TestModelsResolvedUpFront:
+    def _file(self, tmp_path: Path, *models: str) -> Path:
+        path = tmp_path / "s.toml"
+        entries = "".join(f'[[models]]\nmodel = "{m}"\n' for m in models)
+        path.write_text(f'backends = ["eager"]\n{entries}', "utf-8")
+        return path
+
+    @pytest.mark.parametrize(
+        ("entry", "words"),
+        [
+            (f"{MODELS_FILE}:tinyy", "models[1].model: model file"),
+            (f"{MODELS_FILE}:tinyy", "has no factory named 'tinyy'"),
+            ("absent_model.py:make", "models[1].model: model file not found"),
+            ("aitune_fp_no_such_pkg.models:make", "models[1].model: cannot import module"),
+        ],
+    )
+    def test_load_sweep_names_the_entry(self, tmp_path: Path, entry: str, words: str) -> None:
+        """A wrong factory, a missing file or module: an error naming the entry, at load time."""
+        path = self._file(tmp_path, f"{MODELS_FILE}:tiny", entry)
+        with pytest.raises(InvalidValueError) as info:
+            load_sweep(path)
+        assert words in str(info.value)
+
+    def test_parse_sweep_stays_pure(self) -> None:
+        """parse_sweep imports nothing: a missing file passes it, and check_models finds it."""
+        spec = parse_sweep({"models": ["mlp", "absent_model.py:make"]})
+        with pytest.raises(InvalidValueError, match=r"models\[1\]\.model: model file not found"):
+            check_models(spec)
+
+    def test_module_entry_is_kept_as_a_module_name(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``package.module:factory`` is not made a path against the sweep file's folder."""
+        (tmp_path / "zoo_sweep_mod.py").write_text("def make():\n    pass\n")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        spec = load_sweep(self._file(tmp_path, "zoo_sweep_mod:make"))
+        assert spec.models[0].model == "zoo_sweep_mod:make"
+        assert spec.models[0].name == "make"
+        sys.modules.pop("zoo_sweep_mod", None)
+
+    def test_command_exits_2_before_the_first_task(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The first model is fine and the second's factory is wrong: nothing runs, exit 2."""
+        path = self._file(tmp_path, f"{MODELS_FILE}:tiny", f"{MODELS_FILE}:tinyy")
+        assert main(["sweep", str(path), "--log", str(tmp_path / "e.jsonl"), "-q"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "models[1].model" in line and "'tinyy'" in line
+        assert not (tmp_path / "e.jsonl").exists()
