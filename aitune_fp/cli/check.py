@@ -14,17 +14,33 @@ from aitune_fp.cli._shared import (
     EXIT_FAILURE,
     EXIT_INCONCLUSIVE,
     EXIT_OK,
+    PROG,
     UsageError,
     escape_control,
     finite_arg,
     json_text,
     make_console,
 )
+from aitune_fp.cli.markdown import md_cell, md_table
 from aitune_fp.cli.rendering import fmt_flags
-from aitune_fp.core.messages import fmt_speedup_msg_short, fmt_throughput_detail
+from aitune_fp.core.messages import fmt_level, fmt_speedup_msg_short, fmt_throughput_detail
 from aitune_fp.core.speedup import required_speedup
 
-__all__ = ["add_parser", "check_threshold_arg", "parse_times", "run"]
+__all__ = [
+    "MAX_REQUIRED_SPEEDUP",
+    "MAX_THRESHOLD_PERCENT",
+    "add_parser",
+    "check_threshold_arg",
+    "parse_times",
+    "run",
+    "threshold_warning",
+]
+
+#: The largest speedup a gate may require: no backend runs a model 1000x faster than eager, so a
+#: threshold above it is a typo (``1e308``), refused before anything runs, in every command.
+MAX_REQUIRED_SPEEDUP = 1000.0
+#: ``--threshold`` (percent) whose required speedup is :data:`MAX_REQUIRED_SPEEDUP`.
+MAX_THRESHOLD_PERCENT = (MAX_REQUIRED_SPEEDUP - 1.0) * 100.0
 
 
 def _refuse_constant(name: str) -> float:
@@ -92,17 +108,41 @@ def _read_times(path: str, flag: str) -> list[float]:
     return values
 
 
-def check_threshold_arg(value: float | None) -> float:
-    """``--threshold`` as a percent: finite and > -100 (a speedup of 0x or less is no gate)."""
-    threshold = finite_arg("--threshold", value)
+def check_threshold_arg(value: float | None, flag: str = "--threshold") -> float:
+    """``--threshold`` as a percent, checked.
+
+    Finite, > -100 (a speedup of 0x or less is no gate) and at most
+    :data:`MAX_THRESHOLD_PERCENT` (a required speedup no candidate could reach).
+    """
+    threshold = finite_arg(flag, value)
     if threshold <= -100:
-        raise UsageError(f"--threshold must be > -100 (percent), got {threshold:.4g}")
+        raise UsageError(f"{flag} must be > -100 (percent), got {threshold:.4g}")
+    if threshold > MAX_THRESHOLD_PERCENT:
+        raise UsageError(
+            f"{flag} {threshold:.4g} asks for a speedup of {required_speedup(threshold):.4g}x, "
+            f"which no candidate could reach: at most {MAX_THRESHOLD_PERCENT:.0f} (percent; a "
+            f"required speedup of {MAX_REQUIRED_SPEEDUP:.0f}x)"
+        )
     return threshold
 
 
-def _emit(out: IO[str], fmt: str, text: str, doc: dict[str, Any]) -> None:
+def threshold_warning(threshold: float, flag: str = "--threshold") -> str | None:
+    """The warning for a negative threshold (it accepts slower candidates), else None."""
+    if threshold >= 0:
+        return None
+    return f"{flag} {threshold:.4g} accepts candidates up to {-threshold:.4g} % slower than eager"
+
+
+def _emit(
+    out: IO[str], fmt: str, text: str, doc: dict[str, Any], md: tuple[list[str], list[str]]
+) -> None:
     if fmt == "json":
         out.write(json_text({"command": "check", **doc}) + "\n")
+        out.flush()
+    elif fmt == "markdown":
+        head, row = md
+        notes = [f"\n> {md_cell(doc['warning'])}"] if doc.get("warning") else []
+        out.write("\n".join([md_table(head, [row]), *notes]) + "\n")
         out.flush()
     else:
         make_console(out).print(text)
@@ -147,7 +187,17 @@ def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> in
         "required_speedup": need,
         "met": met,
     }
-    _emit(out, args.format, text, doc)
+    md = (
+        ["Result", "Speedup", "Required", "Eager/s", "Candidate/s"],
+        [
+            "met" if met else "not met",
+            f"{speedup:.4g}x",
+            f"{need:.4g}x ({threshold:.4g}%)",
+            f"{base:.4g}",
+            f"{cand:.4g}",
+        ],
+    )
+    _emit(out, args.format, text, doc, md)
     return EXIT_OK if met else EXIT_FAILURE
 
 
@@ -156,6 +206,11 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
 
     if args.baseline_times is None or args.candidate_times is None:
         raise UsageError("--baseline-times and --candidate-times go together")
+    if args.paired and args.unpaired:
+        raise UsageError(
+            "--paired and --unpaired conflict: give one (--paired: latency i of both files was "
+            "timed together, interleaved; --unpaired: one file was recorded after the other)"
+        )
     base = _read_times(args.baseline_times, "--baseline-times")
     cand = _read_times(args.candidate_times, "--candidate-times")
     if args.paired and len(base) != len(cand):
@@ -194,12 +249,13 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
     except (ArithmeticError, ValueError) as exc:
         raise UsageError(f"cannot decide on these latencies: {exc}") from exc
     high = "∞" if math.isinf(decision.ci_high) else f"{decision.ci_high:.4f}x"
+    ruled_out = _ruled_out(decision)
     text = (
         f"verdict: {decision.verdict} (speedup {decision.speedup:.4f}x, "
-        f"{decision.confidence:.0%} CI [{decision.ci_low:.4f}x, {high}], "
+        f"{fmt_level(decision.confidence)} CI [{decision.ci_low:.4f}x, {high}], "
         f"speedup >= {decision.required_speedup:.4g}x needs the lower bound above it; "
         f"n={decision.n_baseline}/{decision.n_candidate}, {decision.method})\n"
-        f"{decision.ruled_out}"
+        f"{ruled_out}"
     )
     if decision.flags:
         text += f"\nquality: {fmt_flags(decision.flags)}"
@@ -217,14 +273,35 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
         "min_speedup_threshold_percent": threshold,
         "warning": warning,
         **decision.to_dict(),
+        "ruled_out": ruled_out,
     }
-    _emit(out, args.format, text, doc)
+    md = (
+        ["Verdict", f"Speedup [{fmt_level(decision.confidence)} CI]", "Required", "n", "Ruled out"],
+        [
+            decision.verdict,
+            f"{decision.speedup:.4f}x [{decision.ci_low:.4f}, {high.rstrip('x')}]",
+            f"{decision.required_speedup:.4g}x",
+            f"{decision.n_baseline}/{decision.n_candidate}",
+            ruled_out,
+        ],
+    )
+    _emit(out, args.format, text, doc, md)
     return {"faster": EXIT_OK, "not_faster": EXIT_FAILURE}.get(decision.verdict, EXIT_INCONCLUSIVE)
+
+
+def _ruled_out(decision: Any) -> str:
+    """``decision.ruled_out`` with its level at the precision it has ("99.5%", never "100%")."""
+    level: float = decision.overall
+    sentence: str = decision.ruled_out
+    return sentence.replace(f" at {level:.0%}", f" at {fmt_level(level)}", 1)
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``check`` with parsed ``args``; return its exit code."""
     threshold = check_threshold_arg(args.threshold)
+    warning = threshold_warning(threshold)
+    if warning is not None:
+        err.write(f"{PROG}: warning: {warning}\n")
     has_tp = args.baseline is not None or args.candidate is not None
     has_times = args.baseline_times is not None or args.candidate_times is not None
     if has_tp == has_times:
@@ -267,5 +344,5 @@ def add_parser(sub: Any) -> None:
     check.add_argument(
         "--confidence", type=float, help="latency files: confidence of the interval (0.95)"
     )
-    check.add_argument("--format", choices=("table", "json"), default="table")
+    check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     check.set_defaults(func=run)

@@ -129,10 +129,14 @@ class TuneProgress:
             return
         if short == "candidate_failed":
             self._done(description)
-            text = (
-                f"❌ {escape_control(description)} failed at {event.get('stage')}: "
-                f"{escape_control(str(event.get('error_type')))} (reason in the table below)"
-            )
+            if event.get("stage") == "unavailable":
+                reason = escape_control(str(event.get("reason") or event.get("error_type")))
+                text = f"⛔ {escape_control(description)} is unavailable here: {reason}"
+            else:
+                text = (
+                    f"❌ {escape_control(description)} failed at {event.get('stage')}: "
+                    f"{escape_control(str(event.get('error_type')))} (reason in the table below)"
+                )
         else:
             text = escape_control(str(event.get("summary", name)))
         if level in ("warning", "error", "critical") or not self.quiet:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from rich import box
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -19,6 +20,7 @@ from aitune_fp.cli._shared import escape_control
 from aitune_fp.core.messages import (
     fmt_baseline_selected,
     fmt_headline,
+    fmt_level,
     fmt_speedup_msg,
     headline_speedup,
 )
@@ -43,6 +45,7 @@ _FLAG_WORDS = {
     "budget_spent": "budget spent",
     "recompiled": "recompiled",
     "serial_correlation": "serially correlated (interval widened)",
+    "throughput_disagrees": "throughput ratio below the gate (held back)",
 }
 
 
@@ -105,7 +108,9 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
         pct = run.min_speedup_threshold_percent
         guarantee = next((r.guarantee for r in run.results if r.guarantee), None)
         overall = (
-            f" (a wrong accept at most {1 - guarantee:.0%} over all looks)" if guarantee else ""
+            f" (a wrong accept at most {fmt_level(1 - guarantee)} over all looks)"
+            if guarantee
+            else ""
         )
         rule = (
             f"faster only when the interval's lower bound clears it{overall}"
@@ -127,62 +132,153 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
             "Each row compares with eager timed alongside that candidate (Eager/s); "
             "Speedup is the figure the verdict was decided on."
         )
+    cpu = _cpu_line(run.results)
+    if cpu is not None:
+        lines.append(cpu)
     return lines
 
 
-def _results_table(results: Sequence[PerformanceValidationResult]) -> Table:
+def _cpu_line(results: Sequence[PerformanceValidationResult]) -> str | None:
+    """The threads, the cores, and the load at the first comparison's start and last one's end.
+
+    None for results that do not carry them (older logs, issue 24).
+    """
+    timed = [r for r in results if r.threads is not None]
+    if not timed:
+        return None
+    first, last = timed[0], timed[-1]
+    omp = " unset" if first.omp_num_threads is None else f"={first.omp_num_threads}"
+    inter = "" if first.interop_threads is None else f", {first.interop_threads} inter-op"
+    cores = "" if first.cpus is None else f"; {first.cpus} cores"
+    text = f"CPU threads: {first.threads} intra-op{inter}, OMP_NUM_THREADS{omp}{cores}"
+    if first.load_avg_start is not None or last.load_avg_end is not None:
+        start = "—" if first.load_avg_start is None else f"{first.load_avg_start:.2f}"
+        end = "—" if last.load_avg_end is None else f"{last.load_avg_end:.2f}"
+        text += (
+            f"; load average (1 min) {start} at the first comparison's start, "
+            f"{end} at the last one's end"
+        )
+    return text
+
+
+class _Adaptive:
+    """A table where it fits whole; below ``min_width`` columns, one record per row instead.
+
+    A table narrower than its unsplittable cells (backend names, figures) would have to cut
+    them; the records keep every name whole and let only the sentences wrap, on words.
+    """
+
+    def __init__(self, table: Table, records: Sequence[RenderableType], min_width: int) -> None:
+        self.table = table
+        self.records = Group(*records)
+        self.min_width = min_width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        """The table, or the records when the table's whole cells do not fit."""
+        yield self.table if options.max_width >= self.min_width else self.records
+
+
+def _fit(columns: Sequence[Sequence[str]], wrapping: int) -> int:
+    """Width a table needs: its no-wrap columns whole (header and cells), plus ``wrapping``."""
+    return sum(max(map(len, c)) for c in columns) + 3 * len(columns) + wrapping
+
+
+def _record(name: str, fields: Sequence[tuple[str, str]]) -> Group:
+    """One row as a record: the name on its own line, then ``label: value`` lines, indented."""
+    lines = [Padding(Text(f"{label}: {value}"), (0, 0, 0, 2)) for label, value in fields]
+    return Group(Text(name, style="bold"), *lines)
+
+
+def _results_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
     confidence = next((r.confidence for r in results if r.confidence), None)
     guarantee = next((r.guarantee for r in results if r.guarantee), None)
     statistical = any(r.decision == "statistical" for r in results)
     speed_head = "Speedup"
     if statistical:
-        speed_head += f" [{confidence:.0%} CI]" if confidence else " [CI]"
+        speed_head += f" [{fmt_level(confidence)} CI]" if confidence else " [CI]"
         if guarantee:
-            speed_head += f" {guarantee:.0%} overall"
+            speed_head += f" {fmt_level(guarantee)} overall"
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     names = [escape_control(r.backend_description) for r in results]
     qualities = [fmt_flags(r.flags) or "ok" for r in results]
-    table.add_column("Backend", overflow="fold")
-    table.add_column("Eager/s", justify="right", overflow="fold")
-    table.add_column("Candidate/s", justify="right", overflow="fold")
-    table.add_column(speed_head)
-    table.add_column("Verdict")
+    # names and figures are never split (a backend name cut mid-word cannot be read or copied);
+    # the quality flags and the reason wrap on words, and take the width that is left
+    table.add_column("Backend", no_wrap=True, min_width=max(map(len, names), default=7))
+    table.add_column("Eager/s", justify="right", no_wrap=True)
+    table.add_column("Candidate/s", justify="right", no_wrap=True)
+    table.add_column(speed_head, no_wrap=True)
+    table.add_column("Verdict", no_wrap=True)
     table.add_column("Quality", overflow="fold", max_width=24)
     table.add_column("Reason", overflow="fold", ratio=1)
+    records: list[RenderableType] = []
+    rows = []
     for r, name, quality in zip(results, names, qualities, strict=True):
-        table.add_row(
-            name,
-            fmt_rate(r.baseline_throughput),
-            fmt_rate(r.throughput),
-            fmt_headline(r),
-            _verdict(r),
-            quality,
-            escape_control(r.reason or ""),
+        row = (name, fmt_rate(r.baseline_throughput), fmt_rate(r.throughput), fmt_headline(r))
+        rows.append(row)
+        table.add_row(*row, _verdict(r), quality, escape_control(r.reason or ""))
+        records.append(
+            _record(
+                name,
+                [
+                    ("eager → candidate", f"{row[1]} → {row[2]} samples/s"),
+                    (speed_head, row[3]),
+                    ("verdict", _verdict(r).plain),
+                    ("quality", quality),
+                    ("reason", escape_control(r.reason or "")),
+                ],
+            )
         )
-    return table
+    heads = ("Backend", "Eager/s", "Candidate/s", speed_head, "Verdict")
+    verdicts = [_verdict(r).plain for r in results]
+    columns = [[h, *c] for h, c in zip(heads, [*zip(*rows, strict=True), verdicts], strict=True)]
+    return _Adaptive(table, records, _fit(columns, 8 + 20))
 
 
-def _short(text: str, limit: int = MAX_REASON) -> str:
+#: Where a reason cut short in a table is written in full when no log file names it.
+_FULL_TEXT_JSON = "(full text: --format json)"
+
+
+def _short(text: str, limit: int = MAX_REASON, where: str = _FULL_TEXT_JSON) -> str:
+    """``text`` escaped; when longer than ``limit``, cut and ended with where the rest is."""
     text = escape_control(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - len(where) - 2, 1)].rstrip() + "… " + where
 
 
-def _failures_table(run: TuneReport) -> Table:
+def _failures_table(run: TuneReport) -> tuple[RenderableType, list[str]]:
+    """The failures table and the log paths its ``Log`` column numbers.
+
+    The paths are listed below the table, whole: a path folded across table lines cannot be
+    copied.
+    """
+    failures = run.candidate_failures
+    names = [escape_control(f.backend_description) for f in failures]
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("Backend", overflow="fold", min_width=12)
-    table.add_column("Stage")
-    table.add_column("Error", overflow="fold")
+    table.add_column("Backend", no_wrap=True, min_width=max(map(len, names), default=12))
+    table.add_column("Stage", no_wrap=True)
+    table.add_column("Error", no_wrap=True)
     table.add_column("Reason", overflow="fold", ratio=1)
-    table.add_column("Log", overflow="fold")
-    for f in run.candidate_failures:
-        table.add_row(
-            escape_control(f.backend_description),
-            f.stage,
-            escape_control(f.error_type),
-            _short(f.reason),
-            escape_control(f.traceback_path or "—"),
+    table.add_column("Log", no_wrap=True)
+    logs: list[str] = []
+    records: list[RenderableType] = []
+    columns: list[list[str]] = [["Backend"], ["Stage"], ["Error"], ["Log"]]
+    for f, name in zip(failures, names, strict=True):
+        ref, where = "—", _FULL_TEXT_JSON
+        if f.traceback_path:
+            path = escape_control(f.traceback_path)
+            if path not in logs:
+                logs.append(path)
+            ref = f"[{logs.index(path) + 1}]"
+            where = f"(full text in log {ref})"
+        error, reason = escape_control(f.error_type), _short(f.reason, where=where)
+        table.add_row(name, f.stage, error, reason, ref)
+        for column, cell in zip(columns, (name, f.stage, error, ref), strict=True):
+            column.append(cell)
+        records.append(
+            _record(name, [("stage", f.stage), ("error", error), ("reason", reason), ("log", ref)])
         )
-    return table
+    return _Adaptive(table, records, _fit(columns, 24)), logs
 
 
 def _baseline_figure(run: TuneReport, baseline_at: str | None) -> str:
@@ -229,25 +325,49 @@ def final_line(
 
 
 def render_run(
-    run: TuneReport, *, error: str | None = None, baseline_at: str | None = None
+    run: TuneReport,
+    *,
+    error: str | None = None,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
 ) -> list[RenderableType]:
-    """Everything shown for one run, in order: header lines, tables, the final line."""
+    """Everything shown for one run, in order.
+
+    Header lines, tables, what was not tried (see :func:`not_tried`), the final line.
+    """
     parts: list[RenderableType] = [Text(line) for line in _head(run, baseline_at)]
     if run.results:
         parts += [Text(""), _results_table(run.results)]
     if run.candidate_failures:
         unavailable = any(f.stage == "unavailable" for f in run.candidate_failures)
         title = "Failed or unavailable candidates:" if unavailable else "Failed candidates:"
-        parts += [Text(""), Text(title), _failures_table(run)]
+        table, logs = _failures_table(run)
+        parts += [Text(""), Text(title), table]
+        if logs:
+            parts.append(Text("Logs (full reason and traceback):"))
+            parts += [
+                Text(f"[{i}] {path}", no_wrap=True, overflow="ignore")
+                for i, path in enumerate(logs, start=1)
+            ]
+    if not_tried:
+        parts.append(Text(""))
+        parts += [Text(f"{name} not tried: {why}") for name, why in not_tried]
     parts += [Text(""), final_line(run, error=error, baseline_at=baseline_at)]
     return parts
 
 
 def print_parts(console: Console, parts: Iterable[RenderableType]) -> None:
-    """Print ``parts`` on ``console``, each line without the padding rich leaves at its end."""
+    """Print ``parts`` on ``console``, each line without the padding rich leaves at its end.
+
+    A :class:`~rich.text.Text` that must not wrap (a log path) is printed whole, wider than the
+    console if need be, so that it can be copied.
+    """
     for part in parts:
         with console.capture() as captured:
-            console.print(part)
+            if isinstance(part, Text) and part.no_wrap:
+                console.print(part, no_wrap=True, overflow="ignore", crop=False)
+            else:
+                console.print(part)
         text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
         console.file.write(text)
     console.file.flush()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import IO, Any
 from rich.text import Text
 
 from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, json_text, make_console
+from aitune_fp.cli.documents import run_dict
+from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.core.messages import headline_speedup
 from aitune_fp.ingest import BadLine, EventLine, IngestReport
@@ -109,8 +112,17 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             f"warning: run {escape_control(run_id)} appears more than once in the log; "
             f"{n} repeated event(s) left out\n"
         )
-    if args.format == "json":
-        out.write(json_text({"command": "report", **report.to_dict()}) + "\n")
+    if args.format == "markdown":
+        for one in report.runs:
+            title = f"{one.module_name} · run {one.run_id}"
+            out.write(markdown_run(one, baseline_at=baseline_at.get(one.run_id), title=title))
+            out.write("\n")
+    elif args.format == "json":
+        doc = report.to_dict()
+        doc["runs"] = [
+            run_dict(one, baseline_at=baseline_at.get(one.run_id)) for one in report.runs
+        ]
+        out.write(json_text({"command": "report", **doc}) + "\n")
     else:
         console = make_console(out)
         for i, one in enumerate(report.runs):
@@ -136,6 +148,15 @@ def _check_plot_target(path: str) -> None:
     if suffix not in {".png", ".svg", ".pdf"}:
         raise UsageError(
             f"--plot needs a .png, .svg or .pdf file name, got {escape_control(path)!r}"
+        )
+    folder = Path(path).parent
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist (create it first)"
+        raise UsageError(f"--plot {escape_control(path)}: {escape_control(str(folder))!r} {what}")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(
+            f"--plot {escape_control(path)}: the folder {escape_control(str(folder))!r} is not "
+            "writable"
         )
     try:
         import matplotlib  # noqa: F401
@@ -231,5 +252,5 @@ def add_parser(sub: Any) -> None:
     )
     report.add_argument("log", help="JSON-lines file written by --json-log")
     report.add_argument("--plot", help="write a speedup/CI plot (.png, .svg or .pdf)")
-    report.add_argument("--format", choices=("table", "json"), default="table")
+    report.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     report.set_defaults(func=run)

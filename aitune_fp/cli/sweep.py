@@ -25,6 +25,9 @@ from aitune_fp.cli._shared import (
     make_console,
     stdout_to_stderr,
 )
+from aitune_fp.cli.check import threshold_warning
+from aitune_fp.cli.documents import run_dict
+from aitune_fp.cli.markdown import markdown_run, md_table
 from aitune_fp.cli.progress import configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.core.messages import fmt_interval
@@ -90,7 +93,7 @@ def _cell_text(cell: Any) -> Text:
 def _summary_table(summary: Any) -> Table:
     """Models as rows, backends as columns; a failed model's reason fills its row."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("Model", overflow="fold")
+    table.add_column("Model", no_wrap=True)
     columns = list(summary.backends) or ["Result"]
     for backend in columns:
         table.add_column(escape_control(backend), overflow="fold")
@@ -107,6 +110,21 @@ def _summary_table(summary: Any) -> Table:
     return table
 
 
+def _summary_markdown(name: str, summary: Any) -> str:
+    """The models × backends summary as a GFM table (a failed model's reason in its first cell)."""
+    columns = list(summary.backends) or ["Result"]
+    failed = {s.model: s for s in summary.failed}
+    rows = []
+    for model in summary.models:
+        f = failed.get(model)
+        if f is not None:
+            why = f"failed: {f.error_type}: {f.reason}"[:300]
+            rows.append([model, why, *[""] * (len(columns) - 1)])
+        else:
+            rows.append([model, *[_cell_text(summary.cell(model, b)).plain for b in columns]])
+    return f"### Sweep {name}\n\n" + md_table(["Model", *columns], rows)
+
+
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``sweep`` with parsed ``args``; return its exit code."""
     from aitune_fp import ingest
@@ -114,6 +132,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from aitune_fp.sweep.summary import summarize_sweep
 
     spec = _spec(args.sweep)
+    warning = threshold_warning(spec.threshold, "threshold")
+    if warning is not None:  # as tune and check warn, whatever --quiet says
+        err.write(f"{PROG}: warning: {escape_control(args.sweep)}: {warning}\n")
     log_path = args.log or spec.log or f"{spec.name}-events.jsonl"
     try:
         open(log_path, "a", encoding="utf-8").close()
@@ -147,7 +168,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     wanted = {s.tune_run_id for s in result.statuses if s.tune_run_id}
     reports = {r.run_id: r for r in ingest.ingest(log_path).runs if r.run_id in wanted}
     summary = summarize_sweep(result.statuses, reports)
-    if args.format == "json":
+    if args.format == "markdown":
+        for status in result.statuses:
+            one = reports.get(status.tune_run_id or "")
+            if one is not None:
+                title = f"{one.module_name} · run {one.run_id}"
+                out.write(markdown_run(one, title=title) + "\n")
+        out.write(_summary_markdown(spec.name, summary) + "\n")
+    elif args.format == "json":
         doc = {
             "command": "sweep",
             "sweep_id": result.sweep_id,
@@ -158,7 +186,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             "statuses": [_status(s) for s in result.statuses],
             "summary": summary.to_dict(),
             "runs": [
-                reports[s.tune_run_id].to_dict()
+                run_dict(reports[s.tune_run_id])
                 for s in result.statuses
                 if s.tune_run_id in reports
             ],
@@ -231,6 +259,6 @@ def add_parser(sub: Any) -> None:
         "--resume", action="store_true", help="skip models whose result is already in the log"
     )
     sweep.add_argument("--cache-dir", help="where builds go (default: a new temp dir)")
-    sweep.add_argument("--format", choices=("table", "json"), default="table")
+    sweep.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     sweep.set_defaults(func=run)

@@ -24,10 +24,13 @@ from aitune_fp.cli._shared import (
     make_console,
     stdout_to_stderr,
 )
-from aitune_fp.cli.check import check_threshold_arg
+from aitune_fp.cli.check import check_threshold_arg, threshold_warning
+from aitune_fp.cli.documents import not_tried, run_dict
+from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
+from aitune_fp.core.config import CLOCKS, DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
+from aitune_fp.profiling import set_threads
 
 __all__ = ["add_parser", "profiling_config", "run"]
 
@@ -37,6 +40,7 @@ _FLAG_NAMES = {
     "confidence": "--confidence",
     "futility_margin_percent": "--futility-margin",
     "futility_error": "--futility-error",
+    "clock": "--clock",
     "point_warmup_calls": "--warmup-calls",
     "point_steps": "--steps",
 }
@@ -85,6 +89,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
         ("confidence", args.confidence),
         ("futility_margin_percent", args.futility_margin),
         ("futility_error", args.futility_error),
+        ("clock", args.clock),
         ("point_warmup_calls", args.warmup_calls),
         ("point_steps", args.steps),
     ):
@@ -102,6 +107,10 @@ def profiling_config(args: argparse.Namespace) -> Any:
             ProfilingConfig(**{field: kwargs[field]})
         except (TypeError, ValueError) as exc:
             raise UsageError(f"{flag}: {_plain(str(exc), field, flag)}") from exc
+    if args.threads is not None:  # both decision modes read it
+        if args.threads < 1:
+            raise UsageError(f"--threads must be an integer >= 1, got {args.threads}")
+        kwargs["threads"] = args.threads
     try:
         return ProfilingConfig(decision=args.decision, **kwargs)
     except (TypeError, ValueError) as exc:
@@ -154,11 +163,14 @@ def _load_model(args: argparse.Namespace) -> Any:
     from aitune_fp.models import MODELS, UserModelError, load_model
 
     if args.model in MODELS and args.input_shape is not None:
-        raise UsageError("--input-shape applies only to a user model (--model file.py:factory)")
+        raise UsageError(
+            "--input-shape applies only to a user model (--model file.py:factory or "
+            "package.module:factory)"
+        )
     if args.model not in MODELS and ":" not in args.model:
         raise UsageError(
-            f"--model must be one of {', '.join(MODELS)} or path/to/file.py:factory, "
-            f"got {args.model!r}"
+            f"--model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
+            f"package.module:factory, got {args.model!r}"
         )
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
@@ -168,10 +180,15 @@ def _load_model(args: argparse.Namespace) -> Any:
 
 
 def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Path) -> None:
-    """Call the model eagerly once on the batch the tune will use; a failure is a UsageError."""
+    """Call the model eagerly once on the batch the tune will use; a failure is a UsageError.
+
+    Its output must also be one the correctness check can compare (an output type it cannot,
+    such as an unregistered cache object, would fail every candidate after all their builds).
+    """
     import torch
 
     from aitune_fp.backends.eager import TorchEagerBackend
+    from aitune_fp.correctness import CorrectnessError, check_comparable
     from aitune_fp.session import one_line
 
     spec = model.graph_spec
@@ -181,12 +198,18 @@ def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Pat
             model.module, spec, [model.sample], device, cache_dir / "preflight"
         )
         with torch.no_grad():
-            batch.call(eager)
+            output = batch.call(eager)
     except Exception as exc:
         given = f" (--input-shape {args.input_shape})" if args.input_shape else ""
         raise UsageError(
             f"the eager baseline failed on this model and input{given}: "
             f"{type(exc).__name__}: {one_line(exc)} (log under {cache_dir})"
+        ) from exc
+    try:
+        check_comparable(output)
+    except CorrectnessError as exc:
+        raise UsageError(
+            f"eager's output on this model cannot be compared with a candidate's: {one_line(exc)}"
         ) from exc
 
 
@@ -205,11 +228,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
     threshold = check_threshold_arg(args.threshold)
-    if threshold < 0:
-        err.write(
-            f"{PROG}: warning: --threshold {threshold:.4g} accepts candidates up to "
-            f"{-threshold:.4g} % slower than eager\n"
-        )
+    if config.threads is not None:  # before torch loads: the sweep's code path too
+        set_threads(config.threads)
+    warning = threshold_warning(threshold)
+    if warning is not None:
+        err.write(f"{PROG}: warning: {warning}\n")
     json_log: IO[str] | None = None
     if args.json_log is not None:
         try:
@@ -238,6 +261,10 @@ def _tune(
     from aitune_fp.validation import validation_of, with_performance_validation
 
     device = _resolve_device(args.device)
+    if config.clock == "device" and not device.startswith("cuda"):
+        raise UsageError(
+            f"--clock device needs a CUDA device (CUDA events); the tune runs on {device}"
+        )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
     if args.strategy == "one" and len(names) != 1:
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
@@ -268,18 +295,26 @@ def _tune(
             error = exc
     report = validation_of(strategy).last_report
     assert report is not None  # the wrapper leaves a report for every tune, failed or not
+    skipped = not_tried(report, [describe(b) for b in backends], args.strategy)
     if args.format == "json":
         doc: dict[str, Any] = {
             "command": "tune",
             "cache_dir": str(cache_dir),
-            "run": report.to_dict(),
+            "run": run_dict(report, baseline_at=progress.baseline_at, not_tried=skipped),
         }
         if error is not None:
             doc["error"] = str(error)
         out.write(json_text(doc) + "\n")
+    elif args.format == "markdown":
+        message = None if error is None else str(error)
+        out.write(
+            markdown_run(report, error=message, baseline_at=progress.baseline_at, not_tried=skipped)
+        )
     else:
         message = None if error is None else str(error)
-        parts = render_run(report, error=message, baseline_at=progress.baseline_at)
+        parts = render_run(
+            report, error=message, baseline_at=progress.baseline_at, not_tried=skipped
+        )
         print_parts(make_console(out), parts)
     out.flush()
     if report.baseline_error and not report.disabled:
@@ -337,6 +372,18 @@ def add_parser(sub: Any) -> None:
         type=float,
         help=stat + "chance of calling a candidate faster than required + margin not_faster (0.20)",
     )
+    tune.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        help=stat + "which clock decides: host (default; wall time around a synchronised "
+        "call) or device (CUDA-event time; CUDA only)",
+    )
+    tune.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
+        "intra-op threads; default: leave them as they are). See docs/threads.md",
+    )
     tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
     tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
     tune.add_argument(
@@ -345,6 +392,6 @@ def add_parser(sub: Any) -> None:
         "that the logs it names stay readable; its path is printed)",
     )
     tune.add_argument("--json-log", help="append every event as JSON lines to this file")
-    tune.add_argument("--format", choices=("table", "json"), default="table")
+    tune.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     tune.set_defaults(func=run)

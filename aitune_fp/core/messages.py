@@ -26,6 +26,7 @@ __all__ = [
     "fmt_headline",
     "fmt_indicator",
     "fmt_interval",
+    "fmt_level",
     "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
@@ -180,6 +181,26 @@ def fmt_headline(result: PerformanceValidationResult) -> str:
     ):
         return f"{value:.2f}x {fmt_interval(result.ci_low, result.ci_high)}"
     return f"{value:.2f}x"
+
+
+def fmt_level(level: float) -> str:
+    """A confidence level as a percentage with the precision it has.
+
+    0.95 -> ``"95%"``, 0.995 -> ``"99.5%"``, 0.9999 -> ``"99.99%"``.
+
+    As few decimals as show the level exactly, up to 2 (0.98333... -> ``"98.33%"``); a level
+    strictly between 0 and 1 never prints as ``"100%"`` or ``"0%"`` (``f"{0.995:.0%}"`` is
+    "100%", which no interval is): more decimals are then shown.
+    """
+    pct = float(level) * 100.0
+    digits = 0
+    while digits < 2 and abs(round(pct, digits) - pct) > 1e-9 * max(1.0, abs(pct)):
+        digits += 1
+    text = f"{pct:.{digits}f}"
+    while 0 < level < 1 and text in (f"{100:.{digits}f}", f"{0:.{digits}f}") and digits < 15:
+        digits += 1
+        text = f"{pct:.{digits}f}"
+    return f"{text}%"
 
 
 def fmt_apart(value: float, other: float, digits: int = 3) -> tuple[str, str]:

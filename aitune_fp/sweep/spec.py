@@ -2,7 +2,8 @@
 
 Pure: :func:`parse_sweep` turns the mapping read from a TOML file into a :class:`SweepSpec` or
 raises an error naming the entry and field (``models[2].input_shape``); nothing is imported,
-built or timed. :func:`load_sweep` is the one function here that reads a file.
+built or timed. :func:`load_sweep` is the one function here that reads a file; it also resolves
+every user model's factory up front (:func:`check_models`: imports, never builds).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "BackendChoice",
     "ModelEntry",
     "SweepSpec",
+    "check_models",
     "load_sweep",
     "parse_sweep",
 ]
@@ -42,6 +44,7 @@ BUDGET_FIELDS: tuple[str, ...] = (
     "point_warmup_calls",
     "point_steps",
     "threads",
+    "clock",
 )
 _TOP_KEYS = (
     "name",
@@ -56,14 +59,18 @@ _TOP_KEYS = (
     "ray",
 )
 _RAY_KEYS = ("max_retries",)
+#: The largest ``threshold`` (percent): a required speedup of 1000x, as ``aitune-fp tune`` and
+#: ``check`` allow (``aitune_fp.cli.check.MAX_THRESHOLD_PERCENT``; a test keeps them equal).
+MAX_THRESHOLD_PERCENT = 99_900.0
 
 
 @attrs.frozen(kw_only=True)
 class ModelEntry:
     """One model of the sweep: its unique label, what to load, and a user factory's input shape.
 
-    ``model`` is an embedded name (``mlp``) or ``path/to/file.py:factory`` with the path made
-    absolute against the sweep file's folder, so a task finds it from any working directory.
+    ``model`` is an embedded name (``mlp``), ``path/to/file.py:factory`` with the path made
+    absolute against the sweep file's folder, so a task finds it from any working directory, or
+    ``package.module:factory`` (imported from ``sys.path`` where the task runs).
     """
 
     name: str
@@ -162,7 +169,7 @@ def _shape(where: str, value: object) -> tuple[int, ...]:
 
 
 def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
-    from aitune_fp.models import MODELS
+    from aitune_fp.models import MODELS, UserModelError, model_source
 
     where = f"models[{i}]"
     if isinstance(raw, str):
@@ -183,13 +190,15 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
             )
         default_name = spec
     else:
-        path, sep, factory = spec.rpartition(":")
-        if not sep or not path or not factory.isidentifier():
+        try:
+            kind, target, factory = model_source(spec)
+        except UserModelError as exc:
             raise InvalidValueError(
-                f"{where}.model must be one of {', '.join(MODELS)} or path/to/file.py:factory, "
-                f"got {spec!r}"
-            )
-        spec = f"{os.path.normpath(os.path.join(base_dir, path))}:{factory}"
+                f"{where}.model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
+                f"package.module:factory, got {spec!r} ({exc})"
+            ) from None
+        if kind == "file":
+            spec = f"{os.path.normpath(os.path.join(base_dir, target))}:{factory}"
         default_name = factory
     name = _str(f"{where}.name", table.get("name", default_name))
     return ModelEntry(name=name, model=spec, input_shape=shape)
@@ -261,7 +270,17 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     threshold = _number("threshold", table.get("threshold", 1.0))
     if threshold <= -100:
         raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
+    if threshold > MAX_THRESHOLD_PERCENT:
+        raise InvalidValueError(
+            f"threshold {threshold:.4g} asks for a speedup of {1 + threshold / 100:.4g}x, which "
+            f"no candidate could reach: at most {MAX_THRESHOLD_PERCENT:.0f} (percent; a required "
+            "speedup of 1000x)"
+        )
     profiling = _profiling(_table("budget", table.get("budget", {})), decision)
+    if profiling.clock == "device" and device != "cuda":
+        raise InvalidValueError(
+            f'budget.clock "device" needs device = "cuda" (CUDA events), got device {device!r}'
+        )
     if "models" not in table:
         raise InvalidValueError("missing 'models': list at least one model")
     raw_models = _list("models", table["models"])
@@ -310,7 +329,11 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
 
 
 def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
-    """Read and check the sweep TOML file at ``path`` (paths in it are relative to its folder)."""
+    """Read and check the sweep TOML file at ``path`` (paths in it are relative to its folder).
+
+    Besides :func:`parse_sweep`'s checks, every model's file or module is imported and its
+    factory found (:func:`check_models`), so a wrong one stops the sweep before it starts.
+    """
     try:  # the standard library's TOML reader (Python 3.11+); the package still runs on 3.10
         tomllib: Any = importlib.import_module("tomllib")
     except ImportError as exc:  # pragma: no cover - Python 3.10
@@ -324,4 +347,24 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
         raise InvalidValueError(f"{text_path!r} is not valid TOML: {exc}") from exc
     stem = os.path.splitext(os.path.basename(text_path))[0] or "sweep"
     base_dir = os.path.dirname(os.path.abspath(text_path))
-    return parse_sweep(data, base_dir=base_dir, name=stem)
+    spec = parse_sweep(data, base_dir=base_dir, name=stem)
+    check_models(spec)
+    return spec
+
+
+def check_models(spec: SweepSpec) -> None:
+    """Import every user model's file or module and find its factory, before any task runs.
+
+    The factories are not called (that builds the models, in the tasks). A missing file or
+    module, one that fails to import, or a wrong factory name is an :class:`InvalidValueError`
+    naming the entry (``models[1].model: ...``). Embedded models need nothing.
+    """
+    from aitune_fp.models import MODELS, UserModelError, resolve_factory
+
+    for i, entry in enumerate(spec.models):
+        if entry.model in MODELS:
+            continue
+        try:
+            resolve_factory(entry.model)
+        except UserModelError as exc:
+            raise InvalidValueError(f"models[{i}].model: {exc}") from exc

@@ -1,0 +1,64 @@
+"""What ``--format json`` and the notes under the tables say about a run beyond its report.
+
+:func:`run_dict`: the report's dict with the selected line equal to the tables' final line;
+:func:`not_tried`: the candidates a strategy never tried, with why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.rendering import final_line
+from aitune_fp.core.messages import headline_speedup
+from aitune_fp.core.report import TuneReport
+
+__all__ = ["not_tried", "run_dict"]
+
+
+def run_dict(
+    run: TuneReport,
+    *,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """``run.to_dict()`` for ``--format json``, its selected line equal to the tables' final line.
+
+    ``selected_summary`` is the line the tables end with (its speedup is the figure the verdict
+    was decided on: the estimate, in statistical mode); ``selected_summary_aitune`` keeps the
+    ``selected`` event's AITune line (the mean-latency speedup). ``selected_estimate`` and
+    ``selected_speedup`` are the selected result's two figures (None for the baseline).
+    ``not_tried``: the candidates the strategy never tried, with why.
+    """
+    data = run.to_dict()
+    data["not_tried"] = [{"backend_description": n, "reason": why} for n, why in not_tried]
+    data["selected_summary_aitune"] = run.selected_summary
+    data["selected_estimate"] = data["selected_speedup"] = None
+    if run.selected_backend is not None:
+        data["selected_summary"] = final_line(run, baseline_at=baseline_at).plain
+        if not run.selected_is_baseline:
+            match = [r for r in run.results if r.backend_description == run.selected_backend]
+            picked = ([r for r in match if r.passed] or match)[-1:]
+            if picked:
+                data["selected_estimate"] = headline_speedup(picked[0])
+                data["selected_speedup"] = picked[0].speedup
+    return data
+
+
+def not_tried(run: TuneReport, candidates: Sequence[str], strategy: str) -> list[tuple[str, str]]:
+    """The candidates the strategy never built or timed, each with why.
+
+    ``first-wins`` stops at the first that passes:
+    ``[("TorchCompileBackend()", "first-wins stopped at X()")]``.
+    """
+    tried = {r.backend_description for r in run.results}
+    tried |= {f.backend_description for f in run.failures}
+    missing = [c for c in candidates if c not in tried]
+    if not missing:
+        return []
+    if run.selected_backend is not None and not run.selected_is_baseline:
+        why = f"{strategy} stopped at {escape_control(run.selected_backend)}"
+    else:
+        why = f"{strategy} stopped before it"
+    return [(escape_control(c), why) for c in missing]

@@ -1,0 +1,86 @@
+"""``--format markdown``: compact GitHub-flavoured markdown for pull requests and CI summaries.
+
+The same figures and words as the rich tables (:mod:`~aitune_fp.cli.rendering`), as GFM tables
+whose cells are escaped (``|``) and kept on one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.rendering import (
+    _head,
+    _short,
+    _verdict,
+    final_line,
+    fmt_flags,
+    fmt_rate,
+)
+from aitune_fp.core.messages import fmt_headline
+from aitune_fp.core.report import TuneReport
+
+__all__ = ["markdown_run", "md_cell", "md_table"]
+
+
+def md_cell(text: object) -> str:
+    """One GFM table cell: control characters escaped, ``|`` escaped, on one line."""
+    value = escape_control(str(text)).replace("\\n", " ")
+    return value.replace("\\", "\\\\").replace("|", "\\|").strip() or " "
+
+
+def md_table(
+    head: Sequence[str], rows: Iterable[Sequence[object]], right: Sequence[int] = ()
+) -> str:
+    """A GFM table; the columns numbered in ``right`` are right-aligned."""
+    lines = [
+        "| " + " | ".join(md_cell(h) for h in head) + " |",
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|",
+    ]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown_run(
+    run: TuneReport,
+    *,
+    error: str | None = None,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
+    title: str | None = None,
+) -> str:
+    """One run as markdown: a heading, the gate, the results and failures tables, the outcome."""
+    parts = [f"### {md_cell(title or run.module_name)}", ""]
+    parts += [f"{md_cell(line)}  " for line in _head(run, baseline_at)]
+    if run.results:
+        speed = "Speedup" + (" [CI]" if run.decision == "statistical" else "")
+        rows = [
+            (
+                r.backend_description,
+                fmt_rate(r.baseline_throughput),
+                fmt_rate(r.throughput),
+                fmt_headline(r),
+                _verdict(r).plain,
+                fmt_flags(r.flags) or "ok",
+                r.reason or "",
+            )
+            for r in run.results
+        ]
+        head = ("Backend", "Eager/s", "Candidate/s", speed, "Verdict", "Quality", "Reason")
+        parts += ["", md_table(head, rows, right=(1, 2))]
+    if run.candidate_failures:
+        failed = [
+            (
+                f.backend_description,
+                f.stage,
+                f.error_type,
+                _short(f.reason),
+                f.traceback_path or "—",
+            )
+            for f in run.candidate_failures
+        ]
+        parts += ["", md_table(("Failed", "Stage", "Error", "Reason", "Log"), failed)]
+    if not_tried:
+        parts += [""] + [f"- {md_cell(n)} not tried: {md_cell(w)}" for n, w in not_tried]
+    parts += ["", f"**{md_cell(final_line(run, error=error, baseline_at=baseline_at).plain)}**"]
+    return "\n".join(parts) + "\n"
