@@ -3,7 +3,6 @@ the ``oversubscribed`` flag (fake load averages; no test depends on this machine
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import subprocess
@@ -27,6 +26,7 @@ from aitune_fp.ingest import event_schema
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuEnvironment, cpu_environment, is_oversubscribed, set_threads
 from tests.test_profiling import FakeClock, fake_model
+from tests.validation_helpers import tune_args
 
 CONFIG = ProfilingConfig(looks=(10, 20), warmup_max_calls=6, point_warmup_calls=2, point_steps=6)
 
@@ -282,28 +282,11 @@ class TestTableHeader:
 
 
 class TestTuneFlag:
-    def _args(self, **overrides: Any) -> argparse.Namespace:
-        values: dict[str, Any] = {
-            "looks": None,
-            "max_pairs": None,
-            "max_seconds": None,
-            "confidence": None,
-            "futility_margin": None,
-            "futility_error": None,
-            "warmup_calls": None,
-            "steps": None,
-            "decision": "statistical",
-            "threads": None,
-            "clock": None,
-        }
-        values.update(overrides)
-        return argparse.Namespace(**values)
-
     def test_threads_reach_the_config(self) -> None:
         """--threads N sets ProfilingConfig.threads (both modes)."""
-        assert profiling_config(self._args(threads=3)).threads == 3
-        assert profiling_config(self._args(threads=2, decision="point")).threads == 2
-        assert profiling_config(self._args()).threads is None
+        assert profiling_config(tune_args(threads=3)).threads == 3
+        assert profiling_config(tune_args(threads=2, decision="point")).threads == 2
+        assert profiling_config(tune_args()).threads is None
 
     def test_bad_threads_exit_2(self, capsys: pytest.CaptureFixture[str]) -> None:
         """--threads 0 is one line naming the flag, exit 2, before anything loads."""

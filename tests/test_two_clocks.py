@@ -5,7 +5,6 @@ real CUDA events where a device is present."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import jsonschema
@@ -22,6 +21,7 @@ from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuTimer, has_device_clock, is_host_bound
 from aitune_fp.sweep.spec import parse_sweep
 from tests.test_profiling import FakeClock, fake_model
+from tests.validation_helpers import tune_args
 
 LOOKS = ProfilingConfig(looks=(10, 20))
 
@@ -186,29 +186,11 @@ class TestEvents:
             jsonschema.validate({**record, "clock": "wall"}, event_schema())
 
 
-def _args(**overrides: Any) -> argparse.Namespace:
-    values: dict[str, Any] = {
-        "looks": None,
-        "max_pairs": None,
-        "max_seconds": None,
-        "confidence": None,
-        "futility_margin": None,
-        "futility_error": None,
-        "warmup_calls": None,
-        "steps": None,
-        "decision": "statistical",
-        "threads": None,
-        "clock": None,
-    }
-    values.update(overrides)
-    return argparse.Namespace(**values)
-
-
 class TestOptions:
     def test_cli_flag_reaches_the_config(self) -> None:
         """--clock device sets ProfilingConfig.clock; host is the default."""
-        assert profiling_config(_args(clock="device")).clock == "device"
-        assert profiling_config(_args()).clock == "host"
+        assert profiling_config(tune_args(clock="device")).clock == "device"
+        assert profiling_config(tune_args()).clock == "host"
 
     @pytest.mark.parametrize(
         ("args", "match"),

@@ -191,3 +191,24 @@ def gated(strategy: Any, **kwargs: Any) -> Any:
 
     kwargs.setdefault("profiling_config", FAST_CONFIG)
     return with_performance_validation(strategy, timer=CLOCK, **kwargs)
+
+
+def tune_args(**overrides: Any) -> Any:
+    """The parsed ``aitune-fp tune`` flags that build the ProfilingConfig (all unset by default)."""
+    import argparse
+
+    values: dict[str, Any] = {
+        "looks": None,
+        "max_pairs": None,
+        "max_seconds": None,
+        "confidence": None,
+        "futility_margin": None,
+        "futility_error": None,
+        "warmup_calls": None,
+        "steps": None,
+        "decision": "statistical",
+        "threads": None,
+        "clock": None,
+    }
+    values.update(overrides)
+    return argparse.Namespace(**values)
