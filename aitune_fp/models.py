@@ -56,6 +56,8 @@ class EmbeddedModel:
     module: torch.nn.Module
     sample: Sample
     graph_spec: GraphSpec
+    #: The factory returned it in training mode (it is put in eval mode: say so).
+    was_training: bool = False
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -323,12 +325,14 @@ def load_user_model(
         or max_batch_size < 1
     ):
         raise UserModelError(f"max_batch_size must be an int >= 1, got {max_batch_size!r}")
+    was_training = any(m.training for m in module.modules())
     module.eval()
     return EmbeddedModel(
         name=factory_name,
         module=module,
         sample=sample,
         graph_spec=GraphSpec(max_batch_size=max_batch_size),
+        was_training=was_training,
     )
 
 

@@ -78,6 +78,29 @@ class TestLoadUserModel:
         assert model.graph_spec.get_max_batch_size() == 3
         assert model.name == "make"
 
+    def test_a_training_model_is_put_in_eval_and_that_is_recorded(self, tmp_path: Path) -> None:
+        """A factory's module in training mode is evaluated in eval mode; the CLI is told."""
+        model = load_user_model(_write(tmp_path, MODULE_ONLY) + ":make", input_shape=(3, 8))
+        assert model.was_training and not model.module.training
+        body = MODULE_ONLY.replace("torch.nn.Linear(8, 4)", "torch.nn.Linear(8, 4).eval()")
+        assert not load_user_model(
+            _write(tmp_path, body) + ":make", input_shape=(3, 8)
+        ).was_training
+
+    def test_the_cli_says_a_training_model_is_validated_in_eval(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        from aitune_fp.cli import main
+
+        spec = _write(tmp_path, MODULE_ONLY) + ":make"
+        argv = ["tune", "--model", spec, "--input-shape", "4,8", "--backends", "eager-bf16",
+                "--strategy", "one", "--max-seconds", "2", "--looks", "10,20",
+                "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 0, err
+        assert "came in training mode; it is validated in eval mode" in err
+
     def test_module_and_sample(self, tmp_path: Path) -> None:
         """A factory returning (module, tensor) uses that tensor as the sample."""
         model = load_user_model(_write(tmp_path, WITH_SAMPLE) + ":make", max_batch_size=12)

@@ -269,6 +269,11 @@ def _tune(
     if args.strategy == "one" and len(names) != 1:
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
     model = _load_model(args)
+    if model.was_training:
+        err.write(
+            f"note: {args.model} came in training mode; it is validated in eval mode "
+            "(dropout off, BatchNorm statistics frozen), as it would serve inference\n"
+        )
     cache_dir = _cache_dir(args.cache_dir)
     with stdout_to_stderr():
         _preflight(model, device, args, cache_dir)
