@@ -269,14 +269,11 @@ def _tune(
     if args.strategy == "one" and len(names) != 1:
         raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
     model = _load_model(args)
-    if model.was_training:
-        err.write(
-            f"note: {args.model} came in training mode; it is validated in eval mode "
-            "(dropout off, BatchNorm statistics frozen), as it would serve inference\n"
-        )
     cache_dir = _cache_dir(args.cache_dir)
     with stdout_to_stderr():
         _preflight(model, device, args, cache_dir)
+    if model.was_training:  # after the pre-flight: a failing tune still says one line
+        err.write(f"note: {args.model} came in training mode; it is validated in eval mode\n")
     # a backend this machine cannot run (no CUDA, a missing extra) is recorded as unavailable
     backends = [registry.make_candidate(n, device) for n in names]
     inner = make_strategy(args.strategy, backends)
