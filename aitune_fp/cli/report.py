@@ -21,7 +21,6 @@ from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, json_text
 from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.core.messages import headline_speedup
 from aitune_fp.ingest import BadLine, EventLine, IngestReport
 
 __all__ = ["MAX_BAD_SHOWN", "add_parser", "dedupe", "plot_report", "run"]
@@ -135,11 +134,17 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     out.flush()
     _bad_lines(report, err)
     if args.plot is not None:
-        if not any(r for one in report.runs for r in one.results):
-            err.write("no measured candidate in the log: no plot written\n")
+        if not report.runs:
+            err.write("no tune run in the log: no plot written\n")
         else:
-            plot_report(report, args.plot)
-            err.write(f"plot written to {escape_control(args.plot)}\n")
+            missing = plot_report(report, args.plot)
+            rows = "row" if missing == 1 else "rows"
+            why = (
+                f" ({missing} {rows} without an estimate: see the notes under it)"
+                if missing
+                else ""
+            )
+            err.write(f"plot written to {escape_control(args.plot)}{why}\n")
     return EXIT_OK
 
 
@@ -166,80 +171,12 @@ def _check_plot_target(path: str) -> None:
         ) from None
 
 
-def _label(text: str, limit: int = 48) -> str:
-    text = escape_control(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def plot_report(report: IngestReport, path: str) -> int:
+    """Save :func:`aitune_fp.cli.plot.build_figure` to ``path``; return the rows with no estimate."""
+    from aitune_fp.cli.plot import build_figure, no_estimate_notes
 
-
-def plot_report(report: IngestReport, path: str) -> None:
-    """One panel per module: each result's headline speedup with its interval, one row each.
-
-    Rows are horizontal (backend and run as the row label, readable at any count); the figure
-    grows in height, not width. The red tick is that run's required speedup. Results with no
-    headline figure (budget spent before the first look) are left out.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels: dict[str, list[tuple[str, float, float, float, float | None, bool]]] = {}
-    for one in report.runs:
-        for r in one.results:
-            value = headline_speedup(r)
-            if value is None:
-                continue
-            low = r.ci_low if r.ci_low is not None else value
-            high = r.ci_high if r.ci_high is not None else value
-            need = r.required_speedup if r.required_speedup is not None else one.required_speedup
-            label = f"{_label(r.backend_description)} · run {escape_control(one.run_id[:6])}"
-            panels.setdefault(one.module_name, []).append(
-                (label, value, max(value - low, 0.0), max(high - value, 0.0), need, r.passed)
-            )
-    heights = [max(1.6, 0.32 * len(rows) + 0.9) for rows in panels.values()]
-    fig, axes = plt.subplots(
-        len(panels),
-        1,
-        figsize=(9.0, sum(heights) + 0.6),
-        squeeze=False,
-        gridspec_kw={"height_ratios": heights},
-    )
-    for ax, (module, rows) in zip(axes[:, 0], panels.items(), strict=True):
-        ys = list(range(len(rows)))[::-1]
-        ax.errorbar(
-            [r[1] for r in rows],
-            ys,
-            xerr=[[r[2] for r in rows], [r[3] for r in rows]],
-            fmt="none",
-            ecolor="black",
-            capsize=3,
-        )
-        ax.scatter(
-            [r[1] for r in rows],
-            ys,
-            zorder=3,
-            c=["tab:green" if r[5] else "tab:orange" for r in rows],
-        )
-        marks = [(r[4], y) for r, y in zip(rows, ys, strict=True) if r[4] is not None]
-        if marks:
-            ax.scatter(
-                [m[0] for m in marks],
-                [m[1] for m in marks],
-                marker="|",
-                s=200,
-                color="tab:red",
-                label="required speedup",
-                zorder=2,
-            )
-            ax.legend(loc="lower right", fontsize=8)
-        ax.axvline(1.0, color="grey", linewidth=0.8)
-        ax.set_yticks(ys, [r[0] for r in rows], fontsize=9)
-        ax.set_ylim(-0.7, len(rows) - 0.3)
-        ax.set_title(f"{_label(module)}: speedup over eager (estimate, CI)", fontsize=10)
-    axes[-1, 0].set_xlabel("speedup over eager (x); green: faster, orange: not faster")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    build_figure(report).savefig(path)
+    return len(no_estimate_notes(report))
 
 
 def add_parser(sub: Any) -> None:
