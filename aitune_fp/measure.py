@@ -26,6 +26,7 @@ is based on the Hodges-Lehmann interval of the paired log ratios (the typical ca
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -524,7 +525,22 @@ def _statistical_result(
         ),
         flags=flags,
     )
+    result = attrs.evolve(result, **_futility_fields(decision, config))
     return Measurement(result=result, decision=decision, wall_s=wall_s, threads=timings.threads)
+
+
+def _futility_fields(decision: SpeedupDecision, config: ProfilingConfig) -> dict[str, Any]:
+    """The futility bound the rule compared and its one-sided level at one look.
+
+    ``futility_error / len(looks)`` per look; when the bound is ``ci_high`` itself (no looser
+    futility level), the interval's own one-sided level.
+    """
+    high = decision.upper_for_futility
+    if decision.futility_high is None:
+        level = 1.0 - (1.0 - decision.confidence) / 2.0
+    else:
+        level = 1.0 - config.futility_error / len(config.looks)
+    return {"futility_high": high if math.isfinite(high) else None, "futility_level": level}
 
 
 def _compare_statistical(

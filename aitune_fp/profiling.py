@@ -11,6 +11,9 @@ mutate their inputs; if one does, only its own copy changes). The output of a ca
 after the clock stops, so freeing it is not timed either. Given several ``batches``, each arm
 gets one copy of each, made once, and pair ``i`` runs both arms on batch ``i % len(batches)``
 (the pair stays paired; a candidate that caches outputs by input shape meets distinct data).
+Pairs run in quads, ABBA or BAAB, each quad's orientation drawn from a seeded random stream
+(:func:`quad_orientations`), so that interference in phase with a fixed order cannot land on one
+arm only.
 
 Spot checks (untimed) compare candidate outputs of a seeded random ~10 % of each look's timed
 calls, plus its first and last, and the first call on each batch not already among them
@@ -28,15 +31,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import random
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
 
 import attrs
 
-from aitune_fp.core._checks import check_int
+from aitune_fp.core._checks import check_int, check_type
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.core.stats import is_settled, level_shift_index
@@ -70,6 +74,7 @@ __all__ = [
     "is_oversubscribed",
     "load_average",
     "pair_order",
+    "quad_orientations",
     "set_threads",
     "spot_calls",
     "time_calls",
@@ -527,14 +532,35 @@ def time_calls(
         return tuple(latencies)
 
 
-def pair_order(index: int) -> bool:
-    """Whether pair ``index`` times the baseline first: quads alternate ABBA and BAAB.
+def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
+    """Whether pair ``index`` times the baseline first.
 
-    Pairs 0, 1 form quad 0 (A B | B A), pairs 2, 3 quad 1 (B A | A B), and so on, so each arm
-    takes each position in a quad equally often (position bias cancels).
+    Pairs ``2q`` and ``2q + 1`` form quad ``q``: ABBA (baseline first, then candidate first) or
+    BAAB, so each arm takes each position in a quad equally often (position bias cancels). Quad
+    ``q`` is ABBA when ``orientations[q]`` is true; without ``orientations``, the fixed
+    alternation: quad 0 ABBA, quad 1 BAAB, and so on (A B | B A | B A | A B).
     """
     quad, half = divmod(index, 2)
-    return (quad % 2 == 0) == (half == 0)
+    abba = quad % 2 == 0 if orientations is None else orientations[quad]
+    return abba == (half == 0)
+
+
+def _orientation_stream(seed: int) -> random.Random:
+    """The random stream of quad orientations for ``seed`` (apart from the spot checks')."""
+    return random.Random(f"aitune_fp quad orientation {seed}")
+
+
+def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
+    """Each of ``n_quads`` quads' orientation (True: ABBA, False: BAAB), a fair coin per quad.
+
+    Reproducible for a ``seed``; quad ``q``'s orientation does not depend on ``n_quads``. This is
+    what :class:`InterleavedRun` times (``order="random"``): interference whose period matches a
+    fixed ABBA / BAAB order would slow one arm only and bias the ratio; drawn at random, it lands
+    on either arm alike.
+    """
+    check_int("n_quads", n_quads, minimum=0)
+    stream = _orientation_stream(check_type("seed", seed, int))
+    return tuple(stream.random() < 0.5 for _ in range(n_quads))
 
 
 def _dynamo_counts() -> tuple[int, int]:
@@ -600,6 +626,8 @@ class InterleavedRun:
         references: Sequence[Any] | None = None,
         spot_rate: float = DEFAULT_SPOT_RATE,
         spot_seed: int = 0,
+        order: Literal["random", "fixed"] = "random",
+        order_seed: int | None = None,
     ) -> None:
         """Prepare the run; nothing is called or copied until the context is entered.
 
@@ -608,6 +636,8 @@ class InterleavedRun:
         picks in each :meth:`extend` (look ``k`` seeded ``spot_seed + k``), as
         ``spot_check(output)``, or ``spot_check(output, references[b])`` when ``references``
         (eager's output on each batch) is given; a mismatch raises :class:`SpotCheckError`.
+        ``order``: each quad's orientation drawn at random (:func:`quad_orientations` seeded
+        ``order_seed``, by default ``spot_seed``), or ``"fixed"``, the ABBA / BAAB alternation.
         """
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
@@ -617,6 +647,13 @@ class InterleavedRun:
         self._spot_rate = spot_rate
         self._spot_seed = spot_seed
         self._looks = 0
+        if order not in ("random", "fixed"):
+            raise InvalidValueError(f"order must be 'random' or 'fixed', got {order!r}")
+        seed = check_type("order_seed", spot_seed if order_seed is None else order_seed, int)
+        self._orientation: random.Random | None = (
+            _orientation_stream(seed) if order == "random" else None
+        )
+        self._orientations: list[bool] = []  # drawn so far, quad by quad
         self._timer = timer
         self._threads = threads
         self._stack: contextlib.ExitStack | None = None
@@ -675,6 +712,14 @@ class InterleavedRun:
     def elapsed_s(self) -> float:
         """Wall seconds since the run was entered, on the run's clock."""
         return (self._clock.now_ns() - self._start_ns) / 1e9
+
+    def _baseline_first(self, index: int) -> bool:
+        """Whether pair ``index`` times the baseline first (drawing its quad's orientation)."""
+        if self._orientation is None:
+            return pair_order(index)
+        while len(self._orientations) <= index // 2:
+            self._orientations.append(self._orientation.random() < 0.5)
+        return pair_order(index, self._orientations)
 
     def _require_entered(self) -> None:
         if self._stack is None:
@@ -786,7 +831,7 @@ class InterleavedRun:
         self._looks += 1
         # one untimed call per arm, the next pair's first arm last, so that no arm starts the
         # look warm from its own call (each pair's first call follows the other model)
-        first = "baseline" if pair_order(start) else "candidate"
+        first = "baseline" if self._baseline_first(start) else "candidate"
         second = "candidate" if first == "baseline" else "baseline"
         if self._past(deadline_ns):
             return 0
@@ -798,7 +843,9 @@ class InterleavedRun:
                 break
             index = self.n_pairs
             first, second = (
-                ("baseline", "candidate") if pair_order(index) else ("candidate", "baseline")
+                ("baseline", "candidate")
+                if self._baseline_first(index)
+                else ("candidate", "baseline")
             )
             check = done in picked
             results = {
@@ -850,7 +897,7 @@ def compare(
     timer: Timer | None = None,
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
 ) -> PairedTimings:
-    """Warm up both arms, then time ``n_pairs`` interleaved pairs (ABBA/BAAB quads).
+    """Warm up both arms, then time ``n_pairs`` interleaved pairs (quads ABBA or BAAB at random).
 
     ``config`` is a :class:`~aitune_fp.core.config.ProfilingConfig` (warm-up and threads);
     ``batches`` (replacing ``batch``): pair ``i`` runs on ``batches[i % len(batches)]``.

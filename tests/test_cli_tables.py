@@ -199,7 +199,13 @@ def test_markdown_run_is_a_gfm_table() -> None:
     run = _run(reason="a | pipe\nand a newline")
     text = markdown_run(run, not_tried=[("X()", "first-wins stopped at Y()")])
     results, failures = _gfm_tables(text)
-    assert results[0][:5] == ["Backend", "Eager/s", "Candidate/s", "Speedup [CI]", "Verdict"]
+    assert results[0][:5] == [
+        "Backend",
+        "Eager/s",
+        "Candidate/s",
+        "Speedup [interval that decided]",
+        "Verdict",
+    ]
     assert results[1][0] == LONG_NAME
     assert results[1][3] == "0.95x [0.892, 0.999]"
     assert len(failures) == 2 and len(failures[1]) == 5

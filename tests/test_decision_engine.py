@@ -25,6 +25,7 @@ from aitune_fp.core.dependence import (
     ratio_shift_index,
     shift_p_value,
 )
+from aitune_fp.core.messages import fmt_level
 from aitune_fp.core.stats import (
     decide_at_look,
     decide_speedup,
@@ -354,7 +355,7 @@ class TestRuledOut:
     @given(
         low=st.floats(0.01, 5.0),
         width=st.floats(0.0, 5.0),
-        level=st.floats(0.5, 0.999),
+        level=st.floats(0.5, 0.999, exclude_min=True),
     )
     def test_statement_names_both_bounds_and_the_level(
         self, low: float, width: float, level: float
@@ -364,7 +365,7 @@ class TestRuledOut:
         text = ruled_out_statement(low, high, level)
         assert f"faster than {high:.3f}x" in text
         assert f"slower than {low:.3f}x" in text
-        assert f"{level:.0%}" in text
+        assert f"ruled out at {fmt_level(level)}" in text
         assert "of eager" in text
 
     def test_unbounded_sides_rule_nothing_out(self) -> None:
@@ -373,10 +374,30 @@ class TestRuledOut:
         assert "slower than" not in ruled_out_statement(0.0, 1.2, 0.95)
 
     def test_example_from_the_issue(self) -> None:
-        """[0.97, 1.04] at 95 %: within -3 %/+4 % of eager."""
+        """[0.97, 1.04], each side at 95 %: within -3 %/+4 % of eager, a two-sided claim that
+        holds at 90 % (issue 22)."""
         text = ruled_out_statement(0.97, 1.04, 0.95)
         assert text.startswith("faster than 1.040x and slower than 0.970x are ruled out at 95%")
-        assert text.endswith("within -3%/+4% of eager")
+        assert text.endswith("within -3%/+4% of eager at 90% (both sides together)")
+
+    def test_the_two_sided_claim_has_its_own_level(self) -> None:
+        """Each side at L: the two together at 2L - 1, printed with its precision; a one-sided
+        statement has no two-sided claim."""
+        text = ruled_out_statement(0.97, 1.04, 0.975)
+        assert "ruled out at 97.5% (one-sided each)" in text
+        assert text.endswith("of eager at 95% (both sides together)")
+        assert ruled_out_statement(0.97, 1.04, 0.9966).endswith("at 99.32% (both sides together)")
+        assert "together" not in ruled_out_statement(0.0, 1.2, 0.95)
+
+    def test_one_look_prints_its_level_with_its_precision(self) -> None:
+        """decide_speedup at 95 % two-sided: each side at 97.5 %, never rounded to "98%"."""
+        rng = random.Random(4)
+        base = [0.01 * rng.lognormvariate(0, 0.05) for _ in range(40)]
+        cand = [b * rng.lognormvariate(0, 0.05) for b in base]
+        text = decide_speedup(base, cand, paired=True).ruled_out
+        assert "98%" not in text
+        assert "ruled out at 97.5%" in text
+        assert text.endswith("of eager at 95% (both sides together)")
 
     def test_a_decision_states_its_overall_guarantee(self) -> None:
         """Sequential: the guarantee is the configured confidence; one look: its one-sided level."""

@@ -106,8 +106,9 @@ def test_a_registered_cache_output_passes_the_check(
     path.write_text(CACHE_MODEL)
     argv = ["tune", "--model", f"{path}:make", "--backends", "eager", "-q"]
     assert main([*argv, "--cache-dir", str(tmp_path / "c")]) == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    *notes, line = capsys.readouterr().err.strip().splitlines()
     assert line == "aitune-fp: error: stopped at the first candidate"
+    assert all(note.startswith("note: ") for note in notes)  # e.g. it came in training mode
 
 
 def test_importable_factory_on_the_command_line(

@@ -99,12 +99,13 @@ class TestPairOrder:
 class TestInterleavedRun:
     def test_call_sequence(self) -> None:
         """Warm-up alternates; each extend starts with one untimed call per arm, the next pair's
-        first arm last (so no arm starts the look warm from its own call), then quads."""
+        first arm last (so no arm starts the look warm from its own call), then quads (here in
+        the fixed ABBA / BAAB order; random orientations: tests/test_quad_orientation.py)."""
         clock = FakeClock()
         log: list[str] = []
         a = fake_model(clock, 0.002, log, "A")
         b = fake_model(clock, 0.001, log, "B")
-        with InterleavedRun(a, b, Sample(), timer=clock) as run:
+        with InterleavedRun(a, b, Sample(), timer=clock, order="fixed") as run:
             report = run.warm_up(window=3, tolerance=0.1, max_calls=10)
             assert report.converged
             assert report.calls_per_arm == 4  # 1 untimed + 3 timed to fill the window

@@ -1,9 +1,9 @@
 """How a run is shown: rich tables of results and failures, the header and the final line.
 
 One figure per result: :func:`aitune_fp.core.messages.headline_speedup` (the estimate the verdict
-was decided on, with its interval, in statistical mode; AITune's figure in point mode). The mean
-latency ratio stays in the JSON and the events as ``speedup``. ``tune`` and ``report`` print the
-same lines for the same run.
+was decided on, with the interval it was decided on, in statistical mode: the futility bound for
+a futility stop; AITune's figure in point mode). The mean latency ratio stays in the JSON and the
+events as ``speedup``. ``tune`` and ``report`` print the same lines for the same run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from rich.text import Text
 
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.core.messages import (
+    decided_by_futility,
+    decided_interval,
     fmt_baseline_selected,
     fmt_headline,
     fmt_level,
@@ -128,9 +130,11 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
             "Speedup is AITune's mean-latency figure the verdict was decided on."
         )
     elif run.results:
+        futile = any(map(decided_by_futility, run.results))
         lines.append(
             "Each row compares with eager timed alongside that candidate (Eager/s); "
-            "Speedup is the figure the verdict was decided on."
+            "Speedup is the figure and the interval the verdict was decided on"
+            + (" (a futility stop: its one-sided bound [—, high])." if futile else ".")
         )
     cpu = _cpu_line(run.results)
     if cpu is not None:
@@ -189,15 +193,33 @@ def _record(name: str, fields: Sequence[tuple[str, str]]) -> Group:
     return Group(Text(name, style="bold"), *lines)
 
 
-def _results_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
-    confidence = next((r.confidence for r in results if r.confidence), None)
+def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, set[bool]]:
+    """The Speedup header naming the levels of what decided, and which kinds' cells carry theirs.
+
+    Kinds: ``True`` a futility bound, ``False`` an interval (:func:`decided_by_futility`). A
+    kind whose rows were decided at different levels (error spent by look) says "at the level
+    shown" and its cells carry their level.
+    """
+    levels: dict[bool, set[float]] = {False: set(), True: set()}
+    for r in results:
+        level = decided_interval(r)[2]
+        if r.decision == "statistical" and level is not None:
+            levels[decided_by_futility(r)].add(level)
     guarantee = next((r.guarantee for r in results if r.guarantee), None)
-    statistical = any(r.decision == "statistical" for r in results)
-    speed_head = "Speedup"
-    if statistical:
-        speed_head += f" [{fmt_level(confidence)} CI]" if confidence else " [CI]"
-        if guarantee:
-            speed_head += f" {fmt_level(guarantee)} overall"
+    if not any(r.decision == "statistical" for r in results):
+        return "Speedup", set()
+    parts = [
+        f"{what} {fmt_level(next(iter(seen))) if len(seen) == 1 else 'at the level shown'}"
+        for what, seen in (("accept", levels[False]), ("futility", levels[True]))
+        if seen
+    ]
+    head = f"Speedup [{'; '.join(parts) or 'CI'}]"
+    head += f" {fmt_level(guarantee)} overall" if guarantee else ""
+    return head, {kind for kind, seen in levels.items() if len(seen) > 1}
+
+
+def _results_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
+    speed_head, leveled = _speed_head(results)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     names = [escape_control(r.backend_description) for r in results]
     qualities = [fmt_flags(r.flags) or "ok" for r in results]
@@ -206,14 +228,15 @@ def _results_table(results: Sequence[PerformanceValidationResult]) -> Renderable
     table.add_column("Backend", no_wrap=True, min_width=max(map(len, names), default=7))
     table.add_column("Eager/s", justify="right", no_wrap=True)
     table.add_column("Candidate/s", justify="right", no_wrap=True)
-    table.add_column(speed_head, no_wrap=True)
+    table.add_column(Text(speed_head), no_wrap=True)
     table.add_column("Verdict", no_wrap=True)
     table.add_column("Quality", overflow="fold", max_width=24)
     table.add_column("Reason", overflow="fold", ratio=1)
     records: list[RenderableType] = []
     rows = []
     for r, name, quality in zip(results, names, qualities, strict=True):
-        row = (name, fmt_rate(r.baseline_throughput), fmt_rate(r.throughput), fmt_headline(r))
+        figure = fmt_headline(r, with_level=decided_by_futility(r) in leveled)
+        row = (name, fmt_rate(r.baseline_throughput), fmt_rate(r.throughput), figure)
         rows.append(row)
         table.add_row(*row, _verdict(r), quality, escape_control(r.reason or ""))
         records.append(

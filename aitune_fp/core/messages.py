@@ -18,6 +18,8 @@ __all__ = [
     "ANSI_RESET",
     "ANSI_SLOWER",
     "ANSI_SPEEDUP",
+    "decided_by_futility",
+    "decided_interval",
     "fmt_apart",
     "fmt_baseline_line",
     "fmt_baseline_selected",
@@ -167,19 +169,50 @@ def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
     return f"[{lo}, {hi}]"
 
 
-def fmt_headline(result: PerformanceValidationResult) -> str:
+def decided_by_futility(result: PerformanceValidationResult) -> bool:
+    """Whether ``result`` is a ``not_faster`` settled by the futility stop.
+
+    That is, its interval still straddled the required speedup (``ci_high`` not below it, or
+    unbounded) and the looser futility bound (``futility_high``) settled it.
+    """
+    if (
+        result.decision != "statistical"
+        or result.verdict != "not_faster"
+        or result.futility_high is None
+        or result.required_speedup is None
+    ):
+        return False
+    return result.ci_high is None or result.ci_high >= result.required_speedup
+
+
+def decided_interval(
+    result: PerformanceValidationResult,
+) -> tuple[float | None, float | None, float | None]:
+    """The interval ``result``'s verdict was decided on, and its level: ``(low, high, level)``.
+
+    A futility stop: the futility bound, one-sided, ``(None, futility_high, futility_level)``;
+    otherwise the interval ``(ci_low, ci_high, confidence)`` (two-sided, the deciding look's).
+    """
+    if decided_by_futility(result):
+        return None, result.futility_high, result.futility_level
+    return result.ci_low, result.ci_high, result.confidence
+
+
+def fmt_headline(result: PerformanceValidationResult, *, with_level: bool = False) -> str:
     """The headline speedup as text: ``"0.95x [0.900, 0.988]"`` (statistical) or ``"1.37x"``.
 
-    The interval is printed only with the estimate it belongs to; ``"—"`` when there is no
-    figure (a statistical tune whose budget ran out before the first look).
+    The interval is the one the verdict was decided on (:func:`decided_interval`): a futility
+    stop shows its bound, ``"0.84x [—, 0.995]"``. It is printed only with the estimate it belongs
+    to; ``with_level`` adds its level (``" at 99.72%"``). ``"—"`` when there is no figure (a
+    statistical tune whose budget ran out before the first look).
     """
     value = headline_speedup(result)
     if value is None:
         return "—"
-    if result.decision == "statistical" and (
-        result.ci_low is not None or result.ci_high is not None
-    ):
-        return f"{value:.2f}x {fmt_interval(result.ci_low, result.ci_high)}"
+    low, high, level = decided_interval(result)
+    if result.decision == "statistical" and (low is not None or high is not None):
+        at = f" at {fmt_level(level)}" if with_level and level is not None else ""
+        return f"{value:.2f}x {fmt_interval(low, high)}{at}"
     return f"{value:.2f}x"
 
 

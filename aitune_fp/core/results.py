@@ -64,6 +64,17 @@ class PerformanceValidationResult:
     guarantee: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(open_interval(0, 1))
     )
+    #: The futility stop's upper bound at the deciding look (statistical mode), at the one-sided
+    #: level ``futility_level`` (``1 - futility_error / len(looks)``). A ``not_faster`` whose
+    #: ``ci_high`` is not below ``required_speedup`` was decided on this bound, not on
+    #: ``[ci_low, ci_high]`` (:func:`aitune_fp.core.messages.decided_interval`). None in point
+    #: mode, without a bound, and in older logs.
+    futility_high: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    futility_level: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(open_interval(0, 1))
+    )
     n_baseline: int | None = attrs.field(
         default=None, kw_only=True, validator=_optional(integer(minimum=0))
     )

@@ -58,6 +58,7 @@ from aitune_fp.core.dependence import (
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
+from aitune_fp.core.messages import fmt_level
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
@@ -864,8 +865,11 @@ def _pct(ratio: float) -> str:
 def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
     """Say which speedups an interval rules out and where it places the candidate.
 
-    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95 %
-    (one-sided each); the candidate is within -3%/+4% of eager". Unbounded sides rule nothing out.
+    ``level`` is each side's one-sided level; the two sides together hold at ``2 level - 1``.
+    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95%
+    (one-sided each); the candidate is within -3%/+4% of eager at 90% (both sides together)".
+    Levels are printed with the precision they have (97.5 %, never "98%"). Unbounded sides rule
+    nothing out.
     """
     parts = []
     if math.isfinite(ci_high):
@@ -874,14 +878,16 @@ def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
         parts.append(f"slower than {ci_low:.3f}x")
     if not parts:
         return "too few timings to rule anything out"
+    both = 2.0 * level - 1.0  # Bonferroni over the two sides (exact for one look)
     where = (
-        f"; the candidate is within {_pct(ci_low)}/{_pct(ci_high)} of eager"
-        if math.isfinite(ci_high) and ci_low > 0.0
+        f"; the candidate is within {_pct(ci_low)}/{_pct(ci_high)} of eager at "
+        f"{fmt_level(both)} (both sides together)"
+        if math.isfinite(ci_high) and ci_low > 0.0 and both > 0.0
         else ""
     )
     each = " (one-sided each)" if len(parts) == 2 else ""
     verb = "are" if len(parts) == 2 else "is"
-    return f"{' and '.join(parts)} {verb} ruled out at {level:.0%}{each}{where}"
+    return f"{' and '.join(parts)} {verb} ruled out at {fmt_level(level)}{each}{where}"
 
 
 def _verdict(
