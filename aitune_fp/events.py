@@ -29,7 +29,7 @@ from aitune_fp.core.messages import (
     fmt_throughput_detail,
 )
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.report import CandidateFailure
+from aitune_fp.core.report import CandidateFailure, Stage
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
 
@@ -113,7 +113,6 @@ EVENT_NAMES: Final = (
 )
 
 Level = Literal["debug", "info", "warning", "error"]
-Stage = Literal["unavailable", "build", "correctness", "profiling", "hung", "strategy"]
 #: How eager is kept out of the candidates' reach (``baseline_measured``).
 EagerIsolation: TypeAlias = Literal["private_copy", "shared"]
 

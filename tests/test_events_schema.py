@@ -368,3 +368,16 @@ class TestMeasuredSummary:
         assert (
             summary == "📊 X(): batch size=8, throughput=200.00 samples/s, speedup=2.00x (▲ faster)"
         )
+
+
+def test_the_schema_knows_every_failure_stage_and_no_other() -> None:
+    """``candidate_failed.stage``: the schema's enum is the report's STAGES (one list, not two)."""
+    from aitune_fp.core.report import STAGES
+
+    schema = event_schema()
+    enums = [
+        branch["then"]["properties"]["stage"]["enum"]
+        for branch in schema.get("allOf", [])
+        if "stage" in branch.get("then", {}).get("properties", {})
+    ]
+    assert enums and all(sorted(enum) == sorted(STAGES) for enum in enums)
