@@ -1,4 +1,4 @@
-"""User-model factories for the sweep tests: tiny and quick, broken, and one that kills its worker."""
+"""User-model factories for the sweep tests: tiny, broken, one killing its worker, one that hangs."""
 
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ def napper() -> tuple[torch.nn.Module, torch.Tensor]:
     import time
 
     time.sleep(15.0)
+    return tiny()
+
+
+def hanger() -> tuple[torch.nn.Module, torch.Tensor]:
+    """A factory stuck in native code (``time.sleep`` in C): only killing its process ends it."""
+    import time
+
+    time.sleep(1000.0)
     return tiny()
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from aitune_fp.sweep import (
     summarize_sweep,
 )
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
-from aitune_fp.sweep.run import CANCELLED, completed_models
+from aitune_fp.sweep.run import CANCELLED, HUNG, completed_models, make_tasks
 from aitune_fp.sweep.spec import check_models
 
 from .strategies import threshold_percents
@@ -84,6 +85,20 @@ class TestSpec:
         assert spec.profiling == ProfilingConfig()
         assert spec.backends == () and "int8-dynamic" in spec.backend_names()
 
+    def test_task_timeout_default_and_set(self) -> None:
+        """No deadline in the file: the watchdog's bounds for eager and each candidate + 600 s."""
+        spec = parse_sweep({"models": ["mlp"], "backends": ["eager", "compile"]})
+        assert spec.task_timeout_s is None
+        assert spec.task_deadline_s() == 600 + 3 * (1800 + 2 * (60 + 30))
+        assert (
+            parse_sweep(
+                {"models": ["mlp"], "decision": "point", "budget": {"task_timeout_s": 2.5}}
+            ).task_deadline_s()
+            == 2.5
+        )
+        tasks = make_tasks(spec, "s", "/tmp/x")
+        assert tasks[0].task_timeout_s == spec.task_deadline_s()
+
     def test_backend_settings(self) -> None:
         """A registry backend's settings are kept, checked and shown in its label."""
         spec = parse_sweep(
@@ -135,6 +150,16 @@ class TestSpec:
                 "budget.max_seconds applies to decision statistical only",
             ),
             ({"models": ["mlp"], "ray": {"max_retries": -1}}, InvalidValueError, "max_retries"),
+            (
+                {"models": ["mlp"], "budget": {"task_timeout_s": 0}},
+                InvalidValueError,
+                "budget.task_timeout_s must be > 0",
+            ),
+            (
+                {"models": ["mlp"], "budget": {"task_timeout_s": "1h"}},
+                InvalidTypeError,
+                "budget.task_timeout_s must be a number",
+            ),
             ({"models": ["mlp"], "modles": []}, InvalidValueError, "unknown key 'modles'"),
         ],
     )
@@ -247,7 +272,9 @@ class TestLocalSweep:
             assert x["sweep_id"] == result.sweep_id
             assert x["hostname"] == socket.gethostname() and x["device_name"]
         finished = [x for x in lines if x["event"] == "aitune_fp.sweep.task_finished"]
-        assert [x["pid"] for x in finished] == [os.getpid()] * 2
+        assert len(finished) == 2  # each in its own child process (it has a deadline)
+        assert all(x["pid"] != os.getpid() for x in finished)
+        assert finished[0]["pid"] != finished[1]["pid"]
 
     def test_ingest_and_report_read_it_unchanged(
         self, local_sweep: tuple[Path, Any], capsys: pytest.CaptureFixture[str]
@@ -318,6 +345,49 @@ class TestResumeAndInterrupt:
         assert lines[-1]["event"] == "aitune_fp.sweep.finished"
         assert [r.module_name for r in ingest.ingest(str(log)).runs] == ["tiny"]
         assert list(completed_models(str(log))) == ["tiny"]
+
+
+def test_a_hung_task_is_killed_and_the_sweep_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A factory stuck in native code, deadline 2 s: killed, recorded hung; the next model tunes."""
+    path = tmp_path / "s.toml"
+    path.write_text(
+        f'backends = ["eager"]\n[budget]\nlooks = [10, 20]\nmax_seconds = 5.0\n'
+        f"warmup_max_calls = 10\ntask_timeout_s = 2\n"
+        f'[[models]]\nmodel = "{MODELS_FILE}:hanger"\n[[models]]\nmodel = "{MODELS_FILE}:tiny"\n',
+        "utf-8",
+    )
+    log = tmp_path / "e.jsonl"
+    start = time.monotonic()
+    assert main(["sweep", str(path), "--log", str(log)]) == 1
+    assert time.monotonic() - start < 60  # not the factory's 1000 s
+    out = capsys.readouterr().out
+    assert "1 model(s) failed: hanger" in out and "hung" in out and HUNG in out
+    lines = read_log(log)
+    for line in lines:
+        VALIDATOR.validate(line)
+    ended = {
+        x["module_name"]: x
+        for x in lines
+        if x["event"] in ("aitune_fp.sweep.task_finished", "aitune_fp.sweep.task_failed")
+    }
+    assert ended["hanger"]["event"] == "aitune_fp.sweep.task_failed"
+    assert ended["hanger"]["error_type"] == HUNG
+    assert "task_timeout_s" in ended["hanger"]["reason"]
+    assert ended["tiny"]["event"] == "aitune_fp.sweep.task_finished"
+    assert lines[-1]["failed_models"] == ["hanger"]
+    assert [r.module_name for r in ingest.ingest(str(log)).runs] == ["tiny"]
+
+
+def test_in_process_local_executor_ignores_deadlines(tmp_path: Path) -> None:
+    """``LocalExecutor(in_process=True)``: tasks run in this process (debugging)."""
+    log = tmp_path / "e.jsonl"
+    spec = parse_sweep(sweep_data("tiny", budget={**TINY_BUDGET, "task_timeout_s": 1e-3}))
+    result = run_sweep(spec, log_path=str(log), executor=LocalExecutor(in_process=True))
+    assert [s.state for s in result.statuses] == ["finished"]
+    finished = [x for x in read_log(log) if x["event"] == "aitune_fp.sweep.task_finished"]
+    assert [x["pid"] for x in finished] == [os.getpid()]
 
 
 class _BreaksAfterOne:

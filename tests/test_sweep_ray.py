@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +18,12 @@ import pytest
 import ray  # the ray extra: in the development install (README) and CI
 
 from aitune_fp import ingest
-from aitune_fp.sweep import TaskOutcome, parse_sweep, run_sweep
+from aitune_fp.sweep import TaskOutcome, parse_sweep, run_sweep, summarize_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
-from aitune_fp.sweep.run import CANCELLED
+from aitune_fp.sweep.run import CANCELLED, HUNG
 
 from .sweep_models import tiny_and_broken_toml
-from .test_sweep import VALIDATOR, read_log, sweep_data
+from .test_sweep import TINY_BUDGET, VALIDATOR, read_log, sweep_data
 
 pytestmark = pytest.mark.ray
 
@@ -136,3 +137,24 @@ def test_a_cluster_that_cannot_place_the_tasks_fails_every_model_with_why(tmp_pa
     assert {s.error_type for s in result.statuses} == {"InvalidStateError"}
     assert all("no GPU in the Ray cluster" in (s.reason or "") for s in result.statuses)
     assert read_log(log)[-1]["failed_models"] == ["tiny", "tiny-2"]
+
+
+def test_a_hung_task_is_cancelled_and_the_rest_finish(tmp_path: Path) -> None:
+    """A factory stuck in native code, deadline 2 s: its worker killed, recorded hung; tiny tunes."""
+    log = tmp_path / "events.jsonl"
+    budget = {**TINY_BUDGET, "task_timeout_s": 2}
+    spec = parse_sweep(sweep_data("hanger", "tiny", budget=budget))
+    start = time.monotonic()
+    result = run_sweep(spec, log_path=str(log), executor=RayExecutor())
+    assert time.monotonic() - start < 60  # not the factory's 1000 s
+    states = {s.model: s for s in result.statuses}
+    assert states["tiny"].state == "finished"
+    hung = states["hanger"]
+    assert hung.state == "failed" and hung.error_type == HUNG
+    assert "hung" in (hung.reason or "") and "task_timeout_s" in (hung.reason or "")
+    lines = read_log(log)
+    for line in lines:
+        VALIDATOR.validate(line)
+    assert lines[-1]["failed_models"] == ["hanger"]
+    summary = summarize_sweep(result.statuses, {r.run_id: r for r in ingest.ingest(str(log)).runs})
+    assert [(s.model, s.error_type) for s in summary.failed] == [("hanger", HUNG)]

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         console.print(
             f"{PROG}: sweep {escape_control(spec.name)}: {len(spec.models)} model(s) × "
             f"{', '.join(spec.backend_names())} on {spec.device}, "
-            f"{where if args.ray is not None else 'one after another in this process'}; "
+            f"{where if args.ray is not None else 'one after another, each in a child process'}; "
             f"events to {escape_control(log_path)}"
         )
 

@@ -4,14 +4,18 @@ A task (:func:`run_task`) runs in whatever process the executor picks and never 
 events come back as records in its :class:`TaskOutcome`, which ends with ``task_finished`` or
 ``task_failed``. The driver (:func:`run_sweep`) writes each outcome's records to the log as it
 arrives, records every model that got no outcome (a dead worker, Ctrl-C) as failed, and reads
-``--resume`` state from the same log. :class:`LocalExecutor` runs the tasks one after another in
-this process; ``aitune_fp.sweep.ray_executor`` runs them as Ray tasks.
+``--resume`` state from the same log. :class:`LocalExecutor` runs the tasks one after another,
+each in a child process it can kill at the task's deadline; ``aitune_fp.sweep.ray_executor`` runs
+them as Ray tasks. A task past its deadline (``task_timeout_s``) is killed and recorded failed
+with ``error_type`` :data:`HUNG`; the sweep goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import socket
@@ -25,11 +29,13 @@ import attrs
 from aitune_fp import events
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
+from aitune_fp.errors import BackendUnavailableError, InvalidStateError
 from aitune_fp.profiling import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
 __all__ = [
     "CANCELLED",
+    "HUNG",
     "Executor",
     "LocalExecutor",
     "ModelStatus",
@@ -46,6 +52,10 @@ __all__ = [
 
 #: ``error_type`` of a model whose task was cancelled (Ctrl-C on the driver) before it ended.
 CANCELLED = "Cancelled"
+#: ``error_type`` of a model whose task ran past its deadline and was killed.
+HUNG = "TaskHungError"
+#: ``error_type`` of a model whose task's process died before sending its outcome.
+CRASHED = "WorkerCrashedError"
 
 
 @attrs.frozen(kw_only=True)
@@ -65,6 +75,9 @@ class SweepTask:
     #: as a tune in the driver process would have them: in the environment before torch loads
     #: (OpenMP reads it then; setting threads later measured slower here), then in torch.
     use_all_cores: bool = False
+    #: Seconds the task may run before its process is killed and it is recorded as hung (None:
+    #: no deadline; the local executor then runs it in this process).
+    task_timeout_s: float | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -89,6 +102,7 @@ def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask
             threshold=spec.threshold,
             profiling=spec.profiling,
             cache_dir=os.path.join(cache_dir, f"{i:03d}-{_safe(m.name)}"),
+            task_timeout_s=spec.task_deadline_s(),
         )
         for i, m in enumerate(spec.models)
     ]
@@ -115,7 +129,9 @@ def _device_identity(device: str) -> tuple[str, str]:
 
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError("the sweep asks for device cuda but this worker sees no CUDA device")
+            raise BackendUnavailableError(
+                "the sweep asks for device cuda but this worker sees no CUDA device"
+            )
         index = torch.cuda.current_device()
         return f"cuda:{index}", str(torch.cuda.get_device_name(index))
     return "cpu", _cpu_name()
@@ -142,6 +158,16 @@ def failed_outcome(
         )
     )
     return TaskOutcome(model=task.model.name, records=(*records, last), ok=False)
+
+
+def hung_outcome(task: SweepTask) -> TaskOutcome:
+    """The failed outcome of a task killed at its deadline (``task_timeout_s``)."""
+    return failed_outcome(
+        task,
+        HUNG,
+        f"hung: still running {task.task_timeout_s:g} s after it started "
+        "(budget.task_timeout_s); its process was killed",
+    )
 
 
 def run_task(task: SweepTask) -> TaskOutcome:
@@ -234,7 +260,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
             )
     report = validation_of(strategy).last_report
     if report is None:  # pragma: no cover - the wrapper leaves a report for every tune
-        raise RuntimeError("the tune left no report")
+        raise InvalidStateError("the tune left no report")
     return report
 
 
@@ -251,15 +277,89 @@ class Executor(Protocol):
         """Run ``tasks``; call ``on_outcome`` once per task that ends."""
 
 
+#: What a child process sends instead of an outcome when a KeyboardInterrupt ended its task.
+_INTERRUPTED = "interrupted"
+
+
+def _child_main(conn: multiprocessing.connection.Connection, task: SweepTask) -> None:
+    """A task's child process: run it, send its outcome (or that Ctrl-C stopped it) back."""
+    try:
+        result: TaskOutcome | str = run_task(task)
+    except KeyboardInterrupt:
+        result = _INTERRUPTED
+    conn.send(result)
+    conn.close()
+
+
+def _stop(process: multiprocessing.process.BaseProcess) -> None:
+    """End a child process: SIGTERM, then SIGKILL if it is still there 5 s later."""
+    if process.is_alive():
+        process.terminate()
+        process.join(5.0)
+    if process.is_alive():
+        process.kill()
+    process.join()
+
+
 class LocalExecutor:
-    """Runs the tasks one after another in this process: no extra dependency, no overlap."""
+    """Runs the tasks one after another on this machine: no extra dependency, no overlap.
+
+    A task with a deadline (every task a sweep file makes has one) runs in a fresh child process
+    (``multiprocessing``, ``spawn``: about 1-1.5 s to start and import torch here) that is killed
+    at the deadline, the task then recorded as hung; a task without one, or every task with
+    ``in_process=True`` (debugging), runs in this process and cannot be stopped.
+    """
 
     name = "local"
 
+    def __init__(self, *, in_process: bool = False) -> None:
+        """``in_process``: run every task in this process, deadlines ignored."""
+        self.in_process = in_process
+
     def run(self, tasks: Sequence[SweepTask], on_outcome: Callable[[TaskOutcome], None]) -> None:
-        """Run each task in turn (a Ctrl-C stops at the task in progress)."""
+        """Run each task in turn (a Ctrl-C stops at the task in progress, killing its process)."""
         for task in tasks:
-            on_outcome(run_task(task))
+            if self.in_process or task.task_timeout_s is None:
+                on_outcome(run_task(task))
+            else:
+                on_outcome(self._in_child(task, task.task_timeout_s))
+
+    @staticmethod
+    def _in_child(task: SweepTask, timeout_s: float) -> TaskOutcome:
+        context = multiprocessing.get_context("spawn")
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_child_main, args=(send, task), name=f"aitune_fp-task-{_safe(task.model.name)}"
+        )
+        try:
+            process.start()
+            send.close()  # the child holds the only writer: its death reads as end of file
+            deadline = time.monotonic() + timeout_s
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return hung_outcome(task)
+                ready = multiprocessing.connection.wait([receive, process.sentinel], left)
+                if receive in ready:
+                    try:
+                        result = receive.recv()
+                    except EOFError:
+                        break
+                    if result == _INTERRUPTED:
+                        raise KeyboardInterrupt
+                    assert isinstance(result, TaskOutcome)
+                    return result
+                if process.sentinel in ready and not receive.poll():
+                    break
+        finally:
+            _stop(process)
+            send.close()
+            receive.close()
+        return failed_outcome(
+            task,
+            CRASHED,
+            f"the task's process died unexpectedly (exit code {process.exitcode})",
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -27,6 +27,7 @@ __all__ = [
     "ModelEntry",
     "SweepSpec",
     "check_models",
+    "default_task_timeout_s",
     "load_sweep",
     "parse_sweep",
 ]
@@ -46,6 +47,10 @@ BUDGET_FIELDS: tuple[str, ...] = (
     "threads",
     "clock",
 )
+#: The ``[budget]`` key that is not a ProfilingConfig field: each task's wall-clock deadline.
+TASK_TIMEOUT_KEY = "task_timeout_s"
+#: Added to the per-step watchdog bounds in :func:`default_task_timeout_s` (model load, set-up).
+TASK_TIMEOUT_SLACK_S = 600.0
 _TOP_KEYS = (
     "name",
     "device",
@@ -113,6 +118,15 @@ class SweepSpec:
     profiling: ProfilingConfig
     log: str | None = None
     max_retries: int = 0
+    #: Each task's deadline in seconds (``[budget] task_timeout_s``); None: the default,
+    #: :func:`default_task_timeout_s`. A task still running then is killed and recorded as hung.
+    task_timeout_s: float | None = None
+
+    def task_deadline_s(self) -> float:
+        """The deadline every task of this sweep gets: the file's, else the derived default."""
+        if self.task_timeout_s is not None:
+            return self.task_timeout_s
+        return default_task_timeout_s(self.profiling, len(self.backend_names()))
 
     def backend_names(self) -> tuple[str, ...]:
         """The candidate names each task builds (the defaults when none are listed)."""
@@ -123,6 +137,26 @@ class SweepSpec:
     def model_names(self) -> tuple[str, ...]:
         """The model labels, in file order."""
         return tuple(m.name for m in self.models)
+
+
+def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
+    """A task's default deadline: never before the in-process watchdog would have ended each step.
+
+    ``TASK_TIMEOUT_SLACK_S`` (600 s, model load) plus, for eager and every candidate, one build
+    (``build_timeout_s``) and two watched steps (correctness check and timing, each
+    ``max_seconds + hang_grace_s``): with the defaults and three backends, 600 + 4 x 1,980 s =
+    8,520 s. A task past it is stuck where the watchdog cannot reach (native code).
+    """
+    per_step = profiling.max_seconds + profiling.hang_grace_s
+    return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
+
+
+def _task_timeout(value: object) -> float:
+    where = f"budget.{TASK_TIMEOUT_KEY}"
+    seconds = _number(where, value)
+    if seconds <= 0:
+        raise InvalidValueError(f"{where} must be > 0 (seconds), got {value!r}")
+    return seconds
 
 
 def _type_name(value: object) -> str:
@@ -231,9 +265,11 @@ def _number(where: str, value: object) -> float:
 
 
 def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
-    _known_keys("budget", table, BUDGET_FIELDS)
+    _known_keys("budget", table, (*BUDGET_FIELDS, TASK_TIMEOUT_KEY))
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
+        if key == TASK_TIMEOUT_KEY:
+            continue
         modes = MODE_FIELDS.get(key)
         if modes is not None and decision not in modes:
             raise InvalidValueError(
@@ -276,7 +312,9 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
             f"no candidate could reach: at most {MAX_THRESHOLD_PERCENT:.0f} (percent; a required "
             "speedup of 1000x)"
         )
-    profiling = _profiling(_table("budget", table.get("budget", {})), decision)
+    budget = _table("budget", table.get("budget", {}))
+    profiling = _profiling(budget, decision)
+    task_timeout = _task_timeout(budget[TASK_TIMEOUT_KEY]) if TASK_TIMEOUT_KEY in budget else None
     if profiling.clock == "device" and device != "cuda":
         raise InvalidValueError(
             f'budget.clock "device" needs device = "cuda" (CUDA events), got device {device!r}'
@@ -325,6 +363,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         profiling=profiling,
         log=log,
         max_retries=retries,
+        task_timeout_s=task_timeout,
     )
 
 
