@@ -19,6 +19,7 @@ from __future__ import annotations
 
 __all__ = [
     "AitunefpError",
+    "BackendFailedError",
     "BackendUnavailableError",
     "InvalidStateError",
     "InvalidTypeError",
@@ -47,4 +48,11 @@ class BackendUnavailableError(AitunefpError, RuntimeError):
 
     Not the model's fault and not a bug: validation records the candidate as ``unavailable`` with
     this message as the reason, and moves on.
+    """
+
+
+class BackendFailedError(AitunefpError, RuntimeError):
+    """A built backend could not run a call it should serve (a capture or a recompile failed).
+
+    Raised from inference; validation records the candidate's failure at the stage it happened.
     """

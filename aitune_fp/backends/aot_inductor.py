@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aitune_fp.backends.base import BackendBase, inductor_unavailable_reason, positional_sample
-from aitune_fp.errors import InvalidValueError
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -123,7 +123,7 @@ class AotInductorBackend(BackendBase):
         """Run the compiled model on one batch."""
         assert self._runner is not None
         if kwargs:
-            raise TypeError("AotInductorBackend takes positional tensor inputs only")
+            raise InvalidTypeError("AotInductorBackend takes positional tensor inputs only")
         with torch.no_grad():
             return self._runner(*args)
 

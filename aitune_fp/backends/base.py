@@ -26,7 +26,12 @@ import torch
 
 from aitune_fp._tree import module_device
 from aitune_fp.correctness import Tolerances
-from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
+from aitune_fp.errors import (
+    BackendUnavailableError,
+    InvalidStateError,
+    InvalidTypeError,
+    InvalidValueError,
+)
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -178,12 +183,12 @@ def check_autocast_dtype(dtype: object) -> torch.dtype | None:
     if dtype is None:
         return None
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(
+        raise InvalidTypeError(
             f"dtype must be None, torch.bfloat16 or torch.float16, got {dtype!r} "
             f"({type(dtype).__name__})"
         )
     if dtype not in _AUTOCAST_DTYPES:
-        raise ValueError(
+        raise InvalidValueError(
             f"dtype must be None, torch.bfloat16 or torch.float16 (an autocast dtype), got {dtype}"
         )
     return dtype
@@ -202,7 +207,7 @@ def config_value_to_json(name: str, value: object) -> Any:
         return value
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError(f"backend option {name} must be finite, got {value!r}")
+            raise InvalidValueError(f"backend option {name} must be finite, got {value!r}")
         return value
     if isinstance(value, (torch.dtype, torch.device)):
         return str(value)
@@ -212,7 +217,7 @@ def config_value_to_json(name: str, value: object) -> Any:
         return [config_value_to_json(f"{name}[{i}]", item) for i, item in enumerate(value)]
     if isinstance(value, Mapping):
         return {str(k): config_value_to_json(f"{name}[{k!r}]", v) for k, v in value.items()}
-    raise TypeError(
+    raise InvalidTypeError(
         f"backend option {name} must be JSON-representable (None, bool, int, float, str, "
         f"torch.dtype, torch.device, list, dict), got {value!r} ({type(value).__name__})"
     )
@@ -388,17 +393,17 @@ class BackendBase:
         and the exception propagates.
         """
         if self.__state is not BackendState.INIT:
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"{self.describe()} was already built (state: {self.__state.value}); build may be "
                 "called only once per backend object: create a new backend to build again"
             )
         if not isinstance(module, torch.nn.Module):
-            raise TypeError(
+            raise InvalidTypeError(
                 f"module must be a torch.nn.Module, got {module!r} ({type(module).__name__})"
             )
         data_value: object = data
         if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
-            raise TypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+            raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
         target = torch.device(device)
         log_dir = Path(cache_dir) / safe_folder_name(self.key())
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -458,7 +463,7 @@ class BackendBase:
         if self.__state is BackendState.ACTIVE:
             return
         if self.__state is not BackendState.INACTIVE:
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"Cannot activate {self.describe()} in state {self.__state.value}: "
                 "only a successfully built backend can be activated"
             )
@@ -473,7 +478,7 @@ class BackendBase:
         if self.__state in (BackendState.INACTIVE, BackendState.FAILED):
             return
         if self.__state is not BackendState.ACTIVE:
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"Cannot deactivate {self.describe()} in state {self.__state.value}: build it first"
             )
         try:
@@ -485,7 +490,7 @@ class BackendBase:
     def infer(self, *args: Any, **kwargs: Any) -> Any:
         """Run inference on one batch; the backend must be built and active."""
         if self.__state is not BackendState.ACTIVE:
-            raise RuntimeError(
+            raise InvalidStateError(
                 f"Cannot run inference, backend {self.describe()} is not active "
                 f"(state: {self.__state.value}); build() or activate() it first"
             )

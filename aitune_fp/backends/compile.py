@@ -15,6 +15,7 @@ from aitune_fp.backends.base import (
     check_autocast_dtype,
     inductor_unavailable_reason,
 )
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import as_sample
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def _check_optional_str(name: str, value: object) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value:
-        raise TypeError(f"{name} must be None or a non-empty str, got {value!r}")
+        raise InvalidTypeError(f"{name} must be None or a non-empty str, got {value!r}")
     return value
 
 
@@ -61,12 +62,12 @@ class TorchCompileBackend(BackendBase):
         """Configure the compilation; the options are passed to ``torch.compile`` unchanged."""
         self._mode = _check_optional_str("mode", mode)
         if dynamic is not None and not isinstance(dynamic, bool):
-            raise TypeError(f"dynamic must be None or a bool, got {dynamic!r}")
+            raise InvalidTypeError(f"dynamic must be None or a bool, got {dynamic!r}")
         if not isinstance(fullgraph, bool):
-            raise TypeError(f"fullgraph must be a bool, got {fullgraph!r}")
+            raise InvalidTypeError(f"fullgraph must be a bool, got {fullgraph!r}")
         checked_backend = _check_optional_str("backend", backend)
         if checked_backend is None:
-            raise TypeError("backend must be a non-empty str (a torch.compile backend name)")
+            raise InvalidTypeError("backend must be a non-empty str (a torch.compile backend name)")
         self._dynamic = dynamic
         self._fullgraph = fullgraph
         self._backend = checked_backend
@@ -108,7 +109,7 @@ class TorchCompileBackend(BackendBase):
     ) -> None:
         """Move the module to the device, compile it and warm it up at min and max batch size."""
         if not data:
-            raise ValueError(
+            raise InvalidValueError(
                 f"data must hold at least one sample to warm up {self.describe()} "
                 f"(graph spec {graph_spec.name!r}), got none"
             )

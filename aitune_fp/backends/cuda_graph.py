@@ -17,6 +17,7 @@ from aitune_fp._tree import (
 )
 from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
 from aitune_fp.core._checks import check_int
+from aitune_fp.errors import BackendFailedError, InvalidValueError
 from aitune_fp.inputs import as_sample
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class CudaGraphBackend(BackendBase):
     ) -> None:
         """Move the module to the device and capture the min/max batch graphs."""
         if not data:
-            raise ValueError(
+            raise InvalidValueError(
                 f"data must hold at least one sample to capture {self.describe()} "
                 f"(graph spec {graph_spec.name!r}), got none"
             )
@@ -148,7 +149,7 @@ class CudaGraphBackend(BackendBase):
         try:
             captured = self._graph_for(args, kwargs)
         except Exception as exc:
-            raise RuntimeError(
+            raise BackendFailedError(
                 f"{self.describe()} could not capture a CUDA graph for new input shapes "
                 f"{shape_signature((args, kwargs))!r}: {type(exc).__name__}: {exc}"
             ) from exc

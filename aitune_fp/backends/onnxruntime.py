@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aitune_fp.backends.base import BackendBase, positional_sample
-from aitune_fp.errors import BackendUnavailableError, InvalidValueError
+from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -164,7 +164,7 @@ class OnnxRuntimeBackend(BackendBase):
         """Run the session on numpy views of the inputs; outputs come back as tensors."""
         assert self._session is not None
         if kwargs:
-            raise TypeError("OnnxRuntimeBackend takes positional tensor inputs only")
+            raise InvalidTypeError("OnnxRuntimeBackend takes positional tensor inputs only")
         feeds = {
             name: a.detach().cpu().contiguous().numpy()
             for name, a in zip(self._input_names, args, strict=True)

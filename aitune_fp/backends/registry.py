@@ -44,7 +44,7 @@ def _check_devices(
 ) -> None:
     """Reject device sets that are not frozensets of known device kinds."""
     if not isinstance(value, frozenset) or not value <= DEVICE_KINDS:
-        raise ValueError(
+        raise InvalidValueError(
             f"BackendEntry.{attribute.name} must be a frozenset of {sorted(DEVICE_KINDS)}, "
             f"got {value!r}"
         )
@@ -70,9 +70,9 @@ class BackendEntry:
     def __attrs_post_init__(self) -> None:
         """Refuse an entry that runs nowhere or is a default where it cannot run."""
         if not self.devices:
-            raise ValueError(f"backend {self.name!r}: devices must not be empty")
+            raise InvalidValueError(f"backend {self.name!r}: devices must not be empty")
         if not self.default_on <= self.devices:
-            raise ValueError(
+            raise InvalidValueError(
                 f"backend {self.name!r}: default_on {sorted(self.default_on)} is not a subset "
                 f"of devices {sorted(self.devices)}"
             )

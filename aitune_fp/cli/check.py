@@ -25,6 +25,7 @@ from aitune_fp.cli.markdown import md_cell, md_table
 from aitune_fp.cli.rendering import fmt_flags
 from aitune_fp.core.messages import fmt_level, fmt_speedup_msg_short, fmt_throughput_detail
 from aitune_fp.core.speedup import required_speedup
+from aitune_fp.errors import InvalidValueError
 
 __all__ = [
     "MAX_REQUIRED_SPEEDUP",
@@ -44,7 +45,7 @@ MAX_THRESHOLD_PERCENT = (MAX_REQUIRED_SPEEDUP - 1.0) * 100.0
 
 
 def _refuse_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name}")
+    raise InvalidValueError(f"non-finite number {name}")
 
 
 def parse_times(text: str, source: str = "input") -> list[float]:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 from aitune_fp.core._checks import check_int, check_open_interval
+from aitune_fp.errors import InvalidValueError
 
 __all__ = [
     "SHIFT_ALPHA",
@@ -97,7 +98,7 @@ def inflation_factor(phi: float) -> float:
     1.0 (never narrower) and above 0.9 is capped at 0.9.
     """
     if math.isnan(phi):
-        raise ValueError("phi is NaN")
+        raise InvalidValueError("phi is NaN")
     rho = min(max(phi, 0.0), _MAX_PHI)
     return math.sqrt((1.0 + rho) / (1.0 - rho))
 

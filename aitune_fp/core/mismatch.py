@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from aitune_fp.core._checks import finite, integer, of_type
+from aitune_fp.errors import InvalidTypeError
 
 __all__ = ["Mismatch"]
 
@@ -45,7 +46,7 @@ class Mismatch:
     def merge(self, other: Mismatch) -> Mismatch:
         """The mismatch of both checks together: worst errors, the tolerances of the worst use."""
         if not isinstance(other, Mismatch):
-            raise TypeError(f"can only merge a Mismatch, got {other!r}")
+            raise InvalidTypeError(f"can only merge a Mismatch, got {other!r}")
         worst = other if _ranks_above(other, self) else self
         return Mismatch(
             max_abs_error=max(self.max_abs_error, other.max_abs_error),
