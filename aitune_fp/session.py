@@ -519,12 +519,20 @@ class TuneSession:
         A candidate that returns what it computed for an earlier batch of the same shape is
         then wrong on the batches it did not compute, where the spot checks look.
         """
+        return (batch, *self._derive_heldout(heldout_batches, batch, 2))
+
+    def _derive_heldout(
+        self, derive: Callable[..., tuple[Sample, ...]], *args: Any
+    ) -> tuple[Sample, ...]:
+        """Held-out inputs by ``derive`` (``heldout.py``) with the tune's seed and batch axes.
+
+        None when no input can be varied (then only the recorded inputs are used).
+        """
         axes = getattr(self.target.graph_spec, "batch_axes", None)
         try:
-            held = heldout_batches(batch, 2, self._heldout_seed, batch_axes=axes)
+            return derive(*args, self._heldout_seed, batch_axes=axes)
         except HeldoutUnavailableError:
-            held = ()
-        return (batch, *held)
+            return ()
 
     @staticmethod
     def _reference_output(eager: Callable[..., Any], batch: Sample) -> Any:
@@ -819,13 +827,7 @@ class TuneSession:
     def _heldout(self) -> tuple[Sample, ...]:
         """The tune's held-out samples, derived once (none when no input can be varied)."""
         if self._heldout_samples is None:
-            axes = getattr(self.target.graph_spec, "batch_axes", None)
-            try:
-                self._heldout_samples = heldout_samples(
-                    self.target.data, self._heldout_seed, batch_axes=axes
-                )
-            except HeldoutUnavailableError:
-                self._heldout_samples = ()
+            self._heldout_samples = self._derive_heldout(heldout_samples, self.target.data)
         return self._heldout_samples
 
     @property

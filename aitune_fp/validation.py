@@ -62,7 +62,6 @@ class Strategy(Protocol):
 
 S = TypeVar("S", bound=Strategy)
 _LOCK = threading.Lock()  # the class caches below
-_T = TypeVar("_T")
 
 
 class _ValidatedTune:

@@ -24,7 +24,12 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.markdown import md_cell, md_table
 from aitune_fp.cli.rendering import fmt_flags
 from aitune_fp.core.messages import fmt_level, fmt_speedup_msg_short, fmt_throughput_detail
-from aitune_fp.core.speedup import required_speedup
+from aitune_fp.core.speedup import (
+    MAX_REQUIRED_SPEEDUP,
+    MAX_THRESHOLD_PERCENT,
+    required_speedup,
+    unreachable_threshold,
+)
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
@@ -36,12 +41,6 @@ __all__ = [
     "run",
     "threshold_warning",
 ]
-
-#: The largest speedup a gate may require: no backend runs a model 1000x faster than eager, so a
-#: threshold above it is a typo (``1e308``), refused before anything runs, in every command.
-MAX_REQUIRED_SPEEDUP = 1000.0
-#: ``--threshold`` (percent) whose required speedup is :data:`MAX_REQUIRED_SPEEDUP`.
-MAX_THRESHOLD_PERCENT = (MAX_REQUIRED_SPEEDUP - 1.0) * 100.0
 
 
 def _refuse_constant(name: str) -> float:
@@ -118,12 +117,9 @@ def check_threshold_arg(value: float | None, flag: str = "--threshold") -> float
     threshold = finite_arg(flag, value)
     if threshold <= -100:
         raise UsageError(f"{flag} must be > -100 (percent), got {threshold:.4g}")
-    if threshold > MAX_THRESHOLD_PERCENT:
-        raise UsageError(
-            f"{flag} {threshold:.4g} asks for a speedup of {required_speedup(threshold):.4g}x, "
-            f"which no candidate could reach: at most {MAX_THRESHOLD_PERCENT:.0f} (percent; a "
-            f"required speedup of {MAX_REQUIRED_SPEEDUP:.0f}x)"
-        )
+    problem = unreachable_threshold(flag, threshold)
+    if problem is not None:
+        raise UsageError(problem)
     return threshold
 
 
@@ -250,7 +246,7 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
     except (ArithmeticError, ValueError) as exc:
         raise UsageError(f"cannot decide on these latencies: {exc}") from exc
     high = "∞" if math.isinf(decision.ci_high) else f"{decision.ci_high:.4f}x"
-    ruled_out = _ruled_out(decision)
+    ruled_out = decision.ruled_out  # its level at the precision it has (core's fmt_level)
     text = (
         f"verdict: {decision.verdict} (speedup {decision.speedup:.4f}x, "
         f"{fmt_level(decision.confidence)} CI [{decision.ci_low:.4f}x, {high}], "
@@ -288,13 +284,6 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
     )
     _emit(out, args.format, text, doc, md)
     return {"faster": EXIT_OK, "not_faster": EXIT_FAILURE}.get(decision.verdict, EXIT_INCONCLUSIVE)
-
-
-def _ruled_out(decision: Any) -> str:
-    """``decision.ruled_out`` with its level at the precision it has ("99.5%", never "100%")."""
-    level: float = decision.overall
-    sentence: str = decision.ruled_out
-    return sentence.replace(f" at {level:.0%}", f" at {fmt_level(level)}", 1)
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

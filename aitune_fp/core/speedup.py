@@ -5,10 +5,33 @@ from __future__ import annotations
 from aitune_fp.core._checks import check_nonnegative, check_positive, check_threshold
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["DEFAULT_THRESHOLD_PERCENT", "compute_speedup", "meets_threshold", "required_speedup"]
+__all__ = [
+    "DEFAULT_THRESHOLD_PERCENT",
+    "MAX_REQUIRED_SPEEDUP",
+    "MAX_THRESHOLD_PERCENT",
+    "compute_speedup",
+    "meets_threshold",
+    "required_speedup",
+    "unreachable_threshold",
+]
 
 #: AITune's default gate: a candidate must be at least 1 % faster than eager.
 DEFAULT_THRESHOLD_PERCENT = 1.0
+#: The largest required speedup the commands accept: a threshold above it is a typo (``1e308``).
+MAX_REQUIRED_SPEEDUP = 1000.0
+#: The threshold (percent) whose required speedup is :data:`MAX_REQUIRED_SPEEDUP`.
+MAX_THRESHOLD_PERCENT = (MAX_REQUIRED_SPEEDUP - 1.0) * 100.0
+
+
+def unreachable_threshold(name: str, threshold_percent: float) -> str | None:
+    """Why ``threshold_percent`` is a gate no candidate could pass (named ``name``), or None."""
+    if threshold_percent <= MAX_THRESHOLD_PERCENT:
+        return None
+    return (
+        f"{name} {threshold_percent:.4g} asks for a speedup of "
+        f"{1.0 + threshold_percent / 100.0:.4g}x, which no candidate could reach: at most "
+        f"{MAX_THRESHOLD_PERCENT:.0f} (percent; a required speedup of {MAX_REQUIRED_SPEEDUP:.0f}x)"
+    )
 
 
 def compute_speedup(throughput: float, baseline_throughput: float) -> float:

@@ -18,11 +18,13 @@ import attrs
 
 from aitune_fp.backends import registry
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES, ProfilingConfig
+from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
 __all__ = [
     "BUDGET_FIELDS",
     "DEVICE_KINDS",
+    "MAX_THRESHOLD_PERCENT",
     "BackendChoice",
     "ModelEntry",
     "SweepSpec",
@@ -64,9 +66,6 @@ _TOP_KEYS = (
     "ray",
 )
 _RAY_KEYS = ("max_retries",)
-#: The largest ``threshold`` (percent): a required speedup of 1000x, as ``aitune-fp tune`` and
-#: ``check`` allow (``aitune_fp.cli.check.MAX_THRESHOLD_PERCENT``; a test keeps them equal).
-MAX_THRESHOLD_PERCENT = 99_900.0
 
 
 @attrs.frozen(kw_only=True)
@@ -306,12 +305,9 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     threshold = _number("threshold", table.get("threshold", 1.0))
     if threshold <= -100:
         raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
-    if threshold > MAX_THRESHOLD_PERCENT:
-        raise InvalidValueError(
-            f"threshold {threshold:.4g} asks for a speedup of {1 + threshold / 100:.4g}x, which "
-            f"no candidate could reach: at most {MAX_THRESHOLD_PERCENT:.0f} (percent; a required "
-            "speedup of 1000x)"
-        )
+    problem = unreachable_threshold("threshold", threshold)
+    if problem is not None:
+        raise InvalidValueError(problem)
     budget = _table("budget", table.get("budget", {}))
     profiling = _profiling(budget, decision)
     task_timeout = _task_timeout(budget[TASK_TIMEOUT_KEY]) if TASK_TIMEOUT_KEY in budget else None
