@@ -199,6 +199,14 @@ def _reason(
             f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
             f"margin) at {n_pairs} pairs: not faster by a margin that matters"
         )
+    elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        where = f"budget of {budget_s:g} s spent" if budget_s is not None else "held back"
+        text = (
+            f"lower bound {low}x clears required {need}x but the mean-latency throughput ratio "
+            f"of the same pairs does not ({where} at {n_pairs} pairs): not called faster; "
+            f"{decision.ruled_out}"
+        )
     elif budget_s is not None:
         text = (
             f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
@@ -215,11 +223,6 @@ def _reason(
         notes.append(
             f"the ratio shifted at pair {decision.shift_index}: the estimate and throughputs are "
             "from the pairs after it, and the verdict needed them and the whole run to agree"
-        )
-    if "throughput_disagrees" in decision.flags:
-        notes.append(
-            "the typical call clears the required speedup but the mean-latency throughput "
-            "ratio of the same pairs does not: not called faster"
         )
     if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
         notes.append(
