@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from typing import Any
-
-__all__ = ["lazy_names"]
 
 
 def lazy_names(
@@ -27,5 +25,33 @@ def lazy_names(
 
     def dir_() -> list[str]:
         return sorted(set(namespace) | set(names))
+
+    return getattr_, dir_
+
+
+def lazy_exports(
+    package: str,
+    namespace: MutableMapping[str, Any],
+    public: Collection[str],
+    sources: Sequence[str],
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package`` serving each name of ``public``.
+
+    A name comes from the first module of ``sources`` whose ``__all__`` lists it, imported on
+    first access (so list torch-free modules first) and then kept in ``namespace``.
+    """
+
+    def getattr_(name: str) -> Any:
+        if name in public:
+            for source in sources:
+                module = importlib.import_module(source)
+                if name in getattr(module, "__all__", ()):
+                    value = getattr(module, name)
+                    namespace[name] = value
+                    return value
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def dir_() -> list[str]:
+        return sorted(set(namespace) | set(public))
 
     return getattr_, dir_

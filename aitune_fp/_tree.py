@@ -8,16 +8,6 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "clone_inputs",
-    "clone_value",
-    "flatten_tensors",
-    "map_tensors",
-    "module_device",
-    "shape_signature",
-    "to_device",
-]
-
 
 def _is_namedtuple(value: object) -> bool:
     """Tell a namedtuple instance from a plain tuple (it has ``_fields`` and ``_make``)."""

@@ -18,6 +18,7 @@ from typing import IO, Any, TypeAlias
 
 import attrs
 
+from aitune_fp.core.choice import LatencyCheck, selection_from_dict
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
@@ -337,6 +338,7 @@ class _RunBuilder:
         self.results: list[PerformanceValidationResult] = []
         self.rejected: list[str] = []
         self.failures: list[CandidateFailure] = []
+        self.latency_checks: list[LatencyCheck] = []
         self.n_events = 0
 
     def add(self, name: str, f: Mapping[str, Any]) -> None:
@@ -353,6 +355,7 @@ class _RunBuilder:
         elif short == "baseline_measured":
             v["baseline_backend"] = f["backend_description"]
             v["baseline_throughput"] = f["throughput_samples_per_s"]
+            v["noise_floor_rel_l2"] = f.get("noise_floor_rel_l2")
             v["batch_size"] = f["batch_size"]
             v["decision"] = f["decision"]
         elif short == "baseline_failed":
@@ -371,6 +374,10 @@ class _RunBuilder:
                     traceback_path=f.get("traceback_path"),
                 )
             )
+        elif short == "selection_decided":
+            v["selection"] = selection_from_dict(f)
+        elif short == "latency_checked":
+            self.latency_checks.append(LatencyCheck.from_dict(f))
         elif short == "selected":
             v["selected_backend"] = f["backend_description"]
             v["selected_is_baseline"] = f["is_baseline"]
@@ -388,6 +395,7 @@ class _RunBuilder:
             results=tuple(self.results),
             rejected=tuple(self.rejected),
             failures=tuple(self.failures),
+            latency_checks=tuple(self.latency_checks),
             n_events=self.n_events,
         )
 

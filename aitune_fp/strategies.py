@@ -11,9 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 
 from aitune_fp.backends import Backend
+from aitune_fp.choosing import DEFAULT_QUANTILE, choose, latency_check
+from aitune_fp.core._checks import check_finite, check_open_interval
 from aitune_fp.core.config import STRATEGY_NAMES
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
@@ -28,7 +31,9 @@ from aitune_fp.session import (
 __all__ = [
     "CandidateOutcome",
     "FirstWinsStrategy",
+    "LatencyBudgetStrategy",
     "MaxThroughputStrategy",
+    "MinLatencyStrategy",
     "NoValidBackendError",
     "OneBackendStrategy",
     "SessionStrategy",
@@ -96,6 +101,9 @@ class SessionStrategy:
     signature) runs the same logic in a plain session when called without the wrapper.
     """
 
+    #: The batch size the validating wrapper opens the tune at (None: the graph spec's max).
+    operating_batch_size: int | None = None
+
     def tune_session(self, session: TuneSession) -> Any:
         """Choose a backend through ``session``'s candidate pipeline."""
         raise NotImplementedError
@@ -160,14 +168,15 @@ class FirstWinsStrategy(SessionStrategy):
 
 
 class MaxThroughputStrategy(SessionStrategy):
-    """Keep the passing backend that ranks best; fall back to eager when none passes.
+    """Keep the fastest passing backend; fall back to eager when none passes.
 
-    Validating, candidates rank by their speedup over eager timed alongside them; without the
-    wrapper, each correct candidate is profiled on its own (AITune's point profile).
+    Validating (statistical mode), the passing candidates are timed against each other and the
+    choice is within ``ProfilingConfig.selection_delta_percent`` of the fastest with the
+    configured confidence (``aitune_fp.choosing``); otherwise the best point estimate wins.
     """
 
     def __init__(self, backends: Sequence[Backend]) -> None:
-        """Keep the candidates (ties go to the earlier one)."""
+        """Keep the candidates (ties go to lower build time, then the earlier one)."""
         self.backends = tuple(backends)
 
     def describe(self) -> str:
@@ -176,27 +185,91 @@ class MaxThroughputStrategy(SessionStrategy):
         return f"name: Max Throughput Strategy\ndescription: select the fastest backend\nbackends:{names}"
 
     def tune_session(self, session: TuneSession) -> Any:
-        """The best-ranked passing backend; the others are released."""
+        """The chosen passing backend; the others are released."""
         outcomes = [session.try_candidate(b) for b in self.backends]
-        scored: list[tuple[float, int, CandidateOutcome]] = []
-        for i, outcome in enumerate(o for o in outcomes if o.ok):
-            score = session.rank(outcome)
-            if score is not None:
-                scored.append((score, i, outcome))
-        if not scored:
+        best = choose(session, outcomes)
+        return session.fallback(outcomes) if best is None else best.backend
+
+
+class MinLatencyStrategy(MaxThroughputStrategy):
+    """Keep the passing backend with the lowest latency of one sample (batch size 1).
+
+    AITune's MinLatency: the same choice as :class:`MaxThroughputStrategy`, made at batch
+    size 1, where throughput and latency rank alike.
+    """
+
+    #: The batch size the validating wrapper opens the tune at.
+    operating_batch_size: int | None = 1
+
+    def describe(self) -> str:
+        """Human description of the strategy."""
+        names = "".join(f"\n  {b.describe()}" for b in self.backends)
+        return f"name: Min Latency Strategy\ndescription: select the lowest-latency backend\nbackends:{names}"
+
+
+class LatencyBudgetStrategy(MaxThroughputStrategy):
+    """Keep the fastest passing backend whose latency quantile is shown within a budget.
+
+    Each passing candidate is timed on its own and its ``quantile`` latency bounded from above
+    (exact order statistics, at the tune's confidence); only those within ``budget_ms`` go on to
+    the choice. None faster than eager: the eager baseline; some faster but none within the
+    budget: :class:`NoValidBackendError` (AITune's LatencyBudget raises too).
+    """
+
+    def __init__(
+        self, backends: Sequence[Backend], *, budget_ms: float, quantile: float = DEFAULT_QUANTILE
+    ) -> None:
+        """Keep the candidates, the budget (ms, > 0) and the quantile (0 < q < 1)."""
+        super().__init__(backends)
+        self.budget_ms = check_finite("budget_ms", budget_ms, minimum=0.0, strict=True)
+        self.quantile = check_open_interval("quantile", quantile, 0.0, 1.0)
+
+    def describe(self) -> str:
+        """Human description of the strategy."""
+        names = "".join(f"\n  {b.describe()}" for b in self.backends)
+        return (
+            "name: Latency Budget Strategy\ndescription: select the fastest backend whose "
+            f"p{self.quantile * 100:g} latency is within {self.budget_ms:g} ms\nbackends:{names}"
+        )
+
+    def tune_session(self, session: TuneSession) -> Any:
+        """The chosen backend among those within the budget; NoValidBackendError when none is."""
+        outcomes = [session.try_candidate(b) for b in self.backends]
+        if not session.gated:  # nothing timed in a plain session: the budget cannot be shown
+            best = choose(session, outcomes)
+            return session.fallback(outcomes) if best is None else best.backend
+        if not any(o.ok for o in outcomes):  # none faster than eager: eager it is
             return session.fallback(outcomes)
-        best = max(scored, key=lambda item: (item[0], -item[1]))[2]
-        for _, _, other in scored:
-            if other is not best:
-                session.release(other.backend)
-        best.backend.activate()
+        kept: list[CandidateOutcome] = []
+        for outcome in outcomes:
+            if not outcome.ok:
+                kept.append(outcome)
+                continue
+            check = latency_check(
+                session, outcome, budget_ms=self.budget_ms, quantile=self.quantile
+            )
+            if check.within:
+                kept.append(outcome)
+            else:
+                session.release(outcome.backend)
+                kept.append(attrs.evolve(outcome, backend=None, stage=None, reason=check.reason))
+        best = choose(session, kept)
+        if best is None:
+            raise NoValidBackendError(session.target.name, kept)
         return best.backend
 
 
-def make_strategy(name: str, backends: Sequence[Backend]) -> SessionStrategy:
+def make_strategy(
+    name: str,
+    backends: Sequence[Backend],
+    *,
+    budget_ms: float | None = None,
+    quantile: float = DEFAULT_QUANTILE,
+) -> SessionStrategy:
     """The built-in strategy ``name`` (one of ``STRATEGY_NAMES``) over ``backends``.
 
-    ``one`` needs exactly one backend; anything else is an :class:`InvalidValueError`.
+    ``one`` needs exactly one backend; ``latency-budget`` needs ``budget_ms`` (and reads
+    ``quantile``); anything else is an :class:`InvalidValueError`.
     """
     if name == "one":
         if len(backends) != 1:
@@ -208,4 +281,10 @@ def make_strategy(name: str, backends: Sequence[Backend]) -> SessionStrategy:
         return FirstWinsStrategy(backends)
     if name == "max-throughput":
         return MaxThroughputStrategy(backends)
+    if name == "min-latency":
+        return MinLatencyStrategy(backends)
+    if name == "latency-budget":
+        if budget_ms is None:
+            raise InvalidValueError("strategy 'latency-budget' needs budget_ms (a latency in ms)")
+        return LatencyBudgetStrategy(backends, budget_ms=budget_ms, quantile=quantile)
     raise InvalidValueError(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {name!r}")

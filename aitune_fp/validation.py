@@ -26,7 +26,8 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
-from aitune_fp.errors import InvalidTypeError
+from aitune_fp.correctness import Closeness
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.integrations import is_aitune_strategy
 from aitune_fp.profiling import Timer
@@ -173,7 +174,10 @@ class _Validating(ReportReadOuts):
         target = TuneTarget.of(*args)
         session = TuneSession(target, self._aitune_fp_options, strategy=type(strategy).__name__)
         try:
-            return session.run(lambda: call(session, args))
+            return session.run(
+                lambda: call(session, args),
+                batch_size=getattr(strategy, "operating_batch_size", None),
+            )
         finally:
             keep_report(self, session.report(), session.baseline)
 
@@ -412,6 +416,7 @@ def with_performance_validation(
     profiling_config: ProfilingConfig | None = ...,
     enabled: bool = ...,
     timer: Timer | None = ...,
+    closeness: Closeness | None = ...,
 ) -> type[S]: ...
 @overload
 def with_performance_validation(
@@ -422,6 +427,7 @@ def with_performance_validation(
     profiling_config: ProfilingConfig | None = ...,
     enabled: bool = ...,
     timer: Timer | None = ...,
+    closeness: Closeness | None = ...,
 ) -> S: ...
 @overload
 def with_performance_validation(
@@ -432,6 +438,7 @@ def with_performance_validation(
     profiling_config: ProfilingConfig | None = ...,
     enabled: bool = ...,
     timer: Timer | None = ...,
+    closeness: Closeness | None = ...,
 ) -> _Decorator: ...
 def with_performance_validation(
     target: Any = None,
@@ -441,12 +448,15 @@ def with_performance_validation(
     profiling_config: ProfilingConfig | None = None,
     enabled: bool = True,
     timer: Timer | None = None,
+    closeness: Closeness | None = None,
 ) -> Any:
     """Make a strategy (class or instance) gate every candidate against eager PyTorch.
 
     A class gives a subclass; an instance gives a wrapper that delegates to it (``__wrapped__``).
     Wrapping a validating strategy again only re-configures it. ``timer``: the clock for every
-    timed call (default: the input's device clock), e.g. a fake one in tests. An AITune strategy
+    timed call (default: the input's device clock), e.g. a fake one in tests. ``closeness``:
+    how outputs are held against eager's (tolerances and norm criteria, eager's noise floor, a
+    user accuracy metric with its maximum degradation: ``docs/accuracy.md``). An AITune strategy
     (class or instance) is gated through its own hooks instead: see ``docs/aitune.md``.
     """
     given = min_speedup_threshold_percent  # None: the default, or an AITune strategy's own
@@ -455,6 +465,7 @@ def with_performance_validation(
         profiling_config=profiling_config if profiling_config is not None else ProfilingConfig(),
         enabled=enabled,
         timer=timer,
+        closeness=closeness,
     )
 
     def apply(t: Any) -> Any:
@@ -463,7 +474,7 @@ def with_performance_validation(
 
             return aitune.with_performance_validation(
                 t, min_speedup_threshold_percent=given, profiling_config=profiling_config,
-                enabled=enabled, timer=timer,
+                enabled=enabled, timer=timer, **_aitune_closeness(closeness),
             )  # fmt: skip
         if isinstance(t, type):  # its instances may set tune in __init__
             return _validating_class(t, options)
@@ -475,3 +486,15 @@ def with_performance_validation(
         return _wrap_instance(t, options)
 
     return apply if target is None else apply(target)
+
+
+def _aitune_closeness(closeness: Closeness | None) -> dict[str, Any]:
+    """The closeness options the AITune driver takes (it has no noise floor or metric yet)."""
+    if closeness is None:
+        return {}
+    if closeness.noise_floor is not None or closeness.accuracy is not None:
+        raise InvalidValueError(
+            "an AITune strategy's closeness check takes tolerances only: noise_floor and "
+            "accuracy are not supported for it yet"
+        )
+    return {"closeness_check": closeness.enabled, "tolerances": closeness.tolerances}

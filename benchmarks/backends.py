@@ -32,14 +32,8 @@ from typing import Any
 import structlog
 import torch
 
-from aitune_fp import (
-    OneBackendStrategy,
-    backend_names,
-    make_candidate,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BACKENDS
+from aitune_fp import OneBackendStrategy, validation_of, with_performance_validation
+from aitune_fp.backends import BACKENDS, backend_names, make_candidate
 from aitune_fp.models import MODELS
 
 #: Every registry name that runs on CPU, in registry order.

@@ -21,7 +21,7 @@ import sys
 
 CHILD = r"""
 import json, random, resource, statistics, sys, time, tracemalloc
-from aitune_fp.core import stats
+from aitune_fp.core import hodges_lehmann
 from aitune_fp.core.stats import decide_speedup
 
 n, paired, repeats, grid = int(sys.argv[1]), sys.argv[2] == "paired", int(sys.argv[3]), float(sys.argv[4])
@@ -49,7 +49,7 @@ print(json.dumps({
     "rss_before_mib": before / 1024, "rss_peak_mib": peak_rss / 1024,
     "traced_mib": traced / 2**20, "verdict": decision.verdict,
     "speedup": decision.speedup, "ci": [decision.ci_low, decision.ci_high],
-    "path": "built" if pairs <= stats._MATERIALISE_MAX_PAIRS else "implicit",
+    "path": "built" if pairs <= hodges_lehmann._MATERIALISE_MAX_PAIRS else "implicit",
 }))
 """
 

@@ -5,16 +5,19 @@
 #
 # Writes one markdown section to paste into benchmarks/RESULTS.md and stops at the first thing
 # that is not as expected (set -e; every step says what it checks). Steps on CUDA:
-#   1. the device (nvidia-smi: name, driver, clocks, other processes);
-#   2. pytest -m gpu (every gpu-marked test must pass: none may skip);
+#   1. the device (nvidia-smi: name, driver, clocks, throttle reasons, other processes) and one
+#      NVML reading through aitune_fp.telemetry (pynvml must import: extra "nvml");
+#   2. pytest -m gpu (every gpu-marked test must pass: none may skip; among them the NVML
+#      telemetry of a real tune and cache="cold" on the real L2);
 #   3. the main job on CUDA, decided on the host clock and again on the device clock, with both
-#      clocks, the threads and the quality flags of each candidate from the JSON-lines log;
+#      clocks, the threads, the quality flags and the telemetry (device_isolation, SM clock
+#      range, temperature, power) of each candidate from the JSON-lines log;
 #   4. decision_quality.py on CUDA: identical, 1.03x, 1.1x and 2x, 10 decisions each (needs its
 #      --device/--cases options; the step fails loudly naming them when they are missing).
 # Without CUDA it says so at the top of the section and runs only what a CPU can check: the
-# fake-CUDA-timer and thread tests, the list of gpu tests that would run, and the main job on
-# CPU with --threads 1 (the thread and load fields checked). Not built yet: NVML telemetry
-# (throttled, clock_changed, device_shared) and cache="cold"; the section says so.
+# fake-CUDA-timer, fake-NVML telemetry and thread tests, the list of gpu tests that would run,
+# and the main job on CPU with --threads 1 (the thread and load fields checked, telemetry
+# "unknown"). cache="cold" has no tune flag yet: only its gpu test runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -38,18 +41,26 @@ if not started or "threads" not in started[-1]:
 s = started[-1]
 print(f"threads {s['threads']} intra-op, {s['interop_threads']} inter-op, OMP "
       f"{s['omp_num_threads']}, {s['cpus']} cpus, load {s['load_avg_1m']}")
-print("| candidate | verdict | clock | estimate | host est. | device est. | flags |")
-print("|---|---|---|---|---|---|---|")
+print("| candidate | verdict | clock | estimate | host est. | device est. | isolation "
+      "| SM MHz | max °C | max W | flags |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 measured = [r for r in rows if r["event"].endswith(".candidate_measured")]
 if not measured:
     sys.exit("no candidate was measured")
 for r in measured:
     if r.get("threads") is None:
         sys.exit(f"{r['backend_description']}: no thread figures")
+    if r.get("decision") == "statistical" and r.get("device_isolation") is None:
+        sys.exit(f"{r['backend_description']}: no telemetry fields (device_isolation)")
     f = lambda v: "—" if v is None else f"{v:.3f}"
+    g = lambda v: "—" if v is None else f"{v:g}"
+    low, high = r.get("sm_clock_mhz_min"), r.get("sm_clock_mhz_max")
+    mhz = "—" if high is None else f"{g(low)}–{g(high)}"
     print(f"| {r['backend_description']} | {r['verdict']} | {r.get('clock')} | "
           f"{f(r.get('estimate'))} | {f(r.get('host_estimate'))} | "
-          f"{f(r.get('device_estimate'))} | {', '.join(r['flags']) or 'ok'} |")
+          f"{f(r.get('device_estimate'))} | {r.get('device_isolation')} | {mhz} | "
+          f"{g(r.get('temperature_c_max'))} | {g(r.get('power_w_max'))} | "
+          f"{', '.join(r['flags']) or 'ok'} |")
 PY
 }
 
@@ -64,7 +75,8 @@ if [ "$CUDA" != 1 ]; then
     say ""
     say "### CPU-checkable parts"
     block "$PY" -m pytest -q -p no:cacheprovider tests/test_two_clocks.py \
-        tests/test_threads_load.py || fail "fake-CUDA-timer / thread tests"
+        tests/test_threads_load.py tests/test_telemetry.py tests/test_cold_cache.py \
+        || fail "fake-CUDA-timer / fake-NVML / thread tests"
     say "gpu tests that would run on CUDA:"
     block "$PY" -m pytest -q -p no:cacheprovider -m gpu --collect-only || fail "collecting gpu tests"
     "$PY" -m aitune_fp tune --device cpu --threads 1 --backends eager --looks 10,20 \
@@ -73,8 +85,10 @@ if [ "$CUDA" != 1 ]; then
     grep -q '^CPU threads: 1 intra-op' "$WORK/cpu.txt" || fail "the table header has no thread line"
     say "main job on CPU (--threads 1, eager against eager):"
     block summarise "$WORK/cpu.jsonl" || fail "the CPU job's events"
+    grep -q '"device_isolation": "unknown"' "$WORK/cpu.jsonl" \
+        || fail "telemetry on CPU is not \"unknown\""
     say ""
-    say "Not built yet: NVML telemetry (throttled, clock_changed, device_shared), cache=\"cold\"."
+    say "cache=\"cold\" (no tune flag yet): its gpu test runs it on CUDA."
     say "CPU-only check done in $(( $(date +%s) - START )) s; CUDA: not run."
     exit 0
 fi
@@ -83,6 +97,21 @@ say "### Device"
 block nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,clocks_throttle_reasons.active --format=csv \
     || fail "nvidia-smi"
 block nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv || true
+block nvidia-smi -q -d PERFORMANCE || true
+say "one NVML reading of cuda:0 through aitune_fp.telemetry (needs the nvml extra):"
+block "$PY" - <<'PY' || fail "pynvml does not import, or NVML did not read cuda:0 (pip install nvidia-ml-py)"
+import pynvml  # noqa: F401  (the extra "nvml"; fails here when it is missing)
+import torch
+from aitune_fp.profiling import CudaTimer
+from aitune_fp.telemetry import NvmlSampler, open_sampler
+timer = CudaTimer(0)
+torch.ones(1, device=timer.device).sum().item()  # a context on the device, as while timing
+sampler = open_sampler(timer)
+if not isinstance(sampler, NvmlSampler):
+    raise SystemExit("NVML did not find cuda:0")
+print(sampler.sample())
+sampler.close()
+PY
 say ""
 say "### pytest -m gpu"
 block "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs || fail "gpu tests"
@@ -105,5 +134,5 @@ say "### decision_quality.py on CUDA (identical, 1.03x, 1.1x, 2x; 10 decisions e
 block "$PY" benchmarks/decision_quality.py --device cuda --cases A/A,1.03x,1.10x,2.00x \
     --repeats 10 --reference-pairs 200 --out "$WORK/dq.md" || fail "decision_quality on CUDA"
 say ""
-say "Not built yet: NVML telemetry (throttled, clock_changed, device_shared), cache=\"cold\"."
+say "cache=\"cold\" (no tune flag yet) ran only in its gpu test."
 say "Done in $(( $(date +%s) - START )) s."

@@ -14,7 +14,7 @@ import sys
 
 PURE = (
     "from aitune_fp import compute_speedup, meets_threshold, required_speedup, "
-    "fmt_speedup_msg, PerformanceValidationResult, ProfilingConfig"
+    "fmt_speedup_msg_short, PerformanceValidationResult, ProfilingConfig"
 )
 TORCH = "import torch"
 PROBE = (

@@ -1,13 +1,28 @@
-"""Test setup: hypothesis profiles, the ``gpu`` mark, and a clean structlog per test."""
+"""Test setup: hypothesis profiles, the ``gpu`` mark, a private temp dir, a clean structlog.
+
+The system temp dir is pointed at a folder of pytest's own temp dir for the whole session (for
+this process and every process it starts), so the ``aitune_fp-*`` folders a tune or a sweep
+keeps by default stay in pytest's temp dir, which pytest rotates; a test that still leaves one
+in the real system temp dir fails.
+"""
 
 from __future__ import annotations
 
+import getpass
 import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
 from hypothesis import HealthCheck, settings
 from structlog.testing import LogCapture
+
+from aitune_fp.testing import capture_events
 
 settings.register_profile(
     "ci",
@@ -27,6 +42,90 @@ def _cuda_available() -> bool:
     except ImportError:  # pragma: no cover - torch is a runtime dependency
         return False
     return bool(torch.cuda.is_available())
+
+
+#: The system temp dir before the session pointed it at pytest's.
+SYSTEM_TEMP = Path(tempfile.gettempdir())
+#: What tunes, sweeps and crash logs name their folders and files in the temp dir.
+LEFT_BEHIND_PREFIX = "aitune_fp-"
+_SAVED_ENV: dict[str, str | None] = {}
+_AUDITING: list[bool] = []
+#: Paths of ``aitune_fp-*`` entries this process made in the system temp dir (audit hook).
+_MADE_IN_SYSTEM_TEMP: list[str] = []
+
+
+def _watch_system_temp(event: str, args: tuple[Any, ...]) -> None:
+    """Audit hook: note each ``aitune_fp-*`` folder or file this process makes in SYSTEM_TEMP."""
+    if event not in ("os.mkdir", "open") or not args or not isinstance(args[0], str | Path):
+        return
+    path = str(args[0])
+    if LEFT_BEHIND_PREFIX not in path:
+        return
+    try:
+        made = Path(path).absolute()
+        if made.parent == SYSTEM_TEMP and made.name.startswith(LEFT_BEHIND_PREFIX):
+            _MADE_IN_SYSTEM_TEMP.append(str(made))
+    except Exception:  # an audit hook must never break the operation it watches
+        return
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has set up its factory
+def pytest_configure(config: pytest.Config) -> None:
+    """Point the temp dir (``tempfile`` and ``TMPDIR``) at a folder of pytest's temp dir."""
+    factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+    private = factory.mktemp("systemp", numbered=False)
+    user = getpass.getuser()
+    keep = {
+        # Ray's session folder holds Unix sockets: their paths must stay short
+        "RAY_TMPDIR": str(SYSTEM_TEMP),
+        # compiled kernels stay cached between sessions where they were
+        "TORCHINDUCTOR_CACHE_DIR": str(SYSTEM_TEMP / f"torchinductor_{user}"),
+        "TMPDIR": str(private),
+    }
+    for name, value in keep.items():
+        _SAVED_ENV[name] = os.environ.get(name)
+        if name == "TMPDIR" or name not in os.environ:
+            os.environ[name] = value
+    tempfile.tempdir = str(private)
+    if not _AUDITING:  # an audit hook cannot be removed: add it once per process
+        sys.addaudithook(_watch_system_temp)
+        _AUDITING.append(True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Give the process its temp dir back."""
+    for name, value in _SAVED_ENV.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    tempfile.tempdir = None
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_in_the_system_temp_dir() -> Iterator[None]:
+    """A test that leaves an ``aitune_fp-*`` entry in the system temp dir fails (it is removed).
+
+    Made by this process: seen by an audit hook, so another process's entries never count.
+    Processes the test starts inherit ``TMPDIR``, so the test must keep it (and ``tempfile``'s).
+    """
+    private = os.environ["TMPDIR"]
+    start = len(_MADE_IN_SYSTEM_TEMP)
+    yield
+    made = sorted({p for p in _MADE_IN_SYSTEM_TEMP[start:] if os.path.lexists(p)})
+    del _MADE_IN_SYSTEM_TEMP[start:]
+    for path in made:
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    if made:
+        pytest.fail(
+            f"left in the system temp dir: {', '.join(made)} (removed); make them under "
+            "tmp_path, or through tempfile (pointed at pytest's temp dir for the session)"
+        )
+    if os.environ.get("TMPDIR") != private or tempfile.gettempdir() != private:
+        pytest.fail("the test changed TMPDIR or tempfile.tempdir and did not restore them")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -53,8 +152,9 @@ def _fresh_clock() -> None:
 
 
 @pytest.fixture(name="logs")
-def _logs() -> LogCapture:
-    """Capture every event a test emits (structlog configured for this test only)."""
+def _logs() -> Iterator[LogCapture]:
+    """The aitune_fp events a test emits, in ``.entries`` (:func:`aitune_fp.testing.capture_events`)."""
     cap = LogCapture()
-    structlog.configure(processors=[cap])
-    return cap
+    with capture_events() as entries:
+        cap.entries = entries
+        yield cap

@@ -19,7 +19,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-import structlog
 import torch
 from structlog.testing import LogCapture
 
@@ -155,10 +154,9 @@ def _isolated() -> Iterator[None]:
 
 
 @pytest.fixture(name="logs")
-def _logs() -> Iterator[LogCapture]:
-    """Every aitune_fp event, each validated against the shipped schema."""
-    cap = LogCapture()
-    structlog.configure(processors=[cap])
+def _logs(logs: LogCapture) -> Iterator[LogCapture]:
+    """conftest's capture of every aitune_fp event, each then validated against the schema."""
+    cap = logs
     yield cap
     validator = jsonschema.Draft202012Validator(event_schema())
     for entry in cap.entries:
@@ -612,9 +610,23 @@ def test_a_missing_module_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
         with_performance_validation(ait.FirstWinsStrategy)
 
 
-def test_latency_strategies_are_refused() -> None:
-    with pytest.raises(InvalidTypeError, match="MinLatencyStrategy is not supported"):
-        with_performance_validation(ait.MinLatencyStrategy)
+def test_a_strategy_that_changes_how_it_measures_is_refused() -> None:
+    """AITune's three profiling strategies are gated; a subclass measuring its own way is not."""
+    for cls in (ait.MaxThroughputStrategy, ait.MinLatencyStrategy, ait.LatencyBudgetStrategy):
+        assert issubclass(with_performance_validation(cls), cls)
+
+    class OwnMeasure(ait.MaxThroughputStrategy):
+        def _measure(self, *args: Any) -> Any:
+            return super()._measure(*args)
+
+    class OwnOrder(ait.MinLatencyStrategy):
+        def _is_better(self, result: Any, other: Any) -> bool:
+            return True
+
+    with pytest.raises(InvalidTypeError, match=r"OwnMeasure is not supported.*own _measure"):
+        with_performance_validation(OwnMeasure)
+    with pytest.raises(InvalidTypeError, match=r"OwnOrder is not supported.*own _is_better"):
+        with_performance_validation(OwnOrder())
 
 
 def test_candidates_are_gated_only_inside_tune() -> None:
@@ -627,7 +639,7 @@ def test_candidates_are_gated_only_inside_tune() -> None:
 
 
 def _slow_down(*_: Any) -> None:
-    CLOCK.spend(20 * 200_000)
+    CLOCK.advance(20 * 200e-6)
 
 
 class _AsFastAsEager(_Eager):

@@ -386,6 +386,7 @@ class TestCudaGraphOnCpu:
 # ---- torch.compile (slow: each compiles for seconds on CPU) ------------------------------------
 
 
+@pytest.mark.compile
 class TestTorchCompile:
     @pytest.mark.slow
     def test_inductor_matches_eager_and_compiles_only_in_build(self, tmp_path: Path) -> None:

@@ -160,9 +160,9 @@ class TestFlagsAndPaths:
     ) -> None:
         pytest.importorskip("matplotlib")
         (tmp_path / "file.txt").write_text("")
-        from tests.test_cli_findings import _log, _result, _write
+        from tests.factories import fake_log, fake_result, write_log
 
-        log = _write(tmp_path, _log(results=(_result(),)))
+        log = write_log(tmp_path, fake_log(results=(fake_result(),)))
         path = target.format(tmp=tmp_path)
         assert main(["report", str(log), "--plot", path]) == 2
         captured = capsys.readouterr()

@@ -15,7 +15,7 @@ from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.progress import TuneProgress
 from aitune_fp.cli.rendering import MAX_REASON, final_line, print_parts, render_run
 from aitune_fp.core.report import CandidateFailure, TuneReport
-from tests.test_cli_findings import _log, _result, _write
+from tests.factories import fake_log, fake_result, write_log
 
 LONG_NAME = "TorchEagerBackend(dtype=torch.bfloat16)"
 LOG = "/tmp/aitune_fp-abcdefgh/TorchCompileBackend_0123456789abcdef/build-failure-traceback.log"
@@ -29,7 +29,7 @@ def _render(run: TuneReport, width: int) -> str:
 
 
 def _run(reason: str = "boom", path: str | None = LOG) -> TuneReport:
-    wide = _result(
+    wide = fake_result(
         LONG_NAME,
         flags=(
             "warmup_not_steady",
@@ -97,9 +97,9 @@ def test_json_selected_summary_equals_the_table(
 ) -> None:
     """11.17x vs 16.84x: the JSON's summary quoted the mean-latency ratio, the table the
     estimate the verdict was decided on. Now both say the estimate; AITune's line is kept."""
-    fast = _result("F()", estimate=16.84, ci_low=15.0, ci_high=18.0, verdict="faster")
+    fast = fake_result("F()", estimate=16.84, ci_low=15.0, ci_high=18.0, verdict="faster")
     fast_speedup = fast.speedup
-    path = _write(tmp_path, _log(results=(fast,), selected="F()", outcome="candidate"))
+    path = write_log(tmp_path, fake_log(results=(fast,), selected="F()", outcome="candidate"))
     assert main(["report", str(path)]) == 0
     table_last = capsys.readouterr().out.strip().splitlines()[-1]
     assert main(["report", str(path), "--format", "json"]) == 0
@@ -147,7 +147,9 @@ def test_unavailable_reads_naturally() -> None:
 def test_first_wins_says_what_it_did_not_try() -> None:
     from aitune_fp.cli.documents import not_tried
 
-    fast = _result("OnnxRuntimeBackend()", estimate=1.5, ci_low=1.4, ci_high=1.6, verdict="faster")
+    fast = fake_result(
+        "OnnxRuntimeBackend()", estimate=1.5, ci_low=1.4, ci_high=1.6, verdict="faster"
+    )
     run = TuneReport(
         run_id="r",
         module_name="m",
@@ -224,8 +226,10 @@ def test_markdown_run_is_a_gfm_table() -> None:
 def test_commands_write_markdown(
     argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fast = _result("F()", estimate=1.52, ci_low=1.44, ci_high=1.61, verdict="faster")
-    log = _write(tmp_path, _log(results=(_result(), fast), selected="F()", outcome="candidate"))
+    fast = fake_result("F()", estimate=1.52, ci_low=1.44, ci_high=1.61, verdict="faster")
+    log = write_log(
+        tmp_path, fake_log(results=(fake_result(), fast), selected="F()", outcome="candidate")
+    )
     main([a.format(log=log) for a in argv] + ["--format", "markdown"])
     out = capsys.readouterr().out
     tables = _gfm_tables(out)

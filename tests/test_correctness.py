@@ -219,13 +219,21 @@ class TestCheckCorrectness:
                 return module(x)
 
         check_correctness(bf16, module, SPEC, data(), expected_dtype=torch.bfloat16)
-        strict = Tolerances(reduced_atol=1e-3, reduced_rtol=1e-3)
+        strict = Tolerances(reduced_atol=1e-3, reduced_rtol=1e-3, norm_tiers=())
         with pytest.raises(CorrectnessError) as info:
             check_correctness(
                 bf16, module, SPEC, data(), expected_dtype=torch.bfloat16, tolerances=strict
             )
         assert info.value.check == "values"
         assert "torch.bfloat16 tolerances" in str(info.value)
+        assert info.value.mismatch is None  # the element-wise check decided
+        tight = Tolerances(reduced_rel_l2=1e-5)  # the norm criteria, at a float32-level budget
+        with pytest.raises(CorrectnessError, match=r"rel L2 .* > budget 1e-05") as info:
+            check_correctness(
+                bf16, module, SPEC, data(), expected_dtype=torch.bfloat16, tolerances=tight
+            )
+        assert info.value.mismatch is not None
+        assert info.value.mismatch.failed_criteria[0].name == "rel_l2"
 
 
 class TestCompareOutputs:

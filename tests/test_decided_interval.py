@@ -17,11 +17,15 @@ from aitune_fp.core.messages import decided_interval, fmt_headline
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.ingest import result_from_event, validate_event
+from tests.factories import fake_result
 from tests.test_decision_engine import _measure, _noisy
 
 
 def _stat(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
     fields: dict[str, Any] = {
+        "throughput": 1000.0,
+        "baseline_throughput": 1000.0,
+        "speedup": 1.0,
         "estimate": 0.84,
         "ci_low": 0.224,
         "ci_high": 2.037,
@@ -29,15 +33,9 @@ def _stat(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
         "guarantee": 0.95,
         "futility_high": 0.995,
         "futility_level": 1 - 0.2 / 6,
-        "batch_size": 32,
-        "required_speedup": 1.01,
-        "verdict": "not_faster",
-        "decision": "statistical",
         "reason": "estimate 0.840x is below required 1.010x and the upper bound 0.995x is below",
     }
-    fields.update(overrides)
-    passed = fields["verdict"] == "faster"
-    return PerformanceValidationResult(desc, 1000.0, 1000.0, 1.0, passed, **fields)
+    return fake_result(desc, **{**fields, **overrides})
 
 
 def _table(*results: PerformanceValidationResult, width: int = 240) -> str:

@@ -36,8 +36,8 @@ from aitune_fp.core.stats import (
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_speedup
+from aitune_fp.testing import FakeClock
 from tests.strategies import latencies
-from tests.test_profiling import FakeClock, fake_model
 
 LOOKS = (10, 20, 40, 80, 160, 320)
 V2 = {
@@ -426,9 +426,7 @@ def _noisy(mean: float, seed: int, spread: float = 0.05) -> Callable[[int], floa
 def _measure(eager: Callable[[int], float], cand: Callable[[int], float], **changes: Any) -> Any:
     clock = FakeClock()
     config = ProfilingConfig(warmup_window=3, warmup_max_calls=10, **changes)
-    return measure_speedup(
-        fake_model(clock, eager), fake_model(clock, cand), Sample(), 1, config, timer=clock
-    )
+    return measure_speedup(clock.arm(eager), clock.arm(cand), Sample(), 1, config, timer=clock)
 
 
 class TestMeasuringLoop:

@@ -105,7 +105,15 @@ RUNNABLE_FILES = [p for p in DOC_FILES if any(b.skip is None for b in doc_blocks
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", RUNNABLE_FILES, ids=[p.name for p in RUNNABLE_FILES])
+@pytest.mark.parametrize(
+    "path",
+    [
+        # README's API tour builds TorchCompileBackend for real: the compile tier
+        pytest.param(p, marks=[pytest.mark.compile] if p.name == "README.md" else [])
+        for p in RUNNABLE_FILES
+    ],
+    ids=[p.name for p in RUNNABLE_FILES],
+)
 def test_doc_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every runnable ```python block of ``path`` executes without error, in order."""
     import structlog

@@ -16,6 +16,7 @@ from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.ingest import event_schema, validate_event
 
+from .factories import fake_result
 from .strategies import throughputs
 
 RUN = "0123456789abcdef"
@@ -23,8 +24,8 @@ MODULE = "mlp"
 
 
 def _result(**overrides: Any) -> PerformanceValidationResult:
+    """A ``faster`` compile candidate (1.2x mean ratio, estimate 1.19)."""
     values: dict[str, Any] = {
-        "backend_description": "TorchCompileBackend()",
         "throughput": 1200.0,
         "baseline_throughput": 1000.0,
         "speedup": 1.2,
@@ -35,14 +36,38 @@ def _result(**overrides: Any) -> PerformanceValidationResult:
         "confidence": 0.95,
         "n_baseline": 20,
         "n_candidate": 20,
-        "batch_size": 32,
-        "required_speedup": 1.01,
         "verdict": "faster",
-        "decision": "statistical",
         "reason": "ci_low 1.100 > required 1.010",
     }
-    values.update(overrides)
-    return PerformanceValidationResult(**values)
+    return fake_result("TorchCompileBackend()", **{**values, **overrides})
+
+
+def _selection_events() -> list[events.Event]:
+    """A head-to-head look and its choice (one eliminated), and two latency checks."""
+    from aitune_fp.core.choice import LatencyCheck
+    from aitune_fp.core.quantiles import quantile_upper_bound
+    from aitune_fp.core.selection import Contender, SelectionRule, select_at_look
+
+    rule = SelectionRule()
+    contenders = [Contender("A()", 0, 1.5), Contender("B()", 1, None)]
+    rounds = 20
+    latencies = {
+        "A()": [1.0 + 0.01 * (i % 3) for i in range(rounds)],
+        "B()": [2.0 + 0.01 * (i % 5) for i in range(rounds)],
+    }
+    state = select_at_look(contenders, latencies, 1, rule)
+    few = quantile_upper_bound([0.001] * 5, 0.99)  # too few calls: no finite bound
+    many = quantile_upper_bound([0.001 + 1e-6 * i for i in range(100)], 0.9)
+    return [
+        events.headtohead_look(RUN, MODULE, state),
+        events.selection_decided(RUN, MODULE, state, delta=rule.delta),
+        events.latency_checked(
+            RUN, MODULE, LatencyCheck(backend_description="A()", bound=few, budget_s=0.01)
+        ),
+        events.latency_checked(
+            RUN, MODULE, LatencyCheck(backend_description="A()", bound=many, budget_s=0.01)
+        ),
+    ]
 
 
 def _every_event() -> list[events.Event]:
@@ -71,6 +96,7 @@ def _every_event() -> list[events.Event]:
             batch_size=None,
         ),
         events.disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
+        *_selection_events(),
         events.eval_mode(RUN, MODULE, n_training_modules=3),
         events.look(
             RUN,

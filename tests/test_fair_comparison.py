@@ -18,6 +18,7 @@ import torch
 from torch.nn import functional
 
 from aitune_fp import OneBackendStrategy, validation_of
+from aitune_fp.testing import capture_events
 from tests.validation_helpers import CLOCK, WASTE_NS, _ModuleBackend, gated, make_case
 
 SLOW_NS = 20 * WASTE_NS  # what each attack costs eager per call: a 20x "speedup" if it worked
@@ -39,7 +40,7 @@ class _AsFastAsEager(_ModuleBackend):
 
 
 def _slow(*_: Any, **__: Any) -> None:
-    CLOCK.spend(SLOW_NS)
+    CLOCK.advance(SLOW_NS / 1e9)
 
 
 def _pre_hook(module: torch.nn.Module) -> None:
@@ -124,11 +125,9 @@ def test_slowing_eager_down_never_gets_a_candidate_accepted(attack: str, tmp_pat
 
 
 def test_eager_runs_on_a_private_copy_and_the_event_says_so(tmp_path: Path) -> None:
-    from structlog.testing import capture_logs
-
     module, spec, data = make_case()
     strategy = gated(OneBackendStrategy(_AsFastAsEager()))
-    with capture_logs() as logs:
+    with capture_events() as logs:
         strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     (measured,) = [e for e in logs if e["event"].endswith("baseline_measured")]
     assert measured["eager_isolation"] == "private_copy"

@@ -593,6 +593,7 @@ def _run_fresh(code: str) -> Any:
 
 
 @pytest.mark.slow
+@pytest.mark.compile
 def test_torch_compile_setting_itself_up_is_not_a_change() -> None:
     """Importing dynamo wraps torch.manual_seed and compiling patches Module.__init__: torch's own."""
     result = _run_fresh(

@@ -18,7 +18,7 @@ from aitune_fp.core.spot import spot_count
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_baseline_point, measure_speedup
 from aitune_fp.profiling import ProfilingError, SpotCheckError
-from tests.test_profiling import FakeClock, fake_model
+from aitune_fp.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,8 +39,8 @@ class TestStatisticalLoop:
         """A 2x faster candidate is accepted after the first look's 10 pairs."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(0.002, 1)),
-            fake_model(clock, noisy(0.001, 2)),
+            clock.arm(noisy(0.002, 1)),
+            clock.arm(noisy(0.001, 2)),
             Sample(),
             64,
             config(),
@@ -61,8 +61,8 @@ class TestStatisticalLoop:
         """A 2x slower candidate is 'not_faster' after 10 pairs."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(0.002, 1)),
-            fake_model(clock, noisy(0.004, 2)),
+            clock.arm(noisy(0.002, 1)),
+            clock.arm(noisy(0.004, 2)),
             Sample(),
             8,
             config(),
@@ -76,9 +76,7 @@ class TestStatisticalLoop:
     def test_identical_times_are_not_faster(self) -> None:
         """Exactly equal arms give an interval at 1.00x, below the 1.01x gate."""
         clock = FakeClock()
-        m = measure_speedup(
-            fake_model(clock, 0.002), fake_model(clock, 0.002), Sample(), 1, config(), timer=clock
-        )
+        m = measure_speedup(clock.arm(0.002), clock.arm(0.002), Sample(), 1, config(), timer=clock)
         assert m.result.verdict == "not_faster"
         assert m.result.speedup == 1.0
 
@@ -86,8 +84,8 @@ class TestStatisticalLoop:
         """A candidate right at the threshold stays open through the last look."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(0.00202, 3, 0.2)),
-            fake_model(clock, noisy(0.002, 4, 0.2)),
+            clock.arm(noisy(0.00202, 3, 0.2)),
+            clock.arm(noisy(0.002, 4, 0.2)),
             Sample(),
             1,
             config(looks=(10, 20, 40)),
@@ -104,8 +102,8 @@ class TestStatisticalLoop:
         for pct, verdict in ((20.0, "faster"), (100.0, "not_faster")):
             clock = FakeClock()
             m = measure_speedup(
-                fake_model(clock, noisy(0.003, 1)),
-                fake_model(clock, noisy(0.002, 2)),
+                clock.arm(noisy(0.003, 1)),
+                clock.arm(noisy(0.002, 2)),
                 Sample(),
                 1,
                 config(),
@@ -118,8 +116,8 @@ class TestStatisticalLoop:
         """With calls of 1 s and a 30 s budget, the verdict is the first look's, flagged."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(1.01, 5, 0.2)),
-            fake_model(clock, noisy(1.0, 6, 0.2)),
+            clock.arm(noisy(1.01, 5, 0.2)),
+            clock.arm(noisy(1.0, 6, 0.2)),
             Sample(),
             1,
             config(max_seconds=30.0, warmup_tolerance=1.0),
@@ -136,8 +134,8 @@ class TestStatisticalLoop:
         """A look that cannot fit in the rest of the budget is skipped, not begun."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(1.01, 5, 0.2)),
-            fake_model(clock, noisy(1.0, 6, 0.2)),
+            clock.arm(noisy(1.01, 5, 0.2)),
+            clock.arm(noisy(1.0, 6, 0.2)),
             Sample(),
             1,
             config(max_seconds=45.0, warmup_tolerance=1.0),
@@ -153,8 +151,8 @@ class TestStatisticalLoop:
         slow_after = 4 + 1 + 10  # warm-up, untimed, look-1 calls of each arm
         jitter_a, jitter_b = noisy(1.0, 7, 0.2), noisy(1.0, 8, 0.2)
         m = measure_speedup(
-            fake_model(clock, lambda i: (1.01 if i < slow_after else 10.1) * jitter_a(i)),
-            fake_model(clock, lambda i: (1.0 if i < slow_after else 10.0) * jitter_b(i)),
+            clock.arm(lambda i: (1.01 if i < slow_after else 10.1) * jitter_a(i)),
+            clock.arm(lambda i: (1.0 if i < slow_after else 10.0) * jitter_b(i)),
             Sample(),
             1,
             config(max_seconds=60.0, warmup_tolerance=1.0),
@@ -185,8 +183,8 @@ class TestPointMode:
         clock = FakeClock()
         log: list[str] = []
         m = measure_speedup(
-            fake_model(clock, 0.004, log, "A"),
-            fake_model(clock, 0.002, log, "B"),
+            clock.arm(0.004, log=log, label="A"),
+            clock.arm(0.002, log=log, label="B"),
             Sample(),
             16,
             ProfilingConfig(decision="point"),
@@ -211,7 +209,7 @@ class TestPointMode:
 
         m = measure_speedup(
             baseline,
-            fake_model(clock, 0.00101),
+            clock.arm(0.00101),
             Sample(),
             1,
             ProfilingConfig(decision="point"),
@@ -225,7 +223,7 @@ class TestPointMode:
     def test_measure_baseline_point(self) -> None:
         """The baseline arm: point_warmup_calls untimed, point_steps timed, throughput from mean."""
         clock = FakeClock()
-        model = fake_model(clock, lambda i: 9.0 if i < 2 else 0.5)
+        model = clock.arm(lambda i: 9.0 if i < 2 else 0.5)
         throughput, latencies = measure_baseline_point(
             model, Sample(), 4, ProfilingConfig(point_warmup_calls=2, point_steps=3), timer=clock
         )
@@ -238,8 +236,8 @@ class TestOneRecord:
         """The verdict, estimate and bounds of the result are the decision's, unchanged."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(0.002, 1)),
-            fake_model(clock, noisy(0.001, 2)),
+            clock.arm(noisy(0.002, 1)),
+            clock.arm(noisy(0.001, 2)),
             Sample(),
             1,
             config(),
@@ -287,8 +285,8 @@ class TestHardBudget:
         """Slow calls: the first look cannot complete; inconclusive, eager kept, budget named."""
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, noisy(per_call_s, 1, 0.01)),
-            fake_model(clock, noisy(per_call_s / 3, 2, 0.01)),
+            clock.arm(noisy(per_call_s, 1, 0.01)),
+            clock.arm(noisy(per_call_s / 3, 2, 0.01)),
             Sample(),
             1,
             config(max_seconds=budget_s),
@@ -306,8 +304,8 @@ class TestHardBudget:
         clock = FakeClock()
         with pytest.raises(ProfilingError, match=r"budget of 5 s \(max_seconds\)"):
             measure_speedup(
-                fake_model(clock, noisy(10.0, 1, 0.01)),
-                fake_model(clock, noisy(10.0, 2, 0.01)),
+                clock.arm(noisy(10.0, 1, 0.01)),
+                clock.arm(noisy(10.0, 2, 0.01)),
                 Sample(),
                 1,
                 config(max_seconds=5.0),
@@ -329,8 +327,8 @@ class TestSpotCheck:
 
         with pytest.raises(SpotCheckError, match="timed call") as info:
             measure_speedup(
-                fake_model(clock, noisy(0.002, 1)),
-                fake_model(clock, noisy(0.001, 2)),
+                clock.arm(noisy(0.002, 1)),
+                clock.arm(noisy(0.001, 2)),
                 Sample(),
                 1,
                 config(decision=decision),
@@ -345,8 +343,8 @@ class TestSpotCheck:
         clock = FakeClock()
         seen: list[Any] = []
         m = measure_speedup(
-            fake_model(clock, noisy(0.002, 1)),
-            fake_model(clock, noisy(0.001, 2)),
+            clock.arm(noisy(0.002, 1)),
+            clock.arm(noisy(0.001, 2)),
             Sample(),
             1,
             config(),

@@ -8,15 +8,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import (
+from aitune_fp import fmt_speedup_msg_short, fmt_throughput_detail
+from aitune_fp.core.messages import (
     fmt_baseline_line,
     fmt_baseline_selected,
     fmt_candidate_line,
+    fmt_disabled_line,
+    fmt_indicator,
     fmt_speedup_msg,
-    fmt_speedup_msg_short,
-    fmt_throughput_detail,
 )
-from aitune_fp.core.messages import fmt_disabled_line, fmt_indicator
 from tests.strategies import speedups, throughputs
 
 ANSI = re.compile(r"\033\[[0-9;]*m")

@@ -15,16 +15,15 @@ from structlog.testing import LogCapture
 from aitune_fp import (
     GraphSpec,
     Int8DynamicBackend,
-    Mismatch,
     OneBackendStrategy,
     Sample,
     Tolerances,
-    check_correctness,
     try_candidate,
     with_performance_validation,
 )
 from aitune_fp.backends import BackendBase
-from aitune_fp.correctness import compare_outputs
+from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.correctness import check_correctness, compare_outputs
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.ingest import event_schema, ingest
 

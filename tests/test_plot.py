@@ -33,6 +33,7 @@ from aitune_fp.cli import main
 from aitune_fp.cli.plot import NO_ESTIMATE, VERDICT_COLOURS, VERDICT_LABELS, build_figure
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.ingest import IngestReport, ingest
+from tests.factories import fake_result
 
 NEED = 1.01
 
@@ -55,7 +56,6 @@ def _result(
         "ci_low": low,
         "ci_high": high,
         "confidence": 0.98 if estimate is not None and decision == "statistical" else None,
-        "batch_size": 32,
         "required_speedup": need,
         "verdict": verdict,
         "decision": decision,
@@ -66,8 +66,8 @@ def _result(
     if decision == "point":
         fields.update(estimate=None, ci_low=None, ci_high=None)
         mean_ratio = estimate or 1.0
-    return PerformanceValidationResult(
-        desc, 500.0 * mean_ratio, 500.0, mean_ratio, verdict == "faster", **fields
+    return fake_result(
+        desc, throughput=500.0 * mean_ratio, baseline_throughput=500.0, speedup=mean_ratio, **fields
     )
 
 

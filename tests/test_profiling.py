@@ -21,63 +21,7 @@ from aitune_fp.profiling import (
     time_calls,
     timer_for,
 )
-
-
-class FakeSpan:
-    """Device span of a fake clock: reports ``scale`` times the wall interval."""
-
-    def __init__(self, clock: FakeClock, scale: float) -> None:
-        self.clock, self.scale = clock, scale
-        self.t0 = self.t1 = 0
-
-    def start(self) -> None:
-        self.t0 = self.clock.ns
-
-    def stop(self) -> None:
-        self.t1 = self.clock.ns
-
-    def elapsed_s(self) -> float:
-        return (self.t1 - self.t0) * self.scale / 1e9
-
-
-class FakeClock:
-    """A Timer whose time moves only when a fake model call advances it (deterministic)."""
-
-    def __init__(self, *, device_scale: float | None = None) -> None:
-        self.ns = 0
-        self.syncs = 0
-        self.device_scale = device_scale
-
-    def now_ns(self) -> int:
-        return self.ns
-
-    def sync(self) -> None:
-        self.syncs += 1
-
-    def device_span(self) -> FakeSpan | None:
-        return None if self.device_scale is None else FakeSpan(self, self.device_scale)
-
-    def advance(self, seconds: float) -> None:
-        self.ns += round(seconds * 1e9)
-
-
-def fake_model(
-    clock: FakeClock,
-    seconds: float | Callable[[int], float],
-    log: list[str] | None = None,
-    label: str = "",
-) -> Callable[..., None]:
-    """A callable that advances ``clock`` by ``seconds`` (or ``seconds(call_index)``) per call."""
-    calls = [0]
-
-    def model(*args: Any, **kwargs: Any) -> None:
-        step = seconds(calls[0]) if callable(seconds) else seconds
-        calls[0] += 1
-        clock.advance(step)
-        if log is not None:
-            log.append(label)
-
-    return model
+from aitune_fp.testing import FakeClock
 
 
 def quiet_config(**changes: Any) -> ProfilingConfig:
@@ -103,8 +47,8 @@ class TestInterleavedRun:
         the fixed ABBA / BAAB order; random orientations: tests/test_quad_orientation.py)."""
         clock = FakeClock()
         log: list[str] = []
-        a = fake_model(clock, 0.002, log, "A")
-        b = fake_model(clock, 0.001, log, "B")
+        a = clock.arm(0.002, log=log, label="A")
+        b = clock.arm(0.001, log=log, label="B")
         with InterleavedRun(a, b, Sample(), timer=clock, order="fixed") as run:
             report = run.warm_up(window=3, tolerance=0.1, max_calls=10)
             assert report.converged
@@ -128,8 +72,8 @@ class TestInterleavedRun:
     def test_first_call_is_never_timed(self) -> None:
         """A slow first call (compile) appears in no timing, not even the warm-up's."""
         clock = FakeClock()
-        a = fake_model(clock, lambda i: 5.0 if i == 0 else 0.002)
-        b = fake_model(clock, lambda i: 9.0 if i == 0 else 0.001)
+        a = clock.arm(lambda i: 5.0 if i == 0 else 0.002)
+        b = clock.arm(lambda i: 9.0 if i == 0 else 0.001)
         with InterleavedRun(a, b, Sample(), timer=clock) as run:
             report = run.warm_up(window=3, tolerance=0.1, max_calls=10)
         assert max(report.baseline_s) == 0.002
@@ -138,8 +82,8 @@ class TestInterleavedRun:
     def test_warmup_waits_for_the_slower_arm_to_settle(self) -> None:
         """Warm-up continues until both arms are steady (the candidate decays for 6 calls)."""
         clock = FakeClock()
-        a = fake_model(clock, 0.002)
-        b = fake_model(clock, lambda i: 0.001 * (1 + max(0, 6 - i)))
+        a = clock.arm(0.002)
+        b = clock.arm(lambda i: 0.001 * (1 + max(0, 6 - i)))
         with InterleavedRun(a, b, Sample(), timer=clock) as run:
             report = run.warm_up(window=3, tolerance=0.05, max_calls=20)
         assert report.converged
@@ -150,8 +94,8 @@ class TestInterleavedRun:
         """An arm that never settles (slowing down call after call) stops warm-up at max_calls and
         flags the timings."""
         clock = FakeClock()
-        a = fake_model(clock, 0.002)
-        b = fake_model(clock, lambda i: 0.001 * (1 + 0.2 * i))
+        a = clock.arm(0.002)
+        b = clock.arm(lambda i: 0.001 * (1 + 0.2 * i))
         with InterleavedRun(a, b, Sample(), timer=clock) as run:
             report = run.warm_up(window=3, tolerance=0.1, max_calls=7)
             run.extend(2)
@@ -164,9 +108,7 @@ class TestInterleavedRun:
     def test_device_times_come_from_the_span(self) -> None:
         """With device spans, device seconds are recorded per call beside wall seconds."""
         clock = FakeClock(device_scale=0.5)
-        with InterleavedRun(
-            fake_model(clock, 0.002), fake_model(clock, 0.001), Sample(), timer=clock
-        ) as run:
+        with InterleavedRun(clock.arm(0.002), clock.arm(0.001), Sample(), timer=clock) as run:
             run.extend(3)
             timings = run.timings()
         assert timings.baseline_device_s == (0.001,) * 3
@@ -175,9 +117,7 @@ class TestInterleavedRun:
     def test_sync_brackets_every_timed_call(self) -> None:
         """Each timed call is preceded and followed by a device barrier."""
         clock = FakeClock()
-        with InterleavedRun(
-            fake_model(clock, 0.002), fake_model(clock, 0.001), Sample(), timer=clock
-        ) as run:
+        with InterleavedRun(clock.arm(0.002), clock.arm(0.001), Sample(), timer=clock) as run:
             run.extend(5)
         # 2 untimed calls (1 sync each) + 10 timed calls (2 syncs each)
         assert clock.syncs == 2 + 20
@@ -185,9 +125,7 @@ class TestInterleavedRun:
     def test_deadline_stops_before_a_pair(self) -> None:
         """extend stops once the clock reaches the deadline and reports the pairs done."""
         clock = FakeClock()
-        with InterleavedRun(
-            fake_model(clock, 0.5), fake_model(clock, 0.5), Sample(), timer=clock
-        ) as run:
+        with InterleavedRun(clock.arm(0.5), clock.arm(0.5), Sample(), timer=clock) as run:
             done = run.extend(10, deadline_ns=3_500_000_000)
         # untimed calls take 1 s, then 1 s per pair: pairs start at 1, 2, 3 s
         assert done == 3
@@ -196,8 +134,8 @@ class TestInterleavedRun:
     def test_level_shift_is_flagged(self) -> None:
         """A candidate that doubles its time half-way through is flagged (split index reported)."""
         clock = FakeClock()
-        a = fake_model(clock, 0.002)
-        b = fake_model(clock, lambda i: 0.001 if i < 21 else 0.002)  # 1 untimed call first
+        a = clock.arm(0.002)
+        b = clock.arm(lambda i: 0.001 if i < 21 else 0.002)  # 1 untimed call first
         with InterleavedRun(a, b, Sample(), timer=clock) as run:
             run.extend(40)
             timings = run.timings()
@@ -216,13 +154,14 @@ class TestInterleavedRun:
             if clock.ns > 0.02e9:
                 counts[0] = 1
 
-        with InterleavedRun(fake_model(clock, 0.002), candidate, Sample(), timer=clock) as run:
+        with InterleavedRun(clock.arm(0.002), candidate, Sample(), timer=clock) as run:
             run.extend(4)
             assert "recompiled" not in run.timings().flags
             run.extend(10)
             assert "recompiled" in run.timings().flags
 
     @pytest.mark.slow
+    @pytest.mark.compile
     def test_real_dynamo_recompile_is_flagged(self) -> None:
         """A torch.compile guard failure between looks (real dynamo counters) flags 'recompiled'."""
         state = {"scale": 1}
@@ -322,7 +261,7 @@ class TestTimeCalls:
     def test_warmup_untimed_then_timed(self) -> None:
         """time_calls makes `warmup` untimed calls, then returns n per-call latencies."""
         clock = FakeClock()
-        model = fake_model(clock, lambda i: 1.0 if i < 3 else 0.004)
+        model = clock.arm(lambda i: 1.0 if i < 3 else 0.004)
         times = time_calls(model, Sample(), 5, timer=clock, warmup=3)
         assert times == (0.004,) * 5
 

@@ -1,26 +1,107 @@
-"""Specs of the public surface: every exported name resolves; the pure API never imports torch."""
+"""Specs of the public surface: a small top level that README and docs/ use, every exported name
+resolves, the rest lives in modules with their own ``__all__``, the pure API never imports torch.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import aitune_fp
 
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "aitune_fp"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
 PURE_NAMES = [
     "compute_speedup",
     "required_speedup",
     "meets_threshold",
-    "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
     "PerformanceValidationResult",
-    "PerformanceValidationMixinResult",
     "ProfilingConfig",
-    "for_batch_size",
+    "decide_speedup",
+    "SpeedupDecision",
+    "Sample",
+    "GraphSpec",
+    "AitunefpError",
+    "TuneReport",
+    "CandidateFailure",
 ]
+
+#: Public modules whose names are not at the top level: each has its own ``__all__``.
+SUBMODULES = [
+    "aitune_fp.backends",
+    "aitune_fp.core.config",
+    "aitune_fp.core.messages",
+    "aitune_fp.core.mismatch",
+    "aitune_fp.core.report",
+    "aitune_fp.core.results",
+    "aitune_fp.correctness",
+    "aitune_fp.errors",
+    "aitune_fp.events",
+    "aitune_fp.ingest",
+    "aitune_fp.inputs",
+    "aitune_fp.session",
+    "aitune_fp.strategies",
+    "aitune_fp.sweep",
+    "aitune_fp.testing",
+    "aitune_fp.validation",
+]
+
+
+def _doc_code(path: Path) -> str:
+    """The text of ``path``'s ```python blocks and its inline `code`."""
+    text = path.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    return "\n".join(blocks) + "\n" + "\n".join(re.findall(r"`([^`\n]+)`", text))
+
+
+def _doc_imports() -> dict[str, set[str]]:
+    """Name -> the docs that import it from ``aitune_fp`` or call it as ``aitune_fp.<name>``."""
+    found: dict[str, set[str]] = {}
+    for path in DOCS:
+        code = _doc_code(path)
+        for group in re.findall(r"from aitune_fp import \(([^)]*)\)", code):
+            for name in re.findall(r"\b(\w+)\b(?:\s+as\s+\w+)?\s*,?", group):
+                found.setdefault(name, set()).add(path.name)
+        for line in re.findall(r"from aitune_fp import ([^(\n]+)", code):
+            for name in re.findall(r"\w+", line.split("#")[0]):
+                found.setdefault(name, set()).add(path.name)
+        for name in re.findall(r"\baitune_fp\.(\w+)\b(?!\.)", code):
+            if not (PACKAGE / name).is_dir() and not (PACKAGE / f"{name}.py").is_file():
+                found.setdefault(name, set()).add(path.name)
+    found.pop("as", None)
+    return found
+
+
+def _type_checking_imports() -> dict[str, str]:
+    """Name -> module of the ``if TYPE_CHECKING:`` imports of aitune_fp/__init__.py."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    names: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module is not None
+                names.update({a.name: stmt.module for a in stmt.names})
+    return names
+
+
+def _private_modules() -> list[Path]:
+    """The source of every module of the package whose own name starts with one underscore."""
+    return sorted(
+        p
+        for p in PACKAGE.rglob("_*.py")
+        if not p.name.startswith("__")
+        or (p.name == "__init__.py" and p.parent.name.startswith("_") and p.parent != PACKAGE)
+    )
 
 
 class TestSurface:
@@ -30,13 +111,67 @@ class TestSurface:
             assert getattr(aitune_fp, name) is not None, name
 
     def test_all_is_sorted_and_unique(self) -> None:
-        """__all__ has no duplicates."""
+        """__all__ is sorted (ruff's order) and has no duplicates."""
         assert len(set(aitune_fp.__all__)) == len(aitune_fp.__all__)
+        assert aitune_fp.__all__ == sorted(aitune_fp.__all__, key=lambda n: (not n.isupper(), n))
+
+    def test_small_enough_to_hold_in_your_head(self) -> None:
+        """About 30 names: the rest lives in the subpackage or module that owns it."""
+        assert len(aitune_fp.__all__) <= 32
+
+    def test_every_name_the_docs_import_from_the_top_level_is_there(self) -> None:
+        """README and docs/ import only names the top level exports."""
+        missing = {n: sorted(d) for n, d in _doc_imports().items() if n not in aitune_fp.__all__}
+        assert not missing, missing
+
+    def test_the_docs_use_the_top_level(self) -> None:
+        """Each top-level name is used by README or docs/ (else it belongs to its module)."""
+        text = "\n".join(p.read_text(encoding="utf-8") for p in DOCS)
+        unused = [n for n in aitune_fp.__all__ if n != "__version__" and n not in text]
+        assert not unused, unused
+
+    def test_type_checkers_see_the_same_names_from_the_same_modules(self) -> None:
+        """The TYPE_CHECKING imports list exactly __all__, each the object served at run time."""
+        static = _type_checking_imports()
+        assert set(static) == set(aitune_fp.__all__) - {"__version__"}
+        for name, module in static.items():
+            assert getattr(importlib.import_module(module), name) is getattr(aitune_fp, name)
+
+    @pytest.mark.parametrize("module", SUBMODULES)
+    def test_the_rest_is_in_modules_with_their_own_all(self, module: str) -> None:
+        """A public module lists its names in __all__, and each resolves."""
+        mod = importlib.import_module(module)
+        exported = getattr(mod, "__all__", None)
+        assert exported, f"{module} has no __all__"
+        for name in exported:
+            assert hasattr(mod, name), f"{module}.{name}"
+
+    def test_private_modules_have_no_all(self) -> None:
+        """A module named ``_x`` exports nothing: no __all__ (checked in the source)."""
+        offenders = []
+        for source in _private_modules():
+            for node in ast.parse(source.read_text(encoding="utf-8")).body:
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                if isinstance(node, ast.AnnAssign | ast.AugAssign):
+                    targets = [node.target]
+                if any(getattr(t, "id", None) == "__all__" for t in targets):
+                    offenders.append(str(source.relative_to(ROOT)))
+        assert _private_modules(), "no private module found: the walk is wrong"
+        assert not offenders, offenders
 
     def test_unknown_name(self) -> None:
         """An unknown attribute raises AttributeError naming it."""
         with pytest.raises(AttributeError, match="no_such_thing"):
             aitune_fp.no_such_thing  # type: ignore[attr-defined]  # noqa: B018
+
+    def test_a_name_moved_out_is_not_served(self) -> None:
+        """A name of a submodule that is not in __all__ is not an attribute of the package."""
+        with pytest.raises(AttributeError, match="make_backend"):
+            aitune_fp.make_backend  # type: ignore[attr-defined]  # noqa: B018
+
+    def test_dir_lists_the_public_names(self) -> None:
+        """dir(aitune_fp) shows every public name, loaded or not."""
+        assert set(aitune_fp.__all__) <= set(dir(aitune_fp))
 
     def test_py_typed_shipped(self) -> None:
         """The package carries py.typed so type checkers use its annotations."""
@@ -52,7 +187,6 @@ class TestImportCost:
             "import sys\n"
             f"from aitune_fp import {', '.join(PURE_NAMES)}\n"
             "import aitune_fp.core.stats, aitune_fp.inputs\n"
-            "from aitune_fp import decide_speedup, SpeedupDecision, Sample, GraphSpec\n"
             "print(compute_speedup(2.0, 1.0), meets_threshold(1.5))\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n"
         )
@@ -61,9 +195,3 @@ class TestImportCost:
         )
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "2.0 True"
-
-
-class TestLazyTable:
-    def test_lazy_names_are_public(self) -> None:
-        """Every lazily served name is listed in __all__ (so type checkers see it)."""
-        assert set(aitune_fp._LAZY) <= set(aitune_fp.__all__)

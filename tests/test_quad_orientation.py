@@ -17,24 +17,15 @@ from aitune_fp.core.stats import paired_log_speedup_bounds
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling import InterleavedRun, pair_order, quad_orientations
-
-from .test_profiling import FakeClock
-
-
-def _logged(clock: FakeClock, log: list[str], label: str, seconds: float = 0.001) -> Any:
-    def model(*args: Any) -> None:
-        clock.advance(seconds)
-        log.append(label)
-
-    return model
+from aitune_fp.testing import FakeClock
 
 
 def _timed_log(order: Literal["random", "fixed"] = "random", **kwargs: Any) -> str:
     """The arms of 40 timed pairs (after the look's two untimed calls), as 'AB...'."""
     clock, log = FakeClock(), list[str]()
     with InterleavedRun(
-        _logged(clock, log, "A"),
-        _logged(clock, log, "B"),
+        clock.arm(0.001, log=log, label="A"),
+        clock.arm(0.001, log=log, label="B"),
         Sample(),
         timer=clock,
         order=order,
@@ -78,7 +69,11 @@ class TestOrientationSequence:
         """A look ending mid-quad: the next look's first pair completes that quad."""
         clock, log = FakeClock(), list[str]()
         with InterleavedRun(
-            _logged(clock, log, "A"), _logged(clock, log, "B"), Sample(), timer=clock, order_seed=4
+            clock.arm(0.001, log=log, label="A"),
+            clock.arm(0.001, log=log, label="B"),
+            Sample(),
+            timer=clock,
+            order_seed=4,
         ) as run:
             timed = []
             for n in (3, 5, 4):

@@ -175,12 +175,13 @@ class TestErrors:
 
 class TestPublicSurface:
     def test_exported_from_the_package(self) -> None:
-        """The registry's names are served by aitune_fp and aitune_fp.backends alike."""
-        assert aitune_fp.BACKENDS is BACKENDS
-        assert aitune_fp.make_backend is make_backend
-        assert aitune_fp.default_backends is default_backends
-        assert aitune_fp.backend_names is backend_names
-        assert aitune_fp.BackendEntry is BackendEntry
+        """The registry's names are served by aitune_fp.backends (not the top level)."""
+        assert aitune_fp.backends.BACKENDS is BACKENDS
+        assert aitune_fp.backends.make_backend is make_backend
+        assert aitune_fp.backends.default_backends is default_backends
+        assert aitune_fp.backends.backend_names is backend_names
+        assert aitune_fp.backends.BackendEntry is BackendEntry
+        assert "BACKENDS" not in aitune_fp.__all__
 
     def test_docs_example_runs(self) -> None:
         """The registry example in docs/backends.md runs and its comments tell the truth."""
@@ -202,7 +203,7 @@ class TestPublicSurface:
         """Names, defaults and the CLI's help read the registry without importing torch."""
         code = (
             "import sys\n"
-            "from aitune_fp import BACKENDS, backend_names, default_backends\n"
+            "from aitune_fp.backends import BACKENDS, backend_names, default_backends\n"
             "from aitune_fp.cli import build_parser\n"
             "build_parser().format_help()\n"
             "print(len(backend_names()), default_backends('cpu'))\n"

@@ -10,12 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import (
-    PerformanceValidationMixinResult,
-    PerformanceValidationResult,
-    compute_speedup,
-    meets_threshold,
-)
+from aitune_fp import PerformanceValidationResult, compute_speedup, meets_threshold
+from aitune_fp.core.results import PerformanceValidationMixinResult
 from tests.strategies import throughputs
 
 

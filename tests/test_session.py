@@ -21,10 +21,10 @@ from aitune_fp import (
     ProfilingConfig,
     TuneReport,
     build_and_validate,
-    is_validating,
     validation_of,
     with_performance_validation,
 )
+from aitune_fp.validation import is_validating
 from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
 validated = gated

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp.core import stats
+from aitune_fp.core import hodges_lehmann, ranks, timings
+from aitune_fp.core.hodges_lehmann import _PairSums
 from aitune_fp.core.stats import (
     VERDICTS,
     SpeedupDecision,
-    _PairSums,
     coefficient_of_variation,
     decide_at_look,
     decide_speedup,
@@ -852,7 +852,7 @@ class TestImplicitSelection:
         bounds = paired_log_speedup_bounds if paired else unpaired_log_speedup_bounds
         materialised = bounds(base, cand, alpha)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(stats, "_MATERIALISE_MAX_PAIRS", 0)
+            patch.setattr(hodges_lehmann, "_MATERIALISE_MAX_PAIRS", 0)
             implicit = bounds(base, cand, alpha)
         assert implicit == materialised
 
@@ -896,7 +896,7 @@ class TestImplicitSelection:
         times = tuple(0.01 * rng.lognormvariate(0.0, 0.2) for _ in range(5000))
         exact = statistics.stdev(times) / statistics.fmean(times)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(stats, "_EXACT_STDEV_MAX", 10)
+            patch.setattr(timings, "_EXACT_STDEV_MAX", 10)
             assert coefficient_of_variation(times) == pytest.approx(exact, rel=1e-12)
 
     @given(values=st.lists(st.sampled_from([0.1, 0.2, 0.3, 1.5]), max_size=40))
@@ -904,8 +904,8 @@ class TestImplicitSelection:
         """The vectorised tie term equals the pure one: sum(t**3 - t) over runs of equal values."""
         ordered = sorted(values)
         expected = sum(t**3 - t for t in (ordered.count(v) for v in set(ordered)))
-        assert stats._tie_term(ordered) == expected
-        assert stats._tie_term_sorted(np.array(ordered, dtype=np.float64)) == expected
+        assert ranks._tie_term(ordered) == expected
+        assert ranks._tie_term_sorted(np.array(ordered, dtype=np.float64)) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -948,7 +948,7 @@ class TestTieCorrection:
             (sum(1 for w in values if w < v) + 1 + sum(1 for w in values if w <= v)) / 2
             for v in values
         ]
-        tie_term = stats._tie_term(sorted(values))
+        tie_term = ranks._tie_term(sorted(values))
         assert sum(r * r for r in midranks) / 4 == pytest.approx(
             n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
         )

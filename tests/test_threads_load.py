@@ -25,7 +25,7 @@ from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.ingest import event_schema
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuEnvironment, cpu_environment, is_oversubscribed, set_threads
-from tests.test_profiling import FakeClock, fake_model
+from aitune_fp.testing import FakeClock
 from tests.validation_helpers import tune_args
 
 CONFIG = ProfilingConfig(looks=(10, 20), warmup_max_calls=6, point_warmup_calls=2, point_steps=6)
@@ -141,8 +141,8 @@ class TestMeasurementCarriesIt:
         _loads(monkeypatch, [5.0, 7.0])
         clock = FakeClock()
         m = measure_speedup(
-            fake_model(clock, 0.002),
-            fake_model(clock, 0.001),
+            clock.arm(0.002),
+            clock.arm(0.001),
             ((), {}),
             4,
             ProfilingConfig(looks=(10, 20), threads=1),
@@ -160,8 +160,8 @@ class TestMeasurementCarriesIt:
         _loads(monkeypatch, [0.4, 1.0])
         clock = FakeClock()
         r = measure_speedup(
-            fake_model(clock, 0.002),
-            fake_model(clock, 0.001),
+            clock.arm(0.002),
+            clock.arm(0.001),
             ((), {}),
             4,
             ProfilingConfig(looks=(10, 20), threads=1),
@@ -175,8 +175,8 @@ class TestMeasurementCarriesIt:
         _loads(monkeypatch, [3.0])
         clock = FakeClock()
         r = measure_speedup(
-            fake_model(clock, 0.002),
-            fake_model(clock, 0.001),
+            clock.arm(0.002),
+            clock.arm(0.001),
             ((), {}),
             4,
             ProfilingConfig(decision="point", point_steps=5, point_warmup_calls=1, threads=1),
@@ -190,7 +190,7 @@ class TestMeasurementCarriesIt:
         _loads(monkeypatch, [5.0, 7.0])
         clock = FakeClock()
         r = measure_speedup(
-            fake_model(clock, 0.002), fake_model(clock, 0.001), ((), {}), 4, CONFIG, timer=clock
+            clock.arm(0.002), clock.arm(0.001), ((), {}), 4, CONFIG, timer=clock
         ).result
         record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=1.0))
         jsonschema.validate(record, event_schema())
@@ -230,21 +230,18 @@ class TestStartedEvent:
 
     def test_a_tune_emits_them(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A real tune's started event says the threads the config asks for and the load."""
-        import structlog
-        from structlog.testing import LogCapture
-
         from aitune_fp import OneBackendStrategy
+        from aitune_fp.testing import capture_events
         from tests.validation_helpers import FAST_CONFIG, Pruned, gated, make_case
 
         _loads(monkeypatch, [0.75], cpus=2)
-        cap = LogCapture()
-        structlog.configure(processors=[cap])
         config = ProfilingConfig(**{**FAST_CONFIG.to_dict(), "threads": 1})
         module, spec, data = make_case()
-        gated(OneBackendStrategy(Pruned()), profiling_config=config).tune(
-            module, "m", spec, data, "cpu", tmp_path
-        )
-        started = next(e for e in cap.entries if e["event"].endswith(".started"))
+        with capture_events() as entries:
+            gated(OneBackendStrategy(Pruned()), profiling_config=config).tune(
+                module, "m", spec, data, "cpu", tmp_path
+            )
+        started = next(e for e in entries if e["event"].endswith(".started"))
         assert (started["threads"], started["cpus"], started["load_avg_1m"]) == (1, 2, 0.75)
 
 
@@ -345,15 +342,15 @@ class TestSweepSharesThePath:
         self, overrides: dict[str, Any], expected: list[int], monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A task sets its threads through the same set_threads as tune --threads."""
-        from aitune_fp.sweep import run
+        from aitune_fp.sweep import task
 
         seen: list[int] = []
-        monkeypatch.setattr(run, "set_threads", seen.append)
+        monkeypatch.setattr(task, "set_threads", seen.append)
 
         def boom(task: Any, device: str) -> Any:
             raise RuntimeError("not tuned in this test")
 
-        monkeypatch.setattr(run, "_tune", boom)
-        outcome = run.run_task(self._task(**overrides))
+        monkeypatch.setattr(task, "_tune", boom)
+        outcome = task.run_task(self._task(**overrides))
         assert not outcome.ok
         assert seen == expected

@@ -24,8 +24,8 @@ from aitune_fp.profiling import (
     spot_calls,
     time_calls,
 )
+from aitune_fp.testing import FakeClock
 from tests.test_measure import noisy
-from tests.test_profiling import FakeClock
 
 
 def config(**changes: Any) -> ProfilingConfig:
@@ -51,16 +51,6 @@ class Memo:
         if key not in self.cache:
             self.cache[key] = self.model(x)
         return self.cache[key]
-
-
-def timed(clock: FakeClock, seconds: float, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` whose every call takes ``seconds`` on ``clock``."""
-
-    def call(*args: Any) -> Any:
-        clock.advance(seconds)
-        return fn(*args)
-
-    return call
 
 
 def close(output: torch.Tensor, reference: torch.Tensor) -> None:
@@ -155,8 +145,8 @@ class TestMemorisingCandidate:
         (batch,) = batches_of(1)
         reference = linear(*batch.args).detach()
         m = measure_speedup(
-            timed(clock, 0.002, linear),
-            timed(clock, 0.0000001, Memo(linear)),
+            clock.arm(0.002, fn=linear),
+            clock.arm(0.0000001, fn=Memo(linear)),
             batch,
             4,
             config(decision=decision),
@@ -176,8 +166,8 @@ class TestMemorisingCandidate:
             SpotCheckError, match=r"^timed call \d+ \(batch [12]\): max abs"
         ) as info:
             measure_speedup(
-                timed(clock, 0.002, linear),
-                timed(clock, 0.0000001, Memo(linear)),
+                clock.arm(0.002, fn=linear),
+                clock.arm(0.0000001, fn=Memo(linear)),
                 data[0],
                 4,
                 config(decision=decision),
@@ -228,8 +218,8 @@ class TestMemorisingCandidate:
             close(output, reference)
 
         m = measure_speedup(
-            timed(clock, 0.002, linear),
-            timed(clock, 0.001, linear),
+            clock.arm(0.002, fn=linear),
+            clock.arm(0.001, fn=linear),
             data[0],
             4,
             config(),
@@ -306,7 +296,7 @@ class TestSpotSchedule:
         clock = FakeClock()
         seen: list[int] = []
         measure_speedup(
-            timed(clock, 0.002, lambda: None),
+            clock.arm(0.002, fn=lambda: None),
             CallCounter(clock),
             Sample(),
             1,
@@ -362,8 +352,8 @@ class TestDefaultsUnchanged:
 
         with pytest.raises(SpotCheckError) as info:
             measure_speedup(
-                timed(clock, 0.002, lambda: None),
-                timed(clock, 0.001, lambda: None),
+                clock.arm(0.002, fn=lambda: None),
+                clock.arm(0.001, fn=lambda: None),
                 Sample(),
                 1,
                 config(),

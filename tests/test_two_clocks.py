@@ -20,63 +20,18 @@ from aitune_fp.ingest import event_schema, result_from_event
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuTimer, has_device_clock, is_host_bound
 from aitune_fp.sweep.spec import parse_sweep
-from tests.test_profiling import FakeClock, fake_model
+from aitune_fp.testing import FakeClock
 from tests.validation_helpers import tune_args
 
 LOOKS = ProfilingConfig(looks=(10, 20))
 
 
-class FakeCudaTimer:
-    """A CUDA-like timer on CPU: host and device clocks that fake calls move separately."""
-
-    def __init__(self) -> None:
-        self.host_ns = 0
-        self.device_ns = 0
-        self.syncs = 0
-
-    def now_ns(self) -> int:
-        return self.host_ns
-
-    def sync(self) -> None:
-        self.syncs += 1
-
-    def device_span(self) -> FakeEventSpan:
-        return FakeEventSpan(self)
-
-
-class FakeEventSpan:
-    """Two "CUDA events": the device clock at start and stop."""
-
-    def __init__(self, timer: FakeCudaTimer) -> None:
-        self.timer = timer
-        self.t0 = self.t1 = 0
-
-    def start(self) -> None:
-        self.t0 = self.timer.device_ns
-
-    def stop(self) -> None:
-        self.t1 = self.timer.device_ns
-
-    def elapsed_s(self) -> float:
-        return (self.t1 - self.t0) / 1e9
-
-
-def gpu_model(timer: FakeCudaTimer, host_s: float, device_s: float) -> Any:
-    """A call that takes ``host_s`` of wall time of which the device is busy ``device_s``."""
-
-    def call(*args: Any, **kwargs: Any) -> None:
-        timer.host_ns += round(host_s * 1e9)
-        timer.device_ns += round(device_s * 1e9)
-
-    return call
-
-
 def _measure(
-    timer: FakeCudaTimer, eager: tuple[float, float], cand: tuple[float, float], **config: Any
+    timer: FakeClock, eager: tuple[float, float], cand: tuple[float, float], **config: Any
 ) -> Any:
     return measure_speedup(
-        gpu_model(timer, *eager),
-        gpu_model(timer, *cand),
+        timer.arm(eager[0], device_seconds=eager[1]),
+        timer.arm(cand[0], device_seconds=cand[1]),
         ((), {}),
         4,
         ProfilingConfig(looks=(10, 20), **config),
@@ -92,7 +47,7 @@ EAGER, GRAPHED = (0.002, 0.0005), (0.001, 0.0006)
 class TestHostDecides:
     def test_default_is_the_host_clock_and_both_are_recorded(self) -> None:
         """Host decides (2x: faster); the device's 0.83x is recorded; the reason says which."""
-        r = _measure(FakeCudaTimer(), EAGER, GRAPHED)
+        r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED)
         assert r.clock == "host"
         assert r.verdict == "faster"
         assert r.estimate == pytest.approx(2.0)
@@ -107,17 +62,19 @@ class TestHostDecides:
 
     def test_host_bound_flag_names_the_arm(self) -> None:
         """Host time over 1.5x device time: host_bound once, the reason names each such arm."""
-        r = _measure(FakeCudaTimer(), EAGER, GRAPHED)  # eager 4x, candidate 1.67x
+        r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED)  # eager 4x, candidate 1.67x
         assert r.flags.count("host_bound") == 1
         assert "eager's host time is 4.0x its device time" in r.reason
         assert "the candidate's host time is 1.7x its device time" in r.reason
-        only_eager = _measure(FakeCudaTimer(), EAGER, (0.0007, 0.0006))  # candidate 1.17x
+        only_eager = _measure(
+            FakeClock(device_scale=1.0), EAGER, (0.0007, 0.0006)
+        )  # candidate 1.17x
         assert "host_bound" in only_eager.flags
         assert "the candidate's" not in only_eager.reason
 
     def test_not_host_bound_when_the_clocks_agree(self) -> None:
         """Host within 1.5x of device for both arms: no flag, and the note only names clocks."""
-        r = _measure(FakeCudaTimer(), (0.0011, 0.001), (0.00055, 0.0005))
+        r = _measure(FakeClock(device_scale=1.0), (0.0011, 0.001), (0.00055, 0.0005))
         assert "host_bound" not in r.flags
         assert r.reason.endswith("(host clock decided; device clock estimate 2.000x)")
 
@@ -125,7 +82,7 @@ class TestHostDecides:
 class TestDeviceDecides:
     def test_device_clock_flips_the_verdict(self) -> None:
         """clock='device': the same run is decided on CUDA-event time: 0.83x, not faster."""
-        r = _measure(FakeCudaTimer(), EAGER, GRAPHED, clock="device")
+        r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED, clock="device")
         assert r.clock == "device"
         assert r.verdict == "not_faster"
         assert r.estimate == pytest.approx(0.5 / 0.6)
@@ -140,8 +97,8 @@ class TestDeviceDecides:
         clock = FakeClock()
         with pytest.raises(InvalidValueError, match=r"clock='device'.*FakeClock"):
             measure_speedup(
-                fake_model(clock, 0.002),
-                fake_model(clock, 0.001),
+                clock.arm(0.002),
+                clock.arm(0.001),
                 ((), {}),
                 4,
                 ProfilingConfig(looks=(10, 20), clock="device"),
@@ -154,7 +111,7 @@ class TestCpuUnchanged:
         """On CPU: host clock, no device fields, no clock note in the reason."""
         clock = FakeClock()
         r = measure_speedup(
-            fake_model(clock, 0.002), fake_model(clock, 0.001), ((), {}), 4, LOOKS, timer=clock
+            clock.arm(0.002), clock.arm(0.001), ((), {}), 4, LOOKS, timer=clock
         ).result
         assert r.clock == "host"
         assert r.device_estimate is None and r.host_estimate is None
@@ -167,7 +124,7 @@ class TestCpuUnchanged:
     def test_helpers(self) -> None:
         """has_device_clock and the stated 1.5x factor."""
         assert not has_device_clock(CpuTimer())
-        assert has_device_clock(FakeCudaTimer())
+        assert has_device_clock(FakeClock(device_scale=1.0))
         assert is_host_bound(1.51, 1.0) and not is_host_bound(1.5, 1.0)
         assert not is_host_bound(1.0, 0.0)
 
@@ -176,7 +133,7 @@ class TestEvents:
     def test_device_fields_round_trip_and_validate(self) -> None:
         """candidate_measured carries both clocks' figures; the schema accepts them; ingest
         rebuilds the same result."""
-        r = _measure(FakeCudaTimer(), EAGER, GRAPHED)
+        r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED)
         record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=0.1))
         jsonschema.validate(record, event_schema())
         assert record["device_estimate"] == pytest.approx(0.5 / 0.6)

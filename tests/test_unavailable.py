@@ -18,23 +18,26 @@ import torch
 from structlog.testing import LogCapture
 
 from aitune_fp import (
-    AotInductorBackend,
-    BackendUnavailableError,
-    ChannelsLastBackend,
-    CudaGraphBackend,
     FirstWinsStrategy,
     Int8DynamicBackend,
     MaxThroughputStrategy,
-    OnnxRuntimeBackend,
     TorchCompileBackend,
     TorchEagerBackend,
-    UnavailableBackend,
-    make_candidate,
     try_candidate,
     with_performance_validation,
 )
-from aitune_fp.backends import BACKENDS, BackendChoiceError
+from aitune_fp.backends import (
+    BACKENDS,
+    AotInductorBackend,
+    BackendChoiceError,
+    ChannelsLastBackend,
+    CudaGraphBackend,
+    OnnxRuntimeBackend,
+    UnavailableBackend,
+    make_candidate,
+)
 from aitune_fp.cli import main
+from aitune_fp.errors import BackendUnavailableError
 from aitune_fp.ingest import event_schema
 
 from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case

@@ -11,7 +11,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-import structlog
 import torch
 from structlog.testing import LogCapture
 
@@ -22,11 +21,12 @@ from aitune_fp import (
     OneBackendStrategy,
     PerformanceValidationResult,
     Sample,
-    is_validating,
     try_candidate,
     with_performance_validation,
 )
 from aitune_fp.session import TuneSession, TuneTarget
+from aitune_fp.testing import capture_events
+from aitune_fp.validation import is_validating
 from tests.validation_helpers import (
     CLOCK,
     FAST_CONFIG,
@@ -44,10 +44,9 @@ PREFIX = "aitune_fp.validation."
 
 
 @pytest.fixture(name="logs")
-def _logs() -> Any:
-    """Capture every event at debug level; each is validated against the shipped schema."""
-    cap = LogCapture()
-    structlog.configure(processors=[cap])
+def _logs(logs: LogCapture) -> Any:
+    """conftest's capture of every event; each is then validated against the shipped schema."""
+    cap = logs
     yield cap
     validator = jsonschema.Draft202012Validator(event_schema())
     for entry in cap.entries:
@@ -354,12 +353,9 @@ class TestDisabled:
 
 class TestSummaryLevels:
     def _run(self, level: int, tmp_path: Path) -> list[dict[str, Any]]:
-        cap = LogCapture()
-        structlog.configure(
-            processors=[cap], wrapper_class=structlog.make_filtering_bound_logger(level)
-        )
-        tune(validated(OneBackendStrategy(Pruned())), tmp_path)
-        return [e for e in cap.entries if e["event"] == PREFIX + "selected"]
+        with capture_events(level) as entries:
+            tune(validated(OneBackendStrategy(Pruned())), tmp_path)
+        return [e for e in entries if e["event"] == PREFIX + "selected"]
 
     def test_info_gives_short_line(self, tmp_path: Path) -> None:
         """At info the summary is the short ⚡ line without the module name."""

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import torch
-from structlog.testing import capture_logs
 
 from aitune_fp import FirstWinsStrategy, OneBackendStrategy, ProfilingConfig, validation_of
 from aitune_fp.errors import InvalidValueError
+from aitune_fp.testing import capture_events
 from aitune_fp.watchdog import CandidateHungError, Watchdog
 from tests.validation_helpers import CLOCK, Pruned, _ModuleBackend, gated, make_case
 
@@ -116,7 +116,7 @@ def test_a_candidate_stuck_in_native_code_still_gets_the_tune_finished(tmp_path:
     strategy = gated(OneBackendStrategy(backend), profiling_config=CONFIG)
     module, spec, data = make_case()
     CLOCK.reset()
-    with capture_logs() as logs:
+    with capture_events() as logs:
         start = time.monotonic()
         chosen = strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     assert chosen is validation_of(strategy).baseline_backend  # eager, when the thread returns

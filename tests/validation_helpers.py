@@ -1,6 +1,7 @@
 """Small real modules and backends for the validation tests: slower, faster, broken, wrong.
 
-Their cost is real (a small matmul chain) and also spent on :data:`CLOCK`, a fake clock: tests
+Their cost is real (a small matmul chain) and also spent on :data:`CLOCK`, a
+:class:`~aitune_fp.testing.FakeClock` (each thread its own time, ±2 % jitter): tests
 that pass ``timer=CLOCK`` get deterministic timings (Pruned ~11x eager, Slower ~0.5x), tests
 marked ``slow`` time the real work.
 """
@@ -8,8 +9,6 @@ marked ``slow`` time the real work.
 from __future__ import annotations
 
 import json
-import random
-import threading
 from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any, ClassVar
@@ -18,6 +17,7 @@ import torch
 
 from aitune_fp import GraphSpec, ProfilingConfig, Sample
 from aitune_fp.backends import BackendBase
+from aitune_fp.testing import FakeClock
 
 #: A budget small enough for tests, real timings all the same.
 FAST_CONFIG = ProfilingConfig(
@@ -25,51 +25,8 @@ FAST_CONFIG = ProfilingConfig(
 )
 
 
-class FakeClock:
-    """A :class:`~aitune_fp.profiling.Timer` whose time moves only when work spends it.
-
-    Each thread has its own time and its own seeded jitter (±2 %), so two threads tuning at
-    once never see each other's calls, and a test's timings do not depend on the test order.
-    Copies are the same clock (a backend blueprint is deep-copied before its build).
-    """
-
-    def __init__(self, jitter: float = 0.02) -> None:
-        self.jitter = jitter
-        self._local = threading.local()
-
-    def _state(self) -> Any:
-        state = self._local
-        if not hasattr(state, "ns"):
-            state.ns, state.rng = 0, random.Random(0)
-        return state
-
-    def reset(self) -> None:
-        """Time 0 and a fresh jitter sequence for the calling thread."""
-        self._local.ns, self._local.rng = 0, random.Random(0)
-
-    def spend(self, ns: float) -> None:
-        """Let ``ns`` nanoseconds (± jitter) pass for the calling thread."""
-        state = self._state()
-        state.ns += int(ns * (1.0 + state.rng.uniform(-self.jitter, self.jitter)))
-
-    def now_ns(self) -> int:
-        return int(self._state().ns)
-
-    def sync(self) -> None:
-        return None
-
-    def device_span(self) -> None:
-        return None
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> FakeClock:
-        return self
-
-    def __reduce__(self) -> str:
-        return "CLOCK"  # pickled by name: the module's one clock
-
-
 #: The fake clock the helpers' modules and backends spend on.
-CLOCK = FakeClock()
+CLOCK = FakeClock(jitter=0.02)
 #: Fake cost of the useful work and of the wasted work, per call.
 USEFUL_NS = 20_000
 WASTE_NS = 200_000
@@ -90,11 +47,11 @@ class Wasteful(torch.nn.Module):
         self.waste = waste
 
     def useful_forward(self, x: torch.Tensor) -> torch.Tensor:
-        CLOCK.spend(USEFUL_NS)
+        CLOCK.advance(USEFUL_NS / 1e9)
         return self.useful(x)
 
     def wasted(self) -> None:
-        CLOCK.spend(WASTE_NS)
+        CLOCK.advance(WASTE_NS / 1e9)
         y = self.w
         for _ in range(self.waste):
             y = torch.tanh(y @ self.w)

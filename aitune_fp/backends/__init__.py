@@ -12,18 +12,13 @@ from aitune_fp._lazy import lazy_names
 
 if TYPE_CHECKING:
     from aitune_fp.backends.aot_inductor import AotInductorBackend
-    from aitune_fp.backends.base import (
-        BUILD_LOG_NAME,
-        Backend,
-        BackendBase,
-        BackendState,
-        UnavailableBackend,
-    )
+    from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase, UnavailableBackend
     from aitune_fp.backends.channels_last import ChannelsLastBackend
     from aitune_fp.backends.compile import TorchCompileBackend
     from aitune_fp.backends.cuda_graph import CudaGraphBackend
     from aitune_fp.backends.eager import TorchEagerBackend
     from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
+    from aitune_fp.backends.protocol import Backend, BackendState
     from aitune_fp.backends.quantized import Int8DynamicBackend
     from aitune_fp.backends.registry import (
         BACKENDS,
@@ -39,9 +34,9 @@ if TYPE_CHECKING:
 #: Public names: name -> submodule that defines it.
 _LAZY: dict[str, str] = {
     "BUILD_LOG_NAME": "aitune_fp.backends.base",
-    "Backend": "aitune_fp.backends.base",
+    "Backend": "aitune_fp.backends.protocol",
     "BackendBase": "aitune_fp.backends.base",
-    "BackendState": "aitune_fp.backends.base",
+    "BackendState": "aitune_fp.backends.protocol",
     "UnavailableBackend": "aitune_fp.backends.base",
     "TorchCompileBackend": "aitune_fp.backends.compile",
     "CudaGraphBackend": "aitune_fp.backends.cuda_graph",

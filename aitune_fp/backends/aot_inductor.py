@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase, inductor_unavailable_reason, positional_sample
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.support import inductor_unavailable_reason, positional_sample
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:

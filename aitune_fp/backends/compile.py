@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from aitune_fp._tree import to_device
-from aitune_fp.backends.base import (
-    BackendBase,
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.support import (
     autocast_context,
     check_autocast_dtype,
     inductor_unavailable_reason,

@@ -15,7 +15,8 @@ from aitune_fp._tree import (
     shape_signature,
     to_device,
 )
-from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.support import autocast_context, check_autocast_dtype
 from aitune_fp.core._checks import check_int
 from aitune_fp.errors import BackendFailedError, InvalidValueError
 from aitune_fp.inputs import as_sample

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase, autocast_context, check_autocast_dtype
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.support import autocast_context, check_autocast_dtype
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample

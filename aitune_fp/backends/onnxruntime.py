@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase, positional_sample
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.support import positional_sample
 from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import attrs
 from aitune_fp.errors import InvalidValueError
 
 if TYPE_CHECKING:
-    from aitune_fp.backends.base import Backend
+    from aitune_fp.backends.protocol import Backend
 
 __all__ = [
     "BACKENDS",

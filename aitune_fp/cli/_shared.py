@@ -17,21 +17,6 @@ from rich.console import Console
 
 from aitune_fp.errors import AitunefpError
 
-__all__ = [
-    "EXIT_BROKEN_PIPE",
-    "EXIT_FAILURE",
-    "EXIT_INCONCLUSIVE",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "PROG",
-    "UsageError",
-    "escape_control",
-    "finite_arg",
-    "json_text",
-    "make_console",
-    "stdout_to_stderr",
-]
-
 PROG = "aitune-fp"
 EXIT_OK = 0
 #: ``check``: not met / not faster; any command: an unexpected failure (traceback saved).

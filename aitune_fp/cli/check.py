@@ -199,7 +199,7 @@ def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> in
 
 
 def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
-    from aitune_fp.core.stats import decide_speedup
+    from aitune_fp.core.sequential import decide_speedup
 
     if args.baseline_times is None or args.candidate_times is None:
         raise UsageError("--baseline-times and --candidate-times go together")

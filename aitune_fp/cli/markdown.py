@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.choice import choice_lines
 from aitune_fp.cli.rendering import (
     _head,
     _short,
@@ -80,6 +81,8 @@ def markdown_run(
             for f in run.candidate_failures
         ]
         parts += ["", md_table(("Failed", "Stage", "Error", "Reason", "Log"), failed)]
+    if choice := choice_lines(run):
+        parts += [""] + [f"{md_cell(line.strip())}  " for line in choice]
     if not_tried:
         parts += [""] + [f"- {md_cell(n)} not tried: {md_cell(w)}" for n, w in not_tried]
     parts += ["", f"**{md_cell(final_line(run, error=error, baseline_at=baseline_at).plain)}**"]

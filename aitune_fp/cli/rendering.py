@@ -17,6 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.choice import choice_lines
+from aitune_fp.core.accuracy import fmt_noise_floor
 from aitune_fp.core.messages import (
     decided_by_futility,
     decided_interval,
@@ -102,7 +104,7 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
         lines.append(
             f"Eager baseline: {escape_control(run.baseline_backend or 'eager')}, batch size "
             f"{_int(run.batch_size)}; up-front check{when}: {fmt_rate(run.baseline_throughput)} "
-            "samples/s"
+            f"samples/s{fmt_noise_floor(run.noise_floor_rel_l2)}"
         )
     if run.baseline_error:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
@@ -354,10 +356,7 @@ def render_run(
     baseline_at: str | None = None,
     not_tried: Sequence[tuple[str, str]] = (),
 ) -> list[RenderableType]:
-    """Everything shown for one run, in order.
-
-    Header lines, tables, what was not tried (see :func:`not_tried`), the final line.
-    """
+    """Everything shown for one run, in order: header lines, tables, not tried, the final line."""
     parts: list[RenderableType] = [Text(line) for line in _head(run, baseline_at)]
     if run.results:
         parts += [Text(""), _results_table(run.results)]
@@ -372,6 +371,8 @@ def render_run(
                 Text(f"[{i}] {path}", no_wrap=True, overflow="ignore")
                 for i, path in enumerate(logs, start=1)
             ]
+    if choice := choice_lines(run):
+        parts += [Text("")] + [Text(line) for line in choice]
     if not_tried:
         parts.append(Text(""))
         parts += [Text(f"{name} not tried: {why}") for name, why in not_tried]

@@ -29,35 +29,10 @@ from aitune_fp.cli.documents import not_tried, run_dict
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.core.config import CLOCKS, DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
+from aitune_fp.cli.tune_args import accuracy_options, add_arguments, profiling_config
 from aitune_fp.profiling import set_threads
 
 __all__ = ["add_parser", "profiling_config", "run"]
-
-_FLAG_NAMES = {
-    "looks": "--looks",
-    "max_seconds": "--max-seconds",
-    "confidence": "--confidence",
-    "futility_margin_percent": "--futility-margin",
-    "futility_error": "--futility-error",
-    "clock": "--clock",
-    "point_warmup_calls": "--warmup-calls",
-    "point_steps": "--steps",
-}
-#: ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
-_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    field: (_FLAG_NAMES[field], modes) for field, modes in MODE_FIELDS.items()
-}
-
-
-def _parse_looks(text: str) -> tuple[int, ...]:
-    try:
-        looks = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise UsageError(
-            f"--looks must be comma-separated integers like 10,20,40, got {text!r}"
-        ) from None
-    return looks
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -68,60 +43,6 @@ def _parse_shape(text: str) -> tuple[int, ...]:
     if not shape or any(d < 1 for d in shape):
         raise UsageError(f"--input-shape must be positive integers, got {text!r}")
     return shape
-
-
-def profiling_config(args: argparse.Namespace) -> Any:
-    """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
-    from aitune_fp.core.config import ProfilingConfig
-
-    kwargs: dict[str, Any] = {}
-    if args.looks is not None:
-        kwargs["looks"] = _parse_looks(args.looks)
-        if args.max_pairs is not None and kwargs["looks"][-1] != args.max_pairs:
-            raise UsageError("--max-pairs must equal the last of --looks (or give only one)")
-    elif args.max_pairs is not None:
-        if args.max_pairs < 2:
-            raise UsageError(f"--max-pairs must be >= 2, got {args.max_pairs}")
-        planned = [n for n in ProfilingConfig().looks if n < args.max_pairs]
-        kwargs["looks"] = (*planned, args.max_pairs)
-    for field, value in (
-        ("max_seconds", args.max_seconds),
-        ("confidence", args.confidence),
-        ("futility_margin_percent", args.futility_margin),
-        ("futility_error", args.futility_error),
-        ("clock", args.clock),
-        ("point_warmup_calls", args.warmup_calls),
-        ("point_steps", args.steps),
-    ):
-        if value is not None:
-            kwargs[field] = value
-    for field in kwargs:
-        flag, modes = _FLAGS[field]
-        if field == "looks" and args.looks is None:
-            flag = "--max-pairs"
-        if args.decision not in modes:
-            raise UsageError(
-                f"{flag} applies to --decision {modes[0]} only, not to --decision {args.decision}"
-            )
-        try:
-            ProfilingConfig(**{field: kwargs[field]})
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{flag}: {_plain(str(exc), field, flag)}") from exc
-    if args.threads is not None:  # both decision modes read it
-        if args.threads < 1:
-            raise UsageError(f"--threads must be an integer >= 1, got {args.threads}")
-        kwargs["threads"] = args.threads
-    try:
-        return ProfilingConfig(decision=args.decision, **kwargs)
-    except (TypeError, ValueError) as exc:
-        message = str(exc)
-        for field, (flag, _) in _FLAGS.items():
-            message = _plain(message, field, flag)
-        raise UsageError(message) from exc
-
-
-def _plain(message: str, field: str, flag: str) -> str:
-    return re.sub(rf"\b{field}\b", flag, message)
 
 
 def _backend_names(text: str | None, device: str, *, auto: bool) -> list[str]:
@@ -138,6 +59,27 @@ def _backend_names(text: str | None, device: str, *, auto: bool) -> list[str]:
             if not (auto and n in registry.BACKENDS):
                 raise UsageError(f"--backends: {exc}") from exc
     return names
+
+
+def _budget(args: argparse.Namespace) -> dict[str, float]:
+    """``--budget-ms`` / ``--quantile`` for ``latency-budget`` (refused with any other strategy)."""
+    given = {
+        k: v
+        for k, v in (("budget_ms", args.budget_ms), ("quantile", args.quantile))
+        if v is not None
+    }
+    if args.strategy != "latency-budget":
+        if given:
+            flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
+            raise UsageError(f"{flags} applies to --strategy latency-budget only")
+        return {}
+    if args.budget_ms is None:
+        raise UsageError("--strategy latency-budget needs --budget-ms (a latency in ms)")
+    if not args.budget_ms > 0:
+        raise UsageError(f"--budget-ms must be a latency > 0 ms, got {args.budget_ms}")
+    if args.quantile is not None and not 0 < args.quantile < 1:
+        raise UsageError(f"--quantile must be between 0 and 1 (0.9 = p90), got {args.quantile}")
+    return given
 
 
 def _resolve_device(text: str) -> str:
@@ -227,6 +169,7 @@ def _cache_dir(text: str | None) -> Path:
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
+    accuracy = accuracy_options(args)
     threshold = check_threshold_arg(args.threshold)
     if config.threads is not None:  # before torch loads: the sweep's code path too
         set_threads(config.threads)
@@ -240,7 +183,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
     try:
-        return _tune(args, config, threshold, json_log, out, err)
+        return _tune(args, config, threshold, accuracy, json_log, out, err)
     finally:
         if json_log is not None:
             json_log.close()
@@ -250,12 +193,14 @@ def _tune(
     args: argparse.Namespace,
     config: Any,
     threshold: float,
+    accuracy: dict[str, Any],
     json_log: IO[str] | None,
     out: IO[str],
     err: IO[str],
 ) -> int:
     import torch
 
+    from aitune_fp.correctness import Closeness
     from aitune_fp.session import describe
     from aitune_fp.strategies import NoValidBackendError, make_strategy
     from aitune_fp.validation import validation_of, with_performance_validation
@@ -276,9 +221,12 @@ def _tune(
         err.write(f"note: {args.model} came in training mode; it is validated in eval mode\n")
     # a backend this machine cannot run (no CUDA, a missing extra) is recorded as unavailable
     backends = [registry.make_candidate(n, device) for n in names]
-    inner = make_strategy(args.strategy, backends)
+    inner = make_strategy(args.strategy, backends, **_budget(args))
     strategy = with_performance_validation(
-        inner, min_speedup_threshold_percent=threshold, profiling_config=config
+        inner,
+        min_speedup_threshold_percent=threshold,
+        profiling_config=config,
+        closeness=Closeness(**accuracy),
     )
     console = make_console(err)
     progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])
@@ -330,70 +278,4 @@ def _tune(
 
 def add_parser(sub: Any) -> None:
     """Add the ``tune`` subcommand to ``sub``."""
-    tune = sub.add_parser(
-        "tune",
-        help="validate candidate backends against eager on a model (the main job)",
-        description="Build the eager baseline and every candidate, gate each by measurement, "
-        "print the verdicts. With no arguments: the default candidates on the embedded mlp.",
-    )
-    tune.add_argument(
-        "--model",
-        default="mlp",
-        help="mlp (default), convnet, transformer, or path/to/file.py:factory",
-    )
-    tune.add_argument(
-        "--input-shape", help="input shape for a user factory that returns only a module (8,256)"
-    )
-    tune.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    tune.add_argument(
-        "--backends",
-        help=f"comma list of {', '.join(registry.backend_names())} "
-        f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
-        f"CUDA: {','.join(registry.default_backends('cuda'))})",
-    )
-    tune.add_argument("--strategy", choices=STRATEGY_NAMES, default="max-throughput")
-    tune.add_argument(
-        "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
-    )
-    tune.add_argument("--decision", choices=DECISION_MODES, default=DECISION_MODES[0])
-    stat = "statistical decision: "
-    tune.add_argument("--max-seconds", type=float, help=stat + "budget per candidate (60 s)")
-    tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (320)")
-    tune.add_argument("--looks", help=stat + "planned looks in pairs (10,20,40,80,160,320)")
-    tune.add_argument(
-        "--confidence", type=float, help=stat + "overall guarantee against a false accept (0.95)"
-    )
-    tune.add_argument(
-        "--futility-margin",
-        type=float,
-        help=stat + "stop with not_faster once the upper bound is below required + this many "
-        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
-    )
-    tune.add_argument(
-        "--futility-error",
-        type=float,
-        help=stat + "chance of calling a candidate faster than required + margin not_faster (0.20)",
-    )
-    tune.add_argument(
-        "--clock",
-        choices=CLOCKS,
-        help=stat + "which clock decides: host (default; wall time around a synchronised "
-        "call) or device (CUDA-event time; CUDA only)",
-    )
-    tune.add_argument(
-        "--threads",
-        type=int,
-        help="CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
-        "intra-op threads; default: leave them as they are). See docs/threads.md",
-    )
-    tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
-    tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
-    tune.add_argument(
-        "--cache-dir",
-        help="where builds and failure logs go (default: a new aitune_fp-* temp dir, kept so "
-        "that the logs it names stay readable; its path is printed)",
-    )
-    tune.add_argument("--json-log", help="append every event as JSON lines to this file")
-    tune.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    tune.set_defaults(func=run)
+    add_arguments(sub).set_defaults(func=run)

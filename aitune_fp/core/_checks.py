@@ -21,26 +21,6 @@ import attrs
 
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "Validator",
-    "as_tuple",
-    "check_choice",
-    "check_finite",
-    "check_int",
-    "check_nonnegative",
-    "check_open_interval",
-    "check_positive",
-    "check_threshold",
-    "check_type",
-    "finite",
-    "integer",
-    "not_nan",
-    "of_type",
-    "one_of",
-    "open_interval",
-    "tuple_of",
-]
-
 #: An attrs field validator: called with the instance, the field and the value; raises if bad.
 Validator: TypeAlias = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 

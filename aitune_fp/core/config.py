@@ -20,10 +20,12 @@ from aitune_fp.core._checks import (
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
+    "CACHES",
     "CLOCKS",
     "DECISION_MODES",
     "MODE_FIELDS",
     "STRATEGY_NAMES",
+    "Cache",
     "Clock",
     "DecisionMode",
     "ProfilingConfig",
@@ -33,10 +35,19 @@ __all__ = [
 Clock = Literal["host", "device"]
 #: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
 CLOCKS: tuple[Clock, ...] = ("host", "device")
+Cache = Literal["hot", "cold"]
+#: The L2 state each timed call starts from (``ProfilingConfig.cache``).
+CACHES: tuple[Cache, ...] = ("hot", "cold")
 DecisionMode = Literal["statistical", "point"]
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
 #: The built-in strategies by name (``--strategy``, sweep files): see ``strategies.make_strategy``.
-STRATEGY_NAMES: tuple[str, ...] = ("one", "first-wins", "max-throughput")
+STRATEGY_NAMES: tuple[str, ...] = (
+    "one",
+    "first-wins",
+    "max-throughput",
+    "min-latency",
+    "latency-budget",
+)
 #: Budget fields that only one decision mode reads: field -> the modes that read it. Setting one
 #: for another mode would do nothing, so the CLI and sweep files refuse it.
 MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
@@ -46,9 +57,18 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
     "futility_margin_percent": ("statistical",),
     "futility_error": ("statistical",),
     "clock": ("statistical",),
+    "selection_delta_percent": ("statistical",),
+    "selection_max_seconds": ("statistical",),
+    "cache": ("statistical",),
     "point_warmup_calls": ("point",),
     "point_steps": ("point",),
 }
+
+
+def _below_100(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    """Validator: a share in percent below 100."""
+    if value >= 100:
+        raise InvalidValueError(f"{attribute.name} must be below 100 (percent), got {value!r}")
 
 
 def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
@@ -133,6 +153,22 @@ class ProfilingConfig:
     #: time of the same call (what the GPU spent; needs a CUDA device). Both are recorded on
     #: CUDA whichever decides; the result's reason says which did.
     clock: Clock = attrs.field(default="host", validator=one_of(CLOCKS))
+    #: ``hot`` (default): calls follow each other, so what fits in L2 stays there (a steady
+    #: stream of requests). ``cold``: before each timed call of the interleaved comparison,
+    #: untimed, a buffer twice the device's L2 is written, so every call starts from a clean
+    #: L2 (a model called between other work). CUDA and the statistical mode only; refused
+    #: on CPU when the comparison starts (docs/gpu.md).
+    cache: Cache = attrs.field(default="hot", validator=one_of(CACHES))
+    #: Head-to-head selection among candidates that passed the gate (statistical mode, strategies
+    #: that choose): candidates within this many percent of each other count as equally fast.
+    selection_delta_percent: float = attrs.field(
+        default=2.0, validator=[finite(minimum=0, strict=True), _below_100]
+    )
+    #: The head-to-head's time budget; when it runs out the choice is made and says how close
+    #: the remaining candidates are.
+    selection_max_seconds: float = attrs.field(
+        default=60.0, validator=finite(minimum=0, strict=True)
+    )
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""
@@ -140,6 +176,11 @@ class ProfilingConfig:
             raise InvalidValueError(
                 f"warmup_window ({self.warmup_window}) must be < warmup_max_calls "
                 f"({self.warmup_max_calls}): the first call of each arm is never timed"
+            )
+        if self.cache == "cold" and self.decision == "point":
+            raise InvalidValueError(
+                "cache='cold' is for decision='statistical': the point rule times each arm "
+                "back to back, as AITune does"
             )
         if (1.0 - self.confidence) / len(self.looks) >= 0.5:
             raise InvalidValueError(

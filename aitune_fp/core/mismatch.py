@@ -1,7 +1,10 @@
 """How far a candidate's outputs are from eager's, measured against its accuracy budget.
 
 A :class:`Mismatch` is what a correctness check that *passed* found: the worst absolute and
-relative error and the largest share of the budget any element used. Pure: no torch, no I/O.
+relative error and the largest share of the budget any element used; where the norm criteria
+decide (reduced precision by default: ``core/accuracy.py``), each criterion's worst value against
+its budget. A rejection carries one too (``CorrectnessError.mismatch``), to say by how much it
+missed. Pure: no torch, no I/O.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from typing import Any
 
 import attrs
 
-from aitune_fp.core._checks import finite, integer, of_type
+from aitune_fp.core._checks import as_tuple, finite, integer, of_type, tuple_of
+from aitune_fp.core.accuracy import Criterion, worst_per_criterion
 from aitune_fp.errors import InvalidTypeError
 
 __all__ = ["Mismatch"]
@@ -27,7 +31,10 @@ class Mismatch:
     compared element (0 where both sides agree exactly): at most 1 within the budget, and
     ``1 - budget_used`` is the margin left. ``atol``/``rtol`` are the tolerances of the element
     that used the most (None when no floating value was compared), ``path`` its output leaf.
-    ``max_rel_error`` is over elements whose expected value is not 0.
+    ``max_rel_error`` is over elements whose expected value is not 0. ``criteria``: the worst
+    value of each criterion that decided against its budget (relative L2, outlier share, top-1
+    agreement where the norm criteria decide; a user metric); ``budget_used`` is then the largest
+    share of a budget any of them used (see :attr:`Criterion.used`).
     """
 
     max_abs_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
@@ -37,6 +44,9 @@ class Mismatch:
     rtol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
     path: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
     n_elements: int = attrs.field(default=0, validator=integer(minimum=0))
+    criteria: tuple[Criterion, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=tuple_of(of_type(Criterion))
+    )
 
     @property
     def within_budget(self) -> bool:
@@ -56,6 +66,7 @@ class Mismatch:
             rtol=worst.rtol,
             path=worst.path,
             n_elements=self.n_elements + other.n_elements,
+            criteria=worst_per_criterion((*self.criteria, *other.criteria)),
         )
 
     @classmethod
@@ -65,6 +76,15 @@ class Mismatch:
         for part in parts:
             total = total.merge(part)
         return total
+
+    @property
+    def failed_criteria(self) -> tuple[Criterion, ...]:
+        """The criteria over their budget (empty for a pass)."""
+        return tuple(c for c in self.criteria if not c.passed)
+
+    def describe_criteria(self) -> str:
+        """Each criterion against its budget, ``; ``-separated (empty when none decided)."""
+        return "; ".join(c.describe() for c in self.criteria)
 
     def result_fields(self) -> dict[str, Any]:
         """The figures a measured candidate's result records (``PerformanceValidationResult``)."""
@@ -77,8 +97,11 @@ class Mismatch:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return attrs.asdict(self)
+        """JSON-ready dict of every field (each criterion with ``passed`` and ``used``)."""
+        return {
+            **attrs.asdict(self, filter=lambda a, _: a.name != "criteria"),
+            "criteria": [c.to_dict() for c in self.criteria],
+        }
 
 
 def _rank(m: Mismatch) -> tuple[float, bool, float, bool, float, bool, str]:

@@ -15,9 +15,11 @@ from typing import Any, Literal
 import attrs
 
 from aitune_fp.core._checks import of_type, one_of
+from aitune_fp.core.choice import LatencyCheck, selection_to_dict
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
-from aitune_fp.core.stats import SpeedupDecision
+from aitune_fp.core.selection import SelectionState
+from aitune_fp.core.verdict import SpeedupDecision
 
 __all__ = [
     "OUTCOMES",
@@ -91,6 +93,8 @@ class TuneReport:
     ``results``: one per measured candidate, in order; ``failures``: candidates (and the
     strategy) that failed; ``rejected``: descriptions of measured candidates that did not pass.
     ``selected_backend`` is the description of what the tune returned (None on error).
+    ``selection``: the head-to-head among passing candidates, when one ran; ``latency_checks``:
+    candidates held against a latency budget.
     """
 
     run_id: str = attrs.field(validator=of_type(str))
@@ -104,6 +108,9 @@ class TuneReport:
     baseline_backend: str | None = None
     baseline_throughput: float | None = None
     baseline_error: str | None = None
+    #: Eager's own noise floor (the largest rel-L2 of float32 eager against float64 over the
+    #: output leaves) when the tune measured it (``Closeness(calibrate=True)``) or was given one.
+    noise_floor_rel_l2: float | None = None
     disabled: bool = False
     results: tuple[PerformanceValidationResult, ...] = attrs.field(default=(), converter=_tuple)
     rejected: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
@@ -114,12 +121,16 @@ class TuneReport:
     outcome: str | None = None
     duration_s: float | None = None
     n_events: int = 0
+    selection: SelectionState | None = None
+    latency_checks: tuple[LatencyCheck, ...] = attrs.field(default=(), converter=_tuple)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; results and failures as lists of dicts."""
         data = attrs.asdict(self, recurse=False)
         data["results"] = [r.to_dict() for r in self.results]
         data["failures"] = [f.to_dict() for f in self.failures]
+        data["selection"] = None if self.selection is None else selection_to_dict(self.selection)
+        data["latency_checks"] = [c.to_dict() for c in self.latency_checks]
         data["rejected"] = list(self.rejected)
         return data
 

@@ -16,6 +16,7 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
+from aitune_fp.core.telemetry import DEVICE_ISOLATIONS
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -165,6 +166,26 @@ class PerformanceValidationResult:
         default=None, kw_only=True, validator=_optional(finite(minimum=0))
     )
     candidate_device_latency_s: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    #: GPU telemetry (NVML, statistical mode; :mod:`aitune_fp.core.telemetry`): whether another
+    #: process computed on the device (``exclusive``, ``shared``, ``unknown``: CPU, no NVML),
+    #: the SM clock's range, the highest temperature and power read around the looks decided
+    #: on (``throttled``, ``clock_changed``, ``device_shared`` in ``flags``). None in point
+    #: mode and older logs; the figures None without NVML.
+    device_isolation: str | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(one_of(DEVICE_ISOLATIONS))
+    )
+    sm_clock_mhz_min: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=0))
+    )
+    sm_clock_mhz_max: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=0))
+    )
+    temperature_c_max: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=0))
+    )
+    power_w_max: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(finite(minimum=0))
     )
 

@@ -8,17 +8,11 @@ into the models × backends summary, :mod:`~aitune_fp.sweep.ray_executor` runs t
 
 from __future__ import annotations
 
-from aitune_fp.sweep.run import (
-    LocalExecutor,
-    ModelStatus,
-    SweepResult,
-    SweepTask,
-    TaskOutcome,
-    run_sweep,
-    run_task,
-)
+from aitune_fp.sweep.local_executor import LocalExecutor
+from aitune_fp.sweep.run import ModelStatus, SweepResult, run_sweep
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec, load_sweep, parse_sweep
 from aitune_fp.sweep.summary import SummaryCell, SweepSummary, summarize_sweep
+from aitune_fp.sweep.task import SweepTask, TaskOutcome, run_task
 
 __all__ = [
     "BackendChoice",

@@ -21,7 +21,7 @@ import attrs
 import structlog
 
 from aitune_fp.errors import InvalidStateError
-from aitune_fp.sweep.run import SweepTask, TaskOutcome, failed_outcome, hung_outcome, run_task
+from aitune_fp.sweep.task import SweepTask, TaskOutcome, failed_outcome, hung_outcome, run_task
 
 __all__ = ["POLL_S", "TIMING_RESOURCE", "RayExecutor", "import_ray", "task_options"]
 

@@ -57,6 +57,8 @@ _TOP_KEYS = (
     "name",
     "device",
     "strategy",
+    "budget_ms",
+    "quantile",
     "threshold",
     "decision",
     "log",
@@ -117,6 +119,8 @@ class SweepSpec:
     profiling: ProfilingConfig
     log: str | None = None
     max_retries: int = 0
+    #: ``latency-budget``'s settings (``budget_ms``, and ``quantile`` when given), as pairs.
+    strategy_options: tuple[tuple[str, float], ...] = ()
     #: Each task's deadline in seconds (``[budget] task_timeout_s``); None: the default,
     #: :func:`default_task_timeout_s`. A task still running then is killed and recorded as hung.
     task_timeout_s: float | None = None
@@ -285,6 +289,29 @@ def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
         raise type(exc)(f"budget: {exc}") from exc
 
 
+def _strategy_options(table: Mapping[str, Any], strategy: str) -> tuple[tuple[str, float], ...]:
+    """``budget_ms`` / ``quantile``: required / optional for ``latency-budget``, refused otherwise."""
+    given = [k for k in ("budget_ms", "quantile") if k in table]
+    if strategy != "latency-budget":
+        if given:
+            raise InvalidValueError(
+                f"{', '.join(given)} applies to strategy 'latency-budget' only, not {strategy!r}"
+            )
+        return ()
+    if "budget_ms" not in table:
+        raise InvalidValueError("strategy 'latency-budget' needs budget_ms (a latency in ms)")
+    budget = _number("budget_ms", table["budget_ms"])
+    if budget <= 0:
+        raise InvalidValueError(f"budget_ms must be a latency > 0 ms, got {budget!r}")
+    options = [("budget_ms", budget)]
+    if "quantile" in table:
+        q = _number("quantile", table["quantile"])
+        if not 0 < q < 1:
+            raise InvalidValueError(f"quantile must be between 0 and 1 (0.9 = p90), got {q!r}")
+        options.append(("quantile", q))
+    return tuple(options)
+
+
 def _list(where: str, value: object) -> Sequence[Any]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise InvalidTypeError(f"{where} must be a list, got {_type_name(value)} {value!r}")
@@ -340,6 +367,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         raise InvalidValueError(
             f"strategy 'one' needs exactly one entry in backends, got {len(backends)}"
         )
+    options = _strategy_options(table, strategy)
     ray = _table("ray", table.get("ray", {}))
     _known_keys("ray", ray, _RAY_KEYS)
     retries = ray.get("max_retries", 0)
@@ -360,6 +388,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         log=log,
         max_retries=retries,
         task_timeout_s=task_timeout,
+        strategy_options=options,
     )
 
 

@@ -16,122 +16,15 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.cli.rendering import final_line, measured_line, render_run
 from aitune_fp.core.messages import fmt_apart, fmt_headline, headline_speedup
 from aitune_fp.core.report import TuneReport
-from aitune_fp.core.results import PerformanceValidationResult
+from tests.factories import fake_log, fake_result, write_log
 
 ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
 ENV.pop("FORCE_COLOR", None)
 PACKAGE = Path(__file__).resolve().parent.parent / "aitune_fp"
-
-
-def _result(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
-    """A statistical not_faster result whose mean ratio (1.37) differs from its estimate (0.95)."""
-    fields: dict[str, Any] = {
-        "estimate": 0.95,
-        "ci_low": 0.892,
-        "ci_high": 0.999,
-        "confidence": 0.98,
-        "batch_size": 32,
-        "required_speedup": 1.01,
-        "verdict": "not_faster",
-        "decision": "statistical",
-        "reason": "upper bound 0.999x is below required 1.010x at 20 pairs",
-    }
-    fields.update(overrides)
-    passed = fields["verdict"] == "faster"
-    return PerformanceValidationResult(desc, 4110.0 * 1.37, 4061.0, 1.37, passed, **fields)
-
-
-def _line(event: events.Event, **extra: Any) -> str:
-    return json.dumps({"event": event.name, **event.fields, **extra}, ensure_ascii=False)
-
-
-def _log(
-    run: str = "r1",
-    *,
-    results: tuple[PerformanceValidationResult, ...] = (),
-    failures: tuple[tuple[str, str], ...] = (),
-    baseline: float = 518.0,
-    selected: str | None = "TorchEagerBackend()",
-    outcome: str = "baseline",
-    stamp: bool = True,
-) -> list[str]:
-    """The event lines of one run (timestamps like --json-log's when ``stamp``)."""
-    made = [
-        events.started(
-            run,
-            "mlp",
-            strategy="S",
-            device="cpu",
-            decision="statistical",
-            min_speedup_threshold_percent=1.0,
-            required_speedup=1.01,
-            batch_size=32,
-        ),
-        events.baseline_measured(
-            run,
-            "mlp",
-            backend_description="TorchEagerBackend()",
-            batch_size=32,
-            throughput_samples_per_s=baseline,
-            n_calls=20,
-            duration_s=0.1,
-            decision="statistical",
-        ),
-    ]
-    made += [events.candidate_measured(run, "mlp", r, duration_s=1.0) for r in results]
-    made += [
-        events.candidate_failed(
-            run,
-            "mlp",
-            backend_description=desc,
-            stage="strategy" if desc == "S" else "build",
-            error_type="RuntimeError",
-            reason=reason,
-            traceback_path=None,
-        )
-        for desc, reason in failures
-    ]
-    if selected is not None:
-        chosen = next((r for r in results if r.backend_description == selected), None)
-        made.append(
-            events.selected(
-                run,
-                "mlp",
-                backend_description=selected,
-                is_baseline=chosen is None,
-                result=chosen,
-                baseline_throughput=baseline,
-                info_on=True,
-            )
-        )
-    made.append(
-        events.finished(
-            run,
-            "mlp",
-            outcome=outcome,  # type: ignore[arg-type]
-            backend_description=selected,
-            n_candidates=len(results) + len(failures),
-            n_measured=len(results),
-            n_passed=0,
-            n_failed=len(failures),
-            duration_s=2.0,
-        )
-    )
-    return [
-        _line(e, **({"timestamp": f"2025-01-02T12:00:{i:02d}.5Z"} if stamp else {}))
-        for i, e in enumerate(made)
-    ]
-
-
-def _write(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path:
-    path = tmp_path / name
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def _closed_pipe(*args: str) -> subprocess.CompletedProcess[bytes]:
@@ -156,7 +49,7 @@ class TestHeadline:
 
     def test_statistical_headline_is_the_estimate_with_its_interval(self) -> None:
         """The estimate and its bounds, never the mean ratio next to an interval it is not in."""
-        r = _result()
+        r = fake_result()
         assert headline_speedup(r) == 0.95
         assert fmt_headline(r) == "0.95x [0.892, 0.999]"
         assert "1.37" not in measured_line(r)
@@ -164,13 +57,13 @@ class TestHeadline:
 
     def test_point_mode_shows_aitunes_figure(self) -> None:
         """Point mode has no interval: AITune's mean-latency speedup is the figure."""
-        r = _result(estimate=None, ci_low=None, ci_high=None, confidence=None, decision="point")
+        r = fake_result(estimate=None, ci_low=None, ci_high=None, confidence=None, decision="point")
         assert headline_speedup(r) == 1.37
         assert fmt_headline(r) == "1.37x"
 
     def test_no_decision_shows_no_figure(self) -> None:
         """A statistical result settled by no look (budget spent) shows no speedup at all."""
-        r = _result(estimate=None, ci_low=None, ci_high=None, verdict="inconclusive")
+        r = fake_result(estimate=None, ci_low=None, ci_high=None, verdict="inconclusive")
         assert headline_speedup(r) is None
         assert fmt_headline(r) == "—"
 
@@ -178,10 +71,10 @@ class TestHeadline:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """The table row and the ⚡ line of a selected candidate show the estimate, not 1.37x."""
-        fast = _result("F()", estimate=1.52, ci_low=1.44, ci_high=1.61, verdict="faster")
-        path = _write(
+        fast = fake_result("F()", estimate=1.52, ci_low=1.44, ci_high=1.61, verdict="faster")
+        path = write_log(
             tmp_path,
-            _log(results=(_result(), fast), selected="F()", outcome="candidate"),
+            fake_log(results=(fake_result(), fast), selected="F()", outcome="candidate"),
         )
         assert main(["report", str(path)]) == 0
         out = capsys.readouterr().out
@@ -194,7 +87,7 @@ class TestHeadline:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """JSON keeps AITune's ``speedup`` (mean ratio) and the ``estimate`` beside it."""
-        path = _write(tmp_path, _log(results=(_result(),)))
+        path = write_log(tmp_path, fake_log(results=(fake_result(),)))
         assert main(["report", str(path), "--format", "json"]) == 0
         (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
         assert (result["speedup"], result["estimate"]) == (1.37, 0.95)
@@ -209,7 +102,7 @@ class TestBaselineFigure:
             run_id="r",
             module_name="m",
             baseline_throughput=518.0,
-            results=(_result(),),
+            results=(fake_result(),),
             selected_backend="TorchEagerBackend()",
             selected_is_baseline=True,
         )
@@ -265,7 +158,7 @@ class TestBrokenPipe:
 
     def test_report_into_closed_pipe(self, tmp_path: Path) -> None:
         """``report x.jsonl | head -0``: 141, quiet."""
-        path = _write(tmp_path, _log(results=(_result(),)))
+        path = write_log(tmp_path, fake_log(results=(fake_result(),)))
         proc = _closed_pipe("report", str(path))
         assert proc.returncode == 141
         assert proc.stderr == b""
@@ -286,12 +179,12 @@ class TestFailuresReadable:
     ) -> None:
         """A 400-character reason: no line over the table width, the strategy not a row."""
         reason = "torch._dynamo failed: " + " ".join(["something went wrong"] * 19)
-        lines = _log(
+        lines = fake_log(
             failures=(("C()", reason), ("S", "NoValidBackendError: no candidate passed")),
             selected=None,
             outcome="error",
         )
-        assert main(["report", str(_write(tmp_path, lines))]) == 0
+        assert main(["report", str(write_log(tmp_path, lines))]) == 0
         out = capsys.readouterr().out
         assert max(len(line) for line in out.splitlines()) <= 160
         assert out.count("torch._dynamo failed") == 1
@@ -317,7 +210,7 @@ class TestQualityFlags:
         from aitune_fp.cli._shared import make_console
         from aitune_fp.cli.rendering import print_parts
 
-        r = _result(flags=("warmup_not_steady", "level_shift_after_pair_12"))
+        r = fake_result(flags=("warmup_not_steady", "level_shift_after_pair_12"))
         report = TuneReport(run_id="r", module_name="m", results=(r,))
         print_parts(make_console(sys.stdout), render_run(report))
         out = capsys.readouterr().out
@@ -445,7 +338,7 @@ class TestFlagsAndInputs:
         argv += ["--unpaired"]
         assert main(["check", *argv, "--candidate-times", str(tmp_path / "c.txt")]) != 2
         log = tmp_path / "bom.jsonl"
-        log.write_bytes(b"\xef\xbb\xbf" + "\n".join(_log()).encode())
+        log.write_bytes(b"\xef\xbb\xbf" + "\n".join(fake_log()).encode())
         assert main(["report", str(log)]) == 0
         assert "were not aitune_fp events" not in capsys.readouterr().err
 
@@ -468,10 +361,10 @@ class TestFlagsAndInputs:
         lines = [
             line
             for i in range(10)
-            for line in _log(f"run{i}", results=(_result("A()"), _result("B()")))
+            for line in fake_log(f"run{i}", results=(fake_result("A()"), fake_result("B()")))
         ]
         target = tmp_path / "many.png"
-        assert main(["report", str(_write(tmp_path, lines)), "--plot", str(target)]) == 0
+        assert main(["report", str(write_log(tmp_path, lines)), "--plot", str(target)]) == 0
         width, height = struct.unpack(">II", target.read_bytes()[16:24])
         assert width <= 1000
         assert height >= 20 * 30  # twenty labelled rows, each readable
@@ -482,9 +375,9 @@ class TestReportInputs:
 
     def test_integral_floats(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """``"batch_size": 32.0`` (schema-valid) is read as 32 in the table and in JSON."""
-        lines = [line.replace('"batch_size": 32', '"batch_size": 32.0') for line in _log()]
+        lines = [line.replace('"batch_size": 32', '"batch_size": 32.0') for line in fake_log()]
         assert any('"batch_size": 32.0' in line for line in lines)
-        path = _write(tmp_path, lines)
+        path = write_log(tmp_path, lines)
         assert main(["report", str(path)]) == 0
         assert "batch size 32;" in capsys.readouterr().out
         assert main(["report", str(path), "--format", "json"]) == 0
@@ -494,9 +387,9 @@ class TestReportInputs:
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """1e400 is refused as a bad line; --format json never writes Infinity."""
-        lines = _log()
+        lines = fake_log()
         lines[-1] = lines[-1].replace('"duration_s": 2.0', '"duration_s": 1e400')
-        assert main(["report", str(_write(tmp_path, lines)), "--format", "json"]) == 0
+        assert main(["report", str(write_log(tmp_path, lines)), "--format", "json"]) == 0
         captured = capsys.readouterr()
         assert "Infinity" not in captured.out
 
@@ -512,7 +405,7 @@ class TestReportInputs:
     ) -> None:
         """U+202E, U+009B and ESC from a log never reach the terminal raw, in either format."""
         evil = "Evil\u202e\x9b\x1b[2J()"
-        path = _write(tmp_path, _log(results=(_result(evil),), selected=None))
+        path = write_log(tmp_path, fake_log(results=(fake_result(evil),), selected=None))
         assert main(["report", str(path), "--format", fmt]) == 0
         out = capsys.readouterr().out
         for ch in ("\u202e", "\x9b", "\x1b"):
@@ -523,8 +416,8 @@ class TestReportInputs:
 
     def test_run_seen_twice(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         """The same run appended twice: a warning on stderr and its results counted once."""
-        once = _log(results=(_result(),))
-        path = _write(tmp_path, once + once)
+        once = fake_log(results=(fake_result(),))
+        path = write_log(tmp_path, once + once)
         assert main(["report", str(path), "--format", "json"]) == 0
         captured = capsys.readouterr()
         (run,) = json.loads(captured.out)["runs"]
@@ -550,7 +443,7 @@ class TestPackage:
         """
         code = (
             "import sys, aitune_fp\n"
-            "from aitune_fp import compute_speedup, decide_speedup, fmt_speedup_msg\n"
+            "from aitune_fp import compute_speedup, decide_speedup, fmt_speedup_msg_short\n"
             "import aitune_fp.core.messages\n"
             "assert 'rich' not in sys.modules, 'rich imported'\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n"

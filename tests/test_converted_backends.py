@@ -12,16 +12,19 @@ import torch
 from structlog.testing import LogCapture
 
 from aitune_fp import (
-    AotInductorBackend,
-    ChannelsLastBackend,
     Int8DynamicBackend,
     OneBackendStrategy,
-    OnnxRuntimeBackend,
     Tolerances,
     try_candidate,
     with_performance_validation,
 )
-from aitune_fp.backends import BACKENDS, default_backends
+from aitune_fp.backends import (
+    BACKENDS,
+    AotInductorBackend,
+    ChannelsLastBackend,
+    OnnxRuntimeBackend,
+    default_backends,
+)
 from aitune_fp.backends.aot_inductor import AOTI_PACKAGE_NAME
 from aitune_fp.backends.quantized import Int8WeightOnlyLinear
 from aitune_fp.inputs import Sample
@@ -151,6 +154,7 @@ class TestRegistry:
 
 
 class TestOnnxRuntime:
+    @pytest.mark.compile
     @pytest.mark.parametrize("model_name", ["mlp", "convnet"])
     def test_passes_on_the_embedded_models(self, model_name: str, tmp_path: Path) -> None:
         """Exported, run by ONNX Runtime, correct within float32 tolerances; the model untouched."""
@@ -160,6 +164,7 @@ class TestOnnxRuntime:
         assert untouched
         assert OnnxRuntimeBackend.default_tolerances is None
 
+    @pytest.mark.compile
     def test_the_transformer_is_a_clear_build_failure(self, tmp_path: Path) -> None:
         """torch 2.13's exporter cannot trace the encoder layer: said at build, model untouched."""
         pytest.importorskip("onnxruntime")
@@ -170,6 +175,7 @@ class TestOnnxRuntime:
         assert "cannot export this model" in outcome.reason  # type: ignore[attr-defined]
         assert untouched
 
+    @pytest.mark.compile
     @pytest.mark.parametrize("model_name", ["mlp", "convnet"])
     def test_min_and_max_batch_within_budget_file_in_cache(
         self, model_name: str, tmp_path: Path
@@ -242,6 +248,7 @@ class _Unexportable(torch.nn.Module):
 
 class TestAotInductor:
     @pytest.mark.slow
+    @pytest.mark.compile
     def test_compiles_passes_and_packages_into_the_cache(self, tmp_path: Path) -> None:
         """AOT-compiled MLP: correct, the user's model untouched, the package in the cache."""
         model = MODELS["mlp"]()
@@ -266,6 +273,7 @@ class TestAotInductor:
         backend.activate()
         torch.testing.assert_close(backend(x), expected)
 
+    @pytest.mark.compile
     def test_a_model_export_refuses_is_a_clear_build_failure(self, tmp_path: Path) -> None:
         """No compile: export fails first; said at build, the model untouched, no package."""
         module = _Unexportable().eval()
@@ -289,6 +297,7 @@ class TestAotInductor:
         assert "Backend build failed" in Path(outcome.log_path).read_text()
         assert not (folder / AOTI_PACKAGE_NAME).exists()
 
+    @pytest.mark.compile
     def test_keyword_inputs_are_refused(self, tmp_path: Path) -> None:
         """Positional tensors only: a keyword sample is a build failure that says so."""
         module = MODELS["mlp"]().module.eval()

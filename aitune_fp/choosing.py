@@ -1,0 +1,173 @@
+"""Choosing among candidates that passed the gate: head-to-head selection and latency budgets.
+
+Strategies that choose (``max-throughput``, ``min-latency``, ``latency-budget``, and AITune's
+``_resolve_winner`` through the adapter) call :func:`choose`. In the statistical mode the
+passing candidates are timed against each other, interleaved on the gate's own inputs, and
+eliminated when shown slower (:mod:`aitune_fp.core.selection`); the choice is within the
+indifference zone of the truly fastest with probability at least the configured confidence
+(``docs/guarantees.md``). Without a gate (plain sessions) or in the point mode, the best point
+estimate wins, as in AITune. :func:`latency_check` holds one candidate's latency quantile
+against a budget with an exact order-statistics bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aitune_fp import events
+from aitune_fp.core.choice import LatencyCheck
+from aitune_fp.core.quantiles import min_samples_for_upper_bound, quantile_upper_bound
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
+from aitune_fp.errors import BackendFailedError
+from aitune_fp.headtohead import head_to_head
+from aitune_fp.profiling import time_calls
+from aitune_fp.session import CandidateOutcome, TuneSession, infer_of
+
+__all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
+
+#: The latency quantile a budget is held to by default (p90).
+DEFAULT_QUANTILE = 0.9
+_WARMUP_CALLS = 3
+
+
+def _point_choice(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
+    """AITune's rule: the highest point estimate (ties to the earlier); the rest released."""
+    scored: list[tuple[float, int, CandidateOutcome]] = []
+    for i, outcome in enumerate(passing):
+        score = session.rank(outcome)
+        if score is not None:
+            scored.append((score, i, outcome))
+    if not scored:
+        return CandidateOutcome("", None)
+    return max(scored, key=lambda item: (item[0], -item[1]))[2]
+
+
+def _coarse(build_s: float | None) -> float | None:
+    """Build time to the tenth of a second: closer than that is a tie, not a reason."""
+    return None if build_s is None else round(build_s, 1)
+
+
+def _rule(session: TuneSession) -> SelectionRule:
+    config = session.config
+    return SelectionRule(
+        delta=config.selection_delta_percent / 100.0,
+        confidence=config.confidence,
+        guard_serial_correlation=config.guard_serial_correlation,
+    )
+
+
+def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
+    """Time ``passing`` against each other; record the selection; the losers' failures too."""
+    batch, batches, timer, seed = session.timing_inputs()
+    rule = _rule(session)
+    contenders = [
+        (Contender(o.description, i, _coarse(o.build_s)), infer_of(o.backend))
+        for i, o in enumerate(passing)
+    ]
+    name = session.target.name
+
+    def on_look(state: SelectionState) -> None:
+        session.emit(events.headtohead_look(session.run_id, name, state))
+
+    state = head_to_head(
+        contenders,
+        batch,
+        rule,
+        batches=batches,
+        timer=timer,
+        max_seconds=session.config.selection_max_seconds,
+        threads=session.config.threads,
+        seed=seed,
+        on_look=on_look,
+    )
+    session.selection = state
+    session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
+    by_name = {o.description: o for o in passing}
+    for failure in state.failed:
+        outcome = by_name[failure.name]
+        error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
+        session.record_failure(failure.name, "profiling", error, outcome.log_path)
+    if state.chosen is None:
+        return CandidateOutcome("", None)
+    return by_name[state.chosen]
+
+
+def choose(
+    session: TuneSession, outcomes: Sequence[CandidateOutcome], *, activate: bool = True
+) -> CandidateOutcome | None:
+    """The candidate to keep among ``outcomes`` (only passing ones count); None when none passed.
+
+    A head-to-head winner is checked again (outputs against eager, the model and the process)
+    before it is kept; one that fails is recorded and the choice is made again without it.
+    Every passing candidate that is not chosen is released; the chosen one is activated unless
+    ``activate=False`` (a driver that activates its winner itself). With two or more in a gated,
+    deciding, statistical session they meet head-to-head (recorded in ``session.selection`` and
+    the ``selection_decided`` event); otherwise the best point estimate wins.
+    """
+    passing = [o for o in outcomes if o.ok]
+    if not passing:
+        return None
+    if len(passing) == 1:
+        best = passing[0]
+    elif (
+        session.gated
+        and session.decides
+        and session.rule.head_to_head
+        and session.baseline_throughput is not None
+    ):
+        best = _head_to_head(session, passing)
+        while best.ok and not session.recheck(best):  # wrong or meddling once timed at length
+            passing = [o for o in passing if o is not best]
+            if not passing:
+                return None
+            best = _head_to_head(session, passing) if len(passing) > 1 else passing[0]
+    else:
+        best = _point_choice(session, passing)
+    for other in passing:
+        if other is not best:
+            session.release(other.backend)
+    if not best.ok:
+        return None
+    if activate:
+        best.backend.activate()
+    return best
+
+
+def latency_calls(quantile: float, confidence: float) -> int:
+    """How many calls a budget check times: twice what a finite bound needs, at least 60."""
+    return max(2 * min_samples_for_upper_bound(quantile, confidence), 60)
+
+
+def latency_check(
+    session: TuneSession,
+    outcome: CandidateOutcome,
+    *,
+    budget_ms: float,
+    quantile: float = DEFAULT_QUANTILE,
+    calls: int | None = None,
+) -> LatencyCheck:
+    """Time ``outcome``'s backend on its own and hold its ``quantile`` latency to ``budget_ms``.
+
+    The bound is one-sided at the session's confidence, from order statistics (no bootstrap);
+    the check is recorded (``latency_checked`` event, ``session.latency_checks``).
+    """
+    batch, batches, timer, _ = session.timing_inputs()
+    confidence = session.config.confidence
+    n = latency_calls(quantile, confidence) if calls is None else calls
+    latencies = time_calls(
+        infer_of(outcome.backend),
+        batch,
+        n,
+        timer=timer,
+        warmup=_WARMUP_CALLS,
+        threads=session.config.threads,
+        batches=batches,
+    )
+    check = LatencyCheck(
+        backend_description=outcome.description,
+        bound=quantile_upper_bound(latencies, quantile, confidence),
+        budget_s=budget_ms / 1e3,
+    )
+    session.latency_checks.append(check)
+    session.emit(events.latency_checked(session.run_id, session.target.name, check))
+    return check

@@ -1,0 +1,48 @@
+"""How the choice among passing candidates is shown: who lost to whom, by how much, and why.
+
+One list of plain lines serves the table output and the markdown output alike.
+"""
+
+from __future__ import annotations
+
+import math
+
+from aitune_fp.cli._shared import escape_control
+from aitune_fp.core.report import TuneReport
+
+__all__ = ["choice_lines"]
+
+
+def _high(value: float) -> str:
+    return "inf" if not math.isfinite(value) else f"{value:.3f}"
+
+
+def choice_lines(run: TuneReport) -> list[str]:
+    """The head-to-head and the latency checks of ``run`` as lines (none when neither ran)."""
+    lines: list[str] = []
+    for check in run.latency_checks:
+        lines.append(f"{escape_control(check.backend_description)}: {check.reason}")
+    state = run.selection
+    if state is None:
+        return lines
+    names = ", ".join(escape_control(c.name) for c in state.contenders)
+    lines.append(f"Head-to-head among {names} ({state.rounds} rounds, interleaved):")
+    for e in state.eliminated:
+        lines.append(
+            f"  {escape_control(e.name)} lost to {escape_control(e.lost_to)}: "
+            f"{e.ratio:.3f}x [{e.low:.3f}, {_high(e.high)}] faster, after {e.at_rounds} rounds"
+        )
+    for f in state.failed:
+        lines.append(f"  {escape_control(f.name)} failed: {escape_control(f.error)}")
+    lines.append(f"  {escape_control(state.reason)}")
+    if state.chosen is not None and state.gap_bound is not None:
+        level = f"{state.confidence * 100:g} %"
+        if math.isfinite(state.gap_bound):
+            gap = (state.gap_bound - 1.0) * 100
+            lines.append(
+                f"  guarantee: with {level} confidence, no contender is more than "
+                f"{max(gap, 0.0):.1f} % faster than {escape_control(state.chosen)}"
+            )
+        else:
+            lines.append(f"  no guarantee at {level}: the head-to-head ended before any bound")
+    return lines

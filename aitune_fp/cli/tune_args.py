@@ -1,0 +1,254 @@
+"""``aitune-fp tune``'s flags: the parser and the ProfilingConfig they ask for.
+
+Every problem with a flag names the flag, never a config field; a flag that would do nothing in
+the chosen decision mode is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from aitune_fp.backends import registry
+from aitune_fp.cli._shared import UsageError
+from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
+from aitune_fp.core.config import CACHES, CLOCKS, DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
+
+__all__ = ["accuracy_options", "add_arguments", "profiling_config"]
+
+_FLAG_NAMES = {
+    "looks": "--looks",
+    "max_seconds": "--max-seconds",
+    "confidence": "--confidence",
+    "futility_margin_percent": "--futility-margin",
+    "futility_error": "--futility-error",
+    "clock": "--clock",
+    "point_warmup_calls": "--warmup-calls",
+    "point_steps": "--steps",
+    "selection_delta_percent": "--delta",
+    "selection_max_seconds": "--selection-seconds",
+    "cache": "--cache",
+}
+#: ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
+_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
+    field: (_FLAG_NAMES[field], modes) for field, modes in MODE_FIELDS.items()
+}
+
+
+def _parse_looks(text: str) -> tuple[int, ...]:
+    try:
+        looks = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(
+            f"--looks must be comma-separated integers like 10,20,40, got {text!r}"
+        ) from None
+    return looks
+
+
+def profiling_config(args: argparse.Namespace) -> Any:
+    """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
+    from aitune_fp.core.config import ProfilingConfig
+
+    kwargs: dict[str, Any] = {}
+    if args.looks is not None:
+        kwargs["looks"] = _parse_looks(args.looks)
+        if args.max_pairs is not None and kwargs["looks"][-1] != args.max_pairs:
+            raise UsageError("--max-pairs must equal the last of --looks (or give only one)")
+    elif args.max_pairs is not None:
+        if args.max_pairs < 2:
+            raise UsageError(f"--max-pairs must be >= 2, got {args.max_pairs}")
+        planned = [n for n in ProfilingConfig().looks if n < args.max_pairs]
+        kwargs["looks"] = (*planned, args.max_pairs)
+    for field, value in (
+        ("max_seconds", args.max_seconds),
+        ("confidence", args.confidence),
+        ("futility_margin_percent", args.futility_margin),
+        ("futility_error", args.futility_error),
+        ("clock", args.clock),
+        ("point_warmup_calls", args.warmup_calls),
+        ("point_steps", args.steps),
+        ("selection_delta_percent", getattr(args, "delta", None)),
+        ("selection_max_seconds", getattr(args, "selection_seconds", None)),
+        ("cache", getattr(args, "cache", None)),
+    ):
+        if value is not None:
+            kwargs[field] = value
+    for field in kwargs:
+        flag, modes = _FLAGS[field]
+        if field == "looks" and args.looks is None:
+            flag = "--max-pairs"
+        if args.decision not in modes:
+            raise UsageError(
+                f"{flag} applies to --decision {modes[0]} only, not to --decision {args.decision}"
+            )
+        try:
+            ProfilingConfig(**{field: kwargs[field]})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{flag}: {_plain(str(exc), field, flag)}") from exc
+    if args.threads is not None:  # both decision modes read it
+        if args.threads < 1:
+            raise UsageError(f"--threads must be an integer >= 1, got {args.threads}")
+        kwargs["threads"] = args.threads
+    try:
+        return ProfilingConfig(decision=args.decision, **kwargs)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        for field, (flag, _) in _FLAGS.items():
+            message = _plain(message, field, flag)
+        raise UsageError(message) from exc
+
+
+#: ``Closeness`` setting -> the flag that sets it.
+_ACCURACY_FLAGS = {
+    "criteria": "--accuracy",
+    "rel_l2": "--rel-l2",
+    "outlier_share": "--outlier-share",
+    "calibrate": "--calibrate-noise",
+    "noise_factor": "--noise-factor",
+}
+
+
+def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
+    from aitune_fp.correctness import Closeness
+
+    given = {
+        "criteria": args.accuracy,
+        "rel_l2": args.rel_l2,
+        "outlier_share": args.outlier_share,
+        "calibrate": args.calibrate_noise or None,
+        "noise_factor": args.noise_factor,
+    }
+    kwargs = {k: v for k, v in given.items() if v is not None}
+    problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, _ACCURACY_FLAGS)
+    if problem is not None:
+        raise UsageError(problem)
+    for field, value in kwargs.items():
+        try:
+            Closeness(**{field: value})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(_plain(str(exc), field, _ACCURACY_FLAGS[field])) from exc
+    return kwargs
+
+
+def _plain(message: str, field: str, flag: str) -> str:
+    return re.sub(rf"\b{field}\b", flag, message)
+
+
+def add_arguments(sub: Any) -> Any:
+    """Add the ``tune`` subcommand's parser to ``sub`` and return it."""
+    tune = sub.add_parser(
+        "tune",
+        help="validate candidate backends against eager on a model (the main job)",
+        description="Build the eager baseline and every candidate, gate each by measurement, "
+        "print the verdicts. With no arguments: the default candidates on the embedded mlp.",
+    )
+    tune.add_argument(
+        "--model",
+        default="mlp",
+        help="mlp (default), convnet, transformer, or path/to/file.py:factory",
+    )
+    tune.add_argument(
+        "--input-shape", help="input shape for a user factory that returns only a module (8,256)"
+    )
+    tune.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    tune.add_argument(
+        "--backends",
+        help=f"comma list of {', '.join(registry.backend_names())} "
+        f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
+        f"CUDA: {','.join(registry.default_backends('cuda'))})",
+    )
+    tune.add_argument("--strategy", choices=STRATEGY_NAMES, default="max-throughput")
+    tune.add_argument(
+        "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
+    )
+    tune.add_argument("--decision", choices=DECISION_MODES, default=DECISION_MODES[0])
+    stat = "statistical decision: "
+    tune.add_argument("--max-seconds", type=float, help=stat + "budget per candidate (60 s)")
+    tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (320)")
+    tune.add_argument("--looks", help=stat + "planned looks in pairs (10,20,40,80,160,320)")
+    tune.add_argument(
+        "--confidence", type=float, help=stat + "overall guarantee against a false accept (0.95)"
+    )
+    tune.add_argument(
+        "--futility-margin",
+        type=float,
+        help=stat + "stop with not_faster once the upper bound is below required + this many "
+        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
+    )
+    tune.add_argument(
+        "--futility-error",
+        type=float,
+        help=stat + "chance of calling a candidate faster than required + margin not_faster (0.20)",
+    )
+    tune.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        help=stat + "which clock decides: host (default; wall time around a synchronised "
+        "call) or device (CUDA-event time; CUDA only)",
+    )
+    tune.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
+        "intra-op threads; default: leave them as they are). See docs/threads.md",
+    )
+    tune.add_argument(
+        "--cache",
+        choices=CACHES,
+        help=stat + "hot (default) or cold: L2 flushed before each timed call (CUDA only)",
+    )
+    choice = "choosing among faster candidates: "
+    tune.add_argument(
+        "--delta",
+        type=float,
+        help=choice + "candidates within this many percent count as equally fast (2)",
+    )
+    tune.add_argument(
+        "--selection-seconds", type=float, help=choice + "time budget of the head-to-head (60 s)"
+    )
+    tune.add_argument(
+        "--budget-ms",
+        type=float,
+        help="latency-budget: the latency (ms) a candidate's quantile must be shown within",
+    )
+    tune.add_argument(
+        "--quantile",
+        type=float,
+        help="latency-budget: which latency quantile is held to the budget (0.9 = p90)",
+    )
+    check = "the accuracy check (docs/accuracy.md): "
+    tune.add_argument(
+        "--accuracy",
+        choices=CRITERIA_MODES,
+        help=check + "auto (default: norm criteria for reduced precision and int8, element-wise "
+        "for float32 and float64), elementwise (every element within atol + rtol*|eager|, "
+        "everywhere) or norm (the norm criteria in every precision tier)",
+    )
+    tune.add_argument(
+        "--rel-l2", type=float, help=check + "relative L2 error budget in every norm tier"
+    )
+    tune.add_argument(
+        "--outlier-share", type=float, help=check + "share of outlier elements allowed (0.001)"
+    )
+    tune.add_argument(
+        "--calibrate-noise",
+        action="store_true",
+        help=check + "measure eager's own noise (float32 vs float64) once; rel-L2 budgets are "
+        "at least --noise-factor times it",
+    )
+    tune.add_argument(
+        "--noise-factor", type=float, help=check + "with --calibrate-noise: the factor (10)"
+    )
+    tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
+    tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
+    tune.add_argument(
+        "--cache-dir",
+        help="where builds and failure logs go (default: a new aitune_fp-* temp dir, kept so "
+        "that the logs it names stay readable; its path is printed)",
+    )
+    tune.add_argument("--json-log", help="append every event as JSON lines to this file")
+    tune.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return tune

@@ -1,0 +1,361 @@
+"""Norm-based accuracy criteria: each figure a check measured, held against its budget.
+
+An element-wise allclose rejects a reduced-precision candidate for a handful of rounding
+outliers (ResNet-18 in bfloat16: 7 of 1,000 logits beyond 1e-2; GPT-2: 1 of 25.7 million), while
+its outputs as a whole are as close as the dtype allows. The criteria here judge an output leaf
+as a whole, from statistics the shell has already reduced (sums, counts): the relative L2 error,
+the share of outliers, the top-1 agreement of classifier-like outputs, and a user's own metric.
+Pure: numbers in, values out; no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from aitune_fp.core._checks import check_finite, finite, integer, of_type, one_of
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "ACCURACY_KEYS",
+    "CRITERIA",
+    "CRITERIA_MODES",
+    "CriteriaMode",
+    "Criterion",
+    "CriterionName",
+    "LeafStats",
+    "NoiseFloor",
+    "NormBudgets",
+    "accuracy_conflict",
+    "degradation",
+    "fmt_noise_floor",
+    "judge_leaf",
+    "metric_criterion",
+    "rel_l2",
+    "rel_l2_budget",
+    "worst_per_criterion",
+]
+
+#: The criteria a :class:`Criterion` can name.
+CriterionName: TypeAlias = Literal["rel_l2", "outlier_share", "top1_agreement", "metric"]
+CRITERIA: tuple[CriterionName, ...] = ("rel_l2", "outlier_share", "top1_agreement", "metric")
+#: Which check decides a floating leaf: each backend's default tiers (``auto``: the norm
+#: criteria for reduced precision and int8, element-wise otherwise), the element-wise check
+#: everywhere, or the norm criteria everywhere.
+CriteriaMode: TypeAlias = Literal["auto", "elementwise", "norm"]
+CRITERIA_MODES: tuple[CriteriaMode, ...] = ("auto", "elementwise", "norm")
+#: The settings of the accuracy check that ``Closeness`` takes, the ``tune`` flags set and a
+#: sweep file's ``[accuracy]`` table holds (same names).
+ACCURACY_KEYS: tuple[str, ...] = (
+    "criteria",
+    "rel_l2",
+    "outlier_share",
+    "calibrate",
+    "noise_factor",
+)
+#: The settings that only the norm criteria read.
+_NORM_ONLY: tuple[str, ...] = ("rel_l2", "outlier_share", "calibrate")
+
+#: Criteria where a larger value is better (the budget is a floor, not a ceiling).
+_FLOORS = frozenset({"top1_agreement"})
+
+_optional = attrs.validators.optional
+
+
+def _capped(value: float) -> float:
+    """A finite figure (a ratio over a zero norm is infinite)."""
+    return value if math.isfinite(value) else sys.float_info.max
+
+
+def _cap_inf(value: Any) -> Any:
+    """Converter: ``+inf`` (a ratio over a zero norm) becomes the largest float; NaN stays, refused."""
+    return sys.float_info.max if value == math.inf and not isinstance(value, bool) else value
+
+
+def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: a finite number in ``[0, 1]``."""
+    number = check_finite(attribute.name, value, minimum=0)
+    if number > 1:
+        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Criterion:
+    """One criterion's measured ``value`` against its ``budget``, at output leaf ``path``.
+
+    ``rel_l2``, ``outlier_share`` and ``metric`` (a degradation) are ceilings: passed when
+    ``value <= budget``. ``top1_agreement`` is a floor: passed when ``value >= budget``.
+    """
+
+    name: CriterionName = attrs.field(validator=one_of(CRITERIA))
+    value: float = attrs.field(converter=_cap_inf, validator=finite(minimum=0))
+    budget: float = attrs.field(validator=finite(minimum=0))
+    path: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+
+    def __attrs_post_init__(self) -> None:
+        """A share (top-1 agreement) lies in [0, 1]."""
+        if self.name in _FLOORS:
+            field = attrs.fields(Criterion)
+            _share(self, field.value, self.value)
+            _share(self, field.budget, self.budget)
+
+    @property
+    def higher_is_better(self) -> bool:
+        """Whether the budget is a floor (top-1 agreement) rather than a ceiling."""
+        return self.name in _FLOORS
+
+    @property
+    def passed(self) -> bool:
+        """Whether the value is within its budget."""
+        return self.value >= self.budget if self.higher_is_better else self.value <= self.budget
+
+    @property
+    def used(self) -> float:
+        """The share of the budget used (at most 1 when passed): for a floor, of ``1 - budget``."""
+        spent, allowed = self.value, self.budget
+        if self.higher_is_better:
+            spent, allowed = 1.0 - self.value, 1.0 - self.budget
+        if allowed <= 0:
+            return 0.0 if spent <= 0 else sys.float_info.max
+        return _capped(spent / allowed)
+
+    def describe(self) -> str:
+        """``rel L2 3.1e-02 > budget 1e-02 (3.1x over)``: the value, the budget and the margin."""
+        label = _LABELS[self.name]
+        if self.passed:
+            sign = ">=" if self.higher_is_better else "<="
+            return f"{label} {self.value:.3g} {sign} budget {self.budget:.3g}"
+        sign = "<" if self.higher_is_better else ">"
+        over = self.used
+        factor = "inf" if over >= sys.float_info.max else f"{over:.3g}"
+        return f"{label} {self.value:.3g} {sign} budget {self.budget:.3g} ({factor}x over)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: name, value, budget, path, passed and the share of the budget used."""
+        return {**attrs.asdict(self), "passed": self.passed, "used": self.used}
+
+
+_LABELS: dict[str, str] = {
+    "rel_l2": "rel L2",
+    "outlier_share": "outlier share",
+    "top1_agreement": "top-1 agreement",
+    "metric": "metric degradation",
+}
+
+
+@attrs.frozen(kw_only=True)
+class NormBudgets:
+    """The budgets one output leaf is held to when the norm criteria decide.
+
+    ``rel_l2``: the largest ``||candidate - eager|| / ||eager||``. ``outlier_share``: the largest
+    share of elements beyond their allowance. ``top1_agreement``: the smallest share of rows
+    whose argmax agrees (None: not checked).
+    """
+
+    rel_l2: float = attrs.field(validator=finite(minimum=0))
+    outlier_share: float = attrs.field(validator=_share)
+    top1_agreement: float | None = attrs.field(default=None, validator=_optional(_share))
+
+
+@attrs.frozen(kw_only=True)
+class LeafStats:
+    """What the shell reduced one output leaf to: squared norms, counts, agreeing rows.
+
+    ``diff_sq``/``ref_sq``: sums of ``|candidate - eager|^2`` and ``|eager|^2`` over the finite
+    reference elements; ``outliers``: elements beyond their allowance (out of ``n_elements``);
+    ``rows``/``rows_agreeing``: for a classifier-like leaf, the rows and those whose top-1
+    agrees (``rows=0``: not classifier-like).
+    """
+
+    n_elements: int = attrs.field(validator=integer(minimum=0))
+    diff_sq: float = attrs.field(validator=finite(minimum=0))
+    ref_sq: float = attrs.field(validator=finite(minimum=0))
+    outliers: int = attrs.field(validator=integer(minimum=0))
+    rows: int = attrs.field(default=0, validator=integer(minimum=0))
+    rows_agreeing: int = attrs.field(default=0, validator=integer(minimum=0))
+
+    def __attrs_post_init__(self) -> None:
+        """Counts cannot exceed what they count."""
+        if self.outliers > self.n_elements or self.rows_agreeing > self.rows:
+            raise InvalidValueError(
+                f"outliers ({self.outliers}) and rows_agreeing ({self.rows_agreeing}) cannot "
+                f"exceed n_elements ({self.n_elements}) and rows ({self.rows})"
+            )
+
+
+def rel_l2(diff_sq: float, ref_sq: float) -> float:
+    """``sqrt(diff_sq / ref_sq)``: 0 when both are 0, capped when only the reference is 0."""
+    check_finite("diff_sq", diff_sq, minimum=0)
+    check_finite("ref_sq", ref_sq, minimum=0)
+    if diff_sq == 0:
+        return 0.0
+    if ref_sq == 0:
+        return sys.float_info.max
+    return _capped(math.sqrt(diff_sq) / math.sqrt(ref_sq))
+
+
+def rel_l2_budget(floor: float, noise: float | None = None, factor: float = 0.0) -> float:
+    """The larger of the dtype ``floor`` and ``factor`` times eager's own error ``noise``."""
+    check_finite("floor", floor, minimum=0)
+    check_finite("factor", factor, minimum=0)
+    if noise is None:
+        return floor
+    check_finite("noise", noise, minimum=0)
+    return max(floor, _capped(factor * noise))
+
+
+def judge_leaf(stats: LeafStats, budgets: NormBudgets, path: str | None) -> tuple[Criterion, ...]:
+    """Each norm criterion of one leaf against its budget (top-1 only for classifier rows)."""
+    if not isinstance(stats, LeafStats) or not isinstance(budgets, NormBudgets):
+        raise InvalidTypeError(f"need LeafStats and NormBudgets, got {stats!r}, {budgets!r}")
+    share = stats.outliers / stats.n_elements if stats.n_elements else 0.0
+    found = [
+        Criterion(
+            name="rel_l2", value=rel_l2(stats.diff_sq, stats.ref_sq), budget=budgets.rel_l2,
+            path=path,
+        ),
+        Criterion(name="outlier_share", value=share, budget=budgets.outlier_share, path=path),
+    ]  # fmt: skip
+    if budgets.top1_agreement is not None and stats.rows:
+        found.append(
+            Criterion(
+                name="top1_agreement",
+                value=stats.rows_agreeing / stats.rows,
+                budget=budgets.top1_agreement,
+                path=path,
+            )
+        )
+    return tuple(found)
+
+
+def degradation(baseline: float, score: float) -> float:
+    """How much a metric dropped from eager's ``baseline`` to the candidate's ``score`` (>= 0)."""
+    base = check_finite("baseline", baseline)
+    got = check_finite("score", score)
+    return max(0.0, base - got)
+
+
+def metric_criterion(
+    baselines: Iterable[float], scores: Iterable[float], max_degradation: float
+) -> Criterion:
+    """A user metric over calls: the mean degradation from eager's score against the budget.
+
+    ``baselines[i]`` is the metric of eager's outputs against themselves on call ``i``,
+    ``scores[i]`` of the candidate's against eager's. Averaged, so a 0/1 metric on one row
+    (a batch of one) does not decide alone.
+    """
+    pairs = list(zip(baselines, scores, strict=True))
+    if not pairs:
+        raise InvalidValueError("a metric criterion needs at least one call's scores, got none")
+    drops = [degradation(base, score) for base, score in pairs]
+    return Criterion(name="metric", value=sum(drops) / len(drops), budget=max_degradation)
+
+
+def worst_per_criterion(criteria: Iterable[Criterion]) -> tuple[Criterion, ...]:
+    """The worst (most budget used) of each criterion name, in :data:`CRITERIA` order.
+
+    Ties break on the value, then the path, so the result does not depend on the order.
+    """
+    best: dict[str, Criterion] = {}
+    for item in criteria:
+        if not isinstance(item, Criterion):
+            raise InvalidTypeError(f"expected a Criterion, got {item!r}")
+        held = best.get(item.name)
+        if held is None or _rank(item) > _rank(held):
+            best[item.name] = item
+    return tuple(best[name] for name in CRITERIA if name in best)
+
+
+def _rank(c: Criterion) -> tuple[float, float, float, str]:
+    """Order by budget use, then value, budget and path (for an order-free merge)."""
+    return (c.used, c.value, -c.budget, c.path or "")
+
+
+def _pairs(value: object) -> tuple[tuple[str, float], ...]:
+    """A mapping (or pairs) of output path to figure, as sorted pairs (hashable, order-free)."""
+    items = value.items() if isinstance(value, Mapping) else value
+    if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
+        raise InvalidTypeError(f"rel_l2 must map output paths to figures, got {value!r}")
+    pairs = []
+    for item in items:
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise InvalidTypeError(f"rel_l2 must map output paths (str) to figures, got {item!r}")
+        pairs.append((item[0], check_finite(f"rel_l2[{item[0]!r}]", item[1], minimum=0)))
+    return tuple(sorted(pairs))
+
+
+@attrs.frozen(kw_only=True)
+class NoiseFloor:
+    """Eager's own error: float32 eager against a float64 copy, relative L2 per output leaf.
+
+    ``rel_l2`` maps an output path (``output``, ``output['logits']``, ...) to the largest relative
+    L2 error seen over ``n_calls`` calls (samples x batch sizes); kept as sorted pairs. A leaf not
+    in it has no floor.
+    """
+
+    rel_l2: tuple[tuple[str, float], ...] = attrs.field(converter=_pairs)
+    n_calls: int = attrs.field(default=0, validator=integer(minimum=0))
+
+    def of(self, path: str) -> float | None:
+        """Eager's own relative L2 error at ``path`` (None: not measured there)."""
+        return dict(self.rel_l2).get(path)
+
+    def merge(self, other: NoiseFloor) -> NoiseFloor:
+        """The larger floor of each leaf over both measurements."""
+        if not isinstance(other, NoiseFloor):
+            raise InvalidTypeError(f"can only merge a NoiseFloor, got {other!r}")
+        merged = dict(self.rel_l2)
+        for path, figure in other.rel_l2:
+            merged[path] = max(figure, merged.get(path, 0.0))
+        return NoiseFloor(rel_l2=merged, n_calls=self.n_calls + other.n_calls)
+
+    @property
+    def worst(self) -> float | None:
+        """The largest figure over the leaves (None when no leaf was measured)."""
+        return max((figure for _, figure in self.rel_l2), default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"rel_l2": {path: figure}, "n_calls": n}``."""
+        return {"rel_l2": dict(self.rel_l2), "n_calls": self.n_calls}
+
+
+def accuracy_conflict(
+    criteria: str, given: Iterable[str], name: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a combination of accuracy settings would do nothing (None: it is coherent).
+
+    ``given``: the :data:`ACCURACY_KEYS` set explicitly. The norm-only settings (``rel_l2``,
+    ``outlier_share``, ``calibrate``) with ``criteria="elementwise"``, and ``noise_factor``
+    without ``calibrate`` (or a measured floor, ``noise_floor``), are refused. ``name`` maps a
+    key to how the caller spells it (a flag, a table key) in the message.
+    """
+    spell = dict(name or {})
+    keys = set(given)
+
+    def say(key: str) -> str:
+        return spell.get(key, key)
+
+    if criteria == "elementwise":
+        idle = [say(k) for k in _NORM_ONLY if k in keys]
+        if idle:
+            return (
+                f"{', '.join(idle)} applies to the norm criteria, not to "
+                f"{say('criteria')} elementwise"
+            )
+    if "noise_factor" in keys and not keys & {"calibrate", "noise_floor"}:
+        return (
+            f"{say('noise_factor')} scales eager's measured noise floor: give it with "
+            f"{say('calibrate')}"
+        )
+    return None
+
+
+def fmt_noise_floor(worst: float | None) -> str:
+    """The header's note on eager's measured noise floor (empty when none was measured)."""
+    if worst is None:
+        return ""
+    return f"; eager's own noise (float32 vs float64): rel L2 {worst:.2g}"

@@ -1,0 +1,300 @@
+"""Hodges-Lehmann log speedups with the rank-test bounds that go with them.
+
+Paired timings: the median of the Walsh averages of ``ln(b_i) - ln(c_i)``, bounded by inverting
+the exact Wilcoxon signed-rank test; two independent samples: the median of all differences
+``ln(b_i) - ln(c_j)``, bounded by inverting the Mann-Whitney test (critical counts from
+:mod:`~aitune_fp.core.ranks`). Everything is on the LOG scale. Up to ``_MATERIALISE_MAX_PAIRS``
+Walsh averages / pairwise differences the bounds sort them all, in pure Python, exactly as they
+always did. Above, they are never built: the few order statistics needed are selected implicitly
+from the sorted samples (:class:`_PairSums`, numpy imported lazily), O(n log n) time and O(n)
+memory, so a million timings per arm decide in seconds, with the same values.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
+
+from aitune_fp.core.ranks import (
+    _alpha,
+    _tie_term,
+    _tie_term_sorted,
+    mann_whitney_critical_count,
+    signed_rank_critical_count,
+)
+from aitune_fp.core.timings import _sorted_median, _Timings, _timings
+from aitune_fp.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["paired_log_speedup_bounds", "unpaired_log_speedup_bounds"]
+
+#: Most Walsh averages / pairwise differences that are built and sorted (the exact, pure path);
+#: above, the order statistics are selected implicitly (:class:`_PairSums`).
+_MATERIALISE_MAX_PAIRS = 100_000
+
+
+def _bounds_from_sorted(values: Sequence[float], critical: int) -> tuple[float, float, float]:
+    """(median, (c+1)-th smallest, (c+1)-th largest) of sorted values; infinite bounds if c < 0."""
+    estimate = _sorted_median(values)
+    if critical < 0:
+        return estimate, -math.inf, math.inf
+    return estimate, values[critical], values[len(values) - 1 - critical]
+
+
+class _PairSums:
+    """The sums ``rows[i] + cols[j]`` of two sorted arrays, selected from without building them.
+
+    All ``len(rows) * len(cols)`` pairs, or only ``j >= i`` when ``triangle`` (``rows`` is
+    ``cols``: the Walsh sums). Float addition is monotone in each operand, so every row is sorted
+    and "how many sums of row i lie below v" is one binary search per row (:meth:`cuts`), exact in
+    floating point. :meth:`select` keeps a band of columns per row around the wanted rank and cuts
+    it at pivots drawn from a random sample of the band: each round keeps a few percent of it, so
+    a few O(n log n) rounds leave a band small enough to sort. Sums are the very floats the
+    materialised path computes, so the order statistics are identical; the seed only sets speed.
+    """
+
+    def __init__(
+        self, rows: NDArray[np.float64], cols: NDArray[np.float64], *, triangle: bool
+    ) -> None:
+        import numpy as np
+
+        self.rows = rows
+        self.cols = cols
+        count = len(rows)
+        self.start = (
+            np.arange(count, dtype=np.int64) if triangle else np.zeros(count, dtype=np.int64)
+        )
+        self.stop = np.full(count, len(cols), dtype=np.int64)
+        #: How many sums there are: ``len(rows) * len(cols)``, or ``n (n + 1) / 2`` for Walsh.
+        self.size = int((self.stop - self.start).sum())
+        self._rng = np.random.default_rng(_SELECTION_SEED)
+
+    @staticmethod
+    def _below(sums: NDArray[np.float64], value: float, strict: bool) -> NDArray[np.bool_]:
+        return sums < value if strict else sums <= value
+
+    def cuts(self, value: float, *, strict: bool) -> NDArray[np.int64]:
+        """Per row, how many columns give a sum ``< value`` (``strict``) or ``<= value``."""
+        import numpy as np
+
+        rows, cols, width = self.rows, self.cols, len(self.cols)
+        side: Literal["left", "right"] = "left" if strict else "right"
+        # ascending rows give descending keys: search them reversed (numpy reuses the last hit)
+        cut = np.searchsorted(cols, value - rows[::-1], side=side)[::-1].astype(np.int64)
+        # ``value - row`` is rounded, so a search may land off the true boundary: check both sides
+        short = (cut < width) & self._below(rows + cols[np.minimum(cut, width - 1)], value, strict)
+        over = (cut > 0) & ~self._below(rows + cols[np.maximum(cut - 1, 0)], value, strict)
+        bad = np.flatnonzero(short | over)
+        if bad.size:  # bisect those rows on the exact predicate (columns < lo in, >= hi out)
+            lo = np.where(short[bad], cut[bad] + 1, 0)
+            hi = np.where(short[bad], width, cut[bad] - 1)
+            bad_rows = rows[bad]
+            while (open_ := lo < hi).any():
+                mid = (lo + hi) // 2
+                inside = self._below(bad_rows + cols[np.minimum(mid, width - 1)], value, strict)
+                lo = np.where(open_ & inside, mid + 1, lo)
+                hi = np.where(open_ & ~inside, mid, hi)
+            cut[bad] = lo
+        return cut
+
+    def _band(
+        self, start: NDArray[np.int64], widths: NDArray[np.int64], left: int
+    ) -> NDArray[np.float64]:
+        """All sums in the band (row i: columns ``start[i]`` .. ``start[i] + widths[i] - 1``)."""
+        import numpy as np
+
+        row = np.repeat(np.arange(len(widths)), widths)
+        offset = np.cumsum(widths) - widths - start  # flat position of each row's column 0
+        col = np.arange(left, dtype=np.int64) - offset[row]
+        return self.rows[row] + self.cols[col]
+
+    def _sample(
+        self, start: NDArray[np.int64], widths: NDArray[np.int64], left: int, size: int
+    ) -> NDArray[np.float64]:
+        """``size`` sums drawn uniformly (with replacement) from the band, sorted."""
+        import numpy as np
+
+        ends = np.cumsum(widths)
+        flat = np.sort(self._rng.integers(0, left, size=size, dtype=np.int64))  # fast search
+        row = np.searchsorted(ends, flat, side="right")
+        col = flat - (ends[row] - widths[row]) + start[row]
+        return np.sort(self.rows[row] + self.cols[col])
+
+    def select(
+        self,
+        rank: int,
+        *,
+        sample_size: int = 1 << 15,
+        enumerate_max: int = 1 << 20,
+    ) -> float:
+        """The ``rank``-th smallest sum (0-based), as sorting all of them would give it.
+
+        Each round either returns, or drops at least one sum (a pivot), so it always ends.
+        """
+        import numpy as np
+
+        if not 0 <= rank < self.size:
+            raise InvalidValueError(f"rank must lie in [0, {self.size}), got {rank!r}")
+        start, stop, below = self.start, self.stop, 0  # sums left of ``start``: ``below``
+        while True:
+            widths = stop - start
+            left = int(widths.sum())
+            wanted = rank - below
+            if left <= enumerate_max:
+                return float(np.partition(self._band(start, widths, left), wanted)[wanted])
+            sample = self._sample(start, widths, left, sample_size)
+            centre = (wanted + 0.5) / left * sample_size
+            spread = 4.0 * math.sqrt(centre * (1.0 - centre / sample_size)) + 1.0
+            last = sample_size - 1
+            low = float(sample[min(max(math.floor(centre - spread), 0), last)])
+            high = float(sample[min(max(math.ceil(centre + spread), 0), last)])
+            lower = np.clip(self.cuts(low, strict=True), start, stop)
+            n_lower = below + int((lower - start).sum())
+            if n_lower > rank:  # the rank lies below ``low``: drop every sum >= low
+                stop = lower
+                continue
+            upper = np.clip(self.cuts(high, strict=False), start, stop)
+            n_upper = below + int((upper - start).sum())
+            if n_upper <= rank:  # the rank lies above ``high``: drop every sum <= high
+                start, below = upper, n_upper
+                continue
+            if low == high:
+                return low
+            if n_upper - n_lower < left:  # keep the band [low, high]
+                start, stop, below = lower, upper, n_lower
+                continue
+            # every sum left lies in [low, high] (few distinct values): split at one pivot
+            pivot = float(sample[min(max(math.floor(centre), 0), last)])
+            lower = np.clip(self.cuts(pivot, strict=True), start, stop)
+            upper = np.clip(self.cuts(pivot, strict=False), start, stop)
+            n_lower = below + int((lower - start).sum())
+            n_upper = below + int((upper - start).sum())
+            if n_lower <= rank < n_upper:
+                return pivot
+            if rank < n_lower:
+                stop = lower
+            else:
+                start, below = upper, n_upper
+
+    def following(self, value: float, rank: int) -> float:
+        """The ``(rank + 1)``-th smallest sum, given that ``value`` is the ``rank``-th."""
+        import numpy as np
+
+        cut = np.clip(self.cuts(value, strict=False), self.start, self.stop)
+        if int((cut - self.start).sum()) >= rank + 2:
+            return value  # a tie: the next sum equals this one
+        more = cut < self.stop
+        return float((self.rows[more] + self.cols[cut[more]]).min())
+
+
+#: Seed of the pivot samples in :meth:`_PairSums.select` (results never depend on it).
+_SELECTION_SEED = 20_240_601
+
+
+def _implicit_bounds(sums: _PairSums, critical: int, *, half: bool) -> tuple[float, float, float]:
+    """:func:`_bounds_from_sorted` of the sums (halved, for Walsh averages), selected implicitly."""
+
+    def scaled(value: float) -> float:
+        return value / 2.0 if half else value
+
+    size = sums.size
+    mid = size // 2
+    if size % 2:
+        estimate = scaled(sums.select(mid))
+    else:
+        first = sums.select(mid - 1)
+        estimate = (scaled(first) + scaled(sums.following(first, mid - 1))) / 2.0
+    if critical < 0:
+        return estimate, -math.inf, math.inf
+    return estimate, scaled(sums.select(critical)), scaled(sums.select(size - 1 - critical))
+
+
+def _paired_bounds(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float
+) -> tuple[float, float, float]:
+    """:func:`paired_log_speedup_bounds` of checked timings of equal length."""
+    n = len(base)
+    if n * (n + 1) // 2 <= _MATERIALISE_MAX_PAIRS:
+        diffs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
+        walsh = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
+        critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term(sorted(diffs)))
+        return _bounds_from_sorted(walsh, critical)
+    import numpy as np
+
+    # the same floats as above, straight into an array (no million Python floats)
+    logs = map(operator.sub, map(math.log, base), map(math.log, cand))
+    ordered = np.sort(np.fromiter(logs, dtype=np.float64, count=n))
+    critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term_sorted(ordered))
+    return _implicit_bounds(_PairSums(ordered, ordered, triangle=True), critical, half=True)
+
+
+def _unpaired_bounds(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float
+) -> tuple[float, float, float]:
+    """:func:`unpaired_log_speedup_bounds` of checked timings."""
+    n, m = len(base), len(cand)
+    if n * m <= _MATERIALISE_MAX_PAIRS:
+        log_base = [math.log(b) for b in base]
+        log_cand = [math.log(c) for c in cand]
+        diffs = sorted(lb - lc for lb in log_base for lc in log_cand)
+        ties = _tie_term(sorted(log_base)) + _tie_term(sorted(log_cand))
+        critical = mann_whitney_critical_count(n, m, alpha, tie_term=ties)
+        return _bounds_from_sorted(diffs, critical)
+    import numpy as np
+
+    rows = np.sort(np.fromiter(map(math.log, base), dtype=np.float64, count=n))
+    ordered_cand = np.sort(np.fromiter(map(math.log, cand), dtype=np.float64, count=m))
+    ties = _tie_term_sorted(rows) + _tie_term_sorted(ordered_cand)
+    critical = mann_whitney_critical_count(n, m, alpha, tie_term=ties)
+    cols = np.ascontiguousarray(-ordered_cand[::-1])  # lb + (-lc) is exactly lb - lc
+    return _implicit_bounds(_PairSums(rows, cols, triangle=False), critical, half=False)
+
+
+def _paired_lengths(base: tuple[float, ...], cand: tuple[float, ...]) -> None:
+    """Raise unless paired timings have equal lengths."""
+    if len(base) != len(cand):
+        raise InvalidValueError(
+            "paired timings need equal lengths: "
+            f"baseline_times has {len(base)}, candidate_times has {len(cand)}"
+        )
+
+
+def paired_log_speedup_bounds(
+    baseline_times: _Timings, candidate_times: _Timings, alpha_one_sided: float
+) -> tuple[float, float, float]:
+    """Hodges-Lehmann log speedup of paired timings with its Wilcoxon signed-rank bounds.
+
+    ``d_i = ln(b_i) - ln(c_i)``; the estimate is the median of the Walsh averages
+    ``(d_i + d_j) / 2, i <= j``; with ``c = signed_rank_critical_count(n, alpha_one_sided,
+    tie_term=...)`` (ties among the ``d_i``) the lower bound is their ``(c+1)``-th smallest and the
+    upper bound their ``(c+1)``-th largest (``-inf`` / ``+inf`` when ``c == -1``). Returns
+    ``(estimate, lower, upper)`` on the LOG scale. O(n log n) time and O(n) memory above
+    ``_MATERIALISE_MAX_PAIRS`` Walsh averages (selected, never built), with the same values.
+    """
+    base = _timings("baseline_times", baseline_times)
+    cand = _timings("candidate_times", candidate_times)
+    _paired_lengths(base, cand)
+    alpha = _alpha("alpha_one_sided", alpha_one_sided)
+    return _paired_bounds(base, cand, alpha)
+
+
+def unpaired_log_speedup_bounds(
+    baseline_times: _Timings, candidate_times: _Timings, alpha_one_sided: float
+) -> tuple[float, float, float]:
+    """Hodges-Lehmann log shift of two independent samples with its Mann-Whitney bounds.
+
+    The estimate is the median of all ``n*m`` differences ``ln(b_i) - ln(c_j)``; with
+    ``c = mann_whitney_critical_count(n, m, alpha_one_sided, tie_term=...)`` (ties within each
+    sample) the bounds are their ``(c+1)``-th smallest and ``(c+1)``-th largest (infinite when
+    ``c == -1``). Returns ``(estimate, lower, upper)`` on the LOG scale. O((n + m) log(n + m))
+    time and O(n + m) memory above ``_MATERIALISE_MAX_PAIRS`` differences, with the same values.
+    """
+    base = _timings("baseline_times", baseline_times)
+    cand = _timings("candidate_times", candidate_times)
+    alpha = _alpha("alpha_one_sided", alpha_one_sided)
+    return _unpaired_bounds(base, cand, alpha)

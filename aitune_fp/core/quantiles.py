@@ -1,0 +1,293 @@
+"""Distribution-free confidence bounds for a latency quantile, from order statistics.
+
+For ``n`` independent draws of one distribution, the number of draws below its ``q``-quantile
+``xi_q`` is binomial(n, p) with ``p <= q`` (``p = q`` for a continuous distribution), so the
+``u``-th smallest draw lies at or above ``xi_q`` with probability at least ``P(B <= u - 1)``,
+``B ~ binomial(n, q)``; likewise for a lower bound. The ranks come from the exact binomial
+distribution (integer arithmetic up to :data:`EXACT_MAX_N` values, conservative floats above):
+no bootstrap, no normal approximation, and no assumption on the latencies' shape. Ties only make
+the bounds more conservative. When ``n`` is too small for a finite bound at the asked level, the
+bound is infinite (and the rank ``None``): never a finite bound that does not hold.
+
+``xi_q`` is ``inf {x : F(x) >= q}``; the estimate is the matching order statistic, the
+``ceil(n q)``-th smallest value. Pure: no torch, no clocks, no logging.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Final, Literal
+
+import attrs
+
+from aitune_fp.core._checks import (
+    check_open_interval,
+    finite,
+    integer,
+    not_nan,
+    of_type,
+    one_of,
+    open_interval,
+)
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "EXACT_MAX_N",
+    "QuantileBound",
+    "min_samples_for_bounds",
+    "min_samples_for_upper_bound",
+    "quantile_bounds",
+    "quantile_upper_bound",
+]
+
+#: Up to this many values the binomial tails are computed exactly (integers); above, in floats
+#: with :data:`_FLOAT_MARGIN` of slack always taken on the safe side.
+EXACT_MAX_N: Final = 2000
+_FLOAT_MARGIN: Final = 1e-9
+
+Sided = Literal["two", "upper"]
+
+
+def _ordered(instance: QuantileBound, attribute: attrs.Attribute[float], value: float) -> None:
+    """Validator: ``low <= estimate <= high``."""
+    if not instance.low <= instance.estimate <= value:
+        raise InvalidValueError(
+            f"need low <= estimate <= high, got {instance.low!r}, {instance.estimate!r}, {value!r}"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class QuantileBound:
+    """A confidence interval for the ``q``-quantile of the distribution ``n`` values came from.
+
+    ``low``/``high`` are order statistics (ranks ``low_rank``/``high_rank``, 1-based) or
+    ``-inf``/``inf`` with rank ``None`` when ``n`` is too small for a finite bound at this level.
+    ``coverage`` is the exact probability, for a continuous distribution, that the interval holds
+    the quantile (at least ``confidence``; more for a discrete one). ``sided="upper"``: a one-sided
+    upper bound (``low`` is ``-inf``).
+    """
+
+    q: float = attrs.field(validator=open_interval(0.0, 1.0))
+    confidence: float = attrs.field(validator=open_interval(0.5, 1.0))
+    sided: Sided = attrs.field(validator=one_of(("two", "upper")))
+    n: int = attrs.field(validator=integer(minimum=1))
+    estimate: float = attrs.field(validator=finite())
+    low: float = attrs.field(validator=not_nan())
+    high: float = attrs.field(validator=[not_nan(), _ordered])
+    low_rank: int | None = attrs.field(validator=attrs.validators.optional(integer(minimum=1)))
+    high_rank: int | None = attrs.field(validator=attrs.validators.optional(integer(minimum=1)))
+    coverage: float = attrs.field(validator=[of_type(float), open_interval(0.0, 1.0 + 1e-12)])
+
+    @property
+    def bounded(self) -> bool:
+        """Whether every bound asked for is finite (``high`` and, two-sided, ``low``)."""
+        return math.isfinite(self.high) and (self.sided == "upper" or math.isfinite(self.low))
+
+    def within(self, budget: float) -> bool:
+        """Whether the quantile is shown to be at most ``budget`` (``high <= budget``)."""
+        return self.high <= budget
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready fields (an infinite bound becomes ``None``)."""
+        return {
+            "q": self.q,
+            "confidence": self.confidence,
+            "sided": self.sided,
+            "n": self.n,
+            "estimate": self.estimate,
+            "low": self.low if math.isfinite(self.low) else None,
+            "high": self.high if math.isfinite(self.high) else None,
+            "coverage": self.coverage,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Checks
+# --------------------------------------------------------------------------------------------
+
+
+def _values(values: object) -> tuple[float, ...]:
+    """``values`` as finite floats (at least one), or an error naming the bad item."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        to_list = getattr(values, "tolist", None)
+        if getattr(values, "ndim", None) == 1 and callable(to_list):
+            values = to_list()  # a 1-D numpy array or tensor
+        else:
+            raise InvalidTypeError(f"values must be a sequence of numbers, got {values!r}")
+    assert isinstance(values, Sequence)
+    if len(values) == 0:
+        raise InvalidValueError("values must hold at least one value, got none")
+    result = []
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise InvalidTypeError(f"values[{i}] must be a real number, got {value!r}")
+        number = float(value)
+        if not math.isfinite(number):
+            raise InvalidValueError(f"values[{i}] must be finite, got {value!r}")
+        result.append(number)
+    return tuple(result)
+
+
+def _level(name: str, value: object, low: float = 0.0) -> Fraction:
+    """A probability in (low, 1) as the fraction its shortest decimal spells (0.9 -> 9/10)."""
+    return Fraction(repr(check_open_interval(name, value, low, 1.0)))
+
+
+# --------------------------------------------------------------------------------------------
+# Binomial tails and ranks
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _cdf_exact(n: int, q: Fraction) -> tuple[tuple[int, ...], int]:
+    """``P(B <= k) * scale`` for ``k = 0..n`` and ``scale``, ``B ~ binomial(n, q)``: exact integers."""
+    num, den = q.numerator, q.denominator
+    rest = den - num
+    term = rest**n  # C(n, 0) num^0 rest^n
+    total = 0
+    cumulative = []
+    for k in range(n + 1):
+        total += term
+        cumulative.append(total)
+        if k < n:
+            term = term * (n - k) * num // ((k + 1) * rest)
+    return tuple(cumulative), den**n
+
+
+@functools.lru_cache(maxsize=256)
+def _cdf_float(n: int, q: float) -> tuple[float, ...]:
+    """``P(B <= k)`` for ``k = 0..n`` in floats (log-space terms); off by far less than 1e-9."""
+    base = math.lgamma(n + 1)
+    log_q, log_rest = math.log(q), math.log1p(-q)
+    total = 0.0
+    cumulative = []
+    for k in range(n + 1):
+        log_term = base - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+        total += math.exp(log_term + k * log_q + (n - k) * log_rest)
+        cumulative.append(min(total, 1.0))
+    return tuple(cumulative)
+
+
+class _Cdf:
+    """``P(B <= k)`` of ``B ~ binomial(n, q)``, compared with levels on the safe side."""
+
+    def __init__(self, n: int, q: Fraction) -> None:
+        self.exact = n <= EXACT_MAX_N
+        if self.exact:
+            self.ints, self.scale = _cdf_exact(n, q)
+        else:
+            self.floats = _cdf_float(n, float(q))
+
+    def at_most(self, k: int, level: Fraction) -> bool:
+        """``P(B <= k) <= level`` (floats: with a margin against it)."""
+        if self.exact:
+            return self.ints[k] * level.denominator <= level.numerator * self.scale
+        return self.floats[k] <= float(level) - _FLOAT_MARGIN
+
+    def at_least(self, k: int, level: Fraction) -> bool:
+        """``P(B <= k) >= level`` (floats: with a margin against it)."""
+        if self.exact:
+            return self.ints[k] * level.denominator >= level.numerator * self.scale
+        return self.floats[k] >= float(level) + _FLOAT_MARGIN
+
+    def between(self, low: int | None, high: int | None) -> float:
+        """``P(low <= B <= high)``; a missing end is open."""
+        if self.exact:
+            top = self.ints[high] if high is not None else self.scale
+            below = self.ints[low - 1] if low is not None and low > 0 else 0
+            return float(Fraction(top - below, self.scale))
+        top_f = self.floats[high] if high is not None else 1.0
+        below_f = self.floats[low - 1] if low is not None and low > 0 else 0.0
+        return top_f - below_f
+
+
+def _upper_rank(cdf: _Cdf, n: int, alpha: Fraction) -> int | None:
+    """Smallest ``u`` with ``P(B <= u - 1) >= 1 - alpha``: the ``u``-th value is above ``xi_q``."""
+    for u in range(1, n + 1):
+        if cdf.at_least(u - 1, 1 - alpha):
+            return u
+    return None
+
+
+def _lower_rank(cdf: _Cdf, n: int, alpha: Fraction) -> int | None:
+    """Largest ``l`` with ``P(B <= l - 1) <= alpha``: the ``l``-th value is below ``xi_q``."""
+    best = None
+    for rank in range(1, n + 1):
+        if not cdf.at_most(rank - 1, alpha):
+            break
+        best = rank
+    return best
+
+
+def _bound(values: object, q: object, confidence: object, sided: Sided) -> QuantileBound:
+    items = sorted(_values(values))
+    level_q = _level("q", q)
+    level = _level("confidence", confidence, 0.5)
+    n = len(items)
+    alpha = (1 - level) / 2 if sided == "two" else 1 - level
+    cdf = _Cdf(n, level_q)
+    high_rank = _upper_rank(cdf, n, alpha)
+    low_rank = _lower_rank(cdf, n, alpha) if sided == "two" else None
+    return QuantileBound(
+        q=float(level_q),
+        confidence=float(level),
+        sided=sided,
+        n=n,
+        estimate=items[max(1, math.ceil(n * level_q)) - 1],
+        low=items[low_rank - 1] if low_rank is not None else -math.inf,
+        high=items[high_rank - 1] if high_rank is not None else math.inf,
+        low_rank=low_rank,
+        high_rank=high_rank,
+        coverage=cdf.between(low_rank, None if high_rank is None else high_rank - 1),
+    )
+
+
+def quantile_bounds(values: Sequence[float], q: float, confidence: float = 0.95) -> QuantileBound:
+    """Two-sided interval for the ``q``-quantile at ``confidence`` (equal tails, exact binomial).
+
+    Each side errs with probability at most ``(1 - confidence) / 2``; an infinite side means too
+    few values for it (see :func:`min_samples_for_bounds`).
+    """
+    return _bound(values, q, confidence, "two")
+
+
+def quantile_upper_bound(
+    values: Sequence[float], q: float, confidence: float = 0.95
+) -> QuantileBound:
+    """One-sided upper bound of the ``q``-quantile ("p90 is at most ``high``") at ``confidence``.
+
+    ``high`` is ``inf`` below :func:`min_samples_for_upper_bound` values.
+    """
+    return _bound(values, q, confidence, "upper")
+
+
+def _min_n(q: Fraction, alpha: Fraction) -> int:
+    """Smallest ``n`` with ``q ** n <= alpha`` (exactly up to :data:`EXACT_MAX_N`)."""
+    guess = math.log(float(alpha)) / math.log(float(q))
+    if guess > EXACT_MAX_N:
+        return math.ceil(guess * (1 + 1e-12))
+    n = max(1, math.ceil(guess) - 2)
+    while q**n > alpha:
+        n += 1
+    while n > 1 and q ** (n - 1) <= alpha:
+        n -= 1
+    return n
+
+
+def min_samples_for_upper_bound(q: float, confidence: float = 0.95) -> int:
+    """Fewest values for a finite one-sided upper bound: smallest ``n`` with ``1 - q**n >= c``.
+
+    E.g. 29 for p90 at 95 %, 59 for p95, 299 for p99.
+    """
+    return _min_n(_level("q", q), 1 - _level("confidence", confidence, 0.5))
+
+
+def min_samples_for_bounds(q: float, confidence: float = 0.95) -> int:
+    """Fewest values for a finite two-sided interval (both tails at ``(1 - confidence) / 2``)."""
+    level_q = _level("q", q)
+    alpha = (1 - _level("confidence", confidence, 0.5)) / 2
+    return max(_min_n(level_q, alpha), _min_n(1 - level_q, alpha))

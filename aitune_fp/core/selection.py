@@ -1,0 +1,417 @@
+"""Choosing among faster candidates: sequential elimination of ``k >= 2`` contenders timed in rounds.
+
+Each round calls every remaining contender once on the same batch, so round ``r`` gives aligned
+latencies. At each look, every remaining pair gets the gate's interval for the ratio of their
+typical calls (Hodges-Lehmann of the per-round log latency ratios, exact Wilcoxon bounds, widened
+for positive serial correlation: :mod:`aitune_fp.core.stats`). A contender is eliminated when one
+still in the running is shown faster than it; the run is *settled* when every remaining pair is
+shown within ``delta`` of each other, and the tie then goes to the lower build time, then the lower
+``order``.
+
+The promise: the chosen contender is within ``delta`` of the truly fastest with probability at
+least ``confidence``. Every event that could break it is one side of one interval of a pair that
+holds the fastest: ``k - 1`` pairs, so each side spends ``(1 - confidence) / (k - 1)`` over the
+looks by :func:`~aitune_fp.core.stats.look_alpha` (``docs/guarantees.md``, "Choosing among faster
+candidates"). Pure: no torch, no clocks, no logging.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from aitune_fp.core._checks import check_int, check_positive
+from aitune_fp.core.dependence import ar1_coefficient, inflation_factor, lag1_rank_autocorrelation
+from aitune_fp.core.selection_values import (
+    DEFAULT_SELECTION_LOOKS,
+    OUTCOMES,
+    Contender,
+    Elimination,
+    Failure,
+    Outcome,
+    PairBound,
+    SelectionRule,
+    SelectionState,
+)
+from aitune_fp.core.stats import EARLY_PAIRS, EARLY_PHI, paired_log_speedup_bounds
+from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "DEFAULT_SELECTION_LOOKS",
+    "OUTCOMES",
+    "Contender",
+    "Elimination",
+    "Failure",
+    "Outcome",
+    "PairBound",
+    "SelectionRule",
+    "SelectionState",
+    "choose_on_budget",
+    "record_failures",
+    "select_at_look",
+    "start_selection",
+]
+
+# --------------------------------------------------------------------------------------------
+# Words
+# --------------------------------------------------------------------------------------------
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:.3g} %"
+
+
+def _x(ratio: float) -> str:
+    return "inf" if math.isinf(ratio) else f"{ratio:.3f}x"
+
+
+def _names(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _secs(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1f} s"
+
+
+def _tie_key(contender: Contender) -> tuple[bool, float, int, str]:
+    """Lower build time first (unknown last), then lower order, then name."""
+    build = contender.build_s
+    return (build is None, 0.0 if build is None else build, contender.order, contender.name)
+
+
+def _tie_break(contenders: Sequence[Contender]) -> tuple[Contender, str]:
+    """The tie's winner and why, in words."""
+    ranked = sorted(contenders, key=_tie_key)
+    chosen, others = ranked[0], ranked[1:]
+    if not others:
+        return chosen, "the only one"
+    if chosen.build_s is None:
+        return chosen, "first in order (build times unknown)"
+    if any(other.build_s == chosen.build_s for other in others):
+        return chosen, f"equal build time ({_secs(chosen.build_s)}), first in order"
+    if len(others) == 1:
+        other = others[0]
+        return chosen, f"lower build time ({_secs(chosen.build_s)} vs {_secs(other.build_s)})"
+    rest = ", ".join(f"{o.name} {_secs(o.build_s)}" for o in others)
+    return chosen, f"lowest build time ({_secs(chosen.build_s)}; {rest})"
+
+
+def _widest(pairs: Sequence[PairBound]) -> str:
+    pair = max(pairs, key=lambda p: (math.log(p.high) - math.log(p.low)) if p.low > 0 else math.inf)
+    return f"widest: {pair.first} vs {pair.second} {_x(pair.low)}-{_x(pair.high)}"
+
+
+def _losses(state: SelectionState) -> str:
+    parts = [
+        f"{e.name} lost to {e.lost_to} ({_x(e.ratio)} [{_x(e.low)}, {_x(e.high)}] "
+        f"at {e.at_rounds} rounds)"
+        for e in state.eliminated
+    ]
+    parts += [f"{f.name} failed ({f.error})" for f in state.failed]
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# State changes
+# --------------------------------------------------------------------------------------------
+
+
+def _by_name(state: SelectionState) -> dict[str, Contender]:
+    return {c.name: c for c in state.contenders}
+
+
+def start_selection(contenders: Sequence[Contender], rule: SelectionRule) -> SelectionState:
+    """The state before any round: every contender in, none chosen (names must be unique)."""
+    items = tuple(contenders) if isinstance(contenders, Sequence) else (None,)
+    if not all(isinstance(c, Contender) for c in items):
+        raise InvalidTypeError(f"contenders must be a sequence of Contender, got {contenders!r}")
+    if len(items) < 2:
+        raise InvalidValueError(f"a selection needs at least 2 contenders, got {len(items)}")
+    names = [c.name for c in items]
+    if len(set(names)) != len(names):
+        raise InvalidValueError(f"contender names must be unique, got {names!r}")
+    ordered = tuple(sorted(items, key=lambda c: (c.order, c.name)))
+    return SelectionState(
+        contenders=ordered,
+        remaining=tuple(c.name for c in ordered),
+        confidence=rule.confidence,
+        reason="no round timed yet",
+    )
+
+
+def _open(state: SelectionState) -> None:
+    if state.done:
+        raise InvalidStateError(f"the selection is over ({state.outcome}): {state.reason}")
+
+
+def record_failures(
+    state: SelectionState, errors: Mapping[str, str], *, at_rounds: int | None = None
+) -> SelectionState:
+    """Contenders that raised leave the running, each with its error recorded (never raised).
+
+    ``errors`` maps a remaining name to its error text (``"RuntimeError: boom"``); all leave at
+    once, so a state where every contender failed says so (``none_ran``). ``at_rounds``: the
+    complete rounds before the failure (default: the last look's).
+    """
+    _open(state)
+    when = state.rounds if at_rounds is None else check_int("at_rounds", at_rounds, minimum=0)
+    if not isinstance(errors, Mapping) or not errors:
+        raise InvalidValueError(f"errors must map failed names to their errors, got {errors!r}")
+    for name, error in errors.items():
+        if name not in state.remaining:
+            raise InvalidValueError(f"{name!r} is not among the remaining {state.remaining!r}")
+        if not isinstance(error, str):
+            raise InvalidTypeError(f"errors[{name!r}] must be a str, got {error!r}")
+    remaining = tuple(n for n in state.remaining if n not in errors)
+    failed = tuple(Failure(name=n, error=e, at_rounds=when) for n, e in errors.items())
+    state = attrs.evolve(
+        state,
+        remaining=remaining,
+        failed=(*state.failed, *failed),
+        pairs=tuple(p for p in state.pairs if p.first in remaining and p.second in remaining),
+    )
+    if not remaining:
+        return attrs.evolve(
+            state, outcome="none_ran", reason=f"every contender failed: {_losses(state)}"
+        )
+    if len(remaining) == 1:
+        return _one_left(state)
+    return attrs.evolve(
+        state, reason=f"{_names(list(errors))} failed; {_names(remaining)} still in"
+    )
+
+
+def _one_left(state: SelectionState) -> SelectionState:
+    (last,) = state.remaining
+    if not state.eliminated:
+        return attrs.evolve(
+            state,
+            chosen=last,
+            outcome="unopposed",
+            gap_bound=math.inf,
+            reason=f"{last} is the only contender that ran; {_losses(state)}",
+        )
+    return attrs.evolve(
+        state,
+        chosen=last,
+        outcome="one_left",
+        gap_bound=1.0,
+        reason=f"{last} is the fastest, the only one left after {state.rounds} rounds: "
+        f"{_losses(state)}",
+    )
+
+
+def _latencies(
+    latencies: Mapping[str, Sequence[float]], names: Sequence[str]
+) -> dict[str, tuple[float, ...]]:
+    if not isinstance(latencies, Mapping):
+        raise InvalidTypeError(f"latencies must map names to latencies, got {latencies!r}")
+    result = {}
+    for name in names:
+        if name not in latencies:
+            raise InvalidValueError(f"latencies has no entry for the remaining {name!r}")
+        values = latencies[name]
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            raise InvalidTypeError(f"latencies[{name!r}] must be a sequence, got {values!r}")
+        result[name] = tuple(
+            check_positive(f"latencies[{name!r}][{i}]", v) for i, v in enumerate(values)
+        )
+    lengths = {len(v) for v in result.values()}
+    if len(lengths) != 1:
+        shown = {n: len(v) for n, v in result.items()}
+        raise InvalidValueError(f"the remaining contenders need equal round counts, got {shown}")
+    if lengths.pop() < 2:
+        raise InvalidValueError("a look needs at least 2 rounds")
+    return result
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _pair(
+    first: str, second: str, lat: Mapping[str, tuple[float, ...]], alpha: float, rule: SelectionRule
+) -> PairBound:
+    """How much faster ``first`` is than ``second`` at one-sided level ``alpha``, widened."""
+    est, low, high = paired_log_speedup_bounds(lat[second], lat[first], alpha)
+    factor = 1.0
+    if rule.guard_serial_correlation:
+        logs = [math.log(s / f) for f, s in zip(lat[first], lat[second], strict=True)]
+        n = len(logs)
+        phi = max(ar1_coefficient(lag1_rank_autocorrelation(logs), n), 0.0)
+        factor = inflation_factor(max(phi, EARLY_PHI) if n < EARLY_PAIRS else phi)
+        low, high = est - factor * (est - low), est + factor * (high - est)
+    low_r, high_r = _exp(low), _exp(high)
+    return PairBound(
+        first=first,
+        second=second,
+        ratio=min(max(_exp(est), low_r), high_r),
+        low=low_r,
+        high=high_r,
+        level=1.0 - 2.0 * alpha,
+        rounds=len(lat[first]),
+        inflation=factor,
+    )
+
+
+def select_at_look(
+    contenders: Sequence[Contender],
+    latencies: Mapping[str, Sequence[float]],
+    look: int,
+    rule: SelectionRule,
+    *,
+    previous: SelectionState | None = None,
+    last: bool | None = None,
+) -> SelectionState:
+    """The state after look ``look`` (1-based): eliminations, settled or not, the choice if due.
+
+    ``latencies[name]`` holds every round so far of each remaining contender (equal lengths,
+    aligned by round); ``previous`` (the last look's state) carries earlier eliminations and
+    failures. At the last look (``last``, by default ``look == len(rule.looks)``) an unsettled
+    run is chosen as by :func:`choose_on_budget`; ``last=False`` leaves that to the caller.
+    """
+    state = start_selection(contenders, rule)
+    if previous is not None:
+        if {c.name for c in previous.contenders} != {c.name for c in state.contenders}:
+            raise InvalidValueError("previous holds other contenders than contenders")
+        state = previous
+    _open(state)
+    k = check_int("look", look, minimum=1)
+    if k > len(rule.looks) or k <= state.look:
+        raise InvalidValueError(
+            f"look must be in {state.look + 1}..{len(rule.looks)} here, got {look!r}"
+        )
+    lat = _latencies(latencies, state.remaining)
+    alpha = rule.pair_alpha(len(state.contenders), k)
+    names = state.remaining
+    pairs = [_pair(a, b, lat, alpha, rule) for i, a in enumerate(names) for b in names[i + 1 :]]
+    faster: dict[tuple[str, str], PairBound] = {}  # (winner, loser) -> bound of winner over loser
+    for pair in pairs:
+        if pair.low > 1.0:
+            faster[(pair.first, pair.second)] = pair
+        elif pair.high < 1.0:
+            faster[(pair.second, pair.first)] = pair.flipped()
+    beaten = {loser for _, loser in faster}
+    unbeaten = [n for n in names if n not in beaten]
+    n_rounds = len(lat[names[0]])
+    losses = []
+    for loser in names:
+        wins = [faster[(w, loser)] for w in unbeaten if (w, loser) in faster]
+        if wins:  # a loser loses to one that is not beaten itself (none in a cycle)
+            best = max(wins, key=lambda p: (p.low, p.first))
+            losses.append(
+                Elimination(
+                    name=loser,
+                    lost_to=best.first,
+                    ratio=best.ratio,
+                    low=best.low,
+                    high=best.high,
+                    at_rounds=n_rounds,
+                )
+            )
+    out = {e.name for e in losses}
+    remaining = tuple(n for n in names if n not in out)
+    kept = tuple(p for p in pairs if p.first not in out and p.second not in out)
+    state = attrs.evolve(
+        state,
+        remaining=remaining,
+        eliminated=(*state.eliminated, *losses),
+        pairs=kept,
+        rounds=n_rounds,
+        look=k,
+    )
+    if len(remaining) == 1:
+        return _one_left(state)
+    if all(p.within(rule.delta) for p in kept):
+        return _settle(state, rule)
+    if (k == len(rule.looks)) if last is None else last:
+        return _unresolved(state, rule, "looks_spent", "the looks ran out")
+    news = (
+        f"; {_losses(attrs.evolve(state, eliminated=tuple(losses), failed=()))}" if losses else ""
+    )
+    return attrs.evolve(
+        state,
+        reason=f"{n_rounds} rounds: {_names(remaining)} still in, not yet within "
+        f"{_pct(rule.delta)} of each other ({_widest(kept)}){news}",
+    )
+
+
+def _gap(state: SelectionState, name: str) -> float:
+    """The highest bound of how much faster any other remaining one is than ``name``."""
+    bounds = [state.bound(other, name) for other in state.remaining if other != name]
+    highs = [math.inf if b is None else b.high for b in bounds]
+    return max([1.0, *highs]) if highs else math.inf
+
+
+def _settle(state: SelectionState, rule: SelectionRule) -> SelectionState:
+    by_name = _by_name(state)
+    chosen, why = _tie_break([by_name[n] for n in state.remaining])
+    return attrs.evolve(
+        state,
+        settled=True,
+        chosen=chosen.name,
+        outcome="settled",
+        gap_bound=_gap(state, chosen.name),
+        reason=f"{_names(state.remaining)} are within {_pct(rule.delta)} of each other after "
+        f"{state.rounds} rounds ({_widest(state.pairs)}); {chosen.name} kept: {why}",
+    )
+
+
+def _unresolved(
+    state: SelectionState, rule: SelectionRule, outcome: Outcome, cause: str
+) -> SelectionState:
+    """Choose among several remaining ones that were not told apart."""
+    by_name = _by_name(state)
+    left = [by_name[n] for n in state.remaining]
+    level = _pct(rule.confidence)
+    if not state.pairs:
+        chosen, why = _tie_break(left)
+        return attrs.evolve(
+            state,
+            chosen=chosen.name,
+            outcome=outcome,
+            gap_bound=math.inf,
+            reason=f"{cause} before any look ({state.rounds} rounds): nothing is known of "
+            f"{_names(state.remaining)}'s speeds; {chosen.name} chosen: {why}",
+        )
+    gaps = {c.name: _gap(state, c.name) for c in left}
+    proven = [c for c in left if gaps[c.name] <= 1.0 + rule.delta]
+    if proven:
+        chosen, why = _tie_break(proven)
+        how = (
+            f"{_names([c.name for c in proven])} shown within {_pct(rule.delta)} of the fastest "
+            f"of them (at {level}); {chosen.name} kept: {why}"
+        )
+    else:
+        chosen = min(left, key=lambda c: (gaps[c.name], _tie_key(c)))
+        how = (
+            f"{chosen.name} chosen: the fastest of them is at most "
+            f"{_pct(gaps[chosen.name] - 1.0)} faster than it (at {level}), the tightest such bound"
+        )
+    return attrs.evolve(
+        state,
+        chosen=chosen.name,
+        outcome=outcome,
+        gap_bound=gaps[chosen.name],
+        reason=f"{cause} after {state.rounds} rounds with {_names(state.remaining)} not told "
+        f"apart ({_widest(state.pairs)}); {how}",
+    )
+
+
+def choose_on_budget(state: SelectionState, rule: SelectionRule) -> SelectionState:
+    """Choose when the time budget ran out with several still in; the reason says how close.
+
+    Among those shown within ``delta`` of every other remaining one, the tie-break; else the one
+    whose worst-case gap to the fastest is smallest (``gap_bound``). A finished state is returned
+    as it is.
+    """
+    if state.done:
+        return state
+    if len(state.remaining) == 1:
+        return _one_left(state)
+    return _unresolved(state, rule, "budget", "the time budget ran out")

@@ -1,0 +1,338 @@
+"""Deciding from timings: one look, or one look of a group-sequential, interleaved measurement.
+
+:func:`decide_speedup` decides in one look (paired or two independent samples);
+:func:`decide_at_look` decides at one look of a sequential measurement, spending the false-accept
+error over the looks (:func:`look_alpha`, or evenly) and applying the remedies of the dependence
+checks of :mod:`~aitune_fp.core.dependence` (a widened interval under serial correlation, the
+pairs after a ratio shift). Each makes the Hodges-Lehmann bounds of
+:mod:`~aitune_fp.core.hodges_lehmann` into a :class:`~aitune_fp.core.verdict.SpeedupDecision`.
+No torch, no clocks, no I/O; O(n log n).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from aitune_fp.core._checks import check_finite, check_int, check_open_interval, check_type
+from aitune_fp.core.dependence import (
+    ar1_coefficient,
+    autocorrelation_flag_level,
+    inflation_factor,
+    lag1_rank_autocorrelation,
+    ratio_shift_index,
+)
+from aitune_fp.core.hodges_lehmann import _paired_bounds, _paired_lengths, _unpaired_bounds
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+from aitune_fp.core.timings import _cv, _Timings, _timings
+from aitune_fp.core.verdict import SpeedupDecision, _verdict
+from aitune_fp.errors import InvalidValueError
+
+__all__ = [
+    "EARLY_PAIRS",
+    "EARLY_PHI",
+    "SPENDING_POWER",
+    "decide_at_look",
+    "decide_speedup",
+    "look_alpha",
+]
+
+
+def _confidence(name: str, value: object) -> float:
+    """Return a confidence level in the open interval (0, 1), or raise."""
+    return check_open_interval(name, value, 0.0, 1.0)
+
+
+def _exp(x: float) -> float:
+    """``math.exp`` that saturates to ``inf`` instead of raising on overflow."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _bounds(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float, *, paired: bool
+) -> tuple[float, float, float]:
+    return (_paired_bounds if paired else _unpaired_bounds)(base, cand, alpha)
+
+
+def _widen(bounds: tuple[float, float, float], factor: float) -> tuple[float, float, float]:
+    """Stretch log bounds away from the estimate by ``factor`` (the serial-correlation remedy)."""
+    estimate, lower, upper = bounds
+    if factor == 1.0:
+        return bounds
+    return estimate, estimate - factor * (estimate - lower), estimate + factor * (upper - estimate)
+
+
+def _segment_bounds(
+    base: tuple[float, ...],
+    cand: tuple[float, ...],
+    alpha: float,
+    alpha_futility: float | None,
+    *,
+    paired: bool,
+    guard_serial: bool,
+    always_widen: bool = False,
+) -> tuple[float, float, float, float | None, float | None, bool]:
+    """Log bounds of one stretch of pairs: (estimate, lower, upper, futility upper, rho, widened).
+
+    With ``guard_serial``, a lag-1 rank autocorrelation above the flag level widens the bounds by
+    the AR(1) factor of the bias-corrected coefficient (``widened``). ``always_widen`` widens by
+    the estimated coefficient whenever it is positive, with no pre-test, and by at least
+    :data:`EARLY_PHI` below :data:`EARLY_PAIRS` pairs, where correlation cannot be seen.
+    """
+    rho: float | None = None
+    factor = 1.0
+    if paired:
+        rho = lag1_rank_autocorrelation([math.log(b / c) for b, c in zip(base, cand, strict=True)])
+        flagged = rho > autocorrelation_flag_level(len(base))
+        if guard_serial and flagged:
+            factor = inflation_factor(ar1_coefficient(rho, len(base)))
+        if always_widen:
+            phi = max(ar1_coefficient(rho, len(base)), 0.0)
+            if len(base) < EARLY_PAIRS:
+                phi = max(phi, EARLY_PHI)
+            factor = max(factor, inflation_factor(phi))
+            if not flagged:  # widened as a precaution: not a finding to show
+                estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
+                fut_upper = None
+                if alpha_futility is not None and alpha_futility != alpha:
+                    _, _, fut_upper = _widen(
+                        _bounds(base, cand, alpha_futility, paired=paired), factor
+                    )
+                return estimate, lower, upper, fut_upper, rho, False
+    estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
+    fut_upper = None
+    if alpha_futility is not None and alpha_futility != alpha:
+        _, _, fut_upper = _widen(_bounds(base, cand, alpha_futility, paired=paired), factor)
+    return estimate, lower, upper, fut_upper, rho, factor > 1.0
+
+
+def _decide(
+    base: tuple[float, ...],
+    cand: tuple[float, ...],
+    required: float,
+    alpha: float,
+    *,
+    paired: bool,
+    guarantee: float | None = None,
+    margin: float = 0.0,
+    alpha_futility: float | None = None,
+    guard_serial: bool = False,
+    guard_shift: bool = False,
+    always_widen: bool = False,
+    throughput_consistent: bool = False,
+) -> SpeedupDecision:
+    """One look's decision from checked timings.
+
+    A ratio shift found by the guard makes the verdict need the whole run and the pairs after the
+    shift to agree: the interval is the union of both, the estimate the later pairs'. Deciding on
+    the later pairs alone would pick, under serial correlation, the most extreme stretch.
+    """
+    flags: list[str] = []
+    estimate, lower, upper, fut_upper, rho, widened = _segment_bounds(
+        base,
+        cand,
+        alpha,
+        alpha_futility,
+        paired=paired,
+        guard_serial=guard_serial,
+        always_widen=always_widen,
+    )
+    shift = None
+    if paired and guard_shift:
+        shift = ratio_shift_index([math.log(b / c) for b, c in zip(base, cand, strict=True)])
+    if shift is not None:
+        flags.append("ratio_shift")
+        tail = _segment_bounds(
+            base[shift:],
+            cand[shift:],
+            alpha,
+            alpha_futility,
+            paired=True,
+            guard_serial=guard_serial,
+            always_widen=always_widen,
+        )
+        estimate, lower, upper = tail[0], min(lower, tail[1]), max(upper, tail[2])
+        if fut_upper is not None and tail[3] is not None:
+            fut_upper = max(fut_upper, tail[3])
+        widened = widened or tail[5]
+    if widened:
+        flags.append("serial_correlation")
+    ci_low, ci_high = _exp(lower), _exp(upper)
+    speedup = min(max(_exp(estimate), ci_low), ci_high)
+    futility_high = None if fut_upper is None else max(_exp(fut_upper), speedup)
+    upper_for_futility = ci_high if futility_high is None else futility_high
+    verdict = _verdict(
+        ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility, margin=margin
+    )
+    if throughput_consistent and verdict == "faster":
+        first = shift or 0
+        if not math.fsum(base[first:]) / math.fsum(cand[first:]) > required:
+            verdict = "inconclusive"  # the typical call is faster, the throughput is not (yet)
+            flags.append("throughput_disagrees")
+    return SpeedupDecision(
+        verdict=verdict,
+        speedup=speedup,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        n_baseline=len(base),
+        n_candidate=len(cand),
+        confidence=1.0 - 2.0 * alpha,
+        required_speedup=required,
+        method="wilcoxon_signed_rank_hl" if paired else "mann_whitney_hl",
+        cv_baseline=_cv(base),
+        cv_candidate=_cv(cand),
+        guarantee=guarantee,
+        futility_margin=margin,
+        futility_high=futility_high,
+        autocorrelation=rho,
+        shift_index=shift,
+        flags=tuple(flags),
+    )
+
+
+def _margin(futility_margin_percent: object) -> float:
+    """A futility margin in percentage points, as speedup units (1.0 -> 0.01)."""
+    return check_finite("futility_margin_percent", futility_margin_percent, minimum=0.0) / 100.0
+
+
+def decide_speedup(
+    baseline_times: _Timings,
+    candidate_times: _Timings,
+    min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
+    *,
+    confidence: float = 0.95,
+    paired: bool = False,
+    futility_margin_percent: float = 0.0,
+    guard_dependence: bool = False,
+) -> SpeedupDecision:
+    """Decide, in one look, whether the candidate is faster than eager by the threshold.
+
+    For tools that already hold per-call latencies (seconds, one batch size). The interval is
+    two-sided at ``confidence`` (``(1 - confidence) / 2`` per side): Wilcoxon/HL on the paired
+    log ratios when ``paired`` (timings ``i`` of both arms measured together), Mann-Whitney/HL on
+    two independent samples otherwise. ``faster`` iff ``ci_low > 1 + pct/100``, ``not_faster``
+    iff ``ci_high < 1 + pct/100`` (or, with a futility margin, the estimate is below and
+    ``ci_high`` below ``1 + (pct + margin)/100``), else ``inconclusive``; ``ruled_out`` says what
+    the interval excludes. ``guard_dependence`` (paired only) runs the serial-correlation and
+    ratio-shift checks of :mod:`aitune_fp.core.dependence` and applies their remedies. Timings may
+    be lists, tuples, numpy arrays of any real dtype or 1-D tensors; O(n log n).
+    """
+    check_type("paired", paired, bool)
+    check_type("guard_dependence", guard_dependence, bool)
+    base = _timings("baseline_times", baseline_times)
+    cand = _timings("candidate_times", candidate_times)
+    if paired:
+        _paired_lengths(base, cand)
+    required = required_speedup(min_speedup_threshold_percent)
+    level = _confidence("confidence", confidence)
+    return _decide(
+        base,
+        cand,
+        required,
+        (1.0 - level) / 2.0,
+        paired=paired,
+        margin=_margin(futility_margin_percent),
+        guard_serial=guard_dependence and paired,
+        guard_shift=guard_dependence and paired,
+    )
+
+
+def decide_at_look(
+    baseline_times: _Timings,
+    candidate_times: _Timings,
+    min_speedup_threshold_percent: float,
+    *,
+    confidence: float,
+    n_looks: int,
+    futility_margin_percent: float = 0.0,
+    futility_error: float | None = None,
+    guard_serial_correlation: bool = False,
+    guard_shift: bool = False,
+    look: int | None = None,
+    always_widen: bool = False,
+    throughput_consistent: bool = False,
+) -> SpeedupDecision:
+    """Paired decision at one look of a group-sequential, interleaved measurement.
+
+    Decision engine v3 is three options (all off: v2): ``look`` (this look's number, from 1)
+    spends the false-accept error by :func:`look_alpha` instead of evenly, little at the early
+    looks where dependence cannot be seen; ``always_widen`` widens for any positive serial
+    correlation (see ``_segment_bounds``); ``throughput_consistent`` lets ``faster`` stand only
+    when the mean-latency throughput ratio of the same pairs also clears the required speedup
+    (else ``inconclusive``, flag ``throughput_disagrees``), so the verdict never contradicts the
+    throughput users read.
+
+    The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
+    each look's lower bound uses ``(1 - confidence) / n_looks``, so a slower-or-equal candidate is
+    accepted with probability <= ``1 - confidence`` over all looks (``guarantee``); ``ci_high`` uses
+    the same level, so what ``ruled_out`` says holds at ``confidence`` too. The futility stop says
+    ``not_faster`` once the estimate is below the required speedup and the upper bound at the looser
+    ``futility_error / n_looks`` lies below ``required + futility_margin_percent / 100``: a
+    candidate faster than that by the margin is called ``not_faster`` with probability <=
+    ``futility_error`` (None: the same level as accepting, the symmetric rule). The guards run the
+    checks of :mod:`aitune_fp.core.dependence`: serial correlation widens the interval, a ratio
+    shift restricts the decision to the pairs after it.
+    """
+    base = _timings("baseline_times", baseline_times)
+    cand = _timings("candidate_times", candidate_times)
+    _paired_lengths(base, cand)
+    required = required_speedup(min_speedup_threshold_percent)
+    level = _confidence("confidence", confidence)
+    looks = check_int("n_looks", n_looks, minimum=1)
+    check_type("guard_serial_correlation", guard_serial_correlation, bool)
+    check_type("guard_shift", guard_shift, bool)
+    alpha = (1.0 - level) / looks if look is None else look_alpha(1.0 - level, look, looks)
+    if alpha >= 0.5:
+        raise InvalidValueError(
+            "(1 - confidence) / n_looks must be < 0.5, got "
+            f"confidence={confidence!r}, n_looks={n_looks!r}"
+        )
+    alpha_futility = None
+    if futility_error is not None:
+        alpha_futility = check_open_interval("futility_error", futility_error, 0.0, 1.0) / looks
+        if alpha_futility >= 0.5:
+            raise InvalidValueError(
+                "futility_error / n_looks must be < 0.5, got "
+                f"futility_error={futility_error!r}, n_looks={n_looks!r}"
+            )
+    return _decide(
+        base,
+        cand,
+        required,
+        alpha,
+        paired=True,
+        guarantee=level,
+        margin=_margin(futility_margin_percent),
+        alpha_futility=alpha_futility,
+        guard_serial=guard_serial_correlation,
+        guard_shift=guard_shift,
+        always_widen=always_widen,
+        throughput_consistent=throughput_consistent,
+    )
+
+
+#: ``always_widen``: below this many pairs correlation cannot be seen, and at least
+#: :data:`EARLY_PHI` is assumed.
+EARLY_PAIRS: Final = 40
+EARLY_PHI: Final = 0.2
+#: The exponent of the error-spending function ``alpha * (k / K) ** SPENDING_POWER``.
+SPENDING_POWER: Final = 2.0
+
+
+def look_alpha(total_alpha: float, look: int, n_looks: int) -> float:
+    """The false-accept error look ``look`` (1..``n_looks``) may spend: ``alpha (t_k^2 - t_{k-1}^2)``.
+
+    ``t_k = look / n_looks`` (a power-family spending function, Kim and DeMets, with exponent
+    :data:`SPENDING_POWER`). The parts add up to ``total_alpha``, so by the union bound a
+    candidate no faster than required is accepted at some look with probability at most
+    ``total_alpha``; the early looks, where serial correlation is invisible, spend the least.
+    """
+    k = check_int("look", look, minimum=1)
+    n = check_int("n_looks", n_looks, minimum=1)
+    if k > n:
+        raise InvalidValueError(f"look must be <= n_looks ({n}), got {look!r}")
+    total = check_open_interval("total_alpha", total_alpha, 0.0, 1.0)
+    return float(total * ((k / n) ** SPENDING_POWER - ((k - 1) / n) ** SPENDING_POWER))

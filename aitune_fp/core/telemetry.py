@@ -1,0 +1,272 @@
+"""GPU telemetry flags: NVML readings of the timed device in, ``throttled`` and friends out.
+
+A comparison on a GPU measures the device as much as the backend: a thermal or power throttle,
+a boost clock that moves, or another process sharing the SMs changes the timings. The shell
+(:mod:`aitune_fp.telemetry`) reads the device through NVML before and after each look's pairs;
+this module turns those readings into flags (docs/gpu.md, "Flags"):
+
+- ``throttled``: a look's pairs ran under a thermal or power throttle (:data:`THROTTLE_REASONS`
+  active at a reading, or the driver's power / thermal violation time grew during the look);
+- ``clock_changed``: the SM clock varied by more than :data:`CLOCK_CHANGE_SHARE` of its highest
+  reading within a look (readings taken while the GPU was idle left out);
+- ``device_shared``: another process had a compute context on the device during a look;
+
+and :func:`device_isolation`, ``exclusive``, ``shared`` or ``unknown`` for the run. Without
+readings (CPU, no ``nvidia-ml-py``, NVML failing) everything is ``unknown`` and no flag is raised.
+
+Pure: no NVML, no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import attrs
+
+from aitune_fp.core._checks import as_tuple, finite, integer, one_of, tuple_of
+
+__all__ = [
+    "CLOCK_CHANGE_SHARE",
+    "DEVICE_ISOLATIONS",
+    "GPU_IDLE",
+    "THROTTLE_REASONS",
+    "DeviceIsolation",
+    "DeviceSample",
+    "LookTelemetry",
+    "TelemetryVerdict",
+    "assess",
+    "clock_changed",
+    "device_isolation",
+    "other_processes",
+    "throttle_names",
+    "throttled",
+]
+
+DeviceIsolation = Literal["exclusive", "shared", "unknown"]
+#: ``device_isolation`` of a run: no other compute process seen at any reading, another one
+#: seen, or not known (no readings, or NVML could not list the processes).
+DEVICE_ISOLATIONS: tuple[DeviceIsolation, ...] = ("exclusive", "shared", "unknown")
+
+#: The NVML throttle ("clocks event") reason bits counted as a throttle, with why each counts.
+#: Each lowers the SM clock below what the load asks for because of heat or power, so it slows
+#: whichever arm runs under it; a heavier arm draws more power and is slowed more, so even a
+#: throttle spanning both arms biases the ratio.
+THROTTLE_REASONS: dict[int, str] = {
+    0x04: "SW power cap",  # the driver holds board power under its limit by lowering clocks
+    0x08: "HW slowdown",  # hardware halves clocks or more: over temperature or power supply
+    0x20: "SW thermal",  # the driver lowers clocks to keep the GPU under its target temperature
+    0x40: "HW thermal",  # hardware slowdown because the GPU is too hot
+    0x80: "HW power brake",  # an external power-brake signal (the node's power supply)
+}
+#: Not counted: 0x01 GPU idle (nothing to run, normal between calls), 0x02 application clocks
+#: setting (clocks held where ``nvidia-smi -ac`` or ``-lgc`` put them: what locking asks for),
+#: 0x10 sync boost (held with other GPUs of a group), 0x100 display clock setting.
+GPU_IDLE = 0x01
+_COUNTED = sum(THROTTLE_REASONS)
+
+#: ``clock_changed``: the SM clock's readings within one look spread by more than this share of
+#: the highest one ((max - min) / max). 5 %: boost bins are 15 MHz (under 1 % of a ~1.5 GHz
+#: clock), so this is several bins, and a 5 % slower clock is a 5 % slower kernel.
+CLOCK_CHANGE_SHARE = 0.05
+
+_optional = attrs.validators.optional
+
+
+@attrs.frozen(kw_only=True)
+class DeviceSample:
+    """One NVML reading of the timed device; None where the value could not be read.
+
+    ``throttle_reasons``: NVML's active throttle reason bitmask; ``violation_ns``: the driver's
+    cumulative power plus thermal violation time (grows while a throttle holds clocks down,
+    also between readings); ``pids``: the processes with a compute context on the device.
+    """
+
+    sm_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
+    mem_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
+    temperature_c: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
+    power_w: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    throttle_reasons: int | None = attrs.field(
+        default=None, validator=_optional(integer(minimum=0))
+    )
+    violation_ns: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
+    pids: tuple[int, ...] | None = attrs.field(
+        default=None, converter=as_tuple, validator=_optional(tuple_of(integer()))
+    )
+
+
+@attrs.frozen(kw_only=True)
+class LookTelemetry:
+    """The readings taken around one look's pairs (in time order: before, after, any between)."""
+
+    look: int = attrs.field(validator=integer(minimum=1))
+    samples: tuple[DeviceSample, ...] = attrs.field(
+        converter=as_tuple, validator=tuple_of(attrs.validators.instance_of(DeviceSample))
+    )
+
+
+def _busy_clock(sample: DeviceSample) -> int | None:
+    """The SM clock of ``sample``, None when unread or read while NVML reported the GPU idle."""
+    idle = sample.throttle_reasons is not None and bool(sample.throttle_reasons & GPU_IDLE)
+    return None if idle else sample.sm_clock_mhz
+
+
+def throttle_names(reasons: int) -> tuple[str, ...]:
+    """The counted throttle reasons set in NVML's bitmask ``reasons``, by name."""
+    return tuple(name for bit, name in THROTTLE_REASONS.items() if reasons & bit)
+
+
+def throttled(look: LookTelemetry) -> bool:
+    """Whether ``look`` ran under a thermal or power throttle (the ``throttled`` flag).
+
+    A counted reason active at any reading, or the violation time grown between the first and
+    the last reading that have it (a throttle that began and ended between readings).
+    """
+    if any(s.throttle_reasons is not None and s.throttle_reasons & _COUNTED for s in look.samples):
+        return True
+    counters = [s.violation_ns for s in look.samples if s.violation_ns is not None]
+    return len(counters) >= 2 and counters[-1] > counters[0]
+
+
+def clock_changed(look: LookTelemetry, share: float = CLOCK_CHANGE_SHARE) -> bool:
+    """Whether the SM clock's readings in ``look`` spread by more than ``share`` of the highest.
+
+    Readings taken while NVML reported the GPU idle are left out: they show the idle clock,
+    not the one the timed calls ran at.
+    """
+    clocks = [c for c in map(_busy_clock, look.samples) if c is not None]
+    if len(clocks) < 2 or max(clocks) == 0:
+        return False
+    return (max(clocks) - min(clocks)) / max(clocks) > share
+
+
+def other_processes(pids: tuple[int, ...] | None, own_pid: int) -> int | None:
+    """How many processes other than ``own_pid`` hold a compute context (None: not known).
+
+    The timing process holds a context on the device it times, so it should be listed. When it
+    is not (NVML reports the host's PIDs to a process in a container's PID namespace), one of
+    the listed processes is taken to be it; an empty list means NVML cannot see this process's
+    contexts at all, so nothing is known.
+    """
+    if not pids:
+        return None
+    if own_pid in pids:
+        return sum(1 for pid in pids if pid != own_pid)
+    return len(pids) - 1
+
+
+def device_isolation(looks: Sequence[LookTelemetry], own_pid: int) -> DeviceIsolation:
+    """``shared`` when another process was seen; ``exclusive`` when every reading listed none."""
+    counts = [other_processes(s.pids, own_pid) for look in looks for s in look.samples]
+    if any(n for n in counts):
+        return "shared"
+    if counts and all(n == 0 for n in counts):
+        return "exclusive"
+    return "unknown"
+
+
+@attrs.frozen(kw_only=True)
+class TelemetryVerdict:
+    """What a comparison's telemetry says: its flags and the figures shown with them.
+
+    ``flags``: ``throttled``, ``clock_changed``, ``device_shared`` (in that order, each once);
+    ``throttled_looks``/``clock_changed_looks``: the looks (from 1) that raised them;
+    ``reasons``: the counted throttle reasons seen; ``sm_clock_mhz_min``/``_max`` over the
+    readings not taken while the GPU was idle, ``temperature_c_max`` and ``power_w_max`` over
+    all readings (None: none read).
+    """
+
+    flags: tuple[str, ...] = attrs.field(
+        default=(),
+        converter=as_tuple,
+        validator=tuple_of(one_of(("throttled", "clock_changed", "device_shared"))),
+    )
+    device_isolation: DeviceIsolation = attrs.field(
+        default="unknown", validator=one_of(DEVICE_ISOLATIONS)
+    )
+    throttled_looks: tuple[int, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=tuple_of(integer())
+    )
+    clock_changed_looks: tuple[int, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=tuple_of(integer())
+    )
+    reasons: tuple[str, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=tuple_of(one_of(tuple(THROTTLE_REASONS.values())))
+    )
+    sm_clock_mhz_min: int | None = attrs.field(
+        default=None, validator=_optional(integer(minimum=0))
+    )
+    sm_clock_mhz_max: int | None = attrs.field(
+        default=None, validator=_optional(integer(minimum=0))
+    )
+    temperature_c_max: int | None = attrs.field(
+        default=None, validator=_optional(integer(minimum=0))
+    )
+    power_w_max: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+
+    def result_fields(self) -> dict[str, Any]:
+        """The values a result records (``device_isolation`` and the figures)."""
+        return {
+            "device_isolation": self.device_isolation,
+            "sm_clock_mhz_min": self.sm_clock_mhz_min,
+            "sm_clock_mhz_max": self.sm_clock_mhz_max,
+            "temperature_c_max": self.temperature_c_max,
+            "power_w_max": self.power_w_max,
+        }
+
+    def note(self) -> str | None:
+        """The words a result's reason gets for the flags raised (None: none raised)."""
+        parts = []
+        if self.throttled_looks:
+            why = ", ".join(self.reasons) or "power/thermal violation time grew"
+            parts.append(f"throttled ({why}) at look {_looks(self.throttled_looks)}")
+        if self.clock_changed_looks:
+            parts.append(
+                f"SM clock moved {self.sm_clock_mhz_min}-{self.sm_clock_mhz_max} MHz "
+                f"(> {CLOCK_CHANGE_SHARE:.0%} within look {_looks(self.clock_changed_looks)})"
+            )
+        if "device_shared" in self.flags:
+            parts.append("another process computed on the device")
+        return "; ".join(parts) or None
+
+
+def _looks(numbers: tuple[int, ...]) -> str:
+    return ", ".join(str(n) for n in numbers)
+
+
+def _extreme(values: Sequence[Any], pick: Any) -> Any:
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
+
+
+def assess(
+    looks: Sequence[LookTelemetry], own_pid: int, *, share: float = CLOCK_CHANGE_SHARE
+) -> TelemetryVerdict:
+    """The flags and figures of a comparison's ``looks`` (``own_pid``: the timing process)."""
+    samples = [s for look in looks for s in look.samples]
+    throttled_looks = tuple(look.look for look in looks if throttled(look))
+    changed_looks = tuple(look.look for look in looks if clock_changed(look, share))
+    isolation = device_isolation(looks, own_pid)
+    seen = 0
+    for s in samples:
+        seen |= s.throttle_reasons or 0
+    flags = [
+        name
+        for name, raised in (
+            ("throttled", bool(throttled_looks)),
+            ("clock_changed", bool(changed_looks)),
+            ("device_shared", isolation == "shared"),
+        )
+        if raised
+    ]
+    return TelemetryVerdict(
+        flags=tuple(flags),
+        device_isolation=isolation,
+        throttled_looks=throttled_looks,
+        clock_changed_looks=changed_looks,
+        reasons=throttle_names(seen),
+        sm_clock_mhz_min=_extreme([_busy_clock(s) for s in samples], min),
+        sm_clock_mhz_max=_extreme([_busy_clock(s) for s in samples], max),
+        temperature_c_max=_extreme([s.temperature_c for s in samples], max),
+        power_w_max=_extreme([s.power_w for s in samples], max),
+    )

@@ -1,0 +1,223 @@
+"""Timings in, one arm's figures out: the input check every statistic shares, and steadiness.
+
+Timings are per-call latencies in seconds at one batch size: any 1-D sequence of real numbers
+(lists, tuples, numpy arrays of any real dtype, 1-D tensors, read through ``.tolist()``, never
+imported here). :func:`_timings` checks them once (finite, > 0) for every part of the decision
+(:mod:`~aitune_fp.core.hodges_lehmann`, :mod:`~aitune_fp.core.sequential`). The rest describes one
+arm on its own: its throughput, its relative noise, whether it has warmed up (:func:`is_steady`,
+:func:`is_settled`) and where its level shifted (:func:`level_shift_index`). No torch, no clocks,
+no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import decimal
+import math
+import numbers
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import Any, SupportsFloat, TypeAlias
+
+from aitune_fp.core._checks import check_int, check_nonnegative, check_positive
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+
+__all__ = [
+    "coefficient_of_variation",
+    "is_settled",
+    "is_steady",
+    "level_shift_index",
+    "throughput_from_latencies",
+]
+
+#: What the timing arguments accept: a 1-D sequence of real numbers (list, tuple, numpy array of
+#: any real dtype, 1-D tensor); checked at run time by :func:`_timings`.
+_Timings: TypeAlias = Iterable[SupportsFloat]
+
+#: Most timings per arm whose standard deviation comes from the exact ``statistics.stdev``.
+_EXACT_STDEV_MAX = 100_000
+
+
+def _got(value: object) -> str:
+    """``value``'s repr and type name, for a type error's message."""
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _items(name: str, values: object) -> list[Any]:
+    """The items of a 1-D sequence, array or tensor (arrays and tensors via ``.tolist()``).
+
+    Anything with an ``ndim`` other than 1 (a 2-D array, a 0-d tensor, a numpy scalar) is refused,
+    so a matrix is never read as a list of rows. numpy and torch are duck-typed, not imported.
+    """
+    if isinstance(values, (str, bytes)):
+        raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
+    ndim = getattr(values, "ndim", None)
+    if isinstance(ndim, int):
+        if ndim != 1:
+            shape = getattr(values, "shape", None)
+            shown = "" if shape is None else f" of shape {tuple(shape)!r}"
+            raise InvalidTypeError(
+                f"{name} must be a 1-D sequence of numbers, "
+                f"got a {ndim}-D {type(values).__name__}{shown}"
+            )
+        to_list = getattr(values, "tolist", None)
+        if callable(to_list):
+            items = to_list()
+            if isinstance(items, list):
+                return items
+    if not isinstance(values, Iterable):
+        raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
+    return list(values)
+
+
+def _real(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number (also a numpy scalar, 0-d array or tensor).
+
+    int, float, Fraction, Decimal and numpy scalars convert with ``float()``. Bools (Python, numpy or tensor) are refused like any non-number: a flag is not a timing.
+    """
+    if isinstance(value, bool):
+        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        number: object = value  # int, float, numpy floating/integer scalars, Fraction, Decimal
+    elif getattr(value, "ndim", None) == 0 and callable(getattr(value, "tolist", None)):
+        number = value.tolist()  # type: ignore[attr-defined]  # a 0-d array or tensor
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    else:
+        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+    try:
+        return float(number)  # type: ignore[arg-type]
+    except (OverflowError, ValueError):  # beyond float range; a signalling Decimal NaN
+        raise InvalidValueError(f"{name} must be finite, got {value!r}") from None
+
+
+def _timings(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
+    """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them.
+
+    Accepts any 1-D sequence of real numbers (see :func:`_items`). Plain int/float items take a
+    C-speed check; anything else, or a bad value, goes item by item so the error names its index.
+    """
+    items = _items(name, values)
+    if all(issubclass(kind, (float, int)) and kind is not bool for kind in set(map(type, items))):
+        try:
+            floats = list(map(float, items))
+        except OverflowError:
+            floats = []  # an int beyond float range: the item-by-item pass names it
+        ok = len(floats) == len(items) >= minimum and all(map(math.isfinite, floats))
+        if ok and (not floats or min(floats) > 0):
+            return tuple(floats)
+    result = tuple(
+        check_positive(f"{name}[{i}]", _real(f"{name}[{i}]", v)) for i, v in enumerate(items)
+    )
+    if len(result) < minimum:
+        raise InvalidValueError(
+            f"{name} needs at least {minimum} values, got {len(result)}: {items!r}"
+        )
+    return result
+
+
+def _sorted_median(values: Sequence[float]) -> float:
+    """Median of an already sorted, non-empty sequence."""
+    n = len(values)
+    mid = n // 2
+    if n % 2:
+        return values[mid]
+    return (values[mid - 1] + values[mid]) / 2.0
+
+
+def throughput_from_latencies(latencies_s: _Timings, batch_size: int) -> float:
+    """Return samples per second from the MEAN latency (``batch_size / mean``), as AITune reports it.
+
+    One latency is enough for a throughput; every latency must be finite and > 0.
+    """
+    values = _timings("latencies_s", latencies_s, minimum=1)
+    batch = check_int("batch_size", batch_size, minimum=1)
+    return batch / statistics.fmean(values)
+
+
+def coefficient_of_variation(values: _Timings) -> float:
+    """Sample standard deviation (n-1) over the mean of positive timings: their relative noise."""
+    return _cv(_timings("values", values))
+
+
+def _cv(items: tuple[float, ...]) -> float:
+    """:func:`coefficient_of_variation` of checked timings.
+
+    ``statistics.stdev`` (exact, but ~1 s per million values) up to ``_EXACT_STDEV_MAX`` values;
+    above, two passes of ``math.fsum`` (within a few ulps of it, ten times faster).
+    """
+    if len(items) <= _EXACT_STDEV_MAX:
+        return statistics.stdev(items) / statistics.fmean(items)
+    mean = math.fsum(items) / len(items)
+    variance = math.fsum((x - mean) ** 2 for x in items) / (len(items) - 1)
+    return math.sqrt(variance) / mean
+
+
+def is_steady(times: _Timings, window: int, tolerance: float) -> bool:
+    """Warm-up test: the last ``window`` times spread by at most ``tolerance`` of their median.
+
+    True when ``len(times) >= window`` and ``(max - min) / median`` of the last ``window`` values is
+    ``<= tolerance``. Fewer times than ``window`` (even none) is not an error: it is "not yet steady".
+    """
+    size = check_int("window", window, minimum=2)
+    tol = check_nonnegative("tolerance", tolerance)
+    items = _timings("times", times, minimum=0)
+    if len(items) < size:
+        return False
+    last = items[-size:]
+    return (max(last) - min(last)) / statistics.median(last) <= tol
+
+
+def is_settled(times: _Timings, window: int, tolerance: float, *, z: float = 2.5) -> bool:
+    """Warm-up test scaled to the machine's noise: no trend beyond what the noise explains.
+
+    True when :func:`is_steady` holds, or when the last ``2 * window`` times show no monotone
+    trend: Kendall's ``S`` (concordant minus discordant pairs of (call index, time)) within ``z``
+    of its standard deviation under no trend, ``sqrt(m (m - 1) (2m + 5) / 18)``. Ranks, so one
+    slow outlier weighs no more than any call. A fixed spread tolerance alone flags a steady arm
+    on a noisy 2-CPU machine in 30-40 % of decisions (issue 14); a cold start that is still
+    decaying, or an arm slowing down, is a trend and still fails.
+    """
+    size = check_int("window", window, minimum=2)
+    level = check_positive("z", z)
+    items = _timings("times", times, minimum=0)
+    if is_steady(items, size, tolerance):
+        return True
+    if len(items) < 2 * size:
+        return False
+    recent = items[-2 * size :]
+    m = len(recent)
+    score = sum(
+        (recent[j] > recent[i]) - (recent[j] < recent[i]) for i in range(m) for j in range(i + 1, m)
+    )
+    return abs(score) <= level * math.sqrt(m * (m - 1) * (2 * m + 5) / 18.0)
+
+
+def level_shift_index(times: _Timings, *, min_segment: int = 10, ratio: float = 0.15) -> int | None:
+    """First split index where the timing level shifts, to flag samples measured after it.
+
+    Returns the smallest ``k`` with ``min_segment <= k <= len(times) - min_segment`` such that
+    ``|median(times[k:]) - median(times[:k])| > ratio * median(times[:k])``, i.e. ``times[k:]`` run
+    at a level that differs by more than ``ratio`` (relative) from the level before them; ``None``
+    when no split qualifies (including when there are fewer than ``2 * min_segment`` times).
+    Medians make it robust to single outliers but early: a clean step at index ``s`` is reported
+    as soon as about half of ``times[k:]`` lies past it, so ``k <= s`` and the flagged tail is a
+    superset of the shifted samples. O(n^2) for the ~hundreds of samples it is meant for.
+    """
+    seg = check_int("min_segment", min_segment, minimum=1)
+    rel = check_positive("ratio", ratio)
+    items = _timings("times", times, minimum=0)
+    n = len(items)
+    if n < 2 * seg:
+        return None
+    before = sorted(items[:seg])
+    after = sorted(items[seg:])
+    for k in range(seg, n - seg + 1):
+        if k > seg:
+            moved = items[k - 1]
+            bisect.insort(before, moved)
+            del after[bisect.bisect_left(after, moved)]
+        level = _sorted_median(before)
+        if abs(_sorted_median(after) - level) > rel * level:
+            return k
+    return None

@@ -1,0 +1,220 @@
+"""The three-outcome verdict on "the candidate is faster than eager by the threshold", as a record.
+
+Rule (one look): ``faster`` when ``ci_low > required_speedup``, ``not_faster`` when
+``ci_high < required_speedup`` (or, with a futility margin, when the estimate is below and the
+futility upper bound below ``required + margin``), else ``inconclusive``. Both comparisons are
+strict and made on the reported (ratio) scale, so a bound that lands exactly on the threshold never
+settles the question: it gives ``inconclusive``, and the fields of :class:`SpeedupDecision` always
+reproduce its verdict (checked when one is made). :func:`ruled_out_statement` says in words what
+an interval excludes. See ``shared/reference/measurement-findings.md`` for the rule and the
+evidence behind it. The decisions themselves are :mod:`~aitune_fp.core.sequential`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import attrs
+
+from aitune_fp.core._checks import (
+    as_tuple,
+    finite,
+    integer,
+    not_nan,
+    of_type,
+    one_of,
+    open_interval,
+    tuple_of,
+)
+from aitune_fp.core.messages import fmt_level
+from aitune_fp.errors import InvalidValueError
+
+__all__ = ["METHODS", "VERDICTS", "SpeedupDecision", "Verdict", "ruled_out_statement"]
+
+Verdict = Literal["faster", "not_faster", "inconclusive"]
+VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
+
+#: Names of the two interval methods, as written in :attr:`SpeedupDecision.method`.
+METHODS: tuple[str, ...] = ("wilcoxon_signed_rank_hl", "mann_whitney_hl")
+
+
+def _json_float(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+@attrs.frozen(kw_only=True)
+class SpeedupDecision:
+    """A three-outcome verdict on 'candidate is faster than eager by the threshold', with its basis.
+
+    ``speedup`` is ``exp`` of the Hodges-Lehmann estimate of the log ratios ``ln(eager / candidate)``
+    (the typical call, not the mean latency); ``[ci_low, ci_high]`` is its two-sided interval at
+    ``confidence`` (``ci_low`` may be 0.0 and ``ci_high`` ``inf`` when too few timings bound it).
+    ``faster`` iff ``ci_low > required_speedup``; ``not_faster`` iff ``ci_high < required_speedup``
+    or (futility) ``speedup < required_speedup`` and ``futility_high < required_speedup +
+    futility_margin``; else ``inconclusive``. ``guarantee`` is the one-sided level at which each
+    wrong verdict is controlled over the whole measurement (all looks), which is what a user may
+    rely on; ``confidence`` is one look's two-sided level.
+    """
+
+    verdict: Verdict = attrs.field(validator=one_of(VERDICTS))
+    speedup: float = attrs.field(validator=finite(minimum=0, strict=True))
+    ci_low: float = attrs.field(validator=not_nan())
+    ci_high: float = attrs.field(validator=not_nan())
+    n_baseline: int = attrs.field(validator=integer(minimum=2))
+    n_candidate: int = attrs.field(validator=integer(minimum=2))
+    confidence: float = attrs.field(validator=open_interval(0, 1))
+    required_speedup: float = attrs.field(validator=finite(minimum=0, strict=True))
+    method: str = attrs.field(validator=one_of(METHODS))
+    cv_baseline: float = attrs.field(validator=finite(minimum=0))
+    cv_candidate: float = attrs.field(validator=finite(minimum=0))
+    #: Overall one-sided level of each error (None: this look alone, ``1 - (1 - confidence) / 2``).
+    guarantee: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(open_interval(0, 1))
+    )
+    #: How far above the required speedup a candidate may be and still be called ``not_faster``
+    #: (speedup units; 0.01 is one percentage point).
+    futility_margin: float = attrs.field(default=0.0, validator=finite(minimum=0))
+    #: Upper bound at the (looser) futility level; None when it is ``ci_high``.
+    futility_high: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(not_nan())
+    )
+    #: Lag-1 rank autocorrelation of the paired log ratios (None: unpaired).
+    autocorrelation: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(finite(minimum=-1, strict=True))
+    )
+    #: Pair index where the ratio shifted (None: none found); the interval then covers both the
+    #: whole run's and the later pairs' intervals, and the estimate is the later pairs'.
+    shift_index: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(integer(minimum=0))
+    )
+    #: What the dependence checks found: ``serial_correlation`` (interval widened),
+    #: ``ratio_shift`` (a verdict needs the whole run and the pairs after the shift to agree).
+    flags: tuple[str, ...] = attrs.field(
+        default=(), converter=as_tuple, validator=tuple_of(of_type(str))
+    )
+
+    def __attrs_post_init__(self) -> None:
+        """Check that the interval holds the estimate and that the verdict follows the rule."""
+        if not 0.0 <= self.ci_low <= self.speedup <= self.ci_high:
+            raise InvalidValueError(
+                "need 0 <= ci_low <= speedup <= ci_high, got "
+                f"ci_low={self.ci_low!r}, speedup={self.speedup!r}, ci_high={self.ci_high!r}"
+            )
+        if self.futility_high is not None and not self.futility_high >= self.speedup:
+            raise InvalidValueError(
+                f"futility_high must be >= speedup ({self.speedup!r}), got {self.futility_high!r}"
+            )
+        expected = _verdict(
+            self.ci_low,
+            self.ci_high,
+            self.required_speedup,
+            speedup=self.speedup,
+            futility_high=self.upper_for_futility,
+            margin=self.futility_margin,
+        )
+        if expected == "faster" and "throughput_disagrees" in self.flags:
+            expected = "inconclusive"  # held back: the throughput ratio did not clear it
+        if self.verdict != expected:
+            raise InvalidValueError(
+                f"verdict {self.verdict!r} contradicts the bounds [{self.ci_low!r}, "
+                f"{self.ci_high!r}] and required_speedup={self.required_speedup!r} "
+                f"(expected {expected!r})"
+            )
+
+    @property
+    def upper_for_futility(self) -> float:
+        """The upper bound the futility rule compares: ``futility_high``, else ``ci_high``."""
+        return self.ci_high if self.futility_high is None else self.futility_high
+
+    @property
+    def overall(self) -> float:
+        """One-sided level of each wrong verdict over the whole measurement."""
+        return 1.0 - (1.0 - self.confidence) / 2.0 if self.guarantee is None else self.guarantee
+
+    @property
+    def ruled_out(self) -> str:
+        """What the interval rules out, as one sentence (the honest content of any verdict)."""
+        return ruled_out_statement(self.ci_low, self.ci_high, self.overall)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-ready fields; an unbounded ``ci_high`` (``inf``) is written as ``None``."""
+        return {
+            "verdict": self.verdict,
+            "speedup": self.speedup,
+            "ci_low": self.ci_low,
+            "ci_high": _json_float(self.ci_high),
+            "n_baseline": self.n_baseline,
+            "n_candidate": self.n_candidate,
+            "confidence": self.confidence,
+            "guarantee": self.overall,
+            "required_speedup": self.required_speedup,
+            "futility_margin": self.futility_margin,
+            "futility_high": _json_float(self.upper_for_futility),
+            "method": self.method,
+            "cv_baseline": self.cv_baseline,
+            "cv_candidate": self.cv_candidate,
+            "autocorrelation": self.autocorrelation,
+            "shift_index": self.shift_index,
+            "flags": list(self.flags),
+            "ruled_out": self.ruled_out,
+        }
+
+
+def _pct(ratio: float) -> str:
+    """A speedup as a signed percentage change against eager (1.04 -> '+4%')."""
+    change = (ratio - 1.0) * 100.0
+    digits = 0 if abs(change) >= 10 or round(change, 1) == round(change) else 1
+    return f"{change:+.{digits}f}%"
+
+
+def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
+    """Say which speedups an interval rules out and where it places the candidate.
+
+    ``level`` is each side's one-sided level; the two sides together hold at ``2 level - 1``.
+    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95%
+    (one-sided each); the candidate is within -3%/+4% of eager at 90% (both sides together)".
+    Levels are printed with the precision they have (97.5 %, never "98%"). Unbounded sides rule
+    nothing out.
+    """
+    parts = []
+    if math.isfinite(ci_high):
+        parts.append(f"faster than {ci_high:.3f}x")
+    if ci_low > 0.0:
+        parts.append(f"slower than {ci_low:.3f}x")
+    if not parts:
+        return "too few timings to rule anything out"
+    both = 2.0 * level - 1.0  # Bonferroni over the two sides (exact for one look)
+    where = (
+        f"; the candidate is within {_pct(ci_low)}/{_pct(ci_high)} of eager at "
+        f"{fmt_level(both)} (both sides together)"
+        if math.isfinite(ci_high) and ci_low > 0.0 and both > 0.0
+        else ""
+    )
+    each = " (one-sided each)" if len(parts) == 2 else ""
+    verb = "are" if len(parts) == 2 else "is"
+    return f"{' and '.join(parts)} {verb} ruled out at {fmt_level(level)}{each}{where}"
+
+
+def _verdict(
+    ci_low: float,
+    ci_high: float,
+    required: float,
+    *,
+    speedup: float | None = None,
+    futility_high: float | None = None,
+    margin: float = 0.0,
+) -> Verdict:
+    """Apply the three-outcome rule; equality with a threshold never settles the question."""
+    if ci_low > required:
+        return "faster"
+    if ci_high < required:
+        return "not_faster"
+    if (
+        speedup is not None
+        and futility_high is not None
+        and speedup < required
+        and futility_high < required + margin
+    ):
+        return "not_faster"
+    return "inconclusive"

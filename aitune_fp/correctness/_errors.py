@@ -1,0 +1,88 @@
+"""The errors a correctness check raises: the candidate is wrong, or eager itself failed."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+from aitune_fp.core._checks import check_choice
+from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.errors import AitunefpError, InvalidTypeError
+
+#: The checks a :class:`CorrectnessError` can name.
+CheckName: TypeAlias = Literal[
+    "finite", "structure", "shape", "dtype", "values", "type", "exception"
+]
+CHECKS: tuple[CheckName, ...] = (
+    "finite",
+    "structure",
+    "shape",
+    "dtype",
+    "values",
+    "type",
+    "exception",
+)
+
+
+class CorrectnessError(AitunefpError, RuntimeError):
+    """A candidate's outputs disagree with the eager reference (or the candidate call failed).
+
+    A ``RuntimeError``, not an ``AssertionError``: a wrong candidate is an expected, recoverable
+    outcome that validation catches to reject it, while ``AssertionError`` signals a broken
+    invariant in our own code; keeping them apart stops a library bug passing as a rejection.
+    ``mismatch``: where the norm criteria or a user metric decided, each criterion's value
+    against its budget (``mismatch.failed_criteria``: those that missed, and by how much).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        check: CheckName,
+        sample_index: int | None = None,
+        batch_size: int | None = None,
+        mismatch: Mismatch | None = None,
+    ) -> None:
+        """Record the output ``path`` and the ``check`` that failed next to the message."""
+        check_choice("check", check, CHECKS)
+        if mismatch is not None and not isinstance(mismatch, Mismatch):
+            raise InvalidTypeError(f"mismatch must be a Mismatch or None, got {mismatch!r}")
+        super().__init__(message)
+        self.path = path
+        self.check: CheckName = check
+        self.sample_index = sample_index
+        self.batch_size = batch_size
+        self.mismatch = mismatch
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle with the keyword attributes (exceptions pickle only ``args`` by default)."""
+        return (
+            _rebuild_error,
+            (str(self), self.path, self.check, self.sample_index, self.batch_size, self.mismatch),
+        )
+
+
+class ReferenceFailedError(AitunefpError, RuntimeError):
+    """The eager reference itself failed on a sample, so nothing can be compared.
+
+    Not a :class:`CorrectnessError`: the candidate is not at fault. A ``RuntimeError``, as before.
+    """
+
+
+def _rebuild_error(
+    message: str,
+    path: str,
+    check: CheckName,
+    sample_index: int | None,
+    batch_size: int | None,
+    mismatch: Mismatch | None = None,
+) -> CorrectnessError:
+    """Unpickle a :class:`CorrectnessError`."""
+    return CorrectnessError(
+        message,
+        path=path,
+        check=check,
+        sample_index=sample_index,
+        batch_size=batch_size,
+        mismatch=mismatch,
+    )

@@ -1,0 +1,222 @@
+"""Comparing one floating tensor leaf: element-wise, or by the norm criteria of its tier.
+
+Element-wise (float32/float64 by default): every element within ``atol + rtol * |e|``. Norm
+criteria (reduced precision by default): the leaf is reduced to squared norms and counts here,
+and ``core/accuracy.py`` holds them against their budgets, so a handful of rounding outliers
+does not reject while a wrong output still does. Either way a pass is recorded as a
+:class:`Mismatch` in the walk's tally and a failure raises :class:`CorrectnessError`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import attrs
+import torch
+
+from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, judge_leaf
+from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.correctness._errors import CorrectnessError
+from aitune_fp.correctness._leaves import unravel
+from aitune_fp.correctness.tolerances import Tolerances
+
+
+@attrs.define
+class Walk:
+    """The state of one comparison walk: the budget, the declared dtype, what passed so far.
+
+    Mutable on purpose (the tally grows leaf by leaf); it never leaves the comparison.
+    """
+
+    tol: Tolerances
+    expected_dtype: torch.dtype | None = None
+    noise_floor: NoiseFloor | None = None
+    tally: list[Mismatch] = attrs.field(factory=list)
+
+
+def compare_floats(
+    a: torch.Tensor, e: torch.Tensor, path: str, tier: torch.dtype, walk: Walk
+) -> None:
+    """Hold one floating leaf to its tier's budget: element-wise, or by the norm criteria."""
+    tol = walk.tol
+    atol, rtol = tol.for_dtype(tier)
+    wide = a.dtype in (torch.float64, torch.complex128) or e.dtype in (
+        torch.float64,
+        torch.complex128,
+    )
+    if a.is_complex() or e.is_complex():
+        compute = torch.complex128 if wide else torch.complex64
+    else:
+        compute = torch.float64 if wide else torch.float32
+    a_c, e_c = a.to(compute), e.to(compute)
+    diff = (a_c - e_c).abs()
+    magnitude = e_c.abs()
+    if tol.scale_atol and atol and e_c.numel():  # exact tiers (atol 0) stay exact
+        finite = magnitude[torch.isfinite(magnitude)]
+        rms = float(finite.double().square().mean().sqrt()) if finite.numel() else 0.0
+        atol += tol.scale_atol * rms
+    limit = atol + rtol * magnitude
+    reference_bad = ~torch.isfinite(e_c)
+    if tol.norm_decides(tier):
+        _judge_norms(a_c, e_c, diff, limit, reference_bad, (atol, rtol), path, tier, walk)
+        return
+    bad = (diff > limit) | reference_bad
+    count = int(bad.sum())
+    if not count:
+        walk.tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
+        return
+    raise CorrectnessError(
+        f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
+        f"({tier} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
+        f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
+        path=path,
+        check="values",
+    )
+
+
+def _worst(
+    a_c: torch.Tensor,
+    e_c: torch.Tensor,
+    diff: torch.Tensor,
+    limit: torch.Tensor,
+    reference_bad: torch.Tensor,
+) -> str:
+    """Where a failing leaf is worst: the element most over its allowance, max abs and rel."""
+    shape = tuple(e_c.shape)
+    magnitude = e_c.abs()
+    flat_diff = torch.where(reference_bad, torch.inf, diff).reshape(-1)
+    excess = (flat_diff - limit.reshape(-1)).nan_to_num(nan=torch.inf)
+    worst = unravel(int(excess.argmax()), shape)
+    rel = torch.where(
+        magnitude > 0, diff / magnitude, torch.where(diff > 0, torch.inf, 0.0)
+    ).reshape(-1)
+    finite_diff = diff.reshape(-1).nan_to_num(nan=torch.inf)
+    max_abs_index = unravel(int(finite_diff.argmax()), shape)
+    max_rel_index = unravel(int(rel.nan_to_num(nan=torch.inf).argmax()), shape)
+    note = ""
+    if bool(reference_bad.any()):
+        note = f"; the eager reference itself is non-finite at {int(reference_bad.sum())} elements"
+    return (
+        f"worst at index {worst}: got {_fmt(a_c[worst])}, expected {_fmt(e_c[worst])}; "
+        f"max abs error {float(finite_diff.max()):.4g} at index {max_abs_index}; "
+        f"max rel error {float(rel.nan_to_num(nan=torch.inf).max()):.4g} at index "
+        f"{max_rel_index}{note}"
+    )
+
+
+def _judge_norms(
+    a_c: torch.Tensor,
+    e_c: torch.Tensor,
+    diff: torch.Tensor,
+    limit: torch.Tensor,
+    reference_bad: torch.Tensor,
+    tolerances: tuple[float, float],
+    path: str,
+    tier: torch.dtype,
+    walk: Walk,
+) -> None:
+    """Reduce the leaf to norms and counts, judge them in the core; raise on a miss."""
+    ok = ~reference_bad
+    n_ok = int(ok.sum())
+    diff_sq = capped(float(diff[ok].double().square().sum()))
+    ref_sq = capped(float(e_c.abs()[ok].double().square().sum()))
+    noise = walk.noise_floor.of(path) if walk.noise_floor is not None else None
+    budgets = walk.tol.norm_budgets(tier, noise)
+    rms = math.sqrt(ref_sq / n_ok) if n_ok else 0.0
+    # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
+    widened = limit + budgets.rel_l2 * rms
+    outliers = int(((diff > widened) | reference_bad).sum())
+    rows, agreeing = _top1(a_c, e_c, widened, budgets)
+    stats = LeafStats(
+        n_elements=e_c.numel(),
+        diff_sq=diff_sq,
+        ref_sq=ref_sq,
+        outliers=outliers,
+        rows=rows,
+        rows_agreeing=agreeing,
+    )
+    criteria = judge_leaf(stats, budgets, path)
+    atol, rtol = tolerances
+    measured = attrs.evolve(
+        _measured(diff, e_c.abs(), limit, atol, rtol, path),
+        budget_used=max(c.used for c in criteria),
+        criteria=criteria,
+    )
+    failed = [c for c in criteria if not c.passed]
+    if not failed:
+        walk.tally.append(measured)
+        return
+    beyond = int(((diff > limit) | reference_bad).sum())
+    raise CorrectnessError(
+        f"{path}: values differ from the eager reference beyond the norm criteria ({tier} "
+        f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
+        f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
+        path=path,
+        check="values",
+        mismatch=measured,
+    )
+
+
+def _top1(
+    a_c: torch.Tensor, e_c: torch.Tensor, widened: torch.Tensor, budgets: NormBudgets
+) -> tuple[int, int]:
+    """Rows of a 2-D real leaf (classifier logits), and those whose top-1 agrees with eager's.
+
+    A row agrees when the candidate's argmax is eager's, or when eager scores the two classes
+    within both elements' allowances (a near-tie the tolerated errors can flip). Rows where eager
+    is non-finite are left out. ``(0, 0)`` for other leaves or when the criterion is off.
+    """
+    if budgets.top1_agreement is None or e_c.ndim != 2 or e_c.shape[1] < 2 or e_c.is_complex():
+        return 0, 0
+    keep = torch.isfinite(e_c).all(dim=1)
+    a_r, e_r, w_r = a_c[keep], e_c[keep], widened[keep]
+    if not e_r.shape[0]:
+        return 0, 0
+    mine = e_r.argmax(dim=1, keepdim=True)
+    theirs = a_r.argmax(dim=1, keepdim=True)
+    gap = e_r.gather(1, mine) - e_r.gather(1, theirs)
+    slack = w_r.gather(1, mine) + w_r.gather(1, theirs)
+    agree = (mine == theirs) | (gap <= slack)
+    return int(e_r.shape[0]), int(agree.sum())
+
+
+def _measured(
+    diff: torch.Tensor,
+    magnitude: torch.Tensor,
+    limit: torch.Tensor,
+    atol: float,
+    rtol: float,
+    path: str,
+) -> Mismatch:
+    """The worst errors of a leaf that passed, and the largest share of its allowance used."""
+    finite = torch.isfinite(diff)
+    if not bool(finite.all()):  # a non-finite reference the norm criteria left out
+        diff, magnitude, limit = diff[finite], magnitude[finite], limit[finite]
+    if not diff.numel():
+        return Mismatch(atol=atol, rtol=rtol, path=path, n_elements=int(finite.numel()))
+    used = torch.where(limit > 0, diff / limit.clamp_min(torch.finfo(limit.dtype).tiny), 0.0)
+    nonzero = magnitude > 0
+    rel = diff[nonzero].double() / magnitude[nonzero].double()
+    return Mismatch(
+        max_abs_error=capped(float(diff.max())),
+        max_rel_error=capped(float(rel.max())) if rel.numel() else 0.0,
+        budget_used=capped(float(used.max())),
+        atol=atol,
+        rtol=rtol,
+        path=path,
+        n_elements=int(finite.numel()),
+    )
+
+
+def capped(value: float) -> float:
+    """A finite error figure (a relative error next to a denormal reference may overflow)."""
+    return value if math.isfinite(value) else sys.float_info.max
+
+
+def _fmt(value: torch.Tensor) -> str:
+    """Format one element for a message."""
+    item = value.item()
+    if isinstance(item, complex):
+        return f"{item:.6g}"
+    return f"{float(item):.6g}"

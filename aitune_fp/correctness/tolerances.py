@@ -1,0 +1,115 @@
+"""The accuracy budget: element-wise tolerances and norm criteria per precision tier.
+
+One frozen value, :class:`Tolerances`, holds every figure a candidate's outputs are held to.
+Its tier is the least precise of the candidate's, the reference's and the declared dtype. In the
+tiers named by ``norm_tiers`` (reduced precision by default) the norm criteria decide; elsewhere
+every element must be within ``atol + rtol * |expected|``. See ``docs/accuracy.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import attrs
+import torch
+
+from aitune_fp.core._checks import as_tuple, check_finite, finite, one_of, tuple_of
+from aitune_fp.core.accuracy import NormBudgets, rel_l2_budget
+from aitune_fp.errors import InvalidValueError
+
+__all__ = ["TIERS", "Tier", "Tolerances", "eps_of", "least_precise"]
+
+#: The precision tiers: float64, float32 (and TF32), and reduced (float16, bfloat16, float8).
+Tier: TypeAlias = Literal["float64", "float32", "reduced"]
+TIERS: tuple[Tier, ...] = ("float64", "float32", "reduced")
+#: Shares that may be None (the criterion is then off).
+_OPTIONAL = frozenset({"top1_agreement"})
+
+
+def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: a finite number in [0, 1] (None too, for an optional field)."""
+    if value is None and attribute.name in _OPTIONAL:
+        return
+    if check_finite(attribute.name, value, minimum=0) > 1:
+        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Tolerances:
+    """The accuracy budget per precision tier (float64, float32, reduced).
+
+    Element-wise: ``|a - e| <= atol + rtol * |e|`` with the tier's ``atol``/``rtol``; integers
+    and bools compare exactly. ``scale_atol`` adds to ``atol`` that fraction of the reference
+    tensor's root mean square, for quantized backends whose error grows with the outputs' scale.
+
+    In the tiers in ``norm_tiers`` the norm criteria decide instead, per output leaf: the
+    relative L2 error ``||a - e|| / ||e||`` within the tier's ``*_rel_l2`` (or ``noise_factor``
+    times eager's own error, measured by ``eager_noise_floor``, when larger); the share of
+    outliers (elements beyond their element-wise allowance widened by the RMS error the L2 budget
+    allows) within ``outlier_share``; and for 2-D floating outputs (classifier logits) the share
+    of rows whose argmax agrees within ``top1_agreement`` (None: not checked). The defaults keep
+    the element-wise check for float32/float64 and let the norm criteria decide for reduced
+    precision, where a handful of rounding outliers must not reject (``docs/accuracy.md``).
+    """
+
+    float64_atol: float = attrs.field(default=1e-6, validator=finite(minimum=0))
+    float64_rtol: float = attrs.field(default=1e-6, validator=finite(minimum=0))
+    float32_atol: float = attrs.field(default=1e-3, validator=finite(minimum=0))
+    float32_rtol: float = attrs.field(default=1e-3, validator=finite(minimum=0))
+    reduced_atol: float = attrs.field(default=1e-2, validator=finite(minimum=0))
+    reduced_rtol: float = attrs.field(default=1e-2, validator=finite(minimum=0))
+    scale_atol: float = attrs.field(default=0.0, validator=finite(minimum=0))
+    float64_rel_l2: float = attrs.field(default=1e-6, validator=finite(minimum=0))
+    float32_rel_l2: float = attrs.field(default=1e-3, validator=finite(minimum=0))
+    reduced_rel_l2: float = attrs.field(default=2e-2, validator=finite(minimum=0))
+    outlier_share: float = attrs.field(default=1e-3, validator=_share)
+    top1_agreement: float | None = attrs.field(default=0.99, validator=_share)
+    noise_factor: float = attrs.field(default=10.0, validator=finite(minimum=0))
+    norm_tiers: tuple[Tier, ...] = attrs.field(
+        default=("reduced",), converter=as_tuple, validator=tuple_of(one_of(TIERS))
+    )
+
+    def tier(self, dtype: torch.dtype) -> Tier:
+        """The precision tier of values of a floating or complex ``dtype``."""
+        eps = eps_of(dtype)
+        if eps >= torch.finfo(torch.float16).eps:
+            return "reduced"
+        if eps >= torch.finfo(torch.float32).eps:
+            return "float32"
+        return "float64"
+
+    def for_dtype(self, dtype: torch.dtype) -> tuple[float, float]:
+        """Return ``(atol, rtol)`` for values of ``dtype`` (exact for integers and bools)."""
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return 0.0, 0.0
+        tier = self.tier(dtype)
+        return getattr(self, f"{tier}_atol"), getattr(self, f"{tier}_rtol")
+
+    def norm_decides(self, dtype: torch.dtype) -> bool:
+        """Whether the norm criteria (not the element-wise check) decide for ``dtype`` values."""
+        floating = dtype.is_floating_point or dtype.is_complex
+        return floating and self.tier(dtype) in self.norm_tiers
+
+    def norm_budgets(self, dtype: torch.dtype, noise: float | None = None) -> NormBudgets:
+        """The norm budgets for ``dtype`` values; ``noise``: eager's own rel L2 at that leaf."""
+        floor: float = getattr(self, f"{self.tier(dtype)}_rel_l2")
+        return NormBudgets(
+            rel_l2=rel_l2_budget(floor, noise, self.noise_factor),
+            outlier_share=self.outlier_share,
+            top1_agreement=self.top1_agreement,
+        )
+
+
+def eps_of(dtype: torch.dtype) -> float:
+    """Machine epsilon of a floating or complex dtype (a complex's is its real part's)."""
+    if dtype.is_complex:
+        dtype = dtype.to_real()
+    return float(torch.finfo(dtype).eps)
+
+
+def least_precise(*dtypes: torch.dtype | None) -> torch.dtype:
+    """Among floating/complex dtypes, the one with the largest epsilon (float32 if none)."""
+    floating = [d for d in dtypes if d is not None and (d.is_floating_point or d.is_complex)]
+    if not floating:
+        return torch.float32
+    return max(floating, key=eps_of)

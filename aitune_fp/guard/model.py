@@ -1,0 +1,237 @@
+"""The model guard: a whole module object, kept before a tune and checked and restored after.
+
+For every submodule it keeps the class and the entire instance ``__dict__`` (:class:`_ModuleState`),
+by the rules of :mod:`~aitune_fp.guard.values`; every tensor it reaches (parameters, buffers,
+tensors held in an attribute or one container deep) by identity with a host copy of its values.
+Attributes torch itself sets on a module it wraps are not changes, and neither are device moves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from aitune_fp.errors import InvalidStateError
+from aitune_fp.guard.values import (
+    _MISSING,
+    _contents,
+    _contents_change,
+    _is_container,
+    _is_value,
+    _put_back,
+    _same,
+    _same_contents,
+    _short,
+    _TensorState,
+)
+
+__all__ = ["ModelGuard"]
+
+#: Attributes torch itself sets on a module it wraps (``torch.compile(module)`` marks the module
+#: with ``_is_torch_compile = True``). Not a change; left as they are.
+_BENIGN = frozenset({"_is_torch_compile"})
+
+#: The containers of a module's registered children, and what their entries are called.
+_STRUCTURE = {"_modules": "submodule", "_parameters": "parameter", "_buffers": "buffer"}
+
+
+def _hook_label(key: str) -> str:
+    """The hook kind a hook dict holds: ``_forward_pre_hooks`` -> ``forward pre-hook``."""
+    text = " ".join(key.strip("_").split("_"))
+    for plural, singular in ((" pre hooks", " pre-hook"), (" post hooks", " post-hook")):
+        text = text.replace(plural, singular)
+    return text.replace(" hooks", " hook")
+
+
+class _ModuleState:
+    """One submodule: its class and its whole instance ``__dict__``."""
+
+    __slots__ = ("attrs", "cls", "contents", "module", "where")
+
+    def __init__(self, name: str, module: torch.nn.Module) -> None:
+        self.where = name or "<root>"
+        self.module = module
+        self.cls = type(module)
+        self.attrs = {k: v for k, v in vars(module).items() if k not in _BENIGN}
+        self.contents = {k: _contents(v) for k, v in self.attrs.items() if _is_container(v)}
+
+    def _now(self, key: str) -> Any:
+        """The attribute's object now, or ``_MISSING``."""
+        return vars(self.module).get(key, _MISSING)
+
+    def structure_changed(self) -> str | None:
+        """A changed class, or a registered submodule, parameter or buffer added/removed/swapped."""
+        if type(self.module) is not self.cls:
+            return (
+                f"{self.where}: class changed {self.cls.__name__} -> {type(self.module).__name__}"
+            )
+        for key, kind in _STRUCTURE.items():
+            if key not in self.attrs:
+                continue
+            now, then = self._now(key), dict(self.contents[key])
+            if not isinstance(now, dict):
+                return f"{self.where}: attribute {key!r} replaced"
+            if now.keys() != then.keys():
+                added = sorted(set(now) - set(then)) or sorted(set(then) - set(now))
+                return f"{kind} {added[0]!r} of {self.where!r} was added or removed"
+            for name, value in now.items():
+                if value is not then[name]:
+                    return f"{kind} {name!r} of {self.where!r} was replaced"
+        return None
+
+    def training_changed(self) -> str | None:
+        """A flipped training flag."""
+        then, now = self.attrs.get("training", _MISSING), self._now("training")
+        if _same(then, now):
+            return None
+        return f"{self.where}: training flag changed {_short(then)} -> {_short(now)}"
+
+    def attribute_changed(self) -> str | None:
+        """Any other instance attribute added, removed or changed (hooks, forward, plain ones)."""
+        now_attrs = vars(self.module)
+        for key in now_attrs:
+            if key not in self.attrs and key not in _BENIGN:
+                return self._describe(key, _MISSING, now_attrs[key])
+        for key, then in self.attrs.items():
+            if key in _STRUCTURE or key == "training":
+                continue
+            now = now_attrs.get(key, _MISSING)
+            if key in self.contents:
+                if now is _MISSING or type(now) is not type(then):
+                    return self._describe(key, then, now)
+                if not _same_contents(now, self.contents[key]):
+                    return self._describe_contents(key, now)
+            elif not _same(then, now):
+                return self._describe(key, then, now)
+        return None
+
+    def _describe(self, key: str, then: Any, now: Any) -> str:
+        """One attribute added (``then`` missing), removed (``now`` missing) or replaced."""
+        where = self.where
+        if key == "forward":
+            return f"{where}: forward replaced"
+        if callable(getattr(self.cls, key, None)) and not key.startswith("__"):
+            return f"{where}: method {key!r} replaced"
+        if then is _MISSING:
+            return f"{where}: attribute {key!r} added ({_short(now)})"
+        if now is _MISSING:
+            return f"{where}: attribute {key!r} removed"
+        if _is_value(then) and _is_value(now):
+            return f"{where}: attribute {key!r} changed {_short(then)} -> {_short(now)}"
+        if isinstance(then, torch.Tensor):
+            return f"{where}: tensor attribute {key!r} replaced"
+        return f"{where}: attribute {key!r} replaced"
+
+    def _describe_contents(self, key: str, now: Any) -> str:
+        """A container attribute whose contents changed: for a hook dict, the hook kind."""
+        contents = self.contents[key]
+        if "hook" in key and isinstance(now, dict):
+            then = dict(contents)
+            label = _hook_label(key)
+            if any(k not in then for k in now):
+                return f"{self.where}: {label} added"
+            if any(k not in now for k in then):
+                return f"{self.where}: {label} removed"
+            return f"{self.where}: {label} replaced or reordered"
+        return f"{self.where}: attribute {key!r}: {_contents_change(now, contents)}"
+
+    def restore(self, failures: list[str]) -> None:
+        """Put back the class, every attribute object and every container's contents."""
+        module = self.module
+        if type(module) is not self.cls:
+            try:
+                module.__class__ = self.cls
+            except TypeError as exc:
+                failures.append(f"{self.where}: class {self.cls.__name__} not restored: {exc}")
+        now_attrs = vars(module)
+        for key in [k for k in now_attrs if k not in self.attrs and k not in _BENIGN]:
+            del now_attrs[key]
+        for key, then in self.attrs.items():
+            if now_attrs.get(key, _MISSING) is not then:
+                now_attrs[key] = then
+            if key in self.contents and not _same_contents(then, self.contents[key]):
+                _put_back(then, self.contents[key])
+
+    def tensors(self) -> list[tuple[str, torch.Tensor]]:
+        """Tensors held in an attribute other than ``_parameters``/``_buffers``, one level deep."""
+        prefix = "" if self.where == "<root>" else self.where + "."
+        found: list[tuple[str, torch.Tensor]] = []
+        for key, value in self.attrs.items():
+            if key in _STRUCTURE:
+                continue
+            if isinstance(value, torch.Tensor):
+                found.append((prefix + key, value))
+            elif isinstance(value, dict):
+                found += [
+                    (f"{prefix}{key}[{k!r}]", v)
+                    for k, v in value.items()
+                    if isinstance(v, torch.Tensor)
+                ]
+            elif isinstance(value, (list, tuple)):
+                found += [
+                    (f"{prefix}{key}[{i}]", v)
+                    for i, v in enumerate(value)
+                    if isinstance(v, torch.Tensor)
+                ]
+        return found
+
+
+class ModelGuard:
+    """A snapshot of a whole module object, to check and restore.
+
+    It holds every submodule's class and ``__dict__`` and every tensor's values (see the module
+    docstring for how each kind of value is kept).
+    """
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        """Take the snapshot now (a host copy of every tensor's values)."""
+        self.module = module
+        self._modules = [_ModuleState(name, m) for name, m in module.named_modules()]
+        seen: set[int] = set()
+        self._tensors: list[_TensorState] = []
+        candidates = [
+            *module.named_parameters(),
+            *module.named_buffers(),
+            *(found for state in self._modules for found in state.tensors()),
+        ]
+        for name, tensor in candidates:
+            if id(tensor) not in seen:
+                seen.add(id(tensor))
+                self._tensors.append(_TensorState(name, tensor))
+
+    def changed(self) -> str | None:
+        """What differs from the snapshot (the first thing found, named), or None."""
+        for check in (
+            _ModuleState.structure_changed,
+            _ModuleState.training_changed,
+            _ModuleState.attribute_changed,
+        ):
+            for state in self._modules:
+                what = check(state)
+                if what is not None:
+                    return what
+        for tensor in self._tensors:
+            what = tensor.changed()
+            if what is not None:
+                return f"tensor {tensor.name!r} {what}"
+        return None
+
+    def restore(self) -> None:
+        """Put back every class, attribute, container, tensor value and flag the snapshot holds.
+
+        Raises:
+            InvalidStateError: something could not be put back (named); the rest was.
+        """
+        failures: list[str] = []
+        for state in self._modules:
+            state.restore(failures)
+        for tensor in self._tensors:
+            tensor.restore(failures)
+        if failures:
+            raise InvalidStateError("the model could not be fully restored: " + "; ".join(failures))
+
+    @staticmethod
+    def training_modules(module: torch.nn.Module) -> list[Any]:
+        """The submodules (the module included) that are in training mode."""
+        return [m for m in module.modules() if m.training]

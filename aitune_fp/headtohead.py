@@ -1,0 +1,202 @@
+"""Time ``k`` callables against each other in rounds and choose among them (the imperative shell).
+
+Each round calls every remaining contender once, in an order drawn from a seeded random
+permutation (no fixed order for periodic interference to hit), on that contender's own copy of
+the round's batch (round ``r`` uses ``batches[r % len(batches)]``; copies made before any clock
+starts). Calls run under ``torch.no_grad()`` with the garbage collector paused and the same
+intra-op thread count. After a warm-up of each contender, the core
+(:func:`~aitune_fp.core.selection.select_at_look`) looks at the round counts of
+``rule.looks``; when ``max_seconds`` runs out, :func:`~aitune_fp.core.selection.choose_on_budget`
+chooses. A callable that raises leaves the running with its error recorded; nothing is raised.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aitune_fp.core._checks import check_finite, check_int, check_type
+from aitune_fp.core.selection import (
+    Contender,
+    SelectionRule,
+    SelectionState,
+    choose_on_budget,
+    record_failures,
+    select_at_look,
+    start_selection,
+)
+from aitune_fp.errors import InvalidTypeError
+from aitune_fp.inputs import Sample, copy_sample
+from aitune_fp.profiling import Timer, as_batches, gc_paused, intra_op_threads, timer_for
+
+__all__ = ["head_to_head"]
+
+#: A call that failed: its error as ``"Type: message"``.
+_Failed = str
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _release_device_memory() -> None:
+    """After a failed call (an out-of-memory one above all), give cached device memory back."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _timed(fn: Callable[..., Any], sample: Sample, clock: Timer) -> float | _Failed:
+    """Wall seconds of one synchronised call, or the error it raised (never raised here)."""
+    clock.sync()
+    start = clock.now_ns()
+    try:
+        output = sample.call(fn)
+        clock.sync()
+    except Exception as exc:  # a contender's failure is a result, not the run's end
+        error = _error(exc)
+    else:
+        stop = clock.now_ns()
+        del output
+        return max(stop - start, 1) / 1e9
+    _release_device_memory()  # the exception, and the frames it held, are gone by now
+    return error
+
+
+def _checked(contenders: object) -> tuple[list[Contender], dict[str, Callable[..., Any]]]:
+    if isinstance(contenders, (str, bytes)) or not isinstance(contenders, Sequence):
+        raise InvalidTypeError(
+            f"contenders must be a sequence of (Contender, callable), got {contenders!r}"
+        )
+    values, fns = [], {}
+    for i, item in enumerate(contenders):
+        if (
+            not isinstance(item, tuple)
+            or len(item) != 2
+            or not isinstance(item[0], Contender)
+            or not callable(item[1])
+        ):
+            raise InvalidTypeError(f"contenders[{i}] must be (Contender, callable), got {item!r}")
+        values.append(item[0])
+        fns[item[0].name] = item[1]
+    return values, fns
+
+
+class _Run:
+    """The mutable side of one head-to-head: the clock, the copies, the rounds so far."""
+
+    def __init__(
+        self,
+        fns: dict[str, Callable[..., Any]],
+        inputs: tuple[Sample, ...],
+        clock: Timer,
+        deadline_ns: int,
+        seed: int,
+    ) -> None:
+        self.fns = fns
+        self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
+        self.clock = clock
+        self.deadline_ns = deadline_ns
+        self.order = random.Random(f"aitune_fp head-to-head order {seed}")
+        self.latencies: dict[str, list[float]] = {name: [] for name in fns}
+        self.rounds = 0
+
+    def past_deadline(self) -> bool:
+        return self.clock.now_ns() >= self.deadline_ns
+
+    def warm_up(self, names: Sequence[str], calls: int) -> dict[str, str]:
+        """``calls`` untimed calls of each contender (fewer once past the deadline)."""
+        errors: dict[str, str] = {}
+        for name in names:
+            for j in range(calls):
+                if self.past_deadline():
+                    return errors
+                result = _timed(
+                    self.fns[name], self.copies[name][j % len(self.copies[name])], self.clock
+                )
+                if isinstance(result, str):
+                    errors[name] = result
+                    break
+        return errors
+
+    def one_round(self, names: Sequence[str]) -> dict[str, str]:
+        """Time every contender once in a random order; keep the round for those that ran."""
+        times: dict[str, float] = {}
+        errors: dict[str, str] = {}
+        for name in self.order.sample(list(names), len(names)):
+            batch = self.copies[name][self.rounds % len(self.copies[name])]
+            result = _timed(self.fns[name], batch, self.clock)
+            if isinstance(result, str):
+                errors[name] = result
+            else:
+                times[name] = result
+        for name, seconds in times.items():
+            self.latencies[name].append(seconds)
+        self.rounds += 1
+        return errors
+
+
+def head_to_head(
+    contenders: Sequence[tuple[Contender, Callable[..., Any]]],
+    batch: Sample | tuple[Any, Any],
+    rule: SelectionRule | None = None,
+    *,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    timer: Timer | None = None,
+    max_seconds: float = 60.0,
+    threads: int | None = None,
+    warmup_calls: int = 3,
+    seed: int = 0,
+    on_look: Callable[[SelectionState], None] | None = None,
+) -> SelectionState:
+    """Time the contenders in rounds and return the final :class:`SelectionState` (chosen set).
+
+    ``max_seconds`` counts from the first warm-up call; no round starts after it (one running
+    round may overrun it). ``on_look`` sees the state after every look. Failures (a contender
+    that raised, during warm-up or a round) are in ``state.failed``; every contender failing
+    gives outcome ``none_ran``.
+    """
+    rule = SelectionRule() if rule is None else check_type("rule", rule, SelectionRule)
+    values, fns = _checked(contenders)
+    state = start_selection(values, rule)
+    budget = check_finite("max_seconds", max_seconds, minimum=0.0, strict=True)
+    calls = check_int("warmup_calls", warmup_calls, minimum=0)
+    check_type("seed", seed, int)
+    inputs = as_batches(batch, batches)
+    clock = timer if timer is not None else timer_for(inputs[0])
+    import torch
+
+    collect = gc.isenabled()
+    with intra_op_threads(threads), torch.no_grad(), gc_paused():
+        run = _Run(fns, inputs, clock, 0, seed)  # copies before the clock starts
+        run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)
+        errors = run.warm_up(state.remaining, calls)
+        if errors:
+            state = record_failures(state, errors, at_rounds=0)
+        for look, target in enumerate(rule.looks, 1):
+            if state.done:
+                return state
+            while run.rounds < target and not run.past_deadline():
+                errors = run.one_round(state.remaining)
+                if errors:
+                    state = record_failures(state, errors, at_rounds=run.rounds - 1)
+                    if state.done:
+                        return state
+            out_of_time = run.rounds < target
+            if run.rounds < 2 or run.rounds == state.rounds:
+                break  # out of time with no new rounds to look at
+            current = {name: run.latencies[name] for name in state.remaining}
+            state = select_at_look(
+                values, current, look, rule, previous=state, last=False if out_of_time else None
+            )
+            if on_look is not None:
+                on_look(state)
+            if out_of_time:
+                break
+            if collect:  # between looks, outside any timed call
+                gc.collect(0)
+    return choose_on_budget(state, rule)

@@ -1,0 +1,131 @@
+"""The session's pipeline as AITune's hooks see it: its graph spec, build step and records.
+
+The hooks hand the session AITune's graph spec (:class:`AituneSpec`, at the operating point
+AITune resolved) and AITune's own build and correctness check as the build step; what the
+session finds goes back into AITune's own lists and reports in AITune's shapes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from typing import Any
+
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import InvalidStateError
+from aitune_fp.inputs import Sample, as_sample, copy_sample
+from aitune_fp.integrations.aitune._names import (
+    FORMATTING_MODULE,
+    REPORTING_MODULE,
+    aitune,
+)
+from aitune_fp.session import TuneSession, active_session, describe
+
+
+class AituneSpec:
+    """aitune_fp's view of AITune's graph spec at the operating point AITune resolved.
+
+    Set by ``_pre_tune`` (``at``): the batch size and whether inputs have a batch axis. Without
+    one, a "batch" is the recorded sample itself.
+    """
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+        self.name = str(getattr(spec, "name", "0"))
+        self._size, self._batching = 1, False
+
+    def at(self, size: int, batching: bool) -> None:
+        """Validate at ``size`` (batched along AITune's batch axis when ``batching``)."""
+        self._size, self._batching = int(size), bool(batching)
+
+    @property
+    def min_batch_size(self) -> int:
+        """AITune's smallest recorded batch size (the operating point when it has none)."""
+        low = self.spec.get_min_batch_size() if self._batching else None
+        return self._size if low is None else min(int(low), self._size)
+
+    def get_max_batch_size(self) -> int:
+        """The operating point's batch size."""
+        return self._size
+
+    def make_batch(self, sample: Sample | tuple[Any, Any], batch_size: int) -> Sample:
+        """AITune's batch of ``batch_size`` from ``sample`` (the sample itself when unbatched)."""
+        sample = as_sample(sample)
+        if not self._batching:
+            return copy_sample(sample)
+        args, kwargs = self.spec.make_batch(tuple(sample.args), dict(sample.kwargs), batch_size)
+        return Sample(tuple(args), dict(kwargs))
+
+
+#: Set while AITune builds a candidate for the session: its correctness check then says so.
+BUILDING: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "aitune_fp_aitune_build", default=False
+)
+
+
+def builder(strategy: Any, target: tuple[Any, ...]) -> Any:
+    """The session's build step for ``strategy``: AITune's own build and correctness check."""
+
+    def build(backend: Any) -> Any:
+        token = BUILDING.set(True)
+        try:
+            return strategy._build_and_validate_backend(backend, *target, raise_on_failure=True)
+        finally:
+            BUILDING.reset(token)
+
+    return build
+
+
+def session_of(strategy: Any, module: Any) -> TuneSession:
+    """The session of the tune ``strategy`` runs on ``module``; an error outside its tune."""
+    session = active_session(module)
+    if session is None or session.strategy != type(strategy).__name__:
+        raise InvalidStateError(
+            "a gated AITune strategy checks candidates only inside its own tune()"
+        )
+    return session
+
+
+def key(backend: Any) -> str:
+    """AITune's cache key of ``backend`` (its description when it has none)."""
+    try:
+        return str(backend.key())
+    except Exception:
+        return describe(backend)
+
+
+def mark_failed(strategy: Any, description: str) -> None:
+    """AITune's ``backend_results`` entry of a candidate aitune_fp found wrong: failed."""
+    entries = getattr(strategy, "backend_results", None)
+    if entries and isinstance(entries[-1], dict) and entries[-1].get("backend") == description:
+        entries[-1]["success"] = False
+
+
+def per_call_ms(throughput: float, batch_size: int) -> float:
+    """The latency of one call of ``batch_size`` samples at ``throughput`` samples/s, in ms."""
+    return batch_size / throughput * 1e3 if throughput > 0 else math.inf
+
+
+def record(
+    strategy: Any, result: PerformanceValidationResult, record_type: Any, *, latency: bool = False
+) -> None:
+    """Append AITune's own record of ``result`` to its list and report its metric.
+
+    ``latency``: the strategy's metric is the latency of one call in ms (MinLatency), so the
+    record and the reported metric are latencies; otherwise throughputs (samples/s).
+    """
+    value, baseline = result.throughput, result.baseline_throughput
+    if latency:
+        size = result.batch_size or 1
+        value, baseline = per_call_ms(value, size), per_call_ms(baseline, size)
+    strategy.perf_validation_results.append(
+        record_type(result.backend_description, value, baseline, result.speedup, result.passed)
+    )
+    aitune(REPORTING_MODULE, "report_backend_metric")(
+        "latency" if latency else "throughput", result.backend_description, value
+    )
+
+
+def speedup_text(result: PerformanceValidationResult) -> str:
+    """AITune's rendering of a speedup and whether it passed."""
+    return str(aitune(FORMATTING_MODULE, "fmt_speedup_comparison")(result.speedup, result.passed))

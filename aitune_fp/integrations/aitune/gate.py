@@ -1,0 +1,172 @@
+"""The gate placed before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
+
+:class:`AituneGate` holds what every gated strategy shares (the session around AITune's tune,
+the adoption of AITune's eager baseline, AITune's correctness check naming its stage);
+:class:`MixinGate` gates OneBackend / FirstWins through ``_build_validate_and_check_perf``. The
+profiling strategies' gate is in :mod:`.profiling_gate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aitune_fp.correctness import Closeness
+from aitune_fp.integrations.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
+from aitune_fp.integrations.aitune._names import log as log_line
+from aitune_fp.integrations.aitune._names import mode as mode_of
+from aitune_fp.integrations.aitune._pipeline import (
+    BUILDING,
+    AituneSpec,
+    builder,
+    mark_failed,
+    record,
+    session_of,
+    speedup_text,
+)
+from aitune_fp.integrations.aitune.options import AituneOptions, validation_options
+from aitune_fp.integrations.aitune.view import GateView
+from aitune_fp.reports import keep_report
+from aitune_fp.session import StageError, TuneSession, TuneTarget
+
+
+class AituneGate:
+    """Placed before an AITune strategy class: ``tune`` runs AITune's inside a TuneSession."""
+
+    _aitune_fp_options: AituneOptions = AituneOptions()
+    __aitune_fp_base__: type
+    _aitune_fp_state: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """AITune's constructor; the decorator's ``enabled=False`` then disables validation."""
+        super().__init__(*args, **kwargs)
+        if not self._aitune_fp_options.enabled:
+            self.enable_performance_validation(False)  # type: ignore[attr-defined]
+
+    def tune(
+        self,
+        module: Any,
+        name: Any,
+        graph_spec: Any,
+        samples: Any,
+        device: Any,
+        cache_dir: Any,
+    ) -> Any:
+        """AITune's ``tune`` with every candidate gated by aitune_fp (see the package doc)."""
+        check_state(self, self._aitune_fp_state)
+        options = self._aitune_fp_options
+        target = TuneTarget.of(module, name, AituneSpec(graph_spec), samples, device, cache_dir)
+        session = TuneSession(
+            target,
+            validation_options(self),
+            strategy=type(self).__name__,
+            closeness=Closeness(enabled=options.closeness_check, tolerances=options.tolerances),
+            decides=mode_of(self) != "diagnostic",
+        )
+        aitune_tune = super().tune  # type: ignore[misc]
+        try:
+            return session.run(
+                lambda: aitune_tune(module, name, graph_spec, samples, device, cache_dir),
+                open_first=False,
+            )
+        finally:
+            keep_report(self, session.report())
+
+    def _pre_tune(self, *target: Any) -> None:
+        """AITune's ``_pre_tune`` (its eager baseline), then the session adopts that baseline."""
+        super()._pre_tune(*target)  # type: ignore[misc]
+        if mode_of(self) == "disabled":
+            return
+        session = session_of(self, target[0])
+        size, batching = self._aitune_fp_operating_point(target[2])
+        spec = session.target.graph_spec
+        assert isinstance(spec, AituneSpec)
+        spec.at(size, batching)
+        session.open(
+            baseline=getattr(self, "_baseline_backend", None),
+            batch_size=size if batching else 1,
+        )
+
+    def _aitune_fp_operating_point(self, graph_spec: Any) -> tuple[int, bool]:
+        """AITune's batch size for the comparison and whether inputs are batched at it.
+
+        The profiling strategies' (their largest batch size, batched when it has a batch axis);
+        the gates of other kinds say their own.
+        """
+        size = int(graph_spec.get_max_batch_size())
+        return size, bool(graph_spec.input_spec.has_batch_axis()) and size > 1
+
+    def check_correctness(self, backend: Any, *args: Any) -> Any:
+        """AITune's correctness check; while the session builds, a failure names its stage."""
+        try:
+            return super().check_correctness(backend, *args)  # type: ignore[misc]
+        except Exception as exc:
+            if BUILDING.get():
+                raise StageError("correctness", exc) from exc
+            raise
+
+    def _aitune_fp_validation(self) -> GateView:
+        """aitune_fp's read-outs of this strategy (``validation_of`` returns this)."""
+        return GateView(self)
+
+
+def defined_in(cls: type, name: str) -> type | None:
+    """The class of ``cls``'s MRO (gates left out) that defines ``name``; None when none does."""
+    for klass in cls.__mro__:
+        if name in vars(klass) and not issubclass(klass, AituneGate):
+            return klass
+    return None
+
+
+class MixinGate(AituneGate):
+    """OneBackend / FirstWins: each candidate's ``_build_validate_and_check_perf`` is the gate."""
+
+    _aitune_fp_state = MIXIN_STATE
+
+    def _aitune_fp_operating_point(self, graph_spec: Any) -> tuple[int, bool]:
+        size = getattr(self, "_resolved_batch_size", None)
+        if size is None:
+            size = graph_spec.get_max_batch_size(normalized=True)
+        return int(size), True
+
+    def _build_validate_and_check_perf(
+        self,
+        backend: Any,
+        module: Any,
+        name: Any,
+        graph_spec: Any,
+        samples: Any,
+        device: Any,
+        cache_dir: Any,
+        *,
+        raise_on_failure: bool = False,
+    ) -> Any:
+        """The session's pipeline for one candidate AITune builds; AITune's return contract.
+
+        Returns the built backend, or None when it failed (AITune re-raises a build or
+        correctness failure when ``raise_on_failure``) or was not shown faster (enabled mode).
+        """
+        target = (module, name, graph_spec, samples, device, cache_dir)
+        if mode_of(self) == "disabled":  # AITune's own method: with validation off it only builds
+            return super()._build_validate_and_check_perf(  # type: ignore[misc]
+                backend, *target, raise_on_failure=raise_on_failure
+            )
+        session = session_of(self, module)
+        outcome = session.try_candidate(backend, build=builder(self, target))
+        if outcome.stage is not None:
+            if outcome.stage == "correctness":
+                mark_failed(self, outcome.description)
+            if raise_on_failure and outcome.stage != "profiling" and outcome.error is not None:
+                raise outcome.error
+            return None
+        result = outcome.result
+        if result is not None:
+            record(self, result, aitune(MIXIN_MODULE, "PerformanceValidationMixinResult"))
+            log_line(
+                self,
+                "📊 %s: batch size=%s, throughput=%.2f samples/s, speedup=%s",
+                outcome.description,
+                result.batch_size,
+                result.throughput,
+                speedup_text(result),
+            )
+        return outcome.backend

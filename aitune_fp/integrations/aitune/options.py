@@ -1,0 +1,68 @@
+"""How a decorated AITune strategy is gated: the decorator's options and the session's settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from aitune_fp.core._checks import check_threshold, of_type
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.correctness import Tolerances
+from aitune_fp.integrations.aitune._names import mode
+from aitune_fp.profiling import Timer
+from aitune_fp.session import ValidationOptions
+
+__all__ = ["AituneOptions", "threshold_of", "validation_options"]
+
+
+def _optional_threshold(value: object) -> float | None:
+    return None if value is None else check_threshold("min_speedup_threshold_percent", value)
+
+
+@attrs.frozen(kw_only=True)
+class AituneOptions:
+    """How a decorated AITune strategy is gated.
+
+    ``min_speedup_threshold_percent``: None keeps the strategy's own
+    (``min_speedup_threshold_percent`` given to AITune's constructor; the profiling strategies
+    have none and get aitune_fp's default of 1 %). ``closeness_check``: also compare each
+    candidate's output with eager's (``tolerances``; a backend that declares an autocast dtype
+    gets the reduced precision tier); switch it off for quantized backends whose outputs differ
+    by design.
+    """
+
+    min_speedup_threshold_percent: float | None = attrs.field(
+        default=None, converter=_optional_threshold
+    )
+    profiling_config: ProfilingConfig = attrs.field(
+        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
+    )
+    enabled: bool = attrs.field(default=True, validator=of_type(bool))
+    timer: Timer | None = attrs.field(default=None, eq=False)
+    closeness_check: bool = attrs.field(default=True, validator=of_type(bool))
+    tolerances: Tolerances | None = attrs.field(
+        default=None, validator=attrs.validators.optional(of_type(Tolerances))
+    )
+
+
+def threshold_of(strategy: Any, options: AituneOptions) -> float:
+    """The threshold a gated strategy uses: the decorator's, else AITune's own, else 1 %."""
+    if options.min_speedup_threshold_percent is not None:
+        return options.min_speedup_threshold_percent
+    own = getattr(strategy, "min_speedup_threshold_percent", None)
+    return check_threshold(
+        "min_speedup_threshold_percent", DEFAULT_THRESHOLD_PERCENT if own is None else own
+    )
+
+
+def validation_options(strategy: Any) -> ValidationOptions:
+    """The session's options for ``strategy`` now (its mode and threshold as they stand)."""
+    options: AituneOptions = strategy._aitune_fp_options
+    return ValidationOptions(
+        min_speedup_threshold_percent=threshold_of(strategy, options),
+        profiling_config=options.profiling_config,
+        enabled=mode(strategy) != "disabled",
+        timer=options.timer,
+    )

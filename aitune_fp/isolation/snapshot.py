@@ -1,0 +1,239 @@
+"""One snapshot of all the process state a candidate may change, and the block that restores it.
+
+:class:`ProcessState` holds the flag values (:mod:`~aitune_fp.isolation.flags`), the fingerprinted
+namespaces (:mod:`~aitune_fp.isolation.namespaces`) and the registries
+(:mod:`~aitune_fp.isolation.registries`) as they were at capture: :meth:`ProcessState.changed`
+names each difference, :meth:`ProcessState.restore` puts it back. :func:`isolated` wraps a block
+in both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+import torch
+import torch.nn.modules.module as _module_mod
+import torch.utils._device as _device_mod
+
+from aitune_fp.isolation.flags import _PUT_BACK_ROUNDS, _flags, _read, _Unreadable
+from aitune_fp.isolation.namespaces import _MISSING, _default_spaces, _Space, _space_edits
+from aitune_fp.isolation.registries import (
+    _aten_impls,
+    _common,
+    _device_context,
+    _device_name,
+    _dispatch_modes,
+    _function_modes,
+    _hook_registries,
+    _hook_texts,
+    _infra_keys,
+    _infra_modes,
+    _kernel_text,
+    _mode_name,
+    _remove_kernels,
+    _stack_texts,
+)
+
+__all__ = ["Isolation", "ProcessState", "isolated"]
+
+
+@attrs.frozen(eq=False)
+class ProcessState:
+    """What a candidate may change in the process, as it was at :meth:`capture`.
+
+    Flag values, the default device and mode stacks, a shallow copy of each fingerprinted
+    namespace's ``__dict__`` and of each global hook registry, and the registered aten kernels.
+    Holds references (to the original callables and hooks), never copies of them.
+    """
+
+    _flag_values: tuple[object, ...]
+    _device: tuple[object, object]
+    _function_modes: tuple[object, ...]
+    _dispatch_modes: tuple[object, ...]
+    _infra_modes: tuple[object, ...]
+    _spaces: tuple[_Space, ...]
+    _hooks: tuple[tuple[str, object], ...]
+    _kernels: frozenset[str]
+
+    @classmethod
+    def capture(cls, extra: Iterable[object] = ()) -> ProcessState:
+        """Snapshot the process now; ``extra`` modules or classes are fingerprinted too.
+
+        Pass the classes of the model's modules as ``extra`` to catch a candidate that patches
+        the user's own ``forward``.
+        """
+        spaces = tuple(_Space(label, obj, dict(vars(obj))) for label, obj in _default_spaces(extra))
+        return cls._take(spaces)
+
+    @classmethod
+    def _take(cls, spaces: tuple[_Space, ...]) -> ProcessState:
+        infra = _infra_modes()
+        return cls(
+            flag_values=tuple(_read(flag) for flag in _flags()),
+            device=_device_context(),
+            function_modes=_function_modes(),
+            dispatch_modes=_dispatch_modes(infra),
+            infra_modes=infra,
+            spaces=spaces,
+            hooks=tuple(
+                (name, dict(v) if isinstance(v, dict) else v) for name, v in _hook_registries()
+            ),
+            kernels=_aten_impls(),
+        )
+
+    def _now(self) -> ProcessState:
+        """The process now, over the same namespaces as this snapshot."""
+        return self._take(tuple(space.recapture() for space in self._spaces))
+
+    def changed(self, now: ProcessState | None = None) -> tuple[str, ...]:
+        """Each difference between this snapshot and ``now`` (the process now, by default).
+
+        Texts such as ``torch.get_num_threads(): 2 -> 1``, ``torch.nn.functional.linear
+        replaced``, ``global forward pre-hook added (1)``; empty when nothing changed.
+        """
+        now = self._now() if now is None else now
+        texts = [
+            f"{flag.name}: {a!r} -> {b!r}"
+            for flag, a, b in zip(_flags(), self._flag_values, now._flag_values, strict=True)
+            if a != b
+        ]
+        (ctx_then, _), (ctx_now, _) = self._device, now._device
+        if ctx_then is not ctx_now:
+            texts.append(
+                f"torch.get_default_device(): {_device_name(ctx_then)} -> {_device_name(ctx_now)}"
+            )
+        quiet = (ctx_then, ctx_now)
+        texts += _stack_texts(
+            "torch function mode", self._function_modes, now._function_modes, quiet
+        )
+        texts += _stack_texts("torch dispatch mode", self._dispatch_modes, now._dispatch_modes, ())
+        for key, a, b in zip(_infra_keys(), self._infra_modes, now._infra_modes, strict=True):
+            if a is not b:
+                texts.append(
+                    f"torch dispatch mode ({key.name}): {_mode_name(a)} -> {_mode_name(b)}"
+                )
+        spaces_now = {id(s.obj): s.entries for s in now._spaces}
+        for space in self._spaces:
+            if id(space.obj) in spaces_now:
+                texts += [e.text() for e in _space_edits(space, spaces_now[id(space.obj)])]
+        hooks_now = dict(now._hooks)
+        for name, then in self._hooks:
+            texts += _hook_texts(name, then, hooks_now.get(name, _MISSING))
+        texts += [
+            _kernel_text(k) for k in sorted(now._kernels - self._kernels) if k.startswith("aten/")
+        ]
+        return tuple(texts)
+
+    def restore(self) -> tuple[str, ...]:
+        """Put the process back as it was at capture; answer what could not be put back.
+
+        Each text is a :meth:`changed` text with the reason appended, e.g. the interop thread
+        count (torch allows setting it once per process) or inference mode left on (only the
+        ``with`` that entered it can leave it).
+        """
+        errors: dict[str, str] = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._restore_modes()
+            self._restore_flags(errors)
+            self._restore_spaces(errors)
+            self._restore_hooks()
+            new = frozenset(k for k in _aten_impls() - self._kernels if k.startswith("aten/"))
+            if new:
+                _remove_kernels(new, self._kernels)
+        left = []
+        for text in self.changed():
+            name = text.split(": ", 1)[0]
+            reason = errors.get(name) or errors.get(text)
+            left.append(f"{text} ({reason})" if reason else text)
+        return tuple(left)
+
+    def _restore_modes(self) -> None:
+        c: Any = torch._C
+        now = _function_modes()
+        k = _common(self._function_modes, now)
+        for _ in now[k:]:
+            c._pop_torch_function_stack()
+        for mode in self._function_modes[k:]:
+            c._push_on_torch_function_stack(mode)
+        context, device = self._device
+        torch._GLOBAL_DEVICE_CONTEXT.device_context = context
+        _device_mod.CURRENT_DEVICE = device  # type: ignore[assignment]
+        for key, mode in zip(_infra_keys(), self._infra_modes, strict=True):
+            if c._get_dispatch_mode(key) is not mode:
+                c._unset_dispatch_mode(key)
+                if mode is not None:
+                    c._set_dispatch_mode(mode)
+        user = _dispatch_modes(self._infra_modes)
+        k = _common(self._dispatch_modes, user)
+        for _ in user[k:]:
+            c._pop_torch_dispatch_stack(None)
+        for mode in self._dispatch_modes[k:]:
+            c._push_on_torch_dispatch_stack(mode)
+
+    def _restore_flags(self, errors: dict[str, str]) -> None:
+        flags = _flags()
+        for _ in range(_PUT_BACK_ROUNDS):
+            stable = True
+            for flag, value in zip(flags, self._flag_values, strict=True):
+                if isinstance(value, _Unreadable) or _read(flag) == value:
+                    continue
+                stable = False
+                if flag.put is None:
+                    errors[flag.name] = flag.why
+                    continue
+                try:
+                    flag.put(value)
+                except Exception as exc:  # record it: restore never raises half-way
+                    errors[flag.name] = flag.why or f"setting it failed: {exc}".splitlines()[0]
+            if stable:
+                return
+
+    def _restore_spaces(self, errors: dict[str, str]) -> None:
+        for space in self._spaces:
+            for edit in _space_edits(space, vars(space.obj)):
+                try:
+                    edit.undo()
+                except (AttributeError, TypeError) as exc:
+                    errors[edit.text()] = f"could not be undone: {exc}"
+
+    def _restore_hooks(self) -> None:
+        for name, then in self._hooks:
+            now = getattr(_module_mod, name, _MISSING)
+            if isinstance(then, dict) and isinstance(now, dict):
+                if now.keys() != then.keys() or any(now[k] is not v for k, v in then.items()):
+                    now.clear()
+                    now.update(then)
+            elif now is not then:
+                setattr(_module_mod, name, then)
+
+
+@attrs.define
+class Isolation:
+    """What :func:`isolated` yields: after the block, what it changed and what stayed changed."""
+
+    before: ProcessState
+    changes: tuple[str, ...] = ()
+    """:meth:`ProcessState.changed` at the block's end (before the restore)."""
+    unrestored: tuple[str, ...] = ()
+    """:meth:`ProcessState.restore`'s answer: what could not be put back."""
+
+
+@contextlib.contextmanager
+def isolated(extra: Iterable[object] = ()) -> Iterator[Isolation]:
+    """Capture the process state, run the block, then name and undo what the block changed.
+
+    Restores also when the block raises (the exception propagates); ``extra`` as in
+    :meth:`ProcessState.capture`.
+    """
+    holder = Isolation(ProcessState.capture(extra=extra))
+    try:
+        yield holder
+    finally:
+        holder.changes = holder.before.changed()
+        if holder.changes:
+            holder.unrestored = holder.before.restore()

@@ -1,0 +1,135 @@
+"""The point rule, AITune's: eager measured once up front, the candidate the same way later.
+
+``point_warmup_calls`` untimed + ``point_steps`` timed calls per arm, throughputs from the mean
+latency, ``passed = speedup >= 1 + pct/100``. No looks, no interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aitune_fp import profiling
+from aitune_fp.core._checks import check_int
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.messages import fmt_apart
+from aitune_fp.core.report import make_result
+from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE
+from aitune_fp.core.timings import throughput_from_latencies
+from aitune_fp.inputs import Sample
+from aitune_fp.measure.measurement import Measurement, OnLook, _in_context
+from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
+
+__all__ = ["measure_baseline_point"]
+
+
+def measure_baseline_point(
+    baseline: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    batch_size: int,
+    config: ProfilingConfig,
+    *,
+    timer: Timer | None = None,
+    arm: str = "baseline",
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
+) -> tuple[float, tuple[float, ...]]:
+    """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
+
+    Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
+    the outputs of the first and last timed calls and a seeded ~``spot_rate`` of the others;
+    ``batches``/``references`` as in :func:`aitune_fp.profiling.time_calls`.
+    """
+    size = check_int("batch_size", batch_size, minimum=1)
+    latencies = time_calls(
+        baseline,
+        batch,
+        config.point_steps,
+        timer=timer,
+        warmup=config.point_warmup_calls,
+        threads=config.threads,
+        arm=arm,
+        spot_check=spot_check,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
+    )
+    return throughput_from_latencies(latencies, size), latencies
+
+
+def _compare_point(
+    eager: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample,
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    timer: Timer,
+    *,
+    eager_latencies: Sequence[float] | None,
+    description: str,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    on_look: OnLook | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
+) -> Measurement:
+    """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
+
+    It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
+    (spot checks seeded ``spot_seed``).
+    """
+    env = profiling.cpu_environment(config.threads)
+    start = timer.now_ns()
+    if eager_latencies is None:
+        _, base = measure_baseline_point(eager, batch, size, config, timer=timer, batches=batches)
+    else:
+        base = tuple(eager_latencies)
+    baseline_throughput = throughput_from_latencies(base, size)
+    _, cand = measure_baseline_point(
+        candidate,
+        batch,
+        size,
+        config,
+        timer=timer,
+        arm="candidate",
+        spot_check=spot_check,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
+    )
+    throughput = throughput_from_latencies(cand, size)
+    speedup = compute_speedup(throughput, baseline_throughput)
+    passed = meets_threshold(speedup, pct)
+    required = required_speedup(pct)
+    shown, need = fmt_apart(speedup, required)
+    import torch
+
+    threads = config.threads if config.threads is not None else torch.get_num_threads()
+    result = make_result(
+        description,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=speedup,
+        batch_size=size,
+        n_baseline=len(base),
+        n_candidate=len(cand),
+        required_speedup=required,
+        decision=None,
+        passed_point=passed,
+        reason=(
+            f"point speedup {shown}x {'>=' if passed else '<'} required {need}x "
+            f"({len(cand)} timed calls, baseline measured once before the candidate)"
+        ),
+    )
+    measured = Measurement(
+        result=result, decision=None, wall_s=(timer.now_ns() - start) / 1e9, threads=threads
+    )
+    return _in_context(measured, env, profiling.load_average())

@@ -1,0 +1,66 @@
+"""The sentence that says why a statistical verdict is what it is, and what it rules out.
+
+Pure text over a :class:`~aitune_fp.core.verdict.SpeedupDecision`: kept apart from the loop so
+the wording can be read (and tested) alone.
+"""
+
+from __future__ import annotations
+
+from aitune_fp.core.messages import fmt_apart
+from aitune_fp.core.verdict import SpeedupDecision
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3f}x"
+
+
+def _reason(
+    decision: SpeedupDecision, n_pairs: int, *, budget_s: float | None, last_look: bool
+) -> str:
+    """One sentence saying why the statistical verdict is what it is, and what it rules out."""
+    req = _fmt(decision.required_speedup)
+    interval = f"[{_fmt(decision.ci_low)}, {_fmt(decision.ci_high)}]"
+    if decision.verdict == "faster":
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        text = f"lower bound {low}x clears required {need}x at {n_pairs} pairs"
+    elif decision.verdict == "not_faster" and decision.ci_high < decision.required_speedup:
+        high, need = fmt_apart(decision.ci_high, decision.required_speedup)
+        text = f"upper bound {high}x is below required {need}x at {n_pairs} pairs"
+    elif decision.verdict == "not_faster":
+        limit = decision.required_speedup + decision.futility_margin
+        high, edge = fmt_apart(decision.upper_for_futility, limit)
+        text = (
+            f"estimate {_fmt(decision.speedup)} is below required {req} and the upper bound "
+            f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
+            f"margin) at {n_pairs} pairs: not faster by a margin that matters"
+        )
+    elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        where = f"budget of {budget_s:g} s spent" if budget_s is not None else "held back"
+        text = (
+            f"lower bound {low}x clears required {need}x but the mean-latency throughput ratio "
+            f"of the same pairs does not ({where} at {n_pairs} pairs): not called faster; "
+            f"{decision.ruled_out}"
+        )
+    elif budget_s is not None:
+        text = (
+            f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
+            f"interval {interval} straddles required {req}; {decision.ruled_out}"
+        )
+    else:
+        where = "after the last look" if last_look else "when sampling stopped"
+        text = (
+            f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs); "
+            f"{decision.ruled_out}"
+        )
+    notes = []
+    if decision.shift_index is not None:
+        notes.append(
+            f"the ratio shifted at pair {decision.shift_index}: the estimate and throughputs are "
+            "from the pairs after it, and the verdict needed them and the whole run to agree"
+        )
+    if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
+        notes.append(
+            f"interval widened for serial correlation (lag-1 {decision.autocorrelation:.2f})"
+        )
+    return text + (f" ({'; '.join(notes)})" if notes else "")

@@ -1,0 +1,122 @@
+"""A statistical measurement's result record: decided at a look, or undecided.
+
+Throughputs come from the pairs the decision used (after a ratio shift, those after it); the
+flags, the reason sentence and the futility bound are added here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.report import make_result
+from aitune_fp.core.speedup import compute_speedup, required_speedup
+from aitune_fp.core.timings import throughput_from_latencies
+from aitune_fp.core.verdict import SpeedupDecision
+from aitune_fp.measure.measurement import Measurement
+from aitune_fp.measure.reasons import _reason
+from aitune_fp.profiling import PairedTimings, ProfilingError
+
+
+def _undecided(
+    timings: PairedTimings,
+    warmup_baseline_s: tuple[float, ...],
+    warmup_candidate_s: tuple[float, ...],
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    description: str,
+    wall_s: float,
+) -> Measurement:
+    """The budget ran out before the first look: inconclusive, figures from what was timed."""
+    base, cand = timings.baseline_s, timings.candidate_s
+    if not base:  # not one pair: the warm-up's timed calls are all there is
+        base, cand = warmup_baseline_s, warmup_candidate_s
+    if not base or not cand:
+        raise ProfilingError(
+            f"the budget of {config.max_seconds:g} s (max_seconds) was spent before one call "
+            "of each arm could be timed",
+            reason="budget_spent",
+        )
+    baseline_throughput = throughput_from_latencies(base, size)
+    throughput = throughput_from_latencies(cand, size)
+    result = make_result(
+        description,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=compute_speedup(throughput, baseline_throughput),
+        batch_size=size,
+        n_baseline=len(timings.baseline_s),
+        n_candidate=len(timings.candidate_s),
+        required_speedup=required_speedup(pct),
+        decision=None,
+        reason=(
+            f"budget of {config.max_seconds:g} s spent before the first look "
+            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed): too few to decide"
+        ),
+        flags=(*timings.flags, "budget_spent"),
+    )
+    return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
+
+
+def _statistical_result(
+    decision: SpeedupDecision,
+    n_pairs: int,
+    timings: PairedTimings,
+    size: int,
+    config: ProfilingConfig,
+    budget_spent: bool,
+    wall_s: float,
+    description: str,
+) -> Measurement:
+    """The result of a decided look: throughputs from the pairs the decision used."""
+    first = decision.shift_index or 0
+    base, cand = timings.baseline_s[first:n_pairs], timings.candidate_s[first:n_pairs]
+    baseline_throughput = throughput_from_latencies(base, size)
+    throughput = throughput_from_latencies(cand, size)
+    flags = list(timings.flags)
+    if decision.shift_index is not None:
+        flags.append(f"ratio_shift_at_pair_{decision.shift_index}")
+    if "serial_correlation" in decision.flags:
+        flags.append("serial_correlation")
+    if "throughput_disagrees" in decision.flags:
+        flags.append("throughput_disagrees")
+    if budget_spent:
+        flags.append("budget_spent")
+    result = make_result(
+        description,
+        baseline_throughput=baseline_throughput,
+        throughput=throughput,
+        speedup=compute_speedup(throughput, baseline_throughput),
+        batch_size=size,
+        n_baseline=decision.n_baseline,
+        n_candidate=decision.n_candidate,
+        required_speedup=decision.required_speedup,
+        decision=decision,
+        reason=_reason(
+            decision,
+            n_pairs,
+            budget_s=config.max_seconds if budget_spent else None,
+            last_look=n_pairs >= config.max_pairs,
+        ),
+        flags=flags,
+    )
+    result = attrs.evolve(result, **_futility_fields(decision, config))
+    return Measurement(result=result, decision=decision, wall_s=wall_s, threads=timings.threads)
+
+
+def _futility_fields(decision: SpeedupDecision, config: ProfilingConfig) -> dict[str, Any]:
+    """The futility bound the rule compared and its one-sided level at one look.
+
+    ``futility_error / len(looks)`` per look; when the bound is ``ci_high`` itself (no looser
+    futility level), the interval's own one-sided level.
+    """
+    high = decision.upper_for_futility
+    if decision.futility_high is None:
+        level = 1.0 - (1.0 - decision.confidence) / 2.0
+    else:
+        level = 1.0 - config.futility_error / len(config.looks)
+    return {"futility_high": high if math.isfinite(high) else None, "futility_level": level}

@@ -1,0 +1,112 @@
+"""The decision rules by name, and :func:`measure_speedup`, which runs the one a config names.
+
+``_RULES`` is the one place a mode name is looked up (:func:`rule_for`); a new rule is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from aitune_fp.core._checks import check_int, check_threshold
+from aitune_fp.core.config import DecisionMode, ProfilingConfig
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE
+from aitune_fp.inputs import Sample, as_sample
+from aitune_fp.measure.measurement import Measurement, OnLook
+from aitune_fp.measure.point import _compare_point, measure_baseline_point
+from aitune_fp.measure.statistical import _compare_statistical, measure_throughput_steady
+from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, as_batches, timer_for
+
+__all__ = ["DecisionRule", "measure_speedup", "rule_for"]
+
+
+@attrs.frozen
+class DecisionRule:
+    """How one decision mode measures: eager's up-front figure, then each candidate against eager.
+
+    Chosen once per config by :func:`rule_for`; callers never compare mode strings.
+    ``measure_eager(eager, batch, size, config, timer=..., batches=None)`` gives eager's up-front
+    throughput and latencies; ``compare(eager, candidate, batch, size, config, pct, timer, *,
+    eager_latencies, description, spot_check=None, on_look=None, batches=None,
+    references=None, spot_rate=DEFAULT_SPOT_RATE, spot_seed=0)`` measures and decides (see
+    :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
+    latencies (AITune's baseline measured once). ``head_to_head``: strategies that choose among
+    passing candidates time them against each other (else: the best point estimate, AITune's way).
+    """
+
+    name: DecisionMode
+    measure_eager: Callable[..., tuple[float, tuple[float, ...]]]
+    compare: Callable[..., Measurement]
+    keeps_eager_latencies: bool
+    head_to_head: bool
+
+
+_RULES: dict[str, DecisionRule] = {
+    "statistical": DecisionRule(
+        "statistical", measure_throughput_steady, _compare_statistical, False, True
+    ),
+    "point": DecisionRule("point", measure_baseline_point, _compare_point, True, False),
+}
+
+
+def rule_for(config: ProfilingConfig) -> DecisionRule:
+    """The decision rule ``config.decision`` names (the one place a mode name is looked up)."""
+    return _RULES[config.decision]
+
+
+def measure_speedup(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    batch_size: int,
+    config: ProfilingConfig,
+    min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
+    *,
+    timer: Timer | None = None,
+    baseline_latencies: Sequence[float] | None = None,
+    description: str = "candidate",
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    on_look: OnLook | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
+) -> Measurement:
+    """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
+
+    ``baseline_latencies`` (point mode only): the baseline's latencies measured once up front,
+    as AITune does; measured now when None. Call failures raise ``ProfilingError``.
+    ``batches`` (replacing ``batch``): distinct batches timed in turn, pair ``i`` (both arms) on
+    ``batches[i % len(batches)]``, so a candidate cannot pass by caching one batch's output.
+    ``spot_check`` sees candidate outputs while timing (untimed): in every look the first and
+    last timed call, a random ``spot_rate`` of the others (look ``k`` seeded ``spot_seed + k``)
+    and the first call on each batch. It is called ``spot_check(output)``, or, when
+    ``references`` (eager's output on each batch, required for a check over several batches)
+    is given, ``spot_check(output, references[b])``; a mismatch raises ``SpotCheckError``
+    naming the timed call. ``on_look(n_pairs, decision)`` is called at every look of the
+    statistical mode (progress displays use it).
+    """
+    size = check_int("batch_size", batch_size, minimum=1)
+    pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
+    sample = as_sample(batch)
+    clock = timer if timer is not None else timer_for(as_batches(sample, batches)[0])
+    return rule_for(config).compare(
+        baseline,
+        candidate,
+        sample,
+        size,
+        config,
+        pct,
+        clock,
+        eager_latencies=baseline_latencies,
+        description=description,
+        spot_check=spot_check,
+        on_look=on_look,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
+    )

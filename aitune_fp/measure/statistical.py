@@ -1,0 +1,249 @@
+"""The statistical rule: eager and the candidate timed in pairs, decided at planned looks.
+
+Warm up both arms, then time interleaved pairs up to each planned look (``config.looks``) and call
+:func:`aitune_fp.core.sequential.decide_at_look` there; stop on a settled verdict, after the last
+look, or when ``config.max_seconds`` is spent (the verdict is then the one of the last completed
+look, ``inconclusive`` if it was open; the budget counts from the start of warm-up). The budget is
+hard: no call starts after it; a candidate that cannot complete the first look within it ends
+``inconclusive`` with no interval, and a look that the time spent so far predicts will not fit is
+not started. Device telemetry (NVML) is read around each look's pairs. Also here: eager's
+up-front figure after a warm-up until steady (:func:`measure_throughput_steady`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aitune_fp import profiling, telemetry
+from aitune_fp.core._checks import check_int
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.sequential import decide_at_look
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE
+from aitune_fp.core.timings import is_settled, throughput_from_latencies
+from aitune_fp.core.verdict import SpeedupDecision
+from aitune_fp.errors import InvalidValueError
+from aitune_fp.inputs import Sample
+from aitune_fp.measure.clocks import _on_clock, _two_clocks
+from aitune_fp.measure.measurement import Measurement, OnLook, _in_context, _Inputs
+from aitune_fp.measure.results import _statistical_result, _undecided
+from aitune_fp.profiling import (
+    InterleavedRun,
+    ReferenceSpotCheck,
+    SpotCheck,
+    Timer,
+    has_device_clock,
+    time_calls,
+)
+
+__all__ = ["measure_throughput_steady"]
+
+
+def measure_throughput_steady(
+    fn: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    batch_size: int,
+    config: ProfilingConfig,
+    *,
+    timer: Timer | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+) -> tuple[float, tuple[float, ...]]:
+    """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
+
+    The statistical mode's up-front eager check (and a lone candidate's figure): unlike the point
+    rule's fixed 10 warm-up calls, it waits until the last ``warmup_window`` calls agree within
+    ``warmup_tolerance`` (at most ``warmup_max_calls``), so a cold first measurement in a fresh
+    process is not reported as eager's throughput. With ``batches`` the calls take them in turn.
+    Returns (samples/s, latencies in seconds).
+    """
+    size = check_int("batch_size", batch_size, minimum=1)
+    window = config.warmup_window
+    turn = [0]  # calls made so far: the next call continues the rotation over ``batches``
+
+    def timed(n: int, warmup: int = 0) -> tuple[float, ...]:
+        rotated = None
+        if batches is not None:
+            k = turn[0] % max(len(batches), 1)
+            rotated = [*batches[k:], *batches[:k]][:n]  # only those these n calls use
+        turn[0] += n
+        return time_calls(
+            fn, batch, n, timer=timer, warmup=warmup, threads=config.threads, batches=rotated
+        )
+
+    warmup: list[float] = list(timed(window, warmup=1))
+    # at most warmup_max_calls calls in all, the untimed first one included (as in warm_up)
+    while (
+        not is_settled(warmup, window, config.warmup_tolerance)
+        and len(warmup) + 1 < config.warmup_max_calls
+    ):
+        warmup += timed(1)
+    latencies = timed(config.point_steps)
+    return throughput_from_latencies(latencies, size), latencies
+
+
+def _statistical(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample,
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    clock: Timer,
+    description: str,
+    inputs: _Inputs,
+    on_look: OnLook | None = None,
+) -> Measurement:
+    if config.clock == "device" and not has_device_clock(clock):
+        raise InvalidValueError(
+            f"clock='device' needs a timer with device time (CUDA events); "
+            f"{type(clock).__name__} has none here: use clock='host'"
+        )
+    env = profiling.cpu_environment(config.threads)
+    flush = profiling.l2_flusher(clock) if config.cache == "cold" else None
+
+    def decide(
+        base_s: Sequence[float], cand_s: Sequence[float], look_number: int
+    ) -> SpeedupDecision:
+        return decide_at_look(
+            base_s,
+            cand_s,
+            pct,
+            confidence=config.confidence,
+            n_looks=len(config.looks),
+            futility_margin_percent=config.futility_margin_percent,
+            futility_error=config.futility_error,
+            guard_serial_correlation=config.guard_serial_correlation,
+            guard_shift=config.guard_shift,
+            look=look_number,  # decision engine v3: error spent late, always widened,
+            always_widen=config.guard_serial_correlation,  # faster only when the
+            throughput_consistent=True,  # throughput ratio agrees
+        )
+
+    start = clock.now_ns()
+    deadline = start + int(config.max_seconds * 1e9)
+    decision: SpeedupDecision | None = None
+    decided_look = 0
+    decided_at = 0
+    budget_spent = False
+    sampling_ns = 0
+    with (
+        telemetry.watch(clock) as device,
+        InterleavedRun(
+            baseline,
+            candidate,
+            batch,
+            timer=clock,
+            threads=config.threads,
+            spot_check=inputs.spot_check,
+            batches=inputs.batches,
+            references=inputs.references,
+            spot_rate=inputs.spot_rate,
+            spot_seed=inputs.spot_seed,
+            flush=flush,
+        ) as run,
+    ):
+        warmup = run.warm_up(
+            window=config.warmup_window,
+            tolerance=config.warmup_tolerance,
+            max_calls=config.warmup_max_calls,
+            deadline_ns=deadline,
+        )
+        for look_number, look in enumerate(config.looks, start=1):
+            need = look - run.n_pairs
+            now = clock.now_ns()
+            per_pair = sampling_ns / max(run.n_pairs, 1)
+            if decision is not None and now + per_pair * need > deadline:
+                budget_spent = True  # the look would not fit: keep the last verdict
+                break
+            device.before()  # NVML readings around the look's pairs, untimed
+            got = run.extend(need, deadline_ns=deadline)
+            sampling_ns += clock.now_ns() - now
+            device.after(look_number)
+            if got < need:
+                budget_spent = True
+                break
+            timings = _on_clock(run.timings(), config.clock)
+            decision = decide(timings.baseline_s, timings.candidate_s, look_number)
+            decided_look = look_number
+            decided_at = run.n_pairs
+            if on_look is not None:
+                on_look(run.n_pairs, decision)
+            if decision.verdict != "inconclusive":
+                break
+        timings = run.timings()
+        gpu = device.verdict(decided_look if decision is not None else None)
+    wall_s = (clock.now_ns() - start) / 1e9
+    load_end = profiling.load_average()
+    chosen = _on_clock(timings, config.clock)
+    if decision is None:
+        measured = _undecided(
+            chosen, warmup.baseline_s, warmup.candidate_s, size, config, pct, description, wall_s
+        )
+        return _in_context(
+            measured,
+            env,
+            load_end,
+            clock=config.clock,
+            flags=gpu.flags,
+            note=gpu.note(),
+            fields=gpu.result_fields(),
+        )
+    measured = _statistical_result(
+        decision, decided_at, chosen, size, config, budget_spent, wall_s, description
+    )
+    fields, flags, note = _two_clocks(
+        timings,
+        decision,
+        decided_at,
+        config.clock,
+        lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
+    )
+    notes = "; ".join(n for n in (note, gpu.note()) if n) or None
+    return _in_context(
+        measured,
+        env,
+        load_end,
+        clock=config.clock,
+        flags=[*flags, *gpu.flags],
+        note=notes,
+        fields={**fields, **gpu.result_fields()},
+    )
+
+
+def _compare_statistical(
+    eager: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample,
+    size: int,
+    config: ProfilingConfig,
+    pct: float,
+    timer: Timer,
+    *,
+    eager_latencies: Sequence[float] | None,
+    description: str,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    on_look: OnLook | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
+) -> Measurement:
+    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None).
+
+    Look ``k`` (from 0) draws its spot-checked pairs with seed ``spot_seed + k``.
+    """
+    if eager_latencies is not None:
+        raise InvalidValueError(
+            "baseline_latencies is for decision='point' only; the statistical mode times "
+            "the baseline interleaved with the candidate"
+        )
+    inputs = _Inputs(
+        spot_check=spot_check,
+        batches=batches,
+        references=references,
+        spot_rate=spot_rate,
+        spot_seed=spot_seed,
+    )
+    return _statistical(
+        eager, candidate, batch, size, config, pct, timer, description, inputs, on_look
+    )

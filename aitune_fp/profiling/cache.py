@@ -1,0 +1,42 @@
+"""Cold-cache measurement on CUDA: evict the device's L2 before each timed call, untimed.
+
+``ProfilingConfig(cache="cold")``: writing a buffer twice the L2's size leaves none of the
+previous call's weights or activations there, so each timed call starts from a clean L2, as a
+model called between other work does. The write is queued before the timed call's first
+barrier, so it has finished before the clock starts (docs/gpu.md, "Cold vs hot cache").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aitune_fp.errors import InvalidValueError
+
+__all__ = ["FALLBACK_L2_BYTES", "l2_flusher"]
+
+#: The L2 size assumed when torch does not report one (larger than any GPU's L2 so far).
+FALLBACK_L2_BYTES = 128 * 1024 * 1024
+
+
+def l2_flusher(timer: object) -> Callable[[], None]:
+    """A function that overwrites the L2 of the CUDA device ``timer`` times (its ``device``).
+
+    Allocates the buffer (twice the L2, in bytes) once, now. Raises InvalidValueError naming
+    ``cache`` when ``timer`` times no CUDA device: a CPU has no L2 this could flush.
+    """
+    device = getattr(timer, "device", None)
+    if getattr(device, "type", None) != "cuda":
+        raise InvalidValueError(
+            f"cache='cold' needs a CUDA device (it flushes the GPU's L2 before each call); "
+            f"{type(timer).__name__} times none: use cache='hot'"
+        )
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    l2 = int(getattr(props, "L2_cache_size", 0) or 0) or FALLBACK_L2_BYTES
+    buffer = torch.empty(2 * l2, dtype=torch.uint8, device=device)
+
+    def flush() -> None:
+        buffer.fill_(1)
+
+    return flush

@@ -1,0 +1,260 @@
+"""Timed calls of one callable and the spot checks of their outputs: the pieces every run uses.
+
+Inputs are prepared before any clock starts (each arm gets its own copy of each batch, once);
+a call's output is released after the clock stops, so freeing it is not timed either. Spot
+checks (untimed) see the outputs of a seeded random ~10 % of each look's timed calls, plus its
+first and last, and the first call on each batch not already among them
+(:func:`aitune_fp.core.spot.spot_positions`). Python's collector is paused while timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeAlias, cast
+
+from aitune_fp.core._checks import check_int
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
+from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
+from aitune_fp.inputs import Sample, as_sample, copy_sample
+from aitune_fp.profiling.threads import intra_op_threads
+from aitune_fp.profiling.timers import Timer, timer_for
+
+__all__ = [
+    "ProfilingError",
+    "ReferenceSpotCheck",
+    "SpotCheck",
+    "SpotCheckError",
+    "as_batches",
+    "gc_paused",
+    "spot_calls",
+    "time_calls",
+]
+
+#: Smallest recorded wall time (1 ns): a clock that did not move still yields a positive time.
+_MIN_NS = 1
+
+
+class ProfilingError(AitunefpError, RuntimeError):
+    """A timed call failed; ``reason`` is a short code ("out_of_memory", "call_failed")."""
+
+    def __init__(self, message: str, *, reason: str, arm: str | None = None) -> None:
+        """Record ``reason`` and the arm ("baseline", "candidate" or None) whose call failed."""
+        super().__init__(message)
+        self.reason = reason
+        self.arm = arm
+
+
+class SpotCheckError(AitunefpError, RuntimeError):
+    """A candidate's output checked while it was timed did not match eager's.
+
+    ``call`` is the 1-based number of the candidate's timed call whose output was wrong;
+    ``batch`` the 0-based index into ``batches`` it ran on (None when one batch was timed).
+    """
+
+    def __init__(self, message: str, *, call: int, batch: int | None = None) -> None:
+        """Keep the call (and batch) number; the message says what differed."""
+        where = f"timed call {call}" + ("" if batch is None else f" (batch {batch})")
+        super().__init__(f"{where}: {message}")
+        self.call = call
+        self.batch = batch
+
+
+#: Checks one candidate output against eager's reference; raises when it differs.
+SpotCheck: TypeAlias = Callable[[Any], None]
+#: Checks one candidate output against ``reference``, eager's output on the same batch.
+ReferenceSpotCheck: TypeAlias = Callable[[Any, Any], None]
+
+
+def _spot(
+    check: SpotCheck | None, call: int, batch: int | None = None
+) -> Callable[[Any], None] | None:
+    """``check`` for the candidate's timed call number ``call``, raising SpotCheckError."""
+    if check is None:
+        return None
+
+    def inspect(output: Any) -> None:
+        try:
+            check(output)
+        except Exception as exc:
+            raise SpotCheckError(str(exc), call=call, batch=batch) from exc
+
+    return inspect
+
+
+def as_batches(
+    batch: Sample | tuple[Any, Any], batches: Sequence[Any] | None
+) -> tuple[Sample, ...]:
+    """The batches timed in turn: ``batches`` when given (not empty), else the one ``batch``.
+
+    Raises InvalidTypeError / InvalidValueError naming ``batches`` when it is not a non-empty
+    sequence of samples.
+    """
+    if batches is None:
+        return (as_sample(batch),)
+    if isinstance(batches, (str, bytes, Sample)) or not isinstance(batches, Sequence):
+        raise InvalidTypeError(
+            f"batches must be a sequence of samples, got {type(batches).__name__}"
+        )
+    if not batches:
+        raise InvalidValueError("batches must hold at least one sample")
+    return tuple(as_sample(b) for b in batches)
+
+
+def _checks_per_batch(
+    spot_check: SpotCheck | ReferenceSpotCheck | None,
+    references: Sequence[Any] | None,
+    n_batches: int,
+) -> tuple[SpotCheck | None, ...]:
+    """One one-argument check per batch: ``spot_check(output, references[b])`` for batch ``b``.
+
+    Without ``references`` the check is called as ``spot_check(output)`` (one batch only: it
+    could not tell the batches apart).
+    """
+    if references is not None and len(references) != n_batches:
+        raise InvalidValueError(
+            f"references must hold eager's output on each batch: {n_batches} expected, "
+            f"got {len(references)}"
+        )
+    if spot_check is None:
+        return (None,) * n_batches
+    if references is None:
+        if n_batches > 1:
+            raise InvalidValueError(
+                "spot_check over several batches needs references (eager's output on each "
+                "batch), to compare each output with the right one"
+            )
+        return (cast(SpotCheck, spot_check),)
+    check = cast(ReferenceSpotCheck, spot_check)
+
+    def bound(reference: Any) -> SpotCheck:
+        return lambda output: check(output, reference)
+
+    return tuple(bound(ref) for ref in references)
+
+
+def spot_calls(
+    n_calls: int, rate: float, seed: int, *, first_pair: int = 0, n_batches: int = 1
+) -> frozenset[int]:
+    """Which of a look's ``n_calls`` timed calls (from 0) are spot-checked.
+
+    :func:`~aitune_fp.core.spot.spot_positions` (first, last and a seeded ~``rate`` of the rest),
+    plus, over rotating batches (call ``j`` on batch ``(first_pair + j) % n_batches``), the first
+    call on each batch that none of those lands on, so every batch of a look is checked.
+    """
+    picked = set(spot_positions(n_calls, rate, seed))
+    n_batches = check_int("n_batches", n_batches, minimum=1)
+    covered = {(first_pair + j) % n_batches for j in picked}
+    for j in range(min(n_calls, n_batches)):
+        if (first_pair + j) % n_batches not in covered:
+            picked.add(j)
+            covered.add((first_pair + j) % n_batches)
+    return frozenset(picked)
+
+
+def _call(fn: Callable[..., Any], batch: Sample, arm: str | None) -> Any:
+    """Call ``fn`` on ``batch``; failures become :class:`ProfilingError` (OOM: cache emptied)."""
+    import torch
+
+    try:
+        return batch.call(fn)
+    except torch.OutOfMemoryError:
+        pass  # handled below, once the exception and the call's frames it holds are released
+    except Exception as exc:
+        raise ProfilingError(
+            f"{arm or 'callable'} call failed: {type(exc).__name__}: {exc}",
+            reason="call_failed",
+            arm=arm,
+        ) from exc
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    raise ProfilingError(
+        f"{arm or 'callable'} ran out of device memory", reason="out_of_memory", arm=arm
+    )
+
+
+def _timed_call(
+    fn: Callable[..., Any],
+    batch: Sample,
+    timer: Timer,
+    arm: str | None,
+    inspect: Callable[[Any], None] | None = None,
+) -> tuple[float, float | None]:
+    """Wall seconds (and device seconds, if any) of one synchronised call.
+
+    ``inspect`` sees the output after the clock stopped (the spot check), so it is never timed.
+    """
+    span = timer.device_span()
+    timer.sync()
+    start = timer.now_ns()
+    if span is not None:
+        span.start()
+    output = _call(fn, batch, arm)
+    if span is not None:
+        span.stop()
+    timer.sync()
+    stop = timer.now_ns()
+    if inspect is not None:
+        inspect(output)
+    del output
+    wall = max(stop - start, _MIN_NS) / 1e9
+    return wall, (span.elapsed_s() if span is not None else None)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep Python's garbage collector out of the timed region (as ``timeit`` does); restore after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def time_calls(
+    fn: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    n: int,
+    *,
+    timer: Timer | None = None,
+    warmup: int = 0,
+    threads: int | None = None,
+    arm: str | None = None,
+    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_seed: int = 0,
+) -> tuple[float, ...]:
+    """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
+
+    For the point rule and single-arm use; ``arm`` names the callable in errors. Each batch is
+    copied once before the first call; with ``batches`` (replacing ``batch``) timed call ``i``
+    runs on ``batches[i % len(batches)]``. ``spot_check`` sees, untimed, the outputs of the
+    calls :func:`spot_calls` picks (``spot_rate``, ``spot_seed``): ``spot_check(output)``, or
+    ``spot_check(output, references[b])`` when ``references`` (eager's output on each batch) is
+    given. A mismatch raises :class:`SpotCheckError`.
+    """
+    check_int("n", n, minimum=1)
+    check_int("warmup", warmup, minimum=0)
+    import torch
+
+    given = as_batches(batch, batches)
+    checks = _checks_per_batch(spot_check, references, len(given))
+    picked = spot_calls(n, spot_rate, spot_seed, n_batches=len(given))
+    multi = batches is not None
+    samples = [copy_sample(b) for b in given]
+    clock = timer if timer is not None else timer_for(samples[0])
+    with intra_op_threads(threads), torch.no_grad(), gc_paused():
+        for j in range(warmup):
+            _call(fn, samples[j % len(samples)], arm)
+        clock.sync()
+        latencies: list[float] = []
+        for i in range(n):
+            b = i % len(samples)
+            inspect = _spot(checks[b], i + 1, b if multi else None) if i in picked else None
+            latencies.append(_timed_call(fn, samples[b], clock, arm, inspect)[0])
+        return tuple(latencies)

@@ -1,0 +1,445 @@
+"""The interleaved A/B run: warm-up, pairs in random ABBA / BAAB quads, look by look.
+
+Pairs run in quads, ABBA or BAAB, each quad's orientation drawn from a seeded random stream
+(:func:`quad_orientations`), so that interference in phase with a fixed order cannot land on
+one arm only. Given several ``batches``, pair ``i`` runs both arms on batch
+``i % len(batches)``. The young generation the paused collector let pile up is collected
+before each look's deadline check, and only when its predicted cost fits in the time left, so
+no housekeeping runs between that check and a call. Dynamo's compile counters are read through
+``aitune_fp.profiling._dynamo_counts`` at call time (tests replace it there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import random
+import sys
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Literal
+
+import attrs
+
+from aitune_fp.core._checks import check_int, check_type
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
+from aitune_fp.core.timings import is_settled, level_shift_index
+from aitune_fp.errors import InvalidStateError, InvalidValueError
+from aitune_fp.inputs import Sample, copy_sample
+from aitune_fp.profiling.calls import (
+    ReferenceSpotCheck,
+    SpotCheck,
+    _call,
+    _checks_per_batch,
+    _spot,
+    _timed_call,
+    as_batches,
+    gc_paused,
+    spot_calls,
+)
+from aitune_fp.profiling.threads import intra_op_threads
+from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
+
+__all__ = [
+    "InterleavedRun",
+    "PairedTimings",
+    "WarmupReport",
+    "compare",
+    "pair_order",
+    "quad_orientations",
+]
+
+
+def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
+    """Whether pair ``index`` times the baseline first.
+
+    Pairs ``2q`` and ``2q + 1`` form quad ``q``: ABBA (baseline first, then candidate first) or
+    BAAB, so each arm takes each position in a quad equally often (position bias cancels). Quad
+    ``q`` is ABBA when ``orientations[q]`` is true; without ``orientations``, the fixed
+    alternation: quad 0 ABBA, quad 1 BAAB, and so on (A B | B A | B A | A B).
+    """
+    quad, half = divmod(index, 2)
+    abba = quad % 2 == 0 if orientations is None else orientations[quad]
+    return abba == (half == 0)
+
+
+def _orientation_stream(seed: int) -> random.Random:
+    """The random stream of quad orientations for ``seed`` (apart from the spot checks')."""
+    return random.Random(f"aitune_fp quad orientation {seed}")
+
+
+def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
+    """Each of ``n_quads`` quads' orientation (True: ABBA, False: BAAB), a fair coin per quad.
+
+    Reproducible for a ``seed``; quad ``q``'s orientation does not depend on ``n_quads``. This is
+    what :class:`InterleavedRun` times (``order="random"``): interference whose period matches a
+    fixed ABBA / BAAB order would slow one arm only and bias the ratio; drawn at random, it lands
+    on either arm alike.
+    """
+    check_int("n_quads", n_quads, minimum=0)
+    stream = _orientation_stream(check_type("seed", seed, int))
+    return tuple(stream.random() < 0.5 for _ in range(n_quads))
+
+
+def _dynamo_counts() -> tuple[int, int]:
+    """torch._dynamo's compiled-frame and graph counters (0, 0 when dynamo was never loaded)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    if counters is None:
+        return (0, 0)
+    return (int(counters["frames"]["total"]), int(counters["stats"]["unique_graphs"]))
+
+
+def _compile_counts() -> tuple[int, int]:
+    """:func:`_dynamo_counts` as ``aitune_fp.profiling`` holds it now (tests replace it there)."""
+    from aitune_fp import profiling
+
+    return profiling._dynamo_counts()
+
+
+@attrs.frozen(kw_only=True)
+class WarmupReport:
+    """Warm-up of both arms: the (timed, undecided) calls and whether both became steady."""
+
+    baseline_s: tuple[float, ...]
+    candidate_s: tuple[float, ...]
+    converged: bool
+    calls_per_arm: int
+
+
+@attrs.frozen(kw_only=True)
+class PairedTimings:
+    """Interleaved per-call latencies: ``baseline_s[i]`` and ``candidate_s[i]`` were taken side by side.
+
+    Wall seconds per call (what a user waits); ``*_device_s`` are CUDA event times (None on CPU).
+    ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>" (the
+    candidate/baseline ratio moved by > 15 % from pair k on). ``wall_s``: the whole run.
+    """
+
+    baseline_s: tuple[float, ...]
+    candidate_s: tuple[float, ...]
+    baseline_device_s: tuple[float, ...] | None
+    candidate_device_s: tuple[float, ...] | None
+    warmup: WarmupReport | None
+    threads: int
+    wall_s: float
+    flags: tuple[str, ...]
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of timed pairs."""
+        return len(self.baseline_s)
+
+
+class InterleavedRun:
+    """A running A/B measurement that the caller extends look by look (a context manager).
+
+    On enter: threads set, ``no_grad`` on, one copy of each batch per arm. ``warm_up`` first, then
+    ``extend(n)`` as often as needed; ``timings()`` returns everything so far.
+    """
+
+    def __init__(
+        self,
+        baseline: Callable[..., Any],
+        candidate: Callable[..., Any],
+        batch: Sample | tuple[Any, Any],
+        *,
+        timer: Timer | None = None,
+        threads: int | None = None,
+        spot_check: SpotCheck | ReferenceSpotCheck | None = None,
+        batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+        references: Sequence[Any] | None = None,
+        spot_rate: float = DEFAULT_SPOT_RATE,
+        spot_seed: int = 0,
+        order: Literal["random", "fixed"] = "random",
+        order_seed: int | None = None,
+        flush: Callable[[], None] | None = None,
+    ) -> None:
+        """Prepare the run; nothing is called or copied until the context is entered.
+
+        ``batches`` (replacing ``batch``): pair ``i`` runs both arms on ``batches[i % len]``.
+        ``spot_check`` sees, untimed, the candidate's outputs of the calls :func:`spot_calls`
+        picks in each :meth:`extend` (look ``k`` seeded ``spot_seed + k``), as
+        ``spot_check(output)``, or ``spot_check(output, references[b])`` when ``references``
+        (eager's output on each batch) is given; a mismatch raises :class:`SpotCheckError`.
+        ``order``: each quad's orientation drawn at random (:func:`quad_orientations` seeded
+        ``order_seed``, by default ``spot_seed``), or ``"fixed"``, the ABBA / BAAB alternation.
+        ``flush`` (``cache="cold"``: :func:`l2_flusher`) runs before each timed call, untimed.
+        """
+        self._fns = {"baseline": baseline, "candidate": candidate}
+        self._inputs = as_batches(batch, batches)
+        self._multi = batches is not None
+        self._checks = _checks_per_batch(spot_check, references, len(self._inputs))
+        spot_positions(1, spot_rate, spot_seed)  # checks both now, naming them
+        self._spot_rate = spot_rate
+        self._spot_seed = spot_seed
+        self._looks = 0
+        if order not in ("random", "fixed"):
+            raise InvalidValueError(f"order must be 'random' or 'fixed', got {order!r}")
+        seed = check_type("order_seed", spot_seed if order_seed is None else order_seed, int)
+        self._orientation: random.Random | None = (
+            _orientation_stream(seed) if order == "random" else None
+        )
+        self._orientations: list[bool] = []  # drawn so far, quad by quad
+        self._timer = timer
+        self._flush = flush
+        self._threads = threads
+        self._stack: contextlib.ExitStack | None = None
+        self._clock: Timer = CpuTimer()
+        self._batches: dict[str, tuple[Sample, ...]] = {}
+        self._collect_ns = 0  # the last young collection's cost, on the run's clock
+        self._collect_ns_per_object = 0.0  # the highest cost per young object seen
+        self._gc_was_enabled = True
+        self._times: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        self._device: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        self._warmup: WarmupReport | None = None
+        self._threads_in_effect = 0
+        self._start_ns = 0
+        self._counts_at_start: tuple[int, int] | None = None
+        self._recompiled = False
+
+    def __enter__(self) -> InterleavedRun:
+        """Set threads and ``no_grad``, copy the batch for each arm, start the wall clock."""
+        import torch
+
+        # copies and the timer first: if they fail, no global state has been touched yet
+        self._clock = self._timer if self._timer is not None else timer_for(self._inputs[0])
+        self._batches = {arm: tuple(copy_sample(b) for b in self._inputs) for arm in self._fns}
+        stack = contextlib.ExitStack()
+        try:
+            self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
+            stack.enter_context(torch.no_grad())
+            self._gc_was_enabled = gc.isenabled()
+            self._collect(None, first=True)  # empty the young generation, learn what it costs
+            stack.enter_context(gc_paused())
+        except BaseException:
+            stack.close()
+            self._batches = {}
+            raise
+        self._stack = stack
+        self._start_ns = self._clock.now_ns()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Restore threads and grad mode; drop the batch copies."""
+        self._batches = {}
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+    @property
+    def n_pairs(self) -> int:
+        """Timed pairs so far."""
+        return len(self._times["baseline"])
+
+    def elapsed_s(self) -> float:
+        """Wall seconds since the run was entered, on the run's clock."""
+        return (self._clock.now_ns() - self._start_ns) / 1e9
+
+    def _baseline_first(self, index: int) -> bool:
+        """Whether pair ``index`` times the baseline first (drawing its quad's orientation)."""
+        if self._orientation is None:
+            return pair_order(index)
+        while len(self._orientations) <= index // 2:
+            self._orientations.append(self._orientation.random() < 0.5)
+        return pair_order(index, self._orientations)
+
+    def _require_entered(self) -> None:
+        if self._stack is None:
+            raise InvalidStateError("InterleavedRun must be used as a context manager (with ...)")
+
+    def _untimed(self, arm: str, index: int) -> None:
+        _call(self._fns[arm], self._batches[arm][index % len(self._inputs)], arm)
+        self._clock.sync()
+
+    def _timed(self, arm: str, index: int, *, check: bool = False) -> tuple[float, float | None]:
+        """Time one call of ``arm`` on batch ``index % len(batches)``, spot-checked if ``check``."""
+        b = index % len(self._inputs)
+        inspect = None
+        if check and arm == "candidate":
+            call = len(self._times["candidate"]) + 1
+            inspect = _spot(self._checks[b], call, b if self._multi else None)
+        if self._flush is not None:
+            self._flush()  # before _timed_call's barrier: it finishes before the clock starts
+        return _timed_call(self._fns[arm], self._batches[arm][b], self._clock, arm, inspect)
+
+    def _past(self, deadline_ns: int | None) -> bool:
+        return deadline_ns is not None and self._clock.now_ns() >= deadline_ns
+
+    def _collect(self, deadline_ns: int | None, *, first: bool = False) -> None:
+        """Collect the young generation the paused collector let pile up, when due and if it fits.
+
+        Due: the collector was on before the run and the young generation outgrew its threshold
+        (the collector would have run by now); ``first`` (on enter, collector still on, so the
+        generation is small): always, to learn the cost. Fits: the predicted cost (the last
+        collection's, or the highest cost per young object seen times the objects now young)
+        ends before ``deadline_ns``. Never a full collection: that walks the whole heap.
+        """
+        if not self._gc_was_enabled:
+            return  # the caller turned the collector off: collect nothing
+        young = gc.get_count()[0]
+        threshold = gc.get_threshold()[0]
+        if not first and (threshold <= 0 or young <= threshold):
+            return
+        predicted = max(self._collect_ns, self._collect_ns_per_object * young)
+        if deadline_ns is not None and self._clock.now_ns() + predicted > deadline_ns:
+            return
+        start = self._clock.now_ns()
+        gc.collect(0)
+        self._collect_ns = max(self._clock.now_ns() - start, 0)
+        self._collect_ns_per_object = max(
+            self._collect_ns_per_object, self._collect_ns / max(young, 1)
+        )
+
+    def warm_up(
+        self, *, window: int, tolerance: float, max_calls: int, deadline_ns: int | None = None
+    ) -> WarmupReport:
+        """Call each arm once untimed, then alternate timed calls until both arms are steady.
+
+        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled` (spread within
+        ``tolerance``, or no trend beyond its own noise).
+        At most ``max_calls`` calls per arm (the first, untimed call included); it also stops,
+        unsteady, once the run's clock passes ``deadline_ns``.
+        """
+        self._require_entered()
+        check_int("max_calls", max_calls, minimum=1)
+        size = max(check_int("window", window, minimum=1), 2)
+        times: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        calls = 0
+        converged = False
+        if not self._past(deadline_ns):
+            self._untimed("baseline", 0)
+            self._untimed("candidate", 0)
+            calls = 1
+        while 0 < calls < max_calls:
+            if self._past(deadline_ns):
+                break
+            for arm in ("baseline", "candidate"):
+                times[arm].append(self._timed(arm, calls)[0])
+            calls += 1
+            if is_settled(times["baseline"], size, tolerance) and is_settled(
+                times["candidate"], size, tolerance
+            ):
+                converged = True
+                break
+        self._warmup = WarmupReport(
+            baseline_s=tuple(times["baseline"]),
+            candidate_s=tuple(times["candidate"]),
+            converged=converged,
+            calls_per_arm=calls,
+        )
+        return self._warmup
+
+    def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
+        """Time ``n_pairs`` more interleaved pairs (after one untimed call per arm); return how many.
+
+        Housekeeping (the young-generation collection, the look's spot-check schedule) runs
+        first, then the deadline check: it stops early, before a pair (or before the untimed
+        calls), once the run's clock reaches ``deadline_ns``, so no call starts after it.
+        """
+        self._require_entered()
+        check_int("n_pairs", n_pairs, minimum=0)
+        if n_pairs == 0:
+            return 0
+        if self._counts_at_start is None:
+            self._counts_at_start = _compile_counts()
+        # between looks, outside any timed region: collect what the paused collector let pile up
+        self._collect(deadline_ns)
+        start = self.n_pairs
+        picked = spot_calls(
+            n_pairs,
+            self._spot_rate,
+            self._spot_seed + self._looks,
+            first_pair=start,
+            n_batches=len(self._inputs),
+        )
+        self._looks += 1
+        # one untimed call per arm, the next pair's first arm last, so that no arm starts the
+        # look warm from its own call (each pair's first call follows the other model)
+        first = "baseline" if self._baseline_first(start) else "candidate"
+        second = "candidate" if first == "baseline" else "baseline"
+        if self._past(deadline_ns):
+            return 0
+        self._untimed(second, start)
+        self._untimed(first, start)
+        done = 0
+        while done < n_pairs:
+            if self._past(deadline_ns):
+                break
+            index = self.n_pairs
+            first, second = (
+                ("baseline", "candidate")
+                if self._baseline_first(index)
+                else ("candidate", "baseline")
+            )
+            check = done in picked
+            results = {
+                first: self._timed(first, index, check=check),
+                second: self._timed(second, index, check=check),
+            }
+            for arm, (wall, device) in results.items():
+                self._times[arm].append(wall)
+                if device is not None:
+                    self._device[arm].append(device)
+            done += 1
+        if _compile_counts() != self._counts_at_start:
+            self._recompiled = True
+        return done
+
+    def timings(self) -> PairedTimings:
+        """Everything timed so far, with flags."""
+        base = tuple(self._times["baseline"])
+        cand = tuple(self._times["candidate"])
+        flags: list[str] = []
+        if self._warmup is not None and not self._warmup.converged:
+            flags.append("warmup_not_steady")
+        if self._recompiled:
+            flags.append("recompiled")
+        if base:
+            shift = level_shift_index([c / b for b, c in zip(base, cand, strict=True)])
+            if shift is not None:
+                flags.append(f"level_shift_after_pair_{shift}")
+        full = len(self._device["baseline"]) == len(base) and len(base) > 0
+        return PairedTimings(
+            baseline_s=base,
+            candidate_s=cand,
+            baseline_device_s=tuple(self._device["baseline"]) if full else None,
+            candidate_device_s=tuple(self._device["candidate"]) if full else None,
+            warmup=self._warmup,
+            threads=self._threads_in_effect,
+            wall_s=self.elapsed_s(),
+            flags=tuple(flags),
+        )
+
+
+def compare(
+    baseline: Callable[..., Any],
+    candidate: Callable[..., Any],
+    batch: Sample | tuple[Any, Any],
+    config: ProfilingConfig,
+    *,
+    n_pairs: int,
+    timer: Timer | None = None,
+    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+) -> PairedTimings:
+    """Warm up both arms, then time ``n_pairs`` interleaved pairs (quads ABBA or BAAB at random).
+
+    ``config`` is a :class:`~aitune_fp.core.config.ProfilingConfig` (warm-up and threads);
+    ``batches`` (replacing ``batch``): pair ``i`` runs on ``batches[i % len(batches)]``.
+    """
+    with InterleavedRun(
+        baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
+    ) as run:
+        run.warm_up(
+            window=config.warmup_window,
+            tolerance=config.warmup_tolerance,
+            max_calls=config.warmup_max_calls,
+        )
+        run.extend(n_pairs)
+        return run.timings()

@@ -1,0 +1,136 @@
+"""The CPU side of a measurement: threads set and used, cores available, the machine's load.
+
+``tune --threads`` and a sweep task set threads through :func:`set_threads`; a comparison holds
+torch's intra-op threads with :func:`intra_op_threads`; :func:`cpu_environment` records what
+the ``started`` event and each result report, and :func:`is_oversubscribed` is the
+``oversubscribed`` flag's rule (docs/threads.md). :func:`cpu_environment` reads
+:func:`usable_cpus` and :func:`load_average` through ``aitune_fp.profiling`` at call time, so
+replacing them there (as tests do) reaches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from aitune_fp.core._checks import check_int
+
+__all__ = [
+    "CpuEnvironment",
+    "cpu_environment",
+    "intra_op_threads",
+    "is_oversubscribed",
+    "load_average",
+    "set_threads",
+    "usable_cpus",
+]
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[int]:
+    """Set torch's intra-op thread count for the block (None: leave it); yields the count in effect."""
+    import torch
+
+    if threads is None:
+        yield torch.get_num_threads()
+        return
+    check_int("threads", threads, minimum=1)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(previous)
+
+
+def set_threads(threads: int) -> None:
+    """Run this process's CPU work on ``threads`` threads: ``tune --threads`` and a sweep task.
+
+    The one code path for both: ``OMP_NUM_THREADS`` first, when torch has not been imported
+    yet (OpenMP reads it once, when torch loads; setting threads only later measured slower
+    here), then torch's intra-op threads. Once torch is loaded the environment is left as it is.
+    Raises InvalidValueError / InvalidTypeError naming ``threads`` for a count below 1.
+    """
+    n = check_int("threads", threads, minimum=1)
+    if "torch" not in sys.modules:
+        os.environ["OMP_NUM_THREADS"] = str(n)
+    import torch
+
+    torch.set_num_threads(n)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; all CPUs where there is none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The 1-minute load average of the machine (None where the platform has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return None
+
+
+def _omp_threads() -> int | None:
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+@attrs.frozen(kw_only=True)
+class CpuEnvironment:
+    """The CPU side of a measurement: threads used, cores available, the machine's load.
+
+    ``threads``: torch's intra-op threads both arms run with; ``interop_threads``: torch's
+    inter-op threads; ``omp_num_threads``: ``OMP_NUM_THREADS`` (None: unset or not one
+    integer); ``cpus``: :func:`usable_cpus`; ``load_avg_1m``: :func:`load_average`.
+    """
+
+    threads: int
+    interop_threads: int
+    omp_num_threads: int | None
+    cpus: int
+    load_avg_1m: float | None
+
+    def to_fields(self) -> dict[str, Any]:
+        """The values as event fields."""
+        return attrs.asdict(self)
+
+
+def cpu_environment(threads: int | None = None) -> CpuEnvironment:
+    """The environment now; ``threads``: the intra-op count a measurement sets (None: torch's)."""
+    import torch
+
+    from aitune_fp import profiling  # read there at call time: tests replace them there
+
+    return CpuEnvironment(
+        threads=int(threads) if threads is not None else int(torch.get_num_threads()),
+        interop_threads=int(torch.get_num_interop_threads()),
+        omp_num_threads=_omp_threads(),
+        cpus=profiling.usable_cpus(),
+        load_avg_1m=profiling.load_average(),
+    )
+
+
+def is_oversubscribed(loads: Iterable[float | None], *, cpus: int, threads: int) -> bool:
+    """Whether a measurement ran with less CPU than its threads need (the ``oversubscribed`` flag).
+
+    The rule: the load of other work exceeds the cores available minus the tune's threads, at
+    any of ``loads`` (1-minute load averages read at the comparison's start and end). The other
+    work's load is taken as the load average less the tune's own ``threads`` (at most that much
+    of it can be the tune's), so the rule is ``load - threads > cpus - threads``, which is
+    ``load > cpus``: a tune never flags itself, and on 2 cores a 1-thread tune is flagged once
+    others keep more than one core busy. ``threads > cpus`` is flagged whatever the load. A
+    missing load average (None) flags nothing.
+    """
+    if threads > cpus:
+        return True
+    return any(load is not None and load - threads > cpus - threads for load in loads)

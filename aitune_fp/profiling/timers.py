@@ -1,0 +1,147 @@
+"""The clocks of a measurement: the :class:`Timer` protocol, CPU and CUDA timers, ``host_bound``.
+
+Clocks are injected through :class:`Timer` (``now_ns``, ``sync``, ``device_span``) so that the
+CUDA code paths and the sampling loop are testable on CPU with a fake clock. On CUDA each call
+is timed twice: host wall time between two ``torch.cuda.synchronize`` barriers, and device
+time between two CUDA events (docs/gpu.md, "Two clocks").
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aitune_fp.inputs import Sample, as_sample
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "HOST_BOUND_FACTOR",
+    "CpuTimer",
+    "CudaTimer",
+    "DeviceSpan",
+    "Timer",
+    "has_device_clock",
+    "is_host_bound",
+    "timer_for",
+]
+
+
+class DeviceSpan(Protocol):
+    """Device-side interval around one call (CUDA events); read it only after ``Timer.sync``."""
+
+    def start(self) -> None:
+        """Mark the start on the device stream."""
+
+    def stop(self) -> None:
+        """Mark the end on the device stream."""
+
+    def elapsed_s(self) -> float:
+        """Seconds between the marks, as the device measured them."""
+
+
+class Timer(Protocol):
+    """The clock of a measurement: a monotonic ns clock, a device barrier, optional device spans."""
+
+    def now_ns(self) -> int:
+        """Monotonic time in nanoseconds."""
+
+    def sync(self) -> None:
+        """Wait until the device has finished all queued work (no-op on CPU)."""
+
+    def device_span(self) -> DeviceSpan | None:
+        """A fresh device span for one call, or None when the device has no timer of its own."""
+
+
+class CpuTimer:
+    """CPU timing: ``time.perf_counter_ns``; nothing to synchronise, no device time."""
+
+    def now_ns(self) -> int:
+        """Monotonic high-resolution time in nanoseconds."""
+        return time.perf_counter_ns()
+
+    def sync(self) -> None:
+        """Nothing to wait for on CPU."""
+
+    def device_span(self) -> DeviceSpan | None:
+        """No device time on CPU."""
+        return None
+
+
+class _CudaEventSpan:
+    """Two CUDA events recorded on the current stream of ``device``."""
+
+    def __init__(self, device: torch.device) -> None:
+        import torch
+
+        with torch.cuda.device(device):
+            self._start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            self._stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        # record on the device's own current stream, even when another device is current
+        self._stream = torch.cuda.current_stream(device)
+
+    def start(self) -> None:
+        self._start.record(self._stream)
+
+    def stop(self) -> None:
+        self._stop.record(self._stream)
+
+    def elapsed_s(self) -> float:
+        return float(self._start.elapsed_time(self._stop)) / 1e3
+
+
+class CudaTimer:
+    """CUDA timing: host clock with ``torch.cuda.synchronize(device)`` barriers, plus CUDA events."""
+
+    def __init__(self, device: torch.device | str | int | None = None) -> None:
+        """Time work on ``device`` (default: the current CUDA device)."""
+        import torch
+
+        if device is None:
+            device = torch.cuda.current_device()
+        self.device = (
+            torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        )
+
+    def now_ns(self) -> int:
+        """Monotonic high-resolution host time in nanoseconds."""
+        return time.perf_counter_ns()
+
+    def sync(self) -> None:
+        """Wait for all work queued on the device."""
+        import torch
+
+        torch.cuda.synchronize(self.device)
+
+    def device_span(self) -> DeviceSpan | None:
+        """A pair of timing events on the device's current stream."""
+        return _CudaEventSpan(self.device)
+
+
+def timer_for(sample: Sample | tuple[Any, Any]) -> Timer:
+    """The timer for a batch: CUDA when any tensor in it (nested too) is on a CUDA device."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    batch = as_sample(sample)
+    for value in tree_leaves((batch.args, dict(batch.kwargs))):
+        if isinstance(value, torch.Tensor) and value.device.type == "cuda":
+            return CudaTimer(value.device)
+    return CpuTimer()
+
+
+#: ``host_bound``: an arm whose host wall time exceeds its device time by more than this
+#: factor (median over the pairs decided on) spends a third or more of each call on the host
+#: (launches, Python, synchronisation): the two clocks then tell different stories.
+HOST_BOUND_FACTOR = 1.5
+
+
+def is_host_bound(host_s: float, device_s: float, factor: float = HOST_BOUND_FACTOR) -> bool:
+    """Whether host time exceeds device time by more than ``factor`` (``host_bound``)."""
+    return device_s > 0 and host_s > factor * device_s
+
+
+def has_device_clock(timer: Timer) -> bool:
+    """Whether ``timer`` gives device time (CUDA events) for each call."""
+    return timer.device_span() is not None

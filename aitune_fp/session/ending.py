@@ -1,0 +1,97 @@
+"""The end of a tune: the strategy's pick, the ``selected`` event and the frozen report.
+
+A pick that did not come through the pipeline is validated first.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from aitune_fp import events
+from aitune_fp.core.report import TuneReport
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.session.values import (
+    NoValidBackendError,
+    describe,
+)
+
+if TYPE_CHECKING:
+    from aitune_fp.session.tune import TuneSession
+
+
+def conclude(session: TuneSession, backend: Any) -> Any:
+    """Validate the strategy's pick if it did not come through the pipeline; report it."""
+    if backend is None:
+        session.finish("passthrough", None, reason="the strategy returned no backend")
+        return None
+    if backend is session.baseline:
+        select(session, backend, None)
+        return backend
+    for seen, result in session._validated:
+        if seen is backend:
+            select(session, backend, result)
+            return backend
+    description = describe(backend)
+    outcome = session._vet(backend, description, session._folder(backend, description))
+    if outcome.ok:
+        select(session, backend, outcome.result)
+        return backend
+    if session.baseline is None:
+        session.finish("error", None, reason="no valid backend and no eager baseline")
+        raise NoValidBackendError(session.target.name, [outcome])
+    select(session, session.baseline, None)
+    return session.baseline
+
+
+def select(session: TuneSession, backend: Any, result: PerformanceValidationResult | None) -> None:
+    is_baseline = backend is session.baseline
+    description = describe(backend)
+    event = events.selected(
+        session.run_id,
+        session.target.name,
+        backend_description=description,
+        is_baseline=is_baseline,
+        result=result,
+        baseline_throughput=session.baseline_throughput,
+        info_on=events.info_enabled(),
+    )
+    session._selected = (description, is_baseline, str(event.fields["summary"]))
+    session._emit(event)
+    session.finish("baseline" if is_baseline else "candidate", description)
+
+
+def report_of(session: TuneSession) -> TuneReport:
+    """The frozen report of this tune so far (no tensors, modules or backends)."""
+    options = session.options
+    selected, is_baseline, summary = session._selected
+    return TuneReport(
+        run_id=session.run_id,
+        module_name=session.target.name,
+        strategy=session.strategy,
+        device=str(session.target.device),
+        decision=session.rule.name,
+        min_speedup_threshold_percent=(
+            None if options is None else options.min_speedup_threshold_percent
+        ),
+        required_speedup=None if options is None else options.required_speedup,
+        batch_size=session.batch_size,
+        baseline_backend=None if session.baseline is None else describe(session.baseline),
+        baseline_throughput=session.baseline_throughput,
+        baseline_error=session.baseline_error,
+        noise_floor_rel_l2=(
+            None if session.closeness.noise_floor is None else session.closeness.noise_floor.worst
+        ),
+        disabled=options is not None and not options.enabled,
+        results=session.results,
+        rejected=session._rejected,
+        failures=session.failures,
+        selected_backend=selected,
+        selected_is_baseline=is_baseline,
+        selected_summary=summary,
+        outcome=session._outcome,
+        duration_s=time.perf_counter() - session._started,
+        n_events=session._n_events,
+        selection=session.selection,
+        latency_checks=session.latency_checks,
+    )

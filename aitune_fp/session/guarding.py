@@ -1,0 +1,95 @@
+"""What a tune must not change: the model, the caller's samples and the process state.
+
+Kept from the tune's start, checked (then restored) after each candidate step.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from aitune_fp.guard import ModelGuard, SampleGuard
+from aitune_fp.isolation import ProcessState
+from aitune_fp.session.values import (
+    ModelChangedError,
+    ProcessChangedError,
+    _has_lazy,
+)
+
+if TYPE_CHECKING:
+    from aitune_fp.session.tune import TuneSession
+
+
+def take_model(session: TuneSession) -> None:
+    """Put the model in eval mode and snapshot what the tune must not change (once).
+
+    ``open`` does it; a driver whose library runs the model before ``open`` (AITune
+    profiles eager in its ``_pre_tune``) calls it first. ``finish`` gives the model back.
+    """
+    if session._taken:
+        return
+    session._taken = True
+    module = session.target.module
+    session._was_training = ModelGuard.training_modules(module)
+    if session._was_training:
+        module.eval()
+    session._guard = None if _has_lazy(module) else ModelGuard(module)
+    session._sample_guard = SampleGuard(session.target.data)
+    session._thread = threading.get_ident()  # the tune's thread (the watchdog's is another)
+    session._process = process_state(session)
+
+
+def settle_guard(session: TuneSession) -> None:
+    """After eager's first calls, snapshot again if eager itself changed the model.
+
+    A lazily initialised model gets its parameters then: that state is the one candidates
+    must leave alone.
+    """
+    if session._guard is None or session._guard.changed() is not None:
+        session._guard = ModelGuard(session.target.module)
+    session._process = process_state(session)  # what eager's first calls set up is the state
+
+
+def process_state(session: TuneSession) -> ProcessState:
+    """The process state a candidate must leave alone, the model's own classes included.
+
+    The classes: a candidate that patches the user's class (its ``forward``) reaches eager's
+    private copy too.
+    """
+    own = {
+        type(m)
+        for m in session.target.module.modules()
+        if not type(m).__module__.startswith("torch.")
+    }
+    return ProcessState.capture(extra=sorted(own, key=repr))
+
+
+def model_changed(session: TuneSession) -> ModelChangedError | ProcessChangedError | None:
+    """The error to record when the model, the caller's samples or the process changed.
+
+    Whatever changed is restored; the process to its state at the start of the tune.
+    """
+    if session._process is not None and threading.get_ident() == session._thread:
+        changes = session._process.changed()  # grad mode and friends are per thread
+        if changes:
+            unrestored = session._process.restore()
+            shown = "; ".join(changes[:4]) + (
+                f"; and {len(changes) - 4} more" if len(changes) > 4 else ""
+            )
+            kept = f" (could not be restored: {'; '.join(unrestored)})" if unrestored else ""
+            return ProcessChangedError(
+                f"the candidate changed the process: {shown}; it was restored{kept}"
+            )
+    if session._sample_guard is not None:
+        what = session._sample_guard.changed()
+        if what is not None:
+            session._sample_guard.restore()
+            return ModelChangedError(
+                f"the candidate changed the caller's samples: {what}; they were restored"
+            )
+    what = None if session._guard is None else session._guard.changed()
+    if what is None:
+        return None
+    assert session._guard is not None
+    session._guard.restore()
+    return ModelChangedError(f"the candidate changed the model: {what}; the model was restored")

@@ -1,0 +1,484 @@
+"""The :class:`TuneSession`, one tune call as an explicit value, and the active session.
+
+The active session is what the public helpers find while a strategy runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import copy
+import random
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from aitune_fp import events
+from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
+from aitune_fp.backends.support import safe_folder_name
+from aitune_fp.core.choice import LatencyCheck
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.messages import one_line
+from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.selection import SelectionState
+from aitune_fp.correctness import Closeness
+from aitune_fp.errors import (
+    InvalidStateError,
+    InvalidValueError,
+)
+from aitune_fp.guard import ModelGuard, SampleGuard
+from aitune_fp.heldout import HeldoutUnavailableError, heldout_samples
+from aitune_fp.inputs import Sample
+from aitune_fp.isolation import ProcessState
+from aitune_fp.measure import rule_for
+from aitune_fp.profiling import Timer, timer_for
+from aitune_fp.session.baseline import open_baseline
+from aitune_fp.session.ending import conclude, report_of
+from aitune_fp.session.guarding import model_changed, take_model
+from aitune_fp.session.values import (
+    BUILD,
+    CandidateOutcome,
+    ModelChangedError,
+    NoValidBackendError,
+    ProcessChangedError,
+    TuneTarget,
+    ValidationOptions,
+    _reason,
+    _stage_of,
+    append_failure_log,
+    describe,
+)
+from aitune_fp.session.vetting import rank, recheck, vet
+from aitune_fp.watchdog import CandidateHungError, Watchdog
+
+_ACTIVE: contextvars.ContextVar[TuneSession | None] = contextvars.ContextVar(
+    "aitune_fp_session", default=None
+)
+
+
+def active_session(module: torch.nn.Module) -> TuneSession | None:
+    """The validating session tuning ``module`` in this context, if any."""
+    session = _ACTIVE.get()
+    return session if session is not None and session.target.module is module else None
+
+
+class TuneSession:
+    """One tune call: the eager baseline, the gate, the candidate pipeline and what they found.
+
+    Made by the validating wrapper (``options`` given) or, for a strategy run without the
+    wrapper, by :meth:`plain` (built and correct is enough, nothing is timed, no events). The
+    AITune adapter drives the same session from AITune's hooks: it adopts AITune's baseline
+    (``open(baseline=...)``) and hands in candidates AITune builds (``try_candidate(build=...)``).
+    ``closeness``: how outputs are held against eager's. ``decides=False`` (AITune's diagnostic
+    mode) measures and records every candidate but releases none for being slow.
+    """
+
+    def __init__(
+        self,
+        target: TuneTarget,
+        options: ValidationOptions | None,
+        *,
+        strategy: str,
+        closeness: Closeness | None = None,
+        decides: bool = True,
+    ) -> None:
+        """Start a session for ``target``; ``options=None`` makes it plain (not validating)."""
+        self.target = target
+        self.options = options
+        self.strategy = strategy
+        if closeness is None and options is not None:
+            closeness = options.closeness
+        self.closeness = closeness if closeness is not None else Closeness()
+        self.decides = decides
+        self._taken = False
+        self.gated = options is not None and options.enabled
+        self._emits = options is not None  # a disabled wrapper still says so, and finishes
+        self.run_id = events.new_run_id()
+        self._started = time.perf_counter()
+        self.results: list[PerformanceValidationResult] = []
+        self.failures: list[CandidateFailure] = []
+        self._rejected: list[str] = []
+        self._validated: list[tuple[Any, PerformanceValidationResult | None]] = []
+        self.baseline: Any | None = None
+        self._eager: Any | None = None  # what eager is timed and referenced on (a private copy)
+        self.eager_isolation: events.EagerIsolation = "private_copy"
+        self.baseline_throughput: float | None = None
+        self._baseline_latencies: tuple[float, ...] | None = None
+        self.baseline_error: str | None = None
+        config = options.profiling_config if options is not None else ProfilingConfig()
+        self.rule = rule_for(config)
+        self.config = config
+        self.batch_size: int | None = None
+        self._batch: Sample | None = None
+        self._n_events = 0
+        self._selected: tuple[str | None, bool | None, str | None] = (None, None, None)
+        self._outcome: Outcome | None = None
+        self._guard: ModelGuard | None = None
+        self._sample_guard: SampleGuard | None = None
+        self._process: ProcessState | None = None
+        self._thread = threading.get_ident()
+        self._was_training: list[torch.nn.Module] = []
+        self._batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
+        self._references: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
+        self._candidate: str | None = None  # the candidate in the pipeline now
+        self._closed = False  # set once finished is emitted
+        self.selection: SelectionState | None = None  # the head-to-head, when one ran
+        self.latency_checks: list[LatencyCheck] = []
+        self._heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
+        self._heldout_samples: tuple[Sample, ...] | None = None
+        stuck = weakref.WeakMethod(self._stuck)  # no cycle: the session is freed with its tune
+        self._watchdog = Watchdog(
+            grace_s=config.hang_grace_s,
+            on_stuck=lambda what, elapsed: None if (f := stuck()) is None else f(what, elapsed),
+        )
+
+    @classmethod
+    def plain(cls, target: TuneTarget, *, strategy: str = "") -> TuneSession:
+        """A session that builds and checks candidates but times nothing and emits nothing."""
+        return cls(target, None, strategy=strategy)
+
+    # -- events ------------------------------------------------------------------------------
+    def _emit(self, event: events.Event, *, always: bool = False) -> None:
+        """Emit when validating; ``always``: also when the wrapper is there but disabled.
+
+        Nothing is emitted after ``finished`` (a thread the watchdog gave up on may come back).
+        """
+        if self._closed:
+            return
+        if self.gated or (always and self._emits):
+            self._n_events += 1
+            events.emit(event)
+
+    def emit(self, event: events.Event) -> None:
+        """Emit ``event`` of this tune (when validating; never after ``finished``)."""
+        self._emit(event)
+
+    def timing_inputs(self) -> tuple[Sample, tuple[Sample, ...], Timer, int]:
+        """What candidates are timed on here: the batch, the batches in turn, the clock, a seed.
+
+        Only once the session is open with an eager baseline (an :class:`InvalidStateError`
+        otherwise): a driver timing candidates against each other uses the gate's inputs.
+        """
+        if self._batch is None:
+            raise InvalidStateError("the session is not open: nothing to time candidates on")
+        return self._batch, self._batches or (self._batch,), self._timer, self._heldout_seed
+
+    def _phase(self, description: str, phase: events.Phase) -> None:
+        self._emit(
+            events.phase(
+                self.run_id, self.target.name, backend_description=description, phase=phase
+            )
+        )
+
+    @property
+    def _timer(self) -> Timer:
+        timer = None if self.options is None else self.options.timer
+        assert self._batch is not None
+        return timer if timer is not None else timer_for(self._batch)
+
+    # -- the baseline --------------------------------------------------------------------------
+    def open(self, *, baseline: Any = BUILD, batch_size: int | None = None) -> None:
+        """Emit ``started``, then build (or adopt) and measure the eager baseline; never raises.
+
+        ``baseline``: an eager baseline built elsewhere (AITune's) to adopt instead of building
+        one; None adopts one that failed to build there. ``batch_size``: an operating point
+        chosen elsewhere (default: the graph spec's max, narrowed by the config).
+        """
+        open_baseline(self, baseline=baseline, batch_size=batch_size)
+
+    def _derive_heldout(
+        self, derive: Callable[..., tuple[Sample, ...]], *args: Any
+    ) -> tuple[Sample, ...]:
+        """Held-out inputs by ``derive`` (``heldout.py``) with the tune's seed and batch axes.
+
+        None when no input can be varied (then only the recorded inputs are used).
+        """
+        axes = getattr(self.target.graph_spec, "batch_axes", None)
+        try:
+            return derive(*args, self._heldout_seed, batch_axes=axes)
+        except HeldoutUnavailableError:
+            return ()
+
+    def take_model(self) -> None:
+        """Put the model in eval mode and snapshot what the tune must not change (once).
+
+        ``open`` does it; a driver whose library runs the model before ``open`` (AITune
+        profiles eager in its ``_pre_tune``) calls it first. ``finish`` gives the model back.
+        """
+        take_model(self)
+
+    def _model_changed(self) -> ModelChangedError | ProcessChangedError | None:
+        """What a candidate changed in the model, the samples or the process (restored)."""
+        return model_changed(self)
+
+    def _resolve_batch_size(self) -> int:
+        """The batch size to validate at: the graph spec's max, or what the config narrows to.
+
+        ``batching=False`` validates the raw sample (batch size 1); ``batch_sizes`` picks the
+        largest of them, which must fit the graph spec.
+        """
+        assert self.options is not None
+        config = self.options.profiling_config
+        spec_max = self.target.graph_spec.get_max_batch_size()
+        if not config.batching:
+            return 1
+        if not config.batch_sizes:
+            return spec_max
+        size = max(config.batch_sizes)
+        if size > spec_max:
+            raise InvalidValueError(
+                f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
+                f"spec's max_batch_size {spec_max}"
+            )
+        return size
+
+    # -- the candidate pipeline ----------------------------------------------------------------
+    def try_candidate(
+        self, backend: Any, *, build: Callable[[Any], Any] | None = None
+    ) -> CandidateOutcome:
+        """Build a copy of ``backend``, check it against eager and, when validating, gate it.
+
+        ``build``: a driver's own build step (AITune's build and check), given the blueprint and
+        returning the built backend; a :class:`StageError` from it names the failed stage.
+        Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate
+        after the candidate is released): the outcome says at which stage it failed and why.
+        """
+        t = self.target
+        if self._outcome is not None:
+            raise InvalidStateError(
+                f"the tune of {t.name!r} has ended ({self._outcome}); no candidate is tried after"
+            )
+        description = describe(backend)
+        folder = self._folder(backend, description)
+        log = folder / BUILD_LOG_NAME
+        self._phase(description, "build")
+        self._candidate = description
+        start = time.perf_counter()
+        try:
+            with self._watchdog.step(f"the build of {description}", self.config.build_timeout_s):
+                if build is not None:
+                    built = build(backend)
+                else:
+                    candidate = copy.deepcopy(backend)  # the blueprint stays reusable
+                    built = candidate.build(
+                        t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
+                    )
+        except Exception as exc:
+            stage, cause = _stage_of(exc)
+            if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
+                append_failure_log(log, f"Backend failed at {stage}", cause)
+            self._return_module()
+            return self._failed(description, stage, cause, log)
+        build_s = time.perf_counter() - start
+        return attrs.evolve(self._vet(built, description, folder), build_s=build_s)
+
+    def _vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
+        """Correctness, then (validating) the timed comparison; a loser is released."""
+        return vet(self, built, description, folder)
+
+    def _heldout(self) -> tuple[Sample, ...]:
+        """The tune's held-out samples, derived once (none when no input can be varied)."""
+        if self._heldout_samples is None:
+            self._heldout_samples = self._derive_heldout(heldout_samples, self.target.data)
+        return self._heldout_samples
+
+    @property
+    def _deadline(self) -> float:
+        """The watchdog's deadline for a correctness check or a timed comparison."""
+        return self.config.max_seconds + self.config.hang_grace_s
+
+    def _stuck(self, what: str, elapsed_s: float) -> None:
+        """The watchdog's report of a step that could not be interrupted: end the tune.
+
+        Runs on the watchdog's thread while the tune's thread is still stuck: the candidate is
+        recorded as hung and ``finished`` (outcome ``error``) is emitted, so a supervisor sees
+        the end; whatever the stuck thread does when (if) it returns changes nothing after.
+        """
+        exc = CandidateHungError(
+            f"{what} is still running {elapsed_s:.0f} s after it started and could not be "
+            "interrupted (stuck outside Python code)"
+        )
+        self.record_failure(self._candidate or self.strategy, "hung", exc, None)
+        self.finish("error", None, reason=f"CandidateHungError: {exc}")
+
+    def _folder(self, backend: Any, description: str) -> Path:
+        """The candidate's folder in the cache dir: its key, made safe; else its description."""
+        try:
+            name = str(backend.key())
+        except Exception:
+            name = description
+        return self.target.cache_dir / safe_folder_name(name)
+
+    def _failed(
+        self, description: str, stage: Stage, exc: BaseException, log: Path | None
+    ) -> CandidateOutcome:
+        path = None if log is None or not log.is_file() else str(log)
+        self.record_failure(description, stage, exc, path)
+        return CandidateOutcome(
+            description, None, stage=stage, reason=_reason(exc), log_path=path, error=exc
+        )
+
+    def record_failure(
+        self, description: str, stage: Stage, exc: BaseException, log_path: str | None
+    ) -> CandidateFailure:
+        """Record a failed candidate (or strategy) and emit its warning event."""
+        failure = CandidateFailure.from_exception(description, stage, exc, log_path)
+        if self._closed:  # the tune has ended (a hung step): nothing more is recorded
+            return failure
+        self.failures.append(failure)
+        self._emit(events.failed(self.run_id, self.target.name, failure))
+        return failure
+
+    def release(self, backend: Any, log: Path | None = None) -> None:
+        """Deactivate a candidate that is not kept and return the module to its device.
+
+        A failing ``deactivate`` never takes the tune down: it is written to ``log`` (default:
+        the candidate's build log).
+        """
+        if log is None:
+            description = describe(backend)
+            log = self._folder(backend, description) / BUILD_LOG_NAME
+        try:
+            if getattr(backend, "is_active", False):
+                backend.deactivate()
+        except Exception as exc:
+            if log is not None:
+                append_failure_log(log, "Releasing the backend failed", exc)
+        finally:
+            self._return_module()
+
+    def _return_module(self) -> None:
+        # a module that cannot move is reported by the next step that needs it
+        with contextlib.suppress(Exception):
+            self.target.module.to(self.target.device)
+
+    def recheck(self, outcome: CandidateOutcome) -> bool:
+        """Still correct after running outside the gate? (:func:`~.vetting.recheck`)."""
+        return recheck(self, outcome)
+
+    def rank(self, outcome: CandidateOutcome) -> float | None:
+        """How good a passing candidate is (higher is better); None when it cannot be measured."""
+        return rank(self, outcome)
+
+    def fallback(self, outcomes: Sequence[CandidateOutcome]) -> Any:
+        """The eager baseline when nothing passed; NoValidBackendError when there is none."""
+        if self.baseline is None:
+            raise NoValidBackendError(self.target.name, outcomes)
+        return self.baseline
+
+    # -- the whole tune ------------------------------------------------------------------------
+    def run(
+        self, call: Callable[[], Any], *, open_first: bool = True, batch_size: int | None = None
+    ) -> Any:
+        """Run a strategy's own tune (``call``) in this session, from ``started`` to ``finished``.
+
+        Validating: open (build and measure eager), run the strategy with this session active,
+        then conclude on its pick. ``open_first=False``: only take the model first; the driver
+        opens from a hook (AITune builds its eager baseline in ``_pre_tune``). ``batch_size``:
+        the strategy's operating point (min-latency: 1). Disabled: say so, run the strategy,
+        record its pick. Whatever is raised closes the run, then propagates.
+        """
+        try:
+            if not self.gated:
+                self.disabled()
+                backend = call()
+                self.finish(
+                    "candidate" if backend is not None else "passthrough",
+                    None if backend is None else describe(backend),
+                )
+                return backend
+            if open_first:
+                self.open(batch_size=batch_size)
+            else:
+                self.take_model()
+            with self.active():
+                try:
+                    backend = call()
+                except Exception as exc:
+                    self.strategy_failed(exc)
+                    raise
+            return self.conclude(backend)
+        except BaseException as exc:  # interrupted, or failed while concluding: close the run
+            interrupted = not isinstance(exc, Exception)
+            self.finish(
+                "error",
+                None,
+                reason=f"interrupted ({type(exc).__name__})" if interrupted else _reason(exc),
+            )
+            raise
+
+    # -- the end of the tune -------------------------------------------------------------------
+    def conclude(self, backend: Any) -> Any:
+        """Validate the strategy's pick if it did not come through the pipeline; report it."""
+        return conclude(self, backend)
+
+    def strategy_failed(self, exc: BaseException) -> None:
+        """The strategy raised: record it as the strategy's failure and close the run."""
+        path = append_failure_log(
+            self.target.cache_dir / "strategy_error.log", f"Strategy {self.strategy} failed", exc
+        )
+        self.record_failure(self.strategy, "strategy", exc, path)
+        self.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
+
+    def finish(
+        self, outcome: Outcome, description: str | None, *, reason: str | None = None
+    ) -> None:
+        """Give the model back as it came, then emit the finished event (once)."""
+        if self._outcome is not None:
+            return
+        self._give_model_back()
+        self._outcome = outcome
+        if self._selected[0] is None and description is not None:
+            self._selected = (description, False, None)
+        candidates = self.report().candidate_failures
+        self._emit(
+            events.finished(
+                self.run_id,
+                self.target.name,
+                outcome=outcome,
+                backend_description=description,
+                n_candidates=len(self.results) + len(candidates),
+                n_measured=len(self.results),
+                n_passed=sum(r.passed for r in self.results),
+                n_failed=len(candidates),
+                duration_s=time.perf_counter() - self._started,
+                reason=reason,
+            ),
+            always=True,
+        )
+        self._closed = True
+
+    def _give_model_back(self) -> None:
+        """Undo any change the tune left on the model and return it to its training mode."""
+        changed = self._model_changed()
+        if changed is not None:
+            self.record_failure(self.strategy, "strategy", changed, None)
+        for m in self._was_training:
+            m.training = True
+
+    def report(self) -> TuneReport:
+        """The frozen report of this tune so far (no tensors, modules or backends)."""
+        return report_of(self)
+
+    def disabled(self) -> None:
+        """Say that validation is off for this tune (the one event of a disabled tune)."""
+        self._emit(
+            events.disabled(self.run_id, self.target.name, strategy=self.strategy), always=True
+        )
+
+    @contextmanager
+    def active(self) -> Iterator[TuneSession]:
+        """Make this session the one the public helpers find while the strategy runs."""
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)

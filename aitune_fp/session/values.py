@@ -1,0 +1,233 @@
+"""The values of one tune call: target, options, a candidate's outcome, errors, helpers.
+
+Every step of the session uses them; no state lives here.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from aitune_fp.core._checks import check_threshold, of_type
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.messages import one_line
+from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.report import Stage
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+from aitune_fp.correctness import Closeness
+from aitune_fp.errors import (
+    AitunefpError,
+    BackendUnavailableError,
+    InvalidTypeError,
+)
+from aitune_fp.inputs import BatchSpec, Sample
+from aitune_fp.profiling import Timer
+from aitune_fp.watchdog import CandidateHungError
+
+BASELINE_DIR = "perf_validation_baseline"
+PROFILING_LOG_NAME = "profiling_error.log"
+
+
+def _threshold(value: object) -> float:
+    return check_threshold("min_speedup_threshold_percent", value)
+
+
+@attrs.frozen(kw_only=True)
+class ValidationOptions:
+    """How a wrapped strategy validates: the gate, how to measure, whether it is on, which clock.
+
+    The threshold is validated here, once, at the edge; everything downstream carries the value.
+    ``timer``: the clock every timed call uses (None: the input's device clock); tests inject
+    a fake one so end-to-end gates are deterministic.
+    """
+
+    min_speedup_threshold_percent: float = attrs.field(
+        default=DEFAULT_THRESHOLD_PERCENT, converter=_threshold
+    )
+    profiling_config: ProfilingConfig = attrs.field(
+        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
+    )
+    enabled: bool = attrs.field(default=True, validator=of_type(bool))
+    timer: Timer | None = attrs.field(default=None, eq=False)
+    #: How outputs are held against eager's (None: the default ``Closeness()``): tolerances,
+    #: eager's noise floor, a user accuracy metric (``docs/accuracy.md``).
+    closeness: Closeness | None = attrs.field(
+        default=None, validator=attrs.validators.optional(of_type(Closeness))
+    )
+
+    @property
+    def required_speedup(self) -> float:
+        """The speedup a candidate must reach: ``1 + pct / 100``."""
+        return required_speedup(self.min_speedup_threshold_percent)
+
+
+@attrs.frozen
+class TuneTarget:
+    """What one tune call works on: AITune's ``tune`` arguments, checked and normalised."""
+
+    module: torch.nn.Module
+    name: str
+    graph_spec: BatchSpec
+    data: tuple[Sample, ...]
+    device: torch.device | str
+    cache_dir: Path
+
+    @classmethod
+    def of(
+        cls,
+        module: torch.nn.Module,
+        name: object,
+        graph_spec: BatchSpec,
+        data: Sequence[Sample],
+        device: torch.device | str,
+        cache_dir: Path | str,
+    ) -> TuneTarget:
+        """Check the arguments a caller passed to ``tune`` (a clear error naming a bad one)."""
+        if not isinstance(name, str):
+            raise InvalidTypeError(f"name must be a str (the module's name), got {name!r}")
+        return cls(module, name, graph_spec, tuple(data), device, Path(cache_dir))
+
+
+@attrs.frozen
+class CandidateOutcome:
+    """What happened to one candidate: the ready backend, or the stage and reason it failed.
+
+    ``mismatch``: how close its outputs came to eager's against its budget, once it passed the
+    correctness check (None when it failed before or at it, or when closeness is off).
+    ``error``: what a failed candidate raised (a driver such as the AITune adapter re-raises it).
+    ``build_s``: how long its build took (the tie-break among candidates equally fast).
+    """
+
+    description: str
+    backend: Any
+    result: PerformanceValidationResult | None = None
+    stage: Stage | None = None
+    reason: str | None = None
+    log_path: str | None = None
+    mismatch: Mismatch | None = None
+    build_s: float | None = None
+    error: BaseException | None = attrs.field(default=None, eq=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the candidate is built, correct and (if gated) measurably faster."""
+        return self.backend is not None
+
+
+class StageError(AitunefpError, RuntimeError):
+    """Raised by a driver's own build step to say at which stage the candidate failed.
+
+    The AITune adapter's build runs AITune's correctness check too: a failure there is at stage
+    ``correctness``, and the cause (AITune's own exception) is what gets recorded and re-raised.
+    """
+
+    def __init__(self, stage: Stage, cause: BaseException) -> None:
+        """Wrap ``cause``, which failed at ``stage``."""
+        super().__init__(f"{stage}: {cause}")
+        self.stage: Stage = stage
+        self.cause = cause
+
+
+def _stage_of(exc: BaseException) -> tuple[Stage, BaseException]:
+    """The stage a build step's exception belongs to, and the exception to record."""
+    if isinstance(exc, StageError):
+        return exc.stage, exc.cause
+    if isinstance(exc, CandidateHungError):
+        return "hung", exc
+    return ("unavailable" if isinstance(exc, BackendUnavailableError) else "build"), exc
+
+
+def infer_of(backend: Any) -> Callable[..., Any]:
+    """How to call a backend: itself when callable (aitune_fp's), else its ``infer`` (AITune's)."""
+    return backend if callable(backend) else backend.infer  # type: ignore[no-any-return]
+
+
+def declared_dtype(backend: Any) -> torch.dtype | None:
+    """The reduced precision a backend declares: its ``dtype``, or its config's autocast dtype.
+
+    Its outputs are then compared at that precision tier.
+    """
+    found = [getattr(backend, "dtype", None)]
+    config = getattr(backend, "_config", None)
+    if getattr(config, "autocast_enabled", False):
+        found.append(getattr(config, "autocast_dtype", None))
+    for dtype in found:
+        if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+            return dtype
+    return None
+
+
+class ModelChangedError(AitunefpError, RuntimeError):
+    """A candidate changed the user's model (a tensor, a submodule or a flag); it was restored."""
+
+
+class ProcessChangedError(AitunefpError, RuntimeError):
+    """A candidate changed the process (threads, a torch flag, a torch function); restored.
+
+    What could not be put back is named in the message (``docs/guarantees.md``).
+    """
+
+
+class NoValidBackendError(AitunefpError, RuntimeError):
+    """No candidate was built, correct and faster; lists every candidate and why it failed."""
+
+    def __init__(self, name: str, outcomes: Sequence[CandidateOutcome]) -> None:
+        """Keep the module name and every outcome; the message lists them one per line."""
+        self.module_name = name
+        self.outcomes = tuple(outcomes)
+        lines = [f"There is no valid backend for module {name!r}:"]
+        lines += [f"- {o.description}: {o.stage or 'rejected'}: {o.reason}" for o in outcomes]
+        if not outcomes:
+            lines.append("- no candidates were given")
+        super().__init__("\n".join(lines))
+
+
+def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None:
+    """Append a failure block (type, message, traceback) to ``path``; its path, or None.
+
+    A log that cannot be written (cache dir a file, read-only) never hides the failure it was
+    about: the caller records the failure with no log path.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as log:
+            log.write(f"\n{title}\nException type: {type(exc).__name__}\n")
+            log.write(f"Exception details: {exc}\nFull traceback:\n")
+            log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    except OSError:
+        return None
+    return str(path)
+
+
+def _reason(exc: BaseException) -> str:
+    name = type(exc).__name__
+    return f"{name}: {one_line(exc)}" if str(exc).strip() else name
+
+
+def _has_lazy(module: torch.nn.Module) -> bool:
+    """Whether some parameter or buffer is still uninitialised (a LazyModule before its call)."""
+    from torch.nn.parameter import is_lazy
+
+    return any(is_lazy(t) for t in [*module.parameters(), *module.buffers()])
+
+
+def describe(backend: Any) -> str:
+    """A backend's description; its class name when it has none or ``describe`` fails."""
+    try:
+        return str(backend.describe())
+    except Exception:
+        return type(backend).__name__
+
+
+#: The session of the tune running in this context: the compatibility shim through which the
+#: public ``try_candidate`` / ``build_and_validate`` reach it from third-party strategies.
+
+
+#: ``TuneSession.open``'s default: build the eager baseline here (not adopt one built elsewhere).
+BUILD: Any = object()

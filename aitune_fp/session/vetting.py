@@ -1,0 +1,243 @@
+"""One candidate after its build: correctness against eager, then the timed comparison.
+
+By the session's decision rule; a loser is released and every outcome recorded.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from aitune_fp import events
+from aitune_fp.backends.base import BUILD_LOG_NAME
+from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.report import Stage
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import (
+    InvalidStateError,
+)
+from aitune_fp.inputs import as_sample
+from aitune_fp.measure import measure_throughput_steady
+from aitune_fp.profiling import SpotCheckError
+from aitune_fp.session.values import (
+    PROFILING_LOG_NAME,
+    CandidateOutcome,
+    ModelChangedError,
+    ProcessChangedError,
+    append_failure_log,
+    declared_dtype,
+    infer_of,
+)
+from aitune_fp.watchdog import CandidateHungError
+
+if TYPE_CHECKING:
+    from aitune_fp.session.tune import TuneSession
+
+
+def vet(session: TuneSession, built: Any, description: str, folder: Path) -> CandidateOutcome:
+    """Correctness, then (validating) the timed comparison; a loser is released."""
+    t = session.target
+    log = folder / BUILD_LOG_NAME
+    try:
+        session._phase(description, "correctness")
+        try:
+            changed = session._model_changed()
+            if changed is not None:
+                raise changed
+            what = f"the correctness check of {description}"
+            with session._watchdog.step(what, session._deadline):
+                mismatch = check_closeness(session, built)
+        except Exception as exc:
+            append_failure_log(log, "Backend correctness check failed", exc)
+            session.release(built, log)
+            stage: Stage = "hung" if isinstance(exc, CandidateHungError) else "correctness"
+            return session._failed(description, stage, exc, log)
+        if mismatch is not None:
+            session._emit(
+                events.correctness_checked(
+                    session.run_id, t.name, backend_description=description, mismatch=mismatch
+                )
+            )
+        if not session.gated:
+            return CandidateOutcome(description, built, mismatch=mismatch)
+        if session.baseline is None and not session.decides:  # diagnostic: nothing to compare
+            session._validated.append((built, None))
+            return CandidateOutcome(description, built, mismatch=mismatch)
+        session._phase(description, "measure")
+        try:
+            with session._watchdog.step(f"the timing of {description}", session._deadline):
+                result = measure(session, built, description, mismatch)
+        except CandidateHungError as exc:
+            append_failure_log(log, "Backend hung while timed", exc)
+            session.release(built, log)
+            return session._failed(description, "hung", exc, log)
+        except (SpotCheckError, ModelChangedError, ProcessChangedError) as exc:
+            append_failure_log(log, "Backend output or model check failed while timing", exc)
+            session.release(built, log)
+            return session._failed(description, "correctness", exc, log)
+        except Exception as exc:
+            path = folder / PROFILING_LOG_NAME
+            append_failure_log(path, "Backend profiling failed", exc)
+            session.release(built, path)
+            return session._failed(description, "profiling", exc, path)
+    except BaseException:  # interrupted: let the candidate go, then propagate
+        session.release(built, log)
+        raise
+    if not result.passed and session.decides:
+        session.release(built, log)
+        return CandidateOutcome(
+            description,
+            None,
+            result=result,
+            reason=result.reason or result.verdict,
+            mismatch=mismatch,
+        )
+    session._validated.append((built, result))
+    return CandidateOutcome(description, built, result=result, mismatch=mismatch)
+
+
+def measure(
+    session: TuneSession, backend: Any, description: str, mismatch: Mismatch | None
+) -> PerformanceValidationResult:
+    """Time ``backend`` against eager by the session's rule; record and report the result.
+
+    The result carries the worst mismatch of the correctness check and the spot checks.
+    """
+    if session._eager is None or session.baseline_throughput is None:
+        raise InvalidStateError(
+            f"no eager baseline to compare against ({session.baseline_error}); "
+            "a candidate cannot be shown faster without one"
+        )
+    assert session.options is not None and session._batch is not None and session.batch_size
+    start = time.perf_counter()
+    expected_dtype = declared_dtype(backend)
+    tolerances = session.closeness.budget(backend)
+    closeness = session.closeness
+    seen = [] if mismatch is None else [mismatch]
+
+    def spot_check(output: Any, reference: Any) -> None:
+        found = closeness.spot(
+            output, reference, expected_dtype=expected_dtype, tolerances=tolerances
+        )
+        if found is not None:
+            seen.append(found)
+
+    result = session.rule.compare(
+        infer_of(session._eager),
+        infer_of(backend),
+        session._batch,
+        session.batch_size,
+        session.config,
+        session.options.min_speedup_threshold_percent,
+        session._timer,
+        eager_latencies=session._baseline_latencies if session.rule.keeps_eager_latencies else None,
+        description=description,
+        spot_check=spot_check,
+        batches=session._batches,
+        references=session._references,
+        spot_seed=session._heldout_seed,
+        on_look=lambda n, decision: session._emit(
+            events.look(
+                session.run_id,
+                session.target.name,
+                backend_description=description,
+                n_pairs=n,
+                max_pairs=session.config.max_pairs,
+                verdict=decision.verdict,
+                estimate=decision.speedup,
+                ci_low=decision.ci_low,
+                ci_high=decision.ci_high,
+            )
+        ),
+    ).result
+    changed = session._model_changed()  # while timing: a result that cannot stand
+    if changed is not None:
+        raise changed
+    result = attrs.evolve(result, **Mismatch.combine(seen).result_fields())
+    session.results.append(result)
+    session._emit(
+        events.candidate_measured(
+            session.run_id, session.target.name, result, duration_s=time.perf_counter() - start
+        )
+    )
+    if not result.passed:
+        session._rejected.append(description)
+        session._emit(events.candidate_rejected(session.run_id, session.target.name, result))
+    return result
+
+
+def check_closeness(session: TuneSession, built: Any) -> Mismatch | None:
+    """Closeness to eager on the recorded samples, then on held-out ones (the worst of both).
+
+    The held-out samples (``heldout.py``) are derived from the recorded ones with a seed
+    drawn per tune: a candidate that memorised what it saw at build time or warm-up is
+    wrong on them.
+    """
+    t = session.target
+    check = functools.partial(
+        session.closeness.check,
+        infer_of(built),
+        t.module if session._eager is None else infer_of(session._eager),
+        t.graph_spec,
+        expected_dtype=declared_dtype(built),
+        tolerances=session.closeness.budget(built),
+        batch_sizes=session.config.batch_sizes,
+    )
+    recorded = check(list(t.data), name=t.name)
+    held = session._heldout()
+    if recorded is None or not held:
+        return recorded
+    name = f"{t.name} (held-out inputs, seed {session._heldout_seed})"
+    return Mismatch.combine([recorded, check(list(held), name=name) or Mismatch()])
+
+
+def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
+    """How good a passing candidate is (higher is better); None when it cannot be measured.
+
+    Gated candidates rank by their speedup over eager timed in the same window (robust to
+    the machine changing speed between candidates); in a plain session each is timed on its
+    own (AITune's throughput profile) and a candidate whose timing fails is released.
+    """
+    result = outcome.result
+    if result is not None:
+        return result.estimate if result.estimate is not None else result.speedup
+    t = session.target
+    try:
+        size = t.graph_spec.get_max_batch_size()
+        session._batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
+        throughput, _ = measure_throughput_steady(
+            infer_of(outcome.backend), session._batch, size, session.config, timer=session._timer
+        )
+    except Exception as exc:
+        folder = session._folder(outcome.backend, outcome.description)
+        path = folder / PROFILING_LOG_NAME
+        append_failure_log(path, "Backend profiling failed", exc)
+        session.release(outcome.backend, path)
+        return None
+    return throughput
+
+
+def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
+    """Whether a candidate that ran outside the gate (a head-to-head) is still correct.
+
+    Its outputs are checked against eager again, on the recorded and held-out inputs, and the
+    model, samples and process state against the tune's snapshot. A failure is recorded (stage
+    ``correctness``) and the candidate released; False then.
+    """
+    try:
+        with session._watchdog.step(f"the re-check of {outcome.description}", session._deadline):
+            check_closeness(session, outcome.backend)
+        changed = session._model_changed()
+        if changed is not None:
+            raise changed
+    except Exception as exc:
+        log = session._folder(outcome.backend, outcome.description) / BUILD_LOG_NAME
+        append_failure_log(log, "Backend failed its check after the head-to-head", exc)
+        session.release(outcome.backend, log)
+        session._failed(outcome.description, "correctness", exc, log)
+        return False
+    return True

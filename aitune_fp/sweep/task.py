@@ -1,0 +1,256 @@
+"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it.
+
+:func:`make_tasks` makes one :class:`SweepTask` per model of a sweep file. :func:`run_task` runs
+one in whatever process the executor picks and never raises: it loads the model, builds the
+strategy over the task's backends, runs the validating tune with its events collected, and
+returns a :class:`TaskOutcome` whose records end with ``task_finished`` or ``task_failed``
+(:func:`failed_outcome`; :func:`hung_outcome` for a task killed at its deadline, ``error_type``
+:data:`HUNG`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from aitune_fp import events
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.report import TuneReport
+from aitune_fp.errors import BackendUnavailableError, InvalidStateError
+from aitune_fp.profiling import set_threads
+from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
+
+__all__ = [
+    "CANCELLED",
+    "CRASHED",
+    "HUNG",
+    "SweepTask",
+    "TaskOutcome",
+    "failed_outcome",
+    "hung_outcome",
+    "make_tasks",
+    "run_task",
+]
+
+#: ``error_type`` of a model whose task was cancelled (Ctrl-C on the driver) before it ended.
+CANCELLED = "Cancelled"
+#: ``error_type`` of a model whose task ran past its deadline and was killed.
+HUNG = "TaskHungError"
+#: ``error_type`` of a model whose task's process died before sending its outcome.
+CRASHED = "WorkerCrashedError"
+
+
+@attrs.frozen(kw_only=True)
+class SweepTask:
+    """Everything one model's tune needs, as a picklable value (a Ray task's only argument)."""
+
+    sweep_id: str
+    model: ModelEntry
+    device: str
+    backends: tuple[BackendChoice, ...]
+    strategy: str
+    threshold: float
+    profiling: ProfilingConfig
+    cache_dir: str
+    #: CPU: time with every core this process may use. Ray starts a worker with
+    #: ``OMP_NUM_THREADS=num_cpus`` (1); the task holds the whole node, so it takes them all back
+    #: as a tune in the driver process would have them: in the environment before torch loads
+    #: (OpenMP reads it then; setting threads later measured slower here), then in torch.
+    use_all_cores: bool = False
+    #: Seconds the task may run before its process is killed and it is recorded as hung (None:
+    #: no deadline; the local executor then runs it in this process).
+    task_timeout_s: float | None = None
+    #: The strategy's own settings (``latency-budget``: ``budget_ms``, ``quantile``).
+    strategy_options: tuple[tuple[str, float], ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class TaskOutcome:
+    """What a task sends back: its events as JSON-ready records, the last one saying how it ended."""
+
+    model: str
+    records: tuple[Mapping[str, Any], ...]
+    ok: bool
+
+
+def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask]:
+    """One task per model of ``spec``, the defaults filled in (each with its own cache folder)."""
+    backends = spec.backends or tuple(BackendChoice(name=n) for n in spec.backend_names())
+    return [
+        SweepTask(
+            sweep_id=sweep_id,
+            model=m,
+            device=spec.device,
+            backends=backends,
+            strategy=spec.strategy,
+            threshold=spec.threshold,
+            profiling=spec.profiling,
+            cache_dir=os.path.join(cache_dir, f"{i:03d}-{_safe(m.name)}"),
+            task_timeout_s=spec.task_deadline_s(),
+            strategy_options=spec.strategy_options,
+        )
+        for i, m in enumerate(spec.models)
+    ]
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60] or "model"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _device_identity(device: str) -> tuple[str, str]:
+    """The device string the tune uses and the device's name (GPU model or CPU model)."""
+    import torch
+
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise BackendUnavailableError(
+                "the sweep asks for device cuda but this worker sees no CUDA device"
+            )
+        index = torch.cuda.current_device()
+        return f"cuda:{index}", str(torch.cuda.get_device_name(index))
+    return "cpu", _cpu_name()
+
+
+def failed_outcome(
+    task: SweepTask,
+    error_type: str,
+    reason: str,
+    *,
+    records: Sequence[Mapping[str, Any]] = (),
+    hostname: str | None = None,
+) -> TaskOutcome:
+    """The outcome of a task that ended without a report: its records so far, then ``task_failed``."""
+    run_id = next((str(r["run_id"]) for r in records if "run_id" in r), None)
+    last = events.to_record(
+        events.task_failed(
+            task.sweep_id,
+            task.model.name,
+            error_type=error_type,
+            reason=reason,
+            tune_run_id=run_id,
+            hostname=hostname,
+        )
+    )
+    return TaskOutcome(model=task.model.name, records=(*records, last), ok=False)
+
+
+def hung_outcome(task: SweepTask) -> TaskOutcome:
+    """The failed outcome of a task killed at its deadline (``task_timeout_s``)."""
+    return failed_outcome(
+        task,
+        HUNG,
+        f"hung: still running {task.task_timeout_s:g} s after it started "
+        "(budget.task_timeout_s); its process was killed",
+    )
+
+
+def run_task(task: SweepTask) -> TaskOutcome:
+    """Tune one model on this process's device; never raises (a failure is the outcome).
+
+    Loads the model, builds the strategy over the task's backends, runs the validating tune with
+    its events collected, and tags every event with the sweep, the host and the device.
+    """
+    started, started_mono = time.time(), time.monotonic()
+    hostname = socket.gethostname()
+    records: list[dict[str, Any]] = []
+    try:
+        threads = _process_threads(task)
+        if threads is not None:  # the one code path of ``tune --threads``
+            set_threads(threads)
+        device, device_name = _device_identity(task.device)
+        tags = {"sweep_id": task.sweep_id, "hostname": hostname, "device_name": device_name}
+        with events.collecting(lambda r: records.append({**r, **tags})):
+            report = _tune(task, device)
+    except Exception as exc:
+        from aitune_fp.session import one_line
+
+        return failed_outcome(
+            task, type(exc).__name__, one_line(exc), records=records, hostname=hostname
+        )
+    last = events.task_finished(
+        task.sweep_id,
+        task.model.name,
+        tune_run_id=report.run_id,
+        outcome=report.outcome or "error",
+        hostname=hostname,
+        device=device,
+        device_name=device_name,
+        pid=os.getpid(),
+        threads=_threads(task),
+        started_unix_s=started,
+        finished_unix_s=time.time(),
+        started_monotonic_s=started_mono,
+        finished_monotonic_s=time.monotonic(),
+    )
+    records.append(events.to_record(last))
+    return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
+
+
+def _all_cores(task: SweepTask) -> int:
+    """Intra-op threads for a task that holds its node: the budget's ``threads``, else every CPU."""
+    return task.profiling.threads or len(os.sched_getaffinity(0))
+
+
+def _process_threads(task: SweepTask) -> int | None:
+    """The threads the task's process runs with (None: leave them), set by ``set_threads``.
+
+    A CPU task that holds its node: :func:`_all_cores`; otherwise the budget's ``threads``
+    (as ``tune --threads`` sets them), or nothing.
+    """
+    if task.use_all_cores and task.device == "cpu":
+        return _all_cores(task)
+    return task.profiling.threads
+
+
+def _threads(task: SweepTask) -> int:
+    """The intra-op threads the task timed with: the budget's ``threads``, else torch's setting."""
+    import torch
+
+    return task.profiling.threads or int(torch.get_num_threads())
+
+
+def _tune(task: SweepTask, device: str) -> TuneReport:
+    import torch
+
+    from aitune_fp.backends import registry
+    from aitune_fp.models import load_model
+    from aitune_fp.strategies import NoValidBackendError, make_strategy
+    from aitune_fp.validation import validation_of, with_performance_validation
+
+    model = load_model(task.model.model, input_shape=task.model.input_shape)
+    backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]
+    strategy = with_performance_validation(
+        make_strategy(task.strategy, backends, **dict(task.strategy_options)),
+        min_speedup_threshold_percent=task.threshold,
+        profiling_config=task.profiling,
+    )
+    os.makedirs(task.cache_dir, exist_ok=True)
+    with torch.no_grad():
+        module = model.module.to(device)
+        # first-wins with nothing passing raises; the report has every candidate's reason
+        with contextlib.suppress(NoValidBackendError):
+            strategy.tune(
+                module, task.model.name, model.graph_spec, [model.sample], device, task.cache_dir
+            )
+    report = validation_of(strategy).last_report
+    if report is None:  # pragma: no cover - the wrapper leaves a report for every tune
+        raise InvalidStateError("the tune left no report")
+    return report

@@ -1,0 +1,137 @@
+"""The tests' one set of result and event-log factories (no torch, no timing).
+
+:func:`fake_result` builds a measured candidate's record; :func:`fake_log` the JSON lines one
+run writes with ``tune --json-log``, through the library's own event builders, so ``report``
+reads what a tune writes; :func:`write_log` puts lines in a file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aitune_fp import events
+from aitune_fp.core.results import PerformanceValidationResult
+
+#: A statistical ``not_faster`` record whose mean ratio (1.37) differs from its estimate (0.95).
+DEFAULT_FIELDS: dict[str, Any] = {
+    "throughput": 4110.0 * 1.37,
+    "baseline_throughput": 4061.0,
+    "speedup": 1.37,
+    "estimate": 0.95,
+    "ci_low": 0.892,
+    "ci_high": 0.999,
+    "confidence": 0.98,
+    "batch_size": 32,
+    "required_speedup": 1.01,
+    "verdict": "not_faster",
+    "decision": "statistical",
+    "reason": "upper bound 0.999x is below required 1.010x at 20 pairs",
+}
+
+
+def fake_result(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
+    """A measured candidate: :data:`DEFAULT_FIELDS` with ``overrides`` (any record field).
+
+    ``passed`` follows the verdict (``faster``) unless given.
+    """
+    fields = {**DEFAULT_FIELDS, **overrides}
+    passed = fields.pop("passed", fields["verdict"] == "faster")
+    throughput = fields.pop("throughput")
+    baseline = fields.pop("baseline_throughput")
+    speedup = fields.pop("speedup")
+    return PerformanceValidationResult(desc, throughput, baseline, speedup, passed, **fields)
+
+
+def event_line(event: events.Event, **extra: Any) -> str:
+    """``event`` as one JSON line, with ``extra`` keys (a timestamp) after its fields."""
+    return json.dumps({"event": event.name, **event.fields, **extra}, ensure_ascii=False)
+
+
+def fake_log(
+    run: str = "r1",
+    *,
+    results: tuple[PerformanceValidationResult, ...] = (),
+    failures: tuple[tuple[str, str], ...] = (),
+    baseline: float = 518.0,
+    selected: str | None = "TorchEagerBackend()",
+    outcome: str = "baseline",
+    stamp: bool = True,
+) -> list[str]:
+    """The event lines of one tune of "mlp" (timestamps like --json-log's when ``stamp``).
+
+    ``failures``: (backend, reason) pairs, failed at build (at "strategy" for backend "S").
+    """
+    made = [
+        events.started(
+            run,
+            "mlp",
+            strategy="S",
+            device="cpu",
+            decision="statistical",
+            min_speedup_threshold_percent=1.0,
+            required_speedup=1.01,
+            batch_size=32,
+        ),
+        events.baseline_measured(
+            run,
+            "mlp",
+            backend_description="TorchEagerBackend()",
+            batch_size=32,
+            throughput_samples_per_s=baseline,
+            n_calls=20,
+            duration_s=0.1,
+            decision="statistical",
+        ),
+    ]
+    made += [events.candidate_measured(run, "mlp", r, duration_s=1.0) for r in results]
+    made += [
+        events.candidate_failed(
+            run,
+            "mlp",
+            backend_description=desc,
+            stage="strategy" if desc == "S" else "build",
+            error_type="RuntimeError",
+            reason=reason,
+            traceback_path=None,
+        )
+        for desc, reason in failures
+    ]
+    if selected is not None:
+        chosen = next((r for r in results if r.backend_description == selected), None)
+        made.append(
+            events.selected(
+                run,
+                "mlp",
+                backend_description=selected,
+                is_baseline=chosen is None,
+                result=chosen,
+                baseline_throughput=baseline,
+                info_on=True,
+            )
+        )
+    made.append(
+        events.finished(
+            run,
+            "mlp",
+            outcome=outcome,  # type: ignore[arg-type]
+            backend_description=selected,
+            n_candidates=len(results) + len(failures),
+            n_measured=len(results),
+            n_passed=0,
+            n_failed=len(failures),
+            duration_s=2.0,
+        )
+    )
+    return [
+        event_line(e, **({"timestamp": f"2025-01-02T12:00:{i:02d}.5Z"} if stamp else {}))
+        for i, e in enumerate(made)
+    ]
+
+
+def write_log(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path:
+    """``lines`` written to ``tmp_path / name``, one a line."""
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

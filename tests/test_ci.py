@@ -1,0 +1,63 @@
+"""CI (``.ci/run``) runs exactly the test commands README gives; the suite keeps to its temp dir."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _section(title: str) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def _commands(block: str) -> list[str]:
+    """The pytest command lines of a shell text, comments and spacing dropped."""
+    lines = (line.split("#", 1)[0].strip() for line in block.splitlines())
+    return [" ".join(line.split()) for line in lines if line.startswith("python -m pytest")]
+
+
+def test_ci_runs_exactly_readmes_test_commands() -> None:
+    readme = _commands(_section("Run the tests"))
+    assert readme == ["python -m pytest -q", "python -m pytest -q -m compile"]
+    assert _commands((ROOT / ".ci" / "run").read_text(encoding="utf-8")) == readme
+
+
+def test_readmes_set_up_installs_the_test_extra() -> None:
+    """README's test command works on a fresh machine after README's set-up lines."""
+    setup = _section("Install for development")
+    extras = re.search(r'pip install -e "\.\[([\w,]+)\]"', setup)
+    assert extras is not None and "test" in extras.group(1).split(",")
+
+
+def test_the_default_run_leaves_the_compile_tier_out() -> None:
+    """addopts deselects ``compile``; ``-m compile`` on the command line replaces it."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    options = text.split("[tool.pytest.ini_options]", 1)[1].split("\n[", 1)[0]
+    addopts = re.search(r"^addopts = (.*)$", options, re.M)
+    assert addopts is not None and "-m 'not compile'" in addopts.group(1)
+    assert re.search(r'^    "compile: ', options, re.M)
+
+
+def test_the_temp_dir_is_pytests_here_and_in_child_processes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """What a tune or a sweep keeps in the temp dir by default stays in pytest's (conftest)."""
+    base = tmp_path_factory.getbasetemp().resolve()
+    assert Path(tempfile.gettempdir()).resolve().is_relative_to(base)
+    child = subprocess.run(
+        [sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(child.stdout.strip()).resolve().is_relative_to(base)
+    assert Path(os.environ["TMPDIR"]).resolve().is_relative_to(base)

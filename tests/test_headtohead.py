@@ -1,0 +1,198 @@
+"""Timing k callables in rounds and choosing among them (aitune_fp.headtohead), on a fake clock."""
+
+from __future__ import annotations
+
+import gc
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.headtohead import head_to_head
+from aitune_fp.inputs import Sample
+
+
+class FakeClock:
+    """A Timer whose time moves only when a fake model spends it (deterministic)."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def now_ns(self) -> int:
+        return self.ns
+
+    def sync(self) -> None:
+        return None
+
+    def device_span(self) -> None:
+        return None
+
+
+class Model:
+    """A fake model: each call spends ``ms`` (± seeded jitter) on the clock and logs itself."""
+
+    def __init__(
+        self,
+        clock: FakeClock,
+        name: str,
+        ms: float,
+        log: list[tuple[str, int, Any]],
+        *,
+        jitter: float = 0.01,
+        fail_at: int | None = None,
+    ) -> None:
+        self.clock, self.name, self.ms, self.log = clock, name, ms, log
+        self.rng = random.Random(name)
+        self.jitter, self.fail_at, self.calls = jitter, fail_at, 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.log.append((self.name, self.clock.ns, x))
+        self.calls += 1
+        if self.fail_at is not None and self.calls >= self.fail_at:
+            raise RuntimeError(f"{self.name} broke")
+        assert not torch.is_grad_enabled() and not gc.isenabled()
+        self.clock.ns += round(self.ms * 1e6 * self.rng.lognormvariate(0.0, self.jitter))
+        return x
+
+
+def setup(
+    specs: dict[str, tuple[float, float | None]], **model_kw: Any
+) -> tuple[FakeClock, list[tuple[str, int, Any]], list[tuple[Contender, Callable[..., Any]]]]:
+    clock = FakeClock()
+    log: list[tuple[str, int, Any]] = []
+    pairs: list[tuple[Contender, Callable[..., Any]]] = []
+    for order, (name, (ms, build)) in enumerate(specs.items()):
+        kw = model_kw.get(name, {})
+        pairs.append((Contender(name, order, build), Model(clock, name, ms, log, **kw)))
+    return clock, log, pairs
+
+
+BATCH = Sample((torch.ones(2, 3),))
+
+
+def test_the_fastest_wins_and_every_look_is_reported() -> None:
+    clock, log, pairs = setup({"eager": (1.3, None), "compile": (1.0, 12.0), "trt": (1.5, 40.0)})
+    looks: list[SelectionState] = []
+    state = head_to_head(pairs, BATCH, timer=clock, on_look=looks.append)
+    assert (state.outcome, state.chosen, state.gap_bound) == ("one_left", "compile", 1.0)
+    assert {e.name: e.lost_to for e in state.eliminated} == {"eager": "compile", "trt": "compile"}
+    # 10 rounds cannot decide among 3 (the first look spends 0.07 %: 2**-10 is more)
+    assert [s.rounds for s in looks] == [10, 20] and looks[-1] == state
+    timed = [entry for entry in log if entry[1] > 0]
+    assert len(timed) >= 30
+
+
+def test_a_tie_goes_to_the_lower_build_time() -> None:
+    clock, _, pairs = setup({"aot": (1.0, 40.1), "compile": (1.0, 12.0)}, aot={"jitter": 0.002})
+    state = head_to_head(pairs, BATCH, timer=clock)
+    assert (state.outcome, state.chosen) == ("settled", "compile")
+    assert "lower build time (12.0 s vs 40.1 s)" in state.reason
+
+
+def test_round_order_is_drawn_per_round_and_reproducible() -> None:
+    def orders(seed: int) -> list[tuple[str, ...]]:
+        clock, log, pairs = setup(
+            dict.fromkeys("abc", (1.0, None)), **{n: {"jitter": 0.2} for n in "abc"}
+        )
+        head_to_head(
+            pairs, BATCH, SelectionRule(looks=(20,)), timer=clock, warmup_calls=0, seed=seed
+        )
+        names = [entry[0] for entry in log]
+        return [tuple(names[i : i + 3]) for i in range(0, len(names), 3)]
+
+    first = orders(0)
+    assert len(first) == 20 and all(sorted(r) == ["a", "b", "c"] for r in first)
+    assert len(set(first)) >= 4  # not one fixed order
+    assert {r[0] for r in first} == {"a", "b", "c"}  # each contender goes first sometimes
+    assert orders(0) == first and orders(1) != first
+
+
+def test_inputs_are_copied_once_per_contender_before_the_clock() -> None:
+    clock, log, pairs = setup({"a": (1.0, None), "b": (2.0, None)})
+    head_to_head(pairs, BATCH, timer=clock)
+    seen: dict[str, set[int]] = {}
+    for name, _, x in log:
+        seen.setdefault(name, set()).add(id(x))
+    assert all(len(ids) == 1 for ids in seen.values())  # the same copy every call
+    assert seen["a"] != seen["b"] and id(BATCH.args[0]) not in seen["a"] | seen["b"]
+    assert log[0][1] == 0  # the first call starts at the clock's start: copies came before
+
+
+def test_batches_rotate_by_round() -> None:
+    clock, log, pairs = setup({"a": (1.0, None), "b": (2.0, None)})
+    batches = [Sample((torch.full((2, 3), float(i)),)) for i in range(3)]
+    head_to_head(pairs, BATCH, batches=batches, timer=clock, warmup_calls=0)
+    values = [float(x[0, 0]) for name, _, x in log if name == "a"]
+    assert values[:6] == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0]
+
+
+def test_a_contender_that_raises_is_recorded_and_the_rest_go_on() -> None:
+    clock, _, pairs = setup(
+        {"a": (1.0, None), "b": (1.0, None), "c": (2.0, None)}, b={"fail_at": 8}
+    )
+    state = head_to_head(pairs, BATCH, timer=clock, warmup_calls=3)
+    (failure,) = state.failed
+    assert (failure.name, failure.error, failure.at_rounds) == ("b", "RuntimeError: b broke", 4)
+    assert state.chosen == "a" and "b" not in state.remaining
+
+
+def test_warm_up_failures_and_every_contender_failing() -> None:
+    clock, _, pairs = setup(
+        {"a": (1.0, None), "b": (1.0, None)}, a={"fail_at": 1}, b={"fail_at": 2}
+    )
+    state = head_to_head(pairs, BATCH, timer=clock)
+    assert (state.outcome, state.chosen) == ("none_ran", None)
+    assert [(f.name, f.at_rounds) for f in state.failed] == [("a", 0), ("b", 0)]
+    clock, _, pairs = setup({"a": (1.0, None), "b": (1.0, None)}, a={"fail_at": 1})
+    alone = head_to_head(pairs, BATCH, timer=clock)
+    assert (alone.outcome, alone.chosen) == ("unopposed", "b")
+
+
+def test_the_budget_is_hard_and_the_choice_honest() -> None:
+    clock, log, pairs = setup(
+        {n: (1.0, b) for n, b in (("a", 9.0), ("b", 3.0), ("c", 5.0))},
+        **{n: {"jitter": 0.1} for n in "abc"},
+    )
+    state = head_to_head(pairs, BATCH, timer=clock, max_seconds=0.1, warmup_calls=2)
+    assert state.outcome == "budget" and state.chosen in ("a", "b", "c")
+    assert state.reason.startswith("the time budget ran out after")
+    assert all(start < 0.1e9 + 3 * 1.5e6 for _, start, _ in log)  # at most one round overran
+    assert max(start for _, start, _ in log) >= 0.09e9
+    clock, log, pairs = setup({"a": (1.0, 1.0), "b": (1.0, 2.0)})
+    tiny = head_to_head(pairs, BATCH, timer=clock, max_seconds=1e-9)
+    assert len(log) == 1  # the first warm-up call started at 0 ns; nothing after the deadline
+    assert (tiny.outcome, tiny.chosen, tiny.rounds) == ("budget", "a", 0)
+
+
+def test_threads_and_gc_are_restored() -> None:
+    seen: list[int] = []
+    clock, _, pairs = setup({"a": (1.0, None), "b": (1.3, None)})
+
+    def counting(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(x: torch.Tensor) -> Any:
+            seen.append(torch.get_num_threads())
+            return fn(x)
+
+        return call
+
+    wrapped = [(c, counting(f)) for c, f in pairs]
+    before = torch.get_num_threads()
+    assert gc.isenabled()
+    head_to_head(wrapped, BATCH, timer=clock, threads=1)
+    assert set(seen) == {1} and torch.get_num_threads() == before and gc.isenabled()
+
+
+def test_bad_arguments_are_refused() -> None:
+    clock, _, pairs = setup({"a": (1.0, None), "b": (1.0, None)})
+    with pytest.raises(InvalidTypeError, match=r"contenders\[1\]"):
+        head_to_head([pairs[0], (pairs[1][0], 3)], BATCH, timer=clock)  # type: ignore[list-item]
+    with pytest.raises(InvalidValueError, match="max_seconds"):
+        head_to_head(pairs, BATCH, timer=clock, max_seconds=0.0)
+    with pytest.raises(InvalidValueError, match="at least 2"):
+        head_to_head(pairs[:1], BATCH, timer=clock)
+    with pytest.raises(InvalidTypeError, match="rule"):
+        head_to_head(pairs, BATCH, "fast", timer=clock)  # type: ignore[arg-type]
