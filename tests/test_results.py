@@ -154,3 +154,32 @@ class TestFlags:
         """Flags must be a list or tuple of strings."""
         with pytest.raises(TypeError, match="flags"):
             PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, flags=bad)  # type: ignore[arg-type]
+
+
+def test_a_statistical_result_carries_its_decision_detail_as_fields() -> None:
+    """Margin, method and autocorrelation reach the result (and its event), not only the text."""
+    from aitune_fp.core.report import make_result
+    from aitune_fp.core.stats import decide_at_look
+
+    base = [1.0 + 0.01 * (i % 7) for i in range(40)]
+    cand = [0.5 + 0.004 * ((i * 3) % 5) for i in range(40)]
+    decision = decide_at_look(
+        base, cand, 1.0, confidence=0.95, n_looks=3, futility_margin_percent=2.5, look=2
+    )
+    result = make_result(
+        "C()",
+        baseline_throughput=100.0,
+        throughput=200.0,
+        speedup=2.0,
+        batch_size=1,
+        n_baseline=40,
+        n_candidate=40,
+        required_speedup=1.01,
+        decision=decision,
+        reason="r",
+    )
+    assert result.futility_margin_percent == pytest.approx(2.5)
+    assert result.method == decision.method == "wilcoxon_signed_rank_hl"
+    assert result.autocorrelation == decision.autocorrelation
+    again = PerformanceValidationResult.from_dict(result.to_dict())
+    assert (again.futility_margin_percent, again.method) == (pytest.approx(2.5), result.method)

@@ -76,6 +76,19 @@ class PerformanceValidationResult:
     futility_level: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(open_interval(0, 1))
     )
+    #: The futility margin the stop used, in percentage points above the required speedup
+    #: (statistical mode; None in point mode and older logs).
+    futility_margin_percent: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    #: How the interval was computed (``wilcoxon_signed_rank_hl``: paired, or
+    #: ``mann_whitney_hl``: unpaired; statistical mode).
+    method: str | None = attrs.field(default=None, kw_only=True, validator=_optional(of_type(str)))
+    #: The lag-1 autocorrelation of the paired log ratios the interval was widened for (None:
+    #: not estimated, point mode, older logs).
+    autocorrelation: float | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(finite())
+    )
     n_baseline: int | None = attrs.field(
         default=None, kw_only=True, validator=_optional(integer(minimum=0))
     )
