@@ -18,9 +18,8 @@ from typing import IO, Any, TypeAlias
 
 import attrs
 
-from aitune_fp.core.choice import LatencyCheck, selection_from_dict
+from aitune_fp.core.fold import empty_report, fold, result_from_event
 from aitune_fp.core.report import CandidateFailure, TuneReport
-from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events import SCHEMA_VERSION
 
@@ -317,95 +316,12 @@ def read_events(source: Source) -> Iterator[EventLine | BadLine]:
             yield parsed
 
 
-_RESULT_FIELDS = tuple(a.name for a in attrs.fields(PerformanceValidationResult))
-_RENAMED = {
-    "throughput_samples_per_s": "throughput",
-    "baseline_throughput_samples_per_s": "baseline_throughput",
-}
-
-
-def result_from_event(fields: Mapping[str, Any]) -> PerformanceValidationResult:
-    """Rebuild the :class:`PerformanceValidationResult` a ``candidate_measured`` event carries."""
-    data = {_RENAMED.get(k, k): v for k, v in fields.items()}
-    return PerformanceValidationResult.from_dict({k: data[k] for k in _RESULT_FIELDS if k in data})
-
-
-class _RunBuilder:
-    """Mutable accumulator for one run while its events stream by."""
-
-    def __init__(self, run_id: str, module_name: str) -> None:
-        self.values: dict[str, Any] = {"run_id": run_id, "module_name": module_name}
-        self.results: list[PerformanceValidationResult] = []
-        self.rejected: list[str] = []
-        self.failures: list[CandidateFailure] = []
-        self.latency_checks: list[LatencyCheck] = []
-        self.n_events = 0
-
-    def add(self, name: str, f: Mapping[str, Any]) -> None:
-        v = self.values
-        short = name.removeprefix(_VALIDATION)
-        if short == "started":
-            for key in ("strategy", "device", "decision", "min_speedup_threshold_percent"):
-                v[key] = f[key]
-            v["required_speedup"] = f["required_speedup"]
-            v["batch_size"] = f.get("batch_size")
-        elif short == "disabled":
-            v["strategy"] = f["strategy"]
-            v["disabled"] = True
-        elif short == "baseline_measured":
-            v["baseline_backend"] = f["backend_description"]
-            v["baseline_throughput"] = f["throughput_samples_per_s"]
-            v["noise_floor_rel_l2"] = f.get("noise_floor_rel_l2")
-            v["batch_size"] = f["batch_size"]
-            v["decision"] = f["decision"]
-        elif short == "baseline_failed":
-            v["baseline_error"] = f"{f['error_type']}: {f['reason']}"
-        elif short == "candidate_measured":
-            self.results.append(result_from_event(f))
-        elif short == "candidate_rejected":
-            self.rejected.append(f["backend_description"])
-        elif short == "candidate_failed":
-            self.failures.append(
-                CandidateFailure(
-                    backend_description=f["backend_description"],
-                    stage=f["stage"],
-                    error_type=f["error_type"],
-                    reason=f["reason"],
-                    traceback_path=f.get("traceback_path"),
-                )
-            )
-        elif short == "selection_decided":
-            v["selection"] = selection_from_dict(f)
-        elif short == "latency_checked":
-            self.latency_checks.append(LatencyCheck.from_dict(f))
-        elif short == "selected":
-            v["selected_backend"] = f["backend_description"]
-            v["selected_is_baseline"] = f["is_baseline"]
-            v["selected_summary"] = f["summary"]
-            if f.get("baseline_throughput_samples_per_s") is not None:
-                v.setdefault("baseline_throughput", f["baseline_throughput_samples_per_s"])
-        elif short == "finished":
-            v["outcome"] = f["outcome"]
-            v["duration_s"] = f["duration_s"]
-        self.n_events += 1
-
-    def build(self) -> RunSummary:
-        return RunSummary(
-            **self.values,
-            results=tuple(self.results),
-            rejected=tuple(self.rejected),
-            failures=tuple(self.failures),
-            latency_checks=tuple(self.latency_checks),
-            n_events=self.n_events,
-        )
-
-
 def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
     """Group events by ``run_id`` into :class:`RunSummary` values; keep the bad lines.
 
     A sweep's own events (``aitune_fp.sweep.*``) are counted but make no run.
     """
-    runs: dict[str, _RunBuilder] = {}
+    runs: dict[str, RunSummary] = {}
     bad: list[tuple[int, str]] = []
     n_lines = n_events = 0
     for item in items:
@@ -418,17 +334,16 @@ def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
             n_events += 1
             continue
         run_id = fields["run_id"]
-        builder = runs.get(run_id)
-        if builder is None:
-            builder = runs[run_id] = _RunBuilder(run_id, fields["module_name"])
+        run = runs.get(run_id) or empty_report(run_id, fields["module_name"])
         try:
-            builder.add(item.event, fields)
+            runs[run_id] = fold(run, item.event, fields)  # the session's own fold
         except (KeyError, TypeError, ValueError) as exc:
+            runs.setdefault(run_id, run)
             bad.append((item.line_no, f"inconsistent {item.event} event: {exc}"))
             continue
         n_events += 1
     return IngestReport(
-        runs=tuple(b.build() for b in runs.values()),
+        runs=tuple(runs.values()),
         bad_lines=tuple(bad),
         n_lines=n_lines,
         n_events=n_events,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from aitune_fp import events
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
@@ -62,36 +64,19 @@ def select(session: TuneSession, backend: Any, result: PerformanceValidationResu
 
 
 def report_of(session: TuneSession) -> TuneReport:
-    """The frozen report of this tune so far (no tensors, modules or backends)."""
-    options = session.options
-    selected, is_baseline, summary = session._selected
-    return TuneReport(
-        run_id=session.run_id,
-        module_name=session.target.name,
-        strategy=session.strategy,
-        device=str(session.target.device),
-        decision=session.rule.name,
-        min_speedup_threshold_percent=(
-            None if options is None else options.min_speedup_threshold_percent
-        ),
-        required_speedup=None if options is None else options.required_speedup,
-        batch_size=session.batch_size,
-        baseline_backend=None if session.baseline is None else describe(session.baseline),
-        baseline_throughput=session.baseline_throughput,
-        baseline_error=session.baseline_error,
-        noise_floor_rel_l2=(
-            None if session.closeness.noise_floor is None else session.closeness.noise_floor.worst
-        ),
-        disabled=options is not None and not options.enabled,
-        results=session.results,
-        rejected=session._rejected,
-        failures=session.failures,
-        selected_backend=selected,
-        selected_is_baseline=is_baseline,
-        selected_summary=summary,
-        outcome=session._outcome,
-        duration_s=time.perf_counter() - session._started,
+    """The frozen report of this tune so far: the fold of every event it emitted.
+
+    ``ingest`` folds a log of those events the same way (:func:`aitune_fp.core.fold.fold`), so
+    both reports agree; only the event count (events actually sent) and, before ``finished``,
+    the running duration come from the session.
+    """
+    folded = session._folded
+    return attrs.evolve(
+        folded,
         n_events=session._n_events,
-        selection=session.selection,
-        latency_checks=session.latency_checks,
+        duration_s=(
+            folded.duration_s
+            if folded.outcome is not None
+            else time.perf_counter() - session._started
+        ),
     )

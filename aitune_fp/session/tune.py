@@ -25,6 +25,7 @@ from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.fold import fold
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
@@ -130,6 +131,18 @@ class TuneSession:
         self._references: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
         self._candidate: str | None = None  # the candidate in the pipeline now
         self._closed = False  # set once finished is emitted
+        self._folded = TuneReport(  # what is known before any event; events fold in the rest
+            run_id=self.run_id,
+            module_name=target.name,
+            strategy=strategy,
+            device=str(target.device),
+            decision=self.rule.name,
+            min_speedup_threshold_percent=(
+                None if options is None else options.min_speedup_threshold_percent
+            ),
+            required_speedup=None if options is None else options.required_speedup,
+            disabled=options is not None and not options.enabled,
+        )
         self.selection: SelectionState | None = None  # the head-to-head, when one ran
         self.latency_checks: list[LatencyCheck] = []
         self._heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
@@ -153,6 +166,7 @@ class TuneSession:
         """
         if self._closed:
             return
+        self._folded = fold(self._folded, event.name, event.fields)  # the report, as ingest's
         if self.gated or (always and self._emits):
             self._n_events += 1
             events.emit(event)

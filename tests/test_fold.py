@@ -1,0 +1,64 @@
+"""One fold from events to a report: the session's report and ingest's agree by construction.
+
+Spec: whatever a tune records (results, rejections, failures, the head-to-head, latency checks,
+the pick), the report the session keeps is the one ``ingest`` rebuilds from its log.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aitune_fp import validation_of
+from aitune_fp.core.fold import empty_report, fold
+from aitune_fp.ingest import ingest
+from aitune_fp.strategies import (
+    FirstWinsStrategy,
+    LatencyBudgetStrategy,
+    MaxThroughputStrategy,
+    NoValidBackendError,
+)
+from aitune_fp.testing import capture_events
+from tests.test_choosing import HalfPruned
+from tests.validation_helpers import BrokenBuild, Pruned, Slower, Wrong, gated, make_case
+
+
+def _lines(events: list[dict[str, Any]]) -> list[str]:
+    return [json.dumps({k: v for k, v in e.items() if k != "log_level"}) for e in events]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MaxThroughputStrategy([BrokenBuild(), Wrong(), Slower(), HalfPruned(), Pruned()]),
+        lambda: FirstWinsStrategy([Slower(), Pruned()]),
+        lambda: LatencyBudgetStrategy([HalfPruned(), Pruned()], budget_ms=1000.0),
+        lambda: MaxThroughputStrategy([Slower()]),
+    ],
+    ids=["max-throughput", "first-wins", "latency-budget", "eager-fallback"],
+)
+def test_the_session_report_is_the_fold_of_its_log(make: Any, tmp_path: Path) -> None:
+    """Results, failures, rejections, selection, latency checks, the pick: equal both ways."""
+    strategy = gated(make())
+    module, spec, data = make_case()
+    with capture_events() as events:
+        try:
+            strategy.tune(module, "m", spec, data, "cpu", tmp_path)
+        except NoValidBackendError:
+            pass
+    kept = validation_of(strategy).last_report
+    (rebuilt,) = ingest(_lines(events)).runs
+    assert rebuilt == kept
+    assert kept.outcome is not None and kept.n_events == len(events)
+
+
+def test_a_malformed_event_changes_nothing() -> None:
+    """A fold that fails leaves no half-applied event behind (ingest then reports the line)."""
+    report = empty_report("r", "m")
+    with pytest.raises(KeyError):
+        fold(report, "aitune_fp.validation.started", {"strategy": "S", "device": "cpu"})
+    assert report == empty_report("r", "m")
+    assert fold(report, "aitune_fp.validation.look", {}).n_events == 1
