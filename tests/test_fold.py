@@ -6,6 +6,7 @@ the pick), the report the session keeps is the one ``ingest`` rebuilds from its 
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,8 @@ def test_the_session_report_is_the_fold_of_its_log(make: Any, tmp_path: Path) ->
     """Results, failures, rejections, selection, latency checks, the pick: equal both ways."""
     strategy = gated(make())
     module, spec, data = make_case()
-    with capture_events() as events:
-        try:
-            strategy.tune(module, "m", spec, data, "cpu", tmp_path)
-        except NoValidBackendError:
-            pass
+    with capture_events() as events, contextlib.suppress(NoValidBackendError):
+        strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     kept = validation_of(strategy).last_report
     (rebuilt,) = ingest(_lines(events)).runs
     assert rebuilt == kept

@@ -54,7 +54,7 @@ def markdown_run(
     parts = [f"### {md_cell(title or run.module_name)}", ""]
     parts += [f"{md_cell(line)}  " for line in _head(run, baseline_at)]
     if run.results:
-        speed = "Speedup" + (" [interval that decided]" if run.decision == "statistical" else "")
+        speed = "Speedup" + (" [interval that decided]" if run.sequential else "")
         rows = [
             (
                 r.backend_description,

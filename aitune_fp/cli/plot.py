@@ -94,10 +94,10 @@ def _rows_of(run: TuneReport, tagged: bool) -> list[_Row]:
             continue
         verdict = r.verdict or ("faster" if r.passed else "not_faster")
         low = high = value
-        if r.decision == "statistical":
+        if r.sequential:
             low = r.ci_low if r.ci_low is not None else value
             high = r.ci_high if r.ci_high is not None else value
-        open_above = r.decision == "statistical" and r.ci_high is None and r.ci_low is not None
+        open_above = r.sequential and r.ci_high is None and r.ci_low is not None
         figure = escape_control(fmt_headline(r))
         rows.append(_Row(name, verdict, value, low, high, open_above, need, figure))
     for f in run.candidate_failures:

@@ -118,7 +118,7 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
         )
         rule = (
             f"faster only when the interval's lower bound clears it{overall}"
-            if run.decision == "statistical"
+            if run.sequential
             else "AITune's rule: the mean-latency speedup must reach it"
         )
         lines.append(
@@ -126,7 +126,7 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
             f"({'?' if pct is None else f'{pct:.4g}'}% threshold); {run.decision or '?'} "
             f"decision, {rule}"
         )
-    if run.results and run.decision == "point":
+    if run.results and not run.sequential:
         lines.append(
             "Each row compares with eager measured once up front, as AITune does (Eager/s); "
             "Speedup is AITune's mean-latency figure the verdict was decided on."
@@ -205,10 +205,10 @@ def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, se
     levels: dict[bool, set[float]] = {False: set(), True: set()}
     for r in results:
         level = decided_interval(r)[2]
-        if r.decision == "statistical" and level is not None:
+        if r.sequential and level is not None:
             levels[decided_by_futility(r)].add(level)
     guarantee = next((r.guarantee for r in results if r.guarantee), None)
-    if not any(r.decision == "statistical" for r in results):
+    if not any(r.sequential for r in results):
         return "Speedup", set()
     parts = [
         f"{what} {fmt_level(next(iter(seen))) if len(seen) == 1 else 'at the level shown'}"
@@ -342,7 +342,7 @@ def final_line(
     r = picked[0]
     value = headline_speedup(r)
     detail = f"eager {fmt_rate(r.baseline_throughput)} → {fmt_rate(r.throughput)} samples/s"
-    if r.decision == "statistical":
+    if r.sequential:
         interval = fmt_headline(r).partition(" ")[2]
         detail = f"CI {interval}; {detail}" if interval else detail
     name = escape_control(run.module_name)

@@ -155,7 +155,7 @@ def headline_speedup(result: PerformanceValidationResult) -> float | None:
     (the mean-latency ratio). Showing the mean ratio next to an interval it does not belong to
     made "1.37x ... not_faster" possible; every reader of a result goes through this function.
     """
-    if result.decision == "statistical":
+    if result.sequential:
         return result.estimate
     return result.speedup
 
@@ -176,7 +176,7 @@ def decided_by_futility(result: PerformanceValidationResult) -> bool:
     unbounded) and the looser futility bound (``futility_high``) settled it.
     """
     if (
-        result.decision != "statistical"
+        not result.sequential
         or result.verdict != "not_faster"
         or result.futility_high is None
         or result.required_speedup is None
@@ -210,7 +210,7 @@ def fmt_headline(result: PerformanceValidationResult, *, with_level: bool = Fals
     if value is None:
         return "—"
     low, high, level = decided_interval(result)
-    if result.decision == "statistical" and (low is not None or high is not None):
+    if result.sequential and (low is not None or high is not None):
         at = f" at {fmt_level(level)}" if with_level and level is not None else ""
         return f"{value:.2f}x {fmt_interval(low, high)}{at}"
     return f"{value:.2f}x"

@@ -135,6 +135,11 @@ class TuneReport:
         return data
 
     @property
+    def sequential(self) -> bool:
+        """Whether the run decided by the statistical (sequential, interval) rule."""
+        return self.decision == "statistical"
+
+    @property
     def candidate_failures(self) -> tuple[CandidateFailure, ...]:
         """Failures of candidates only (the strategy's own failure left out)."""
         return tuple(f for f in self.failures if f.stage != "strategy")

@@ -214,6 +214,15 @@ class PerformanceValidationResult:
                 "(passed means verdict == 'faster')"
             )
 
+    @property
+    def sequential(self) -> bool:
+        """Whether the statistical (sequential, interval) rule decided it, not the point rule.
+
+        The one place a result's mode name is read: what is shown (intervals, which speedup
+        heads the line) asks this.
+        """
+        return self.decision == "statistical"
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (finite numbers, str, bool, None, lists) in field order."""
         data = attrs.asdict(self, recurse=False)

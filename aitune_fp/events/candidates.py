@@ -75,7 +75,7 @@ def candidate_measured(
 ) -> Event:
     """A candidate was timed against eager; carries every figure the verdict was based on."""
     fields = result.to_dict()
-    if result.decision == "statistical":  # the figure the verdict was decided on, and the verdict
+    if result.sequential:  # the figure the verdict was decided on, and the verdict
         summary = (
             f"📊 {result.backend_description}: batch size={result.batch_size or 1}, "
             f"speedup {fmt_headline(result)} → {result.verdict}"
