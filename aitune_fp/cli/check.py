@@ -23,11 +23,11 @@ from aitune_fp.cli._shared import (
 )
 from aitune_fp.cli.markdown import md_cell, md_table
 from aitune_fp.cli.rendering import fmt_flags
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import fmt_level, fmt_speedup_msg_short, fmt_throughput_detail
 from aitune_fp.core.speedup import (
     MAX_REQUIRED_SPEEDUP,
     MAX_THRESHOLD_PERCENT,
-    required_speedup,
     unreachable_threshold,
 )
 from aitune_fp.errors import InvalidValueError
@@ -168,7 +168,7 @@ def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> in
         raise UsageError(
             f"--candidate / --baseline ({cand:.4g} / {base:.4g}) is too large to compute"
         )
-    need = required_speedup(threshold)
+    need = Gate(threshold).required_speedup
     met = speedup >= need
     word = "meets" if met else "misses"
     text = (

@@ -12,9 +12,10 @@ from typing import Any
 from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.report import make_result
-from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.inputs import Sample
@@ -68,7 +69,7 @@ def _compare_point(
     batch: Sample,
     size: int,
     config: ProfilingConfig,
-    pct: float,
+    gate: Gate,
     timer: Timer,
     *,
     eager_latencies: Sequence[float] | None,
@@ -107,8 +108,8 @@ def _compare_point(
     )
     throughput = throughput_from_latencies(cand, size)
     speedup = compute_speedup(throughput, baseline_throughput)
-    passed = meets_threshold(speedup, pct)
-    required = required_speedup(pct)
+    passed = gate.passes(speedup)
+    required = gate.required_speedup
     shown, need = fmt_apart(speedup, required)
     import torch
 

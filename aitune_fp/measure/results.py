@@ -12,8 +12,9 @@ from typing import Any
 import attrs
 
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.report import make_result
-from aitune_fp.core.speedup import compute_speedup, required_speedup
+from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.measure.measurement import Measurement
@@ -27,7 +28,7 @@ def _undecided(
     warmup_candidate_s: tuple[float, ...],
     size: int,
     config: ProfilingConfig,
-    pct: float,
+    gate: Gate,
     description: str,
     wall_s: float,
 ) -> Measurement:
@@ -51,7 +52,7 @@ def _undecided(
         batch_size=size,
         n_baseline=len(timings.baseline_s),
         n_candidate=len(timings.candidate_s),
-        required_speedup=required_speedup(pct),
+        required_speedup=gate.required_speedup,
         decision=None,
         reason=(
             f"budget of {config.max_seconds:g} s spent before the first look "

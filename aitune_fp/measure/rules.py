@@ -10,8 +10,9 @@ from typing import Any
 
 import attrs
 
-from aitune_fp.core._checks import check_int, check_threshold
+from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import DecisionMode, ProfilingConfig
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.inputs import Sample, as_sample
@@ -29,7 +30,7 @@ class DecisionRule:
 
     Chosen once per config by :func:`rule_for`; callers never compare mode strings.
     ``measure_eager(eager, batch, size, config, timer=..., batches=None)`` gives eager's up-front
-    throughput and latencies; ``compare(eager, candidate, batch, size, config, pct, timer, *,
+    throughput and latencies; ``compare(eager, candidate, batch, size, config, gate, timer, *,
     eager_latencies, description, spot_check=None, on_look=None, batches=None,
     references=None, spot_rate=DEFAULT_SPOT_RATE, spot_seed=0)`` measures and decides (see
     :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
@@ -90,7 +91,7 @@ def measure_speedup(
     statistical mode (progress displays use it).
     """
     size = check_int("batch_size", batch_size, minimum=1)
-    pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
+    gate = Gate(min_speedup_threshold_percent)  # the edge of this public function
     sample = as_sample(batch)
     clock = timer if timer is not None else timer_for(as_batches(sample, batches)[0])
     return rule_for(config).compare(
@@ -99,7 +100,7 @@ def measure_speedup(
         sample,
         size,
         config,
-        pct,
+        gate,
         clock,
         eager_latencies=baseline_latencies,
         description=description,

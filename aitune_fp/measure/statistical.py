@@ -18,6 +18,7 @@ from typing import Any
 from aitune_fp import profiling, telemetry
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import decide_at_look
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import is_settled, throughput_from_latencies
@@ -87,7 +88,7 @@ def _statistical(
     batch: Sample,
     size: int,
     config: ProfilingConfig,
-    pct: float,
+    gate: Gate,
     clock: Timer,
     description: str,
     inputs: _Inputs,
@@ -107,7 +108,7 @@ def _statistical(
         return decide_at_look(
             base_s,
             cand_s,
-            pct,
+            gate.threshold_percent,
             confidence=config.confidence,
             n_looks=len(config.looks),
             futility_margin_percent=config.futility_margin_percent,
@@ -177,7 +178,7 @@ def _statistical(
     chosen = _on_clock(timings, config.clock)
     if decision is None:
         measured = _undecided(
-            chosen, warmup.baseline_s, warmup.candidate_s, size, config, pct, description, wall_s
+            chosen, warmup.baseline_s, warmup.candidate_s, size, config, gate, description, wall_s
         )
         return _in_context(
             measured,
@@ -216,7 +217,7 @@ def _compare_statistical(
     batch: Sample,
     size: int,
     config: ProfilingConfig,
-    pct: float,
+    gate: Gate,
     timer: Timer,
     *,
     eager_latencies: Sequence[float] | None,
@@ -245,5 +246,5 @@ def _compare_statistical(
         spot_seed=spot_seed,
     )
     return _statistical(
-        eager, candidate, batch, size, config, pct, timer, description, inputs, on_look
+        eager, candidate, batch, size, config, gate, timer, description, inputs, on_look
     )

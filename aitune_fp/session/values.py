@@ -15,11 +15,12 @@ import torch
 
 from aitune_fp.core._checks import check_threshold, of_type
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import Stage
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     AitunefpError,
@@ -62,9 +63,14 @@ class ValidationOptions:
     )
 
     @property
+    def gate(self) -> Gate:
+        """The gate, as the one value the session and the decision rules read."""
+        return Gate(self.min_speedup_threshold_percent)
+
+    @property
     def required_speedup(self) -> float:
-        """The speedup a candidate must reach: ``1 + pct / 100``."""
-        return required_speedup(self.min_speedup_threshold_percent)
+        """The speedup a candidate must reach: ``1 + pct / 100`` (the gate's)."""
+        return self.gate.required_speedup
 
 
 @attrs.frozen

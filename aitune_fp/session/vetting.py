@@ -132,7 +132,7 @@ def measure(
         session._batch,
         session.batch_size,
         session.config,
-        session.options.min_speedup_threshold_percent,
+        session.options.gate,
         session._timer,
         eager_latencies=session._baseline_latencies if session.rule.keeps_eager_latencies else None,
         description=description,

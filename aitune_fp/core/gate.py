@@ -1,0 +1,35 @@
+"""The gate a candidate must clear, decided once at the edge and carried as one value.
+
+A :class:`Gate` holds the threshold in percent and the speedup it requires (``1 + pct/100``,
+computed here and nowhere below the edge). The decorator, the CLI, sweep files and the AITune
+adapter build one; the session and the decision rules only read it. Pure.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from aitune_fp.core._checks import check_threshold
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+
+__all__ = ["Gate"]
+
+
+def _percent(value: object) -> float:
+    return check_threshold("min_speedup_threshold_percent", value)
+
+
+@attrs.frozen
+class Gate:
+    """``threshold_percent`` (> -100, finite) and ``required_speedup`` (``1 + pct / 100``)."""
+
+    threshold_percent: float = attrs.field(default=DEFAULT_THRESHOLD_PERCENT, converter=_percent)
+    required_speedup: float = attrs.field(init=False)
+
+    @required_speedup.default
+    def _required(self) -> float:
+        return required_speedup(self.threshold_percent)
+
+    def passes(self, speedup: float) -> bool:
+        """AITune's point rule: ``speedup >= required_speedup`` (exactly at the gate passes)."""
+        return speedup >= self.required_speedup
