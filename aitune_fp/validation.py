@@ -492,9 +492,10 @@ def _aitune_closeness(closeness: Closeness | None) -> dict[str, Any]:
     """The closeness options the AITune driver takes (it has no noise floor or metric yet)."""
     if closeness is None:
         return {}
-    if closeness.noise_floor is not None or closeness.accuracy is not None:
+    if closeness != Closeness(enabled=closeness.enabled, tolerances=closeness.tolerances):
         raise InvalidValueError(
-            "an AITune strategy's closeness check takes tolerances only: noise_floor and "
-            "accuracy are not supported for it yet"
+            "an AITune strategy's closeness check takes tolerances only: noise_floor, "
+            "accuracy, criteria, rel_l2, outlier_share, noise_factor and calibrate are not "
+            "supported for it yet"
         )
     return {"closeness_check": closeness.enabled, "tolerances": closeness.tolerances}

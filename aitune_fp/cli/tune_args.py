@@ -124,11 +124,13 @@ def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, _ACCURACY_FLAGS)
     if problem is not None:
         raise UsageError(problem)
-    for field, value in kwargs.items():
-        try:
-            Closeness(**{field: value})
-        except (TypeError, ValueError) as exc:
-            raise UsageError(_plain(str(exc), field, _ACCURACY_FLAGS[field])) from exc
+    try:
+        Closeness(**kwargs)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        for field, flag in _ACCURACY_FLAGS.items():
+            message = _plain(message, field, flag)
+        raise UsageError(message) from exc
     return kwargs
 
 

@@ -358,4 +358,4 @@ def fmt_noise_floor(worst: float | None) -> str:
     """The header's note on eager's measured noise floor (empty when none was measured)."""
     if worst is None:
         return ""
-    return f"; eager's own noise (float32 vs float64): rel L2 {worst:.2g}"
+    return f"; eager's noise floor (float32 vs float64) rel L2 {worst:.2g}"

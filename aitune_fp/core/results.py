@@ -87,7 +87,7 @@ class PerformanceValidationResult:
     #: The lag-1 autocorrelation of the paired log ratios the interval was widened for (None:
     #: not estimated, point mode, older logs).
     autocorrelation: float | None = attrs.field(
-        default=None, kw_only=True, validator=_optional(finite())
+        default=None, kw_only=True, validator=_optional(finite(minimum=-1, strict=True))
     )
     n_baseline: int | None = attrs.field(
         default=None, kw_only=True, validator=_optional(integer(minimum=0))

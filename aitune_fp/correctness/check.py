@@ -16,7 +16,7 @@ import attrs
 import torch
 
 from aitune_fp._tree import clone_inputs
-from aitune_fp.core._checks import check_finite, finite, one_of
+from aitune_fp.core._checks import check_finite, finite, of_type, one_of
 from aitune_fp.core.accuracy import (
     CRITERIA_MODES,
     CriteriaMode,
@@ -259,7 +259,7 @@ class Closeness:
     rel_l2: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
     outlier_share: float | None = attrs.field(default=None, validator=_optional(_share))
     noise_factor: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    calibrate: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    calibrate: bool = attrs.field(default=False, validator=of_type(bool))
 
     def __attrs_post_init__(self) -> None:
         """Refuse settings that would do nothing (``rel_l2`` with element-wise criteria)."""

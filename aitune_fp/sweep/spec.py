@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from aitune_fp.backends import registry
+from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES, ProfilingConfig
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
@@ -63,6 +64,7 @@ _TOP_KEYS = (
     "decision",
     "log",
     "budget",
+    "accuracy",
     "models",
     "backends",
     "ray",
@@ -121,6 +123,8 @@ class SweepSpec:
     max_retries: int = 0
     #: ``latency-budget``'s settings (``budget_ms``, and ``quantile`` when given), as pairs.
     strategy_options: tuple[tuple[str, float], ...] = ()
+    #: ``[accuracy]``: the ``Closeness`` settings every task's check uses, as pairs.
+    accuracy: tuple[tuple[str, Any], ...] = ()
     #: Each task's deadline in seconds (``[budget] task_timeout_s``); None: the default,
     #: :func:`default_task_timeout_s`. A task still running then is killed and recorded as hung.
     task_timeout_s: float | None = None
@@ -312,6 +316,32 @@ def _strategy_options(table: Mapping[str, Any], strategy: str) -> tuple[tuple[st
     return tuple(options)
 
 
+def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """``[accuracy]``: the ``Closeness`` settings (``criteria``, ``rel_l2``, ...), checked."""
+    _known_keys("accuracy", table, ACCURACY_KEYS)
+    found: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"accuracy.{key}"
+        if key == "criteria":
+            found[key] = _choice(where, value, CRITERIA_MODES)
+        elif key == "calibrate":
+            if not isinstance(value, bool):
+                raise InvalidTypeError(f"{where} must be true or false, got {value!r}")
+            if value:
+                found[key] = True
+        else:
+            number = _number(where, value)
+            if number < 0 or (key == "outlier_share" and number > 1):
+                bounds = "between 0 and 1" if key == "outlier_share" else ">= 0"
+                raise InvalidValueError(f"{where} must be {bounds}, got {value!r}")
+            found[key] = number
+    spelled = {k: f"accuracy.{k}" for k in ACCURACY_KEYS}
+    problem = accuracy_conflict(found.get("criteria", "auto"), found, spelled)
+    if problem is not None:
+        raise InvalidValueError(problem)
+    return tuple(sorted(found.items()))
+
+
 def _list(where: str, value: object) -> Sequence[Any]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
         raise InvalidTypeError(f"{where} must be a list, got {_type_name(value)} {value!r}")
@@ -368,6 +398,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
             f"strategy 'one' needs exactly one entry in backends, got {len(backends)}"
         )
     options = _strategy_options(table, strategy)
+    accuracy = _accuracy(_table("accuracy", table.get("accuracy", {})))
     ray = _table("ray", table.get("ray", {}))
     _known_keys("ray", ray, _RAY_KEYS)
     retries = ray.get("max_retries", 0)
@@ -389,6 +420,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         max_retries=retries,
         task_timeout_s=task_timeout,
         strategy_options=options,
+        accuracy=accuracy,
     )
 
 

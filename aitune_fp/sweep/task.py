@@ -69,6 +69,8 @@ class SweepTask:
     task_timeout_s: float | None = None
     #: The strategy's own settings (``latency-budget``: ``budget_ms``, ``quantile``).
     strategy_options: tuple[tuple[str, float], ...] = ()
+    #: ``[accuracy]``: the ``Closeness`` settings of the correctness check.
+    accuracy: tuple[tuple[str, Any], ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +97,7 @@ def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask
             cache_dir=os.path.join(cache_dir, f"{i:03d}-{_safe(m.name)}"),
             task_timeout_s=spec.task_deadline_s(),
             strategy_options=spec.strategy_options,
+            accuracy=spec.accuracy,
         )
         for i, m in enumerate(spec.models)
     ]
@@ -231,6 +234,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
     import torch
 
     from aitune_fp.backends import registry
+    from aitune_fp.correctness import Closeness
     from aitune_fp.models import load_model
     from aitune_fp.strategies import NoValidBackendError, make_strategy
     from aitune_fp.validation import validation_of, with_performance_validation
@@ -241,6 +245,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
         make_strategy(task.strategy, backends, **dict(task.strategy_options)),
         min_speedup_threshold_percent=task.threshold,
         profiling_config=task.profiling,
+        closeness=Closeness(**dict(task.accuracy)),
     )
     os.makedirs(task.cache_dir, exist_ok=True)
     with torch.no_grad():
