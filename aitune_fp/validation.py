@@ -27,7 +27,7 @@ from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.integrations import is_aitune_strategy
 from aitune_fp.profiling import Timer
@@ -474,7 +474,7 @@ def with_performance_validation(
 
             return aitune.with_performance_validation(
                 t, min_speedup_threshold_percent=given, profiling_config=profiling_config,
-                enabled=enabled, timer=timer, **_aitune_closeness(closeness),
+                enabled=enabled, timer=timer, **aitune.closeness_options(closeness),
             )  # fmt: skip
         if isinstance(t, type):  # its instances may set tune in __init__
             return _validating_class(t, options)
@@ -486,16 +486,3 @@ def with_performance_validation(
         return _wrap_instance(t, options)
 
     return apply if target is None else apply(target)
-
-
-def _aitune_closeness(closeness: Closeness | None) -> dict[str, Any]:
-    """The closeness options the AITune driver takes (it has no noise floor or metric yet)."""
-    if closeness is None:
-        return {}
-    if closeness != Closeness(enabled=closeness.enabled, tolerances=closeness.tolerances):
-        raise InvalidValueError(
-            "an AITune strategy's closeness check takes tolerances only: noise_floor, "
-            "accuracy, criteria, rel_l2, outlier_share, noise_factor and calibrate are not "
-            "supported for it yet"
-        )
-    return {"closeness_check": closeness.enabled, "tolerances": closeness.tolerances}

@@ -9,7 +9,13 @@ its typical call and its throughput disagree), and runs the group-sequential loo
 accept / not_faster / inconclusive rates and the median and p90 pairs used: the computed side of
 issue 14 (the real-timing side is ``decision_quality.py``).
 
-Usage: ``python benchmarks/decision_engine_sim.py [--runs 400] [--noise 0.06] [--seed 1]``.
+"wrong" counts the accepts made while the true ratio at the deciding pair (the regime the user
+gets) was at most the required speedup: every accept at a constant 1.01x, only some under a
+wandering, drifting or stepping ratio. Runs are spread over ``--jobs`` processes (each row keeps
+its own seeded generator, so the table does not depend on ``--jobs``).
+
+Usage: ``python benchmarks/decision_engine_sim.py [--runs 400] [--noise 0.06] [--seed 1]
+[--rules v3 v3.1] [--jobs 2] [--cases 1.01x drift]``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
@@ -26,7 +33,7 @@ from aitune_fp.core.stats import decide_at_look
 
 #: label -> (true speedup, AR(1) phi, (shift pair, speedup after), extra): extra is "" or one of
 #: "wander" (random walk of the log ratio, step sd 0.2 %), "drift" (the ratio falls 2 % over
-#: 320 pairs), "skew" (10 % of the candidate's calls 3x slower).
+#: 320 pairs), "drift1" (1 % over 320 pairs), "skew" (10 % of the candidate's calls 3x slower).
 CASES: tuple[tuple[str, float, float, tuple[int, float] | None, str], ...] = (
     ("A/A 1.00x", 1.00, 0.0, None, ""),
     ("0.97x", 0.97, 0.0, None, ""),
@@ -40,8 +47,11 @@ CASES: tuple[tuple[str, float, float, tuple[int, float] | None, str], ...] = (
     ("1.01x, AR(1) phi=0.8", 1.01, 0.8, None, ""),
     ("A/A, AR(1) phi=0.5", 1.00, 0.5, None, ""),
     ("1.04x for 40 pairs, then 1.01x", 1.04, 0.0, (40, 1.01), ""),
+    ("1.04x for 160 pairs, then 1.01x", 1.04, 0.0, (160, 1.01), ""),
+    ("1.03x for 20 pairs, then 1.00x", 1.03, 0.0, (20, 1.00), ""),
     ("1.01x, wander", 1.01, 0.0, None, "wander"),
     ("1.02x falling to 1.00x, drift", 1.02, 0.0, None, "drift"),
+    ("1.015x falling to 1.005x, drift", 1.015, 0.0, None, "drift1"),
     ("typical 1.05x, 10 % of calls 3x slower", 1.05, 0.0, None, "skew"),
 )
 
@@ -67,6 +77,20 @@ RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
             "always_widen": True,
             "throughput_consistent": True,
             "spend": True,
+            "block_guard": False,
+        },
+    ),
+    "v3.1": (
+        (10, 20, 40, 80, 160, 320),
+        {
+            "futility_margin_percent": 1.0,
+            "futility_error": 0.20,
+            "guard_serial_correlation": True,
+            "guard_shift": True,
+            "always_widen": True,
+            "throughput_consistent": True,
+            "spend": True,
+            "block_guard": True,
         },
     ),
 }
@@ -94,7 +118,7 @@ def _one(
     looks: Sequence[int],
     options: dict[str, object],
     sd: float,
-) -> tuple[str, int]:
+) -> tuple[str, int, bool]:
     n = looks[-1]
     level = np.full(n, math.log(true))
     if shift is not None:
@@ -103,6 +127,8 @@ def _one(
         level += np.cumsum(rng.normal(0.0, 0.002, size=n))
     elif extra == "drift":
         level += np.linspace(0.0, math.log(1.00 / 1.02), n)
+    elif extra == "drift1":
+        level += np.linspace(0.0, math.log(1.005 / 1.015), n)
     d = level + _noise(rng, n, sd, phi)
     base = 0.01 * np.exp(rng.normal(0.0, 0.03, size=n))
     cand = base * np.exp(-d)
@@ -124,7 +150,30 @@ def _one(
         verdict, used = decision.verdict, look
         if verdict != "inconclusive":
             break
-    return verdict, used
+    wrong = verdict == "faster" and math.exp(level[used - 1]) <= 1.01 + 1e-12
+    return verdict, used, wrong
+
+
+def _row(
+    job: tuple[str, float, float, tuple[int, float] | None, str, str, int, int, float],
+) -> str:
+    """One table row: ``runs`` decisions of one case under one rule, its own seeded generator."""
+    label, true, phi, shift, extra, name, runs_n, seed, sd = job
+    looks, options = RULES[name]
+    rng = np.random.default_rng(seed)
+    runs = [_one(rng, true, phi, shift, extra, looks, options, sd) for _ in range(runs_n)]
+    verdicts = [v for v, _, _ in runs]
+    pairs = sorted(p for _, p, _ in runs)
+    rate = {v: verdicts.count(v) / len(runs) for v in ("faster", "not_faster", "inconclusive")}
+    wrong = sum(w for _, _, w in runs) / len(runs)
+    p90 = pairs[min(len(pairs) - 1, int(0.9 * len(pairs)))]
+    se = math.sqrt(rate["faster"] * (1.0 - rate["faster"]) / len(runs))
+    se_wrong = math.sqrt(wrong * (1.0 - wrong) / len(runs))
+    return (
+        f"| {label} | {name} | {rate['faster']:.1%} ± {se:.1%} | {wrong:.1%} ± {se_wrong:.1%} | "
+        f"{rate['not_faster']:.1%} | {rate['inconclusive']:.1%} | {statistics.mean(pairs):.1f} | "
+        f"{statistics.median(pairs):g} | {p90} |"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,34 +182,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--noise", type=float, default=0.06)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--rules", nargs="*", default=[], help="v1, v2, v3 (default: all)")
+    parser.add_argument("--rules", nargs="*", default=[], help="v1, v2, v3, v3.1 (default: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "--cases", nargs="*", default=[], help="keep the cases whose label contains one of these"
+    )
     args = parser.parse_args(argv)
     print(f"{args.runs} simulated decisions per row, paired noise sd {args.noise:.0%} (t3)\n")
     print(
-        "| case | rule | accept (± MC s.e.) | not_faster | inconclusive | median pairs | p90 pairs |"
+        "| case | rule | accept (± MC s.e.) | wrong accept (± s.e.) | not_faster | inconclusive "
+        "| mean pairs | median pairs | p90 pairs |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for label, true, phi, shift, extra in CASES:
-        for name, (looks, options) in RULES.items():
-            if args.rules and name.split()[0] not in args.rules:
-                continue
-            rng = np.random.default_rng(args.seed)
-            runs = [
-                _one(rng, true, phi, shift, extra, looks, options, args.noise)
-                for _ in range(args.runs)
-            ]
-            verdicts = [v for v, _ in runs]
-            pairs = sorted(p for _, p in runs)
-            rate = {
-                v: verdicts.count(v) / len(runs) for v in ("faster", "not_faster", "inconclusive")
-            }
-            p90 = pairs[min(len(pairs) - 1, int(0.9 * len(pairs)))]
-            se = math.sqrt(rate["faster"] * (1.0 - rate["faster"]) / len(runs))
-            print(
-                f"| {label} | {name} | {rate['faster']:.1%} ± {se:.1%} | {rate['not_faster']:.1%} | "
-                f"{rate['inconclusive']:.1%} | {statistics.median(pairs):g} | {p90} |",
-                flush=True,
-            )
+    print("|---|---|---|---|---|---|---|---|---|")
+    jobs = [
+        (label, true, phi, shift, extra, name, args.runs, args.seed, args.noise)
+        for label, true, phi, shift, extra in CASES
+        for name in RULES
+        if not args.rules or name.split()[0] in args.rules
+        if not args.cases or any(part in label for part in args.cases)
+    ]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(_row, jobs))
+    else:
+        rows = [_row(job) for job in jobs]
+    for row in rows:
+        print(row, flush=True)
     return 0
 
 

@@ -50,6 +50,7 @@ _FLAG_WORDS = {
     "recompiled": "recompiled",
     "serial_correlation": "serially correlated (interval widened)",
     "throughput_disagrees": "throughput ratio below the gate (held back)",
+    "block_bound": "ratio drifts (block medians held it back)",
 }
 
 

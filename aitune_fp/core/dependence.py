@@ -4,7 +4,9 @@ The interval of :mod:`aitune_fp.core.stats` is exact for independent paired log 
 real machines break that were measured (issue 14): serial correlation of the ratio itself (the two
 arms react differently to slow spells; AR(1) phi = 0.2 doubles the error at the threshold) and a
 ratio that shifts by a few percent mid-run. These functions detect both on the log ratios
-``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O.
+``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O. A third (issue 22): a ratio whose
+level moves over stretches longer than the lag-1 correction sees (slow wander, drift, strong
+correlation); :func:`block_medians` gives the blocks a bound that survives it is taken on.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ __all__ = [
     "SHIFT_ALPHA",
     "ar1_coefficient",
     "autocorrelation_flag_level",
+    "block_medians",
+    "block_size",
     "inflation_factor",
     "lag1_rank_autocorrelation",
     "ratio_shift_index",
@@ -145,3 +149,29 @@ def ratio_shift_index(
         return None
     k, _ = _pettitt(values)
     return min(max(k, seg), n - seg)
+
+
+def block_size(n: int) -> int:
+    """Pairs per block for ``n`` pairs: ``floor(sqrt(n))``, so blocks and their count both grow.
+
+    Batch means (Flegal and Jones): blocks long enough that the dependence within the run is
+    mostly inside a block, and enough of them for a rank test on the blocks.
+    """
+    return math.isqrt(check_int("n", n, minimum=1))
+
+
+def block_medians(values: Sequence[float], block: int) -> tuple[float, ...]:
+    """Medians of consecutive blocks of ``block`` values, the latest ``block * m`` values kept.
+
+    The oldest ``len(values) % block`` values are left out, so the last block ends at the latest
+    pair. Medians, not means: timings are heavy-tailed, and a mean of a block is far noisier.
+    """
+    size = check_int("block", block, minimum=1)
+    count = len(values) // size
+    start = len(values) - count * size
+    medians = []
+    for k in range(count):
+        chunk = sorted(values[start + k * size : start + (k + 1) * size])
+        half = size // 2
+        medians.append(chunk[half] if size % 2 else (chunk[half - 1] + chunk[half]) / 2.0)
+    return tuple(medians)

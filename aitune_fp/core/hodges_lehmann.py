@@ -221,14 +221,30 @@ def _paired_bounds(
     n = len(base)
     if n * (n + 1) // 2 <= _MATERIALISE_MAX_PAIRS:
         diffs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
-        walsh = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
-        critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term(sorted(diffs)))
-        return _bounds_from_sorted(walsh, critical)
+        return _log_ratio_bounds(diffs, alpha)
     import numpy as np
 
     # the same floats as above, straight into an array (no million Python floats)
     logs = map(operator.sub, map(math.log, base), map(math.log, cand))
     ordered = np.sort(np.fromiter(logs, dtype=np.float64, count=n))
+    critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term_sorted(ordered))
+    return _implicit_bounds(_PairSums(ordered, ordered, triangle=True), critical, half=True)
+
+
+def _log_ratio_bounds(diffs: Sequence[float], alpha: float) -> tuple[float, float, float]:
+    """Hodges-Lehmann estimate and Wilcoxon bounds of values already on the log scale.
+
+    The same rule as :func:`_paired_bounds` for values that are not one pair's timings (the
+    medians of blocks of pairs, :mod:`~aitune_fp.core.dependence`).
+    """
+    n = len(diffs)
+    if n * (n + 1) // 2 <= _MATERIALISE_MAX_PAIRS:
+        walsh = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
+        critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term(sorted(diffs)))
+        return _bounds_from_sorted(walsh, critical)
+    import numpy as np
+
+    ordered = np.sort(np.asarray(diffs, dtype=np.float64))
     critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term_sorted(ordered))
     return _implicit_bounds(_PairSums(ordered, ordered, triangle=True), critical, half=True)
 

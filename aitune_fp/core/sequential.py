@@ -18,11 +18,18 @@ from aitune_fp.core._checks import check_finite, check_int, check_open_interval,
 from aitune_fp.core.dependence import (
     ar1_coefficient,
     autocorrelation_flag_level,
+    block_medians,
+    block_size,
     inflation_factor,
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
-from aitune_fp.core.hodges_lehmann import _paired_bounds, _paired_lengths, _unpaired_bounds
+from aitune_fp.core.hodges_lehmann import (
+    _log_ratio_bounds,
+    _paired_bounds,
+    _paired_lengths,
+    _unpaired_bounds,
+)
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 from aitune_fp.core.timings import _cv, _Timings, _timings
 from aitune_fp.core.verdict import SpeedupDecision, _verdict
@@ -109,6 +116,20 @@ def _segment_bounds(
     return estimate, lower, upper, fut_upper, rho, factor > 1.0
 
 
+def _block_lower(logs: list[float], alpha: float) -> float | None:
+    """Log lower bound from the block medians of the log ratios, at one-sided ``alpha``.
+
+    Wilcoxon / Hodges-Lehmann on the medians of blocks of :func:`block_size` pairs: valid when
+    the blocks are nearly independent, whatever the dependence inside a block (batch means). None
+    when blocks of at least 2 pairs are too few to bound anything at ``alpha``.
+    """
+    size = block_size(len(logs))
+    if size < 2:
+        return None
+    lower = _log_ratio_bounds(block_medians(logs, size), alpha)[1]
+    return None if lower == -math.inf else lower
+
+
 def _decide(
     base: tuple[float, ...],
     cand: tuple[float, ...],
@@ -123,6 +144,7 @@ def _decide(
     guard_shift: bool = False,
     always_widen: bool = False,
     throughput_consistent: bool = False,
+    block_guard: bool = False,
 ) -> SpeedupDecision:
     """One look's decision from checked timings.
 
@@ -167,6 +189,21 @@ def _decide(
     verdict = _verdict(
         ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility, margin=margin
     )
+    if block_guard and verdict == "faster":
+        first = shift or 0  # after a shift, the blocks of the regime the estimate speaks for
+        logs = [math.log(b / c) for b, c in zip(base[first:], cand[first:], strict=True)]
+        block_low = _block_lower(logs, alpha)
+        if block_low is not None and not _exp(block_low) > required:
+            ci_low = min(ci_low, _exp(block_low))  # the blocks do not clear it: held back
+            flags.append("block_bound")
+            verdict = _verdict(
+                ci_low,
+                ci_high,
+                required,
+                speedup=speedup,
+                futility_high=upper_for_futility,
+                margin=margin,
+            )
     if throughput_consistent and verdict == "faster":
         first = shift or 0
         if not math.fsum(base[first:]) / math.fsum(cand[first:]) > required:
@@ -254,6 +291,7 @@ def decide_at_look(
     look: int | None = None,
     always_widen: bool = False,
     throughput_consistent: bool = False,
+    block_guard: bool | None = None,
 ) -> SpeedupDecision:
     """Paired decision at one look of a group-sequential, interleaved measurement.
 
@@ -264,6 +302,14 @@ def decide_at_look(
     when the mean-latency throughput ratio of the same pairs also clears the required speedup
     (else ``inconclusive``, flag ``throughput_disagrees``), so the verdict never contradicts the
     throughput users read.
+
+    Decision engine v3.1 adds ``block_guard`` (None, the default: on exactly when
+    ``always_widen`` is): a ``faster`` stands only when the Wilcoxon / Hodges-Lehmann lower bound
+    of the medians of blocks of ``floor(sqrt(n))`` pairs, at the same level, clears the required
+    speedup too (after a ratio shift, the blocks of the later pairs); else ``ci_low`` becomes
+    that bound (the verdict ``inconclusive``, flag ``block_bound``). The blocks see what the lag-1 widening misses (slow wander, drift, strong
+    correlation); an accept needs both tests, so it is wrong with at most the look's error when
+    either one's assumptions hold. Where it does not fire, the decision is v3's, bit for bit.
 
     The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
     each look's lower bound uses ``(1 - confidence) / n_looks``, so a slower-or-equal candidate is
@@ -284,6 +330,8 @@ def decide_at_look(
     looks = check_int("n_looks", n_looks, minimum=1)
     check_type("guard_serial_correlation", guard_serial_correlation, bool)
     check_type("guard_shift", guard_shift, bool)
+    if block_guard is not None:
+        check_type("block_guard", block_guard, bool)
     alpha = (1.0 - level) / looks if look is None else look_alpha(1.0 - level, look, looks)
     if alpha >= 0.5:
         raise InvalidValueError(
@@ -311,6 +359,7 @@ def decide_at_look(
         guard_shift=guard_shift,
         always_widen=always_widen,
         throughput_consistent=throughput_consistent,
+        block_guard=always_widen if block_guard is None else block_guard,
     )
 
 

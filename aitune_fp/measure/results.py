@@ -83,8 +83,9 @@ def _statistical_result(
         flags.append(f"ratio_shift_at_pair_{decision.shift_index}")
     if "serial_correlation" in decision.flags:
         flags.append("serial_correlation")
-    if "throughput_disagrees" in decision.flags:
-        flags.append("throughput_disagrees")
+    for flag in ("throughput_disagrees", "block_bound"):
+        if flag in decision.flags:
+            flags.append(flag)
     if budget_spent:
         flags.append("budget_spent")
     result = make_result(

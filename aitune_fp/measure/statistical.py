@@ -117,7 +117,8 @@ def _statistical(
             guard_shift=config.guard_shift,
             look=look_number,  # decision engine v3: error spent late, always widened,
             always_widen=config.guard_serial_correlation,  # faster only when the
-            throughput_consistent=True,  # throughput ratio agrees
+            throughput_consistent=True,  # throughput ratio agrees; v3.1: and the medians of
+            block_guard=config.guard_serial_correlation,  # blocks of sqrt(n) pairs clear it
         )
 
     start = clock.now_ns()

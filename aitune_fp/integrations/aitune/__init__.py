@@ -41,7 +41,7 @@ from aitune_fp.integrations.aitune._names import (
     AituneVersionError,
     aitune_version,
 )
-from aitune_fp.integrations.aitune.decorate import with_performance_validation
+from aitune_fp.integrations.aitune.decorate import closeness_options, with_performance_validation
 from aitune_fp.integrations.aitune.options import AituneOptions, threshold_of
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "AituneOptions",
     "AituneVersionError",
     "aitune_version",
+    "closeness_options",
     "is_aitune_strategy",
     "threshold_of",
     "with_performance_validation",

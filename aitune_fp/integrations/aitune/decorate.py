@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.correctness import Tolerances
-from aitune_fp.errors import InvalidTypeError
+from aitune_fp.correctness import Closeness, Tolerances
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.integrations import is_aitune_strategy
 from aitune_fp.integrations.aitune._names import (
     COMMON_HOOKS,
@@ -122,3 +122,16 @@ def with_performance_validation(
     if not enabled:
         gated.enable_performance_validation(False)
     return gated
+
+
+def closeness_options(closeness: Closeness | None) -> dict[str, Any]:
+    """``closeness`` as the AITune driver's options (tolerances only: no noise floor or metric yet)."""
+    if closeness is None:
+        return {}
+    if closeness != Closeness(enabled=closeness.enabled, tolerances=closeness.tolerances):
+        raise InvalidValueError(
+            "an AITune strategy's closeness check takes tolerances only: noise_floor, "
+            "accuracy, criteria, rel_l2, outlier_share, noise_factor and calibrate are not "
+            "supported for it yet"
+        )
+    return {"closeness_check": closeness.enabled, "tolerances": closeness.tolerances}
