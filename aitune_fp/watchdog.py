@@ -12,7 +12,9 @@ though the thread never comes back.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -44,10 +46,14 @@ class _Monitor:
         self._thread: threading.Thread | None = None
 
     def schedule(self, delay_s: float, action: Callable[[], None]) -> int:
-        """Run ``action`` on the monitor's thread in ``delay_s`` seconds; a token to cancel it."""
+        """Run ``action`` on the monitor's thread in ``delay_s`` seconds; a token to cancel it.
+
+        It runs in a copy of the caller's context (its event sinks and collector included).
+        """
+        run_in_context = functools.partial(contextvars.copy_context().run, action)
         with self._cond:
             self._next += 1
-            self._due[self._next] = (time.monotonic() + delay_s, action)
+            self._due[self._next] = (time.monotonic() + delay_s, run_in_context)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="aitune_fp-watchdog", daemon=True

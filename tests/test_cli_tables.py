@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.progress import TuneProgress
@@ -129,15 +130,16 @@ def test_unavailable_reads_naturally() -> None:
     progress = TuneProgress(
         Console(file=buf, width=160, force_terminal=False), quiet=False, candidates=[]
     )
-    progress.show(
-        "warning",
-        {
-            "event": "aitune_fp.validation.candidate_failed",
-            "backend_description": "CudaGraphBackend()",
-            "stage": "unavailable",
-            "error_type": "BackendUnavailableError",
-            "reason": "CudaGraphBackend needs a CUDA device",
-        },
+    progress(
+        events.candidate_failed(
+            "r",
+            "m",
+            backend_description="CudaGraphBackend()",
+            stage="unavailable",
+            error_type="BackendUnavailableError",
+            reason="CudaGraphBackend needs a CUDA device",
+            traceback_path=None,
+        )
     )
     line = buf.getvalue().strip()
     assert "failed at unavailable" not in line

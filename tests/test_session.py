@@ -301,29 +301,25 @@ class TestLookProgress:
 
         from rich.console import Console
 
+        from aitune_fp import events
         from aitune_fp.cli.progress import TuneProgress
 
         console = Console(file=io.StringIO(), force_terminal=True, width=120)
         progress = TuneProgress(console, quiet=False, candidates=["A()"])
         with progress:
-            progress.show(
-                "debug",
-                {
-                    "event": "aitune_fp.validation.phase",
-                    "phase": "measure",
-                    "backend_description": "A()",
-                },
-            )
-            progress.show(
-                "debug",
-                {
-                    "event": "aitune_fp.validation.look",
-                    "backend_description": "A()",
-                    "n_pairs": 20,
-                    "max_pairs": 160,
-                    "ci_low": 0.95,
-                    "ci_high": None,
-                },
+            progress(events.phase("r", "m", backend_description="A()", phase="measure"))
+            progress(
+                events.look(
+                    "r",
+                    "m",
+                    backend_description="A()",
+                    n_pairs=20,
+                    max_pairs=160,
+                    verdict="inconclusive",
+                    estimate=1.0,
+                    ci_low=0.95,
+                    ci_high=None,
+                )
             )
             (task,) = progress.progress.tasks
             assert task.fields["phase"] == "measure 20/160 pairs [0.950, ∞]"

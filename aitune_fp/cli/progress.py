@@ -1,10 +1,12 @@
 """``tune``'s stderr: a rich progress display driven by aitune_fp events, and the JSON-lines log.
 
-Both are structlog processors (the CLI is the only place logging is configured). On a terminal,
-one progress task per candidate shows its phase (build, correctness, measure with the pairs timed
-and the interval at each look) and time; the
-bars are cleared at the end. Not on a terminal: one plain line per phase. Either way, a line per
-measured or failed candidate, with the same headline figure the results table shows.
+Both are event sinks (``aitune_fp.events.sinks``): they receive each :class:`Event` value the
+tune emits, never a structlog dict. The display folds the events into the tune's report with
+the one fold (``aitune_fp.core.fold``) and renders from its values (results, failures). On a
+terminal, one progress task per candidate shows its phase (build, correctness, measure with the
+pairs timed and the interval at each look) and time; the bars are cleared at the end. Not on a
+terminal: one plain line per phase. Either way, a line per measured or failed candidate, with
+the same headline figure the results table shows.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from aitune_fp import events
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.rendering import measured_line
+from aitune_fp.core.fold import VALIDATION_PREFIX, empty_report, fold
+from aitune_fp.core.report import CandidateFailure, TuneReport
 
 __all__ = ["JsonLines", "TuneProgress", "configure_logging"]
 
@@ -37,7 +42,7 @@ _EAGER = "eager baseline"
 
 
 class TuneProgress:
-    """A structlog processor that shows aitune_fp events on ``console`` (stderr)."""
+    """An event sink that shows a tune's events on ``console`` (stderr)."""
 
     def __init__(self, console: Console, *, quiet: bool, candidates: Sequence[str]) -> None:
         self.console = console
@@ -45,6 +50,8 @@ class TuneProgress:
         self.live = console.is_terminal and not quiet
         self.candidates = list(candidates)
         self.baseline_at: str | None = None
+        #: Each run's report so far, the fold of the events seen (by run id).
+        self.reports: dict[str, TuneReport] = {}
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -67,11 +74,10 @@ class TuneProgress:
         if self.live:
             self.progress.stop()
 
-    def __call__(self, logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:
-        """Show the event; pass it on unchanged. Display errors never stop the tune."""
+    def __call__(self, event: events.Event) -> None:
+        """Show ``event``. Display errors never stop the tune."""
         with contextlib.suppress(OSError, ValueError):
-            self.show(method, event_dict)
-        return event_dict
+            self.show(event)
 
     def _task(self, key: str) -> TaskID:
         if key not in self._tasks:
@@ -101,85 +107,108 @@ class TuneProgress:
         if self.live and description in self._tasks:
             self.progress.update(self._tasks[description], completed=len(_PHASES), phase="done")
 
-    def show(self, method: str, event: Mapping[str, Any]) -> None:
-        """Render one event dict (as a structlog processor sees it)."""
-        name = str(event.get("event", ""))
-        if not name.startswith("aitune_fp."):
+    def _fold(self, event: events.Event) -> TuneReport | None:
+        """The event's run report with ``event`` folded in; None for a malformed event."""
+        run_id = str(event.fields.get("run_id", ""))
+        report = self.reports.get(run_id)
+        if report is None:
+            report = empty_report(run_id, str(event.fields.get("module_name", "")))
+        try:
+            report = fold(report, event.name, event.fields)
+        except (KeyError, TypeError, ValueError):
+            return None
+        self.reports[run_id] = report
+        return report
+
+    def show(self, event: events.Event) -> None:
+        """Render one event: progress from its fields, results from the folded report."""
+        if not event.name.startswith("aitune_fp."):
             return
-        level = str(event.get("level", method))
-        short = name.rsplit(".", 1)[-1]
-        description = str(event.get("backend_description", ""))
-        if short == "baseline_measured":
-            self.baseline_at = _clock(event.get("timestamp"))
+        report = self._fold(event) if event.name.startswith(VALIDATION_PREFIX) else None
+        fields = event.fields
+        description = str(fields.get("backend_description", ""))
+        if event.name == events.BASELINE_MEASURED:
+            self.baseline_at = _clock(events.timestamp())
             self._done(_EAGER)
-        if short == "phase":
+        if event.name == events.PHASE:
             if not self.quiet:
-                self._phase(description, str(event.get("phase", "")))
+                self._phase(description, str(fields.get("phase", "")))
             return
-        if short == "look":
+        if event.name == events.LOOK:
             if self.live and description in self._tasks:
-                self.progress.update(self._tasks[description], phase=_look(event))
+                self.progress.update(self._tasks[description], phase=_look(fields))
             return
-        if short in ("selected", "finished", "candidate_rejected", "correctness_checked"):
+        if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
-        if short == "candidate_measured":
+        summary = escape_control(str(fields.get("summary", event.name)))
+        if event.name == events.CANDIDATE_MEASURED:
             self._done(description)
             if not self.quiet:
-                self.console.print(_measured(event))
+                self.console.print(measured_line(report.results[-1]) if report else summary)
             return
-        if short == "candidate_failed":
+        if event.name == events.CANDIDATE_FAILED:
             self._done(description)
-            if event.get("stage") == "unavailable":
-                reason = escape_control(str(event.get("reason") or event.get("error_type")))
-                text = f"⛔ {escape_control(description)} is unavailable here: {reason}"
-            else:
-                text = (
-                    f"❌ {escape_control(description)} failed at {event.get('stage')}: "
-                    f"{escape_control(str(event.get('error_type')))} (reason in the table below)"
-                )
+            text = _failed(report.failures[-1]) if report else summary
         else:
-            text = escape_control(str(event.get("summary", name)))
-        if level in ("warning", "error", "critical") or not self.quiet:
+            text = summary
+        if event.level in ("warning", "error") or not self.quiet:
             self.console.print(text)
 
 
-def _measured(event: Mapping[str, Any]) -> str:
-    from aitune_fp.ingest import result_from_event
-
-    try:
-        return measured_line(result_from_event(event))
-    except (TypeError, ValueError, KeyError):
-        return escape_control(str(event.get("summary", "")))
+#: Events the display does not print: the table on stdout, or the measured line, says them.
+_SAID_ELSEWHERE = frozenset(
+    {events.SELECTED, events.FINISHED, events.CANDIDATE_REJECTED, events.CORRECTNESS_CHECKED}
+)
 
 
-def _look(event: Mapping[str, Any]) -> str:
+def _failed(failure: CandidateFailure) -> str:
+    """The stderr line of a failed (or unavailable) candidate."""
+    description = escape_control(failure.backend_description)
+    if failure.stage == "unavailable":
+        reason = escape_control(failure.reason or failure.error_type)
+        return f"⛔ {description} is unavailable here: {reason}"
+    return (
+        f"❌ {description} failed at {failure.stage}: "
+        f"{escape_control(failure.error_type)} (reason in the table below)"
+    )
+
+
+def _look(fields: Mapping[str, Any]) -> str:
     """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``."""
-    low, high = event.get("ci_low"), event.get("ci_high")
+    low, high = fields.get("ci_low"), fields.get("ci_high")
     interval = ""
     if isinstance(low, (int, float)):
         shown_high = f"{high:.3f}" if isinstance(high, (int, float)) else "∞"
         interval = f" [{low:.3f}, {shown_high}]"
-    return f"measure {event.get('n_pairs')}/{event.get('max_pairs')} pairs{interval}"
+    return f"measure {fields.get('n_pairs')}/{fields.get('max_pairs')} pairs{interval}"
 
 
-def _clock(timestamp: object) -> str | None:
-    if not isinstance(timestamp, str) or "T" not in timestamp:
+def _clock(timestamp: str) -> str | None:
+    if "T" not in timestamp:
         return None
     return escape_control(timestamp.replace("T", " ")[:19] + " UTC")
 
 
 class JsonLines:
-    """structlog processor writing each event as one JSON line (finite numbers, UTF-8)."""
+    """An event sink writing each event as one JSON line (finite numbers, UTF-8).
+
+    A line is the event's payload, then ``event``, ``level`` and ``timestamp`` (ISO 8601 UTC).
+    """
 
     def __init__(self, handle: IO[str]) -> None:
         self.handle = handle
 
-    def __call__(self, logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:
-        """Write the event dict and pass it on."""
-        data = {k: _jsonable(v) for k, v in event_dict.items()}
+    def __call__(self, event: events.Event) -> None:
+        """Write ``event`` as one line and flush."""
+        record = {
+            **event.fields,
+            "event": event.name,
+            "level": event.level,
+            "timestamp": events.timestamp(),
+        }
+        data = {k: _jsonable(v) for k, v in record.items()}
         self.handle.write(json.dumps(data, ensure_ascii=False, allow_nan=False, default=str) + "\n")
         self.handle.flush()
-        return event_dict
 
 
 def _jsonable(value: Any) -> Any:
@@ -194,8 +223,12 @@ def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any
     raise structlog.DropEvent
 
 
-def configure_logging(processors: Sequence[Callable[..., Any]]) -> None:
-    """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up."""
+def configure_logging(processors: Sequence[Callable[..., Any]] = ()) -> None:
+    """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up.
+
+    The progress display and the JSON-lines log are event sinks, not processors: with none
+    given, structlog prints nothing (the sinks show the events).
+    """
     import structlog
 
     chain: list[Any] = [

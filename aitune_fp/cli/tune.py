@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
+from aitune_fp import events
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import (
     EXIT_OK,
@@ -230,14 +231,15 @@ def _tune(
     )
     console = make_console(err)
     progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])
-    configure_logging([progress] + ([JsonLines(json_log)] if json_log is not None else []))
+    sinks = [progress] + ([JsonLines(json_log)] if json_log is not None else [])
+    configure_logging()  # structlog prints nothing: the sinks show and write the events
     if not args.quiet:
         console.print(
             f"{PROG}: tuning {escape_control(model.name)} on {device} "
             f"({', '.join(names)}; {args.strategy}; {config.decision}; cache {cache_dir})"
         )
     error: NoValidBackendError | None = None
-    with stdout_to_stderr(), torch.no_grad(), progress:
+    with stdout_to_stderr(), torch.no_grad(), progress, events.sinks(*sinks):
         module = model.module.to(device)
         try:
             strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)

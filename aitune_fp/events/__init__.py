@@ -1,11 +1,13 @@
 """The one place values become log events: names, schema version, builders and ``emit``.
 
-Builders are pure (they return an :class:`Event`); :func:`emit` sends one through
+Builders are pure (they return an :class:`Event`); :func:`emit` hands one to this context's
+sinks (:func:`sinks`, as the ``Event`` value) and sends it through
 ``structlog.get_logger("aitune_fp")``. The library never configures structlog or logging.
 One concept per module, every public name (and each event-name constant) re-exported here:
 
 - :mod:`~aitune_fp.events.names`: the event names, levels, schema version, :class:`Event`;
-- :mod:`~aitune_fp.events.sending`: :func:`emit`, :func:`collecting`, :func:`to_record`;
+- :mod:`~aitune_fp.events.sending`: :func:`emit`, :func:`sinks`, :func:`collecting`,
+  :func:`to_record`;
 - :mod:`~aitune_fp.events.validation`: a tune's own events (``started`` ... ``finished``);
 - :mod:`~aitune_fp.events.candidates`: a candidate's events and the selection among candidates;
 - :mod:`~aitune_fp.events.sweep`: a sweep's events.
@@ -57,7 +59,15 @@ from aitune_fp.events.names import TASK_FINISHED as TASK_FINISHED
 from aitune_fp.events.names import EagerIsolation as EagerIsolation
 from aitune_fp.events.names import Level as Level
 from aitune_fp.events.names import Phase as Phase
-from aitune_fp.events.sending import collecting, emit, info_enabled, to_record
+from aitune_fp.events.sending import (
+    EventSink,
+    collecting,
+    emit,
+    info_enabled,
+    sinks,
+    timestamp,
+    to_record,
+)
 from aitune_fp.events.sweep import sweep_finished, sweep_started, task_failed, task_finished
 from aitune_fp.events.validation import (
     baseline_failed,
@@ -80,6 +90,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SWEEP_EVENT_NAMES",
     "Event",
+    "EventSink",
     "baseline_failed",
     "baseline_measured",
     "candidate_failed",
@@ -101,10 +112,12 @@ __all__ = [
     "phase",
     "selected",
     "selection_decided",
+    "sinks",
     "started",
     "sweep_finished",
     "sweep_started",
     "task_failed",
     "task_finished",
+    "timestamp",
     "to_record",
 ]

@@ -1,8 +1,9 @@
-"""Where an event goes: the aitune_fp structlog logger, or a collector for this context.
+"""Where an event goes: this context's sinks, then the aitune_fp structlog logger (or a collector).
 
-:func:`emit` sends an :class:`~aitune_fp.events.names.Event` through
+:func:`emit` hands an :class:`~aitune_fp.events.names.Event` to every sink registered with
+:func:`sinks` in the current context, as the ``Event`` value, then sends it through
 ``structlog.get_logger("aitune_fp")``; :func:`collecting` routes this context's events to a
-callable instead (a sweep task carries its tune's events back that way).
+callable instead of the logger (a sweep task carries its tune's events back that way).
 """
 
 from __future__ import annotations
@@ -12,25 +13,51 @@ import contextvars
 import datetime
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import structlog
 
 from aitune_fp.events.names import LOGGER_NAME, Event
 
-__all__ = ["collecting", "emit", "info_enabled", "to_record"]
+__all__ = ["EventSink", "collecting", "emit", "info_enabled", "sinks", "timestamp", "to_record"]
 
+#: A callable that receives each emitted :class:`Event` value (see :func:`sinks`).
+EventSink: TypeAlias = Callable[[Event], None]
 
 #: Where :func:`emit` sends this context's events instead of the logger (see :func:`collecting`).
 _SINK: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = contextvars.ContextVar(
     "aitune_fp_event_sink", default=None
 )
+#: The sinks of this context, outermost first (see :func:`sinks`).
+_SINKS: contextvars.ContextVar[tuple[EventSink, ...]] = contextvars.ContextVar(
+    "aitune_fp_event_sinks", default=()
+)
+
+
+def timestamp() -> str:
+    """Now as an ISO 8601 UTC timestamp with a ``Z`` suffix (what the logs carry)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def to_record(event: Event) -> dict[str, Any]:
     """``event`` as one JSON-lines record: name, level, UTC ISO timestamp, then its payload."""
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
-    return {"event": event.name, "level": event.level, "timestamp": now, **event.fields}
+    return {"event": event.name, "level": event.level, "timestamp": timestamp(), **event.fields}
+
+
+@contextlib.contextmanager
+def sinks(*callables: EventSink) -> Iterator[None]:
+    """Within the block, every event emitted in this context is also handed to ``callables``.
+
+    Each sink gets the :class:`Event` value, in emission order, whatever structlog's
+    configuration (the event still goes to the logger as before). Sinks are context-local
+    (``contextvars``): another thread or an unrelated tune does not see them; nested blocks add
+    to the outer sinks. A sink should not raise: what it raises propagates from :func:`emit`.
+    """
+    token = _SINKS.set((*_SINKS.get(), *callables))
+    try:
+        yield
+    finally:
+        _SINKS.reset(token)
 
 
 @contextlib.contextmanager
@@ -63,10 +90,12 @@ def info_enabled(logger: Any = None) -> bool:
 
 
 def emit(event: Event, logger: Any = None) -> None:
-    """Send ``event`` through the aitune_fp structlog logger at its level (or to the collector)."""
-    sink = _SINK.get()
-    if logger is None and sink is not None:
-        sink(to_record(event))
+    """Hand ``event`` to this context's sinks, then log it at its level (or to the collector)."""
+    for deliver in _SINKS.get():
+        deliver(event)
+    collector = _SINK.get()
+    if logger is None and collector is not None:
+        collector(to_record(event))
         return
     log = logger or _logger()
     getattr(log, event.level)(event.name, **event.fields)

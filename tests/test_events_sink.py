@@ -1,0 +1,163 @@
+"""Event sinks: every event a tune emits reaches this context's sinks as an ``Event`` value.
+
+Spec: ``events.sinks(*callables)`` hands each emitted event, in order, to the sinks of the
+current context only (two tunes in two threads never cross), whatever structlog's
+configuration; the CLI's progress display and JSON-lines writer are such sinks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import structlog
+from rich.console import Console
+
+from aitune_fp import events, validation_of
+from aitune_fp.cli.progress import JsonLines, TuneProgress
+from aitune_fp.ingest import event_schema
+from aitune_fp.strategies import FirstWinsStrategy, MaxThroughputStrategy, NoValidBackendError
+from aitune_fp.testing import capture_events
+from aitune_fp.watchdog import _MONITOR
+from tests.validation_helpers import BrokenBuild, Pruned, Slower, gated, make_case
+
+
+def _tune(strategy: Any, cache: Path, name: str = "m") -> None:
+    module, spec, data = make_case()
+    with contextlib.suppress(NoValidBackendError):
+        strategy.tune(module, name, spec, data, "cpu", cache)
+
+
+def test_a_sink_gets_every_event_of_a_tune_in_order(tmp_path: Path) -> None:
+    """The sink sees the very events the logger sees, as ``Event`` values, in order."""
+    strategy = gated(MaxThroughputStrategy([BrokenBuild(), Slower(), Pruned()]))
+    seen: list[events.Event] = []
+    with capture_events() as logged, events.sinks(seen.append):
+        _tune(strategy, tmp_path)
+    assert all(isinstance(e, events.Event) for e in seen)
+    assert [e.name for e in seen] == [e["event"] for e in logged]
+    assert [dict(e.fields) for e in seen] == [
+        {k: v for k, v in e.items() if k not in ("event", "log_level")} for e in logged
+    ]
+    assert [e.level for e in seen] == [e["log_level"] for e in logged]
+    assert seen[0].name == events.STARTED and seen[-1].name == events.FINISHED
+    report = validation_of(strategy).last_report
+    assert report is not None and report.n_events == len(seen)
+
+
+def test_two_tunes_in_two_threads_see_only_their_own(tmp_path: Path) -> None:
+    """Sinks are context-local: each thread's sink gets its own tune's events, all of them."""
+    seen: dict[str, list[events.Event]] = {"a": [], "b": []}
+    strategies = {
+        "a": gated(FirstWinsStrategy([Slower(), Pruned()])),
+        "b": gated(MaxThroughputStrategy([Pruned(), Slower()])),
+    }
+    start = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def work(key: str) -> None:
+        try:
+            with events.sinks(seen[key].append):
+                start.wait()
+                _tune(strategies[key], tmp_path / key, name=key)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(key,)) for key in seen]
+    with capture_events():  # the logger's configuration is global; the sinks are not
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    for key, got in seen.items():
+        report = validation_of(strategies[key]).last_report
+        assert report is not None
+        assert {e.fields["run_id"] for e in got} == {report.run_id}
+        assert {e.fields["module_name"] for e in got} == {key}
+        assert len(got) == report.n_events
+        assert got[-1].name == events.FINISHED
+
+
+def test_sinks_nest_and_end_with_their_block() -> None:
+    """An inner block adds to the outer sinks; after each block its sinks get nothing more."""
+    outer: list[events.Event] = []
+    inner: list[events.Event] = []
+    first, second, third = (events.disabled("r", "m", strategy=s) for s in ("1", "2", "3"))
+    with capture_events():
+        with events.sinks(outer.append):
+            with events.sinks(inner.append):
+                events.emit(first)
+            events.emit(second)
+        events.emit(third)
+    assert outer == [first, second]
+    assert inner == [first]
+
+
+def test_sinks_do_not_depend_on_structlog() -> None:
+    """Debug events reach a sink even when structlog drops everything; a collector too."""
+    seen: list[events.Event] = []
+    records: list[dict[str, Any]] = []
+    event = events.phase("r", "m", backend_description="A()", phase="build")
+
+    def drop(*_: Any) -> Any:
+        raise structlog.DropEvent
+
+    saved = structlog.get_config()
+    structlog.configure(processors=[drop], wrapper_class=structlog.make_filtering_bound_logger(40))
+    try:
+        with events.sinks(seen.append):
+            events.emit(event)
+            with events.collecting(records.append):
+                events.emit(event)
+    finally:
+        structlog.configure(**saved)
+    assert seen == [event, event]
+    assert [r["event"] for r in records] == [events.PHASE]
+
+
+def test_the_watchdog_reports_in_the_tune_context() -> None:
+    """An event the watchdog's thread emits for a stuck step reaches the tune's sinks."""
+    seen: list[events.Event] = []
+    done = threading.Event()
+    event = events.disabled("r", "m", strategy="S")
+
+    def action() -> None:
+        events.emit(event)
+        done.set()
+
+    with capture_events(), events.sinks(seen.append):
+        _MONITOR.schedule(0.0, action)
+        assert done.wait(10)
+    assert seen == [event]
+
+
+def test_the_cli_sinks_show_and_write_a_tune(tmp_path: Path) -> None:
+    """Progress folds the events into the session's report; JSON lines validate, payload first."""
+    strategy = gated(MaxThroughputStrategy([BrokenBuild(), Slower(), Pruned()]))
+    buf, log = io.StringIO(), io.StringIO()
+    console = Console(file=buf, width=200, force_terminal=False, color_system=None)
+    progress = TuneProgress(
+        console, quiet=False, candidates=["BrokenBuild()", "Slower()", "Pruned()"]
+    )
+    with capture_events(), progress, events.sinks(progress, JsonLines(log)):
+        _tune(strategy, tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    assert progress.reports == {report.run_id: report}
+    assert progress.baseline_at is not None and progress.baseline_at.endswith(" UTC")
+    text = buf.getvalue()
+    assert "❌ BrokenBuild() failed at build" in text
+    assert "📊 Pruned(): batch size" in text and "⏳ [3/3] Pruned(): measure" in text
+    lines = [json.loads(line) for line in log.getvalue().splitlines()]
+    assert len(lines) == report.n_events
+    validator = jsonschema.Draft202012Validator(event_schema())
+    for line in lines:
+        validator.validate(line)
+        assert list(line)[-3:] == ["event", "level", "timestamp"]
+        assert line["timestamp"].endswith("Z")
