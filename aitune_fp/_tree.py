@@ -1,8 +1,12 @@
-"""Private helpers over nested inputs/outputs: map tensors, copy inputs, find a module's device."""
+"""Private helpers over nested inputs/outputs: map tensors, copy inputs, find a module's device.
+
+Also the children of output objects torch's pytree does not know (transformers' caches).
+"""
 
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -114,3 +118,60 @@ def flatten_tensors(value: Any) -> list[torch.Tensor]:
 
     map_tensors(visit, value)
     return found
+
+
+def _holds_tensors(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is a tensor, a known cache object, or a container holding one."""
+    if isinstance(value, torch.Tensor) or _cache_kind(value) is not None:
+        return True
+    if depth >= 3:
+        return False
+    if isinstance(value, Mapping):
+        return any(_holds_tensors(item, depth + 1) for item in value.values())
+    if isinstance(value, (tuple, list)):
+        return any(_holds_tensors(item, depth + 1) for item in value)
+    return False
+
+
+def _cache_kind(value: Any) -> str | None:
+    """``"cache"`` or ``"layer"`` for transformers' cache objects, else None.
+
+    Looked up only when ``transformers.cache_utils`` is already imported: nothing is imported.
+    """
+    cache_utils = sys.modules.get("transformers.cache_utils")
+    if cache_utils is None:
+        return None
+    cache = getattr(cache_utils, "Cache", None)
+    if isinstance(cache, type) and isinstance(value, cache):
+        return "cache"
+    layers = tuple(
+        cls
+        for name in ("CacheLayerMixin", "LinearAttentionCacheLayerMixin")
+        if isinstance(cls := getattr(cache_utils, name, None), type)
+    )
+    if layers and isinstance(value, layers):
+        return "layer"
+    return None
+
+
+def object_children(value: Any) -> list[tuple[str, str, Any]] | None:
+    """The tensor-holding attributes of a cache object that is not a pytree node, or None.
+
+    transformers' ``Cache`` (``DynamicCache``, ``EncoderDecoderCache``...) and its layers
+    (``DynamicLayer``: ``.keys``, ``.values``) register as pytree nodes only while
+    ``torch.export`` runs, so a model called with ``use_cache=True`` returns one that torch's
+    pytree sees as a leaf. Its children are its public attributes that hold tensors (a
+    ``.layers`` list, ``.keys``, ``.self_attention_cache``), as ``(".name", name, value)``;
+    settings such as ``dtype`` or ``is_initialized`` are left out (a bfloat16 candidate's cache
+    says bfloat16). Nothing is imported: recognised only when transformers already is.
+    """
+    if _cache_kind(value) is None:
+        return None
+    state = getattr(value, "__dict__", None)
+    if not isinstance(state, dict):
+        return None
+    return [
+        (f".{name}", name, item)
+        for name, item in state.items()
+        if isinstance(name, str) and not name.startswith("_") and _holds_tensors(item)
+    ]

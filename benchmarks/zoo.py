@@ -6,12 +6,12 @@ interval, and the accuracy criteria the correctness check measured (the ``correc
 event: the worst value of each criterion over the recorded and held-out inputs, against its
 budget), or the failure and its reason. The machine's load is stated.
 
-Models: ``examples/resnet18.py:factory`` (ResNet-18, 11.7 M parameters, 2 images of 224 x 224)
-and the embedded ``transformer``. A GPT-2 example needs transformers, which is not installed
-here (see the report in ``benchmarks/RESULTS.md``).
+Models: ``examples/resnet18.py:factory`` (ResNet-18, 11.7 M parameters, 2 images of 224 x 224),
+``examples/gpt2_tiny.py:factory`` (a 2-layer GPT-2 with its cache on, 2 x 16 tokens; needs the
+``hf`` extra) and the embedded ``transformer``.
 
 Usage: python benchmarks/zoo.py [--backends eager-bf16,int8-dynamic] [--threads 1]
-[--max-seconds 20] [--models examples/resnet18.py:factory,transformer] [--out table.md]
+[--max-seconds 20] [--models examples/gpt2_tiny.py:factory,transformer] [--out table.md]
 """
 
 from __future__ import annotations
@@ -27,9 +27,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ("examples/resnet18.py:factory", "transformer")
+MODELS = ("examples/resnet18.py:factory", "examples/gpt2_tiny.py:factory", "transformer")
 #: Short names for the table.
-LABELS = {"examples/resnet18.py:factory": "ResNet-18", "transformer": "transformer (embedded)"}
+LABELS = {
+    "examples/resnet18.py:factory": "ResNet-18",
+    "examples/gpt2_tiny.py:factory": "GPT-2 (tiny, cache on)",
+    "transformer": "transformer (embedded)",
+}
 
 
 def tune(model: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:

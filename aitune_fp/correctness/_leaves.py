@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from aitune_fp._tree import object_children
 from aitune_fp.correctness._errors import CorrectnessError
 
 #: Python scalars compared exactly, and all the scalar types compared (float: with tolerances).
@@ -98,7 +99,8 @@ def children(value: Any) -> tuple[list[tuple[str, Any, Any]], Any] | None:
     Mappings (``['key']``, ``ModelOutput`` included), tuples and lists (``[i]``; a namedtuple's
     ``.field``), objects registered with ``torch.utils._pytree.register_pytree_node`` (their key
     paths when registered with ``flatten_with_keys_fn``: ``.key_cache``; else ``[i]``; the
-    context is the node's non-tensor part) and dataclasses (``.field``). Anything else is a leaf.
+    context is the node's non-tensor part), transformers' cache objects (``.layers[0].keys``:
+    ``_tree.object_children``) and dataclasses (``.field``). Anything else is a leaf.
     """
     if isinstance(value, Mapping):
         return [(f"[{key!r}]", key, item) for key, item in value.items()], None
@@ -115,6 +117,9 @@ def children(value: Any) -> tuple[list[tuple[str, Any, Any]], Any] | None:
             return [(str(key), key, item) for key, item in pairs], context
         items, context = node.flatten_fn(value)
         return [(f"[{index}]", index, item) for index, item in enumerate(items)], context
+    attributes = object_children(value)
+    if attributes is not None:
+        return list(attributes), None
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [
             (f".{field.name}", field.name, getattr(value, field.name))
@@ -158,8 +163,8 @@ def uncomparable(value: Any, path: str) -> CorrectnessError:
         "(tuple, list, namedtuple, mapping, dataclass) nor a registered pytree node. Register it "
         "so its tensors are compared: torch.utils._pytree.register_pytree_node("
         f"{cls.__qualname__}, flatten_fn, unflatten_fn), where flatten_fn(obj) returns "
-        "(its tensors, its non-tensor part), as transformers does for DynamicCache; or have the "
-        "model return tensors (or a container of them) instead",
+        "(its tensors, its non-tensor part), with flatten_with_keys_fn for readable paths; or "
+        "have the model return tensors (or a container of them) instead",
         path=path,
         check="type",
     )
