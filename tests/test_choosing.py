@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +257,29 @@ def test_a_winner_wrong_after_the_head_to_head_is_not_kept(
     assert backend.describe() == "HalfPruned()"
     failed = {f.backend_description: f.stage for f in report.candidate_failures}
     assert failed == {"TurnsWrong()": "correctness"}
+
+
+class TestShown:
+    def test_the_table_says_who_lost_to_whom_and_what_was_kept(self, tmp_path: Path) -> None:
+        """Each elimination with its interval, then the kept one and its guarantee."""
+        from aitune_fp.cli.choice import choice_lines
+
+        _, report = _tune(gated(MaxThroughputStrategy([HalfPruned(), Pruned()])), tmp_path)
+        lines = choice_lines(report)
+        assert lines[0].startswith("Head-to-head among HalfPruned(), Pruned() (")
+        assert re.match(
+            r"  HalfPruned\(\) lost to Pruned\(\): [0-9.]+x \[[0-9.]+, [0-9.]+\]", lines[1]
+        )
+        assert lines[-1] == "  Pruned() kept: shown the fastest (no contender faster, at 95 %)"
+
+    def test_a_tie_says_how_it_was_broken(self, tmp_path: Path) -> None:
+        """Within delta of each other: the reason names the tie-break; the gap bound is stated."""
+        from aitune_fp.cli.choice import choice_lines
+
+        _, report = _tune(gated(MaxThroughputStrategy([Pruned("a"), Pruned("b")])), tmp_path)
+        lines = choice_lines(report)
+        assert any("within 2 %" in line and "kept" in line for line in lines[1:-1])
+        assert re.match(
+            r"  Pruned\(tag=a\) kept: no contender is more than [0-9.]+ % faster \(at 95 %\)",
+            lines[-1],
+        )

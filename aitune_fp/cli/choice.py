@@ -34,15 +34,17 @@ def choice_lines(run: TuneReport) -> list[str]:
         )
     for f in state.failed:
         lines.append(f"  {escape_control(f.name)} failed: {escape_control(f.error)}")
-    lines.append(f"  {escape_control(state.reason)}")
-    if state.chosen is not None and state.gap_bound is not None:
-        level = f"{state.confidence * 100:g} %"
-        if math.isfinite(state.gap_bound):
-            gap = (state.gap_bound - 1.0) * 100
-            lines.append(
-                f"  guarantee: with {level} confidence, no contender is more than "
-                f"{max(gap, 0.0):.1f} % faster than {escape_control(state.chosen)}"
-            )
-        else:
-            lines.append(f"  no guarantee at {level}: the head-to-head ended before any bound")
+    if state.outcome != "one_left":  # a tie-break or a budget: the reason says how it was made
+        lines.append(f"  {escape_control(state.reason)}")
+    if state.chosen is None or state.gap_bound is None:
+        return lines
+    level = f"{state.confidence * 100:g} %"
+    chosen = escape_control(state.chosen)
+    if not math.isfinite(state.gap_bound):
+        lines.append(f"  {chosen} kept; no guarantee at {level}: the head-to-head ended first")
+    elif state.gap_bound <= 1.0:
+        lines.append(f"  {chosen} kept: shown the fastest (no contender faster, at {level})")
+    else:
+        gap = (state.gap_bound - 1.0) * 100
+        lines.append(f"  {chosen} kept: no contender is more than {gap:.1f} % faster (at {level})")
     return lines
