@@ -8,7 +8,8 @@ Two decision rules, one module each, chosen by name in :mod:`~aitune_fp.measure.
   :mod:`~aitune_fp.measure.results` (the result record) and :mod:`~aitune_fp.measure.reasons`
   (the reason sentence);
 - :mod:`~aitune_fp.measure.point`: AITune's rule, reproduced (baseline once up front);
-- :mod:`~aitune_fp.measure.measurement`: the :class:`Measurement` both return.
+- :mod:`~aitune_fp.measure.measurement`: the :class:`Comparison` every rule takes and the
+  :class:`Measurement` it returns.
 
 Every rule's ``compare`` takes ``batches`` (several distinct batches, timed in turn: pair ``i``
 runs both arms on ``batches[i % len(batches)]``) with ``references`` (eager's output on each, for
@@ -26,7 +27,7 @@ replacing an entry here (as ``benchmarks/overhead.py`` does) reaches every calle
 
 from __future__ import annotations
 
-from aitune_fp.measure.measurement import Measurement
+from aitune_fp.measure.measurement import Comparison, Measurement
 from aitune_fp.measure.measurement import OnLook as OnLook
 from aitune_fp.measure.point import measure_baseline_point
 from aitune_fp.measure.reasons import _reason as _reason
@@ -35,6 +36,7 @@ from aitune_fp.measure.rules import DecisionRule, measure_speedup, rule_for
 from aitune_fp.measure.statistical import measure_throughput_steady
 
 __all__ = [
+    "Comparison",
     "DecisionRule",
     "Measurement",
     "measure_baseline_point",

@@ -11,13 +11,21 @@ from typing import Any
 
 import attrs
 
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
-from aitune_fp.profiling import CpuEnvironment, ReferenceSpotCheck, SpotCheck, is_oversubscribed
+from aitune_fp.profiling import (
+    CpuEnvironment,
+    ReferenceSpotCheck,
+    SpotCheck,
+    Timer,
+    is_oversubscribed,
+)
 
-__all__ = ["Measurement", "OnLook"]
+__all__ = ["Comparison", "Measurement", "OnLook"]
 
 
 @attrs.frozen(kw_only=True)
@@ -40,9 +48,25 @@ OnLook = Callable[[int, SpeedupDecision], None]
 
 
 @attrs.frozen(kw_only=True)
-class _Inputs:
-    """What the candidate is timed and spot-checked on (the keyword arguments every rule takes)."""
+class Comparison:
+    """One candidate against eager: what every decision rule compares, on what, against which gate.
 
+    ``eager_latencies``: eager's latencies measured once up front (the point rule reuses them,
+    as AITune does; the statistical rule refuses them: it times eager alongside). ``batches``
+    (replacing ``batch``) are timed in turn; ``spot_check`` sees candidate outputs while timing,
+    against ``references`` (eager's output on each batch) when given, at ``spot_rate`` seeded
+    ``spot_seed``.
+    """
+
+    eager: Callable[..., Any]
+    candidate: Callable[..., Any]
+    batch: Sample
+    size: int
+    config: ProfilingConfig
+    gate: Gate
+    timer: Timer
+    description: str = "candidate"
+    eager_latencies: Sequence[float] | None = None
     spot_check: SpotCheck | ReferenceSpotCheck | None = None
     batches: Sequence[Sample | tuple[Any, Any]] | None = None
     references: Sequence[Any] | None = None

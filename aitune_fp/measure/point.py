@@ -12,14 +12,13 @@ from typing import Any
 from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.report import make_result
 from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.measurement import Measurement, OnLook, _in_context
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, _in_context
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
 
 __all__ = ["measure_baseline_point"]
@@ -63,29 +62,16 @@ def measure_baseline_point(
     return throughput_from_latencies(latencies, size), latencies
 
 
-def _compare_point(
-    eager: Callable[..., Any],
-    candidate: Callable[..., Any],
-    batch: Sample,
-    size: int,
-    config: ProfilingConfig,
-    gate: Gate,
-    timer: Timer,
-    *,
-    eager_latencies: Sequence[float] | None,
-    description: str,
-    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
-    on_look: OnLook | None = None,
-    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
-    references: Sequence[Any] | None = None,
-    spot_rate: float = DEFAULT_SPOT_RATE,
-    spot_seed: int = 0,
-) -> Measurement:
+def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
 
     It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
     (spot checks seeded ``spot_seed``).
     """
+    eager, candidate, batch, size, config = c.eager, c.candidate, c.batch, c.size, c.config
+    gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies
+    spot_check, batches, references = c.spot_check, c.batches, c.references
+    spot_rate, spot_seed = c.spot_rate, c.spot_seed
     env = profiling.cpu_environment(config.threads)
     start = timer.now_ns()
     if eager_latencies is None:

@@ -16,7 +16,7 @@ from aitune_fp.core.gate import Gate
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.inputs import Sample, as_sample
-from aitune_fp.measure.measurement import Measurement, OnLook
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
 from aitune_fp.measure.point import _compare_point, measure_baseline_point
 from aitune_fp.measure.statistical import _compare_statistical, measure_throughput_steady
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, as_batches, timer_for
@@ -30,17 +30,16 @@ class DecisionRule:
 
     Chosen once per config by :func:`rule_for`; callers never compare mode strings.
     ``measure_eager(eager, batch, size, config, timer=..., batches=None)`` gives eager's up-front
-    throughput and latencies; ``compare(eager, candidate, batch, size, config, gate, timer, *,
-    eager_latencies, description, spot_check=None, on_look=None, batches=None,
-    references=None, spot_rate=DEFAULT_SPOT_RATE, spot_seed=0)`` measures and decides (see
-    :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
+    throughput and latencies; ``compare(comparison, on_look)`` measures one
+    :class:`~aitune_fp.measure.measurement.Comparison` and decides, calling ``on_look`` at each
+    look (see :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
     latencies (AITune's baseline measured once). ``head_to_head``: strategies that choose among
     passing candidates time them against each other (else: the best point estimate, AITune's way).
     """
 
     name: DecisionMode
     measure_eager: Callable[..., tuple[float, tuple[float, ...]]]
-    compare: Callable[..., Measurement]
+    compare: Callable[[Comparison, OnLook | None], Measurement]
     keeps_eager_latencies: bool
     head_to_head: bool
 
@@ -94,20 +93,20 @@ def measure_speedup(
     gate = Gate(min_speedup_threshold_percent)  # the edge of this public function
     sample = as_sample(batch)
     clock = timer if timer is not None else timer_for(as_batches(sample, batches)[0])
-    return rule_for(config).compare(
-        baseline,
-        candidate,
-        sample,
-        size,
-        config,
-        gate,
-        clock,
+    comparison = Comparison(
+        eager=baseline,
+        candidate=candidate,
+        batch=sample,
+        size=size,
+        config=config,
+        gate=gate,
+        timer=clock,
         eager_latencies=baseline_latencies,
         description=description,
         spot_check=spot_check,
-        on_look=on_look,
         batches=batches,
         references=references,
         spot_rate=spot_rate,
         spot_seed=spot_seed,
     )
+    return rule_for(config).compare(comparison, on_look)

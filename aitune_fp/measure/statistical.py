@@ -18,20 +18,16 @@ from typing import Any
 from aitune_fp import profiling, telemetry
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import decide_at_look
-from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import is_settled, throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.clocks import _on_clock, _two_clocks
-from aitune_fp.measure.measurement import Measurement, OnLook, _in_context, _Inputs
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, _in_context
 from aitune_fp.measure.results import _statistical_result, _undecided
 from aitune_fp.profiling import (
     InterleavedRun,
-    ReferenceSpotCheck,
-    SpotCheck,
     Timer,
     has_device_clock,
     time_calls,
@@ -82,18 +78,9 @@ def measure_throughput_steady(
     return throughput_from_latencies(latencies, size), latencies
 
 
-def _statistical(
-    baseline: Callable[..., Any],
-    candidate: Callable[..., Any],
-    batch: Sample,
-    size: int,
-    config: ProfilingConfig,
-    gate: Gate,
-    clock: Timer,
-    description: str,
-    inputs: _Inputs,
-    on_look: OnLook | None = None,
-) -> Measurement:
+def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
+    baseline, candidate, batch, size = c.eager, c.candidate, c.batch, c.size
+    config, gate, clock, description, inputs = c.config, c.gate, c.timer, c.description, c
     if config.clock == "device" and not has_device_clock(clock):
         raise InvalidValueError(
             f"clock='device' needs a timer with device time (CUDA events); "
@@ -212,40 +199,14 @@ def _statistical(
     )
 
 
-def _compare_statistical(
-    eager: Callable[..., Any],
-    candidate: Callable[..., Any],
-    batch: Sample,
-    size: int,
-    config: ProfilingConfig,
-    gate: Gate,
-    timer: Timer,
-    *,
-    eager_latencies: Sequence[float] | None,
-    description: str,
-    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
-    on_look: OnLook | None = None,
-    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
-    references: Sequence[Any] | None = None,
-    spot_rate: float = DEFAULT_SPOT_RATE,
-    spot_seed: int = 0,
-) -> Measurement:
+def _compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None).
 
     Look ``k`` (from 0) draws its spot-checked pairs with seed ``spot_seed + k``.
     """
-    if eager_latencies is not None:
+    if c.eager_latencies is not None:
         raise InvalidValueError(
             "baseline_latencies is for decision='point' only; the statistical mode times "
             "the baseline interleaved with the candidate"
         )
-    inputs = _Inputs(
-        spot_check=spot_check,
-        batches=batches,
-        references=references,
-        spot_rate=spot_rate,
-        spot_seed=spot_seed,
-    )
-    return _statistical(
-        eager, candidate, batch, size, config, gate, timer, description, inputs, on_look
-    )
+    return _statistical(c, on_look)

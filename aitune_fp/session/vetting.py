@@ -17,11 +17,13 @@ from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import Stage
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import (
     InvalidStateError,
 )
 from aitune_fp.inputs import as_sample
 from aitune_fp.measure import measure_throughput_steady
+from aitune_fp.measure.measurement import Comparison
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.session.values import (
     PROFILING_LOG_NAME,
@@ -126,21 +128,24 @@ def measure(
         if found is not None:
             seen.append(found)
 
-    result = session.rule.compare(
-        infer_of(session._eager),
-        infer_of(backend),
-        session._batch,
-        session.batch_size,
-        session.config,
-        session.options.gate,
-        session._timer,
+    comparison = Comparison(
+        eager=infer_of(session._eager),
+        candidate=infer_of(backend),
+        batch=session._batch,
+        size=session.batch_size,
+        config=session.config,
+        gate=session.options.gate,
+        timer=session._timer,
         eager_latencies=session._baseline_latencies if session.rule.keeps_eager_latencies else None,
         description=description,
         spot_check=spot_check,
         batches=session._batches,
         references=session._references,
         spot_seed=session._heldout_seed,
-        on_look=lambda n, decision: session._emit(
+    )
+
+    def on_look(n: int, decision: SpeedupDecision) -> None:
+        session._emit(
             events.look(
                 session.run_id,
                 session.target.name,
@@ -152,8 +157,9 @@ def measure(
                 ci_low=decision.ci_low,
                 ci_high=decision.ci_high,
             )
-        ),
-    ).result
+        )
+
+    result = session.rule.compare(comparison, on_look).result
     changed = session._model_changed()  # while timing: a result that cannot stand
     if changed is not None:
         raise changed
