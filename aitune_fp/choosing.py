@@ -47,6 +47,16 @@ def _coarse(build_s: float | None) -> float | None:
     return None if build_s is None else round(build_s, 1)
 
 
+def _distinct(descriptions: Sequence[str]) -> list[str]:
+    """The descriptions, a repeated one numbered (``B()``, ``B() #2``) so each names one candidate."""
+    seen: dict[str, int] = {}
+    names = []
+    for d in descriptions:
+        seen[d] = seen.get(d, 0) + 1
+        names.append(d if seen[d] == 1 else f"{d} #{seen[d]}")
+    return names
+
+
 def _rule(session: TuneSession) -> SelectionRule:
     config = session.config
     return SelectionRule(
@@ -60,9 +70,11 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
     batch, batches, timer, seed = session.timing_inputs()
     rule = _rule(session)
+    names = _distinct([o.description for o in passing])
+    by_name = dict(zip(names, passing, strict=True))
     contenders = [
-        (Contender(o.description, i, _coarse(o.build_s)), infer_of(o.backend))
-        for i, o in enumerate(passing)
+        (Contender(n, i, _coarse(o.build_s)), infer_of(o.backend))
+        for i, (n, o) in enumerate(by_name.items())
     ]
     name = session.target.name
 
@@ -82,11 +94,10 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     )
     session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
-    by_name = {o.description: o for o in passing}
     for failure in state.failed:
         outcome = by_name[failure.name]
         error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
-        session.record_failure(failure.name, "profiling", error, outcome.log_path)
+        session.record_failure(outcome.description, "profiling", error, outcome.log_path)
     if state.chosen is None:
         return CandidateOutcome("", None)
     return by_name[state.chosen]

@@ -283,3 +283,13 @@ class TestShown:
             r"  Pruned\(tag=a\) kept: no contender is more than [0-9.]+ % faster \(at 95 %\)",
             lines[-1],
         )
+
+
+def test_two_candidates_with_one_description_are_told_apart(tmp_path: Path) -> None:
+    """The same backend listed twice meets itself head-to-head as two numbered contenders."""
+    backend, report = _tune(gated(MaxThroughputStrategy([Pruned(), Pruned()])), tmp_path)
+    assert backend.describe() == "Pruned()"
+    state = report.selection
+    assert state is not None
+    assert [c.name for c in state.contenders] == ["Pruned()", "Pruned() #2"]
+    assert state.chosen == "Pruned()" and state.outcome == "settled"
