@@ -9,7 +9,6 @@ in the real system temp dir fails.
 from __future__ import annotations
 
 import getpass
-import importlib.util
 import os
 import shutil
 import sys
@@ -129,30 +128,13 @@ def _nothing_left_in_the_system_temp_dir() -> Iterator[None]:
         pytest.fail("the test changed TMPDIR or tempfile.tempdir and did not restore them")
 
 
-#: Marks of tests that need an optional extra, and the module the extra installs. Without it
-#: they are skipped, except in CI (``CI`` set), which installs every extra: there it is an error.
-EXTRA_MARKS = {"hf": "transformers"}
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip ``gpu`` tests without CUDA, and extra-marked ones without their extra (never in CI)."""
+    """Skip ``gpu`` tests without CUDA (the only tests that may skip)."""
     if any("gpu" in item.keywords for item in items) and not _cuda_available():
         skip_gpu = pytest.mark.skip(reason="needs a CUDA device (gpu mark)")
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip_gpu)
-    for mark, module in EXTRA_MARKS.items():
-        marked = [item for item in items if mark in item.keywords]
-        if not marked or importlib.util.find_spec(module) is not None:
-            continue
-        if os.environ.get("CI"):
-            raise pytest.UsageError(
-                f"CI installs the {mark} extra, yet {module!r} is not importable: "
-                f'{len(marked)} {mark}-marked tests cannot run (pip install -e ".[{mark}]")'
-            )
-        skip = pytest.mark.skip(reason=f"needs the {mark} extra ({module} is not installed)")
-        for item in marked:
-            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

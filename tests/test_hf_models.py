@@ -2,8 +2,8 @@
 
 transformers 5 returns a ``DynamicCache`` that is not a pytree node (it registers only while
 ``torch.export`` runs); its per-layer keys and values are compared like any other output, by
-their paths (``output['past_key_values'].layers[1].values``). Marked ``hf``: skipped without
-transformers, an error in CI (conftest). Random weights, 16 tokens: seconds.
+their paths (``output['past_key_values'].layers[1].values``). Marked ``hf``: the extra is part of
+README's set-up, so a missing transformers fails here. Random weights, 16 tokens: seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+import transformers  # noqa: F401  # the hf extra: README's set-up installs it; never skipped
 from structlog.testing import LogCapture
 
 from aitune_fp import OneBackendStrategy, with_performance_validation
