@@ -13,12 +13,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import matplotlib  # an extra README's set-up installs: never skipped
 import numpy as np
 import pytest
-
-pytest.importorskip("matplotlib")
-
-import matplotlib
 
 matplotlib.use("Agg")
 

@@ -999,7 +999,8 @@ class TestInputKinds:
     @pytest.mark.parametrize("paired", [True, False])
     def test_torch_tensors(self, paired: bool) -> None:
         """1-D tensors (and lists of 0-d tensors) decide as the equivalent lists."""
-        torch = pytest.importorskip("torch")
+        import torch
+
         base = torch.tensor(_BASE, dtype=torch.float32)
         cand = torch.tensor(_CAND, dtype=torch.float64)
         expected = decide_speedup(base.tolist(), cand.tolist(), paired=paired)
@@ -1121,7 +1122,8 @@ class TestBadKinds:
 
     def test_torch_refusals(self) -> None:
         """A 2-D tensor, a bool tensor and a NaN tensor are refused like the numpy ones."""
-        torch = pytest.importorskip("torch")
+        import torch
+
         with pytest.raises(InvalidTypeError, match="1-D"):
             decide_speedup(torch.ones(2, 4), _CAND)
         with pytest.raises(InvalidTypeError, match=re.escape("baseline_times[0]")):
