@@ -30,7 +30,15 @@ from aitune_fp.core.selection import (
 )
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import Sample, copy_sample
-from aitune_fp.profiling import Timer, as_batches, gc_paused, intra_op_threads, timer_for
+from aitune_fp.profiling import (
+    ProfilingError,
+    Timer,
+    as_batches,
+    gc_paused,
+    intra_op_threads,
+    timer_for,
+)
+from aitune_fp.profiling.calls import _timed_call
 
 __all__ = ["head_to_head"]
 
@@ -51,19 +59,18 @@ def _release_device_memory() -> None:
 
 
 def _timed(fn: Callable[..., Any], sample: Sample, clock: Timer) -> float | _Failed:
-    """Wall seconds of one synchronised call, or the error it raised (never raised here)."""
-    clock.sync()
-    start = clock.now_ns()
+    """Wall seconds of one synchronised call (profiling's timed call), or the error it raised.
+
+    Never raised here: a contender's failure is a result, not the run's end.
+    """
     try:
-        output = sample.call(fn)
-        clock.sync()
-    except Exception as exc:  # a contender's failure is a result, not the run's end
-        error = _error(exc)
-    else:
-        stop = clock.now_ns()
-        del output
-        return max(stop - start, 1) / 1e9
-    _release_device_memory()  # the exception, and the frames it held, are gone by now
+        return _timed_call(fn, sample, clock, None)[0]
+    except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
+        error, emptied = _error(exc.__cause__ or exc), exc.reason == "out_of_memory"
+    except Exception as exc:  # the synchronisation failed
+        error, emptied = _error(exc), False
+    if not emptied:
+        _release_device_memory()  # the exception, and the frames it held, are gone by now
     return error
 
 
