@@ -58,7 +58,6 @@ def select(session: TuneSession, backend: Any, result: PerformanceValidationResu
         baseline_throughput=session.baseline_throughput,
         info_on=events.info_enabled(),
     )
-    session._selected = (description, is_baseline, str(event.fields["summary"]))
     session._emit(event)
     session.finish("baseline" if is_baseline else "candidate", description)
 

@@ -104,9 +104,7 @@ class TuneSession:
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
         self.run_id = events.new_run_id()
         self._started = time.perf_counter()
-        self.results: list[PerformanceValidationResult] = []
         self.failures: list[CandidateFailure] = []
-        self._rejected: list[str] = []
         self._validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.baseline: Any | None = None
         self._eager: Any | None = None  # what eager is timed and referenced on (a private copy)
@@ -120,7 +118,6 @@ class TuneSession:
         self.batch_size: int | None = None
         self._batch: Sample | None = None
         self._n_events = 0
-        self._selected: tuple[str | None, bool | None, str | None] = (None, None, None)
         self._outcome: Outcome | None = None
         self._guard: ModelGuard | None = None
         self._sample_guard: SampleGuard | None = None
@@ -450,18 +447,17 @@ class TuneSession:
             return
         self._give_model_back()
         self._outcome = outcome
-        if self._selected[0] is None and description is not None:
-            self._selected = (description, False, None)
-        candidates = self.report().candidate_failures
+        folded = self._folded
+        candidates = folded.candidate_failures
         self._emit(
             events.finished(
                 self.run_id,
                 self.target.name,
                 outcome=outcome,
                 backend_description=description,
-                n_candidates=len(self.results) + len(candidates),
-                n_measured=len(self.results),
-                n_passed=sum(r.passed for r in self.results),
+                n_candidates=len(folded.results) + len(candidates),
+                n_measured=len(folded.results),
+                n_passed=sum(r.passed for r in folded.results),
                 n_failed=len(candidates),
                 duration_s=time.perf_counter() - self._started,
                 reason=reason,

@@ -164,14 +164,12 @@ def measure(
     if changed is not None:
         raise changed
     result = attrs.evolve(result, **Mismatch.combine(seen).result_fields())
-    session.results.append(result)
     session._emit(
         events.candidate_measured(
             session.run_id, session.target.name, result, duration_s=time.perf_counter() - start
         )
     )
     if not result.passed:
-        session._rejected.append(description)
         session._emit(events.candidate_rejected(session.run_id, session.target.name, result))
     return result
 
