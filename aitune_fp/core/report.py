@@ -9,7 +9,7 @@ decision that settled it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -17,6 +17,7 @@ import attrs
 from aitune_fp.core._checks import of_type, one_of
 from aitune_fp.core.choice import LatencyCheck, selection_to_dict
 from aitune_fp.core.messages import one_line
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState
 from aitune_fp.core.verdict import SpeedupDecision
@@ -159,47 +160,51 @@ def make_result(
     passed_point: bool | None = None,
     reason: str,
     flags: Sequence[str] = (),
+    rule: str | None = None,
+    note: str | None = None,
+    mismatch: Mismatch | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> PerformanceValidationResult:
-    """The one result record of a measured candidate, from the decision that settled it.
+    """The one result record of a measured candidate, built once and complete: nothing evolves it.
 
     ``decision``: the statistical decision (its verdict, estimate and bounds are taken as they
     are; an interval unbounded for lack of pairs is recorded as no bound, ``ci_high=None``).
     Without one, ``passed_point`` is the outcome of AITune's point rule; with neither, the
     statistical mode could not decide at all (budget spent before the first look): the record
-    is ``inconclusive`` with no interval.
+    is ``inconclusive`` with no interval. ``rule``: the deciding rule's name (by default
+    ``"point"`` with ``passed_point``, else ``"statistical"``); ``note`` is appended to the
+    reason in brackets; ``mismatch``: how close the candidate came to eager (correctness check
+    and spot checks); ``context``: any further result fields by name (where it ran, the clock).
     """
+    label = rule or ("point" if decision is None and passed_point is not None else "statistical")
+    if note is not None:
+        reason = f"{reason} ({note})" if reason else note
+    extra: dict[str, Any] = {
+        **({} if mismatch is None else mismatch.result_fields()),
+        **(context or {}),
+    }
+    common: dict[str, Any] = {
+        "n_baseline": n_baseline,
+        "n_candidate": n_candidate,
+        "batch_size": batch_size,
+        "required_speedup": required_speedup,
+        "decision": label,
+        "reason": reason,
+        "flags": tuple(flags),
+        **extra,
+    }
     if decision is None:
-        if passed_point is None:
-            return PerformanceValidationResult(
-                description,
-                throughput,
-                baseline_throughput,
-                speedup,
-                False,
-                n_baseline=n_baseline,
-                n_candidate=n_candidate,
-                batch_size=batch_size,
-                required_speedup=required_speedup,
-                verdict="inconclusive",
-                decision="statistical",
-                reason=reason,
-                flags=tuple(flags),
-            )
-        verdict: ResultVerdict = "faster" if passed_point else "not_faster"
+        verdict: ResultVerdict = (
+            "inconclusive" if passed_point is None else "faster" if passed_point else "not_faster"
+        )
         return PerformanceValidationResult(
             description,
             throughput,
             baseline_throughput,
             speedup,
-            passed_point,
-            n_baseline=n_baseline,
-            n_candidate=n_candidate,
-            batch_size=batch_size,
-            required_speedup=required_speedup,
+            bool(passed_point),
             verdict=verdict,
-            decision="point",
-            reason=reason,
-            flags=tuple(flags),
+            **common,
         )
     return PerformanceValidationResult(
         description,
@@ -215,12 +220,6 @@ def make_result(
         futility_margin_percent=decision.futility_margin * 100.0,
         method=decision.method,
         autocorrelation=decision.autocorrelation,
-        n_baseline=n_baseline,
-        n_candidate=n_candidate,
-        batch_size=batch_size,
-        required_speedup=required_speedup,
         verdict=decision.verdict,
-        decision="statistical",
-        reason=reason,
-        flags=tuple(flags),
+        **common,
     )

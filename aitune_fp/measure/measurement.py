@@ -1,18 +1,21 @@
-"""What measuring one candidate gives back, and the CPU context every rule's result carries.
+"""What measuring one candidate gives back, and what every rule's result is built from.
 
-:class:`Measurement` is the value both rules return; :func:`_in_context` adds the threads, cores,
-load and ``oversubscribed`` flag to its result, the same way for the statistical and point rules.
+:class:`Measurement` is the value both rules return; :func:`_context` gives the threads, cores,
+load and ``oversubscribed`` flag a result records, the same way for the statistical and point
+rules, and :func:`_collecting` keeps how close each spot check came, so that each rule builds its
+result once, complete (:func:`aitune_fp.core.report.make_result`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.verdict import SpeedupDecision
@@ -25,7 +28,7 @@ from aitune_fp.profiling import (
     is_oversubscribed,
 )
 
-__all__ = ["Comparison", "Measurement", "OnLook"]
+__all__ = ["Comparison", "Measurement", "OnLook", "RunContext"]
 
 
 @attrs.frozen(kw_only=True)
@@ -55,7 +58,8 @@ class Comparison:
     as AITune does; the statistical rule refuses them: it times eager alongside). ``batches``
     (replacing ``batch``) are timed in turn; ``spot_check`` sees candidate outputs while timing,
     against ``references`` (eager's output on each batch) when given, at ``spot_rate`` seeded
-    ``spot_seed``.
+    ``spot_seed``; a :class:`Mismatch` it returns is merged into the result with ``mismatch``
+    (what the correctness check before timing found).
     """
 
     eager: Callable[..., Any]
@@ -72,42 +76,74 @@ class Comparison:
     references: Sequence[Any] | None = None
     spot_rate: float = DEFAULT_SPOT_RATE
     spot_seed: int = 0
+    mismatch: Mismatch | None = None
 
 
-def _in_context(
-    measured: Measurement,
+@attrs.frozen(kw_only=True)
+class RunContext:
+    """Where and how a comparison ran, as its result records it.
+
+    Extra flags, a note for the reason, and result fields by name (threads, cores, load, the
+    clock, device figures).
+    """
+
+    flags: tuple[str, ...] = ()
+    note: str | None = None
+    fields: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def _context(
     env: CpuEnvironment,
     load_end: float | None,
+    threads: int | None,
     *,
     clock: str | None = None,
     flags: Sequence[str] = (),
     note: str | None = None,
-    fields: dict[str, Any] | None = None,
-) -> Measurement:
-    """``measured`` with the CPU environment, the clock, extra flags and ``oversubscribed``.
+    fields: Mapping[str, Any] | None = None,
+) -> RunContext:
+    """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
     ``oversubscribed``: :func:`aitune_fp.profiling.is_oversubscribed` over the load average
-    at the comparison's start (``env``) and end (``load_end``).
+    at the comparison's start (``env``) and end (``load_end``); ``threads`` (None: ``env``'s)
+    the intra-op threads both arms ran with.
     """
-    result = measured.result
-    threads = measured.threads if measured.threads is not None else env.threads
+    threads = threads if threads is not None else env.threads
     extra = list(flags)
     if is_oversubscribed((env.load_avg_1m, load_end), cpus=env.cpus, threads=threads):
         extra.append("oversubscribed")
-    reason = result.reason
-    if note is not None:
-        reason = f"{reason} ({note})" if reason else note
-    result = attrs.evolve(
-        result,
-        flags=(*result.flags, *extra),
-        reason=reason,
-        threads=threads,
-        interop_threads=env.interop_threads,
-        omp_num_threads=env.omp_num_threads,
-        cpus=env.cpus,
-        load_avg_start=env.load_avg_1m,
-        load_avg_end=load_end,
-        clock=clock,
-        **(fields or {}),
+    return RunContext(
+        flags=tuple(extra),
+        note=note,
+        fields={
+            "threads": threads,
+            "interop_threads": env.interop_threads,
+            "omp_num_threads": env.omp_num_threads,
+            "cpus": env.cpus,
+            "load_avg_start": env.load_avg_1m,
+            "load_avg_end": load_end,
+            "clock": clock,
+            **(fields or {}),
+        },
     )
-    return attrs.evolve(measured, result=result)
+
+
+def _collecting(
+    check: SpotCheck | ReferenceSpotCheck | None, seen: list[Mismatch]
+) -> SpotCheck | ReferenceSpotCheck | None:
+    """``check``, keeping each :class:`Mismatch` it returns in ``seen`` (how close each spot came)."""
+    if check is None:
+        return None
+
+    def collect(*args: Any) -> None:
+        found = check(*args)
+        if isinstance(found, Mismatch):
+            seen.append(found)
+
+    return collect
+
+
+def _closeness(c: Comparison, seen: Sequence[Mismatch]) -> Mismatch | None:
+    """The worst of the comparison's own ``mismatch`` and the spot checks' (None: neither)."""
+    parts = [*([] if c.mismatch is None else [c.mismatch]), *seen]
+    return Mismatch.combine(parts) if parts else None

@@ -13,12 +13,20 @@ from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.messages import fmt_apart
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import make_result
 from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, _in_context
+from aitune_fp.measure.measurement import (
+    Comparison,
+    Measurement,
+    OnLook,
+    _closeness,
+    _collecting,
+    _context,
+)
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
 
 __all__ = ["measure_baseline_point"]
@@ -79,6 +87,7 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     else:
         base = tuple(eager_latencies)
     baseline_throughput = throughput_from_latencies(base, size)
+    seen: list[Mismatch] = []  # how close each spot check came
     _, cand = measure_baseline_point(
         candidate,
         batch,
@@ -86,7 +95,7 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         config,
         timer=timer,
         arm="candidate",
-        spot_check=spot_check,
+        spot_check=_collecting(spot_check, seen),
         batches=batches,
         references=references,
         spot_rate=spot_rate,
@@ -100,6 +109,8 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
+    context = _context(env, profiling.load_average(), threads)
+    wall_s = (timer.now_ns() - start) / 1e9
     result = make_result(
         description,
         baseline_throughput=baseline_throughput,
@@ -115,8 +126,10 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             f"point speedup {shown}x {'>=' if passed else '<'} required {need}x "
             f"({len(cand)} timed calls, baseline measured once before the candidate)"
         ),
+        flags=context.flags,
+        rule="point",
+        note=context.note,
+        mismatch=_closeness(c, seen),
+        context=context.fields,
     )
-    measured = Measurement(
-        result=result, decision=None, wall_s=(timer.now_ns() - start) / 1e9, threads=threads
-    )
-    return _in_context(measured, env, profiling.load_average())
+    return Measurement(result=result, decision=None, wall_s=wall_s, threads=threads)

@@ -1,7 +1,8 @@
 """A statistical measurement's result record: decided at a look, or undecided.
 
 Throughputs come from the pairs the decision used (after a ratio shift, those after it); the
-flags, the reason sentence and the futility bound are added here.
+flags, the reason sentence and the futility bound are decided here, and the record is built
+once with the run's context and closeness.
 """
 
 from __future__ import annotations
@@ -9,15 +10,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import attrs
-
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import make_result
 from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
-from aitune_fp.measure.measurement import Measurement
+from aitune_fp.measure.measurement import Measurement, RunContext
 from aitune_fp.measure.reasons import _reason
 from aitune_fp.profiling import PairedTimings, ProfilingError
 
@@ -31,6 +31,8 @@ def _undecided(
     gate: Gate,
     description: str,
     wall_s: float,
+    context: RunContext,
+    mismatch: Mismatch | None,
 ) -> Measurement:
     """The budget ran out before the first look: inconclusive, figures from what was timed."""
     base, cand = timings.baseline_s, timings.candidate_s
@@ -58,7 +60,11 @@ def _undecided(
             f"budget of {config.max_seconds:g} s spent before the first look "
             f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed): too few to decide"
         ),
-        flags=(*timings.flags, "budget_spent"),
+        flags=(*timings.flags, "budget_spent", *context.flags),
+        rule="statistical",
+        note=context.note,
+        mismatch=mismatch,
+        context=context.fields,
     )
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
 
@@ -72,6 +78,8 @@ def _statistical_result(
     budget_spent: bool,
     wall_s: float,
     description: str,
+    context: RunContext,
+    mismatch: Mismatch | None,
 ) -> Measurement:
     """The result of a decided look: throughputs from the pairs the decision used."""
     first = decision.shift_index or 0
@@ -104,9 +112,12 @@ def _statistical_result(
             budget_s=config.max_seconds if budget_spent else None,
             last_look=n_pairs >= config.max_pairs,
         ),
-        flags=flags,
+        flags=(*flags, *context.flags),
+        rule="statistical",
+        note=context.note,
+        mismatch=mismatch,
+        context={**_futility_fields(decision, config), **context.fields},
     )
-    result = attrs.evolve(result, **_futility_fields(decision, config))
     return Measurement(result=result, decision=decision, wall_s=wall_s, threads=timings.threads)
 
 

@@ -18,13 +18,21 @@ from typing import Any
 from aitune_fp import profiling, telemetry
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.sequential import decide_at_look
 from aitune_fp.core.timings import is_settled, throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.clocks import _on_clock, _two_clocks
-from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, _in_context
+from aitune_fp.measure.measurement import (
+    Comparison,
+    Measurement,
+    OnLook,
+    _closeness,
+    _collecting,
+    _context,
+)
 from aitune_fp.measure.results import _statistical_result, _undecided
 from aitune_fp.profiling import (
     InterleavedRun,
@@ -115,6 +123,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     decided_at = 0
     budget_spent = False
     sampling_ns = 0
+    seen: list[Mismatch] = []  # how close each spot check came
     with (
         telemetry.watch(clock) as device,
         InterleavedRun(
@@ -123,7 +132,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             batch,
             timer=clock,
             threads=config.threads,
-            spot_check=inputs.spot_check,
+            spot_check=_collecting(inputs.spot_check, seen),
             batches=inputs.batches,
             references=inputs.references,
             spot_rate=inputs.spot_rate,
@@ -164,22 +173,29 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     wall_s = (clock.now_ns() - start) / 1e9
     load_end = profiling.load_average()
     chosen = _on_clock(timings, config.clock)
+    closeness = _closeness(c, seen)
     if decision is None:
-        measured = _undecided(
-            chosen, warmup.baseline_s, warmup.candidate_s, size, config, gate, description, wall_s
-        )
-        return _in_context(
-            measured,
+        context = _context(
             env,
             load_end,
+            timings.threads,
             clock=config.clock,
             flags=gpu.flags,
             note=gpu.note(),
             fields=gpu.result_fields(),
         )
-    measured = _statistical_result(
-        decision, decided_at, chosen, size, config, budget_spent, wall_s, description
-    )
+        return _undecided(
+            chosen,
+            warmup.baseline_s,
+            warmup.candidate_s,
+            size,
+            config,
+            gate,
+            description,
+            wall_s,
+            context,
+            closeness,
+        )
     fields, flags, note = _two_clocks(
         timings,
         decision,
@@ -188,14 +204,26 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
     )
     notes = "; ".join(n for n in (note, gpu.note()) if n) or None
-    return _in_context(
-        measured,
+    context = _context(
         env,
         load_end,
+        timings.threads,
         clock=config.clock,
         flags=[*flags, *gpu.flags],
         note=notes,
         fields={**fields, **gpu.result_fields()},
+    )
+    return _statistical_result(
+        decision,
+        decided_at,
+        chosen,
+        size,
+        config,
+        budget_spent,
+        wall_s,
+        description,
+        context,
+        closeness,
     )
 
 

@@ -61,10 +61,11 @@ class SpotCheckError(AitunefpError, RuntimeError):
         self.batch = batch
 
 
-#: Checks one candidate output against eager's reference; raises when it differs.
-SpotCheck: TypeAlias = Callable[[Any], None]
+#: Checks one candidate output against eager's reference; raises when it differs. What it returns
+#: (the decision rules keep a returned ``Mismatch``: how close the call came) is ignored here.
+SpotCheck: TypeAlias = Callable[[Any], object]
 #: Checks one candidate output against ``reference``, eager's output on the same batch.
-ReferenceSpotCheck: TypeAlias = Callable[[Any, Any], None]
+ReferenceSpotCheck: TypeAlias = Callable[[Any, Any], object]
 
 
 def _spot(

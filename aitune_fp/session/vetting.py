@@ -10,8 +10,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.mismatch import Mismatch
@@ -119,14 +117,11 @@ def measure(
     expected_dtype = declared_dtype(backend)
     tolerances = session.closeness.budget(backend)
     closeness = session.closeness
-    seen = [] if mismatch is None else [mismatch]
 
-    def spot_check(output: Any, reference: Any) -> None:
-        found = closeness.spot(
+    def spot_check(output: Any, reference: Any) -> Mismatch | None:
+        return closeness.spot(
             output, reference, expected_dtype=expected_dtype, tolerances=tolerances
         )
-        if found is not None:
-            seen.append(found)
 
     comparison = Comparison(
         eager=infer_of(session._eager),
@@ -142,6 +137,7 @@ def measure(
         batches=session._batches,
         references=session._references,
         spot_seed=session._heldout_seed,
+        mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
     )
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
@@ -163,7 +159,6 @@ def measure(
     changed = session._model_changed()  # while timing: a result that cannot stand
     if changed is not None:
         raise changed
-    result = attrs.evolve(result, **Mismatch.combine(seen).result_fields())
     session._emit(
         events.candidate_measured(
             session.run_id, session.target.name, result, duration_s=time.perf_counter() - start
