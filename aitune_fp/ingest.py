@@ -154,9 +154,14 @@ def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) 
         for key in schema.get("required", ()):
             if key not in value:
                 errors.append(f"{path}: missing required key {key!r}")
-        for key, sub in schema.get("properties", {}).items():
+        props = schema.get("properties", {})
+        for key, sub in props.items():
             if key in value:
                 _check(value[key], sub, f"{path}.{key}", errors)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):  # the schema of every key ``properties`` does not name
+            for key in [k for k in value if k not in props]:
+                _check(value[key], extra, f"{path}.{key}", errors)
     if isinstance(value, list) and "items" in schema:
         for i, item in enumerate(value):
             _check(item, schema["items"], f"{path}[{i}]", errors)
@@ -176,10 +181,13 @@ def _json_equal(a: object, b: object) -> bool:
     return a == b
 
 
-def validate_event(obj: object) -> list[str]:
-    """Return why ``obj`` is not a valid event of this schema (an empty list when it is)."""
+def validate_event(obj: object, schema: Mapping[str, Any] | None = None) -> list[str]:
+    """Return why ``obj`` is not a valid event (an empty list when it is).
+
+    ``schema``: the events schema to check against (the shipped one when None).
+    """
     errors: list[str] = []
-    _check(obj, _cached_schema(), "$", errors)
+    _check(obj, _cached_schema() if schema is None else schema, "$", errors)
     return errors
 
 

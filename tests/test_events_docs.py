@@ -1,4 +1,4 @@
-"""docs/events.md, the shipped JSON Schema and the event builders cannot drift apart.
+"""docs/events.md, the event classes and the JSON Schema generated from them cannot drift apart.
 
 Every event name has its section in docs/events.md, and every key the schema requires of an
 event is named in that section (or among the keys every event carries).
@@ -7,11 +7,14 @@ event is named in that section (or among the keys every event carries).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from aitune_fp import events
+from aitune_fp.events.schema import build_schema
 from aitune_fp.ingest import event_schema
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "events.md").read_text(encoding="utf-8")
@@ -24,23 +27,37 @@ def _sections() -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def _required() -> dict[str, list[str]]:
-    schema = event_schema()
+def _required(schema: Mapping[str, Any]) -> dict[str, list[str]]:
     return {
         block["if"]["properties"]["event"]["const"]: list(block["then"].get("required", []))
         for block in schema["allOf"]
     }
 
 
+def missing_sections(names: Iterable[str]) -> list[str]:
+    """The event names among ``names`` that docs/events.md has no section for."""
+    return sorted(set(names) - set(_sections()))
+
+
+def undocumented_keys(name: str, schema: Mapping[str, Any]) -> list[str]:
+    """The keys ``schema`` requires of event ``name`` that its section does not name."""
+    named = set(re.findall(r"`([a-z_0-9]+)`", _sections().get(name, "")))
+    return [k for k in _required(schema)[name] if k not in named and k not in COMMON]
+
+
 def test_every_event_name_has_its_section() -> None:
-    """The schema's names, the builders' names and the documented sections are one list."""
+    """The registered names and the documented sections are one list."""
+    assert missing_sections(events.EVENT_NAMES) == []
     assert set(_sections()) == set(events.EVENT_NAMES)
 
 
-@pytest.mark.parametrize("name", sorted(_required()))
+def test_the_checks_read_the_generated_schema() -> None:
+    """The shipped schema the docs are checked against is the generated one."""
+    assert _required(event_schema()) == _required(build_schema())
+
+
+@pytest.mark.parametrize("name", sorted(_required(event_schema())))
 def test_every_required_key_is_documented(name: str) -> None:
     """Each key the schema requires of an event is named in backticks in its section."""
-    section = _sections().get(name, "")
-    named = set(re.findall(r"`([a-z_0-9]+)`", section))
-    missing = [k for k in _required()[name] if k not in named and k not in COMMON]
+    missing = undocumented_keys(name, event_schema())
     assert not missing, f"docs/events.md's section for {name} does not name {missing}"

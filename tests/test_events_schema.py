@@ -1,19 +1,35 @@
-"""The events JSON Schema: every builder's payload validates, and the built-in checker agrees."""
+"""The events JSON Schema: generated from the event classes, every builder's payload validates,
+and the built-in checker agrees with jsonschema.
+"""
 
 from __future__ import annotations
 
 import json
+import pickle
+from pathlib import Path
 from typing import Any
 
+import attrs
 import jsonschema
 import pytest
 import structlog
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aitune_fp import events
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.events import kinds
+from aitune_fp.events import schema as events_schema
+from aitune_fp.events.candidates import RESULT_KEYS
+from aitune_fp.events.schema import (
+    REGENERATE,
+    SCHEMA_PATH,
+    build_schema,
+    property_schema,
+    schema_text,
+)
 from aitune_fp.ingest import event_schema, validate_event
 
 from .factories import fake_result
@@ -407,3 +423,283 @@ def test_the_schema_knows_every_failure_stage_and_no_other() -> None:
         if "stage" in branch.get("then", {}).get("properties", {})
     ]
     assert enums and all(sorted(enum) == sorted(STAGES) for enum in enums)
+
+
+# --------------------------------------------------------------------------------------------
+# The schema is generated from the event classes (issue 21)
+# --------------------------------------------------------------------------------------------
+
+
+def _from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
+    """Values a (generated) key schema admits: enough of JSON Schema for the events' keys."""
+    if "const" in schema:
+        return st.just(schema["const"])
+    if "enum" in schema:
+        return st.sampled_from(schema["enum"])
+    kinds = schema.get("type")
+    if isinstance(kinds, list):
+        return st.one_of([_from_schema({**schema, "type": kind}) for kind in kinds])
+    if kinds == "null":
+        return st.none()
+    if kinds == "boolean":
+        return st.booleans()
+    if kinds == "string":
+        return st.text(min_size=schema.get("minLength", 0), max_size=8)
+    if kinds == "integer":
+        low = schema.get("minimum", schema.get("exclusiveMinimum", -(10**6) - 1) + 1)
+        return st.integers(min_value=low, max_value=10**6)
+    if kinds == "number":
+        return st.floats(
+            min_value=schema.get("minimum", schema.get("exclusiveMinimum", -1e9)),
+            max_value=schema.get("exclusiveMaximum", 1e9),
+            exclude_min="exclusiveMinimum" in schema,
+            exclude_max="exclusiveMaximum" in schema,
+            allow_nan=False,
+        )
+    if kinds == "array":
+        return st.lists(_from_schema(schema["items"]), max_size=2)
+    if kinds == "object" and "properties" in schema:
+        props = schema["properties"]
+        required = set(schema.get("required", ()))
+        return st.fixed_dictionaries(
+            {k: _from_schema(v) for k, v in props.items() if k in required},
+            optional={k: _from_schema(v) for k, v in props.items() if k not in required},
+        )
+    if kinds == "object":
+        values = _from_schema(schema.get("additionalProperties", {"type": "integer"}))
+        return st.dictionaries(st.text(max_size=4), values, max_size=2)
+    raise AssertionError(f"no strategy for {schema}")
+
+
+def _payloads(name: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A payload of event ``name`` drawn from the generated schema (common keys and its own)."""
+    generated = build_schema()
+    block = next(b["then"] for b in generated["allOf"] if b["if"] == _if(name))
+    common = {k: generated["properties"][k] for k in ("run_id", "module_name", "summary")}
+    return _from_schema(
+        {
+            "type": "object",
+            "required": [*common, *block["required"]],
+            "properties": {**common, **block["properties"]},
+        }
+    )
+
+
+def _if(name: str) -> dict[str, Any]:
+    return {"properties": {"event": {"const": name}}}
+
+
+class TestGeneratedSchema:
+    def test_the_shipped_file_is_the_generated_one(self) -> None:
+        """aitune_fp/events.schema.json is what the classes generate (regenerate it if not)."""
+        assert SCHEMA_PATH.read_text(encoding="utf-8") == schema_text(), (
+            f"{SCHEMA_PATH.name} is stale: run `{REGENERATE}` and commit the file"
+        )
+        assert event_schema() == build_schema()
+
+    def test_main_rewrites_a_stale_file_and_checks_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``--check`` says 1 on a stale file and writes nothing; a plain run rewrites it."""
+        target = tmp_path / "events.schema.json"
+        target.write_text("{}\n", encoding="utf-8")
+        monkeypatch.setattr(events_schema, "SCHEMA_PATH", target)
+        assert events_schema.main(["--check"]) == 1
+        assert target.read_text(encoding="utf-8") == "{}\n"
+        assert events_schema.main([]) == 0
+        assert target.read_text(encoding="utf-8") == schema_text()
+        assert events_schema.main(["--check"]) == 0
+
+    def test_every_registered_class_has_its_block_and_nothing_else(self) -> None:
+        """One block per class, in event-name order, each with exactly the class's own keys."""
+        generated = build_schema()
+        names = [b["if"]["properties"]["event"]["const"] for b in generated["allOf"]]
+        assert names == sorted(names) == list(events.EVENT_NAMES)
+        assert generated["properties"]["event"]["enum"] == list(events.EVENT_NAMES)
+        for block, name in zip(generated["allOf"], names, strict=True):
+            cls = kinds.registered()[name]
+            assert list(block["then"]["properties"]) == list(cls.payload_keys())
+            assert set(block["then"]["required"]) <= set(cls.payload_keys())
+
+    def test_every_key_is_typed(self) -> None:
+        """No key of any event is left unconstrained: each has a type, an enum or a const."""
+        generated = build_schema()
+        blocks = [b["then"]["properties"] for b in generated["allOf"]]
+        for props in [generated["properties"], *blocks]:
+            for key, sub in props.items():
+                assert {"type", "enum", "const"} & set(sub), key
+
+    def test_required_keys_are_the_fields_without_a_default(self) -> None:
+        """A class's field without a default is a required key; one with a default is not."""
+        for name, cls in kinds.registered().items():
+            block = next(b["then"] for b in build_schema()["allOf"] if b["if"] == _if(name))
+            own = [a for a in attrs.fields(cls) if a.name in cls.payload_keys()]
+            assert block["required"] == [a.name for a in own if a.default is attrs.NOTHING]
+
+    def test_candidate_measured_carries_every_result_field(self) -> None:
+        """Its keys are the result's fields (two renamed, with their unit) and ``duration_s``."""
+        keys = {RESULT_KEYS.get(a.name, a.name) for a in attrs.fields(PerformanceValidationResult)}
+        assert set(events.CandidateMeasured.payload_keys()) == keys | {"duration_s"}
+        built = events.candidate_measured(RUN, MODULE, _result(), duration_s=1.0)
+        assert set(built.fields) - {"schema_version", "run_id", "module_name", "summary"} == (
+            keys | {"duration_s"}
+        )
+
+    def test_a_result_field_added_later_becomes_a_key_with_its_bounds(self) -> None:
+        """``copied_fields`` carries a record's types, defaults and validators' bounds over."""
+        from aitune_fp.core._checks import finite, integer, one_of, open_interval
+
+        @attrs.frozen(kw_only=True)
+        class Record:
+            ratio: float = attrs.field(validator=finite(minimum=0, strict=True))
+            level: float | None = attrs.field(
+                default=None, validator=attrs.validators.optional(open_interval(0, 1))
+            )
+            count: int = attrs.field(default=3, validator=integer(minimum=2))
+            mode: str | None = attrs.field(
+                default=None, validator=attrs.validators.optional(one_of(("a", "b")))
+            )
+            note: str = "x"
+
+        copied = attrs.make_class(
+            "Copied", kinds.copied_fields(Record, {"ratio": "ratio_x"}), kw_only=True
+        )
+        props = {a.name: property_schema(a.type, a.metadata) for a in attrs.fields(copied)}
+        assert props == {
+            "ratio_x": {"type": "number", "exclusiveMinimum": 0},
+            "level": {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+            "count": {"type": "integer", "minimum": 2},
+            "mode": {"enum": ["a", "b", None]},
+            "note": {"type": "string"},
+        }
+        assert [a.default for a in attrs.fields(copied)] == [attrs.NOTHING, None, 3, None, "x"]
+
+    @pytest.mark.parametrize("hint", [int | str, set[int], complex, "int"])
+    def test_a_type_with_no_schema_is_refused(self, hint: Any) -> None:
+        """A key type the generator cannot say in JSON Schema is an error, not a loose key."""
+        with pytest.raises(InvalidTypeError, match="no JSON Schema"):
+            property_schema(hint)
+
+    @pytest.mark.parametrize("name", events.EVENT_NAMES)
+    @settings(max_examples=25, deadline=None)
+    @given(data=st.data())
+    def test_drawn_payloads_round_trip_and_validate(self, name: str, data: st.DataObject) -> None:
+        """A payload the schema admits builds its class; the class gives it back, valid in both."""
+        record = data.draw(_payloads(name))
+        cls = kinds.registered()[name]
+        fields = cls.from_fields(record).to_fields()
+        assert {k: v for k, v in fields.items() if k in record} == record
+        assert cls.from_fields(fields).to_fields() == fields
+        line = {"event": name, **fields}
+        VALIDATOR.validate(line)
+        assert validate_event(line) == []
+
+
+class TestPayloadClasses:
+    def test_an_event_carries_its_typed_payload(self) -> None:
+        """Each builder's Event holds the class value it was made from; its fields are that value's."""
+        for built in _every_event():
+            assert isinstance(built.payload, kinds.registered()[built.name])
+            assert built.payload.to_fields() == dict(built.fields)
+            assert built.payload.event_name == built.name
+
+    def test_events_pickle_with_their_payloads(self) -> None:
+        """An Event crosses a process boundary with its typed payload (slotted classes, all)."""
+        for built in _every_event():
+            back = pickle.loads(pickle.dumps(built))
+            assert back == built and back.payload == built.payload
+            assert type(back.payload) is type(built.payload)
+
+    def test_absent_keys_are_left_out_and_non_finite_floats_are_null(self) -> None:
+        """``started`` without a CPU has no thread keys; an infinite estimate is written null."""
+        fields = events.Started(
+            run_id=RUN,
+            module_name=MODULE,
+            strategy="S",
+            device="cpu",
+            decision="point",
+            min_speedup_threshold_percent=1.0,
+            required_speedup=1.01,
+            batch_size=None,
+            summary="s",
+        ).to_fields()
+        assert "threads" not in fields and "load_avg_1m" not in fields
+        look = events.Look(
+            run_id=RUN,
+            module_name=MODULE,
+            summary="s",
+            backend_description="A()",
+            n_pairs=1,
+            max_pairs=2,
+            verdict="inconclusive",
+            estimate=1.0,
+            ci_low=0.5,
+            ci_high=float("inf"),
+        )
+        assert look.to_fields()["ci_high"] is None
+        assert look.to_event().level == "debug" and look.to_event("info").level == "info"
+
+    def test_from_fields_refuses_unknown_and_missing_keys(self) -> None:
+        """A payload with a key its class lacks, or without a required key, is refused."""
+        fields = events.disabled(RUN, MODULE, strategy="S").fields
+        assert events.Disabled.from_fields(fields).strategy == "S"
+        with pytest.raises(InvalidValueError, match="no key"):
+            events.Disabled.from_fields({**fields, "extra": 1})
+        with pytest.raises(InvalidValueError, match="strategy"):
+            events.Disabled.from_fields({k: v for k, v in fields.items() if k != "strategy"})
+
+    def test_registering_refuses_a_taken_name_reserved_keys_and_plain_classes(self) -> None:
+        """A name is registered once; no key may be a renderer's; the class must be attrs."""
+
+        @attrs.frozen(kw_only=True)
+        class Clash(events.Payload):
+            timestamp: str
+
+        class Plain(events.Payload):
+            pass
+
+        with pytest.raises(InvalidValueError, match="already registered"):
+            events.event(events.STARTED, "info")(events.Disabled)
+        with pytest.raises(InvalidValueError, match="reserved"):
+            events.event("aitune_fp.validation.clash", "info")(Clash)
+        with pytest.raises(InvalidTypeError, match="attrs Payload"):
+            events.event("aitune_fp.validation.plain", "info")(Plain)
+        assert set(kinds.registered()) == set(events.EVENT_NAMES)
+
+    def test_the_name_constants_are_the_classes_names(self) -> None:
+        """``events.STARTED`` and the like are the registered names, unchanged."""
+        assert events.STARTED == events.Started.event_name == "aitune_fp.validation.started"
+        assert events.SWEEP_EVENT_NAMES == (
+            events.SWEEP_FINISHED,
+            events.SWEEP_STARTED,
+            events.TASK_FAILED,
+            events.TASK_FINISHED,
+        )
+        assert all(n.startswith("aitune_fp.sweep.") for n in events.SWEEP_EVENT_NAMES)
+        assert len(events.EVENT_NAMES) == 20
+
+
+class TestAdditionalProperties:
+    @pytest.mark.parametrize(
+        ("rel_l2", "valid"),
+        [({"out": 0.01}, True), ({"out": -0.5}, False), ({"out": "x"}, False), ({}, True)],
+    )
+    def test_noise_floor_leaves_are_checked_by_both(
+        self, rel_l2: dict[str, Any], valid: bool
+    ) -> None:
+        """``noise_floor.rel_l2`` (any leaf name) holds non-negative numbers in both validators."""
+        built = events.baseline_measured(
+            RUN,
+            MODULE,
+            backend_description="E()",
+            batch_size=1,
+            throughput_samples_per_s=1.0,
+            n_calls=1,
+            duration_s=0.1,
+            decision="point",
+            noise_floor_rel_l2=0.01,
+            noise_floor={"rel_l2": rel_l2, "n_calls": 4},
+        )
+        line = _line(built)
+        assert VALIDATOR.is_valid(line) is valid
+        assert (validate_event(line) == []) is valid

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from aitune_fp import events, validation_of
 from aitune_fp.cli.progress import JsonLines, TuneProgress
+from aitune_fp.events.kinds import registered
 from aitune_fp.ingest import event_schema
 from aitune_fp.strategies import FirstWinsStrategy, MaxThroughputStrategy, NoValidBackendError
 from aitune_fp.testing import capture_events
@@ -46,6 +47,10 @@ def test_a_sink_gets_every_event_of_a_tune_in_order(tmp_path: Path) -> None:
     ]
     assert [e.level for e in seen] == [e["log_level"] for e in logged]
     assert seen[0].name == events.STARTED and seen[-1].name == events.FINISHED
+    # each carries the typed value of its registered class, whose fields are the payload
+    classes = registered()
+    for e in seen:
+        assert isinstance(e.payload, classes[e.name]) and e.payload.to_fields() == dict(e.fields)
     report = validation_of(strategy).last_report
     assert report is not None and report.n_events == len(seen)
 

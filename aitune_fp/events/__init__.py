@@ -1,23 +1,51 @@
-"""The one place values become log events: names, schema version, builders and ``emit``.
+"""The one place values become log events: their classes, builders, schema and ``emit``.
 
-Builders are pure (they return an :class:`Event`); :func:`emit` hands one to this context's
-sinks (:func:`sinks`, as the ``Event`` value) and sends it through
+Each event is a frozen payload class (its keys) registered with its name and level, and a pure
+builder beside it that returns an :class:`Event`; :func:`emit` hands one to this context's sinks
+(:func:`sinks`, as the ``Event`` value) and sends it through
 ``structlog.get_logger("aitune_fp")``. The library never configures structlog or logging.
 One concept per module, every public name (and each event-name constant) re-exported here:
 
-- :mod:`~aitune_fp.events.names`: the event names, levels, schema version, :class:`Event`;
+- :mod:`~aitune_fp.events.names`: the name prefixes, levels, schema version, :class:`Event`;
+- :mod:`~aitune_fp.events.kinds`: :class:`Payload`, the registering decorator :func:`event`,
+  the registry (``EVENT_NAMES`` is its names);
 - :mod:`~aitune_fp.events.sending`: :func:`emit`, :func:`sinks`, :func:`collecting`,
   :func:`to_record`;
 - :mod:`~aitune_fp.events.validation`: a tune's own events (``started`` ... ``finished``);
+- :mod:`~aitune_fp.events.baseline`: eager's events (``baseline_measured``, ``baseline_failed``);
 - :mod:`~aitune_fp.events.candidates`: a candidate's events and the selection among candidates;
-- :mod:`~aitune_fp.events.sweep`: a sweep's events.
-
-The schema of every event is ``aitune_fp/events.schema.json`` (beside this package).
+- :mod:`~aitune_fp.events.sweep`: a sweep's events;
+- :mod:`~aitune_fp.events.schema`: the JSON Schema generated from the classes
+  (``python -m aitune_fp.events.schema`` rewrites ``aitune_fp/events.schema.json``).
 """
 
 from __future__ import annotations
 
+from typing import Final
+
+from aitune_fp.events.baseline import (
+    BASELINE_FAILED,
+    BASELINE_MEASURED,
+    BaselineFailed,
+    BaselineMeasured,
+    baseline_failed,
+    baseline_measured,
+)
 from aitune_fp.events.candidates import (
+    CANDIDATE_FAILED,
+    CANDIDATE_MEASURED,
+    CANDIDATE_REJECTED,
+    CORRECTNESS_CHECKED,
+    HEADTOHEAD_LOOK,
+    LATENCY_CHECKED,
+    SELECTION_DECIDED,
+    CandidateFailed,
+    CandidateMeasured,
+    CandidateRejected,
+    CorrectnessChecked,
+    HeadtoheadLook,
+    LatencyChecked,
+    SelectionDecided,
     candidate_failed,
     candidate_measured,
     candidate_rejected,
@@ -27,35 +55,15 @@ from aitune_fp.events.candidates import (
     latency_checked,
     selection_decided,
 )
-from aitune_fp.events.names import BASELINE_FAILED as BASELINE_FAILED
-from aitune_fp.events.names import BASELINE_MEASURED as BASELINE_MEASURED
-from aitune_fp.events.names import CANDIDATE_FAILED as CANDIDATE_FAILED
-from aitune_fp.events.names import CANDIDATE_MEASURED as CANDIDATE_MEASURED
-from aitune_fp.events.names import CANDIDATE_REJECTED as CANDIDATE_REJECTED
-from aitune_fp.events.names import CORRECTNESS_CHECKED as CORRECTNESS_CHECKED
-from aitune_fp.events.names import DISABLED as DISABLED
-from aitune_fp.events.names import EVAL_MODE as EVAL_MODE
+from aitune_fp.events.kinds import Payload, event, event_names
 from aitune_fp.events.names import (
-    EVENT_NAMES,
     LOGGER_NAME,
     SCHEMA_VERSION,
-    SWEEP_EVENT_NAMES,
+    SWEEP_PREFIX,
     Event,
     new_run_id,
 )
-from aitune_fp.events.names import FINISHED as FINISHED
-from aitune_fp.events.names import HEADTOHEAD_LOOK as HEADTOHEAD_LOOK
-from aitune_fp.events.names import LATENCY_CHECKED as LATENCY_CHECKED
-from aitune_fp.events.names import LOOK as LOOK
-from aitune_fp.events.names import PHASE as PHASE
 from aitune_fp.events.names import RESERVED_KEYS as RESERVED_KEYS
-from aitune_fp.events.names import SELECTED as SELECTED
-from aitune_fp.events.names import SELECTION_DECIDED as SELECTION_DECIDED
-from aitune_fp.events.names import STARTED as STARTED
-from aitune_fp.events.names import SWEEP_FINISHED as SWEEP_FINISHED
-from aitune_fp.events.names import SWEEP_STARTED as SWEEP_STARTED
-from aitune_fp.events.names import TASK_FAILED as TASK_FAILED
-from aitune_fp.events.names import TASK_FINISHED as TASK_FINISHED
 from aitune_fp.events.names import EagerIsolation as EagerIsolation
 from aitune_fp.events.names import Level as Level
 from aitune_fp.events.names import Phase as Phase
@@ -68,10 +76,35 @@ from aitune_fp.events.sending import (
     timestamp,
     to_record,
 )
-from aitune_fp.events.sweep import sweep_finished, sweep_started, task_failed, task_finished
+from aitune_fp.events.sweep import (
+    SWEEP_FINISHED,
+    SWEEP_STARTED,
+    TASK_FAILED,
+    TASK_FINISHED,
+    SweepFinished,
+    SweepStarted,
+    TaskFailed,
+    TaskFinished,
+    sweep_finished,
+    sweep_started,
+    task_failed,
+    task_finished,
+)
 from aitune_fp.events.validation import (
-    baseline_failed,
-    baseline_measured,
+    DISABLED,
+    EVAL_MODE,
+    FINISHED,
+    LOOK,
+    PHASE,
+    SELECTED,
+    STARTED,
+    Disabled,
+    EvalMode,
+    Finished,
+    Look,
+    PhaseEntered,
+    Selected,
+    Started,
     disabled,
     eval_mode,
     finished,
@@ -84,13 +117,60 @@ from aitune_fp.events.validation import (
 # cpu_environment: what ``started`` reports, read by the session where it emits the event
 from aitune_fp.profiling import cpu_environment
 
+#: Every event name, from the registered classes (sorted by name).
+EVENT_NAMES: Final = event_names()
+#: The sweep's own events (``aitune-fp sweep``): ``run_id`` is the sweep's id, ``module_name``
+#: the model entry (the sweep's name for ``started`` / ``finished``). Ingest builds no run of them.
+SWEEP_EVENT_NAMES: Final = event_names(SWEEP_PREFIX)
+
 __all__ = [
+    "BASELINE_FAILED",
+    "BASELINE_MEASURED",
+    "CANDIDATE_FAILED",
+    "CANDIDATE_MEASURED",
+    "CANDIDATE_REJECTED",
+    "CORRECTNESS_CHECKED",
+    "DISABLED",
+    "EVAL_MODE",
     "EVENT_NAMES",
+    "FINISHED",
+    "HEADTOHEAD_LOOK",
+    "LATENCY_CHECKED",
     "LOGGER_NAME",
+    "LOOK",
+    "PHASE",
     "SCHEMA_VERSION",
+    "SELECTED",
+    "SELECTION_DECIDED",
+    "STARTED",
     "SWEEP_EVENT_NAMES",
+    "SWEEP_FINISHED",
+    "SWEEP_STARTED",
+    "TASK_FAILED",
+    "TASK_FINISHED",
+    "BaselineFailed",
+    "BaselineMeasured",
+    "CandidateFailed",
+    "CandidateMeasured",
+    "CandidateRejected",
+    "CorrectnessChecked",
+    "Disabled",
+    "EvalMode",
     "Event",
     "EventSink",
+    "Finished",
+    "HeadtoheadLook",
+    "LatencyChecked",
+    "Look",
+    "Payload",
+    "PhaseEntered",
+    "Selected",
+    "SelectionDecided",
+    "Started",
+    "SweepFinished",
+    "SweepStarted",
+    "TaskFailed",
+    "TaskFinished",
     "baseline_failed",
     "baseline_measured",
     "candidate_failed",
@@ -102,6 +182,7 @@ __all__ = [
     "disabled",
     "emit",
     "eval_mode",
+    "event",
     "failed",
     "finished",
     "headtohead_look",

@@ -1,32 +1,50 @@
-"""The builders of a candidate's events: checked, measured, rejected or failed, and chosen among.
+"""A candidate's events: checked, measured, rejected or failed, and the choice among candidates.
 
-Each returns an :class:`~aitune_fp.events.names.Event` (pure); the session and the head-to-head
-selection emit them.
+Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
+which returns the :class:`~aitune_fp.events.names.Event` (pure); the session and the
+head-to-head selection emit them.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated, Any, Final, TypedDict, cast
 
+import attrs
+
+from aitune_fp.core.accuracy import CriterionName
 from aitune_fp.core.choice import LatencyCheck, selection_to_dict
 from aitune_fp.core.messages import fmt_candidate_line, fmt_headline
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import CandidateFailure, Stage
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState
-from aitune_fp.events.names import (
-    CANDIDATE_FAILED,
-    CANDIDATE_MEASURED,
-    CANDIDATE_REJECTED,
-    CORRECTNESS_CHECKED,
-    HEADTOHEAD_LOOK,
-    LATENCY_CHECKED,
-    SELECTION_DECIDED,
-    Event,
-    _event,
-)
+from aitune_fp.core.selection_values import Outcome as SelectionOutcome
+from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, copied_fields, event
+from aitune_fp.events.names import VALIDATION_PREFIX as _V
+from aitune_fp.events.names import Event
 
 __all__ = [
+    "CANDIDATE_FAILED",
+    "CANDIDATE_MEASURED",
+    "CANDIDATE_REJECTED",
+    "CORRECTNESS_CHECKED",
+    "HEADTOHEAD_LOOK",
+    "LATENCY_CHECKED",
+    "RESULT_KEYS",
+    "SELECTION_DECIDED",
+    "CandidateFailed",
+    "CandidateMeasured",
+    "CandidateRejected",
+    "ContenderFields",
+    "CorrectnessChecked",
+    "CriterionFields",
+    "EliminationFields",
+    "FailureFields",
+    "HeadtoheadLook",
+    "LatencyChecked",
+    "PairFields",
+    "SelectionDecided",
     "candidate_failed",
     "candidate_measured",
     "candidate_rejected",
@@ -36,6 +54,42 @@ __all__ = [
     "latency_checked",
     "selection_decided",
 ]
+
+_MIN0: Final = {"minimum": 0}
+_NAME = Annotated[str, Keywords(minLength=1)]
+_COUNT = Annotated[int, Keywords(_MIN0)]
+_SHARE: Final = {"exclusiveMinimum": 0, "exclusiveMaximum": 1}
+_CONFIDENCE: Final = {"exclusiveMinimum": 0.5, "exclusiveMaximum": 1}
+
+
+class CriterionFields(TypedDict):
+    """One accuracy criterion's worst value against its budget (``correctness_checked``)."""
+
+    name: CriterionName
+    value: Annotated[float, Keywords(_MIN0)]
+    budget: Annotated[float, Keywords(_MIN0)]
+    path: str | None
+    passed: bool
+    used: Annotated[float, Keywords(_MIN0)]
+
+
+@event(_V + "correctness_checked", "info")
+@attrs.frozen(kw_only=True)
+class CorrectnessChecked(Payload):
+    """A candidate matched eager within its accuracy budget: how close it came (the worst case)."""
+
+    backend_description: str
+    max_abs_error: float = attrs.field(metadata=_MIN0)
+    max_rel_error: float = attrs.field(metadata=_MIN0)
+    budget_used: float = attrs.field(metadata=_MIN0)
+    atol: float | None = attrs.field(metadata=_MIN0)
+    rtol: float | None = attrs.field(metadata=_MIN0)
+    output_path: str | None
+    n_elements: int = attrs.field(metadata=_MIN0)
+    criteria: list[CriterionFields] = attrs.field(factory=list)
+
+
+CORRECTNESS_CHECKED: Final = CorrectnessChecked.event_name
 
 
 def correctness_checked(
@@ -52,11 +106,9 @@ def correctness_checked(
         )
     if mismatch.criteria:
         figures += f"; {mismatch.describe_criteria()}"
-    return _event(
-        CORRECTNESS_CHECKED,
-        "info",
-        run_id,
-        module_name,
+    return CorrectnessChecked(
+        run_id=run_id,
+        module_name=module_name,
         backend_description=backend_description,
         max_abs_error=mismatch.max_abs_error,
         max_rel_error=mismatch.max_rel_error,
@@ -65,16 +117,46 @@ def correctness_checked(
         rtol=mismatch.rtol,
         output_path=mismatch.path,
         n_elements=mismatch.n_elements,
-        criteria=[c.to_dict() for c in mismatch.criteria],
+        criteria=[cast(CriterionFields, c.to_dict()) for c in mismatch.criteria],
         summary=f"✅ {backend_description} matches eager: {figures}",
+    ).to_event()
+
+
+#: How a result's fields are named in ``candidate_measured`` (the unit goes into the key).
+RESULT_KEYS: Final = {
+    "throughput": "throughput_samples_per_s",
+    "baseline_throughput": "baseline_throughput_samples_per_s",
+}
+_RESULT: Final = list(copied_fields(PerformanceValidationResult, RESULT_KEYS).items())
+#: AITune's description and throughputs lead, then the tune's duration, then every other figure.
+_LEAD: Final = 3
+
+#: ``candidate_measured``: a candidate was timed against eager. Its keys are every field of
+#: :class:`~aitune_fp.core.results.PerformanceValidationResult` (``RESULT_KEYS`` renamed; a
+#: field added there is a key here) and ``duration_s``.
+CandidateMeasured: Final[type[Payload]] = event(_V + "candidate_measured", "info")(
+    attrs.make_class(
+        "CandidateMeasured",
+        {
+            **dict(_RESULT[:_LEAD]),
+            "duration_s": attrs.field(type=float, metadata=_MIN0),
+            **dict(_RESULT[_LEAD:]),
+        },
+        bases=(Payload,),
+        slots=True,  # as ``attrs.frozen`` makes every other payload class (and pickles)
+        frozen=True,
+        kw_only=True,
+        collect_by_mro=True,
     )
+)
+CandidateMeasured.__doc__ = "A candidate was timed against eager: every figure of its result."
+CANDIDATE_MEASURED: Final = CandidateMeasured.event_name
 
 
 def candidate_measured(
     run_id: str, module_name: str, result: PerformanceValidationResult, *, duration_s: float
 ) -> Event:
     """A candidate was timed against eager; carries every figure the verdict was based on."""
-    fields = result.to_dict()
     if result.sequential:  # the figure the verdict was decided on, and the verdict
         summary = (
             f"📊 {result.backend_description}: batch size={result.batch_size or 1}, "
@@ -88,27 +170,40 @@ def candidate_measured(
             result.speedup,
             result.passed,
         )
-    return _event(
-        CANDIDATE_MEASURED,
-        "info",
-        run_id,
-        module_name,
-        backend_description=fields.pop("backend_description"),
-        throughput_samples_per_s=fields.pop("throughput"),
-        baseline_throughput_samples_per_s=fields.pop("baseline_throughput"),
-        duration_s=duration_s,
-        **fields,
-        summary=summary,
-    )
+    figures = {RESULT_KEYS.get(k, k): v for k, v in result.to_dict().items()}
+    return CandidateMeasured.from_fields(
+        {
+            "run_id": run_id,
+            "module_name": module_name,
+            **figures,
+            "duration_s": duration_s,
+            "summary": summary,
+        }
+    ).to_event()
+
+
+@event(_V + "candidate_rejected", "warning")
+@attrs.frozen(kw_only=True)
+class CandidateRejected(Payload):
+    """A measured candidate did not clear the gate; it is deactivated and not selected."""
+
+    backend_description: str
+    verdict: ResultVerdict | None
+    speedup: float = attrs.field(metadata=_MIN0)
+    ci_low: float | None = attrs.field(metadata=_MIN0)
+    ci_high: float | None = attrs.field(metadata=_MIN0)
+    required_speedup: float | None = attrs.field(metadata=_MIN0)
+    reason: str | None
+
+
+CANDIDATE_REJECTED: Final = CandidateRejected.event_name
 
 
 def candidate_rejected(run_id: str, module_name: str, result: PerformanceValidationResult) -> Event:
     """A measured candidate did not clear the gate; it is deactivated and not selected."""
-    return _event(
-        CANDIDATE_REJECTED,
-        "warning",
-        run_id,
-        module_name,
+    return CandidateRejected(
+        run_id=run_id,
+        module_name=module_name,
         backend_description=result.backend_description,
         verdict=result.verdict,
         speedup=result.speedup,
@@ -117,7 +212,22 @@ def candidate_rejected(run_id: str, module_name: str, result: PerformanceValidat
         required_speedup=result.required_speedup,
         reason=result.reason,
         summary=f"❌ {result.backend_description} rejected ({result.verdict}): {result.reason}",
-    )
+    ).to_event()
+
+
+@event(_V + "candidate_failed", "warning")
+@attrs.frozen(kw_only=True)
+class CandidateFailed(Payload):
+    """A candidate failed to build, to match eager, or to be profiled; it is rejected."""
+
+    backend_description: str
+    stage: Stage
+    error_type: str
+    reason: str
+    traceback_path: str | None
+
+
+CANDIDATE_FAILED: Final = CandidateFailed.event_name
 
 
 def candidate_failed(
@@ -131,11 +241,9 @@ def candidate_failed(
     traceback_path: str | None,
 ) -> Event:
     """A candidate failed to build, to match eager, or to be profiled; it is rejected."""
-    return _event(
-        CANDIDATE_FAILED,
-        "warning",
-        run_id,
-        module_name,
+    return CandidateFailed(
+        run_id=run_id,
+        module_name=module_name,
         backend_description=backend_description,
         stage=stage,
         error_type=error_type,
@@ -145,12 +253,26 @@ def candidate_failed(
             f"❌ {backend_description} failed at {stage} (log file: {traceback_path}): "
             f"{error_type}: {reason}"
         ),
-    )
+    ).to_event()
 
 
 def failed(run_id: str, module_name: str, failure: CandidateFailure) -> Event:
     """``candidate_failed`` for a recorded failure (the record's fields are the event's keys)."""
     return candidate_failed(run_id, module_name, **failure.to_dict())
+
+
+@event(_V + "headtohead_look", "debug")
+@attrs.frozen(kw_only=True)
+class HeadtoheadLook(Payload):
+    """Progress of a head-to-head selection: who is still in after one look."""
+
+    look: int = attrs.field(metadata=_MIN0)
+    rounds: int = attrs.field(metadata=_MIN0)
+    remaining: list[str]
+    eliminated: list[str]
+
+
+HEADTOHEAD_LOOK: Final = HeadtoheadLook.event_name
 
 
 def headtohead_look(run_id: str, module_name: str, state: SelectionState) -> Event:
@@ -161,41 +283,128 @@ def headtohead_look(run_id: str, module_name: str, state: SelectionState) -> Eve
         f"{'inf' if not math.isfinite(e.high) else f'{e.high:.3f}'}])"
         for e in lost
     )
-    return _event(
-        HEADTOHEAD_LOOK,
-        "debug",
-        run_id,
-        module_name,
+    return HeadtoheadLook(
+        run_id=run_id,
+        module_name=module_name,
         look=state.look,
         rounds=state.rounds,
         remaining=list(state.remaining),
         eliminated=[e.name for e in lost],
         summary=f"🥊 head-to-head, {state.rounds} rounds: {', '.join(state.remaining)} in{gone}",
-    )
+    ).to_event()
+
+
+class _ContenderKeys(TypedDict):
+    name: _NAME
+    order: _COUNT
+
+
+class ContenderFields(_ContenderKeys, total=False):
+    """A contender of a head-to-head: its name, order, and build time (optional)."""
+
+    build_s: Annotated[float | None, Keywords(_MIN0)]
+
+
+class EliminationFields(TypedDict):
+    """A contender that lost: to whom, the ratio and its interval, after how many rounds."""
+
+    name: _NAME
+    lost_to: _NAME
+    ratio: Annotated[float, Keywords(exclusiveMinimum=0)]
+    low: Annotated[float, Keywords(minimum=1)]
+    high: float | None
+    at_rounds: Annotated[int, Keywords(minimum=2)]
+
+
+class FailureFields(TypedDict):
+    """A contender that failed while being timed."""
+
+    name: _NAME
+    error: str
+    at_rounds: _COUNT
+
+
+class _PairKeys(TypedDict):
+    first: _NAME
+    second: _NAME
+    ratio: Annotated[float, Keywords(exclusiveMinimum=0)]
+    low: Annotated[float, Keywords(_MIN0)]
+    high: float | None
+    level: Annotated[float, Keywords(_SHARE)]
+    rounds: Annotated[int, Keywords(minimum=2)]
+
+
+class PairFields(_PairKeys, total=False):
+    """The ratio of two contenders and its interval at a level (and its inflation, optional)."""
+
+    inflation: Annotated[float, Keywords(minimum=1)]
+
+
+@event(_V + "selection_decided", "info")
+@attrs.frozen(kw_only=True)
+class SelectionDecided(Payload):
+    """The head-to-head's choice among passing candidates, with every elimination and why."""
+
+    delta: float = attrs.field(metadata=_SHARE)
+    contenders: list[ContenderFields]
+    remaining: list[str]
+    eliminated: list[EliminationFields]
+    failed: list[FailureFields]
+    pairs: list[PairFields]
+    rounds: int = attrs.field(metadata=_MIN0)
+    look: int = attrs.field(metadata=_MIN0)
+    settled: bool
+    chosen: str | None
+    outcome: SelectionOutcome
+    reason: str
+    gap_bound: float | None = attrs.field(metadata={"minimum": 1})
+    gap_unbounded: bool = False
+    confidence: float = attrs.field(metadata=_CONFIDENCE)
+
+
+SELECTION_DECIDED: Final = SelectionDecided.event_name
 
 
 def selection_decided(
     run_id: str, module_name: str, state: SelectionState, *, delta: float
 ) -> Event:
     """The head-to-head's choice among passing candidates, with every elimination and why."""
-    return _event(
-        SELECTION_DECIDED,
-        "info",
-        run_id,
-        module_name,
+    return SelectionDecided(
+        run_id=run_id,
+        module_name=module_name,
         delta=delta,
         **selection_to_dict(state),
         summary=f"🥇 {state.reason}",
-    )
+    ).to_event()
+
+
+@event(_V + "latency_checked", "info")
+@attrs.frozen(kw_only=True)
+class LatencyChecked(Payload):
+    """A candidate's latency quantile against the budget (warning level when over it)."""
+
+    backend_description: str
+    quantile: float = attrs.field(metadata=_SHARE)
+    confidence: float = attrs.field(metadata=_CONFIDENCE)
+    n_calls: int = attrs.field(metadata={"minimum": 1})
+    estimate_s: float
+    upper_s: float | None
+    upper_rank: int | None = attrs.field(default=None, metadata={"minimum": 1})
+    coverage: float | Absent = ABSENT
+    budget_s: float = attrs.field(metadata={"exclusiveMinimum": 0})
+    within: bool
+    reason: str
+
+
+LATENCY_CHECKED: Final = LatencyChecked.event_name
 
 
 def latency_checked(run_id: str, module_name: str, check: LatencyCheck) -> Event:
     """A candidate's latency quantile held against the budget (``latency-budget``)."""
-    return _event(
-        LATENCY_CHECKED,
-        "info" if check.within else "warning",
-        run_id,
-        module_name,
-        **check.to_dict(),
+    fields: dict[str, Any] = check.to_dict()
+    return LatencyChecked(
+        run_id=run_id,
+        module_name=module_name,
+        **fields,
         summary=f"⏱️ {check.backend_description}: {check.reason}",
-    )
+    ).to_event("info" if check.within else "warning")

@@ -1,7 +1,7 @@
-"""What an event is: its names, levels, schema version and the one payload builder.
+"""What an event is on the wire: its name prefixes, levels, schema version and :class:`Event`.
 
-Every builder returns an :class:`Event` made by :func:`_event`, which stamps the schema version,
-run id and module name and makes values JSON-safe; ``EVENT_NAMES`` lists every name emitted.
+The typed payload classes (:mod:`~aitune_fp.events.kinds`) turn into an :class:`Event`; the
+event names and ``EVENT_NAMES`` come from those classes.
 """
 
 from __future__ import annotations
@@ -9,17 +9,20 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import attrs
 
 from aitune_fp.errors import InvalidValueError
 
+if TYPE_CHECKING:
+    from aitune_fp.events.kinds import Payload
+
 __all__ = [
-    "EVENT_NAMES",
     "LOGGER_NAME",
     "SCHEMA_VERSION",
-    "SWEEP_EVENT_NAMES",
+    "SWEEP_PREFIX",
+    "VALIDATION_PREFIX",
     "Event",
     "new_run_id",
 ]
@@ -29,51 +32,9 @@ LOGGER_NAME: Final = "aitune_fp"
 #: Bumped when a key is removed or changes meaning; adding keys keeps the version.
 SCHEMA_VERSION: Final = 1
 
-_PREFIX = "aitune_fp.validation."
-STARTED: Final = _PREFIX + "started"
-DISABLED: Final = _PREFIX + "disabled"
-EVAL_MODE: Final = _PREFIX + "eval_mode"
-PHASE: Final = _PREFIX + "phase"
-LOOK: Final = _PREFIX + "look"
-BASELINE_MEASURED: Final = _PREFIX + "baseline_measured"
-BASELINE_FAILED: Final = _PREFIX + "baseline_failed"
-CORRECTNESS_CHECKED: Final = _PREFIX + "correctness_checked"
-CANDIDATE_MEASURED: Final = _PREFIX + "candidate_measured"
-CANDIDATE_REJECTED: Final = _PREFIX + "candidate_rejected"
-CANDIDATE_FAILED: Final = _PREFIX + "candidate_failed"
-HEADTOHEAD_LOOK: Final = _PREFIX + "headtohead_look"
-SELECTION_DECIDED: Final = _PREFIX + "selection_decided"
-LATENCY_CHECKED: Final = _PREFIX + "latency_checked"
-SELECTED: Final = _PREFIX + "selected"
-FINISHED: Final = _PREFIX + "finished"
-_SWEEP = "aitune_fp.sweep."
-SWEEP_STARTED: Final = _SWEEP + "started"
-TASK_FINISHED: Final = _SWEEP + "task_finished"
-TASK_FAILED: Final = _SWEEP + "task_failed"
-SWEEP_FINISHED: Final = _SWEEP + "finished"
-#: The sweep's own events (``aitune-fp sweep``): ``run_id`` is the sweep's id, ``module_name``
-#: the model entry (the sweep's name for ``started`` / ``finished``). Ingest builds no run of them.
-SWEEP_EVENT_NAMES: Final = (SWEEP_STARTED, TASK_FINISHED, TASK_FAILED, SWEEP_FINISHED)
-
-EVENT_NAMES: Final = (
-    STARTED,
-    DISABLED,
-    EVAL_MODE,
-    PHASE,
-    LOOK,
-    BASELINE_MEASURED,
-    BASELINE_FAILED,
-    CORRECTNESS_CHECKED,
-    CANDIDATE_MEASURED,
-    CANDIDATE_REJECTED,
-    CANDIDATE_FAILED,
-    HEADTOHEAD_LOOK,
-    SELECTION_DECIDED,
-    LATENCY_CHECKED,
-    SELECTED,
-    FINISHED,
-    *SWEEP_EVENT_NAMES,
-)
+#: The prefixes of a tune's own events and of a sweep's (``aitune-fp sweep``).
+VALIDATION_PREFIX: Final = "aitune_fp.validation."
+SWEEP_PREFIX: Final = "aitune_fp.sweep."
 
 Level = Literal["debug", "info", "warning", "error"]
 #: How eager is kept out of the candidates' reach (``baseline_measured``).
@@ -86,7 +47,7 @@ RESERVED_KEYS: Final = frozenset(
 )
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
     """Make a payload value JSON-safe: finite floats only (a non-finite float becomes None)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -95,23 +56,22 @@ def _clean(value: Any) -> Any:
 
 @attrs.frozen
 class Event:
-    """One log event: its dotted name, level and flat payload (no reserved keys)."""
+    """One log event: its dotted name, level and flat payload (no reserved keys).
+
+    ``payload``: the typed value it was made from (:class:`~aitune_fp.events.kinds.Payload`;
+    None for an event made by hand); equality and the log line ignore it.
+    """
 
     name: str
     level: Level
     fields: Mapping[str, Any]
+    payload: Payload | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         """Refuse payload keys that renderers own."""
         clash = RESERVED_KEYS.intersection(self.fields)
         if clash:
             raise InvalidValueError(f"event {self.name!r} uses reserved keys {sorted(clash)}")
-
-
-def _event(name: str, level: Level, run_id: str, module_name: str, **fields: Any) -> Event:
-    payload = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "module_name": module_name}
-    payload.update({k: _clean(v) for k, v in fields.items()})
-    return Event(name, level, payload)
 
 
 def new_run_id() -> str:

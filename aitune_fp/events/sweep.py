@@ -1,40 +1,87 @@
-"""The builders of a sweep's own events (``aitune-fp sweep``): started, each task, finished.
+"""A sweep's own events (``aitune-fp sweep``): started, each task, finished.
 
-``run_id`` is the sweep's id and ``module_name`` the model entry (the sweep's name for
-``started`` / ``finished``); ingest builds no run of them.
+Each event is its payload class beside its builder. ``run_id`` is the sweep's id and
+``module_name`` the model entry (the sweep's name for ``started`` / ``finished``); ingest builds
+no run of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
-from aitune_fp.events.names import (
-    SWEEP_FINISHED,
-    SWEEP_STARTED,
-    TASK_FAILED,
-    TASK_FINISHED,
-    Event,
-    _event,
-)
+import attrs
 
-__all__ = ["sweep_finished", "sweep_started", "task_failed", "task_finished"]
+from aitune_fp.events.kinds import Payload, event
+from aitune_fp.events.names import SWEEP_PREFIX as _S
+from aitune_fp.events.names import Event
+
+__all__ = [
+    "SWEEP_FINISHED",
+    "SWEEP_STARTED",
+    "TASK_FAILED",
+    "TASK_FINISHED",
+    "SweepFinished",
+    "SweepStarted",
+    "TaskFailed",
+    "TaskFinished",
+    "sweep_finished",
+    "sweep_started",
+    "task_failed",
+    "task_finished",
+]
+
+_MIN0: Final = {"minimum": 0}
+
+
+@event(_S + "started", "info")
+@attrs.frozen(kw_only=True)
+class SweepStarted(Payload):
+    """A sweep begins: which models it will run and which ``--resume`` skips."""
+
+    executor: str
+    models: list[str]
+    skipped_models: list[str]
+
+
+SWEEP_STARTED: Final = SweepStarted.event_name
 
 
 def sweep_started(
     sweep_id: str, sweep_name: str, *, executor: str, models: Sequence[str], skipped: Sequence[str]
 ) -> Event:
     """A sweep begins: which models it will run and which ``--resume`` skips."""
-    return _event(
-        SWEEP_STARTED,
-        "info",
-        sweep_id,
-        sweep_name,
+    return SweepStarted(
+        run_id=sweep_id,
+        module_name=sweep_name,
         executor=executor,
         models=list(models),
         skipped_models=list(skipped),
         summary=f"🧹 Sweep {sweep_name}: {len(models)} model(s) on {executor}"
         + (f", {len(skipped)} already done" if skipped else ""),
-    )
+    ).to_event()
+
+
+@event(_S + "task_finished", "info")
+@attrs.frozen(kw_only=True)
+class TaskFinished(Payload):
+    """One model's tune task ended with a report (its verdicts are the run ``tune_run_id``)."""
+
+    tune_run_id: str = attrs.field(metadata={"minLength": 1})
+    outcome: str
+    hostname: str
+    device: str
+    device_name: str
+    pid: int = attrs.field(metadata=_MIN0)
+    threads: int = attrs.field(metadata={"minimum": 1})
+    started_unix_s: float = attrs.field(metadata=_MIN0)
+    finished_unix_s: float = attrs.field(metadata=_MIN0)
+    started_monotonic_s: float
+    finished_monotonic_s: float
+    duration_s: float = attrs.field(metadata=_MIN0)
+
+
+TASK_FINISHED: Final = TaskFinished.event_name
 
 
 def task_finished(
@@ -58,11 +105,9 @@ def task_finished(
     Wall-clock times place the task across hosts; monotonic ones (comparable on one host only)
     give its duration and order tasks on a host even when the wall clock is stepped.
     """
-    return _event(
-        TASK_FINISHED,
-        "info",
-        sweep_id,
-        model,
+    return TaskFinished(
+        run_id=sweep_id,
+        module_name=model,
         tune_run_id=tune_run_id,
         outcome=outcome,
         hostname=hostname,
@@ -76,7 +121,21 @@ def task_finished(
         finished_monotonic_s=finished_monotonic_s,
         duration_s=max(finished_monotonic_s - started_monotonic_s, 0.0),
         summary=f"✅ {model}: tuned on {hostname} ({device_name}): {outcome}",
-    )
+    ).to_event()
+
+
+@event(_S + "task_failed", "error")
+@attrs.frozen(kw_only=True)
+class TaskFailed(Payload):
+    """One model's task ended without a report: it raised, its worker or node died, or cancelled."""
+
+    error_type: str
+    reason: str
+    tune_run_id: str | None
+    hostname: str | None
+
+
+TASK_FAILED: Final = TaskFailed.event_name
 
 
 def task_failed(
@@ -89,17 +148,28 @@ def task_failed(
     hostname: str | None = None,
 ) -> Event:
     """One model's task ended without a report: it raised, its worker or node died, or cancelled."""
-    return _event(
-        TASK_FAILED,
-        "error",
-        sweep_id,
-        model,
+    return TaskFailed(
+        run_id=sweep_id,
+        module_name=model,
         error_type=error_type,
         reason=reason,
         tune_run_id=tune_run_id,
         hostname=hostname,
         summary=f"❌ {model}: {error_type}: {reason}",
-    )
+    ).to_event()
+
+
+@event(_S + "finished", "info")
+@attrs.frozen(kw_only=True)
+class SweepFinished(Payload):
+    """The sweep ended: which models have a report and which failed (error level when any did)."""
+
+    finished_models: list[str]
+    failed_models: list[str]
+    duration_s: float = attrs.field(metadata=_MIN0)
+
+
+SWEEP_FINISHED: Final = SweepFinished.event_name
 
 
 def sweep_finished(
@@ -111,15 +181,13 @@ def sweep_finished(
     duration_s: float,
 ) -> Event:
     """The sweep ended: which models have a report and which failed (cancelled ones included)."""
-    return _event(
-        SWEEP_FINISHED,
-        "error" if failed else "info",
-        sweep_id,
-        sweep_name,
+    return SweepFinished(
+        run_id=sweep_id,
+        module_name=sweep_name,
         finished_models=list(finished),
         failed_models=list(failed),
         duration_s=duration_s,
         summary=f"🏁 Sweep {sweep_name}: {len(finished)} done, {len(failed)} failed"
         + (f" ({', '.join(failed)})" if failed else "")
         + f" in {duration_s:.1f}s",
-    )
+    ).to_event("error" if failed else "info")

@@ -1,44 +1,46 @@
-"""The builders of a tune's own events: it starts, makes progress, measures eager, ends.
+"""A tune's own events: it starts, makes progress, ends (eager's are in ``baseline.py``).
 
-Each returns an :class:`~aitune_fp.events.names.Event` (pure); the session emits it.
+Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
+which makes the summary line and returns the :class:`~aitune_fp.events.names.Event` (pure);
+the session emits it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Final, Literal, cast
+
+import attrs
 
 from aitune_fp.core.messages import (
-    fmt_baseline_line,
     fmt_baseline_selected,
     fmt_disabled_line,
     fmt_speedup_msg,
     fmt_speedup_msg_short,
     fmt_throughput_detail,
 )
-from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.errors import InvalidValueError
-from aitune_fp.events.names import (
-    BASELINE_FAILED,
-    BASELINE_MEASURED,
-    DISABLED,
-    EVAL_MODE,
-    FINISHED,
-    LOOK,
-    PHASE,
-    SELECTED,
-    STARTED,
-    EagerIsolation,
-    Event,
-    Level,
-    Phase,
-    _event,
-)
+from aitune_fp.core.report import Outcome
+from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
+from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
+from aitune_fp.events.names import VALIDATION_PREFIX as _V
+from aitune_fp.events.names import Event, Level, Phase
 from aitune_fp.profiling import CpuEnvironment
 
 __all__ = [
-    "baseline_failed",
-    "baseline_measured",
+    "DISABLED",
+    "EVAL_MODE",
+    "FINISHED",
+    "LOOK",
+    "PHASE",
+    "SELECTED",
+    "STARTED",
+    "Disabled",
+    "EvalMode",
+    "Finished",
+    "Look",
+    "PhaseEntered",
+    "Selected",
+    "Started",
     "disabled",
     "eval_mode",
     "finished",
@@ -47,6 +49,51 @@ __all__ = [
     "selected",
     "started",
 ]
+
+_MIN0: Final = {"minimum": 0}
+_MIN1: Final = {"minimum": 1}
+
+
+@event(_V + "started", "info")
+@attrs.frozen(kw_only=True)
+class Started(Payload):
+    """A validating tune begins: what is tuned, where, and against which gate (and the CPU)."""
+
+    strategy: str
+    device: str
+    decision: str
+    min_speedup_threshold_percent: float = attrs.field(metadata={"exclusiveMinimum": -100})
+    required_speedup: float = attrs.field(metadata=_MIN0)
+    batch_size: int | None = attrs.field(metadata=_MIN1)
+    threads: int | Absent = attrs.field(
+        default=ABSENT,
+        metadata={**_MIN1, "description": "torch intra-op threads both arms run with (issue 24)"},
+    )
+    interop_threads: int | Absent = attrs.field(
+        default=ABSENT, metadata={**_MIN1, "description": "torch inter-op threads"}
+    )
+    omp_num_threads: int | Absent | None = attrs.field(
+        default=ABSENT,
+        metadata={
+            **_MIN1,
+            "description": "OMP_NUM_THREADS in the environment (null: unset or not one integer)",
+        },
+    )
+    cpus: int | Absent = attrs.field(
+        default=ABSENT,
+        metadata={**_MIN1, "description": "CPUs this process may run on (its affinity mask)"},
+    )
+    load_avg_1m: float | Absent | None = attrs.field(
+        default=ABSENT,
+        metadata={
+            **_MIN0,
+            "description": "1-minute load average when the tune started (null: none on this "
+            "platform)",
+        },
+    )
+
+
+STARTED: Final = Started.event_name
 
 
 def started(
@@ -67,11 +114,9 @@ def started(
     the 1-minute load average now (fields ``threads``, ``interop_threads``, ``omp_num_threads``,
     ``cpus``, ``load_avg_1m``; left out when None).
     """
-    return _event(
-        STARTED,
-        "info",
-        run_id,
-        module_name,
+    return Started(
+        run_id=run_id,
+        module_name=module_name,
         strategy=strategy,
         device=device,
         decision=decision,
@@ -80,42 +125,89 @@ def started(
         batch_size=batch_size,
         **({} if cpu is None else cpu.to_fields()),
         summary="🔄 Profiling eager baseline...please wait",
-    )
+    ).to_event()
+
+
+@event(_V + "disabled", "warning")
+@attrs.frozen(kw_only=True)
+class Disabled(Payload):
+    """Validation is off for this tune: no eager build, no profiling."""
+
+    strategy: str
+
+
+DISABLED: Final = Disabled.event_name
 
 
 def disabled(run_id: str, module_name: str, *, strategy: str) -> Event:
     """Validation is off for this tune: no eager build, no profiling."""
-    return _event(
-        DISABLED, "warning", run_id, module_name, strategy=strategy, summary=fmt_disabled_line()
-    )
+    return Disabled(
+        run_id=run_id, module_name=module_name, strategy=strategy, summary=fmt_disabled_line()
+    ).to_event()
+
+
+@event(_V + "eval_mode", "warning")
+@attrs.frozen(kw_only=True)
+class EvalMode(Payload):
+    """The model came in training mode: it is validated in eval mode, returned as it came."""
+
+    n_training_modules: int = attrs.field(metadata=_MIN1)
+
+
+EVAL_MODE: Final = EvalMode.event_name
 
 
 def eval_mode(run_id: str, module_name: str, *, n_training_modules: int) -> Event:
     """The model came in training mode: it is validated in eval mode and returned as it came."""
-    return _event(
-        EVAL_MODE,
-        "warning",
-        run_id,
-        module_name,
+    return EvalMode(
+        run_id=run_id,
+        module_name=module_name,
         n_training_modules=n_training_modules,
         summary=(
             f"⚠️ {module_name} was in training mode ({n_training_modules} module(s)): validated "
             "in eval mode (no dropout, running statistics not updated) and returned in training mode"
         ),
-    )
+    ).to_event()
+
+
+@event(_V + "phase", "debug")
+@attrs.frozen(kw_only=True)
+class PhaseEntered(Payload):
+    """Progress: a backend enters a phase (the ``phase`` event; ``Phase`` names the phases)."""
+
+    backend_description: str
+    phase: Phase
+
+
+PHASE: Final = PhaseEntered.event_name
 
 
 def phase(run_id: str, module_name: str, *, backend_description: str, phase: Phase) -> Event:
     """Progress: a backend enters a phase (debug level; progress bars use it)."""
-    return _event(
-        PHASE,
-        "debug",
-        run_id,
-        module_name,
+    return PhaseEntered(
+        run_id=run_id,
+        module_name=module_name,
         backend_description=backend_description,
         phase=phase,
         summary=f"{backend_description}: {phase.replace('_', ' ')}",
-    )
+    ).to_event()
+
+
+@event(_V + "look", "debug")
+@attrs.frozen(kw_only=True)
+class Look(Payload):
+    """Progress of a statistical measurement: the interval at one planned look."""
+
+    backend_description: str
+    n_pairs: int = attrs.field(metadata=_MIN0)
+    max_pairs: int = attrs.field(metadata=_MIN1)
+    verdict: ResultVerdict
+    estimate: float = attrs.field(metadata=_MIN0)
+    ci_low: float = attrs.field(metadata=_MIN0)
+    ci_high: float | None = attrs.field(metadata=_MIN0)
+
+
+LOOK: Final = Look.event_name
 
 
 def look(
@@ -132,15 +224,13 @@ def look(
 ) -> Event:
     """Progress of a statistical measurement: the interval at one planned look (debug level)."""
     high = "inf" if ci_high is None or not math.isfinite(ci_high) else f"{ci_high:.3f}"
-    return _event(
-        LOOK,
-        "debug",
-        run_id,
-        module_name,
+    return Look(
+        run_id=run_id,
+        module_name=module_name,
         backend_description=backend_description,
         n_pairs=n_pairs,
         max_pairs=max_pairs,
-        verdict=verdict,
+        verdict=cast(ResultVerdict, verdict),  # the schema holds it to the three verdicts
         estimate=estimate,
         ci_low=ci_low,
         ci_high=ci_high,
@@ -148,64 +238,22 @@ def look(
             f"🔎 {backend_description}: {n_pairs}/{max_pairs} pairs, "
             f"{estimate:.2f}x [{ci_low:.3f}, {high}] → {verdict}"
         ),
-    )
+    ).to_event()
 
 
-def baseline_measured(
-    run_id: str,
-    module_name: str,
-    *,
-    backend_description: str,
-    batch_size: int,
-    throughput_samples_per_s: float,
-    n_calls: int,
-    duration_s: float,
-    decision: str,
-    eager_isolation: EagerIsolation = "private_copy",
-    **noise_floor: object,
-) -> Event:
-    """The eager baseline was built and (in point mode) measured.
+@event(_V + "selected", "info")
+@attrs.frozen(kw_only=True)
+class Selected(Payload):
+    """The tune's outcome line: the chosen backend (or eager) and its speedup (warning: info off)."""
 
-    ``eager_isolation``: whether eager runs on a private copy of the model that no candidate
-    can reach (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
-    ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
-    (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
-    measured (``noise_floor_note``).
-    """
-    unknown = set(noise_floor) - {"noise_floor_rel_l2", "noise_floor", "noise_floor_note"}
-    if unknown:
-        raise InvalidValueError(f"baseline_measured has no field {sorted(unknown)}")
-    return _event(
-        BASELINE_MEASURED,
-        "info",
-        run_id,
-        module_name,
-        backend_description=backend_description,
-        batch_size=batch_size,
-        throughput_samples_per_s=throughput_samples_per_s,
-        n_calls=n_calls,
-        duration_s=duration_s,
-        decision=decision,
-        eager_isolation=eager_isolation,
-        **noise_floor,
-        summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
-    )
+    backend_description: str
+    is_baseline: bool
+    speedup: float | None = attrs.field(metadata=_MIN0)
+    throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
+    baseline_throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
 
 
-def baseline_failed(
-    run_id: str, module_name: str, *, error_type: str, reason: str, traceback_path: str | None
-) -> Event:
-    """The eager baseline could not be built or measured; no candidate can be gated."""
-    return _event(
-        BASELINE_FAILED,
-        "error",
-        run_id,
-        module_name,
-        error_type=error_type,
-        reason=reason,
-        traceback_path=traceback_path,
-        summary=f"⚠️ Performance validation baseline failed (log: {traceback_path}): {reason}",
-    )
+SELECTED: Final = Selected.event_name
 
 
 def selected(
@@ -237,18 +285,34 @@ def selected(
         summary = fmt_baseline_selected(backend_description, baseline_throughput)
         if not info_on:
             summary = "[aitune_fp] " + summary
-    return _event(
-        SELECTED,
-        level,
-        run_id,
-        module_name,
+    return Selected(
+        run_id=run_id,
+        module_name=module_name,
         backend_description=backend_description,
         is_baseline=is_baseline,
         speedup=None if result is None else result.speedup,
         throughput_samples_per_s=None if result is None else result.throughput,
         baseline_throughput_samples_per_s=baseline_throughput,
         summary=summary,
-    )
+    ).to_event(level)
+
+
+@event(_V + "finished", "info")
+@attrs.frozen(kw_only=True)
+class Finished(Payload):
+    """The tune ended: its outcome and how many candidates were measured, passed, failed."""
+
+    outcome: Outcome
+    backend_description: str | None
+    n_candidates: int = attrs.field(metadata=_MIN0)
+    n_measured: int = attrs.field(metadata=_MIN0)
+    n_passed: int = attrs.field(metadata=_MIN0)
+    n_failed: int = attrs.field(metadata=_MIN0)
+    duration_s: float = attrs.field(metadata=_MIN0)
+    reason: str | None = None
+
+
+FINISHED: Final = Finished.event_name
 
 
 def finished(
@@ -265,11 +329,9 @@ def finished(
     reason: str | None = None,
 ) -> Event:
     """The tune ended: what was chosen and how many candidates were measured, passed, failed."""
-    return _event(
-        FINISHED,
-        "error" if outcome == "error" else "info",
-        run_id,
-        module_name,
+    return Finished(
+        run_id=run_id,
+        module_name=module_name,
         outcome=outcome,
         backend_description=backend_description,
         n_candidates=n_candidates,
@@ -283,4 +345,4 @@ def finished(
             + (f" ({backend_description})" if backend_description else "")
             + f" in {duration_s:.2f}s"
         ),
-    )
+    ).to_event("error" if outcome == "error" else "info")

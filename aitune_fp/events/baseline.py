@@ -1,0 +1,126 @@
+"""Eager's events: the baseline was measured (with its noise floor, if asked), or it failed.
+
+Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
+which returns the :class:`~aitune_fp.events.names.Event` (pure); the session emits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, TypedDict
+
+import attrs
+
+from aitune_fp.core.messages import fmt_baseline_line
+from aitune_fp.errors import InvalidValueError
+from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
+from aitune_fp.events.names import VALIDATION_PREFIX as _V
+from aitune_fp.events.names import EagerIsolation, Event
+
+__all__ = [
+    "BASELINE_FAILED",
+    "BASELINE_MEASURED",
+    "BaselineFailed",
+    "BaselineMeasured",
+    "NoiseFloorFields",
+    "baseline_failed",
+    "baseline_measured",
+]
+
+_MIN0: Final = {"minimum": 0}
+_MIN1: Final = {"minimum": 1}
+
+
+class NoiseFloorFields(TypedDict):
+    """Eager's own noise floor (``baseline_measured.noise_floor``): rel. L2 per output leaf."""
+
+    rel_l2: Mapping[str, Annotated[float, Keywords(_MIN0)]]
+    n_calls: Annotated[int, Keywords(_MIN0)]
+
+
+@event(_V + "baseline_measured", "info")
+@attrs.frozen(kw_only=True)
+class BaselineMeasured(Payload):
+    """The eager baseline was built and (in point mode) measured; its noise floor if asked."""
+
+    backend_description: str
+    batch_size: int = attrs.field(metadata=_MIN1)
+    throughput_samples_per_s: float = attrs.field(metadata=_MIN0)
+    n_calls: int = attrs.field(metadata=_MIN0)
+    duration_s: float = attrs.field(metadata=_MIN0)
+    decision: str
+    eager_isolation: EagerIsolation = "private_copy"
+    noise_floor_rel_l2: float | Absent | None = attrs.field(default=ABSENT, metadata=_MIN0)
+    noise_floor: NoiseFloorFields | Absent = ABSENT
+    noise_floor_note: str | Absent = ABSENT
+
+
+BASELINE_MEASURED: Final = BaselineMeasured.event_name
+_NOISE_KEYS: Final = frozenset({"noise_floor_rel_l2", "noise_floor", "noise_floor_note"})
+
+
+def baseline_measured(
+    run_id: str,
+    module_name: str,
+    *,
+    backend_description: str,
+    batch_size: int,
+    throughput_samples_per_s: float,
+    n_calls: int,
+    duration_s: float,
+    decision: str,
+    eager_isolation: EagerIsolation = "private_copy",
+    **noise_floor: object,
+) -> Event:
+    """The eager baseline was built and (in point mode) measured.
+
+    ``eager_isolation``: whether eager runs on a private copy of the model that no candidate
+    can reach (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
+    ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
+    (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
+    measured (``noise_floor_note``).
+    """
+    unknown = set(noise_floor) - _NOISE_KEYS
+    if unknown:
+        raise InvalidValueError(f"baseline_measured has no field {sorted(unknown)}")
+    noise: dict[str, Any] = dict(noise_floor)
+    return BaselineMeasured(
+        run_id=run_id,
+        module_name=module_name,
+        backend_description=backend_description,
+        batch_size=batch_size,
+        throughput_samples_per_s=throughput_samples_per_s,
+        n_calls=n_calls,
+        duration_s=duration_s,
+        decision=decision,
+        eager_isolation=eager_isolation,
+        **noise,
+        summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
+    ).to_event()
+
+
+@event(_V + "baseline_failed", "error")
+@attrs.frozen(kw_only=True)
+class BaselineFailed(Payload):
+    """The eager baseline could not be built or measured; no candidate can be gated."""
+
+    error_type: str
+    reason: str
+    traceback_path: str | None
+
+
+BASELINE_FAILED: Final = BaselineFailed.event_name
+
+
+def baseline_failed(
+    run_id: str, module_name: str, *, error_type: str, reason: str, traceback_path: str | None
+) -> Event:
+    """The eager baseline could not be built or measured; no candidate can be gated."""
+    return BaselineFailed(
+        run_id=run_id,
+        module_name=module_name,
+        error_type=error_type,
+        reason=reason,
+        traceback_path=traceback_path,
+        summary=f"⚠️ Performance validation baseline failed (log: {traceback_path}): {reason}",
+    ).to_event()
