@@ -3,8 +3,10 @@
 Each simulated decision draws paired log ratios ``ln(eager/candidate) = ln(true) + e_t`` with
 heavy-tailed noise (Student t, 3 degrees of freedom, scaled to ``--noise`` standard deviation),
 optionally AR(1)-correlated (``phi``), shifted mid-run, wandering (a slow random walk of the
-ratio), drifting (a linear trend), or with a tail-heavy candidate (10 % of its calls 3x slower:
-its typical call and its throughput disagree), and runs the group-sequential loop of
+ratio), drifting (a linear trend), with a tail-heavy candidate (10 % of its calls 3x slower:
+its typical call and its throughput disagree), with each arm's own skewed or bimodal noise, or
+under periodic interference in phase with the fixed ABBA / BAAB order (v1 and v2 run that
+order, v3 and v3.1 draw each quad's orientation), and runs the group-sequential loop of
 :func:`aitune_fp.core.stats.decide_at_look` over the planned looks. Per case and rule it prints
 accept / not_faster / inconclusive rates and the median and p90 pairs used: the computed side of
 issue 14 (the real-timing side is ``decision_quality.py``).
@@ -33,7 +35,10 @@ from aitune_fp.core.stats import decide_at_look
 
 #: label -> (true speedup, AR(1) phi, (shift pair, speedup after), extra): extra is "" or one of
 #: "wander" (random walk of the log ratio, step sd 0.2 %), "drift" (the ratio falls 2 % over
-#: 320 pairs), "drift1" (1 % over 320 pairs), "skew" (10 % of the candidate's calls 3x slower).
+#: 320 pairs), "drift1" (1 % over 320 pairs), "skew" (10 % of the candidate's calls 3x slower),
+#: "skewed" / "bimodal" (each arm's own skewed or two-mode noise, the same law on both arms, in
+#: place of the t3 ratio noise), "periodic" (a 3 % slowdown of whichever call lands on the
+#: slots where the fixed ABBA / BAAB order puts eager: interference in phase with that order).
 CASES: tuple[tuple[str, float, float, tuple[int, float] | None, str], ...] = (
     ("A/A 1.00x", 1.00, 0.0, None, ""),
     ("0.97x", 0.97, 0.0, None, ""),
@@ -53,14 +58,26 @@ CASES: tuple[tuple[str, float, float, tuple[int, float] | None, str], ...] = (
     ("1.02x falling to 1.00x, drift", 1.02, 0.0, None, "drift"),
     ("1.015x falling to 1.005x, drift", 1.015, 0.0, None, "drift1"),
     ("typical 1.05x, 10 % of calls 3x slower", 1.05, 0.0, None, "skew"),
+    ("A/A, skewed noise", 1.00, 0.0, None, "skewed"),
+    ("1.01x, skewed noise", 1.01, 0.0, None, "skewed"),
+    ("A/A, bimodal noise", 1.00, 0.0, None, "bimodal"),
+    ("1.01x, bimodal noise", 1.01, 0.0, None, "bimodal"),
+    ("A/A, periodic interference", 1.00, 0.0, None, "periodic"),
+    ("1.01x, periodic interference", 1.01, 0.0, None, "periodic"),
 )
+
+#: the fixed order's eager slots, 8 slots a period (A B B A | B A A B): the "periodic" case's
+#: interference lands there, so under the fixed order it always slows eager.
+_IN_PHASE = np.array([1, 0, 0, 1, 0, 1, 1, 0], dtype=float)
+_PERIODIC_AMPLITUDE = 0.03
 
 #: name -> (looks, decide_at_look keyword arguments)
 RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
-    "v1 symmetric": ((10, 20, 40, 80, 160), {}),
+    "v1 symmetric": ((10, 20, 40, 80, 160), {"order": "fixed"}),
     "v2 futility": (
         (10, 20, 40, 80, 160, 320),
         {
+            "order": "fixed",
             "futility_margin_percent": 1.0,
             "futility_error": 0.20,
             "guard_serial_correlation": True,
@@ -70,6 +87,7 @@ RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
     "v3": (
         (10, 20, 40, 80, 160, 320),
         {
+            "order": "random",
             "futility_margin_percent": 1.0,
             "futility_error": 0.20,
             "guard_serial_correlation": True,
@@ -83,6 +101,7 @@ RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
     "v3.1": (
         (10, 20, 40, 80, 160, 320),
         {
+            "order": "random",
             "futility_margin_percent": 1.0,
             "futility_error": 0.20,
             "guard_serial_correlation": True,
@@ -109,6 +128,24 @@ def _noise(rng: np.random.Generator, n: int, sd: float, phi: float) -> np.ndarra
     return sd * out
 
 
+def _arm_noise(rng: np.random.Generator, n: int, sd: float, law: str) -> np.ndarray:
+    """One arm's log-time noise: "skewed" (a shifted exponential, mean 0) or "bimodal" (20 % of
+    calls 10 % slower, 1.5 % jitter). Both arms draw the same law, so the typical call and the
+    throughput ratio both equal the true speedup; "skewed" scales so the ratio's sd is ``sd``."""
+    if law == "skewed":
+        return (sd / math.sqrt(2.0)) * (rng.exponential(1.0, size=n) - 1.0)
+    return math.log(1.10) * (rng.random(n) < 0.20) + rng.normal(0.0, 0.015, size=n)
+
+
+def _baseline_first(n: int, order: str, rng: np.random.Generator) -> np.ndarray:
+    """Whether each pair times eager first: quads ABBA / BAAB, alternating or drawn at random."""
+    quads = (n + 1) // 2
+    abba = np.arange(quads) % 2 == 0 if order == "fixed" else rng.random(quads) < 0.5
+    first = np.repeat(abba, 2)[:n]
+    first[1::2] = ~first[1::2]
+    return first
+
+
 def _one(
     rng: np.random.Generator,
     true: float,
@@ -129,12 +166,22 @@ def _one(
         level += np.linspace(0.0, math.log(1.00 / 1.02), n)
     elif extra == "drift1":
         level += np.linspace(0.0, math.log(1.005 / 1.015), n)
-    d = level + _noise(rng, n, sd, phi)
+    if extra in ("skewed", "bimodal"):
+        d = level + _arm_noise(rng, n, sd, extra) - _arm_noise(rng, n, sd, extra)
+    else:
+        d = level + _noise(rng, n, sd, phi)
     base = 0.01 * np.exp(rng.normal(0.0, 0.03, size=n))
     cand = base * np.exp(-d)
+    if extra == "periodic":  # each call slowed by the interference in its time slot
+        first = _baseline_first(n, str(options.get("order", "random")), rng)
+        pair_slot = 2 * np.arange(n)
+        eager_slot = np.where(first, pair_slot, pair_slot + 1)
+        cand_slot = np.where(first, pair_slot + 1, pair_slot)
+        base = base * (1.0 + _PERIODIC_AMPLITUDE * _IN_PHASE[eager_slot % 8])
+        cand = cand * (1.0 + _PERIODIC_AMPLITUDE * _IN_PHASE[cand_slot % 8])
     if extra == "skew":
         cand = np.where(rng.random(n) < 0.10, cand * 3.0, cand)
-    kwargs = {k: v for k, v in options.items() if k != "spend"}
+    kwargs = {k: v for k, v in options.items() if k not in ("spend", "order")}
     verdict, used = "inconclusive", n
     for k, look in enumerate(looks, start=1):
         if options.get("spend"):

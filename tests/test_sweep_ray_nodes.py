@@ -1,12 +1,15 @@
 """A node that leaves mid-sweep: Ray's multi-node test cluster on this machine (marked ``ray``).
 
 Its own module: the cluster (a head with no CPUs, two worker nodes with one timing slot each)
-needs its own ``ray.init``. Two 15-second tasks start, one per node; one node is removed 6 s in.
+needs its own ``ray.init``. Two napping tasks start, one per node; one node is removed as soon
+as both have said they started, while both still nap 3 s (no fixed delay to guess on a slow
+machine).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,20 +20,34 @@ from aitune_fp import ingest
 from aitune_fp.sweep import parse_sweep, run_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 
+from .sweep_models import NAP_DIR_ENV
 from .test_sweep import read_log, sweep_data
 
 pytestmark = pytest.mark.ray
 
 
-def test_a_node_that_leaves_fails_its_task_and_the_rest_finish(tmp_path: Path) -> None:
+def _remove_once_both_nap(cluster: Cluster, node: object, folder: Path) -> None:
+    """Take ``node`` away as soon as both nappers have started (at most 60 s from now)."""
+    give_up = time.monotonic() + 60.0
+    while len(list(folder.glob("napper-*"))) < 2 and time.monotonic() < give_up:
+        time.sleep(0.05)
+    cluster.remove_node(node)
+
+
+def test_a_node_that_leaves_fails_its_task_and_the_rest_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The task on the removed node is recorded with Ray's error; the other node runs the rest."""
+    naps = tmp_path / "naps"
+    naps.mkdir()
+    monkeypatch.setenv(NAP_DIR_ENV, str(naps))  # before the nodes start: their workers see it
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     leaving = cluster.add_node(num_cpus=1, resources={TIMING_RESOURCE: 1})
     cluster.add_node(num_cpus=1, resources={TIMING_RESOURCE: 1})
     try:
         ray.init(address=cluster.address, log_to_driver=False)
         cluster.wait_for_nodes()
-        timer = threading.Timer(6.0, lambda: cluster.remove_node(leaving))
+        timer = threading.Thread(target=_remove_once_both_nap, args=(cluster, leaving, naps))
         timer.start()
         log = tmp_path / "events.jsonl"
         spec = parse_sweep(sweep_data("napper", "napper-2", "tiny", "tiny-2"))

@@ -13,7 +13,14 @@ from typing import Any
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import CACHES, CLOCKS, DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES
+from aitune_fp.core.config import (
+    CACHES,
+    CLOCKS,
+    DECISION_MODES,
+    MODE_FIELDS,
+    STRATEGY_NAMES,
+    decision_modes,
+)
 
 __all__ = ["accuracy_options", "add_arguments", "profiling_config"]
 
@@ -165,7 +172,7 @@ def add_arguments(sub: Any) -> Any:
     tune.add_argument(
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
-    tune.add_argument("--decision", choices=DECISION_MODES, default=DECISION_MODES[0])
+    tune.add_argument("--decision", choices=decision_modes(), default=DECISION_MODES[0])
     stat = "statistical decision: "
     tune.add_argument("--max-seconds", type=float, help=stat + "budget per candidate (60 s)")
     tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (320)")

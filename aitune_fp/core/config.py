@@ -9,6 +9,7 @@ import attrs
 
 from aitune_fp.core._checks import (
     as_tuple,
+    check_choice,
     check_int,
     finite,
     integer,
@@ -29,7 +30,10 @@ __all__ = [
     "Clock",
     "DecisionMode",
     "ProfilingConfig",
+    "add_decision_mode",
+    "decision_modes",
     "for_batch_size",
+    "remove_decision_mode",
 ]
 
 Clock = Literal["host", "device"]
@@ -38,8 +42,39 @@ CLOCKS: tuple[Clock, ...] = ("host", "device")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
-DecisionMode = Literal["statistical", "point"]
+#: A decision rule's name: one of the built-in rules, or one registered since
+#: (``aitune_fp.measure.rules.register``).
+DecisionMode = str
+#: The built-in decision rules; :func:`decision_modes` adds any registered since.
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
+_known_modes: dict[str, None] = dict.fromkeys(DECISION_MODES)
+
+
+def decision_modes() -> tuple[str, ...]:
+    """Every decision rule's name, built-in first (what ``decision``, ``--decision`` accept)."""
+    return tuple(_known_modes)
+
+
+def add_decision_mode(name: str) -> None:
+    """Accept ``name`` as a decision mode from now on (the rule registry calls this)."""
+    if not isinstance(name, str) or not name.replace("-", "_").isidentifier():
+        raise InvalidValueError(
+            f"a decision rule's name must be a word (letters, digits, - or _), got {name!r}"
+        )
+    _known_modes[name] = None
+
+
+def remove_decision_mode(name: str) -> None:
+    """Stop accepting ``name`` (a registered rule taken away again; built-ins stay)."""
+    if name not in DECISION_MODES:
+        _known_modes.pop(name, None)
+
+
+def _a_decision_mode(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: a known decision mode, read when validating (rules may be registered later)."""
+    check_choice(attribute.name, value, decision_modes())
+
+
 #: The built-in strategies by name (``--strategy``, sweep files): see ``strategies.make_strategy``.
 STRATEGY_NAMES: tuple[str, ...] = (
     "one",
@@ -88,7 +123,7 @@ class ProfilingConfig:
     (``point_warmup_calls`` + ``point_steps`` calls, mean-latency throughput, baseline once).
     """
 
-    decision: DecisionMode = attrs.field(default="statistical", validator=one_of(DECISION_MODES))
+    decision: DecisionMode = attrs.field(default="statistical", validator=_a_decision_mode)
     #: Batch sizes to profile; empty means "the graph spec's max batch size". Narrow with
     #: :func:`for_batch_size`.
     batch_sizes: tuple[int, ...] = attrs.field(

@@ -32,7 +32,7 @@ from aitune_fp.measure.measurement import OnLook as OnLook
 from aitune_fp.measure.point import measure_baseline_point
 from aitune_fp.measure.reasons import _reason as _reason
 from aitune_fp.measure.rules import _RULES as _RULES
-from aitune_fp.measure.rules import DecisionRule, measure_speedup, rule_for
+from aitune_fp.measure.rules import DecisionRule, measure_speedup, register, rule_for, unregister
 from aitune_fp.measure.statistical import measure_throughput_steady
 
 __all__ = [
@@ -42,5 +42,7 @@ __all__ = [
     "measure_baseline_point",
     "measure_speedup",
     "measure_throughput_steady",
+    "register",
     "rule_for",
+    "unregister",
 ]

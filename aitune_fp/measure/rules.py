@@ -1,6 +1,7 @@
 """The decision rules by name, and :func:`measure_speedup`, which runs the one a config names.
 
-``_RULES`` is the one place a mode name is looked up (:func:`rule_for`); a new rule is one entry.
+``_RULES`` is the one place a mode name is looked up (:func:`rule_for`); a new rule is its module
+plus one :func:`register` line.
 """
 
 from __future__ import annotations
@@ -11,17 +12,24 @@ from typing import Any
 import attrs
 
 from aitune_fp.core._checks import check_int
-from aitune_fp.core.config import DecisionMode, ProfilingConfig
+from aitune_fp.core.config import (
+    DECISION_MODES,
+    DecisionMode,
+    ProfilingConfig,
+    add_decision_mode,
+    remove_decision_mode,
+)
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
+from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
 from aitune_fp.measure.point import _compare_point, measure_baseline_point
 from aitune_fp.measure.statistical import _compare_statistical, measure_throughput_steady
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, as_batches, timer_for
 
-__all__ = ["DecisionRule", "measure_speedup", "rule_for"]
+__all__ = ["DecisionRule", "measure_speedup", "register", "rule_for", "unregister"]
 
 
 @attrs.frozen
@@ -44,12 +52,30 @@ class DecisionRule:
     head_to_head: bool
 
 
-_RULES: dict[str, DecisionRule] = {
-    "statistical": DecisionRule(
-        "statistical", measure_throughput_steady, _compare_statistical, False, True
-    ),
-    "point": DecisionRule("point", measure_baseline_point, _compare_point, True, False),
-}
+_RULES: dict[str, DecisionRule] = {}
+
+
+def register(rule: DecisionRule) -> DecisionRule:
+    """Make ``rule`` the rule of its name from now on (config, ``--decision``, sweep files).
+
+    A new rule is its module plus one such line.
+    """
+    if not isinstance(rule, DecisionRule):
+        raise InvalidTypeError(f"register takes a DecisionRule, got {type(rule).__name__}")
+    add_decision_mode(rule.name)
+    _RULES[rule.name] = rule
+    return rule
+
+
+def unregister(name: str) -> None:
+    """Take a registered rule away again (the built-in rules stay)."""
+    if name not in DECISION_MODES:
+        _RULES.pop(name, None)
+        remove_decision_mode(name)
+
+
+register(DecisionRule("statistical", measure_throughput_steady, _compare_statistical, False, True))
+register(DecisionRule("point", measure_baseline_point, _compare_point, True, False))
 
 
 def rule_for(config: ProfilingConfig) -> DecisionRule:

@@ -18,7 +18,13 @@ import attrs
 
 from aitune_fp.backends import registry
 from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES, ProfilingConfig
+from aitune_fp.core.config import (
+    DECISION_MODES,
+    MODE_FIELDS,
+    STRATEGY_NAMES,
+    ProfilingConfig,
+    decision_modes,
+)
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
@@ -288,7 +294,7 @@ def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
             raise type(exc)(f"budget.{key}: {exc}") from exc
         kwargs[key] = value
     try:
-        return ProfilingConfig(decision=decision, **kwargs)  # type: ignore[arg-type]
+        return ProfilingConfig(decision=decision, **kwargs)
     except (TypeError, ValueError) as exc:
         raise type(exc)(f"budget: {exc}") from exc
 
@@ -358,7 +364,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     _known_keys("", table, _TOP_KEYS)
     device = _choice("device", table.get("device", "cpu"), DEVICE_KINDS)
     strategy = _choice("strategy", table.get("strategy", "max-throughput"), STRATEGY_NAMES)
-    decision = _choice("decision", table.get("decision", DECISION_MODES[0]), DECISION_MODES)
+    decision = _choice("decision", table.get("decision", DECISION_MODES[0]), decision_modes())
     threshold = _number("threshold", table.get("threshold", 1.0))
     if threshold <= -100:
         raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
