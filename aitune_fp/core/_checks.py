@@ -129,13 +129,33 @@ def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
 # --------------------------------------------------------------------------------------------
 
 
+def _saying(validate: Validator, **keywords: Any) -> Validator:
+    """``validate``, carrying the JSON Schema keywords it enforces (see :func:`schema_keywords`)."""
+    validate.__dict__["json_schema"] = keywords
+    return validate
+
+
+def schema_keywords(validator: object) -> dict[str, Any]:
+    """The JSON Schema keywords a validator of this module enforces ({} for any other).
+
+    Looks through ``attrs.validators.optional``; the event schema carries a record's bounds
+    this way (``aitune_fp.events.kinds.copied_fields``).
+    """
+    inner = getattr(validator, "validator", None)
+    if inner is not None:
+        return schema_keywords(inner)
+    return dict(getattr(validator, "json_schema", {}))
+
+
 def finite(*, minimum: float | None = None, strict: bool = False) -> Validator:
     """Validator: a finite real number (bools refused), ``>= minimum`` (``>`` when ``strict``)."""
 
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         check_finite(attribute.name, value, minimum=minimum, strict=strict)
 
-    return validate
+    if minimum is None:
+        return validate
+    return _saying(validate, **{"exclusiveMinimum" if strict else "minimum": minimum})
 
 
 def not_nan() -> Validator:
@@ -154,7 +174,7 @@ def open_interval(low: float, high: float) -> Validator:
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         check_open_interval(attribute.name, value, low, high)
 
-    return validate
+    return _saying(validate, exclusiveMinimum=low, exclusiveMaximum=high)
 
 
 def integer(*, minimum: int = 1) -> Validator:
@@ -163,7 +183,7 @@ def integer(*, minimum: int = 1) -> Validator:
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         check_int(attribute.name, value, minimum=minimum)
 
-    return validate
+    return _saying(validate, minimum=minimum)
 
 
 def of_type(*types: type) -> Validator:
@@ -184,7 +204,7 @@ def one_of(choices: tuple[Any, ...]) -> Validator:
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         check_choice(attribute.name, value, choices)
 
-    return validate
+    return _saying(validate, enum=list(choices))
 
 
 def tuple_of(member: Validator) -> Validator:

@@ -2,8 +2,9 @@
 
 ``fold(report, name, fields)`` returns the report with one event added. The session folds every
 event it emits into its report, and ``aitune_fp.ingest`` folds the events of a log the same way,
-so the two reports agree by construction. Adding an event means: its builder, its line here,
-and its section in ``docs/events.md``. Pure: no torch, no clocks, no logging.
+so the two reports agree by construction. Adding an event means: its class (with its builder)
+in ``aitune_fp/events/``, its line here, and its section in ``docs/events.md``. Pure: no torch,
+no clocks, no logging.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import attrs
 
 from aitune_fp.core.choice import LatencyCheck, selection_from_dict
 from aitune_fp.core.report import CandidateFailure, TuneReport
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import EVENT_KEYS, PerformanceValidationResult
 
 __all__ = ["VALIDATION_PREFIX", "empty_report", "fold", "result_from_event"]
 
@@ -23,10 +24,7 @@ __all__ = ["VALIDATION_PREFIX", "empty_report", "fold", "result_from_event"]
 VALIDATION_PREFIX: Final = "aitune_fp.validation."
 
 _RESULT_FIELDS: Final = tuple(a.name for a in attrs.fields(PerformanceValidationResult))
-_RENAMED: Final = {
-    "throughput_samples_per_s": "throughput",
-    "baseline_throughput_samples_per_s": "baseline_throughput",
-}
+_RENAMED: Final = {key: field for field, key in EVENT_KEYS.items()}
 
 
 def result_from_event(fields: Mapping[str, Any]) -> PerformanceValidationResult:

@@ -20,6 +20,7 @@ from aitune_fp.core.telemetry import DEVICE_ISOLATIONS
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
+    "EVENT_KEYS",
     "RESULT_VERDICTS",
     "PerformanceValidationMixinResult",
     "PerformanceValidationResult",
@@ -28,6 +29,12 @@ __all__ = [
 
 ResultVerdict = Literal["faster", "not_faster", "inconclusive"]
 RESULT_VERDICTS: tuple[ResultVerdict, ...] = ("faster", "not_faster", "inconclusive")
+#: How a result's fields are named as event keys (``candidate_measured``: the unit goes into the
+#: key); the fold renames them back. Fields not listed keep their names.
+EVENT_KEYS: dict[str, str] = {
+    "throughput": "throughput_samples_per_s",
+    "baseline_throughput": "baseline_throughput_samples_per_s",
+}
 
 
 _optional = attrs.validators.optional

@@ -17,7 +17,7 @@ from aitune_fp.core.choice import LatencyCheck, selection_to_dict
 from aitune_fp.core.messages import fmt_candidate_line, fmt_headline
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import CandidateFailure, Stage
-from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
+from aitune_fp.core.results import EVENT_KEYS, PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState
 from aitune_fp.core.selection_values import Outcome as SelectionOutcome
 from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, copied_fields, event
@@ -123,10 +123,7 @@ def correctness_checked(
 
 
 #: How a result's fields are named in ``candidate_measured`` (the unit goes into the key).
-RESULT_KEYS: Final = {
-    "throughput": "throughput_samples_per_s",
-    "baseline_throughput": "baseline_throughput_samples_per_s",
-}
+RESULT_KEYS: Final = EVENT_KEYS
 _RESULT: Final = list(copied_fields(PerformanceValidationResult, RESULT_KEYS).items())
 #: AITune's description and throughputs lead, then the tune's duration, then every other figure.
 _LEAD: Final = 3

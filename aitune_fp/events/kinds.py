@@ -9,13 +9,13 @@ The registry lists every kind; ``EVENT_NAMES`` and the JSON Schema are derived f
 from __future__ import annotations
 
 import enum
-import inspect
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
 
 import attrs
 
+from aitune_fp.core._checks import schema_keywords
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Event, Level, clean
 
@@ -173,29 +173,6 @@ def unregister(name: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _keywords(validator: object) -> dict[str, Any]:
-    """The JSON Schema keywords an ``aitune_fp.core._checks`` validator enforces (if known).
-
-    The factories (``finite``, ``integer``, ``open_interval``, ``one_of``) keep their bounds in
-    the closure of the validator they return; ``attrs.validators.optional`` wraps one.
-    """
-    inner = getattr(validator, "validator", None)  # attrs.validators.optional(...)
-    if inner is not None:
-        return _keywords(inner)
-    if not inspect.isfunction(validator):
-        return {}
-    factory = validator.__qualname__.split(".<locals>", 1)[0]
-    bound = inspect.getclosurevars(validator).nonlocals
-    if factory in ("finite", "integer") and bound.get("minimum") is not None:
-        strict = bool(bound.get("strict", False))
-        return {"exclusiveMinimum" if strict else "minimum": bound["minimum"]}
-    if factory == "open_interval":
-        return {"exclusiveMinimum": bound["low"], "exclusiveMaximum": bound["high"]}
-    if factory == "one_of":
-        return {"enum": list(bound["choices"])}
-    return {}
-
-
 def copied_fields(source: type, renamed: Mapping[str, str]) -> dict[str, Any]:
     """``source``'s attrs fields as payload fields, in order, keys renamed by ``renamed``.
 
@@ -205,7 +182,7 @@ def copied_fields(source: type, renamed: Mapping[str, str]) -> dict[str, Any]:
     hints = typing.get_type_hints(source, include_extras=True)
     copied: dict[str, Any] = {}
     for a in attrs.fields(source):
-        metadata = {**_keywords(a.validator), **a.metadata}
+        metadata = {**schema_keywords(a.validator), **a.metadata}
         copied[renamed.get(a.name, a.name)] = attrs.field(
             type=hints[a.name], default=a.default, metadata=metadata
         )
