@@ -231,7 +231,9 @@ def capture_events(level: int = logging.DEBUG) -> Iterator[list[dict[str, Any]]]
 
     Each dict holds the event's name (``event``), ``log_level`` and its fields, in the order
     they were logged. Within the block structlog is configured for the capture (events of
-    other loggers are dropped); the previous configuration is restored on exit.
+    other loggers are dropped); the previous configuration is restored on exit. It listens at
+    the logger, not at :func:`aitune_fp.events.sinks`, on purpose: it sees what a log pipeline
+    sees at ``level`` (with info off, the tune's last line comes out whole at warning).
     """
     captured: list[dict[str, Any]] = []
 
