@@ -20,8 +20,9 @@ from aitune_fp.core.quantiles import min_samples_for_upper_bound, quantile_upper
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.headtohead import head_to_head
-from aitune_fp.profiling import time_calls
+from aitune_fp.profiling import SpotCheckError, time_calls
 from aitune_fp.session import CandidateOutcome, TuneSession, infer_of
+from aitune_fp.session.vetting import spot_check_of
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
 
@@ -91,11 +92,17 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         threads=session.config.threads,
         seed=seed,
         on_look=on_look,
+        spot_checks={n: spot_check_of(session, o.backend) for n, o in by_name.items()},
+        references=session.references(),
     )
     session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
     for failure in state.failed:
         outcome = by_name[failure.name]
+        if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
+            wrong = BackendFailedError(f"wrong output while timed head-to-head: {failure.error}")
+            session.record_failure(outcome.description, "correctness", wrong, outcome.log_path)
+            continue
         error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
         session.record_failure(outcome.description, "profiling", error, outcome.log_path)
     if state.chosen is None:

@@ -4,7 +4,11 @@ Each round calls every remaining contender once, in an order drawn from a seeded
 permutation (no fixed order for periodic interference to hit), on that contender's own copy of
 the round's batch (round ``r`` uses ``batches[r % len(batches)]``; copies made before any clock
 starts). Calls run under ``torch.no_grad()`` with the garbage collector paused and the same
-intra-op thread count. After a warm-up of each contender, the core
+intra-op thread count. With ``spot_checks``, each contender's outputs are compared with eager's
+(``references``, one per batch) after the clock stopped, at the first and last round of each
+look and about ``spot_rate`` of the rounds between, seeded (``core.spot.spot_positions``): a
+contender wrong on some calls leaves the running with a ``SpotCheckError``.
+After a warm-up of each contender, the core
 (:func:`~aitune_fp.core.selection.select_at_look`) looks at the round counts of
 ``rule.looks``; when ``max_seconds`` runs out, :func:`~aitune_fp.core.selection.choose_on_budget`
 chooses. A callable that raises leaves the running with its error recorded; nothing is raised.
@@ -15,7 +19,7 @@ from __future__ import annotations
 import gc
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from aitune_fp.core._checks import check_finite, check_int, check_type
@@ -28,17 +32,21 @@ from aitune_fp.core.selection import (
     select_at_look,
     start_selection,
 )
-from aitune_fp.errors import InvalidTypeError
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample, copy_sample
 from aitune_fp.profiling import (
     ProfilingError,
+    ReferenceSpotCheck,
+    SpotCheck,
+    SpotCheckError,
     Timer,
     as_batches,
     gc_paused,
     intra_op_threads,
     timer_for,
 )
-from aitune_fp.profiling.calls import _timed_call
+from aitune_fp.profiling.calls import _checks_per_batch, _spot, _timed_call
 
 __all__ = ["head_to_head"]
 
@@ -58,13 +66,22 @@ def _release_device_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def _timed(fn: Callable[..., Any], sample: Sample, clock: Timer) -> float | _Failed:
+def _timed(
+    fn: Callable[..., Any],
+    sample: Sample,
+    clock: Timer,
+    inspect: Callable[[Any], None] | None = None,
+) -> float | _Failed:
     """Wall seconds of one synchronised call (profiling's timed call), or the error it raised.
 
-    Never raised here: a contender's failure is a result, not the run's end.
+    ``inspect`` sees the output once the clock stopped (a spot check; a wrong output gives
+    ``"SpotCheckError: ..."``). Never raised here: a contender's failure is a result, not the
+    run's end.
     """
     try:
-        return _timed_call(fn, sample, clock, None)[0]
+        return _timed_call(fn, sample, clock, None, inspect)[0]
+    except SpotCheckError as exc:  # the output was wrong: nothing to release
+        return _error(exc)
     except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
         error, emptied = _error(exc.__cause__ or exc), exc.reason == "out_of_memory"
     except Exception as exc:  # the synchronisation failed
@@ -72,6 +89,25 @@ def _timed(fn: Callable[..., Any], sample: Sample, clock: Timer) -> float | _Fai
     if not emptied:
         _release_device_memory()  # the exception, and the frames it held, are gone by now
     return error
+
+
+def _spot_checks(
+    spot_checks: Mapping[str, ReferenceSpotCheck] | None,
+    references: Sequence[Any] | None,
+    fns: Mapping[str, Callable[..., Any]],
+    n_batches: int,
+) -> dict[str, tuple[SpotCheck | None, ...]]:
+    """Each contender's one-argument check per batch (none without ``spot_checks``)."""
+    if spot_checks is None:
+        return {}
+    if references is None:
+        raise InvalidValueError("spot_checks need references: eager's output on each batch")
+    unknown = sorted(set(spot_checks) - set(fns))
+    if unknown:
+        raise InvalidValueError(f"spot_checks name no contender: {unknown}")
+    return {
+        name: _checks_per_batch(check, references, n_batches) for name, check in spot_checks.items()
+    }
 
 
 def _checked(contenders: object) -> tuple[list[Contender], dict[str, Callable[..., Any]]]:
@@ -103,6 +139,8 @@ class _Run:
         clock: Timer,
         deadline_ns: int,
         seed: int,
+        checks: Mapping[str, tuple[SpotCheck | None, ...]],
+        spot_rate: float,
     ) -> None:
         self.fns = fns
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
@@ -111,6 +149,18 @@ class _Run:
         self.order = random.Random(f"aitune_fp head-to-head order {seed}")
         self.latencies: dict[str, list[float]] = {name: [] for name in fns}
         self.rounds = 0
+        self.checks = checks
+        self.spot_rate = spot_rate
+        self.seed = seed
+        self.spot_rounds: frozenset[int] = frozenset()
+
+    def plan_spots(self, look: int, target: int) -> None:
+        """The rounds up to ``target`` whose outputs are compared (this look's, seeded)."""
+        n = target - self.rounds
+        if not self.checks or n <= 0:
+            return
+        drawn = spot_positions(n, self.spot_rate, self.seed * 1_000 + look)
+        self.spot_rounds = frozenset(self.rounds + k for k in drawn)
 
     def past_deadline(self) -> bool:
         return self.clock.now_ns() >= self.deadline_ns
@@ -135,8 +185,11 @@ class _Run:
         times: dict[str, float] = {}
         errors: dict[str, str] = {}
         for name in self.order.sample(list(names), len(names)):
-            batch = self.copies[name][self.rounds % len(self.copies[name])]
-            result = _timed(self.fns[name], batch, self.clock)
+            b = self.rounds % len(self.copies[name])
+            inspect = None
+            if self.rounds in self.spot_rounds and name in self.checks:
+                inspect = _spot(self.checks[name][b], call=self.rounds, batch=b)
+            result = _timed(self.fns[name], self.copies[name][b], self.clock, inspect)
             if isinstance(result, str):
                 errors[name] = result
             else:
@@ -159,13 +212,18 @@ def head_to_head(
     warmup_calls: int = 3,
     seed: int = 0,
     on_look: Callable[[SelectionState], None] | None = None,
+    spot_checks: Mapping[str, ReferenceSpotCheck] | None = None,
+    references: Sequence[Any] | None = None,
+    spot_rate: float = DEFAULT_SPOT_RATE,
 ) -> SelectionState:
     """Time the contenders in rounds and return the final :class:`SelectionState` (chosen set).
 
     ``max_seconds`` counts from the first warm-up call; no round starts after it (one running
-    round may overrun it). ``on_look`` sees the state after every look. Failures (a contender
-    that raised, during warm-up or a round) are in ``state.failed``; every contender failing
-    gives outcome ``none_ran``.
+    round may overrun it). ``on_look`` sees the state after every look. ``spot_checks``: by
+    contender name, ``check(output, reference)`` raising on a wrong output, with ``references``
+    eager's output on each batch (required with it). Failures (a contender that raised or was
+    wrong, during warm-up or a round) are in ``state.failed``; every contender failing gives
+    outcome ``none_ran``.
     """
     rule = SelectionRule() if rule is None else check_type("rule", rule, SelectionRule)
     values, fns = _checked(contenders)
@@ -174,12 +232,13 @@ def head_to_head(
     calls = check_int("warmup_calls", warmup_calls, minimum=0)
     check_type("seed", seed, int)
     inputs = as_batches(batch, batches)
+    checks = _spot_checks(spot_checks, references, fns, len(inputs))
     clock = timer if timer is not None else timer_for(inputs[0])
     import torch
 
     collect = gc.isenabled()
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
-        run = _Run(fns, inputs, clock, 0, seed)  # copies before the clock starts
+        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate)  # copies before the clock
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)
         errors = run.warm_up(state.remaining, calls)
         if errors:
@@ -187,6 +246,7 @@ def head_to_head(
         for look, target in enumerate(rule.looks, 1):
             if state.done:
                 return state
+            run.plan_spots(look, target)
             while run.rounds < target and not run.past_deadline():
                 errors = run.one_round(state.remaining)
                 if errors:

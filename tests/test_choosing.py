@@ -245,18 +245,50 @@ def test_a_winner_wrong_after_the_head_to_head_is_not_kept(
     """The head-to-head's winner is checked again; wrong by then, it is recorded and dropped."""
     import aitune_fp.choosing as choosing
 
-    original = choosing._head_to_head
+    original = choosing.head_to_head
 
-    def arm_then_select(*args: Any) -> Any:
-        TurnsWrong.armed = True
-        return original(*args)
+    def select_then_arm(*args: Any, **kwargs: Any) -> Any:
+        state = original(*args, **kwargs)
+        TurnsWrong.armed = True  # right through the rounds, wrong from the re-check on
+        return state
 
-    monkeypatch.setattr(choosing, "_head_to_head", arm_then_select)
+    monkeypatch.setattr(choosing, "head_to_head", select_then_arm)
     monkeypatch.setattr(TurnsWrong, "armed", False)
     backend, report = _tune(gated(MaxThroughputStrategy([TurnsWrong(), HalfPruned()])), tmp_path)
     assert backend.describe() == "HalfPruned()"
-    failed = {f.backend_description: f.stage for f in report.candidate_failures}
-    assert failed == {"TurnsWrong()": "correctness"}
+    (failure,) = report.candidate_failures
+    assert (failure.backend_description, failure.stage) == ("TurnsWrong()", "correctness")
+    assert "head-to-head" not in failure.reason  # caught by the winner's re-check
+
+
+def test_a_candidate_wrong_while_timed_head_to_head_is_caught_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right through the gate, wrong in the rounds: the rounds' spot checks record it."""
+    import aitune_fp.choosing as choosing
+
+    original = choosing.head_to_head
+
+    def arm_then_select(*args: Any, **kwargs: Any) -> Any:
+        TurnsWrong.armed = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            TurnsWrong.armed = False  # right again for the re-check: only the rounds saw it
+
+    monkeypatch.setattr(choosing, "head_to_head", arm_then_select)
+    monkeypatch.setattr(TurnsWrong, "armed", False)
+    with capture_events() as events:
+        backend, report = _tune(
+            gated(MaxThroughputStrategy([TurnsWrong(), HalfPruned()])), tmp_path
+        )
+    assert backend.describe() == "HalfPruned()"
+    (failure,) = report.candidate_failures
+    assert (failure.backend_description, failure.stage) == ("TurnsWrong()", "correctness")
+    assert "wrong output while timed head-to-head" in failure.reason
+    assert "SpotCheckError: timed call" in failure.reason
+    (decided,) = _names(events, "selection_decided")
+    assert decided["chosen"] == "HalfPruned()"
 
 
 class TestShown:

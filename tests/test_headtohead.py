@@ -196,3 +196,84 @@ def test_bad_arguments_are_refused() -> None:
         head_to_head(pairs[:1], BATCH, timer=clock)
     with pytest.raises(InvalidTypeError, match="rule"):
         head_to_head(pairs, BATCH, "fast", timer=clock)  # type: ignore[arg-type]
+
+
+class WrongEvery(Model):
+    """A contender whose every ``k``-th call returns a wrong output (the others are right)."""
+
+    def __init__(self, *args: Any, k: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.k = k
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().__call__(x)
+        return out + 1.0 if self.calls % self.k == 0 else out
+
+
+def _equal(output: Any, reference: Any) -> None:
+    if not torch.equal(output, reference):
+        raise AssertionError("differs from eager")
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_a_contender_wrong_every_kth_call_is_caught_while_timed(k: int) -> None:
+    """Spot checks in the rounds: the faster contender, wrong every k-th call, leaves the running.
+
+    Without spot checks the same run keeps it (it is the faster one). It is decided after the
+    first look's 10 rounds, whose last call (a multiple of k) is always checked.
+    """
+    runs = {}
+    for checked in (True, False):
+        clock, log = FakeClock(), []
+        pairs = [
+            (Contender("wrong", 0, None), WrongEvery(clock, "wrong", 1.0, log, k=k)),
+            (Contender("right", 1, None), Model(clock, "right", 1.3, log)),
+        ]
+        spot = {"wrong": _equal, "right": _equal} if checked else None
+        runs[checked] = head_to_head(
+            pairs, BATCH, timer=clock, warmup_calls=0, spot_checks=spot, references=[BATCH.args[0]]
+        )
+    assert runs[False].chosen == "wrong"
+    caught = runs[True]
+    assert caught.chosen == "right"
+    (failure,) = caught.failed
+    assert failure.name == "wrong" and failure.error.startswith("SpotCheckError: timed call ")
+    assert "differs from eager" in failure.error
+
+
+def test_spot_checks_are_seeded_and_cover_each_looks_ends() -> None:
+    """The checked rounds repeat for a seed, include the look's first and last, and not all."""
+    seen: list[list[int]] = []
+    for seed in (1, 1, 2):
+        clock, log = FakeClock(), []
+        rounds: list[int] = []
+        a = Model(clock, "a", 1.0, log)
+        b = Model(clock, "b", 1.0, log)
+
+        def check(output: Any, reference: Any, _a: Model = a, _r: list[int] = rounds) -> None:
+            _r.append(_a.calls)
+
+        head_to_head(
+            [(Contender("a", 0, None), a), (Contender("b", 1, None), b)],
+            BATCH,
+            SelectionRule(looks=(40,)),
+            timer=clock,
+            warmup_calls=0,
+            seed=seed,
+            spot_checks={"a": check},
+            references=[BATCH.args[0]],
+        )
+        seen.append(rounds)
+    assert seen[0] == seen[1]  # the same seed, the same rounds
+    assert seen[0] != seen[2]
+    assert {1, 40} <= set(seen[0])  # the look's first and last call
+    assert len(seen[0]) == 2 + 4  # and a tenth of the 38 between
+
+
+def test_spot_checks_need_references_and_known_names() -> None:
+    """Bad spot-check arguments are refused, naming what is wrong."""
+    clock, _, pairs = setup({"a": (1.0, None), "b": (1.0, None)})
+    with pytest.raises(InvalidValueError, match="references"):
+        head_to_head(pairs, BATCH, timer=clock, spot_checks={"a": _equal})
+    with pytest.raises(InvalidValueError, match="no contender"):
+        head_to_head(pairs, BATCH, timer=clock, spot_checks={"z": _equal}, references=[1])

@@ -182,6 +182,12 @@ class TuneSession:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
         return self._batch, self._batches or (self._batch,), self._timer, self._heldout_seed
 
+    def references(self) -> tuple[Any, ...]:
+        """Eager's output on each timing batch (what timed outputs are spot-checked against)."""
+        if self._batch is None:
+            raise InvalidStateError("the session is not open: no eager outputs to compare with")
+        return self._references
+
     def _phase(self, description: str, phase: events.Phase) -> None:
         self._emit(
             events.phase(

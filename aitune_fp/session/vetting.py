@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,24 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
     return CandidateOutcome(description, built, result=result, mismatch=mismatch)
 
 
+def spot_check_of(session: TuneSession, backend: Any) -> Callable[[Any, Any], Mismatch | None]:
+    """How ``backend``'s timed outputs are compared with eager's: its budget, its dtype tier.
+
+    ``check(output, reference)`` returns how close it came and raises when out of budget; the
+    gate's timing and the head-to-head among passing candidates both spot-check with it.
+    """
+    expected_dtype = declared_dtype(backend)
+    tolerances = session.closeness.budget(backend)
+    closeness = session.closeness
+
+    def check(output: Any, reference: Any) -> Mismatch | None:
+        return closeness.spot(
+            output, reference, expected_dtype=expected_dtype, tolerances=tolerances
+        )
+
+    return check
+
+
 def measure(
     session: TuneSession, backend: Any, description: str, mismatch: Mismatch | None
 ) -> PerformanceValidationResult:
@@ -114,14 +133,7 @@ def measure(
         )
     assert session.options is not None and session._batch is not None and session.batch_size
     start = time.perf_counter()
-    expected_dtype = declared_dtype(backend)
-    tolerances = session.closeness.budget(backend)
-    closeness = session.closeness
-
-    def spot_check(output: Any, reference: Any) -> Mismatch | None:
-        return closeness.spot(
-            output, reference, expected_dtype=expected_dtype, tolerances=tolerances
-        )
+    spot_check = spot_check_of(session, backend)
 
     comparison = Comparison(
         eager=infer_of(session._eager),
