@@ -24,7 +24,8 @@ import structlog
 import torch
 
 import aitune_fp.measure as measure_module
-import aitune_fp.session as session_module
+import aitune_fp.session.baseline as baseline_module
+import aitune_fp.session.vetting as vetting_module
 from aitune_fp import (
     MaxThroughputStrategy,
     OneBackendStrategy,
@@ -59,12 +60,8 @@ def _instrument() -> None:
     """
     Closeness.check = _timed(Closeness.check)  # type: ignore[method-assign]
     # eager's calls whose outputs the spot checks compare with are model work too
-    session_module.TuneSession._reference_output = staticmethod(  # type: ignore[method-assign]
-        _timed(session_module.TuneSession._reference_output)
-    )
-    session_module.measure_throughput_steady = _timed(  # type: ignore[assignment]
-        session_module.measure_throughput_steady
-    )
+    baseline_module.reference_output = _timed(baseline_module.reference_output)
+    vetting_module.measure_throughput_steady = _timed(vetting_module.measure_throughput_steady)
     for name, rule in list(measure_module._RULES.items()):
         measure_module._RULES[name] = attrs.evolve(
             rule, measure_eager=_timed(rule.measure_eager), compare=_timed(rule.compare)
