@@ -146,13 +146,14 @@ def build_candidate(
     """The candidate module of one case (eval mode, fixed seed); ``extra`` overrides the FLOP
     estimate of the wasted columns ("extra" and "mixed" cases)."""
     torch.manual_seed(1)
+    device = next(base.parameters()).device  # the candidate runs where eager does
     if kind == "same":
         return copy.deepcopy(base).eval()
     if kind in ("extra", "mixed"):
         width = initial_extra(kind, nominal, d_in, hidden) if extra is None else extra
         inner = base if kind == "extra" else MLP(d_in, hidden_for(d_in, hidden, MIXED_FROM))
-        return WithExtraWork(inner, d_in, width).eval()
-    return MLP(d_in, hidden_for(d_in, hidden, nominal)).eval()
+        return WithExtraWork(inner, d_in, width).eval().to(device)
+    return MLP(d_in, hidden_for(d_in, hidden, nominal)).eval().to(device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -452,6 +453,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="skip the second reference run of each case after the decisions",
     )
+    parser.add_argument(
+        "--device", default="cpu", help="where eager and the candidates run: cpu or cuda[:N]"
+    )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2, help="intra-op threads, both arms")
     parser.add_argument(
@@ -489,10 +493,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = [c for c in CASES if c[0] in args.cases]
     labels = [label for label, _, _ in cases]
     modes = [mode for mode in MODES if mode in args.modes]
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        raise SystemExit(f"--device {args.device}: expected cpu or cuda[:N]") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: CUDA is not available on this machine")
+    if device.type not in ("cpu", "cuda"):
+        raise SystemExit(f"--device {args.device}: expected cpu or cuda[:N]")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    base = MLP(d_in, hidden).eval()
-    batch = Sample((torch.randn(size, d_in),))
+    base = MLP(d_in, hidden).eval().to(device)
+    batch = Sample((torch.randn(size, d_in, device=device),))
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -579,7 +591,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     load_at_end = os.getloadavg()
     header = (
-        f"MLP {d_in}->{hidden}->{hidden}->{d_in} GELU fp32, batch {size}, {args.threads} threads, "
+        f"MLP {d_in}->{hidden}->{hidden}->{d_in} GELU fp32 on {device}, batch {size}, "
+        f"{args.threads} threads, "
         f"threshold {args.threshold:g} %, decisions per case: "
         f"{', '.join(f'{mode} {mode_repeats[mode]}' for mode in modes)}, "
         f"reference {ref_pairs} pairs, torch {torch.__version__}, "

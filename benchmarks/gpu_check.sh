@@ -12,8 +12,7 @@
 #   3. the main job on CUDA, decided on the host clock and again on the device clock, with both
 #      clocks, the threads, the quality flags and the telemetry (device_isolation, SM clock
 #      range, temperature, power) of each candidate from the JSON-lines log;
-#   4. decision_quality.py on CUDA: identical, 1.03x, 1.1x and 2x, 10 decisions each (needs its
-#      --device/--cases options; the step fails loudly naming them when they are missing).
+#   4. decision_quality.py on CUDA: identical, 1.03x, 1.1x and 2x, 10 decisions each.
 # Without CUDA it says so at the top of the section and runs only what a CPU can check: the
 # fake-CUDA-timer, fake-NVML telemetry and thread tests, the list of gpu tests that would run,
 # and the main job on CPU with --threads 1 (the thread and load fields checked, telemetry
@@ -129,9 +128,7 @@ for clock in host device; do
 done
 say ""
 say "### decision_quality.py on CUDA (identical, 1.03x, 1.1x, 2x; 10 decisions each)"
-"$PY" benchmarks/decision_quality.py --help | grep -q -- "--device" \
-    || fail "benchmarks/decision_quality.py has no --device/--cases options yet (issue 24)"
-block "$PY" benchmarks/decision_quality.py --device cuda --cases A/A,1.03x,1.10x,2.00x \
+block "$PY" benchmarks/decision_quality.py --device cuda --cases A/A 1.03x 1.10x 2.00x \
     --repeats 10 --reference-pairs 200 --out "$WORK/dq.md" || fail "decision_quality on CUDA"
 say ""
 say "cache=\"cold\" (no tune flag yet) ran only in its gpu test."

@@ -416,6 +416,46 @@ def test_decision_quality_quick_smoke(tmp_path: Path) -> None:
         assert table.count(f"| {case} ") == 3, case
     assert "| statistical-v1 |" in table
     assert "A/A inconclusive <= 10 %" in table
+    assert "fp32 on cpu," in table
+
+
+def test_decision_quality_device_is_checked_up_front() -> None:
+    """``--device`` names a device this machine lacks or does not know: one line, exit 1."""
+    script = str(ROOT / "benchmarks" / "decision_quality.py")
+    bad = ["tpu"] if torch.cuda.is_available() else ["cuda", "tpu"]
+    for device in bad:
+        done = subprocess.run(
+            [sys.executable, script, "--quick", "--device", device],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        assert done.returncode == 1 and f"--device {device}:" in done.stderr
+
+
+@pytest.mark.gpu
+def test_decision_quality_runs_on_cuda(tmp_path: Path) -> None:
+    """On a GPU the campaign runs there: ``--device cuda --quick`` decides every case."""
+    out = tmp_path / "table.md"
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "decision_quality.py"),
+            "--quick",
+            "--device",
+            "cuda",
+            "--cases",
+            "A/A",
+            "2.00x",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert "fp32 on cuda" in out.read_text()
 
 
 class TestSteadyThroughput:
