@@ -94,6 +94,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         on_look=on_look,
         spot_checks={n: spot_check_of(session, o.backend) for n, o in by_name.items()},
         references=session.references(),
+        spot_rate=session.config.spot_rate,
     )
     session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))

@@ -97,6 +97,11 @@ def profiling_config(args: argparse.Namespace) -> Any:
         if args.threads < 1:
             raise UsageError(f"--threads must be an integer >= 1, got {args.threads}")
         kwargs["threads"] = args.threads
+    spot_rate = getattr(args, "spot_rate", None)
+    if spot_rate is not None:  # both decision modes read it
+        if not 0 < spot_rate <= 1:
+            raise UsageError(f"--spot-rate must be in (0, 1], got {spot_rate:g}")
+        kwargs["spot_rate"] = spot_rate
     try:
         return ProfilingConfig(decision=args.decision, **kwargs)
     except (TypeError, ValueError) as exc:
@@ -202,6 +207,12 @@ def add_arguments(sub: Any) -> Any:
         type=int,
         help="CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
         "intra-op threads; default: leave them as they are). See docs/threads.md",
+    )
+    tune.add_argument(
+        "--spot-rate",
+        type=float,
+        help="share of the timed calls between each look's ends whose outputs are compared "
+        "with eager's, in the gate and the head-to-head (0.1; both ends always are)",
     )
     tune.add_argument(
         "--cache",

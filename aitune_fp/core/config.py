@@ -18,6 +18,7 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
@@ -104,6 +105,12 @@ def _below_100(instance: object, attribute: attrs.Attribute[Any], value: float) 
     """Validator: a share in percent below 100."""
     if value >= 100:
         raise InvalidValueError(f"{attribute.name} must be below 100 (percent), got {value!r}")
+
+
+def _at_most_one(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    """Validator: a share of at most 1 (all of them)."""
+    if value > 1:
+        raise InvalidValueError(f"{attribute.name} must be at most 1 (a share), got {value!r}")
 
 
 def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
@@ -203,6 +210,12 @@ class ProfilingConfig:
     #: the remaining candidates are.
     selection_max_seconds: float = attrs.field(
         default=60.0, validator=finite(minimum=0, strict=True)
+    )
+    #: Share of the timed calls between each look's first and last whose outputs are compared
+    #: with eager's (both ends always are), in the gate's timing and the head-to-head's rounds;
+    #: raise it to catch a candidate wrong on rarer calls (docs/guarantees.md has the table).
+    spot_rate: float = attrs.field(
+        default=DEFAULT_SPOT_RATE, validator=[finite(minimum=0, strict=True), _at_most_one]
     )
 
     def __attrs_post_init__(self) -> None:

@@ -21,7 +21,6 @@ from aitune_fp.core.config import (
 )
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
-from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
@@ -98,7 +97,7 @@ def measure_speedup(
     on_look: OnLook | None = None,
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
     references: Sequence[Any] | None = None,
-    spot_rate: float = DEFAULT_SPOT_RATE,
+    spot_rate: float | None = None,
     spot_seed: int = 0,
 ) -> Measurement:
     """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
@@ -108,7 +107,8 @@ def measure_speedup(
     ``batches`` (replacing ``batch``): distinct batches timed in turn, pair ``i`` (both arms) on
     ``batches[i % len(batches)]``, so a candidate cannot pass by caching one batch's output.
     ``spot_check`` sees candidate outputs while timing (untimed): in every look the first and
-    last timed call, a random ``spot_rate`` of the others (look ``k`` seeded ``spot_seed + k``)
+    last timed call, a random ``spot_rate`` (default ``config.spot_rate``) of the others (look
+    ``k`` seeded ``spot_seed + k``)
     and the first call on each batch. It is called ``spot_check(output)``, or, when
     ``references`` (eager's output on each batch, required for a check over several batches)
     is given, ``spot_check(output, references[b])``; a mismatch raises ``SpotCheckError``
@@ -132,7 +132,7 @@ def measure_speedup(
         spot_check=spot_check,
         batches=batches,
         references=references,
-        spot_rate=spot_rate,
+        spot_rate=config.spot_rate if spot_rate is None else spot_rate,
         spot_seed=spot_seed,
     )
     return rule_for(config).compare(comparison, on_look)

@@ -149,6 +149,7 @@ def measure(
         batches=session._batches,
         references=session._references,
         spot_seed=session._heldout_seed,
+        spot_rate=session.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
     )
 

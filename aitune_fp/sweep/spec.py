@@ -55,6 +55,7 @@ BUDGET_FIELDS: tuple[str, ...] = (
     "point_steps",
     "threads",
     "clock",
+    "spot_rate",
 )
 #: The ``[budget]`` key that is not a ProfilingConfig field: each task's wall-clock deadline.
 TASK_TIMEOUT_KEY = "task_timeout_s"
