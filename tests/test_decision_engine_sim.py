@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def sim() -> ModuleType:
     """The benchmark script, loaded as a module."""
-    spec = importlib.util.spec_from_file_location(
-        "decision_engine_sim", ROOT / "benchmarks" / "decision_engine_sim.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("decision_engine_sim")
 
 
 def test_the_fixed_order_is_abba_then_baab(sim: ModuleType) -> None:

@@ -40,6 +40,7 @@ from aitune_fp.cli import main
 from aitune_fp.errors import BackendUnavailableError
 from aitune_fp.ingest import event_schema
 
+from .benchmark_scripts import load_benchmark
 from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case
 
 
@@ -288,11 +289,7 @@ class TestCli:
 class TestBenchmark:
     def test_the_benchmark_reports_unavailable(self, no_onnxruntime: None, tmp_path: Path) -> None:
         """benchmarks/backends.py records an unavailable backend with its reason, no crash."""
-        path = Path(__file__).parent.parent / "benchmarks" / "backends.py"
-        spec = importlib.util.spec_from_file_location("bench_backends", path)
-        assert spec is not None and spec.loader is not None
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
+        bench = load_benchmark("backends")
         row = bench.one_tune("mlp", "onnxruntime", tmp_path)
         assert row["outcome"] == "unavailable"
         assert "aitune-fp[onnx]" in row["reason"]
