@@ -7,6 +7,7 @@ Synthetic event logs are built with the library's own event builders, so ``repor
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aitune_fp.cli import main
 from aitune_fp.cli.rendering import final_line, measured_line, render_run
@@ -70,7 +73,7 @@ class TestHeadline:
     def test_report_table_and_selected_line_use_the_estimate(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """The table row and the ⚡ line of a selected candidate show the estimate, not 1.37x."""
+        """The table row and the ⚡ line show the estimate; 1.37x only as the mean ratio beside it."""
         fast = fake_result("F()", estimate=1.52, ci_low=1.44, ci_high=1.61, verdict="faster")
         path = write_log(
             tmp_path,
@@ -78,10 +81,11 @@ class TestHeadline:
         )
         assert main(["report", str(path)]) == 0
         out = capsys.readouterr().out
-        assert "1.37x" not in out
+        assert out.count("1.37x") == 1 and "1.37x by mean throughput)" in out
         assert "0.95x [0.892, 0.999]" in out
         last = out.strip().splitlines()[-1]
         assert last.startswith("⚡ mlp | backend: F() | speedup: 1.52x (CI [1.440, 1.610];")
+        assert last.endswith(", 1.37x by mean throughput)")  # outside the interval: said
 
     def test_json_keeps_the_mean_ratio_as_speedup(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -566,3 +570,54 @@ class TestHeadAndFinalLine:
         line = next(x for x in text.splitlines() if "No backend was selected" in x)
         assert not line.rstrip().endswith(":")
         assert "reason is in the tables above" in line
+
+
+class TestMeanApart:
+    """The ⚡ line says the throughput ratio when it lies outside the typical-call interval."""
+
+    def _line(self, **fields: Any) -> str:
+        base: dict[str, Any] = {
+            "passed": True,
+            "verdict": "faster",
+            "baseline_throughput": 2144.0,
+            "throughput": 2518.0,
+            "speedup": 2518.0 / 2144.0,
+            "estimate": 3.39,
+            "ci_low": 1.182,
+            "ci_high": 14.282,
+            "reason": "lower bound 1.182x clears required 1.010x at 20 pairs",
+        }
+        report = TuneReport(
+            run_id="r",
+            module_name="m",
+            results=(fake_result("B()", **{**base, **fields}),),
+            selected_backend="B()",
+        )
+        return final_line(report).plain
+
+    def test_a_ratio_below_the_interval_is_named_beside_it(self) -> None:
+        """3.39x [1.182, 14.282] beside 2,144 → 2,518: the line also says 1.17x by mean."""
+        line = self._line()
+        assert "speedup: 3.39x (CI [1.182, 14.282]; eager 2,144 → 2,518 samples/s" in line
+        assert line.endswith(", 1.17x by mean throughput)")
+
+    def test_a_ratio_inside_the_interval_adds_nothing(self) -> None:
+        """When the figures agree the line is as before."""
+        assert "by mean" not in self._line(speedup=1.5, throughput=2144.0 * 1.5)
+
+
+@given(
+    ratio=st.floats(0.01, 100.0),
+    low=st.floats(0.01, 100.0),
+    width=st.floats(0.0, 100.0) | st.just(math.inf),
+)
+def test_mean_apart_speaks_exactly_when_outside(ratio: float, low: float, width: float) -> None:
+    """Non-empty exactly when the ratio is below ``low`` or above ``high``, and it names it."""
+    from aitune_fp.core.messages import fmt_mean_apart
+
+    high = low + width
+    text = fmt_mean_apart(ratio, low, high)
+    assert bool(text) == (ratio < low or ratio > high)
+    if text:
+        assert text == f", {ratio:.2f}x by mean throughput"
+    assert fmt_mean_apart(ratio, None, None) == ""

@@ -1,9 +1,8 @@
 """How a run is shown: rich tables of results and failures, the header and the final line.
 
-One figure per result: :func:`aitune_fp.core.messages.headline_speedup` (the estimate the verdict
-was decided on, with the interval it was decided on, in statistical mode: the futility bound for
-a futility stop; AITune's figure in point mode). The mean latency ratio stays in the JSON and the
-events as ``speedup``. ``tune`` and ``report`` print the same lines for the same run.
+One figure per result: ``core.messages.headline_speedup`` (the estimate and interval the verdict
+was decided on; AITune's figure in point mode). The mean latency ratio (``speedup``) stays in the
+JSON and events, and joins the ⚡ line when outside the interval. ``tune`` and ``report`` agree.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from aitune_fp.core.messages import (
     fmt_baseline_selected,
     fmt_headline,
     fmt_level,
+    fmt_mean_apart,
     fmt_speedup_msg,
     headline_speedup,
 )
@@ -343,7 +343,8 @@ def final_line(
     r = picked[0]
     value = headline_speedup(r)
     detail = f"eager {fmt_rate(r.baseline_throughput)} → {fmt_rate(r.throughput)} samples/s"
-    if r.sequential:
+    if r.sequential:  # the interval first; the mean ratio too when outside it
+        detail += fmt_mean_apart(r.speedup, r.ci_low, r.ci_high)
         interval = fmt_headline(r).partition(" ")[2]
         detail = f"CI {interval}; {detail}" if interval else detail
     name = escape_control(run.module_name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ __all__ = [
     "fmt_indicator",
     "fmt_interval",
     "fmt_level",
+    "fmt_mean_apart",
     "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
@@ -71,6 +73,20 @@ def fmt_throughput_detail(baseline_throughput: float, throughput: float) -> str:
     base = _amount("baseline_throughput", baseline_throughput)
     value = _amount("throughput", throughput)
     return f"{base:.2f} → {value:.2f} samples/s"
+
+
+def fmt_mean_apart(ratio: float, low: float | None, high: float | None) -> str:
+    """``", 1.17x by mean throughput"`` when the throughput ratio lies outside ``[low, high]``.
+
+    The interval is about the typical call; slow outliers (or a level shift) can put the ratio
+    of mean latencies outside it. Then the headline says both, so its figures never disagree
+    silently; "" when the ratio is inside the interval or either is unknown.
+    """
+    if not math.isfinite(ratio) or low is None:
+        return ""
+    if ratio >= low and (high is None or not math.isfinite(high) or ratio <= high):
+        return ""
+    return f", {ratio:.2f}x by mean throughput"
 
 
 def fmt_speedup_msg_short(speedup: float, detail: str, *, color: bool = False) -> str:
