@@ -320,6 +320,22 @@ class TestResumeAndInterrupt:
         started = [x for x in read_log(log) if x["event"] == "aitune_fp.sweep.started"]
         assert started[1]["skipped_models"] == ["tiny"] and started[1]["models"] == ["broken"]
 
+    def test_builds_go_to_one_temp_folder_and_none_when_nothing_is_left(
+        self, tmp_path: Path
+    ) -> None:
+        """A sweep says where its builds went; a resume with nothing to run makes no folder."""
+        import tempfile
+
+        made = lambda: set(Path(tempfile.gettempdir()).glob("aitune_fp-sweep-*"))  # noqa: E731
+        before = made()
+        log = tmp_path / "events.jsonl"
+        spec = parse_sweep(sweep_data("tiny"))
+        first = run_sweep(spec, log_path=str(log))
+        assert first.cache_dir is not None and {Path(first.cache_dir)} == made() - before
+        again = run_sweep(spec, log_path=str(log), resume=True)
+        assert again.cache_dir is None and made() - before == {Path(first.cache_dir)}
+        assert [s.state for s in again.statuses] == ["skipped"]
+
     def test_ctrl_c_keeps_what_finished_and_records_the_rest(self, tmp_path: Path) -> None:
         """Ctrl-C after the first model: it stays in the log, the others are recorded cancelled."""
         log = tmp_path / "events.jsonl"
@@ -362,7 +378,9 @@ def test_a_hung_task_is_killed_and_the_sweep_goes_on(
     start = time.monotonic()
     assert main(["sweep", str(path), "--log", str(log)]) == 1
     assert time.monotonic() - start < 60  # not the factory's 1000 s
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "builds kept in " in captured.err  # no --cache-dir: the temp folder is named
     assert "1 model(s) failed: hanger" in out and "hung" in out and HUNG in out
     lines = read_log(log)
     for line in lines:

@@ -165,6 +165,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             cache_dir=args.cache_dir,
             on_outcome=show,
         )
+    if result.cache_dir is not None and args.cache_dir is None and not args.quiet:
+        console.print(
+            f"{PROG}: builds kept in {escape_control(result.cache_dir)} (delete when done)"
+        )
     wanted = {s.tune_run_id for s in result.statuses if s.tune_run_id}
     reports = {r.run_id: r for r in ingest.ingest(log_path).runs if r.run_id in wanted}
     summary = summarize_sweep(result.statuses, reports)

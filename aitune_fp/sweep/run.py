@@ -95,6 +95,9 @@ class SweepResult:
     statuses: tuple[ModelStatus, ...]
     duration_s: float
     interrupted: bool = False
+    #: Where the builds went: ``cache_dir``, the temp folder made for them, or None when no
+    #: model was left to run (nothing is created then).
+    cache_dir: str | None = None
 
     @property
     def failed(self) -> tuple[str, ...]:
@@ -169,9 +172,13 @@ def run_sweep(
     sweep_id = events.new_run_id()
     done = completed_models(log_path) if resume else {}
     todo = [m for m in spec.models if m.name not in done]
-    cache = cache_dir or tempfile.mkdtemp(prefix="aitune_fp-sweep-")
+    cache = cache_dir or (tempfile.mkdtemp(prefix="aitune_fp-sweep-") if todo else None)
     todo_names = {m.name for m in todo}
-    tasks = [t for t in make_tasks(spec, sweep_id, cache) if t.model.name in todo_names]
+    tasks = (
+        [t for t in make_tasks(spec, sweep_id, cache) if t.model.name in todo_names]
+        if cache is not None
+        else []
+    )
     statuses: dict[str, ModelStatus] = {
         name: ModelStatus(model=name, state="skipped", tune_run_id=run_id)
         for name, run_id in done.items()
@@ -243,4 +250,5 @@ def run_sweep(
         statuses=ordered,
         duration_s=duration,
         interrupted=interrupted,
+        cache_dir=cache,
     )
