@@ -16,7 +16,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
@@ -204,9 +204,21 @@ def _import_file(path: str) -> Any:
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise UserModelError(
-            f"importing model file {path!r} failed: {type(exc).__name__}: {exc}"
+            f"importing model file {path!r} failed: {type(exc).__name__}: {exc}{_extra_hint(exc)}"
         ) from exc
     return user
+
+
+#: Packages a model file may need that one of this project's extras installs.
+_EXTRAS: Final = {"transformers": "hf", "onnxruntime": "onnx", "onnx": "onnx"}
+
+
+def _extra_hint(exc: BaseException) -> str:
+    """`` (pip install 'aitune-fp[hf]')`` when ``exc`` is a missing package an extra installs."""
+    missing = (getattr(exc, "name", None) or "").split(".")[0]
+    if not isinstance(exc, ModuleNotFoundError) or missing not in _EXTRAS:
+        return ""
+    return f" (pip install 'aitune-fp[{_EXTRAS[missing]}]')"
 
 
 def _import_module(name: str) -> Any:
@@ -222,7 +234,7 @@ def _import_module(name: str) -> Any:
                 "path/to/file.py:factory)"
             ) from exc
         raise UserModelError(
-            f"importing model module {name!r} failed: {type(exc).__name__}: {exc}"
+            f"importing model module {name!r} failed: {type(exc).__name__}: {exc}{_extra_hint(exc)}"
         ) from exc
     except Exception as exc:
         raise UserModelError(

@@ -54,7 +54,7 @@ class TestThresholdCap:
         assert captured.out == ""
         err = captured.err.strip()
         assert len(err.splitlines()) == 1
-        assert f"--threshold {float(value):.4g}" in err
+        assert f"--threshold {float(value):.12g}" in err  # as typed, up to 12 digits
         assert "1000x" in err and "99900" in err
         assert "0" * 20 not in err  # no 300-digit number
 

@@ -498,7 +498,7 @@ class TestGeneratedSchema:
         assert event_schema() == build_schema()
 
     def test_main_rewrites_a_stale_file_and_checks_it(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """``--check`` says 1 on a stale file and writes nothing; a plain run rewrites it."""
         target = tmp_path / "events.schema.json"
@@ -509,6 +509,12 @@ class TestGeneratedSchema:
         assert events_schema.main([]) == 0
         assert target.read_text(encoding="utf-8") == schema_text()
         assert events_schema.main(["--check"]) == 0
+        capsys.readouterr()
+        assert events_schema.main([]) == 0  # nothing to write: says so, writes nothing
+        assert capsys.readouterr().out.strip().endswith("is up to date")
+        with pytest.raises(SystemExit) as help_exit:
+            events_schema.main(["--help"])
+        assert help_exit.value.code == 0 and "--check" in capsys.readouterr().out
 
     def test_every_registered_class_has_its_block_and_nothing_else(self) -> None:
         """One block per class, in event-name order, each with exactly the class's own keys."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,3 +245,23 @@ class TestImportableFactory:
     def test_load_model_names_every_form_for_a_bad_name(self) -> None:
         with pytest.raises(UserModelError, match=r"package\.module:factory"):
             load_model("resnet")
+
+
+@pytest.mark.parametrize(("package", "extra"), [("transformers", "hf"), ("onnxruntime", "onnx")])
+def test_a_model_file_missing_an_extras_package_says_which_extra(
+    package: str, extra: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file that imports a package one of the extras installs names the pip line."""
+    path = tmp_path / "m.py"
+    path.write_text(f"import {package}\n\ndef factory():\n    pass\n", "utf-8")
+    monkeypatch.setitem(sys.modules, package, None)  # import fails as if not installed
+    with pytest.raises(UserModelError, match=re.escape(f"pip install 'aitune-fp[{extra}]'")):
+        resolve_factory(f"{path}:factory")
+
+
+def test_another_missing_package_gets_no_pip_hint(tmp_path: Path) -> None:
+    path = tmp_path / "m.py"
+    path.write_text("import no_such_package_xyz\n", "utf-8")
+    with pytest.raises(UserModelError, match="no_such_package_xyz") as raised:
+        resolve_factory(f"{path}:factory")
+    assert "pip install" not in str(raised.value)

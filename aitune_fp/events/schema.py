@@ -209,15 +209,26 @@ def schema_text(kinds: Mapping[str, type[Payload]] | None = None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Rewrite the shipped schema from the classes; with ``--check``, 1 when it is stale."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m aitune_fp.events.schema",
+        description="Write aitune_fp/events.schema.json from the event classes.",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 when the file is stale"
+    )
+    args = parser.parse_args(argv)
     text = schema_text()
     current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
-    if "--check" in args:
+    if args.check:
         stale = current != text
         print(f"{SCHEMA_PATH} is {'stale: run ' + REGENERATE if stale else 'up to date'}")
         return int(stale)
-    if current != text:
-        SCHEMA_PATH.write_text(text, encoding="utf-8")
+    if current == text:
+        print(f"{SCHEMA_PATH} is up to date")
+        return 0
+    SCHEMA_PATH.write_text(text, encoding="utf-8")
     print(f"wrote {SCHEMA_PATH}")
     return 0
 
