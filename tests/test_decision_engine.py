@@ -569,3 +569,17 @@ class TestSettled:
         """z is checked and named."""
         with pytest.raises(InvalidValueError, match="z"):
             is_settled([0.01] * 10, 5, 0.1, z=0.0)
+
+
+@given(ratio=st.floats(0.01, 100.0))
+def test_a_bound_in_percent_never_reads_minus_or_plus_zero(ratio: float) -> None:
+    """Each side of "within -a%/+b%": its sign is the change's, and zero only as "±0%"."""
+    from aitune_fp.core.verdict import _pct
+
+    text = _pct(ratio)
+    assert text not in ("-0%", "+0%", "-0.0%", "+0.0%", "-0.00%", "+0.00%")
+    if text != "±0%":
+        assert (text[0] == "+") == (ratio > 1.0)
+        assert abs(float(text[:-1]) - (ratio - 1.0) * 100.0) <= 0.5
+    else:
+        assert abs(ratio - 1.0) < 0.00005

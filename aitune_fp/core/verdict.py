@@ -164,8 +164,13 @@ class SpeedupDecision:
 def _pct(ratio: float) -> str:
     """A speedup as a signed percentage change against eager (1.04 -> '+4%')."""
     change = (ratio - 1.0) * 100.0
-    digits = 0 if abs(change) >= 10 or round(change, 1) == round(change) else 1
-    return f"{change:+.{digits}f}%"
+    size = abs(change)
+    if size >= 1:
+        digits = 0 if size >= 10 or round(change, 1) == round(change) else 1
+    else:  # below 1 %: enough digits that a small bound never prints as "-0%"
+        digits = 1 if size >= 0.1 else 2
+    text = f"{change:+.{digits}f}%"
+    return "±0%" if float(text[:-1]) == 0 else text
 
 
 def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
