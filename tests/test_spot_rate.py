@@ -99,3 +99,14 @@ def test_a_tune_passes_its_rate_to_the_gate_and_the_head_to_head(
     strategy = gated(MaxThroughputStrategy([Pruned("a"), Pruned("b")]), profiling_config=config)
     strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     assert seen == [("gate", 0.5), ("gate", 0.5), ("head-to-head", 0.5)]
+
+
+def test_sweep_budgets_take_the_selection_and_cache_settings() -> None:
+    """``[budget]`` takes every ProfilingConfig field the tune flags set (statistical mode)."""
+    base: dict[str, Any] = {"models": [{"name": "mlp", "model": "embedded:mlp"}]}
+    budget = {"selection_delta_percent": 5.0, "selection_max_seconds": 9.0, "cache": "cold"}
+    profiling = parse_sweep({**base, "device": "cuda", "budget": budget}).profiling
+    assert (profiling.selection_delta_percent, profiling.selection_max_seconds) == (5.0, 9.0)
+    assert profiling.cache == "cold"
+    with pytest.raises(InvalidValueError, match="applies to decision statistical only"):
+        parse_sweep({**base, "decision": "point", "budget": {"selection_delta_percent": 5.0}})

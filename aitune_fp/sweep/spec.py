@@ -56,6 +56,9 @@ BUDGET_FIELDS: tuple[str, ...] = (
     "threads",
     "clock",
     "spot_rate",
+    "cache",
+    "selection_delta_percent",
+    "selection_max_seconds",
 )
 #: The ``[budget]`` key that is not a ProfilingConfig field: each task's wall-clock deadline.
 TASK_TIMEOUT_KEY = "task_timeout_s"
