@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from aitune_fp import validation_of
 from aitune_fp.core.fold import empty_report, fold
+from aitune_fp.events import CORRECTNESS_CHECKED
 from aitune_fp.ingest import ingest
 from aitune_fp.strategies import (
     FirstWinsStrategy,
@@ -23,6 +25,7 @@ from aitune_fp.strategies import (
     NoValidBackendError,
 )
 from aitune_fp.testing import capture_events
+from tests.strategies import mismatches
 from tests.test_choosing import HalfPruned
 from tests.validation_helpers import BrokenBuild, Pruned, Slower, Wrong, gated, make_case
 
@@ -51,6 +54,8 @@ def test_the_session_report_is_the_fold_of_its_log(make: Any, tmp_path: Path) ->
     (rebuilt,) = ingest(_lines(events)).runs
     assert rebuilt == kept
     assert kept.outcome is not None and kept.n_events == len(events)
+    checked = [e["backend_description"] for e in events if e["event"] == CORRECTNESS_CHECKED]
+    assert checked and [name for name, _ in kept.accuracy] == checked
 
 
 def test_a_malformed_event_changes_nothing() -> None:
@@ -60,3 +65,17 @@ def test_a_malformed_event_changes_nothing() -> None:
         fold(report, "aitune_fp.validation.started", {"strategy": "S", "device": "cpu"})
     assert report == empty_report("r", "m")
     assert fold(report, "aitune_fp.validation.look", {}).n_events == 1
+
+
+@given(mismatch=mismatches())
+def test_a_correctness_check_folds_into_the_report_whole(mismatch: Any) -> None:
+    """``correctness_checked`` carries the mismatch; the fold rebuilds it exactly, by candidate."""
+    from aitune_fp import events
+
+    event = events.correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
+    record = json.loads(json.dumps(event.fields))  # as a log line reads back
+    report = fold(empty_report("r", "m"), event.name, record)
+    assert report.accuracy == (("B()", mismatch),)
+    (row,) = report.to_dict()["accuracy"]
+    assert row["backend_description"] == "B()"
+    assert row["criteria"] == [c.to_dict() for c in mismatch.criteria]

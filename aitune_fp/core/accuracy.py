@@ -138,6 +138,13 @@ class Criterion:
         """JSON-ready: name, value, budget, path, passed and the share of the budget used."""
         return {**attrs.asdict(self), "passed": self.passed, "used": self.used}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Criterion:
+        """The criterion :meth:`to_dict` wrote (``passed`` and ``used`` are derived, not read)."""
+        return cls(
+            name=data["name"], value=data["value"], budget=data["budget"], path=data.get("path")
+        )
+
 
 _LABELS: dict[str, str] = {
     "rel_l2": "rel L2",

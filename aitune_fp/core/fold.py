@@ -15,6 +15,7 @@ from typing import Any, Final
 import attrs
 
 from aitune_fp.core.choice import LatencyCheck, selection_from_dict
+from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import EVENT_KEYS, PerformanceValidationResult
 
@@ -71,6 +72,8 @@ def _changes(short: str, f: Mapping[str, Any], r: TuneReport) -> dict[str, Any]:
         }
     if short == "baseline_failed":
         return {"baseline_error": f"{f['error_type']}: {f['reason']}"}
+    if short == "correctness_checked":
+        return {"accuracy": (*r.accuracy, (f["backend_description"], Mismatch.from_fields(f)))}
     if short == "candidate_measured":
         return {"results": (*r.results, result_from_event(f))}
     if short == "candidate_rejected":

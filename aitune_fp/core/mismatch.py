@@ -9,7 +9,7 @@ missed. Pure: no torch, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -95,6 +95,20 @@ class Mismatch:
             "atol": self.atol,
             "rtol": self.rtol,
         }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> Mismatch:
+        """The mismatch a ``correctness_checked`` event carries (its ``output_path`` is ``path``)."""
+        return cls(
+            max_abs_error=fields["max_abs_error"],
+            max_rel_error=fields["max_rel_error"],
+            budget_used=fields["budget_used"],
+            atol=fields.get("atol"),
+            rtol=fields.get("rtol"),
+            path=fields.get("output_path"),
+            n_elements=fields.get("n_elements", 0),
+            criteria=[Criterion.from_dict(c) for c in fields.get("criteria") or ()],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field (each criterion with ``passed`` and ``used``)."""

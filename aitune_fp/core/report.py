@@ -124,10 +124,16 @@ class TuneReport:
     n_events: int = 0
     selection: SelectionState | None = None
     latency_checks: tuple[LatencyCheck, ...] = attrs.field(default=(), converter=_tuple)
+    #: How close each candidate that passed the correctness check came to eager, by its
+    #: description: the worst mismatch and each accuracy criterion against its budget.
+    accuracy: tuple[tuple[str, Mismatch], ...] = attrs.field(default=(), converter=_tuple)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; results and failures as lists of dicts."""
         data = attrs.asdict(self, recurse=False)
+        data["accuracy"] = [
+            {"backend_description": name, **mismatch.to_dict()} for name, mismatch in self.accuracy
+        ]
         data["results"] = [r.to_dict() for r in self.results]
         data["failures"] = [f.to_dict() for f in self.failures]
         data["selection"] = None if self.selection is None else selection_to_dict(self.selection)
