@@ -166,3 +166,32 @@ def test_the_cli_sinks_show_and_write_a_tune(tmp_path: Path) -> None:
         validator.validate(line)
         assert list(line)[-3:] == ["event", "level", "timestamp"]
         assert line["timestamp"].endswith("Z")
+
+
+def test_the_progress_display_reads_typed_payloads_not_dicts() -> None:
+    """Phase and look lines come from the event's payload class; a bare event is rebuilt."""
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    progress = TuneProgress(console, quiet=False, candidates=["B()"])
+    phase = events.phase("r", "m", backend_description="B()", phase="build")
+    look = events.look(
+        "r",
+        "m",
+        backend_description="B()",
+        n_pairs=20,
+        max_pairs=320,
+        verdict="inconclusive",
+        estimate=1.0,
+        ci_low=0.9,
+        ci_high=float("inf"),
+    )
+    assert isinstance(phase.payload, events.PhaseEntered) and isinstance(look.payload, events.Look)
+    with progress:
+        progress(phase)
+        progress(events.Event(look.name, look.level, look.fields))  # no payload: rebuilt
+        (task,) = progress.progress.tasks
+        assert task.fields["phase"] == "measure 20/320 pairs [0.900, ∞]"

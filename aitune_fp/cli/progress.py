@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import IO, Any
 
 from rich.console import Console
@@ -121,26 +121,26 @@ class TuneProgress:
         return report
 
     def show(self, event: events.Event) -> None:
-        """Render one event: progress from its fields, results from the folded report."""
+        """Render one event: progress from its typed payload, results from the folded report."""
         if not event.name.startswith("aitune_fp."):
             return
         report = self._fold(event) if event.name.startswith(VALIDATION_PREFIX) else None
-        fields = event.fields
-        description = str(fields.get("backend_description", ""))
-        if event.name == events.BASELINE_MEASURED:
+        payload = _payload(event)
+        description = str(getattr(payload, "backend_description", ""))
+        if isinstance(payload, events.BaselineMeasured):
             self.baseline_at = _clock(events.timestamp())
             self._done(_EAGER)
-        if event.name == events.PHASE:
+        if isinstance(payload, events.PhaseEntered):
             if not self.quiet:
-                self._phase(description, str(fields.get("phase", "")))
+                self._phase(description, payload.phase)
             return
-        if event.name == events.LOOK:
+        if isinstance(payload, events.Look):
             if self.live and description in self._tasks:
-                self.progress.update(self._tasks[description], phase=_look(fields))
+                self.progress.update(self._tasks[description], phase=_look(payload))
             return
         if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
-        summary = escape_control(str(fields.get("summary", event.name)))
+        summary = escape_control(payload.summary if payload is not None else event.name)
         if event.name == events.CANDIDATE_MEASURED:
             self._done(description)
             if not self.quiet:
@@ -173,14 +173,23 @@ def _failed(failure: CandidateFailure) -> str:
     )
 
 
-def _look(fields: Mapping[str, Any]) -> str:
+def _payload(event: events.Event) -> events.Payload | None:
+    """The typed value of ``event``: its own, or rebuilt from its fields (None if unknown)."""
+    if event.payload is not None:
+        return event.payload
+    kind = events.registered().get(event.name)
+    try:
+        return None if kind is None else kind.from_fields(event.fields)
+    except (TypeError, ValueError):
+        return None
+
+
+def _look(look: events.Look) -> str:
     """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``."""
-    low, high = fields.get("ci_low"), fields.get("ci_high")
-    interval = ""
-    if isinstance(low, (int, float)):
-        shown_high = f"{high:.3f}" if isinstance(high, (int, float)) else "∞"
-        interval = f" [{low:.3f}, {shown_high}]"
-    return f"measure {fields.get('n_pairs')}/{fields.get('max_pairs')} pairs{interval}"
+    high = look.ci_high
+    shown_high = f"{high:.3f}" if high is not None and math.isfinite(high) else "∞"
+    interval = f" [{look.ci_low:.3f}, {shown_high}]" if math.isfinite(look.ci_low) else ""
+    return f"measure {look.n_pairs}/{look.max_pairs} pairs{interval}"
 
 
 def _clock(timestamp: str) -> str | None:

@@ -26,7 +26,7 @@ from typing import Final
 from aitune_fp.events import baseline, candidates, sweep, validation
 from aitune_fp.events.baseline import *
 from aitune_fp.events.candidates import *
-from aitune_fp.events.kinds import Payload, event, event_names
+from aitune_fp.events.kinds import Payload, event, event_names, registered
 from aitune_fp.events.names import (
     LOGGER_NAME,
     SCHEMA_VERSION,
@@ -73,6 +73,7 @@ __all__ = [
     "event",
     "info_enabled",
     "new_run_id",
+    "registered",
     "sinks",
     "timestamp",
     "to_record",
