@@ -78,6 +78,8 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         for i, (n, o) in enumerate(by_name.items())
     ]
     name = session.target.name
+    references = session.references()  # eager's output on each batch: the rounds' spot checks
+    checks = {n: spot_check_of(session, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
         session.emit(events.headtohead_look(session.run_id, name, state))
@@ -92,8 +94,8 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         threads=session.config.threads,
         seed=seed,
         on_look=on_look,
-        spot_checks={n: spot_check_of(session, o.backend) for n, o in by_name.items()},
-        references=session.references(),
+        spot_checks=checks if len(references) == len(batches) else None,
+        references=references,
         spot_rate=session.config.spot_rate,
     )
     session.selection = state
