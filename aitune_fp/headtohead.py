@@ -188,7 +188,10 @@ class _Run:
             b = self.rounds % len(self.copies[name])
             inspect = None
             if self.rounds in self.spot_rounds and name in self.checks:
-                inspect = _spot(self.checks[name][b], call=self.rounds, batch=b)
+                several = len(self.copies[name]) > 1  # numbered as the gate numbers its calls
+                inspect = _spot(
+                    self.checks[name][b], call=self.rounds + 1, batch=b if several else None
+                )
             result = _timed(self.fns[name], self.copies[name][b], self.clock, inspect)
             if isinstance(result, str):
                 errors[name] = result

@@ -239,6 +239,8 @@ def test_a_contender_wrong_every_kth_call_is_caught_while_timed(k: int) -> None:
     (failure,) = caught.failed
     assert failure.name == "wrong" and failure.error.startswith("SpotCheckError: timed call ")
     assert "differs from eager" in failure.error
+    call = int(failure.error.removeprefix("SpotCheckError: timed call ").split(":")[0])
+    assert call % k == 0  # numbered from 1, as the gate numbers its calls: a wrong one
 
 
 def test_spot_checks_are_seeded_and_cover_each_looks_ends() -> None:
