@@ -419,19 +419,18 @@ def test_decision_quality_quick_smoke(tmp_path: Path) -> None:
     assert "fp32 on cpu," in table
 
 
-def test_decision_quality_device_is_checked_up_front() -> None:
+def test_decision_quality_device_is_checked_up_front(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """``--device`` names a device this machine lacks or does not know: one line, exit 1."""
-    script = str(ROOT / "benchmarks" / "decision_quality.py")
+    from tests.benchmark_scripts import load_benchmark
+
+    bench = load_benchmark("decision_quality")
     bad = ["tpu"] if torch.cuda.is_available() else ["cuda", "tpu"]
     for device in bad:
-        done = subprocess.run(
-            [sys.executable, script, "--quick", "--device", device],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-        )
-        assert done.returncode == 1 and f"--device {device}:" in done.stderr
+        with pytest.raises(SystemExit) as stopped:
+            bench.main(["--quick", "--device", device])
+        assert f"--device {device}:" in str(stopped.value.code)  # printed, exit status 1
 
 
 @pytest.mark.gpu
