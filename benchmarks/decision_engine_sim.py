@@ -71,47 +71,32 @@ CASES: tuple[tuple[str, float, float, tuple[int, float] | None, str], ...] = (
 _IN_PHASE = np.array([1, 0, 0, 1, 0, 1, 1, 0], dtype=float)
 _PERIODIC_AMPLITUDE = 0.03
 
+_LOOKS = (10, 20, 40, 80, 160, 320)
+#: v2: the futility stop and the independence guards, quads in the fixed ABBA / BAAB order.
+_V2: dict[str, object] = {
+    "order": "fixed",
+    "futility_margin_percent": 1.0,
+    "futility_error": 0.20,
+    "guard_serial_correlation": True,
+    "guard_shift": True,
+}
+#: v3: v2 plus the audit's remedies (always widen, throughput-consistent, late spending,
+#: quad orientations drawn at random); v3.1 adds the block guard.
+_V3: dict[str, object] = {
+    **_V2,
+    "order": "random",
+    "always_widen": True,
+    "throughput_consistent": True,
+    "spend": True,
+    "block_guard": False,
+}
+
 #: name -> (looks, decide_at_look keyword arguments)
 RULES: dict[str, tuple[tuple[int, ...], dict[str, object]]] = {
     "v1 symmetric": ((10, 20, 40, 80, 160), {"order": "fixed"}),
-    "v2 futility": (
-        (10, 20, 40, 80, 160, 320),
-        {
-            "order": "fixed",
-            "futility_margin_percent": 1.0,
-            "futility_error": 0.20,
-            "guard_serial_correlation": True,
-            "guard_shift": True,
-        },
-    ),
-    "v3": (
-        (10, 20, 40, 80, 160, 320),
-        {
-            "order": "random",
-            "futility_margin_percent": 1.0,
-            "futility_error": 0.20,
-            "guard_serial_correlation": True,
-            "guard_shift": True,
-            "always_widen": True,
-            "throughput_consistent": True,
-            "spend": True,
-            "block_guard": False,
-        },
-    ),
-    "v3.1": (
-        (10, 20, 40, 80, 160, 320),
-        {
-            "order": "random",
-            "futility_margin_percent": 1.0,
-            "futility_error": 0.20,
-            "guard_serial_correlation": True,
-            "guard_shift": True,
-            "always_widen": True,
-            "throughput_consistent": True,
-            "spend": True,
-            "block_guard": True,
-        },
-    ),
+    "v2 futility": (_LOOKS, _V2),
+    "v3": (_LOOKS, _V3),
+    "v3.1": (_LOOKS, {**_V3, "block_guard": True}),
 }
 
 

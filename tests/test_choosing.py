@@ -28,6 +28,7 @@ from aitune_fp.strategies import (
     make_strategy,
 )
 from aitune_fp.testing import capture_events
+from tests.cli_checks import usage_error
 from tests.validation_helpers import (
     CLOCK,
     FAST_CONFIG,
@@ -193,11 +194,7 @@ class TestSettings:
         self, args: list[str], match: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """Selection and budget flags are checked before anything is built (exit 2, one line)."""
-        from aitune_fp.cli import main
-
-        assert main(["tune", *args]) == 2
-        err = capsys.readouterr().err
-        assert match in err and len(err.strip().splitlines()) == 1
+        assert match in usage_error(["tune", *args], capsys)
 
     def test_sweep_file_carries_the_budget_to_each_task(self, tmp_path: Path) -> None:
         """A sweep's latency-budget settings reach the strategy each task builds."""

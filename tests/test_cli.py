@@ -15,6 +15,7 @@ import pytest
 
 from aitune_fp.cli import escape_control, main, parse_times
 from aitune_fp.ingest import event_schema
+from tests.cli_checks import usage_error
 
 ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
 ENV.pop("FORCE_COLOR", None)
@@ -203,10 +204,7 @@ class TestTuneUsageErrors:
         self, args: list[str], match: str, capsys: pytest.CaptureFixture[str]
     ) -> None:
         """Bad tune options exit 2 with a one-line message naming the problem."""
-        assert main(["tune", *args]) == 2
-        err = capsys.readouterr().err
-        assert match in err
-        assert len(err.strip().splitlines()) == 1
+        assert match in usage_error(["tune", *args], capsys)
 
 
 class TestCheck:

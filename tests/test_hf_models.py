@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,12 @@ import transformers  # noqa: F401  # the hf extra: README's set-up installs it; 
 from structlog.testing import LogCapture
 
 from aitune_fp import OneBackendStrategy, with_performance_validation
-from aitune_fp.backends import BackendBase
 from aitune_fp.backends.eager import TorchEagerBackend
 from aitune_fp.cli import main
 from aitune_fp.correctness import CorrectnessError, check_comparable, compare_outputs
 from aitune_fp.correctness._leaves import leaves
-from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.models import EmbeddedModel, load_user_model
-from tests.validation_helpers import FAST_CONFIG
+from tests.validation_helpers import FAST_CONFIG, _ModuleBackend
 
 pytestmark = pytest.mark.hf
 
@@ -57,19 +54,8 @@ def _eager(model: EmbeddedModel) -> Any:
         return model.sample.call(model.module)
 
 
-class CacheOff(BackendBase):
+class CacheOff(_ModuleBackend):
     """A float32 candidate whose cache differs from eager's (its logits are right)."""
-
-    def __init__(self) -> None:
-        self.module: Any = None
-
-    def _config(self) -> dict[str, Any]:
-        return {}
-
-    def _build(
-        self, module: torch.nn.Module, graph_spec: GraphSpec, data: Sequence[Sample], device: Any
-    ) -> None:
-        self.module = module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():

@@ -11,30 +11,22 @@ from __future__ import annotations
 import json
 import re
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from aitune_fp.backends import BackendBase, registry
+from aitune_fp.backends import registry
 from aitune_fp.cli import main
-from aitune_fp.inputs import GraphSpec, Sample
+from tests.validation_helpers import _ModuleBackend
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "backends.md"
 
 
-class ToyBackend(BackendBase):
+class ToyBackend(_ModuleBackend):
     """A copy of the module that skips nothing: correct, and as fast as eager."""
-
-    def _config(self) -> dict[str, Any]:
-        return {}
-
-    def _build(
-        self, module: torch.nn.Module, graph_spec: GraphSpec, data: Sequence[Sample], device: Any
-    ) -> None:
-        self.module = module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():

@@ -36,10 +36,12 @@ _FLAG_NAMES = {
     "selection_delta_percent": "--delta",
     "selection_max_seconds": "--selection-seconds",
     "cache": "--cache",
+    "spot_rate": "--spot-rate",
 }
-#: ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
-_FLAGS: dict[str, tuple[str, tuple[str, ...]]] = {
-    field: (_FLAG_NAMES[field], modes) for field, modes in MODE_FIELDS.items()
+#: ProfilingConfig field -> the flag that sets it, and the decision modes that read it (None:
+#: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one).
+_FLAGS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    field: (flag, MODE_FIELDS.get(field)) for field, flag in _FLAG_NAMES.items()
 }
 
 
@@ -78,6 +80,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
         ("selection_delta_percent", getattr(args, "delta", None)),
         ("selection_max_seconds", getattr(args, "selection_seconds", None)),
         ("cache", getattr(args, "cache", None)),
+        ("spot_rate", getattr(args, "spot_rate", None)),
     ):
         if value is not None:
             kwargs[field] = value
@@ -85,7 +88,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
         flag, modes = _FLAGS[field]
         if field == "looks" and args.looks is None:
             flag = "--max-pairs"
-        if args.decision not in modes:
+        if modes is not None and args.decision not in modes:
             raise UsageError(
                 f"{flag} applies to --decision {modes[0]} only, not to --decision {args.decision}"
             )
@@ -97,11 +100,6 @@ def profiling_config(args: argparse.Namespace) -> Any:
         if args.threads < 1:
             raise UsageError(f"--threads must be an integer >= 1, got {args.threads}")
         kwargs["threads"] = args.threads
-    spot_rate = getattr(args, "spot_rate", None)
-    if spot_rate is not None:  # both decision modes read it
-        if not 0 < spot_rate <= 1:
-            raise UsageError(f"--spot-rate must be in (0, 1], got {spot_rate:g}")
-        kwargs["spot_rate"] = spot_rate
     try:
         return ProfilingConfig(decision=args.decision, **kwargs)
     except (TypeError, ValueError) as exc:
