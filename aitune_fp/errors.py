@@ -18,6 +18,7 @@ Pure: importing this module imports nothing else.
 from __future__ import annotations
 
 __all__ = [
+    "CandidateHungError",
     "AitunefpError",
     "BackendFailedError",
     "BackendUnavailableError",
@@ -49,6 +50,10 @@ class BackendUnavailableError(AitunefpError, RuntimeError):
     Not the model's fault and not a bug: validation records the candidate as ``unavailable`` with
     this message as the reason, and moves on.
     """
+
+
+class CandidateHungError(AitunefpError, RuntimeError):
+    """A step of a candidate ran past its deadline and was interrupted (stage ``hung``)."""
 
 
 class BackendFailedError(AitunefpError, RuntimeError):

@@ -20,13 +20,9 @@ import time
 from collections.abc import Callable
 from types import TracebackType
 
-from aitune_fp.errors import AitunefpError, InvalidValueError
+from aitune_fp.errors import CandidateHungError, InvalidValueError
 
 __all__ = ["CandidateHungError", "Watchdog"]
-
-
-class CandidateHungError(AitunefpError, RuntimeError):
-    """A step of a candidate ran past its deadline and was interrupted (stage ``hung``)."""
 
 
 def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:

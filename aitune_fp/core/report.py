@@ -34,13 +34,19 @@ __all__ = [
 
 #: Where a candidate (or the strategy itself) failed. ``unavailable``: the backend cannot run on
 #: this machine or device (a missing optional package, no CUDA, no CUDA provider); nothing built.
-Stage = Literal["unavailable", "build", "correctness", "profiling", "hung", "strategy"]
+Stage = Literal[
+    "unavailable", "build", "correctness", "profiling", "interference", "hung", "rebuild", "strategy"
+]
+#: ``interference``: the candidate's process ran while another arm was timed; ``rebuild``: the
+#: chosen candidate, rebuilt in the user's process, failed there or differed from its worker's.
 STAGES: tuple[Stage, ...] = (
     "unavailable",
     "build",
     "correctness",
     "profiling",
+    "interference",
     "hung",
+    "rebuild",
     "strategy",
 )
 #: How a tune ended: a candidate selected, the eager baseline, the strategy's own pick passed
@@ -69,11 +75,15 @@ class CandidateFailure:
     def from_exception(
         cls, description: str, stage: Stage, exc: BaseException, traceback_path: str | None
     ) -> CandidateFailure:
-        """The failure record of ``exc`` (its type and its message on one line)."""
+        """The failure record of ``exc`` (its type and its message on one line).
+
+        An error that stands for another (raised in a worker process) names it: ``error_type``.
+        """
+        named = getattr(exc, "error_type", None)
         return cls(
             backend_description=description,
             stage=stage,
-            error_type=type(exc).__name__,
+            error_type=named if isinstance(named, str) and named else type(exc).__name__,
             reason=one_line(exc),
             traceback_path=traceback_path,
         )

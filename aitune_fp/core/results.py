@@ -21,12 +21,18 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
     "EVENT_KEYS",
+    "ISOLATION_MODES",
+    "IsolationMode",
     "RESULT_VERDICTS",
     "PerformanceValidationMixinResult",
     "PerformanceValidationResult",
     "ResultVerdict",
 ]
 
+#: Where a candidate ran until it was chosen: a worker process of its own (eager in another), or
+#: the user's process, guarded by snapshots (``docs/guarantees.md`` says what each promises).
+IsolationMode = Literal["process", "in_process"]
+ISOLATION_MODES: tuple[IsolationMode, ...] = ("process", "in_process")
 ResultVerdict = Literal["faster", "not_faster", "inconclusive"]
 RESULT_VERDICTS: tuple[ResultVerdict, ...] = ("faster", "not_faster", "inconclusive")
 #: How a result's fields are named as event keys (``candidate_measured``: the unit goes into the
@@ -160,6 +166,10 @@ class PerformanceValidationResult:
     )
     load_avg_end: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(finite(minimum=0))
+    )
+    #: Where the candidate was built, checked and timed (:data:`IsolationMode`); None in older logs.
+    isolation: str | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(one_of(ISOLATION_MODES))
     )
     #: Which clock decided (statistical mode): ``host`` (wall time around a synchronised call,
     #: the default) or ``device`` (CUDA events). None in point mode and older logs.

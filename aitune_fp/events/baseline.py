@@ -74,8 +74,9 @@ def baseline_measured(
 ) -> Event:
     """The eager baseline was built and (in point mode) measured.
 
-    ``eager_isolation``: whether eager runs on a private copy of the model that no candidate
-    can reach (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
+    ``eager_isolation``: whether eager is timed in a worker process no candidate ever ran in
+    (``process``), on a private copy of the model that no candidate can reach
+    (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
     ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
     (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
     measured (``noise_floor_note``).

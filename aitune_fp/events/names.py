@@ -38,7 +38,7 @@ SWEEP_PREFIX: Final = "aitune_fp.sweep."
 
 Level = Literal["debug", "info", "warning", "error"]
 #: How eager is kept out of the candidates' reach (``baseline_measured``).
-EagerIsolation: TypeAlias = Literal["private_copy", "shared"]
+EagerIsolation: TypeAlias = Literal["private_copy", "shared", "process"]
 
 Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "measure"]
 #: Keys renderers own; never used as payload keys (design §5).

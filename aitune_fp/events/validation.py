@@ -20,7 +20,7 @@ from aitune_fp.core.messages import (
     fmt_throughput_detail,
 )
 from aitune_fp.core.report import Outcome
-from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
+from aitune_fp.core.results import IsolationMode, PerformanceValidationResult, ResultVerdict
 from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Event, Level, Phase
@@ -91,6 +91,17 @@ class Started(Payload):
             "platform)",
         },
     )
+    isolation: IsolationMode | Absent = attrs.field(
+        default=ABSENT,
+        metadata={
+            "description": "where candidates run until chosen: 'process' (a worker process "
+            "each, eager in another) or 'in_process' (the user's process, guarded)"
+        },
+    )
+    isolation_note: str | Absent = attrs.field(
+        default=ABSENT,
+        metadata={"description": "why the tune runs in process (left out in process mode)"},
+    )
 
 
 STARTED: Final = Started.event_name
@@ -107,8 +118,12 @@ def started(
     required_speedup: float,
     batch_size: int | None,
     cpu: CpuEnvironment | None = None,
+    isolation: IsolationMode | None = None,
+    isolation_note: str | None = None,
 ) -> Event:
     """A validating tune begins: what is tuned, where, and against which gate.
+
+    ``isolation``: where candidates run until chosen, and ``isolation_note`` why in process.
 
     ``cpu``: the threads both arms will run with, ``OMP_NUM_THREADS``, the cores available and
     the 1-minute load average now (fields ``threads``, ``interop_threads``, ``omp_num_threads``,
@@ -124,6 +139,8 @@ def started(
         required_speedup=required_speedup,
         batch_size=batch_size,
         **({} if cpu is None else cpu.to_fields()),
+        **({} if isolation is None else {"isolation": isolation}),
+        **({} if isolation_note is None else {"isolation_note": isolation_note}),
         summary="🔄 Profiling eager baseline...please wait",
     ).to_event()
 

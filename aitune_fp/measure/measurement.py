@@ -77,6 +77,8 @@ class Comparison:
     spot_rate: float = DEFAULT_SPOT_RATE
     spot_seed: int = 0
     mismatch: Mismatch | None = None
+    #: Where the candidate runs (``process``: both arms are workers; the result records it).
+    isolation: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +103,7 @@ def _context(
     flags: Sequence[str] = (),
     note: str | None = None,
     fields: Mapping[str, Any] | None = None,
+    isolation: str | None = None,
 ) -> RunContext:
     """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
@@ -123,6 +126,7 @@ def _context(
             "load_avg_start": env.load_avg_1m,
             "load_avg_end": load_end,
             "clock": clock,
+            "isolation": isolation,
             **(fields or {}),
         },
     )

@@ -109,7 +109,7 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
-    context = _context(env, profiling.load_average(), threads)
+    context = _context(env, profiling.load_average(), threads, isolation=c.isolation)
     wall_s = (timer.now_ns() - start) / 1e9
     result = make_result(
         description,

@@ -20,6 +20,7 @@ from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample, as_sample, copy_sample
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.workers import Worker, WorkerError
 
 __all__ = [
     "ProfilingError",
@@ -154,10 +155,30 @@ def spot_calls(
     return frozenset(picked)
 
 
+def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
+    """A call that failed in its worker, as the :class:`ProfilingError` an in-process one gives."""
+    memory = exc.error_type == "OutOfMemoryError"
+    return ProfilingError(
+        f"{arm or 'callable'} " + ("ran out of device memory" if memory else f"call failed: {exc}"),
+        reason="out_of_memory" if memory else "call_failed",
+        arm=arm,
+    )
+
+
 def _call(fn: Callable[..., Any], batch: Sample, arm: str | None) -> Any:
-    """Call ``fn`` on ``batch``; failures become :class:`ProfilingError` (OOM: cache emptied)."""
+    """Call ``fn`` on ``batch``; failures become :class:`ProfilingError` (OOM: cache emptied).
+
+    A :class:`~aitune_fp.profiling.workers.Worker` runs the call in its process (the output
+    stays there: None is returned).
+    """
     import torch
 
+    if isinstance(fn, Worker):
+        try:
+            fn.run(fn.stage(batch))
+        except WorkerError as exc:
+            raise _worker_failure(exc, arm) from exc
+        return None
     try:
         return batch.call(fn)
     except torch.OutOfMemoryError:
@@ -185,7 +206,12 @@ def _timed_call(
     """Wall seconds (and device seconds, if any) of one synchronised call.
 
     ``inspect`` sees the output after the clock stopped (the spot check), so it is never timed.
+    A :class:`~aitune_fp.profiling.workers.Worker` is timed from here around the hand-over (its
+    sample staged before the clock starts; its output fetched after it stops), and the CPU time
+    other candidates' workers spend meanwhile is accounted (:meth:`Worker.account`).
     """
+    if isinstance(fn, Worker):
+        return _timed_in_worker(fn, batch, timer, arm, inspect)
     span = timer.device_span()
     timer.sync()
     start = timer.now_ns()
@@ -201,6 +227,30 @@ def _timed_call(
     del output
     wall = max(stop - start, _MIN_NS) / 1e9
     return wall, (span.elapsed_s() if span is not None else None)
+
+
+def _timed_in_worker(
+    worker: Worker,
+    batch: Sample,
+    timer: Timer,
+    arm: str | None,
+    inspect: Callable[[Any], None] | None,
+) -> tuple[float, float | None]:
+    """One call run by ``worker``, timed here; no device time (the worker owns its stream)."""
+    handle = worker.stage(batch)
+    watched = worker.watch()
+    timer.sync()
+    start = timer.now_ns()
+    try:
+        worker.run(handle, keep=inspect is not None)
+    except WorkerError as exc:
+        raise _worker_failure(exc, arm) from exc
+    stop = timer.now_ns()
+    wall = max(stop - start, _MIN_NS)
+    worker.account(watched, wall)
+    if inspect is not None:
+        inspect(worker.output())
+    return wall / 1e9, None
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from aitune_fp.errors import (
 from aitune_fp.heldout import heldout_batches
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.session.guarding import settle_guard
+from aitune_fp.session.workers import start_eager
 from aitune_fp.session.values import (
     BASELINE_DIR,
     BUILD,
@@ -84,6 +85,9 @@ def open_baseline(
     try:
         session.batch_size = session._resolve_batch_size() if batch_size is None else batch_size
         session.config = for_batch_size(session.options.profiling_config, session.batch_size)
+        if session.isolation == "process" and session.config.threads is None:
+            # a forked worker runs one intra-op thread: eager here the same (docs/threads.md)
+            session.config = attrs.evolve(session.config, threads=1)
     finally:
         session._emit(
             events.started(
@@ -95,7 +99,9 @@ def open_baseline(
                 min_speedup_threshold_percent=session.options.min_speedup_threshold_percent,
                 required_speedup=session.options.required_speedup,
                 batch_size=session.batch_size,
-                cpu=events.cpu_environment(session.options.profiling_config.threads),
+                cpu=events.cpu_environment(session.config.threads),
+                isolation=session.isolation,
+                isolation_note=session.isolation_note,
             )
         )
     session.take_model()
@@ -129,7 +135,10 @@ def open_baseline(
             )
         if _has_lazy(t.module):  # materialise its parameters before copying them
             reference_output(infer_of(session.baseline), session._batch)
-        session._eager, session.eager_isolation = private_eager(session.baseline, t.module)
+        if session.isolation == "process":  # eager is timed in a worker no candidate reaches
+            session._eager, session.eager_isolation = session.baseline, "process"
+        else:
+            session._eager, session.eager_isolation = private_eager(session.baseline, t.module)
         session._phase(description, "baseline_measure")
         eager = infer_of(session._eager)
         session._batches = timing_batches(session, session._batch)
@@ -146,6 +155,10 @@ def open_baseline(
         session._references = tuple(reference_output(eager, b) for b in session._batches)
         noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
         settle_guard(session)
+        if session.isolation == "process":
+            start_eager(session)  # forked now: before any candidate code ran anywhere
+            if session._eager_worker is None:  # it could not start: eager gets its private copy
+                session._eager, session.eager_isolation = private_eager(session.baseline, t.module)
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
         session.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"

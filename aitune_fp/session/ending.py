@@ -17,6 +17,7 @@ from aitune_fp.session.values import (
     NoValidBackendError,
     describe,
 )
+from aitune_fp.session.workers import WorkerBackend, adopt
 
 if TYPE_CHECKING:
     from aitune_fp.session.tune import TuneSession
@@ -32,6 +33,8 @@ def conclude(session: TuneSession, backend: Any) -> Any:
         return backend
     for seen, result in session._validated:
         if seen is backend:
+            if isinstance(seen, WorkerBackend):  # chosen: now it may run here
+                return _adopted(session, seen, result)
             select(session, backend, result)
             return backend
     description = describe(backend)
@@ -42,6 +45,21 @@ def conclude(session: TuneSession, backend: Any) -> Any:
     if session.baseline is None:
         session.finish("error", None, reason="no valid backend and no eager baseline")
         raise NoValidBackendError(session.target.name, [outcome])
+    select(session, session.baseline, None)
+    return session.baseline
+
+
+def _adopted(
+    session: TuneSession, chosen: WorkerBackend, result: PerformanceValidationResult | None
+) -> Any:
+    """The chosen candidate rebuilt in the user's process; eager when that rebuild fails."""
+    built = adopt(session, chosen)
+    if built is not None:
+        select(session, built, result)
+        return built
+    if session.baseline is None:
+        session.finish("error", None, reason="the chosen backend failed its rebuild, no eager")
+        raise NoValidBackendError(session.target.name, [])
     select(session, session.baseline, None)
     return session.baseline
 

@@ -41,6 +41,7 @@ from aitune_fp.inputs import Sample
 from aitune_fp.isolation import ProcessState
 from aitune_fp.measure import rule_for
 from aitune_fp.profiling import Timer, timer_for
+from aitune_fp.profiling.workers import Worker, WorkerGroup
 from aitune_fp.session.baseline import open_baseline
 from aitune_fp.session.ending import conclude, report_of
 from aitune_fp.session.guarding import model_changed, take_model
@@ -56,8 +57,10 @@ from aitune_fp.session.values import (
     _stage_of,
     append_failure_log,
     describe,
+    infer_of,
 )
 from aitune_fp.session.vetting import rank, recheck, vet
+from aitune_fp.session.workers import close_workers, isolation_of, try_in_worker
 from aitune_fp.watchdog import CandidateHungError, Watchdog
 
 _ACTIVE: contextvars.ContextVar[TuneSession | None] = contextvars.ContextVar(
@@ -109,6 +112,10 @@ class TuneSession:
         self.baseline: Any | None = None
         self._eager: Any | None = None  # what eager is timed and referenced on (a private copy)
         self.eager_isolation: events.EagerIsolation = "private_copy"
+        #: Where candidates run until chosen, and why in process when not in workers.
+        self.isolation, self.isolation_note = isolation_of(options, target)
+        self._workers = WorkerGroup()
+        self._eager_worker: Worker | None = None  # eager's worker (process isolation)
         self.baseline_throughput: float | None = None
         self._baseline_latencies: tuple[float, ...] | None = None
         self.baseline_error: str | None = None
@@ -273,6 +280,8 @@ class TuneSession:
             raise InvalidStateError(
                 f"the tune of {t.name!r} has ended ({self._outcome}); no candidate is tried after"
             )
+        if self._eager_worker is not None:  # process isolation: nothing of it runs here
+            return try_in_worker(self, backend, build)
         description = describe(backend)
         folder = self._folder(backend, description)
         log = folder / BUILD_LOG_NAME
@@ -332,7 +341,18 @@ class TuneSession:
             name = str(backend.key())
         except Exception:
             name = description
+        return self._folder_of(name)
+
+    def _folder_of(self, name: str) -> Path:
+        """The folder in the cache dir for ``name``, made safe."""
         return self.target.cache_dir / safe_folder_name(name)
+
+    @property
+    def eager_arm(self) -> Callable[..., Any]:
+        """What eager is timed as: its worker (process isolation), else its private copy."""
+        if self._eager_worker is not None:
+            return self._eager_worker
+        return infer_of(self._eager)
 
     def _failed(
         self, description: str, stage: Stage, exc: BaseException, log: Path | None
@@ -451,6 +471,7 @@ class TuneSession:
         """Give the model back as it came, then emit the finished event (once)."""
         if self._outcome is not None:
             return
+        close_workers(self)
         self._give_model_back()
         self._outcome = outcome
         folded = self._folded

@@ -13,13 +13,13 @@ from typing import Any
 import attrs
 import torch
 
-from aitune_fp.core._checks import check_threshold, of_type
+from aitune_fp.core._checks import check_threshold, of_type, one_of
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import Stage
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import ISOLATION_MODES, IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
@@ -61,6 +61,10 @@ class ValidationOptions:
     closeness: Closeness | None = attrs.field(
         default=None, validator=attrs.validators.optional(of_type(Closeness))
     )
+    #: Where candidates run until chosen: ``process`` (default: a worker process each, eager in
+    #: another; the tune falls back to ``in_process`` where that cannot work, and says why) or
+    #: ``in_process`` (the user's process, guarded by snapshots).
+    isolation: IsolationMode = attrs.field(default="process", validator=one_of(ISOLATION_MODES))
 
     @property
     def gate(self) -> Gate:
@@ -206,13 +210,17 @@ def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None
             log.write(f"\n{title}\nException type: {type(exc).__name__}\n")
             log.write(f"Exception details: {exc}\nFull traceback:\n")
             log.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+            details = getattr(exc, "details", None)  # an error raised in a worker process
+            if isinstance(details, str) and details:
+                log.write(f"In the worker process:\n{details}")
     except OSError:
         return None
     return str(path)
 
 
 def _reason(exc: BaseException) -> str:
-    name = type(exc).__name__
+    named = getattr(exc, "error_type", None)  # an error raised in a worker names the original
+    name = named if isinstance(named, str) and named else type(exc).__name__
     return f"{name}: {one_line(exc)}" if str(exc).strip() else name
 
 

@@ -136,7 +136,7 @@ def measure(
     spot_check = spot_check_of(session, backend)
 
     comparison = Comparison(
-        eager=infer_of(session._eager),
+        eager=session.eager_arm,
         candidate=infer_of(backend),
         batch=session._batch,
         size=session.batch_size,
@@ -151,6 +151,7 @@ def measure(
         spot_seed=session._heldout_seed,
         spot_rate=session.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
+        isolation=session.isolation,
     )
 
     def on_look(n: int, decision: SpeedupDecision) -> None:

@@ -1,0 +1,464 @@
+"""A callable in a process of its own: a forked worker that makes it, runs it when asked, dies with it.
+
+Isolation by construction: whatever the callable's code does to its interpreter (patched
+functions, module globals, ``gc``, signal handlers, threads, RNG, a swallowed interrupt,
+``SystemExit``) stays in the worker and ends with it. The judging process never runs that code:
+it times each call from outside, around the hand-over through a pipe (both arms of a comparison
+run in workers, so both pay the same hand-over), and reads everything a worker sends through a
+restricted unpickler (plain values, torch dtypes; outputs through ``torch.load(weights_only=True)``
+with only the container types eager's own outputs use), so nothing a worker sends runs code here.
+
+A worker is forked (``os.fork``): the callable, the model and the inputs it needs are the
+parent's at that moment, with nothing pickled. A process whose OpenMP team is running cannot use
+it from a forked child, so workers run one intra-op thread (:func:`fork_unavailable` says when
+forking cannot be used at all). CPU time a worker spends while another is timed is read from the
+kernel (the worker's process CPU clock), never from the worker itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import os
+import pickle
+import signal
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from multiprocessing.connection import Connection, Pipe
+from typing import Any
+
+from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
+from aitune_fp.inputs import Sample
+
+__all__ = [
+    "InterferenceError",
+    "Worker",
+    "WorkerDiedError",
+    "WorkerError",
+    "WorkerGroup",
+    "fork_unavailable",
+]
+
+#: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
+_POLL_S = 0.05
+#: Interference: CPU time of suspects while a worker is timed, allowed as a share of its timed
+#: wall time plus a fixed slack (a freed output, the kernel's own accounting).
+_FOREIGN_SHARE = 0.2
+_FOREIGN_SLACK_NS = 20_000_000
+
+
+class WorkerError(AitunefpError, RuntimeError):
+    """Code in a worker raised (``error_type``: its class name); the worker holds the traceback.
+
+    ``stage``: where the worker's own classifier placed it (a build's ``unavailable``), if any.
+    """
+
+    def __init__(
+        self, message: str, *, error_type: str = "", details: str = "", stage: str | None = None
+    ) -> None:
+        """Keep what the worker said: the error's class name, its traceback text, its stage."""
+        super().__init__(message)
+        self.error_type = error_type or type(self).__name__
+        self.details = details
+        self.stage = stage
+
+
+class WorkerDiedError(WorkerError):
+    """The worker's process ended without answering (killed, crashed or ``os._exit``)."""
+
+
+class InterferenceError(AitunefpError, RuntimeError):
+    """Another candidate's process ran while a worker was timed (a thread left spinning)."""
+
+
+#: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
+#: and the facts about it the parent reads (plain values and torch dtypes only).
+Make = Callable[[Callable[[Mapping[str, Any]], None]], tuple[Callable[..., Any], Mapping[str, Any]]]
+
+
+def fork_unavailable() -> str | None:
+    """Why a worker cannot be forked here, or None when it can."""
+    if not hasattr(os, "fork"):
+        return "this platform has no fork"
+    import torch
+
+    if torch.cuda.is_initialized():
+        return "CUDA is initialised in this process, and a forked child cannot use it"
+    return None
+
+
+def _cpu_clock(pid: int) -> int:
+    """The id of ``pid``'s process CPU-time clock (Linux's ``MAKE_PROCESS_CPUCLOCK(pid, SCHED)``)."""
+    return ((~pid) << 3) | 2
+
+
+class _Restricted(pickle.Unpickler):
+    """Unpickles plain values only: containers, numbers, text, bytes and torch dtypes."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        import torch
+
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"a worker may send plain values only, not {module}.{name}")
+
+
+def _loads(data: bytes) -> Any:
+    return _Restricted(io.BytesIO(data)).load()
+
+
+def _dump_output(output: Any) -> bytes:
+    """An output as ``torch.save`` bytes (read back with ``weights_only``)."""
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(output, buffer)
+    return buffer.getvalue()
+
+
+def _load_output(data: bytes, allowed: Iterable[type]) -> Any:
+    """An output a worker sent: tensors and containers only, plus the ``allowed`` types."""
+    import torch
+
+    with torch.serialization.safe_globals(list(allowed)):
+        return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def _error_message(exc: BaseException, classify: Callable[[BaseException], str | None]) -> bytes:
+    try:
+        stage = classify(exc)
+    except BaseException:
+        stage = None
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return pickle.dumps(("error", type(exc).__name__, str(exc), text, stage))
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel to kill this process when its parent dies (Linux; nothing elsewhere)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _serve(
+    conn: Connection,
+    make: Make,
+    threads: int,
+    classify: Callable[[BaseException], str | None],
+) -> None:
+    """The worker's loop: make the callable, report, then answer requests until told to stop."""
+    import torch
+
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
+    torch.set_num_threads(threads)
+    def say(facts: Mapping[str, Any]) -> None:
+        conn.send_bytes(pickle.dumps(("said", dict(facts))))
+
+    try:
+        fn, info = make(say)
+    except BaseException as exc:
+        conn.send_bytes(_error_message(exc, classify))
+        return
+    conn.send_bytes(pickle.dumps(("ready", dict(info))))
+    samples: dict[int, Sample] = {}
+    output: Any = None
+    with torch.no_grad():
+        while True:
+            raw = conn.recv_bytes()
+            kind = raw[:1]
+            try:
+                if kind in (b"R", b"r"):  # a timed call: as little as possible around it
+                    output = None
+                    output = samples[int.from_bytes(raw[1:], "little")].call(fn)
+                    conn.send_bytes(b"k")
+                    if kind == b"r":
+                        output = None
+                    continue
+                message = pickle.loads(raw[1:])
+                if kind == b"S":  # keep a sample under a handle
+                    handle, args, kwargs = message
+                    samples[handle] = Sample(args, kwargs)
+                    reply: Any = ("ok", None)
+                elif kind == b"F":  # forget samples
+                    for handle in message:
+                        samples.pop(handle, None)
+                    reply = ("ok", None)
+                elif kind == b"O":  # the kept output
+                    reply = ("out", _dump_output(output))
+                elif kind == b"C":  # an untimed call on values sent with it
+                    args, kwargs = message
+                    reply = ("out", _dump_output(fn(*args, **kwargs)))
+                elif kind == b"Q":
+                    return
+                else:
+                    reply = ("error", "ProtocolError", f"unknown request {kind!r}", "", None)
+                conn.send_bytes(pickle.dumps(reply))
+            except BaseException as exc:  # SystemExit, KeyboardInterrupt and friends too
+                output = None
+                conn.send_bytes(_error_message(exc, classify))
+
+
+def _kill(pid: int) -> None:
+    """Kill a worker's process group (or the process) and reap it; nothing if it is gone."""
+    for send in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            send()
+            break
+        except (ProcessLookupError, PermissionError):
+            continue
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)
+
+
+class WorkerGroup:
+    """The workers of one tune, and which of them are suspects (candidates, not eager).
+
+    While a worker is timed, the CPU time of every other live suspect is read before and after
+    (:meth:`Worker.watch`, :meth:`Worker.account`).
+    """
+
+    def __init__(self) -> None:
+        """No worker yet."""
+        self._workers: list[Worker] = []
+        self._suspects: list[Worker] = []
+
+    def join(self, worker: Worker) -> None:
+        """Count ``worker`` among the group's (a worker joins its group when it starts)."""
+        self._workers.append(worker)
+
+    def suspect(self, worker: Worker) -> None:
+        """Watch ``worker``'s CPU time while every other worker of the group is timed."""
+        self._suspects.append(worker)
+
+    def others(self, worker: Worker) -> list[Worker]:
+        """The live suspects other than ``worker``."""
+        self._suspects = [w for w in self._suspects if w.alive]
+        return [w for w in self._suspects if w is not worker]
+
+    def live(self) -> list[Worker]:
+        """Every worker of the group not closed yet."""
+        self._workers = [w for w in self._workers if w.alive]
+        return list(self._workers)
+
+
+class Worker:
+    """A forked process holding one callable; the parent times its calls from outside.
+
+    ``make(say)`` runs in the child and returns the callable and a mapping of plain facts about
+    it, which :meth:`ready` returns; facts it passes to ``say`` first (its description, before a
+    long build) are what :meth:`hear` returns. ``classify`` (also in the child) names
+    the stage an exception from ``make`` belongs to. ``timeout_s`` bounds every wait (then the
+    worker is killed and :class:`CandidateHungError` raised). ``allowed``: types an output may
+    hold besides tensors and plain containers (those eager's outputs use).
+    """
+
+    def __init__(
+        self,
+        make: Make,
+        *,
+        name: str,
+        timeout_s: float,
+        threads: int = 1,
+        classify: Callable[[BaseException], str | None] = lambda exc: None,
+        group: WorkerGroup | None = None,
+        allowed: Iterable[type] = (),
+    ) -> None:
+        """Fork the worker; it starts making its callable at once."""
+        reason = fork_unavailable()
+        if reason is not None:
+            raise InvalidStateError(f"cannot start a worker for {name}: {reason}")
+        self.name = name
+        self.timeout_s = timeout_s
+        self.allowed = tuple(allowed)
+        self._group = group
+        self._handles: dict[int, tuple[Sample, int]] = {}
+        self._next = 0
+        self.timed_ns = 0  # wall time of this worker's timed calls
+        self.foreign_ns = 0  # suspects' CPU time meanwhile
+        parent, child = Pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the caller's code
+            code = 0
+            try:
+                parent.close()
+                _serve(child, make, threads, classify)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        child.close()
+        self.pid = pid
+        self._conn: Connection | None = parent
+        self._clock = _cpu_clock(pid)
+        self._finalizer = weakref.finalize(self, _kill, pid)
+        if group is not None:
+            group.join(self)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker has not been closed."""
+        return self._conn is not None
+
+    def cpu_ns(self) -> int:
+        """The worker's CPU time so far, all its threads, as the kernel counts it (0 when gone)."""
+        try:
+            return time.clock_gettime_ns(self._clock)
+        except OSError:
+            return 0
+
+    def close(self) -> None:
+        """Kill the worker and everything it started; later requests raise."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+        self._finalizer()
+
+    # -- waiting -------------------------------------------------------------------------------
+    def _receive(self) -> bytes:
+        """The worker's next message; the worker is killed on a timeout, a death or an interrupt."""
+        conn = self._conn
+        if conn is None:
+            raise InvalidStateError(f"the worker of {self.name} was closed")
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            while not conn.poll(_POLL_S):
+                if time.monotonic() >= deadline:
+                    raise CandidateHungError(
+                        f"{self.name} did not answer within {self.timeout_s:.0f} s; "
+                        "its process was killed"
+                    )
+            return conn.recv_bytes()
+        except EOFError:
+            self.close()
+            raise WorkerDiedError(
+                f"the process of {self.name} ended without answering", error_type="exit"
+            ) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _reply(self, expected: str) -> Any:
+        return self._reply_of(self._receive(), expected)
+
+    def _reply_of(self, raw: bytes, expected: str) -> Any:
+        """The payload of a message of kind ``expected``; the worker's error raised as one."""
+        try:
+            message = _loads(raw)
+        except Exception as exc:
+            self.close()
+            raise WorkerError(f"{self.name} sent something that is not data: {exc}") from None
+        if not isinstance(message, tuple) or not message:
+            self.close()
+            raise WorkerError(f"{self.name} sent a malformed message")
+        if message[0] == "error" and len(message) == 5:
+            _, error_type, text, details, stage = message
+            raise WorkerError(
+                str(text),
+                error_type=str(error_type),
+                details=str(details),
+                stage=None if stage is None else str(stage),
+            )
+        if message[0] != expected or len(message) != 2:
+            self.close()
+            raise WorkerError(f"{self.name} answered {message[0]!r} where {expected!r} was due")
+        return message[1]
+
+    def _request(self, kind: bytes, payload: Any, expected: str) -> Any:
+        conn = self._conn
+        if conn is None:
+            raise InvalidStateError(f"the worker of {self.name} was closed")
+        conn.send_bytes(kind + pickle.dumps(payload))
+        return self._reply(expected)
+
+    # -- what the parent asks ----------------------------------------------------------------
+    def hear(self) -> dict[str, Any]:
+        """The facts ``make`` said before it finished (its error raised, if it failed first)."""
+        return self._facts("said")
+
+    def ready(self) -> dict[str, Any]:
+        """Wait until the callable is made: the facts ``make`` returned (its error raised)."""
+        return self._facts("ready")
+
+    def _facts(self, kind: str) -> dict[str, Any]:
+        info = self._reply(kind)
+        if not isinstance(info, dict):
+            self.close()
+            raise WorkerError(f"{self.name} sent facts that are not a mapping")
+        return info
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """An untimed call on these values; its output, read back as data."""
+        return self._load(self._request(b"C", (args, kwargs), "out"))
+
+    def stage(self, sample: Sample) -> int:
+        """A handle to ``sample`` in the worker, sent once (untimed) and kept while it lives."""
+        for handle, (kept, _) in self._handles.items():
+            if kept is sample:
+                return handle
+        if len(self._handles) >= 64:  # the oldest go: a run's copies outlive it otherwise
+            dropped = list(self._handles)[:32]
+            self._request(b"F", dropped, "ok")
+            for handle in dropped:
+                del self._handles[handle]
+        self._next += 1
+        self._request(b"S", (self._next, sample.args, dict(sample.kwargs)), "ok")
+        self._handles[self._next] = (sample, self._next)
+        return self._next
+
+    def run(self, handle: int, *, keep: bool = False) -> None:
+        """One call on a staged sample: the hand-over the parent times (output kept if ``keep``)."""
+        conn = self._conn
+        if conn is None:
+            raise InvalidStateError(f"the worker of {self.name} was closed")
+        conn.send_bytes((b"R" if keep else b"r") + handle.to_bytes(4, "little"))
+        raw = self._receive()
+        if raw != b"k":
+            self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
+
+    def output(self) -> Any:
+        """The output of the last call run with ``keep``, read back as data (untimed)."""
+        return self._load(self._request(b"O", None, "out"))
+
+    def _load(self, data: Any) -> Any:
+        if not isinstance(data, bytes):
+            raise WorkerError(f"{self.name} sent an output that is not bytes")
+        try:
+            return _load_output(data, self.allowed)
+        except Exception as exc:
+            raise WorkerError(
+                f"the output of {self.name} holds something other than tensors and the "
+                f"containers eager's outputs use: {exc}",
+                error_type=type(exc).__name__,
+            ) from None
+
+    # -- interference --------------------------------------------------------------------------
+    def watch(self) -> list[tuple[Worker, int]]:
+        """The suspects' CPU clocks now, read before a timed call."""
+        if self._group is None:
+            return []
+        return [(w, w.cpu_ns()) for w in self._group.others(self)]
+
+    def account(self, before: list[tuple[Worker, int]], wall_ns: int) -> None:
+        """Add a timed call's wall time and the suspects' CPU time since ``before``.
+
+        Raises :class:`InterferenceError` naming the busiest suspect once the suspects' CPU
+        time while this worker was timed passes a fifth of its timed wall time (plus 20 ms).
+        """
+        self.timed_ns += wall_ns
+        if not before:
+            return
+        spent = [(w, max(w.cpu_ns() - at, 0)) for w, at in before]
+        busiest, most = max(spent, key=lambda pair: pair[1])
+        busiest.foreign_ns += most
+        self.foreign_ns += sum(ns for _, ns in spent)
+        if self.foreign_ns > _FOREIGN_SHARE * self.timed_ns + _FOREIGN_SLACK_NS:
+            raise InterferenceError(
+                f"the process of {busiest.name} used {busiest.foreign_ns / 1e6:.1f} ms of CPU "
+                f"while {self.name} was timed ({self.timed_ns / 1e6:.1f} ms): it runs work "
+                "of its own between its calls (a thread left running, a background job)"
+            )

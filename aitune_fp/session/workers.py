@@ -1,0 +1,310 @@
+"""Candidates in processes of their own until one is chosen; the chosen one rebuilt here.
+
+In ``process`` isolation (the default where it can work) each candidate is built, checked and
+timed in a worker forked for it, and eager is timed in a worker forked before any candidate code
+ran: nothing a candidate does reaches eager, the user's model or the user's process. The
+candidate that wins is then rebuilt in the user's process and checked again there (fresh
+held-out inputs, the model and process guards) before it is handed back. ``in_process`` keeps the
+snapshot guards of ``aitune_fp.isolation`` and says what it cannot see (``docs/guarantees.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import random
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import torch
+
+from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
+from aitune_fp.core.report import STAGES, Stage
+from aitune_fp.core.results import IsolationMode
+from aitune_fp.correctness import Tolerances
+from aitune_fp.errors import CandidateHungError
+from aitune_fp.heldout import heldout_samples
+from aitune_fp.profiling.workers import Worker, WorkerError, fork_unavailable
+from aitune_fp.session.values import (
+    CandidateOutcome,
+    TuneTarget,
+    ValidationOptions,
+    _stage_of,
+    append_failure_log,
+    declared_dtype,
+    describe,
+    infer_of,
+)
+
+if TYPE_CHECKING:
+    from aitune_fp.session.tune import TuneSession
+
+__all__ = [
+    "WorkerBackend",
+    "adopt",
+    "close_workers",
+    "isolation_of",
+    "output_types",
+    "start_eager",
+    "try_in_worker",
+]
+
+#: Types an output may be read back as without naming them (``torch.load``'s own list).
+_PLAIN = (torch.Tensor, tuple, list, dict, str, bytes, int, float, bool, type(None), torch.Size)
+
+
+def isolation_of(
+    options: ValidationOptions | None, target: TuneTarget
+) -> tuple[IsolationMode, str | None]:
+    """Where this tune's candidates run, and why in process when they do not get workers."""
+    if options is None or not options.enabled:
+        return "in_process", "validation is off: nothing is timed"
+    if options.isolation == "in_process":
+        return "in_process", "asked for (isolation='in_process')"
+    if options.timer is not None:
+        return "in_process", "an injected timer (a FakeClock) cannot time another process"
+    threads = options.profiling_config.threads
+    if threads is not None and threads > 1:
+        return "in_process", (
+            f"--threads {threads}: a forked worker cannot run OpenMP's team of this process, "
+            "so workers run one intra-op thread"
+        )
+    if torch.device(target.device).type != "cpu":
+        return "in_process", f"device {target.device}: workers are forked, which CUDA forbids"
+    reason = fork_unavailable()
+    return ("in_process", reason) if reason is not None else ("process", None)
+
+
+def output_types(references: tuple[Any, ...]) -> frozenset[type]:
+    """The container types eager's outputs use: the only ones a worker's output may hold."""
+    found: set[type] = set()
+
+    def walk(value: Any) -> None:
+        if not isinstance(value, _PLAIN) or type(value) not in _PLAIN:
+            found.add(type(value))
+        if isinstance(value, (tuple, list)):
+            for item in value:
+                walk(item)
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                walk(item)
+
+    for reference in references:
+        walk(reference)
+    return frozenset(found)
+
+
+class WorkerBackend:
+    """A candidate that lives in its worker: called there, timed from here, closed with it.
+
+    What :meth:`adopt` rebuilds in the user's process once chosen: the ``blueprint`` and the
+    driver's own ``build`` step, if any. ``dtype`` and ``tolerances`` are what the built
+    candidate declared in its worker.
+    """
+
+    def __init__(
+        self,
+        worker: Worker,
+        *,
+        description: str,
+        blueprint: Any,
+        build: Callable[[Any], Any] | None,
+        dtype: torch.dtype | None,
+        tolerances: Tolerances | None,
+    ) -> None:
+        """Hold the worker and what a rebuild needs."""
+        self.worker = worker
+        self.description = description
+        self.blueprint = blueprint
+        self.build = build
+        self.dtype = dtype
+        self.tolerances = tolerances
+
+    @property
+    def infer(self) -> Worker:
+        """The callable the pipeline calls and times: the worker."""
+        return self.worker
+
+    @property
+    def is_active(self) -> bool:
+        """Whether the worker still runs."""
+        return self.worker.alive
+
+    def describe(self) -> str:
+        """The description the candidate gave in its worker."""
+        return self.description
+
+    def activate(self) -> None:
+        """Nothing: a worker's candidate is active while its worker runs (adoption activates)."""
+
+    def deactivate(self) -> None:
+        """Close the worker (and everything it started)."""
+        self.worker.close()
+
+
+def _classify(exc: BaseException) -> str | None:
+    """In the worker: the stage a build's exception belongs to."""
+    return _stage_of(exc)[0]
+
+
+def start_eager(session: TuneSession) -> None:
+    """Fork eager's worker (before any candidate ran) and read back what outputs may hold.
+
+    A worker that cannot start leaves the tune in process, saying why.
+    """
+    eager = infer_of(session._eager)
+    try:
+        worker = Worker(
+            lambda say: (eager, {}),
+            name="eager",
+            timeout_s=session._deadline,
+            group=session._workers,
+            allowed=output_types(session._references),
+        )
+        worker.ready()
+    except Exception as exc:
+        session.isolation, session.isolation_note = "in_process", f"eager's worker failed: {exc}"
+        return
+    session._eager_worker = worker
+
+
+def try_in_worker(
+    session: TuneSession, backend: Any, build: Callable[[Any], Any] | None
+) -> CandidateOutcome:
+    """Build ``backend`` in a worker of its own, then check and time it from here."""
+    t = session.target
+    eager = session._eager_worker
+    assert eager is not None
+
+    def make(say: Callable[[Mapping[str, Any]], None]) -> tuple[Callable[..., Any], dict[str, Any]]:
+        description = describe(backend)
+        say({"description": description, "folder": str(session._folder(backend, description))})
+        if build is not None:
+            built = build(backend)
+        else:
+            built = copy.deepcopy(backend).build(
+                t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
+            )
+        own = getattr(built, "tolerances", None)
+        tolerances = (
+            attrs.asdict(own) if isinstance(own, Tolerances) else None
+        )
+        return infer_of(built), {"dtype": declared_dtype(built), "tolerances": tolerances}
+
+    start = time.perf_counter()
+    worker = Worker(
+        make,
+        name=type(backend).__name__,
+        timeout_s=session.config.build_timeout_s,
+        classify=_classify,
+        group=session._workers,
+        allowed=eager.allowed,
+    )
+    session._workers.suspect(worker)
+    description = type(backend).__name__
+    folder = session._folder_of(description)
+    try:
+        said = worker.hear()
+        description = str(said.get("description", description))
+        folder = Path(str(said.get("folder", folder)))
+        worker.name = description
+        session._phase(description, "build")
+        session._candidate = description
+        with session._watchdog.step(f"the build of {description}", session.config.build_timeout_s):
+            info = worker.ready()
+        tolerances = info.get("tolerances")
+        built = WorkerBackend(
+            worker,
+            description=description,
+            blueprint=backend,
+            build=build,
+            dtype=info.get("dtype") if isinstance(info.get("dtype"), torch.dtype) else None,
+            tolerances=Tolerances(**tolerances) if isinstance(tolerances, dict) else None,
+        )
+    except Exception as exc:
+        worker.close()
+        stage = _stage_in_worker(exc, "build")
+        log = folder / BUILD_LOG_NAME
+        if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
+            append_failure_log(log, f"Backend failed at {stage}", exc)
+        return session._failed(description, stage, exc, log)
+    worker.timeout_s = session._deadline
+    build_s = time.perf_counter() - start
+    return attrs.evolve(session._vet(built, description, folder), build_s=build_s)
+
+
+def _stage_in_worker(exc: BaseException, default: Stage) -> Stage:
+    """The stage of a failure in a worker: the worker's own classification, hung, or ``default``."""
+    if isinstance(exc, CandidateHungError):
+        return "hung"
+    stage = getattr(exc, "stage", None) if isinstance(exc, WorkerError) else None
+    for known in STAGES:
+        if stage == known:
+            return known
+    return default
+
+
+def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
+    """Rebuild the chosen candidate in the user's process and check it there; None if it fails.
+
+    Checked on held-out inputs drawn afresh (a seed the worker never saw) and against the
+    model and process guards. A failure is recorded at stage ``rebuild``; the worker is closed
+    either way.
+    """
+    t = session.target
+    chosen.deactivate()
+    built: Any = None
+    log = session._folder_of(chosen.description) / BUILD_LOG_NAME
+    try:
+        with session._watchdog.step(
+            f"the rebuild of {chosen.description}", session.config.build_timeout_s
+        ):
+            if chosen.build is not None:
+                built = chosen.build(chosen.blueprint)
+            else:
+                built = copy.deepcopy(chosen.blueprint).build(
+                    t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
+                )
+        seed = random.SystemRandom().randrange(2**32)
+        axes = getattr(t.graph_spec, "batch_axes", None)
+        held = _fresh_heldout(t.data, seed, axes)
+        with session._watchdog.step(f"the re-check of {chosen.description}", session._deadline):
+            session.closeness.check(
+                infer_of(built),
+                infer_of(session._eager),
+                t.graph_spec,
+                [*t.data, *held],
+                name=f"{t.name} (rebuilt in this process; held-out seed {seed})",
+                expected_dtype=declared_dtype(built),
+                tolerances=session.closeness.budget(built),
+                batch_sizes=session.config.batch_sizes,
+            )
+        changed = session._model_changed()
+        if changed is not None:
+            raise changed
+    except Exception as exc:
+        append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
+        if built is not None:
+            session.release(built, log)
+        session.record_failure(chosen.description, "rebuild", exc, None if log is None else str(log))
+        return None
+    return built
+
+
+def _fresh_heldout(data: tuple[Any, ...], seed: int, axes: Any) -> tuple[Any, ...]:
+    """Held-out samples for ``seed`` (none when no input can be varied)."""
+    from aitune_fp.heldout import HeldoutUnavailableError
+
+    with contextlib.suppress(HeldoutUnavailableError):
+        return heldout_samples(data, seed, batch_axes=axes)
+    return ()
+
+
+def close_workers(session: TuneSession) -> None:
+    """Close every worker the tune still has (eager's and any candidate's not chosen)."""
+    for worker in session._workers.live():
+        worker.close()
+    session._eager_worker = None
