@@ -18,13 +18,14 @@ Pure: importing this module imports nothing else.
 from __future__ import annotations
 
 __all__ = [
-    "CandidateHungError",
     "AitunefpError",
     "BackendFailedError",
     "BackendUnavailableError",
+    "CandidateHungError",
     "InvalidStateError",
     "InvalidTypeError",
     "InvalidValueError",
+    "error_name",
 ]
 
 
@@ -61,3 +62,12 @@ class BackendFailedError(AitunefpError, RuntimeError):
 
     Raised from inference; validation records the candidate's failure at the stage it happened.
     """
+
+
+def error_name(exc: BaseException) -> str:
+    """The class name of what was raised; an error raised in a worker names the original.
+
+    (its ``error_type``), so a failure reads as it would have in one process.
+    """
+    named = getattr(exc, "error_type", None)
+    return named if isinstance(named, str) and named else type(exc).__name__

@@ -33,7 +33,7 @@ from aitune_fp.core.selection import (
     start_selection,
 )
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import Sample, copy_sample
 from aitune_fp.profiling import (
     ProfilingError,
@@ -55,7 +55,7 @@ _Failed = str
 
 
 def _error(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    return f"{error_name(exc)}: {exc}"
 
 
 def _release_device_memory() -> None:

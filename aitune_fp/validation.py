@@ -24,7 +24,7 @@ import torch
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import InvalidTypeError
@@ -417,6 +417,7 @@ def with_performance_validation(
     enabled: bool = ...,
     timer: Timer | None = ...,
     closeness: Closeness | None = ...,
+    isolation: IsolationMode = ...,
 ) -> type[S]: ...
 @overload
 def with_performance_validation(
@@ -428,6 +429,7 @@ def with_performance_validation(
     enabled: bool = ...,
     timer: Timer | None = ...,
     closeness: Closeness | None = ...,
+    isolation: IsolationMode = ...,
 ) -> S: ...
 @overload
 def with_performance_validation(
@@ -439,6 +441,7 @@ def with_performance_validation(
     enabled: bool = ...,
     timer: Timer | None = ...,
     closeness: Closeness | None = ...,
+    isolation: IsolationMode = ...,
 ) -> _Decorator: ...
 def with_performance_validation(
     target: Any = None,
@@ -449,6 +452,7 @@ def with_performance_validation(
     enabled: bool = True,
     timer: Timer | None = None,
     closeness: Closeness | None = None,
+    isolation: IsolationMode = "process",
 ) -> Any:
     """Make a strategy (class or instance) gate every candidate against eager PyTorch.
 
@@ -456,7 +460,9 @@ def with_performance_validation(
     Wrapping a validating strategy again only re-configures it. ``timer``: the clock for every
     timed call (default: the input's device clock), e.g. a fake one in tests. ``closeness``:
     how outputs are held against eager's (tolerances and norm criteria, eager's noise floor, a
-    user accuracy metric with its maximum degradation: ``docs/accuracy.md``). An AITune strategy
+    user accuracy metric with its maximum degradation: ``docs/accuracy.md``). ``isolation``:
+    ``process`` (default) builds, checks and times each candidate in a worker process of its own
+    until it is chosen; ``in_process`` in this one (``docs/guarantees.md``). An AITune strategy
     (class or instance) is gated through its own hooks instead: see ``docs/aitune.md``.
     """
     given = min_speedup_threshold_percent  # None: the default, or an AITune strategy's own
@@ -466,6 +472,7 @@ def with_performance_validation(
         enabled=enabled,
         timer=timer,
         closeness=closeness,
+        isolation=isolation,
     )
 
     def apply(t: Any) -> Any:

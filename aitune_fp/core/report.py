@@ -21,6 +21,7 @@ from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState
 from aitune_fp.core.verdict import SpeedupDecision
+from aitune_fp.errors import error_name
 
 __all__ = [
     "OUTCOMES",
@@ -35,7 +36,14 @@ __all__ = [
 #: Where a candidate (or the strategy itself) failed. ``unavailable``: the backend cannot run on
 #: this machine or device (a missing optional package, no CUDA, no CUDA provider); nothing built.
 Stage = Literal[
-    "unavailable", "build", "correctness", "profiling", "interference", "hung", "rebuild", "strategy"
+    "unavailable",
+    "build",
+    "correctness",
+    "profiling",
+    "interference",
+    "hung",
+    "rebuild",
+    "strategy",
 ]
 #: ``interference``: the candidate's process ran while another arm was timed; ``rebuild``: the
 #: chosen candidate, rebuilt in the user's process, failed there or differed from its worker's.
@@ -79,11 +87,10 @@ class CandidateFailure:
 
         An error that stands for another (raised in a worker process) names it: ``error_type``.
         """
-        named = getattr(exc, "error_type", None)
         return cls(
             backend_description=description,
             stage=stage,
-            error_type=named if isinstance(named, str) and named else type(exc).__name__,
+            error_type=error_name(exc),
             reason=one_line(exc),
             traceback_path=traceback_path,
         )

@@ -22,8 +22,8 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 __all__ = [
     "EVENT_KEYS",
     "ISOLATION_MODES",
-    "IsolationMode",
     "RESULT_VERDICTS",
+    "IsolationMode",
     "PerformanceValidationMixinResult",
     "PerformanceValidationResult",
     "ResultVerdict",

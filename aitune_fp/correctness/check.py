@@ -29,7 +29,7 @@ from aitune_fp.correctness._errors import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness._values import Walk
 from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs, compare_tree
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
 
 __all__ = ["AccuracyMetric", "Closeness", "check_correctness", "served_batch_sizes"]
@@ -108,7 +108,7 @@ def check_correctness(
                 actual = _detached(candidate(*args, **kwargs))
         except Exception as exc:
             raise CorrectnessError(
-                f"{prefix}{where}: output: the candidate raised {type(exc).__name__}: {exc}",
+                f"{prefix}{where}: output: the candidate raised {error_name(exc)}: {exc}",
                 path="output",
                 check="exception",
                 sample_index=index,

@@ -28,7 +28,6 @@ from aitune_fp.errors import (
 from aitune_fp.heldout import heldout_batches
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.session.guarding import settle_guard
-from aitune_fp.session.workers import start_eager
 from aitune_fp.session.values import (
     BASELINE_DIR,
     BUILD,
@@ -37,6 +36,7 @@ from aitune_fp.session.values import (
     describe,
     infer_of,
 )
+from aitune_fp.session.workers import start_eager
 
 if TYPE_CHECKING:
     from aitune_fp.session.tune import TuneSession

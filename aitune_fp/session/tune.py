@@ -116,6 +116,7 @@ class TuneSession:
         self.isolation, self.isolation_note = isolation_of(options, target)
         self._workers = WorkerGroup()
         self._eager_worker: Worker | None = None  # eager's worker (process isolation)
+        self._os_states: dict[int, tuple[frozenset[int], int]] = {}  # this process's and eager's
         self.baseline_throughput: float | None = None
         self._baseline_latencies: tuple[float, ...] | None = None
         self.baseline_error: str | None = None

@@ -26,6 +26,7 @@ from aitune_fp.errors import (
     AitunefpError,
     BackendUnavailableError,
     InvalidTypeError,
+    error_name,
 )
 from aitune_fp.inputs import BatchSpec, Sample
 from aitune_fp.profiling import Timer
@@ -219,8 +220,7 @@ def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None
 
 
 def _reason(exc: BaseException) -> str:
-    named = getattr(exc, "error_type", None)  # an error raised in a worker names the original
-    name = named if isinstance(named, str) and named else type(exc).__name__
+    name = error_name(exc)
     return f"{name}: {one_line(exc)}" if str(exc).strip() else name
 
 

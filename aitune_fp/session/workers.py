@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +28,14 @@ from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.heldout import heldout_samples
-from aitune_fp.profiling.workers import Worker, WorkerError, fork_unavailable
+from aitune_fp.profiling.workers import (
+    InterferenceError,
+    Worker,
+    WorkerError,
+    fork_unavailable,
+    os_state,
+    restore_os_state,
+)
 from aitune_fp.session.values import (
     CandidateOutcome,
     TuneTarget,
@@ -169,6 +177,28 @@ def start_eager(session: TuneSession) -> None:
         session.isolation, session.isolation_note = "in_process", f"eager's worker failed: {exc}"
         return
     session._eager_worker = worker
+    session._os_states = {pid: os_state(pid) for pid in (os.getpid(), worker.pid)}
+
+
+def _os_changed(session: TuneSession) -> str | None:
+    """What changed, from outside, in this process's or eager's CPU affinity or niceness.
+
+    Put back as far as this process may; None when nothing changed.
+    """
+    changed: list[str] = []
+    for pid, before in session._os_states.items():
+        try:
+            now = os_state(pid)
+        except OSError:
+            continue
+        if now != before:
+            who = "this process" if pid == os.getpid() else "eager's worker"
+            changed.append(
+                f"{who}: CPU affinity {sorted(before[0])} -> {sorted(now[0])}, "
+                f"niceness {before[1]} -> {now[1]}"
+            )
+            restore_os_state(pid, before)
+    return "; ".join(changed) or None
 
 
 def try_in_worker(
@@ -189,9 +219,7 @@ def try_in_worker(
                 t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
             )
         own = getattr(built, "tolerances", None)
-        tolerances = (
-            attrs.asdict(own) if isinstance(own, Tolerances) else None
-        )
+        tolerances = attrs.asdict(own) if isinstance(own, Tolerances) else None
         return infer_of(built), {"dtype": declared_dtype(built), "tolerances": tolerances}
 
     start = time.perf_counter()
@@ -233,7 +261,17 @@ def try_in_worker(
         return session._failed(description, stage, exc, log)
     worker.timeout_s = session._deadline
     build_s = time.perf_counter() - start
-    return attrs.evolve(session._vet(built, description, folder), build_s=build_s)
+    outcome = attrs.evolve(session._vet(built, description, folder), build_s=build_s)
+    changed = _os_changed(session)
+    if changed is None:
+        return outcome
+    exc = InterferenceError(f"the candidate's process changed another process: {changed}")
+    log = folder / BUILD_LOG_NAME
+    append_failure_log(log, "Backend reached another process", exc)
+    if outcome.ok:
+        session._validated[:] = [(b, r) for b, r in session._validated if b is not built]
+        session.release(built, log)
+    return session._failed(description, "interference", exc, log)
 
 
 def _stage_in_worker(exc: BaseException, default: Stage) -> Stage:
@@ -289,7 +327,9 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
         append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
         if built is not None:
             session.release(built, log)
-        session.record_failure(chosen.description, "rebuild", exc, None if log is None else str(log))
+        session.record_failure(
+            chosen.description, "rebuild", exc, None if log is None else str(log)
+        )
         return None
     return built
 

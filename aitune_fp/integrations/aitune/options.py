@@ -65,4 +65,7 @@ def validation_options(strategy: Any) -> ValidationOptions:
         profiling_config=options.profiling_config,
         enabled=mode(strategy) != "disabled",
         timer=options.timer,
+        # AITune's hooks keep what they learn about a candidate on the strategy object: they run
+        # in this process (docs/aitune.md, "Isolation")
+        isolation="in_process",
     )

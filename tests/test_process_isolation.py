@@ -1,0 +1,439 @@
+"""Process isolation: a candidate runs in a worker process of its own until it is chosen.
+
+Each candidate here is exactly as fast as eager (it does eager's own work), and its build
+reaches for a channel through which, in one process, it would slow eager down or leave the
+user's process changed: the model's class, a module global, ``torch.nn.functional``, the
+project's own decision, the running session found through ``gc``, the interpreter's and the
+OS's process state, threads and background processes, signal handlers, RNG. In a worker
+none of it reaches eager or the user's process: no verdict is inflated, the user's process is
+the state it was (a snapshot of all of the above before and after the tune), and what the
+candidate did to another process is named. These tests time real calls (no fake clock: an
+injected clock keeps a tune in process).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional
+
+import aitune_fp.core.sequential as sequential
+from aitune_fp import (
+    GraphSpec,
+    MaxThroughputStrategy,
+    OneBackendStrategy,
+    ProfilingConfig,
+    Sample,
+    validation_of,
+    with_performance_validation,
+)
+from aitune_fp.backends import BackendBase
+from aitune_fp.testing import capture_events
+
+#: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
+SLOW_S = 0.006
+#: A small budget: an identical candidate ends inconclusive or not faster within it.
+CONFIG = ProfilingConfig(looks=(10, 20), max_seconds=5.0, warmup_max_calls=8, hang_grace_s=2.0)
+
+#: What the model's forward reads: a class attribute and a module global an attack may set.
+SLOW_GLOBAL = False
+
+
+class Model(torch.nn.Module):
+    """A small real model whose forward reads a class attribute and a module global."""
+
+    slow = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(256, 256)
+
+    def work(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(6):  # a few ms of real work: a wrapper's overhead is lost in it
+            x = torch.tanh(self.fc(x))
+        return x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if type(self).slow or SLOW_GLOBAL:
+            time.sleep(SLOW_S)
+        return self.work(x)
+
+
+def _case() -> tuple[Model, GraphSpec, list[Sample]]:
+    torch.manual_seed(1)
+    return Model().eval(), GraphSpec(max_batch_size=64), [Sample((torch.randn(1, 256),))]
+
+
+class Attack(BackendBase):
+    """As fast as eager (its own work, without the module's ``__call__``), after ``attack``."""
+
+    def __init__(self, attack: Callable[[torch.nn.Module], None], tag: str) -> None:
+        self.attack = attack
+        self.tag = tag
+        self.module: Any = None
+
+    def _config(self) -> dict[str, Any]:
+        return {"tag": self.tag}
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        self.module = module
+        self.attack(module)
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.module.work(*args)
+
+
+def _slow_class(module: torch.nn.Module) -> None:
+    type(module).slow = True  # type: ignore[attr-defined]
+
+
+def _slow_global(module: torch.nn.Module) -> None:
+    global SLOW_GLOBAL
+    SLOW_GLOBAL = True
+
+
+def _patch_linear(module: torch.nn.Module) -> None:
+    original = functional.linear
+
+    def linear(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(SLOW_S)
+        return original(*args, **kwargs)
+
+    functional.linear = linear
+    torch.nn.modules.linear.F.linear = linear  # type: ignore[attr-defined]
+
+
+def _patch_verdict(module: torch.nn.Module) -> None:
+    """Rebind the project's own decision so that every look says faster."""
+    original = sequential.decide_at_look
+
+    def always_faster(*args: Any, **kwargs: Any) -> Any:
+        import attrs
+
+        decision = original(*args, **kwargs)
+        return attrs.evolve(decision, verdict="faster")
+
+    sequential.decide_at_look = always_faster  # type: ignore[assignment]
+
+
+def _reach_session(module: torch.nn.Module) -> None:
+    """Find the running session through gc and slow the eager it holds."""
+    from aitune_fp.session.tune import TuneSession
+
+    for obj in gc.get_objects():
+        if isinstance(obj, TuneSession):
+            eager = obj._eager
+            slow = type(module)
+            slow.slow = True  # type: ignore[attr-defined]
+            obj._eager = eager
+
+
+def _process_state(module: torch.nn.Module) -> None:
+    """Change everything a process holds that a tune must not leave changed."""
+    gc.disable()
+    gc.set_threshold(1, 1, 1)
+    sys.setswitchinterval(0.5)
+    sys.setrecursionlimit(sys.getrecursionlimit() + 77)
+    torch.set_flush_denormal(True)
+    signal.signal(signal.SIGINT, lambda *_: None)
+    os.chdir("/")
+    sys.path.append("/nowhere")
+    random.seed(1)
+    np.random.seed(1)
+    torch.manual_seed(1)
+    warnings.simplefilter("ignore")
+    os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    os.nice(1)
+    atexit.register(lambda: None)
+    torch.set_num_threads(1)
+
+
+def _thread_left(module: torch.nn.Module) -> None:
+    """Leave a thread spinning: it competes with eager while eager is timed."""
+
+    def spin() -> None:
+        while True:
+            pass
+
+    threading.Thread(target=spin, daemon=True).start()
+
+
+def _background_process(module: torch.nn.Module) -> None:
+    """Start a process that spins (it stays in the worker's process group)."""
+    if os.fork() == 0:
+        while True:
+            pass
+
+
+def _renice_parent(module: torch.nn.Module) -> None:
+    """Reach the user's process from outside: pin it to one CPU."""
+    os.sched_setaffinity(os.getppid(), {sorted(os.sched_getaffinity(0))[0]})
+
+
+def snapshot() -> dict[str, Any]:
+    """What the user's process holds that a candidate could change, by value."""
+    return {
+        "gc": (gc.isenabled(), gc.get_threshold()),
+        "switch": sys.getswitchinterval(),
+        "recursion": sys.getrecursionlimit(),
+        "sigint": signal.getsignal(signal.SIGINT),
+        "cwd": os.getcwd(),
+        "path": list(sys.path),
+        "random": random.getstate(),
+        "numpy": repr(np.random.get_state()),
+        "torch_rng": torch.get_rng_state().tolist(),
+        "warnings": list(warnings.filters),
+        "affinity": os.sched_getaffinity(0),
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "atexit": atexit._ncallbacks(),
+        "threads": torch.get_num_threads(),
+        "linear": (functional.linear, torch.nn.modules.linear.F.linear),
+        "decide": sequential.decide_at_look,
+        "model_class": Model.slow,
+        "global": SLOW_GLOBAL,
+        "threads_left": sorted(
+            t.name for t in threading.enumerate() if not t.name.startswith("aitune_fp")
+        ),
+    }
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def _tune(
+    backends: list[BackendBase], cache: Path, *, seen: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[Any, Any, list[Any]]:
+    """Tune the model with ``backends``; ``seen`` gets the process's snapshot just before."""
+    module, spec, data = _case()
+    if seen is not None:
+        seen.update(snapshot())
+    strategy: Any = (
+        OneBackendStrategy(backends[0]) if len(backends) == 1 else MaxThroughputStrategy(backends)
+    )
+    kwargs.setdefault("profiling_config", CONFIG)
+    wrapped = with_performance_validation(strategy, **kwargs)
+    with capture_events() as events:
+        chosen = wrapped.tune(module, "m", spec, data, "cpu", cache)
+    return chosen, validation_of(wrapped).last_report, events
+
+
+ATTACKS = {
+    "class_attribute": _slow_class,
+    "module_global": _slow_global,
+    "patched_torch_function": _patch_linear,
+    "patched_project_decision": _patch_verdict,
+    "session_through_gc": _reach_session,
+    "process_state": _process_state,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("channel", sorted(ATTACKS))
+def test_a_channel_reaches_neither_eager_nor_the_users_process(channel: str, cache: Path) -> None:
+    before: dict[str, Any] = {}
+    chosen, report, events = _tune([Attack(ATTACKS[channel], channel)], cache, seen=before)
+    assert snapshot() == before
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "process"
+    assert not any(r.passed for r in report.results), report.results  # no inflated verdict
+    for result in report.results:
+        assert result.isolation == "process"
+        assert result.speedup < 2, result  # the attack would have shown about 3x
+    assert not isinstance(chosen, Attack)
+
+
+@pytest.mark.slow
+def test_a_thread_left_spinning_is_named_and_rejected(cache: Path) -> None:
+    before: dict[str, Any] = {}
+    _, report, _ = _tune([Attack(_thread_left, "spinner")], cache, seen=before)
+    assert snapshot() == before
+    (failure,) = report.failures
+    assert failure.stage == "interference"
+    assert "CPU" in failure.reason and "spinner" in failure.reason
+
+
+@pytest.mark.slow
+def test_a_background_process_is_named_and_rejected_and_killed(cache: Path) -> None:
+    _, report, _ = _tune([Attack(_background_process, "background")], cache)
+    (failure,) = report.failures
+    assert failure.stage == "interference"
+    assert not report.results
+
+
+@pytest.mark.slow
+def test_a_candidate_that_reaches_the_users_process_from_outside_is_named(cache: Path) -> None:
+    before: dict[str, Any] = {}
+    _, report, _ = _tune([Attack(_renice_parent, "outside")], cache, seen=before)
+    assert snapshot() == before  # put back
+    stages = {f.stage for f in report.failures}
+    assert stages == {"interference"}, report.failures
+    assert not any(r.passed for r in report.results)
+
+
+class _Faster(Attack):
+    """Really faster: skips half of eager's work."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.module.work(*args)
+
+
+class _SlowAndThreads(Attack):
+    """Really slower, and changes the thread count in its own process."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(SLOW_S)
+        with torch.no_grad():
+            return self.module.work(*args)
+
+
+@pytest.mark.slow
+def test_blame_stays_with_the_contender_that_changed_its_process(cache: Path) -> None:
+    Model.slow = False
+    honest = _Faster(lambda m: None, "honest")
+    cheat = _SlowAndThreads(lambda m: torch.set_num_threads(2), "threads")
+    chosen, report, _ = _tune([cheat, honest], cache)
+    assert not any(f.backend_description == honest.describe() for f in report.failures)
+    assert not isinstance(chosen, _SlowAndThreads)
+
+
+class _Exits(Attack):
+    """Raises what would end the user's tune in one process."""
+
+    def __init__(self, raised: BaseException, where: str) -> None:
+        super().__init__(lambda m: None, where + type(raised).__name__)
+        self.raised = raised
+        self.where = where
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        super()._build(module, graph_spec, data, device)
+        if self.where == "build":
+            raise self.raised
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        raise self.raised
+
+
+class _Custom(BaseException):
+    pass
+
+
+@pytest.mark.parametrize("where", ["build", "infer"])
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt(), _Custom("mine")])
+def test_baseexceptions_stay_in_the_worker(where: str, raised: BaseException, cache: Path) -> None:
+    chosen, report, _ = _tune([_Exits(raised, where)], cache)
+    (failure,) = report.failures
+    assert failure.stage == ("build" if where == "build" else "correctness")
+    assert type(raised).__name__ in f"{failure.error_type}: {failure.reason}"
+    assert report.outcome == "baseline"
+    assert not isinstance(chosen, _Exits)
+
+
+class _Hangs(Attack):
+    """Correct at first, then never returns while timed, swallowing every interrupt."""
+
+    calls = 0
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        type(self).calls += 1
+        if type(self).calls > 12:  # past the correctness checks
+            while True:
+                with contextlib.suppress(BaseException):
+                    time.sleep(60)
+        with torch.no_grad():
+            return self.module.work(*args)
+
+
+@pytest.mark.slow
+def test_a_hung_candidate_is_killed_recorded_and_never_returned(cache: Path) -> None:
+    config = ProfilingConfig(looks=(10, 20), max_seconds=1.0, warmup_max_calls=8, hang_grace_s=1.0)
+    start = time.monotonic()
+    chosen, report, _ = _tune([_Hangs(lambda m: None, "hangs")], cache, profiling_config=config)
+    assert time.monotonic() - start < 60
+    (failure,) = report.failures
+    assert failure.stage == "hung"
+    assert not isinstance(chosen, _Hangs)
+    assert report.outcome == "baseline"
+
+
+@pytest.mark.slow
+def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path) -> None:
+    class Quick(Attack):
+        """Really faster: eager's work without the sleep eager pays."""
+
+    Model.slow = True  # eager pays SLOW_S a call; the candidate does not
+    try:
+        chosen, report, events = _tune([Quick(lambda m: None, "quick")], cache)
+    finally:
+        Model.slow = False
+    assert isinstance(chosen, Quick) and chosen.is_active  # built here, in this process
+    assert chosen.module is not None
+    (result,) = report.results
+    assert result.passed and result.isolation == "process"
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    assert selected["is_baseline"] is False
+
+
+@pytest.mark.slow
+def test_a_rebuild_that_differs_falls_back_to_eager_and_says_so(cache: Path) -> None:
+    class RightInItsWorker(Attack):
+        """Faster and right in its worker; wrong once rebuilt in the user's process."""
+
+        def _infer(self, *args: Any, **kwargs: Any) -> Any:
+            with torch.no_grad():
+                out = self.module.work(*args)
+            return out if os.getpid() != PARENT else out + 1.0
+
+    Model.slow = True
+    try:
+        chosen, report, _ = _tune([RightInItsWorker(lambda m: None, "two-faced")], cache)
+    finally:
+        Model.slow = False
+    assert not isinstance(chosen, RightInItsWorker)
+    (failure,) = report.failures
+    assert failure.stage == "rebuild"
+    assert report.outcome == "baseline"
+
+
+PARENT = os.getpid()
+
+
+def test_an_injected_clock_keeps_the_tune_in_process_and_says_why(cache: Path) -> None:
+    from aitune_fp.testing import FakeClock
+
+    clock = FakeClock()
+    module, spec, data = _case()
+    wrapped = with_performance_validation(
+        OneBackendStrategy(Attack(lambda m: None, "x")), timer=clock, profiling_config=CONFIG
+    )
+    with capture_events() as events:
+        wrapped.tune(module, "m", spec, data, "cpu", cache)
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "in_process"
+    assert "FakeClock" in started["isolation_note"]
+
+
+def test_isolation_can_be_asked_off(cache: Path) -> None:
+    _, report, events = _tune([Attack(lambda m: None, "x")], cache, isolation="in_process")
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "in_process"
+    assert all(r.isolation == "in_process" for r in report.results)
