@@ -142,6 +142,14 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
     cpu = _cpu_line(run.results)
     if cpu is not None:
         lines.append(cpu)
+    if run.isolation == "process":
+        lines.append(
+            "Isolation: process (each candidate built, checked and timed in a worker process of "
+            "its own, eager in another; the chosen one rebuilt and checked here)"
+        )
+    elif run.isolation == "in_process":
+        why = f": {escape_control(run.isolation_note)}" if run.isolation_note else ""
+        lines.append(f"Isolation: in process{why} (docs/guarantees.md says what it cannot see)")
     return lines
 
 

@@ -207,6 +207,12 @@ def add_arguments(sub: Any) -> Any:
         "intra-op threads; default: leave them as they are). See docs/threads.md",
     )
     tune.add_argument(
+        "--in-process",
+        action="store_true",
+        help="build, check and time candidates in this process (guarded by snapshots) instead "
+        "of a worker process each; see docs/guarantees.md",
+    )
+    tune.add_argument(
         "--spot-rate",
         type=float,
         help="share of the timed calls between each look's ends whose outputs are compared "

@@ -59,6 +59,8 @@ def _changes(short: str, f: Mapping[str, Any], r: TuneReport) -> dict[str, Any]:
             "min_speedup_threshold_percent": f["min_speedup_threshold_percent"],
             "required_speedup": f["required_speedup"],
             "batch_size": f.get("batch_size"),
+            "isolation": f.get("isolation"),
+            "isolation_note": f.get("isolation_note"),
         }
     if short == "disabled":
         return {"strategy": f["strategy"], "disabled": True}

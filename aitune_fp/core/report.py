@@ -129,6 +129,9 @@ class TuneReport:
     #: Eager's own noise floor (the largest rel-L2 of float32 eager against float64 over the
     #: output leaves) when the tune measured it (``Closeness(calibrate=True)``) or was given one.
     noise_floor_rel_l2: float | None = None
+    #: Where candidates ran until chosen (``process`` or ``in_process``) and why in process.
+    isolation: str | None = None
+    isolation_note: str | None = None
     disabled: bool = False
     results: tuple[PerformanceValidationResult, ...] = attrs.field(default=(), converter=_tuple)
     rejected: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
