@@ -120,8 +120,10 @@ def main() -> None:
     print("| hand-over (median of", args.calls, "calls) | seconds |\n|---|---|")
     print(f"| null call through a worker | {remote * 1e6:.1f} µs |")
     print(f"| null call in process | {local * 1e6:.1f} µs |")
-    print(f"\n| eager's worker for the MLP, fork to ready (median of {args.repeats}) | "
-          f"{start_up(args.repeats) * 1e3:.1f} ms |\n")
+    print(
+        f"\n| eager's worker for the MLP, fork to ready (median of {args.repeats}) | "
+        f"{start_up(args.repeats) * 1e3:.1f} ms |\n"
+    )
     arms = [("process", None), ("in_process", 1), ("in_process", None)]
     walls: dict[str, list[float]] = {}
     print("| run | mode | threads | wall s | verdicts | selected |\n|---|---|---|---|---|---|")
@@ -132,16 +134,22 @@ def main() -> None:
             wall, verdicts, selected = main_job(mode, threads)
             walls.setdefault(label, []).append(wall)
             shown = "; ".join(f"{k}: {v}" for k, v in verdicts.items())
-            print(f"| {repeat} | {mode} | {threads or 'default'} | {wall:.1f} | {shown} | "
-                  f"{selected} |")
+            print(
+                f"| {repeat} | {mode} | {threads or 'default'} | {wall:.1f} | {shown} | "
+                f"{selected} |"
+            )
     print("\n| mode / threads | median wall s | ratio to in_process / default |\n|---|---|---|")
     base = statistics.median(walls["in_process / default"])
     for label, values in walls.items():
-        print(f"| {label} | {statistics.median(values):.1f} | "
-              f"{statistics.median(values) / base:.2f}x |")
+        print(
+            f"| {label} | {statistics.median(values):.1f} | "
+            f"{statistics.median(values) / base:.2f}x |"
+        )
     if REBUILDS:
-        print(f"\nRebuilds of the chosen candidate in the user's process: "
-              f"{', '.join(f'{r:.2f} s' for r in REBUILDS)}")
+        print(
+            f"\nRebuilds of the chosen candidate in the user's process: "
+            f"{', '.join(f'{r:.2f} s' for r in REBUILDS)}"
+        )
 
 
 if __name__ == "__main__":

@@ -139,8 +139,8 @@ def started(
         required_speedup=required_speedup,
         batch_size=batch_size,
         **({} if cpu is None else cpu.to_fields()),
-        **({} if isolation is None else {"isolation": isolation}),
-        **({} if isolation_note is None else {"isolation_note": isolation_note}),
+        isolation=ABSENT if isolation is None else isolation,
+        isolation_note=ABSENT if isolation_note is None else isolation_note,
         summary="🔄 Profiling eager baseline...please wait",
     ).to_event()
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import os
 import pickle
 import signal
@@ -30,8 +29,10 @@ from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample
+from aitune_fp.profiling.transport import dump_output, load_output, loads
 
 __all__ = [
     "InterferenceError",
@@ -87,7 +88,7 @@ def fork_unavailable() -> str | None:
         return "this platform has no fork"
     import torch
 
-    if torch.cuda.is_initialized():
+    if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         return "CUDA is initialised in this process, and a forked child cannot use it"
     return None
 
@@ -95,38 +96,6 @@ def fork_unavailable() -> str | None:
 def _cpu_clock(pid: int) -> int:
     """The id of ``pid``'s process CPU-time clock (Linux's ``MAKE_PROCESS_CPUCLOCK(pid, SCHED)``)."""
     return ((~pid) << 3) | 2
-
-
-class _Restricted(pickle.Unpickler):
-    """Unpickles plain values only: containers, numbers, text, bytes and torch dtypes."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        import torch
-
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)
-        raise pickle.UnpicklingError(f"a worker may send plain values only, not {module}.{name}")
-
-
-def _loads(data: bytes) -> Any:
-    return _Restricted(io.BytesIO(data)).load()
-
-
-def _dump_output(output: Any) -> bytes:
-    """An output as ``torch.save`` bytes (read back with ``weights_only``)."""
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(output, buffer)
-    return buffer.getvalue()
-
-
-def _load_output(data: bytes, allowed: Iterable[type]) -> Any:
-    """An output a worker sent: tensors and containers only, plus the ``allowed`` types."""
-    import torch
-
-    with torch.serialization.safe_globals(list(allowed)):
-        return torch.load(io.BytesIO(data), weights_only=True)
 
 
 def _error_message(exc: BaseException, classify: Callable[[BaseException], str | None]) -> bytes:
@@ -192,10 +161,10 @@ def _serve(
                         samples.pop(handle, None)
                     reply = ("ok", None)
                 elif kind == b"O":  # the kept output
-                    reply = ("out", _dump_output(output))
+                    reply = ("out", dump_output(output))
                 elif kind == b"C":  # an untimed call on values sent with it
                     args, kwargs = message
-                    reply = ("out", _dump_output(fn(*args, **kwargs)))
+                    reply = ("out", dump_output(fn(*args, **kwargs)))
                 elif kind == b"Q":
                     return
                 else:
@@ -242,12 +211,11 @@ def restore_os_state(pid: int, state: tuple[frozenset[int], int]) -> None:
 
 def _kill(pid: int) -> None:
     """Kill a worker's process group (or the process) and reap it; nothing if it is gone."""
-    for send in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            send()
-            break
-        except (ProcessLookupError, PermissionError):
-            continue
+    try:
+        os.killpg(pid, signal.SIGKILL)  # the worker leads its own group: what it started too
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, 0)
 
@@ -400,7 +368,7 @@ class Worker:
     def _reply_of(self, raw: bytes, expected: str) -> Any:
         """The payload of a message of kind ``expected``; the worker's error raised as one."""
         try:
-            message = _loads(raw)
+            message = loads(raw)
         except Exception as exc:
             self.close()
             raise WorkerError(f"{self.name} sent something that is not data: {exc}") from None
@@ -480,11 +448,13 @@ class Worker:
         if not isinstance(data, bytes):
             raise WorkerError(f"{self.name} sent an output that is not bytes")
         try:
-            return _load_output(data, self.allowed)
+            return load_output(data, self.allowed)
         except Exception as exc:
+            found = [line for line in str(exc).splitlines() if "Unsupported global" in line]
+            what = found[0].strip() if found else one_line(exc)
             raise WorkerError(
                 f"the output of {self.name} holds something other than tensors and the "
-                f"containers eager's outputs use: {exc}",
+                f"containers eager's outputs use ({what})",
                 error_type=type(exc).__name__,
             ) from None
 

@@ -71,6 +71,28 @@ def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.E
         return baseline, "shared"
 
 
+def resolve_batch_size(session: TuneSession) -> int:
+    """The batch size to validate at: the graph spec's max, or what the config narrows to.
+
+    ``batching=False`` validates the raw sample (batch size 1); ``batch_sizes`` picks the
+    largest of them, which must fit the graph spec.
+    """
+    assert session.options is not None
+    config = session.options.profiling_config
+    spec_max = session.target.graph_spec.get_max_batch_size()
+    if not config.batching:
+        return 1
+    if not config.batch_sizes:
+        return spec_max
+    size = max(config.batch_sizes)
+    if size > spec_max:
+        raise InvalidValueError(
+            f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
+            f"spec's max_batch_size {spec_max}"
+        )
+    return size
+
+
 def open_baseline(
     session: TuneSession, *, baseline: Any = BUILD, batch_size: int | None = None
 ) -> None:
@@ -83,7 +105,7 @@ def open_baseline(
     assert session.options is not None
     t = session.target
     try:
-        session.batch_size = session._resolve_batch_size() if batch_size is None else batch_size
+        session.batch_size = resolve_batch_size(session) if batch_size is None else batch_size
         session.config = for_batch_size(session.options.profiling_config, session.batch_size)
         if session.isolation == "process" and session.config.threads is None:
             # a forked worker runs one intra-op thread: eager here the same (docs/threads.md)

@@ -33,7 +33,6 @@ from aitune_fp.core.selection import SelectionState
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     InvalidStateError,
-    InvalidValueError,
 )
 from aitune_fp.guard import ModelGuard, SampleGuard
 from aitune_fp.heldout import HeldoutUnavailableError, heldout_samples
@@ -243,27 +242,6 @@ class TuneSession:
     def _model_changed(self) -> ModelChangedError | ProcessChangedError | None:
         """What a candidate changed in the model, the samples or the process (restored)."""
         return model_changed(self)
-
-    def _resolve_batch_size(self) -> int:
-        """The batch size to validate at: the graph spec's max, or what the config narrows to.
-
-        ``batching=False`` validates the raw sample (batch size 1); ``batch_sizes`` picks the
-        largest of them, which must fit the graph spec.
-        """
-        assert self.options is not None
-        config = self.options.profiling_config
-        spec_max = self.target.graph_spec.get_max_batch_size()
-        if not config.batching:
-            return 1
-        if not config.batch_sizes:
-            return spec_max
-        size = max(config.batch_sizes)
-        if size > spec_max:
-            raise InvalidValueError(
-                f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
-                f"spec's max_batch_size {spec_max}"
-            )
-        return size
 
     # -- the candidate pipeline ----------------------------------------------------------------
     def try_candidate(

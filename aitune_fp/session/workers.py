@@ -89,16 +89,22 @@ def isolation_of(
 def output_types(references: tuple[Any, ...]) -> frozenset[type]:
     """The container types eager's outputs use: the only ones a worker's output may hold."""
     found: set[type] = set()
+    seen: set[int] = set()
 
     def walk(value: Any) -> None:
-        if not isinstance(value, _PLAIN) or type(value) not in _PLAIN:
+        if id(value) in seen or isinstance(value, torch.Tensor):
+            return
+        seen.add(id(value))
+        if type(value) not in _PLAIN:
             found.add(type(value))
         if isinstance(value, (tuple, list)):
-            for item in value:
-                walk(item)
+            items: Any = value
         elif isinstance(value, Mapping):
-            for item in value.values():
-                walk(item)
+            items = value.values()
+        else:  # an object of its own (a cache of layers): what it holds
+            items = getattr(value, "__dict__", {}).values()
+        for item in items:
+            walk(item)
 
     for reference in references:
         walk(reference)
@@ -265,13 +271,13 @@ def try_in_worker(
     changed = _os_changed(session)
     if changed is None:
         return outcome
-    exc = InterferenceError(f"the candidate's process changed another process: {changed}")
+    reached = InterferenceError(f"the candidate's process changed another process: {changed}")
     log = folder / BUILD_LOG_NAME
-    append_failure_log(log, "Backend reached another process", exc)
+    append_failure_log(log, "Backend reached another process", reached)
     if outcome.ok:
         session._validated[:] = [(b, r) for b, r in session._validated if b is not built]
         session.release(built, log)
-    return session._failed(description, "interference", exc, log)
+    return session._failed(description, "interference", reached, log)
 
 
 def _stage_in_worker(exc: BaseException, default: Stage) -> Stage:

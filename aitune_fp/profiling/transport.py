@@ -1,0 +1,134 @@
+"""What crosses from a worker process to the judging one: plain data, never code.
+
+A worker's messages are unpickled with a restricted unpickler (containers, numbers, text,
+bytes, torch dtypes). Its outputs travel as a plain form (tensors, lists, dicts, text, and the
+types of objects by name) saved with ``torch.save`` and read back with
+``torch.load(weights_only=True)``; objects are remade only of the types eager's own outputs use,
+with ``object.__new__`` and the builtin containers' own methods, so no ``__reduce__``,
+``__init__``, ``__setstate__`` or ``__setitem__`` of the worker's choosing runs in the judge.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import pickle
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["dump_output", "load_output", "loads"]
+
+_BUILTIN: dict[str, Any] = {"builtins:tuple": tuple, "builtins:list": list, "builtins:dict": dict}
+
+
+class _Restricted(pickle.Unpickler):
+    """Unpickles plain values only: containers, numbers, text, bytes and torch dtypes."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        import torch
+
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"a worker may send plain values only, not {module}.{name}")
+
+
+def loads(data: bytes) -> Any:
+    return _Restricted(io.BytesIO(data)).load()
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _encode(value: Any) -> Any:
+    """In the worker: an output as plain data (tensors, lists, dicts, text), types by name."""
+    import torch
+
+    if isinstance(value, (torch.Tensor, torch.dtype, torch.Size, str, bytes, int, float)):
+        return value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, torch.device):
+        return ["device", str(value)]
+    cls = type(value)
+    if isinstance(value, Mapping):
+        state = getattr(value, "__dict__", {}) if cls is not dict else {}
+        return ["mapping", _name(cls), _pairs(value), _pairs(state)]
+    if isinstance(value, (tuple, list)):
+        return ["sequence", _name(cls), [_encode(v) for v in value]]
+    state = getattr(value, "__dict__", None)
+    if not isinstance(state, dict):
+        raise TypeError(f"an output of type {_name(cls)} cannot be carried (no __dict__)")
+    return ["object", _name(cls), _pairs(state)]
+
+
+def _pairs(mapping: Mapping[Any, Any]) -> list[list[Any]]:
+    return [[_encode(k), _encode(v)] for k, v in mapping.items()]
+
+
+def _decode(value: Any, allowed: Mapping[str, type]) -> Any:
+    """In the parent: the plain data back as objects, of ``allowed`` types only; no code runs.
+
+    Instances are made with ``object.__new__`` / the builtin container and filled directly:
+    no ``__init__``, ``__setstate__`` or ``__setitem__`` of theirs is called.
+    """
+    import torch
+
+    if not isinstance(value, list):
+        return value
+    kind, *rest = value
+    if kind == "device":
+        return torch.device(rest[0])
+
+    def of(name: str) -> Any:
+        if name in _BUILTIN:
+            return _BUILTIN[name]
+        if name not in allowed:
+            raise pickle.UnpicklingError(f"{name.replace(':', '.')} is not among eager's outputs")
+        return allowed[name]
+
+    def pairs(encoded: list[list[Any]]) -> list[tuple[Any, Any]]:
+        return [(_decode(k, allowed), _decode(v, allowed)) for k, v in encoded]
+
+    made: Any
+    if kind == "sequence":
+        cls, items = of(rest[0]), [_decode(v, allowed) for v in rest[1]]
+        if cls in (tuple, list):
+            return cls(items)
+        if issubclass(cls, tuple):
+            return tuple.__new__(cls, items)
+        made = list.__new__(cls)
+        list.extend(made, items)
+        return made
+    if kind == "mapping":
+        cls = of(rest[0])
+        if cls is dict:
+            return dict(pairs(rest[1]))
+        base: Any = collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
+        made = base.__new__(cls)
+        for k, v in pairs(rest[1]):
+            base.__setitem__(made, k, v)  # the builtin's: none of the class's own code runs
+        made.__dict__.update(pairs(rest[2]))
+        return made
+    if kind == "object":
+        made = object.__new__(of(rest[0]))
+        made.__dict__.update(pairs(rest[1]))
+        return made
+    raise pickle.UnpicklingError(f"unknown output part {kind!r}")
+
+
+def dump_output(output: Any) -> bytes:
+    """An output as ``torch.save`` bytes of its plain form (read back with ``weights_only``)."""
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(_encode(output), buffer)
+    return buffer.getvalue()
+
+
+def load_output(data: bytes, allowed: Iterable[type]) -> Any:
+    """An output a worker sent: tensors and plain data only, objects of the ``allowed`` types."""
+    import torch
+
+    plain = torch.load(io.BytesIO(data), weights_only=True)
+    return _decode(plain, {_name(cls): cls for cls in allowed})

@@ -1,0 +1,226 @@
+"""Worker processes and what crosses from them: plain data in, plain data out, never code.
+
+The judging process believes nothing a worker sends but data: messages are read with a
+restricted unpickler, outputs as tensors and plain containers, objects remade only of the types
+eager's own outputs use (no ``__reduce__``, ``__init__`` or ``__setstate__`` of the worker's
+choosing runs). A worker that raises, dies or stops answering is named, and killed.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import time
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aitune_fp.errors import CandidateHungError
+from aitune_fp.inputs import Sample
+from aitune_fp.profiling.calls import _timed_call
+from aitune_fp.profiling.timers import CpuTimer
+from aitune_fp.profiling.transport import dump_output, load_output, loads
+from aitune_fp.profiling.workers import (
+    InterferenceError,
+    Worker,
+    WorkerDiedError,
+    WorkerError,
+    WorkerGroup,
+    os_state,
+)
+
+RAN: list[str] = []
+
+
+class Pair(NamedTuple):
+    left: torch.Tensor
+    right: torch.Tensor
+
+
+class Holder:
+    """An output object of its own (as a model's cache is)."""
+
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
+        self.layers = [value * 2]
+
+
+class Evil:
+    """Runs code wherever it is unpickled or remade."""
+
+    def __reduce__(self) -> Any:
+        return (RAN.append, ("reduced",))
+
+    def __setstate__(self, state: Any) -> None:
+        RAN.append("setstate")
+
+
+class Output(collections.OrderedDict):  # type: ignore[type-arg]
+    """A dict subclass whose own ``__setitem__`` must not run in the judge."""
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        RAN.append("setitem")
+        super().__setitem__(key, value)
+
+
+leaves = st.one_of(
+    st.integers(-5, 5),
+    st.floats(allow_nan=False, width=32),
+    st.text(max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(1, 4).map(lambda n: torch.arange(n, dtype=torch.float32)),
+)
+trees = st.recursive(
+    leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    ),
+    max_leaves=10,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return type(a) is type(b) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+@settings(max_examples=60, deadline=None)
+@given(trees)
+def test_plain_outputs_round_trip_unchanged(tree: Any) -> None:
+    assert _same(load_output(dump_output(tree), ()), tree)
+
+
+def test_objects_are_remade_only_of_eagers_types_and_without_their_code() -> None:
+    out = Output(a=torch.ones(2))
+    out["b"] = Pair(torch.zeros(1), torch.ones(1))
+    out.extra = Holder(torch.full((2,), 3.0))  # type: ignore[attr-defined]
+    RAN.clear()
+    back = load_output(dump_output(out), (Output, Pair, Holder))
+    assert RAN == []  # no __setitem__ of the class ran while it was remade
+    assert type(back) is Output and list(back) == ["a", "b"]
+    assert type(back["b"]) is Pair and torch.equal(back["b"].right, torch.ones(1))
+    assert torch.equal(back.extra.layers[0], torch.full((2,), 6.0))
+
+
+@pytest.mark.parametrize("allowed", [(), (Pair,)])
+def test_a_type_eager_does_not_use_is_refused_by_name(allowed: tuple[type, ...]) -> None:
+    with pytest.raises(pickle.UnpicklingError, match="Holder is not among eager's outputs"):
+        load_output(dump_output([Holder(torch.ones(1))]), allowed)
+
+
+def test_a_message_holding_code_is_refused_and_the_code_never_runs() -> None:
+    RAN.clear()
+    with pytest.raises(pickle.UnpicklingError, match="plain values only"):
+        loads(pickle.dumps(("ready", {"x": Evil()})))
+    assert RAN == []
+    assert loads(pickle.dumps(("ready", {"dtype": torch.bfloat16}))) == (
+        "ready",
+        {"dtype": torch.bfloat16},
+    )
+
+
+def _worker(fn: Any, **kwargs: Any) -> Worker:
+    kwargs.setdefault("timeout_s", 20)
+    return Worker(lambda say: (fn, {"pid": os.getpid()}), name="w", **kwargs)
+
+
+def test_a_worker_runs_in_its_own_process_and_answers_with_data() -> None:
+    worker = _worker(lambda x: x * 2)
+    try:
+        assert worker.ready()["pid"] == worker.pid != os.getpid()
+        assert torch.equal(worker(torch.ones(3)), torch.full((3,), 2.0))
+        sample = Sample((torch.ones(2),))
+        handle = worker.stage(sample)
+        assert worker.stage(sample) == handle  # sent once
+        worker.run(handle, keep=True)
+        assert torch.equal(worker.output(), torch.full((2,), 2.0))
+    finally:
+        worker.close()
+    assert not worker.alive
+
+
+def test_an_error_in_the_worker_is_named_as_raised_there() -> None:
+    def fail(x: Any) -> Any:
+        raise SystemExit("bye")
+
+    worker = _worker(fail)
+    worker.ready()
+    with pytest.raises(WorkerError) as caught:
+        worker(torch.ones(1))
+    assert caught.value.error_type == "SystemExit" and "fail" in caught.value.details
+    assert worker.alive  # the worker serves on: SystemExit stayed in it
+    worker.close()
+
+
+def test_a_worker_that_dies_is_named() -> None:
+    worker = _worker(lambda x: os._exit(3))
+    worker.ready()
+    with pytest.raises(WorkerDiedError, match="ended without answering"):
+        worker(torch.ones(1))
+    assert not worker.alive
+
+
+def test_a_worker_that_does_not_answer_is_killed_at_its_deadline() -> None:
+    worker = _worker(lambda x: time.sleep(600), timeout_s=0.5)
+    worker.ready()
+    start = time.monotonic()
+    with pytest.raises(CandidateHungError, match="did not answer within"):
+        worker(torch.ones(1))
+    assert time.monotonic() - start < 5
+    assert not worker.alive
+    with pytest.raises(ProcessLookupError):
+        os.kill(worker.pid, 0)
+
+
+def test_cpu_spent_by_a_suspect_while_another_worker_is_timed_is_interference() -> None:
+    group = WorkerGroup()
+    timed = _worker(lambda x: x + 1, group=group)
+    idle = _worker(lambda x: x, group=group)
+    group.suspect(idle)
+    sample = Sample((torch.ones(4),))
+    timed.ready()
+    idle.ready()
+    for _ in range(20):  # an idle suspect is not interference
+        _timed_call(timed, sample, CpuTimer(), "baseline", None)
+    assert timed.foreign_ns < 2_000_000
+
+    def spin(say: Any) -> Any:
+        import threading
+
+        def run() -> None:
+            while True:
+                pass
+
+        threading.Thread(target=run, daemon=True).start()
+        return (lambda x: x), {}
+
+    spinner = Worker(spin, name="spinner", timeout_s=20, group=group)
+    group.suspect(spinner)
+    spinner.ready()
+
+    def time_many() -> None:
+        for _ in range(2000):
+            _timed_call(timed, sample, CpuTimer(), "baseline", None)
+
+    with pytest.raises(InterferenceError, match="spinner used"):
+        time_many()
+    for worker in (timed, idle, spinner):
+        worker.close()
+
+
+def test_os_state_reads_affinity_and_niceness() -> None:
+    affinity, nice = os_state(os.getpid())
+    assert affinity == frozenset(os.sched_getaffinity(0))
+    assert nice == os.getpriority(os.PRIO_PROCESS, 0)
