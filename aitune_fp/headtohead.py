@@ -47,6 +47,7 @@ from aitune_fp.profiling import (
     timer_for,
 )
 from aitune_fp.profiling.calls import _checks_per_batch, _spot, _timed_call
+from aitune_fp.profiling.workers import InterferenceError
 
 __all__ = ["head_to_head"]
 
@@ -80,6 +81,8 @@ def _timed(
     """
     try:
         return _timed_call(fn, sample, clock, None, inspect)[0]
+    except InterferenceError:
+        raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
         return _error(exc)
     except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
@@ -172,13 +175,24 @@ class _Run:
             for j in range(calls):
                 if self.past_deadline():
                     return errors
-                result = _timed(
-                    self.fns[name], self.copies[name][j % len(self.copies[name])], self.clock
-                )
+                blamed, result = self._time(name, self.copies[name][j % len(self.copies[name])])
                 if isinstance(result, str):
-                    errors[name] = result
+                    errors[blamed] = result
                     break
         return errors
+
+    def _time(
+        self, name: str, sample: Sample, inspect: Callable[[Any], None] | None = None
+    ) -> tuple[str, float | _Failed]:
+        """One timed call of ``name``, and whom a failure is blamed on.
+
+        Interference (another contender's process ran meanwhile) is that contender's failure.
+        """
+        try:
+            return name, _timed(self.fns[name], sample, self.clock, inspect)
+        except InterferenceError as exc:
+            blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
+            return blamed, _error(exc)
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
         """Time every contender once in a random order; keep the round for those that ran."""
@@ -192,9 +206,9 @@ class _Run:
                 inspect = _spot(
                     self.checks[name][b], call=self.rounds + 1, batch=b if several else None
                 )
-            result = _timed(self.fns[name], self.copies[name][b], self.clock, inspect)
+            blamed, result = self._time(name, self.copies[name][b], inspect)
             if isinstance(result, str):
-                errors[name] = result
+                errors[blamed] = result
             else:
                 times[name] = result
         for name, seconds in times.items():

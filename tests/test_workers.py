@@ -144,7 +144,7 @@ def test_a_worker_runs_in_its_own_process_and_answers_with_data() -> None:
         sample = Sample((torch.ones(2),))
         handle = worker.stage(sample)
         assert worker.stage(sample) == handle  # sent once
-        worker.run(handle, keep=True)
+        worker.run(handle)
         assert torch.equal(worker.output(), torch.full((2,), 2.0))
     finally:
         worker.close()
@@ -224,3 +224,34 @@ def test_os_state_reads_affinity_and_niceness() -> None:
     affinity, nice = os_state(os.getpid())
     assert affinity == frozenset(os.sched_getaffinity(0))
     assert nice == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None:
+    """A worker that answers before computing and computes when asked is caught at the check."""
+    import aitune_fp.profiling.transport as transport
+
+    def make(say: Any) -> Any:
+        import aitune_fp.profiling.workers as workers
+
+        real = transport.digest_of
+        state = {"calls": 0}
+
+        def lazy(output: Any) -> bytes:  # answers with an earlier output's digest
+            state["calls"] += 1
+            return real(torch.zeros(2))
+
+        workers.digest_of = lazy  # its own process: the judge's function is untouched
+        return (lambda x: x + state["calls"]), {}
+
+    worker = Worker(make, name="lazy", timeout_s=20)
+    worker.ready()
+    handle = worker.stage(Sample((torch.ones(2),)))
+    worker.run(handle)
+    with pytest.raises(WorkerError, match="other than the one it answered"):
+        worker.output()
+    worker.close()
+    honest = _worker(lambda x: x * 3)
+    honest.ready()
+    honest.run(honest.stage(Sample((torch.ones(2),))))
+    assert torch.equal(honest.output(), torch.full((2,), 3.0))
+    honest.close()

@@ -242,7 +242,7 @@ def _timed_in_worker(
     timer.sync()
     start = timer.now_ns()
     try:
-        worker.run(handle, keep=inspect is not None)
+        worker.run(handle)
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
     stop = timer.now_ns()

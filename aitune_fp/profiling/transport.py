@@ -16,7 +16,7 @@ import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["dump_output", "load_output", "loads"]
+__all__ = ["digest_of", "dump_output", "load_output", "loads"]
 
 _BUILTIN: dict[str, Any] = {"builtins:tuple": tuple, "builtins:list": list, "builtins:dict": dict}
 
@@ -132,3 +132,40 @@ def load_output(data: bytes, allowed: Iterable[type]) -> Any:
 
     plain = torch.load(io.BytesIO(data), weights_only=True)
     return _decode(plain, {_name(cls): cls for cls in allowed})
+
+
+def _tensors(value: Any, seen: set[int]) -> list[Any]:
+    """Every tensor in an output, in a fixed order (containers and objects' attributes)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if id(value) in seen or isinstance(value, (str, bytes, int, float, type(None))):
+        return []
+    seen.add(id(value))
+    if isinstance(value, Mapping):
+        items: Any = value.values()
+    elif isinstance(value, (tuple, list)):
+        items = value
+    else:
+        items = getattr(value, "__dict__", {}).values()
+    return [t for item in items for t in _tensors(item, seen)]
+
+
+def digest_of(output: Any) -> bytes:
+    """A 16-byte hash of every tensor of an output (dtype, shape, bytes), in a fixed order.
+
+    A worker sends it with every timed call's answer, computed while timed; when the output is
+    read afterwards (a spot check), its digest must be the same: a worker cannot answer first
+    and compute later, nor show a checked call an output other than the one it timed.
+    """
+    import hashlib
+
+    import torch
+
+    digest = hashlib.blake2b(digest_size=16)
+    for t in _tensors(output, set()):
+        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        digest.update(f"{flat.dtype}{tuple(t.shape)}".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    return digest.digest()

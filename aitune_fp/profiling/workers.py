@@ -32,7 +32,7 @@ from typing import Any
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample
-from aitune_fp.profiling.transport import dump_output, load_output, loads
+from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
 
 __all__ = [
     "InterferenceError",
@@ -74,7 +74,15 @@ class WorkerDiedError(WorkerError):
 
 
 class InterferenceError(AitunefpError, RuntimeError):
-    """Another candidate's process ran while a worker was timed (a thread left spinning)."""
+    """Another candidate's process ran while a worker was timed (a thread left spinning).
+
+    ``culprit``: the worker whose process ran (the blame is its, not the timed one's).
+    """
+
+    def __init__(self, message: str, *, culprit: Any = None) -> None:
+        """Keep the worker to blame."""
+        super().__init__(message)
+        self.culprit = culprit
 
 
 #: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
@@ -144,12 +152,10 @@ def _serve(
             raw = conn.recv_bytes()
             kind = raw[:1]
             try:
-                if kind in (b"R", b"r"):  # a timed call: as little as possible around it
+                if kind == b"R":  # a timed call: the output and its digest, nothing else
                     output = None
                     output = samples[int.from_bytes(raw[1:], "little")].call(fn)
-                    conn.send_bytes(b"k")
-                    if kind == b"r":
-                        output = None
+                    conn.send_bytes(b"k" + digest_of(output))
                     continue
                 message = pickle.loads(raw[1:])
                 if kind == b"S":  # keep a sample under a handle
@@ -284,6 +290,7 @@ class Worker:
         self._handles: dict[int, tuple[Sample, int]] = {}
         self._next = 0
         self.timed_ns = 0  # wall time of this worker's timed calls
+        self.last_digest = b""  # of the last timed call's output, as answered
         self.foreign_ns = 0  # suspects' CPU time meanwhile
         parent, child = Pipe()
         pid = os.fork()
@@ -430,19 +437,36 @@ class Worker:
         self._handles[self._next] = (sample, self._next)
         return self._next
 
-    def run(self, handle: int, *, keep: bool = False) -> None:
-        """One call on a staged sample: the hand-over the parent times (output kept if ``keep``)."""
+    def run(self, handle: int) -> None:
+        """One call on a staged sample: the hand-over the parent times.
+
+        The request is the same for every call (nothing tells a checked call from another);
+        the answer carries the output's digest (:func:`digest_of`), computed while timed. The
+        output stays in the worker until the next call (:meth:`output` reads it).
+        """
         conn = self._conn
         if conn is None:
             raise InvalidStateError(f"the worker of {self.name} was closed")
-        conn.send_bytes((b"R" if keep else b"r") + handle.to_bytes(4, "little"))
+        conn.send_bytes(b"R" + handle.to_bytes(4, "little"))
         raw = self._receive()
-        if raw != b"k":
+        if raw[:1] != b"k" or len(raw) != 17:
             self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
+        self.last_digest = raw[1:]
 
     def output(self) -> Any:
-        """The output of the last call run with ``keep``, read back as data (untimed)."""
-        return self._load(self._request(b"O", None, "out"))
+        """The output of the last timed call, read back as data (untimed).
+
+        Its digest must be the one the worker answered while timed: an output made afterwards
+        (a worker that answers first and computes when asked) is a :class:`WorkerError`.
+        """
+        output = self._load(self._request(b"O", None, "out"))
+        if digest_of(output) != self.last_digest:
+            raise WorkerError(
+                f"{self.name} showed an output other than the one it answered with while "
+                "timed (computed after its answer, or changed since)",
+                error_type="OutputChanged",
+            )
+        return output
 
     def _load(self, data: Any) -> Any:
         if not isinstance(data, bytes):
@@ -482,5 +506,6 @@ class Worker:
             raise InterferenceError(
                 f"the process of {busiest.name} used {busiest.foreign_ns / 1e6:.1f} ms of CPU "
                 f"while {self.name} was timed ({self.timed_ns / 1e6:.1f} ms): it runs work "
-                "of its own between its calls (a thread left running, a background job)"
+                "of its own between its calls (a thread left running, a background job)",
+                culprit=busiest,
             )

@@ -24,7 +24,7 @@ from aitune_fp.inputs import as_sample
 from aitune_fp.measure import measure_throughput_steady
 from aitune_fp.measure.measurement import Comparison
 from aitune_fp.profiling import SpotCheckError
-from aitune_fp.profiling.workers import InterferenceError
+from aitune_fp.profiling.workers import InterferenceError, WorkerError
 from aitune_fp.session.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
@@ -81,7 +81,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             append_failure_log(log, "Backend's process ran while eager was timed", exc)
             session.release(built, log)
             return session._failed(description, "interference", exc, log)
-        except (SpotCheckError, ModelChangedError, ProcessChangedError) as exc:
+        except (SpotCheckError, WorkerError, ModelChangedError, ProcessChangedError) as exc:
             append_failure_log(log, "Backend output or model check failed while timing", exc)
             session.release(built, log)
             return session._failed(description, "correctness", exc, log)
