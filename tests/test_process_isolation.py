@@ -437,3 +437,11 @@ def test_isolation_can_be_asked_off(cache: Path) -> None:
     started = next(e for e in events if e["event"].endswith(".started"))
     assert started["isolation"] == "in_process"
     assert all(r.isolation == "in_process" for r in report.results)
+
+
+def test_the_header_says_where_candidates_ran_and_why_in_process() -> None:
+    from aitune_fp.core.messages import fmt_isolation_line
+
+    assert fmt_isolation_line("process", None).startswith("Isolation: process (each candidate")
+    line = fmt_isolation_line("in_process", "asked for")
+    assert line.startswith("Isolation: in process: asked for") and "guarantees.md" in line

@@ -30,8 +30,8 @@ from aitune_fp.profiling.workers import (
     WorkerDiedError,
     WorkerError,
     WorkerGroup,
-    os_state,
 )
+from aitune_fp.session.workers import os_state
 
 RAN: list[str] = []
 

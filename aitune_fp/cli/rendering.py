@@ -23,6 +23,7 @@ from aitune_fp.core.messages import (
     decided_interval,
     fmt_baseline_selected,
     fmt_headline,
+    fmt_isolation_line,
     fmt_level,
     fmt_mean_apart,
     fmt_speedup_msg,
@@ -139,17 +140,8 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
             "Speedup is the figure and the interval the verdict was decided on"
             + (" (a futility stop: its one-sided bound [—, high])." if futile else ".")
         )
-    cpu = _cpu_line(run.results)
-    if cpu is not None:
-        lines.append(cpu)
-    if run.isolation == "process":
-        lines.append(
-            "Isolation: process (each candidate built, checked and timed in a worker process of "
-            "its own, eager in another; the chosen one rebuilt and checked here)"
-        )
-    elif run.isolation == "in_process":
-        why = f": {escape_control(run.isolation_note)}" if run.isolation_note else ""
-        lines.append(f"Isolation: in process{why} (docs/guarantees.md says what it cannot see)")
+    isolation = run.isolation and fmt_isolation_line(run.isolation, run.isolation_note)
+    lines += [escape_control(x) for x in (_cpu_line(run.results), isolation) if x]
     return lines
 
 

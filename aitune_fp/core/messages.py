@@ -29,6 +29,7 @@ __all__ = [
     "fmt_headline",
     "fmt_indicator",
     "fmt_interval",
+    "fmt_isolation_line",
     "fmt_level",
     "fmt_mean_apart",
     "fmt_speedup_msg",
@@ -150,6 +151,17 @@ def fmt_baseline_selected(backend_desc: str, baseline_throughput: float | None =
         value = _amount("baseline_throughput", baseline_throughput)
         text += f" ({value:.2f} samples/s)"
     return text
+
+
+def fmt_isolation_line(mode: str, note: str | None) -> str:
+    """Where a tune's candidates ran until chosen, for a report's header (and why in process)."""
+    if mode == "process":
+        return (
+            "Isolation: process (each candidate built, checked and timed in a worker process of "
+            "its own, eager in another; the chosen one rebuilt and checked here)"
+        )
+    why = f": {note}" if note else ""
+    return f"Isolation: in process{why} (docs/guarantees.md says what it cannot see)"
 
 
 def fmt_disabled_line() -> str:

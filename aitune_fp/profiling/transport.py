@@ -16,6 +16,8 @@ import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from aitune_fp.errors import InvalidTypeError
+
 __all__ = ["digest_of", "dump_output", "load_output", "loads"]
 
 _BUILTIN: dict[str, Any] = {"builtins:tuple": tuple, "builtins:list": list, "builtins:dict": dict}
@@ -58,7 +60,7 @@ def _encode(value: Any) -> Any:
         return ["sequence", _name(cls), [_encode(v) for v in value]]
     state = getattr(value, "__dict__", None)
     if not isinstance(state, dict):
-        raise TypeError(f"an output of type {_name(cls)} cannot be carried (no __dict__)")
+        raise InvalidTypeError(f"an output of type {_name(cls)} cannot be carried (no __dict__)")
     return ["object", _name(cls), _pairs(state)]
 
 

@@ -41,8 +41,6 @@ __all__ = [
     "WorkerError",
     "WorkerGroup",
     "fork_unavailable",
-    "os_state",
-    "restore_os_state",
 ]
 
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
@@ -199,20 +197,6 @@ def _group_members(pgid: int) -> list[int]:
         if len(fields) > 3 and int(fields[2]) == pgid:
             found.append(int(name))
     return found
-
-
-def os_state(pid: int) -> tuple[frozenset[int], int]:
-    """A process's CPU affinity and niceness: what another process may change from outside."""
-    return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
-
-
-def restore_os_state(pid: int, state: tuple[frozenset[int], int]) -> None:
-    """Put back what :func:`os_state` read (as far as this process may: niceness only rises)."""
-    affinity, nice = state
-    with contextlib.suppress(OSError):
-        os.sched_setaffinity(pid, affinity)
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, pid, nice)
 
 
 def _kill(pid: int) -> None:

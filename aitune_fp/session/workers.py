@@ -28,14 +28,7 @@ from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.heldout import heldout_samples
-from aitune_fp.profiling.workers import (
-    InterferenceError,
-    Worker,
-    WorkerError,
-    fork_unavailable,
-    os_state,
-    restore_os_state,
-)
+from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError, fork_unavailable
 from aitune_fp.session.values import (
     CandidateOutcome,
     TuneTarget,
@@ -55,7 +48,9 @@ __all__ = [
     "adopt",
     "close_workers",
     "isolation_of",
+    "os_state",
     "output_types",
+    "restore_os_state",
     "start_eager",
     "try_in_worker",
 ]
@@ -157,6 +152,20 @@ class WorkerBackend:
     def deactivate(self) -> None:
         """Close the worker (and everything it started)."""
         self.worker.close()
+
+
+def os_state(pid: int) -> tuple[frozenset[int], int]:
+    """A process's CPU affinity and niceness: what another process may change from outside."""
+    return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def restore_os_state(pid: int, state: tuple[frozenset[int], int]) -> None:
+    """Put back what :func:`os_state` read (as far as this process may: niceness only rises)."""
+    affinity, nice = state
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(pid, affinity)
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
 
 
 def _classify(exc: BaseException) -> str | None:
