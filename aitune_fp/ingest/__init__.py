@@ -10,7 +10,6 @@ file uses (no runtime dependency on ``jsonschema``; the tests cross-check both).
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,6 +21,7 @@ from aitune_fp.core.fold import empty_report, fold, result_from_event
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events import SCHEMA_VERSION
+from aitune_fp.ingest.schema import event_schema, validate_event
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -91,107 +91,6 @@ class IngestReport:
 
 
 # --------------------------------------------------------------------------------------------
-# Schema
-# --------------------------------------------------------------------------------------------
-
-
-@functools.cache
-def _schema_text() -> str:
-    return importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
-
-
-def event_schema() -> dict[str, Any]:
-    """Return a fresh copy of the events JSON Schema (draft 2020-12) shipped with the package."""
-    schema: dict[str, Any] = json.loads(_schema_text())
-    return schema
-
-
-@functools.cache
-def _cached_schema() -> Mapping[str, Any]:
-    return event_schema()
-
-
-def _is_type(value: object, name: str) -> bool:
-    if name == "null":
-        return value is None
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "string":
-        return isinstance(value, str)
-    if name == "object":
-        return isinstance(value, dict)
-    if name == "array":
-        return isinstance(value, list)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    if name == "integer":
-        return isinstance(value, int) or float(value).is_integer()
-    return name == "number"
-
-
-def _check(value: Any, schema: Mapping[str, Any], path: str, errors: list[str]) -> None:
-    """Interpret the schema keywords events.schema.json uses; append messages to ``errors``."""
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        if not any(_is_type(value, n) for n in names):
-            errors.append(f"{path}: expected {'/'.join(names)}, got {type(value).__name__}")
-            return
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append(f"{path}: expected {schema['const']!r}, got {value!r:.80}")
-    if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
-        errors.append(f"{path}: {value!r:.80} is not one of {schema['enum']!r}")
-    if _is_type(value, "number"):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value!r} is below the minimum {schema['minimum']!r}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            errors.append(f"{path}: {value!r} must be > {schema['exclusiveMinimum']!r}")
-        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            errors.append(f"{path}: {value!r} must be < {schema['exclusiveMaximum']!r}")
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        errors.append(f"{path}: string shorter than {schema['minLength']}")
-    if isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                errors.append(f"{path}: missing required key {key!r}")
-        props = schema.get("properties", {})
-        for key, sub in props.items():
-            if key in value:
-                _check(value[key], sub, f"{path}.{key}", errors)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):  # the schema of every key ``properties`` does not name
-            for key in [k for k in value if k not in props]:
-                _check(value[key], extra, f"{path}.{key}", errors)
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            _check(item, schema["items"], f"{path}[{i}]", errors)
-    for sub in schema.get("allOf", ()):
-        _check(value, sub, path, errors)
-    if "if" in schema:
-        probe: list[str] = []
-        _check(value, schema["if"], path, probe)
-        if not probe and "then" in schema:
-            _check(value, schema["then"], path, errors)
-
-
-def _json_equal(a: object, b: object) -> bool:
-    """JSON equality: booleans are not numbers."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return a == b
-
-
-def validate_event(obj: object, schema: Mapping[str, Any] | None = None) -> list[str]:
-    """Return why ``obj`` is not a valid event (an empty list when it is).
-
-    ``schema``: the events schema to check against (the shipped one when None).
-    """
-    errors: list[str] = []
-    _check(obj, _cached_schema() if schema is None else schema, "$", errors)
-    return errors
-
-
-# --------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------
 
@@ -232,7 +131,7 @@ def _integer_keys() -> frozenset[str]:
             for sub in node:
                 walk(sub)
 
-    walk(_cached_schema())
+    walk(event_schema())
     return frozenset(found)
 
 
