@@ -12,16 +12,15 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from typing import IO, Any, TypeAlias
 
-import attrs
-
-from aitune_fp.core.fold import empty_report, fold, result_from_event
-from aitune_fp.core.report import CandidateFailure, TuneReport
+from aitune_fp.core.fold import result_from_event
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events import SCHEMA_VERSION
+from aitune_fp.ingest.runs import summarize
 from aitune_fp.ingest.schema import event_schema, validate_event
+from aitune_fp.ingest.values import BadLine, EventLine, FailureRecord, IngestReport, RunSummary
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -42,52 +41,8 @@ __all__ = [
 MAX_LINE_BYTES = 1 << 20
 
 _PREFIX = "aitune_fp."
-_VALIDATION = "aitune_fp.validation."
-_SWEEP = "aitune_fp.sweep."
 
 Source: TypeAlias = "str | os.PathLike[str] | Iterable[str] | Iterable[bytes]"
-
-
-@attrs.frozen(kw_only=True)
-class EventLine:
-    """One valid event read from a log: its 1-based line number and its JSON object."""
-
-    line_no: int
-    event: str
-    fields: Mapping[str, Any]
-
-
-@attrs.frozen(kw_only=True)
-class BadLine:
-    """A line that is not a valid aitune_fp event: its 1-based number and why."""
-
-    line_no: int
-    reason: str
-
-
-#: A failed candidate read back from its event: the same record the wrapper makes.
-FailureRecord = CandidateFailure
-#: One run rebuilt from its events: the same frozen report the wrapper makes.
-RunSummary = TuneReport
-
-
-@attrs.frozen(kw_only=True)
-class IngestReport:
-    """The runs found in a log (in order of first event) and the lines that were not events."""
-
-    runs: tuple[RunSummary, ...]
-    bad_lines: tuple[tuple[int, str], ...]
-    n_lines: int
-    n_events: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of the whole report."""
-        return {
-            "runs": [run.to_dict() for run in self.runs],
-            "bad_lines": [{"line_no": n, "reason": why} for n, why in self.bad_lines],
-            "n_lines": self.n_lines,
-            "n_events": self.n_events,
-        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,7 +161,7 @@ def _parse(line_no: int, raw: bytes | str) -> EventLine | BadLine | None:
     if errors:
         more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
         return BadLine(line_no=line_no, reason="invalid event: " + "; ".join(errors[:3]) + more)
-    return EventLine(line_no=line_no, event=name, fields=_integral(obj))
+    return EventLine(line_no=line_no, event=name, fields=_integral(obj), text=text)
 
 
 def read_events(source: Source) -> Iterator[EventLine | BadLine]:
@@ -221,40 +176,6 @@ def read_events(source: Source) -> Iterator[EventLine | BadLine]:
         parsed = _parse(line_no, raw)
         if parsed is not None:
             yield parsed
-
-
-def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
-    """Group events by ``run_id`` into :class:`RunSummary` values; keep the bad lines.
-
-    A sweep's own events (``aitune_fp.sweep.*``) are counted but make no run.
-    """
-    runs: dict[str, RunSummary] = {}
-    bad: list[tuple[int, str]] = []
-    n_lines = n_events = 0
-    for item in items:
-        n_lines = max(n_lines, item.line_no)
-        if isinstance(item, BadLine):
-            bad.append((item.line_no, item.reason))
-            continue
-        fields = item.fields
-        if item.event.startswith(_SWEEP):  # a sweep's own bookkeeping, not part of a tune run
-            n_events += 1
-            continue
-        run_id = fields["run_id"]
-        run = runs.get(run_id) or empty_report(run_id, fields["module_name"])
-        try:
-            runs[run_id] = fold(run, item.event, fields)  # the session's own fold
-        except (KeyError, TypeError, ValueError) as exc:
-            runs.setdefault(run_id, run)
-            bad.append((item.line_no, f"inconsistent {item.event} event: {exc}"))
-            continue
-        n_events += 1
-    return IngestReport(
-        runs=tuple(runs.values()),
-        bad_lines=tuple(bad),
-        n_lines=n_lines,
-        n_events=n_events,
-    )
 
 
 def ingest(source: Source) -> IngestReport:
