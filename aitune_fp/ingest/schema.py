@@ -205,14 +205,22 @@ def compile_schema(schema: Mapping[str, Any]) -> Checker:
     if "if" in schema:
         steps += _if_then(schema)
 
+    plain = _PLAIN_TYPES.get(names[0]) if names is not None and len(names) == 1 else None
+
     def check(value: Any, path: str, errors: list[str]) -> None:
-        if names is not None and not any(_is_type(value, n) for n in names):
+        if names is not None and not (
+            isinstance(value, plain) if plain else any(_is_type(value, n) for n in names)
+        ):
             errors.append(f"{path}: expected {'/'.join(names)}, got {type(value).__name__}")
             return
         for step in steps:
             step(value, path, errors)
 
     return check
+
+
+#: JSON types that are one Python type exactly (numbers and booleans are not: bool is an int).
+_PLAIN_TYPES: dict[str, type] = {"string": str, "object": dict, "array": list}
 
 
 @functools.cache
