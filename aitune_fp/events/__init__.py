@@ -46,6 +46,7 @@ from aitune_fp.events.sending import (
     sinks,
     timestamp,
     to_record,
+    open_log,
 )
 from aitune_fp.events.sweep import *
 from aitune_fp.events.validation import *
@@ -73,6 +74,7 @@ __all__ = [
     "event",
     "info_enabled",
     "new_run_id",
+    "open_log",
     "registered",
     "sinks",
     "timestamp",
