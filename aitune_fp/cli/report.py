@@ -26,6 +26,7 @@ __all__ = ["MAX_BAD_SHOWN", "add_parser", "plot_report", "run"]
 #: Bad lines listed one by one on stderr; the rest are counted.
 MAX_BAD_SHOWN = 20
 
+
 def _clock(timestamp: str) -> str:
     """``2025-01-02T12:01:02.123Z`` -> ``2025-01-02 12:01:02 UTC`` (as written, escaped)."""
     date, _, time = timestamp.partition("T")
@@ -87,9 +88,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             out.write("\n")
     elif args.format == "json":
         doc = report.to_dict()
-        doc["runs"] = [
-            run_dict(one, baseline_at=_baseline_at(one)) for one in report.runs
-        ]
+        doc["runs"] = [run_dict(one, baseline_at=_baseline_at(one)) for one in report.runs]
         out.write(json_text({"command": "report", **doc}) + "\n")
     else:
         console = make_console(out)

@@ -43,10 +43,10 @@ from aitune_fp.events.sending import (
     collecting,
     emit,
     info_enabled,
+    open_log,
     sinks,
     timestamp,
     to_record,
-    open_log,
 )
 from aitune_fp.events.sweep import *
 from aitune_fp.events.validation import *

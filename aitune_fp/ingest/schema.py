@@ -65,30 +65,38 @@ def _bounds(schema: Mapping[str, Any]) -> list[Checker]:
     if "minimum" in schema:
         low = schema["minimum"]
         steps.append(
-            lambda v, p, e: e.append(f"{p}: {v!r} is below the minimum {low!r}")
-            if _is_number(v) and v < low
-            else None
+            lambda v, p, e: (
+                e.append(f"{p}: {v!r} is below the minimum {low!r}")
+                if _is_number(v) and v < low
+                else None
+            )
         )
     if "exclusiveMinimum" in schema:
         above = schema["exclusiveMinimum"]
         steps.append(
-            lambda v, p, e: e.append(f"{p}: {v!r} must be > {above!r}")
-            if _is_number(v) and v <= above
-            else None
+            lambda v, p, e: (
+                e.append(f"{p}: {v!r} must be > {above!r}")
+                if _is_number(v) and v <= above
+                else None
+            )
         )
     if "exclusiveMaximum" in schema:
         below = schema["exclusiveMaximum"]
         steps.append(
-            lambda v, p, e: e.append(f"{p}: {v!r} must be < {below!r}")
-            if _is_number(v) and v >= below
-            else None
+            lambda v, p, e: (
+                e.append(f"{p}: {v!r} must be < {below!r}")
+                if _is_number(v) and v >= below
+                else None
+            )
         )
     if "minLength" in schema:
         shortest = schema["minLength"]
         steps.append(
-            lambda v, p, e: e.append(f"{p}: string shorter than {shortest}")
-            if isinstance(v, str) and len(v) < shortest
-            else None
+            lambda v, p, e: (
+                e.append(f"{p}: string shorter than {shortest}")
+                if isinstance(v, str) and len(v) < shortest
+                else None
+            )
         )
     return steps
 
@@ -178,17 +186,21 @@ def compile_schema(schema: Mapping[str, Any]) -> Checker:
     if "const" in schema:
         const = schema["const"]
         steps.append(
-            lambda v, p, e: None
-            if _json_equal(v, const)
-            else e.append(f"{p}: expected {const!r}, got {v!r:.80}")
+            lambda v, p, e: (
+                None
+                if _json_equal(v, const)
+                else e.append(f"{p}: expected {const!r}, got {v!r:.80}")
+            )
         )
     if "enum" in schema:
         options = list(schema["enum"])
         simple = frozenset(o for o in options if isinstance(o, str))
         steps.append(
-            lambda v, p, e: None
-            if (isinstance(v, str) and v in simple) or any(_json_equal(v, o) for o in options)
-            else e.append(f"{p}: {v!r:.80} is not one of {options!r}")
+            lambda v, p, e: (
+                None
+                if (isinstance(v, str) and v in simple) or any(_json_equal(v, o) for o in options)
+                else e.append(f"{p}: {v!r:.80} is not one of {options!r}")
+            )
         )
     steps += _bounds(schema)
     steps += _object_steps(schema)
