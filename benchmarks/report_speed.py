@@ -22,7 +22,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 _LOOKS = 12
-_CANDIDATES = ("TorchCompileBackend(mode='max-autotune')", "TorchEagerBackend(dtype=torch.bfloat16)")
+_CANDIDATES = (
+    "TorchCompileBackend(mode='max-autotune')",
+    "TorchEagerBackend(dtype=torch.bfloat16)",
+)
 
 
 def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
@@ -42,7 +45,9 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             required_speedup=1.01,
             batch_size=32,
         ),
-        events.phase(run_id, module, backend_description="TorchEagerBackend()", phase="baseline_build"),
+        events.phase(
+            run_id, module, backend_description="TorchEagerBackend()", phase="baseline_build"
+        ),
         events.baseline_measured(
             run_id,
             module,
@@ -57,37 +62,95 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
     for i, desc in enumerate(_CANDIDATES):
         out.append(events.phase(run_id, module, backend_description=desc, phase="build"))
         out.append(events.phase(run_id, module, backend_description=desc, phase="correctness"))
-        mismatch = Mismatch(max_abs_error=1e-6, max_rel_error=1e-5, budget_used=0.01, atol=1e-5,
-                            rtol=1e-4, path="output", n_elements=4096)
-        out.append(events.correctness_checked(run_id, module, backend_description=desc, mismatch=mismatch))
+        mismatch = Mismatch(
+            max_abs_error=1e-6,
+            max_rel_error=1e-5,
+            budget_used=0.01,
+            atol=1e-5,
+            rtol=1e-4,
+            path="output",
+            n_elements=4096,
+        )
+        out.append(
+            events.correctness_checked(run_id, module, backend_description=desc, mismatch=mismatch)
+        )
         out.append(events.phase(run_id, module, backend_description=desc, phase="measure"))
         for k in range(_LOOKS):
             out.append(
-                events.look(run_id, module, backend_description=desc, n_pairs=10 * (k + 1),
-                            max_pairs=160, verdict="inconclusive", estimate=1.2 - 0.3 * i,
-                            ci_low=1.1 - 0.3 * i, ci_high=1.3 - 0.3 * i)
+                events.look(
+                    run_id,
+                    module,
+                    backend_description=desc,
+                    n_pairs=10 * (k + 1),
+                    max_pairs=160,
+                    verdict="inconclusive",
+                    estimate=1.2 - 0.3 * i,
+                    ci_low=1.1 - 0.3 * i,
+                    ci_high=1.3 - 0.3 * i,
+                )
             )
         faster = i == 0
         result = PerformanceValidationResult(
-            desc, 1200.0 - 300 * i, 1000.0, 1.2 - 0.3 * i, faster, estimate=1.2 - 0.3 * i,
-            ci_low=1.1 - 0.3 * i, ci_high=1.3 - 0.3 * i, confidence=0.95, n_baseline=120,
-            n_candidate=120, batch_size=32, required_speedup=1.01,
-            verdict="faster" if faster else "not_faster", decision="statistical",
+            desc,
+            1200.0 - 300 * i,
+            1000.0,
+            1.2 - 0.3 * i,
+            faster,
+            estimate=1.2 - 0.3 * i,
+            ci_low=1.1 - 0.3 * i,
+            ci_high=1.3 - 0.3 * i,
+            confidence=0.95,
+            n_baseline=120,
+            n_candidate=120,
+            batch_size=32,
+            required_speedup=1.01,
+            verdict="faster" if faster else "not_faster",
+            decision="statistical",
             reason="lower bound clears the gate" if faster else "upper bound below the gate",
         )
         out.append(events.candidate_measured(run_id, module, result, duration_s=3.0))
         if not faster:
             out.append(events.candidate_rejected(run_id, module, result))
-    out.append(events.candidate_failed(run_id, module, backend_description="CudaGraphBackend()",
-                                       stage="unavailable", error_type="BackendUnavailableError",
-                                       reason="no CUDA device", traceback_path=None))
-    out.append(events.selected(run_id, module, backend_description=_CANDIDATES[0], is_baseline=False,
-                               result=None, baseline_throughput=1000.0, info_on=True))
-    out.append(events.finished(run_id, module, outcome="candidate", backend_description=_CANDIDATES[0],
-                               n_candidates=3, n_measured=2, n_passed=1, n_failed=1, duration_s=9.0))
+    out.append(
+        events.candidate_failed(
+            run_id,
+            module,
+            backend_description="CudaGraphBackend()",
+            stage="unavailable",
+            error_type="BackendUnavailableError",
+            reason="no CUDA device",
+            traceback_path=None,
+        )
+    )
+    out.append(
+        events.selected(
+            run_id,
+            module,
+            backend_description=_CANDIDATES[0],
+            is_baseline=False,
+            result=None,
+            baseline_throughput=1000.0,
+            info_on=True,
+        )
+    )
+    out.append(
+        events.finished(
+            run_id,
+            module,
+            outcome="candidate",
+            backend_description=_CANDIDATES[0],
+            n_candidates=3,
+            n_measured=2,
+            n_passed=1,
+            n_failed=1,
+            duration_s=9.0,
+        )
+    )
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0))
-    return [{"event": e.name, "level": e.level, "timestamp": f"{stamp}.{j:06d}Z", **e.fields}
-            for j, e in enumerate(out)]
+    return [
+        {"event": e.name, "level": e.level, "timestamp": f"{stamp}.{j:06d}Z", **e.fields}
+        for j, e in enumerate(out)
+    ]
 
 
 def write_log(path: Path, megabytes: float) -> tuple[int, int]:

@@ -167,7 +167,7 @@ class TestSweepNames:
     @pytest.mark.parametrize("bad", ["../../escape", "a/b", "..", "a\\b", "", " "])
     def test_names_that_leave_the_folder_are_refused(self, bad: str) -> None:
         """The sweep's name and each model's name become file names: no path in them."""
-        with pytest.raises(InvalidValueError, match="plain name|empty"):
+        with pytest.raises(InvalidValueError, match=r"plain name|empty"):
             parse_sweep({"name": bad, "models": ["mlp"]})
         with pytest.raises(InvalidValueError, match=r"models\[0\]\.name"):
             parse_sweep({"models": [{"model": "mlp", "name": bad}]})
