@@ -102,10 +102,10 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
 
 
 #: The stated ranges of ProfilingConfig's settings (refused up front, with the value named):
-#: a timed-call count (warm-up, steps, looks), a duration in seconds (one week), a batch size,
+#: a timed-call count (warm-up, steps, looks), a duration in seconds (30 days), a batch size,
 #: CPU threads. Beyond them a setting is a mistake, not a budget (issue 32).
 MAX_CALLS: Final = 1_000_000
-MAX_SECONDS: Final = 7 * 24 * 3600.0
+MAX_SECONDS: Final = 30 * 24 * 3600.0
 MAX_BATCH: Final = 1 << 20
 MAX_THREADS: Final = 4096
 
