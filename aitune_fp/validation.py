@@ -28,6 +28,7 @@ from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import InvalidTypeError
+from aitune_fp.guard.exclusive import exclusive_module
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.integrations import is_aitune_strategy
 from aitune_fp.profiling import Timer
@@ -172,14 +173,15 @@ class _Validating(ReportReadOuts):
         call = _strategy_call(strategy)
         args = (module, name, graph_spec, data, device, cache_dir)
         target = TuneTarget.of(*args)
-        session = TuneSession(target, self._aitune_fp_options, strategy=type(strategy).__name__)
-        try:
-            return session.run(
-                lambda: call(session, args),
-                batch_size=getattr(strategy, "operating_batch_size", None),
-            )
-        finally:
-            keep_report(self, session.report(), session.baseline)
+        with exclusive_module(module):  # one tune per module object at a time
+            session = TuneSession(target, self._aitune_fp_options, strategy=type(strategy).__name__)
+            try:
+                return session.run(
+                    lambda: call(session, args),
+                    batch_size=getattr(strategy, "operating_batch_size", None),
+                )
+            finally:
+                keep_report(self, session.report(), session.baseline)
 
     # -- pickling a class that cannot be imported by name ----------------------------------------
     def __reduce_ex__(self, protocol: Any) -> Any:
@@ -224,6 +226,11 @@ def _new_validating(root: type, options: ValidationOptions, *args: Any) -> Any:
 
 
 _CLASS_CACHE: dict[type, type] = {}
+
+
+def _declares_tune(cls: type) -> bool:
+    """Whether ``cls`` (or a base) annotates ``tune``: its instances set it in ``__init__``."""
+    return any("tune" in vars(k).get("__annotations__", {}) for k in cls.__mro__)
 
 
 def _validating_class(base: type, options: ValidationOptions | None) -> type:
@@ -483,7 +490,12 @@ def with_performance_validation(
                 t, min_speedup_threshold_percent=given, profiling_config=profiling_config,
                 enabled=enabled, timer=timer, **aitune.closeness_options(closeness),
             )  # fmt: skip
-        if isinstance(t, type):  # its instances may set tune in __init__
+        if isinstance(t, type):
+            if not (callable(getattr(t, "tune", None)) or _declares_tune(t)):
+                raise InvalidTypeError(
+                    f"with_performance_validation needs a strategy class with a tune method; "
+                    f"{t.__qualname__} has none (if __init__ sets self.tune, declare tune: Callable)"
+                )
             return _validating_class(t, options)
         if not callable(getattr(t, "tune", None)):
             raise InvalidTypeError(

@@ -71,7 +71,9 @@ def _tune_by_attribute(backend: Any) -> Any:
 
 
 class SetsTuneInInit:
-    """A strategy whose tune is an instance attribute set in __init__."""
+    """A strategy whose tune is an instance attribute set in __init__ (declared on the class)."""
+
+    tune: Any
 
     def __init__(self, backend: Any) -> None:
         self.tune = _tune_by_attribute(backend)

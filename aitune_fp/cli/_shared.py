@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -31,11 +32,17 @@ class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""
 
 
-_BIDI = {0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+#: Control (C0, DEL, C1) and bidi-override characters: never written raw to a terminal.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _unsafe(code: int) -> bool:
-    return code < 0x20 or 0x7F <= code <= 0x9F or code in _BIDI
+def _escaped(match: re.Match[str]) -> str:
+    ch = match.group()
+    code = ord(ch)
+    if code <= 0x9F:
+        return _NAMED.get(ch, f"\\x{code:02x}")
+    return f"\\u{code:04x}"
 
 
 def escape_control(text: str) -> str:
@@ -44,18 +51,7 @@ def escape_control(text: str) -> str:
     For strings that come from user code or a log (module names, backend descriptions, reasons)
     so they cannot move the cursor, recolour, or reorder what the terminal shows.
     """
-    if not any(_unsafe(ord(ch)) for ch in text):
-        return text
-    out: list[str] = []
-    for ch in text:
-        code = ord(ch)
-        if code < 0x20 or 0x7F <= code <= 0x9F:
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\x{code:02x}"))
-        elif code in _BIDI:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return _UNSAFE.sub(_escaped, text)
 
 
 def json_text(document: Any) -> str:
@@ -67,9 +63,7 @@ def json_text(document: Any) -> str:
     ``ValueError`` (it would not be JSON).
     """
     text = json.dumps(document, ensure_ascii=False, allow_nan=False)
-    if not any(_unsafe(ord(ch)) for ch in text):
-        return text
-    return "".join(f"\\u{ord(ch):04x}" if _unsafe(ord(ch)) else ch for ch in text)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def finite_arg(flag: str, value: float | None) -> float:

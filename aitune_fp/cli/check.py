@@ -69,7 +69,13 @@ def parse_times(text: str, source: str = "input") -> list[float]:
                 raise UsageError(
                     f"{name}: item {i} is not a number: {escape_control(repr(item))[:40]}"
                 )
-            values.append(_latency(float(item), f"{name}: item {i}"))
+            try:
+                value = float(item)
+            except OverflowError:  # an integer too large for a float (a 400-digit one)
+                raise UsageError(
+                    f"{name}: item {i} is an integer of {len(str(item))} digits, beyond float range"
+                ) from None
+            values.append(_latency(value, f"{name}: item {i}"))
         return values
     for line_no, line in enumerate(text.splitlines(), start=1):
         item = line.split("#", 1)[0].strip()

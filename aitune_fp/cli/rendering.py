@@ -323,6 +323,9 @@ def final_line(
     run: TuneReport, *, error: str | None = None, baseline_at: str | None = None
 ) -> Text:
     """The ⚡ line for a selected candidate, the baseline-selected line, or why none was selected."""
+    if run.selected_backend is None and not run.complete and error is None:
+        where = f"; its last phase: {escape_control(run.last_phase)}" if run.last_phase else ""
+        return Text(f"⚠️ Incomplete run: the log stops before the tune finished{where}.")
     if run.selected_backend is None:
         if error:
             first = error.strip().splitlines()[0].rstrip(":")
@@ -383,17 +386,12 @@ def render_run(
 
 
 def print_parts(console: Console, parts: Iterable[RenderableType]) -> None:
-    """Print ``parts`` on ``console``, each line without the padding rich leaves at its end.
+    """Print ``parts`` on ``console`` in one go, each line without rich's padding at its end.
 
-    A :class:`~rich.text.Text` that must not wrap (a log path) is printed whole, wider than the
-    console if need be, so that it can be copied.
+    Nothing is cropped: a :class:`~rich.text.Text` that must not wrap (a log path) is printed
+    whole, wider than the console if need be, so that it can be copied.
     """
-    for part in parts:
-        with console.capture() as captured:
-            if isinstance(part, Text) and part.no_wrap:
-                console.print(part, no_wrap=True, overflow="ignore", crop=False)
-            else:
-                console.print(part)
-        text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
-        console.file.write(text)
+    with console.capture() as captured:
+        console.print(Group(*parts), crop=False)
+    console.file.write("\n".join(line.rstrip() for line in captured.get().split("\n")))
     console.file.flush()

@@ -1,17 +1,15 @@
 """``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file.
 
-A run appended to the same log twice is counted once (and said so); a file with no aitune_fp
-event at all is an input error (exit 2) and gets no plot. Every string from the log is escaped
+A run appended to the same log twice is counted once (and said so; ``aitune_fp.ingest`` decides
+what a run is); a run with no ``finished`` event is shown as incomplete; a file with no tune
+event at all (none, or a sweep's own only) is an input error (exit 2) and gets no plot. Every string from the log is escaped
 before it reaches the terminal, in the tables and in ``--format json`` alike.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -21,42 +19,12 @@ from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, json_text
 from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.ingest import BadLine, EventLine, IngestReport
+from aitune_fp.ingest import IngestReport, RunSummary
 
-__all__ = ["MAX_BAD_SHOWN", "add_parser", "dedupe", "plot_report", "run"]
+__all__ = ["MAX_BAD_SHOWN", "add_parser", "plot_report", "run"]
 
 #: Bad lines listed one by one on stderr; the rest are counted.
 MAX_BAD_SHOWN = 20
-
-_STARTS = ("aitune_fp.validation.started", "aitune_fp.validation.disabled")
-
-
-def dedupe(
-    items: Iterator[EventLine | BadLine], repeats: Counter[str], baseline_at: dict[str, str]
-) -> Iterator[EventLine | BadLine]:
-    """Leave out a run's events seen again: its second ``started``, and what follows of it.
-
-    Run ids are unique per tune, so a second ``started`` for one means the log holds the run
-    twice (a log appended to itself, two copies concatenated). Timestamped events repeated
-    exactly are left out too. ``repeats`` counts the lines left out per run id;
-    ``baseline_at`` collects the time of each run's up-front eager check.
-    """
-    starts: Counter[str] = Counter()
-    seen: set[str] = set()
-    for item in items:
-        if isinstance(item, EventLine):
-            run_id = str(item.fields.get("run_id"))
-            if item.event in _STARTS:
-                starts[run_id] += 1
-            key = json.dumps(item.fields, sort_keys=True) if "timestamp" in item.fields else None
-            if starts[run_id] > 1 or (key is not None and key in seen):
-                repeats[run_id] += 1
-                continue
-            if key is not None:
-                seen.add(key)
-            if item.event.endswith(".baseline_measured") and "timestamp" in item.fields:
-                baseline_at[run_id] = _clock(str(item.fields["timestamp"]))
-        yield item
 
 
 def _clock(timestamp: str) -> str:
@@ -67,17 +35,18 @@ def _clock(timestamp: str) -> str:
     return escape_control(f"{date} {time[:8]} UTC")
 
 
-def _read(path: str) -> tuple[IngestReport, Counter[str], dict[str, str]]:
+def _read(path: str) -> IngestReport:
     from aitune_fp import ingest
 
-    repeats: Counter[str] = Counter()
-    baseline_at: dict[str, str] = {}
     try:
-        report = ingest.summarize(dedupe(ingest.read_events(path), repeats, baseline_at))
+        return ingest.summarize(ingest.read_events(path))
     except OSError as exc:
         why = exc.strerror or exc
         raise UsageError(f"cannot read {escape_control(path)!r}: {why}") from exc
-    return report, repeats, baseline_at
+
+
+def _baseline_at(run: RunSummary) -> str | None:
+    return None if run.baseline_at is None else _clock(run.baseline_at)
 
 
 def _bad_lines(report: IngestReport, err: IO[str]) -> None:
@@ -95,18 +64,19 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``report`` with parsed ``args``; return its exit code."""
     if args.plot is not None:
         _check_plot_target(args.plot)
-    report, repeats, baseline_at = _read(args.log)
-    if report.n_events == 0:
+    report = _read(args.log)
+    if not report.runs:
         first = (
             f"; line {report.bad_lines[0][0]}: {escape_control(report.bad_lines[0][1])[:120]}"
             if report.bad_lines
             else ""
         )
+        what = "tune events" if report.n_events else "aitune_fp events"
         raise UsageError(
-            f"no aitune_fp events in {escape_control(args.log)!r} "
+            f"no {what} in {escape_control(args.log)!r} "
             f"({report.n_lines} lines{first}); write one with: aitune-fp tune --json-log FILE"
         )
-    for run_id, n in repeats.items():
+    for run_id, n in report.repeats:
         err.write(
             f"warning: run {escape_control(run_id)} appears more than once in the log; "
             f"{n} repeated event(s) left out\n"
@@ -114,13 +84,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.format == "markdown":
         for one in report.runs:
             title = f"{one.module_name} · run {one.run_id}"
-            out.write(markdown_run(one, baseline_at=baseline_at.get(one.run_id), title=title))
+            out.write(markdown_run(one, baseline_at=_baseline_at(one), title=title))
             out.write("\n")
     elif args.format == "json":
         doc = report.to_dict()
-        doc["runs"] = [
-            run_dict(one, baseline_at=baseline_at.get(one.run_id)) for one in report.runs
-        ]
+        doc["runs"] = [run_dict(one, baseline_at=_baseline_at(one)) for one in report.runs]
         out.write(json_text({"command": "report", **doc}) + "\n")
     else:
         console = make_console(out)
@@ -128,8 +96,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             if i:
                 out.write("\n")
             head = f"Run {escape_control(one.run_id)} · {escape_control(one.module_name)}"
+            started = None if one.started_at is None else f"started {_clock(one.started_at)}"
             extras = [escape_control(x) for x in (one.strategy, one.device) if x]
-            parts = render_run(one, baseline_at=baseline_at.get(one.run_id))
+            extras += [started] if started else []
+            parts = render_run(one, baseline_at=_baseline_at(one))
             print_parts(console, [Text(" · ".join([head, *extras])), *parts])
     out.flush()
     _bad_lines(report, err)
@@ -185,7 +155,7 @@ def add_parser(sub: Any) -> None:
         "report",
         help="tables (and a plot) from a --json-log event file",
         description="Read a JSON-lines event log; print one table per run; list bad lines. "
-        "Exit 2 when the file holds no aitune_fp event.",
+        "Exit 2 when the file holds no tune event.",
     )
     report.add_argument("log", help="JSON-lines file written by --json-log")
     report.add_argument("--plot", help="write a speedup/CI plot (.png, .svg or .pdf)")

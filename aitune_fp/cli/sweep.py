@@ -169,6 +169,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         console.print(
             f"{PROG}: builds kept in {escape_control(result.cache_dir)} (delete when done)"
         )
+    for line_no, why in result.skipped_lines:  # --resume: a line cut mid-event, left alone
+        err.write(
+            f"{PROG}: warning: {escape_control(log_path)} line {line_no} skipped "
+            f"(not an event: {escape_control(why)[:120]})\n"
+        )
     wanted = {s.tune_run_id for s in result.statuses if s.tune_run_id}
     reports = {r.run_id: r for r in ingest.ingest(log_path).runs if r.run_id in wanted}
     summary = summarize_sweep(result.statuses, reports)

@@ -180,7 +180,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     json_log: IO[str] | None = None
     if args.json_log is not None:
         try:
-            json_log = open(args.json_log, "a", encoding="utf-8")  # noqa: SIM115
+            json_log = events.open_log(args.json_log)
         except OSError as exc:
             raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
     try:

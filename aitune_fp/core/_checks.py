@@ -45,19 +45,32 @@ def _check_real(name: str, value: object) -> float:
 
 
 def check_finite(
-    name: str, value: object, *, minimum: float | None = None, strict: bool = False
+    name: str,
+    value: object,
+    *,
+    minimum: float | None = None,
+    strict: bool = False,
+    maximum: float | None = None,
 ) -> float:
     """Return ``value`` as a float, or raise if it is not a finite real number (bools refused).
 
-    With ``minimum``, the value must also be ``>= minimum`` (``> minimum`` when ``strict``).
+    With ``minimum``, the value must also be ``>= minimum`` (``> minimum`` when ``strict``);
+    with ``maximum``, ``<= maximum`` (a setting's stated range, refused up front).
     """
-    result = _check_real(name, value)
+    try:
+        result = _check_real(name, value)
+    except OverflowError:  # an int too large for a float
+        raise InvalidValueError(
+            f"{name} must be finite, got an integer beyond float range"
+        ) from None
     if not math.isfinite(result):
         raise InvalidValueError(f"{name} must be finite, got {value!r}")
     if minimum is not None and (result <= minimum if strict else result < minimum):
         raise InvalidValueError(
             f"{name} must be {'>' if strict else '>='} {minimum:g}, got {value!r}"
         )
+    if maximum is not None and result > maximum:
+        raise InvalidValueError(f"{name} must be <= {maximum:g}, got {value!r}")
     return result
 
 
@@ -81,12 +94,17 @@ def check_open_interval(name: str, value: object, low: float, high: float) -> fl
     return result
 
 
-def check_int(name: str, value: object, *, minimum: int = 1) -> int:
-    """Return ``value`` if it is an int (not a bool) >= ``minimum``, else raise."""
+def check_int(name: str, value: object, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` if it is an int (not a bool) >= ``minimum`` (and <= ``maximum``), else raise."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidTypeError(f"{name} must be an integer, got {_got(value)}")
     if value < minimum:
         raise InvalidValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        shown = (
+            repr(value) if value.bit_length() < 128 else f"an integer of {len(str(value))} digits"
+        )
+        raise InvalidValueError(f"{name} must be <= {maximum}, got {shown}")
     return value
 
 
@@ -147,15 +165,18 @@ def schema_keywords(validator: object) -> dict[str, Any]:
     return dict(getattr(validator, "json_schema", {}))
 
 
-def finite(*, minimum: float | None = None, strict: bool = False) -> Validator:
-    """Validator: a finite real number (bools refused), ``>= minimum`` (``>`` when ``strict``)."""
+def finite(
+    *, minimum: float | None = None, strict: bool = False, maximum: float | None = None
+) -> Validator:
+    """Validator: a finite real number (bools refused) from ``minimum`` (``>`` if strict) to ``maximum``."""
 
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        check_finite(attribute.name, value, minimum=minimum, strict=strict)
+        check_finite(attribute.name, value, minimum=minimum, strict=strict, maximum=maximum)
 
-    if minimum is None:
-        return validate
-    return _saying(validate, **{"exclusiveMinimum" if strict else "minimum": minimum})
+    keywords: dict[str, float] = {} if maximum is None else {"maximum": maximum}
+    if minimum is not None:
+        keywords["exclusiveMinimum" if strict else "minimum"] = minimum
+    return _saying(validate, **keywords) if keywords else validate
 
 
 def not_nan() -> Validator:
@@ -177,13 +198,15 @@ def open_interval(low: float, high: float) -> Validator:
     return _saying(validate, exclusiveMinimum=low, exclusiveMaximum=high)
 
 
-def integer(*, minimum: int = 1) -> Validator:
-    """Validator: an int, not a bool, ``>= minimum``."""
+def integer(*, minimum: int = 1, maximum: int | None = None) -> Validator:
+    """Validator: an int, not a bool, ``>= minimum`` (and ``<= maximum``)."""
 
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        check_int(attribute.name, value, minimum=minimum)
+        check_int(attribute.name, value, minimum=minimum, maximum=maximum)
 
-    return _saying(validate, minimum=minimum)
+    if maximum is None:
+        return _saying(validate, minimum=minimum)
+    return _saying(validate, minimum=minimum, maximum=maximum)
 
 
 def of_type(*types: type) -> Validator:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -101,6 +101,15 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
 }
 
 
+#: The stated ranges of ProfilingConfig's settings (refused up front, with the value named):
+#: a timed-call count (warm-up, steps, looks), a duration in seconds (30 days), a batch size,
+#: CPU threads. Beyond them a setting is a mistake, not a budget (issue 32).
+MAX_CALLS: Final = 1_000_000
+MAX_SECONDS: Final = 30 * 24 * 3600.0
+MAX_BATCH: Final = 1 << 20
+MAX_THREADS: Final = 4096
+
+
 def _below_100(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     """Validator: a share in percent below 100."""
     if value >= 100:
@@ -134,24 +143,28 @@ class ProfilingConfig:
     #: Batch sizes to profile; empty means "the graph spec's max batch size". Narrow with
     #: :func:`for_batch_size`.
     batch_sizes: tuple[int, ...] = attrs.field(
-        default=(), converter=as_tuple, validator=tuple_of(integer(minimum=1))
+        default=(), converter=as_tuple, validator=tuple_of(integer(minimum=1, maximum=MAX_BATCH))
     )
     #: Whether inputs are batched along their batch axis (False: the raw sample, batch size 1).
     batching: bool = attrs.field(default=True, validator=of_type(bool))
     #: Warm-up is steady when the last ``warmup_window`` calls of each arm lie within
     #: ``warmup_tolerance`` of their median ((max - min) / median), or when the last two windows'
     #: medians differ by no more than the arm's own noise explains (``stats.is_settled``).
-    warmup_window: int = attrs.field(default=5, validator=integer(minimum=2))
-    warmup_tolerance: float = attrs.field(default=0.10, validator=finite(minimum=0, strict=True))
+    warmup_window: int = attrs.field(default=5, validator=integer(minimum=2, maximum=MAX_CALLS))
+    warmup_tolerance: float = attrs.field(
+        default=0.10, validator=finite(minimum=0, strict=True, maximum=100.0)
+    )
     #: Warm-up gives up waiting for steadiness after this many calls per arm, the untimed first
     #: call included (and flags it); 20 as in the rule measured on this kind of machine.
-    warmup_max_calls: int = attrs.field(default=20, validator=integer(minimum=1))
+    warmup_max_calls: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
     #: Planned looks, in timed pairs per arm; the last one is the sample budget. The sixth look
     #: (320) is taken only when ``max_seconds`` allows it.
     looks: tuple[int, ...] = attrs.field(
         default=(10, 20, 40, 80, 160, 320),
         converter=as_tuple,
-        validator=attrs.validators.and_(tuple_of(integer(minimum=2)), _increasing),
+        validator=attrs.validators.and_(
+            tuple_of(integer(minimum=2, maximum=MAX_CALLS)), _increasing
+        ),
     )
     #: Confidence of the sequential decision: ``1 - confidence`` is the false-accept rate
     #: allowed over all looks (the guarantee reported with every verdict); each look uses
@@ -163,7 +176,9 @@ class ProfilingConfig:
     #: candidate in a median of ~40 pairs instead of running out of looks (issue 14's audit); a
     #: candidate inside the margin (e.g. 1.015x at the 1 % threshold) may be called not_faster.
     #: 0 gives the symmetric rule (``not_faster`` only when the upper bound clears the threshold).
-    futility_margin_percent: float = attrs.field(default=1.0, validator=finite(minimum=0))
+    futility_margin_percent: float = attrs.field(
+        default=1.0, validator=finite(minimum=0, maximum=100.0)
+    )
     #: Error of the futility stop over all looks: a candidate faster than required + margin is
     #: called ``not_faster`` with probability <= this. Looser than ``1 - confidence`` on purpose:
     #: a wrong rejection costs a missed gain, a wrong acceptance ships a regression.
@@ -176,19 +191,27 @@ class ProfilingConfig:
     guard_shift: bool = attrs.field(default=True, validator=of_type(bool))
     #: Wall-clock budget in seconds for one comparison; when spent, the verdict is taken at
     #: the last completed look and is ``inconclusive`` if still open.
-    max_seconds: float = attrs.field(default=60.0, validator=finite(minimum=0, strict=True))
+    max_seconds: float = attrs.field(
+        default=60.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
+    )
     #: AITune point rule: warm-up calls and timed calls per arm.
-    point_warmup_calls: int = attrs.field(default=10, validator=integer(minimum=1))
-    point_steps: int = attrs.field(default=20, validator=integer(minimum=1))
+    point_warmup_calls: int = attrs.field(
+        default=10, validator=integer(minimum=1, maximum=MAX_CALLS)
+    )
+    point_steps: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
     #: The watchdog: a correctness check or a timed comparison still running ``max_seconds +
     #: hang_grace_s`` after it started is interrupted (stage ``hung``); a build after
     #: ``build_timeout_s``. A step stuck in native code is recorded as hung ``hang_grace_s``
     #: later and the tune ends (``finished``, outcome ``error``) without it.
-    hang_grace_s: float = attrs.field(default=30.0, validator=finite(minimum=0, strict=True))
-    build_timeout_s: float = attrs.field(default=1800.0, validator=finite(minimum=0, strict=True))
+    hang_grace_s: float = attrs.field(
+        default=30.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
+    )
+    build_timeout_s: float = attrs.field(
+        default=1800.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
+    )
     #: CPU intra-op threads for both arms (None: leave torch's setting as it is).
     threads: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(integer(minimum=1))
+        default=None, validator=attrs.validators.optional(integer(minimum=1, maximum=MAX_THREADS))
     )
     #: The clock the statistical decision reads: ``host`` (default), the wall time around a
     #: synchronised call (what a user serving requests waits), or ``device``, the CUDA-event
@@ -209,7 +232,7 @@ class ProfilingConfig:
     #: The head-to-head's time budget; when it runs out the choice is made and says how close
     #: the remaining candidates are.
     selection_max_seconds: float = attrs.field(
-        default=60.0, validator=finite(minimum=0, strict=True)
+        default=60.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
     #: Share of the timed calls between each look's first and last whose outputs are compared
     #: with eager's (both ends always are), in the gate's timing and the head-to-head's rounds;

@@ -49,10 +49,19 @@ def _failure(f: Mapping[str, Any]) -> CandidateFailure:
     )
 
 
+def _stamp(f: Mapping[str, Any]) -> str | None:
+    """The ``timestamp`` a log writer added to an event (a renderer key), when it is text."""
+    stamp = f.get("timestamp")
+    return stamp if isinstance(stamp, str) else None
+
+
 def _changes(short: str, f: Mapping[str, Any], r: TuneReport) -> dict[str, Any]:
     """The report fields one event sets (by its short name); none for progress events."""
+    if short == "phase":
+        return {"last_phase": f"{f['phase']} of {f['backend_description']}"}
     if short == "started":
         return {
+            "started_at": _stamp(f),
             "strategy": f["strategy"],
             "device": f["device"],
             "decision": f["decision"],
@@ -68,6 +77,7 @@ def _changes(short: str, f: Mapping[str, Any], r: TuneReport) -> dict[str, Any]:
         return {
             "baseline_backend": f["backend_description"],
             "baseline_throughput": f["throughput_samples_per_s"],
+            "baseline_at": _stamp(f),
             "batch_size": f["batch_size"],
             "decision": f["decision"],
             "noise_floor_rel_l2": f.get("noise_floor_rel_l2"),

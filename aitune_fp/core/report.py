@@ -147,6 +147,17 @@ class TuneReport:
     #: How close each candidate that passed the correctness check came to eager, by its
     #: description: the worst mismatch and each accuracy criterion against its budget.
     accuracy: tuple[tuple[str, Mismatch], ...] = attrs.field(default=(), converter=_tuple)
+    #: When a log writer stamped the run's ``started`` and ``baseline_measured`` events (their
+    #: ``timestamp``, as written; None where nothing stamped them, as in the session itself).
+    started_at: str | None = None
+    baseline_at: str | None = None
+    #: The last progress phase seen (``"measure of B()"``): where an incomplete run stopped.
+    last_phase: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether the run ended: its ``finished`` event was seen (or validation was off)."""
+        return self.outcome is not None or self.disabled
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; results and failures as lists of dicts."""
@@ -159,6 +170,7 @@ class TuneReport:
         data["selection"] = None if self.selection is None else selection_to_dict(self.selection)
         data["latency_checks"] = [c.to_dict() for c in self.latency_checks]
         data["rejected"] = list(self.rejected)
+        data["complete"] = self.complete
         return data
 
     @property

@@ -12,14 +12,24 @@ import contextlib
 import contextvars
 import datetime
 import logging
+import os
 from collections.abc import Callable, Iterator
-from typing import Any, TypeAlias
+from typing import IO, Any, TypeAlias
 
 import structlog
 
 from aitune_fp.events.names import LOGGER_NAME, Event
 
-__all__ = ["EventSink", "collecting", "emit", "info_enabled", "sinks", "timestamp", "to_record"]
+__all__ = [
+    "EventSink",
+    "collecting",
+    "emit",
+    "info_enabled",
+    "open_log",
+    "sinks",
+    "timestamp",
+    "to_record",
+]
 
 #: A callable that receives each emitted :class:`Event` value (see :func:`sinks`).
 EventSink: TypeAlias = Callable[[Event], None]
@@ -99,3 +109,23 @@ def emit(event: Event, logger: Any = None) -> None:
         return
     log = logger or _logger()
     getattr(log, event.level)(event.name, **event.fields)
+
+
+def open_log(path: str | os.PathLike[str]) -> IO[str]:
+    """Open a JSON-lines log for appending, on a fresh line: a cut last line stays alone.
+
+    A log whose last line was cut mid-event (a killed writer, a full disk) gets its newline
+    first, so the next record is never glued onto the cut one. Every log writer opens here.
+    """
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - the caller closes it
+    try:
+        if handle.tell() > 0:
+            with open(path, "rb") as raw:
+                raw.seek(-1, os.SEEK_END)
+                if raw.read(1) != b"\n":
+                    handle.write("\n")
+                    handle.flush()
+    except BaseException:
+        handle.close()
+        raise
+    return handle

@@ -98,6 +98,8 @@ class SweepResult:
     #: Where the builds went: ``cache_dir``, the temp folder made for them, or None when no
     #: model was left to run (nothing is created then).
     cache_dir: str | None = None
+    #: ``--resume``: lines of the log that were not events (a line cut mid-event), skipped.
+    skipped_lines: tuple[tuple[int, str], ...] = ()
 
     @property
     def failed(self) -> tuple[str, ...]:
@@ -118,12 +120,22 @@ def read_sweep_log(path: str) -> list[Mapping[str, Any]]:
     ]
 
 
-def completed_models(path: str) -> dict[str, str]:
-    """Models with a finished task in the log at ``path``: model -> its latest tune run id."""
+def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) -> dict[str, str]:
+    """Models with a finished task in the log at ``path``: model -> its latest tune run id.
+
+    ``skipped`` collects the lines that are not events (a line cut mid-event): number and why.
+    """
+    from aitune_fp.ingest import BadLine, read_events
+
     done: dict[str, str] = {}
-    for fields in read_sweep_log(path):
-        if fields["event"] == events.TASK_FINISHED:
-            done[str(fields["module_name"])] = str(fields["tune_run_id"])
+    if not os.path.exists(path):
+        return done
+    for item in read_events(path):
+        if isinstance(item, BadLine):
+            if skipped is not None:
+                skipped.append((item.line_no, item.reason))
+        elif item.event == events.TASK_FINISHED:
+            done[str(item.fields["module_name"])] = str(item.fields["tune_run_id"])
     return done
 
 
@@ -170,7 +182,8 @@ def run_sweep(
     executor = executor or LocalExecutor()
     start = time.time()
     sweep_id = events.new_run_id()
-    done = completed_models(log_path) if resume else {}
+    skipped_lines: list[tuple[int, str]] = []
+    done = completed_models(log_path, skipped_lines) if resume else {}
     todo = [m for m in spec.models if m.name not in done]
     cache = cache_dir or (tempfile.mkdtemp(prefix="aitune_fp-sweep-") if todo else None)
     todo_names = {m.name for m in todo}
@@ -185,7 +198,7 @@ def run_sweep(
         if name in spec.model_names()
     }
     interrupted = False
-    with open(log_path, "a", encoding="utf-8") as handle:
+    with events.open_log(log_path) as handle:
         _write(
             handle,
             [
@@ -251,4 +264,5 @@ def run_sweep(
         duration_s=duration,
         interrupted=interrupted,
         cache_dir=cache,
+        skipped_lines=tuple(skipped_lines),
     )

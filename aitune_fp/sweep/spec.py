@@ -251,7 +251,7 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
         if kind == "file":
             spec = f"{os.path.normpath(os.path.join(base_dir, target))}:{factory}"
         default_name = factory
-    name = _str(f"{where}.name", table.get("name", default_name))
+    name = _file_name(f"{where}.name", table.get("name", default_name))
     return ModelEntry(name=name, model=spec, input_shape=shape)
 
 
@@ -271,6 +271,18 @@ def _backend(i: int, raw: object, device: str) -> BackendChoice:
     except registry.BackendChoiceError as exc:
         raise InvalidValueError(f"{where}: {exc}") from exc
     return BackendChoice(name=name, settings=tuple(sorted(settings.items())))
+
+
+def _file_name(where: str, value: object) -> str:
+    """A name that becomes part of a file or folder name: no separators, no ``..``, not empty."""
+    name = _str(where, value)
+    seps = {"/", "\\", os.sep, os.altsep or "/", "\x00"}
+    if not name.strip() or ".." in name or any(sep in name for sep in seps):
+        raise InvalidValueError(
+            f"{where} {name!r} must be a plain name (no path separator, no '..', not empty): "
+            "it names files the sweep writes"
+        )
+    return name
 
 
 def _number(where: str, value: object) -> float:
@@ -417,7 +429,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     log = table.get("log")
     if log is not None:
         log = os.path.normpath(os.path.join(base_dir, _str("log", log)))
-    sweep_name = _str("name", table.get("name", name))
+    sweep_name = _file_name("name", table.get("name", name))
     return SweepSpec(
         name=sweep_name,
         device=device,

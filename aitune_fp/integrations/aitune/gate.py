@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from aitune_fp.correctness import Closeness
+from aitune_fp.guard.exclusive import exclusive_module
 from aitune_fp.integrations.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
 from aitune_fp.integrations.aitune._names import log as log_line
 from aitune_fp.integrations.aitune._names import mode as mode_of
@@ -64,10 +65,11 @@ class AituneGate:
         )
         aitune_tune = super().tune  # type: ignore[misc]
         try:
-            return session.run(
-                lambda: aitune_tune(module, name, graph_spec, samples, device, cache_dir),
-                open_first=False,
-            )
+            with exclusive_module(module):  # one tune per module object at a time
+                return session.run(
+                    lambda: aitune_tune(module, name, graph_spec, samples, device, cache_dir),
+                    open_first=False,
+                )
         finally:
             keep_report(self, session.report())
 

@@ -1,0 +1,59 @@
+"""What reading a log gives: event lines, bad lines, and the runs they make."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from aitune_fp.core.report import CandidateFailure, TuneReport
+
+__all__ = ["BadLine", "EventLine", "FailureRecord", "IngestReport", "RunSummary"]
+
+
+@attrs.frozen(kw_only=True)
+class EventLine:
+    """One valid event read from a log: its 1-based line number and its JSON object."""
+
+    line_no: int
+    event: str
+    fields: Mapping[str, Any]
+    #: The line as read (stripped): what a run's content hash is made of.
+    text: str = attrs.field(default="", eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class BadLine:
+    """A line that is not a valid aitune_fp event: its 1-based number and why."""
+
+    line_no: int
+    reason: str
+
+
+#: A failed candidate read back from its event: the same record the wrapper makes.
+FailureRecord = CandidateFailure
+#: One run rebuilt from its events: the same frozen report the wrapper makes.
+RunSummary = TuneReport
+
+
+@attrs.frozen(kw_only=True)
+class IngestReport:
+    """The runs found in a log (in order of first event) and the lines that were not events."""
+
+    runs: tuple[RunSummary, ...]
+    bad_lines: tuple[tuple[int, str], ...]
+    n_lines: int
+    n_events: int
+    #: Runs found more than once in the log (by id and content): the events left out per id.
+    repeats: tuple[tuple[str, int], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the whole report."""
+        return {
+            "runs": [run.to_dict() for run in self.runs],
+            "bad_lines": [{"line_no": n, "reason": why} for n, why in self.bad_lines],
+            "n_lines": self.n_lines,
+            "n_events": self.n_events,
+            "repeats": [{"run_id": r, "n_events_left_out": n} for r, n in self.repeats],
+        }
