@@ -1,11 +1,8 @@
 """``with_performance_validation``: wrap any tuning strategy so no candidate ships unless faster.
 
-A class gives a trivial subclass whose ``tune`` validates; an instance gives a thin wrapper that
-delegates every other attribute (reads and writes) to the strategy, so later changes to it are
-seen. Each ``tune`` call runs in its own :class:`~aitune_fp.session.TuneSession` and leaves a
-frozen :class:`~aitune_fp.core.report.TuneReport`, from which the read-outs
-(``perf_validation_results``, ``candidate_failures``, ...) come. Reports are kept per strategy
-object and thread, outside the object, so copies and pickles start with none.
+A class gives a subclass whose ``tune`` validates; an instance a wrapper delegating every other
+attribute to the strategy. Each ``tune`` runs in its own ``TuneSession`` and leaves a frozen
+``TuneReport`` (the read-outs' source), kept per strategy object and thread, outside the object.
 """
 
 from __future__ import annotations
@@ -124,7 +121,6 @@ class _Validating(ReportReadOuts):
 
     tune = _ValidatedTune()
 
-    # -- options ---------------------------------------------------------------------------------
     @property
     def validation_options(self) -> ValidationOptions:
         """The options this strategy validates with."""
@@ -183,7 +179,6 @@ class _Validating(ReportReadOuts):
             finally:
                 keep_report(self, session.report(), session.baseline)
 
-    # -- pickling a class that cannot be imported by name ----------------------------------------
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickle through an importable class when this one cannot be found by its name."""
         rv = super().__reduce_ex__(protocol)
@@ -463,14 +458,12 @@ def with_performance_validation(
 ) -> Any:
     """Make a strategy (class or instance) gate every candidate against eager PyTorch.
 
-    A class gives a subclass; an instance gives a wrapper that delegates to it (``__wrapped__``).
-    Wrapping a validating strategy again only re-configures it. ``timer``: the clock for every
-    timed call (default: the input's device clock), e.g. a fake one in tests. ``closeness``:
-    how outputs are held against eager's (tolerances and norm criteria, eager's noise floor, a
-    user accuracy metric with its maximum degradation: ``docs/accuracy.md``). ``isolation``:
-    ``process`` (default) builds, checks and times each candidate in a worker process of its own
-    until it is chosen; ``in_process`` in this one (``docs/guarantees.md``). An AITune strategy
-    (class or instance) is gated through its own hooks instead: see ``docs/aitune.md``.
+    A class gives a subclass, an instance a delegating wrapper (``__wrapped__``); wrapping again
+    re-configures. ``timer``: the clock of every timed call (a fake one in tests);
+    ``closeness``: how outputs are held against eager's (``docs/accuracy.md``); ``isolation``:
+    each candidate in a worker ``process`` of its own until chosen, or ``in_process``
+    (``docs/guarantees.md``). AITune's own strategies are gated through their hooks
+    (``docs/aitune.md``).
     """
     given = min_speedup_threshold_percent  # None: the default, or an AITune strategy's own
     options = ValidationOptions(
