@@ -9,14 +9,28 @@ from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.errors import AitunefpError, InvalidTypeError
 
 #: The checks a :class:`CorrectnessError` can name.
+#: ``device``, ``requires_grad`` and ``aliasing`` (an output overwritten by the next call) are
+#: the output contract beside the values: a caller gets what eager would have given it.
 CheckName: TypeAlias = Literal[
-    "finite", "structure", "shape", "dtype", "values", "type", "exception"
+    "finite",
+    "structure",
+    "shape",
+    "dtype",
+    "device",
+    "requires_grad",
+    "aliasing",
+    "values",
+    "type",
+    "exception",
 ]
 CHECKS: tuple[CheckName, ...] = (
     "finite",
     "structure",
     "shape",
     "dtype",
+    "device",
+    "requires_grad",
+    "aliasing",
     "values",
     "type",
     "exception",

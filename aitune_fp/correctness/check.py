@@ -91,6 +91,7 @@ def check_correctness(
     cases = [(i, as_sample(item), size, False) for i, item in enumerate(data) for size in sizes]
     if grad_mode:
         cases.append((0, as_sample(data[0]), sizes[-1], True))
+    kept: tuple[Any, list[torch.Tensor], str] | None = None
     for index, sample, size, with_grad in cases:
         batch = graph_spec.make_batch(sample, size)
         where = f"sample {index} at batch size {size}{' with grad enabled' if with_grad else ''}"
@@ -105,7 +106,9 @@ def check_correctness(
         args, kwargs = clone_inputs(batch.args, batch.kwargs)
         try:
             with torch.set_grad_enabled(with_grad):
-                actual = _detached(candidate(*args, **kwargs))
+                actual = candidate(*args, **kwargs)
+            if with_grad:  # eager's reference was computed without: only the values compare
+                actual = _detached(actual)
         except Exception as exc:
             raise CorrectnessError(
                 f"{prefix}{where}: output: the candidate raised {error_name(exc)}: {exc}",
@@ -115,7 +118,9 @@ def check_correctness(
                 batch_size=size,
             ) from exc
         try:
+            _still_held(kept, prefix)  # the previous call's output, kept as a caller would
             compare_tree(actual, expected, "output", walk)
+            kept = (actual, _tensor_copies(actual), where)
         except CorrectnessError as err:
             raise CorrectnessError(
                 f"{prefix}{where}: {err}",
@@ -194,6 +199,34 @@ def served_batch_sizes(low: int, high: int, extra: Sequence[int] = ()) -> list[i
             sizes.add(power)
         power *= 2
     return sorted(sizes)
+
+
+def _tensor_copies(value: Any) -> list[torch.Tensor]:
+    """A copy of every tensor in an output, to tell later whether the output still holds."""
+    from torch.utils import _pytree
+
+    return [t.detach().clone() for t in _pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _still_held(kept: tuple[Any, list[torch.Tensor], str] | None, prefix: str) -> None:
+    """Raise when an output the caller kept changed under the next call (a static buffer)."""
+    if kept is None:
+        return
+    from torch.utils import _pytree
+
+    output, copies, where = kept
+    now = [t for t in _pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
+    if len(now) != len(copies) or any(
+        a.shape != b.shape or not torch.equal(a.detach(), b)
+        for a, b in zip(now, copies, strict=True)
+    ):
+        raise CorrectnessError(
+            f"{prefix}output: the output of {where} changed when the candidate was called again "
+            "(it returns a buffer that the next call overwrites: a caller keeping an output "
+            "would see it change)",
+            path="output",
+            check="aliasing",
+        )
 
 
 def _detached(value: Any) -> Any:

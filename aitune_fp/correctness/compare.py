@@ -270,6 +270,19 @@ def _compare_tensors(
             path=path,
             check="shape",
         )
+    if actual.device != expected.device:
+        raise CorrectnessError(
+            f"{path}: expected device {expected.device} but got {actual.device}",
+            path=path,
+            check="device",
+        )
+    if actual.requires_grad != expected.requires_grad:
+        raise CorrectnessError(
+            f"{path}: expected requires_grad={expected.requires_grad} but got "
+            f"requires_grad={actual.requires_grad} (an output that holds an autograd graph)",
+            path=path,
+            check="requires_grad",
+        )
     allowed = {expected.dtype}
     if walk.expected_dtype is not None and expected.dtype.is_floating_point:
         allowed.add(walk.expected_dtype)

@@ -46,6 +46,8 @@ def _encode(value: Any) -> Any:
     """In the worker: an output as plain data (tensors, lists, dicts, text), types by name."""
     import torch
 
+    if isinstance(value, torch.Tensor) and value.requires_grad:  # the flag, not the graph
+        return ["grad", value.detach()]
     if isinstance(value, (torch.Tensor, torch.dtype, torch.Size, str, bytes, int, float)):
         return value
     if value is None or isinstance(value, bool):
@@ -81,6 +83,8 @@ def _decode(value: Any, allowed: Mapping[str, type]) -> Any:
     kind, *rest = value
     if kind == "device":
         return torch.device(rest[0])
+    if kind == "grad" and isinstance(rest[0], torch.Tensor) and rest[0].is_floating_point():
+        return rest[0].requires_grad_(True)
 
     def of(name: str) -> Any:
         if name in _BUILTIN:

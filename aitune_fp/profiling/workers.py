@@ -166,9 +166,10 @@ def _serve(
                     reply = ("ok", None)
                 elif kind == b"O":  # the kept output
                     reply = ("out", dump_output(output))
-                elif kind == b"C":  # an untimed call on values sent with it
-                    args, kwargs = message
-                    reply = ("out", dump_output(fn(*args, **kwargs)))
+                elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
+                    args, kwargs, grad = message
+                    with torch.set_grad_enabled(grad):
+                        reply = ("out", dump_output(fn(*args, **kwargs)))
                 elif kind == b"Q":
                     return
                 else:
@@ -404,7 +405,10 @@ class Worker:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """An untimed call on these values; its output, read back as data."""
-        return self._load(self._request(b"C", (args, kwargs), "out"))
+        import torch
+
+        grad = torch.is_grad_enabled()
+        return self._load(self._request(b"C", (args, kwargs, grad), "out"))
 
     def stage(self, sample: Sample) -> int:
         """A handle to ``sample`` in the worker, sent once (untimed) and kept while it lives."""
