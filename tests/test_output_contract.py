@@ -124,3 +124,48 @@ def test_a_tune_rejects_it_at_correctness_naming_the_field(
     assert failure.stage == "correctness"
     named = {"aliasing": "changed when the candidate was called again"}.get(field, field)
     assert named in failure.reason
+
+
+class _MutatesInput(torch.nn.Module):
+    """A model that changes its input in place (``x.mul_(2)``) before using it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return torch.tanh(self.fc(x))
+
+
+class _Faithful(BackendBase):
+    """Runs the model itself: faithful to eager, in-place change included."""
+
+    def _config(self) -> dict[str, Any]:
+        return {}
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        self.module = module
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return self.module(*args)
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_model_that_changes_its_input_in_place_is_not_a_reason_to_reject(
+    isolation: str, tmp_path: Path
+) -> None:
+    """Every timed call gets its own copy of its batch: no call sees another's change."""
+    strategy = with_performance_validation(
+        OneBackendStrategy(_Faithful()),
+        profiling_config=ProfilingConfig(looks=(10, 20), max_seconds=3.0, warmup_max_calls=8),
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    strategy.tune(_MutatesInput().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    assert not report.failures, report.failures
+    (result,) = report.results
+    assert result.verdict in ("faster", "not_faster", "inconclusive")

@@ -5,11 +5,11 @@ synchronised before and after the call, so launch overhead is included (CUDA eve
 call also give the device time); on CPU a monotonic nanosecond clock brackets the call. Calls run
 under ``torch.no_grad()`` with the same intra-op thread count for both arms.
 
-Inputs are prepared before any clock starts: each arm gets its own copy of the batch once, made
-when the run begins, and the same copy is passed to every call of that arm (callables must not
-mutate their inputs; if one does, only its own copy changes). The output of a call is released
-after the clock stops, so freeing it is not timed either. Given several ``batches``, each arm
-gets one copy of each, made once, and pair ``i`` runs both arms on batch ``i % len(batches)``
+Inputs are prepared before any clock starts: every call gets its own fresh copy of its batch,
+made before the clock starts (in a worker, by the worker, on an untimed request), so a model that
+changes its input in place sees the same values on every call. The output of a call is released
+after the clock stops, so freeing it is not timed either. Given several ``batches``, pair ``i``
+runs both arms on batch ``i % len(batches)``
 (the pair stays paired; a candidate that caches outputs by input shape meets distinct data).
 Pairs run in quads, ABBA or BAAB, each quad's orientation drawn from a seeded random stream
 (:func:`quad_orientations`), so that interference in phase with a fixed order cannot land on one

@@ -1,6 +1,6 @@
 """Timed calls of one callable and the spot checks of their outputs: the pieces every run uses.
 
-Inputs are prepared before any clock starts (each arm gets its own copy of each batch, once);
+Inputs are prepared before any clock starts (every call gets its own copy of its batch);
 a call's output is released after the clock stops, so freeing it is not timed either. Spot
 checks (untimed) see the outputs of a seeded random ~10 % of each look's timed calls, plus its
 first and last, and the first call on each batch not already among them
@@ -165,22 +165,24 @@ def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
     )
 
 
-def _call(fn: Callable[..., Any], batch: Sample, arm: str | None) -> Any:
-    """Call ``fn`` on ``batch``; failures become :class:`ProfilingError` (OOM: cache emptied).
+def _call(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
+    """Call ``fn`` on a fresh copy of ``batch``; failures become :class:`ProfilingError`.
 
-    A :class:`~aitune_fp.profiling.workers.Worker` runs the call in its process (the output
-    stays there: None is returned).
+    ``fresh=False``: ``batch`` is already the call's own copy. Every call gets its own, so a
+    model that changes its input in place sees the batch's values on every call. Out of
+    memory: the cache is emptied. A :class:`~aitune_fp.profiling.workers.Worker` runs the call
+    in its process on a copy it made (the output stays there: None is returned).
     """
     import torch
 
     if isinstance(fn, Worker):
         try:
-            fn.run(fn.stage(batch))
+            fn.run(fn.prepare(fn.stage(batch)))
         except WorkerError as exc:
             raise _worker_failure(exc, arm) from exc
         return None
     try:
-        return batch.call(fn)
+        return (copy_sample(batch) if fresh else batch).call(fn)
     except torch.OutOfMemoryError:
         pass  # handled below, once the exception and the call's frames it holds are released
     except Exception as exc:
@@ -212,12 +214,13 @@ def _timed_call(
     """
     if isinstance(fn, Worker):
         return _timed_in_worker(fn, batch, timer, arm, inspect)
+    own = copy_sample(batch)  # the call's own copy, made before the clock starts
     span = timer.device_span()
     timer.sync()
     start = timer.now_ns()
     if span is not None:
         span.start()
-    output = _call(fn, batch, arm)
+    output = _call(fn, own, arm, fresh=False)
     if span is not None:
         span.stop()
     timer.sync()
@@ -237,7 +240,7 @@ def _timed_in_worker(
     inspect: Callable[[Any], None] | None,
 ) -> tuple[float, float | None]:
     """One call run by ``worker``, timed here; no device time (the worker owns its stream)."""
-    handle = worker.stage(batch)
+    handle = worker.prepare(worker.stage(batch))  # its own copy, made before the clock
     watched = worker.watch()
     timer.sync()
     start = timer.now_ns()

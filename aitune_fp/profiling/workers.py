@@ -1,18 +1,11 @@
 """A callable in a process of its own: a forked worker that makes it, runs it when asked, dies with it.
 
-Isolation by construction: whatever the callable's code does to its interpreter (patched
-functions, module globals, ``gc``, signal handlers, threads, RNG, a swallowed interrupt,
-``SystemExit``) stays in the worker and ends with it. The judging process never runs that code:
-it times each call from outside, around the hand-over through a pipe (both arms of a comparison
-run in workers, so both pay the same hand-over), and reads everything a worker sends through a
-restricted unpickler (plain values, torch dtypes; outputs through ``torch.load(weights_only=True)``
-with only the container types eager's own outputs use), so nothing a worker sends runs code here.
-
-A worker is forked (``os.fork``): the callable, the model and the inputs it needs are the
-parent's at that moment, with nothing pickled. A process whose OpenMP team is running cannot use
-it from a forked child, so workers run one intra-op thread (:func:`fork_unavailable` says when
-forking cannot be used at all). CPU time a worker spends while another is timed is read from the
-kernel (the worker's process CPU clock), never from the worker itself.
+Whatever the callable's code does to its interpreter (patched functions, globals, ``gc``, signal
+handlers, threads, RNG, a swallowed interrupt, ``SystemExit``) stays in the worker and ends with
+it. The judge times each call from outside, around the hand-over through a pipe, and reads what
+a worker sends as data only (``transport.py``). Workers are forked (nothing pickled) and run one
+intra-op thread: a forked child cannot use its parent's OpenMP team. CPU time a worker spends
+while another is timed is read from the kernel (its process CPU clock), never from the worker.
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ from typing import Any
 
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import Sample, copy_sample
 from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
 
 __all__ = [
@@ -122,7 +115,6 @@ def _die_with_parent() -> None:
 def _serve(
     conn: Connection,
     make: Make,
-    threads: int,
     classify: Callable[[BaseException], str | None],
 ) -> None:
     """The worker's loop: make the callable, report, then answer requests until told to stop."""
@@ -132,7 +124,7 @@ def _serve(
         os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
-    torch.set_num_threads(threads)
+    torch.set_num_threads(1)  # a forked child cannot use its parent's OpenMP team
 
     def say(facts: Mapping[str, Any]) -> None:
         conn.send_bytes(pickle.dumps(("said", dict(facts))))
@@ -144,6 +136,7 @@ def _serve(
         return
     conn.send_bytes(pickle.dumps(("ready", dict(info))))
     samples: dict[int, Sample] = {}
+    prepared: dict[int, Sample] = {}
     output: Any = None
     with torch.no_grad():
         while True:
@@ -152,8 +145,15 @@ def _serve(
             try:
                 if kind == b"R":  # a timed call: the output and its digest, nothing else
                     output = None
-                    output = samples[int.from_bytes(raw[1:], "little")].call(fn)
+                    handle = int.from_bytes(raw[1:], "little")
+                    own = prepared.pop(handle, None) or samples[handle]
+                    output = own.call(fn)
                     conn.send_bytes(b"k" + digest_of(output))
+                    continue
+                if kind == b"P":  # the next call's own copy of a sample, made before the clock
+                    handle = int.from_bytes(raw[1:], "little")
+                    prepared[handle] = copy_sample(samples[handle])
+                    conn.send_bytes(b"p")
                     continue
                 message = pickle.loads(raw[1:])
                 if kind == b"S":  # keep a sample under a handle
@@ -259,7 +259,6 @@ class Worker:
         *,
         name: str,
         timeout_s: float,
-        threads: int = 1,
         classify: Callable[[BaseException], str | None] = lambda exc: None,
         group: WorkerGroup | None = None,
         allowed: Iterable[type] = (),
@@ -272,7 +271,7 @@ class Worker:
         self.timeout_s = timeout_s
         self.allowed = tuple(allowed)
         self._group = group
-        self._handles: dict[int, tuple[Sample, int]] = {}
+        self._handles: dict[int, Sample] = {}  # what was staged, by handle
         self._next = 0
         self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as answered
@@ -283,7 +282,7 @@ class Worker:
             code = 0
             try:
                 parent.close()
-                _serve(child, make, threads, classify)
+                _serve(child, make, classify)
             except BaseException:
                 code = 1
             finally:
@@ -319,10 +318,6 @@ class Worker:
                 total += time.clock_gettime_ns(clock)
         return total
 
-    def started(self) -> list[int]:
-        """The processes the worker started that still run in its group (their pids)."""
-        return [p for p in _group_members(self.pid) if p != self.pid]
-
     def close(self) -> None:
         """Kill the worker and everything it started; later requests raise."""
         conn, self._conn = self._conn, None
@@ -330,7 +325,6 @@ class Worker:
             conn.close()
         self._finalizer()
 
-    # -- waiting -------------------------------------------------------------------------------
     def _receive(self) -> bytes:
         """The worker's next message; the worker is killed on a timeout, a death or an interrupt."""
         conn = self._conn
@@ -380,14 +374,15 @@ class Worker:
             raise WorkerError(f"{self.name} answered {message[0]!r} where {expected!r} was due")
         return message[1]
 
-    def _request(self, kind: bytes, payload: Any, expected: str) -> Any:
-        conn = self._conn
-        if conn is None:
+    def _send(self, data: bytes) -> None:
+        if self._conn is None:
             raise InvalidStateError(f"the worker of {self.name} was closed")
-        conn.send_bytes(kind + pickle.dumps(payload))
+        self._conn.send_bytes(data)
+
+    def _request(self, kind: bytes, payload: Any, expected: str) -> Any:
+        self._send(kind + pickle.dumps(payload))
         return self._reply(expected)
 
-    # -- what the parent asks ----------------------------------------------------------------
     def hear(self) -> dict[str, Any]:
         """The facts ``make`` said before it finished (its error raised, if it failed first)."""
         return self._facts("said")
@@ -412,18 +407,25 @@ class Worker:
 
     def stage(self, sample: Sample) -> int:
         """A handle to ``sample`` in the worker, sent once (untimed) and kept while it lives."""
-        for handle, (kept, _) in self._handles.items():
-            if kept is sample:
-                return handle
+        known = next((h for h, kept in self._handles.items() if kept is sample), None)
+        if known is not None:
+            return known
         if len(self._handles) >= 64:  # the oldest go: a run's copies outlive it otherwise
             dropped = list(self._handles)[:32]
             self._request(b"F", dropped, "ok")
-            for handle in dropped:
-                del self._handles[handle]
+            self._handles = {h: kept for h, kept in self._handles.items() if h not in dropped}
         self._next += 1
         self._request(b"S", (self._next, sample.args, dict(sample.kwargs)), "ok")
-        self._handles[self._next] = (sample, self._next)
+        self._handles[self._next] = sample
         return self._next
+
+    def prepare(self, handle: int) -> int:
+        """Have the worker copy a staged sample for the next call on it (untimed); the handle."""
+        self._send(b"P" + handle.to_bytes(4, "little"))
+        raw = self._receive()
+        if raw != b"p":
+            self._reply_of(raw, "p")
+        return handle
 
     def run(self, handle: int) -> None:
         """One call on a staged sample: the hand-over the parent times.
@@ -432,10 +434,7 @@ class Worker:
         the answer carries the output's digest (:func:`digest_of`), computed while timed. The
         output stays in the worker until the next call (:meth:`output` reads it).
         """
-        conn = self._conn
-        if conn is None:
-            raise InvalidStateError(f"the worker of {self.name} was closed")
-        conn.send_bytes(b"R" + handle.to_bytes(4, "little"))
+        self._send(b"R" + handle.to_bytes(4, "little"))
         raw = self._receive()
         if raw[:1] != b"k" or len(raw) != 17:
             self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
@@ -470,7 +469,6 @@ class Worker:
                 error_type=type(exc).__name__,
             ) from None
 
-    # -- interference --------------------------------------------------------------------------
     def watch(self) -> list[tuple[Worker, int]]:
         """The suspects' CPU clocks now, read before a timed call."""
         if self._group is None:
