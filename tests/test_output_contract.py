@@ -169,3 +169,65 @@ def test_a_model_that_changes_its_input_in_place_is_not_a_reason_to_reject(
     assert not report.failures, report.failures
     (result,) = report.results
     assert result.verdict in ("faster", "not_faster", "inconclusive")
+
+
+class _WrongLater(BackendBase):
+    """Faster than eager (skips its sleep) and right, until its ``after``-th call in a process."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+        self.calls = 0
+        self.module: Any = None
+
+    def _config(self) -> dict[str, Any]:
+        return {"after": self.after}
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        self.module = module
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        with torch.no_grad():
+            out = self.module.fc(*args).tanh()
+        return out + 1.0 if self.calls > self.after else out
+
+
+class _Sleepy(torch.nn.Module):
+    """Eager pays a sleep a call that the candidates skip: they are clearly faster."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import time
+
+        time.sleep(0.002)
+        return torch.tanh(self.fc(x))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+@pytest.mark.parametrize("soak", [0, 300])
+def test_a_soak_rejects_a_candidate_wrong_only_after_many_calls(
+    soak: int, isolation: str, tmp_path: Path
+) -> None:
+    config = ProfilingConfig(looks=(10, 20), max_seconds=5.0, warmup_max_calls=8, soak=soak)
+    strategy = with_performance_validation(
+        OneBackendStrategy(_WrongLater(after=200)),
+        profiling_config=config,
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    chosen = strategy.tune(_Sleepy().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    (result,) = report.results
+    assert result.passed  # right while checked and timed
+    if soak == 0:
+        assert isinstance(chosen, _WrongLater)  # what the soak is for
+        return
+    assert not isinstance(chosen, _WrongLater)
+    (failure,) = report.failures
+    assert failure.stage == ("rebuild" if isolation == "process" else "correctness")
+    assert "soak call" in failure.reason

@@ -37,6 +37,7 @@ _FLAG_NAMES = {
     "selection_max_seconds": "--selection-seconds",
     "cache": "--cache",
     "spot_rate": "--spot-rate",
+    "soak": "--soak",
 }
 #: ProfilingConfig field -> the flag that sets it, and the decision modes that read it (None:
 #: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one).
@@ -81,6 +82,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
         ("selection_max_seconds", getattr(args, "selection_seconds", None)),
         ("cache", getattr(args, "cache", None)),
         ("spot_rate", getattr(args, "spot_rate", None)),
+        ("soak", getattr(args, "soak", None)),
     ):
         if value is not None:
             kwargs[field] = value
@@ -205,6 +207,12 @@ def add_arguments(sub: Any) -> Any:
         type=int,
         help="CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
         "intra-op threads; default: leave them as they are). See docs/threads.md",
+    )
+    tune.add_argument(
+        "--soak",
+        type=int,
+        help="N more checked calls of the chosen candidate on fresh inputs, rebuilt in this "
+        "process, before it is handed back; one wrong call rejects it (default 0)",
     )
     tune.add_argument(
         "--in-process",

@@ -240,6 +240,10 @@ class ProfilingConfig:
     spot_rate: float = attrs.field(
         default=DEFAULT_SPOT_RATE, validator=[finite(minimum=0, strict=True), _at_most_one]
     )
+    #: Soak: this many more checked calls, each on inputs drawn afresh, of the chosen candidate
+    #: once rebuilt in the user's process, before it is handed back; one wrong call rejects it
+    #: (stage ``rebuild``; docs/guarantees.md: what a soak of N calls adds to the spot checks).
+    soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""

@@ -17,7 +17,7 @@ from aitune_fp.session.values import (
     NoValidBackendError,
     describe,
 )
-from aitune_fp.session.workers import WorkerBackend, adopt
+from aitune_fp.session.workers import WorkerBackend, adopt, soaked
 
 if TYPE_CHECKING:
     from aitune_fp.session.tune import TuneSession
@@ -35,6 +35,8 @@ def conclude(session: TuneSession, backend: Any) -> Any:
         if seen is backend:
             if isinstance(seen, WorkerBackend):  # chosen: now it may run here
                 return _adopted(session, seen, result)
+            if not soaked(session, backend):
+                return _eager_instead(session)
             select(session, backend, result)
             return backend
     description = describe(backend)
@@ -57,8 +59,13 @@ def _adopted(
     if built is not None:
         select(session, built, result)
         return built
+    return _eager_instead(session)
+
+
+def _eager_instead(session: TuneSession) -> Any:
+    """Eager, handed back instead of a chosen candidate that failed its last check."""
     if session.baseline is None:
-        session.finish("error", None, reason="the chosen backend failed its rebuild, no eager")
+        session.finish("error", None, reason="the chosen backend failed its last check, no eager")
         raise NoValidBackendError(session.target.name, [])
     select(session, session.baseline, None)
     return session.baseline

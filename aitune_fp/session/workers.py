@@ -28,6 +28,8 @@ from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.heldout import heldout_samples
+from aitune_fp.inputs import as_sample, copy_sample
+from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError, fork_unavailable
 from aitune_fp.session.values import (
     CandidateOutcome,
@@ -39,6 +41,7 @@ from aitune_fp.session.values import (
     describe,
     infer_of,
 )
+from aitune_fp.session.vetting import spot_check_of
 
 if TYPE_CHECKING:
     from aitune_fp.session.tune import TuneSession
@@ -51,6 +54,7 @@ __all__ = [
     "os_state",
     "output_types",
     "restore_os_state",
+    "soaked",
     "start_eager",
     "try_in_worker",
 ]
@@ -335,6 +339,7 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
                 tolerances=session.closeness.budget(built),
                 batch_sizes=session.config.batch_sizes,
             )
+            _soak(session, built, session.config.soak)
         changed = session._model_changed()
         if changed is not None:
             raise changed
@@ -347,6 +352,49 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
         )
         return None
     return built
+
+
+def _soak(session: TuneSession, built: Any, n: int) -> None:
+    """``n`` more checked calls of ``built``, each on a batch of held-out inputs drawn afresh.
+
+    Compared with eager on the same batch as a spot check is; the first wrong one raises.
+    """
+    t = session.target
+    draw = random.SystemRandom()
+    axes = getattr(t.graph_spec, "batch_axes", None)
+    candidate, eager = infer_of(built), infer_of(session._eager)
+    check = spot_check_of(session, built)
+    size = session.batch_size or t.graph_spec.get_max_batch_size()
+    for call in range(1, n + 1):
+        held = _fresh_heldout(t.data, draw.randrange(2**32), axes) or t.data
+        batch = t.graph_spec.make_batch(as_sample(held[call % len(held)]), size)
+        with torch.no_grad():
+            reference = copy_sample(batch).call(eager)
+            output = copy_sample(batch).call(candidate)
+        try:
+            check(output, reference)
+        except Exception as exc:
+            raise SpotCheckError(f"soak call {call} of {n}: {exc}", call=call) from exc
+
+
+def soaked(session: TuneSession, chosen: Any) -> bool:
+    """In process: the soak of a chosen candidate (``ProfilingConfig.soak``); False if it failed.
+
+    A failure is recorded at stage ``correctness`` and the candidate released.
+    """
+    if not session.config.soak:
+        return True
+    description = describe(chosen)
+    try:
+        with session._watchdog.step(f"the soak of {description}", session._deadline):
+            _soak(session, chosen, session.config.soak)
+    except Exception as exc:
+        log = session._folder_of(description) / BUILD_LOG_NAME
+        append_failure_log(log, "The chosen backend failed its soak", exc)
+        session.release(chosen, log)
+        session.record_failure(description, "correctness", exc, str(log))
+        return False
+    return True
 
 
 def _fresh_heldout(data: tuple[Any, ...], seed: int, axes: Any) -> tuple[Any, ...]:
