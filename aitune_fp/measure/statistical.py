@@ -138,6 +138,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             spot_rate=inputs.spot_rate,
             spot_seed=inputs.spot_seed,
             flush=flush,
+            fresh=inputs.fresh,
         ) as run,
     ):
         warmup = run.warm_up(

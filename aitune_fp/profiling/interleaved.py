@@ -12,12 +12,13 @@ no housekeeping runs between that check and a call. Dynamo's compile counters ar
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import random
 import sys
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 
@@ -155,6 +156,7 @@ class InterleavedRun:
         order: Literal["random", "fixed"] = "random",
         order_seed: int | None = None,
         flush: Callable[[], None] | None = None,
+        fresh: Callable[[int], Sample] | None = None,
     ) -> None:
         """Prepare the run; nothing is called or copied until the context is entered.
 
@@ -166,11 +168,18 @@ class InterleavedRun:
         ``order``: each quad's orientation drawn at random (:func:`quad_orientations` seeded
         ``order_seed``, by default ``spot_seed``), or ``"fixed"``, the ABBA / BAAB alternation.
         ``flush`` (``cache="cold"``: :func:`l2_flusher`) runs before each timed call, untimed.
+        ``fresh``: pair ``i``'s batch, new values for every pair (warm-up keeps ``batches``); a
+        checked pair then compares the candidate's output with the baseline's own output of the
+        same pair (``spot_check(output, baseline_output)``; ``references`` are not used).
         """
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
-        self._multi = batches is not None
-        self._checks = _checks_per_batch(spot_check, references, len(self._inputs))
+        self._multi = batches is not None and fresh is None
+        self._fresh = fresh
+        self._pair_check = cast(ReferenceSpotCheck, spot_check) if fresh is not None else None
+        self._checks = _checks_per_batch(
+            None if fresh is not None else spot_check, references, len(self._inputs)
+        )
         spot_positions(1, spot_rate, spot_seed)  # checks both now, naming them
         self._spot_rate = spot_rate
         self._spot_seed = spot_seed
@@ -258,16 +267,41 @@ class InterleavedRun:
         _call(self._fns[arm], self._batches[arm][index % len(self._inputs)], arm)
         self._clock.sync()
 
-    def _timed(self, arm: str, index: int, *, check: bool = False) -> tuple[float, float | None]:
-        """Time one call of ``arm`` on batch ``index % len(batches)``, spot-checked if ``check``."""
+    def _timed(
+        self,
+        arm: str,
+        index: int,
+        *,
+        check: bool = False,
+        batch: Sample | None = None,
+        keep: dict[str, Any] | None = None,
+    ) -> tuple[float, float | None]:
+        """Time one call of ``arm`` on batch ``index % len(batches)``, spot-checked if ``check``.
+
+        ``batch``: a fresh pair's own batch instead; ``keep`` then receives the output by arm.
+        """
         b = index % len(self._inputs)
-        inspect = None
-        if check and arm == "candidate":
+        inspect: Callable[[Any], None] | None = None
+        if keep is not None:
+            inspect = functools.partial(keep.__setitem__, arm)
+        elif check and arm == "candidate":
             call = len(self._times["candidate"]) + 1
             inspect = _spot(self._checks[b], call, b if self._multi else None)
         if self._flush is not None:
             self._flush()  # before _timed_call's barrier: it finishes before the clock starts
-        return _timed_call(self._fns[arm], self._batches[arm][b], self._clock, arm, inspect)
+        given = self._batches[arm][b] if batch is None else batch
+        return _timed_call(self._fns[arm], given, self._clock, arm, inspect)
+
+    def _compare_pair(self, outputs: dict[str, Any], call: int) -> None:
+        """A checked fresh pair: the candidate's output against the baseline's, same input."""
+        if self._pair_check is None or len(outputs) < 2:
+            return
+        inspect = _spot(
+            lambda out: self._pair_check(out, outputs["baseline"]),  # type: ignore[misc]
+            call,
+        )
+        assert inspect is not None
+        inspect(outputs["candidate"])
 
     def _past(self, deadline_ns: int | None) -> bool:
         return deadline_ns is not None and self._clock.now_ns() >= deadline_ns
@@ -379,10 +413,14 @@ class InterleavedRun:
                 else ("candidate", "baseline")
             )
             check = done in picked
+            batch = None if self._fresh is None else self._fresh(index)
+            keep: dict[str, Any] | None = {} if batch is not None and check else None
             results = {
-                first: self._timed(first, index, check=check),
-                second: self._timed(second, index, check=check),
+                first: self._timed(first, index, check=check, batch=batch, keep=keep),
+                second: self._timed(second, index, check=check, batch=batch, keep=keep),
             }
+            if keep is not None:
+                self._compare_pair(keep, len(self._times["candidate"]) + 1)
             for arm, (wall, device) in results.items():
                 self._times[arm].append(wall)
                 if device is not None:

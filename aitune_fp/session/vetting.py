@@ -20,7 +20,8 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import (
     InvalidStateError,
 )
-from aitune_fp.inputs import as_sample
+from aitune_fp.heldout import HeldoutUnavailableError, heldout_batches
+from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure import measure_throughput_steady
 from aitune_fp.measure.measurement import Comparison
 from aitune_fp.profiling import SpotCheckError
@@ -157,6 +158,7 @@ def measure(
         spot_rate=session.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
         isolation=session.isolation,
+        fresh=fresh_batches(session),
     )
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
@@ -186,6 +188,25 @@ def measure(
     if not result.passed:
         session._emit(events.candidate_rejected(session.run_id, session.target.name, result))
     return result
+
+
+def fresh_batches(session: TuneSession) -> Callable[[int], Sample] | None:
+    """Pair ``i``'s own batch: held-out values drawn for it (seeded per tune and pair).
+
+    None when no input can be varied (then the timing batches are used in turn).
+    """
+    assert session._batch is not None
+    batch, seed = session._batch, session._heldout_seed
+    axes = getattr(session.target.graph_spec, "batch_axes", None)
+    try:
+        heldout_batches(batch, 1, seed, batch_axes=axes)
+    except HeldoutUnavailableError:
+        return None
+
+    def fresh(index: int) -> Sample:
+        return heldout_batches(batch, 1, (seed * 1_000_003 + index) % 2**63, batch_axes=axes)[0]
+
+    return fresh
 
 
 def check_closeness(session: TuneSession, built: Any) -> Mismatch | None:

@@ -1,0 +1,158 @@
+"""Candidates that remember what they have seen are not accepted.
+
+Every timed pair runs on inputs drawn afresh for it (held-out values, seeded per tune and
+pair), and a checked pair compares the candidate's output with eager's own output of the same
+pair. A candidate that answers from a cache keyed by the input's identity, data pointer, first
+row, value range or layout, or by a reference it kept to an earlier input, computes on every
+call (so it is not faster) or answers wrongly (and is rejected at correctness). Computing is
+slow here (eager and an honest computation sleep 3 ms a call), so a cache that hit would show
+as a large speedup.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from aitune_fp import (
+    GraphSpec,
+    OneBackendStrategy,
+    ProfilingConfig,
+    Sample,
+    validation_of,
+    with_performance_validation,
+)
+from aitune_fp.backends import BackendBase
+
+SPEC = GraphSpec(max_batch_size=8)
+CONFIG = ProfilingConfig(looks=(10, 20, 40), max_seconds=10.0, warmup_max_calls=8)
+
+
+class Slow(torch.nn.Module):
+    """A model whose every call costs 3 ms of real time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.003)
+        return torch.tanh(self.fc(x))
+
+
+KEYS: dict[str, Callable[[torch.Tensor], Hashable]] = {
+    "identity": id,
+    "data_pointer": lambda x: x.data_ptr(),
+    "first_row": lambda x: tuple(x[0].tolist()),
+    "value_range": lambda x: (round(float(x.min()), 4), round(float(x.max()), 4)),
+    "layout": lambda x: (x.is_contiguous(), tuple(x.shape), x.dtype),
+}
+
+
+class Memorising(BackendBase):
+    """Computes through the model (slow) on a miss; answers from its cache on a hit."""
+
+    def __init__(self, key: str) -> None:
+        self.keyed_by = key
+        self.cache: dict[Hashable, torch.Tensor] = {}
+        self.module: Any = None
+
+    def _config(self) -> dict[str, Any]:
+        return {"key": self.keyed_by}
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        self.module = module
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        (x,) = args
+        found = KEYS[self.keyed_by](x)
+        if found not in self.cache:
+            with torch.no_grad():
+                self.cache[found] = self.module(x)
+        return self.cache[found].clone()
+
+
+class KeepsReference(Memorising):
+    """Keeps references to the inputs it saw and answers again when the values are the same."""
+
+    def __init__(self) -> None:
+        super().__init__("kept_reference")
+        self.seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        (x,) = args
+        for kept, out in self.seen:
+            if kept.shape == x.shape and torch.equal(kept, x):
+                return out.clone()
+        with torch.no_grad():
+            out = self.module(x)
+        self.seen.append((x.clone(), out))
+        return out.clone()
+
+
+class WatchesTheStack(Memorising):
+    """Answers right only when a spot check is on the caller's stack, from a cache otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__("layout")
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_locals.get("inspect") is not None:  # a checked call
+                with torch.no_grad():
+                    return self.module(*args)
+            frame = frame.f_back  # type: ignore[assignment]
+        return super()._infer(*args, **kwargs)
+
+
+CANDIDATES: dict[str, Callable[[], BackendBase]] = {
+    **{f"cache_by_{key}": (lambda key=key: Memorising(key)) for key in KEYS},
+    "kept_reference": KeepsReference,
+    "stack_inspection": WatchesTheStack,
+}
+
+
+def _data() -> list[Sample]:
+    torch.manual_seed(1)
+    return [Sample((torch.randn(2, 16),))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CANDIDATES))
+def test_a_memorising_candidate_is_not_accepted(name: str, tmp_path: Path) -> None:
+    strategy = with_performance_validation(
+        OneBackendStrategy(CANDIDATES[name]()), profiling_config=CONFIG
+    )
+    strategy.tune(Slow().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None and report.isolation == "process"
+    assert not any(r.passed for r in report.results), report.results
+    for failure in report.failures:
+        assert failure.stage == "correctness", failure
+
+
+@pytest.mark.slow
+def test_an_honest_candidate_is_still_accepted_on_fresh_inputs(tmp_path: Path) -> None:
+    class Quick(Memorising):
+        """No cache, and none of eager's sleep: really faster."""
+
+        def _infer(self, *args: Any, **kwargs: Any) -> Any:
+            with torch.no_grad():
+                return torch.tanh(self.module.fc(*args))
+
+    strategy = with_performance_validation(
+        OneBackendStrategy(Quick("none")), profiling_config=CONFIG
+    )
+    strategy.tune(Slow().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None and not report.failures
+    (result,) = report.results
+    assert result.passed
