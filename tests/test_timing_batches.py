@@ -80,23 +80,23 @@ class TestRotation:
             [("A", i % 3), ("B", i % 3)] for i in range(7)
         ]
 
-    def test_each_arm_gets_one_copy_of_each_batch_made_once(self) -> None:
-        """As with one batch: a copy per arm and batch, made on enter, the same one every call."""
-        data = [Sample((torch.zeros(2),)) for _ in range(3)]
-        seen: dict[str, set[int]] = {"A": set(), "B": set()}
+    def test_every_call_gets_its_own_copy_of_its_batch(self) -> None:
+        """A copy per call (made before the clock): a model that changes its input in place
+        sees the batch's values on every call, and the caller's batches are never touched."""
+        data = [Sample((torch.full((2,), float(b)),)) for b in range(3)]
+        seen: dict[str, list[torch.Tensor]] = {"A": [], "B": []}
 
         def arm(label: str) -> Callable[[torch.Tensor], None]:
             def model(t: torch.Tensor) -> None:
-                seen[label].add(t.data_ptr())
+                seen[label].append(t.clone())
                 t.add_(1.0)
 
             return model
 
         compare(arm("A"), arm("B"), Sample(), config(), n_pairs=9, timer=FakeClock(), batches=data)
-        assert len(seen["A"]) == len(seen["B"]) == 3
-        assert not seen["A"] & seen["B"]
-        assert not {b.args[0].data_ptr() for b in data} & (seen["A"] | seen["B"])
-        assert all(torch.count_nonzero(b.args[0]) == 0 for b in data)
+        for label in ("A", "B"):
+            assert seen[label] and all(float(t[0]) in (0.0, 1.0, 2.0) for t in seen[label])
+        assert [float(b.args[0][0]) for b in data] == [0.0, 1.0, 2.0]
 
     def test_time_calls_rotates_too(self) -> None:
         """The point rule's arm: timed call i on batches[i % n], warm-up calls too."""
