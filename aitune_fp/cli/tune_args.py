@@ -37,6 +37,7 @@ _FLAG_NAMES = {
     "selection_max_seconds": "--selection-seconds",
     "cache": "--cache",
     "spot_rate": "--spot-rate",
+    "wait_quiet_s": "--wait-quiet",
 }
 #: ProfilingConfig field -> the flag that sets it, and the decision modes that read it (None:
 #: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one).
@@ -81,6 +82,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
         ("selection_max_seconds", getattr(args, "selection_seconds", None)),
         ("cache", getattr(args, "cache", None)),
         ("spot_rate", getattr(args, "spot_rate", None)),
+        ("wait_quiet_s", getattr(args, "wait_quiet", None)),
     ):
         if value is not None:
             kwargs[field] = value
@@ -211,6 +213,14 @@ def add_arguments(sub: Any) -> Any:
         type=float,
         help="share of the timed calls between each look's ends whose outputs are compared "
         "with eager's, in the gate and the head-to-head (0.1; both ends always are)",
+    )
+    tune.add_argument(
+        "--wait-quiet",
+        type=float,
+        metavar="SECONDS",
+        help=stat + "before each look, wait up to this long for the load average to fall below "
+        "the cores (0: no wait; the budget counts the wait). Pairs taken while the machine was "
+        "busy never carry a verdict",
     )
     tune.add_argument(
         "--cache",

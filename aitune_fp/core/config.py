@@ -96,6 +96,7 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
     "selection_delta_percent": ("statistical",),
     "selection_max_seconds": ("statistical",),
     "cache": ("statistical",),
+    "wait_quiet_s": ("statistical",),
     "point_warmup_calls": ("point",),
     "point_steps": ("point",),
 }
@@ -217,6 +218,11 @@ class ProfilingConfig:
     spot_rate: float = attrs.field(
         default=DEFAULT_SPOT_RATE, validator=[finite(minimum=0, strict=True), _at_most_one]
     )
+    #: Before each look of the statistical mode, wait up to this many seconds for the load
+    #: average to fall below the cores when it says the machine is busy (``oversubscribed``),
+    #: as pyperf's system checks do; the wait counts against ``max_seconds``. 0: no wait. Busy
+    #: or not, pairs taken while the machine was busy never carry a verdict (issue 36).
+    wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""

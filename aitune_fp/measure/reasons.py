@@ -34,6 +34,11 @@ def _reason(
             f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
             f"margin) at {n_pairs} pairs: not faster by a margin that matters"
         )
+    elif decision.held_back == "machine":  # the note says what moved
+        text = (
+            f"no verdict from pairs taken across a change of the machine ({n_pairs} pairs); "
+            f"{decision.ruled_out}"
+        )
     elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
         where = f"budget of {budget_s:g} s spent" if budget_s is not None else "held back"

@@ -56,6 +56,7 @@ BUDGET_FIELDS: tuple[str, ...] = (
     "threads",
     "clock",
     "spot_rate",
+    "wait_quiet_s",
     "cache",
     "selection_delta_percent",
     "selection_max_seconds",
