@@ -40,7 +40,7 @@ def test_the_machine_gives_the_case_its_ratio(sim: ModuleType, label: str) -> No
 
 
 def test_the_machine_slows_both_arms(sim: ModuleType) -> None:
-    """"machine3x": both arms three times slower from the step on; the ratio holds."""
+    """ "machine3x": both arms three times slower from the step on; the ratio holds."""
     case = next(c for c in sim.CASES if c.label.startswith("A/A, machine 3x"))
     machine = sim.Machine(case, 0.0, 1)
     machine.slow_from = 10
