@@ -15,7 +15,7 @@ candidate truly faster than required + the futility margin), the pairs used and,
 that stayed open, which condition held the decision back (``SpeedupDecision.held_back``).
 
 Usage: ``python benchmarks/decision_engine_sim.py [--runs 300] [--noise 0.06] [--seed 1]
-[--jobs 2] [--cases 1.01x A/A]``.
+[--jobs 2] [--cases 1.01x A/A] [--throughput-gate bound]``.
 """
 
 from __future__ import annotations
@@ -215,11 +215,11 @@ def one_run(
     return str(result.verdict), int(result.n_baseline or 0), machine.truth, held
 
 
-def _row(job: tuple[Case, int, int, float]) -> str:
+def _row(job: tuple[Case, int, int, float, str]) -> str:
     """One table row: ``runs`` decisions of one case, each seeded from ``seed``."""
-    case, runs, seed, sd = job
+    case, runs, seed, sd, gate = job
     profiling.load_average = _quiet  # type: ignore[assignment]
-    config = ProfilingConfig()
+    config = ProfilingConfig(throughput_gate=gate)
     out = [one_run(case, sd, seed * 100_003 + k, config) for k in range(runs)]
     verdicts = [v for v, _, _, _ in out]
     pairs = sorted(p for _, p, _, _ in out)
@@ -245,12 +245,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument(
+        "--throughput-gate", choices=("point", "bound"), default="point", help="the config's"
+    )
+    parser.add_argument(
         "--cases", nargs="*", default=[], help="keep the cases whose label contains one of these"
     )
     args = parser.parse_args(argv)
     print(
         f"{args.runs} decisions per row through the real loop (FakeClock, default config), "
-        f"per-call noise sd {args.noise:.0%}\n"
+        f"per-call noise sd {args.noise:.0%}, throughput gate {args.throughput_gate}\n"
     )
     print(
         "| case | accept (± MC s.e.) | wrong accept | wrong reject | not_faster | inconclusive "
@@ -258,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     jobs = [
-        (case, args.runs, args.seed, args.noise)
+        (case, args.runs, args.seed, args.noise, args.throughput_gate)
         for case in CASES
         if not args.cases or any(part in case.label for part in args.cases)
     ]

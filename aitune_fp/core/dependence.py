@@ -6,7 +6,7 @@ arms react differently to slow spells; AR(1) phi = 0.2 doubles the error at the 
 ratio that shifts by a few percent mid-run. These functions detect both on the log ratios
 ``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O. A third (issue 22): a ratio whose
 level moves over stretches longer than the lag-1 correction sees (slow wander, drift, strong
-correlation); :func:`block_medians` gives the blocks a bound that survives it is taken on.
+correlation); :func:`block_means` gives the blocks a bound that survives it is taken on.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = [
     "SHIFT_ALPHA",
     "ar1_coefficient",
     "autocorrelation_flag_level",
-    "block_medians",
+    "block_means",
     "block_size",
     "inflation_factor",
     "lag1_rank_autocorrelation",
@@ -167,21 +167,18 @@ def block_size(n: int) -> int:
     return math.isqrt(check_int("n", n, minimum=1))
 
 
-def block_medians(values: Sequence[float], block: int) -> tuple[float, ...]:
-    """Medians of consecutive blocks of ``block`` values, the latest ``block * m`` values kept.
+def block_means(values: Sequence[float], block: int) -> tuple[float, ...]:
+    """Means of consecutive blocks of ``block`` values, the latest ``block * m`` values kept.
 
     The oldest ``len(values) % block`` values are left out, so the last block ends at the latest
-    pair. Medians, not means: timings are heavy-tailed, and a mean of a block is far noisier.
+    pair (batch means).
     """
     size = check_int("block", block, minimum=1)
     count = len(values) // size
     start = len(values) - count * size
-    medians = []
-    for k in range(count):
-        chunk = sorted(values[start + k * size : start + (k + 1) * size])
-        half = size // 2
-        medians.append(chunk[half] if size % 2 else (chunk[half - 1] + chunk[half]) / 2.0)
-    return tuple(medians)
+    return tuple(
+        math.fsum(values[start + k * size : start + (k + 1) * size]) / size for k in range(count)
+    )
 
 
 def _median(ordered: Sequence[float]) -> float:

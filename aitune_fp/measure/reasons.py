@@ -23,6 +23,8 @@ def _reason(
     if decision.verdict == "faster":
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
         text = f"lower bound {low}x clears required {need}x at {n_pairs} pairs"
+        if "throughput_bound" not in decision.flags:  # the point gate: the typical call's bound
+            text += " (typical call; the mean-latency throughput ratio clears it as a point)"
     elif decision.verdict == "not_faster" and decision.ci_high < decision.required_speedup:
         high, need = fmt_apart(decision.ci_high, decision.required_speedup)
         text = f"upper bound {high}x is below required {need}x at {n_pairs} pairs"

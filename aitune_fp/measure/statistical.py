@@ -120,6 +120,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             throughput_consistent=True,  # throughput ratio agrees; v3.1: and the medians of
             block_guard=config.guard_serial_correlation,  # blocks of sqrt(n) pairs clear it
             min_accept_pairs=MIN_ACCEPT_PAIRS,
+            throughput_bound=config.throughput_gate == "bound",
         )
 
     start = clock.now_ns()
@@ -173,7 +174,8 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                 budget_spent = True
                 break
             timings = _on_clock(run.timings(), config.clock)
-            stretch = watch.stretch(timings.baseline_s, warmup.baseline_s)
+            warm = warmup.baseline_s if config.clock == "host" else ()  # host-timed only
+            stretch = watch.stretch(timings.baseline_s, warm)
             steady = from_pair(timings, stretch.start) if stretch.usable(config.looks[0]) else None
             if steady is not None:  # nothing moved, or decide on the steady pairs after it
                 decision = decide(steady.baseline_s, steady.candidate_s, look_number)
