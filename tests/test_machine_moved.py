@@ -164,3 +164,47 @@ class TestPureRules:
         slowdown = machine_slowdown(times, k)
         assert slowdown == pytest.approx(factor if factor > 1 else 1.0)
         assert (slowdown > slowdown_limit(times[k:])) is (factor > 1.15)
+
+
+class TestSettings:
+    @pytest.mark.parametrize(
+        ("flag", "value", "field", "expected"),
+        [
+            ("--wait-quiet", "30", "wait_quiet_s", 30.0),
+            ("--wait-quiet", "-1", "wait_quiet_s", None),
+            ("--throughput-gate", "bound", "throughput_gate", "bound"),
+        ],
+    )
+    def test_the_cli_flags(
+        self,
+        flag: str,
+        value: str,
+        field: str,
+        expected: object,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """Statistical-mode flags: they reach the config, a bad value names the flag, and the
+        point rule refuses them."""
+        from aitune_fp.cli import build_parser
+        from aitune_fp.cli.tune_args import profiling_config
+        from tests.cli_checks import usage_error
+
+        if expected is None:
+            assert flag in usage_error(["tune", flag, value], capsys)
+            return
+        args = build_parser().parse_args(["tune", flag, value])
+        assert getattr(profiling_config(args), field) == expected
+        assert "applies to --decision statistical only" in usage_error(
+            ["tune", "--decision", "point", flag, value], capsys
+        )
+
+    def test_sweep_files_take_them_in_the_budget(self) -> None:
+        from aitune_fp.errors import InvalidValueError
+        from aitune_fp.sweep import parse_sweep
+
+        base: dict[str, object] = {"models": [{"name": "mlp", "model": "embedded:mlp"}]}
+        budget = {"wait_quiet_s": 20.0, "throughput_gate": "bound"}
+        spec = parse_sweep({**base, "budget": budget})
+        assert (spec.profiling.wait_quiet_s, spec.profiling.throughput_gate) == (20.0, "bound")
+        with pytest.raises(InvalidValueError, match=r"budget\.throughput_gate"):
+            parse_sweep({**base, "budget": {"throughput_gate": "mean"}})
