@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +84,58 @@ def test_a_throughput_just_at_the_gate_is_held_by_the_bound() -> None:
     assert point.verdict == "faster"  # type: ignore[attr-defined]
     assert bound.verdict == "inconclusive" and bound.held_back == "throughput"  # type: ignore[attr-defined]
     assert "throughput_bound" in bound.flags  # type: ignore[attr-defined]
+
+
+def test_the_run_records_which_candidate_calls_followed_eager() -> None:
+    """``candidate_after_eager`` is read off the call log, over looks (untimed calls included)."""
+    from aitune_fp.inputs import Sample
+    from aitune_fp.profiling import InterleavedRun
+    from aitune_fp.testing import FakeClock
+
+    clock, log = FakeClock(), list[str]()
+    with InterleavedRun(
+        clock.arm(0.001, log=log, label="A"),
+        clock.arm(0.001, log=log, label="B"),
+        Sample(),
+        timer=clock,
+        order_seed=4,
+    ) as run:
+        run.extend(13)
+        run.extend(10)
+        flags = run.timings().candidate_after_eager
+    timed = [i for i in range(len(log)) if not (i in (0, 1) or i in (28, 29))]  # untimed calls
+    expected = [log[i - 1] == "A" for i in timed if log[i] == "B"]
+    assert list(flags) == expected and len(flags) == 23
+
+
+def _carry(n: int, gain: float) -> tuple[list[float], list[float], list[bool]]:
+    """Pairs at 1.005x, the candidate ``gain`` faster when right after eager (every other pair)."""
+    after = [i % 4 in (0, 3) for i in range(n)]
+    rs = [1.005 * math.exp(0.004 * math.sin(i * 1.7)) * (gain if a else 1.0) for i, a in enumerate(after)]  # fmt: skip
+    base, cand = _pairs(rs)
+    return base, cand, after
+
+
+def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
+    """3 % faster right after eager: measured, flagged, and the pairs after itself (1.005x with
+    a narrow spread) must clear alone; they do not (1.005x), and without the flags it passes."""
+    base, cand, after = _carry(160, 1.03)
+    free = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
+    held = decide_at_look(
+        base, cand, 1.0, confidence=0.95, n_looks=6, look=5, candidate_after_eager=after, **V31
+    )  # type: ignore[arg-type]
+    assert free.verdict == "faster"
+    assert held.carryover is not None and 1.02 < held.carryover < 1.04
+    assert "carryover" in held.flags
+    assert held.verdict == "inconclusive" and held.held_back == "carryover"
+
+
+def test_no_carry_over_changes_nothing_but_the_measurement() -> None:
+    base, cand, after = _carry(160, 1.0)
+    free = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
+    measured = decide_at_look(
+        base, cand, 1.0, confidence=0.95, n_looks=6, look=5, candidate_after_eager=after, **V31
+    )  # type: ignore[arg-type]
+    assert "carryover" not in measured.flags
+    assert measured.carryover is not None and abs(measured.carryover - 1.0) < 0.01
+    assert attrs.evolve(measured, carryover=None) == free

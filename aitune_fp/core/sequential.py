@@ -12,6 +12,7 @@ No torch, no clocks, no I/O; O(n log n).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
 from typing import Final, NamedTuple
 
@@ -152,6 +153,39 @@ def throughput_log_lower(
     return math.log(mean_b / mean_c) - NormalDist().inv_cdf(1.0 - alpha) * se * factor
 
 
+#: One-sided level of the carry-over test: found, a ``faster`` needs the pairs after the
+#: candidate's own call to clear the gate alone.
+CARRYOVER_ALPHA: Final = 0.01
+
+
+def _carryover(
+    base: tuple[float, ...],
+    cand: tuple[float, ...],
+    after_eager: tuple[bool, ...],
+    alpha: float,
+    factor: float,
+) -> tuple[float, bool, float] | None:
+    """Carry-over from eager: (log shift, found, log lower bound of the pairs after itself).
+
+    The shift is the Hodges-Lehmann difference of the log ratios of the pairs whose candidate
+    call came right after an eager call and of those right after its own; found when its
+    Mann-Whitney lower bound at :data:`CARRYOVER_ALPHA` is above 0 (the candidate gains from
+    following eager: a position effect the quads do not cancel). The last value is the
+    Wilcoxon lower bound, at ``alpha`` and widened by ``factor``, of the pairs after itself
+    alone: what a user calling the candidate after itself gets. None: too few of either.
+    """
+    logs = [math.log(b / c) for b, c in zip(base, cand, strict=True)]
+    after = [x for x, e in zip(logs, after_eager, strict=True) if e]
+    own = [x for x, e in zip(logs, after_eager, strict=True) if not e]
+    if len(after) < 2 or len(own) < 2:
+        return None
+    shift, low, _ = _unpaired_bounds(
+        tuple(math.exp(x) for x in after), tuple(math.exp(x) for x in own), CARRYOVER_ALPHA
+    )
+    estimate, lower, _ = _log_ratio_bounds(own, alpha)
+    return shift, low > 0.0, estimate - factor * (estimate - lower)
+
+
 def _block_lower(logs: list[float], alpha: float) -> float | None:
     """Log lower bound from the block means of the log ratios, at one-sided ``alpha``.
 
@@ -186,6 +220,7 @@ def _decide(
     block_guard: bool = False,
     min_accept_pairs: int = 0,
     throughput_bound: bool = False,
+    after_eager: tuple[bool, ...] | None = None,
 ) -> SpeedupDecision:
     """One look's decision from checked timings, and the first condition that held it back.
 
@@ -271,6 +306,17 @@ def _decide(
             verdict = "inconclusive"  # the typical call is faster, the throughput is not (yet)
             flags.append("throughput_disagrees")
             stages.append(("throughput", verdict))
+    carryover = None
+    if after_eager is not None:
+        first = shift or 0
+        found = _carryover(base[first:], cand[first:], after_eager[first:], alpha, whole.factor)
+        if found is not None:
+            carryover = _exp(found[0])
+            if found[1]:
+                flags.append("carryover")
+                if verdict == "faster" and not _exp(found[2]) > required:
+                    verdict = "inconclusive"  # the pairs a user gets do not clear it alone
+                    stages.append(("carryover", verdict))
     if verdict == "faster" and len(base) < min_accept_pairs:
         verdict = "inconclusive"  # too few pairs for strong correlation to show: not yet
         flags.append("too_early")
@@ -297,7 +343,20 @@ def _decide(
         shift_index=shift,
         flags=tuple(flags),
         held_back=held_back,
+        carryover=carryover,
     )
+
+
+def _after_eager(flags: Sequence[bool] | None, n: int) -> tuple[bool, ...] | None:
+    """``candidate_after_eager`` checked: one bool a pair, or None (not measured)."""
+    if flags is None or len(flags) == 0:
+        return None
+    items = tuple(check_type("candidate_after_eager[i]", f, bool) for f in flags)
+    if len(items) != n:
+        raise InvalidValueError(
+            f"candidate_after_eager needs one flag a pair ({n}), got {len(items)}"
+        )
+    return items
 
 
 def _margin(futility_margin_percent: object) -> float:
@@ -364,6 +423,7 @@ def decide_at_look(
     block_guard: bool | None = None,
     min_accept_pairs: int = 0,
     throughput_bound: bool = False,
+    candidate_after_eager: Sequence[bool] | None = None,
 ) -> SpeedupDecision:
     """Paired decision at one look of a group-sequential, interleaved measurement.
 
@@ -386,7 +446,10 @@ def decide_at_look(
     ``min_accept_pairs`` (issue 36): no ``faster`` from fewer pairs (``inconclusive``, flag
     ``too_early``); the futility stop is not delayed. ``throughput_bound``: the
     throughput condition needs the delta-method lower bound of the throughput ratio
-    (:func:`throughput_log_lower`, at the look's level) to clear the gate, not the point. ``held_back`` on an open look names the
+    (:func:`throughput_log_lower`, at the look's level) to clear the gate, not the point.
+    ``candidate_after_eager`` (one flag a pair: the candidate's call came right after eager's)
+    measures the carry-over (``carryover``); when it is found (flag ``carryover``), a
+    ``faster`` needs the pairs after the candidate's own call to clear the gate alone. ``held_back`` on an open look names the
     first condition that held it back (:data:`~aitune_fp.core.verdict.HELD_BACK`).
 
     The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
@@ -440,6 +503,7 @@ def decide_at_look(
         block_guard=always_widen if block_guard is None else block_guard,
         min_accept_pairs=check_int("min_accept_pairs", min_accept_pairs, minimum=0),
         throughput_bound=check_type("throughput_bound", throughput_bound, bool),
+        after_eager=_after_eager(candidate_after_eager, len(base)),
     )
 
 

@@ -45,7 +45,8 @@ VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
 #: Why a look stayed open: the first condition that held it back, in the order they apply.
 #: ``interval``: the data alone straddle the gate; ``widening``: the widening for serial
 #: correlation; ``shift``: the ratio-shift guard; ``block``: the block guard; ``throughput``:
-#: the mean-latency throughput ratio; ``early``: no ``faster`` before the minimum pairs;
+#: the mean-latency throughput ratio; ``carryover``: the candidate ran faster right after an
+#: eager call and its pairs after itself do not clear the gate alone; ``early``: no ``faster`` before the minimum pairs;
 #: ``machine``: the machine moved or was busy under the measurement (set by the measuring loop).
 HELD_BACK: tuple[str, ...] = (
     "interval",
@@ -53,12 +54,13 @@ HELD_BACK: tuple[str, ...] = (
     "shift",
     "block",
     "throughput",
+    "carryover",
     "early",
     "machine",
 )
 #: The conditions that overrule the interval: with them, ``inconclusive`` may stand where the
 #: bounds alone would have settled the question.
-_OVERRULING = ("throughput", "early", "machine")
+_OVERRULING = ("throughput", "carryover", "early", "machine")
 
 #: Names of the two interval methods, as written in :attr:`SpeedupDecision.method`.
 METHODS: tuple[str, ...] = ("wilcoxon_signed_rank_hl", "mann_whitney_hl")
@@ -122,6 +124,11 @@ class SpeedupDecision:
     #: held it back (None: settled, or not recorded).
     held_back: str | None = attrs.field(
         default=None, validator=attrs.validators.optional(one_of(HELD_BACK))
+    )
+    #: How much faster (ratio) the candidate's calls right after an eager call were than those
+    #: right after its own (Hodges-Lehmann between the two groups of pairs; None: not measured).
+    carryover: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(finite(minimum=0, strict=True))
     )
 
     def __attrs_post_init__(self) -> None:
@@ -193,6 +200,7 @@ class SpeedupDecision:
             "shift_index": self.shift_index,
             "flags": list(self.flags),
             "held_back": self.held_back,
+            "carryover": self.carryover,
             "ruled_out": self.ruled_out,
         }
 

@@ -199,4 +199,5 @@ def from_pair(timings: PairedTimings, start: int) -> PairedTimings:
         candidate_device_s=None
         if timings.candidate_device_s is None
         else timings.candidate_device_s[cut],
+        candidate_after_eager=timings.candidate_after_eager[cut],
     )

@@ -103,7 +103,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     flush = profiling.l2_flusher(clock) if config.cache == "cold" else None
 
     def decide(
-        base_s: Sequence[float], cand_s: Sequence[float], look_number: int
+        base_s: Sequence[float],
+        cand_s: Sequence[float],
+        look_number: int,
+        after_eager: Sequence[bool] = (),
     ) -> SpeedupDecision:
         return decide_at_look(
             base_s,
@@ -121,6 +124,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             block_guard=config.guard_serial_correlation,  # blocks of sqrt(n) pairs clear it
             min_accept_pairs=MIN_ACCEPT_PAIRS,
             throughput_bound=config.throughput_gate == "bound",
+            candidate_after_eager=after_eager,  # the carry-over from eager, measured
         )
 
     start = clock.now_ns()
@@ -178,9 +182,21 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             stretch = watch.stretch(timings.baseline_s, warm)
             steady = from_pair(timings, stretch.start) if stretch.usable(config.looks[0]) else None
             if steady is not None:  # nothing moved, or decide on the steady pairs after it
-                decision = decide(steady.baseline_s, steady.candidate_s, look_number)
+                decision = decide(
+                    steady.baseline_s,
+                    steady.candidate_s,
+                    look_number,
+                    steady.candidate_after_eager,
+                )
             else:  # no verdict from pairs taken across the change
-                decision = held(decide(timings.baseline_s, timings.candidate_s, look_number))
+                decision = held(
+                    decide(
+                        timings.baseline_s,
+                        timings.candidate_s,
+                        look_number,
+                        timings.candidate_after_eager,
+                    )
+                )
             decided_look = look_number
             decided_at = run.n_pairs
             if on_look is not None:
