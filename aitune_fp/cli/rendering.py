@@ -50,7 +50,10 @@ _FLAG_WORDS = {
     "recompiled": "recompiled",
     "serial_correlation": "serially correlated (interval widened)",
     "throughput_disagrees": "throughput ratio below the gate (held back)",
-    "block_bound": "ratio drifts (block medians held it back)",
+    "block_bound": "ratio drifts (block means held it back)",
+    "machine_busy": "machine busy (those pairs left out)",
+    "machine_slowed": "machine slowed (no verdict from it)",
+    "carryover": "faster right after eager (carry-over)",
 }
 
 
@@ -62,6 +65,8 @@ def fmt_flags(flags: Iterable[str]) -> str:
             words.append(f"level shift at pair {flag.rsplit('_', 1)[-1]}")
         elif flag.startswith("ratio_shift_at_pair_"):
             words.append(f"ratio shifted at pair {flag.rsplit('_', 1)[-1]}")
+        elif flag.startswith("machine_changed_at_pair_"):
+            words.append(f"machine changed at pair {flag.rsplit('_', 1)[-1]}")
         else:
             words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
     return escape_control(", ".join(words))
