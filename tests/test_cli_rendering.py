@@ -229,8 +229,7 @@ class TestQualityFlags:
 
         flags = ("machine_busy", "machine_changed_at_pair_40", "machine_slowed", "carryover")
         assert fmt_flags(flags) == (
-            "machine busy (those pairs left out), machine changed at pair 40, "
-            "machine slowed (no verdict from it), faster right after eager (carry-over)"
+            "machine busy, machine changed at pair 40, machine slowed, carryover"
         )
 
 
