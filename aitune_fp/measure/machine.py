@@ -66,7 +66,7 @@ class Stretch:
         return self.start > 0 or self.slowed
 
     def flags(self) -> tuple[str, ...]:
-        """``machine_busy`` and ``machine_changed_at_pair_<k>``, as found."""
+        """``machine_busy``, ``machine_changed_at_pair_<k>`` and ``machine_slowed``, as found."""
         out = []
         if self.busy_load is not None:
             out.append("machine_busy")
