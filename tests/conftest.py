@@ -151,6 +151,21 @@ def _fresh_clock() -> None:
     CLOCK.reset()
 
 
+@pytest.fixture(autouse=True)
+def _quiet_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's measurements read a quiet load average (0.0), whatever else this machine runs.
+
+    A busy machine keeps a statistical verdict open (``measure/machine.py``), so a real reading
+    would make tests depend on their neighbours. ``test_threads_load.py`` reads the real one (or
+    its own).
+    """
+    if request.module.__name__.endswith("test_threads_load"):
+        return
+    from aitune_fp import profiling
+
+    monkeypatch.setattr(profiling, "load_average", lambda: 0.0)
+
+
 @pytest.fixture(name="logs")
 def _logs() -> Iterator[LogCapture]:
     """The aitune_fp events a test emits, in ``.entries`` (:func:`aitune_fp.testing.capture_events`)."""

@@ -223,6 +223,15 @@ class TestQualityFlags:
         assert "level shift at pair 12" in out
         assert "quality: warm-up not steady, level shift at pair 12" in measured_line(r)
 
+    def test_a_machine_that_moved_is_named(self) -> None:
+        """Issue 36's flags in words: the machine busy, changed at a pair, slowed; carry-over."""
+        from aitune_fp.cli.rendering import fmt_flags
+
+        flags = ("machine_busy", "machine_changed_at_pair_40", "machine_slowed", "carryover")
+        assert fmt_flags(flags) == (
+            "machine busy, machine changed at pair 40, machine slowed, carryover"
+        )
+
 
 class TestNumericEdges:
     """7. Extreme numbers: one line and exit 2, or a correct answer; never a crash or 300 digits."""

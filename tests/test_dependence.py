@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp.core.dependence import block_medians, block_size
+from aitune_fp.core.dependence import block_means, block_size
 from aitune_fp.core.stats import decide_at_look
 from aitune_fp.core.verdict import SpeedupDecision
 
@@ -50,13 +51,14 @@ def test_block_size_grows_like_the_square_root() -> None:
 
 
 @given(st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=60), st.integers(1, 9))
-def test_block_medians_cover_the_latest_pairs(values: list[float], block: int) -> None:
-    medians = block_medians(values, block)
-    assert len(medians) == len(values) // block
-    start = len(values) - len(medians) * block
-    for k, median in enumerate(medians):
+def test_block_means_cover_the_latest_pairs(values: list[float], block: int) -> None:
+    means = block_means(values, block)
+    assert len(means) == len(values) // block
+    start = len(values) - len(means) * block
+    for k, mean in enumerate(means):
         chunk = values[start + k * block : start + (k + 1) * block]
-        assert min(chunk) <= median <= max(chunk)
+        assert min(chunk) - 1e-12 <= mean <= max(chunk) + 1e-12
+        assert mean == pytest.approx(sum(chunk) / block)
 
 
 def test_a_drifting_ratio_is_not_accepted() -> None:

@@ -51,18 +51,18 @@ _FLAG_WORDS = {
     "recompiled": "recompiled",
     "serial_correlation": "serially correlated (interval widened)",
     "throughput_disagrees": "throughput ratio below the gate (held back)",
-    "block_bound": "ratio drifts (block medians held it back)",
+    "block_bound": "ratio drifts (block means held it back)",
 }
+_AT_PAIR = {"level_shift_after": "level shift", "ratio_shift_at": "ratio shifted"}
 
 
 def fmt_flags(flags: Iterable[str]) -> str:
     """Measurement-quality flags in words (``level_shift_after_pair_12`` -> "level shift at pair 12")."""
     words = []
     for flag in flags:
-        if flag.startswith("level_shift_after_pair_"):
-            words.append(f"level shift at pair {flag.rsplit('_', 1)[-1]}")
-        elif flag.startswith("ratio_shift_at_pair_"):
-            words.append(f"ratio shifted at pair {flag.rsplit('_', 1)[-1]}")
+        stem, _, pair = flag.rpartition("_pair_")
+        if stem and pair.isdigit():  # level_shift_after_pair_12 -> "level shift at pair 12"
+            words.append(f"{_AT_PAIR.get(stem, stem.removesuffix('_at').replace('_', ' '))} at pair {pair}")  # fmt: skip
         else:
             words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
     return escape_control(", ".join(words))

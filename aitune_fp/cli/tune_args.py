@@ -19,6 +19,7 @@ from aitune_fp.core.config import (
     DECISION_MODES,
     MODE_FIELDS,
     STRATEGY_NAMES,
+    THROUGHPUT_GATES,
     decision_modes,
 )
 
@@ -38,6 +39,8 @@ _FLAG_NAMES = {
     "cache": "--cache",
     "spot_rate": "--spot-rate",
     "soak": "--soak",
+    "wait_quiet_s": "--wait-quiet",
+    "throughput_gate": "--throughput-gate",
 }
 #: ProfilingConfig field -> the flag that sets it, and the decision modes that read it (None:
 #: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one).
@@ -83,6 +86,8 @@ def profiling_config(args: argparse.Namespace) -> Any:
         ("cache", getattr(args, "cache", None)),
         ("spot_rate", getattr(args, "spot_rate", None)),
         ("soak", getattr(args, "soak", None)),
+        ("wait_quiet_s", getattr(args, "wait_quiet", None)),
+        ("throughput_gate", getattr(args, "throughput_gate", None)),
     ):
         if value is not None:
             kwargs[field] = value
@@ -225,6 +230,21 @@ def add_arguments(sub: Any) -> Any:
         type=float,
         help="share of the timed calls between each look's ends whose outputs are compared "
         "with eager's, in the gate and the head-to-head (0.1; both ends always are)",
+    )
+    tune.add_argument(
+        "--wait-quiet",
+        type=float,
+        metavar="SECONDS",
+        help=stat + "before each look, wait up to this long for the load average to fall below "
+        "the cores (0: no wait; the budget counts the wait). Pairs taken while the machine was "
+        "busy never carry a verdict",
+    )
+    tune.add_argument(
+        "--throughput-gate",
+        choices=THROUGHPUT_GATES,
+        help=stat + "what a faster needs of the mean-latency throughput ratio: point (default; "
+        "the ratio clears the gate, the verdict is about the typical call) or bound (its lower "
+        "bound clears it)",
     )
     tune.add_argument(
         "--cache",

@@ -27,6 +27,7 @@ __all__ = [
     "DECISION_MODES",
     "MODE_FIELDS",
     "STRATEGY_NAMES",
+    "THROUGHPUT_GATES",
     "Cache",
     "Clock",
     "DecisionMode",
@@ -40,6 +41,9 @@ __all__ = [
 Clock = Literal["host", "device"]
 #: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
 CLOCKS: tuple[Clock, ...] = ("host", "device")
+ThroughputGate = Literal["point", "bound"]
+#: What the throughput condition compares (``ProfilingConfig.throughput_gate``).
+THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("point", "bound")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
@@ -96,6 +100,8 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
     "selection_delta_percent": ("statistical",),
     "selection_max_seconds": ("statistical",),
     "cache": ("statistical",),
+    "wait_quiet_s": ("statistical",),
+    "throughput_gate": ("statistical",),
     "point_warmup_calls": ("point",),
     "point_steps": ("point",),
 }
@@ -244,6 +250,18 @@ class ProfilingConfig:
     #: once rebuilt in the user's process, before it is handed back; one wrong call rejects it
     #: (stage ``rebuild``; docs/guarantees.md: what a soak of N calls adds to the spot checks).
     soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))
+    #: Before each look of the statistical mode, wait up to this many seconds for the load
+    #: average to fall below the cores when it says the machine is busy (``oversubscribed``),
+    #: as pyperf's system checks do; the wait counts against ``max_seconds``. 0: no wait. Busy
+    #: or not, pairs taken while the machine was busy never carry a verdict (issue 36).
+    wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0, maximum=MAX_SECONDS))
+    #: What a ``faster`` needs of the mean-latency throughput ratio of the same pairs:
+    #: ``point`` (default), the ratio itself clears the gate (the verdict is about the typical
+    #: call); ``bound``, its delta-method lower bound at the look's level does (a candidate
+    #: whose throughput is exactly the gate passes rarely; costs power with two-mode latencies).
+    throughput_gate: ThroughputGate = attrs.field(
+        default="point", validator=one_of(THROUGHPUT_GATES)
+    )
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""

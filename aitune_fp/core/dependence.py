@@ -6,11 +6,12 @@ arms react differently to slow spells; AR(1) phi = 0.2 doubles the error at the 
 ratio that shifts by a few percent mid-run. These functions detect both on the log ratios
 ``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O. A third (issue 22): a ratio whose
 level moves over stretches longer than the lag-1 correction sees (slow wander, drift, strong
-correlation); :func:`block_medians` gives the blocks a bound that survives it is taken on.
+correlation); :func:`block_means` gives the blocks a bound that survives it is taken on.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Sequence
@@ -19,20 +20,26 @@ from aitune_fp.core._checks import check_int, check_open_interval
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
+    "MACHINE_CHANGE",
     "SHIFT_ALPHA",
     "ar1_coefficient",
     "autocorrelation_flag_level",
-    "block_medians",
+    "block_means",
     "block_size",
     "inflation_factor",
     "lag1_rank_autocorrelation",
+    "machine_change_index",
+    "machine_slowdown",
     "ratio_shift_index",
     "shift_p_value",
+    "slowdown_limit",
 ]
 
 #: Significance of the change-point test on the paired ratios (Pettitt). Strict, because every
 #: look runs it and a false flag costs a decision made on fewer pairs.
 SHIFT_ALPHA = 0.01
+#: How far eager's own latency level may move (relative) before the machine counts as changed.
+MACHINE_CHANGE = 0.15
 #: Largest lag-1 correlation the remedy corrects for; above, the widening is capped.
 _MAX_PHI = 0.9
 
@@ -160,18 +167,89 @@ def block_size(n: int) -> int:
     return math.isqrt(check_int("n", n, minimum=1))
 
 
-def block_medians(values: Sequence[float], block: int) -> tuple[float, ...]:
-    """Medians of consecutive blocks of ``block`` values, the latest ``block * m`` values kept.
+def block_means(values: Sequence[float], block: int) -> tuple[float, ...]:
+    """Means of consecutive blocks of ``block`` values, the latest ``block * m`` values kept.
 
     The oldest ``len(values) % block`` values are left out, so the last block ends at the latest
-    pair. Medians, not means: timings are heavy-tailed, and a mean of a block is far noisier.
+    pair (batch means).
     """
     size = check_int("block", block, minimum=1)
     count = len(values) // size
     start = len(values) - count * size
-    medians = []
-    for k in range(count):
-        chunk = sorted(values[start + k * size : start + (k + 1) * size])
-        half = size // 2
-        medians.append(chunk[half] if size % 2 else (chunk[half - 1] + chunk[half]) / 2.0)
-    return tuple(medians)
+    return tuple(
+        math.fsum(values[start + k * size : start + (k + 1) * size]) / size for k in range(count)
+    )
+
+
+def _median(ordered: Sequence[float]) -> float:
+    """The median of already sorted values."""
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2.0
+
+
+def machine_change_index(
+    times: Sequence[float], *, window: int = 5, ratio: float = MACHINE_CHANGE
+) -> int | None:
+    """Where the latest stretch of a steady machine starts, read from eager's own latencies.
+
+    Eager is the same model on every call, so a change in its level is the machine's (load,
+    clocks, a neighbour), not the candidate's. Scanning back from the end, the first ``k`` where
+    the median of the ``window`` latencies before ``k`` differs from the median of all those from
+    ``k`` on by more than ``ratio`` (relative, on the log scale) plus 2.5 standard errors of a
+    window's median (the noise read from successive differences) ends the steady stretch: the
+    latencies from ``k`` on ran at one level. A clean step at ``s`` gives ``k`` in ``s ..
+    s + window // 2``, so the stretch holds no call from before it. None when no such ``k``
+    exists (fewer than ``2 * window`` latencies: None). O(n log n).
+    """
+    size = check_int("window", window, minimum=1)
+    logs = [math.log(max(t, 1e-300)) for t in times]
+    n = len(logs)
+    if n < 2 * size:
+        return None
+    # noise-aware: 2.5 standard errors of a window's median on top of ``ratio``, the noise read
+    # from successive differences (a step moves one of them only)
+    steps = sorted(abs(b - a) for a, b in itertools.pairwise(logs))
+    noise = 1.4826 * _median(steps) / math.sqrt(2.0)
+    limit = math.log1p(check_open_interval("ratio", ratio, 0.0, math.inf))
+    limit += 2.5 * 1.2533 * noise / math.sqrt(size)
+    suffix = sorted(logs[n - size :])
+    for k in range(n - size, size - 1, -1):
+        if abs(_median(sorted(logs[k - size : k])) - _median(suffix)) > limit:
+            return k
+        bisect.insort(suffix, logs[k - 1])
+    return None
+
+
+def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> float:
+    """How much slower eager ran from ``start`` on than at its fastest steady level of the run.
+
+    The fastest level is the lowest median of ``window`` consecutive latencies (the whole run's
+    median when shorter): the machine at its quietest. The ratio of the median from ``start``
+    on to it is about 1 on a machine that held still or got faster (a little above: the lowest
+    of many noisy medians), and the slowdown (3.0: three times slower) on one that slowed down.
+    """
+    size = check_int("window", window, minimum=1)
+    items = list(times)
+    check_int("start", start, minimum=0)
+    if start >= len(items):
+        raise InvalidValueError(f"start must be < len(times) ({len(items)}), got {start}")
+    if len(items) <= size:
+        best = _median(sorted(items))
+    else:
+        best = min(_median(sorted(items[k : k + size])) for k in range(len(items) - size + 1))
+    return _median(sorted(items[start:])) / best if best > 0 else 1.0
+
+
+def slowdown_limit(times: Sequence[float], *, ratio: float = MACHINE_CHANGE) -> float:
+    """The :func:`machine_slowdown` past which the machine counts as slowed: noise-aware.
+
+    ``(1 + ratio) * exp(1.5 s)``, ``s`` the robust spread (1.4826 MAD) of the log latencies:
+    the lowest of a run's noisy window medians sits about ``1.3 s`` below the level, so a steady
+    machine stays under the limit at any noise, while a step of more than the limit shows.
+    """
+    logs = sorted(math.log(max(t, 1e-300)) for t in times)
+    if not logs:
+        return 1.0 + ratio
+    centre = _median(logs)
+    spread = 1.4826 * _median(sorted(abs(x - centre) for x in logs))
+    return (1.0 + ratio) * math.exp(1.5 * spread)

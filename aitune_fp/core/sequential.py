@@ -12,20 +12,19 @@ No torch, no clocks, no I/O; O(n log n).
 from __future__ import annotations
 
 import math
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, NamedTuple
 
 from aitune_fp.core._checks import check_finite, check_int, check_open_interval, check_type
 from aitune_fp.core.dependence import (
     ar1_coefficient,
     autocorrelation_flag_level,
-    block_medians,
-    block_size,
     inflation_factor,
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
+from aitune_fp.core.guards import _block_lower, _carryover, throughput_log_lower
 from aitune_fp.core.hodges_lehmann import (
-    _log_ratio_bounds,
     _paired_bounds,
     _paired_lengths,
     _unpaired_bounds,
@@ -72,6 +71,18 @@ def _widen(bounds: tuple[float, float, float], factor: float) -> tuple[float, fl
     return estimate, estimate - factor * (estimate - lower), estimate + factor * (upper - estimate)
 
 
+class _Segment(NamedTuple):
+    """Log bounds of one stretch of pairs, widened, and the factor they were widened by."""
+
+    estimate: float
+    lower: float
+    upper: float
+    fut_upper: float | None
+    rho: float | None
+    widened: bool  # widened for a correlation found (flagged), not only as a precaution
+    factor: float
+
+
 def _segment_bounds(
     base: tuple[float, ...],
     cand: tuple[float, ...],
@@ -81,8 +92,8 @@ def _segment_bounds(
     paired: bool,
     guard_serial: bool,
     always_widen: bool = False,
-) -> tuple[float, float, float, float | None, float | None, bool]:
-    """Log bounds of one stretch of pairs: (estimate, lower, upper, futility upper, rho, widened).
+) -> _Segment:
+    """Log bounds of one stretch of pairs, with the widening factor applied (``factor``).
 
     With ``guard_serial``, a lag-1 rank autocorrelation above the flag level widens the bounds by
     the AR(1) factor of the bias-corrected coefficient (``widened``). ``always_widen`` widens by
@@ -91,43 +102,32 @@ def _segment_bounds(
     """
     rho: float | None = None
     factor = 1.0
+    flagged = False
     if paired:
         rho = lag1_rank_autocorrelation([math.log(b / c) for b, c in zip(base, cand, strict=True)])
         flagged = rho > autocorrelation_flag_level(len(base))
         if guard_serial and flagged:
             factor = inflation_factor(ar1_coefficient(rho, len(base)))
+        elif not always_widen:
+            flagged = False  # found, but neither remedy asked for: nothing widened
         if always_widen:
             phi = max(ar1_coefficient(rho, len(base)), 0.0)
             if len(base) < EARLY_PAIRS:
                 phi = max(phi, EARLY_PHI)
             factor = max(factor, inflation_factor(phi))
-            if not flagged:  # widened as a precaution: not a finding to show
-                estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
-                fut_upper = None
-                if alpha_futility is not None and alpha_futility != alpha:
-                    _, _, fut_upper = _widen(
-                        _bounds(base, cand, alpha_futility, paired=paired), factor
-                    )
-                return estimate, lower, upper, fut_upper, rho, False
     estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
     fut_upper = None
     if alpha_futility is not None and alpha_futility != alpha:
         _, _, fut_upper = _widen(_bounds(base, cand, alpha_futility, paired=paired), factor)
-    return estimate, lower, upper, fut_upper, rho, factor > 1.0
+    # widened as a precaution only (always_widen, nothing flagged): not a finding to show
+    return _Segment(estimate, lower, upper, fut_upper, rho, flagged and factor > 1.0, factor)
 
 
-def _block_lower(logs: list[float], alpha: float) -> float | None:
-    """Log lower bound from the block medians of the log ratios, at one-sided ``alpha``.
-
-    Wilcoxon / Hodges-Lehmann on the medians of blocks of :func:`block_size` pairs: valid when
-    the blocks are nearly independent, whatever the dependence inside a block (batch means). None
-    when blocks of at least 2 pairs are too few to bound anything at ``alpha``.
-    """
-    size = block_size(len(logs))
-    if size < 2:
-        return None
-    lower = _log_ratio_bounds(block_medians(logs, size), alpha)[1]
-    return None if lower == -math.inf else lower
+def _unwidened(segment: _Segment) -> tuple[float, float, float | None]:
+    """The segment's (lower, upper, futility upper) before widening: what the data alone say."""
+    est, f = segment.estimate, segment.factor
+    fut = None if segment.fut_upper is None else est + (segment.fut_upper - est) / f
+    return est - (est - segment.lower) / f, est + (segment.upper - est) / f, fut
 
 
 def _decide(
@@ -145,15 +145,20 @@ def _decide(
     always_widen: bool = False,
     throughput_consistent: bool = False,
     block_guard: bool = False,
+    min_accept_pairs: int = 0,
+    throughput_bound: bool = False,
+    after_eager: tuple[bool, ...] | None = None,
 ) -> SpeedupDecision:
-    """One look's decision from checked timings.
+    """One look's decision from checked timings, and the first condition that held it back.
 
     A ratio shift found by the guard makes the verdict need the whole run and the pairs after the
     shift to agree: the interval is the union of both, the estimate the later pairs'. Deciding on
     the later pairs alone would pick, under serial correlation, the most extreme stretch.
+    ``held_back`` names the first condition, in the order they apply, that turned what the
+    previous ones allowed into ``inconclusive`` (:data:`HELD_BACK`).
     """
     flags: list[str] = []
-    estimate, lower, upper, fut_upper, rho, widened = _segment_bounds(
+    whole = _segment_bounds(
         base,
         cand,
         alpha,
@@ -162,6 +167,16 @@ def _decide(
         guard_serial=guard_serial,
         always_widen=always_widen,
     )
+    estimate, lower, upper, fut_upper, rho, widened = whole[:6]
+
+    def verdict_of(low: float, high: float, fut: float | None, est: float) -> str:
+        lo, hi = _exp(low), _exp(high)
+        point = min(max(_exp(est), lo), hi)
+        f_high = hi if fut is None else max(_exp(fut), point)
+        return _verdict(lo, hi, required, speedup=point, futility_high=f_high, margin=margin)
+
+    stages = [("interval", verdict_of(*_unwidened(whole), estimate))]
+    stages.append(("widening", verdict_of(lower, upper, fut_upper, estimate)))
     shift = None
     if paired and guard_shift:
         shift = ratio_shift_index([math.log(b / c) for b, c in zip(base, cand, strict=True)])
@@ -176,10 +191,11 @@ def _decide(
             guard_serial=guard_serial,
             always_widen=always_widen,
         )
-        estimate, lower, upper = tail[0], min(lower, tail[1]), max(upper, tail[2])
-        if fut_upper is not None and tail[3] is not None:
-            fut_upper = max(fut_upper, tail[3])
-        widened = widened or tail[5]
+        estimate, lower, upper = tail.estimate, min(lower, tail.lower), max(upper, tail.upper)
+        if fut_upper is not None and tail.fut_upper is not None:
+            fut_upper = max(fut_upper, tail.fut_upper)
+        widened = widened or tail.widened
+        stages.append(("shift", verdict_of(lower, upper, fut_upper, estimate)))
     if widened:
         flags.append("serial_correlation")
     ci_low, ci_high = _exp(lower), _exp(upper)
@@ -204,11 +220,37 @@ def _decide(
                 futility_high=upper_for_futility,
                 margin=margin,
             )
+            stages.append(("block", verdict))
     if throughput_consistent and verdict == "faster":
         first = shift or 0
-        if not math.fsum(base[first:]) / math.fsum(cand[first:]) > required:
+        b, c = base[first:], cand[first:]
+        if throughput_bound:  # a bound on the throughput ratio at the look's level
+            low = throughput_log_lower(b, c, alpha, whole.factor)
+            flags.append("throughput_bound")
+        else:  # the point: the verdict is about the typical call
+            low = math.log(math.fsum(b) / math.fsum(c))
+        if not _exp(low) > required:
             verdict = "inconclusive"  # the typical call is faster, the throughput is not (yet)
             flags.append("throughput_disagrees")
+            stages.append(("throughput", verdict))
+    carryover = None
+    if after_eager is not None:
+        first = shift or 0
+        found = _carryover(base[first:], cand[first:], after_eager[first:], alpha, whole.factor)
+        if found is not None:
+            carryover = _exp(found[0])
+            if found[1]:
+                flags.append("carryover")
+                if verdict == "faster" and not _exp(found[2]) > required:
+                    verdict = "inconclusive"  # the pairs a user gets do not clear it alone
+                    stages.append(("carryover", verdict))
+    if verdict == "faster" and len(base) < min_accept_pairs:
+        verdict = "inconclusive"  # too few pairs for strong correlation to show: not yet
+        flags.append("too_early")
+        stages.append(("early", verdict))
+    held_back = None
+    if verdict == "inconclusive":
+        held_back = next(name for name, v in stages if v == "inconclusive")
     return SpeedupDecision(
         verdict=verdict,
         speedup=speedup,
@@ -227,7 +269,21 @@ def _decide(
         autocorrelation=rho,
         shift_index=shift,
         flags=tuple(flags),
+        held_back=held_back,
+        carryover=carryover,
     )
+
+
+def _after_eager(flags: Sequence[bool] | None, n: int) -> tuple[bool, ...] | None:
+    """``candidate_after_eager`` checked: one bool a pair, or None (not measured)."""
+    if flags is None or len(flags) == 0:
+        return None
+    items = tuple(check_type("candidate_after_eager[i]", f, bool) for f in flags)
+    if len(items) != n:
+        raise InvalidValueError(
+            f"candidate_after_eager needs one flag a pair ({n}), got {len(items)}"
+        )
+    return items
 
 
 def _margin(futility_margin_percent: object) -> float:
@@ -292,6 +348,9 @@ def decide_at_look(
     always_widen: bool = False,
     throughput_consistent: bool = False,
     block_guard: bool | None = None,
+    min_accept_pairs: int = 0,
+    throughput_bound: bool = False,
+    candidate_after_eager: Sequence[bool] | None = None,
 ) -> SpeedupDecision:
     """Paired decision at one look of a group-sequential, interleaved measurement.
 
@@ -310,6 +369,15 @@ def decide_at_look(
     that bound (the verdict ``inconclusive``, flag ``block_bound``). The blocks see what the lag-1 widening misses (slow wander, drift, strong
     correlation); an accept needs both tests, so it is wrong with at most the look's error when
     either one's assumptions hold. Where it does not fire, the decision is v3's, bit for bit.
+
+    ``min_accept_pairs`` (issue 36): no ``faster`` from fewer pairs (``inconclusive``, flag
+    ``too_early``); the futility stop is not delayed. ``throughput_bound``: the
+    throughput condition needs the delta-method lower bound of the throughput ratio
+    (:func:`throughput_log_lower`, at the look's level) to clear the gate, not the point.
+    ``candidate_after_eager`` (one flag a pair: the candidate's call came right after eager's)
+    measures the carry-over (``carryover``); when it is found (flag ``carryover``), a
+    ``faster`` needs the pairs after the candidate's own call to clear the gate alone. ``held_back`` on an open look names the
+    first condition that held it back (:data:`~aitune_fp.core.verdict.HELD_BACK`).
 
     The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
     each look's lower bound uses ``(1 - confidence) / n_looks``, so a slower-or-equal candidate is
@@ -360,6 +428,9 @@ def decide_at_look(
         always_widen=always_widen,
         throughput_consistent=throughput_consistent,
         block_guard=always_widen if block_guard is None else block_guard,
+        min_accept_pairs=check_int("min_accept_pairs", min_accept_pairs, minimum=0),
+        throughput_bound=check_type("throughput_bound", throughput_bound, bool),
+        after_eager=_after_eager(candidate_after_eager, len(base)),
     )
 
 

@@ -30,10 +30,37 @@ from aitune_fp.core._checks import (
 from aitune_fp.core.messages import fmt_level
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["METHODS", "VERDICTS", "SpeedupDecision", "Verdict", "ruled_out_statement"]
+__all__ = [
+    "HELD_BACK",
+    "METHODS",
+    "VERDICTS",
+    "SpeedupDecision",
+    "Verdict",
+    "ruled_out_statement",
+]
 
 Verdict = Literal["faster", "not_faster", "inconclusive"]
 VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
+
+#: Why a look stayed open: the first condition that held it back, in the order they apply.
+#: ``interval``: the data alone straddle the gate; ``widening``: the widening for serial
+#: correlation; ``shift``: the ratio-shift guard; ``block``: the block guard; ``throughput``:
+#: the mean-latency throughput ratio; ``carryover``: the candidate ran faster right after an
+#: eager call and its pairs after itself do not clear the gate alone; ``early``: no ``faster`` before the minimum pairs;
+#: ``machine``: the machine moved or was busy under the measurement (set by the measuring loop).
+HELD_BACK: tuple[str, ...] = (
+    "interval",
+    "widening",
+    "shift",
+    "block",
+    "throughput",
+    "carryover",
+    "early",
+    "machine",
+)
+#: The conditions that overrule the interval: with them, ``inconclusive`` may stand where the
+#: bounds alone would have settled the question.
+_OVERRULING = ("throughput", "carryover", "early", "machine")
 
 #: Names of the two interval methods, as written in :attr:`SpeedupDecision.method`.
 METHODS: tuple[str, ...] = ("wilcoxon_signed_rank_hl", "mann_whitney_hl")
@@ -93,6 +120,16 @@ class SpeedupDecision:
     flags: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(str))
     )
+    #: Why an ``inconclusive`` look stayed open: the first condition of :data:`HELD_BACK` that
+    #: held it back (None: settled, or not recorded).
+    held_back: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(one_of(HELD_BACK))
+    )
+    #: How much faster (ratio) the candidate's calls right after an eager call were than those
+    #: right after its own (Hodges-Lehmann between the two groups of pairs; None: not measured).
+    carryover: float | None = attrs.field(
+        default=None, validator=attrs.validators.optional(finite(minimum=0, strict=True))
+    )
 
     def __attrs_post_init__(self) -> None:
         """Check that the interval holds the estimate and that the verdict follows the rule."""
@@ -113,8 +150,13 @@ class SpeedupDecision:
             futility_high=self.upper_for_futility,
             margin=self.futility_margin,
         )
-        if expected == "faster" and "throughput_disagrees" in self.flags:
-            expected = "inconclusive"  # held back: the throughput ratio did not clear it
+        if self.held_back is not None and self.verdict != "inconclusive":
+            raise InvalidValueError(
+                f"held_back ({self.held_back!r}) is for an inconclusive look, got "
+                f"verdict {self.verdict!r}"
+            )
+        if self.held_back in _OVERRULING:
+            expected = "inconclusive"  # held back by a condition beside the interval
         if self.verdict != expected:
             raise InvalidValueError(
                 f"verdict {self.verdict!r} contradicts the bounds [{self.ci_low!r}, "
@@ -157,6 +199,8 @@ class SpeedupDecision:
             "autocorrelation": self.autocorrelation,
             "shift_index": self.shift_index,
             "flags": list(self.flags),
+            "held_back": self.held_back,
+            "carryover": self.carryover,
             "ruled_out": self.ruled_out,
         }
 

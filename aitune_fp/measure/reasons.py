@@ -22,7 +22,8 @@ def _reason(
     interval = f"[{_fmt(decision.ci_low)}, {_fmt(decision.ci_high)}]"
     if decision.verdict == "faster":
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
-        text = f"lower bound {low}x clears required {need}x at {n_pairs} pairs"
+        what = "" if "throughput_bound" in decision.flags else " (typical call)"
+        text = f"lower bound {low}x{what} clears required {need}x at {n_pairs} pairs"
     elif decision.verdict == "not_faster" and decision.ci_high < decision.required_speedup:
         high, need = fmt_apart(decision.ci_high, decision.required_speedup)
         text = f"upper bound {high}x is below required {need}x at {n_pairs} pairs"
@@ -33,6 +34,17 @@ def _reason(
             f"estimate {_fmt(decision.speedup)} is below required {req} and the upper bound "
             f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
             f"margin) at {n_pairs} pairs: not faster by a margin that matters"
+        )
+    elif decision.held_back == "carryover":  # the note says by how much
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        text = (
+            f"lower bound {low}x clears required {need}x but not on the pairs where the "
+            f"candidate ran after itself ({n_pairs} pairs): not called faster; {decision.ruled_out}"
+        )
+    elif decision.held_back == "machine":  # the note says what moved
+        text = (
+            f"no verdict from pairs taken across a change of the machine ({n_pairs} pairs); "
+            f"{decision.ruled_out}"
         )
     elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
@@ -58,6 +70,12 @@ def _reason(
         notes.append(
             f"the ratio shifted at pair {decision.shift_index}: the estimate and throughputs are "
             "from the pairs after it, and the verdict needed them and the whole run to agree"
+        )
+    if "carryover" in decision.flags and decision.carryover is not None:
+        notes.append(
+            f"carry-over: the candidate ran {(decision.carryover - 1.0) * 100:+.1f}% right after "
+            "an eager call against after itself; a faster needs the pairs after itself to clear "
+            "the gate alone"
         )
     if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
         notes.append(

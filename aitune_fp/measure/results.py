@@ -91,7 +91,7 @@ def _statistical_result(
         flags.append(f"ratio_shift_at_pair_{decision.shift_index}")
     if "serial_correlation" in decision.flags:
         flags.append("serial_correlation")
-    for flag in ("throughput_disagrees", "block_bound"):
+    for flag in ("throughput_disagrees", "block_bound", "carryover"):
         if flag in decision.flags:
             flags.append(flag)
     if budget_spent:

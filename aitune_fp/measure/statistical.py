@@ -25,6 +25,7 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.clocks import _on_clock, _two_clocks
+from aitune_fp.measure.machine import MachineWatch, Stretch, from_pair, held
 from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
@@ -41,7 +42,11 @@ from aitune_fp.profiling import (
     time_calls,
 )
 
-__all__ = ["measure_throughput_steady"]
+__all__ = ["MIN_ACCEPT_PAIRS", "measure_throughput_steady"]
+
+#: No ``faster`` from fewer pairs (issue 36): strong serial correlation does not show in 10 or
+#: 20 pairs, and a run that sits on one side there is accepted wrongly; futility still stops.
+MIN_ACCEPT_PAIRS = 0
 
 
 def measure_throughput_steady(
@@ -98,7 +103,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     flush = profiling.l2_flusher(clock) if config.cache == "cold" else None
 
     def decide(
-        base_s: Sequence[float], cand_s: Sequence[float], look_number: int
+        base_s: Sequence[float],
+        cand_s: Sequence[float],
+        look_number: int,
+        after_eager: Sequence[bool] = (),
     ) -> SpeedupDecision:
         return decide_at_look(
             base_s,
@@ -114,6 +122,9 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             always_widen=config.guard_serial_correlation,  # faster only when the
             throughput_consistent=True,  # throughput ratio agrees; v3.1: and the medians of
             block_guard=config.guard_serial_correlation,  # blocks of sqrt(n) pairs clear it
+            min_accept_pairs=MIN_ACCEPT_PAIRS,
+            throughput_bound=config.throughput_gate == "bound",
+            candidate_after_eager=after_eager,  # the carry-over from eager, measured
         )
 
     start = clock.now_ns()
@@ -124,6 +135,8 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     budget_spent = False
     sampling_ns = 0
     seen: list[Mismatch] = []  # how close each spot check came
+    watch = MachineWatch(cpus=env.cpus, threads=env.threads, first_load=env.load_avg_1m)
+    stretch: Stretch | None = None  # the steady pairs of the deciding look
     with (
         telemetry.watch(clock) as device,
         InterleavedRun(
@@ -148,6 +161,9 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             deadline_ns=deadline,
         )
         for look_number, look in enumerate(config.looks, start=1):
+            if config.wait_quiet_s > 0 and watch.busy_now:
+                watch.wait(config.wait_quiet_s, clock=clock, deadline_ns=deadline)
+            before = watch.read()
             need = look - run.n_pairs
             now = clock.now_ns()
             per_pair = sampling_ns / max(run.n_pairs, 1)
@@ -158,11 +174,30 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             got = run.extend(need, deadline_ns=deadline)
             sampling_ns += clock.now_ns() - now
             device.after(look_number)
+            watch.after_look(before, run.n_pairs)
             if got < need:
                 budget_spent = True
                 break
             timings = _on_clock(run.timings(), config.clock)
-            decision = decide(timings.baseline_s, timings.candidate_s, look_number)
+            warm = warmup.baseline_s if config.clock == "host" else ()  # host-timed only
+            stretch = watch.stretch(timings.baseline_s, warm)
+            steady = from_pair(timings, stretch.start) if stretch.usable(config.looks[0]) else None
+            if steady is not None:  # nothing moved, or decide on the steady pairs after it
+                decision = decide(
+                    steady.baseline_s,
+                    steady.candidate_s,
+                    look_number,
+                    steady.candidate_after_eager,
+                )
+            else:  # no verdict from pairs taken across the change
+                decision = held(
+                    decide(
+                        timings.baseline_s,
+                        timings.candidate_s,
+                        look_number,
+                        timings.candidate_after_eager,
+                    )
+                )
             decided_look = look_number
             decided_at = run.n_pairs
             if on_look is not None:
@@ -198,28 +233,35 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             context,
             closeness,
         )
+    start, machine_note = 0, None
+    machine_flags: tuple[str, ...] = ()
+    if stretch is not None and stretch.moved:
+        machine_flags = stretch.flags()
+        machine_note = stretch.note(decision.held_back != "machine")
+        if decision.held_back != "machine":
+            start = stretch.start
     fields, flags, note = _two_clocks(
-        timings,
+        from_pair(timings, start),
         decision,
-        decided_at,
+        decided_at - start,
         config.clock,
         lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
     )
-    notes = "; ".join(n for n in (note, gpu.note()) if n) or None
+    notes = "; ".join(n for n in (machine_note, note, gpu.note()) if n) or None
     context = _context(
         env,
         load_end,
         timings.threads,
         clock=config.clock,
         isolation=c.isolation,
-        flags=[*flags, *gpu.flags],
+        flags=[*machine_flags, *flags, *gpu.flags],
         note=notes,
         fields={**fields, **gpu.result_fields()},
     )
     return _statistical_result(
         decision,
-        decided_at,
-        chosen,
+        decided_at - start,
+        from_pair(chosen, start),
         size,
         config,
         budget_spent,

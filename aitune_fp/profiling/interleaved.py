@@ -126,6 +126,10 @@ class PairedTimings:
     threads: int
     wall_s: float
     flags: tuple[str, ...]
+    #: Per pair: whether the candidate's timed call came right after an eager call (a carry-over
+    #: from eager, e.g. a cache it warmed, shows only there; a user calls the candidate after
+    #: itself). Empty when not recorded.
+    candidate_after_eager: tuple[bool, ...] = ()
 
     @property
     def n_pairs(self) -> int:
@@ -201,6 +205,7 @@ class InterleavedRun:
         self._collect_ns_per_object = 0.0  # the highest cost per young object seen
         self._gc_was_enabled = True
         self._times: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        self._after_eager: list[bool] = []  # per pair: the candidate's call followed eager's
         self._device: dict[str, list[float]] = {"baseline": [], "candidate": []}
         self._warmup: WarmupReport | None = None
         self._threads_in_effect = 0
@@ -402,6 +407,7 @@ class InterleavedRun:
             return 0
         self._untimed(second, start)
         self._untimed(first, start)
+        previous = first  # the arm of the last call made
         done = 0
         while done < n_pairs:
             if self._past(deadline_ns):
@@ -425,6 +431,8 @@ class InterleavedRun:
                 self._times[arm].append(wall)
                 if device is not None:
                     self._device[arm].append(device)
+            self._after_eager.append(first == "baseline" or previous == "baseline")
+            previous = second
             done += 1
         if _compile_counts() != self._counts_at_start:
             self._recompiled = True
@@ -453,6 +461,7 @@ class InterleavedRun:
             threads=self._threads_in_effect,
             wall_s=self.elapsed_s(),
             flags=tuple(flags),
+            candidate_after_eager=tuple(self._after_eager),
         )
 
 

@@ -57,6 +57,8 @@ BUDGET_FIELDS: tuple[str, ...] = (
     "clock",
     "spot_rate",
     "soak",
+    "wait_quiet_s",
+    "throughput_gate",
     "cache",
     "selection_delta_percent",
     "selection_max_seconds",

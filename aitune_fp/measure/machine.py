@@ -1,0 +1,203 @@
+"""No verdict from a machine that moved: the stretch of pairs a statistical look may rest on.
+
+The measurement itself says when the machine changed under it: eager's own latency moved
+(:func:`~aitune_fp.core.dependence.machine_change_index`), or the load average read around a
+look's pairs left fewer cores than the tune's threads need
+(:func:`~aitune_fp.profiling.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
+rest on pairs taken across the change: a look decides on the steady stretch after it when that
+holds at least the first look's pairs and eager ran there at the fastest level of the run (a
+machine that slowed down is a busy one, whose verdicts differ from a quiet one's: issue 36's
+bf16 candidate read 0.74x busy and 1.84x quiet), else it stays open (``held_back="machine"``)
+and the reason says why. ``--wait-quiet`` waits, before a look, for the load to fall.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import attrs
+
+from aitune_fp import profiling
+from aitune_fp.core.dependence import (
+    MACHINE_CHANGE,
+    machine_change_index,
+    machine_slowdown,
+    slowdown_limit,
+)
+from aitune_fp.core.verdict import SpeedupDecision
+from aitune_fp.profiling import PairedTimings, Timer
+
+#: How often the load is read while waiting for the machine to quiet down (seconds).
+POLL_S = 1.0
+#: What the wait sleeps with (tests replace it here).
+_sleep = time.sleep
+
+
+@attrs.frozen(kw_only=True)
+class Stretch:
+    """The pairs a look may decide on: ``[start, n_pairs)``, and why it starts there.
+
+    ``busy_load``: the highest load read around a look whose pairs are left out (None: none was
+    busy); ``changed_at``: where eager's level last moved (None: it held).
+    """
+
+    start: int
+    n_pairs: int
+    busy_load: float | None
+    changed_at: int | None
+    cpus: int
+    busy_now: bool = False
+    slowdown: float = 1.0
+    slowdown_limit: float = 1.0 + MACHINE_CHANGE
+
+    @property
+    def slowed(self) -> bool:
+        """Whether eager ran slower over the stretch than at its fastest level, past the limit."""
+        return self.slowdown > self.slowdown_limit
+
+    def usable(self, first_look: int) -> bool:
+        """Whether a verdict may rest on the stretch: long enough, on a quiet, unslowed machine."""
+        return not self.busy_now and not self.slowed and self.n_pairs - self.start >= first_look
+
+    @property
+    def moved(self) -> bool:
+        """Whether anything was left out, or the stretch itself ran slowed."""
+        return self.start > 0 or self.slowed
+
+    def flags(self) -> tuple[str, ...]:
+        """``machine_busy``, ``machine_changed_at_pair_<k>`` and ``machine_slowed``, as found."""
+        out = []
+        if self.busy_load is not None:
+            out.append("machine_busy")
+        if self.changed_at is not None:
+            out.append(f"machine_changed_at_pair_{self.changed_at}")
+        if self.slowed:
+            out.append("machine_slowed")
+        return tuple(out)
+
+    def why(self) -> str:
+        """What moved, in words."""
+        parts = []
+        if self.busy_load is not None:
+            parts.append(f"the machine was busy: load {self.busy_load:.1f} on {self.cpus} cores")
+        if self.changed_at is not None:
+            parts.append(
+                f"eager's own latency moved by more than {MACHINE_CHANGE:.0%} at pair "
+                f"{self.changed_at} (the machine changed under the measurement)"
+            )
+        if self.slowed:
+            parts.append(f"eager ran {self.slowdown:.2f}x slower there than at its fastest")
+        return "; ".join(parts)
+
+    def note(self, decided: bool) -> str:
+        """The note for the reason: what was decided on, or why nothing was."""
+        if decided:
+            return f"{self.why()}: decided on pairs {self.start + 1}-{self.n_pairs} only"
+        kept = self.n_pairs - self.start
+        if self.busy_now or self.slowed:
+            what = "the machine was still busy or slowed at the last look"
+        else:
+            what = f"{kept} steady pairs after it are too few to decide on"
+        return (
+            f"{self.why()}; {what}: no verdict from a machine that moved; rerun when quiet "
+            "or pin --threads 1"
+        )
+
+
+class MachineWatch:
+    """Load readings around each look and eager's level: the steady stretch at each look."""
+
+    def __init__(self, *, cpus: int, threads: int, first_load: float | None) -> None:
+        """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads."""
+        self.cpus = cpus
+        self.threads = threads
+        self._last = first_load
+        self._quiet_from = 0  # the first pair after the last busy look
+        self._busy_load: float | None = None
+        self._busy_look = False  # the latest look's pairs ran on a busy machine
+
+    def _busy(self, load: float | None) -> bool:
+        return profiling.is_oversubscribed((load,), cpus=self.cpus, threads=self.threads)
+
+    @property
+    def busy_now(self) -> bool:
+        """Whether the latest reading says the machine is busy."""
+        return self._busy(self._last)
+
+    def read(self) -> float | None:
+        """Read the load now (before a look's pairs, after a wait)."""
+        self._last = profiling.load_average()
+        return self._last
+
+    def wait(self, seconds: float, *, clock: Timer, deadline_ns: int) -> float:
+        """Wait while the load says busy, up to ``seconds`` and never past ``deadline_ns``.
+
+        Returns the seconds waited (the budget's clock counts them too). The load is read every
+        :data:`POLL_S`, as pyperf's system checks do before a benchmark.
+        """
+        waited = 0.0
+        while self.busy_now and waited < seconds:
+            step = min(POLL_S, seconds - waited)
+            if clock.now_ns() + step * 1e9 > deadline_ns:
+                break
+            _sleep(step)
+            waited += step
+            self.read()
+        return waited
+
+    def after_look(self, before: float | None, n_pairs: int) -> None:
+        """A look's pairs are done: when the load before or after them was busy, drop them."""
+        after = self.read()
+        loads = [x for x in (before, after) if x is not None and self._busy(x)]
+        self._busy_look = bool(loads)
+        if loads:
+            self._quiet_from = n_pairs
+            self._busy_load = max(loads)
+
+    def stretch(self, baseline_s: Sequence[float], warmup_s: Sequence[float] = ()) -> Stretch:
+        """The steady stretch the look may rest on: after the last busy look and eager's last move.
+
+        ``warmup_s``: eager's timed warm-up calls, before pair 0: a machine that slowed during
+        the warm-up shows against them (a cold start only makes them slower, never faster).
+        """
+        n = len(baseline_s)
+        every = [*warmup_s, *baseline_s]
+        found = machine_change_index(every)
+        changed = None if found is None or found <= len(warmup_s) else found - len(warmup_s)
+        start = max(self._quiet_from, changed or 0)
+        first = len(warmup_s) + min(start, n - 1)
+        return Stretch(
+            start=start,
+            n_pairs=n,
+            busy_load=self._busy_load if self._quiet_from > 0 else None,
+            changed_at=changed,
+            cpus=self.cpus,
+            busy_now=self._busy_look,
+            slowdown=machine_slowdown(every, first),
+            slowdown_limit=slowdown_limit(every[first:]),
+        )
+
+
+def held(decision: SpeedupDecision) -> SpeedupDecision:
+    """``decision`` kept open because the machine moved (``held_back="machine"``)."""
+    return attrs.evolve(decision, verdict="inconclusive", held_back="machine")
+
+
+def from_pair(timings: PairedTimings, start: int) -> PairedTimings:
+    """``timings`` from pair ``start`` on (both clocks): the steady stretch a verdict rests on."""
+    if start == 0:
+        return timings
+    cut = slice(start, None)
+    return attrs.evolve(
+        timings,
+        baseline_s=timings.baseline_s[cut],
+        candidate_s=timings.candidate_s[cut],
+        baseline_device_s=None
+        if timings.baseline_device_s is None
+        else timings.baseline_device_s[cut],
+        candidate_device_s=None
+        if timings.candidate_device_s is None
+        else timings.candidate_device_s[cut],
+        candidate_after_eager=timings.candidate_after_eager[cut],
+    )

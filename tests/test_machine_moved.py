@@ -1,0 +1,210 @@
+"""No verdict from a machine that moved (issue 36): the steady stretch a statistical look rests on.
+
+On a :class:`~aitune_fp.testing.FakeClock` both arms share one simulated machine (latency a
+function of the global call number), which slows down mid-run or reports a busy load average.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aitune_fp import profiling
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.dependence import machine_change_index, machine_slowdown, slowdown_limit
+from aitune_fp.inputs import Sample
+from aitune_fp.measure import machine, measure_speedup
+from aitune_fp.testing import FakeClock
+
+Arm = Callable[[int], float]
+
+
+def _machine(
+    ratio: float, slow_from: int, seed: int, *, eager_hit: float = 3.0, cand_hit: float = 3.0
+) -> tuple[Arm, Arm]:
+    """Two arms of one machine that runs ``eager_hit`` / ``cand_hit`` times slower from call
+    ``slow_from`` on (counting both arms' calls); lognormal noise of 6 % per call."""
+    rng = random.Random(seed)
+    calls = [0]
+
+    def arm(candidate: bool) -> Arm:
+        def latency(_i: int) -> float:
+            g = calls[0]
+            calls[0] += 1
+            t = 0.001 * rng.lognormvariate(0.0, 0.06) / (ratio if candidate else 1.0)
+            if g >= slow_from:
+                t *= cand_hit if candidate else eager_hit
+            return t
+
+        return latency
+
+    return arm(False), arm(True)
+
+
+def _measure(eager: Arm, cand: Arm, seed: int = 0, **changes: object) -> object:
+    clock = FakeClock()
+    config = ProfilingConfig(**changes)  # type: ignore[arg-type]
+    return measure_speedup(
+        clock.arm(eager), clock.arm(cand), Sample(), 1, config, timer=clock, spot_seed=seed
+    ).result
+
+
+class TestMachineSlowsMidRun:
+    @pytest.mark.parametrize("cand_hit", [3.0, 6.0])
+    def test_a_faster_candidate_is_never_settled_not_faster(self, cand_hit: float) -> None:
+        """1.8x truly, the machine 3x slower from a call in the warm-up or among the first pairs
+        on (the candidate hit as hard, or twice as hard, as a busy machine does): the run's
+        second half is slow, and it is never ``not_faster``."""
+        verdicts = set()
+        for seed in range(8):
+            for slow_from in (12, 30, 45, 60, 90):
+                eager, cand = _machine(1.8, slow_from, seed, cand_hit=cand_hit)
+                result = _measure(eager, cand, seed)
+                verdicts.add(result.verdict)  # type: ignore[attr-defined]
+        assert "not_faster" not in verdicts
+        assert "faster" in verdicts  # decided where the stretch before the change allows
+
+    @pytest.mark.parametrize("cand_hit", [3.0, 2.0])
+    def test_an_identical_candidate_is_never_faster(self, cand_hit: float) -> None:
+        """Identical arms (or the busy machine sparing the candidate): never ``faster``."""
+        for seed in range(6):
+            for slow_from in (30, 100, 200, 400):
+                eager, cand = _machine(1.0, slow_from, seed, cand_hit=cand_hit)
+                result = _measure(eager, cand, seed)
+                assert result.verdict != "faster"  # type: ignore[attr-defined]
+
+    def test_a_held_look_says_what_moved(self) -> None:
+        """Slowed for good mid-run and the candidate hit harder: inconclusive, and why."""
+        eager, cand = _machine(1.0, 100, 3, cand_hit=6.0)
+        result = _measure(eager, cand, 3)
+        assert result.verdict == "inconclusive"  # type: ignore[attr-defined]
+        assert "machine_slowed" in result.flags  # type: ignore[attr-defined]
+        reason = result.reason  # type: ignore[attr-defined]
+        assert "no verdict from a machine that moved" in reason
+        assert "slower there than at its fastest" in reason
+
+    def test_a_machine_that_got_faster_decides_on_the_pairs_after(self) -> None:
+        """Slow first, quick from then on: the verdict rests on the quick stretch alone."""
+        eager, cand = _machine(1.5, 26, 1, eager_hit=1 / 3, cand_hit=1 / 3)
+        result = _measure(eager, cand, 1)
+        assert result.verdict == "faster"  # type: ignore[attr-defined]
+        assert any(f.startswith("machine_changed_at_pair_") for f in result.flags)  # type: ignore[attr-defined]
+        assert "decided on pairs" in result.reason  # type: ignore[attr-defined]
+
+
+def _loads(monkeypatch: pytest.MonkeyPatch, values: list[float]) -> None:
+    seq = list(values)
+    monkeypatch.setattr(profiling, "load_average", lambda: seq.pop(0) if len(seq) > 1 else seq[0])
+    monkeypatch.setattr(profiling, "usable_cpus", lambda: 2)
+
+
+class TestBusyMachine:
+    def test_busy_throughout_gives_no_verdict(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Load 5.8 on 2 cores: a 2x candidate ends inconclusive, the reason says to rerun."""
+        _loads(monkeypatch, [5.8])
+        eager, cand = _machine(2.0, 10**9, 0)
+        result = _measure(eager, cand, threads=1)
+        assert result.verdict == "inconclusive"  # type: ignore[attr-defined]
+        assert {"machine_busy", "oversubscribed"} <= set(result.flags)  # type: ignore[attr-defined]
+        reason = result.reason  # type: ignore[attr-defined]
+        assert "the machine was busy: load 5.8 on 2 cores" in reason
+        assert "rerun when quiet or pin --threads 1" in reason
+
+    def test_wait_quiet_waits_for_the_load_to_fall(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """--wait-quiet: busy at first, quiet after two polls; the pairs after decide."""
+        _loads(monkeypatch, [5.8, 5.8, 5.8, 0.4])
+        slept: list[float] = []
+        monkeypatch.setattr(machine, "_sleep", slept.append)
+        eager, cand = _machine(2.0, 10**9, 0)
+        result = _measure(eager, cand, threads=1, wait_quiet_s=30.0)
+        assert result.verdict == "faster"  # type: ignore[attr-defined]
+        assert slept and sum(slept) <= 30.0
+
+    def test_without_the_wait_the_busy_look_is_left_out(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Busy around the first look only: its pairs are dropped, the later ones decide."""
+        _loads(monkeypatch, [0.3, 5.8, 5.8, 0.3])
+        eager, cand = _machine(2.0, 10**9, 0)
+        result = _measure(eager, cand, threads=1)
+        assert result.verdict == "faster"  # type: ignore[attr-defined]
+        assert "machine_busy" in result.flags  # type: ignore[attr-defined]
+        assert "decided on pairs 11-" in result.reason  # type: ignore[attr-defined]
+
+
+levels = st.floats(min_value=1e-4, max_value=1.0)
+
+
+class TestPureRules:
+    @given(levels, st.lists(st.floats(-0.05, 0.05), min_size=0, max_size=80))
+    def test_a_steady_level_has_no_change(self, level: float, wiggle: list[float]) -> None:
+        """Within ±5 % of one level: no change found, no slowdown beyond 15 %."""
+        times = [level * (1.0 + w) for w in wiggle]
+        assert machine_change_index(times) is None
+        if times:
+            assert machine_slowdown(times, 0) <= slowdown_limit(times)
+
+    @given(
+        levels,
+        st.integers(5, 60),
+        st.integers(5, 60),
+        st.sampled_from([0.5, 1.3, 3.0]),
+    )
+    def test_a_clean_step_starts_the_stretch_after_it(
+        self, level: float, before: int, after: int, factor: float
+    ) -> None:
+        """A step at ``s`` (both sides >= 5 calls) is found at ``s .. s + 2``; a slowdown shows."""
+        times = [level] * before + [level * factor] * after
+        k = machine_change_index(times)
+        assert k is not None and before <= k <= before + 2
+        slowdown = machine_slowdown(times, k)
+        assert slowdown == pytest.approx(factor if factor > 1 else 1.0)
+        assert (slowdown > slowdown_limit(times[k:])) is (factor > 1.15)
+
+
+class TestSettings:
+    @pytest.mark.parametrize(
+        ("flag", "value", "field", "expected"),
+        [
+            ("--wait-quiet", "30", "wait_quiet_s", 30.0),
+            ("--wait-quiet", "-1", "wait_quiet_s", None),
+            ("--throughput-gate", "bound", "throughput_gate", "bound"),
+        ],
+    )
+    def test_the_cli_flags(
+        self,
+        flag: str,
+        value: str,
+        field: str,
+        expected: object,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        """Statistical-mode flags: they reach the config, a bad value names the flag, and the
+        point rule refuses them."""
+        from aitune_fp.cli import build_parser
+        from aitune_fp.cli.tune_args import profiling_config
+        from tests.cli_checks import usage_error
+
+        if expected is None:
+            assert flag in usage_error(["tune", flag, value], capsys)
+            return
+        args = build_parser().parse_args(["tune", flag, value])
+        assert getattr(profiling_config(args), field) == expected
+        assert "applies to --decision statistical only" in usage_error(
+            ["tune", "--decision", "point", flag, value], capsys
+        )
+
+    def test_sweep_files_take_them_in_the_budget(self) -> None:
+        from aitune_fp.errors import InvalidValueError
+        from aitune_fp.sweep import parse_sweep
+
+        base: dict[str, object] = {"models": [{"name": "mlp", "model": "embedded:mlp"}]}
+        budget = {"wait_quiet_s": 20.0, "throughput_gate": "bound"}
+        spec = parse_sweep({**base, "budget": budget})
+        assert (spec.profiling.wait_quiet_s, spec.profiling.throughput_gate) == (20.0, "bound")
+        with pytest.raises(InvalidValueError, match=r"budget\.throughput_gate"):
+            parse_sweep({**base, "budget": {"throughput_gate": "mean"}})
