@@ -3,7 +3,7 @@
 1. Hand-over: a call of a worker that does nothing, timed from the parent (the per-call cost
    both arms pay in process mode), beside a call of the same function in process.
 2. Worker start-up: forking eager's worker for the embedded MLP until it is ready.
-3. The main job (``aitune-fp tune``'s default candidates on the embedded MLP, max-throughput):
+3. The main job (``aitune-fp tune`` itself, each run a fresh process as a user runs it):
    wall time and verdicts in process mode beside in process at the same thread count (1) and
    in process at torch's default threads (the main job before isolation), alternating, and the
    rebuild of the chosen candidate in the user's process (from the tune's own timing).
@@ -13,22 +13,25 @@ Usage: python benchmarks/isolation_cost.py [--repeats 3] [--calls 2000]
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import structlog
 import torch
 
 import aitune_fp.session.workers as workers_module
-from aitune_fp import ProfilingConfig
 from aitune_fp.backends import registry
 from aitune_fp.inputs import Sample
 from aitune_fp.models import mlp
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.strategies import make_strategy
-from aitune_fp.validation import validation_of, with_performance_validation
+from aitune_fp.validation import with_performance_validation
 
 REBUILDS: list[float] = []
 
@@ -59,6 +62,7 @@ def hand_over(calls: int) -> tuple[float, float]:
     remote, local = [], []
     fn = lambda *a: None  # noqa: E731
     for _ in range(calls):
+        worker.prepare(handle)  # untimed, as before every timed call
         start = time.perf_counter_ns()
         worker.run(handle)
         remote.append(time.perf_counter_ns() - start)
@@ -83,27 +87,19 @@ def start_up(repeats: int) -> float:
     return statistics.median(times)
 
 
-def main_job(mode: str, threads: int | None) -> tuple[float, dict[str, str], str | None]:
-    """One tune as ``aitune-fp tune`` runs it: wall seconds, each candidate's verdict, the pick."""
-    model = mlp()
-    names = registry.default_backends("cpu")
-    backends = [registry.make_candidate(n, "cpu") for n in names]
-    strategy = with_performance_validation(
-        make_strategy("max-throughput", backends),
-        profiling_config=ProfilingConfig(threads=threads),
-        isolation=mode,  # type: ignore[arg-type]
-    )
+def main_job(flags: list[str]) -> tuple[float, dict[str, str], str | None]:
+    """``aitune-fp tune`` with ``flags``, in a fresh process as a user runs it (its own compile
+    caches cold in memory): wall seconds, each candidate's verdict, the pick."""
+    command = [str(Path(sys.executable).with_name("aitune-fp")), "tune", "--format", "json"]
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as cache:
-        strategy.tune(
-            model.module.eval(), model.name, model.graph_spec, [model.sample], "cpu", cache
-        )
+    done = subprocess.run([*command, "--quiet", *flags], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - start
-    report = validation_of(strategy).last_report
-    assert report is not None
-    verdicts = {r.backend_description: f"{r.verdict} {r.speedup:.2f}x" for r in report.results}
-    verdicts.update({f.backend_description: f"failed at {f.stage}" for f in report.failures})
-    return wall, verdicts, report.selected_backend
+    run = json.loads(done.stdout)["run"]
+    verdicts = {
+        r["backend_description"]: f"{r['verdict']} {r['speedup']:.2f}x" for r in run["results"]
+    }
+    verdicts.update({f["backend_description"]: f"failed at {f['stage']}" for f in run["failures"]})
+    return wall, verdicts, run["selected_backend"]
 
 
 def main() -> None:
@@ -115,7 +111,6 @@ def main() -> None:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(50)
     )  # the tunes' events are not the subject
-    _instrument()
     remote, local = hand_over(args.calls)
     print("| hand-over (median of", args.calls, "calls) | seconds |\n|---|---|")
     print(f"| null call through a worker | {remote * 1e6:.1f} µs |")
@@ -124,32 +119,45 @@ def main() -> None:
         f"\n| eager's worker for the MLP, fork to ready (median of {args.repeats}) | "
         f"{start_up(args.repeats) * 1e3:.1f} ms |\n"
     )
-    arms = [("process", None), ("in_process", 1), ("in_process", None)]
+    arms = {
+        "process (1 thread)": [],
+        "in process, 1 thread": ["--in-process", "--threads", "1"],
+        "in process, torch's threads (before isolation)": ["--in-process"],
+    }
     walls: dict[str, list[float]] = {}
-    print("| run | mode | threads | wall s | verdicts | selected |\n|---|---|---|---|---|---|")
+    print("| run | mode | wall s | verdicts | selected |\n|---|---|---|---|---|")
     for repeat in range(args.repeats):
-        order = arms if repeat % 2 == 0 else list(reversed(arms))
-        for mode, threads in order:
-            label = f"{mode} / {threads or 'default'}"
-            wall, verdicts, selected = main_job(mode, threads)
+        order = list(arms) if repeat % 2 == 0 else list(reversed(arms))
+        for label in order:
+            wall, verdicts, selected = main_job(arms[label])
             walls.setdefault(label, []).append(wall)
             shown = "; ".join(f"{k}: {v}" for k, v in verdicts.items())
-            print(
-                f"| {repeat} | {mode} | {threads or 'default'} | {wall:.1f} | {shown} | "
-                f"{selected} |"
-            )
-    print("\n| mode / threads | median wall s | ratio to in_process / default |\n|---|---|---|")
-    base = statistics.median(walls["in_process / default"])
+            print(f"| {repeat} | {label} | {wall:.1f} | {shown} | {selected} |")
+    base = statistics.median(walls["in process, torch's threads (before isolation)"])
+    print("\n| mode | median wall s | ratio to before isolation |\n|---|---|---|")
     for label, values in walls.items():
         print(
-            f"| {label} | {statistics.median(values):.1f} | "
-            f"{statistics.median(values) / base:.2f}x |"
+            f"| {label} | {statistics.median(values):.1f} | {statistics.median(values) / base:.2f}x |"
         )
-    if REBUILDS:
-        print(
-            f"\nRebuilds of the chosen candidate in the user's process: "
-            f"{', '.join(f'{r:.2f} s' for r in REBUILDS)}"
+    rebuilds = _rebuilds()
+    print(
+        f"\nRebuild of the chosen candidate in the user's process (a tune in this process): "
+        f"{rebuilds:.2f} s"
+    )
+
+
+def _rebuilds() -> float:
+    """Seconds of the chosen candidate's rebuild in a process-isolated tune of the MLP."""
+    _instrument()
+    model = mlp()
+    strategy = with_performance_validation(
+        make_strategy("max-throughput", [registry.make_candidate("int8-dynamic", "cpu")])
+    )
+    with tempfile.TemporaryDirectory() as cache:
+        strategy.tune(
+            model.module.eval(), model.name, model.graph_spec, [model.sample], "cpu", cache
         )
+    return sum(REBUILDS)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,14 @@ from typing import Any
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample, copy_sample
+from aitune_fp.profiling.interference import (
+    FOREIGN_SHARE,
+    FOREIGN_SLACK_NS,
+    InterferenceError,
+    WorkerGroup,
+    cpu_clock,
+    group_members,
+)
 from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
 
 __all__ = [
@@ -38,10 +46,6 @@ __all__ = [
 
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
 _POLL_S = 0.05
-#: Interference: CPU time of suspects while a worker is timed, allowed as a share of its timed
-#: wall time plus a fixed slack (a freed output, the kernel's own accounting).
-_FOREIGN_SHARE = 0.1
-_FOREIGN_SLACK_NS = 2_000_000
 
 
 class WorkerError(AitunefpError, RuntimeError):
@@ -64,18 +68,6 @@ class WorkerDiedError(WorkerError):
     """The worker's process ended without answering (killed, crashed or ``os._exit``)."""
 
 
-class InterferenceError(AitunefpError, RuntimeError):
-    """Another candidate's process ran while a worker was timed (a thread left spinning).
-
-    ``culprit``: the worker whose process ran (the blame is its, not the timed one's).
-    """
-
-    def __init__(self, message: str, *, culprit: Any = None) -> None:
-        """Keep the worker to blame."""
-        super().__init__(message)
-        self.culprit = culprit
-
-
 #: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
 #: and the facts about it the parent reads (plain values and torch dtypes only).
 Make = Callable[[Callable[[Mapping[str, Any]], None]], tuple[Callable[..., Any], Mapping[str, Any]]]
@@ -90,11 +82,6 @@ def fork_unavailable() -> str | None:
     if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         return "CUDA is initialised in this process, and a forked child cannot use it"
     return None
-
-
-def _cpu_clock(pid: int) -> int:
-    """The id of ``pid``'s process CPU-time clock (Linux's ``MAKE_PROCESS_CPUCLOCK(pid, SCHED)``)."""
-    return ((~pid) << 3) | 2
 
 
 def _error_message(exc: BaseException, classify: Callable[[BaseException], str | None]) -> bytes:
@@ -143,12 +130,13 @@ def _serve(
             raw = conn.recv_bytes()
             kind = raw[:1]
             try:
-                if kind == b"R":  # a timed call: the output and its digest, nothing else
+                if kind == b"R":  # a timed call: the output, nothing else, then its digest
                     output = None
                     handle = int.from_bytes(raw[1:], "little")
                     own = prepared.pop(handle, None) or samples[handle]
                     output = own.call(fn)
-                    conn.send_bytes(b"k" + digest_of(output))
+                    conn.send_bytes(b"k")
+                    conn.send_bytes(b"d" + digest_of(output))  # while the judge times another
                     continue
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
                     handle = int.from_bytes(raw[1:], "little")
@@ -180,26 +168,6 @@ def _serve(
                 conn.send_bytes(_error_message(exc, classify))
 
 
-def _group_members(pgid: int) -> list[int]:
-    """The processes in process group ``pgid`` (Linux ``/proc``; none elsewhere)."""
-    found: list[int] = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if len(fields) > 3 and int(fields[2]) == pgid:
-            found.append(int(name))
-    return found
-
-
 def _kill(pid: int) -> None:
     """Kill a worker's process group (or the process) and reap it; nothing if it is gone."""
     try:
@@ -209,37 +177,6 @@ def _kill(pid: int) -> None:
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, 0)
-
-
-class WorkerGroup:
-    """The workers of one tune, and which of them are suspects (candidates, not eager).
-
-    While a worker is timed, the CPU time of every other live suspect is read before and after
-    (:meth:`Worker.watch`, :meth:`Worker.account`).
-    """
-
-    def __init__(self) -> None:
-        """No worker yet."""
-        self._workers: list[Worker] = []
-        self._suspects: list[Worker] = []
-
-    def join(self, worker: Worker) -> None:
-        """Count ``worker`` among the group's (a worker joins its group when it starts)."""
-        self._workers.append(worker)
-
-    def suspect(self, worker: Worker) -> None:
-        """Watch ``worker``'s CPU time while every other worker of the group is timed."""
-        self._suspects.append(worker)
-
-    def others(self, worker: Worker) -> list[Worker]:
-        """The live suspects other than ``worker``."""
-        self._suspects = [w for w in self._suspects if w.alive]
-        return [w for w in self._suspects if w is not worker]
-
-    def live(self) -> list[Worker]:
-        """Every worker of the group not closed yet."""
-        self._workers = [w for w in self._workers if w.alive]
-        return list(self._workers)
 
 
 class Worker:
@@ -274,7 +211,8 @@ class Worker:
         self._handles: dict[int, Sample] = {}  # what was staged, by handle
         self._next = 0
         self.timed_ns = 0  # wall time of this worker's timed calls
-        self.last_digest = b""  # of the last timed call's output, as answered
+        self.last_digest = b""  # of the last timed call's output, as sent
+        self._digest_due = False
         self.foreign_ns = 0  # suspects' CPU time meanwhile
         parent, child = Pipe()
         pid = os.fork()
@@ -290,7 +228,7 @@ class Worker:
         child.close()
         self.pid = pid
         self._conn: Connection | None = parent
-        self._clock = _cpu_clock(pid)
+        self._clock = cpu_clock(pid)
         self._family: list[tuple[int, int]] = []
         self._family_at = 0.0
         self._finalizer = weakref.finalize(self, _kill, pid)
@@ -310,7 +248,7 @@ class Worker:
         """
         now = time.monotonic()
         if now - self._family_at > 0.5:
-            self._family = [(p, _cpu_clock(p)) for p in _group_members(self.pid) if p != self.pid]
+            self._family = [(p, cpu_clock(p)) for p in group_members(self.pid) if p != self.pid]
             self._family_at = now
         total = 0
         for clock in [self._clock, *(c for _, c in self._family)]:
@@ -377,7 +315,17 @@ class Worker:
     def _send(self, data: bytes) -> None:
         if self._conn is None:
             raise InvalidStateError(f"the worker of {self.name} was closed")
+        self._settle()
         self._conn.send_bytes(data)
+
+    def _settle(self) -> None:
+        """Read the digest the last timed call owes, before anything else is asked."""
+        if self._digest_due:
+            self._digest_due = False
+            raw = self._receive()
+            if raw[:1] != b"d" or len(raw) != 17:
+                self._reply_of(raw, "d")
+            self.last_digest = raw[1:]
 
     def _request(self, kind: bytes, payload: Any, expected: str) -> Any:
         self._send(kind + pickle.dumps(payload))
@@ -430,15 +378,17 @@ class Worker:
     def run(self, handle: int) -> None:
         """One call on a staged sample: the hand-over the parent times.
 
-        The request is the same for every call (nothing tells a checked call from another);
-        the answer carries the output's digest (:func:`digest_of`), computed while timed. The
-        output stays in the worker until the next call (:meth:`output` reads it).
+        The request is the same for every call (nothing tells a checked call from another).
+        The worker answers, then sends the output's digest (:func:`digest_of`) while the judge
+        times another arm: a worker that answered before computing computes then, and its CPU
+        time is interference (:meth:`account`). The output stays in the worker until the next
+        call (:meth:`output` reads it, and its digest must be the one sent).
         """
         self._send(b"R" + handle.to_bytes(4, "little"))
         raw = self._receive()
-        if raw[:1] != b"k" or len(raw) != 17:
+        if raw != b"k":
             self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
-        self.last_digest = raw[1:]
+        self._digest_due = True
 
     def output(self) -> Any:
         """The output of the last timed call, read back as data (untimed).
@@ -446,7 +396,7 @@ class Worker:
         Its digest must be the one the worker answered while timed: an output made afterwards
         (a worker that answers first and computes when asked) is a :class:`WorkerError`.
         """
-        output = self._load(self._request(b"O", None, "out"))
+        output = self._load(self._request(b"O", None, "out"))  # the digest is read first
         if digest_of(output) != self.last_digest:
             raise WorkerError(
                 f"{self.name} showed an output other than the one it answered with while "
@@ -488,7 +438,7 @@ class Worker:
         busiest, most = max(spent, key=lambda pair: pair[1])
         busiest.foreign_ns += most
         self.foreign_ns += sum(ns for _, ns in spent)
-        if self.foreign_ns > _FOREIGN_SHARE * self.timed_ns + _FOREIGN_SLACK_NS:
+        if self.foreign_ns > FOREIGN_SHARE * self.timed_ns + FOREIGN_SLACK_NS:
             raise InterferenceError(
                 f"the process of {busiest.name} used {busiest.foreign_ns / 1e6:.1f} ms of CPU "
                 f"while {self.name} was timed ({self.timed_ns / 1e6:.1f} ms): it runs work "
