@@ -206,6 +206,7 @@ class Worker:
             raise InvalidStateError(f"cannot start a worker for {name}: {reason}")
         self.name = name
         self.timeout_s = timeout_s
+        self.deadline_note = ""  # what set ``timeout_s``, for the message of a missed one
         self.allowed = tuple(allowed)
         self._group = group
         self._handles: dict[int, Sample] = {}  # what was staged, by handle
@@ -272,8 +273,9 @@ class Worker:
         try:
             while not conn.poll(_POLL_S):
                 if time.monotonic() >= deadline:
+                    why = f" ({self.deadline_note})" if self.deadline_note else ""
                     raise CandidateHungError(
-                        f"{self.name} did not answer within {self.timeout_s:.0f} s; "
+                        f"{self.name} did not answer within {self.timeout_s:.3g} s{why}; "
                         "its process was killed"
                     )
             return conn.recv_bytes()

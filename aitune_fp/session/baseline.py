@@ -178,6 +178,7 @@ def open_baseline(
         noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
         settle_guard(session)
         if session.isolation == "process":
+            session._baseline_latencies = latencies  # what a call's deadline derives from
             start_eager(session)  # forked now: before any candidate code ran anywhere
             if session._eager_worker is None:  # it could not start: eager gets its private copy
                 session._eager, session.eager_isolation = private_eager(session.baseline, t.module)

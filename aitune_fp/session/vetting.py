@@ -5,6 +5,7 @@ By the session's decision rule; a loser is released and every outcome recorded.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -25,7 +26,7 @@ from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure import measure_throughput_steady
 from aitune_fp.measure.measurement import Comparison
 from aitune_fp.profiling import SpotCheckError
-from aitune_fp.profiling.workers import InterferenceError, WorkerError
+from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError
 from aitune_fp.session.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
@@ -52,7 +53,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             if changed is not None:
                 raise changed
             what = f"the correctness check of {description}"
-            with session._watchdog.step(what, session._deadline):
+            with _guarded(session, built, what):
                 mismatch = check_closeness(session, built)
         except Exception as exc:
             append_failure_log(log, "Backend correctness check failed", exc)
@@ -72,7 +73,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             return CandidateOutcome(description, built, mismatch=mismatch)
         session._phase(description, "measure")
         try:
-            with session._watchdog.step(f"the timing of {description}", session._deadline):
+            with _guarded(session, built, f"the timing of {description}"):
                 result = measure(session, built, description, mismatch)
         except CandidateHungError as exc:
             append_failure_log(log, "Backend hung while timed", exc)
@@ -105,6 +106,30 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         )
     session._validated.append((built, result))
     return CandidateOutcome(description, built, result=result, mismatch=mismatch)
+
+
+def _guarded(session: TuneSession, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:
+    """The deadline of a step: per call for a candidate in a worker, else for the whole step.
+
+    A worker's every call has its own deadline (:func:`call_deadline`), so a slow step that
+    keeps completing calls is never hung; in process the watchdog bounds the step.
+    """
+    if isinstance(infer_of(built), Worker):
+        return contextlib.nullcontext()
+    return session._watchdog.step(what, session._deadline)
+
+
+def call_deadline(session: TuneSession) -> tuple[float, str]:
+    """One call's deadline in a worker: 20x eager's slowest measured call, at least the grace.
+
+    And what sets it, for the message of a call that missed it.
+    """
+    slowest = max(session._baseline_latencies or (0.0,))
+    grace = session.config.hang_grace_s
+    return max(20 * slowest, grace), (
+        f"20x eager's slowest call ({slowest:.3g} s), at least ProfilingConfig.hang_grace_s "
+        f"({grace:g} s)"
+    )
 
 
 def spot_check_of(session: TuneSession, backend: Any) -> Callable[[Any, Any], Mismatch | None]:
@@ -268,7 +293,7 @@ def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
     ``correctness``) and the candidate released; False then.
     """
     try:
-        with session._watchdog.step(f"the re-check of {outcome.description}", session._deadline):
+        with _guarded(session, outcome.backend, f"the re-check of {outcome.description}"):
             check_closeness(session, outcome.backend)
         changed = session._model_changed()
         if changed is not None:

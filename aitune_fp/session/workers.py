@@ -41,7 +41,7 @@ from aitune_fp.session.values import (
     describe,
     infer_of,
 )
-from aitune_fp.session.vetting import spot_check_of
+from aitune_fp.session.vetting import call_deadline, spot_check_of
 
 if TYPE_CHECKING:
     from aitune_fp.session.tune import TuneSession
@@ -195,6 +195,7 @@ def start_eager(session: TuneSession) -> None:
     except Exception as exc:
         session.isolation, session.isolation_note = "in_process", f"eager's worker failed: {exc}"
         return
+    worker.timeout_s, worker.deadline_note = call_deadline(session)
     session._eager_worker = worker
     session._os_states = {pid: os_state(pid) for pid in (os.getpid(), worker.pid)}
 
@@ -278,7 +279,7 @@ def try_in_worker(
         if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
             append_failure_log(log, f"Backend failed at {stage}", exc)
         return session._failed(description, stage, exc, log)
-    worker.timeout_s = session._deadline
+    worker.timeout_s, worker.deadline_note = call_deadline(session)
     build_s = time.perf_counter() - start
     outcome = attrs.evolve(session._vet(built, description, folder), build_s=build_s)
     changed = _os_changed(session)

@@ -1,0 +1,94 @@
+"""Hung means no progress, not slow: in a worker every call has its own deadline, derived from
+eager's measured call time (20x its slowest call, at least ``hang_grace_s``), so a check that
+keeps completing slow calls is never ``hung``, and one that stops answering is, within that
+deadline, with the deadline and what sets it named.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from aitune_fp import (
+    GraphSpec,
+    OneBackendStrategy,
+    ProfilingConfig,
+    Sample,
+    validation_of,
+    with_performance_validation,
+)
+from aitune_fp.backends import BackendBase
+
+EAGER_S = 0.005
+
+
+class Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(EAGER_S)
+        return torch.tanh(self.fc(x))
+
+
+class SlowCandidate(BackendBase):
+    """Right, and ``factor`` times slower than eager a call; never answers past ``stop_after``."""
+
+    def __init__(self, factor: float, stop_after: int | None = None) -> None:
+        self.factor = factor
+        self.stop_after = stop_after
+        self.calls = 0
+        self.module: Any = None
+
+    def _config(self) -> dict[str, Any]:
+        return {"factor": self.factor, "stop_after": self.stop_after}
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        self.module = module
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.stop_after is not None and self.calls > self.stop_after:
+            time.sleep(3600)
+        time.sleep(EAGER_S * self.factor)
+        with torch.no_grad():
+            return torch.tanh(self.module.fc(*args))
+
+
+def _tune(candidate: BackendBase, tmp_path: Path) -> Any:
+    config = ProfilingConfig(looks=(10,), max_seconds=2.0, hang_grace_s=0.5, warmup_max_calls=8)
+    strategy = with_performance_validation(OneBackendStrategy(candidate), profiling_config=config)
+    data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
+    strategy.tune(Model().eval(), "m", GraphSpec(max_batch_size=8), data, "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None and report.isolation == "process"
+    return report
+
+
+@pytest.mark.slow
+def test_a_check_slower_than_the_old_step_deadline_is_not_hung(tmp_path: Path) -> None:
+    """30x eager's call: its correctness check outlasts max_seconds + hang_grace_s (2.5 s)."""
+    start = time.monotonic()
+    report = _tune(SlowCandidate(factor=30), tmp_path)
+    assert time.monotonic() - start > 2.5  # the whole check took longer than the old deadline
+    assert not report.failures, report.failures
+    (result,) = report.results  # timed, and a verdict recorded
+    assert not result.passed
+
+
+@pytest.mark.slow
+def test_a_candidate_that_stops_answering_is_hung_within_its_call_deadline(
+    tmp_path: Path,
+) -> None:
+    start = time.monotonic()
+    report = _tune(SlowCandidate(factor=1, stop_after=20), tmp_path)
+    assert time.monotonic() - start < 30
+    (failure,) = report.failures
+    assert failure.stage == "hung"
+    assert "20x eager's slowest call" in failure.reason and "hang_grace_s" in failure.reason
