@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import pickle
 import signal
@@ -122,6 +123,7 @@ def _serve(
         conn.send_bytes(_error_message(exc, classify))
         return
     conn.send_bytes(pickle.dumps(("ready", dict(info))))
+    gc.disable()  # as while timing in process: collected only while the judge waits (``P``)
     samples: dict[int, Sample] = {}
     prepared: dict[int, Sample] = {}
     output: Any = None
@@ -141,6 +143,8 @@ def _serve(
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
                     handle = int.from_bytes(raw[1:], "little")
                     prepared[handle] = copy_sample(samples[handle])
+                    if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
+                        gc.collect(0)
                     conn.send_bytes(b"p")
                     continue
                 message = pickle.loads(raw[1:])

@@ -58,7 +58,11 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         except Exception as exc:
             append_failure_log(log, "Backend correctness check failed", exc)
             session.release(built, log)
-            stage: Stage = "hung" if isinstance(exc, CandidateHungError) else "correctness"
+            hung = isinstance(exc, CandidateHungError) or isinstance(
+                exc.__cause__,
+                CandidateHungError,  # a call that missed its deadline in a worker
+            )
+            stage: Stage = "hung" if hung else "correctness"
             return session._failed(description, stage, exc, log)
         if mismatch is not None:
             session._emit(
