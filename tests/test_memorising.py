@@ -12,7 +12,6 @@ as a large speedup.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
@@ -29,22 +28,10 @@ from aitune_fp import (
     with_performance_validation,
 )
 from aitune_fp.backends import BackendBase
+from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=8)
 CONFIG = ProfilingConfig(looks=(10, 20, 40), max_seconds=10.0, warmup_max_calls=8)
-
-
-class Slow(torch.nn.Module):
-    """A model whose every call costs 3 ms of real time."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(16, 16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        time.sleep(0.003)
-        return torch.tanh(self.fc(x))
 
 
 KEYS: dict[str, Callable[[torch.Tensor], Hashable]] = {
@@ -56,19 +43,13 @@ KEYS: dict[str, Callable[[torch.Tensor], Hashable]] = {
 }
 
 
-class Memorising(BackendBase):
+class Memorising(_ModuleBackend):
     """Computes through the model (slow) on a miss; answers from its cache on a hit."""
 
     def __init__(self, key: str) -> None:
+        super().__init__(key)
         self.keyed_by = key
         self.cache: dict[Hashable, torch.Tensor] = {}
-        self.module: Any = None
-
-    def _config(self) -> dict[str, Any]:
-        return {"key": self.keyed_by}
-
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         (x,) = args
@@ -131,7 +112,7 @@ def test_a_memorising_candidate_is_not_accepted(name: str, tmp_path: Path) -> No
     strategy = with_performance_validation(
         OneBackendStrategy(CANDIDATES[name]()), profiling_config=CONFIG
     )
-    strategy.tune(Slow().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
     report = validation_of(strategy).last_report
     assert report is not None and report.isolation == "process"
     assert not any(r.passed for r in report.results), report.results
@@ -151,7 +132,7 @@ def test_an_honest_candidate_is_still_accepted_on_fresh_inputs(tmp_path: Path) -
     strategy = with_performance_validation(
         OneBackendStrategy(Quick("none")), profiling_config=CONFIG
     )
-    strategy.tune(Slow().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
     report = validation_of(strategy).last_report
     assert report is not None and not report.failures
     (result,) = report.results

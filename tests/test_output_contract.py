@@ -22,6 +22,7 @@ from aitune_fp import (
 )
 from aitune_fp.backends import BackendBase
 from aitune_fp.correctness import CorrectnessError, check_correctness
+from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=4)
 
@@ -126,27 +127,8 @@ def test_a_tune_rejects_it_at_correctness_naming_the_field(
     assert named in failure.reason
 
 
-class _MutatesInput(torch.nn.Module):
-    """A model that changes its input in place (``x.mul_(2)``) before using it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x.mul_(2)
-        return torch.tanh(self.fc(x))
-
-
-class _Faithful(BackendBase):
+class _Faithful(_ModuleBackend):
     """Runs the model itself: faithful to eager, in-place change included."""
-
-    def _config(self) -> dict[str, Any]:
-        return {}
-
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():
@@ -163,7 +145,7 @@ def test_a_model_that_changes_its_input_in_place_is_not_a_reason_to_reject(
         profiling_config=ProfilingConfig(looks=(10, 20), max_seconds=3.0, warmup_max_calls=8),
         isolation=isolation,  # type: ignore[arg-type]
     )
-    strategy.tune(_MutatesInput().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    strategy.tune(TinyNet(8, mutate=True).eval(), "m", SPEC, _data(), "cpu", tmp_path)
     report = validation_of(strategy).last_report
     assert report is not None
     assert not report.failures, report.failures
@@ -171,40 +153,19 @@ def test_a_model_that_changes_its_input_in_place_is_not_a_reason_to_reject(
     assert result.verdict in ("faster", "not_faster", "inconclusive")
 
 
-class _WrongLater(BackendBase):
+class _WrongLater(_ModuleBackend):
     """Faster than eager (skips its sleep) and right, until its ``after``-th call in a process."""
 
     def __init__(self, after: int) -> None:
+        super().__init__(f"after {after}")
         self.after = after
         self.calls = 0
-        self.module: Any = None
-
-    def _config(self) -> dict[str, Any]:
-        return {"after": self.after}
-
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         with torch.no_grad():
             out = self.module.fc(*args).tanh()
         return out + 1.0 if self.calls > self.after else out
-
-
-class _Sleepy(torch.nn.Module):
-    """Eager pays a sleep a call that the candidates skip: they are clearly faster."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        import time
-
-        time.sleep(0.002)
-        return torch.tanh(self.fc(x))
 
 
 @pytest.mark.slow
@@ -219,7 +180,7 @@ def test_a_soak_rejects_a_candidate_wrong_only_after_many_calls(
         profiling_config=config,
         isolation=isolation,  # type: ignore[arg-type]
     )
-    chosen = strategy.tune(_Sleepy().eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    chosen = strategy.tune(TinyNet(8, sleep_s=0.002).eval(), "m", SPEC, _data(), "cpu", tmp_path)
     report = validation_of(strategy).last_report
     assert report is not None
     (result,) = report.results

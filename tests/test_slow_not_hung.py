@@ -21,36 +21,19 @@ from aitune_fp import (
     validation_of,
     with_performance_validation,
 )
-from aitune_fp.backends import BackendBase
+from tests.validation_helpers import TinyNet, _ModuleBackend
 
 EAGER_S = 0.005
 
 
-class Model(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        time.sleep(EAGER_S)
-        return torch.tanh(self.fc(x))
-
-
-class SlowCandidate(BackendBase):
+class SlowCandidate(_ModuleBackend):
     """Right, and ``factor`` times slower than eager a call; never answers past ``stop_after``."""
 
     def __init__(self, factor: float, stop_after: int | None = None) -> None:
+        super().__init__(f"{factor}x, stops after {stop_after}")
         self.factor = factor
         self.stop_after = stop_after
         self.calls = 0
-        self.module: Any = None
-
-    def _config(self) -> dict[str, Any]:
-        return {"factor": self.factor, "stop_after": self.stop_after}
-
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
@@ -61,11 +44,13 @@ class SlowCandidate(BackendBase):
             return torch.tanh(self.module.fc(*args))
 
 
-def _tune(candidate: BackendBase, tmp_path: Path) -> Any:
+def _tune(candidate: SlowCandidate, tmp_path: Path) -> Any:
     config = ProfilingConfig(looks=(10,), max_seconds=2.0, hang_grace_s=0.5, warmup_max_calls=8)
     strategy = with_performance_validation(OneBackendStrategy(candidate), profiling_config=config)
     data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
-    strategy.tune(Model().eval(), "m", GraphSpec(max_batch_size=8), data, "cpu", tmp_path)
+    strategy.tune(
+        TinyNet(8, sleep_s=EAGER_S).eval(), "m", GraphSpec(max_batch_size=8), data, "cpu", tmp_path
+    )
     report = validation_of(strategy).last_report
     assert report is not None and report.isolation == "process"
     return report

@@ -9,6 +9,7 @@ marked ``slow`` time the real work.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any, ClassVar
@@ -65,6 +66,25 @@ def make_case(batch: int = 4, waste: int = 0) -> tuple[Wasteful, GraphSpec, list
     """The module (real waste ``waste``), a spec allowing batch 1..``batch``, one sample."""
     torch.manual_seed(1)
     return Wasteful(waste).eval(), GraphSpec(max_batch_size=batch), [Sample((torch.randn(1, 16),))]
+
+
+class TinyNet(torch.nn.Module):
+    """``tanh(fc(x))`` on ``width`` features; each call first sleeps ``sleep_s`` of real time
+    (work a faster candidate skips) and, with ``mutate``, doubles its input in place."""
+
+    def __init__(self, width: int, *, sleep_s: float = 0.0, mutate: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(width, width)
+        self.sleep_s = sleep_s
+        self.mutate = mutate
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        if self.mutate:
+            x.mul_(2)
+        return torch.tanh(self.fc(x))
 
 
 class _ModuleBackend(BackendBase):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -47,16 +47,7 @@ Stage = Literal[
 ]
 #: ``interference``: the candidate's process ran while another arm was timed; ``rebuild``: the
 #: chosen candidate, rebuilt in the user's process, failed there or differed from its worker's.
-STAGES: tuple[Stage, ...] = (
-    "unavailable",
-    "build",
-    "correctness",
-    "profiling",
-    "interference",
-    "hung",
-    "rebuild",
-    "strategy",
-)
+STAGES: tuple[Stage, ...] = get_args(Stage)
 #: How a tune ended: a candidate selected, the eager baseline, the strategy's own pick passed
 #: through (validation disabled or nothing returned), or an error.
 Outcome = Literal["candidate", "baseline", "passthrough", "error"]

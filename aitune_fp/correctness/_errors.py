@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from aitune_fp.core._checks import check_choice
 from aitune_fp.core.mismatch import Mismatch
@@ -23,18 +23,7 @@ CheckName: TypeAlias = Literal[
     "type",
     "exception",
 ]
-CHECKS: tuple[CheckName, ...] = (
-    "finite",
-    "structure",
-    "shape",
-    "dtype",
-    "device",
-    "requires_grad",
-    "aliasing",
-    "values",
-    "type",
-    "exception",
-)
+CHECKS: tuple[CheckName, ...] = get_args(CheckName)
 
 
 class CorrectnessError(AitunefpError, RuntimeError):
