@@ -230,6 +230,8 @@ def _tune(
         OneBackendStrategy(backends[0]) if len(backends) == 1 else MaxThroughputStrategy(backends)
     )
     kwargs.setdefault("profiling_config", CONFIG)
+    # 10 %: eager's own wrapper costs it a few percent here, which an attack would dwarf (3x)
+    kwargs.setdefault("min_speedup_threshold_percent", 10.0)
     wrapped = with_performance_validation(strategy, **kwargs)
     with capture_events() as events:
         chosen = wrapped.tune(module, "m", spec, data, "cpu", cache)
@@ -445,3 +447,24 @@ def test_the_header_says_where_candidates_ran_and_why_in_process() -> None:
     assert fmt_isolation_line("process", None).startswith("Isolation: process (each candidate")
     line = fmt_isolation_line("in_process", "asked for")
     assert line.startswith("Isolation: in process: asked for") and "guarantees.md" in line
+
+
+@pytest.mark.slow
+def test_a_chosen_candidate_that_patches_the_project_at_its_rebuild_is_caught(
+    cache: Path,
+) -> None:
+    """Faster for real and chosen, its build rebinds the project's decision: in the user's
+    process that is a change to the process, named at stage rebuild and put back."""
+    Model.slow = True
+    try:
+        before: dict[str, Any] = {}
+        chosen, report, _ = _tune(
+            [Attack(_patch_verdict, "patches-when-chosen")], cache, seen=before
+        )
+        after = snapshot()
+    finally:
+        Model.slow = False
+    assert after == before
+    assert not isinstance(chosen, Attack)
+    (failure,) = report.failures
+    assert failure.stage == "rebuild" and "decide_at_look" in failure.reason

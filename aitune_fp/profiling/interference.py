@@ -15,6 +15,9 @@ from aitune_fp.errors import AitunefpError
 __all__ = [
     "FOREIGN_SHARE",
     "FOREIGN_SLACK_NS",
+    "QUIET_NS",
+    "QUIET_STEP_S",
+    "QUIET_WAIT_S",
     "InterferenceError",
     "WorkerGroup",
     "cpu_clock",
@@ -25,6 +28,11 @@ __all__ = [
 #: wall time plus a fixed slack (a freed output, the kernel's own accounting).
 FOREIGN_SHARE = 0.1
 FOREIGN_SLACK_NS = 2_000_000
+#: Before a worker is timed, the suspects settle: a step of ``QUIET_STEP_S`` in which none used
+#: ``QUIET_NS`` of CPU, waited for at most ``QUIET_WAIT_S`` (untimed).
+QUIET_NS = 20_000
+QUIET_STEP_S = 0.0002
+QUIET_WAIT_S = 0.05
 
 
 class InterferenceError(AitunefpError, RuntimeError):

@@ -29,6 +29,9 @@ from aitune_fp.inputs import Sample, copy_sample
 from aitune_fp.profiling.interference import (
     FOREIGN_SHARE,
     FOREIGN_SLACK_NS,
+    QUIET_NS,
+    QUIET_STEP_S,
+    QUIET_WAIT_S,
     InterferenceError,
     WorkerGroup,
     cpu_clock,
@@ -426,10 +429,24 @@ class Worker:
             ) from None
 
     def watch(self) -> list[tuple[Worker, int]]:
-        """The suspects' CPU clocks now, read before a timed call."""
+        """The suspects' CPU clocks, read before a timed call once none of them is busy.
+
+        A backend whose threads spin a while after each call (ONNX Runtime's pool) has them
+        settle first, untimed (at most 50 ms), so each arm is timed alone; one that never
+        settles (a thread left spinning) is timed beside and shows as interference.
+        """
         if self._group is None:
             return []
-        return [(w, w.cpu_ns()) for w in self._group.others(self)]
+        suspects = self._group.others(self)
+        before = [w.cpu_ns() for w in suspects]
+        give_up = time.monotonic() + QUIET_WAIT_S
+        while suspects and time.monotonic() < give_up:
+            time.sleep(QUIET_STEP_S)
+            now = [w.cpu_ns() for w in suspects]
+            if all(b - a < QUIET_NS for a, b in zip(before, now, strict=True)):
+                return list(zip(suspects, now, strict=True))
+            before = now
+        return list(zip(suspects, before, strict=True))
 
     def account(self, before: list[tuple[Worker, int]], wall_ns: int) -> None:
         """Add a timed call's wall time and the suspects' CPU time since ``before``.

@@ -5,6 +5,7 @@ Kept from the tune's start, checked (then restored) after each candidate step.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -50,10 +51,15 @@ def settle_guard(session: TuneSession) -> None:
     session._process = process_state(session)  # what eager's first calls set up is the state
 
 
-def process_state(session: TuneSession) -> ProcessState:
-    """The process state a candidate must leave alone, the model's own classes included.
+#: The project's own modules that decide and measure: a candidate that rebinds one of their
+#: functions (a patched verdict) is a change to the process like a patched torch function.
+_JUDGES = ("aitune_fp.core.", "aitune_fp.measure.", "aitune_fp.profiling.", "aitune_fp.session.")
 
-    The classes: a candidate that patches the user's class (its ``forward``) reaches eager's
+
+def process_state(session: TuneSession) -> ProcessState:
+    """The process state a candidate must leave alone, with the model's classes and our judges.
+
+    The project's modules that judge it (a patched verdict), and the model's own classes: a candidate that patches the user's class (its ``forward``) reaches eager's
     private copy too.
     """
     own = {
@@ -61,7 +67,8 @@ def process_state(session: TuneSession) -> ProcessState:
         for m in session.target.module.modules()
         if not type(m).__module__.startswith("torch.")
     }
-    return ProcessState.capture(extra=sorted(own, key=repr))
+    judges = [m for name, m in sorted(sys.modules.items()) if name.startswith(_JUDGES)]
+    return ProcessState.capture(extra=[*sorted(own, key=repr), *judges])
 
 
 def model_changed(session: TuneSession) -> ModelChangedError | ProcessChangedError | None:
