@@ -145,7 +145,7 @@ class OnnxRuntimeBackend(BackendBase):
                     "torch.onnx.export cannot export this model: "
                     f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
                 ) from exc
-            session = ort.InferenceSession(str(partial), providers=providers)
+            session = ort.InferenceSession(str(partial), _session_options(ort), providers=providers)
             os.replace(partial, path)
         finally:
             partial.unlink(missing_ok=True)
@@ -186,4 +186,18 @@ class OnnxRuntimeBackend(BackendBase):
     def _activate(self) -> None:
         """Open a new session on the exported model, kept in memory (the file may be rewritten)."""
         ort = _import_onnxruntime()
-        self._session = ort.InferenceSession(self._model_bytes, providers=self._providers)
+        self._session = ort.InferenceSession(
+            self._model_bytes, _session_options(ort), providers=self._providers
+        )
+
+
+def _session_options(ort: Any) -> Any:
+    """Run on torch's intra-op threads, as eager does, and never spin between calls.
+
+    ONNX Runtime's default pool takes every core and keeps its threads spinning between calls:
+    beside eager that steals a core (process isolation counts it as interference).
+    """
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
