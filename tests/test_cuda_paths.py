@@ -347,7 +347,21 @@ class FakeOrt(types.ModuleType):
     def get_available_providers(self) -> list[str]:
         return list(self.providers)
 
-    def InferenceSession(self, model: Any, providers: list[Any]) -> Any:
+    class SessionOptions:
+        """ONNX Runtime's session options: the thread count and config entries set."""
+
+        def __init__(self) -> None:
+            self.intra_op_num_threads = 0
+            self.entries: dict[str, str] = {}
+
+        def add_session_config_entry(self, key: str, value: str) -> None:
+            self.entries[key] = value
+
+    def InferenceSession(
+        self, model: Any, sess_options: Any = None, providers: list[Any] | None = None
+    ) -> Any:
+        assert sess_options.entries == {"session.intra_op.allow_spinning": "0"}
+        assert sess_options.intra_op_num_threads == torch.get_num_threads()
         self.sessions.append(providers)
         return types.SimpleNamespace(
             get_inputs=lambda: [types.SimpleNamespace(name="input_0")],
