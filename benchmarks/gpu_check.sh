@@ -17,16 +17,34 @@
 # fake-CUDA-timer, fake-NVML telemetry and thread tests, the list of gpu tests that would run,
 # and the main job on CPU with --threads 1 (the thread and load fields checked, telemetry
 # "unknown"). cache="cold" has no tune flag yet: only its gpu test runs it.
+#
+# KEEP_GOING=1 records a failed step and goes on (for a one-shot lease on a lent GPU machine);
+# every step runs under `timeout` (STEP_SCALE=0.5 halves each step's limit); GPU_CHECK_WORK=DIR
+# keeps the tunes' JSON-lines logs there; PYTEST_ARGS adds to the gpu tests' pytest line;
+# DQ_REPEATS=0 leaves decision_quality.py out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 OUT=${1:-gpu_check.md}
-WORK=$(mktemp -d -t aitune_fp-gpu-check-XXXXXX)
+WORK=${GPU_CHECK_WORK:-$(mktemp -d -t aitune_fp-gpu-check-XXXXXX)}
+mkdir -p "$WORK"
 START=$(date +%s)
+FAILED=0
+# gpu-marked tests live in these files (collecting only them needs no test-only extra beyond
+# jsonschema and hypothesis)
+GPU_TESTS=$(grep -l "mark.gpu" tests/test_*.py)
 
 say() { printf '%s\n' "$*" | tee -a "$OUT"; }
-fail() { say "**FAILED**: $*"; echo "gpu_check: FAILED: $*" >&2; exit 1; }
+fail() {
+    say "**FAILED**: $*"; echo "gpu_check: FAILED: $*" >&2
+    FAILED=1; [ "${KEEP_GOING:-0}" = 1 ] || exit 1
+}
+# run "$@" for at most $1 seconds (scaled by STEP_SCALE)
+limit() {
+    local s; s=$(awk -v s="$1" -v k="${STEP_SCALE:-1}" 'BEGIN { printf "%d", s * k }'); shift
+    timeout --kill-after=10 "$s" "$@"
+}
 block() { say '```'; "$@" 2>&1 | tee -a "$OUT"; local rc=${PIPESTATUS[0]}; say '```'; return "$rc"; }
 
 # the candidates' figures, threads and flags from a tune's JSON-lines log, as markdown rows
@@ -113,12 +131,15 @@ sampler.close()
 PY
 say ""
 say "### pytest -m gpu"
-block "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs || fail "gpu tests"
+# shellcheck disable=SC2086  # GPU_TESTS is a list of file names
+block limit 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu -rs --durations=5 $GPU_TESTS \
+    ${PYTEST_ARGS:-} \
+    || fail "gpu tests"
 if grep -q "SKIPPED" "$OUT"; then fail "a gpu test skipped on a CUDA machine"; fi
 for clock in host device; do
     say ""
     say "### Main job on CUDA, --clock $clock"
-    "$PY" -m aitune_fp tune --device cuda --clock "$clock" --max-seconds 20 --quiet \
+    limit 200 "$PY" -m aitune_fp tune --device cuda --clock "$clock" --max-seconds 10 --quiet \
         --json-log "$WORK/$clock.jsonl" --cache-dir "$WORK/$clock" > "$WORK/$clock.txt" \
         || fail "the main job on CUDA (--clock $clock)"
     block cat "$WORK/$clock.txt"
@@ -126,10 +147,13 @@ for clock in host device; do
     grep -q '"device_estimate": [0-9]' "$WORK/$clock.jsonl" \
         || fail "no device time recorded on CUDA (--clock $clock)"
 done
+[ "${DQ_REPEATS:-10}" = 0 ] && { say "Done in $(( $(date +%s) - START )) s (decision_quality not run)."; exit "$FAILED"; }
 say ""
-say "### decision_quality.py on CUDA (identical, 1.03x, 1.1x, 2x; 10 decisions each)"
-block "$PY" benchmarks/decision_quality.py --device cuda --cases A/A 1.03x 1.10x 2.00x \
-    --repeats 10 --reference-pairs 200 --out "$WORK/dq.md" || fail "decision_quality on CUDA"
+say "### decision_quality.py on CUDA (identical, 1.03x, 1.1x, 2x; ${DQ_REPEATS:-10} decisions each)"
+block limit 150 "$PY" benchmarks/decision_quality.py --device cuda --cases A/A 1.03x 1.10x 2.00x \
+    --repeats "${DQ_REPEATS:-10}" --reference-pairs 200 --out "$WORK/dq.md" \
+    || fail "decision_quality on CUDA"
 say ""
 say "cache=\"cold\" (no tune flag yet) ran only in its gpu test."
-say "Done in $(( $(date +%s) - START )) s."
+say "Done in $(( $(date +%s) - START )) s$( [ "$FAILED" = 1 ] && echo ', with failed steps')."
+exit "$FAILED"

@@ -192,3 +192,117 @@ def test_a_soak_rejects_a_candidate_wrong_only_after_many_calls(
     (failure,) = report.failures
     assert failure.stage == ("rebuild" if isolation == "process" else "correctness")
     assert "soak call" in failure.reason
+
+
+def _raw_cuda_graph(model: torch.nn.Module) -> Any:
+    """A real CUDA graph per input shape whose static output is handed out as is (no copy)."""
+    graphs: dict[tuple[int, ...], tuple[Any, torch.Tensor, torch.Tensor]] = {}
+
+    def call(x: torch.Tensor) -> torch.Tensor:
+        key = tuple(x.shape)
+        if key not in graphs:
+            static_in = x.clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), torch.no_grad():
+                model(static_in)  # warm up off the capture
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph), torch.no_grad():
+                static_out = model(static_in)
+            graphs[key] = (graph, static_in, static_out)
+        graph, static_in, static_out = graphs[key]
+        static_in.copy_(x)
+        graph.replay()
+        return static_out
+
+    return call
+
+
+def _cuda_data() -> list[Sample]:
+    return [Sample(tuple(t.cuda() for t in s.args)) for s in _data()]
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_graphs_static_output_breaks_the_contract() -> None:
+    model = _model().cuda()
+    with pytest.raises(CorrectnessError) as caught:
+        check_correctness(_raw_cuda_graph(model), model, SPEC, _cuda_data())
+    assert caught.value.check == "aliasing"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cuda-graphs", "compile-reduce-overhead"])
+def test_the_cuda_graph_backends_hand_out_outputs_the_caller_can_keep(
+    name: str, tmp_path: Path
+) -> None:
+    """The built-in backends that replay CUDA graphs return copies: kept outputs stay right."""
+    from aitune_fp.backends.registry import BACKENDS
+
+    model = _model()
+    backend = BACKENDS[name].factory()
+    backend.build(_model(), SPEC, _cuda_data(), torch.device("cuda"), tmp_path)
+    check_correctness(backend, model.cuda(), SPEC, _cuda_data())
+
+
+def test_compile_under_cuda_graphs_returns_copies_of_the_static_outputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """reduce-overhead replays CUDA graphs whose outputs the next replay overwrites (faked here
+    by a static buffer in place of the compiled module): the backend hands out copies."""
+    from aitune_fp.backends.compile import TorchCompileBackend
+
+    monkeypatch.setattr(torch, "compile", lambda module, **_: _static_buffer(module))
+    model = _model()
+    backend = TorchCompileBackend(mode="reduce-overhead")
+    backend.build(_model(), SPEC, _data(), torch.device("cpu"), tmp_path)
+    check_correctness(backend, model, SPEC, _data())
+
+
+def test_samples_move_to_the_tunes_device_and_stay_the_callers_when_already_there() -> None:
+    """CPU samples tune on another device (the CLI's embedded models are on the CPU)."""
+    from aitune_fp.inputs import on_device
+
+    here, there = Sample((torch.ones(2),), {"mask": torch.zeros(2)}), Sample((torch.ones(1),))
+    moved = on_device([here, there], "meta")
+    assert all(t.device.type == "meta" for s in moved for t in (*s.args, *s.kwargs.values()))
+    assert on_device([here], "cpu")[0] is here
+    assert on_device([here], torch.device("cpu"))[0] is here
+
+
+def test_float32_on_cuda_with_tf32_is_held_to_the_reduced_tier(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two correct kernels differ at TF32 precision (cuDNN's default): not a wrong candidate."""
+    from aitune_fp.correctness import _values, compare_outputs
+
+    monkeypatch.setattr(_values, "TF32_DEVICES", frozenset({"cpu"}))  # CPU stands in for CUDA
+    torch.manual_seed(0)
+    expected = torch.randn(64, 10)
+    actual = expected * (1 + 2e-3 * torch.randn(64, 10))  # TF32-sized rounding
+    matmul = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with (
+            torch.backends.cudnn.flags(allow_tf32=False),
+            pytest.raises(CorrectnessError, match=r"torch\.float32 tolerances"),
+        ):
+            compare_outputs(actual, expected)
+        with torch.backends.cudnn.flags(allow_tf32=True):
+            compare_outputs(actual, expected)
+            with pytest.raises(CorrectnessError, match="TF32"):
+                compare_outputs(expected + 1.0, expected)  # a wrong candidate is still wrong
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+
+
+@pytest.mark.gpu
+def test_float32_on_a_real_gpu_with_tf32_is_held_to_the_reduced_tier() -> None:
+    from aitune_fp.correctness import compare_outputs
+
+    torch.manual_seed(0)
+    expected = torch.randn(64, 10, device="cuda")
+    with torch.backends.cudnn.flags(allow_tf32=True):
+        compare_outputs(expected * (1 + 2e-3 * torch.randn_like(expected)), expected)
+        with pytest.raises(CorrectnessError, match="TF32"):
+            compare_outputs(expected + 1.0, expected)

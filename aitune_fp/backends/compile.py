@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from aitune_fp._tree import to_device
+from aitune_fp._tree import map_tensors, to_device
 from aitune_fp.backends.base import BackendBase
 from aitune_fp.backends.support import (
     autocast_context,
@@ -28,6 +28,9 @@ __all__ = ["TorchCompileBackend"]
 #: Warm-up calls per batch size (reduce-overhead's CUDA graph trees record on the second call
 #: and replay from the third, so three calls leave every mode in its steady state).
 _WARMUP_CALLS_PER_BATCH_SIZE = 3
+
+#: The modes whose compiled code replays CUDA graphs on CUDA (static output buffers).
+_CUDA_GRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
 
 #: Compile backends that hold compiled code right now; the global dynamo reset waits for the last.
 _LIVE: weakref.WeakSet[TorchCompileBackend] = weakref.WeakSet()
@@ -147,8 +150,15 @@ class TorchCompileBackend(BackendBase):
             return self._compiled(*args, **kwargs)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the compiled module."""
-        return self._run(*args, **kwargs)
+        """Run the compiled module; under CUDA graphs, return copies of the outputs.
+
+        The modes that replay CUDA graphs hand out static buffers that the next replay
+        overwrites: a caller keeping an output would see it change (the output contract).
+        """
+        out = self._run(*args, **kwargs)
+        if self._mode in _CUDA_GRAPH_MODES:
+            return map_tensors(torch.clone, out)
+        return out
 
     def _activate(self) -> None:
         """Compile and warm up again (what ``deactivate`` released), on the build's device."""

@@ -132,11 +132,13 @@ def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Pat
 
     from aitune_fp.backends.eager import TorchEagerBackend
     from aitune_fp.correctness import CorrectnessError, check_comparable
+    from aitune_fp.inputs import on_device
     from aitune_fp.session import one_line
 
     spec = model.graph_spec
     try:
-        batch = spec.make_batch(model.sample, spec.get_max_batch_size())
+        (sample,) = on_device([model.sample], device)  # the tune moves it the same way
+        batch = spec.make_batch(sample, spec.get_max_batch_size())
         eager = TorchEagerBackend().build(
             model.module, spec, [model.sample], device, cache_dir / "preflight"
         )

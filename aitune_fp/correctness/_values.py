@@ -21,18 +21,32 @@ from aitune_fp.correctness._errors import CorrectnessError
 from aitune_fp.correctness._leaves import unravel
 from aitune_fp.correctness.tolerances import Tolerances
 
+#: The device types whose float32 math torch's TF32 flags govern.
+TF32_DEVICES = frozenset({"cuda"})
+
+
+def tf32_allowed() -> bool:
+    """Whether torch may run float32 matmuls or convolutions on CUDA in TF32 (10-bit mantissa).
+
+    cuDNN's flag is on by default: float32 convolutions on an Ampere or later GPU round like
+    float16, and two correct kernels (eager's and a candidate's) differ at that precision.
+    """
+    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
 
 @attrs.define
 class Walk:
     """The state of one comparison walk: the budget, the declared dtype, what passed so far.
 
     Mutable on purpose (the tally grows leaf by leaf); it never leaves the comparison.
+    ``tf32``: float32 leaves on CUDA are held to the reduced tier (:func:`tf32_allowed`).
     """
 
     tol: Tolerances
     expected_dtype: torch.dtype | None = None
     noise_floor: NoiseFloor | None = None
     tally: list[Mismatch] = attrs.field(factory=list)
+    tf32: bool = attrs.field(factory=tf32_allowed)
 
 
 def compare_floats(
@@ -40,6 +54,10 @@ def compare_floats(
 ) -> None:
     """Hold one floating leaf to its tier's budget: element-wise, or by the norm criteria."""
     tol = walk.tol
+    label = str(tier)
+    if walk.tf32 and tier == torch.float32 and e.device.type in TF32_DEVICES:
+        # float32 math in TF32 has float16's epsilon: hold the leaf to that tier
+        tier, label = torch.float16, "TF32 (float32 on CUDA with TF32 allowed)"
     atol, rtol = tol.for_dtype(tier)
     wide = a.dtype in (torch.float64, torch.complex128) or e.dtype in (
         torch.float64,
@@ -59,7 +77,7 @@ def compare_floats(
     limit = atol + rtol * magnitude
     reference_bad = ~torch.isfinite(e_c)
     if tol.norm_decides(tier):
-        _judge_norms(a_c, e_c, diff, limit, reference_bad, (atol, rtol), path, tier, walk)
+        _judge_norms(a_c, e_c, diff, limit, reference_bad, (atol, rtol), path, (tier, label), walk)
         return
     bad = (diff > limit) | reference_bad
     count = int(bad.sum())
@@ -68,7 +86,7 @@ def compare_floats(
         return
     raise CorrectnessError(
         f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
-        f"({tier} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
+        f"({label} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
         f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
         path=path,
         check="values",
@@ -113,10 +131,11 @@ def _judge_norms(
     reference_bad: torch.Tensor,
     tolerances: tuple[float, float],
     path: str,
-    tier: torch.dtype,
+    tier_label: tuple[torch.dtype, str],
     walk: Walk,
 ) -> None:
     """Reduce the leaf to norms and counts, judge them in the core; raise on a miss."""
+    tier, label = tier_label
     ok = ~reference_bad
     n_ok = int(ok.sum())
     diff_sq = capped(float(diff[ok].double().square().sum()))
@@ -149,7 +168,7 @@ def _judge_norms(
         return
     beyond = int(((diff > limit) | reference_bad).sum())
     raise CorrectnessError(
-        f"{path}: values differ from the eager reference beyond the norm criteria ({tier} "
+        f"{path}: values differ from the eager reference beyond the norm criteria ({label} "
         f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
         f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
         path=path,

@@ -28,7 +28,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     error_name,
 )
-from aitune_fp.inputs import BatchSpec, Sample
+from aitune_fp.inputs import BatchSpec, Sample, on_device
 from aitune_fp.profiling import Timer
 from aitune_fp.watchdog import CandidateHungError
 
@@ -102,7 +102,7 @@ class TuneTarget:
         """Check the arguments a caller passed to ``tune`` (a clear error naming a bad one)."""
         if not isinstance(name, str):
             raise InvalidTypeError(f"name must be a str (the module's name), got {name!r}")
-        return cls(module, name, graph_spec, tuple(data), device, Path(cache_dir))
+        return cls(module, name, graph_spec, on_device(data, device), device, Path(cache_dir))
 
 
 @attrs.frozen
