@@ -96,6 +96,48 @@ class TestMachineSlowsMidRun:
         assert "decided on pairs" in result.reason  # type: ignore[attr-defined]
 
 
+class TestSlowedHostThatScalesBothArms:
+    """A slower host that scales both arms alike (a launch-bound GPU call; seen on an H200,
+    where eager ran 1.5-2.3x slower in the timed pairs than in the warm-up): the verdict of
+    the slowed stretch stands, since the pairs at eager's fastest level bear it out."""
+
+    @pytest.mark.parametrize(("ratio", "verdict"), [(1.9, "faster"), (0.6, "not_faster")])
+    def test_the_verdict_stands_and_says_so(self, ratio: float, verdict: str) -> None:
+        for seed in range(4):
+            eager, cand = _machine(ratio, 26, seed, eager_hit=2.0, cand_hit=2.0)
+            result = _measure(eager, cand, seed)
+            assert result.verdict == verdict, result.reason  # type: ignore[attr-defined]
+            assert "machine_slowed" in result.flags  # type: ignore[attr-defined]
+            assert "bear the verdict out" in result.reason  # type: ignore[attr-defined]
+
+    def test_quiet_pairs_that_disagree_keep_it_open(self) -> None:
+        """The busy machine spares the candidate (1.0x quiet, 1.5x slowed): no faster."""
+        for seed in range(4):
+            eager, cand = _machine(1.0, 26, seed, eager_hit=3.0, cand_hit=2.0)
+            result = _measure(eager, cand, seed)
+            assert result.verdict == "inconclusive"  # type: ignore[attr-defined]
+
+
+@given(
+    st.lists(st.floats(0.5, 3.0), min_size=8, max_size=40),
+    st.floats(1.0, 1.5),
+)
+def test_borne_out_reads_the_quartiles_of_the_quiet_speedups(
+    ratios: list[float], required: float
+) -> None:
+    base = [r * 1e-3 for r in ratios]
+    cand = [1e-3] * len(ratios)
+    faster = machine.borne_out("faster", required, base, cand)
+    slower = machine.borne_out("not_faster", required, base, cand)
+    assert not (faster and slower)
+    if min(ratios) >= required:
+        assert faster
+    if max(ratios) < required:
+        assert slower
+    assert not machine.borne_out("faster", required, base[:7], cand[:7])
+    assert not machine.borne_out("inconclusive", required, base, cand)
+
+
 def _loads(monkeypatch: pytest.MonkeyPatch, values: list[float]) -> None:
     seq = list(values)
     monkeypatch.setattr(profiling, "load_average", lambda: seq.pop(0) if len(seq) > 1 else seq[0])
@@ -208,3 +250,35 @@ class TestSettings:
         assert (spec.profiling.wait_quiet_s, spec.profiling.throughput_gate) == (20.0, "bound")
         with pytest.raises(InvalidValueError, match=r"budget\.throughput_gate"):
             parse_sweep({**base, "budget": {"throughput_gate": "mean"}})
+
+
+def test_each_look_event_says_what_held_it_back() -> None:
+    """A look kept open by the machine says so in its ``look`` event (log pipelines read it)."""
+    from aitune_fp import events
+
+    event = events.look(
+        "r",
+        "m",
+        backend_description="c",
+        n_pairs=10,
+        max_pairs=320,
+        verdict="inconclusive",
+        estimate=1.9,
+        ci_low=1.8,
+        ci_high=2.0,
+        held_back="machine",
+    )
+    assert event.fields["held_back"] == "machine"
+    assert "held back: machine" in event.fields["summary"]
+    settled = events.look(
+        "r",
+        "m",
+        backend_description="c",
+        n_pairs=10,
+        max_pairs=320,
+        verdict="faster",
+        estimate=1.9,
+        ci_low=1.8,
+        ci_high=2.0,
+    )
+    assert settled.fields["held_back"] is None

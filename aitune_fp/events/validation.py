@@ -21,6 +21,7 @@ from aitune_fp.core.messages import (
 )
 from aitune_fp.core.report import Outcome
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult, ResultVerdict
+from aitune_fp.core.verdict import HELD_BACK
 from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Event, Level, Phase
@@ -222,6 +223,8 @@ class Look(Payload):
     estimate: float = attrs.field(metadata=_MIN0)
     ci_low: float = attrs.field(metadata=_MIN0)
     ci_high: float | None = attrs.field(metadata=_MIN0)
+    #: Why an inconclusive look stayed open (the first condition of ``HELD_BACK``; None: settled).
+    held_back: str | None = attrs.field(default=None, metadata={"enum": list(HELD_BACK)})
 
 
 LOOK: Final = Look.event_name
@@ -238,9 +241,11 @@ def look(
     estimate: float,
     ci_low: float,
     ci_high: float | None,
+    held_back: str | None = None,
 ) -> Event:
     """Progress of a statistical measurement: the interval at one planned look (debug level)."""
     high = "inf" if ci_high is None or not math.isfinite(ci_high) else f"{ci_high:.3f}"
+    why = "" if held_back is None else f" (held back: {held_back})"
     return Look(
         run_id=run_id,
         module_name=module_name,
@@ -251,9 +256,10 @@ def look(
         estimate=estimate,
         ci_low=ci_low,
         ci_high=ci_high,
+        held_back=held_back,
         summary=(
             f"🔎 {backend_description}: {n_pairs}/{max_pairs} pairs, "
-            f"{estimate:.2f}x [{ci_low:.3f}, {high}] → {verdict}"
+            f"{estimate:.2f}x [{ci_low:.3f}, {high}] → {verdict}{why}"
         ),
     ).to_event()
 

@@ -5,14 +5,18 @@ The measurement itself says when the machine changed under it: eager's own laten
 look's pairs left fewer cores than the tune's threads need
 (:func:`~aitune_fp.profiling.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
 rest on pairs taken across the change: a look decides on the steady stretch after it when that
-holds at least the first look's pairs and eager ran there at the fastest level of the run (a
-machine that slowed down is a busy one, whose verdicts differ from a quiet one's: issue 36's
-bf16 candidate read 0.74x busy and 1.84x quiet), else it stays open (``held_back="machine"``)
-and the reason says why. ``--wait-quiet`` waits, before a look, for the load to fall.
+holds at least the first look's pairs and eager ran there at the fastest level of the run. A
+machine that slowed down may be a busy one, whose verdicts differ from a quiet one's (issue
+36's bf16 candidate read 0.74x busy and 1.84x quiet): a slowed stretch's verdict stands only
+when the pairs before it, at the fastest level, bear it out (:func:`borne_out`; on an H200 host
+eager's launch-bound calls ran 1.5-2.3x slower in the timed pairs than in the warm-up while
+every verdict held). Otherwise the look stays open (``held_back="machine"``) and the reason
+says why. ``--wait-quiet`` waits, before a look, for the load to fall.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Sequence
 
@@ -50,6 +54,8 @@ class Stretch:
     busy_now: bool = False
     slowdown: float = 1.0
     slowdown_limit: float = 1.0 + MACHINE_CHANGE
+    #: How many pairs, warm-up included, ran before eager's last move (the quiet reference).
+    quiet_pairs: int = 0
 
     @property
     def slowed(self) -> bool:
@@ -58,7 +64,11 @@ class Stretch:
 
     def usable(self, first_look: int) -> bool:
         """Whether a verdict may rest on the stretch: long enough, on a quiet, unslowed machine."""
-        return not self.busy_now and not self.slowed and self.n_pairs - self.start >= first_look
+        return not self.slowed and self.steady_enough(first_look)
+
+    def steady_enough(self, first_look: int) -> bool:
+        """Long enough and not busy by the load: usable, or slowed only (see :func:`borne_out`)."""
+        return not self.busy_now and self.n_pairs - self.start >= first_look
 
     @property
     def moved(self) -> bool:
@@ -92,6 +102,12 @@ class Stretch:
 
     def note(self, decided: bool) -> str:
         """The note for the reason: what was decided on, or why nothing was."""
+        if decided and self.slowed:
+            return (
+                f"{self.why()}: decided on pairs {self.start + 1}-{self.n_pairs}, and the "
+                f"{self.quiet_pairs} pairs before them, at eager's fastest level, bear the "
+                "verdict out"
+            )
         if decided:
             return f"{self.why()}: decided on pairs {self.start + 1}-{self.n_pairs} only"
         kept = self.n_pairs - self.start
@@ -176,7 +192,38 @@ class MachineWatch:
             busy_now=self._busy_look,
             slowdown=machine_slowdown(every, first),
             slowdown_limit=slowdown_limit(every[first:]),
+            # the pairs before eager's last move (warm-up included) ran at the other level
+            quiet_pairs=first if found is None else min(found, first),
         )
+
+
+#: Fewest pairs before a slowed stretch that can bear its verdict out.
+MIN_QUIET_PAIRS = 8
+
+
+def borne_out(
+    verdict: str,
+    required: float,
+    quiet_baseline_s: Sequence[float],
+    quiet_candidate_s: Sequence[float],
+) -> bool:
+    """Whether pairs from before a slowed stretch, at eager's fastest level, agree with its verdict.
+
+    A machine that slowed down can change a verdict (a busy CPU hurts one arm more), or leave
+    it standing (a slower host only scales a launch-bound GPU call). The verdict of the slowed
+    stretch stands when the quiet pairs say the same beyond their own spread: for ``faster``
+    their lower quartile of per-pair speedups clears ``required``; for ``not_faster`` their upper
+    quartile stays below it. Fewer than :data:`MIN_QUIET_PAIRS` pairs bear nothing out.
+    """
+    ratios = [b / c for b, c in zip(quiet_baseline_s, quiet_candidate_s, strict=True) if c > 0]
+    if len(ratios) < MIN_QUIET_PAIRS:
+        return False
+    low, _, high = statistics.quantiles(ratios, n=4)
+    if verdict == "faster":
+        return low >= required
+    if verdict == "not_faster":
+        return high < required
+    return False
 
 
 def held(decision: SpeedupDecision) -> SpeedupDecision:

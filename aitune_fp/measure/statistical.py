@@ -25,7 +25,7 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.clocks import _on_clock, _two_clocks
-from aitune_fp.measure.machine import MachineWatch, Stretch, from_pair, held
+from aitune_fp.measure.machine import MachineWatch, Stretch, borne_out, from_pair, held
 from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
@@ -181,7 +181,11 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             timings = _on_clock(run.timings(), config.clock)
             warm = warmup.baseline_s if config.clock == "host" else ()  # host-timed only
             stretch = watch.stretch(timings.baseline_s, warm)
-            steady = from_pair(timings, stretch.start) if stretch.usable(config.looks[0]) else None
+            steady = (
+                from_pair(timings, stretch.start)
+                if stretch.steady_enough(config.looks[0])
+                else None
+            )
             if steady is not None:  # nothing moved, or decide on the steady pairs after it
                 decision = decide(
                     steady.baseline_s,
@@ -189,6 +193,14 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                     look_number,
                     steady.candidate_after_eager,
                 )
+                quiet = stretch.quiet_pairs  # the pairs (warm-up first) before eager moved
+                if stretch.slowed and not borne_out(
+                    decision.verdict,
+                    gate.required_speedup,
+                    [*warm, *timings.baseline_s][:quiet],
+                    [*warmup.candidate_s[: len(warm)], *timings.candidate_s][:quiet],
+                ):
+                    decision = held(decision)
             else:  # no verdict from pairs taken across the change
                 decision = held(
                     decide(

@@ -202,6 +202,7 @@ def measure(
                 estimate=decision.speedup,
                 ci_low=decision.ci_low,
                 ci_high=decision.ci_high,
+                held_back=decision.held_back,
             )
         )
 
