@@ -306,3 +306,36 @@ def test_float32_on_a_real_gpu_with_tf32_is_held_to_the_reduced_tier() -> None:
         compare_outputs(expected * (1 + 2e-3 * torch.randn_like(expected)), expected)
         with pytest.raises(CorrectnessError, match="TF32"):
             compare_outputs(expected + 1.0, expected)
+
+
+@pytest.mark.parametrize(
+    ("path", "scores"),
+    [
+        ("output", True),
+        ("output[0]", True),
+        ("output.logits", True),
+        ("output['logits']", True),
+        ('output["start_logits"]', True),
+        ("output.scores", True),
+        ("output.pooler_output", False),
+        ("output['last_hidden_state']", False),
+        ("output.embeddings", False),
+    ],
+)
+def test_top1_agreement_is_for_class_scores_only(path: str, scores: bool) -> None:
+    """Accuracy criteria fit the output: an embedding is not judged by its argmax."""
+    from aitune_fp.correctness._values import class_scores
+
+    assert class_scores(path) is scores
+
+
+def test_an_embedding_output_reports_no_top1() -> None:
+    from aitune_fp.correctness import Tolerances, compare_outputs
+
+    torch.manual_seed(0)
+    e = torch.randn(16, 32)
+    tol = Tolerances(norm_tiers=("float32",))
+    named = compare_outputs({"pooler_output": e * (1 + 1e-4)}, {"pooler_output": e}, tolerances=tol)
+    plain = compare_outputs(e * (1 + 1e-4), e, tolerances=tol)
+    assert "top1_agreement" in {c.name for c in plain.criteria}
+    assert "top1_agreement" not in {c.name for c in named.criteria}

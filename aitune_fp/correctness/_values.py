@@ -10,6 +10,7 @@ does not reject while a wrong output still does. Either way a pass is recorded a
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import attrs
@@ -146,7 +147,7 @@ def _judge_norms(
     # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
     widened = limit + budgets.rel_l2 * rms
     outliers = int(((diff > widened) | reference_bad).sum())
-    rows, agreeing = _top1(a_c, e_c, widened, budgets)
+    rows, agreeing = _top1(a_c, e_c, widened, budgets) if class_scores(path) else (0, 0)
     stats = LeafStats(
         n_elements=e_c.numel(),
         diff_sq=diff_sq,
@@ -175,6 +176,23 @@ def _judge_norms(
         check="values",
         mismatch=measured,
     )
+
+
+#: The last name in an output path: ``.logits`` or ``['logits']`` (an index like ``[0]`` is none).
+_LAST_NAME = re.compile(r"""(?:\.(\w+)|\[(?:'([^']*)'|"([^"]*)")\])$""")
+
+
+def class_scores(path: str) -> bool:
+    """Whether the leaf at ``path`` may be class scores, to judge by top-1 agreement.
+
+    A named leaf is when its name says so (``logits``, ``scores``); an embedding
+    (``pooler_output``, ``last_hidden_state``) is not. An unnamed 2-D leaf may be either: kept.
+    """
+    found = _LAST_NAME.search(path)
+    if found is None:
+        return True
+    name = next(g for g in found.groups() if g is not None).lower()
+    return "logit" in name or "score" in name
 
 
 def _top1(
