@@ -110,6 +110,8 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
         )
     if run.baseline_error:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
+    if run.degenerate_outputs:
+        lines.append(f"Warning: {escape_control(run.degenerate_outputs)}")
     if run.required_speedup is not None:
         pct = run.min_speedup_threshold_percent
         guarantee = next((r.guarantee for r in run.results if r.guarantee), None)

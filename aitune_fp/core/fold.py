@@ -81,6 +81,7 @@ def _changes(short: str, f: Mapping[str, Any], r: TuneReport) -> dict[str, Any]:
             "batch_size": f["batch_size"],
             "decision": f["decision"],
             "noise_floor_rel_l2": f.get("noise_floor_rel_l2"),
+            "degenerate_outputs": f.get("degenerate_outputs"),
         }
     if short == "baseline_failed":
         return {"baseline_error": f"{f['error_type']}: {f['reason']}"}

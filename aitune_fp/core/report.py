@@ -120,6 +120,8 @@ class TuneReport:
     #: Eager's own noise floor (the largest rel-L2 of float32 eager against float64 over the
     #: output leaves) when the tune measured it (``Closeness(calibrate=True)``) or was given one.
     noise_floor_rel_l2: float | None = None
+    #: Why eager's outputs cannot tell candidates apart (constant or near zero); None: they can.
+    degenerate_outputs: str | None = None
     #: Where candidates ran until chosen (``process`` or ``in_process``) and why in process.
     isolation: str | None = None
     isolation_note: str | None = None

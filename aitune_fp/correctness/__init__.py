@@ -30,6 +30,7 @@ from aitune_fp.correctness.check import (
     served_batch_sizes,
 )
 from aitune_fp.correctness.compare import check_comparable, compare_outputs
+from aitune_fp.correctness.degenerate import degenerate_outputs
 from aitune_fp.correctness.noise import eager_noise_floor
 from aitune_fp.correctness.tolerances import TIERS, Tier, Tolerances
 
@@ -49,6 +50,7 @@ __all__ = [
     "check_comparable",
     "check_correctness",
     "compare_outputs",
+    "degenerate_outputs",
     "eager_noise_floor",
     "served_batch_sizes",
 ]

@@ -53,6 +53,8 @@ class BaselineMeasured(Payload):
     noise_floor_rel_l2: float | Absent | None = attrs.field(default=ABSENT, metadata=_MIN0)
     noise_floor: NoiseFloorFields | Absent = ABSENT
     noise_floor_note: str | Absent = ABSENT
+    #: Why eager's outputs cannot tell candidates apart (constant or near zero); absent: they can.
+    degenerate_outputs: str | Absent = ABSENT
 
 
 BASELINE_MEASURED: Final = BaselineMeasured.event_name
@@ -70,6 +72,7 @@ def baseline_measured(
     duration_s: float,
     decision: str,
     eager_isolation: EagerIsolation = "private_copy",
+    degenerate_outputs: str | None = None,
     **noise_floor: object,
 ) -> Event:
     """The eager baseline was built and (in point mode) measured.
@@ -79,7 +82,8 @@ def baseline_measured(
     (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
     ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
     (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
-    measured (``noise_floor_note``).
+    measured (``noise_floor_note``). ``degenerate_outputs``: why eager's outputs cannot tell
+    candidates apart (:func:`~aitune_fp.correctness.degenerate_outputs`), when they cannot.
     """
     unknown = set(noise_floor) - _NOISE_KEYS
     if unknown:
@@ -95,6 +99,7 @@ def baseline_measured(
         duration_s=duration_s,
         decision=decision,
         eager_isolation=eager_isolation,
+        degenerate_outputs=ABSENT if degenerate_outputs is None else degenerate_outputs,
         **noise,
         summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
     ).to_event()

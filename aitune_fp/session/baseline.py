@@ -20,7 +20,7 @@ from aitune_fp import events
 from aitune_fp.backends import TorchEagerBackend
 from aitune_fp.core.config import for_batch_size
 from aitune_fp.core.messages import one_line
-from aitune_fp.correctness import eager_noise_floor
+from aitune_fp.correctness import degenerate_outputs, eager_noise_floor
 from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
@@ -210,6 +210,9 @@ def open_baseline(
             duration_s=time.perf_counter() - start,
             decision=session.rule.name,
             eager_isolation=session.eager_isolation,
+            degenerate_outputs=degenerate_outputs(
+                session._references, session.closeness.budget(None)
+            ),
             **noise,
         )
     )

@@ -1,0 +1,125 @@
+"""Eager outputs that cannot tell candidates apart are named (issue 35): constant across the
+inputs, or all near zero. A candidate that ignores its input (or returns zeros) would pass the
+correctness check on such a model, so the tune says the check means little there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aitune_fp import (
+    GraphSpec,
+    OneBackendStrategy,
+    ProfilingConfig,
+    Sample,
+    validation_of,
+    with_performance_validation,
+)
+from aitune_fp.core.fold import empty_report, fold
+from aitune_fp.correctness import Tolerances, degenerate_outputs
+from tests.validation_helpers import _ModuleBackend
+
+
+def test_outputs_that_vary_with_the_input_are_fine() -> None:
+    torch.manual_seed(0)
+    assert degenerate_outputs([torch.randn(4, 10) for _ in range(3)]) is None
+
+
+def test_outputs_that_hardly_change_are_named() -> None:
+    torch.manual_seed(0)
+    base = torch.randn(4, 10)
+    outputs = [{"logits": base + 1e-4 * torch.randn(4, 10)} for _ in range(3)]
+    reason = degenerate_outputs(outputs)
+    assert reason is not None and "hardly change with the input" in reason
+    assert "across 3 inputs" in reason
+
+
+def test_outputs_all_near_zero_are_named() -> None:
+    reason = degenerate_outputs([torch.full((2, 3), 1e-4), torch.full((2, 3), -2e-4)])
+    assert reason is not None and "a candidate that returns zeros" in reason
+
+
+def test_outputs_of_different_shapes_or_no_floats_say_nothing() -> None:
+    assert degenerate_outputs([torch.ones(2, 3), torch.ones(3, 3)]) is None
+    assert degenerate_outputs([torch.arange(3), torch.arange(3)]) is None
+    assert degenerate_outputs([]) is None
+
+
+@given(
+    st.floats(0.5, 10.0),
+    st.floats(0.0, 1.0),
+    st.floats(1e-3, 0.5),
+)
+def test_the_constant_rule_follows_the_reduced_budget(
+    scale: float, wobble: float, budget: float
+) -> None:
+    """Two outputs ``scale * (1 ± wobble)``: degenerate iff their spread is within the budget."""
+    outputs = [torch.full((3,), scale * (1 + wobble)), torch.full((3,), scale * (1 - wobble))]
+    reason = degenerate_outputs(outputs, Tolerances(reduced_rel_l2=budget, reduced_atol=0.1))
+    # spread wobble*scale around the mean scale, size sqrt(scale^2 (1 + wobble^2))
+    spread = wobble / (1 + wobble**2) ** 0.5
+    if spread < budget * 0.999:
+        assert reason is not None
+    elif spread > budget * 1.001:
+        assert reason is None
+
+
+class _Blind(torch.nn.Module):
+    """A model whose output ignores its input (random weights saturated, say)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.linspace(-1, 1, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bias.expand(x.shape[0], -1) + 0.0 * x
+
+
+class _Constant(_ModuleBackend):
+    """Returns eager's one output in bf16, whatever the input."""
+
+    def _infer(self, *args: object, **kwargs: object) -> torch.Tensor:
+        with torch.no_grad():
+            return self.module.bias.expand(args[0].shape[0], -1).to(torch.bfloat16)  # type: ignore[union-attr]
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_tune_on_such_a_model_says_so(isolation: str, tmp_path: Path) -> None:
+    strategy = with_performance_validation(
+        OneBackendStrategy(_Constant()),
+        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
+    strategy.tune(_Blind().eval(), "m", GraphSpec(max_batch_size=4), data, "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    assert report.degenerate_outputs is not None
+    assert "hardly change with the input" in report.degenerate_outputs
+
+
+def test_the_report_folded_from_events_keeps_it() -> None:
+    from aitune_fp import events
+
+    event = events.baseline_measured(
+        "r",
+        "m",
+        backend_description="eager",
+        batch_size=1,
+        throughput_samples_per_s=1.0,
+        n_calls=1,
+        duration_s=0.1,
+        decision="statistical",
+        degenerate_outputs="why",
+    )
+    assert event.fields["degenerate_outputs"] == "why"
+    run = fold(empty_report("r", "m"), event.name, event.fields)
+    assert run.degenerate_outputs == "why"
