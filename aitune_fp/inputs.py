@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import attrs
@@ -29,7 +29,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchSpec", "GraphSpec", "Sample", "as_sample", "copy_sample", "on_device"]
+__all__ = ["BatchSpec", "GraphSpec", "Sample", "as_sample", "copy_sample"]
 
 #: Key of one input: its positional index, or its keyword name.
 InputKey: TypeAlias = int | str
@@ -87,38 +87,6 @@ def as_sample(value: object) -> Sample:
         f"a sample must be a Sample or an (args, kwargs) tuple, got {type(value).__name__}: "
         f"{value!r:.200}"
     )
-
-
-def on_device(data: Sequence[Sample], device: torch.device | str) -> tuple[Sample, ...]:
-    """The samples with every tensor on the tune's ``device``: CPU samples tune on CUDA.
-
-    A sample already there is kept as is (the caller's object); anything that is not a
-    :class:`Sample`, or a device torch cannot parse or use, is left for the checks that name it.
-    """
-    import torch
-
-    try:
-        target = torch.device(device)
-    except (RuntimeError, TypeError):
-        return tuple(data)
-    return tuple(_moved(item, target) if isinstance(item, Sample) else item for item in data)
-
-
-def _moved(sample: Sample, device: torch.device) -> Sample:
-    """``sample`` with its tensors on ``device``; the same object when none had to move."""
-    from aitune_fp._tree import flatten_tensors, to_device
-
-    value = (sample.args, dict(sample.kwargs))
-    if all(
-        t.device.type == device.type and device.index in (None, t.device.index)
-        for t in flatten_tensors(value)
-    ):
-        return sample
-    try:
-        args, kwargs = to_device(value, device)
-    except Exception:  # a device this torch cannot use: the eager baseline fails and says so
-        return sample
-    return Sample(args, kwargs)
 
 
 def _is_tensor(value: object) -> bool:

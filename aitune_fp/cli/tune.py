@@ -132,8 +132,8 @@ def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Pat
 
     from aitune_fp.backends.eager import TorchEagerBackend
     from aitune_fp.correctness import CorrectnessError, check_comparable
-    from aitune_fp.inputs import on_device
     from aitune_fp.session import one_line
+    from aitune_fp.session.values import on_device
 
     spec = model.graph_spec
     try:

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import torch
 
+from aitune_fp._tree import flatten_tensors, to_device
 from aitune_fp.core._checks import check_threshold, of_type, one_of
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
@@ -28,7 +29,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     error_name,
 )
-from aitune_fp.inputs import BatchSpec, Sample, on_device
+from aitune_fp.inputs import BatchSpec, Sample
 from aitune_fp.profiling import Timer
 from aitune_fp.watchdog import CandidateHungError
 
@@ -103,6 +104,34 @@ class TuneTarget:
         if not isinstance(name, str):
             raise InvalidTypeError(f"name must be a str (the module's name), got {name!r}")
         return cls(module, name, graph_spec, on_device(data, device), device, Path(cache_dir))
+
+
+def on_device(data: Sequence[Sample], device: torch.device | str) -> tuple[Sample, ...]:
+    """The samples with every tensor on the tune's ``device``: CPU samples tune on CUDA.
+
+    A sample already there is kept as is (the caller's object); anything that is not a
+    :class:`Sample`, or a device torch cannot parse or use, is left for the checks that name it.
+    """
+    try:
+        target = torch.device(device)
+    except (RuntimeError, TypeError):
+        return tuple(data)
+    return tuple(_moved(item, target) if isinstance(item, Sample) else item for item in data)
+
+
+def _moved(sample: Sample, device: torch.device) -> Sample:
+    """``sample`` with its tensors on ``device``; the same object when none had to move."""
+    value = (sample.args, dict(sample.kwargs))
+    if all(
+        t.device.type == device.type and device.index in (None, t.device.index)
+        for t in flatten_tensors(value)
+    ):
+        return sample
+    try:
+        args, kwargs = to_device(value, device)
+    except Exception:  # a device this torch cannot use: the eager baseline fails and says so
+        return sample
+    return Sample(args, kwargs)
 
 
 @attrs.frozen
