@@ -4,7 +4,9 @@ The top level holds what README and docs/ use; everything else is in the subpack
 that owns it, each with its own ``__all__`` (``aitune_fp.backends``, ``aitune_fp.sweep``,
 ``aitune_fp.errors``, ``aitune_fp.events``, ``aitune_fp.testing``, ...). Names are served on
 first use: the pure ones (speedup arithmetic, messages, results, configs, statistics, inputs)
-import without torch; the shell's (backends, strategies, the decorator) load torch.
+import without torch; the shell's (backends, strategies, the decorator) load torch. AITune's own
+names for the same things (``fmt_speedup_msg``, ``PerformanceValidationMixinResult``) are served
+here too, so code written against AITune's performance validation imports them unchanged.
 """
 
 from __future__ import annotations
@@ -24,9 +26,16 @@ if TYPE_CHECKING:
         TorchEagerBackend,
     )
     from aitune_fp.core.config import ProfilingConfig
-    from aitune_fp.core.messages import fmt_speedup_msg_short, fmt_throughput_detail
+    from aitune_fp.core.messages import (
+        fmt_speedup_msg,
+        fmt_speedup_msg_short,
+        fmt_throughput_detail,
+    )
     from aitune_fp.core.report import CandidateFailure, TuneReport
-    from aitune_fp.core.results import PerformanceValidationResult
+    from aitune_fp.core.results import (
+        PerformanceValidationMixinResult,
+        PerformanceValidationResult,
+    )
     from aitune_fp.core.sequential import decide_speedup
     from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
     from aitune_fp.core.verdict import SpeedupDecision
@@ -58,6 +67,7 @@ __all__ = [
     "MaxThroughputStrategy",
     "NoValidBackendError",
     "OneBackendStrategy",
+    "PerformanceValidationMixinResult",
     "PerformanceValidationResult",
     "ProfilingConfig",
     "Sample",
@@ -70,6 +80,7 @@ __all__ = [
     "build_and_validate",
     "compute_speedup",
     "decide_speedup",
+    "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
     "meets_threshold",

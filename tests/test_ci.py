@@ -31,11 +31,38 @@ def test_ci_runs_exactly_readmes_test_commands() -> None:
     assert _commands((ROOT / ".ci" / "run").read_text(encoding="utf-8")) == readme
 
 
-def test_readmes_set_up_installs_the_test_extra() -> None:
-    """README's test command works on a fresh machine after README's set-up lines."""
-    setup = _section("Install for development")
-    extras = re.search(r'pip install -e "\.\[([\w,]+)\]"', setup)
+def _pip_installs(text: str) -> list[str]:
+    """What each ``pip install`` of a shell text installs, in order (``-q`` and comments dropped,
+    ``&&`` chains split): ``["torch==2.13.0", '-e ".[test]"', ...]``."""
+    found = []
+    for line in text.splitlines():
+        for command in line.split("#", 1)[0].split("&&"):
+            words = command.split()
+            if "pip" in words and "install" in words:
+                args = words[words.index("install") + 1 :]
+                found.append(" ".join(a for a in args if a != "-q"))
+    return found
+
+
+def test_readmes_set_up_is_the_one_ci_runs() -> None:
+    """README's test commands work on a fresh machine after README's set-up lines: the same pip
+    installs, in the same order, as ``.ci/run`` (torch's CPU build first, the extras with
+    ``test``, AITune without its GPU dependencies)."""
+    readme = _pip_installs(_section("Run the tests"))
+    ci = _pip_installs((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+    assert readme == [c for c in ci if c != "--upgrade pip"]
+    assert readme[0] == "torch==2.13.0"
+    extras = re.fullmatch(r'-e "\.\[([\w,-]+)\]"', readme[1])
     assert extras is not None and "test" in extras.group(1).split(",")
+    assert readme[2:] == ["--no-deps aitune==0.6.0"]
+
+
+def test_readmes_main_job_is_set_up_and_run_in_one_block() -> None:
+    """The first section sets up the plain install (CPU torch first) and runs the main job."""
+    section = _section("The main job: validate the default candidates on the embedded model")
+    assert _pip_installs(section) == ["torch==2.13.0", "-e ."]
+    lines = [line.split("#", 1)[0].strip() for line in section.splitlines()]
+    assert "aitune-fp tune" in lines
 
 
 def test_the_default_run_leaves_the_compile_tier_out() -> None:

@@ -160,3 +160,39 @@ def test_pure_helpers_example_runs_as_written() -> None:
     assert ns["speedup"] == pytest.approx(1.015)
     assert ns["d"].verdict == "faster"
     assert ns["d"].speedup == pytest.approx(1.5, rel=0.02)
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives ``path``'s headings: lower case, punctuation but ``-`` and ``_``
+    dropped, spaces as ``-``."""
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    headings = re.findall(r"^#+ (.+)$", text, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_relative_link_resolves() -> None:
+    """README and docs/ point to files (and headings) that exist: what moved out of README is
+    found where its link says."""
+    broken = []
+    for doc in DOC_FILES:
+        text = doc.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # an absolute URL
+            file, _, anchor = target.partition("#")
+            path = (doc.parent / file).resolve() if file else doc
+            if not path.is_file() or (anchor and anchor not in _anchors(path)):
+                broken.append(f"{doc.name}: {target}")
+    assert not broken, broken
+
+
+def test_readme_reads_in_two_minutes() -> None:
+    """README stays short (detail lives in docs/), and its first two sections are the main job
+    and the tests, each a block of commands."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    sections = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert sections[:2] == [
+        "The main job: validate the default candidates on the embedded model",
+        "Run the tests",
+    ]

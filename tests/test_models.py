@@ -246,6 +246,27 @@ class TestImportableFactory:
         with pytest.raises(UserModelError, match=r"package\.module:factory"):
             load_model("resnet")
 
+    def test_tune_help_lists_every_model_form(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``tune --help`` names each embedded model and both factory forms, and the two forms
+        it shows are the file and the module kinds the loader tells apart."""
+        from aitune_fp.cli import main
+
+        monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal: the help is wrapped
+        with pytest.raises(SystemExit) as exited:
+            main(["tune", "--help"])
+        assert exited.value.code == 0
+        text = " ".join(capsys.readouterr().out.split())
+        model_help = text.split("--model MODEL ", 1)[1].split(" --input-shape INPUT_SHAPE ", 1)[0]
+        for name in MODELS:
+            assert re.search(rf"\b{name}\b", model_help), name
+        forms = re.findall(r"[\w./]+:factory", model_help)
+        assert forms == ["path/to/file.py:factory", "package.module:factory"]
+        assert [model_source(form)[0] for form in forms] == ["file", "module"]
+        unwrapped = "".join(model_help.split())  # argparse also breaks lines at hyphens
+        assert "PYTHONPATH" in unwrapped and "--input-shape" in unwrapped
+
 
 @pytest.mark.parametrize(("package", "extra"), [("transformers", "hf"), ("onnxruntime", "onnx")])
 def test_a_model_file_missing_an_extras_package_says_which_extra(

@@ -23,9 +23,11 @@ PURE_NAMES = [
     "compute_speedup",
     "required_speedup",
     "meets_threshold",
+    "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
     "PerformanceValidationResult",
+    "PerformanceValidationMixinResult",
     "ProfilingConfig",
     "decide_speedup",
     "SpeedupDecision",
@@ -178,6 +180,32 @@ class TestSurface:
         from importlib.resources import files
 
         assert files("aitune_fp").joinpath("py.typed").is_file()
+
+
+class TestAITuneNames:
+    """The names AITune's performance validation gives stay importable from the top level."""
+
+    def test_aitunes_names_import_from_the_top_level(self) -> None:
+        """``fmt_speedup_msg`` and ``PerformanceValidationMixinResult`` beside the short message."""
+        from aitune_fp import (
+            PerformanceValidationMixinResult,
+            PerformanceValidationResult,
+            fmt_speedup_msg,
+            fmt_speedup_msg_short,
+            fmt_throughput_detail,
+        )
+        from aitune_fp.core import messages
+
+        assert {"fmt_speedup_msg", "fmt_speedup_msg_short", "PerformanceValidationMixinResult"} <= (
+            set(aitune_fp.__all__)
+        )
+        assert PerformanceValidationMixinResult is PerformanceValidationResult
+        assert fmt_speedup_msg is messages.fmt_speedup_msg
+        assert fmt_speedup_msg_short is messages.fmt_speedup_msg_short
+        detail = fmt_throughput_detail(100, 200)
+        assert fmt_speedup_msg(2.0, detail, "mlp", "TorchCompileBackend()") == (
+            "⚡ mlp | backend: TorchCompileBackend() | speedup: 2.00x (100.00 → 200.00 samples/s)"
+        )
 
 
 class TestImportCost:

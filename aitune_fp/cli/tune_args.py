@@ -22,6 +22,7 @@ from aitune_fp.core.config import (
     THROUGHPUT_GATES,
     decision_modes,
 )
+from aitune_fp.models import MODELS
 
 __all__ = ["accuracy_options", "add_arguments", "profiling_config"]
 
@@ -47,6 +48,16 @@ _FLAG_NAMES = {
 _FLAGS: dict[str, tuple[str, tuple[str, ...] | None]] = {
     field: (flag, MODE_FIELDS.get(field)) for field, flag in _FLAG_NAMES.items()
 }
+
+
+#: Every form ``--model`` takes (``models.load_model`` parses it), so ``tune --help`` shows what
+#: README and docs/cli.md document without sending the reader there.
+_MODEL_HELP = (
+    f"an embedded model: {', '.join(MODELS)} (default mlp); or your own factory: "
+    "path/to/file.py:factory (a Python file) or package.module:factory (an importable "
+    "module: installed, or on PYTHONPATH). factory() takes no arguments and returns a "
+    "torch.nn.Module (give --input-shape) or (module, sample)"
+)
 
 
 def _parse_looks(text: str) -> tuple[int, ...]:
@@ -166,7 +177,7 @@ def add_arguments(sub: Any) -> Any:
     tune.add_argument(
         "--model",
         default="mlp",
-        help="mlp (default), convnet, transformer, or path/to/file.py:factory",
+        help=_MODEL_HELP,
     )
     tune.add_argument(
         "--input-shape", help="input shape for a user factory that returns only a module (8,256)"
