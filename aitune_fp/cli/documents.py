@@ -1,20 +1,24 @@
 """What ``--format json`` and the notes under the tables say about a run beyond its report.
 
 :func:`run_dict`: the report's dict with the selected line equal to the tables' final line;
+:func:`write_report`: ``report --format json``, written run by run;
 :func:`not_tried`: the candidates a strategy never tried, with why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
-from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli._shared import escape_control, json_text
 from aitune_fp.cli.rendering import final_line
 from aitune_fp.core.messages import headline_speedup
 from aitune_fp.core.report import TuneReport
 
-__all__ = ["not_tried", "run_dict"]
+if TYPE_CHECKING:  # ``tune`` imports this module and never reads a log
+    from aitune_fp.ingest.values import IngestReport
+
+__all__ = ["not_tried", "run_dict", "write_report"]
 
 
 def run_dict(
@@ -44,6 +48,21 @@ def run_dict(
                 data["selected_estimate"] = headline_speedup(picked[0])
                 data["selected_speedup"] = picked[0].speedup
     return data
+
+
+def write_report(
+    report: IngestReport, out: IO[str], baseline_at: Callable[[TuneReport], str | None]
+) -> None:
+    """``report --format json``: one document, each run's dict made and written in turn.
+
+    The bytes are those of one :func:`json_text` of the whole document, but only one run's dict
+    is held at a time: memory stays with the runs read, not with the document written.
+    """
+    out.write(json_text({"command": "report"})[:-1] + ', "runs": [')
+    for i, run in enumerate(report.runs):
+        text = json_text(run_dict(run, baseline_at=baseline_at(run)))
+        out.write(f", {text}" if i else text)
+    out.write("], " + json_text(report.rest_dict())[1:] + "\n")
 
 
 def not_tried(run: TuneReport, candidates: Sequence[str], strategy: str) -> list[tuple[str, str]]:

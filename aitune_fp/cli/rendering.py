@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Group, RenderableType
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.choice import choice_lines
+from aitune_fp.cli.plain import Column, Grid, print_parts
 from aitune_fp.core.accuracy import fmt_noise_floor
 from aitune_fp.core.messages import (
     decided_by_futility,
@@ -170,28 +169,6 @@ def _cpu_line(results: Sequence[PerformanceValidationResult]) -> str | None:
     return text
 
 
-class _Adaptive:
-    """A table where it fits whole; below ``min_width`` columns, one record per row instead.
-
-    A table narrower than its unsplittable cells (backend names, figures) would have to cut
-    them; the records keep every name whole and let only the sentences wrap, on words.
-    """
-
-    def __init__(self, table: Table, records: Sequence[RenderableType], min_width: int) -> None:
-        self.table = table
-        self.records = Group(*records)
-        self.min_width = min_width
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        """The table, or the records when the table's whole cells do not fit."""
-        yield self.table if options.max_width >= self.min_width else self.records
-
-
-def _fit(columns: Sequence[Sequence[str]], wrapping: int) -> int:
-    """Width a table needs: its no-wrap columns whole (header and cells), plus ``wrapping``."""
-    return sum(max(map(len, c)) for c in columns) + 3 * len(columns) + wrapping
-
-
 def _record(name: str, fields: Sequence[tuple[str, str]]) -> Group:
     """One row as a record: the name on its own line, then ``label: value`` lines, indented."""
     lines = [Padding(Text(f"{label}: {value}"), (0, 0, 0, 2)) for label, value in fields]
@@ -225,41 +202,38 @@ def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, se
 
 def _results_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
     speed_head, leveled = _speed_head(results)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     names = [escape_control(r.backend_description) for r in results]
-    qualities = [fmt_flags(r.flags) or "ok" for r in results]
     # names and figures are never split (a backend name cut mid-word cannot be read or copied);
     # the quality flags and the reason wrap on words, and take the width that is left
-    table.add_column("Backend", no_wrap=True, min_width=max(map(len, names), default=7))
-    table.add_column("Eager/s", justify="right", no_wrap=True)
-    table.add_column("Candidate/s", justify="right", no_wrap=True)
-    table.add_column(Text(speed_head), no_wrap=True)
-    table.add_column("Verdict", no_wrap=True)
-    table.add_column("Quality", overflow="fold", max_width=24)
-    table.add_column("Reason", overflow="fold", ratio=1)
+    columns = [
+        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
+        Column("Eager/s", justify="right", no_wrap=True),
+        Column("Candidate/s", justify="right", no_wrap=True),
+        Column(Text(speed_head), no_wrap=True),
+        Column("Verdict", no_wrap=True),
+        Column("Quality", overflow="fold", max_width=24),
+        Column("Reason", overflow="fold", ratio=1),
+    ]
     records: list[RenderableType] = []
-    rows = []
-    for r, name, quality in zip(results, names, qualities, strict=True):
+    rows: list[tuple[str | Text, ...]] = []
+    for r, name in zip(results, names, strict=True):
         figure = fmt_headline(r, with_level=decided_by_futility(r) in leveled)
-        row = (name, fmt_rate(r.baseline_throughput), fmt_rate(r.throughput), figure)
-        rows.append(row)
-        table.add_row(*row, _verdict(r), quality, escape_control(r.reason or ""))
+        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
+        quality, reason, verdict = fmt_flags(r.flags) or "ok", escape_control(r.reason or ""), _verdict(r)  # fmt: skip
+        rows.append((name, eager, candidate, figure, verdict, quality, reason))
         records.append(
             _record(
                 name,
                 [
-                    ("eager → candidate", f"{row[1]} → {row[2]} samples/s"),
-                    (speed_head, row[3]),
-                    ("verdict", _verdict(r).plain),
+                    ("eager → candidate", f"{eager} → {candidate} samples/s"),
+                    (speed_head, figure),
+                    ("verdict", verdict.plain),
                     ("quality", quality),
-                    ("reason", escape_control(r.reason or "")),
+                    ("reason", reason),
                 ],
             )
         )
-    heads = ("Backend", "Eager/s", "Candidate/s", speed_head, "Verdict")
-    verdicts = [_verdict(r).plain for r in results]
-    columns = [[h, *c] for h, c in zip(heads, [*zip(*rows, strict=True), verdicts], strict=True)]
-    return _Adaptive(table, records, _fit(columns, 8 + 20))
+    return Grid(columns, rows, records, wrapping=8 + 20)
 
 
 #: Where a reason cut short in a table is written in full when no log file names it.
@@ -282,15 +256,16 @@ def _failures_table(run: TuneReport) -> tuple[RenderableType, list[str]]:
     """
     failures = run.candidate_failures
     names = [escape_control(f.backend_description) for f in failures]
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("Backend", no_wrap=True, min_width=max(map(len, names), default=12))
-    table.add_column("Stage", no_wrap=True)
-    table.add_column("Error", no_wrap=True)
-    table.add_column("Reason", overflow="fold", ratio=1)
-    table.add_column("Log", no_wrap=True)
+    columns = [
+        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=12)),
+        Column("Stage", no_wrap=True),
+        Column("Error", no_wrap=True),
+        Column("Reason", overflow="fold", ratio=1),
+        Column("Log", no_wrap=True),
+    ]
     logs: list[str] = []
     records: list[RenderableType] = []
-    columns: list[list[str]] = [["Backend"], ["Stage"], ["Error"], ["Log"]]
+    rows: list[tuple[str, ...]] = []
     for f, name in zip(failures, names, strict=True):
         ref, where = "—", _FULL_TEXT_JSON
         if f.traceback_path:
@@ -300,13 +275,11 @@ def _failures_table(run: TuneReport) -> tuple[RenderableType, list[str]]:
             ref = f"[{logs.index(path) + 1}]"
             where = f"(full text in log {ref})"
         error, reason = escape_control(f.error_type), _short(f.reason, where=where)
-        table.add_row(name, f.stage, error, reason, ref)
-        for column, cell in zip(columns, (name, f.stage, error, ref), strict=True):
-            column.append(cell)
+        rows.append((name, f.stage, error, reason, ref))
         records.append(
             _record(name, [("stage", f.stage), ("error", error), ("reason", reason), ("log", ref)])
         )
-    return _Adaptive(table, records, _fit(columns, 24)), logs
+    return Grid(columns, rows, records, wrapping=24), logs
 
 
 def _baseline_figure(run: TuneReport, baseline_at: str | None) -> str:
@@ -385,15 +358,3 @@ def render_run(
         parts += [Text(f"{name} not tried: {why}") for name, why in not_tried]
     parts += [Text(""), final_line(run, error=error, baseline_at=baseline_at)]
     return parts
-
-
-def print_parts(console: Console, parts: Iterable[RenderableType]) -> None:
-    """Print ``parts`` on ``console`` in one go, each line without rich's padding at its end.
-
-    Nothing is cropped: a :class:`~rich.text.Text` that must not wrap (a log path) is printed
-    whole, wider than the console if need be, so that it can be copied.
-    """
-    with console.capture() as captured:
-        console.print(Group(*parts), crop=False)
-    console.file.write("\n".join(line.rstrip() for line in captured.get().split("\n")))
-    console.file.flush()

@@ -15,8 +15,8 @@ from typing import IO, Any
 
 from rich.text import Text
 
-from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, json_text, make_console
-from aitune_fp.cli.documents import run_dict
+from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, make_console
+from aitune_fp.cli.documents import write_report
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.ingest import IngestReport, RunSummary
@@ -87,9 +87,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             out.write(markdown_run(one, baseline_at=_baseline_at(one), title=title))
             out.write("\n")
     elif args.format == "json":
-        doc = report.to_dict()
-        doc["runs"] = [run_dict(one, baseline_at=_baseline_at(one)) for one in report.runs]
-        out.write(json_text({"command": "report", **doc}) + "\n")
+        write_report(report, out, _baseline_at)
     else:
         console = make_console(out)
         for i, one in enumerate(report.runs):

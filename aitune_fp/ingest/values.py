@@ -50,8 +50,11 @@ class IngestReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of the whole report."""
+        return {"runs": [run.to_dict() for run in self.runs], **self.rest_dict()}
+
+    def rest_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of all but the runs (bad lines, counts, repeats): written after them."""
         return {
-            "runs": [run.to_dict() for run in self.runs],
             "bad_lines": [{"line_no": n, "reason": why} for n, why in self.bad_lines],
             "n_lines": self.n_lines,
             "n_events": self.n_events,
