@@ -339,3 +339,51 @@ def test_an_embedding_output_reports_no_top1() -> None:
     plain = compare_outputs(e * (1 + 1e-4), e, tolerances=tol)
     assert "top1_agreement" in {c.name for c in plain.criteria}
     assert "top1_agreement" not in {c.name for c in named.criteria}
+
+
+def _scales_its_input(model: torch.nn.Module) -> Any:
+    def call(x: torch.Tensor) -> torch.Tensor:
+        out = model(x)
+        x.mul_(2)  # eager leaves its input alone: a caller's tensor would change under it
+        return out
+
+    return call
+
+
+def test_a_candidate_that_changes_its_input_where_eager_does_not_is_named() -> None:
+    model = _model()
+    with pytest.raises(CorrectnessError) as caught:
+        check_correctness(_scales_its_input(model), model, SPEC, _data())
+    assert caught.value.check == "inputs"
+    assert "input args[0]" in str(caught.value)
+    assert "changes it in place where eager does not" in str(caught.value)
+
+
+def test_a_candidate_that_changes_its_input_as_eager_does_keeps_to_the_contract() -> None:
+    model = TinyNet(8, mutate=True).eval()
+    check_correctness(lambda x: model(x), model, SPEC, _data())
+
+
+class _ScalesItsInput(_ModuleBackend):
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            out = self.module(*args)
+        args[0].mul_(2)
+        return out
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_tune_names_a_candidate_that_changes_its_callers_input(
+    isolation: str, tmp_path: Path
+) -> None:
+    strategy = with_performance_validation(
+        OneBackendStrategy(_ScalesItsInput()),
+        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    strategy.tune(_model(), "m", SPEC, _data(), "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    (failure,) = report.failures
+    assert failure.stage == "correctness"
+    assert "changes it in place where eager does not" in failure.reason

@@ -19,6 +19,7 @@ CheckName: TypeAlias = Literal[
     "device",
     "requires_grad",
     "aliasing",
+    "inputs",
     "values",
     "type",
     "exception",

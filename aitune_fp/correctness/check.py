@@ -9,13 +9,13 @@ its degradation from eager's held against a budget.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch
 
-from aitune_fp._tree import clone_inputs
+from aitune_fp._tree import clone_inputs, flatten_tensors
 from aitune_fp.core._checks import check_finite, finite, of_type, one_of
 from aitune_fp.core.accuracy import (
     CRITERIA_MODES,
@@ -103,6 +103,7 @@ def check_correctness(
             raise ReferenceFailedError(
                 f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
             ) from exc
+        eager_changed = changed_inputs(batch, args, kwargs)
         args, kwargs = clone_inputs(batch.args, batch.kwargs)
         try:
             with torch.set_grad_enabled(with_grad):
@@ -118,6 +119,7 @@ def check_correctness(
                 batch_size=size,
             ) from exc
         try:
+            _same_changes(changed_inputs(batch, args, kwargs), eager_changed)
             _still_held(kept, prefix)  # the previous call's output, kept as a caller would
             compare_tree(actual, expected, "output", walk)
             kept = (actual, _tensor_copies(actual), where)
@@ -199,6 +201,34 @@ def served_batch_sizes(low: int, high: int, extra: Sequence[int] = ()) -> list[i
             sizes.add(power)
         power *= 2
     return sorted(sizes)
+
+
+def changed_inputs(batch: Sample, args: Sequence[Any], kwargs: Mapping[str, Any]) -> set[str]:
+    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place.
+
+    ``args`` and ``kwargs`` are the copies of ``batch`` the call was given.
+    """
+    given = Sample(tuple(args), kwargs)
+    return {
+        f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"
+        for (key, before), (_, after) in zip(batch.items(), given.items(), strict=True)
+        if any(
+            a.shape != b.shape or not torch.equal(a.detach(), b.detach())
+            for a, b in zip(flatten_tensors(after), flatten_tensors(before), strict=False)
+        )
+    }
+
+
+def _same_changes(candidate: set[str], eager: set[str]) -> None:
+    """Raise when the candidate changed an input in place that eager leaves alone."""
+    extra = sorted(candidate - eager)
+    if extra:
+        raise CorrectnessError(
+            f"input {extra[0]}: the candidate changes it in place where eager does not (a "
+            "caller's tensor would change under it)",
+            path=f"input {extra[0]}",
+            check="inputs",
+        )
 
 
 def _tensor_copies(value: Any) -> list[torch.Tensor]:

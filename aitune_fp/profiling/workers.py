@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
+from aitune_fp._tree import flatten_tensors
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample, copy_sample
@@ -163,8 +164,10 @@ def _serve(
                     reply = ("out", dump_output(output))
                 elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
                     args, kwargs, grad = message
+                    before = [t.detach().clone() for t in flatten_tensors((args, kwargs))]
                     with torch.set_grad_enabled(grad):
-                        reply = ("out", dump_output(fn(*args, **kwargs)))
+                        out = fn(*args, **kwargs)
+                    reply = ("out", dump_output((out, _changed(args, kwargs, before))))
                 elif kind == b"Q":
                     return
                 else:
@@ -173,6 +176,16 @@ def _serve(
             except BaseException as exc:  # SystemExit, KeyboardInterrupt and friends too
                 output = None
                 conn.send_bytes(_error_message(exc, classify))
+
+
+def _changed(args: Any, kwargs: Any, before: list[Any]) -> list[tuple[int, Any]]:
+    """The input tensors a call changed in place, by position (as the caller sees them)."""
+    after = flatten_tensors((args, kwargs))
+    return [
+        (i, a.detach())
+        for i, (a, b) in enumerate(zip(after, before, strict=False))
+        if a.shape != b.shape or not bool((a.detach() == b).all())
+    ]
 
 
 def _kill(pid: int) -> None:
@@ -360,7 +373,13 @@ class Worker:
         import torch
 
         grad = torch.is_grad_enabled()
-        return self._load(self._request(b"C", (args, kwargs, grad), "out"))
+        out, changed = self._load(self._request(b"C", (args, kwargs, grad), "out"))
+        mine = flatten_tensors((args, kwargs))
+        with torch.no_grad():  # the call changed its copies there: change the caller's here
+            for index, value in changed:
+                if 0 <= index < len(mine):
+                    mine[index].resize_(value.shape).copy_(value)
+        return out
 
     def stage(self, sample: Sample) -> int:
         """A handle to ``sample`` in the worker, sent once (untimed) and kept while it lives."""
