@@ -77,3 +77,29 @@ def test_a_candidate_that_stops_answering_is_hung_within_its_call_deadline(
     (failure,) = report.failures
     assert failure.stage == "hung"
     assert "20x eager's slowest call" in failure.reason and "hang_grace_s" in failure.reason
+
+
+def test_a_slow_model_gets_its_first_look_within_the_budget() -> None:
+    """Eager 2 s a call (FakeClock), 60 s budget: the warm-up yields to the first look's 10
+    pairs (it would take 20 calls an arm, 80 s, and leave none), so the comparison decides."""
+    from aitune_fp.core.config import ProfilingConfig
+    from aitune_fp.measure import measure_speedup
+    from aitune_fp.testing import FakeClock
+
+    clock = FakeClock()
+
+    def unsteady(base: float) -> Any:
+        calls = [0]
+
+        def latency(_i: int) -> float:
+            calls[0] += 1
+            return base * (1.0 + 0.3 * (calls[0] % 2))  # never steady within 10 %
+
+        return latency
+
+    config = ProfilingConfig(max_seconds=60.0)
+    result = measure_speedup(
+        clock.arm(unsteady(2.0)), clock.arm(unsteady(1.0)), Sample(), 1, config, timer=clock
+    ).result
+    assert result.n_baseline >= 10, result.reason
+    assert result.verdict == "faster", result.reason

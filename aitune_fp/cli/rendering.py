@@ -109,6 +109,8 @@ def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
         )
     if run.baseline_error:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
+    if run.budget_plan:
+        lines.append(f"Budget: {escape_control(run.budget_plan)}")
     if run.degenerate_outputs:
         lines.append(f"Warning: {escape_control(run.degenerate_outputs)}")
     if run.required_speedup is not None:

@@ -82,6 +82,7 @@ def _changes(short: str, f: Mapping[str, Any], r: TuneReport) -> dict[str, Any]:
             "decision": f["decision"],
             "noise_floor_rel_l2": f.get("noise_floor_rel_l2"),
             "degenerate_outputs": f.get("degenerate_outputs"),
+            "budget_plan": f.get("budget_plan"),
         }
     if short == "baseline_failed":
         return {"baseline_error": f"{f['error_type']}: {f['reason']}"}

@@ -122,6 +122,8 @@ class TuneReport:
     noise_floor_rel_l2: float | None = None
     #: Why eager's outputs cannot tell candidates apart (constant or near zero); None: they can.
     degenerate_outputs: str | None = None
+    #: What the per-candidate budget buys at eager's call time (statistical rule).
+    budget_plan: str | None = None
     #: Where candidates ran until chosen (``process`` or ``in_process``) and why in process.
     isolation: str | None = None
     isolation_note: str | None = None

@@ -55,6 +55,8 @@ class BaselineMeasured(Payload):
     noise_floor_note: str | Absent = ABSENT
     #: Why eager's outputs cannot tell candidates apart (constant or near zero); absent: they can.
     degenerate_outputs: str | Absent = ABSENT
+    #: What the per-candidate budget buys at eager's call time (statistical rule; issue 35).
+    budget_plan: str | Absent = ABSENT
 
 
 BASELINE_MEASURED: Final = BaselineMeasured.event_name
@@ -73,6 +75,7 @@ def baseline_measured(
     decision: str,
     eager_isolation: EagerIsolation = "private_copy",
     degenerate_outputs: str | None = None,
+    budget_plan: str | None = None,
     **noise_floor: object,
 ) -> Event:
     """The eager baseline was built and (in point mode) measured.
@@ -84,6 +87,8 @@ def baseline_measured(
     (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
     measured (``noise_floor_note``). ``degenerate_outputs``: why eager's outputs cannot tell
     candidates apart (:func:`~aitune_fp.correctness.degenerate_outputs`), when they cannot.
+    ``budget_plan``: what the per-candidate budget buys at eager's call time
+    (:func:`~aitune_fp.core.budget.plan_budget`; statistical rule).
     """
     unknown = set(noise_floor) - _NOISE_KEYS
     if unknown:
@@ -100,6 +105,7 @@ def baseline_measured(
         decision=decision,
         eager_isolation=eager_isolation,
         degenerate_outputs=ABSENT if degenerate_outputs is None else degenerate_outputs,
+        budget_plan=ABSENT if budget_plan is None else budget_plan,
         **noise,
         summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
     ).to_event()

@@ -58,7 +58,8 @@ def _undecided(
         decision=None,
         reason=(
             f"budget of {config.max_seconds:g} s spent before the first look "
-            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed): too few to decide"
+            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed): too few to decide; "
+            "--max-seconds (ProfilingConfig.max_seconds) sets it"
         ),
         flags=(*timings.flags, "budget_spent", *context.flags),
         rule="statistical",

@@ -159,6 +159,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             tolerance=config.warmup_tolerance,
             max_calls=config.warmup_max_calls,
             deadline_ns=deadline,
+            reserve_pairs=config.looks[0],
         )
         for look_number, look in enumerate(config.looks, start=1):
             if config.wait_quiet_s > 0 and watch.busy_now:

@@ -337,14 +337,22 @@ class InterleavedRun:
         )
 
     def warm_up(
-        self, *, window: int, tolerance: float, max_calls: int, deadline_ns: int | None = None
+        self,
+        *,
+        window: int,
+        tolerance: float,
+        max_calls: int,
+        deadline_ns: int | None = None,
+        reserve_pairs: int = 0,
     ) -> WarmupReport:
         """Call each arm once untimed, then alternate timed calls until both arms are steady.
 
         Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled` (spread within
         ``tolerance``, or no trend beyond its own noise).
         At most ``max_calls`` calls per arm (the first, untimed call included); it also stops,
-        unsteady, once the run's clock passes ``deadline_ns``.
+        unsteady, once the run's clock passes ``deadline_ns``, or once ``reserve_pairs`` more
+        pairs at the last pair's pace would not fit before it (a slow model's first look keeps
+        its time: issue 35).
         """
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
@@ -367,6 +375,11 @@ class InterleavedRun:
             ):
                 converged = True
                 break
+            pace_ns = (times["baseline"][-1] + times["candidate"][-1]) * 1e9
+            if deadline_ns is not None and (
+                self._clock.now_ns() + reserve_pairs * pace_ns > deadline_ns
+            ):
+                break  # what is left goes to the first look
         self._warmup = WarmupReport(
             baseline_s=tuple(times["baseline"]),
             candidate_s=tuple(times["candidate"]),

@@ -10,7 +10,7 @@ import copy
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import attrs
@@ -18,6 +18,7 @@ import torch
 
 from aitune_fp import events
 from aitune_fp.backends import TorchEagerBackend
+from aitune_fp.core.budget import plan_budget
 from aitune_fp.core.config import for_batch_size
 from aitune_fp.core.messages import one_line
 from aitune_fp.correctness import degenerate_outputs, eager_noise_floor
@@ -213,9 +214,21 @@ def open_baseline(
             degenerate_outputs=degenerate_outputs(
                 session._references, session.closeness.budget(None)
             ),
+            budget_plan=_plan(session, latencies),
             **noise,
         )
     )
+
+
+def _plan(session: TuneSession, latencies: Sequence[float]) -> str | None:
+    """What each candidate's budget buys at eager's median call time (statistical rule)."""
+    positive = sorted(x for x in latencies if x > 0)
+    if session.rule.name != "statistical" or not positive:
+        return None
+    config = session.config
+    return plan_budget(
+        positive[len(positive) // 2], max_seconds=config.max_seconds, looks=config.looks
+    ).text()
 
 
 def calibrate_noise(session: TuneSession) -> dict[str, Any]:
