@@ -22,7 +22,7 @@ from aitune_fp.errors import BackendFailedError
 from aitune_fp.headtohead import head_to_head
 from aitune_fp.profiling import SpotCheckError, time_calls
 from aitune_fp.session import CandidateOutcome, TuneSession, infer_of
-from aitune_fp.session.vetting import spot_check_of
+from aitune_fp.session.vetting import fresh_batches, spot_check_of
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
 
@@ -58,6 +58,11 @@ def _distinct(descriptions: Sequence[str]) -> list[str]:
     return names
 
 
+#: Where the head-to-head's fresh inputs start among the tune's held-out draws (the gate's
+#: pairs take the numbers below it).
+_SELECTION_ROUNDS = 1_000_000
+
+
 def _rule(session: TuneSession) -> SelectionRule:
     config = session.config
     return SelectionRule(
@@ -84,6 +89,9 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     def on_look(state: SelectionState) -> None:
         session.emit(events.headtohead_look(session.run_id, name, state))
 
+    made = fresh_batches(session)  # rounds on values no pair of the gate was timed on
+    fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
+
     state = head_to_head(
         contenders,
         batch,
@@ -97,6 +105,8 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         spot_checks=checks if len(references) == len(batches) else None,
         references=references,
         spot_rate=session.config.spot_rate,
+        fresh=fresh,
+        reference=session.eager_arm,
     )
     session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))

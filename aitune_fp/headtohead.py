@@ -22,6 +22,8 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from aitune_fp.core._checks import check_finite, check_int, check_type
 from aitune_fp.core.selection import (
     Contender,
@@ -34,7 +36,7 @@ from aitune_fp.core.selection import (
 )
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
-from aitune_fp.inputs import Sample, copy_sample
+from aitune_fp.inputs import Sample, as_sample, copy_sample
 from aitune_fp.profiling import (
     ProfilingError,
     ReferenceSpotCheck,
@@ -144,8 +146,10 @@ class _Run:
         seed: int,
         checks: Mapping[str, tuple[SpotCheck | None, ...]],
         spot_rate: float,
+        fresh: Fresh | None = None,
     ) -> None:
         self.fns = fns
+        self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
         self.clock = clock
         self.deadline_ns = deadline_ns
@@ -195,18 +199,29 @@ class _Run:
             return blamed, _error(exc)
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
-        """Time every contender once in a random order; keep the round for those that ran."""
+        """Time every contender once in a random order; keep the round for those that ran.
+
+        With ``fresh``, the round's batch is new values (every contender its own copy of
+        them, made before its clock), checked against eager's output on them.
+        """
         times: dict[str, float] = {}
         errors: dict[str, str] = {}
+        own = None if self.fresh is None else self.fresh.batch(self.rounds)
         for name in self.order.sample(list(names), len(names)):
             b = self.rounds % len(self.copies[name])
             inspect = None
             if self.rounds in self.spot_rounds and name in self.checks:
                 several = len(self.copies[name]) > 1  # numbered as the gate numbers its calls
-                inspect = _spot(
-                    self.checks[name][b], call=self.rounds + 1, batch=b if several else None
+                check = (
+                    self.checks[name][b]
+                    if own is None or self.fresh is None
+                    else self.fresh.check(name, self.rounds, own)
                 )
-            blamed, result = self._time(name, self.copies[name][b], inspect)
+                inspect = _spot(
+                    check, call=self.rounds + 1, batch=b if several and own is None else None
+                )
+            sample = self.copies[name][b] if own is None else own
+            blamed, result = self._time(name, sample, inspect)
             if isinstance(result, str):
                 errors[blamed] = result
             else:
@@ -215,6 +230,35 @@ class _Run:
             self.latencies[name].append(seconds)
         self.rounds += 1
         return errors
+
+
+@attrs.frozen
+class Fresh:
+    """New values for every round of a head-to-head, and their spot checks.
+
+    ``batch(r)`` is round ``r``'s batch; a checked round compares each contender's output with
+    ``reference`` (eager) on it, computed once per round, untimed.
+    """
+
+    make: Callable[[int], Sample]
+    reference: Callable[..., Any] | None = None
+    checks: Mapping[str, ReferenceSpotCheck] = attrs.field(factory=dict)
+    _memo: dict[int, Any] = attrs.field(factory=dict, init=False)
+
+    def batch(self, round_: int) -> Sample:
+        """Round ``round_``'s own batch."""
+        return as_sample(self.make(round_))
+
+    def check(self, name: str, round_: int, batch: Sample) -> SpotCheck | None:
+        """``name``'s check on round ``round_``'s ``batch``: against eager's output there."""
+        check = self.checks.get(name)
+        if check is None or self.reference is None:
+            return None
+        if round_ not in self._memo:
+            self._memo.clear()  # one round's reference at a time
+            self._memo[round_] = batch.call(self.reference)
+        expected = self._memo[round_]
+        return lambda output: check(output, expected)
 
 
 def head_to_head(
@@ -232,6 +276,8 @@ def head_to_head(
     spot_checks: Mapping[str, ReferenceSpotCheck] | None = None,
     references: Sequence[Any] | None = None,
     spot_rate: float = DEFAULT_SPOT_RATE,
+    fresh: Callable[[int], Sample] | None = None,
+    reference: Callable[..., Any] | None = None,
 ) -> SelectionState:
     """Time the contenders in rounds and return the final :class:`SelectionState` (chosen set).
 
@@ -240,7 +286,9 @@ def head_to_head(
     contender name, ``check(output, reference)`` raising on a wrong output, with ``references``
     eager's output on each batch (required with it). Failures (a contender that raised or was
     wrong, during warm-up or a round) are in ``state.failed``; every contender failing gives
-    outcome ``none_ran``.
+    outcome ``none_ran``. ``fresh``: round ``r``'s own batch, new values (a contender that
+    answers from what it saw meets inputs it never saw); its spot checks then compare with
+    ``reference`` (eager) on the round's batch.
     """
     rule = SelectionRule() if rule is None else check_type("rule", rule, SelectionRule)
     values, fns = _checked(contenders)
@@ -255,7 +303,12 @@ def head_to_head(
 
     collect = gc.isenabled()
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
-        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate)  # copies before the clock
+        own = (
+            None
+            if fresh is None
+            else Fresh(fresh, reference, dict(spot_checks) if spot_checks is not None else {})
+        )
+        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own)  # copies before the clock
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)
         errors = run.warm_up(state.remaining, calls)
         if errors:

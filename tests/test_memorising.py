@@ -137,3 +137,60 @@ def test_an_honest_candidate_is_still_accepted_on_fresh_inputs(tmp_path: Path) -
     assert report is not None and not report.failures
     (result,) = report.results
     assert result.passed
+
+
+class TestHeadToHeadOnFreshInputs:
+    """Among passing candidates, the head-to-head meets inputs it never saw too: a contender
+    that answers from a cache of what it saw (keyed here by the input's values) does not
+    win on the rounds' repeated batches."""
+
+    @staticmethod
+    def _contenders(sleep_s: float) -> list[Any]:
+        import time as _time
+
+        from aitune_fp.core.selection import Contender
+
+        def honest(x: torch.Tensor) -> torch.Tensor:
+            _time.sleep(sleep_s)
+            return x * 2
+
+        seen: dict[bytes, torch.Tensor] = {}
+
+        def memorising(x: torch.Tensor) -> torch.Tensor:
+            key = x.numpy().tobytes()
+            if key not in seen:
+                _time.sleep(sleep_s)
+                seen[key] = x * 2
+            return seen[key].clone()
+
+        return [(Contender("honest", 0), honest), (Contender("memorising", 1), memorising)]
+
+    @staticmethod
+    def _run(fresh: Any) -> Any:
+        from aitune_fp.core.selection import SelectionRule
+        from aitune_fp.headtohead import head_to_head
+
+        torch.manual_seed(0)
+        batches = [Sample((torch.randn(4, 8),)) for _ in range(3)]
+        return head_to_head(
+            TestHeadToHeadOnFreshInputs._contenders(0.003),
+            batches[0],
+            SelectionRule(looks=(10, 20)),
+            batches=batches,
+            max_seconds=10.0,
+            seed=1,
+            fresh=fresh,
+        )
+
+    def test_on_repeated_batches_the_cache_wins(self) -> None:
+        """What the fresh inputs are for: without them the memorising one is shown faster."""
+        state = self._run(None)
+        assert state.chosen == "memorising"
+        assert [e.name for e in state.eliminated] == ["honest"]
+
+    def test_on_fresh_inputs_it_is_never_shown_faster(self) -> None:
+        def fresh(r: int) -> Sample:
+            return Sample((torch.randn(4, 8, generator=torch.Generator().manual_seed(r)),))
+
+        state = self._run(fresh)
+        assert "honest" not in [e.name for e in state.eliminated]
