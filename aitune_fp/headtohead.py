@@ -48,7 +48,7 @@ from aitune_fp.profiling import (
     intra_op_threads,
     timer_for,
 )
-from aitune_fp.profiling.calls import _checks_per_batch, _spot, _timed_call
+from aitune_fp.profiling.calls import checks_per_batch, spot_inspector, timed_call
 from aitune_fp.profiling.workers import InterferenceError
 
 __all__ = ["head_to_head"]
@@ -82,7 +82,7 @@ def _timed(
     run's end.
     """
     try:
-        return _timed_call(fn, sample, clock, None, inspect)[0]
+        return timed_call(fn, sample, clock, None, inspect)[0]
     except InterferenceError:
         raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
@@ -111,7 +111,7 @@ def _spot_checks(
     if unknown:
         raise InvalidValueError(f"spot_checks name no contender: {unknown}")
     return {
-        name: _checks_per_batch(check, references, n_batches) for name, check in spot_checks.items()
+        name: checks_per_batch(check, references, n_batches) for name, check in spot_checks.items()
     }
 
 
@@ -217,7 +217,7 @@ class _Run:
                     if own is None or self.fresh is None
                     else self.fresh.check(name, self.rounds, own)
                 )
-                inspect = _spot(
+                inspect = spot_inspector(
                     check, call=self.rounds + 1, batch=b if several and own is None else None
                 )
             sample = self.copies[name][b] if own is None else own

@@ -62,8 +62,8 @@ def _instrument() -> None:
     # eager's calls whose outputs the spot checks compare with are model work too
     baseline_module.reference_output = _timed(baseline_module.reference_output)
     vetting_module.measure_throughput_steady = _timed(vetting_module.measure_throughput_steady)
-    for name, rule in list(measure_module._RULES.items()):
-        measure_module._RULES[name] = attrs.evolve(
+    for name, rule in list(measure_module.RULES.items()):
+        measure_module.RULES[name] = attrs.evolve(
             rule, measure_eager=_timed(rule.measure_eager), compare=_timed(rule.compare)
         )
     BackendBase.build = _timed(BackendBase.build)  # type: ignore[method-assign]

@@ -139,10 +139,10 @@ def _reach_session(module: torch.nn.Module) -> None:
 
     for obj in gc.get_objects():
         if isinstance(obj, TuneSession):
-            eager = obj._eager
+            eager = obj.eager
             slow = type(module)
             slow.slow = True  # type: ignore[attr-defined]
-            obj._eager = eager
+            obj.eager = eager
 
 
 def _process_state(module: torch.nn.Module) -> None:

@@ -147,7 +147,7 @@ class TestInterleavedRun:
         """A change of dynamo's compile counters between looks flags 'recompiled'."""
         clock = FakeClock()
         counts = [0]
-        monkeypatch.setattr(profiling, "_dynamo_counts", lambda: (counts[0], counts[0]))
+        monkeypatch.setattr(profiling, "dynamo_counts", lambda: (counts[0], counts[0]))
 
         def candidate(*args: Any) -> None:
             clock.advance(0.001)
@@ -180,7 +180,7 @@ class TestInterleavedRun:
 
     def test_dynamo_counts_without_dynamo(self) -> None:
         """The counter snapshot is a pair of ints whether or not dynamo is loaded."""
-        counts = profiling._dynamo_counts()
+        counts = profiling.dynamo_counts()
         assert len(counts) == 2
         assert all(isinstance(c, int) for c in counts)
 

@@ -11,12 +11,12 @@ from collections.abc import Iterable, Sequence
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.choice import choice_lines
 from aitune_fp.cli.rendering import (
-    _head,
-    _short,
-    _verdict,
     final_line,
     fmt_flags,
     fmt_rate,
+    head_lines,
+    short_text,
+    verdict_text,
 )
 from aitune_fp.core.messages import fmt_headline
 from aitune_fp.core.report import TuneReport
@@ -52,7 +52,7 @@ def markdown_run(
 ) -> str:
     """One run as markdown: a heading, the gate, the results and failures tables, the outcome."""
     parts = [f"### {md_cell(title or run.module_name)}", ""]
-    parts += [f"{md_cell(line)}  " for line in _head(run, baseline_at)]
+    parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at)]
     if run.results:
         speed = "Speedup" + (" [interval that decided]" if run.sequential else "")
         rows = [
@@ -61,7 +61,7 @@ def markdown_run(
                 fmt_rate(r.baseline_throughput),
                 fmt_rate(r.throughput),
                 fmt_headline(r),
-                _verdict(r).plain,
+                verdict_text(r).plain,
                 fmt_flags(r.flags) or "ok",
                 r.reason or "",
             )
@@ -75,7 +75,7 @@ def markdown_run(
                 f.backend_description,
                 f.stage,
                 f.error_type,
-                _short(f.reason),
+                short_text(f.reason),
                 f.traceback_path or "—",
             )
             for f in run.candidate_failures

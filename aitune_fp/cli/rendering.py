@@ -78,7 +78,7 @@ def _int(value: float | None) -> str:
     return "—" if value is None else f"{int(value)}"
 
 
-def _verdict(result: PerformanceValidationResult) -> Text:
+def verdict_text(result: PerformanceValidationResult) -> Text:
     word = result.verdict or ("faster" if result.passed else "not_faster")
     style = "green" if result.passed else ("yellow" if word == "inconclusive" else "red")
     return Text(word, style=style)
@@ -96,7 +96,7 @@ def measured_line(result: PerformanceValidationResult) -> str:
     return text
 
 
-def _head(run: TuneReport, baseline_at: str | None) -> list[str]:
+def head_lines(run: TuneReport, baseline_at: str | None) -> list[str]:
     lines: list[str] = []
     if run.disabled:
         lines.append("Performance validation was disabled for this run.")
@@ -221,7 +221,7 @@ def _results_table(results: Sequence[PerformanceValidationResult]) -> Renderable
     for r, name in zip(results, names, strict=True):
         figure = fmt_headline(r, with_level=decided_by_futility(r) in leveled)
         eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
-        quality, reason, verdict = fmt_flags(r.flags) or "ok", escape_control(r.reason or ""), _verdict(r)  # fmt: skip
+        quality, reason, verdict = fmt_flags(r.flags) or "ok", escape_control(r.reason or ""), verdict_text(r)  # fmt: skip
         rows.append((name, eager, candidate, figure, verdict, quality, reason))
         records.append(
             _record(
@@ -242,7 +242,7 @@ def _results_table(results: Sequence[PerformanceValidationResult]) -> Renderable
 _FULL_TEXT_JSON = "(full text: --format json)"
 
 
-def _short(text: str, limit: int = MAX_REASON, where: str = _FULL_TEXT_JSON) -> str:
+def short_text(text: str, limit: int = MAX_REASON, where: str = _FULL_TEXT_JSON) -> str:
     """``text`` escaped; when longer than ``limit``, cut and ended with where the rest is."""
     text = escape_control(text)
     if len(text) <= limit:
@@ -276,7 +276,7 @@ def _failures_table(run: TuneReport) -> tuple[RenderableType, list[str]]:
                 logs.append(path)
             ref = f"[{logs.index(path) + 1}]"
             where = f"(full text in log {ref})"
-        error, reason = escape_control(f.error_type), _short(f.reason, where=where)
+        error, reason = escape_control(f.error_type), short_text(f.reason, where=where)
         rows.append((name, f.stage, error, reason, ref))
         records.append(
             _record(name, [("stage", f.stage), ("error", error), ("reason", reason), ("log", ref)])
@@ -310,7 +310,7 @@ def final_line(
             return Text(f"❌ No backend was selected: {escape_control(first)}{more}", style="red")
         strategy = next((f for f in run.failures if f.stage == "strategy"), None)
         if strategy is not None:
-            why = _short(f"{strategy.error_type}: {strategy.reason}")
+            why = short_text(f"{strategy.error_type}: {strategy.reason}")
             return Text(f"❌ No backend was selected: the strategy failed: {why}", style="red")
         return Text("ℹ️ No backend was selected.")
     chosen = escape_control(run.selected_backend)
@@ -339,7 +339,7 @@ def render_run(
     not_tried: Sequence[tuple[str, str]] = (),
 ) -> list[RenderableType]:
     """Everything shown for one run, in order: header lines, tables, not tried, the final line."""
-    parts: list[RenderableType] = [Text(line) for line in _head(run, baseline_at)]
+    parts: list[RenderableType] = [Text(line) for line in head_lines(run, baseline_at)]
     if run.results:
         parts += [Text(""), _results_table(run.results)]
     if run.candidate_failures:

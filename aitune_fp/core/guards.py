@@ -1,8 +1,8 @@
 """The conditions a ``faster`` needs beside the widened interval (pure, no I/O).
 
-The block guard (:func:`_block_lower`: the medians of blocks until issue 36, their means
+The block guard (:func:`block_lower`: the medians of blocks until issue 36, their means
 since), the throughput bound (:func:`throughput_log_lower`, ``throughput_gate="bound"``) and the
-carry-over from eager (:func:`_carryover`): each gives the bound
+carry-over from eager (:func:`carryover_bound`): each gives the bound
 :func:`~aitune_fp.core.sequential.decide_at_look` compares with the gate.
 """
 
@@ -13,7 +13,7 @@ from statistics import NormalDist
 from typing import Final
 
 from aitune_fp.core.dependence import block_means, block_size
-from aitune_fp.core.hodges_lehmann import _log_ratio_bounds, _unpaired_bounds
+from aitune_fp.core.hodges_lehmann import log_ratio_bounds, unpaired_bounds
 
 __all__ = ["CARRYOVER_ALPHA", "throughput_log_lower"]
 
@@ -42,7 +42,7 @@ def throughput_log_lower(
 CARRYOVER_ALPHA: Final = 0.01
 
 
-def _carryover(
+def carryover_bound(
     base: tuple[float, ...],
     cand: tuple[float, ...],
     after_eager: tuple[bool, ...],
@@ -63,14 +63,14 @@ def _carryover(
     own = [x for x, e in zip(logs, after_eager, strict=True) if not e]
     if len(after) < 2 or len(own) < 2:
         return None
-    shift, low, _ = _unpaired_bounds(
+    shift, low, _ = unpaired_bounds(
         tuple(math.exp(x) for x in after), tuple(math.exp(x) for x in own), CARRYOVER_ALPHA
     )
-    estimate, lower, _ = _log_ratio_bounds(own, alpha)
+    estimate, lower, _ = log_ratio_bounds(own, alpha)
     return shift, low > 0.0, estimate - factor * (estimate - lower)
 
 
-def _block_lower(logs: list[float], alpha: float) -> float | None:
+def block_lower(logs: list[float], alpha: float) -> float | None:
     """Log lower bound from the block means of the log ratios, at one-sided ``alpha``.
 
     Wilcoxon / Hodges-Lehmann on the means of blocks of :func:`block_size` pairs (batch means):
@@ -83,5 +83,5 @@ def _block_lower(logs: list[float], alpha: float) -> float | None:
     size = block_size(len(logs))
     if size < 2:
         return None
-    lower = _log_ratio_bounds(block_means(logs, size), alpha)[1]
+    lower = log_ratio_bounds(block_means(logs, size), alpha)[1]
     return None if lower == -math.inf else lower

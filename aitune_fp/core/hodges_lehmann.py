@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from aitune_fp.core.ranks import (
-    _alpha,
-    _tie_term,
-    _tie_term_sorted,
     mann_whitney_critical_count,
+    rank_alpha,
     signed_rank_critical_count,
+    tie_correction,
+    tie_correction_sorted,
 )
-from aitune_fp.core.timings import _sorted_median, _Timings, _timings
+from aitune_fp.core.timings import TimingStats, sorted_median, timing_stats
 from aitune_fp.errors import InvalidValueError
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ _MATERIALISE_MAX_PAIRS = 100_000
 
 def _bounds_from_sorted(values: Sequence[float], critical: int) -> tuple[float, float, float]:
     """(median, (c+1)-th smallest, (c+1)-th largest) of sorted values; infinite bounds if c < 0."""
-    estimate = _sorted_median(values)
+    estimate = sorted_median(values)
     if critical < 0:
         return estimate, -math.inf, math.inf
     return estimate, values[critical], values[len(values) - 1 - critical]
@@ -214,42 +214,42 @@ def _implicit_bounds(sums: _PairSums, critical: int, *, half: bool) -> tuple[flo
     return estimate, scaled(sums.select(critical)), scaled(sums.select(size - 1 - critical))
 
 
-def _paired_bounds(
+def paired_bounds(
     base: tuple[float, ...], cand: tuple[float, ...], alpha: float
 ) -> tuple[float, float, float]:
     """:func:`paired_log_speedup_bounds` of checked timings of equal length."""
     n = len(base)
     if n * (n + 1) // 2 <= _MATERIALISE_MAX_PAIRS:
         diffs = [math.log(b) - math.log(c) for b, c in zip(base, cand, strict=True)]
-        return _log_ratio_bounds(diffs, alpha)
+        return log_ratio_bounds(diffs, alpha)
     import numpy as np
 
     # the same floats as above, straight into an array (no million Python floats)
     logs = map(operator.sub, map(math.log, base), map(math.log, cand))
     ordered = np.sort(np.fromiter(logs, dtype=np.float64, count=n))
-    critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term_sorted(ordered))
+    critical = signed_rank_critical_count(n, alpha, tie_term=tie_correction_sorted(ordered))
     return _implicit_bounds(_PairSums(ordered, ordered, triangle=True), critical, half=True)
 
 
-def _log_ratio_bounds(diffs: Sequence[float], alpha: float) -> tuple[float, float, float]:
+def log_ratio_bounds(diffs: Sequence[float], alpha: float) -> tuple[float, float, float]:
     """Hodges-Lehmann estimate and Wilcoxon bounds of values already on the log scale.
 
-    The same rule as :func:`_paired_bounds` for values that are not one pair's timings (the
+    The same rule as :func:`paired_bounds` for values that are not one pair's timings (the
     medians of blocks of pairs, :mod:`~aitune_fp.core.dependence`).
     """
     n = len(diffs)
     if n * (n + 1) // 2 <= _MATERIALISE_MAX_PAIRS:
         walsh = sorted((diffs[i] + diffs[j]) / 2.0 for i in range(n) for j in range(i, n))
-        critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term(sorted(diffs)))
+        critical = signed_rank_critical_count(n, alpha, tie_term=tie_correction(sorted(diffs)))
         return _bounds_from_sorted(walsh, critical)
     import numpy as np
 
     ordered = np.sort(np.asarray(diffs, dtype=np.float64))
-    critical = signed_rank_critical_count(n, alpha, tie_term=_tie_term_sorted(ordered))
+    critical = signed_rank_critical_count(n, alpha, tie_term=tie_correction_sorted(ordered))
     return _implicit_bounds(_PairSums(ordered, ordered, triangle=True), critical, half=True)
 
 
-def _unpaired_bounds(
+def unpaired_bounds(
     base: tuple[float, ...], cand: tuple[float, ...], alpha: float
 ) -> tuple[float, float, float]:
     """:func:`unpaired_log_speedup_bounds` of checked timings."""
@@ -258,20 +258,20 @@ def _unpaired_bounds(
         log_base = [math.log(b) for b in base]
         log_cand = [math.log(c) for c in cand]
         diffs = sorted(lb - lc for lb in log_base for lc in log_cand)
-        ties = _tie_term(sorted(log_base)) + _tie_term(sorted(log_cand))
+        ties = tie_correction(sorted(log_base)) + tie_correction(sorted(log_cand))
         critical = mann_whitney_critical_count(n, m, alpha, tie_term=ties)
         return _bounds_from_sorted(diffs, critical)
     import numpy as np
 
     rows = np.sort(np.fromiter(map(math.log, base), dtype=np.float64, count=n))
     ordered_cand = np.sort(np.fromiter(map(math.log, cand), dtype=np.float64, count=m))
-    ties = _tie_term_sorted(rows) + _tie_term_sorted(ordered_cand)
+    ties = tie_correction_sorted(rows) + tie_correction_sorted(ordered_cand)
     critical = mann_whitney_critical_count(n, m, alpha, tie_term=ties)
     cols = np.ascontiguousarray(-ordered_cand[::-1])  # lb + (-lc) is exactly lb - lc
     return _implicit_bounds(_PairSums(rows, cols, triangle=False), critical, half=False)
 
 
-def _paired_lengths(base: tuple[float, ...], cand: tuple[float, ...]) -> None:
+def paired_lengths(base: tuple[float, ...], cand: tuple[float, ...]) -> None:
     """Raise unless paired timings have equal lengths."""
     if len(base) != len(cand):
         raise InvalidValueError(
@@ -281,7 +281,7 @@ def _paired_lengths(base: tuple[float, ...], cand: tuple[float, ...]) -> None:
 
 
 def paired_log_speedup_bounds(
-    baseline_times: _Timings, candidate_times: _Timings, alpha_one_sided: float
+    baseline_times: TimingStats, candidate_times: TimingStats, alpha_one_sided: float
 ) -> tuple[float, float, float]:
     """Hodges-Lehmann log speedup of paired timings with its Wilcoxon signed-rank bounds.
 
@@ -292,15 +292,15 @@ def paired_log_speedup_bounds(
     ``(estimate, lower, upper)`` on the LOG scale. O(n log n) time and O(n) memory above
     ``_MATERIALISE_MAX_PAIRS`` Walsh averages (selected, never built), with the same values.
     """
-    base = _timings("baseline_times", baseline_times)
-    cand = _timings("candidate_times", candidate_times)
-    _paired_lengths(base, cand)
-    alpha = _alpha("alpha_one_sided", alpha_one_sided)
-    return _paired_bounds(base, cand, alpha)
+    base = timing_stats("baseline_times", baseline_times)
+    cand = timing_stats("candidate_times", candidate_times)
+    paired_lengths(base, cand)
+    alpha = rank_alpha("alpha_one_sided", alpha_one_sided)
+    return paired_bounds(base, cand, alpha)
 
 
 def unpaired_log_speedup_bounds(
-    baseline_times: _Timings, candidate_times: _Timings, alpha_one_sided: float
+    baseline_times: TimingStats, candidate_times: TimingStats, alpha_one_sided: float
 ) -> tuple[float, float, float]:
     """Hodges-Lehmann log shift of two independent samples with its Mann-Whitney bounds.
 
@@ -310,7 +310,7 @@ def unpaired_log_speedup_bounds(
     ``c == -1``). Returns ``(estimate, lower, upper)`` on the LOG scale. O((n + m) log(n + m))
     time and O(n + m) memory above ``_MATERIALISE_MAX_PAIRS`` differences, with the same values.
     """
-    base = _timings("baseline_times", baseline_times)
-    cand = _timings("candidate_times", candidate_times)
-    alpha = _alpha("alpha_one_sided", alpha_one_sided)
-    return _unpaired_bounds(base, cand, alpha)
+    base = timing_stats("baseline_times", baseline_times)
+    cand = timing_stats("candidate_times", candidate_times)
+    alpha = rank_alpha("alpha_one_sided", alpha_one_sided)
+    return unpaired_bounds(base, cand, alpha)

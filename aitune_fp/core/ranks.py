@@ -34,7 +34,7 @@ _SIGNED_RANK_EXACT_MAX_N = 200
 _MANN_WHITNEY_EXACT_MAX_NM = 10_000
 
 
-def _alpha(name: str, value: object) -> float:
+def rank_alpha(name: str, value: object) -> float:
     """Return a one-sided level in the open interval (0, 0.5), or raise."""
     return check_open_interval(name, value, 0.0, 0.5)
 
@@ -98,7 +98,7 @@ def _normal_critical(mean: float, variance: float, alpha: float, cap: int) -> in
     return max(-1, min(c, cap))
 
 
-def _tie_term(sorted_values: Iterable[float]) -> int:
+def tie_correction(sorted_values: Iterable[float]) -> int:
     """``sum(t**3 - t)`` over the runs of ``t`` equal values in sorted values (0 when untied)."""
     term = 0
     for _, run in itertools.groupby(sorted_values):
@@ -131,7 +131,7 @@ def signed_rank_critical_count(n: int, alpha: float, *, tie_term: int = 0) -> in
     ``alpha`` must lie in (0, 0.5). Example: ``signed_rank_critical_count(10, 0.01) == 5``.
     """
     size = check_int("n", n, minimum=1)
-    level = _alpha("alpha", alpha)
+    level = rank_alpha("alpha", alpha)
     ties = _check_tie_term(tie_term, size)
     if size <= _SIGNED_RANK_EXACT_MAX_N:
         return _exact_critical(_signed_rank_lower_cdf(size), 2**size, level)
@@ -153,7 +153,7 @@ def mann_whitney_critical_count(n: int, m: int, alpha: float, *, tie_term: int =
     """
     first = check_int("n", n, minimum=1)
     second = check_int("m", m, minimum=1)
-    level = _alpha("alpha", alpha)
+    level = rank_alpha("alpha", alpha)
     ties = _check_tie_term(tie_term, first, second)
     product = first * second
     if product <= _MANN_WHITNEY_EXACT_MAX_NM:
@@ -164,8 +164,8 @@ def mann_whitney_critical_count(n: int, m: int, alpha: float, *, tie_term: int =
     return _normal_critical(product / 2.0, variance, level, (product - 1) // 2)
 
 
-def _tie_term_sorted(values: NDArray[np.float64]) -> int:
-    """:func:`_tie_term` of a sorted array, vectorised."""
+def tie_correction_sorted(values: NDArray[np.float64]) -> int:
+    """:func:`tie_correction` of a sorted array, vectorised."""
     import numpy as np
 
     if len(values) < 2:

@@ -23,15 +23,15 @@ from aitune_fp.core.dependence import (
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
-from aitune_fp.core.guards import _block_lower, _carryover, throughput_log_lower
+from aitune_fp.core.guards import block_lower, carryover_bound, throughput_log_lower
 from aitune_fp.core.hodges_lehmann import (
-    _paired_bounds,
-    _paired_lengths,
-    _unpaired_bounds,
+    paired_bounds,
+    paired_lengths,
+    unpaired_bounds,
 )
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
-from aitune_fp.core.timings import _cv, _Timings, _timings
-from aitune_fp.core.verdict import SpeedupDecision, _verdict
+from aitune_fp.core.timings import TimingStats, cv, timing_stats
+from aitune_fp.core.verdict import SpeedupDecision, rule_verdict
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
@@ -60,7 +60,7 @@ def _exp(x: float) -> float:
 def _bounds(
     base: tuple[float, ...], cand: tuple[float, ...], alpha: float, *, paired: bool
 ) -> tuple[float, float, float]:
-    return (_paired_bounds if paired else _unpaired_bounds)(base, cand, alpha)
+    return (paired_bounds if paired else unpaired_bounds)(base, cand, alpha)
 
 
 def _widen(bounds: tuple[float, float, float], factor: float) -> tuple[float, float, float]:
@@ -173,7 +173,7 @@ def _decide(
         lo, hi = _exp(low), _exp(high)
         point = min(max(_exp(est), lo), hi)
         f_high = hi if fut is None else max(_exp(fut), point)
-        return _verdict(lo, hi, required, speedup=point, futility_high=f_high, margin=margin)
+        return rule_verdict(lo, hi, required, speedup=point, futility_high=f_high, margin=margin)
 
     stages = [("interval", verdict_of(*_unwidened(whole), estimate))]
     stages.append(("widening", verdict_of(lower, upper, fut_upper, estimate)))
@@ -202,17 +202,17 @@ def _decide(
     speedup = min(max(_exp(estimate), ci_low), ci_high)
     futility_high = None if fut_upper is None else max(_exp(fut_upper), speedup)
     upper_for_futility = ci_high if futility_high is None else futility_high
-    verdict = _verdict(
+    verdict = rule_verdict(
         ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility, margin=margin
     )
     if block_guard and verdict == "faster":
         first = shift or 0  # after a shift, the blocks of the regime the estimate speaks for
         logs = [math.log(b / c) for b, c in zip(base[first:], cand[first:], strict=True)]
-        block_low = _block_lower(logs, alpha)
+        block_low = block_lower(logs, alpha)
         if block_low is not None and not _exp(block_low) > required:
             ci_low = min(ci_low, _exp(block_low))  # the blocks do not clear it: held back
             flags.append("block_bound")
-            verdict = _verdict(
+            verdict = rule_verdict(
                 ci_low,
                 ci_high,
                 required,
@@ -236,7 +236,9 @@ def _decide(
     carryover = None
     if after_eager is not None:
         first = shift or 0
-        found = _carryover(base[first:], cand[first:], after_eager[first:], alpha, whole.factor)
+        found = carryover_bound(
+            base[first:], cand[first:], after_eager[first:], alpha, whole.factor
+        )
         if found is not None:
             carryover = _exp(found[0])
             if found[1]:
@@ -261,8 +263,8 @@ def _decide(
         confidence=1.0 - 2.0 * alpha,
         required_speedup=required,
         method="wilcoxon_signed_rank_hl" if paired else "mann_whitney_hl",
-        cv_baseline=_cv(base),
-        cv_candidate=_cv(cand),
+        cv_baseline=cv(base),
+        cv_candidate=cv(cand),
         guarantee=guarantee,
         futility_margin=margin,
         futility_high=futility_high,
@@ -292,8 +294,8 @@ def _margin(futility_margin_percent: object) -> float:
 
 
 def decide_speedup(
-    baseline_times: _Timings,
-    candidate_times: _Timings,
+    baseline_times: TimingStats,
+    candidate_times: TimingStats,
     min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
     *,
     confidence: float = 0.95,
@@ -315,10 +317,10 @@ def decide_speedup(
     """
     check_type("paired", paired, bool)
     check_type("guard_dependence", guard_dependence, bool)
-    base = _timings("baseline_times", baseline_times)
-    cand = _timings("candidate_times", candidate_times)
+    base = timing_stats("baseline_times", baseline_times)
+    cand = timing_stats("candidate_times", candidate_times)
     if paired:
-        _paired_lengths(base, cand)
+        paired_lengths(base, cand)
     required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     return _decide(
@@ -334,8 +336,8 @@ def decide_speedup(
 
 
 def decide_at_look(
-    baseline_times: _Timings,
-    candidate_times: _Timings,
+    baseline_times: TimingStats,
+    candidate_times: TimingStats,
     min_speedup_threshold_percent: float,
     *,
     confidence: float,
@@ -390,9 +392,9 @@ def decide_at_look(
     checks of :mod:`aitune_fp.core.dependence`: serial correlation widens the interval, a ratio
     shift restricts the decision to the pairs after it.
     """
-    base = _timings("baseline_times", baseline_times)
-    cand = _timings("candidate_times", candidate_times)
-    _paired_lengths(base, cand)
+    base = timing_stats("baseline_times", baseline_times)
+    cand = timing_stats("candidate_times", candidate_times)
+    paired_lengths(base, cand)
     required = required_speedup(min_speedup_threshold_percent)
     level = _confidence("confidence", confidence)
     looks = check_int("n_looks", n_looks, minimum=1)

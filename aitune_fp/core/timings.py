@@ -2,7 +2,7 @@
 
 Timings are per-call latencies in seconds at one batch size: any 1-D sequence of real numbers
 (lists, tuples, numpy arrays of any real dtype, 1-D tensors, read through ``.tolist()``, never
-imported here). :func:`_timings` checks them once (finite, > 0) for every part of the decision
+imported here). :func:`timing_stats` checks them once (finite, > 0) for every part of the decision
 (:mod:`~aitune_fp.core.hodges_lehmann`, :mod:`~aitune_fp.core.sequential`). The rest describes one
 arm on its own: its throughput, its relative noise, whether it has warmed up (:func:`is_steady`,
 :func:`is_settled`) and where its level shifted (:func:`level_shift_index`). No torch, no clocks,
@@ -31,8 +31,8 @@ __all__ = [
 ]
 
 #: What the timing arguments accept: a 1-D sequence of real numbers (list, tuple, numpy array of
-#: any real dtype, 1-D tensor); checked at run time by :func:`_timings`.
-_Timings: TypeAlias = Iterable[SupportsFloat]
+#: any real dtype, 1-D tensor); checked at run time by :func:`timing_stats`.
+TimingStats: TypeAlias = Iterable[SupportsFloat]
 
 #: Most timings per arm whose standard deviation comes from the exact ``statistics.stdev``.
 _EXACT_STDEV_MAX = 100_000
@@ -91,7 +91,7 @@ def _real(name: str, value: object) -> float:
         raise InvalidValueError(f"{name} must be finite, got {value!r}") from None
 
 
-def _timings(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
+def timing_stats(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
     """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them.
 
     Accepts any 1-D sequence of real numbers (see :func:`_items`). Plain int/float items take a
@@ -116,7 +116,7 @@ def _timings(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...
     return result
 
 
-def _sorted_median(values: Sequence[float]) -> float:
+def sorted_median(values: Sequence[float]) -> float:
     """Median of an already sorted, non-empty sequence."""
     n = len(values)
     mid = n // 2
@@ -125,22 +125,22 @@ def _sorted_median(values: Sequence[float]) -> float:
     return (values[mid - 1] + values[mid]) / 2.0
 
 
-def throughput_from_latencies(latencies_s: _Timings, batch_size: int) -> float:
+def throughput_from_latencies(latencies_s: TimingStats, batch_size: int) -> float:
     """Return samples per second from the MEAN latency (``batch_size / mean``), as AITune reports it.
 
     One latency is enough for a throughput; every latency must be finite and > 0.
     """
-    values = _timings("latencies_s", latencies_s, minimum=1)
+    values = timing_stats("latencies_s", latencies_s, minimum=1)
     batch = check_int("batch_size", batch_size, minimum=1)
     return batch / statistics.fmean(values)
 
 
-def coefficient_of_variation(values: _Timings) -> float:
+def coefficient_of_variation(values: TimingStats) -> float:
     """Sample standard deviation (n-1) over the mean of positive timings: their relative noise."""
-    return _cv(_timings("values", values))
+    return cv(timing_stats("values", values))
 
 
-def _cv(items: tuple[float, ...]) -> float:
+def cv(items: tuple[float, ...]) -> float:
     """:func:`coefficient_of_variation` of checked timings.
 
     ``statistics.stdev`` (exact, but ~1 s per million values) up to ``_EXACT_STDEV_MAX`` values;
@@ -153,7 +153,7 @@ def _cv(items: tuple[float, ...]) -> float:
     return math.sqrt(variance) / mean
 
 
-def is_steady(times: _Timings, window: int, tolerance: float) -> bool:
+def is_steady(times: TimingStats, window: int, tolerance: float) -> bool:
     """Warm-up test: the last ``window`` times spread by at most ``tolerance`` of their median.
 
     True when ``len(times) >= window`` and ``(max - min) / median`` of the last ``window`` values is
@@ -161,14 +161,14 @@ def is_steady(times: _Timings, window: int, tolerance: float) -> bool:
     """
     size = check_int("window", window, minimum=2)
     tol = check_nonnegative("tolerance", tolerance)
-    items = _timings("times", times, minimum=0)
+    items = timing_stats("times", times, minimum=0)
     if len(items) < size:
         return False
     last = items[-size:]
     return (max(last) - min(last)) / statistics.median(last) <= tol
 
 
-def is_settled(times: _Timings, window: int, tolerance: float, *, z: float = 2.5) -> bool:
+def is_settled(times: TimingStats, window: int, tolerance: float, *, z: float = 2.5) -> bool:
     """Warm-up test scaled to the machine's noise: no trend beyond what the noise explains.
 
     True when :func:`is_steady` holds, or when the last ``2 * window`` times show no monotone
@@ -180,7 +180,7 @@ def is_settled(times: _Timings, window: int, tolerance: float, *, z: float = 2.5
     """
     size = check_int("window", window, minimum=2)
     level = check_positive("z", z)
-    items = _timings("times", times, minimum=0)
+    items = timing_stats("times", times, minimum=0)
     if is_steady(items, size, tolerance):
         return True
     if len(items) < 2 * size:
@@ -193,7 +193,9 @@ def is_settled(times: _Timings, window: int, tolerance: float, *, z: float = 2.5
     return abs(score) <= level * math.sqrt(m * (m - 1) * (2 * m + 5) / 18.0)
 
 
-def level_shift_index(times: _Timings, *, min_segment: int = 10, ratio: float = 0.15) -> int | None:
+def level_shift_index(
+    times: TimingStats, *, min_segment: int = 10, ratio: float = 0.15
+) -> int | None:
     """First split index where the timing level shifts, to flag samples measured after it.
 
     Returns the smallest ``k`` with ``min_segment <= k <= len(times) - min_segment`` such that
@@ -206,7 +208,7 @@ def level_shift_index(times: _Timings, *, min_segment: int = 10, ratio: float = 
     """
     seg = check_int("min_segment", min_segment, minimum=1)
     rel = check_positive("ratio", ratio)
-    items = _timings("times", times, minimum=0)
+    items = timing_stats("times", times, minimum=0)
     n = len(items)
     if n < 2 * seg:
         return None
@@ -217,7 +219,7 @@ def level_shift_index(times: _Timings, *, min_segment: int = 10, ratio: float = 
             moved = items[k - 1]
             bisect.insort(before, moved)
             del after[bisect.bisect_left(after, moved)]
-        level = _sorted_median(before)
-        if abs(_sorted_median(after) - level) > rel * level:
+        level = sorted_median(before)
+        if abs(sorted_median(after) - level) > rel * level:
             return k
     return None

@@ -142,7 +142,7 @@ class SpeedupDecision:
             raise InvalidValueError(
                 f"futility_high must be >= speedup ({self.speedup!r}), got {self.futility_high!r}"
             )
-        expected = _verdict(
+        expected = rule_verdict(
             self.ci_low,
             self.ci_high,
             self.required_speedup,
@@ -245,7 +245,7 @@ def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
     return f"{' and '.join(parts)} {verb} ruled out at {fmt_level(level)}{each}{where}"
 
 
-def _verdict(
+def rule_verdict(
     ci_low: float,
     ci_high: float,
     required: float,

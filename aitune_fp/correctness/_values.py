@@ -117,7 +117,7 @@ def _worst(
     if bool(reference_bad.any()):
         note = f"; the eager reference itself is non-finite at {int(reference_bad.sum())} elements"
     return (
-        f"worst at index {worst}: got {_fmt(a_c[worst])}, expected {_fmt(e_c[worst])}; "
+        f"worst at index {worst}: got {_fmt_scalar(a_c[worst])}, expected {_fmt_scalar(e_c[worst])}; "
         f"max abs error {float(finite_diff.max()):.4g} at index {max_abs_index}; "
         f"max rel error {float(rel.nan_to_num(nan=torch.inf).max()):.4g} at index "
         f"{max_rel_index}{note}"
@@ -251,7 +251,7 @@ def capped(value: float) -> float:
     return value if math.isfinite(value) else sys.float_info.max
 
 
-def _fmt(value: torch.Tensor) -> str:
+def _fmt_scalar(value: torch.Tensor) -> str:
     """Format one element for a message."""
     item = value.item()
     if isinstance(item, complex):

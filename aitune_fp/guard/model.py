@@ -14,16 +14,16 @@ import torch
 
 from aitune_fp.errors import InvalidStateError
 from aitune_fp.guard.values import (
-    _MISSING,
-    _contents,
-    _contents_change,
-    _is_container,
-    _is_value,
-    _put_back,
-    _same,
-    _same_contents,
-    _short,
-    _TensorState,
+    MISSING,
+    TensorState,
+    contents_change,
+    contents_of,
+    is_container,
+    is_value,
+    put_back,
+    same_contents,
+    same_value,
+    short_repr,
 )
 
 __all__ = ["ModelGuard"]
@@ -54,11 +54,11 @@ class _ModuleState:
         self.module = module
         self.cls = type(module)
         self.attrs = {k: v for k, v in vars(module).items() if k not in _BENIGN}
-        self.contents = {k: _contents(v) for k, v in self.attrs.items() if _is_container(v)}
+        self.contents = {k: contents_of(v) for k, v in self.attrs.items() if is_container(v)}
 
     def _now(self, key: str) -> Any:
-        """The attribute's object now, or ``_MISSING``."""
-        return vars(self.module).get(key, _MISSING)
+        """The attribute's object now, or ``MISSING``."""
+        return vars(self.module).get(key, MISSING)
 
     def structure_changed(self) -> str | None:
         """A changed class, or a registered submodule, parameter or buffer added/removed/swapped."""
@@ -82,27 +82,27 @@ class _ModuleState:
 
     def training_changed(self) -> str | None:
         """A flipped training flag."""
-        then, now = self.attrs.get("training", _MISSING), self._now("training")
-        if _same(then, now):
+        then, now = self.attrs.get("training", MISSING), self._now("training")
+        if same_value(then, now):
             return None
-        return f"{self.where}: training flag changed {_short(then)} -> {_short(now)}"
+        return f"{self.where}: training flag changed {short_repr(then)} -> {short_repr(now)}"
 
     def attribute_changed(self) -> str | None:
         """Any other instance attribute added, removed or changed (hooks, forward, plain ones)."""
         now_attrs = vars(self.module)
         for key in now_attrs:
             if key not in self.attrs and key not in _BENIGN:
-                return self._describe(key, _MISSING, now_attrs[key])
+                return self._describe(key, MISSING, now_attrs[key])
         for key, then in self.attrs.items():
             if key in _STRUCTURE or key == "training":
                 continue
-            now = now_attrs.get(key, _MISSING)
+            now = now_attrs.get(key, MISSING)
             if key in self.contents:
-                if now is _MISSING or type(now) is not type(then):
+                if now is MISSING or type(now) is not type(then):
                     return self._describe(key, then, now)
-                if not _same_contents(now, self.contents[key]):
+                if not same_contents(now, self.contents[key]):
                     return self._describe_contents(key, now)
-            elif not _same(then, now):
+            elif not same_value(then, now):
                 return self._describe(key, then, now)
         return None
 
@@ -113,12 +113,12 @@ class _ModuleState:
             return f"{where}: forward replaced"
         if callable(getattr(self.cls, key, None)) and not key.startswith("__"):
             return f"{where}: method {key!r} replaced"
-        if then is _MISSING:
-            return f"{where}: attribute {key!r} added ({_short(now)})"
-        if now is _MISSING:
+        if then is MISSING:
+            return f"{where}: attribute {key!r} added ({short_repr(now)})"
+        if now is MISSING:
             return f"{where}: attribute {key!r} removed"
-        if _is_value(then) and _is_value(now):
-            return f"{where}: attribute {key!r} changed {_short(then)} -> {_short(now)}"
+        if is_value(then) and is_value(now):
+            return f"{where}: attribute {key!r} changed {short_repr(then)} -> {short_repr(now)}"
         if isinstance(then, torch.Tensor):
             return f"{where}: tensor attribute {key!r} replaced"
         return f"{where}: attribute {key!r} replaced"
@@ -134,7 +134,7 @@ class _ModuleState:
             if any(k not in now for k in then):
                 return f"{self.where}: {label} removed"
             return f"{self.where}: {label} replaced or reordered"
-        return f"{self.where}: attribute {key!r}: {_contents_change(now, contents)}"
+        return f"{self.where}: attribute {key!r}: {contents_change(now, contents)}"
 
     def restore(self, failures: list[str]) -> None:
         """Put back the class, every attribute object and every container's contents."""
@@ -148,10 +148,10 @@ class _ModuleState:
         for key in [k for k in now_attrs if k not in self.attrs and k not in _BENIGN]:
             del now_attrs[key]
         for key, then in self.attrs.items():
-            if now_attrs.get(key, _MISSING) is not then:
+            if now_attrs.get(key, MISSING) is not then:
                 now_attrs[key] = then
-            if key in self.contents and not _same_contents(then, self.contents[key]):
-                _put_back(then, self.contents[key])
+            if key in self.contents and not same_contents(then, self.contents[key]):
+                put_back(then, self.contents[key])
 
     def tensors(self) -> list[tuple[str, torch.Tensor]]:
         """Tensors held in an attribute other than ``_parameters``/``_buffers``, one level deep."""
@@ -189,7 +189,7 @@ class ModelGuard:
         self.module = module
         self._modules = [_ModuleState(name, m) for name, m in module.named_modules()]
         seen: set[int] = set()
-        self._tensors: list[_TensorState] = []
+        self._tensors: list[TensorState] = []
         candidates = [
             *module.named_parameters(),
             *module.named_buffers(),
@@ -198,7 +198,7 @@ class ModelGuard:
         for name, tensor in candidates:
             if id(tensor) not in seen:
                 seen.add(id(tensor))
-                self._tensors.append(_TensorState(name, tensor))
+                self._tensors.append(TensorState(name, tensor))
 
     def changed(self) -> str | None:
         """What differs from the snapshot (the first thing found, named), or None."""

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from aitune_fp.errors import InvalidStateError
-from aitune_fp.guard.values import _ContainerState, _TensorState
+from aitune_fp.guard.values import ContainerState, TensorState
 from aitune_fp.inputs import Sample
 
 __all__ = ["SampleGuard"]
@@ -43,7 +43,7 @@ class _SampleFields:
                 object.__setattr__(self.sample, field, getattr(self, field))
 
 
-class _SampleTensor(_TensorState):
+class _SampleTensor(TensorState):
     """A tensor inside a sample, named by where it sits."""
 
     __slots__ = ()
@@ -77,7 +77,7 @@ class SampleGuard:
     def __init__(self, samples: Sequence[Any]) -> None:
         """Take the snapshot now (a host copy of every tensor's values)."""
         self.samples = samples
-        self._states: list[_SampleFields | _ContainerState | _SampleTensor] = []
+        self._states: list[_SampleFields | ContainerState | _SampleTensor] = []
         self._seen: set[int] = set()
         for i, sample in enumerate(samples):
             self._walk(sample, f"sample {i}")
@@ -118,7 +118,7 @@ class SampleGuard:
     def _walk_container(self, value: Any, label: str) -> None:
         """Record a mutable list or dict's contents (an immutable container needs nothing)."""
         if isinstance(value, (list, dict)):
-            self._states.append(_ContainerState(label, value))
+            self._states.append(ContainerState(label, value))
 
     def changed(self) -> str | None:
         """The first input that differs from the snapshot, named, or None."""

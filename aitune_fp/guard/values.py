@@ -1,9 +1,9 @@
 """What a guard keeps of one value, container or tensor, and how it compares and puts it back.
 
 Plain values (numbers, strings, dtypes, devices, tuples of them) are kept and compared by value;
-dicts, lists and sets by the object and a shallow copy of what they hold (:class:`_ContainerState`);
+dicts, lists and sets by the object and a shallow copy of what they hold (:class:`ContainerState`);
 anything else by identity. A tensor is kept by identity with a host copy of its values, its dtype,
-shape and ``requires_grad`` (:class:`_TensorState`), compared bit for bit (NaN equals itself) and
+shape and ``requires_grad`` (:class:`TensorState`), compared bit for bit (NaN equals itself) and
 written back in place. :mod:`~aitune_fp.guard.model` and :mod:`~aitune_fp.guard.samples` build on
 these.
 """
@@ -31,7 +31,7 @@ _VALUE_TYPES = (
     torch.memory_format,
 )
 
-_MISSING: Any = object()
+MISSING: Any = object()
 
 
 def _same_bits(now: torch.Tensor, then: torch.Tensor) -> bool:
@@ -57,14 +57,14 @@ def _max_abs_diff(now: torch.Tensor, then: torch.Tensor) -> str:
         return ""
 
 
-def _is_value(value: object) -> bool:
+def is_value(value: object) -> bool:
     """Whether ``value`` is immutable and compared by value (see :data:`_VALUE_TYPES`)."""
     if isinstance(value, (tuple, frozenset)):
-        return all(_is_value(item) for item in value)
+        return all(is_value(item) for item in value)
     return isinstance(value, _VALUE_TYPES)
 
 
-def _same(then: Any, now: Any) -> bool:
+def same_value(then: Any, now: Any) -> bool:
     """Whether ``now`` still is ``then``: the same object, or an equal value of the same type.
 
     Tuples compare item by item (so a tuple of modules compares their identities).
@@ -76,22 +76,22 @@ def _same(then: Any, now: Any) -> bool:
     if isinstance(then, float):  # exact: -0.0 is not 0.0, NaN is NaN
         return bool(then.hex() == now.hex())
     if isinstance(then, tuple):
-        return len(then) == len(now) and all(map(_same, then, now))
-    return _is_value(then) and bool(then == now)
+        return len(then) == len(now) and all(map(same_value, then, now))
+    return is_value(then) and bool(then == now)
 
 
-def _short(value: object) -> str:
+def short_repr(value: object) -> str:
     """A repr short enough for a one-line message."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _is_container(value: object) -> bool:
+def is_container(value: object) -> bool:
     """Whether ``value`` is a mutable container kept by a shallow copy of its contents."""
     return isinstance(value, (dict, list, set))
 
 
-def _contents(container: Any) -> Any:
+def contents_of(container: Any) -> Any:
     """A shallow copy of a dict's items, a list's items or a set's members.
 
     An empty container gives ``()``: most hook dicts are empty, and not allocating for them keeps
@@ -106,8 +106,8 @@ def _contents(container: Any) -> Any:
     return set(container)
 
 
-def _same_contents(container: Any, contents: Any) -> bool:
-    """Whether ``container`` holds what :func:`_contents` copied (same keys, order and items)."""
+def same_contents(container: Any, contents: Any) -> bool:
+    """Whether ``container`` holds what :func:`contents_of` copied (same keys, order and items)."""
     if len(container) != len(contents):
         return False
     if not contents:
@@ -116,13 +116,13 @@ def _same_contents(container: Any, contents: Any) -> bool:
         return bool(container == contents)
     if isinstance(container, dict):
         return all(
-            k == j and _same(then, now)
+            k == j and same_value(then, now)
             for (j, then), (k, now) in zip(contents, container.items(), strict=True)
         )
-    return all(map(_same, contents, container))
+    return all(map(same_value, contents, container))
 
 
-def _put_back(container: Any, contents: Any) -> None:
+def put_back(container: Any, contents: Any) -> None:
     """Make ``container`` (the same object) hold ``contents`` again."""
     if isinstance(container, list):
         container[:] = contents
@@ -131,28 +131,30 @@ def _put_back(container: Any, contents: Any) -> None:
         container.update(contents)
 
 
-def _contents_change(container: object, contents: Any) -> str:
+def contents_change(container: object, contents: Any) -> str:
     """What differs between a container and its copy: the first entry added, removed, replaced."""
     if isinstance(container, dict):
         then = dict(contents)
         added = [k for k in container if k not in then]
         removed = [k for k in then if k not in container]
         if added:
-            return f"entry {_short(added[0])} added"
+            return f"entry {short_repr(added[0])} added"
         if removed:
-            return f"entry {_short(removed[0])} removed"
+            return f"entry {short_repr(removed[0])} removed"
         for key, value in container.items():
-            if not _same(then[key], value):
-                return f"entry {_short(key)} replaced"
+            if not same_value(then[key], value):
+                return f"entry {short_repr(key)} replaced"
         return "entries reordered"
     if isinstance(container, list):
         if len(container) != len(contents):
             return f"length changed {len(contents)} -> {len(container)}"
         index = next(
-            i for i, (a, b) in enumerate(zip(contents, container, strict=True)) if not _same(a, b)
+            i
+            for i, (a, b) in enumerate(zip(contents, container, strict=True))
+            if not same_value(a, b)
         )
         return f"item {index} replaced"
-    return f"changed {_short(set(contents))} -> {_short(container)}"
+    return f"changed {short_repr(set(contents))} -> {short_repr(container)}"
 
 
 def _host_copy(tensor: torch.Tensor) -> torch.Tensor | None:
@@ -175,7 +177,7 @@ def _set_data(tensor: torch.Tensor, data: torch.Tensor) -> None:
         vars(tensor).update(kept)
 
 
-class _TensorState:
+class TensorState:
     """One tensor: the object, a host copy of its values, its device and ``requires_grad``."""
 
     __slots__ = ("copy", "device", "name", "requires_grad", "tensor")
@@ -233,7 +235,7 @@ class _TensorState:
             failures.append(f"{self.name}: {exc}")
 
 
-class _ContainerState:
+class ContainerState:
     """A list or dict inside a sample: the object and a shallow copy of its contents."""
 
     __slots__ = ("container", "contents", "label")
@@ -241,15 +243,15 @@ class _ContainerState:
     def __init__(self, label: str, container: list[Any] | dict[Any, Any]) -> None:
         self.label = label
         self.container = container
-        self.contents = _contents(container)
+        self.contents = contents_of(container)
 
     def changed(self) -> str | None:
         """The first entry added, removed or replaced, named; or None."""
-        if _same_contents(self.container, self.contents):
+        if same_contents(self.container, self.contents):
             return None
-        return f"{self.label}: {_contents_change(self.container, self.contents)}"
+        return f"{self.label}: {contents_change(self.container, self.contents)}"
 
     def restore(self, failures: list[str]) -> None:
         """Make the same container hold its snapshot entries again."""
-        if not _same_contents(self.container, self.contents):
-            _put_back(self.container, self.contents)
+        if not same_contents(self.container, self.contents):
+            put_back(self.container, self.contents)

@@ -2,7 +2,7 @@
 
 Thread counts, grad and inference mode, the default dtype, determinism, matmul precision,
 autocast, every simple setting under ``torch.backends`` and the rest of ``torch._C``'s
-``_get_X``/``_set_X`` pairs: found by enumerating torch once per process (:func:`_flags`), each a
+``_get_X``/``_set_X`` pairs: found by enumerating torch once per process (:func:`tracked_flags`), each a
 :class:`_Flag` with its getter and setter. Only getters that read a global are called; nothing
 here initialises CUDA. :class:`~aitune_fp.isolation.snapshot.ProcessState` reads them all.
 """
@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 import torch
 
-_PUT_BACK_ROUNDS: Final = 3
+PUT_BACK_ROUNDS: Final = 3
 """Flags are views of shared state (``allow_tf32`` and ``fp32_precision``): set until stable."""
 
 _C_SKIPPED: Final = frozenset(
@@ -61,7 +61,7 @@ _INFERENCE_WHY: Final = "inference mode can be left only by the `with` that ente
 
 
 @attrs.frozen
-class _Unreadable:
+class Unreadable:
     """A flag whose getter raised (a legacy precision flag after the new API set it)."""
 
     reason: str
@@ -81,11 +81,11 @@ class _Flag:
     """Why putting it back may fail (shown with a flag that could not be restored)."""
 
 
-def _read(flag: _Flag) -> object:
+def read_flag(flag: _Flag) -> object:
     try:
         return flag.get()
     except Exception as exc:  # a getter that cannot answer now is a state of its own
-        return _Unreadable(str(exc).strip().splitlines()[0][:120] if str(exc).strip() else "")
+        return Unreadable(str(exc).strip().splitlines()[0][:120] if str(exc).strip() else "")
 
 
 def _spread(setter: Callable[..., object]) -> Callable[[Any], object]:
@@ -226,7 +226,7 @@ def _backend_flags(seen: set[str]) -> list[_Flag]:
                 seen.add(getattr(value.getter, "__name__", ""))
                 done.add(name)
             elif not callable(value) and not isinstance(value, types.ModuleType | str):
-                precision = _read(
+                precision = read_flag(
                     _Flag("", functools.partial(getattr, value, "fp32_precision"), None)
                 )
                 if isinstance(precision, str):
@@ -240,7 +240,7 @@ def _backend_flags(seen: set[str]) -> list[_Flag]:
         for name in sorted(set(module_dict) | set(cls_dict) | set(vars(sub))):
             if name.startswith("_") or name.isupper() or name in done:
                 continue
-            value = _read(_Flag("", functools.partial(getattr, sub, name), None))
+            value = read_flag(_Flag("", functools.partial(getattr, sub, name), None))
             if _is_simple(value) and not isinstance(value, list | tuple):
                 flags.append(
                     _Flag(
@@ -308,7 +308,7 @@ def _c_flags(seen: set[str]) -> list[_Flag]:
 
 
 @functools.cache
-def _flags() -> tuple[_Flag, ...]:
+def tracked_flags() -> tuple[_Flag, ...]:
     """The flag table, built once per process (it enumerates torch; reading it is cheap)."""
     seen: set[str] = set()
     with warnings.catch_warnings():

@@ -1,8 +1,8 @@
 """The namespaces whose callables eager's forward resolves through, fingerprinted by identity.
 
 A candidate that replaces ``torch.nn.functional.linear`` or ``nn.Linear.forward`` changes eager's
-speed (and outputs) for the rest of the process. A :class:`_Space` keeps a shallow copy of one
-namespace's ``__dict__``; :func:`_space_edits` names each callable or descriptor replaced, added
+speed (and outputs) for the rest of the process. A :class:`Space` keeps a shallow copy of one
+namespace's ``__dict__``; :func:`space_edits` names each callable or descriptor replaced, added
 or removed since, as an :class:`_Edit` that can undo itself. Replacements torch makes itself
 (code in torch's own files, torch classes) are not edits.
 """
@@ -37,12 +37,12 @@ NAMESPACES: Final[tuple[str, ...]] = (
 _TORCH_DIR: Final = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
-_MISSING: Final = object()
+MISSING: Final = object()
 
 
 def _tracked(value: object) -> bool:
     """What eager may resolve through: callables and descriptors, not submodules or data."""
-    if value is _MISSING or isinstance(value, types.ModuleType):
+    if value is MISSING or isinstance(value, types.ModuleType):
         return False
     return callable(value) or hasattr(type(value), "__get__")
 
@@ -64,22 +64,22 @@ def _torch_own(value: object) -> bool:
 
 
 @attrs.frozen(eq=False)
-class _Space:
+class Space:
     """A namespace (module or class) and a shallow copy of its ``__dict__``."""
 
     label: str
     obj: Any
     entries: Mapping[str, object]
 
-    def recapture(self) -> _Space:
-        return _Space(self.label, self.obj, dict(vars(self.obj)))
+    def recapture(self) -> Space:
+        return Space(self.label, self.obj, dict(vars(self.obj)))
 
 
 @attrs.frozen
 class _Edit:
     """One difference in a namespace, and what puts it back."""
 
-    space: _Space
+    space: Space
     name: str
     kind: str  # "replaced", "added", "removed"
     old: object
@@ -88,7 +88,7 @@ class _Edit:
         return f"{self.space.label}.{self.name} {self.kind}"
 
     def undo(self) -> None:
-        if self.old is _MISSING:
+        if self.old is MISSING:
             delattr(self.space.obj, self.name)
         else:
             setattr(self.space.obj, self.name, self.old)
@@ -98,18 +98,18 @@ def _inherited(obj: Any, name: str) -> bool:
     return isinstance(obj, type) and any(name in vars(base) for base in obj.__mro__[1:])
 
 
-def _space_edits(then: _Space, now: Mapping[str, object]) -> list[_Edit]:
+def space_edits(then: Space, now: Mapping[str, object]) -> list[_Edit]:
     old = then.entries
     if now.keys() == old.keys() and list(map(id, now.values())) == list(map(id, old.values())):
         return []  # the usual case, answered in C
     edits = []
     for name in old.keys() | now.keys():
-        was, new = old.get(name, _MISSING), now.get(name, _MISSING)
+        was, new = old.get(name, MISSING), now.get(name, MISSING)
         if was is new or not (_tracked(was) or _tracked(new)) or _torch_own(new):
             continue
-        if new is _MISSING:
+        if new is MISSING:
             kind = "removed"
-        elif was is _MISSING:
+        elif was is MISSING:
             kind = "replaced" if _inherited(then.obj, name) else "added"
         else:
             kind = "replaced"
@@ -132,7 +132,7 @@ def _label(obj: object) -> str:
     raise InvalidTypeError(f"extra namespace must be a module or a class, got {type(obj).__name__}")
 
 
-def _default_spaces(extra: Iterable[object]) -> list[tuple[str, Any]]:
+def default_spaces(extra: Iterable[object]) -> list[tuple[str, Any]]:
     found = [(name, _resolve(name)) for name in NAMESPACES]
     module = torch.nn.Module
     found += [

@@ -17,7 +17,7 @@ import torch.nn.modules.module as _module_mod
 import torch.utils._device as _device_mod
 
 
-def _hook_registries() -> list[tuple[str, Any]]:
+def hook_registries() -> list[tuple[str, Any]]:
     """``torch.nn.modules.module``'s global hook registries (``_global_*hook*``)."""
     return [
         (name, value)
@@ -31,7 +31,7 @@ def _registry_words(name: str) -> str:
     return "global " + words.replace("pre hook", "pre-hook")
 
 
-def _hook_texts(name: str, then: object, now: object) -> list[str]:
+def hook_texts(name: str, then: object, now: object) -> list[str]:
     if not (isinstance(then, dict) and isinstance(now, dict)):
         return (
             []
@@ -49,33 +49,33 @@ def _hook_texts(name: str, then: object, now: object) -> list[str]:
     ]
 
 
-def _function_modes() -> tuple[object, ...]:
+def registry_function_modes() -> tuple[object, ...]:
     c: Any = torch._C
     return tuple(c._get_function_stack_at(i) for i in range(c._len_torch_function_stack()))
 
 
-def _infra_keys() -> list[Any]:
+def infra_keys() -> list[Any]:
     keys = getattr(torch._C, "_TorchDispatchModeKey", None)
     return list(keys.__members__.values()) if keys is not None else []
 
 
-def _infra_modes() -> tuple[object, ...]:
+def registry_infra_modes() -> tuple[object, ...]:
     c: Any = torch._C
-    return tuple(c._get_dispatch_mode(k) for k in _infra_keys())
+    return tuple(c._get_dispatch_mode(k) for k in infra_keys())
 
 
-def _dispatch_modes(infra: tuple[object, ...]) -> tuple[object, ...]:
+def registry_dispatch_modes(infra: tuple[object, ...]) -> tuple[object, ...]:
     """The user's dispatch mode stack, without the infra modes (fake, proxy, functional)."""
     c: Any = torch._C
     stack = (c._get_dispatch_stack_at(i) for i in range(c._len_torch_dispatch_stack()))
     return tuple(m for m in stack if not any(m is i for i in infra))
 
 
-def _mode_name(mode: object) -> str:
+def mode_name(mode: object) -> str:
     return "none" if mode is None else type(mode).__name__
 
 
-def _common(a: tuple[object, ...], b: tuple[object, ...]) -> int:
+def common(a: tuple[object, ...], b: tuple[object, ...]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):
         if x is not y:
@@ -84,10 +84,10 @@ def _common(a: tuple[object, ...], b: tuple[object, ...]) -> int:
     return n
 
 
-def _stack_texts(
+def stack_texts(
     what: str, then: tuple[object, ...], now: tuple[object, ...], quiet: tuple[object, ...]
 ) -> list[str]:
-    k = _common(then, now)
+    k = common(then, now)
     texts = [
         f"{what} removed: {type(m).__name__}" for m in then[k:] if not any(m is q for q in quiet)
     ]
@@ -97,7 +97,7 @@ def _stack_texts(
     return texts
 
 
-def _device_context() -> tuple[object, object]:
+def device_context_of() -> tuple[object, object]:
     """The global default-device context (a function mode) and ``torch.utils._device``'s device."""
     return (
         getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None),
@@ -105,20 +105,20 @@ def _device_context() -> tuple[object, object]:
     )
 
 
-def _device_name(context: object) -> str:
+def device_name(context: object) -> str:
     return str(getattr(context, "device", "cpu"))
 
 
-def _aten_impls() -> frozenset[str]:
+def aten_impls() -> frozenset[str]:
     return frozenset(torch.library._impls)
 
 
-def _kernel_text(key: str) -> str:
+def kernel_text(key: str) -> str:
     ns, op, dispatch = [*key.split("/"), "", ""][:3]
     return f"torch.library kernel registered: {ns}::{op} for {dispatch}"
 
 
-def _remove_kernels(new: frozenset[str], before: frozenset[str]) -> None:
+def remove_kernels(new: frozenset[str], before: frozenset[str]) -> None:
     """Destroy the ``torch.library.Library`` objects that registered only kernels made since."""
     library_cls: Any = torch.library.Library
     for obj in gc.get_objects():

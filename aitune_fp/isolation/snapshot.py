@@ -19,23 +19,23 @@ import torch
 import torch.nn.modules.module as _module_mod
 import torch.utils._device as _device_mod
 
-from aitune_fp.isolation.flags import _PUT_BACK_ROUNDS, _flags, _read, _Unreadable
-from aitune_fp.isolation.namespaces import _MISSING, _default_spaces, _Space, _space_edits
+from aitune_fp.isolation.flags import PUT_BACK_ROUNDS, Unreadable, read_flag, tracked_flags
+from aitune_fp.isolation.namespaces import MISSING, Space, default_spaces, space_edits
 from aitune_fp.isolation.registries import (
-    _aten_impls,
-    _common,
-    _device_context,
-    _device_name,
-    _dispatch_modes,
-    _function_modes,
-    _hook_registries,
-    _hook_texts,
-    _infra_keys,
-    _infra_modes,
-    _kernel_text,
-    _mode_name,
-    _remove_kernels,
-    _stack_texts,
+    aten_impls,
+    common,
+    device_context_of,
+    device_name,
+    hook_registries,
+    hook_texts,
+    infra_keys,
+    kernel_text,
+    mode_name,
+    registry_dispatch_modes,
+    registry_function_modes,
+    registry_infra_modes,
+    remove_kernels,
+    stack_texts,
 )
 
 __all__ = ["Isolation", "ProcessState", "isolated"]
@@ -55,7 +55,7 @@ class ProcessState:
     _function_modes: tuple[object, ...]
     _dispatch_modes: tuple[object, ...]
     _infra_modes: tuple[object, ...]
-    _spaces: tuple[_Space, ...]
+    _spaces: tuple[Space, ...]
     _hooks: tuple[tuple[str, object], ...]
     _kernels: frozenset[str]
 
@@ -66,23 +66,23 @@ class ProcessState:
         Pass the classes of the model's modules as ``extra`` to catch a candidate that patches
         the user's own ``forward``.
         """
-        spaces = tuple(_Space(label, obj, dict(vars(obj))) for label, obj in _default_spaces(extra))
+        spaces = tuple(Space(label, obj, dict(vars(obj))) for label, obj in default_spaces(extra))
         return cls._take(spaces)
 
     @classmethod
-    def _take(cls, spaces: tuple[_Space, ...]) -> ProcessState:
-        infra = _infra_modes()
+    def _take(cls, spaces: tuple[Space, ...]) -> ProcessState:
+        infra = registry_infra_modes()
         return cls(
-            flag_values=tuple(_read(flag) for flag in _flags()),
-            device=_device_context(),
-            function_modes=_function_modes(),
-            dispatch_modes=_dispatch_modes(infra),
+            flag_values=tuple(read_flag(flag) for flag in tracked_flags()),
+            device=device_context_of(),
+            function_modes=registry_function_modes(),
+            dispatch_modes=registry_dispatch_modes(infra),
             infra_modes=infra,
             spaces=spaces,
             hooks=tuple(
-                (name, dict(v) if isinstance(v, dict) else v) for name, v in _hook_registries()
+                (name, dict(v) if isinstance(v, dict) else v) for name, v in hook_registries()
             ),
-            kernels=_aten_impls(),
+            kernels=aten_impls(),
         )
 
     def _now(self) -> ProcessState:
@@ -98,33 +98,31 @@ class ProcessState:
         now = self._now() if now is None else now
         texts = [
             f"{flag.name}: {a!r} -> {b!r}"
-            for flag, a, b in zip(_flags(), self._flag_values, now._flag_values, strict=True)
+            for flag, a, b in zip(tracked_flags(), self._flag_values, now._flag_values, strict=True)
             if a != b
         ]
         (ctx_then, _), (ctx_now, _) = self._device, now._device
         if ctx_then is not ctx_now:
             texts.append(
-                f"torch.get_default_device(): {_device_name(ctx_then)} -> {_device_name(ctx_now)}"
+                f"torch.get_default_device(): {device_name(ctx_then)} -> {device_name(ctx_now)}"
             )
         quiet = (ctx_then, ctx_now)
-        texts += _stack_texts(
+        texts += stack_texts(
             "torch function mode", self._function_modes, now._function_modes, quiet
         )
-        texts += _stack_texts("torch dispatch mode", self._dispatch_modes, now._dispatch_modes, ())
-        for key, a, b in zip(_infra_keys(), self._infra_modes, now._infra_modes, strict=True):
+        texts += stack_texts("torch dispatch mode", self._dispatch_modes, now._dispatch_modes, ())
+        for key, a, b in zip(infra_keys(), self._infra_modes, now._infra_modes, strict=True):
             if a is not b:
-                texts.append(
-                    f"torch dispatch mode ({key.name}): {_mode_name(a)} -> {_mode_name(b)}"
-                )
+                texts.append(f"torch dispatch mode ({key.name}): {mode_name(a)} -> {mode_name(b)}")
         spaces_now = {id(s.obj): s.entries for s in now._spaces}
         for space in self._spaces:
             if id(space.obj) in spaces_now:
-                texts += [e.text() for e in _space_edits(space, spaces_now[id(space.obj)])]
+                texts += [e.text() for e in space_edits(space, spaces_now[id(space.obj)])]
         hooks_now = dict(now._hooks)
         for name, then in self._hooks:
-            texts += _hook_texts(name, then, hooks_now.get(name, _MISSING))
+            texts += hook_texts(name, then, hooks_now.get(name, MISSING))
         texts += [
-            _kernel_text(k) for k in sorted(now._kernels - self._kernels) if k.startswith("aten/")
+            kernel_text(k) for k in sorted(now._kernels - self._kernels) if k.startswith("aten/")
         ]
         return tuple(texts)
 
@@ -142,9 +140,9 @@ class ProcessState:
             self._restore_flags(errors)
             self._restore_spaces(errors)
             self._restore_hooks()
-            new = frozenset(k for k in _aten_impls() - self._kernels if k.startswith("aten/"))
+            new = frozenset(k for k in aten_impls() - self._kernels if k.startswith("aten/"))
             if new:
-                _remove_kernels(new, self._kernels)
+                remove_kernels(new, self._kernels)
         left = []
         for text in self.changed():
             name = text.split(": ", 1)[0]
@@ -154,8 +152,8 @@ class ProcessState:
 
     def _restore_modes(self) -> None:
         c: Any = torch._C
-        now = _function_modes()
-        k = _common(self._function_modes, now)
+        now = registry_function_modes()
+        k = common(self._function_modes, now)
         for _ in now[k:]:
             c._pop_torch_function_stack()
         for mode in self._function_modes[k:]:
@@ -163,24 +161,24 @@ class ProcessState:
         context, device = self._device
         torch._GLOBAL_DEVICE_CONTEXT.device_context = context
         _device_mod.CURRENT_DEVICE = device  # type: ignore[assignment]
-        for key, mode in zip(_infra_keys(), self._infra_modes, strict=True):
+        for key, mode in zip(infra_keys(), self._infra_modes, strict=True):
             if c._get_dispatch_mode(key) is not mode:
                 c._unset_dispatch_mode(key)
                 if mode is not None:
                     c._set_dispatch_mode(mode)
-        user = _dispatch_modes(self._infra_modes)
-        k = _common(self._dispatch_modes, user)
+        user = registry_dispatch_modes(self._infra_modes)
+        k = common(self._dispatch_modes, user)
         for _ in user[k:]:
             c._pop_torch_dispatch_stack(None)
         for mode in self._dispatch_modes[k:]:
             c._push_on_torch_dispatch_stack(mode)
 
     def _restore_flags(self, errors: dict[str, str]) -> None:
-        flags = _flags()
-        for _ in range(_PUT_BACK_ROUNDS):
+        flags = tracked_flags()
+        for _ in range(PUT_BACK_ROUNDS):
             stable = True
             for flag, value in zip(flags, self._flag_values, strict=True):
-                if isinstance(value, _Unreadable) or _read(flag) == value:
+                if isinstance(value, Unreadable) or read_flag(flag) == value:
                     continue
                 stable = False
                 if flag.put is None:
@@ -195,7 +193,7 @@ class ProcessState:
 
     def _restore_spaces(self, errors: dict[str, str]) -> None:
         for space in self._spaces:
-            for edit in _space_edits(space, vars(space.obj)):
+            for edit in space_edits(space, vars(space.obj)):
                 try:
                     edit.undo()
                 except (AttributeError, TypeError) as exc:
@@ -203,7 +201,7 @@ class ProcessState:
 
     def _restore_hooks(self) -> None:
         for name, then in self._hooks:
-            now = getattr(_module_mod, name, _MISSING)
+            now = getattr(_module_mod, name, MISSING)
             if isinstance(then, dict) and isinstance(now, dict):
                 if now.keys() != then.keys() or any(now[k] is not v for k, v in then.items()):
                     now.clear()

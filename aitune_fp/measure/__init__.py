@@ -21,7 +21,7 @@ of the pairs between, and of the first pair on each batch go to ``spot_check`` (
 
 Throughputs are always samples/s from the mean latency (AITune's figure); the statistical verdict
 is based on the Hodges-Lehmann interval of the paired log ratios (the typical call), which the
-``decision`` carries. ``_RULES`` is served from here as the same dict :func:`rule_for` reads, so
+``decision`` carries. ``RULES`` is served from here as the same dict :func:`rule_for` reads, so
 replacing an entry here (as ``benchmarks/overhead.py`` does) reaches every caller.
 """
 
@@ -30,8 +30,8 @@ from __future__ import annotations
 from aitune_fp.measure.measurement import Comparison, Measurement
 from aitune_fp.measure.measurement import OnLook as OnLook
 from aitune_fp.measure.point import measure_baseline_point
-from aitune_fp.measure.reasons import _reason as _reason
-from aitune_fp.measure.rules import _RULES as _RULES
+from aitune_fp.measure.reasons import reason_text as reason_text
+from aitune_fp.measure.rules import RULES as RULES
 from aitune_fp.measure.rules import DecisionRule, measure_speedup, register, rule_for, unregister
 from aitune_fp.measure.statistical import measure_throughput_steady
 

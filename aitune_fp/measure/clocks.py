@@ -13,11 +13,11 @@ from typing import Any
 import attrs
 
 from aitune_fp.core.verdict import SpeedupDecision
-from aitune_fp.measure.reasons import _fmt
+from aitune_fp.measure.reasons import fmt_figure
 from aitune_fp.profiling import PairedTimings, is_host_bound
 
 
-def _on_clock(timings: PairedTimings, clock: str) -> PairedTimings:
+def on_clock(timings: PairedTimings, clock: str) -> PairedTimings:
     """``timings`` with the latencies of ``clock``: host wall times, or the device times."""
     if clock != "device" or timings.baseline_device_s is None:
         return timings
@@ -27,7 +27,7 @@ def _on_clock(timings: PairedTimings, clock: str) -> PairedTimings:
     )
 
 
-def _two_clocks(
+def two_clocks(
     timings: PairedTimings,
     decision: SpeedupDecision,
     n_pairs: int,
@@ -56,7 +56,7 @@ def _two_clocks(
         "baseline_device_latency_s": statistics.median(timings.baseline_device_s[used]),
         "candidate_device_latency_s": statistics.median(timings.candidate_device_s[used]),
     }
-    note = f"{clock} clock decided; {other_clock} clock estimate {_fmt(other)}"
+    note = f"{clock} clock decided; {other_clock} clock estimate {fmt_figure(other)}"
     arms = (
         ("eager", fields["baseline_host_latency_s"], fields["baseline_device_latency_s"]),
         ("the candidate", fields["candidate_host_latency_s"], fields["candidate_device_latency_s"]),

@@ -1,8 +1,8 @@
 """What measuring one candidate gives back, and what every rule's result is built from.
 
-:class:`Measurement` is the value both rules return; :func:`_context` gives the threads, cores,
+:class:`Measurement` is the value both rules return; :func:`run_context` gives the threads, cores,
 load and ``oversubscribed`` flag a result records, the same way for the statistical and point
-rules, and :func:`_collecting` keeps how close each spot check came, so that each rule builds its
+rules, and :func:`collecting` keeps how close each spot check came, so that each rule builds its
 result once, complete (:func:`aitune_fp.core.report.make_result`).
 """
 
@@ -98,7 +98,7 @@ class RunContext:
     fields: Mapping[str, Any] = attrs.field(factory=dict)
 
 
-def _context(
+def run_context(
     env: CpuEnvironment,
     load_end: float | None,
     threads: int | None,
@@ -136,7 +136,7 @@ def _context(
     )
 
 
-def _collecting(
+def collecting(
     check: SpotCheck | ReferenceSpotCheck | None, seen: list[Mismatch]
 ) -> SpotCheck | ReferenceSpotCheck | None:
     """``check``, keeping each :class:`Mismatch` it returns in ``seen`` (how close each spot came)."""
@@ -151,7 +151,7 @@ def _collecting(
     return collect
 
 
-def _closeness(c: Comparison, seen: Sequence[Mismatch]) -> Mismatch | None:
+def closeness_of(c: Comparison, seen: Sequence[Mismatch]) -> Mismatch | None:
     """The worst of the comparison's own ``mismatch`` and the spot checks' (None: neither)."""
     parts = [*([] if c.mismatch is None else [c.mismatch]), *seen]
     return Mismatch.combine(parts) if parts else None

@@ -23,9 +23,9 @@ from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
     OnLook,
-    _closeness,
-    _collecting,
-    _context,
+    closeness_of,
+    collecting,
+    run_context,
 )
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
 
@@ -70,7 +70,7 @@ def measure_baseline_point(
     return throughput_from_latencies(latencies, size), latencies
 
 
-def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
+def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
 
     It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
@@ -95,7 +95,7 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         config,
         timer=timer,
         arm="candidate",
-        spot_check=_collecting(spot_check, seen),
+        spot_check=collecting(spot_check, seen),
         batches=batches,
         references=references,
         spot_rate=spot_rate,
@@ -109,7 +109,7 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
-    context = _context(env, profiling.load_average(), threads, isolation=c.isolation)
+    context = run_context(env, profiling.load_average(), threads, isolation=c.isolation)
     wall_s = (timer.now_ns() - start) / 1e9
     result = make_result(
         description,
@@ -129,7 +129,7 @@ def _compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         flags=context.flags,
         rule="point",
         note=context.note,
-        mismatch=_closeness(c, seen),
+        mismatch=closeness_of(c, seen),
         context=context.fields,
     )
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=threads)

@@ -10,16 +10,16 @@ from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.verdict import SpeedupDecision
 
 
-def _fmt(x: float) -> str:
+def fmt_figure(x: float) -> str:
     return f"{x:.3f}x"
 
 
-def _reason(
+def reason_text(
     decision: SpeedupDecision, n_pairs: int, *, budget_s: float | None, last_look: bool
 ) -> str:
     """One sentence saying why the statistical verdict is what it is, and what it rules out."""
-    req = _fmt(decision.required_speedup)
-    interval = f"[{_fmt(decision.ci_low)}, {_fmt(decision.ci_high)}]"
+    req = fmt_figure(decision.required_speedup)
+    interval = f"[{fmt_figure(decision.ci_low)}, {fmt_figure(decision.ci_high)}]"
     if decision.verdict == "faster":
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
         what = "" if "throughput_bound" in decision.flags else " (typical call)"
@@ -31,7 +31,7 @@ def _reason(
         limit = decision.required_speedup + decision.futility_margin
         high, edge = fmt_apart(decision.upper_for_futility, limit)
         text = (
-            f"estimate {_fmt(decision.speedup)} is below required {req} and the upper bound "
+            f"estimate {fmt_figure(decision.speedup)} is below required {req} and the upper bound "
             f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
             f"margin) at {n_pairs} pairs: not faster by a margin that matters"
         )

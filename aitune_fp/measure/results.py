@@ -18,11 +18,11 @@ from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.measure.measurement import Measurement, RunContext
-from aitune_fp.measure.reasons import _reason
+from aitune_fp.measure.reasons import reason_text
 from aitune_fp.profiling import PairedTimings, ProfilingError
 
 
-def _undecided(
+def undecided_result(
     timings: PairedTimings,
     warmup_baseline_s: tuple[float, ...],
     warmup_candidate_s: tuple[float, ...],
@@ -70,7 +70,7 @@ def _undecided(
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
 
 
-def _statistical_result(
+def statistical_result(
     decision: SpeedupDecision,
     n_pairs: int,
     timings: PairedTimings,
@@ -107,7 +107,7 @@ def _statistical_result(
         n_candidate=decision.n_candidate,
         required_speedup=decision.required_speedup,
         decision=decision,
-        reason=_reason(
+        reason=reason_text(
             decision,
             n_pairs,
             budget_s=config.max_seconds if budget_spent else None,

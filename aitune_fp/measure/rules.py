@@ -1,6 +1,6 @@
 """The decision rules by name, and :func:`measure_speedup`, which runs the one a config names.
 
-``_RULES`` is the one place a mode name is looked up (:func:`rule_for`); a new rule is its module
+``RULES`` is the one place a mode name is looked up (:func:`rule_for`); a new rule is its module
 plus one :func:`register` line.
 """
 
@@ -24,8 +24,8 @@ from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
-from aitune_fp.measure.point import _compare_point, measure_baseline_point
-from aitune_fp.measure.statistical import _compare_statistical, measure_throughput_steady
+from aitune_fp.measure.point import compare_point, measure_baseline_point
+from aitune_fp.measure.statistical import compare_statistical, measure_throughput_steady
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, as_batches, timer_for
 
 __all__ = ["DecisionRule", "measure_speedup", "register", "rule_for", "unregister"]
@@ -51,7 +51,7 @@ class DecisionRule:
     head_to_head: bool
 
 
-_RULES: dict[str, DecisionRule] = {}
+RULES: dict[str, DecisionRule] = {}
 
 
 def register(rule: DecisionRule) -> DecisionRule:
@@ -62,24 +62,24 @@ def register(rule: DecisionRule) -> DecisionRule:
     if not isinstance(rule, DecisionRule):
         raise InvalidTypeError(f"register takes a DecisionRule, got {type(rule).__name__}")
     add_decision_mode(rule.name)
-    _RULES[rule.name] = rule
+    RULES[rule.name] = rule
     return rule
 
 
 def unregister(name: str) -> None:
     """Take a registered rule away again (the built-in rules stay)."""
     if name not in DECISION_MODES:
-        _RULES.pop(name, None)
+        RULES.pop(name, None)
         remove_decision_mode(name)
 
 
-register(DecisionRule("statistical", measure_throughput_steady, _compare_statistical, False, True))
-register(DecisionRule("point", measure_baseline_point, _compare_point, True, False))
+register(DecisionRule("statistical", measure_throughput_steady, compare_statistical, False, True))
+register(DecisionRule("point", measure_baseline_point, compare_point, True, False))
 
 
 def rule_for(config: ProfilingConfig) -> DecisionRule:
     """The decision rule ``config.decision`` names (the one place a mode name is looked up)."""
-    return _RULES[config.decision]
+    return RULES[config.decision]
 
 
 def measure_speedup(

@@ -24,17 +24,17 @@ from aitune_fp.core.timings import is_settled, throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.clocks import _on_clock, _two_clocks
+from aitune_fp.measure.clocks import on_clock, two_clocks
 from aitune_fp.measure.machine import MachineWatch, Stretch, borne_out, from_pair, held
 from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
     OnLook,
-    _closeness,
-    _collecting,
-    _context,
+    closeness_of,
+    collecting,
+    run_context,
 )
-from aitune_fp.measure.results import _statistical_result, _undecided
+from aitune_fp.measure.results import statistical_result, undecided_result
 from aitune_fp.profiling import (
     InterleavedRun,
     Timer,
@@ -145,7 +145,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             batch,
             timer=clock,
             threads=config.threads,
-            spot_check=_collecting(inputs.spot_check, seen),
+            spot_check=collecting(inputs.spot_check, seen),
             batches=inputs.batches,
             references=inputs.references,
             spot_rate=inputs.spot_rate,
@@ -179,7 +179,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             if got < need:
                 budget_spent = True
                 break
-            timings = _on_clock(run.timings(), config.clock)
+            timings = on_clock(run.timings(), config.clock)
             warm = warmup.baseline_s if config.clock == "host" else ()  # host-timed only
             stretch = watch.stretch(timings.baseline_s, warm)
             steady = (
@@ -221,10 +221,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         gpu = device.verdict(decided_look if decision is not None else None)
     wall_s = (clock.now_ns() - start) / 1e9
     load_end = profiling.load_average()
-    chosen = _on_clock(timings, config.clock)
-    closeness = _closeness(c, seen)
+    chosen = on_clock(timings, config.clock)
+    closeness = closeness_of(c, seen)
     if decision is None:
-        context = _context(
+        context = run_context(
             env,
             load_end,
             timings.threads,
@@ -234,7 +234,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             note=gpu.note(),
             fields=gpu.result_fields(),
         )
-        return _undecided(
+        return undecided_result(
             chosen,
             warmup.baseline_s,
             warmup.candidate_s,
@@ -253,7 +253,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         machine_note = stretch.note(decision.held_back != "machine")
         if decision.held_back != "machine":
             start = stretch.start
-    fields, flags, note = _two_clocks(
+    fields, flags, note = two_clocks(
         from_pair(timings, start),
         decision,
         decided_at - start,
@@ -261,7 +261,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
     )
     notes = "; ".join(n for n in (machine_note, note, gpu.note()) if n) or None
-    context = _context(
+    context = run_context(
         env,
         load_end,
         timings.threads,
@@ -271,7 +271,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         note=notes,
         fields={**fields, **gpu.result_fields()},
     )
-    return _statistical_result(
+    return statistical_result(
         decision,
         decided_at - start,
         from_pair(chosen, start),
@@ -285,7 +285,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     )
 
 
-def _compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
+def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None).
 
     Look ``k`` (from 0) draws its spot-checked pairs with seed ``spot_seed + k``.

@@ -24,7 +24,7 @@ One concept per module, every public name re-exported here:
 - :mod:`~aitune_fp.profiling.interleaved`: :class:`InterleavedRun` and :func:`compare`;
 - :mod:`~aitune_fp.profiling.cache`: :func:`l2_flusher` for ``cache="cold"`` (CUDA).
 
-``usable_cpus``, ``load_average`` and ``_dynamo_counts`` are read from this package at call
+``usable_cpus``, ``load_average`` and ``dynamo_counts`` are read from this package at call
 time, so replacing them here (``monkeypatch.setattr(profiling, ...)``) reaches every caller.
 """
 
@@ -49,7 +49,7 @@ from aitune_fp.profiling.interleaved import (
     pair_order,
     quad_orientations,
 )
-from aitune_fp.profiling.interleaved import _dynamo_counts as _dynamo_counts
+from aitune_fp.profiling.interleaved import dynamo_counts as dynamo_counts
 from aitune_fp.profiling.threads import (
     CpuEnvironment,
     cpu_environment,

@@ -69,7 +69,7 @@ SpotCheck: TypeAlias = Callable[[Any], object]
 ReferenceSpotCheck: TypeAlias = Callable[[Any, Any], object]
 
 
-def _spot(
+def spot_inspector(
     check: SpotCheck | None, call: int, batch: int | None = None
 ) -> Callable[[Any], None] | None:
     """``check`` for the candidate's timed call number ``call``, raising SpotCheckError."""
@@ -104,7 +104,7 @@ def as_batches(
     return tuple(as_sample(b) for b in batches)
 
 
-def _checks_per_batch(
+def checks_per_batch(
     spot_check: SpotCheck | ReferenceSpotCheck | None,
     references: Sequence[Any] | None,
     n_batches: int,
@@ -165,7 +165,7 @@ def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
     )
 
 
-def _call(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
+def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
     """Call ``fn`` on a fresh copy of ``batch``; failures become :class:`ProfilingError`.
 
     ``fresh=False``: ``batch`` is already the call's own copy. Every call gets its own, so a
@@ -198,7 +198,7 @@ def _call(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool
     )
 
 
-def _timed_call(
+def timed_call(
     fn: Callable[..., Any],
     batch: Sample,
     timer: Timer,
@@ -220,7 +220,7 @@ def _timed_call(
     start = timer.now_ns()
     if span is not None:
         span.start()
-    output = _call(fn, own, arm, fresh=False)
+    output = call_arm(fn, own, arm, fresh=False)
     if span is not None:
         span.stop()
     timer.sync()
@@ -297,18 +297,20 @@ def time_calls(
     import torch
 
     given = as_batches(batch, batches)
-    checks = _checks_per_batch(spot_check, references, len(given))
+    checks = checks_per_batch(spot_check, references, len(given))
     picked = spot_calls(n, spot_rate, spot_seed, n_batches=len(given))
     multi = batches is not None
     samples = [copy_sample(b) for b in given]
     clock = timer if timer is not None else timer_for(samples[0])
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
         for j in range(warmup):
-            _call(fn, samples[j % len(samples)], arm)
+            call_arm(fn, samples[j % len(samples)], arm)
         clock.sync()
         latencies: list[float] = []
         for i in range(n):
             b = i % len(samples)
-            inspect = _spot(checks[b], i + 1, b if multi else None) if i in picked else None
-            latencies.append(_timed_call(fn, samples[b], clock, arm, inspect)[0])
+            inspect = (
+                spot_inspector(checks[b], i + 1, b if multi else None) if i in picked else None
+            )
+            latencies.append(timed_call(fn, samples[b], clock, arm, inspect)[0])
         return tuple(latencies)

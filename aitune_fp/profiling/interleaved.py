@@ -2,11 +2,11 @@
 
 Pairs run in quads, ABBA or BAAB, each quad's orientation drawn from a seeded random stream
 (:func:`quad_orientations`), so that interference in phase with a fixed order cannot land on
-one arm only. Given several ``batches``, pair ``i`` runs both arms on batch
-``i % len(batches)``. The young generation the paused collector let pile up is collected
-before each look's deadline check, and only when its predicted cost fits in the time left, so
-no housekeeping runs between that check and a call. Dynamo's compile counters are read through
-``aitune_fp.profiling._dynamo_counts`` at call time (tests replace it there).
+one arm only. Pair ``i`` runs both arms on batch ``i % len(batches)`` (or its ``fresh`` own).
+The young generation the paused collector let pile up is collected before each look's deadline
+check, only when its predicted cost fits in the time left, so no housekeeping runs between
+that check and a call. Dynamo's compile counters are read through
+``aitune_fp.profiling.dynamo_counts`` at call time (tests replace it there).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from aitune_fp.inputs import Sample, copy_sample
 from aitune_fp.profiling.calls import (
     ReferenceSpotCheck,
     SpotCheck,
-    _call,
-    _checks_per_batch,
-    _spot,
-    _timed_call,
     as_batches,
+    call_arm,
+    checks_per_batch,
     gc_paused,
     spot_calls,
+    spot_inspector,
+    timed_call,
 )
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
@@ -83,7 +83,7 @@ def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
     return tuple(stream.random() < 0.5 for _ in range(n_quads))
 
 
-def _dynamo_counts() -> tuple[int, int]:
+def dynamo_counts() -> tuple[int, int]:
     """torch._dynamo's compiled-frame and graph counters (0, 0 when dynamo was never loaded)."""
     utils = sys.modules.get("torch._dynamo.utils")
     counters = getattr(utils, "counters", None)
@@ -93,10 +93,10 @@ def _dynamo_counts() -> tuple[int, int]:
 
 
 def _compile_counts() -> tuple[int, int]:
-    """:func:`_dynamo_counts` as ``aitune_fp.profiling`` holds it now (tests replace it there)."""
+    """:func:`dynamo_counts` as ``aitune_fp.profiling`` holds it now (tests replace it there)."""
     from aitune_fp import profiling
 
-    return profiling._dynamo_counts()
+    return profiling.dynamo_counts()
 
 
 @attrs.frozen(kw_only=True)
@@ -181,7 +181,7 @@ class InterleavedRun:
         self._multi = batches is not None and fresh is None
         self._fresh = fresh
         self._pair_check = cast(ReferenceSpotCheck, spot_check) if fresh is not None else None
-        self._checks = _checks_per_batch(
+        self._checks = checks_per_batch(
             None if fresh is not None else spot_check, references, len(self._inputs)
         )
         spot_positions(1, spot_rate, spot_seed)  # checks both now, naming them
@@ -269,7 +269,7 @@ class InterleavedRun:
             raise InvalidStateError("InterleavedRun must be used as a context manager (with ...)")
 
     def _untimed(self, arm: str, index: int) -> None:
-        _call(self._fns[arm], self._batches[arm][index % len(self._inputs)], arm)
+        call_arm(self._fns[arm], self._batches[arm][index % len(self._inputs)], arm)
         self._clock.sync()
 
     def _timed(
@@ -291,17 +291,17 @@ class InterleavedRun:
             inspect = functools.partial(keep.__setitem__, arm)
         elif check and arm == "candidate":
             call = len(self._times["candidate"]) + 1
-            inspect = _spot(self._checks[b], call, b if self._multi else None)
+            inspect = spot_inspector(self._checks[b], call, b if self._multi else None)
         if self._flush is not None:
-            self._flush()  # before _timed_call's barrier: it finishes before the clock starts
+            self._flush()  # before timed_call's barrier: it finishes before the clock starts
         given = self._batches[arm][b] if batch is None else batch
-        return _timed_call(self._fns[arm], given, self._clock, arm, inspect)
+        return timed_call(self._fns[arm], given, self._clock, arm, inspect)
 
     def _compare_pair(self, outputs: dict[str, Any], call: int) -> None:
         """A checked fresh pair: the candidate's output against the baseline's, same input."""
         if self._pair_check is None or len(outputs) < 2:
             return
-        inspect = _spot(
+        inspect = spot_inspector(
             lambda out: self._pair_check(out, outputs["baseline"]),  # type: ignore[misc]
             call,
         )
@@ -347,12 +347,9 @@ class InterleavedRun:
     ) -> WarmupReport:
         """Call each arm once untimed, then alternate timed calls until both arms are steady.
 
-        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled` (spread within
-        ``tolerance``, or no trend beyond its own noise).
-        At most ``max_calls`` calls per arm (the first, untimed call included); it also stops,
-        unsteady, once the run's clock passes ``deadline_ns``, or once ``reserve_pairs`` more
-        pairs at the last pair's pace would not fit before it (a slow model's first look keeps
-        its time: issue 35).
+        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled`. At most ``max_calls``
+        calls per arm (the untimed first included); it stops, unsteady, at ``deadline_ns``, or
+        once ``reserve_pairs`` more pairs at the last pair's pace would not fit before it.
         """
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
@@ -375,11 +372,9 @@ class InterleavedRun:
             ):
                 converged = True
                 break
-            pace_ns = (times["baseline"][-1] + times["candidate"][-1]) * 1e9
-            if deadline_ns is not None and (
-                self._clock.now_ns() + reserve_pairs * pace_ns > deadline_ns
-            ):
-                break  # what is left goes to the first look
+            pace_ns = (times["baseline"][-1] + times["candidate"][-1]) * 1e9 * reserve_pairs
+            if deadline_ns is not None and self._clock.now_ns() + pace_ns > deadline_ns:
+                break  # what is left goes to the first look (a slow model's: issue 35)
         self._warmup = WarmupReport(
             baseline_s=tuple(times["baseline"]),
             candidate_s=tuple(times["candidate"]),

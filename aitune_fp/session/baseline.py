@@ -32,9 +32,9 @@ from aitune_fp.session.guarding import settle_guard
 from aitune_fp.session.values import (
     BASELINE_DIR,
     BUILD,
-    _has_lazy,
     append_failure_log,
     describe,
+    has_lazy,
     infer_of,
 )
 from aitune_fp.session.workers import start_eager
@@ -112,7 +112,7 @@ def open_baseline(
             # a forked worker runs one intra-op thread: eager here the same (docs/threads.md)
             session.config = attrs.evolve(session.config, threads=1)
     finally:
-        session._emit(
+        session.emit(
             events.started(
                 session.run_id,
                 t.name,
@@ -128,9 +128,9 @@ def open_baseline(
             )
         )
     session.take_model()
-    if session._was_training:
-        session._emit(
-            events.eval_mode(session.run_id, t.name, n_training_modules=len(session._was_training))
+    if session.was_training:
+        session.emit(
+            events.eval_mode(session.run_id, t.name, n_training_modules=len(session.was_training))
         )
     adopted = baseline is not BUILD
     description = (
@@ -141,7 +141,7 @@ def open_baseline(
     try:
         if not t.data:
             raise InvalidValueError(f"data for {t.name!r} must hold at least one sample, got none")
-        session._batch = copy_sample(
+        session.batch = copy_sample(
             t.graph_spec.make_batch(as_sample(t.data[0]), session.batch_size)
         )
         if adopted:
@@ -151,45 +151,45 @@ def open_baseline(
                 )
             session.baseline = baseline
         else:
-            session._phase(description, "baseline_build")
+            session.phase(description, "baseline_build")
             spec = cast(GraphSpec, t.graph_spec)  # the built-in path's own graph spec
             session.baseline = TorchEagerBackend().build(
                 t.module, spec, list(t.data), t.device, folder
             )
-        if _has_lazy(t.module):  # materialise its parameters before copying them
-            reference_output(infer_of(session.baseline), session._batch)
+        if has_lazy(t.module):  # materialise its parameters before copying them
+            reference_output(infer_of(session.baseline), session.batch)
         if session.isolation == "process":  # eager is timed in a worker no candidate reaches
-            session._eager, session.eager_isolation = session.baseline, "process"
+            session.eager, session.eager_isolation = session.baseline, "process"
         else:
-            session._eager, session.eager_isolation = private_eager(session.baseline, t.module)
-        session._phase(description, "baseline_measure")
-        eager = infer_of(session._eager)
-        session._batches = timing_batches(session, session._batch)
+            session.eager, session.eager_isolation = private_eager(session.baseline, t.module)
+        session.phase(description, "baseline_measure")
+        eager = infer_of(session.eager)
+        session.batches = timing_batches(session, session.batch)
         throughput, latencies = session.rule.measure_eager(
             eager,
-            session._batch,
+            session.batch,
             session.batch_size,
             session.config,
-            timer=session._timer,
-            batches=session._batches,
+            timer=session.timer,
+            batches=session.batches,
         )
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
-        session._references = tuple(reference_output(eager, b) for b in session._batches)
+        session.reference_outputs = tuple(reference_output(eager, b) for b in session.batches)
         noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
         settle_guard(session)
         if session.isolation == "process":
-            session._baseline_latencies = latencies  # what a call's deadline derives from
+            session.baseline_latencies = latencies  # what a call's deadline derives from
             start_eager(session)  # forked now: before any candidate code ran anywhere
-            if session._eager_worker is None:  # it could not start: eager gets its private copy
-                session._eager, session.eager_isolation = private_eager(session.baseline, t.module)
+            if session.eager_worker is None:  # it could not start: eager gets its private copy
+                session.eager, session.eager_isolation = private_eager(session.baseline, t.module)
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
         session.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
-        session.baseline = session._eager = (
+        session.baseline = session.eager = (
             None  # an eager baseline that cannot be measured is no fallback
         )
-        session._emit(
+        session.emit(
             events.baseline_failed(
                 session.run_id,
                 t.name,
@@ -199,8 +199,8 @@ def open_baseline(
             )
         )
         return
-    session.baseline_throughput, session._baseline_latencies = throughput, latencies
-    session._emit(
+    session.baseline_throughput, session.baseline_latencies = throughput, latencies
+    session.emit(
         events.baseline_measured(
             session.run_id,
             t.name,
@@ -212,7 +212,7 @@ def open_baseline(
             decision=session.rule.name,
             eager_isolation=session.eager_isolation,
             degenerate_outputs=degenerate_outputs(
-                session._references, session.closeness.budget(None)
+                session.reference_outputs, session.closeness.budget(None)
             ),
             budget_plan=_plan(session, latencies),
             **noise,
@@ -266,7 +266,7 @@ def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
     A candidate that returns what it computed for an earlier batch of the same shape is
     then wrong on the batches it did not compute, where the spot checks look.
     """
-    return (batch, *session._derive_heldout(heldout_batches, batch, 2))
+    return (batch, *session.derive_heldout(heldout_batches, batch, 2))
 
 
 def reference_output(eager: Callable[..., Any], batch: Sample) -> Any:

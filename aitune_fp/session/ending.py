@@ -31,7 +31,7 @@ def conclude(session: TuneSession, backend: Any) -> Any:
     if backend is session.baseline:
         select(session, backend, None)
         return backend
-    for seen, result in session._validated:
+    for seen, result in session.validated:
         if seen is backend:
             if isinstance(seen, WorkerBackend):  # chosen: now it may run here
                 return _adopted(session, seen, result)
@@ -40,7 +40,7 @@ def conclude(session: TuneSession, backend: Any) -> Any:
             select(session, backend, result)
             return backend
     description = describe(backend)
-    outcome = session._vet(backend, description, session._folder(backend, description))
+    outcome = session.vet(backend, description, session.folder(backend, description))
     if outcome.ok:
         select(session, backend, outcome.result)
         return backend
@@ -83,7 +83,7 @@ def select(session: TuneSession, backend: Any, result: PerformanceValidationResu
         baseline_throughput=session.baseline_throughput,
         info_on=events.info_enabled(),
     )
-    session._emit(event)
+    session.emit(event)
     session.finish("baseline" if is_baseline else "candidate", description)
 
 
@@ -94,13 +94,13 @@ def report_of(session: TuneSession) -> TuneReport:
     both reports agree; only the event count (events actually sent) and, before ``finished``,
     the running duration come from the session.
     """
-    folded = session._folded
+    folded = session.folded
     return attrs.evolve(
         folded,
-        n_events=session._n_events,
+        n_events=session.n_events,
         duration_s=(
             folded.duration_s
             if folded.outcome is not None
-            else time.perf_counter() - session._started
+            else time.perf_counter() - session.started
         ),
     )

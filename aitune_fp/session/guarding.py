@@ -14,7 +14,7 @@ from aitune_fp.isolation import ProcessState
 from aitune_fp.session.values import (
     ModelChangedError,
     ProcessChangedError,
-    _has_lazy,
+    has_lazy,
 )
 
 if TYPE_CHECKING:
@@ -27,17 +27,17 @@ def take_model(session: TuneSession) -> None:
     ``open`` does it; a driver whose library runs the model before ``open`` (AITune
     profiles eager in its ``_pre_tune``) calls it first. ``finish`` gives the model back.
     """
-    if session._taken:
+    if session.taken:
         return
-    session._taken = True
+    session.taken = True
     module = session.target.module
-    session._was_training = ModelGuard.training_modules(module)
-    if session._was_training:
+    session.was_training = ModelGuard.training_modules(module)
+    if session.was_training:
         module.eval()
-    session._guard = None if _has_lazy(module) else ModelGuard(module)
-    session._sample_guard = SampleGuard(session.target.data)
-    session._thread = threading.get_ident()  # the tune's thread (the watchdog's is another)
-    session._process = process_state(session)
+    session.guard = None if has_lazy(module) else ModelGuard(module)
+    session.sample_guard = SampleGuard(session.target.data)
+    session.thread = threading.get_ident()  # the tune's thread (the watchdog's is another)
+    session.process = process_state(session)
 
 
 def settle_guard(session: TuneSession) -> None:
@@ -46,9 +46,9 @@ def settle_guard(session: TuneSession) -> None:
     A lazily initialised model gets its parameters then: that state is the one candidates
     must leave alone.
     """
-    if session._guard is None or session._guard.changed() is not None:
-        session._guard = ModelGuard(session.target.module)
-    session._process = process_state(session)  # what eager's first calls set up is the state
+    if session.guard is None or session.guard.changed() is not None:
+        session.guard = ModelGuard(session.target.module)
+    session.process = process_state(session)  # what eager's first calls set up is the state
 
 
 #: The project's own modules that decide and measure: a candidate that rebinds one of their
@@ -76,10 +76,10 @@ def model_changed(session: TuneSession) -> ModelChangedError | ProcessChangedErr
 
     Whatever changed is restored; the process to its state at the start of the tune.
     """
-    if session._process is not None and threading.get_ident() == session._thread:
-        changes = session._process.changed()  # grad mode and friends are per thread
+    if session.process is not None and threading.get_ident() == session.thread:
+        changes = session.process.changed()  # grad mode and friends are per thread
         if changes:
-            unrestored = session._process.restore()
+            unrestored = session.process.restore()
             shown = "; ".join(changes[:4]) + (
                 f"; and {len(changes) - 4} more" if len(changes) > 4 else ""
             )
@@ -87,16 +87,16 @@ def model_changed(session: TuneSession) -> ModelChangedError | ProcessChangedErr
             return ProcessChangedError(
                 f"the candidate changed the process: {shown}; it was restored{kept}"
             )
-    if session._sample_guard is not None:
-        what = session._sample_guard.changed()
+    if session.sample_guard is not None:
+        what = session.sample_guard.changed()
         if what is not None:
-            session._sample_guard.restore()
+            session.sample_guard.restore()
             return ModelChangedError(
                 f"the candidate changed the caller's samples: {what}; they were restored"
             )
-    what = None if session._guard is None else session._guard.changed()
+    what = None if session.guard is None else session.guard.changed()
     if what is None:
         return None
-    assert session._guard is not None
-    session._guard.restore()
+    assert session.guard is not None
+    session.guard.restore()
     return ModelChangedError(f"the candidate changed the model: {what}; the model was restored")

@@ -52,11 +52,11 @@ from aitune_fp.session.values import (
     ProcessChangedError,
     TuneTarget,
     ValidationOptions,
-    _reason,
-    _stage_of,
     append_failure_log,
     describe,
+    failure_reason,
     infer_of,
+    stage_of,
 )
 from aitune_fp.session.vetting import rank, recheck, vet
 from aitune_fp.session.workers import close_workers, isolation_of, try_in_worker
@@ -101,41 +101,41 @@ class TuneSession:
             closeness = options.closeness
         self.closeness = closeness if closeness is not None else Closeness()
         self.decides = decides
-        self._taken = False
+        self.taken = False
         self.gated = options is not None and options.enabled
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
         self.run_id = events.new_run_id()
-        self._started = time.perf_counter()
+        self.started = time.perf_counter()
         self.failures: list[CandidateFailure] = []
-        self._validated: list[tuple[Any, PerformanceValidationResult | None]] = []
+        self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.baseline: Any | None = None
-        self._eager: Any | None = None  # what eager is timed and referenced on (a private copy)
+        self.eager: Any | None = None  # what eager is timed and referenced on (a private copy)
         self.eager_isolation: events.EagerIsolation = "private_copy"
         #: Where candidates run until chosen, and why in process when not in workers.
         self.isolation, self.isolation_note = isolation_of(options, target)
-        self._workers = WorkerGroup()
-        self._eager_worker: Worker | None = None  # eager's worker (process isolation)
-        self._os_states: dict[int, tuple[frozenset[int], int]] = {}  # this process's and eager's
+        self.workers = WorkerGroup()
+        self.eager_worker: Worker | None = None  # eager's worker (process isolation)
+        self.os_states: dict[int, tuple[frozenset[int], int]] = {}  # this process's and eager's
         self.baseline_throughput: float | None = None
-        self._baseline_latencies: tuple[float, ...] | None = None
+        self.baseline_latencies: tuple[float, ...] | None = None
         self.baseline_error: str | None = None
         config = options.profiling_config if options is not None else ProfilingConfig()
         self.rule = rule_for(config)
         self.config = config
         self.batch_size: int | None = None
-        self._batch: Sample | None = None
-        self._n_events = 0
+        self.batch: Sample | None = None
+        self.n_events = 0
         self._outcome: Outcome | None = None
-        self._guard: ModelGuard | None = None
-        self._sample_guard: SampleGuard | None = None
-        self._process: ProcessState | None = None
-        self._thread = threading.get_ident()
-        self._was_training: list[torch.nn.Module] = []
-        self._batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
-        self._references: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
-        self._candidate: str | None = None  # the candidate in the pipeline now
+        self.guard: ModelGuard | None = None
+        self.sample_guard: SampleGuard | None = None
+        self.process: ProcessState | None = None
+        self.thread = threading.get_ident()
+        self.was_training: list[torch.nn.Module] = []
+        self.batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
+        self.reference_outputs: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
+        self.candidate: str | None = None  # the candidate in the pipeline now
         self._closed = False  # set once finished is emitted
-        self._folded = TuneReport(  # what is known before any event; events fold in the rest
+        self.folded = TuneReport(  # what is known before any event; events fold in the rest
             run_id=self.run_id,
             module_name=target.name,
             strategy=strategy,
@@ -149,10 +149,10 @@ class TuneSession:
         )
         self.selection: SelectionState | None = None  # the head-to-head, when one ran
         self.latency_checks: list[LatencyCheck] = []
-        self._heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
+        self.heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
         self._heldout_samples: tuple[Sample, ...] | None = None
         stuck = weakref.WeakMethod(self._stuck)  # no cycle: the session is freed with its tune
-        self._watchdog = Watchdog(
+        self.watchdog = Watchdog(
             grace_s=config.hang_grace_s,
             on_stuck=lambda what, elapsed: None if (f := stuck()) is None else f(what, elapsed),
         )
@@ -163,21 +163,17 @@ class TuneSession:
         return cls(target, None, strategy=strategy)
 
     # -- events ------------------------------------------------------------------------------
-    def _emit(self, event: events.Event, *, always: bool = False) -> None:
-        """Emit when validating; ``always``: also when the wrapper is there but disabled.
+    def emit(self, event: events.Event, *, always: bool = False) -> None:
+        """Emit ``event`` of this tune when validating; ``always``: also when disabled.
 
         Nothing is emitted after ``finished`` (a thread the watchdog gave up on may come back).
         """
         if self._closed:
             return
-        self._folded = fold(self._folded, event.name, event.fields)  # the report, as ingest's
+        self.folded = fold(self.folded, event.name, event.fields)  # the report, as ingest's
         if self.gated or (always and self._emits):
-            self._n_events += 1
+            self.n_events += 1
             events.emit(event)
-
-    def emit(self, event: events.Event) -> None:
-        """Emit ``event`` of this tune (when validating; never after ``finished``)."""
-        self._emit(event)
 
     def timing_inputs(self) -> tuple[Sample, tuple[Sample, ...], Timer, int]:
         """What candidates are timed on here: the batch, the batches in turn, the clock, a seed.
@@ -185,28 +181,28 @@ class TuneSession:
         Only once the session is open with an eager baseline (an :class:`InvalidStateError`
         otherwise): a driver timing candidates against each other uses the gate's inputs.
         """
-        if self._batch is None:
+        if self.batch is None:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
-        return self._batch, self._batches or (self._batch,), self._timer, self._heldout_seed
+        return self.batch, self.batches or (self.batch,), self.timer, self.heldout_seed
 
     def references(self) -> tuple[Any, ...]:
         """Eager's output on each timing batch (what timed outputs are spot-checked against)."""
-        if self._batch is None:
+        if self.batch is None:
             raise InvalidStateError("the session is not open: no eager outputs to compare with")
-        return self._references
+        return self.reference_outputs
 
-    def _phase(self, description: str, phase: events.Phase) -> None:
-        self._emit(
+    def phase(self, description: str, phase: events.Phase) -> None:
+        self.emit(
             events.phase(
                 self.run_id, self.target.name, backend_description=description, phase=phase
             )
         )
 
     @property
-    def _timer(self) -> Timer:
+    def timer(self) -> Timer:
         timer = None if self.options is None else self.options.timer
-        assert self._batch is not None
-        return timer if timer is not None else timer_for(self._batch)
+        assert self.batch is not None
+        return timer if timer is not None else timer_for(self.batch)
 
     # -- the baseline --------------------------------------------------------------------------
     def open(self, *, baseline: Any = BUILD, batch_size: int | None = None) -> None:
@@ -218,7 +214,7 @@ class TuneSession:
         """
         open_baseline(self, baseline=baseline, batch_size=batch_size)
 
-    def _derive_heldout(
+    def derive_heldout(
         self, derive: Callable[..., tuple[Sample, ...]], *args: Any
     ) -> tuple[Sample, ...]:
         """Held-out inputs by ``derive`` (``heldout.py``) with the tune's seed and batch axes.
@@ -227,7 +223,7 @@ class TuneSession:
         """
         axes = getattr(self.target.graph_spec, "batch_axes", None)
         try:
-            return derive(*args, self._heldout_seed, batch_axes=axes)
+            return derive(*args, self.heldout_seed, batch_axes=axes)
         except HeldoutUnavailableError:
             return ()
 
@@ -239,7 +235,7 @@ class TuneSession:
         """
         take_model(self)
 
-    def _model_changed(self) -> ModelChangedError | ProcessChangedError | None:
+    def model_changed(self) -> ModelChangedError | ProcessChangedError | None:
         """What a candidate changed in the model, the samples or the process (restored)."""
         return model_changed(self)
 
@@ -259,16 +255,16 @@ class TuneSession:
             raise InvalidStateError(
                 f"the tune of {t.name!r} has ended ({self._outcome}); no candidate is tried after"
             )
-        if self._eager_worker is not None:  # process isolation: nothing of it runs here
+        if self.eager_worker is not None:  # process isolation: nothing of it runs here
             return try_in_worker(self, backend, build)
         description = describe(backend)
-        folder = self._folder(backend, description)
+        folder = self.folder(backend, description)
         log = folder / BUILD_LOG_NAME
-        self._phase(description, "build")
-        self._candidate = description
+        self.phase(description, "build")
+        self.candidate = description
         start = time.perf_counter()
         try:
-            with self._watchdog.step(f"the build of {description}", self.config.build_timeout_s):
+            with self.watchdog.step(f"the build of {description}", self.config.build_timeout_s):
                 if build is not None:
                     built = build(backend)
                 else:
@@ -277,26 +273,26 @@ class TuneSession:
                         t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
                     )
         except Exception as exc:
-            stage, cause = _stage_of(exc)
+            stage, cause = stage_of(exc)
             if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
                 append_failure_log(log, f"Backend failed at {stage}", cause)
             self._return_module()
-            return self._failed(description, stage, cause, log)
+            return self.failed(description, stage, cause, log)
         build_s = time.perf_counter() - start
-        return attrs.evolve(self._vet(built, description, folder), build_s=build_s)
+        return attrs.evolve(self.vet(built, description, folder), build_s=build_s)
 
-    def _vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
+    def vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
         """Correctness, then (validating) the timed comparison; a loser is released."""
         return vet(self, built, description, folder)
 
-    def _heldout(self) -> tuple[Sample, ...]:
+    def heldout(self) -> tuple[Sample, ...]:
         """The tune's held-out samples, derived once (none when no input can be varied)."""
         if self._heldout_samples is None:
-            self._heldout_samples = self._derive_heldout(heldout_samples, self.target.data)
+            self._heldout_samples = self.derive_heldout(heldout_samples, self.target.data)
         return self._heldout_samples
 
     @property
-    def _deadline(self) -> float:
+    def deadline(self) -> float:
         """The watchdog's deadline for a correctness check or a timed comparison."""
         return self.config.max_seconds + self.config.hang_grace_s
 
@@ -311,35 +307,35 @@ class TuneSession:
             f"{what} is still running {elapsed_s:.0f} s after it started and could not be "
             "interrupted (stuck outside Python code)"
         )
-        self.record_failure(self._candidate or self.strategy, "hung", exc, None)
+        self.record_failure(self.candidate or self.strategy, "hung", exc, None)
         self.finish("error", None, reason=f"CandidateHungError: {exc}")
 
-    def _folder(self, backend: Any, description: str) -> Path:
+    def folder(self, backend: Any, description: str) -> Path:
         """The candidate's folder in the cache dir: its key, made safe; else its description."""
         try:
             name = str(backend.key())
         except Exception:
             name = description
-        return self._folder_of(name)
+        return self.folder_of(name)
 
-    def _folder_of(self, name: str) -> Path:
+    def folder_of(self, name: str) -> Path:
         """The folder in the cache dir for ``name``, made safe."""
         return self.target.cache_dir / safe_folder_name(name)
 
     @property
     def eager_arm(self) -> Callable[..., Any]:
         """What eager is timed as: its worker (process isolation), else its private copy."""
-        if self._eager_worker is not None:
-            return self._eager_worker
-        return infer_of(self._eager)
+        if self.eager_worker is not None:
+            return self.eager_worker
+        return infer_of(self.eager)
 
-    def _failed(
+    def failed(
         self, description: str, stage: Stage, exc: BaseException, log: Path | None
     ) -> CandidateOutcome:
         path = None if log is None or not log.is_file() else str(log)
         self.record_failure(description, stage, exc, path)
         return CandidateOutcome(
-            description, None, stage=stage, reason=_reason(exc), log_path=path, error=exc
+            description, None, stage=stage, reason=failure_reason(exc), log_path=path, error=exc
         )
 
     def record_failure(
@@ -350,7 +346,7 @@ class TuneSession:
         if self._closed:  # the tune has ended (a hung step): nothing more is recorded
             return failure
         self.failures.append(failure)
-        self._emit(events.failed(self.run_id, self.target.name, failure))
+        self.emit(events.failed(self.run_id, self.target.name, failure))
         return failure
 
     def release(self, backend: Any, log: Path | None = None) -> None:
@@ -361,7 +357,7 @@ class TuneSession:
         """
         if log is None:
             description = describe(backend)
-            log = self._folder(backend, description) / BUILD_LOG_NAME
+            log = self.folder(backend, description) / BUILD_LOG_NAME
         try:
             if getattr(backend, "is_active", False):
                 backend.deactivate()
@@ -427,7 +423,9 @@ class TuneSession:
             self.finish(
                 "error",
                 None,
-                reason=f"interrupted ({type(exc).__name__})" if interrupted else _reason(exc),
+                reason=f"interrupted ({type(exc).__name__})"
+                if interrupted
+                else failure_reason(exc),
             )
             raise
 
@@ -453,9 +451,9 @@ class TuneSession:
         close_workers(self)
         self._give_model_back()
         self._outcome = outcome
-        folded = self._folded
+        folded = self.folded
         candidates = folded.candidate_failures
-        self._emit(
+        self.emit(
             events.finished(
                 self.run_id,
                 self.target.name,
@@ -465,7 +463,7 @@ class TuneSession:
                 n_measured=len(folded.results),
                 n_passed=sum(r.passed for r in folded.results),
                 n_failed=len(candidates),
-                duration_s=time.perf_counter() - self._started,
+                duration_s=time.perf_counter() - self.started,
                 reason=reason,
             ),
             always=True,
@@ -474,10 +472,10 @@ class TuneSession:
 
     def _give_model_back(self) -> None:
         """Undo any change the tune left on the model and return it to its training mode."""
-        changed = self._model_changed()
+        changed = self.model_changed()
         if changed is not None:
             self.record_failure(self.strategy, "strategy", changed, None)
-        for m in self._was_training:
+        for m in self.was_training:
             m.training = True
 
     def report(self) -> TuneReport:
@@ -486,7 +484,7 @@ class TuneSession:
 
     def disabled(self) -> None:
         """Say that validation is off for this tune (the one event of a disabled tune)."""
-        self._emit(
+        self.emit(
             events.disabled(self.run_id, self.target.name, strategy=self.strategy), always=True
         )
 

@@ -174,7 +174,7 @@ class StageError(AitunefpError, RuntimeError):
         self.cause = cause
 
 
-def _stage_of(exc: BaseException) -> tuple[Stage, BaseException]:
+def stage_of(exc: BaseException) -> tuple[Stage, BaseException]:
     """The stage a build step's exception belongs to, and the exception to record."""
     if isinstance(exc, StageError):
         return exc.stage, exc.cause
@@ -248,12 +248,12 @@ def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None
     return str(path)
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     name = error_name(exc)
     return f"{name}: {one_line(exc)}" if str(exc).strip() else name
 
 
-def _has_lazy(module: torch.nn.Module) -> bool:
+def has_lazy(module: torch.nn.Module) -> bool:
     """Whether some parameter or buffer is still uninitialised (a LazyModule before its call)."""
     from torch.nn.parameter import is_lazy
 

@@ -47,9 +47,9 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
     t = session.target
     log = folder / BUILD_LOG_NAME
     try:
-        session._phase(description, "correctness")
+        session.phase(description, "correctness")
         try:
-            changed = session._model_changed()
+            changed = session.model_changed()
             if changed is not None:
                 raise changed
             what = f"the correctness check of {description}"
@@ -63,9 +63,9 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
                 CandidateHungError,  # a call that missed its deadline in a worker
             )
             stage: Stage = "hung" if hung else "correctness"
-            return session._failed(description, stage, exc, log)
+            return session.failed(description, stage, exc, log)
         if mismatch is not None:
-            session._emit(
+            session.emit(
                 events.correctness_checked(
                     session.run_id, t.name, backend_description=description, mismatch=mismatch
                 )
@@ -73,29 +73,29 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         if not session.gated:
             return CandidateOutcome(description, built, mismatch=mismatch)
         if session.baseline is None and not session.decides:  # diagnostic: nothing to compare
-            session._validated.append((built, None))
+            session.validated.append((built, None))
             return CandidateOutcome(description, built, mismatch=mismatch)
-        session._phase(description, "measure")
+        session.phase(description, "measure")
         try:
             with _guarded(session, built, f"the timing of {description}"):
                 result = measure(session, built, description, mismatch)
         except CandidateHungError as exc:
             append_failure_log(log, "Backend hung while timed", exc)
             session.release(built, log)
-            return session._failed(description, "hung", exc, log)
+            return session.failed(description, "hung", exc, log)
         except InterferenceError as exc:  # its process ran while another arm was timed
             append_failure_log(log, "Backend's process ran while eager was timed", exc)
             session.release(built, log)
-            return session._failed(description, "interference", exc, log)
+            return session.failed(description, "interference", exc, log)
         except (SpotCheckError, WorkerError, ModelChangedError, ProcessChangedError) as exc:
             append_failure_log(log, "Backend output or model check failed while timing", exc)
             session.release(built, log)
-            return session._failed(description, "correctness", exc, log)
+            return session.failed(description, "correctness", exc, log)
         except Exception as exc:
             path = folder / PROFILING_LOG_NAME
             append_failure_log(path, "Backend profiling failed", exc)
             session.release(built, path)
-            return session._failed(description, "profiling", exc, path)
+            return session.failed(description, "profiling", exc, path)
     except BaseException:  # interrupted: let the candidate go, then propagate
         session.release(built, log)
         raise
@@ -108,7 +108,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             reason=result.reason or result.verdict,
             mismatch=mismatch,
         )
-    session._validated.append((built, result))
+    session.validated.append((built, result))
     return CandidateOutcome(description, built, result=result, mismatch=mismatch)
 
 
@@ -120,7 +120,7 @@ def _guarded(session: TuneSession, built: Any, what: str) -> contextlib.Abstract
     """
     if isinstance(infer_of(built), Worker):
         return contextlib.nullcontext()
-    return session._watchdog.step(what, session._deadline)
+    return session.watchdog.step(what, session.deadline)
 
 
 def call_deadline(session: TuneSession) -> tuple[float, str]:
@@ -128,7 +128,7 @@ def call_deadline(session: TuneSession) -> tuple[float, str]:
 
     And what sets it, for the message of a call that missed it.
     """
-    slowest = max(session._baseline_latencies or (0.0,))
+    slowest = max(session.baseline_latencies or (0.0,))
     grace = session.config.hang_grace_s
     return max(20 * slowest, grace), (
         f"20x eager's slowest call ({slowest:.3g} s), at least ProfilingConfig.hang_grace_s "
@@ -161,29 +161,29 @@ def measure(
 
     The result carries the worst mismatch of the correctness check and the spot checks.
     """
-    if session._eager is None or session.baseline_throughput is None:
+    if session.eager is None or session.baseline_throughput is None:
         raise InvalidStateError(
             f"no eager baseline to compare against ({session.baseline_error}); "
             "a candidate cannot be shown faster without one"
         )
-    assert session.options is not None and session._batch is not None and session.batch_size
+    assert session.options is not None and session.batch is not None and session.batch_size
     start = time.perf_counter()
     spot_check = spot_check_of(session, backend)
 
     comparison = Comparison(
         eager=session.eager_arm,
         candidate=infer_of(backend),
-        batch=session._batch,
+        batch=session.batch,
         size=session.batch_size,
         config=session.config,
         gate=session.options.gate,
-        timer=session._timer,
-        eager_latencies=session._baseline_latencies if session.rule.keeps_eager_latencies else None,
+        timer=session.timer,
+        eager_latencies=session.baseline_latencies if session.rule.keeps_eager_latencies else None,
         description=description,
         spot_check=spot_check,
-        batches=session._batches,
-        references=session._references,
-        spot_seed=session._heldout_seed,
+        batches=session.batches,
+        references=session.reference_outputs,
+        spot_seed=session.heldout_seed,
         spot_rate=session.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
         isolation=session.isolation,
@@ -191,7 +191,7 @@ def measure(
     )
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
-        session._emit(
+        session.emit(
             events.look(
                 session.run_id,
                 session.target.name,
@@ -207,16 +207,16 @@ def measure(
         )
 
     result = session.rule.compare(comparison, on_look).result
-    changed = session._model_changed()  # while timing: a result that cannot stand
+    changed = session.model_changed()  # while timing: a result that cannot stand
     if changed is not None:
         raise changed
-    session._emit(
+    session.emit(
         events.candidate_measured(
             session.run_id, session.target.name, result, duration_s=time.perf_counter() - start
         )
     )
     if not result.passed:
-        session._emit(events.candidate_rejected(session.run_id, session.target.name, result))
+        session.emit(events.candidate_rejected(session.run_id, session.target.name, result))
     return result
 
 
@@ -225,8 +225,8 @@ def fresh_batches(session: TuneSession) -> Callable[[int], Sample] | None:
 
     None when no input can be varied (then the timing batches are used in turn).
     """
-    assert session._batch is not None
-    batch, seed = session._batch, session._heldout_seed
+    assert session.batch is not None
+    batch, seed = session.batch, session.heldout_seed
     axes = getattr(session.target.graph_spec, "batch_axes", None)
     try:
         heldout_batches(batch, 1, seed, batch_axes=axes)
@@ -250,17 +250,17 @@ def check_closeness(session: TuneSession, built: Any) -> Mismatch | None:
     check = functools.partial(
         session.closeness.check,
         infer_of(built),
-        t.module if session._eager is None else infer_of(session._eager),
+        t.module if session.eager is None else infer_of(session.eager),
         t.graph_spec,
         expected_dtype=declared_dtype(built),
         tolerances=session.closeness.budget(built),
         batch_sizes=session.config.batch_sizes,
     )
     recorded = check(list(t.data), name=t.name)
-    held = session._heldout()
+    held = session.heldout()
     if recorded is None or not held:
         return recorded
-    name = f"{t.name} (held-out inputs, seed {session._heldout_seed})"
+    name = f"{t.name} (held-out inputs, seed {session.heldout_seed})"
     return Mismatch.combine([recorded, check(list(held), name=name) or Mismatch()])
 
 
@@ -277,12 +277,12 @@ def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
     t = session.target
     try:
         size = t.graph_spec.get_max_batch_size()
-        session._batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
+        session.batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
         throughput, _ = measure_throughput_steady(
-            infer_of(outcome.backend), session._batch, size, session.config, timer=session._timer
+            infer_of(outcome.backend), session.batch, size, session.config, timer=session.timer
         )
     except Exception as exc:
-        folder = session._folder(outcome.backend, outcome.description)
+        folder = session.folder(outcome.backend, outcome.description)
         path = folder / PROFILING_LOG_NAME
         append_failure_log(path, "Backend profiling failed", exc)
         session.release(outcome.backend, path)
@@ -300,13 +300,13 @@ def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
     try:
         with _guarded(session, outcome.backend, f"the re-check of {outcome.description}"):
             check_closeness(session, outcome.backend)
-        changed = session._model_changed()
+        changed = session.model_changed()
         if changed is not None:
             raise changed
     except Exception as exc:
-        log = session._folder(outcome.backend, outcome.description) / BUILD_LOG_NAME
+        log = session.folder(outcome.backend, outcome.description) / BUILD_LOG_NAME
         append_failure_log(log, "Backend failed its check after the head-to-head", exc)
         session.release(outcome.backend, log)
-        session._failed(outcome.description, "correctness", exc, log)
+        session.failed(outcome.description, "correctness", exc, log)
         return False
     return True

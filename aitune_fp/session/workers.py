@@ -35,11 +35,11 @@ from aitune_fp.session.values import (
     CandidateOutcome,
     TuneTarget,
     ValidationOptions,
-    _stage_of,
     append_failure_log,
     declared_dtype,
     describe,
     infer_of,
+    stage_of,
 )
 from aitune_fp.session.vetting import call_deadline, spot_check_of
 
@@ -174,7 +174,7 @@ def restore_os_state(pid: int, state: tuple[frozenset[int], int]) -> None:
 
 def _classify(exc: BaseException) -> str | None:
     """In the worker: the stage a build's exception belongs to."""
-    return _stage_of(exc)[0]
+    return stage_of(exc)[0]
 
 
 def start_eager(session: TuneSession) -> None:
@@ -182,22 +182,22 @@ def start_eager(session: TuneSession) -> None:
 
     A worker that cannot start leaves the tune in process, saying why.
     """
-    eager = infer_of(session._eager)
+    eager = infer_of(session.eager)
     try:
         worker = Worker(
             lambda say: (eager, {}),
             name="eager",
-            timeout_s=session._deadline,
-            group=session._workers,
-            allowed=output_types(session._references),
+            timeout_s=session.deadline,
+            group=session.workers,
+            allowed=output_types(session.reference_outputs),
         )
         worker.ready()
     except Exception as exc:
         session.isolation, session.isolation_note = "in_process", f"eager's worker failed: {exc}"
         return
     worker.timeout_s, worker.deadline_note = call_deadline(session)
-    session._eager_worker = worker
-    session._os_states = {pid: os_state(pid) for pid in (os.getpid(), worker.pid)}
+    session.eager_worker = worker
+    session.os_states = {pid: os_state(pid) for pid in (os.getpid(), worker.pid)}
 
 
 def _os_changed(session: TuneSession) -> str | None:
@@ -206,7 +206,7 @@ def _os_changed(session: TuneSession) -> str | None:
     Put back as far as this process may; None when nothing changed.
     """
     changed: list[str] = []
-    for pid, before in session._os_states.items():
+    for pid, before in session.os_states.items():
         try:
             now = os_state(pid)
         except OSError:
@@ -226,12 +226,12 @@ def try_in_worker(
 ) -> CandidateOutcome:
     """Build ``backend`` in a worker of its own, then check and time it from here."""
     t = session.target
-    eager = session._eager_worker
+    eager = session.eager_worker
     assert eager is not None
 
     def make(say: Callable[[Mapping[str, Any]], None]) -> tuple[Callable[..., Any], dict[str, Any]]:
         description = describe(backend)
-        say({"description": description, "folder": str(session._folder(backend, description))})
+        say({"description": description, "folder": str(session.folder(backend, description))})
         if build is not None:
             built = build(backend)
         else:
@@ -248,20 +248,20 @@ def try_in_worker(
         name=type(backend).__name__,
         timeout_s=session.config.build_timeout_s,
         classify=_classify,
-        group=session._workers,
+        group=session.workers,
         allowed=eager.allowed,
     )
-    session._workers.suspect(worker)
+    session.workers.suspect(worker)
     description = type(backend).__name__
-    folder = session._folder_of(description)
+    folder = session.folder_of(description)
     try:
         said = worker.hear()
         description = str(said.get("description", description))
         folder = Path(str(said.get("folder", folder)))
         worker.name = description
-        session._phase(description, "build")
-        session._candidate = description
-        with session._watchdog.step(f"the build of {description}", session.config.build_timeout_s):
+        session.phase(description, "build")
+        session.candidate = description
+        with session.watchdog.step(f"the build of {description}", session.config.build_timeout_s):
             info = worker.ready()
         tolerances = info.get("tolerances")
         built = WorkerBackend(
@@ -278,10 +278,10 @@ def try_in_worker(
         log = folder / BUILD_LOG_NAME
         if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
             append_failure_log(log, f"Backend failed at {stage}", exc)
-        return session._failed(description, stage, exc, log)
+        return session.failed(description, stage, exc, log)
     worker.timeout_s, worker.deadline_note = call_deadline(session)
     build_s = time.perf_counter() - start
-    outcome = attrs.evolve(session._vet(built, description, folder), build_s=build_s)
+    outcome = attrs.evolve(session.vet(built, description, folder), build_s=build_s)
     changed = _os_changed(session)
     if changed is None:
         return outcome
@@ -289,9 +289,9 @@ def try_in_worker(
     log = folder / BUILD_LOG_NAME
     append_failure_log(log, "Backend reached another process", reached)
     if outcome.ok:
-        session._validated[:] = [(b, r) for b, r in session._validated if b is not built]
+        session.validated[:] = [(b, r) for b, r in session.validated if b is not built]
         session.release(built, log)
-    return session._failed(description, "interference", reached, log)
+    return session.failed(description, "interference", reached, log)
 
 
 def _stage_in_worker(exc: BaseException, default: Stage) -> Stage:
@@ -315,9 +315,9 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
     t = session.target
     chosen.deactivate()
     built: Any = None
-    log = session._folder_of(chosen.description) / BUILD_LOG_NAME
+    log = session.folder_of(chosen.description) / BUILD_LOG_NAME
     try:
-        with session._watchdog.step(
+        with session.watchdog.step(
             f"the rebuild of {chosen.description}", session.config.build_timeout_s
         ):
             if chosen.build is not None:
@@ -329,10 +329,10 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
         seed = random.SystemRandom().randrange(2**32)
         axes = getattr(t.graph_spec, "batch_axes", None)
         held = _fresh_heldout(t.data, seed, axes)
-        with session._watchdog.step(f"the re-check of {chosen.description}", session._deadline):
+        with session.watchdog.step(f"the re-check of {chosen.description}", session.deadline):
             session.closeness.check(
                 infer_of(built),
-                infer_of(session._eager),
+                infer_of(session.eager),
                 t.graph_spec,
                 [*t.data, *held],
                 name=f"{t.name} (rebuilt in this process; held-out seed {seed})",
@@ -341,7 +341,7 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
                 batch_sizes=session.config.batch_sizes,
             )
             _soak(session, built, session.config.soak)
-        changed = session._model_changed()
+        changed = session.model_changed()
         if changed is not None:
             raise changed
     except Exception as exc:
@@ -363,7 +363,7 @@ def _soak(session: TuneSession, built: Any, n: int) -> None:
     t = session.target
     draw = random.SystemRandom()
     axes = getattr(t.graph_spec, "batch_axes", None)
-    candidate, eager = infer_of(built), infer_of(session._eager)
+    candidate, eager = infer_of(built), infer_of(session.eager)
     check = spot_check_of(session, built)
     size = session.batch_size or t.graph_spec.get_max_batch_size()
     for call in range(1, n + 1):
@@ -387,10 +387,10 @@ def soaked(session: TuneSession, chosen: Any) -> bool:
         return True
     description = describe(chosen)
     try:
-        with session._watchdog.step(f"the soak of {description}", session._deadline):
+        with session.watchdog.step(f"the soak of {description}", session.deadline):
             _soak(session, chosen, session.config.soak)
     except Exception as exc:
-        log = session._folder_of(description) / BUILD_LOG_NAME
+        log = session.folder_of(description) / BUILD_LOG_NAME
         append_failure_log(log, "The chosen backend failed its soak", exc)
         session.release(chosen, log)
         session.record_failure(description, "correctness", exc, str(log))
@@ -409,6 +409,6 @@ def _fresh_heldout(data: tuple[Any, ...], seed: int, axes: Any) -> tuple[Any, ..
 
 def close_workers(session: TuneSession) -> None:
     """Close every worker the tune still has (eager's and any candidate's not chosen)."""
-    for worker in session._workers.live():
+    for worker in session.workers.live():
         worker.close()
-    session._eager_worker = None
+    session.eager_worker = None

@@ -19,10 +19,10 @@ from aitune_fp.sweep.task import (
     CRASHED,
     SweepTask,
     TaskOutcome,
-    _safe,
     failed_outcome,
     hung_outcome,
     run_task,
+    safe,
 )
 
 __all__ = ["LocalExecutor"]
@@ -99,7 +99,7 @@ class LocalExecutor:
         context = _context()
         receive, send = context.Pipe(duplex=False)
         process = context.Process(
-            target=_child_main, args=(send, task), name=f"aitune_fp-task-{_safe(task.model.name)}"
+            target=_child_main, args=(send, task), name=f"aitune_fp-task-{safe(task.model.name)}"
         )
         try:
             process.start()

@@ -94,7 +94,7 @@ def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask
             strategy=spec.strategy,
             threshold=spec.threshold,
             profiling=spec.profiling,
-            cache_dir=os.path.join(cache_dir, f"{i:03d}-{_safe(m.name)}"),
+            cache_dir=os.path.join(cache_dir, f"{i:03d}-{safe(m.name)}"),
             task_timeout_s=spec.task_deadline_s(),
             strategy_options=spec.strategy_options,
             accuracy=spec.accuracy,
@@ -103,7 +103,7 @@ def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask
     ]
 
 
-def _safe(name: str) -> str:
+def safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:60] or "model"
 
 

@@ -21,7 +21,7 @@ from aitune_fp.integrations.aitune._names import (
     missing,
 )
 from aitune_fp.integrations.aitune.gate import AituneGate, MixinGate
-from aitune_fp.integrations.aitune.options import AituneOptions
+from aitune_fp.integrations.aitune.options import OPTIONS_ATTRIBUTE, AituneOptions
 from aitune_fp.integrations.aitune.profiling_gate import ProfilingGate, kind_of
 from aitune_fp.profiling import Timer
 
@@ -71,7 +71,7 @@ def _gated_class(base: type, options: AituneOptions) -> type:
         "__wrapped__": base,
         "__aitune_fp_base__": base,
         "__reduce_ex__": _reduce_ex,
-        "_aitune_fp_options": options,
+        OPTIONS_ATTRIBUTE: options,
     }
     bases = (base,) if issubclass(base, AituneGate) else (gate, base)
     cls: type = type(base)(base.__name__, bases, namespace)

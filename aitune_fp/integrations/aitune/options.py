@@ -57,9 +57,20 @@ def threshold_of(strategy: Any, options: AituneOptions) -> float:
     )
 
 
+#: The attribute a decorated AITune strategy (class or instance) holds its options under: the
+#: gate mixin's class default, the decorator's instance value (private to users' eyes).
+OPTIONS_ATTRIBUTE = "_aitune_fp_options"
+
+
+def options_of(strategy: Any) -> AituneOptions:
+    """The aitune_fp options a decorated AITune strategy holds."""
+    options: AituneOptions = getattr(strategy, OPTIONS_ATTRIBUTE)
+    return options
+
+
 def validation_options(strategy: Any) -> ValidationOptions:
     """The session's options for ``strategy`` now (its mode and threshold as they stand)."""
-    options: AituneOptions = strategy._aitune_fp_options
+    options = options_of(strategy)
     return ValidationOptions(
         min_speedup_threshold_percent=threshold_of(strategy, options),
         profiling_config=options.profiling_config,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aitune_fp.integrations.aitune._names import mode
-from aitune_fp.integrations.aitune.options import threshold_of, validation_options
+from aitune_fp.integrations.aitune.options import options_of, threshold_of, validation_options
 from aitune_fp.reports import ReportReadOuts
 from aitune_fp.session import ValidationOptions
 
@@ -27,7 +27,7 @@ class GateView(ReportReadOuts):
     @property
     def min_speedup_threshold_percent(self) -> float:
         """The threshold the gate uses: the decorator's, else AITune's own, else 1 %."""
-        return threshold_of(self.strategy, self.strategy._aitune_fp_options)
+        return threshold_of(self.strategy, options_of(self.strategy))
 
     @property
     def performance_validation_enabled(self) -> bool:
