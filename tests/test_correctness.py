@@ -180,7 +180,8 @@ class TestCheckCorrectness:
         assert not isinstance(info.value, CorrectnessError)
 
     def test_inputs_are_never_mutated(self) -> None:
-        """In-place ops in either callable touch copies, never the stored samples or each other."""
+        """In-place ops in either callable touch copies, never the stored samples or each other;
+        a candidate that changes its input where eager does not is named (check ``inputs``)."""
         samples = data()
         before = [s.args[0].clone() for s in samples]
 
@@ -194,7 +195,10 @@ class TestCheckCorrectness:
             x.zero_()
             return y
 
-        check_correctness(destructive, lambda x: x.clone(), SPEC, samples)
+        with pytest.raises(CorrectnessError) as caught:
+            check_correctness(destructive, lambda x: x.clone(), SPEC, samples)
+        assert caught.value.check == "inputs"
+        check_correctness(destructive, destructive, SPEC, samples)  # as eager does: kept
         for sample, original in zip(samples, before, strict=True):
             assert torch.equal(sample.args[0], original)
 

@@ -24,11 +24,11 @@ _FLAG = "--max-seconds (ProfilingConfig.max_seconds)"
 
 def _fmt_s(seconds: float) -> str:
     """``2.1 s``, ``240 s``, ``35 ms``, ``80 µs``: two significant figures, whole above 10."""
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if seconds >= scale or unit == "µs":
-            value = seconds / scale
-            return f"{value:.0f} {unit}" if value >= 10 else f"{value:.2g} {unit}"
-    raise AssertionError("unreachable")
+    scale, unit = next(
+        ((s, u) for s, u in ((1.0, "s"), (1e-3, "ms")) if seconds >= s), (1e-6, "µs")
+    )
+    value = seconds / scale
+    return f"{value:.0f} {unit}" if value >= 10 else f"{value:.2g} {unit}"
 
 
 @attrs.frozen(kw_only=True)

@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
-from aitune_fp._tree import flatten_tensors
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample, copy_sample
@@ -164,6 +163,8 @@ def _serve(
                     reply = ("out", dump_output(output))
                 elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
                     args, kwargs, grad = message
+                    from aitune_fp._tree import flatten_tensors
+
                     before = [t.detach().clone() for t in flatten_tensors((args, kwargs))]
                     with torch.set_grad_enabled(grad):
                         out = fn(*args, **kwargs)
@@ -180,6 +181,8 @@ def _serve(
 
 def _changed(args: Any, kwargs: Any, before: list[Any]) -> list[tuple[int, Any]]:
     """The input tensors a call changed in place, by position (as the caller sees them)."""
+    from aitune_fp._tree import flatten_tensors  # torch: only once a worker runs
+
     after = flatten_tensors((args, kwargs))
     return [
         (i, a.detach())
@@ -374,6 +377,8 @@ class Worker:
 
         grad = torch.is_grad_enabled()
         out, changed = self._load(self._request(b"C", (args, kwargs, grad), "out"))
+        from aitune_fp._tree import flatten_tensors
+
         mine = flatten_tensors((args, kwargs))
         with torch.no_grad():  # the call changed its copies there: change the caller's here
             for index, value in changed:
