@@ -66,12 +66,12 @@ def test_early_looks_are_widened_and_spend_little() -> None:
 
 def test_a_held_back_verdict_says_why_and_never_that_the_interval_straddles() -> None:
     """The reason of a look held back by the throughput names the throughput, not a straddle."""
-    from aitune_fp.measure import _reason
+    from aitune_fp.measure import reason_text
 
     base, cand = _pairs([1.3] * 36 + [0.25] * 4)
     decision = decide_at_look(
         base, cand, 1.0, confidence=0.95, n_looks=6, throughput_consistent=True
     )
-    text = _reason(decision, 40, budget_s=None, last_look=True)
+    text = reason_text(decision, 40, budget_s=None, last_look=True)
     assert "straddles" not in text
     assert "clears required" in text and "throughput ratio" in text and "not called faster" in text
