@@ -255,3 +255,23 @@ def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None
     honest.run(honest.stage(Sample((torch.ones(2),))))
     assert torch.equal(honest.output(), torch.full((2,), 3.0))
     honest.close()
+
+
+def test_a_compile_in_a_worker_does_not_wait_on_the_parents_compile_threads() -> None:
+    """torch.compile's C++ builds go to a thread pool; a parent that used it forks a child
+    holding the pool but none of its threads. A worker must not wait on it forever (a cold
+    inductor cache hung README's compile-tier example this way)."""
+    from torch._inductor.async_compile import AsyncCompile
+
+    if AsyncCompile.pool().submit(lambda: 1).result(timeout=30) != 1:  # the parent's threads
+        pytest.fail("the parent's compile pool did not run")
+
+    def make(say: Any) -> tuple[Any, dict[str, Any]]:
+        done = AsyncCompile.pool().submit(lambda: 2).result()  # what inductor's build does
+        return (lambda x: x), {"done": done}
+
+    worker = Worker(make, name="compiles", timeout_s=10.0)
+    try:
+        assert worker.ready() == {"done": 2}
+    finally:
+        worker.close()

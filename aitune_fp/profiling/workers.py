@@ -16,6 +16,7 @@ import gc
 import os
 import pickle
 import signal
+import sys
 import time
 import traceback
 import weakref
@@ -103,6 +104,13 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _fresh_thread_pools() -> None:
+    """Drop inductor's C++ build pool, inherited without its threads: the child makes its own."""
+    # a compile would wait on it forever; inductor resets only its process pool after a fork
+    with contextlib.suppress(KeyError, AttributeError):  # not imported, or another inductor
+        sys.modules["torch._inductor.async_compile"].AsyncCompile.pool.cache_clear()
+
+
 def _serve(
     conn: Connection,
     make: Make,
@@ -116,6 +124,7 @@ def _serve(
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
     torch.set_num_threads(1)  # a forked child cannot use its parent's OpenMP team
+    _fresh_thread_pools()
 
     def say(facts: Mapping[str, Any]) -> None:
         conn.send_bytes(pickle.dumps(("said", dict(facts))))
@@ -311,9 +320,6 @@ class Worker:
             self.close()
             raise
 
-    def _reply(self, expected: str) -> Any:
-        return self._reply_of(self._receive(), expected)
-
     def _reply_of(self, raw: bytes, expected: str) -> Any:
         """The payload of a message of kind ``expected``; the worker's error raised as one."""
         try:
@@ -354,7 +360,7 @@ class Worker:
 
     def _request(self, kind: bytes, payload: Any, expected: str) -> Any:
         self._send(kind + pickle.dumps(payload))
-        return self._reply(expected)
+        return self._reply_of(self._receive(), expected)
 
     def hear(self) -> dict[str, Any]:
         """The facts ``make`` said before it finished (its error raised, if it failed first)."""
@@ -365,7 +371,7 @@ class Worker:
         return self._facts("ready")
 
     def _facts(self, kind: str) -> dict[str, Any]:
-        info = self._reply(kind)
+        info = self._reply_of(self._receive(), kind)
         if not isinstance(info, dict):
             self.close()
             raise WorkerError(f"{self.name} sent facts that are not a mapping")
@@ -375,8 +381,8 @@ class Worker:
         """An untimed call on these values; its output, read back as data."""
         import torch
 
-        grad = torch.is_grad_enabled()
-        out, changed = self._load(self._request(b"C", (args, kwargs, grad), "out"))
+        asked = (args, kwargs, torch.is_grad_enabled())
+        out, changed = self._load(self._request(b"C", asked, "out"))
         from aitune_fp._tree import flatten_tensors
 
         mine = flatten_tensors((args, kwargs))
