@@ -21,7 +21,6 @@ from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.headtohead import head_to_head
 from aitune_fp.profiling import SpotCheckError, time_calls
-from aitune_fp.profiling.workers import Worker
 from aitune_fp.session import CandidateOutcome, TuneSession, infer_of
 from aitune_fp.session.vetting import fresh_batches, spot_check_of
 
@@ -90,10 +89,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     def on_look(state: SelectionState) -> None:
         session.emit(events.headtohead_look(session.run_id, name, state))
 
-    # rounds on values no pair of the gate was timed on, checked against eager on them; not
-    # yet with eager in a worker (its untimed calls there hung a tune: the rounds in turn)
-    eager = session.eager_arm
-    made = None if isinstance(eager, Worker) else fresh_batches(session)
+    made = fresh_batches(session)  # rounds on values no pair of the gate was timed on
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
 
     state = head_to_head(
@@ -110,7 +106,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         references=references,
         spot_rate=session.config.spot_rate,
         fresh=fresh,
-        reference=eager,
+        reference=session.eager_arm,
     )
     session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
