@@ -123,3 +123,25 @@ def test_the_report_folded_from_events_keeps_it() -> None:
     assert event.fields["degenerate_outputs"] == "why"
     run = fold(empty_report("r", "m"), event.name, event.fields)
     assert run.degenerate_outputs == "why"
+
+
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+def test_a_constant_candidate_in_bf16_is_rejected_where_eager_varies(
+    isolation: str, tmp_path: Path
+) -> None:
+    """The reduced tier's looser budget does not let a constant through (issue 31)."""
+    strategy = with_performance_validation(
+        OneBackendStrategy(_Constant()),
+        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
+    varies = torch.nn.Linear(8, 8)
+    varies.weight = torch.nn.Parameter(torch.eye(8))  # the input itself, plus
+    varies.bias = torch.nn.Parameter(torch.linspace(-1, 1, 8))  # what _Constant hands out
+    strategy.tune(varies.eval(), "m", GraphSpec(max_batch_size=4), data, "cpu", tmp_path)
+    (failure,) = strategy.candidate_failures
+    assert failure.stage == "correctness"
+    assert "values differ from the eager reference" in failure.reason
+    report = validation_of(strategy).last_report
+    assert report is not None and report.degenerate_outputs is None
