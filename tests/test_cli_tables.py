@@ -273,3 +273,35 @@ def test_tune_markdown_parses_as_gfm(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert results[0][0] == "Backend" and results[1][0] == "TorchEagerBackend()"
     assert all(len(row) == 7 for row in results)
     assert out.startswith("### mlp")
+
+
+def test_the_live_display_estimates_the_time_left_to_the_last_look() -> None:
+    """Issue 35: an ETA beside the pairs, from the pace of the pairs timed so far."""
+    now = [100.0]
+    progress = TuneProgress(
+        Console(file=io.StringIO(), width=160, force_terminal=True),
+        quiet=False,
+        candidates=["C()"],
+        clock=lambda: now[0],
+    )
+    progress(events.phase("r", "m", backend_description="C()", phase="measure"))
+    now[0] = 110.0  # 20 pairs in 10 s: 300 more take about 150 s
+
+    def look(n_pairs: int) -> str:
+        progress(
+            events.look(
+                "r",
+                "m",
+                backend_description="C()",
+                n_pairs=n_pairs,
+                max_pairs=320,
+                verdict="inconclusive",
+                estimate=1.0,
+                ci_low=0.9,
+                ci_high=1.1,
+            )
+        )
+        return str(progress.progress.tasks[0].fields["phase"])
+
+    assert look(20) == "measure 20/320 pairs [0.900, 1.100], at most about 150 s left"
+    assert look(320) == "measure 320/320 pairs [0.900, 1.100]"

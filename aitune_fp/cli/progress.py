@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import sys
+import time
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import IO, Any
 
@@ -44,8 +45,17 @@ _EAGER = "eager baseline"
 class TuneProgress:
     """An event sink that shows a tune's events on ``console`` (stderr)."""
 
-    def __init__(self, console: Console, *, quiet: bool, candidates: Sequence[str]) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        quiet: bool,
+        candidates: Sequence[str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console = console
+        self.clock = clock  # the pace of the pairs, for the time left
+        self._measuring: dict[str, float] = {}  # when each candidate's measure phase began
         self.quiet = quiet
         self.live = console.is_terminal and not quiet
         self.candidates = list(candidates)
@@ -131,12 +141,16 @@ class TuneProgress:
             self.baseline_at = _clock(events.timestamp())
             self._done(_EAGER)
         if isinstance(payload, events.PhaseEntered):
+            if payload.phase == "measure":
+                self._measuring[description] = self.clock()
             if not self.quiet:
                 self._phase(description, payload.phase)
             return
         if isinstance(payload, events.Look):
             if self.live and description in self._tasks:
-                self.progress.update(self._tasks[description], phase=_look(payload))
+                began = self._measuring.get(description)
+                spent = None if began is None else self.clock() - began
+                self.progress.update(self._tasks[description], phase=_look(payload, spent))
             return
         if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
@@ -184,12 +198,20 @@ def _payload(event: events.Event) -> events.Payload | None:
         return None
 
 
-def _look(look: events.Look) -> str:
-    """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``."""
+def _look(look: events.Look, spent_s: float | None = None) -> str:
+    """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``.
+
+    With ``spent_s`` (seconds since the phase began), the time the pairs left to the last look
+    take at that pace: an upper bound, as a look may decide sooner (and the budget ends it).
+    """
     high = look.ci_high
     shown_high = f"{high:.3f}" if high is not None and math.isfinite(high) else "∞"
     interval = f" [{look.ci_low:.3f}, {shown_high}]" if math.isfinite(look.ci_low) else ""
-    return f"measure {look.n_pairs}/{look.max_pairs} pairs{interval}"
+    left = look.max_pairs - look.n_pairs
+    eta = ""
+    if spent_s is not None and look.n_pairs > 0 and left > 0:
+        eta = f", at most about {spent_s / look.n_pairs * left:.0f} s left"
+    return f"measure {look.n_pairs}/{look.max_pairs} pairs{interval}{eta}"
 
 
 def _clock(timestamp: str) -> str | None:
