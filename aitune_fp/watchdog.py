@@ -3,7 +3,8 @@
 ``Watchdog.step(what, deadline_s)`` guards one step (a build, a correctness check, a timed
 comparison) run by the calling thread. When the deadline passes, :class:`CandidateHungError`
 is raised in that thread at its next Python bytecode: a step stuck in Python code is
-interrupted there. A step stuck in native code (a kernel, a C++ build) cannot be interrupted
+interrupted there. With ``per_call=True`` the deadline counts from the last call the thread
+completed (:func:`progress`), so a slow step that keeps completing calls is never hung. A step stuck in native code (a kernel, a C++ build) cannot be interrupted
 from Python; when it is still running ``grace_s`` later, ``on_stuck`` is called from the
 watchdog's thread, so the tune can be recorded as ended (a supervisor sees ``finished``) even
 though the thread never comes back.
@@ -22,7 +23,7 @@ from types import TracebackType
 
 from aitune_fp.errors import CandidateHungError, InvalidValueError
 
-__all__ = ["CandidateHungError", "Watchdog"]
+__all__ = ["CandidateHungError", "Watchdog", "progress"]
 
 
 def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:
@@ -83,7 +84,7 @@ _MONITOR = _Monitor()
 
 
 class _Step:
-    """One guarded step: schedules its interrupt and its stuck report, drops them on exit."""
+    """One guarded step: schedules its interrupt (and then its stuck report), drops them on exit."""
 
     def __init__(
         self,
@@ -91,33 +92,47 @@ class _Step:
         deadline_s: float,
         grace_s: float,
         on_stuck: Callable[[str, float], None] | None,
+        *,
+        per_call: bool = False,
+        note: str = "",
     ) -> None:
         self.what = what
         self.deadline_s = deadline_s
         self.grace_s = grace_s
         self.on_stuck = on_stuck
+        self.per_call = per_call
+        self.note = note
+        #: When the thread last completed a call (per call: the deadline counts from here).
+        self.progressed = 0.0
         self._lock = threading.Lock()
         self._done = False
         self._raised = False
         self._thread_id = 0
         self._start = 0.0
+        self._outer: _Step | None = None
         self._tokens: list[int] = []
 
     def __enter__(self) -> _Step:
         self._thread_id = threading.get_ident()
-        self._start = time.monotonic()
-        self._tokens = [
-            _MONITOR.schedule(self.deadline_s, self._interrupt),
-            _MONITOR.schedule(self.deadline_s + self.grace_s, self._stuck),
-        ]
+        self._start = self.progressed = time.monotonic()
+        if self.per_call:
+            self._outer = _PER_CALL.get(self._thread_id)
+            _PER_CALL[self._thread_id] = self
+        self._tokens = [_MONITOR.schedule(self.deadline_s, self._interrupt)]
         return self
 
     def _interrupt(self) -> None:
         with self._lock:
             if self._done:
                 return
+            if self.per_call:  # a call completed since: the deadline runs from that call
+                left = self.progressed + self.deadline_s - time.monotonic()
+                if left > 0:
+                    self._tokens.append(_MONITOR.schedule(left, self._interrupt))
+                    return
             self._raised = True
             _raise_in(self._thread_id, CandidateHungError)
+            self._tokens.append(_MONITOR.schedule(self.grace_s, self._stuck))
 
     def _stuck(self) -> None:
         with self._lock:
@@ -136,13 +151,38 @@ class _Step:
             self._done = True
             if self._raised and exc is None:
                 _raise_in(self._thread_id, None)  # fired as the step ended: never raise it later
+        if self.per_call:
+            if self._outer is None:
+                _PER_CALL.pop(self._thread_id, None)
+            else:
+                _PER_CALL[self._thread_id] = self._outer
         for token in self._tokens:  # dropped: nothing outlives the step holding what it guards
             _MONITOR.cancel(token)
         if self._raised and exc is not None:  # the interrupt, perhaps wrapped by the step's code
+            if self.per_call:
+                raise CandidateHungError(
+                    f"{self.what}: no call completed within its deadline of {self.deadline_s:g} s"
+                    + (f" ({self.note})" if self.note else "")
+                    + " and it was interrupted"
+                ) from exc
             raise CandidateHungError(
                 f"{self.what} did not return within its deadline of {self.deadline_s:g} s "
                 "and was interrupted"
             ) from exc
+
+
+#: Each thread's innermost per-call step: what :func:`progress` moves on.
+_PER_CALL: dict[int, _Step] = {}
+
+
+def progress() -> None:
+    """The calling thread completed a call: its per-call step's deadline starts again.
+
+    Cheap (a lookup and a clock read), and nothing outside a per-call step.
+    """
+    step = _PER_CALL.get(threading.get_ident())
+    if step is not None:
+        step.progressed = time.monotonic()
 
 
 class Watchdog:
@@ -161,8 +201,14 @@ class Watchdog:
         self.grace_s = grace_s
         self.on_stuck = on_stuck
 
-    def step(self, what: str, deadline_s: float) -> _Step:
-        """Guard a step run by the calling thread: ``with watchdog.step("build", 600): ...``."""
+    def step(
+        self, what: str, deadline_s: float, *, per_call: bool = False, note: str = ""
+    ) -> _Step:
+        """Guard a step run by the calling thread: ``with watchdog.step("build", 600): ...``.
+
+        ``per_call``: the deadline bounds each call (from the last :func:`progress`), not the
+        step; ``note`` says what sets it, for the message of a step interrupted.
+        """
         if not deadline_s > 0:
             raise InvalidValueError(f"deadline_s must be > 0 seconds, got {deadline_s!r}")
-        return _Step(what, deadline_s, self.grace_s, self.on_stuck)
+        return _Step(what, deadline_s, self.grace_s, self.on_stuck, per_call=per_call, note=note)

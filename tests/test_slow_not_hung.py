@@ -1,4 +1,4 @@
-"""Hung means no progress, not slow: in a worker every call has its own deadline, derived from
+"""Hung means no progress, not slow: in a worker or in process, every call has its own deadline, derived from
 eager's measured call time (20x its slowest call, at least ``hang_grace_s``), so a check that
 keeps completing slow calls is never ``hung``, and one that stops answering is, within that
 deadline, with the deadline and what sets it named.
@@ -37,30 +37,38 @@ class SlowCandidate(_ModuleBackend):
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        if self.stop_after is not None and self.calls > self.stop_after:
-            time.sleep(3600)
+        while self.stop_after is not None and self.calls > self.stop_after:
+            time.sleep(0.01)  # short sleeps: in process the interrupt lands between them
         time.sleep(EAGER_S * self.factor)
         with torch.no_grad():
             return torch.tanh(self.module.fc(*args))
 
 
-def _tune(candidate: SlowCandidate, tmp_path: Path) -> Any:
+ISOLATIONS = pytest.mark.parametrize("isolation", ["process", "in_process"])
+
+
+def _tune(candidate: SlowCandidate, tmp_path: Path, isolation: str) -> Any:
     config = ProfilingConfig(looks=(10,), max_seconds=2.0, hang_grace_s=0.5, warmup_max_calls=8)
-    strategy = with_performance_validation(OneBackendStrategy(candidate), profiling_config=config)
+    strategy = with_performance_validation(
+        OneBackendStrategy(candidate), profiling_config=config, isolation=isolation
+    )
     data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
     strategy.tune(
         TinyNet(8, sleep_s=EAGER_S).eval(), "m", GraphSpec(max_batch_size=8), data, "cpu", tmp_path
     )
     report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == "process"
+    assert report is not None and report.isolation == isolation
     return report
 
 
 @pytest.mark.slow
-def test_a_check_slower_than_the_old_step_deadline_is_not_hung(tmp_path: Path) -> None:
+@ISOLATIONS
+def test_a_check_slower_than_the_old_step_deadline_is_not_hung(
+    tmp_path: Path, isolation: str
+) -> None:
     """30x eager's call: its correctness check outlasts max_seconds + hang_grace_s (2.5 s)."""
     start = time.monotonic()
-    report = _tune(SlowCandidate(factor=30), tmp_path)
+    report = _tune(SlowCandidate(factor=30), tmp_path, isolation)
     assert time.monotonic() - start > 2.5  # the whole check took longer than the old deadline
     assert not report.failures, report.failures
     (result,) = report.results  # timed, and a verdict recorded
@@ -68,11 +76,12 @@ def test_a_check_slower_than_the_old_step_deadline_is_not_hung(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@ISOLATIONS
 def test_a_candidate_that_stops_answering_is_hung_within_its_call_deadline(
-    tmp_path: Path,
+    tmp_path: Path, isolation: str
 ) -> None:
     start = time.monotonic()
-    report = _tune(SlowCandidate(factor=1, stop_after=20), tmp_path)
+    report = _tune(SlowCandidate(factor=1, stop_after=20), tmp_path, isolation)
     assert time.monotonic() - start < 30
     (failure,) = report.failures
     assert failure.stage == "hung"

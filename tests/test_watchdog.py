@@ -18,13 +18,19 @@ import torch
 from aitune_fp import FirstWinsStrategy, OneBackendStrategy, ProfilingConfig, validation_of
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.testing import capture_events
-from aitune_fp.watchdog import CandidateHungError, Watchdog
+from aitune_fp.watchdog import CandidateHungError, Watchdog, progress
 from tests.validation_helpers import CLOCK, Pruned, _ModuleBackend, gated, make_case
 
 
 def _spin() -> None:
     while True:
         pass
+
+
+def _calls_forever() -> None:
+    while True:
+        time.sleep(0.01)
+        progress()
 
 
 def _sleep(flag: threading.Event) -> None:
@@ -71,6 +77,57 @@ def test_a_step_stuck_in_native_code_is_reported_while_it_is_stuck() -> None:
     assert what == "the kernel" and 0.25 <= elapsed < 0.9 and while_stuck
 
 
+def test_a_per_call_step_that_keeps_completing_calls_outlives_its_deadline() -> None:
+    """Per call, the deadline counts from the last completed call, not from the step's start."""
+    watchdog = Watchdog(grace_s=5.0)
+    start = time.monotonic()
+    with watchdog.step("the slow check", 0.2, per_call=True):
+        for _ in range(8):  # 8 calls of 0.1 s: 0.8 s in all, each well inside 0.2 s
+            time.sleep(0.1)
+            progress()
+    assert time.monotonic() - start >= 0.8
+
+
+def test_a_per_call_step_whose_call_stops_is_interrupted_and_names_its_deadline() -> None:
+    watchdog = Watchdog(grace_s=5.0)
+    start = time.monotonic()
+    stalled: list[float] = []
+
+    def three_calls_then_stop() -> None:
+        for _ in range(3):
+            time.sleep(0.05)
+            progress()
+        stalled.append(time.monotonic())
+        _spin()
+
+    with (
+        pytest.raises(
+            CandidateHungError,
+            match=r"the check: no call completed within its deadline of 0\.2 s \(20x eager's\)",
+        ),
+        watchdog.step("the check", 0.2, per_call=True, note="20x eager's"),
+    ):
+        three_calls_then_stop()
+    assert 0.2 <= time.monotonic() - stalled[0] < 1.5 and time.monotonic() - start < 2.0
+
+
+def test_progress_outside_a_per_call_step_changes_nothing() -> None:
+    """A whole-step deadline (a build) is not extended by calls; progress alone is a no-op."""
+    progress()
+    watchdog = Watchdog(grace_s=5.0)
+    with pytest.raises(CandidateHungError), watchdog.step("the build", 0.2):
+        _calls_forever()
+
+
+def test_a_per_call_step_stuck_in_native_code_is_reported_after_its_grace() -> None:
+    reports: list[float] = []
+    watchdog = Watchdog(grace_s=0.2, on_stuck=lambda what, elapsed: reports.append(elapsed))
+    with pytest.raises(CandidateHungError), watchdog.step("the call", 0.1, per_call=True):
+        time.sleep(0.8)  # native: the interrupt waits for it to return
+    (elapsed,) = reports
+    assert 0.25 <= elapsed < 0.75
+
+
 @pytest.mark.parametrize("bad", [0, -1.0])
 def test_bad_deadlines_and_graces_are_refused_by_name(bad: float) -> None:
     with pytest.raises(InvalidValueError, match="grace_s"):
@@ -105,7 +162,8 @@ def test_a_candidate_hung_in_python_is_recorded_and_the_next_one_tried(tmp_path:
     view = validation_of(strategy)
     (hung,) = view.candidate_failures
     assert (hung.backend_description, hung.stage) == ("_Hangs()", "hung")
-    assert "did not return" in hung.reason
+    assert "no call completed within its deadline" in hung.reason
+    assert "ProfilingConfig.hang_grace_s" in hung.reason  # the flag that sets it
     assert view.last_report is not None and view.last_report.selected_backend == "Pruned()"
     assert chosen is not None
 

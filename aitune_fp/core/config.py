@@ -205,10 +205,10 @@ class ProfilingConfig:
         default=10, validator=integer(minimum=1, maximum=MAX_CALLS)
     )
     point_steps: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
-    #: The watchdog: a correctness check or a timed comparison still running ``max_seconds +
-    #: hang_grace_s`` after it started is interrupted (stage ``hung``); a build after
-    #: ``build_timeout_s``. A step stuck in native code is recorded as hung ``hang_grace_s``
-    #: later and the tune ends (``finished``, outcome ``error``) without it.
+    #: Hung means no progress: a call of a correctness check or a timing that has not returned
+    #: after 20x eager's slowest call, and at least ``hang_grace_s``, is interrupted (stage
+    #: ``hung``); a build after ``build_timeout_s``. A step stuck in native code is recorded as
+    #: hung ``hang_grace_s`` later and the tune ends (``finished``, outcome ``error``).
     hang_grace_s: float = attrs.field(
         default=30.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )

@@ -31,6 +31,7 @@ from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs,
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
+from aitune_fp.watchdog import progress
 
 __all__ = ["AccuracyMetric", "Closeness", "check_correctness", "served_batch_sizes"]
 
@@ -99,6 +100,7 @@ def check_correctness(
         try:
             with torch.no_grad():
                 expected = reference(*args, **kwargs)
+            progress()  # a call completed: a slow check that keeps going is not hung
         except Exception as exc:
             raise ReferenceFailedError(
                 f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
@@ -108,6 +110,7 @@ def check_correctness(
         try:
             with torch.set_grad_enabled(with_grad):
                 actual = candidate(*args, **kwargs)
+            progress()
             if with_grad:  # eager's reference was computed without: only the values compare
                 actual = _detached(actual)
         except Exception as exc:

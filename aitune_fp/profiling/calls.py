@@ -21,6 +21,7 @@ from aitune_fp.inputs import Sample, as_sample, copy_sample
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.workers import Worker, WorkerError
+from aitune_fp.watchdog import progress
 
 __all__ = [
     "ProfilingError",
@@ -168,8 +169,9 @@ def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
 def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
     """Call ``fn`` on a fresh copy of ``batch``; failures become :class:`ProfilingError`.
 
-    ``fresh=False``: ``batch`` is already the call's own copy. Every call gets its own, so a
-    model that changes its input in place sees the batch's values on every call. Out of
+    ``fresh=False``: ``batch`` is already the call's own copy (a timed call: it reports its
+    progress to the watchdog after the clock stops). Every call gets its own, so a model that
+    changes its input in place sees the batch's values on every call. Out of
     memory: the cache is emptied. A :class:`~aitune_fp.profiling.workers.Worker` runs the call
     in its process on a copy it made (the output stays there: None is returned).
     """
@@ -182,7 +184,11 @@ def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: b
             raise _worker_failure(exc, arm) from exc
         return None
     try:
-        return (copy_sample(batch) if fresh else batch).call(fn)
+        if not fresh:
+            return batch.call(fn)
+        output = copy_sample(batch).call(fn)
+        progress()
+        return output
     except torch.OutOfMemoryError:
         pass  # handled below, once the exception and the call's frames it holds are released
     except Exception as exc:
@@ -225,6 +231,7 @@ def timed_call(
         span.stop()
     timer.sync()
     stop = timer.now_ns()
+    progress()
     if inspect is not None:
         inspect(output)
     del output
@@ -249,6 +256,7 @@ def _timed_in_worker(
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
     stop = timer.now_ns()
+    progress()
     wall = max(stop - start, _MIN_NS)
     worker.account(watched, wall)
     if inspect is not None:

@@ -293,7 +293,7 @@ class TuneSession:
 
     @property
     def deadline(self) -> float:
-        """The watchdog's deadline for a correctness check or a timed comparison."""
+        """A call's deadline when eager was not timed: ``max_seconds + hang_grace_s``."""
         return self.config.max_seconds + self.config.hang_grace_s
 
     def _stuck(self, what: str, elapsed_s: float) -> None:

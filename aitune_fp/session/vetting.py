@@ -113,23 +113,34 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
 
 
 def _guarded(session: TuneSession, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:
-    """The deadline of a step: per call for a candidate in a worker, else for the whole step.
-
-    A worker's every call has its own deadline (:func:`call_deadline`), so a slow step that
-    keeps completing calls is never hung; in process the watchdog bounds the step.
-    """
+    """A step's deadline per call: a worker bounds its own calls, else the watchdog does."""
     if isinstance(infer_of(built), Worker):
         return contextlib.nullcontext()
-    return session.watchdog.step(what, session.deadline)
+    return per_call_step(session, what)
+
+
+def per_call_step(session: TuneSession, what: str) -> contextlib.AbstractContextManager[Any]:
+    """The watchdog on a step in this process, each call under :func:`call_deadline`.
+
+    A slow step that keeps completing calls is never hung; one call that stops is.
+    """
+    deadline, note = call_deadline(session)
+    return session.watchdog.step(what, deadline, per_call=True, note=note)
 
 
 def call_deadline(session: TuneSession) -> tuple[float, str]:
-    """One call's deadline in a worker: 20x eager's slowest measured call, at least the grace.
+    """One call's deadline: 20x eager's slowest measured call, at least the grace.
 
-    And what sets it, for the message of a call that missed it.
+    And what sets it, for the message of a call that missed it. Eager not timed (a
+    diagnostic tune): ``max_seconds + hang_grace_s``.
     """
-    slowest = max(session.baseline_latencies or (0.0,))
     grace = session.config.hang_grace_s
+    if not session.baseline_latencies:
+        return session.deadline, (
+            f"ProfilingConfig.max_seconds + hang_grace_s ({session.deadline:g} s): "
+            "eager was not timed"
+        )
+    slowest = max(session.baseline_latencies)
     return max(20 * slowest, grace), (
         f"20x eager's slowest call ({slowest:.3g} s), at least ProfilingConfig.hang_grace_s "
         f"({grace:g} s)"

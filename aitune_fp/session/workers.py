@@ -41,7 +41,8 @@ from aitune_fp.session.values import (
     infer_of,
     stage_of,
 )
-from aitune_fp.session.vetting import call_deadline, spot_check_of
+from aitune_fp.session.vetting import call_deadline, per_call_step, spot_check_of
+from aitune_fp.watchdog import progress
 
 if TYPE_CHECKING:
     from aitune_fp.session.tune import TuneSession
@@ -329,7 +330,7 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
         seed = random.SystemRandom().randrange(2**32)
         axes = getattr(t.graph_spec, "batch_axes", None)
         held = _fresh_heldout(t.data, seed, axes)
-        with session.watchdog.step(f"the re-check of {chosen.description}", session.deadline):
+        with per_call_step(session, f"the re-check of {chosen.description}"):
             session.closeness.check(
                 infer_of(built),
                 infer_of(session.eager),
@@ -372,6 +373,7 @@ def _soak(session: TuneSession, built: Any, n: int) -> None:
         with torch.no_grad():
             reference = copy_sample(batch).call(eager)
             output = copy_sample(batch).call(candidate)
+        progress()
         try:
             check(output, reference)
         except Exception as exc:
@@ -387,7 +389,7 @@ def soaked(session: TuneSession, chosen: Any) -> bool:
         return True
     description = describe(chosen)
     try:
-        with session.watchdog.step(f"the soak of {description}", session.deadline):
+        with per_call_step(session, f"the soak of {description}"):
             _soak(session, chosen, session.config.soak)
     except Exception as exc:
         log = session.folder_of(description) / BUILD_LOG_NAME

@@ -160,12 +160,12 @@ class SweepSpec:
 
 
 def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
-    """A task's default deadline: never before the in-process watchdog would have ended each step.
+    """A task's default deadline: what each step of a task is expected to need, generously.
 
     ``TASK_TIMEOUT_SLACK_S`` (600 s, model load) plus, for eager and every candidate, one build
-    (``build_timeout_s``) and two watched steps (correctness check and timing, each
+    (``build_timeout_s``) and two checked steps (correctness check and timing, each
     ``max_seconds + hang_grace_s``): with the defaults and three backends, 600 + 4 x 1,980 s =
-    8,520 s. A task past it is stuck where the watchdog cannot reach (native code).
+    8,520 s. A slow model whose checks keep completing calls can need more: set the file's.
     """
     per_step = profiling.max_seconds + profiling.hang_grace_s
     return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
