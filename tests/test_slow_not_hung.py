@@ -21,7 +21,15 @@ from aitune_fp import (
     validation_of,
     with_performance_validation,
 )
-from tests.validation_helpers import TinyNet, _ModuleBackend
+from tests.validation_helpers import (
+    CLOCK,
+    USEFUL_NS,
+    WASTE_NS,
+    TinyNet,
+    _ModuleBackend,
+    gated,
+    make_case,
+)
 
 EAGER_S = 0.005
 
@@ -112,3 +120,60 @@ def test_a_slow_model_gets_its_first_look_within_the_budget() -> None:
     ).result
     assert result.n_baseline >= 10, result.reason
     assert result.verdict == "faster", result.reason
+
+
+class TenTimesEager(_ModuleBackend):
+    """On the FakeClock, 10x eager's fake call time; each call also takes ``real_s`` of real
+    time (so the whole step outlasts the old step deadline); stops after ``stop_after``."""
+
+    def __init__(self, real_s: float, stop_after: int | None = None) -> None:
+        super().__init__(f"10x, stops after {stop_after}")
+        self.real_s = real_s
+        self.stop_after = stop_after
+        self.calls = 0
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        while self.stop_after is not None and self.calls > self.stop_after:
+            time.sleep(0.01)
+        CLOCK.advance(9 * (USEFUL_NS + WASTE_NS) / 1e9)  # and eager's own work below: 10x
+        time.sleep(self.real_s)
+        with torch.no_grad():
+            return self.module(*args)
+
+
+def _fake_clock_tune(candidate: TenTimesEager, tmp_path: Path) -> Any:
+    config = ProfilingConfig(looks=(10,), max_seconds=2.0, hang_grace_s=0.5, warmup_max_calls=8)
+    strategy = gated(OneBackendStrategy(candidate), profiling_config=config)
+    module, spec, data = make_case()
+    strategy.tune(module, "m", spec, data, "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None and report.isolation == "in_process"  # a FakeClock: in process
+    return report
+
+
+@pytest.mark.slow
+def test_on_the_fake_clock_a_candidate_ten_times_slower_is_decided_not_hung(
+    tmp_path: Path,
+) -> None:
+    """Each call 0.2 s real, inside its 0.5 s deadline; the timing alone outlasts the old bound
+    on a step (``max_seconds + hang_grace_s``, 2.5 s)."""
+    start = time.monotonic()
+    report = _fake_clock_tune(TenTimesEager(real_s=0.2), tmp_path)
+    assert time.monotonic() - start > 2 * (2.0 + 0.5)
+    assert not report.failures, report.failures
+    (result,) = report.results
+    assert result.verdict == "not_faster"
+    assert result.speedup is not None and 0.05 < result.speedup < 0.2  # about 0.1x
+
+
+@pytest.mark.slow
+def test_on_the_fake_clock_a_candidate_that_stops_is_hung_within_its_deadline(
+    tmp_path: Path,
+) -> None:
+    start = time.monotonic()
+    report = _fake_clock_tune(TenTimesEager(real_s=0.0, stop_after=12), tmp_path)
+    assert time.monotonic() - start < 10
+    (failure,) = report.failures
+    assert failure.stage == "hung"
+    assert "deadline of 0.5 s" in failure.reason and "hang_grace_s" in failure.reason
