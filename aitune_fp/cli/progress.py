@@ -12,7 +12,6 @@ the same headline figure the results table shows.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import sys
@@ -221,9 +220,9 @@ def _clock(timestamp: str) -> str | None:
 
 
 class JsonLines:
-    """An event sink writing each event as one JSON line (finite numbers, UTF-8).
+    """An event sink writing each event as one JSON line (the one writer's, as a sweep's log).
 
-    A line is the event's payload, then ``event``, ``level`` and ``timestamp`` (ISO 8601 UTC).
+    The line is :func:`aitune_fp.events.to_record`, written by ``events.write_records``.
     """
 
     def __init__(self, handle: IO[str]) -> None:
@@ -231,21 +230,7 @@ class JsonLines:
 
     def __call__(self, event: events.Event) -> None:
         """Write ``event`` as one line and flush."""
-        record = {
-            **event.fields,
-            "event": event.name,
-            "level": event.level,
-            "timestamp": events.timestamp(),
-        }
-        data = {k: _jsonable(v) for k, v in record.items()}
-        self.handle.write(json.dumps(data, ensure_ascii=False, allow_nan=False, default=str) + "\n")
-        self.handle.flush()
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+        events.write_records(self.handle, [events.to_record(event)])
 
 
 def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:

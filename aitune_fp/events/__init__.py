@@ -47,6 +47,7 @@ from aitune_fp.events.sending import (
     sinks,
     timestamp,
     to_record,
+    write_records,
 )
 from aitune_fp.events.sweep import *
 from aitune_fp.events.validation import *
@@ -79,6 +80,7 @@ __all__ = [
     "sinks",
     "timestamp",
     "to_record",
+    "write_records",
 ]
 __all__ += baseline.__all__
 __all__ += candidates.__all__

@@ -11,9 +11,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import datetime
+import json
 import logging
+import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any, TypeAlias
 
 import structlog
@@ -29,6 +31,7 @@ __all__ = [
     "sinks",
     "timestamp",
     "to_record",
+    "write_records",
 ]
 
 #: A callable that receives each emitted :class:`Event` value (see :func:`sinks`).
@@ -52,6 +55,35 @@ def timestamp() -> str:
 def to_record(event: Event) -> dict[str, Any]:
     """``event`` as one JSON-lines record: name, level, UTC ISO timestamp, then its payload."""
     return {"event": event.name, "level": event.level, "timestamp": timestamp(), **event.fields}
+
+
+def write_records(handle: IO[str], records: Iterable[Mapping[str, Any]]) -> None:
+    """Write ``records`` one JSON line each (UTF-8), then flush: every log line is made here.
+
+    Strict JSON: a non-finite number anywhere in a record is written as null, so a NaN in a
+    payload never ends a log; a value JSON cannot hold is written as its ``str``; the Unicode
+    line breaks JSON leaves raw are escaped.
+    """
+    for record in records:
+        line = json.dumps(_finite(record), ensure_ascii=False, allow_nan=False, default=str)
+        handle.write(line.translate(_LINE_BREAKS) + "\n")
+    handle.flush()
+
+
+#: Characters some readers split lines at (``str.splitlines``) that JSON leaves raw: escaped,
+#: so one record is one line for every reader.
+_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float, at any depth, as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 @contextlib.contextmanager

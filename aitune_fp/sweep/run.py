@@ -16,12 +16,11 @@ the task's names are re-exported here.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import IO, Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import attrs
 
@@ -139,12 +138,6 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
     return done
 
 
-def _write(handle: IO[str], records: Iterable[Mapping[str, Any]]) -> None:
-    for record in records:
-        handle.write(json.dumps(record, ensure_ascii=False, allow_nan=False, default=str) + "\n")
-    handle.flush()
-
-
 def _status(outcome: TaskOutcome) -> ModelStatus:
     last = outcome.records[-1] if outcome.records else {}
     if outcome.ok:
@@ -199,7 +192,7 @@ def run_sweep(
     }
     interrupted = False
     with events.open_log(log_path) as handle:
-        _write(
+        events.write_records(
             handle,
             [
                 events.to_record(
@@ -217,7 +210,7 @@ def run_sweep(
         def accept(outcome: TaskOutcome) -> None:
             if outcome.model in statuses:
                 return  # a second outcome for one model (cannot happen; keep the first)
-            _write(handle, outcome.records)
+            events.write_records(handle, outcome.records)
             statuses[outcome.model] = _status(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
@@ -242,7 +235,7 @@ def run_sweep(
                 accept(failed_outcome(task, kind, why))
         ordered = tuple(statuses[m.name] for m in spec.models if m.name in statuses)
         duration = time.time() - start
-        _write(
+        events.write_records(
             handle,
             [
                 events.to_record(
