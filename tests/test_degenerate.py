@@ -1,9 +1,10 @@
 """Eager outputs that cannot tell candidates apart are named (issue 35): constant across the
-inputs, or all near zero. A candidate that ignores its input (or returns zeros) would pass the
+inputs, or an output leaf near zero on every input. A candidate that ignores its input (or returns zeros) would pass the
 correctness check on such a model, so the tune says the check means little there."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,38 @@ def test_outputs_that_hardly_change_are_named() -> None:
 def test_outputs_all_near_zero_are_named() -> None:
     reason = degenerate_outputs([torch.full((2, 3), 1e-4), torch.full((2, 3), -2e-4)])
     assert reason is not None and "a candidate that returns zeros" in reason
+
+
+@given(st.integers(-30, -3), st.floats(0.5, 10.0))
+def test_a_near_zero_leaf_beside_ordinary_ones_is_named(exponent: int, scale: float) -> None:
+    """Logits far below ``atol`` are named whatever the other leaves' scale (issue 35).
+
+    As a classifier's with vanishing activations returns them beside its hidden states.
+    """
+    generator = torch.Generator().manual_seed(0)
+    outputs = [
+        {
+            "logits": 10.0**exponent * torch.randn(2, 10, generator=generator),
+            "hidden_states": (scale * torch.randn(2, 4, generator=generator),),
+        }
+        for _ in range(3)
+    ]
+    reason = degenerate_outputs(outputs)
+    assert reason is not None and "a candidate that returns zeros there passes" in reason
+    assert "output['logits']" in reason and "hidden_states" not in reason
+
+
+@dataclasses.dataclass
+class _Plain:
+    """An output class that is not a pytree node; the correctness check compares its fields."""
+
+    logits: torch.Tensor
+
+
+def test_a_near_zero_leaf_inside_any_output_the_check_reads_is_named() -> None:
+    outputs = [_Plain(torch.full((2, 3), 1e-21)), _Plain(torch.full((2, 3), -2e-21))]
+    reason = degenerate_outputs(outputs)
+    assert reason is not None and "all within 0.01 of zero" in reason
 
 
 def test_outputs_of_different_shapes_or_no_floats_say_nothing() -> None:
@@ -145,3 +178,41 @@ def test_a_constant_candidate_in_bf16_is_rejected_where_eager_varies(
     assert "values differ from the eager reference" in failure.reason
     report = validation_of(strategy).last_report
     assert report is not None and report.degenerate_outputs is None
+
+
+def _mobilenet_v2(fan_out_init: bool) -> torch.nn.Module:
+    """A small transformers MobileNetV2 (random weights): its own init, or torchvision's."""
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+    config = MobileNetV2Config(num_labels=10, image_size=32, depth_multiplier=0.35)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = MobileNetV2ForImageClassification(config)
+        for m in model.modules() if fan_out_init else ():
+            if isinstance(m, torch.nn.Conv2d):
+                torch.nn.init.kaiming_normal_(m.weight, mode="fan_out")
+    return model.eval()
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize(
+    ("fan_out_init", "hidden_states"), [(False, False), (False, True), (True, True)]
+)
+def test_mobilenet_v2s_vanishing_logits_are_named(fan_out_init: bool, hidden_states: bool) -> None:
+    """transformers' MobileNetV2 at its own init gives logits about 1e-21 (torchvision's: 1e-9,
+    beside hidden states near 0.1): a candidate returning zeros would pass (issue 35)."""
+    model = _mobilenet_v2(fan_out_init)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        outputs = [
+            model(
+                pixel_values=torch.randn(2, 3, 32, 32, generator=generator),
+                output_hidden_states=hidden_states,
+                return_dict=True,
+            )
+            for _ in range(3)
+        ]
+    assert float(outputs[0].logits.abs().max()) < 1e-6
+    reason = degenerate_outputs(outputs)
+    assert reason is not None and "a candidate that returns zeros" in reason
+    assert ("eager's output['logits']" if fan_out_init else "all within") in reason
