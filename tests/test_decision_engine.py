@@ -25,6 +25,7 @@ from aitune_fp.core.dependence import (
     ratio_shift_index,
     shift_p_value,
 )
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import fmt_level
 from aitune_fp.core.stats import (
     decide_at_look,
@@ -77,7 +78,7 @@ def _sequential(
         decision = decide_at_look(
             base[:look],
             cand[:look],
-            1.0,
+            Gate(1.0),
             confidence=0.95,
             n_looks=len(looks),
             **options,  # type: ignore[arg-type]
@@ -208,11 +209,11 @@ class TestFutilityRule:
     ) -> None:
         """The accept side is the same rule at the same level whatever the futility options."""
         base, cand = _pairs(seed, n, ratio)
-        v1 = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        v1 = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         v2 = decide_at_look(
             base,
             cand,
-            1.0,
+            Gate(1.0),
             confidence=0.95,
             n_looks=6,
             futility_margin_percent=margin,
@@ -234,7 +235,7 @@ class TestFutilityRule:
             decide_at_look(
                 base,
                 cand,
-                1.0,
+                Gate(1.0),
                 confidence=0.95,
                 n_looks=6,
                 futility_margin_percent=m,
@@ -252,7 +253,7 @@ class TestFutilityRule:
     ) -> None:
         """A futility not_faster has its estimate below required and its upper bound in margin."""
         base, cand = _pairs(seed, n, ratio)
-        d = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, **V2)  # type: ignore[arg-type]
+        d = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, **V2)  # type: ignore[arg-type]
         if d.verdict == "not_faster" and d.ci_high >= d.required_speedup:
             assert d.speedup < d.required_speedup
             assert d.upper_for_futility < d.required_speedup + 0.01
@@ -272,7 +273,7 @@ class TestFutilityRule:
         """futility_error must be a probability; its name is in the error."""
         base, cand = _pairs(1, 20, 1.0)
         with pytest.raises(InvalidValueError, match="futility_error"):
-            decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, futility_error=bad)
+            decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, futility_error=bad)
 
     def test_negative_margin_is_refused(self) -> None:
         """A negative margin would accept the futility stop above the threshold's far side."""
@@ -404,7 +405,7 @@ class TestRuledOut:
         rng = random.Random(3)
         base = [0.01 * rng.lognormvariate(0, 0.05) for _ in range(40)]
         cand = [b * rng.lognormvariate(0, 0.05) for b in base]
-        look = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        look = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         assert look.overall == 0.95
         assert look.confidence == pytest.approx(1 - 2 * 0.05 / 6)
         assert "at 95%" in look.ruled_out
@@ -486,8 +487,8 @@ class TestShiftRemedy:
     def test_a_shift_never_makes_accepting_easier(self, seed: int, phi: float) -> None:
         """With the shift guard, the interval contains the one without it: never a new faster."""
         base, cand = _pairs(seed, 160, 1.01, phi=phi)
-        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
-        on = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, guard_shift=True)
+        off = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
+        on = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_shift=True)
         assert on.ci_low <= off.ci_low and on.ci_high >= off.ci_high
         if on.verdict == "faster":
             assert off.verdict == "faster"
@@ -509,9 +510,9 @@ class TestSerialCorrelationRemedy:
     def test_correlated_ratios_get_a_wider_interval_around_the_same_estimate(self) -> None:
         """Strong AR(1) correlation is flagged and the interval widened; the estimate stays."""
         base, cand = _pairs(11, 160, 1.02, phi=0.8)
-        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        off = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         on = decide_at_look(
-            base, cand, 1.0, confidence=0.95, n_looks=6, guard_serial_correlation=True
+            base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True
         )
         assert "serial_correlation" in on.flags and not off.flags
         assert on.autocorrelation is not None and on.autocorrelation > 0.5
@@ -521,9 +522,9 @@ class TestSerialCorrelationRemedy:
     def test_independent_ratios_are_left_alone(self) -> None:
         """Without correlation the guard changes nothing (same bounds, no flag)."""
         base, cand = _pairs(12, 160, 1.02)
-        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        off = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         on = decide_at_look(
-            base, cand, 1.0, confidence=0.95, n_looks=6, guard_serial_correlation=True
+            base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True
         )
         if not on.flags:
             assert (on.ci_low, on.ci_high) == (off.ci_low, off.ci_high)
