@@ -26,7 +26,7 @@ from aitune_fp.core.dependence import (
     shift_p_value,
 )
 from aitune_fp.core.gate import Gate
-from aitune_fp.core.messages import fmt_level
+from aitune_fp.core.messages import fmt_level, ruled_out
 from aitune_fp.core.stats import (
     decide_at_look,
     decide_speedup,
@@ -395,7 +395,7 @@ class TestRuledOut:
         rng = random.Random(4)
         base = [0.01 * rng.lognormvariate(0, 0.05) for _ in range(40)]
         cand = [b * rng.lognormvariate(0, 0.05) for b in base]
-        text = decide_speedup(base, cand, paired=True).ruled_out
+        text = ruled_out(decide_speedup(base, cand, paired=True))
         assert "98%" not in text
         assert "ruled out at 97.5%" in text
         assert text.endswith("of eager at 95% (both sides together)")
@@ -408,10 +408,10 @@ class TestRuledOut:
         look = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         assert look.overall == 0.95
         assert look.confidence == pytest.approx(1 - 2 * 0.05 / 6)
-        assert "at 95%" in look.ruled_out
+        assert "at 95%" in ruled_out(look)
         once = decide_speedup(base, cand, paired=True, confidence=0.9)
         assert once.overall == pytest.approx(0.95)
-        assert once.to_dict()["ruled_out"] == once.ruled_out
+        assert ruled_out(once).endswith("at 90% (both sides together)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,9 +575,9 @@ class TestSettled:
 @given(ratio=st.floats(0.01, 100.0))
 def test_a_bound_in_percent_never_reads_minus_or_plus_zero(ratio: float) -> None:
     """Each side of "within -a%/+b%": its sign is the change's, and zero only as "±0%"."""
-    from aitune_fp.core.verdict import _pct
+    from aitune_fp.core.messages import _signed_percent
 
-    text = _pct(ratio)
+    text = _signed_percent(ratio)
     assert text not in ("-0%", "+0%", "-0.0%", "+0.0%", "-0.00%", "+0.00%")
     if text != "±0%":
         assert (text[0] == "+") == (ratio > 1.0)

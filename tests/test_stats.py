@@ -422,7 +422,7 @@ class TestSpeedupDecision:
             cand = (cand * len(base))[: len(base)]
         d = decide_speedup(base, cand, paired=paired).to_dict()
         assert json.loads(json.dumps(d, allow_nan=False)) == d
-        assert set(d) == {f.name for f in attrs.fields(SpeedupDecision)} | {"ruled_out"}
+        assert set(d) == {f.name for f in attrs.fields(SpeedupDecision)}  # values, no text
         assert d["flags"] == list(decide_speedup(base, cand, paired=paired).flags)
         for key, value in d.items():
             if key == "flags":
