@@ -78,7 +78,8 @@ class TestBadConfig:
     @pytest.mark.parametrize(
         ("field", "bad"),
         [
-            ("decision", "fast"),
+            ("decision", "two words"),
+            ("decision", None),
             ("point_steps", 0),
             ("point_warmup_calls", -1),
             ("warmup_window", 0),

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.stats import EARLY_PAIRS, decide_at_look, look_alpha
 from aitune_fp.errors import InvalidValueError
 
@@ -39,14 +40,18 @@ def test_faster_needs_the_throughput_to_agree() -> None:
     ratios = [1.3] * 36 + [0.25] * 4
     base, cand = _pairs(ratios)
     assert sum(base) / sum(cand) < 1.01
-    v2 = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+    v2 = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
     assert v2.verdict == "faster"
-    v3 = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, throughput_consistent=True)
+    v3 = decide_at_look(
+        base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True
+    )
     assert v3.verdict == "inconclusive" and "throughput_disagrees" in v3.flags
     # when the throughput agrees, nothing changes
     fine = _pairs([1.3] * 40)
     assert (
-        decide_at_look(*fine, 1.0, confidence=0.95, n_looks=6, throughput_consistent=True).verdict
+        decide_at_look(
+            *fine, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True
+        ).verdict
         == "faster"
     )
 
@@ -55,9 +60,11 @@ def test_early_looks_are_widened_and_spend_little() -> None:
     ratios = [1.05 * (1.0 + 0.03 * math.sin(i)) for i in range(20)]
     base, cand = _pairs(ratios)
     assert len(base) < EARLY_PAIRS
-    v2 = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, guard_serial_correlation=True)
+    v2 = decide_at_look(
+        base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True
+    )
     v3 = decide_at_look(
-        base, cand, 1.0, confidence=0.95, n_looks=6, guard_serial_correlation=True,
+        base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True,
         look=2, always_widen=True,
     )  # fmt: skip
     assert v3.ci_low < v2.ci_low and v3.ci_high > v2.ci_high
@@ -70,7 +77,7 @@ def test_a_held_back_verdict_says_why_and_never_that_the_interval_straddles() ->
 
     base, cand = _pairs([1.3] * 36 + [0.25] * 4)
     decision = decide_at_look(
-        base, cand, 1.0, confidence=0.95, n_looks=6, throughput_consistent=True
+        base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True
     )
     text = reason_text(decision, 40, budget_s=None, last_look=True)
     assert "straddles" not in text

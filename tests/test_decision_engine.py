@@ -25,7 +25,8 @@ from aitune_fp.core.dependence import (
     ratio_shift_index,
     shift_p_value,
 )
-from aitune_fp.core.messages import fmt_level
+from aitune_fp.core.gate import Gate
+from aitune_fp.core.messages import fmt_level, ruled_out
 from aitune_fp.core.stats import (
     decide_at_look,
     decide_speedup,
@@ -77,7 +78,7 @@ def _sequential(
         decision = decide_at_look(
             base[:look],
             cand[:look],
-            1.0,
+            Gate(1.0),
             confidence=0.95,
             n_looks=len(looks),
             **options,  # type: ignore[arg-type]
@@ -208,11 +209,11 @@ class TestFutilityRule:
     ) -> None:
         """The accept side is the same rule at the same level whatever the futility options."""
         base, cand = _pairs(seed, n, ratio)
-        v1 = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        v1 = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         v2 = decide_at_look(
             base,
             cand,
-            1.0,
+            Gate(1.0),
             confidence=0.95,
             n_looks=6,
             futility_margin_percent=margin,
@@ -234,7 +235,7 @@ class TestFutilityRule:
             decide_at_look(
                 base,
                 cand,
-                1.0,
+                Gate(1.0),
                 confidence=0.95,
                 n_looks=6,
                 futility_margin_percent=m,
@@ -252,7 +253,7 @@ class TestFutilityRule:
     ) -> None:
         """A futility not_faster has its estimate below required and its upper bound in margin."""
         base, cand = _pairs(seed, n, ratio)
-        d = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, **V2)  # type: ignore[arg-type]
+        d = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, **V2)  # type: ignore[arg-type]
         if d.verdict == "not_faster" and d.ci_high >= d.required_speedup:
             assert d.speedup < d.required_speedup
             assert d.upper_for_futility < d.required_speedup + 0.01
@@ -272,7 +273,7 @@ class TestFutilityRule:
         """futility_error must be a probability; its name is in the error."""
         base, cand = _pairs(1, 20, 1.0)
         with pytest.raises(InvalidValueError, match="futility_error"):
-            decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, futility_error=bad)
+            decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, futility_error=bad)
 
     def test_negative_margin_is_refused(self) -> None:
         """A negative margin would accept the futility stop above the threshold's far side."""
@@ -394,7 +395,7 @@ class TestRuledOut:
         rng = random.Random(4)
         base = [0.01 * rng.lognormvariate(0, 0.05) for _ in range(40)]
         cand = [b * rng.lognormvariate(0, 0.05) for b in base]
-        text = decide_speedup(base, cand, paired=True).ruled_out
+        text = ruled_out(decide_speedup(base, cand, paired=True))
         assert "98%" not in text
         assert "ruled out at 97.5%" in text
         assert text.endswith("of eager at 95% (both sides together)")
@@ -404,13 +405,13 @@ class TestRuledOut:
         rng = random.Random(3)
         base = [0.01 * rng.lognormvariate(0, 0.05) for _ in range(40)]
         cand = [b * rng.lognormvariate(0, 0.05) for b in base]
-        look = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        look = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         assert look.overall == 0.95
         assert look.confidence == pytest.approx(1 - 2 * 0.05 / 6)
-        assert "at 95%" in look.ruled_out
+        assert "at 95%" in ruled_out(look)
         once = decide_speedup(base, cand, paired=True, confidence=0.9)
         assert once.overall == pytest.approx(0.95)
-        assert once.to_dict()["ruled_out"] == once.ruled_out
+        assert ruled_out(once).endswith("at 90% (both sides together)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -486,8 +487,8 @@ class TestShiftRemedy:
     def test_a_shift_never_makes_accepting_easier(self, seed: int, phi: float) -> None:
         """With the shift guard, the interval contains the one without it: never a new faster."""
         base, cand = _pairs(seed, 160, 1.01, phi=phi)
-        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
-        on = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, guard_shift=True)
+        off = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
+        on = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_shift=True)
         assert on.ci_low <= off.ci_low and on.ci_high >= off.ci_high
         if on.verdict == "faster":
             assert off.verdict == "faster"
@@ -509,9 +510,9 @@ class TestSerialCorrelationRemedy:
     def test_correlated_ratios_get_a_wider_interval_around_the_same_estimate(self) -> None:
         """Strong AR(1) correlation is flagged and the interval widened; the estimate stays."""
         base, cand = _pairs(11, 160, 1.02, phi=0.8)
-        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        off = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         on = decide_at_look(
-            base, cand, 1.0, confidence=0.95, n_looks=6, guard_serial_correlation=True
+            base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True
         )
         assert "serial_correlation" in on.flags and not off.flags
         assert on.autocorrelation is not None and on.autocorrelation > 0.5
@@ -521,9 +522,9 @@ class TestSerialCorrelationRemedy:
     def test_independent_ratios_are_left_alone(self) -> None:
         """Without correlation the guard changes nothing (same bounds, no flag)."""
         base, cand = _pairs(12, 160, 1.02)
-        off = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6)
+        off = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
         on = decide_at_look(
-            base, cand, 1.0, confidence=0.95, n_looks=6, guard_serial_correlation=True
+            base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True
         )
         if not on.flags:
             assert (on.ci_low, on.ci_high) == (off.ci_low, off.ci_high)
@@ -574,9 +575,9 @@ class TestSettled:
 @given(ratio=st.floats(0.01, 100.0))
 def test_a_bound_in_percent_never_reads_minus_or_plus_zero(ratio: float) -> None:
     """Each side of "within -a%/+b%": its sign is the change's, and zero only as "±0%"."""
-    from aitune_fp.core.verdict import _pct
+    from aitune_fp.core.messages import _signed_percent
 
-    text = _pct(ratio)
+    text = _signed_percent(ratio)
     assert text not in ("-0%", "+0%", "-0.0%", "+0.0%", "-0.00%", "+0.00%")
     if text != "±0%":
         assert (text[0] == "+") == (ratio > 1.0)

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.core.dependence import block_means, block_size
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.stats import decide_at_look
 from aitune_fp.core.verdict import SpeedupDecision
 
@@ -38,7 +39,7 @@ def _pairs(ratios: list[float]) -> tuple[list[float], list[float]]:
 
 
 def _decide(ratios: list[float], look: int, **options: object) -> SpeedupDecision:
-    return decide_at_look(*_pairs(ratios), 1.0, look=look, **V3, **options)  # type: ignore[arg-type]
+    return decide_at_look(*_pairs(ratios), Gate(1.0), look=look, **V3, **options)  # type: ignore[arg-type]
 
 
 def _drifting(n: int = 80) -> list[float]:
@@ -83,10 +84,12 @@ def test_an_iid_ratio_is_accepted_with_the_same_decision_as_before() -> None:
 
 def test_the_guard_is_off_by_default_without_always_widen() -> None:
     ratios = _drifting()
-    plain = decide_at_look(*_pairs(ratios), 1.0, confidence=0.95, n_looks=6, look=4)
+    plain = decide_at_look(*_pairs(ratios), Gate(1.0), confidence=0.95, n_looks=6, look=4)
     assert "block_bound" not in plain.flags
     assert (
-        decide_at_look(*_pairs(ratios), 1.0, confidence=0.95, n_looks=6, look=4, block_guard=False)
+        decide_at_look(
+            *_pairs(ratios), Gate(1.0), confidence=0.95, n_looks=6, look=4, block_guard=False
+        )
         == plain
     )
 

@@ -192,7 +192,7 @@ class TestOtherFields:
     @pytest.mark.parametrize(
         ("record", "field", "bad", "error"),
         [
-            ("ProfilingConfig", "decision", "fast", InvalidValueError),
+            ("ProfilingConfig", "decision", "two words", InvalidValueError),
             ("ProfilingConfig", "decision", None, InvalidTypeError),
             ("ProfilingConfig", "decision", 1, InvalidTypeError),
             ("ProfilingConfig", "batching", 1, InvalidTypeError),

@@ -9,6 +9,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.guards import throughput_log_lower
 from aitune_fp.core.sequential import decide_at_look
 from aitune_fp.core.verdict import HELD_BACK
@@ -32,7 +33,9 @@ def _pairs(rs: list[float]) -> tuple[list[float], list[float]]:
 
 def _look(rs: list[float], **options: object) -> object:
     look = 1 + min(5, max(0, int(math.log2(len(rs) / 10))))
-    return decide_at_look(*_pairs(rs), 1.0, confidence=0.95, n_looks=6, look=look, **V31, **options)  # type: ignore[arg-type]
+    return decide_at_look(
+        *_pairs(rs), Gate(1.0), confidence=0.95, n_looks=6, look=look, **V31, **options
+    )  # type: ignore[arg-type]
 
 
 @settings(max_examples=80, deadline=None)
@@ -121,9 +124,16 @@ def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
     """3 % faster right after eager: measured, flagged, and the pairs after itself (1.005x with
     a narrow spread) must clear alone; they do not (1.005x), and without the flags it passes."""
     base, cand, after = _carry(160, 1.03)
-    free = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
+    free = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
     held = decide_at_look(
-        base, cand, 1.0, confidence=0.95, n_looks=6, look=5, candidate_after_eager=after, **V31
+        base,
+        cand,
+        Gate(1.0),
+        confidence=0.95,
+        n_looks=6,
+        look=5,
+        candidate_after_eager=after,
+        **V31,
     )  # type: ignore[arg-type]
     assert free.verdict == "faster"
     assert held.carryover is not None and 1.02 < held.carryover < 1.04
@@ -133,9 +143,16 @@ def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
 
 def test_no_carry_over_changes_nothing_but_the_measurement() -> None:
     base, cand, after = _carry(160, 1.0)
-    free = decide_at_look(base, cand, 1.0, confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
+    free = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
     measured = decide_at_look(
-        base, cand, 1.0, confidence=0.95, n_looks=6, look=5, candidate_after_eager=after, **V31
+        base,
+        cand,
+        Gate(1.0),
+        confidence=0.95,
+        n_looks=6,
+        look=5,
+        candidate_after_eager=after,
+        **V31,
     )  # type: ignore[arg-type]
     assert "carryover" not in measured.flags
     assert measured.carryover is not None and abs(measured.carryover - 1.0) < 0.01

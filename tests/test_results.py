@@ -158,13 +158,14 @@ class TestFlags:
 
 def test_a_statistical_result_carries_its_decision_detail_as_fields() -> None:
     """Margin, method and autocorrelation reach the result (and its event), not only the text."""
+    from aitune_fp.core.gate import Gate
     from aitune_fp.core.report import make_result
     from aitune_fp.core.stats import decide_at_look
 
     base = [1.0 + 0.01 * (i % 7) for i in range(40)]
     cand = [0.5 + 0.004 * ((i * 3) % 5) for i in range(40)]
     decision = decide_at_look(
-        base, cand, 1.0, confidence=0.95, n_looks=3, futility_margin_percent=2.5, look=2
+        base, cand, Gate(1.0), confidence=0.95, n_looks=3, futility_margin_percent=2.5, look=2
     )
     result = make_result(
         "C()",

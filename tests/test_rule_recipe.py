@@ -15,7 +15,6 @@ import pytest
 
 from aitune_fp import FirstWinsStrategy, ProfilingConfig, Sample, with_performance_validation
 from aitune_fp.cli import build_parser
-from aitune_fp.core.config import decision_modes
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.report import make_result
 from aitune_fp.core.speedup import compute_speedup
@@ -25,6 +24,7 @@ from aitune_fp.measure import (
     Comparison,
     DecisionRule,
     Measurement,
+    decision_modes,
     measure_baseline_point,
     register,
     rule_for,
@@ -87,10 +87,14 @@ def toy() -> Iterator[DecisionRule]:
 
 
 def test_unregistered_the_name_is_refused_and_named() -> None:
-    """Before registration the name is not a decision mode: the error names it."""
+    """Before registration the name is not a decision mode: the shell's edge names it."""
     assert TOY not in decision_modes()
     with pytest.raises(InvalidValueError, match=TOY):
-        ProfilingConfig(decision=TOY)
+        rule_for(ProfilingConfig(decision=TOY))
+    with pytest.raises(InvalidValueError, match=TOY):
+        with_performance_validation(
+            FirstWinsStrategy([]), profiling_config=ProfilingConfig(decision=TOY)
+        )
 
 
 def test_the_config_and_the_rule_lookup_take_it(toy: DecisionRule) -> None:

@@ -24,7 +24,12 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.markdown import md_cell, md_table
 from aitune_fp.cli.rendering import fmt_flags
 from aitune_fp.core.gate import Gate
-from aitune_fp.core.messages import fmt_level, fmt_speedup_msg_short, fmt_throughput_detail
+from aitune_fp.core.messages import (
+    fmt_level,
+    fmt_speedup_msg_short,
+    fmt_throughput_detail,
+    ruled_out,
+)
 from aitune_fp.core.speedup import (
     MAX_REQUIRED_SPEEDUP,
     MAX_THRESHOLD_PERCENT,
@@ -252,13 +257,13 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
     except (ArithmeticError, ValueError) as exc:
         raise UsageError(f"cannot decide on these latencies: {exc}") from exc
     high = "∞" if math.isinf(decision.ci_high) else f"{decision.ci_high:.4f}x"
-    ruled_out = decision.ruled_out  # its level at the precision it has (core's fmt_level)
+    excluded = ruled_out(decision)  # its level at the precision it has (core's fmt_level)
     text = (
         f"verdict: {decision.verdict} (speedup {decision.speedup:.4f}x, "
         f"{fmt_level(decision.confidence)} CI [{decision.ci_low:.4f}x, {high}], "
         f"speedup >= {decision.required_speedup:.4g}x needs the lower bound above it; "
         f"n={decision.n_baseline}/{decision.n_candidate}, {decision.method})\n"
-        f"{ruled_out}"
+        f"{excluded}"
     )
     if decision.flags:
         text += f"\nquality: {fmt_flags(decision.flags)}"
@@ -276,7 +281,7 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
         "min_speedup_threshold_percent": threshold,
         "warning": warning,
         **decision.to_dict(),
-        "ruled_out": ruled_out,
+        "ruled_out": excluded,
     }
     md = (
         ["Verdict", f"Speedup [{fmt_level(decision.confidence)} CI]", "Required", "n", "Ruled out"],
@@ -285,7 +290,7 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
             f"{decision.speedup:.4f}x [{decision.ci_low:.4f}, {high.rstrip('x')}]",
             f"{decision.required_speedup:.4g}x",
             f"{decision.n_baseline}/{decision.n_candidate}",
-            ruled_out,
+            excluded,
         ],
     )
     _emit(out, args.format, text, doc, md)

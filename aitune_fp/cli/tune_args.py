@@ -20,8 +20,8 @@ from aitune_fp.core.config import (
     MODE_FIELDS,
     STRATEGY_NAMES,
     THROUGHPUT_GATES,
-    decision_modes,
 )
+from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
 
 __all__ = ["accuracy_options", "add_arguments", "profiling_config"]

@@ -9,8 +9,8 @@ import attrs
 
 from aitune_fp.core._checks import (
     as_tuple,
-    check_choice,
     check_int,
+    check_type,
     finite,
     integer,
     of_type,
@@ -32,10 +32,8 @@ __all__ = [
     "Clock",
     "DecisionMode",
     "ProfilingConfig",
-    "add_decision_mode",
-    "decision_modes",
+    "check_rule_name",
     "for_batch_size",
-    "remove_decision_mode",
 ]
 
 Clock = Literal["host", "device"]
@@ -48,36 +46,29 @@ Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
 #: A decision rule's name: one of the built-in rules, or one registered since
-#: (``aitune_fp.measure.rules.register``).
+#: (``aitune_fp.measure.register``, the registry of the shell).
 DecisionMode = str
-#: The built-in decision rules; :func:`decision_modes` adds any registered since.
+#: The built-in decision rules; ``aitune_fp.measure.decision_modes()`` adds any registered since.
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
-_known_modes: dict[str, None] = dict.fromkeys(DECISION_MODES)
 
 
-def decision_modes() -> tuple[str, ...]:
-    """Every decision rule's name, built-in first (what ``decision``, ``--decision`` accept)."""
-    return tuple(_known_modes)
+def check_rule_name(name: str, value: object) -> str:
+    """Return ``value`` if it can name a decision rule (one word), else raise naming ``name``.
 
-
-def add_decision_mode(name: str) -> None:
-    """Accept ``name`` as a decision mode from now on (the rule registry calls this)."""
-    if not isinstance(name, str) or not name.replace("-", "_").isidentifier():
+    Whether a rule of that name is registered is the shell's question (``measure.rule_for``).
+    """
+    word = check_type(name, value, str)
+    if not isinstance(word, str) or not word.replace("-", "_").isidentifier():
         raise InvalidValueError(
-            f"a decision rule's name must be a word (letters, digits, - or _), got {name!r}"
+            f"{name} must be a decision rule's name: one word (letters, digits, - or _), "
+            f"got {value!r}"
         )
-    _known_modes[name] = None
+    return word
 
 
-def remove_decision_mode(name: str) -> None:
-    """Stop accepting ``name`` (a registered rule taken away again; built-ins stay)."""
-    if name not in DECISION_MODES:
-        _known_modes.pop(name, None)
-
-
-def _a_decision_mode(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: a known decision mode, read when validating (rules may be registered later)."""
-    check_choice(attribute.name, value, decision_modes())
+def _a_rule_name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: one word; the rule registry (the shell's) refuses a name it does not hold."""
+    check_rule_name(attribute.name, value)
 
 
 #: The built-in strategies by name (``--strategy``, sweep files): see ``strategies.make_strategy``.
@@ -145,7 +136,9 @@ class ProfilingConfig:
     (``point_warmup_calls`` + ``point_steps`` calls, mean-latency throughput, baseline once).
     """
 
-    decision: DecisionMode = attrs.field(default="statistical", validator=_a_decision_mode)
+    #: The decision rule's name, one word; that a rule of the name is registered is checked
+    #: where the config enters the shell (``with_performance_validation``, ``measure.rule_for``).
+    decision: DecisionMode = attrs.field(default="statistical", validator=_a_rule_name)
     #: Batch sizes to profile; empty means "the graph spec's max batch size". Narrow with
     #: :func:`for_batch_size`.
     batch_sizes: tuple[int, ...] = attrs.field(

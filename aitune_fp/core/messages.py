@@ -10,6 +10,7 @@ from aitune_fp.core._checks import check_int, check_nonnegative
 
 if TYPE_CHECKING:
     from aitune_fp.core.results import PerformanceValidationResult
+    from aitune_fp.core.verdict import SpeedupDecision
 
 __all__ = [
     "ANSI_BACKEND",
@@ -37,6 +38,8 @@ __all__ = [
     "fmt_throughput_detail",
     "headline_speedup",
     "one_line",
+    "ruled_out",
+    "ruled_out_statement",
 ]
 
 #: ANSI codes AITune uses when its stream is a terminal (reference §1.7, §1.8).
@@ -262,6 +265,51 @@ def fmt_level(level: float) -> str:
         digits += 1
         text = f"{pct:.{digits}f}"
     return f"{text}%"
+
+
+def _signed_percent(ratio: float) -> str:
+    """A speedup as a signed percentage change against eager (1.04 -> '+4%')."""
+    change = (ratio - 1.0) * 100.0
+    size = abs(change)
+    if size >= 1:
+        digits = 0 if size >= 10 or round(change, 1) == round(change) else 1
+    else:  # below 1 %: enough digits that a small bound never prints as "-0%"
+        digits = 1 if size >= 0.1 else 2
+    text = f"{change:+.{digits}f}%"
+    return "±0%" if float(text[:-1]) == 0 else text
+
+
+def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
+    """Say which speedups an interval rules out and where it places the candidate.
+
+    ``level`` is each side's one-sided level; the two sides together hold at ``2 level - 1``.
+    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95%
+    (one-sided each); the candidate is within -3%/+4% of eager at 90% (both sides together)".
+    Levels are printed with the precision they have (97.5 %, never "98%"). Unbounded sides rule
+    nothing out.
+    """
+    parts = []
+    if math.isfinite(ci_high):
+        parts.append(f"faster than {ci_high:.3f}x")
+    if ci_low > 0.0:
+        parts.append(f"slower than {ci_low:.3f}x")
+    if not parts:
+        return "too few timings to rule anything out"
+    both = 2.0 * level - 1.0  # Bonferroni over the two sides (exact for one look)
+    where = (
+        f"; the candidate is within {_signed_percent(ci_low)}/{_signed_percent(ci_high)} of eager at "
+        f"{fmt_level(both)} (both sides together)"
+        if math.isfinite(ci_high) and ci_low > 0.0 and both > 0.0
+        else ""
+    )
+    each = " (one-sided each)" if len(parts) == 2 else ""
+    verb = "are" if len(parts) == 2 else "is"
+    return f"{' and '.join(parts)} {verb} ruled out at {fmt_level(level)}{each}{where}"
+
+
+def ruled_out(decision: SpeedupDecision) -> str:
+    """What a decision's interval rules out, as one sentence (the honest content of any verdict)."""
+    return ruled_out_statement(decision.ci_low, decision.ci_high, decision.overall)
 
 
 def fmt_apart(value: float, other: float, digits: int = 3) -> tuple[str, str]:

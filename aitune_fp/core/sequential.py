@@ -23,13 +23,14 @@ from aitune_fp.core.dependence import (
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
+from aitune_fp.core.gate import Gate
 from aitune_fp.core.guards import block_lower, carryover_bound, throughput_log_lower
 from aitune_fp.core.hodges_lehmann import (
     paired_bounds,
     paired_lengths,
     unpaired_bounds,
 )
-from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.core.timings import TimingStats, cv, timing_stats
 from aitune_fp.core.verdict import SpeedupDecision, rule_verdict
 from aitune_fp.errors import InvalidValueError
@@ -321,7 +322,7 @@ def decide_speedup(
     cand = timing_stats("candidate_times", candidate_times)
     if paired:
         paired_lengths(base, cand)
-    required = required_speedup(min_speedup_threshold_percent)
+    required = Gate(min_speedup_threshold_percent).required_speedup  # the edge of this function
     level = _confidence("confidence", confidence)
     return _decide(
         base,
@@ -338,7 +339,7 @@ def decide_speedup(
 def decide_at_look(
     baseline_times: TimingStats,
     candidate_times: TimingStats,
-    min_speedup_threshold_percent: float,
+    gate: Gate,
     *,
     confidence: float,
     n_looks: int,
@@ -355,6 +356,9 @@ def decide_at_look(
     candidate_after_eager: Sequence[bool] | None = None,
 ) -> SpeedupDecision:
     """Paired decision at one look of a group-sequential, interleaved measurement.
+
+    ``gate`` is the :class:`~aitune_fp.core.gate.Gate` the measurement was given: its
+    ``required_speedup`` is read as it is, never recomputed from a percent here.
 
     Decision engine v3 is three options (all off: v2): ``look`` (this look's number, from 1)
     spends the false-accept error by :func:`look_alpha` instead of evenly, little at the early
@@ -395,7 +399,7 @@ def decide_at_look(
     base = timing_stats("baseline_times", baseline_times)
     cand = timing_stats("candidate_times", candidate_times)
     paired_lengths(base, cand)
-    required = required_speedup(min_speedup_threshold_percent)
+    required = check_type("gate", gate, Gate).required_speedup
     level = _confidence("confidence", confidence)
     looks = check_int("n_looks", n_looks, minimum=1)
     check_type("guard_serial_correlation", guard_serial_correlation, bool)

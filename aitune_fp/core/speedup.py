@@ -29,7 +29,7 @@ def unreachable_threshold(name: str, threshold_percent: float) -> str | None:
         return None
     return (
         f"{name} {threshold_percent:.12g} asks for a speedup of "
-        f"{1.0 + threshold_percent / 100.0:.6g}x, which no candidate could reach: at most "
+        f"{required_speedup(threshold_percent):.6g}x, which no candidate could reach: at most "
         f"{MAX_THRESHOLD_PERCENT:.0f} (percent; a required speedup of {MAX_REQUIRED_SPEEDUP:.0f}x)"
     )
 

@@ -9,8 +9,9 @@ their public names, so ``from aitune_fp.core.stats import ...`` keeps working:
   Mann-Whitney tests, with their tie terms;
 - :mod:`~aitune_fp.core.hodges_lehmann`: Hodges-Lehmann log speedups and the bounds from inverting
   those tests (paired and unpaired; the implicit selection for large samples);
-- :mod:`~aitune_fp.core.verdict`: the three-outcome rule and its record, ``SpeedupDecision``, and
-  what an interval rules out;
+- :mod:`~aitune_fp.core.verdict`: the three-outcome rule and its record, ``SpeedupDecision``
+  (what an interval rules out, in words, is :mod:`~aitune_fp.core.messages`'
+  ``ruled_out_statement``, re-exported here where it was imported from before);
 - :mod:`~aitune_fp.core.sequential`: the decisions, in one look (``decide_speedup``) or at one look
   of a group-sequential measurement (``decide_at_look``, ``look_alpha``), with the remedies of the
   dependence checks of :mod:`~aitune_fp.core.dependence`.
@@ -21,6 +22,7 @@ See ``shared/reference/measurement-findings.md`` for the rule and the evidence b
 from __future__ import annotations
 
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds, unpaired_log_speedup_bounds
+from aitune_fp.core.messages import ruled_out_statement
 from aitune_fp.core.ranks import mann_whitney_critical_count, signed_rank_critical_count
 from aitune_fp.core.sequential import (
     EARLY_PAIRS,
@@ -37,7 +39,7 @@ from aitune_fp.core.timings import (
     level_shift_index,
     throughput_from_latencies,
 )
-from aitune_fp.core.verdict import METHODS, VERDICTS, SpeedupDecision, Verdict, ruled_out_statement
+from aitune_fp.core.verdict import METHODS, VERDICTS, SpeedupDecision, Verdict
 
 __all__ = [
     "EARLY_PAIRS",

@@ -5,9 +5,10 @@ Rule (one look): ``faster`` when ``ci_low > required_speedup``, ``not_faster`` w
 futility upper bound below ``required + margin``), else ``inconclusive``. Both comparisons are
 strict and made on the reported (ratio) scale, so a bound that lands exactly on the threshold never
 settles the question: it gives ``inconclusive``, and the fields of :class:`SpeedupDecision` always
-reproduce its verdict (checked when one is made). :func:`ruled_out_statement` says in words what
-an interval excludes. See ``shared/reference/measurement-findings.md`` for the rule and the
-evidence behind it. The decisions themselves are :mod:`~aitune_fp.core.sequential`'s.
+reproduce its verdict (checked when one is made). The record holds no text: what an interval
+excludes, in words, is :func:`aitune_fp.core.messages.ruled_out`'s. See
+``shared/reference/measurement-findings.md`` for the rule and the evidence behind it. The
+decisions themselves are :mod:`~aitune_fp.core.sequential`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
-from aitune_fp.core.messages import fmt_level
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "VERDICTS",
     "SpeedupDecision",
     "Verdict",
-    "ruled_out_statement",
 ]
 
 Verdict = Literal["faster", "not_faster", "inconclusive"]
@@ -174,11 +173,6 @@ class SpeedupDecision:
         """One-sided level of each wrong verdict over the whole measurement."""
         return 1.0 - (1.0 - self.confidence) / 2.0 if self.guarantee is None else self.guarantee
 
-    @property
-    def ruled_out(self) -> str:
-        """What the interval rules out, as one sentence (the honest content of any verdict)."""
-        return ruled_out_statement(self.ci_low, self.ci_high, self.overall)
-
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-ready fields; an unbounded ``ci_high`` (``inf``) is written as ``None``."""
         return {
@@ -201,48 +195,7 @@ class SpeedupDecision:
             "flags": list(self.flags),
             "held_back": self.held_back,
             "carryover": self.carryover,
-            "ruled_out": self.ruled_out,
         }
-
-
-def _pct(ratio: float) -> str:
-    """A speedup as a signed percentage change against eager (1.04 -> '+4%')."""
-    change = (ratio - 1.0) * 100.0
-    size = abs(change)
-    if size >= 1:
-        digits = 0 if size >= 10 or round(change, 1) == round(change) else 1
-    else:  # below 1 %: enough digits that a small bound never prints as "-0%"
-        digits = 1 if size >= 0.1 else 2
-    text = f"{change:+.{digits}f}%"
-    return "±0%" if float(text[:-1]) == 0 else text
-
-
-def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
-    """Say which speedups an interval rules out and where it places the candidate.
-
-    ``level`` is each side's one-sided level; the two sides together hold at ``2 level - 1``.
-    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95%
-    (one-sided each); the candidate is within -3%/+4% of eager at 90% (both sides together)".
-    Levels are printed with the precision they have (97.5 %, never "98%"). Unbounded sides rule
-    nothing out.
-    """
-    parts = []
-    if math.isfinite(ci_high):
-        parts.append(f"faster than {ci_high:.3f}x")
-    if ci_low > 0.0:
-        parts.append(f"slower than {ci_low:.3f}x")
-    if not parts:
-        return "too few timings to rule anything out"
-    both = 2.0 * level - 1.0  # Bonferroni over the two sides (exact for one look)
-    where = (
-        f"; the candidate is within {_pct(ci_low)}/{_pct(ci_high)} of eager at "
-        f"{fmt_level(both)} (both sides together)"
-        if math.isfinite(ci_high) and ci_low > 0.0 and both > 0.0
-        else ""
-    )
-    each = " (one-sided each)" if len(parts) == 2 else ""
-    verb = "are" if len(parts) == 2 else "is"
-    return f"{' and '.join(parts)} {verb} ruled out at {fmt_level(level)}{each}{where}"
 
 
 def rule_verdict(

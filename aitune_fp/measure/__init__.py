@@ -1,7 +1,7 @@
 """The measuring loop: time eager and a candidate, ask the pure decision at each look, stop.
 
 Two decision rules, one module each, chosen by name in :mod:`~aitune_fp.measure.rules`
-(:func:`rule_for`, :func:`measure_speedup`):
+(:func:`rule_for`, :func:`measure_speedup`; :func:`decision_modes`, the names registered):
 
 - :mod:`~aitune_fp.measure.statistical`: interleaved pairs decided at planned looks, under a hard
   time budget (the default), with :mod:`~aitune_fp.measure.clocks` (host and device time),
@@ -32,13 +32,21 @@ from aitune_fp.measure.measurement import OnLook as OnLook
 from aitune_fp.measure.point import measure_baseline_point
 from aitune_fp.measure.reasons import reason_text as reason_text
 from aitune_fp.measure.rules import RULES as RULES
-from aitune_fp.measure.rules import DecisionRule, measure_speedup, register, rule_for, unregister
+from aitune_fp.measure.rules import (
+    DecisionRule,
+    decision_modes,
+    measure_speedup,
+    register,
+    rule_for,
+    unregister,
+)
 from aitune_fp.measure.statistical import measure_throughput_steady
 
 __all__ = [
     "Comparison",
     "DecisionRule",
     "Measurement",
+    "decision_modes",
     "measure_baseline_point",
     "measure_speedup",
     "measure_throughput_steady",

@@ -6,7 +6,7 @@ the wording can be read (and tested) alone.
 
 from __future__ import annotations
 
-from aitune_fp.core.messages import fmt_apart
+from aitune_fp.core.messages import fmt_apart, ruled_out
 from aitune_fp.core.verdict import SpeedupDecision
 
 
@@ -39,12 +39,12 @@ def reason_text(
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
         text = (
             f"lower bound {low}x clears required {need}x but not on the pairs where the "
-            f"candidate ran after itself ({n_pairs} pairs): not called faster; {decision.ruled_out}"
+            f"candidate ran after itself ({n_pairs} pairs): not called faster; {ruled_out(decision)}"
         )
     elif decision.held_back == "machine":  # the note says what moved
         text = (
             f"no verdict from pairs taken across a change of the machine ({n_pairs} pairs); "
-            f"{decision.ruled_out}"
+            f"{ruled_out(decision)}"
         )
     elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
@@ -52,18 +52,18 @@ def reason_text(
         text = (
             f"lower bound {low}x clears required {need}x but the mean-latency throughput ratio "
             f"of the same pairs does not ({where} at {n_pairs} pairs): not called faster; "
-            f"{decision.ruled_out}"
+            f"{ruled_out(decision)}"
         )
     elif budget_s is not None:
         text = (
             f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
-            f"interval {interval} straddles required {req}; {decision.ruled_out}"
+            f"interval {interval} straddles required {req}; {ruled_out(decision)}"
         )
     else:
         where = "after the last look" if last_look else "when sampling stopped"
         text = (
             f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs); "
-            f"{decision.ruled_out}"
+            f"{ruled_out(decision)}"
         )
     notes = []
     if decision.shift_index is not None:

@@ -1,7 +1,8 @@
 """The decision rules by name, and :func:`measure_speedup`, which runs the one a config names.
 
-``RULES`` is the one place a mode name is looked up (:func:`rule_for`); a new rule is its module
-plus one :func:`register` line.
+``RULES`` is the registry of decision modes (the shell's: the pure core holds none) and the one
+place a mode name is looked up (:func:`rule_for`); a new rule is its module plus one
+:func:`register` line.
 """
 
 from __future__ import annotations
@@ -11,14 +12,8 @@ from typing import Any
 
 import attrs
 
-from aitune_fp.core._checks import check_int
-from aitune_fp.core.config import (
-    DECISION_MODES,
-    DecisionMode,
-    ProfilingConfig,
-    add_decision_mode,
-    remove_decision_mode,
-)
+from aitune_fp.core._checks import check_choice, check_int
+from aitune_fp.core.config import DECISION_MODES, DecisionMode, ProfilingConfig, check_rule_name
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.errors import InvalidTypeError
@@ -28,7 +23,19 @@ from aitune_fp.measure.point import compare_point, measure_baseline_point
 from aitune_fp.measure.statistical import compare_statistical, measure_throughput_steady
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, as_batches, timer_for
 
-__all__ = ["DecisionRule", "measure_speedup", "register", "rule_for", "unregister"]
+__all__ = [
+    "DecisionRule",
+    "decision_modes",
+    "measure_speedup",
+    "register",
+    "rule_for",
+    "unregister",
+]
+
+
+def _rule_name(value: object) -> str:
+    """A rule's name, checked to be one word when the rule is made."""
+    return check_rule_name("name", value)
 
 
 @attrs.frozen
@@ -44,7 +51,7 @@ class DecisionRule:
     passing candidates time them against each other (else: the best point estimate, AITune's way).
     """
 
-    name: DecisionMode
+    name: DecisionMode = attrs.field(converter=_rule_name)
     measure_eager: Callable[..., tuple[float, tuple[float, ...]]]
     compare: Callable[[Comparison, OnLook | None], Measurement]
     keeps_eager_latencies: bool
@@ -61,7 +68,6 @@ def register(rule: DecisionRule) -> DecisionRule:
     """
     if not isinstance(rule, DecisionRule):
         raise InvalidTypeError(f"register takes a DecisionRule, got {type(rule).__name__}")
-    add_decision_mode(rule.name)
     RULES[rule.name] = rule
     return rule
 
@@ -70,7 +76,11 @@ def unregister(name: str) -> None:
     """Take a registered rule away again (the built-in rules stay)."""
     if name not in DECISION_MODES:
         RULES.pop(name, None)
-        remove_decision_mode(name)
+
+
+def decision_modes() -> tuple[str, ...]:
+    """Every registered rule's name, built-in first (what ``decision``, ``--decision`` accept)."""
+    return tuple(RULES)
 
 
 register(DecisionRule("statistical", measure_throughput_steady, compare_statistical, False, True))
@@ -78,8 +88,11 @@ register(DecisionRule("point", measure_baseline_point, compare_point, True, Fals
 
 
 def rule_for(config: ProfilingConfig) -> DecisionRule:
-    """The decision rule ``config.decision`` names (the one place a mode name is looked up)."""
-    return RULES[config.decision]
+    """The decision rule ``config.decision`` names (the one place a mode name is looked up).
+
+    A name no rule is registered under is refused, naming it and the registered ones.
+    """
+    return RULES[check_choice("decision", config.decision, decision_modes())]
 
 
 def measure_speedup(

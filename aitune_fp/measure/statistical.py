@@ -111,7 +111,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         return decide_at_look(
             base_s,
             cand_s,
-            gate.threshold_percent,
+            gate,
             confidence=config.confidence,
             n_looks=len(config.looks),
             futility_margin_percent=config.futility_margin_percent,

@@ -30,6 +30,7 @@ from aitune_fp.errors import (
     error_name,
 )
 from aitune_fp.inputs import BatchSpec, Sample
+from aitune_fp.measure import rule_for
 from aitune_fp.profiling import Timer
 from aitune_fp.watchdog import CandidateHungError
 
@@ -39,6 +40,11 @@ PROFILING_LOG_NAME = "profiling_error.log"
 
 def _threshold(value: object) -> float:
     return check_threshold("min_speedup_threshold_percent", value)
+
+
+def _a_registered_rule(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: the config's decision names a registered rule (the registry is the shell's)."""
+    rule_for(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -54,7 +60,7 @@ class ValidationOptions:
         default=DEFAULT_THRESHOLD_PERCENT, converter=_threshold
     )
     profiling_config: ProfilingConfig = attrs.field(
-        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
+        factory=ProfilingConfig, validator=[of_type(ProfilingConfig), _a_registered_rule]
     )
     enabled: bool = attrs.field(default=True, validator=of_type(bool))
     timer: Timer | None = attrs.field(default=None, eq=False)

@@ -18,15 +18,10 @@ import attrs
 
 from aitune_fp.backends import registry
 from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import (
-    DECISION_MODES,
-    MODE_FIELDS,
-    STRATEGY_NAMES,
-    ProfilingConfig,
-    decision_modes,
-)
+from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES, ProfilingConfig
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
+from aitune_fp.measure import decision_modes
 
 __all__ = [
     "BUDGET_FIELDS",
