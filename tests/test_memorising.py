@@ -35,9 +35,17 @@ SPEC = GraphSpec(max_batch_size=8)
 CONFIG = ProfilingConfig(looks=(10, 20, 40), max_seconds=10.0, warmup_max_calls=8)
 #: Both rules: the statistical one's pairs, and the point rule's (eager once, then the candidate).
 DECISIONS = ("statistical", "point")
+#: The gate per rule. The point rule has no interval: one noisy up-front figure of eager can put
+#: a candidate that computes (at parity) over 1.01x on a shared machine, which is that rule's
+#: own weakness, not a cache's; a cache that hit shows as 40x, far over 1.5x.
+THRESHOLDS = {"statistical": 1.0, "point": 50.0}
 
 
 def _config(decision: str) -> ProfilingConfig:
+    """The rule's config; under the point rule every timed call is spot-checked."""
+    if decision == "point":  # of its 20 calls, a cache keyed by data pointer hits where the
+        # allocator reuses an address (stale values); ~10 % of checks miss that 1 run in 20
+        return attrs.evolve(CONFIG, decision=decision, spot_rate=1.0)
     return attrs.evolve(CONFIG, decision=decision)
 
 
@@ -119,7 +127,9 @@ def _data() -> list[Sample]:
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
 def test_a_memorising_candidate_is_not_accepted(name: str, decision: str, tmp_path: Path) -> None:
     strategy = with_performance_validation(
-        OneBackendStrategy(CANDIDATES[name]()), profiling_config=_config(decision)
+        OneBackendStrategy(CANDIDATES[name]()),
+        profiling_config=_config(decision),
+        min_speedup_threshold_percent=THRESHOLDS[decision],
     )
     strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
     report = validation_of(strategy).last_report
@@ -142,7 +152,9 @@ def test_an_honest_candidate_is_still_accepted_on_fresh_inputs(
                 return torch.tanh(self.module.fc(*args))
 
     strategy = with_performance_validation(
-        OneBackendStrategy(Quick("none")), profiling_config=_config(decision)
+        OneBackendStrategy(Quick("none")),
+        profiling_config=_config(decision),
+        min_speedup_threshold_percent=THRESHOLDS[decision],
     )
     strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
     report = validation_of(strategy).last_report
