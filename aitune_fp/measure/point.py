@@ -1,7 +1,9 @@
 """The point rule, AITune's: eager measured once up front, the candidate the same way later.
 
 ``point_warmup_calls`` untimed + ``point_steps`` timed calls per arm, throughputs from the mean
-latency, ``passed = speedup >= 1 + pct/100``. No looks, no interval.
+latency, ``passed = speedup >= 1 + pct/100``. No looks, no interval. With fresh inputs every
+timed call of either arm runs on a draw of its own (eager's from 0, the candidate's from
+:data:`CANDIDATE_DRAWS`), so a candidate that answers from what it saw must compute.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from typing import Any
 
 from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
-from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.config import MAX_CALLS, ProfilingConfig
 from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import make_result
@@ -29,7 +31,11 @@ from aitune_fp.measure.measurement import (
 )
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
 
-__all__ = ["measure_baseline_point"]
+__all__ = ["CANDIDATE_DRAWS", "measure_baseline_point"]
+
+#: Where the candidate's fresh draws start: eager's up-front calls take the numbers below it
+#: (at most ``MAX_CALLS`` steps), so no two timed calls share input values.
+CANDIDATE_DRAWS = MAX_CALLS
 
 
 def measure_baseline_point(
@@ -45,12 +51,15 @@ def measure_baseline_point(
     references: Sequence[Any] | None = None,
     spot_rate: float = DEFAULT_SPOT_RATE,
     spot_seed: int = 0,
+    fresh: Callable[[int], Sample] | None = None,
+    reference: Callable[..., Any] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
     """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
 
     Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
     the outputs of the first and last timed calls and a seeded ~``spot_rate`` of the others;
-    ``batches``/``references`` as in :func:`aitune_fp.profiling.time_calls`.
+    ``batches``/``references``/``fresh``/``reference`` as in
+    :func:`aitune_fp.profiling.time_calls` (timed call ``i`` on ``fresh(i)``).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
@@ -66,15 +75,25 @@ def measure_baseline_point(
         references=references,
         spot_rate=spot_rate,
         spot_seed=spot_seed,
+        fresh=fresh,
+        reference=reference,
     )
     return throughput_from_latencies(latencies, size), latencies
+
+
+def _candidate_draws(fresh: Callable[[int], Sample] | None) -> Callable[[int], Sample] | None:
+    """The candidate's timed call ``i`` on draw ``CANDIDATE_DRAWS + i`` (None: no fresh inputs)."""
+    if fresh is None:
+        return None
+    return lambda i: fresh(CANDIDATE_DRAWS + i)
 
 
 def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
 
     It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
-    (spot checks seeded ``spot_seed``).
+    (spot checks seeded ``spot_seed``). With ``fresh`` each timed call has its own draw, and a
+    checked one is compared with eager's output on it; without, both arms take ``batches`` in turn.
     """
     eager, candidate, batch, size, config = c.eager, c.candidate, c.batch, c.size, c.config
     gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies
@@ -83,7 +102,9 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     env = profiling.cpu_environment(config.threads)
     start = timer.now_ns()
     if eager_latencies is None:
-        _, base = measure_baseline_point(eager, batch, size, config, timer=timer, batches=batches)
+        _, base = measure_baseline_point(
+            eager, batch, size, config, timer=timer, batches=batches, fresh=c.fresh
+        )
     else:
         base = tuple(eager_latencies)
     baseline_throughput = throughput_from_latencies(base, size)
@@ -100,6 +121,8 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         references=references,
         spot_rate=spot_rate,
         spot_seed=spot_seed,
+        fresh=_candidate_draws(c.fresh),
+        reference=eager,
     )
     throughput = throughput_from_latencies(cand, size)
     speedup = compute_speedup(throughput, baseline_throughput)

@@ -43,8 +43,8 @@ class DecisionRule:
     """How one decision mode measures: eager's up-front figure, then each candidate against eager.
 
     Chosen once per config by :func:`rule_for`; callers never compare mode strings.
-    ``measure_eager(eager, batch, size, config, timer=..., batches=None)`` gives eager's up-front
-    throughput and latencies; ``compare(comparison, on_look)`` measures one
+    ``measure_eager(eager, batch, size, config, timer=..., batches=None, fresh=None)`` gives
+    eager's up-front throughput and latencies (``fresh``: each timed call on its own draw); ``compare(comparison, on_look)`` measures one
     :class:`~aitune_fp.measure.measurement.Comparison` and decides, calling ``on_look`` at each
     look (see :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
     latencies (AITune's baseline measured once). ``head_to_head``: strategies that choose among

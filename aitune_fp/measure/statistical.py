@@ -57,27 +57,37 @@ def measure_throughput_steady(
     *,
     timer: Timer | None = None,
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    fresh: Callable[[int], Sample] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
     """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
 
     The statistical mode's up-front eager check (and a lone candidate's figure): unlike the point
     rule's fixed 10 warm-up calls, it waits until the last ``warmup_window`` calls agree within
     ``warmup_tolerance`` (at most ``warmup_max_calls``), so a cold first measurement in a fresh
-    process is not reported as eager's throughput. With ``batches`` the calls take them in turn.
-    Returns (samples/s, latencies in seconds).
+    process is not reported as eager's throughput. With ``batches`` the calls take them in turn;
+    with ``fresh`` the ``k``-th timed call runs on ``fresh(k)``. Returns (samples/s, latencies in s).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     window = config.warmup_window
-    turn = [0]  # calls made so far: the next call continues the rotation over ``batches``
+    turn = [0]  # calls made so far: the next call continues the rotation (or the draws)
 
     def timed(n: int, warmup: int = 0) -> tuple[float, ...]:
         rotated = None
         if batches is not None:
             k = turn[0] % max(len(batches), 1)
             rotated = [*batches[k:], *batches[:k]][:n]  # only those these n calls use
+        first = turn[0]
         turn[0] += n
+        drawn = None if fresh is None else (lambda i: fresh(first + i))
         return time_calls(
-            fn, batch, n, timer=timer, warmup=warmup, threads=config.threads, batches=rotated
+            fn,
+            batch,
+            n,
+            timer=timer,
+            warmup=warmup,
+            threads=config.threads,
+            batches=rotated,
+            fresh=drawn,
         )
 
     warmup: list[float] = list(timed(window, warmup=1))

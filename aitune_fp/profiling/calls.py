@@ -290,6 +290,8 @@ def time_calls(
     references: Sequence[Any] | None = None,
     spot_rate: float = DEFAULT_SPOT_RATE,
     spot_seed: int = 0,
+    fresh: Callable[[int], Sample] | None = None,
+    reference: Callable[..., Any] | None = None,
 ) -> tuple[float, ...]:
     """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
 
@@ -298,16 +300,21 @@ def time_calls(
     runs on ``batches[i % len(batches)]``. ``spot_check`` sees, untimed, the outputs of the
     calls :func:`spot_calls` picks (``spot_rate``, ``spot_seed``): ``spot_check(output)``, or
     ``spot_check(output, references[b])`` when ``references`` (eager's output on each batch) is
-    given. A mismatch raises :class:`SpotCheckError`.
+    given. A mismatch raises :class:`SpotCheckError`. ``fresh``: timed call ``i`` runs on
+    ``fresh(i)``, new values (warm-up keeps the batches); a checked call then compares with
+    ``reference`` (eager) on the same values, ``spot_check(output, reference's output)``, run
+    after the clock stopped (``references`` are not used).
     """
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
     import torch
 
     given = as_batches(batch, batches)
-    checks = checks_per_batch(spot_check, references, len(given))
-    picked = spot_calls(n, spot_rate, spot_seed, n_batches=len(given))
-    multi = batches is not None
+    checks = checks_per_batch(None if fresh is not None else spot_check, references, len(given))
+    if fresh is not None and spot_check is not None and reference is None:
+        raise InvalidValueError("spot_check on fresh inputs needs reference (eager) to run there")
+    picked = spot_calls(n, spot_rate, spot_seed, n_batches=1 if fresh is not None else len(given))
+    multi = batches is not None and fresh is None
     samples = [copy_sample(b) for b in given]
     clock = timer if timer is not None else timer_for(samples[0])
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
@@ -317,8 +324,23 @@ def time_calls(
         latencies: list[float] = []
         for i in range(n):
             b = i % len(samples)
-            inspect = (
-                spot_inspector(checks[b], i + 1, b if multi else None) if i in picked else None
-            )
-            latencies.append(timed_call(fn, samples[b], clock, arm, inspect)[0])
+            own = samples[b] if fresh is None else as_sample(fresh(i))
+            check = checks[b] if fresh is None else on_values(spot_check, reference, own)
+            inspect = spot_inspector(check, i + 1, b if multi else None) if i in picked else None
+            latencies.append(timed_call(fn, own, clock, arm, inspect)[0])
         return tuple(latencies)
+
+
+def on_values(
+    check: SpotCheck | ReferenceSpotCheck | None,
+    reference: Callable[..., Any] | None,
+    batch: Sample,
+) -> SpotCheck | None:
+    """``check`` of an output on ``batch`` against ``reference``'s own output there.
+
+    ``reference`` (eager) runs when the check does, after the timed call's clock stopped.
+    """
+    if check is None or reference is None:
+        return None
+    pair = cast(ReferenceSpotCheck, check)
+    return lambda output: pair(output, copy_sample(batch).call(reference))

@@ -37,6 +37,7 @@ from aitune_fp.session.values import (
     has_lazy,
     infer_of,
 )
+from aitune_fp.session.vetting import fresh_batches
 from aitune_fp.session.workers import start_eager
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ def open_baseline(
             session.config,
             timer=session.timer,
             batches=session.batches,
+            fresh=fresh_batches(session),
         )
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")

@@ -232,7 +232,7 @@ def measure(
 
 
 def fresh_batches(session: TuneSession) -> Callable[[int], Sample] | None:
-    """Pair ``i``'s own batch: held-out values drawn for it (seeded per tune and pair).
+    """Timed call ``i``'s own batch: held-out values drawn for it, seeded per tune and draw.
 
     None when no input can be varied (then the timing batches are used in turn).
     """
