@@ -1,5 +1,10 @@
 """Test setup: hypothesis profiles, the ``gpu`` mark, a private temp dir, a clean structlog.
 
+Once every test module is imported, the objects they loaded (torch, AITune, transformers, Ray)
+are frozen out of the garbage collector's view (``gc.freeze``): the full collections that the
+library and AITune run after each candidate then scan only what the tests made, not the whole
+of torch (they took most of an AITune test's time).
+
 The system temp dir is pointed at a folder of pytest's own temp dir for the whole session (for
 this process and every process it starts), so the ``aitune_fp-*`` folders a tune or a sweep
 keeps by default stay in pytest's temp dir, which pytest rotates; a test that still leaves one
@@ -8,6 +13,7 @@ in the real system temp dir fails.
 
 from __future__ import annotations
 
+import gc
 import getpass
 import os
 import shutil
@@ -67,6 +73,12 @@ def _watch_system_temp(event: str, args: tuple[Any, ...]) -> None:
             _MADE_IN_SYSTEM_TEMP.append(str(made))
     except Exception:  # an audit hook must never break the operation it watches
         return
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what the imports made out of the collector's view (see the module doc)."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has set up its factory
