@@ -4,6 +4,7 @@ bound: properties of :func:`aitune_fp.core.stats.decide_at_look` on paired timin
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 from hypothesis import given, settings
@@ -120,12 +121,9 @@ def _carry(n: int, gain: float) -> tuple[list[float], list[float], list[bool]]:
     return base, cand, after
 
 
-def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
-    """3 % faster right after eager: measured, flagged, and the pairs after itself (1.005x with
-    a narrow spread) must clear alone; they do not (1.005x), and without the flags it passes."""
-    base, cand, after = _carry(160, 1.03)
-    free = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
-    held = decide_at_look(
+def _fifth_look(base: Any, cand: Any, after: Any = None) -> Any:
+    """The decision at look 5 of 6 (v3.1's settings), with the carry-over pairs when given."""
+    return decide_at_look(
         base,
         cand,
         Gate(1.0),
@@ -133,8 +131,15 @@ def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
         n_looks=6,
         look=5,
         candidate_after_eager=after,
-        **V31,
-    )  # type: ignore[arg-type]
+        **V31,  # type: ignore[arg-type]
+    )
+
+
+def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
+    """3 % faster right after eager: measured, flagged, and the pairs after itself (1.005x with
+    a narrow spread) must clear alone; they do not (1.005x), and without the flags it passes."""
+    base, cand, after = _carry(160, 1.03)
+    free, held = _fifth_look(base, cand), _fifth_look(base, cand, after)
     assert free.verdict == "faster"
     assert held.carryover is not None and 1.02 < held.carryover < 1.04
     assert "carryover" in held.flags
@@ -143,17 +148,7 @@ def test_a_carry_over_is_measured_and_holds_a_faster_back() -> None:
 
 def test_no_carry_over_changes_nothing_but_the_measurement() -> None:
     base, cand, after = _carry(160, 1.0)
-    free = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6, look=5, **V31)  # type: ignore[arg-type]
-    measured = decide_at_look(
-        base,
-        cand,
-        Gate(1.0),
-        confidence=0.95,
-        n_looks=6,
-        look=5,
-        candidate_after_eager=after,
-        **V31,
-    )  # type: ignore[arg-type]
+    free, measured = _fifth_look(base, cand), _fifth_look(base, cand, after)
     assert "carryover" not in measured.flags
     assert measured.carryover is not None and abs(measured.carryover - 1.0) < 0.01
     assert attrs.evolve(measured, carryover=None) == free
