@@ -36,7 +36,7 @@ from aitune_fp.core.selection import (
 )
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
-from aitune_fp.inputs import Sample, as_sample, copy_sample
+from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
 from aitune_fp.profiling import (
     ProfilingError,
     ReferenceSpotCheck,
@@ -73,7 +73,8 @@ def _timed(
     fn: Callable[..., Any],
     sample: Sample,
     clock: Timer,
-    inspect: Callable[[Any], None] | None = None,
+    inspect: Callable[[Any], None] | None,
+    ring: CopyRing,
 ) -> float | _Failed:
     """Wall seconds of one synchronised call (profiling's timed call), or the error it raised.
 
@@ -82,7 +83,7 @@ def _timed(
     run's end.
     """
     try:
-        return timed_call(fn, sample, clock, None, inspect)[0]
+        return timed_call(fn, sample, clock, None, inspect, ring=ring)[0]
     except InterferenceError:
         raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
@@ -151,6 +152,7 @@ class _Run:
         self.fns = fns
         self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
+        self.rings = {name: CopyRing() for name in fns}  # each timed call's own copy
         self.clock = clock
         self.deadline_ns = deadline_ns
         self.order = random.Random(f"aitune_fp head-to-head order {seed}")
@@ -193,7 +195,7 @@ class _Run:
         Interference (another contender's process ran meanwhile) is that contender's failure.
         """
         try:
-            return name, _timed(self.fns[name], sample, self.clock, inspect)
+            return name, _timed(self.fns[name], sample, self.clock, inspect, self.rings[name])
         except InterferenceError as exc:
             blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
             return blamed, _error(exc)

@@ -29,7 +29,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["BatchSpec", "GraphSpec", "Sample", "as_sample", "copy_sample"]
+__all__ = ["BatchSpec", "CopyRing", "GraphSpec", "Sample", "as_sample", "copy_sample", "ring_size"]
 
 #: Key of one input: its positional index, or its keyword name.
 InputKey: TypeAlias = int | str
@@ -109,6 +109,90 @@ def copy_sample(sample: Sample) -> Sample:
         tuple(tree_map(clone, v) for v in sample.args),
         {k: tree_map(clone, v) for k, v in sample.kwargs.items()},
     )
+
+
+#: Most storages a :class:`CopyRing` keeps, and the bytes they may hold together (one arm).
+RING_SLOTS = 8
+RING_BYTES = 256 * 2**20
+
+
+def ring_size(batch_bytes: int) -> int:
+    """Storages in a ring for a batch of ``batch_bytes``: 8, fewer for large batches, at least 2."""
+    return min(RING_SLOTS, max(2, RING_BYTES // max(batch_bytes, 1)))
+
+
+class CopyRing:
+    """One arm's timed-call inputs: K storages, filled in turn with the values of each call.
+
+    Every timed call gets its inputs copied (before the clock starts) into the next of K
+    storages, so an address, or a tensor object, repeats exactly every K calls and never with
+    the same values by design: a candidate that caches by identity or data pointer hits on
+    every call past the K-th and answers with stale values, which the always-checked last call
+    of a look sees. A fresh allocation per call would repeat addresses only where the
+    allocator happens to reuse them, stale hits that a ~10 % spot check can miss. Storages are
+    reused only for a tensor of the same type, shape, strides, dtype and device that does not
+    require grad; any other value is cloned (as :func:`copy_sample`) or passed through.
+    """
+
+    def __init__(self) -> None:
+        """An empty ring; its size is set by the first batch (:func:`ring_size`)."""
+        self._slots: list[list[Any]] = []
+        self._next = 0
+
+    @property
+    def size(self) -> int:
+        """K, the storages in turn (0 before the first fill)."""
+        return len(self._slots)
+
+    def fill(self, sample: Sample) -> Sample:
+        """The call's own copy of ``sample``, in the ring's next storage."""
+        sample = as_sample(sample)
+        if sys.modules.get("torch") is None:  # no torch loaded: there cannot be any tensor
+            return copy_sample(sample)
+        from torch.utils._pytree import tree_flatten, tree_map
+
+        if not self._slots:
+            leaves = tree_flatten((sample.args, dict(sample.kwargs)))[0]
+            nbytes = sum(t.nelement() * t.element_size() for t in leaves if _is_tensor(t))
+            self._slots = [[] for _ in range(ring_size(nbytes))]
+        held = iter(self._slots[self._next])
+        used: list[Any] = []
+
+        def put(value: Any) -> Any:
+            if not _is_tensor(value):
+                return value
+            copy = _refill(next(held, None), value)
+            used.append(copy)
+            return copy
+
+        filled = Sample(
+            tuple(tree_map(put, v) for v in sample.args),
+            {k: tree_map(put, v) for k, v in sample.kwargs.items()},
+        )
+        self._slots[self._next] = used
+        self._next = (self._next + 1) % len(self._slots)
+        return filled
+
+
+def _refill(old: Any, value: torch.Tensor) -> torch.Tensor:
+    """``value``'s values in ``old``'s storage when it can hold them, else a clone of ``value``."""
+    import torch
+
+    if (
+        old is not None
+        and type(old) is type(value)
+        and old.layout == torch.strided == value.layout
+        and not value.requires_grad
+        and not old.requires_grad
+        and not value.is_quantized
+        and old.dtype == value.dtype
+        and old.device == value.device
+        and old.shape == value.shape
+        and old.stride() == value.stride()
+    ):
+        with torch.no_grad():
+            return old.copy_(value)
+    return value.clone()
 
 
 def _to_axes(value: object) -> Mapping[InputKey, int | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ import torch
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.headtohead import head_to_head
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import RING_SLOTS, Sample
 
 
 class FakeClock:
@@ -48,9 +48,11 @@ class Model:
         self.clock, self.name, self.ms, self.log = clock, name, ms, log
         self.rng = random.Random(name)
         self.jitter, self.fail_at, self.calls = jitter, fail_at, 0
+        self.addresses: list[int] = []
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        self.log.append((self.name, self.clock.ns, x))
+        self.log.append((self.name, self.clock.ns, x.clone()))  # the values it was called on
+        self.addresses.append(x.data_ptr())
         self.calls += 1
         if self.fail_at is not None and self.calls >= self.fail_at:
             raise RuntimeError(f"{self.name} broke")
@@ -112,12 +114,17 @@ def test_round_order_is_drawn_per_round_and_reproducible() -> None:
 
 
 def test_every_call_gets_its_own_copy_made_before_the_clock() -> None:
+    """Each contender's timed calls take the next of its ring's K storages: never the
+    caller's tensor, and an address again exactly K calls later (never by chance)."""
     clock, log, pairs = setup({"a": (1.0, None), "b": (2.0, None)})
-    head_to_head(pairs, BATCH, timer=clock)
-    given = [x for _, _, x in log]
-    assert len({id(x) for x in given}) == len(given)  # a copy per call
-    assert all(torch.equal(x, BATCH.args[0]) for x in given)  # of the batch's values
-    assert id(BATCH.args[0]) not in {id(x) for x in given}
+    head_to_head(pairs, BATCH, timer=clock, warmup_calls=0)
+    assert all(torch.equal(x, BATCH.args[0]) for _, _, x in log)  # of the batch's values
+    for _, model in pairs:
+        seen = cast(Model, model).addresses
+        assert len(seen) > RING_SLOTS and BATCH.args[0].data_ptr() not in seen
+        for i in range(len(seen) - RING_SLOTS):
+            assert len(set(seen[i : i + RING_SLOTS])) == RING_SLOTS
+            assert seen[i] == seen[i + RING_SLOTS]
     assert log[0][1] == 0  # the first call starts at the clock's start: copies came before
 
 

@@ -11,7 +11,16 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
+from aitune_fp.inputs import (
+    RING_BYTES,
+    RING_SLOTS,
+    CopyRing,
+    GraphSpec,
+    Sample,
+    as_sample,
+    copy_sample,
+    ring_size,
+)
 
 
 class TestSample:
@@ -246,3 +255,70 @@ class TestCopyNested:
         assert copied.kwargs["n"] == 3
         copied.args[0][0].add_(1)
         assert inner.tolist() == [1.0, 1.0]
+
+
+class TestCopyRing:
+    """Each timed call's own copy: K storages filled in turn, so an address repeats exactly
+    every K calls (a cache keyed by it hits on every call past the K-th, never by chance)."""
+
+    @given(batch_bytes=st.integers(min_value=0, max_value=2**34))
+    def test_ring_size_is_eight_fewer_for_large_batches_at_least_two(
+        self, batch_bytes: int
+    ) -> None:
+        k = ring_size(batch_bytes)
+        assert 2 <= k <= RING_SLOTS
+        assert k == RING_SLOTS or k * max(batch_bytes, 1) <= RING_BYTES or k == 2
+
+    @given(
+        calls=st.integers(min_value=1, max_value=30),
+        rows=st.integers(min_value=1, max_value=4),
+        transpose=st.booleans(),
+    )
+    def test_addresses_repeat_exactly_every_k_calls_with_each_calls_values(
+        self, calls: int, rows: int, transpose: bool
+    ) -> None:
+        ring = CopyRing()
+        pointers: list[int] = []
+        idents: list[int] = []
+        for i in range(calls):
+            x = torch.full((rows, 3), float(i))
+            if transpose:
+                x = x.t()  # strides kept: a copy of a non-contiguous input stays non-contiguous
+            filled = ring.fill(Sample((x,), {"scale": 2, "y": x + 1}))
+            (got,) = filled.args
+            assert torch.equal(got, x) and got is not x and got.data_ptr() != x.data_ptr()
+            assert got.stride() == x.stride()
+            assert filled.kwargs["scale"] == 2 and torch.equal(filled.kwargs["y"], x + 1)
+            pointers.append(got.data_ptr())
+            idents.append(id(got))
+        k = ring.size
+        assert k == RING_SLOTS
+        for i in range(calls):
+            for j in range(i + 1, calls):
+                assert (pointers[i] == pointers[j]) == ((j - i) % k == 0)
+                assert (idents[i] == idents[j]) == ((j - i) % k == 0)
+
+    def test_the_callers_tensors_are_never_written(self) -> None:
+        ring = CopyRing()
+        x = torch.arange(6.0)
+        for _ in range(RING_SLOTS + 2):
+            ring.fill(Sample((x,))).args[0].mul_(0)  # a model that changes its input in place
+            assert torch.equal(x, torch.arange(6.0))
+
+    def test_a_slot_that_cannot_hold_the_values_gets_a_new_copy(self) -> None:
+        """Another shape, dtype or a grad-requiring tensor is copied anew, never squeezed in."""
+        ring = CopyRing()
+        first = ring.fill(Sample((torch.zeros(4),))).args[0]
+        for _ in range(RING_SLOTS - 1):
+            ring.fill(Sample((torch.zeros(4),)))
+        for other in (torch.ones(5), torch.ones(4, dtype=torch.float64)):
+            got = ring.fill(Sample((other,))).args[0]
+            assert torch.equal(got, other) and got.dtype == other.dtype and got is not first
+        leaf = torch.ones(4, requires_grad=True)
+        got = ring.fill(Sample((leaf,))).args[0]
+        assert got.requires_grad and torch.equal(got.detach(), leaf.detach())
+
+    def test_a_large_batch_gets_a_small_ring(self) -> None:
+        ring = CopyRing()
+        ring.fill(Sample((torch.zeros(RING_BYTES // 4 // 3, dtype=torch.float32),)))
+        assert ring.size == 3

@@ -42,10 +42,7 @@ THRESHOLDS = {"statistical": 1.0, "point": 50.0}
 
 
 def _config(decision: str) -> ProfilingConfig:
-    """The rule's config; under the point rule every timed call is spot-checked."""
-    if decision == "point":  # of its 20 calls, a cache keyed by data pointer hits where the
-        # allocator reuses an address (stale values); ~10 % of checks miss that 1 run in 20
-        return attrs.evolve(CONFIG, decision=decision, spot_rate=1.0)
+    """The rule's config, at the default spot rate (~10 % of the timed calls checked)."""
     return attrs.evolve(CONFIG, decision=decision)
 
 
@@ -137,6 +134,79 @@ def test_a_memorising_candidate_is_not_accepted(name: str, decision: str, tmp_pa
     assert not any(r.passed for r in report.results), report.results
     for failure in report.failures:
         assert failure.stage == "correctness", failure
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
+@pytest.mark.parametrize("decision", DECISIONS)
+@pytest.mark.parametrize("key", ["identity", "data_pointer"])
+def test_an_address_keyed_cache_is_caught_answering_stale_values(
+    key: str, decision: str, isolation: str, tmp_path: Path
+) -> None:
+    """Each arm's timed calls take their inputs from a ring of K storages in turn, so a cache
+    keyed by a tensor's identity or address hits on every call past the K-th, with values
+    drawn for another call: the always-checked last call of a look sees it. Rejected, named,
+    in either isolation, not merely "not faster" (a fresh allocation per call repeated an
+    address only where the allocator happened to, stale hits a 10 % spot check could miss)."""
+    strategy = with_performance_validation(
+        OneBackendStrategy(Memorising(key)),
+        profiling_config=_config(decision),
+        min_speedup_threshold_percent=THRESHOLDS[decision],
+        isolation=isolation,  # type: ignore[arg-type]
+    )
+    strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None and report.isolation == isolation
+    assert not report.results, report.results
+    (failure,) = report.failures
+    assert failure.stage == "correctness", failure
+
+
+@pytest.mark.parametrize("in_worker", [False, True], ids=["in_process", "in_a_worker"])
+@pytest.mark.parametrize("key", ["identity", "data_pointer"])
+def test_timed_calls_meet_each_address_again_exactly_k_calls_later(
+    key: str, in_worker: bool
+) -> None:
+    """On the timing path itself: every call on new values, and an address-keyed cache is
+    caught answering call K+1 with call 1's values, at the default spot rate (in a worker,
+    the worker's own ring gives the call its copy)."""
+    from aitune_fp.inputs import RING_SLOTS
+    from aitune_fp.profiling.calls import SpotCheckError, time_calls
+    from aitune_fp.profiling.workers import Worker
+
+    cache: dict[Hashable, torch.Tensor] = {}
+    computed: list[int] = []
+
+    def memorising(x: torch.Tensor) -> torch.Tensor:
+        found = KEYS[key](x)
+        if found not in cache:
+            computed.append(len(computed))
+            cache[found] = x * 2
+        return cache[found]
+
+    def check(output: torch.Tensor, expected: torch.Tensor) -> None:
+        assert torch.equal(output, expected), "stale output"
+
+    timed: Any = memorising
+    if in_worker:
+        timed = Worker(lambda say: (memorising, {}), name="memorising", timeout_s=20)
+        timed.ready()
+    try:
+        with pytest.raises(SpotCheckError, match="stale output") as caught:
+            time_calls(
+                timed,
+                Sample((torch.zeros(4),)),
+                3 * RING_SLOTS,
+                fresh=lambda i: Sample((torch.full((4,), float(i)),)),
+                spot_check=check,
+                reference=lambda x: x * 2,
+            )
+    finally:
+        if in_worker:
+            timed.close()
+    assert RING_SLOTS < caught.value.call <= 3 * RING_SLOTS
+    if not in_worker:
+        assert len(computed) == RING_SLOTS  # it computed only until the ring came round
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.errors import CandidateHungError
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.profiling.calls import timed_call
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.transport import dump_output, load_output, loads
@@ -193,7 +193,7 @@ def test_cpu_spent_by_a_suspect_while_another_worker_is_timed_is_interference() 
     timed.ready()
     idle.ready()
     for _ in range(20):  # an idle suspect is not interference
-        timed_call(timed, sample, CpuTimer(), "baseline", None)
+        timed_call(timed, sample, CpuTimer(), "baseline", None, ring=CopyRing())
     assert timed.foreign_ns < 2_000_000
 
     def spin(say: Any) -> Any:
@@ -212,7 +212,7 @@ def test_cpu_spent_by_a_suspect_while_another_worker_is_timed_is_interference() 
 
     def time_many() -> None:
         for _ in range(2000):
-            timed_call(timed, sample, CpuTimer(), "baseline", None)
+            timed_call(timed, sample, CpuTimer(), "baseline", None, ring=CopyRing())
 
     with pytest.raises(InterferenceError, match="spinner used"):
         time_many()

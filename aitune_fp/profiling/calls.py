@@ -1,6 +1,7 @@
 """Timed calls of one callable and the spot checks of their outputs: the pieces every run uses.
 
-Inputs are prepared before any clock starts (every call gets its own copy of its batch);
+Inputs are prepared before any clock starts (every call gets its own copy of its batch, in the
+next storage of the arm's :class:`~aitune_fp.inputs.CopyRing`);
 a call's output is released after the clock stops, so freeing it is not timed either. Spot
 checks (untimed) see the outputs of a seeded random ~10 % of each look's timed calls, plus its
 first and last, and the first call on each batch not already among them
@@ -17,7 +18,7 @@ from typing import Any, TypeAlias, cast
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
-from aitune_fp.inputs import Sample, as_sample, copy_sample
+from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.workers import Worker, WorkerError
@@ -210,17 +211,21 @@ def timed_call(
     timer: Timer,
     arm: str | None,
     inspect: Callable[[Any], None] | None = None,
+    *,
+    ring: CopyRing,
 ) -> tuple[float, float | None]:
     """Wall seconds (and device seconds, if any) of one synchronised call.
 
-    ``inspect`` sees the output after the clock stopped (the spot check), so it is never timed.
-    A :class:`~aitune_fp.profiling.workers.Worker` is timed from here around the hand-over (its
-    sample staged before the clock starts; its output fetched after it stops), and the CPU time
-    other candidates' workers spend meanwhile is accounted (:meth:`Worker.account`).
+    The call runs on its own copy of ``batch`` in the arm's ``ring`` (the next of its storages),
+    made before the clock starts. ``inspect`` sees the output after the clock stopped (the spot
+    check), so it is never timed. A :class:`~aitune_fp.profiling.workers.Worker` is timed from
+    here around the hand-over (its sample staged and copied into the worker's own ring before
+    the clock starts; its output fetched after it stops), and the CPU time other candidates'
+    workers spend meanwhile is accounted (:meth:`Worker.account`).
     """
     if isinstance(fn, Worker):
         return _timed_in_worker(fn, batch, timer, arm, inspect)
-    own = copy_sample(batch)  # the call's own copy, made before the clock starts
+    own = ring.fill(batch)  # the call's own copy, made before the clock starts
     span = timer.device_span()
     timer.sync()
     start = timer.now_ns()
@@ -316,6 +321,7 @@ def time_calls(
     picked = spot_calls(n, spot_rate, spot_seed, n_batches=1 if fresh is not None else len(given))
     multi = batches is not None and fresh is None
     samples = [copy_sample(b) for b in given]
+    ring = CopyRing()
     clock = timer if timer is not None else timer_for(samples[0])
     with intra_op_threads(threads), torch.no_grad(), gc_paused():
         for j in range(warmup):
@@ -327,7 +333,7 @@ def time_calls(
             own = samples[b] if fresh is None else as_sample(fresh(i))
             check = checks[b] if fresh is None else on_values(spot_check, reference, own)
             inspect = spot_inspector(check, i + 1, b if multi else None) if i in picked else None
-            latencies.append(timed_call(fn, own, clock, arm, inspect)[0])
+            latencies.append(timed_call(fn, own, clock, arm, inspect, ring=ring)[0])
         return tuple(latencies)
 
 

@@ -27,7 +27,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.core.timings import is_settled, level_shift_index
 from aitune_fp.errors import InvalidStateError, InvalidValueError
-from aitune_fp.inputs import Sample, copy_sample
+from aitune_fp.inputs import CopyRing, Sample, copy_sample
 from aitune_fp.profiling.calls import (
     ReferenceSpotCheck,
     SpotCheck,
@@ -140,8 +140,8 @@ class PairedTimings:
 class InterleavedRun:
     """A running A/B measurement that the caller extends look by look (a context manager).
 
-    On enter: threads set, ``no_grad`` on, one copy of each batch per arm. ``warm_up`` first, then
-    ``extend(n)`` as often as needed; ``timings()`` returns everything so far.
+    On enter: threads set, ``no_grad`` on, a copy of each batch and a copy ring per arm.
+    ``warm_up``, then ``extend(n)`` as often as needed; ``timings()`` gives everything so far.
     """
 
     def __init__(
@@ -191,9 +191,7 @@ class InterleavedRun:
         if order not in ("random", "fixed"):
             raise InvalidValueError(f"order must be 'random' or 'fixed', got {order!r}")
         seed = check_type("order_seed", spot_seed if order_seed is None else order_seed, int)
-        self._orientation: random.Random | None = (
-            _orientation_stream(seed) if order == "random" else None
-        )
+        self._orientation = _orientation_stream(seed) if order == "random" else None
         self._orientations: list[bool] = []  # drawn so far, quad by quad
         self._timer = timer
         self._flush = flush
@@ -220,6 +218,7 @@ class InterleavedRun:
         # copies and the timer first: if they fail, no global state has been touched yet
         self._clock = self._timer if self._timer is not None else timer_for(self._inputs[0])
         self._batches = {arm: tuple(copy_sample(b) for b in self._inputs) for arm in self._fns}
+        self._rings = {arm: CopyRing() for arm in self._fns}  # each timed call's own copy
         stack = contextlib.ExitStack()
         try:
             self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
@@ -295,7 +294,7 @@ class InterleavedRun:
         if self._flush is not None:
             self._flush()  # before timed_call's barrier: it finishes before the clock starts
         given = self._batches[arm][b] if batch is None else batch
-        return timed_call(self._fns[arm], given, self._clock, arm, inspect)
+        return timed_call(self._fns[arm], given, self._clock, arm, inspect, ring=self._rings[arm])
 
     def _compare_pair(self, outputs: dict[str, Any], call: int) -> None:
         """A checked fresh pair: the candidate's output against the baseline's, same input."""

@@ -26,7 +26,7 @@ from typing import Any
 
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
-from aitune_fp.inputs import Sample, copy_sample
+from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.profiling.interference import (
     FOREIGN_SHARE,
     FOREIGN_SLACK_NS,
@@ -119,6 +119,8 @@ def _serve(
     """The worker's loop: make the callable, report, then answer requests until told to stop."""
     import torch
 
+    from aitune_fp._tree import flatten_tensors
+
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
     _die_with_parent()
@@ -138,6 +140,7 @@ def _serve(
     gc.disable()  # as while timing in process: collected only while the judge waits (``P``)
     samples: dict[int, Sample] = {}
     prepared: dict[int, Sample] = {}
+    ring = CopyRing()  # each timed call's inputs: the next of the worker's own storages
     output: Any = None
     with torch.no_grad():
         while True:
@@ -154,7 +157,7 @@ def _serve(
                     continue
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
                     handle = int.from_bytes(raw[1:], "little")
-                    prepared[handle] = copy_sample(samples[handle])
+                    prepared[handle] = ring.fill(samples[handle])
                     if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
                         gc.collect(0)
                     conn.send_bytes(b"p")
@@ -172,12 +175,11 @@ def _serve(
                     reply = ("out", dump_output(output))
                 elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
                     args, kwargs, grad = message
-                    from aitune_fp._tree import flatten_tensors
-
-                    before = [t.detach().clone() for t in flatten_tensors((args, kwargs))]
+                    given = flatten_tensors((args, kwargs))  # the same tensors, after the call
+                    before = [t.detach().clone() for t in given]
                     with torch.set_grad_enabled(grad):
                         out = fn(*args, **kwargs)
-                    reply = ("out", dump_output((out, _changed(args, kwargs, before))))
+                    reply = ("out", dump_output((out, _changed(given, before))))
                 elif kind == b"Q":
                     return
                 else:
@@ -188,11 +190,8 @@ def _serve(
                 conn.send_bytes(_error_message(exc, classify))
 
 
-def _changed(args: Any, kwargs: Any, before: list[Any]) -> list[tuple[int, Any]]:
+def _changed(after: list[Any], before: list[Any]) -> list[tuple[int, Any]]:
     """The input tensors a call changed in place, by position (as the caller sees them)."""
-    from aitune_fp._tree import flatten_tensors  # torch: only once a worker runs
-
-    after = flatten_tensors((args, kwargs))
     return [
         (i, a.detach())
         for i, (a, b) in enumerate(zip(after, before, strict=False))
