@@ -16,7 +16,11 @@ from collections.abc import Sequence
 
 from aitune_fp import events
 from aitune_fp.core.choice import LatencyCheck
-from aitune_fp.core.quantiles import min_samples_for_upper_bound, quantile_upper_bound
+from aitune_fp.core.quantiles import (
+    DEFAULT_QUANTILE,
+    min_samples_for_upper_bound,
+    quantile_upper_bound,
+)
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.headtohead import head_to_head
@@ -26,8 +30,6 @@ from aitune_fp.session.vetting import fresh_batches, spot_check_of
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
 
-#: The latency quantile a budget is held to by default (p90).
-DEFAULT_QUANTILE = 0.9
 _WARMUP_CALLS = 3
 
 

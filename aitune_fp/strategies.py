@@ -2,7 +2,8 @@
 
 A strategy is any object with AITune's ``tune(module, name, graph_spec, data, device, cache_dir)``.
 Candidates built through :func:`try_candidate` / :func:`build_and_validate` are checked against
-eager and, inside a validating tune, gated by measurement one by one.
+eager and, inside a validating tune, gated by measurement one by one. The built-in ones by
+name, with their options: :mod:`aitune_fp.strategy_registry`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import torch
 from aitune_fp.backends import Backend
 from aitune_fp.choosing import DEFAULT_QUANTILE, choose, latency_check
 from aitune_fp.core._checks import check_finite, check_open_interval
-from aitune_fp.core.config import STRATEGY_NAMES
-from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.session import (
     CandidateOutcome,
@@ -38,7 +37,6 @@ __all__ = [
     "OneBackendStrategy",
     "SessionStrategy",
     "build_and_validate",
-    "make_strategy",
     "try_candidate",
 ]
 
@@ -257,34 +255,3 @@ class LatencyBudgetStrategy(MaxThroughputStrategy):
         if best is None:
             raise NoValidBackendError(session.target.name, kept)
         return best.backend
-
-
-def make_strategy(
-    name: str,
-    backends: Sequence[Backend],
-    *,
-    budget_ms: float | None = None,
-    quantile: float = DEFAULT_QUANTILE,
-) -> SessionStrategy:
-    """The built-in strategy ``name`` (one of ``STRATEGY_NAMES``) over ``backends``.
-
-    ``one`` needs exactly one backend; ``latency-budget`` needs ``budget_ms`` (and reads
-    ``quantile``); anything else is an :class:`InvalidValueError`.
-    """
-    if name == "one":
-        if len(backends) != 1:
-            raise InvalidValueError(
-                f"strategy 'one' needs exactly one backend, got {len(backends)}"
-            )
-        return OneBackendStrategy(backends[0])
-    if name == "first-wins":
-        return FirstWinsStrategy(backends)
-    if name == "max-throughput":
-        return MaxThroughputStrategy(backends)
-    if name == "min-latency":
-        return MinLatencyStrategy(backends)
-    if name == "latency-budget":
-        if budget_ms is None:
-            raise InvalidValueError("strategy 'latency-budget' needs budget_ms (a latency in ms)")
-        return LatencyBudgetStrategy(backends, budget_ms=budget_ms, quantile=quantile)
-    raise InvalidValueError(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, got {name!r}")

@@ -30,7 +30,7 @@ from aitune_fp.backends import registry
 from aitune_fp.inputs import Sample
 from aitune_fp.models import mlp
 from aitune_fp.profiling.workers import Worker
-from aitune_fp.strategies import make_strategy
+from aitune_fp.strategy_registry import make_strategy
 from aitune_fp.validation import with_performance_validation
 
 REBUILDS: list[float] = []

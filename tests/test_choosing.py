@@ -26,8 +26,8 @@ from aitune_fp.strategies import (
     LatencyBudgetStrategy,
     MaxThroughputStrategy,
     MinLatencyStrategy,
-    make_strategy,
 )
+from aitune_fp.strategy_registry import make_strategy
 from aitune_fp.testing import capture_events
 from tests.cli_checks import usage_error
 from tests.validation_helpers import (
@@ -191,7 +191,7 @@ class TestSettings:
         ("args", "match"),
         [
             (["--strategy", "latency-budget"], "needs --budget-ms"),
-            (["--budget-ms", "5"], "latency-budget only"),
+            (["--budget-ms", "5"], "--budget-ms applies to strategy 'latency-budget' only"),
             (["--strategy", "latency-budget", "--budget-ms", "0"], "got 0.0"),
             (["--strategy", "latency-budget", "--budget-ms", "5", "--quantile", "2"], "got 2.0"),
             (["--delta", "0"], "--delta"),

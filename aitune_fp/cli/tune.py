@@ -30,7 +30,12 @@ from aitune_fp.cli.documents import not_tried, run_dict
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.cli.tune_args import accuracy_options, add_arguments, profiling_config
+from aitune_fp.cli.tune_args import (
+    accuracy_options,
+    add_arguments,
+    profiling_config,
+    strategy_settings,
+)
 from aitune_fp.profiling import set_threads
 
 __all__ = ["add_parser", "profiling_config", "run"]
@@ -60,27 +65,6 @@ def _backend_names(text: str | None, device: str, *, auto: bool) -> list[str]:
             if not (auto and n in registry.BACKENDS):
                 raise UsageError(f"--backends: {exc}") from exc
     return names
-
-
-def _budget(args: argparse.Namespace) -> dict[str, float]:
-    """``--budget-ms`` / ``--quantile`` for ``latency-budget`` (refused with any other strategy)."""
-    given = {
-        k: v
-        for k, v in (("budget_ms", args.budget_ms), ("quantile", args.quantile))
-        if v is not None
-    }
-    if args.strategy != "latency-budget":
-        if given:
-            flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
-            raise UsageError(f"{flags} applies to --strategy latency-budget only")
-        return {}
-    if args.budget_ms is None:
-        raise UsageError("--strategy latency-budget needs --budget-ms (a latency in ms)")
-    if not args.budget_ms > 0:
-        raise UsageError(f"--budget-ms must be a latency > 0 ms, got {args.budget_ms}")
-    if args.quantile is not None and not 0 < args.quantile < 1:
-        raise UsageError(f"--quantile must be between 0 and 1 (0.9 = p90), got {args.quantile}")
-    return given
 
 
 def _resolve_device(text: str) -> str:
@@ -173,6 +157,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
     accuracy = accuracy_options(args)
+    options = strategy_settings(args)
     threshold = check_threshold_arg(args.threshold)
     if config.threads is not None:  # before torch loads: the sweep's code path too
         set_threads(config.threads)
@@ -186,7 +171,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         except OSError as exc:
             raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
     try:
-        return _tune(args, config, threshold, accuracy, json_log, out, err)
+        return _tune(args, config, threshold, accuracy, options, json_log, out, err)
     finally:
         if json_log is not None:
             json_log.close()
@@ -197,6 +182,7 @@ def _tune(
     config: Any,
     threshold: float,
     accuracy: dict[str, Any],
+    options: dict[str, Any],
     json_log: IO[str] | None,
     out: IO[str],
     err: IO[str],
@@ -205,7 +191,8 @@ def _tune(
 
     from aitune_fp.correctness import Closeness
     from aitune_fp.session import describe
-    from aitune_fp.strategies import NoValidBackendError, make_strategy
+    from aitune_fp.strategies import NoValidBackendError
+    from aitune_fp.strategy_registry import make_strategy
     from aitune_fp.validation import validation_of, with_performance_validation
 
     device = _resolve_device(args.device)
@@ -224,7 +211,7 @@ def _tune(
         err.write(f"note: {args.model} came in training mode; it is validated in eval mode\n")
     # a backend this machine cannot run (no CUDA, a missing extra) is recorded as unavailable
     backends = [registry.make_candidate(n, device) for n in names]
-    inner = make_strategy(args.strategy, backends, **_budget(args))
+    inner = make_strategy(args.strategy, backends, **options)
     strategy = with_performance_validation(
         inner,
         min_speedup_threshold_percent=threshold,

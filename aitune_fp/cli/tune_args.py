@@ -10,6 +10,7 @@ import argparse
 import re
 from typing import Any
 
+from aitune_fp import strategy_registry
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
@@ -18,13 +19,12 @@ from aitune_fp.core.config import (
     CLOCKS,
     DECISION_MODES,
     MODE_FIELDS,
-    STRATEGY_NAMES,
     THROUGHPUT_GATES,
 )
 from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
 
-__all__ = ["accuracy_options", "add_arguments", "profiling_config"]
+__all__ = ["accuracy_options", "add_arguments", "profiling_config", "strategy_settings"]
 
 _FLAG_NAMES = {
     "looks": "--looks",
@@ -162,6 +162,43 @@ def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
+def _flag(option: str) -> str:
+    """A strategy option's flag: ``budget_ms`` -> ``--budget-ms``."""
+    return "--" + option.replace("_", "-")
+
+
+def strategy_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The options ``--strategy`` is built with, checked by the registry; a problem names the flag."""
+    given = {name: getattr(args, name, None) for name in strategy_registry.option_names()}
+    try:
+        return strategy_registry.strategy_options(args.strategy, given, spell=_flag)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _strategy_arguments(tune: argparse.ArgumentParser) -> None:
+    """``--strategy`` and each strategy option's flag, from the registry as it is now."""
+    entries = strategy_registry.STRATEGIES.values()
+    summaries = "; ".join(f"{e.name}: {e.summary}" for e in entries)
+    tune.add_argument(
+        "--strategy",
+        choices=strategy_registry.strategy_names(),
+        default="max-throughput",
+        help=f"which candidate is kept (default max-throughput): {summaries}".replace("%", "%%"),
+    )
+    takers: dict[str, tuple[strategy_registry.StrategyOption, list[str]]] = {}
+    for entry in entries:
+        for option in entry.options:
+            takers.setdefault(option.name, (option, []))[1].append(entry.name)
+    for name, (option, names) in takers.items():
+        tune.add_argument(
+            _flag(name),
+            dest=name,
+            type=option.parse,
+            help=f"{', '.join(names)}: {option.help}".replace("%", "%%"),
+        )
+
+
 def _plain(message: str, field: str, flag: str) -> str:
     return re.sub(rf"\b{field}\b", flag, message)
 
@@ -189,7 +226,7 @@ def add_arguments(sub: Any) -> Any:
         f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
         f"CUDA: {','.join(registry.default_backends('cuda'))})",
     )
-    tune.add_argument("--strategy", choices=STRATEGY_NAMES, default="max-throughput")
+    _strategy_arguments(tune)
     tune.add_argument(
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
@@ -270,16 +307,6 @@ def add_arguments(sub: Any) -> Any:
     )
     tune.add_argument(
         "--selection-seconds", type=float, help=choice + "time budget of the head-to-head (60 s)"
-    )
-    tune.add_argument(
-        "--budget-ms",
-        type=float,
-        help="latency-budget: the latency (ms) a candidate's quantile must be shown within",
-    )
-    tune.add_argument(
-        "--quantile",
-        type=float,
-        help="latency-budget: which latency quantile is held to the budget (0.9 = p90)",
     )
     check = "the accuracy check (docs/accuracy.md): "
     tune.add_argument(

@@ -26,7 +26,6 @@ __all__ = [
     "CLOCKS",
     "DECISION_MODES",
     "MODE_FIELDS",
-    "STRATEGY_NAMES",
     "THROUGHPUT_GATES",
     "Cache",
     "Clock",
@@ -71,14 +70,6 @@ def _a_rule_name(instance: object, attribute: attrs.Attribute[Any], value: objec
     check_rule_name(attribute.name, value)
 
 
-#: The built-in strategies by name (``--strategy``, sweep files): see ``strategies.make_strategy``.
-STRATEGY_NAMES: tuple[str, ...] = (
-    "one",
-    "first-wins",
-    "max-throughput",
-    "min-latency",
-    "latency-budget",
-)
 #: Budget fields that only one decision mode reads: field -> the modes that read it. Setting one
 #: for another mode would do nothing, so the CLI and sweep files refuse it.
 MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {

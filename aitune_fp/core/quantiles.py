@@ -36,6 +36,7 @@ from aitune_fp.core._checks import (
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
+    "DEFAULT_QUANTILE",
     "EXACT_MAX_N",
     "QuantileBound",
     "min_samples_for_bounds",
@@ -44,6 +45,8 @@ __all__ = [
     "quantile_upper_bound",
 ]
 
+#: The latency quantile a budget is held to by default (p90): ``latency-budget``'s ``quantile``.
+DEFAULT_QUANTILE: Final = 0.9
 #: Up to this many values the binomial tails are computed exactly (integers); above, in floats
 #: with :data:`_FLOAT_MARGIN` of slack always taken on the safe side.
 EXACT_MAX_N: Final = 2000

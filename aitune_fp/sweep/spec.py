@@ -16,9 +16,10 @@ from typing import Any
 
 import attrs
 
+from aitune_fp import strategy_registry
 from aitune_fp.backends import registry
 from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, STRATEGY_NAMES, ProfilingConfig
+from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 from aitune_fp.measure import decision_modes
@@ -66,8 +67,6 @@ _TOP_KEYS = (
     "name",
     "device",
     "strategy",
-    "budget_ms",
-    "quantile",
     "threshold",
     "decision",
     "log",
@@ -129,8 +128,8 @@ class SweepSpec:
     profiling: ProfilingConfig
     log: str | None = None
     max_retries: int = 0
-    #: ``latency-budget``'s settings (``budget_ms``, and ``quantile`` when given), as pairs.
-    strategy_options: tuple[tuple[str, float], ...] = ()
+    #: The strategy's options as ``strategy_registry.strategy_options`` checked them, as pairs.
+    strategy_options: tuple[tuple[str, Any], ...] = ()
     #: ``[accuracy]``: the ``Closeness`` settings every task's check uses, as pairs.
     accuracy: tuple[tuple[str, Any], ...] = ()
     #: Each task's deadline in seconds (``[budget] task_timeout_s``); None: the default,
@@ -313,29 +312,6 @@ def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
         raise type(exc)(f"budget: {exc}") from exc
 
 
-def _strategy_options(table: Mapping[str, Any], strategy: str) -> tuple[tuple[str, float], ...]:
-    """``budget_ms`` / ``quantile``: required / optional for ``latency-budget``, refused otherwise."""
-    given = [k for k in ("budget_ms", "quantile") if k in table]
-    if strategy != "latency-budget":
-        if given:
-            raise InvalidValueError(
-                f"{', '.join(given)} applies to strategy 'latency-budget' only, not {strategy!r}"
-            )
-        return ()
-    if "budget_ms" not in table:
-        raise InvalidValueError("strategy 'latency-budget' needs budget_ms (a latency in ms)")
-    budget = _number("budget_ms", table["budget_ms"])
-    if budget <= 0:
-        raise InvalidValueError(f"budget_ms must be a latency > 0 ms, got {budget!r}")
-    options = [("budget_ms", budget)]
-    if "quantile" in table:
-        q = _number("quantile", table["quantile"])
-        if not 0 < q < 1:
-            raise InvalidValueError(f"quantile must be between 0 and 1 (0.9 = p90), got {q!r}")
-        options.append(("quantile", q))
-    return tuple(options)
-
-
 def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """``[accuracy]``: the ``Closeness`` settings (``criteria``, ``rel_l2``, ...), checked."""
     _known_keys("accuracy", table, ACCURACY_KEYS)
@@ -375,9 +351,11 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     and field. Relative model file paths and ``log`` are taken against ``base_dir``.
     """
     table = _table("sweep", data)
-    _known_keys("", table, _TOP_KEYS)
+    option_keys = strategy_registry.option_names()
+    _known_keys("", table, (*_TOP_KEYS, *option_keys))
     device = _choice("device", table.get("device", "cpu"), DEVICE_KINDS)
-    strategy = _choice("strategy", table.get("strategy", "max-throughput"), STRATEGY_NAMES)
+    strategy = table.get("strategy", "max-throughput")
+    options = strategy_registry.strategy_options(strategy, {k: table.get(k) for k in option_keys})
     decision = _choice("decision", table.get("decision", DECISION_MODES[0]), decision_modes())
     threshold = _number("threshold", table.get("threshold", 1.0))
     if threshold <= -100:
@@ -417,7 +395,6 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         raise InvalidValueError(
             f"strategy 'one' needs exactly one entry in backends, got {len(backends)}"
         )
-    options = _strategy_options(table, strategy)
     accuracy = _accuracy(_table("accuracy", table.get("accuracy", {})))
     ray = _table("ray", table.get("ray", {}))
     _known_keys("ray", ray, _RAY_KEYS)
@@ -439,7 +416,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         log=log,
         max_retries=retries,
         task_timeout_s=task_timeout,
-        strategy_options=options,
+        strategy_options=tuple(options.items()),
         accuracy=accuracy,
     )
 

@@ -67,8 +67,8 @@ class SweepTask:
     #: Seconds the task may run before its process is killed and it is recorded as hung (None:
     #: no deadline; the local executor then runs it in this process).
     task_timeout_s: float | None = None
-    #: The strategy's own settings (``latency-budget``: ``budget_ms``, ``quantile``).
-    strategy_options: tuple[tuple[str, float], ...] = ()
+    #: The strategy's options (``latency-budget``: ``budget_ms``, ``quantile``), checked.
+    strategy_options: tuple[tuple[str, Any], ...] = ()
     #: ``[accuracy]``: the ``Closeness`` settings of the correctness check.
     accuracy: tuple[tuple[str, Any], ...] = ()
 
@@ -236,7 +236,8 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
     from aitune_fp.backends import registry
     from aitune_fp.correctness import Closeness
     from aitune_fp.models import load_model
-    from aitune_fp.strategies import NoValidBackendError, make_strategy
+    from aitune_fp.strategies import NoValidBackendError
+    from aitune_fp.strategy_registry import make_strategy
     from aitune_fp.validation import validation_of, with_performance_validation
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)

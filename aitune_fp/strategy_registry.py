@@ -1,0 +1,220 @@
+"""The built-in strategies by name: what each does, how it is built, the options it takes.
+
+The one table that ``--strategy`` (choices, help, the option flags), sweep files (``strategy``
+and the option keys) and :func:`make_strategy` read; :func:`strategy_options` is the one place
+their options are checked, so the command line and a sweep file refuse a mistake with the same
+words, each in its own spelling (``--budget-ms`` / ``budget_ms``). Adding a strategy is its
+class in ``aitune_fp/strategies.py`` plus one :class:`StrategyEntry` in ``_ENTRIES``.
+Importing this module does not import torch: each factory imports its strategy when called.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from aitune_fp.core.quantiles import DEFAULT_QUANTILE
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
+
+if TYPE_CHECKING:
+    from aitune_fp.backends.protocol import Backend
+    from aitune_fp.strategies import SessionStrategy
+
+__all__ = [
+    "STRATEGIES",
+    "StrategyEntry",
+    "StrategyOption",
+    "make_strategy",
+    "number_check",
+    "option_names",
+    "strategy_names",
+    "strategy_options",
+]
+
+#: An option's check: ``check(spelled, value)`` returns the value to pass on or raises an
+#: :class:`InvalidValueError` / :class:`InvalidTypeError` naming ``spelled`` and the value.
+Check = Callable[[str, object], object]
+
+
+def number_check(wanted: str, ok: Callable[[float], bool]) -> Check:
+    """A check for a finite real number (bools refused) that ``ok`` accepts; ``wanted`` says it."""
+
+    def check(spelled: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidTypeError(
+                f"{spelled} must be {wanted}, got {type(value).__name__} {value!r}"
+            )
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float range
+            number = math.inf
+        if not (math.isfinite(number) and ok(number)):
+            shown = number if math.isfinite(number) or isinstance(value, float) else value
+            raise InvalidValueError(f"{spelled} must be {wanted}, got {shown!r}")
+        return number
+
+    return check
+
+
+@attrs.frozen
+class StrategyOption:
+    """One setting a strategy's factory takes: ``budget_ms`` is ``--budget-ms`` on the CLI.
+
+    In a sweep file it is ``budget_ms``, for :func:`make_strategy` ``budget_ms=``. ``check``
+    turns a given value into what the factory gets (or refuses it); ``parse`` turns a command
+    line's text into a value first (argparse's ``type``). An optional option that is not given
+    passes ``default`` (nothing when ``default`` is None).
+    """
+
+    name: str = attrs.field(validator=attrs.validators.matches_re(r"[a-z][a-z0-9_]*"))
+    help: str
+    check: Check = attrs.field(validator=attrs.validators.is_callable())
+    required: bool = False
+    default: object = None
+    parse: Callable[[str], object] = float
+
+
+@attrs.frozen
+class StrategyEntry:
+    """One built-in strategy: its name, what it keeps, how it is built, the options it takes.
+
+    ``name`` is ``--strategy``'s; ``summary`` one line for ``--help``; ``factory(backends,
+    **options)`` builds it, importing its class when called (never at import).
+    """
+
+    name: str = attrs.field(validator=attrs.validators.matches_re(r"[a-z][a-z0-9-]*"))
+    summary: str
+    factory: Callable[..., SessionStrategy] = attrs.field(validator=attrs.validators.is_callable())
+    options: tuple[StrategyOption, ...] = ()
+
+    def option(self, name: str) -> StrategyOption | None:
+        """The option ``name`` of this strategy, or None when it takes none of that name."""
+        return next((o for o in self.options if o.name == name), None)
+
+
+def _built_in(class_name: str) -> Callable[..., SessionStrategy]:
+    """A factory for ``aitune_fp.strategies.<class_name>``, imported when the factory is called."""
+
+    def factory(backends: Sequence[Backend], **options: Any) -> SessionStrategy:
+        from aitune_fp import strategies
+
+        strategy: SessionStrategy = getattr(strategies, class_name)(backends, **options)
+        return strategy
+
+    factory.__qualname__ = factory.__name__ = class_name
+    return factory
+
+
+def _one(backends: Sequence[Backend]) -> SessionStrategy:
+    """``OneBackendStrategy`` over the one backend there must be."""
+    from aitune_fp.strategies import OneBackendStrategy
+
+    if len(backends) != 1:
+        raise InvalidValueError(f"strategy 'one' needs exactly one backend, got {len(backends)}")
+    return OneBackendStrategy(backends[0])
+
+
+_ENTRIES: tuple[StrategyEntry, ...] = (
+    StrategyEntry("one", "the one backend given, if it is shown faster (else eager)", _one),
+    StrategyEntry(
+        "first-wins",
+        "the first in order shown faster (none: an error)",
+        _built_in("FirstWinsStrategy"),
+    ),
+    StrategyEntry(
+        "max-throughput",
+        "the fastest of those shown faster (head-to-head)",
+        _built_in("MaxThroughputStrategy"),
+    ),
+    StrategyEntry("min-latency", "max-throughput at batch size 1", _built_in("MinLatencyStrategy")),
+    StrategyEntry(
+        "latency-budget",
+        "the fastest of those shown faster whose latency quantile is shown within a budget",
+        _built_in("LatencyBudgetStrategy"),
+        options=(
+            StrategyOption(
+                "budget_ms",
+                "the latency (ms) a candidate's quantile must be shown within",
+                number_check("a latency > 0 ms", lambda x: x > 0),
+                required=True,
+            ),
+            StrategyOption(
+                "quantile",
+                f"which latency quantile is held to the budget "
+                f"(default {DEFAULT_QUANTILE:g} = p{DEFAULT_QUANTILE * 100:g})",
+                number_check("between 0 and 1 (0.9 = p90)", lambda x: 0 < x < 1),
+                default=DEFAULT_QUANTILE,
+            ),
+        ),
+    ),
+)
+
+#: The built-in strategies by name, in ``--strategy``'s order.
+STRATEGIES: Mapping[str, StrategyEntry] = types.MappingProxyType({e.name: e for e in _ENTRIES})
+
+
+def strategy_names() -> tuple[str, ...]:
+    """The strategies' names (``--strategy``'s choices, a sweep file's ``strategy``)."""
+    return tuple(STRATEGIES)
+
+
+def option_names() -> tuple[str, ...]:
+    """Every strategy option's name, each once, in the order the strategies list them."""
+    return tuple(dict.fromkeys(o.name for e in STRATEGIES.values() for o in e.options))
+
+
+def _as_written(name: str) -> str:
+    return name
+
+
+def strategy_options(
+    name: object,
+    given: Mapping[str, object | None],
+    *,
+    spell: Callable[[str], str] = _as_written,
+) -> dict[str, Any]:
+    """The options strategy ``name`` is built with, checked: the one place that refuses them.
+
+    ``given`` maps option names to values (None: not given); ``spell(option)`` is how the user
+    wrote it (``--budget-ms``, ``budget_ms``), and ``spell("strategy")`` the strategy's own key.
+    Refused, naming what was written: an unknown strategy, an option the strategy does not take,
+    a required option missing, a bad value. Optional options not given get their default.
+    """
+    entry = STRATEGIES.get(name) if isinstance(name, str) else None
+    if entry is None:
+        error = InvalidValueError if isinstance(name, str) else InvalidTypeError
+        raise error(
+            f"{spell('strategy')} must be one of {', '.join(strategy_names())}, got {name!r}"
+        )
+    for key in (k for k, v in given.items() if v is not None):
+        if entry.option(key) is None:
+            takers = [repr(e.name) for e in STRATEGIES.values() if e.option(key) is not None]
+            where = f"strateg{'y' if len(takers) == 1 else 'ies'} {', '.join(takers)}"
+            known = f"applies to {where} only" if takers else "is no strategy's option"
+            raise InvalidValueError(f"{spell(key)} {known}, not to {entry.name!r}")
+    checked: dict[str, Any] = {}
+    for option in entry.options:
+        value = given.get(option.name)
+        if value is not None:
+            checked[option.name] = option.check(spell(option.name), value)
+        elif option.required:
+            raise InvalidValueError(
+                f"strategy {entry.name!r} needs {spell(option.name)}: {option.help}"
+            )
+        elif option.default is not None:
+            checked[option.name] = option.default
+    return checked
+
+
+def make_strategy(name: str, backends: Sequence[Backend], **options: Any) -> SessionStrategy:
+    """The built-in strategy ``name`` over ``backends``, its ``options`` checked first.
+
+    ``one`` needs exactly one backend; ``latency-budget`` needs ``budget_ms`` (and takes
+    ``quantile``); anything else is an :class:`InvalidValueError` naming it.
+    """
+    checked = strategy_options(name, options)
+    return STRATEGIES[name].factory(backends, **checked)
