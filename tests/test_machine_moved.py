@@ -282,3 +282,89 @@ def test_each_look_event_says_what_held_it_back() -> None:
         ci_high=2.0,
     )
     assert settled.fields["held_back"] is None
+
+
+#: A warm-up of one untimed and two timed calls per arm (window 2, at most 3 calls), so pair
+#: ``p`` of the first look is global call ``8 + 2 p`` or ``9 + 2 p`` (eager's untimed call before
+#: the look's pairs included): a step lands on the pair it is meant for.
+TINY_WARMUP = {"warmup_window": 2, "warmup_max_calls": 3}
+
+
+def _pair_call(pair: int) -> int:
+    """The first global call of pair ``pair`` (0-based) of the first look, with TINY_WARMUP."""
+    return 8 + 2 * pair
+
+
+def _sweep(
+    ratio: float,
+    eager_hit: float,
+    cand_hit: float,
+    seeds: int,
+    looks_steps: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
+        ((20, 40, 80, 160, 320), (6, 9, 12, 15)),
+        ((10, 20, 40, 80, 160, 320), (4, 6, 9)),
+    ),
+) -> list[tuple[int, object]]:
+    """(step, result) over step positions (pairs of the first look), seeds and sets of looks."""
+    results = []
+    for looks, steps in looks_steps:
+        for step in steps:
+            for seed in range(seeds):
+                eager, cand = _machine(
+                    ratio, _pair_call(step), seed, eager_hit=eager_hit, cand_hit=cand_hit
+                )
+                results.append((step, _measure(eager, cand, seed, looks=looks, **TINY_WARMUP)))
+    return results
+
+
+BOTH_SIDES = "the pairs before and after it each bear the verdict out"
+
+
+class TestBothSidesOfTheMove:
+    """A move with too few steady pairs after it (issue 36's follow-up): a verdict that the
+    pairs before the move and those after it each give on their own stands; any other is
+    held."""
+
+    @pytest.mark.parametrize("cand_hit", [1.4, 1.0])
+    def test_a_clearly_faster_candidate_is_decided(self, cand_hit: float) -> None:
+        """10x, eager 40 % slower from pair 10 on (the candidate hit alike, or not at all): the
+        change shows at pair 11 with 9 pairs after it at the first look (20 pairs), fewer than
+        the first look; both sides say ``faster``, and the reason says so."""
+        for seed in range(4):
+            eager, cand = _machine(10.0, _pair_call(9), seed, eager_hit=1.4, cand_hit=cand_hit)
+            result = _measure(eager, cand, seed, looks=(20, 40, 80), **TINY_WARMUP)
+            reason = result.reason  # type: ignore[attr-defined]
+            assert result.verdict == "faster", reason  # type: ignore[attr-defined]
+            assert "machine_changed_at_pair_11" in result.flags  # type: ignore[attr-defined]
+            assert "at pair 11" in reason and BOTH_SIDES in reason
+            assert result.n_candidate == 9  # type: ignore[attr-defined]  # pairs 12-20
+
+    @pytest.mark.parametrize(
+        ("eager_hit", "cand_hit"), [(1.4, 1.4), (3.0, 3.0), (1.5, 1.0), (3.0, 2.0), (0.5, 0.5)]
+    )
+    def test_an_identical_candidate_is_never_faster(
+        self, eager_hit: float, cand_hit: float
+    ) -> None:
+        """Identical arms on a machine that steps (up or down, the candidate hit alike or
+        spared: then it reads faster after the step only): never ``faster``."""
+        results = [r for _, r in _sweep(1.0, eager_hit, cand_hit, seeds=3)]
+        assert not [r for r in results if r.verdict == "faster"]  # type: ignore[attr-defined]
+
+    @pytest.mark.parametrize("cand_hit", [3.0, 6.0])
+    def test_a_faster_candidate_is_never_not_faster(self, cand_hit: float) -> None:
+        """1.8x truly, the machine 3x slower from mid-look on (the candidate hit alike, or
+        twice as hard: 0.9x there): never ``not_faster``."""
+        results = [r for _, r in _sweep(1.8, 3.0, cand_hit, seeds=3)]
+        assert not [r for r in results if r.verdict == "not_faster"]  # type: ignore[attr-defined]
+        if cand_hit == 3.0:  # the move changed no speedup: both sides bear faster out
+            assert any(BOTH_SIDES in r.reason for r in results)  # type: ignore[attr-defined]
+
+    def test_a_speedup_that_differs_across_the_move_gets_no_verdict(self) -> None:
+        """1.5x before the move, 0.9x after it (eager 1.4x slower, the candidate 2.33x): each
+        verdict is one side's only, and neither is given once the move shows; a ``faster``
+        only from a look that ended before the move."""
+        for step, r in _sweep(1.5, 1.4, 1.4 * 1.5 / 0.9, seeds=3):
+            verdict, flags = r.verdict, r.flags  # type: ignore[attr-defined]
+            assert verdict in ("inconclusive", "faster")
+            if verdict == "faster":
+                assert r.n_candidate <= step + 1 and not flags, r.reason  # type: ignore[attr-defined]

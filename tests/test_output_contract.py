@@ -174,7 +174,8 @@ class _WrongLater(_ModuleBackend):
 def test_a_soak_rejects_a_candidate_wrong_only_after_many_calls(
     soak: int, isolation: str, tmp_path: Path
 ) -> None:
-    config = ProfilingConfig(looks=(10, 20), max_seconds=5.0, warmup_max_calls=8, soak=soak)
+    # looks up to 80 pairs: a machine that moves mid-run is followed by enough steady pairs
+    config = ProfilingConfig(looks=(10, 20, 40, 80), max_seconds=5.0, warmup_max_calls=8, soak=soak)
     strategy = with_performance_validation(
         OneBackendStrategy(_WrongLater(after=200)),
         profiling_config=config,

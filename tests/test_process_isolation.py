@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 import torch
@@ -49,6 +50,9 @@ from aitune_fp.testing import capture_events
 SLOW_S = 0.006
 #: A small budget: an identical candidate ends inconclusive or not faster within it.
 CONFIG = ProfilingConfig(looks=(10, 20), max_seconds=5.0, warmup_max_calls=8, hang_grace_s=2.0)
+#: For a candidate that must be chosen: looks up to 80 pairs, so a machine that moves mid-run
+#: (another job starting; the worker reads the real load) is followed by enough steady pairs.
+DECIDES = attrs.evolve(CONFIG, looks=(10, 20, 40, 80))
 
 #: What the model's forward reads: a class attribute and a module global an attack may set.
 SLOW_GLOBAL = False
@@ -384,7 +388,9 @@ def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path) -> No
 
     Model.slow = True  # eager pays SLOW_S a call; the candidate does not
     try:
-        chosen, report, events = _tune([Quick(lambda m: None, "quick")], cache)
+        chosen, report, events = _tune(
+            [Quick(lambda m: None, "quick")], cache, profiling_config=DECIDES
+        )
     finally:
         Model.slow = False
     assert isinstance(chosen, Quick) and chosen.is_active  # built here, in this process
@@ -407,7 +413,9 @@ def test_a_rebuild_that_differs_falls_back_to_eager_and_says_so(cache: Path) -> 
 
     Model.slow = True
     try:
-        chosen, report, _ = _tune([RightInItsWorker(lambda m: None, "two-faced")], cache)
+        chosen, report, _ = _tune(
+            [RightInItsWorker(lambda m: None, "two-faced")], cache, profiling_config=DECIDES
+        )
     finally:
         Model.slow = False
     assert not isinstance(chosen, RightInItsWorker)
@@ -459,7 +467,10 @@ def test_a_chosen_candidate_that_patches_the_project_at_its_rebuild_is_caught(
     try:
         before: dict[str, Any] = {}
         chosen, report, _ = _tune(
-            [Attack(_patch_verdict, "patches-when-chosen")], cache, seen=before
+            [Attack(_patch_verdict, "patches-when-chosen")],
+            cache,
+            seen=before,
+            profiling_config=DECIDES,
         )
         after = snapshot()
     finally:

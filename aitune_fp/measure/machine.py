@@ -10,8 +10,10 @@ machine that slowed down may be a busy one, whose verdicts differ from a quiet o
 36's bf16 candidate read 0.74x busy and 1.84x quiet): a slowed stretch's verdict stands only
 when the pairs before it, at the fastest level, bear it out (:func:`borne_out`; on an H200 host
 eager's launch-bound calls ran 1.5-2.3x slower in the timed pairs than in the warm-up while
-every verdict held). Otherwise the look stays open (``held_back="machine"``) and the reason
-says why. ``--wait-quiet`` waits, before a look, for the load to fall.
+every verdict held). When too few steady pairs follow eager's move, a verdict stands only when
+the pairs before the move and those after it, each decided on its own, both give it
+(:func:`sides`). Otherwise the look stays open (``held_back="machine"``) and the reason says
+why. ``--wait-quiet`` waits, before a look, for the load to fall.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from aitune_fp.profiling import PairedTimings, Timer
 POLL_S = 1.0
 #: What the wait sleeps with (tests replace it here).
 _sleep = time.sleep
+#: Pairs just before a found move that may already run at the new level: a clean step at ``s``
+#: is found at ``s .. s + 2`` (:func:`machine_change_index`, ``window // 2``).
+STEP_SLACK = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -56,6 +61,8 @@ class Stretch:
     slowdown_limit: float = 1.0 + MACHINE_CHANGE
     #: How many pairs, warm-up included, ran before eager's last move (the quiet reference).
     quiet_pairs: int = 0
+    #: The pairs before the move that, decided on their own, bore the verdict out (0: none).
+    before_pairs: int = 0
 
     @property
     def slowed(self) -> bool:
@@ -100,8 +107,18 @@ class Stretch:
             parts.append(f"eager ran {self.slowdown:.2f}x slower there than at its fastest")
         return "; ".join(parts)
 
+    def borne_out_by(self, before_pairs: int) -> Stretch:
+        """The stretch, its verdict borne out by the first ``before_pairs`` pairs (:func:`sides`)."""
+        return attrs.evolve(self, before_pairs=before_pairs)
+
     def note(self, decided: bool) -> str:
         """The note for the reason: what was decided on, or why nothing was."""
+        if decided and self.before_pairs:
+            return (
+                f"{self.why()}: the pairs before and after it each bear the verdict out, each "
+                f"decided on its own (pairs 1-{self.before_pairs} and {self.start + 1}-"
+                f"{self.n_pairs}; the interval is the latter's)"
+            )
         if decided and self.slowed:
             return (
                 f"{self.why()}: decided on pairs {self.start + 1}-{self.n_pairs}, and the "
@@ -192,8 +209,9 @@ class MachineWatch:
             busy_now=self._busy_look,
             slowdown=machine_slowdown(every, first),
             slowdown_limit=slowdown_limit(every[first:]),
-            # the pairs before eager's last move (warm-up included) ran at the other level
-            quiet_pairs=first if found is None else min(found, first),
+            # the pairs before eager's last move (warm-up included) ran at the other level; the
+            # STEP_SLACK pairs just before where it was found may already run at the new one
+            quiet_pairs=first if found is None else min(max(found - STEP_SLACK, 0), first),
         )
 
 
@@ -231,11 +249,34 @@ def held(decision: SpeedupDecision) -> SpeedupDecision:
     return attrs.evolve(decision, verdict="inconclusive", held_back="machine")
 
 
-def from_pair(timings: PairedTimings, start: int) -> PairedTimings:
-    """``timings`` from pair ``start`` on (both clocks): the steady stretch a verdict rests on."""
-    if start == 0:
+def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, PairedTimings] | None:
+    """The pairs before eager's move and those after it, for a look with too few after it.
+
+    A move need not change the verdict: the look may still give one when each side, decided on
+    its own, gives it (the caller decides both). Each side then has one level of the machine;
+    since the side after the move must settle too, a slower-or-equal candidate is accepted at
+    the look with at most the look's error, as on the steady stretch. None when the rule does
+    not apply: no move of eager's (only a busy load, which says nothing of the pairs before), a
+    busy look, fewer than :data:`MIN_QUIET_PAIRS` pairs on either side (the
+    :data:`STEP_SLACK` pairs just before the move left out), or a move before it too.
+    """
+    k = stretch.changed_at
+    if k is None or stretch.busy_load is not None or stretch.busy_now or stretch.start != k:
+        return None
+    cut = k - STEP_SLACK
+    if min(cut, stretch.n_pairs - k) < MIN_QUIET_PAIRS:
+        return None
+    before = from_pair(timings, 0, cut)
+    if machine_change_index(before.baseline_s) is not None:
+        return None
+    return before, from_pair(timings, k)
+
+
+def from_pair(timings: PairedTimings, start: int, stop: int | None = None) -> PairedTimings:
+    """``timings`` of pairs ``start`` to ``stop`` (both clocks): the pairs a verdict rests on."""
+    if start == 0 and stop is None:
         return timings
-    cut = slice(start, None)
+    cut = slice(start, stop)
     return attrs.evolve(
         timings,
         baseline_s=timings.baseline_s[cut],

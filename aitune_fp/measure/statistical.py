@@ -25,7 +25,14 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.clocks import on_clock, two_clocks
-from aitune_fp.measure.machine import MachineWatch, Stretch, borne_out, from_pair, held
+from aitune_fp.measure.machine import (
+    MachineWatch,
+    Stretch,
+    borne_out,
+    from_pair,
+    held,
+    sides,
+)
 from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
@@ -212,7 +219,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                     [*warmup.candidate_s[: len(warm)], *timings.candidate_s][:quiet],
                 ):
                     decision = held(decision)
-            else:  # no verdict from pairs taken across the change
+            else:  # no verdict from pairs taken across the change, unless each side gives it
                 decision = held(
                     decide(
                         timings.baseline_s,
@@ -221,6 +228,15 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                         timings.candidate_after_eager,
                     )
                 )
+                split = sides(stretch, timings)
+                if split is not None:
+                    earlier, later = (
+                        decide(s.baseline_s, s.candidate_s, look_number, s.candidate_after_eager)
+                        for s in split
+                    )
+                    if earlier.verdict == later.verdict != "inconclusive":
+                        decision = later
+                        stretch = stretch.borne_out_by(split[0].n_pairs)
             decided_look = look_number
             decided_at = run.n_pairs
             if on_look is not None:
