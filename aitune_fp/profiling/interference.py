@@ -8,6 +8,7 @@ the process itself; a share of the timed wall time above :data:`FOREIGN_SHARE` (
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from aitune_fp.errors import AitunefpError
@@ -75,8 +76,8 @@ def group_members(pgid: int) -> list[int]:
 class WorkerGroup:
     """The workers of one tune, and which of them are suspects (candidates, not eager).
 
-    While a worker is timed, the CPU time of every other live suspect is read before and after
-    (:meth:`Worker.watch`, :meth:`Worker.account`).
+    Before a worker is timed every other live worker settles; the CPU time of every other live
+    suspect is read before and after (:meth:`watch`, :meth:`account`).
     """
 
     def __init__(self) -> None:
@@ -101,3 +102,49 @@ class WorkerGroup:
         """Every worker of the group not closed yet."""
         self._workers = [w for w in self._workers if w.alive]
         return list(self._workers)
+
+    def watch(self, worker: Any) -> list[tuple[Any, int]]:
+        """Wait until every worker but ``worker`` is idle, then read the suspects' CPU clocks.
+
+        Every arm is timed alone and after the same wait: each other worker's owed digest is
+        read first (an honest worker is then idle), and eager's worker is waited for too, though
+        only suspects are accounted. A backend whose threads spin a while after each call (ONNX
+        Runtime's pool) settles first, untimed (at most ``QUIET_WAIT_S``); one that never
+        settles (a thread left running) is timed beside and shows as interference.
+        """
+        others = [w for w in self.live() if w is not worker]
+        for other in others:
+            other.settle_quietly()
+        others = [w for w in others if w.alive]
+        before = [w.cpu_ns() for w in others]
+        give_up = time.monotonic() + QUIET_WAIT_S
+        while others and time.monotonic() < give_up:
+            time.sleep(QUIET_STEP_S)
+            now = [w.cpu_ns() for w in others]
+            quiet = all(b - a < QUIET_NS for a, b in zip(before, now, strict=True))
+            before = now
+            if quiet:
+                break
+        suspects = self.others(worker)
+        return [(w, at) for w, at in zip(others, before, strict=True) if w in suspects]
+
+    def account(self, worker: Any, before: list[tuple[Any, int]]) -> None:
+        """Add the suspects' CPU time since ``before`` to ``worker``'s interference.
+
+        Raises :class:`InterferenceError` naming the busiest suspect once the suspects' CPU time
+        while ``worker`` was timed passes :data:`FOREIGN_SHARE` of its timed wall time (plus
+        :data:`FOREIGN_SLACK_NS`).
+        """
+        if not before:
+            return
+        spent = [(w, max(w.cpu_ns() - at, 0)) for w, at in before]
+        busiest, most = max(spent, key=lambda pair: pair[1])
+        busiest.foreign_ns += most
+        worker.foreign_ns += sum(ns for _, ns in spent)
+        if worker.foreign_ns > FOREIGN_SHARE * worker.timed_ns + FOREIGN_SLACK_NS:
+            raise InterferenceError(
+                f"the process of {busiest.name} used {busiest.foreign_ns / 1e6:.1f} ms of CPU "
+                f"while {worker.name} was timed ({worker.timed_ns / 1e6:.1f} ms): it runs work "
+                "of its own between its calls (a thread left running, a background job)",
+                culprit=busiest,
+            )

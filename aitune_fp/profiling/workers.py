@@ -28,11 +28,6 @@ from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.profiling.interference import (
-    FOREIGN_SHARE,
-    FOREIGN_SLACK_NS,
-    QUIET_NS,
-    QUIET_STEP_S,
-    QUIET_WAIT_S,
     InterferenceError,
     WorkerGroup,
     cpu_clock,
@@ -245,6 +240,7 @@ class Worker:
         self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as sent
         self._digest_due = False
+        self._lost: Exception | None = None  # a failure met while another worker was timed
         self.foreign_ns = 0  # suspects' CPU time meanwhile
         parent, child = Pipe()
         pid = os.fork()
@@ -344,6 +340,8 @@ class Worker:
 
     def _send(self, data: bytes) -> None:
         if self._conn is None:
+            if self._lost is not None:
+                raise self._lost
             raise InvalidStateError(f"the worker of {self.name} was closed")
         self._settle()
         self._conn.send_bytes(data)
@@ -356,6 +354,17 @@ class Worker:
             if raw[:1] != b"d" or len(raw) != 17:
                 self._reply_of(raw, "d")
             self.last_digest = raw[1:]
+
+    def settle_quietly(self) -> None:
+        """Read the digest owed (:meth:`_settle`) while another worker is about to be timed.
+
+        A failure here (a death, a hang) closes this worker and is raised at its own next
+        request, so the blame stays with it.
+        """
+        try:
+            self._settle()
+        except Exception as exc:
+            self._lost = exc
 
     def _request(self, kind: bytes, payload: Any, expected: str) -> Any:
         self._send(kind + pickle.dumps(payload))
@@ -458,42 +467,11 @@ class Worker:
             ) from None
 
     def watch(self) -> list[tuple[Worker, int]]:
-        """The suspects' CPU clocks, read before a timed call once none of them is busy.
-
-        A backend whose threads spin a while after each call (ONNX Runtime's pool) has them
-        settle first, untimed (at most 50 ms), so each arm is timed alone; one that never
-        settles (a thread left spinning) is timed beside and shows as interference.
-        """
-        if self._group is None:
-            return []
-        suspects = self._group.others(self)
-        before = [w.cpu_ns() for w in suspects]
-        give_up = time.monotonic() + QUIET_WAIT_S
-        while suspects and time.monotonic() < give_up:
-            time.sleep(QUIET_STEP_S)
-            now = [w.cpu_ns() for w in suspects]
-            if all(b - a < QUIET_NS for a, b in zip(before, now, strict=True)):
-                return list(zip(suspects, now, strict=True))
-            before = now
-        return list(zip(suspects, before, strict=True))
+        """Before a timed call: the others settle; the suspects' clocks (:meth:`WorkerGroup.watch`)."""
+        return [] if self._group is None else self._group.watch(self)
 
     def account(self, before: list[tuple[Worker, int]], wall_ns: int) -> None:
-        """Add a timed call's wall time and the suspects' CPU time since ``before``.
-
-        Raises :class:`InterferenceError` naming the busiest suspect once the suspects' CPU
-        time while this worker was timed passes a tenth of its timed wall time (plus 2 ms).
-        """
+        """After a timed call: its wall time, and the suspects' CPU time since ``before``."""
         self.timed_ns += wall_ns
-        if not before:
-            return
-        spent = [(w, max(w.cpu_ns() - at, 0)) for w, at in before]
-        busiest, most = max(spent, key=lambda pair: pair[1])
-        busiest.foreign_ns += most
-        self.foreign_ns += sum(ns for _, ns in spent)
-        if self.foreign_ns > FOREIGN_SHARE * self.timed_ns + FOREIGN_SLACK_NS:
-            raise InterferenceError(
-                f"the process of {busiest.name} used {busiest.foreign_ns / 1e6:.1f} ms of CPU "
-                f"while {self.name} was timed ({self.timed_ns / 1e6:.1f} ms): it runs work "
-                "of its own between its calls (a thread left running, a background job)",
-                culprit=busiest,
-            )
+        if self._group is not None:
+            self._group.account(self, before)
