@@ -7,12 +7,15 @@
    wall time and verdicts in process mode beside in process at the same thread count (1) and
    in process at torch's default threads (the main job before isolation), alternating, and the
    rebuild of the chosen candidate in the user's process (from the tune's own timing).
+4. Pair noise: an identical pair of the default MLP's workers timed as the gate times them,
+   the judge spinning on each answer (as shipped) beside sleeping on it, and in process.
 Usage: python benchmarks/isolation_cost.py [--repeats 3] [--calls 2000]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import subprocess
@@ -25,10 +28,12 @@ from typing import Any
 import structlog
 import torch
 
+import aitune_fp.profiling.workers as worker_module
 import aitune_fp.session.workers as workers_module
 from aitune_fp.backends import registry
 from aitune_fp.inputs import Sample
 from aitune_fp.models import mlp
+from aitune_fp.profiling.interference import WorkerGroup
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.strategy_registry import make_strategy
 from aitune_fp.validation import with_performance_validation
@@ -87,6 +92,66 @@ def start_up(repeats: int) -> float:
     return statistics.median(times)
 
 
+def _spread(base: list[int], cand: list[int]) -> tuple[float, float]:
+    """Median call (s) and the robust spread of the pairs' log ratios (IQR / 1.35)."""
+    import numpy as np
+
+    ratios = np.log(np.array(cand) / np.array(base))
+    q75, q25 = np.percentile(ratios, [75, 25])
+    return float(np.median(base)) / 1e9, float(q75 - q25) / 1.35
+
+
+def pair_noise(pairs: int) -> dict[str, tuple[float, float]]:
+    """Identical MLP pairs timed through two workers (judge spinning, then sleeping) and in process."""
+    model = mlp()
+    eager = model.module.eval()
+    batch = model.graph_spec.make_batch(model.sample, model.graph_spec.max_batch_size)
+    group = WorkerGroup()
+    arms = [Worker(lambda say: (eager, {}), name=n, timeout_s=60, group=group) for n in "ab"]
+    group.suspect(arms[1])
+    for worker in arms:
+        worker.ready()
+
+    def timed(worker: Worker) -> int:
+        handle = worker.prepare(worker.stage(batch))
+        watched = worker.watch()
+        start = time.perf_counter_ns()
+        worker.run(handle)
+        wall = time.perf_counter_ns() - start
+        worker.account(watched, wall)
+        return wall
+
+    found: dict[str, tuple[float, float]] = {}
+    shipped = worker_module.SPIN_S
+    for label, spin in (
+        ("workers, judge spins (as shipped)", shipped),
+        ("workers, judge sleeps", 0.0),
+    ):
+        worker_module.SPIN_S = spin
+        times: tuple[list[int], list[int]] = ([], [])
+        for index in range(pairs + 50):
+            order = (0, 1) if index % 2 else (1, 0)
+            for arm in order:
+                times[arm].append(timed(arms[arm]))
+        found[label] = _spread(times[0][50:], times[1][50:])
+    worker_module.SPIN_S = shipped
+    for worker in arms:
+        worker.close()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    other = copy.deepcopy(eager)
+    local: tuple[list[int], list[int]] = ([], [])
+    with torch.no_grad():
+        for index in range(pairs + 50):
+            for arm, fn in ((0, eager), (1, other)) if index % 2 else ((1, other), (0, eager)):
+                start = time.perf_counter_ns()
+                batch.call(fn)
+                local[arm].append(time.perf_counter_ns() - start)
+    torch.set_num_threads(threads)
+    found["in process, 1 thread"] = _spread(local[0][50:], local[1][50:])
+    return found
+
+
 def main_job(flags: list[str]) -> tuple[float, dict[str, str], str | None]:
     """``aitune-fp tune`` with ``flags``, in a fresh process as a user runs it (its own compile
     caches cold in memory): wall seconds, each candidate's verdict, the pick."""
@@ -107,6 +172,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--pairs", type=int, default=400)
     args = parser.parse_args()
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(50)
@@ -119,6 +185,17 @@ def main() -> None:
         f"\n| eager's worker for the MLP, fork to ready (median of {args.repeats}) | "
         f"{start_up(args.repeats) * 1e3:.1f} ms |\n"
     )
+    noise = pair_noise(args.pairs)
+    sleeping = noise["workers, judge sleeps"][1]
+    print(
+        f"| identical MLP pair ({args.pairs} pairs) | median call | log-ratio spread | pairs needed vs sleeping judge |"
+    )
+    print("|---|---|---|---|")
+    for label, (median, spread) in noise.items():
+        print(
+            f"| {label} | {median * 1e3:.3f} ms | {spread:.3f} | {(spread / sleeping) ** 2:.2f}x |"
+        )
+    print()
     arms = {
         "process (1 thread)": [],
         "in process, 1 thread": ["--in-process", "--threads", "1"],

@@ -247,6 +247,31 @@ def test_each_arm_is_timed_alone_eager_included() -> None:
         worker.close()
 
 
+@pytest.mark.parametrize(("call_s", "spins"), [(0.004, True), (0.1, False)])
+def test_the_judge_spins_on_a_short_timed_call_and_sleeps_on_a_long_one(
+    call_s: float, spins: bool
+) -> None:
+    """Waking a sleeping judge costs 50-400 us on a virtual machine, enough to triple the noise
+    of a 1 ms call: on a timed call's answer the judge spins, for at most ``SPIN_S``."""
+    import aitune_fp.profiling.workers as workers
+
+    worker = _worker(lambda x: time.sleep(call_s) or x)
+    worker.ready()
+    handle = worker.stage(Sample((torch.ones(4),)))
+    cpu, wall = 0.0, 0.0
+    for _ in range(3):
+        worker.prepare(handle)
+        cpu_start, wall_start = time.process_time(), time.perf_counter()
+        worker.run(handle)
+        cpu += time.process_time() - cpu_start
+        wall += time.perf_counter() - wall_start
+    worker.close()
+    if spins:
+        assert cpu > 0.5 * wall, (cpu, wall)  # busy the whole wait
+    else:
+        assert cpu < 3 * (workers.SPIN_S + 0.01), (cpu, wall)  # spun a while, then slept
+
+
 def test_os_state_reads_affinity_and_niceness() -> None:
     affinity, nice = os_state(os.getpid())
     assert affinity == frozenset(os.sched_getaffinity(0))
