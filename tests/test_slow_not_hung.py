@@ -32,6 +32,9 @@ from tests.validation_helpers import (
 )
 
 EAGER_S = 0.005
+MAX_S = 1.0  # the tune's budget and the grace that the old step deadline summed
+GRACE_S = 0.5
+OLD_STEP_DEADLINE_S = MAX_S + GRACE_S
 
 
 class SlowCandidate(_ModuleBackend):
@@ -56,7 +59,13 @@ ISOLATIONS = pytest.mark.parametrize("isolation", ["process", "in_process"])
 
 
 def _tune(candidate: SlowCandidate, tmp_path: Path, isolation: str) -> Any:
-    config = ProfilingConfig(looks=(10,), max_seconds=2.0, hang_grace_s=0.5, warmup_max_calls=8)
+    config = ProfilingConfig(
+        looks=(10,),
+        max_seconds=MAX_S,
+        hang_grace_s=GRACE_S,
+        warmup_window=3,
+        warmup_max_calls=4,
+    )
     strategy = with_performance_validation(
         OneBackendStrategy(candidate), profiling_config=config, isolation=isolation
     )
@@ -74,10 +83,10 @@ def _tune(candidate: SlowCandidate, tmp_path: Path, isolation: str) -> Any:
 def test_a_check_slower_than_the_old_step_deadline_is_not_hung(
     tmp_path: Path, isolation: str
 ) -> None:
-    """30x eager's call: its correctness check outlasts max_seconds + hang_grace_s (2.5 s)."""
+    """15x eager's call: its check and timing outlast max_seconds + hang_grace_s (1.5 s)."""
     start = time.monotonic()
-    report = _tune(SlowCandidate(factor=30), tmp_path, isolation)
-    assert time.monotonic() - start > 2.5  # the whole check took longer than the old deadline
+    report = _tune(SlowCandidate(factor=15), tmp_path, isolation)
+    assert time.monotonic() - start > OLD_STEP_DEADLINE_S  # longer than the old deadline
     assert not report.failures, report.failures
     (result,) = report.results  # timed, and a verdict recorded
     assert not result.passed
@@ -143,7 +152,13 @@ class TenTimesEager(_ModuleBackend):
 
 
 def _fake_clock_tune(candidate: TenTimesEager, tmp_path: Path) -> Any:
-    config = ProfilingConfig(looks=(10,), max_seconds=2.0, hang_grace_s=0.5, warmup_max_calls=8)
+    config = ProfilingConfig(
+        looks=(10,),
+        max_seconds=MAX_S,
+        hang_grace_s=GRACE_S,
+        warmup_window=3,
+        warmup_max_calls=4,
+    )
     strategy = gated(OneBackendStrategy(candidate), profiling_config=config)
     module, spec, data = make_case()
     strategy.tune(module, "m", spec, data, "cpu", tmp_path)
@@ -156,11 +171,11 @@ def _fake_clock_tune(candidate: TenTimesEager, tmp_path: Path) -> Any:
 def test_on_the_fake_clock_a_candidate_ten_times_slower_is_decided_not_hung(
     tmp_path: Path,
 ) -> None:
-    """Each call 0.2 s real, inside its 0.5 s deadline; the timing alone outlasts the old bound
-    on a step (``max_seconds + hang_grace_s``, 2.5 s)."""
+    """Each call 0.1 s real, inside its 0.5 s deadline; the timing alone outlasts the old bound
+    on a step (``max_seconds + hang_grace_s``, 1.5 s)."""
     start = time.monotonic()
-    report = _fake_clock_tune(TenTimesEager(real_s=0.2), tmp_path)
-    assert time.monotonic() - start > 2 * (2.0 + 0.5)
+    report = _fake_clock_tune(TenTimesEager(real_s=0.1), tmp_path)
+    assert time.monotonic() - start > OLD_STEP_DEADLINE_S
     assert not report.failures, report.failures
     (result,) = report.results
     assert result.verdict == "not_faster"
