@@ -35,6 +35,9 @@ EAGER_S = 0.005
 MAX_S = 1.0  # the tune's budget and the grace that the old step deadline summed
 GRACE_S = 0.5
 OLD_STEP_DEADLINE_S = MAX_S + GRACE_S
+CONFIG = ProfilingConfig(
+    looks=(10,), max_seconds=MAX_S, hang_grace_s=GRACE_S, warmup_window=3, warmup_max_calls=4
+)
 
 
 class SlowCandidate(_ModuleBackend):
@@ -59,15 +62,8 @@ ISOLATIONS = pytest.mark.parametrize("isolation", ["process", "in_process"])
 
 
 def _tune(candidate: SlowCandidate, tmp_path: Path, isolation: str) -> Any:
-    config = ProfilingConfig(
-        looks=(10,),
-        max_seconds=MAX_S,
-        hang_grace_s=GRACE_S,
-        warmup_window=3,
-        warmup_max_calls=4,
-    )
     strategy = with_performance_validation(
-        OneBackendStrategy(candidate), profiling_config=config, isolation=isolation
+        OneBackendStrategy(candidate), profiling_config=CONFIG, isolation=isolation
     )
     data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
     strategy.tune(
@@ -152,14 +148,7 @@ class TenTimesEager(_ModuleBackend):
 
 
 def _fake_clock_tune(candidate: TenTimesEager, tmp_path: Path) -> Any:
-    config = ProfilingConfig(
-        looks=(10,),
-        max_seconds=MAX_S,
-        hang_grace_s=GRACE_S,
-        warmup_window=3,
-        warmup_max_calls=4,
-    )
-    strategy = gated(OneBackendStrategy(candidate), profiling_config=config)
+    strategy = gated(OneBackendStrategy(candidate), profiling_config=CONFIG)
     module, spec, data = make_case()
     strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     report = validation_of(strategy).last_report
