@@ -140,9 +140,9 @@ def test_a_cluster_that_cannot_place_the_tasks_fails_every_model_with_why(tmp_pa
 
 
 def test_a_hung_task_is_cancelled_and_the_rest_finish(tmp_path: Path) -> None:
-    """A factory stuck in native code, deadline 6 s: its worker killed, recorded hung; tiny tunes."""
+    """A factory stuck in native code, deadline 4 s: its worker killed, recorded hung; tiny tunes."""
     log = tmp_path / "events.jsonl"
-    budget = {**TINY_BUDGET, "task_timeout_s": 6}
+    budget = {**TINY_BUDGET, "task_timeout_s": 4}
     spec = parse_sweep(sweep_data("hanger", "tiny", budget=budget))
     start = time.monotonic()
     result = run_sweep(spec, log_path=str(log), executor=RayExecutor())
