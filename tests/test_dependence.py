@@ -12,7 +12,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.core.dependence import block_means, block_size
@@ -109,10 +109,14 @@ def test_too_few_blocks_leave_the_decision_alone() -> None:
     seed=st.integers(0, 2**16),
     n=st.sampled_from([40, 80, 160]),
 )
+@example(level=1.01, slope=0.0, scatter=0.0, seed=0, n=80)  # exactly at the gate: both guards
 def test_the_guard_only_ever_holds_a_faster_back(
     level: float, slope: float, scatter: float, seed: int, n: int
 ) -> None:
-    """Never more liberal than v3, bit-identical where it does not fire, and deterministic."""
+    """Never more liberal than v3, bit-identical where it does not fire, and deterministic.
+
+    The block guard runs before the throughput guard: a `faster` it holds back may also have
+    been held back by the throughput guard without it (CI found one, 2026-12-05)."""
     rng = random.Random(seed)
     ratios = [level * math.exp(slope * i / n + scatter * rng.uniform(-1.0, 1.0)) for i in range(n)]
     look = {40: 3, 80: 4, 160: 5}[n]
@@ -120,8 +124,10 @@ def test_the_guard_only_ever_holds_a_faster_back(
     v31 = _decide(ratios, look, block_guard=True)
     assert _decide(ratios, look, block_guard=True) == v31
     if "block_bound" in v31.flags:
-        assert v3.verdict == "faster" and v31.verdict == "inconclusive"
+        assert v31.verdict == "inconclusive"
+        assert v3.verdict == "faster" or "throughput_disagrees" in v3.flags
         assert v31.ci_low <= v31.required_speedup
-        assert v31.flags == (*v3.flags, "block_bound")
+        before_throughput = tuple(f for f in v3.flags if not f.startswith("throughput"))
+        assert v31.flags == (*before_throughput, "block_bound")
     else:
         assert v31 == v3
