@@ -113,8 +113,8 @@ def pair_noise(pairs: int) -> dict[str, tuple[float, float]]:
         worker.ready()
 
     def timed(worker: Worker) -> int:
-        handle = worker.prepare(worker.stage(batch))
-        watched = worker.watch()
+        handle = worker.stage(batch)
+        watched = worker.watch(during=lambda: worker.prepare(handle))
         start = time.perf_counter_ns()
         worker.run(handle)
         wall = time.perf_counter_ns() - start

@@ -252,8 +252,8 @@ def _timed_in_worker(
     inspect: Callable[[Any], None] | None,
 ) -> tuple[float, float | None]:
     """One call run by ``worker``, timed here; no device time (the worker owns its stream)."""
-    handle = worker.prepare(worker.stage(batch))  # its own copy, made before the clock
-    watched = worker.watch()
+    handle = worker.stage(batch)
+    watched = worker.watch(during=lambda: worker.prepare(handle))  # its own copy, before the clock
     timer.sync()
     start = timer.now_ns()
     try:

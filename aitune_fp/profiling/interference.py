@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aitune_fp.errors import AitunefpError
@@ -103,23 +104,29 @@ class WorkerGroup:
         self._workers = [w for w in self._workers if w.alive]
         return list(self._workers)
 
-    def watch(self, worker: Any) -> list[tuple[Any, int]]:
+    def watch(self, worker: Any, during: Callable[[], object]) -> list[tuple[Any, int]]:
         """Wait until every worker but ``worker`` is idle, then read the suspects' CPU clocks.
 
         Every arm is timed alone and after the same wait: each other worker's owed digest is
         read first (an honest worker is then idle), and eager's worker is waited for too, though
-        only suspects are accounted. A backend whose threads spin a while after each call (ONNX
-        Runtime's pool) settles first, untimed (at most ``QUIET_WAIT_S``); one that never
-        settles (a thread left running) is timed beside and shows as interference.
+        only suspects are accounted. ``during`` (the timed worker's copy of its inputs) runs in
+        the first step of the wait; the judge spins through the steps (a sleep costs a wake-up).
+        A backend whose threads spin a while after each call (ONNX Runtime's pool) settles
+        first, untimed (at most ``QUIET_WAIT_S``); one that never settles (a thread left
+        running) is timed beside and shows as interference.
         """
         others = [w for w in self.live() if w is not worker]
         for other in others:
             other.settle_quietly()
         others = [w for w in others if w.alive]
         before = [w.cpu_ns() for w in others]
-        give_up = time.monotonic() + QUIET_WAIT_S
+        read_at = time.monotonic()
+        during()
+        give_up = time.monotonic() + QUIET_WAIT_S  # at least one read after ``during``
         while others and time.monotonic() < give_up:
-            time.sleep(QUIET_STEP_S)
+            while time.monotonic() < read_at + QUIET_STEP_S:
+                pass
+            read_at = time.monotonic()
             now = [w.cpu_ns() for w in others]
             quiet = all(b - a < QUIET_NS for a, b in zip(before, now, strict=True))
             before = now

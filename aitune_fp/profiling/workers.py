@@ -424,7 +424,7 @@ class Worker:
     def prepare(self, handle: int) -> int:
         """Have the worker copy a staged sample for the next call on it (untimed); the handle."""
         self._send(b"P" + handle.to_bytes(4, "little"))
-        raw = self._receive()
+        raw = self._receive(spin_s=SPIN_S)  # short: the judge's wake-up would dominate it
         if raw != b"p":
             self._reply_of(raw, "p")
         return handle
@@ -473,9 +473,15 @@ class Worker:
                 error_type=type(exc).__name__,
             ) from None
 
-    def watch(self) -> list[tuple[Worker, int]]:
-        """Before a timed call: the others settle; the suspects' clocks (:meth:`WorkerGroup.watch`)."""
-        return [] if self._group is None else self._group.watch(self)
+    def watch(self, during: Callable[[], object] = lambda: None) -> list[tuple[Worker, int]]:
+        """Before a timed call: the others settle; the suspects' clocks (:meth:`WorkerGroup.watch`).
+
+        ``during`` (the call's :meth:`prepare`) runs while they are watched going quiet.
+        """
+        if self._group is None:
+            during()
+            return []
+        return self._group.watch(self, during)
 
     def account(self, before: list[tuple[Worker, int]], wall_ns: int) -> None:
         """After a timed call: its wall time, and the suspects' CPU time since ``before``."""
