@@ -1,8 +1,9 @@
 """decide_speedup at 20,000 timings per arm: the implicit selection, checked by brute counting.
 
 200 million Walsh averages / 400 million differences are never built by the library; the test
-counts them in chunks (numpy, same float arithmetic) to check that each reported value is the
-order statistic it claims to be. No timing assertions: the machines are noisy.
+counts them exactly (a bisection per row, in the same float arithmetic as evaluating each one)
+to check that each reported value is the order statistic it claims to be. No timing
+assertions: the machines are noisy.
 """
 
 from __future__ import annotations
@@ -23,7 +24,25 @@ from aitune_fp.core.stats import (
 )
 
 N = 20_000
-_CHUNK = 250  # rows per chunk: 5 million values, 40 MB
+
+
+def _prefix_lengths(row: np.ndarray, column: np.ndarray, below: Callable[..., np.ndarray]) -> int:
+    """Sum over ``i`` of the length of the prefix of ``column`` where ``below(row[i], column[j])``.
+
+    ``below`` must hold on a prefix of ``column`` for every ``i`` (it does for a sorted column
+    and a comparison monotone in it: float addition and subtraction are monotone in each
+    argument), so a vectorised bisection finds each prefix, in the same float arithmetic as
+    evaluating every pair.
+    """
+    lo = np.zeros(len(row), dtype=np.int64)
+    hi = np.full(len(row), len(column), dtype=np.int64)
+    while bool((lo < hi).any()):
+        open_ = lo < hi
+        mid = (lo + hi) // 2
+        holds = below(row, column[np.minimum(mid, len(column) - 1)]) & open_
+        lo = np.where(holds, mid + 1, lo)
+        hi = np.where(open_ & ~holds, mid, hi)
+    return int(lo.sum())
 
 
 def _walsh_counts(diffs: np.ndarray) -> Callable[[float], tuple[int, int]]:
@@ -31,14 +50,12 @@ def _walsh_counts(diffs: np.ndarray) -> Callable[[float], tuple[int, int]]:
 
     The square is symmetric (float addition commutes), so a triangle count is (square + diagonal) / 2.
     """
+    ordered = np.sort(diffs)
     diagonal = (diffs + diffs) / 2.0
 
     def count(value: float) -> tuple[int, int]:
-        below = at_most = 0
-        for i in range(0, len(diffs), _CHUNK):
-            values = (diffs[i : i + _CHUNK, None] + diffs[None, :]) / 2.0
-            below += int(np.count_nonzero(values < value))
-            at_most += int(np.count_nonzero(values <= value))
+        below = _prefix_lengths(ordered, ordered, lambda a, b: (a + b) / 2.0 < value)
+        at_most = _prefix_lengths(ordered, ordered, lambda a, b: (a + b) / 2.0 <= value)
         below += int(np.count_nonzero(diagonal < value))
         at_most += int(np.count_nonzero(diagonal <= value))
         return below // 2, at_most // 2
@@ -49,14 +66,12 @@ def _walsh_counts(diffs: np.ndarray) -> Callable[[float], tuple[int, int]]:
 def _difference_counts(
     log_base: np.ndarray, log_cand: np.ndarray
 ) -> Callable[[float], tuple[int, int]]:
-    """Counts over all differences ``ln b_i - ln c_j``."""
+    """Counts over all differences ``ln b_i - ln c_j`` (``c`` descending: a prefix holds)."""
+    descending = np.sort(log_cand)[::-1]
 
     def count(value: float) -> tuple[int, int]:
-        below = at_most = 0
-        for i in range(0, len(log_base), _CHUNK):
-            values = log_base[i : i + _CHUNK, None] - log_cand[None, :]
-            below += int(np.count_nonzero(values < value))
-            at_most += int(np.count_nonzero(values <= value))
+        below = _prefix_lengths(log_base, descending, lambda b, c: b - c < value)
+        at_most = _prefix_lengths(log_base, descending, lambda b, c: b - c <= value)
         return below, at_most
 
     return count
