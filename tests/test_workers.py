@@ -272,6 +272,35 @@ def test_the_judge_spins_on_a_short_timed_call_and_sleeps_on_a_long_one(
         assert cpu < 3 * (workers.SPIN_S + 0.01), (cpu, wall)  # spun a while, then slept
 
 
+def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_request() -> None:
+    """The digest a candidate owes is read before eager's timed call; if the candidate's worker
+    raised instead, the error is its own, raised at its next request, not lost or eager's."""
+
+    def make(say: Any) -> Any:
+        import aitune_fp.profiling.workers as workers
+
+        def broken(output: Any) -> bytes:
+            raise RuntimeError("no digest for you")
+
+        workers.digest_of = broken  # its own process: the judge's function is untouched
+        return (lambda x: x + 1), {}
+
+    group = WorkerGroup()
+    eager = _worker(lambda x: x + 1, group=group)
+    candidate = Worker(make, name="broken", timeout_s=20, group=group)
+    group.suspect(candidate)
+    eager.ready()
+    candidate.ready()
+    sample = Sample((torch.ones(4),))
+    timed_call(candidate, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+    timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # settles it
+    with pytest.raises(WorkerError, match="no digest for you"):
+        candidate.prepare(candidate.stage(sample))
+    timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # eager unharmed
+    for worker in (eager, candidate):
+        worker.close()
+
+
 def test_os_state_reads_affinity_and_niceness() -> None:
     affinity, nice = os_state(os.getpid())
     assert affinity == frozenset(os.sched_getaffinity(0))

@@ -346,9 +346,10 @@ class Worker:
         return message[1]
 
     def _send(self, data: bytes) -> None:
+        if self._lost is not None:  # met while another worker was timed: this worker's own
+            lost, self._lost = self._lost, None
+            raise lost
         if self._conn is None:
-            if self._lost is not None:
-                raise self._lost
             raise InvalidStateError(f"the worker of {self.name} was closed")
         self._settle()
         self._conn.send_bytes(data)
