@@ -10,6 +10,8 @@ import argparse
 import re
 from typing import Any
 
+import attrs
+
 from aitune_fp import strategy_registry
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import UsageError
@@ -26,27 +28,117 @@ from aitune_fp.models import MODELS
 
 __all__ = ["accuracy_options", "add_arguments", "profiling_config", "strategy_settings"]
 
-_FLAG_NAMES = {
-    "looks": "--looks",
-    "max_seconds": "--max-seconds",
-    "confidence": "--confidence",
-    "futility_margin_percent": "--futility-margin",
-    "futility_error": "--futility-error",
-    "clock": "--clock",
-    "point_warmup_calls": "--warmup-calls",
-    "point_steps": "--steps",
-    "selection_delta_percent": "--delta",
-    "selection_max_seconds": "--selection-seconds",
-    "cache": "--cache",
-    "spot_rate": "--spot-rate",
-    "soak": "--soak",
-    "wait_quiet_s": "--wait-quiet",
-    "throughput_gate": "--throughput-gate",
-}
+_STAT = "statistical decision: "
+_CHOICE = "choosing among faster candidates: "
+
+
+@attrs.frozen
+class _Setting:
+    """A ProfilingConfig field the ``tune`` command sets with one flag, and how argparse reads it.
+
+    One row serves the parser, the config built from it and the messages that name the flag.
+    """
+
+    field: str
+    flag: str
+    help: str
+    type: Any = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        """The argparse attribute: ``--max-seconds`` -> ``max_seconds``."""
+        return self.flag[2:].replace("-", "_")
+
+
+#: Every ProfilingConfig field ``tune`` sets with a flag of its own, in ``--help`` order
+#: (``looks``, ``--max-pairs`` and ``--threads`` are read apart: they parse or combine).
+_SETTINGS: tuple[_Setting, ...] = (
+    _Setting("max_seconds", "--max-seconds", _STAT + "budget per candidate (60 s)", float),
+    _Setting(
+        "confidence",
+        "--confidence",
+        _STAT + "overall guarantee against a false accept (0.95)",
+        float,
+    ),
+    _Setting(
+        "futility_margin_percent",
+        "--futility-margin",
+        _STAT + "stop with not_faster once the upper bound is below required + this many "
+        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
+        float,
+    ),
+    _Setting(
+        "futility_error",
+        "--futility-error",
+        _STAT + "chance of calling a candidate faster than required + margin not_faster (0.20)",
+        float,
+    ),
+    _Setting(
+        "clock",
+        "--clock",
+        _STAT + "which clock decides: host (default; wall time around a synchronised call) or "
+        "device (CUDA-event time; CUDA only)",
+        choices=CLOCKS,
+    ),
+    _Setting(
+        "soak",
+        "--soak",
+        "N more checked calls of the chosen candidate on fresh inputs, rebuilt in this process, "
+        "before it is handed back; one wrong call rejects it (default 0)",
+        int,
+    ),
+    _Setting(
+        "spot_rate",
+        "--spot-rate",
+        "share of the timed calls between each look's ends whose outputs are compared with "
+        "eager's, in the gate and the head-to-head (0.1; both ends always are)",
+        float,
+    ),
+    _Setting(
+        "wait_quiet_s",
+        "--wait-quiet",
+        _STAT + "before each look, wait up to this long for the load average to fall below the "
+        "cores (0: no wait; the budget counts the wait). Pairs taken while the machine was busy "
+        "never carry a verdict",
+        float,
+        metavar="SECONDS",
+    ),
+    _Setting(
+        "throughput_gate",
+        "--throughput-gate",
+        _STAT + "what a faster needs of the mean-latency throughput ratio: point (default; the "
+        "ratio clears the gate, the verdict is about the typical call) or bound (its lower "
+        "bound clears it)",
+        choices=THROUGHPUT_GATES,
+    ),
+    _Setting(
+        "cache",
+        "--cache",
+        _STAT + "hot (default) or cold: L2 flushed before each timed call (CUDA only)",
+        choices=CACHES,
+    ),
+    _Setting(
+        "selection_delta_percent",
+        "--delta",
+        _CHOICE + "candidates within this many percent count as equally fast (2)",
+        float,
+    ),
+    _Setting(
+        "selection_max_seconds",
+        "--selection-seconds",
+        _CHOICE + "time budget of the head-to-head (60 s)",
+        float,
+    ),
+    _Setting("point_warmup_calls", "--warmup-calls", "point decision: warm-up calls (10)", int),
+    _Setting("point_steps", "--steps", "point decision: timed calls (20)", int),
+)
 #: ProfilingConfig field -> the flag that sets it, and the decision modes that read it (None:
 #: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one).
 _FLAGS: dict[str, tuple[str, tuple[str, ...] | None]] = {
-    field: (flag, MODE_FIELDS.get(field)) for field, flag in _FLAG_NAMES.items()
+    field: (flag, MODE_FIELDS.get(field))
+    for field, flag in (("looks", "--looks"), *((s.field, s.flag) for s in _SETTINGS))
 }
 
 
@@ -84,24 +176,10 @@ def profiling_config(args: argparse.Namespace) -> Any:
             raise UsageError(f"--max-pairs must be >= 2, got {args.max_pairs}")
         planned = [n for n in ProfilingConfig().looks if n < args.max_pairs]
         kwargs["looks"] = (*planned, args.max_pairs)
-    for field, value in (
-        ("max_seconds", args.max_seconds),
-        ("confidence", args.confidence),
-        ("futility_margin_percent", args.futility_margin),
-        ("futility_error", args.futility_error),
-        ("clock", args.clock),
-        ("point_warmup_calls", args.warmup_calls),
-        ("point_steps", args.steps),
-        ("selection_delta_percent", getattr(args, "delta", None)),
-        ("selection_max_seconds", getattr(args, "selection_seconds", None)),
-        ("cache", getattr(args, "cache", None)),
-        ("spot_rate", getattr(args, "spot_rate", None)),
-        ("soak", getattr(args, "soak", None)),
-        ("wait_quiet_s", getattr(args, "wait_quiet", None)),
-        ("throughput_gate", getattr(args, "throughput_gate", None)),
-    ):
+    for setting in _SETTINGS:
+        value = getattr(args, setting.dest, None)
         if value is not None:
-            kwargs[field] = value
+            kwargs[setting.field] = value
     for field in kwargs:
         flag, modes = _FLAGS[field]
         if field == "looks" and args.looks is None:
@@ -231,30 +309,16 @@ def add_arguments(sub: Any) -> Any:
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
     tune.add_argument("--decision", choices=decision_modes(), default=DECISION_MODES[0])
-    stat = "statistical decision: "
-    tune.add_argument("--max-seconds", type=float, help=stat + "budget per candidate (60 s)")
-    tune.add_argument("--max-pairs", type=int, help=stat + "timed pairs per arm at most (320)")
-    tune.add_argument("--looks", help=stat + "planned looks in pairs (10,20,40,80,160,320)")
-    tune.add_argument(
-        "--confidence", type=float, help=stat + "overall guarantee against a false accept (0.95)"
-    )
-    tune.add_argument(
-        "--futility-margin",
-        type=float,
-        help=stat + "stop with not_faster once the upper bound is below required + this many "
-        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
-    )
-    tune.add_argument(
-        "--futility-error",
-        type=float,
-        help=stat + "chance of calling a candidate faster than required + margin not_faster (0.20)",
-    )
-    tune.add_argument(
-        "--clock",
-        choices=CLOCKS,
-        help=stat + "which clock decides: host (default; wall time around a synchronised "
-        "call) or device (CUDA-event time; CUDA only)",
-    )
+    tune.add_argument("--max-pairs", type=int, help=_STAT + "timed pairs per arm at most (320)")
+    tune.add_argument("--looks", help=_STAT + "planned looks in pairs (10,20,40,80,160,320)")
+    for setting in _SETTINGS:
+        tune.add_argument(
+            setting.flag,
+            type=setting.type,
+            choices=setting.choices,
+            metavar=setting.metavar,
+            help=setting.help.replace("%", "%%"),
+        )
     tune.add_argument(
         "--threads",
         type=int,
@@ -262,51 +326,10 @@ def add_arguments(sub: Any) -> Any:
         "intra-op threads; default: leave them as they are). See docs/threads.md",
     )
     tune.add_argument(
-        "--soak",
-        type=int,
-        help="N more checked calls of the chosen candidate on fresh inputs, rebuilt in this "
-        "process, before it is handed back; one wrong call rejects it (default 0)",
-    )
-    tune.add_argument(
         "--in-process",
         action="store_true",
         help="build, check and time candidates in this process (guarded by snapshots) instead "
         "of a worker process each; see docs/guarantees.md",
-    )
-    tune.add_argument(
-        "--spot-rate",
-        type=float,
-        help="share of the timed calls between each look's ends whose outputs are compared "
-        "with eager's, in the gate and the head-to-head (0.1; both ends always are)",
-    )
-    tune.add_argument(
-        "--wait-quiet",
-        type=float,
-        metavar="SECONDS",
-        help=stat + "before each look, wait up to this long for the load average to fall below "
-        "the cores (0: no wait; the budget counts the wait). Pairs taken while the machine was "
-        "busy never carry a verdict",
-    )
-    tune.add_argument(
-        "--throughput-gate",
-        choices=THROUGHPUT_GATES,
-        help=stat + "what a faster needs of the mean-latency throughput ratio: point (default; "
-        "the ratio clears the gate, the verdict is about the typical call) or bound (its lower "
-        "bound clears it)",
-    )
-    tune.add_argument(
-        "--cache",
-        choices=CACHES,
-        help=stat + "hot (default) or cold: L2 flushed before each timed call (CUDA only)",
-    )
-    choice = "choosing among faster candidates: "
-    tune.add_argument(
-        "--delta",
-        type=float,
-        help=choice + "candidates within this many percent count as equally fast (2)",
-    )
-    tune.add_argument(
-        "--selection-seconds", type=float, help=choice + "time budget of the head-to-head (60 s)"
     )
     check = "the accuracy check (docs/accuracy.md): "
     tune.add_argument(
@@ -331,8 +354,6 @@ def add_arguments(sub: Any) -> Any:
     tune.add_argument(
         "--noise-factor", type=float, help=check + "with --calibrate-noise: the factor (10)"
     )
-    tune.add_argument("--warmup-calls", type=int, help="point decision: warm-up calls (10)")
-    tune.add_argument("--steps", type=int, help="point decision: timed calls (20)")
     tune.add_argument(
         "--cache-dir",
         help="where builds and failure logs go (default: a new aitune_fp-* temp dir, kept so "
