@@ -31,9 +31,11 @@ import torch
 import aitune_fp.profiling.workers as worker_module
 import aitune_fp.session.workers as workers_module
 from aitune_fp.backends import registry
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.models import mlp
+from aitune_fp.profiling.calls import timed_call
 from aitune_fp.profiling.interference import WorkerGroup
+from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.strategy_registry import make_strategy
 from aitune_fp.validation import with_performance_validation
@@ -92,13 +94,24 @@ def start_up(repeats: int) -> float:
     return statistics.median(times)
 
 
-def _spread(base: list[int], cand: list[int]) -> tuple[float, float]:
+def _spread(base: list[float], cand: list[float]) -> tuple[float, float]:
     """Median call (s) and the robust spread of the pairs' log ratios (IQR / 1.35)."""
     import numpy as np
 
     ratios = np.log(np.array(cand) / np.array(base))
     q75, q25 = np.percentile(ratios, [75, 25])
-    return float(np.median(base)) / 1e9, float(q75 - q25) / 1.35
+    return float(np.median(base)), float(q75 - q25) / 1.35
+
+
+def _alternate(arms: list[Any], batch: Sample, pairs: int) -> tuple[float, float]:
+    """``pairs`` identical pairs timed as the gate times them (``timed_call``), the order
+    alternating, after 50 untimed-for-the-figure pairs; their median call and spread."""
+    rings = [CopyRing(), CopyRing()]
+    times: tuple[list[float], list[float]] = ([], [])
+    for index in range(pairs + 50):
+        for arm in (0, 1) if index % 2 else (1, 0):
+            times[arm].append(timed_call(arms[arm], batch, CpuTimer(), None, ring=rings[arm])[0])
+    return _spread(times[0][50:], times[1][50:])
 
 
 def pair_noise(pairs: int) -> dict[str, tuple[float, float]]:
@@ -107,20 +120,10 @@ def pair_noise(pairs: int) -> dict[str, tuple[float, float]]:
     eager = model.module.eval()
     batch = model.graph_spec.make_batch(model.sample, model.graph_spec.max_batch_size)
     group = WorkerGroup()
-    arms = [Worker(lambda say: (eager, {}), name=n, timeout_s=60, group=group) for n in "ab"]
-    group.suspect(arms[1])
-    for worker in arms:
+    workers = [Worker(lambda say: (eager, {}), name=n, timeout_s=60, group=group) for n in "ab"]
+    group.suspect(workers[1])
+    for worker in workers:
         worker.ready()
-
-    def timed(worker: Worker) -> int:
-        handle = worker.stage(batch)
-        watched = worker.watch(during=lambda: worker.prepare(handle))
-        start = time.perf_counter_ns()
-        worker.run(handle)
-        wall = time.perf_counter_ns() - start
-        worker.account(watched, wall)
-        return wall
-
     found: dict[str, tuple[float, float]] = {}
     shipped = worker_module.SPIN_S
     for label, spin in (
@@ -128,27 +131,15 @@ def pair_noise(pairs: int) -> dict[str, tuple[float, float]]:
         ("workers, judge sleeps", 0.0),
     ):
         worker_module.SPIN_S = spin
-        times: tuple[list[int], list[int]] = ([], [])
-        for index in range(pairs + 50):
-            order = (0, 1) if index % 2 else (1, 0)
-            for arm in order:
-                times[arm].append(timed(arms[arm]))
-        found[label] = _spread(times[0][50:], times[1][50:])
+        found[label] = _alternate(workers, batch, pairs)
     worker_module.SPIN_S = shipped
-    for worker in arms:
+    for worker in workers:
         worker.close()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    other = copy.deepcopy(eager)
-    local: tuple[list[int], list[int]] = ([], [])
     with torch.no_grad():
-        for index in range(pairs + 50):
-            for arm, fn in ((0, eager), (1, other)) if index % 2 else ((1, other), (0, eager)):
-                start = time.perf_counter_ns()
-                batch.call(fn)
-                local[arm].append(time.perf_counter_ns() - start)
+        found["in process, 1 thread"] = _alternate([eager, copy.deepcopy(eager)], batch, pairs)
     torch.set_num_threads(threads)
-    found["in process, 1 thread"] = _spread(local[0][50:], local[1][50:])
     return found
 
 
