@@ -24,6 +24,8 @@ __all__ = [
     "WorkerGroup",
     "cpu_clock",
     "group_members",
+    "runnable_tasks",
+    "spare_core",
 ]
 
 #: Interference: CPU time of suspects while a worker is timed, allowed as a share of its timed
@@ -52,6 +54,32 @@ class InterferenceError(AitunefpError, RuntimeError):
 def cpu_clock(pid: int) -> int:
     """The id of ``pid``'s process CPU-time clock (Linux's ``MAKE_PROCESS_CPUCLOCK(pid, SCHED)``)."""
     return ((~pid) << 3) | 2
+
+
+def runnable_tasks() -> int | None:
+    """How many tasks the kernel counts runnable right now, the caller included (``/proc/loadavg``).
+
+    None where there is no ``/proc``.
+    """
+    try:
+        with open("/proc/loadavg", "rb") as stat:
+            return int(stat.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def spare_core(earlier: int | None) -> bool:
+    """Whether a core is free for the judge to spin on beside the worker it is about to time.
+
+    Anything else runnable, at ``earlier`` (a :func:`runnable_tasks` reading) and now, would
+    compete with the worker for it (one busy job beside took a 1 ms pair's spread from 0.06-0.09
+    to 0.19-0.28: ``benchmarks/RESULTS.md``); two reads, as a worker just settling is runnable
+    for a moment.
+    """
+    now = runnable_tasks()
+    if earlier is None or now is None:
+        return False
+    return min(earlier, now) + 1 <= len(os.sched_getaffinity(0))  # the judge is counted
 
 
 def group_members(pgid: int) -> list[int]:
@@ -110,7 +138,8 @@ class WorkerGroup:
         Every arm is timed alone and after the same wait: each other worker's owed digest is
         read first (an honest worker is then idle), and eager's worker is waited for too, though
         only suspects are accounted. ``during`` (the timed worker's copy of its inputs) runs in
-        the first step of the wait; the judge spins through the steps (a sleep costs a wake-up).
+        the first step of the wait; with a core spare (:func:`spare_core`) the judge spins
+        through the steps and on the call's answer (a sleep costs a wake-up).
         A backend whose threads spin a while after each call (ONNX Runtime's pool) settles
         first, untimed (at most ``QUIET_WAIT_S``); one that never settles (a thread left
         running) is timed beside and shows as interference.
@@ -119,13 +148,17 @@ class WorkerGroup:
         for other in others:
             other.settle_quietly()
         others = [w for w in others if w.alive]
+        runnable = runnable_tasks()
         before = [w.cpu_ns() for w in others]
         read_at = time.monotonic()
         during()
+        spin = worker.spins = spare_core(runnable)
         give_up = time.monotonic() + QUIET_WAIT_S  # at least one read after ``during``
         while others and time.monotonic() < give_up:
-            while time.monotonic() < read_at + QUIET_STEP_S:
+            while spin and time.monotonic() < read_at + QUIET_STEP_S:
                 pass
+            if not spin:
+                time.sleep(QUIET_STEP_S)
             read_at = time.monotonic()
             now = [w.cpu_ns() for w in others]
             quiet = all(b - a < QUIET_NS for a, b in zip(before, now, strict=True))

@@ -32,6 +32,8 @@ from aitune_fp.profiling.interference import (
     WorkerGroup,
     cpu_clock,
     group_members,
+    runnable_tasks,
+    spare_core,
 )
 from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
 
@@ -47,8 +49,8 @@ __all__ = [
 
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
 _POLL_S = 0.05
-#: How long the judge spins, not sleeps, on a timed call's answer: waking a sleeping process
-#: costs 50-400 us on a virtual machine, which tripled the noise of a 1 ms call (RESULTS.md).
+#: How long the judge spins, not sleeps, on a timed call's answer when a core is spare: waking a
+#: sleeping process costs 50-400 us on a virtual machine, which tripled the noise of a 1 ms call.
 SPIN_S = 0.02
 
 
@@ -245,6 +247,7 @@ class Worker:
         self.last_digest = b""  # of the last timed call's output, as sent
         self._digest_due = False
         self._lost: Exception | None = None  # a failure met while another worker was timed
+        self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
         self.foreign_ns = 0  # suspects' CPU time meanwhile
         parent, child = Pipe()
         pid = os.fork()
@@ -296,7 +299,10 @@ class Worker:
         self._finalizer()
 
     def _receive(self, spin_s: float = 0.0) -> bytes:
-        """The worker's next message (spun for ``spin_s`` first); killed on a timeout, a death or an interrupt."""
+        """The worker's next message, spun for ``spin_s`` before blocking.
+
+        The worker is killed on a timeout, a death or an interrupt.
+        """
         conn = self._conn
         if conn is None:
             raise InvalidStateError(f"the worker of {self.name} was closed")
@@ -366,7 +372,7 @@ class Worker:
     def settle_quietly(self) -> None:
         """Read the digest owed (:meth:`_settle`) while another worker is about to be timed.
 
-        A failure here (a death, a hang) closes this worker and is raised at its own next
+        A failure here (a death, a hang, an error it sent) is raised at this worker's own next
         request, so the blame stays with it.
         """
         try:
@@ -425,7 +431,7 @@ class Worker:
     def prepare(self, handle: int) -> int:
         """Have the worker copy a staged sample for the next call on it (untimed); the handle."""
         self._send(b"P" + handle.to_bytes(4, "little"))
-        raw = self._receive(spin_s=SPIN_S)  # short: the judge's wake-up would dominate it
+        raw = self._receive(spin_s=SPIN_S if self.spins else 0.0)  # a wake-up would dominate
         if raw != b"p":
             self._reply_of(raw, "p")
         return handle
@@ -440,7 +446,7 @@ class Worker:
         call (:meth:`output` reads it, and its digest must be the one sent).
         """
         self._send(b"R" + handle.to_bytes(4, "little"))
-        raw = self._receive(spin_s=SPIN_S)
+        raw = self._receive(spin_s=SPIN_S if self.spins else 0.0)
         if raw != b"k":
             self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
         self._digest_due = True
@@ -474,13 +480,15 @@ class Worker:
                 error_type=type(exc).__name__,
             ) from None
 
-    def watch(self, during: Callable[[], object] = lambda: None) -> list[tuple[Worker, int]]:
+    def watch(self, during: Callable[[], object]) -> list[tuple[Worker, int]]:
         """Before a timed call: the others settle; the suspects' clocks (:meth:`WorkerGroup.watch`).
 
         ``during`` (the call's :meth:`prepare`) runs while they are watched going quiet.
         """
         if self._group is None:
+            runnable = runnable_tasks()
             during()
+            self.spins = spare_core(runnable)
             return []
         return self._group.watch(self, during)
 
