@@ -18,6 +18,7 @@ from aitune_fp._lazy import lazy_exports
 # Where each public name lives, for type checkers; at run time a name is served from the first
 # of _SOURCES that exports it (tests/test_public_api.py holds the two equal).
 if TYPE_CHECKING:
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import (
         Backend,
         BackendBase,
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from aitune_fp.correctness import Tolerances
     from aitune_fp.errors import AitunefpError
     from aitune_fp.inputs import GraphSpec, Sample
-    from aitune_fp.strategies import (
+    from aitune_fp.pipeline.strategies import (
         CandidateOutcome,
         FirstWinsStrategy,
         MaxThroughputStrategy,
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
         build_and_validate,
         try_candidate,
     )
-    from aitune_fp.validation import validation_of, with_performance_validation
 
 __version__ = "0.1.0"
 
@@ -104,8 +104,8 @@ _SOURCES = (
     # these import torch
     "aitune_fp.backends",
     "aitune_fp.correctness",
-    "aitune_fp.strategies",
-    "aitune_fp.validation",
+    "aitune_fp.pipeline.strategies",
+    "aitune_fp.adapters.validation",
 )
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), frozenset(__all__), _SOURCES)

@@ -7,8 +7,8 @@ Run from the repository root::
     python benchmarks/cuda_paths.py --out T.md   # also write the markdown table to T.md
 
 **The scan** walks the AST of ``aitune_fp/profiling/``, ``aitune_fp/backends/``,
-``aitune_fp/measure/``, ``aitune_fp/session/``, ``aitune_fp/telemetry.py`` and
-``aitune_fp/headtohead.py`` (not grep: a comment or docstring saying "CUDA" is no code path)
+``aitune_fp/measure/`` (telemetry and the head-to-head included) and ``aitune_fp/pipeline/``
+(not grep: a comment or docstring saying "CUDA" is no code path)
 and lists three kinds of CUDA path:
 
 - ``if``: an ``if``/``elif``/``while`` whose *condition* mentions the GPU: ``cuda`` in any
@@ -56,9 +56,7 @@ TARGETS = (
     "aitune_fp/profiling",
     "aitune_fp/backends",
     "aitune_fp/measure",
-    "aitune_fp/session",
-    "aitune_fp/telemetry.py",
-    "aitune_fp/headtohead.py",
+    "aitune_fp/pipeline",
 )
 
 #: The CPU test files that touch these modules (never the whole suite: it is long).

@@ -6,7 +6,7 @@
 # Writes one markdown section to paste into benchmarks/RESULTS.md and stops at the first thing
 # that is not as expected (set -e; every step says what it checks). Steps on CUDA:
 #   1. the device (nvidia-smi: name, driver, clocks, throttle reasons, other processes) and one
-#      NVML reading through aitune_fp.telemetry (pynvml must import: extra "nvml");
+#      NVML reading through aitune_fp.measure.telemetry (pynvml must import: extra "nvml");
 #   2. pytest -m gpu (every gpu-marked test must pass: none may skip; among them the NVML
 #      telemetry of a real tune and cache="cold" on the real L2);
 #   3. the main job on CUDA, decided on the host clock and again on the device clock, with both
@@ -115,12 +115,12 @@ block nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.
     || fail "nvidia-smi"
 block nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv || true
 block nvidia-smi -q -d PERFORMANCE || true
-say "one NVML reading of cuda:0 through aitune_fp.telemetry (needs the nvml extra):"
+say "one NVML reading of cuda:0 through aitune_fp.measure.telemetry (needs the nvml extra):"
 block "$PY" - <<'PY' || fail "pynvml does not import, or NVML did not read cuda:0 (pip install nvidia-ml-py)"
 import pynvml  # noqa: F401  (the extra "nvml"; fails here when it is missing)
 import torch
 from aitune_fp.profiling import CudaTimer
-from aitune_fp.telemetry import NvmlSampler, open_sampler
+from aitune_fp.measure.telemetry import NvmlSampler, open_sampler
 timer = CudaTimer(0)
 torch.ones(1, device=timer.device).sum().item()  # a context on the device, as while timing
 sampler = open_sampler(timer)

@@ -28,17 +28,17 @@ from typing import Any
 import structlog
 import torch
 
+import aitune_fp.pipeline.workers as workers_module
 import aitune_fp.profiling.workers as worker_module
-import aitune_fp.session.workers as workers_module
+from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.backends import registry
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.models import mlp
+from aitune_fp.pipeline.strategy_registry import make_strategy
 from aitune_fp.profiling.calls import timed_call
 from aitune_fp.profiling.interference import WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.workers import Worker
-from aitune_fp.strategy_registry import make_strategy
-from aitune_fp.validation import with_performance_validation
 
 REBUILDS: list[float] = []
 
@@ -55,7 +55,7 @@ def _instrument() -> None:
             REBUILDS.append(time.perf_counter() - start)
 
     workers_module.adopt = timed  # type: ignore[assignment]
-    import aitune_fp.session.ending as ending
+    import aitune_fp.pipeline.ending as ending
 
     ending.adopt = timed  # type: ignore[attr-defined]
 

@@ -24,8 +24,8 @@ import structlog
 import torch
 
 import aitune_fp.measure as measure_module
-import aitune_fp.session.baseline as baseline_module
-import aitune_fp.session.vetting as vetting_module
+import aitune_fp.pipeline.baseline as baseline_module
+import aitune_fp.pipeline.vetting as vetting_module
 from aitune_fp import (
     MaxThroughputStrategy,
     OneBackendStrategy,
@@ -33,10 +33,10 @@ from aitune_fp import (
     TorchCompileBackend,
     TorchEagerBackend,
 )
+from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.backends import BackendBase
 from aitune_fp.correctness import Closeness
 from aitune_fp.models import mlp
-from aitune_fp.validation import with_performance_validation
 
 WORK: list[float] = []
 

@@ -173,7 +173,7 @@ _SIDES = {
     "json.loads (floor)": (
         "import json\nwith open(LOG, 'rb') as f:\n    n = sum(1 for line in f if json.loads(line))"
     ),
-    "ingest()": "from aitune_fp.ingest import ingest\nr = ingest(LOG)",
+    "ingest()": "from aitune_fp.events.ingest import ingest\nr = ingest(LOG)",
     "report (table)": (
         "import sys, os\nfrom aitune_fp.cli import main\n"
         "sys.stdout = open(os.devnull, 'w')\nmain(['report', LOG])"

@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from aitune_fp import ingest
+from aitune_fp.events import ingest
 from aitune_fp.sweep import LocalExecutor, parse_sweep, run_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 

@@ -43,7 +43,7 @@ from aitune_fp.correctness import (
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import correctness_checked
-from aitune_fp.ingest import event_schema, validate_event
+from aitune_fp.events.ingest import event_schema, validate_event
 from aitune_fp.inputs import GraphSpec, Sample
 
 SPEC = GraphSpec(4, min_batch_size=1)
@@ -404,8 +404,8 @@ class TestMetric:
             check_correctness(net, net, SPEC, _rows(), accuracy=lambda r, c: "high")  # type: ignore[arg-type,return-value]
 
     def test_the_decorator_carries_the_closeness(self) -> None:
-        from aitune_fp.session import TuneSession, TuneTarget
-        from aitune_fp.validation import validation_of, with_performance_validation
+        from aitune_fp.adapters.validation import validation_of, with_performance_validation
+        from aitune_fp.pipeline import TuneSession, TuneTarget
 
         class Plain:
             def tune(self, *args: Any) -> None:

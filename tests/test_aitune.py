@@ -53,7 +53,7 @@ from aitune.torch.task.profiling import ProfilingConfig as AituneProfilingConfig
 from aitune.torch.tune_strategy.mixin import PerformanceValidationMixinResult  # noqa: E402
 from aitune.torch.tune_strategy.profiling_tune_strategy import BackendPerfResult  # noqa: E402
 
-from aitune_fp.integrations import aitune as integration  # noqa: E402
+from aitune_fp.adapters import aitune as integration  # noqa: E402
 
 PREFIX = "aitune_fp.validation."
 

@@ -2,7 +2,7 @@
 
 Real AITune 0.6.0 through ``ait.Module`` + ``ait.tune``, on the fake clock of ``test_aitune``
 (eager ~11x the pruned backend), so verdicts, head-to-heads and latency bounds are deterministic.
-Spec: MaxThroughput and MinLatency keep the candidate ``aitune_fp.choosing.choose`` picks among
+Spec: MaxThroughput and MinLatency keep the candidate ``aitune_fp.pipeline.choosing.choose`` picks among
 those shown faster (MinLatency at batch size 1); LatencyBudget first holds each one's p90
 latency to its budget and raises AITune's own error when none is within.
 """

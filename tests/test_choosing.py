@@ -21,13 +21,13 @@ from aitune_fp import NoValidBackendError, ProfilingConfig, validation_of
 from aitune_fp.core.choice import LatencyCheck, selection_from_dict, selection_to_dict
 from aitune_fp.core.quantiles import quantile_upper_bound
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.ingest import ingest
-from aitune_fp.strategies import (
+from aitune_fp.events.ingest import ingest
+from aitune_fp.pipeline.strategies import (
     LatencyBudgetStrategy,
     MaxThroughputStrategy,
     MinLatencyStrategy,
 )
-from aitune_fp.strategy_registry import make_strategy
+from aitune_fp.pipeline.strategy_registry import make_strategy
 from aitune_fp.testing import capture_events
 from tests.cli_checks import usage_error
 from tests.validation_helpers import (
@@ -248,7 +248,7 @@ def test_a_winner_wrong_after_the_head_to_head_is_not_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The head-to-head's winner is checked again; wrong by then, it is recorded and dropped."""
-    import aitune_fp.choosing as choosing
+    import aitune_fp.pipeline.choosing as choosing
 
     original = choosing.head_to_head
 
@@ -270,7 +270,7 @@ def test_a_candidate_wrong_while_timed_head_to_head_is_caught_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Right through the gate, wrong in the rounds: the rounds' spot checks record it."""
-    import aitune_fp.choosing as choosing
+    import aitune_fp.pipeline.choosing as choosing
 
     original = choosing.head_to_head
 

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from aitune_fp.cli import escape_control, main, parse_times
-from aitune_fp.ingest import event_schema
+from aitune_fp.events.ingest import event_schema
 from tests.cli_checks import usage_error
 
 ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
@@ -461,7 +461,7 @@ class TestUnexpectedFailure:
         def boom(*args: object) -> None:
             raise RuntimeError("kaboom")
 
-        monkeypatch.setattr("aitune_fp.ingest.summarize", boom)
+        monkeypatch.setattr("aitune_fp.events.ingest.summarize", boom)
         path = tmp_path / "log.jsonl"
         path.write_text("")
         assert main(["report", str(path)]) == 1

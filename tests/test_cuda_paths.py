@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import headtohead, profiling, telemetry
+from aitune_fp import profiling
 from aitune_fp.backends import registry
 from aitune_fp.backends.aot_inductor import AotInductorBackend
 from aitune_fp.backends.base import BackendBase
@@ -31,10 +31,10 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.selection import Contender
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
-from aitune_fp.measure import measure_speedup
+from aitune_fp.measure import headtohead, measure_speedup, telemetry
+from aitune_fp.pipeline import baseline
 from aitune_fp.profiling import CudaTimer, ProfilingError, timer_for
 from aitune_fp.profiling.cache import FALLBACK_L2_BYTES
-from aitune_fp.session import baseline
 from aitune_fp.testing import FakeClock
 from tests.test_telemetry import CudaClock, FakeNvml
 

@@ -16,7 +16,7 @@ from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.core.messages import decided_interval, fmt_headline
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.ingest import result_from_event, validate_event
+from aitune_fp.events.ingest import result_from_event, validate_event
 from tests.factories import fake_result
 from tests.test_decision_engine import _measure, _noisy
 

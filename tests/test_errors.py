@@ -347,8 +347,8 @@ INTERNAL_RAISES = {
     # abstract methods: a subclass that forgets one is a programming error, not a user's
     ("backends/base.py", "_build", "NotImplementedError"),
     ("backends/base.py", "_infer", "NotImplementedError"),
-    ("integrations/aitune.py", "_aitune_fp_operating_point", "NotImplementedError"),
-    ("strategies.py", "tune_session", "NotImplementedError"),
+    ("adapters/aitune/gate.py", "_aitune_fp_operating_point", "NotImplementedError"),
+    ("pipeline/strategies.py", "tune_session", "NotImplementedError"),
 }
 
 _BUILTIN_ERRORS = {

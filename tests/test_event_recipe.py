@@ -19,8 +19,8 @@ import pytest
 from aitune_fp import events
 from aitune_fp.core.fold import empty_report, fold
 from aitune_fp.events import kinds
+from aitune_fp.events.ingest import ingest, validate_event
 from aitune_fp.events.schema import SCHEMA_PATH, build_schema, schema_text
-from aitune_fp.ingest import ingest, validate_event
 from aitune_fp.testing import capture_events
 
 from .test_events_docs import missing_sections, undocumented_keys

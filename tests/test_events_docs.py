@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from aitune_fp import events
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.schema import build_schema
-from aitune_fp.ingest import event_schema
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "events.md").read_text(encoding="utf-8")
 COMMON = {"schema_version", "run_id", "module_name", "summary"}

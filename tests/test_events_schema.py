@@ -23,6 +23,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import kinds
 from aitune_fp.events import schema as events_schema
 from aitune_fp.events.candidates import RESULT_KEYS
+from aitune_fp.events.ingest import event_schema, validate_event
 from aitune_fp.events.schema import (
     REGENERATE,
     SCHEMA_PATH,
@@ -30,7 +31,6 @@ from aitune_fp.events.schema import (
     property_schema,
     schema_text,
 )
-from aitune_fp.ingest import event_schema, validate_event
 
 from .factories import fake_result
 from .strategies import throughputs

@@ -20,11 +20,15 @@ from rich.console import Console
 
 from aitune_fp import events, validation_of
 from aitune_fp.cli.progress import JsonLines, TuneProgress
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.kinds import registered
-from aitune_fp.ingest import event_schema
-from aitune_fp.strategies import FirstWinsStrategy, MaxThroughputStrategy, NoValidBackendError
+from aitune_fp.pipeline.strategies import (
+    FirstWinsStrategy,
+    MaxThroughputStrategy,
+    NoValidBackendError,
+)
+from aitune_fp.profiling.watchdog import _MONITOR
 from aitune_fp.testing import capture_events
-from aitune_fp.watchdog import _MONITOR
 from tests.validation_helpers import BrokenBuild, Pruned, Slower, gated, make_case
 
 

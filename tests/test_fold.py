@@ -17,8 +17,8 @@ from hypothesis import given
 from aitune_fp import validation_of
 from aitune_fp.core.fold import empty_report, fold
 from aitune_fp.events import CORRECTNESS_CHECKED
-from aitune_fp.ingest import ingest
-from aitune_fp.strategies import (
+from aitune_fp.events.ingest import ingest
+from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,
     LatencyBudgetStrategy,
     MaxThroughputStrategy,

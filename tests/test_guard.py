@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from structlog.testing import LogCapture
 
 from aitune_fp import FirstWinsStrategy, GraphSpec, OneBackendStrategy, Sample
-from aitune_fp.guard import ModelGuard, SampleGuard
 from aitune_fp.inputs import copy_sample
+from aitune_fp.isolation import ModelGuard, SampleGuard
 from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
 validated = gated
@@ -970,6 +970,8 @@ class TestSampleGuard:
         assert guard.changed() is None
 
     def test_exported(self) -> None:
-        import aitune_fp.guard
+        import aitune_fp.isolation
 
-        assert aitune_fp.guard.__all__ == ["ModelGuard", "SampleGuard"]
+        exported = aitune_fp.isolation.__all__
+        assert {"ModelGuard", "SampleGuard"} <= set(exported)
+        assert all(getattr(aitune_fp.isolation, name) is not None for name in exported)

@@ -1,4 +1,4 @@
-"""Timing k callables in rounds and choosing among them (aitune_fp.headtohead), on a fake clock."""
+"""Timing k callables in rounds and choosing among them (aitune_fp.measure.headtohead), on a fake clock."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import torch
 
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.headtohead import head_to_head
 from aitune_fp.inputs import RING_SLOTS, Sample
+from aitune_fp.measure.headtohead import head_to_head
 
 
 class FakeClock:

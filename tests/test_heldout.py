@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from aitune_fp.correctness import CorrectnessError, compare_outputs
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.heldout import (
+from aitune_fp.inputs import Sample
+from aitune_fp.isolation.heldout import (
     NOISE_SCALE,
     HeldoutUnavailableError,
     heldout_batches,
     heldout_samples,
 )
-from aitune_fp.inputs import Sample
 
 
 def _tensors(sample: Sample) -> dict[Any, torch.Tensor]:

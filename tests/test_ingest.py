@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from aitune_fp import events
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.ingest import (
+from aitune_fp.events.ingest import (
     MAX_LINE_BYTES,
     BadLine,
     EventLine,

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.ingest import ingest
+from aitune_fp.events.ingest import ingest
 from aitune_fp.sweep import parse_sweep
 from aitune_fp.sweep.run import completed_models
 from tests.factories import event_line, fake_log, fake_result, write_log

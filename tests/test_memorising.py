@@ -262,7 +262,7 @@ class TestHeadToHeadOnFreshInputs:
     @staticmethod
     def _run(fresh: Any) -> Any:
         from aitune_fp.core.selection import SelectionRule
-        from aitune_fp.headtohead import head_to_head
+        from aitune_fp.measure.headtohead import head_to_head
 
         torch.manual_seed(0)
         batches = [Sample((torch.randn(4, 8),)) for _ in range(3)]

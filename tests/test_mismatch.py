@@ -25,7 +25,7 @@ from aitune_fp.backends import BackendBase
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness import check_correctness, compare_outputs
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.ingest import event_schema, ingest
+from aitune_fp.events.ingest import event_schema, ingest
 
 from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case
 

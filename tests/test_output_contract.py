@@ -262,7 +262,7 @@ def test_compile_under_cuda_graphs_returns_copies_of_the_static_outputs(
 
 def test_samples_move_to_the_tunes_device_and_stay_the_callers_when_already_there() -> None:
     """CPU samples tune on another device (the CLI's embedded models are on the CPU)."""
-    from aitune_fp.session.values import on_device
+    from aitune_fp.pipeline.values import on_device
 
     here, there = Sample((torch.ones(2),), {"mask": torch.zeros(2)}), Sample((torch.ones(1),))
     moved = on_device([here, there], "meta")

@@ -29,7 +29,7 @@ from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.cli.plot import NO_ESTIMATE, VERDICT_COLOURS, VERDICT_LABELS, build_figure
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.ingest import IngestReport, ingest
+from aitune_fp.events.ingest import IngestReport, ingest
 from tests.factories import fake_result
 
 NEED = 1.01

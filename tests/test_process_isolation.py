@@ -139,7 +139,7 @@ def _patch_verdict(module: torch.nn.Module) -> None:
 
 def _reach_session(module: torch.nn.Module) -> None:
     """Find the running session through gc and slow the eager it holds."""
-    from aitune_fp.session.tune import TuneSession
+    from aitune_fp.pipeline.tune import TuneSession
 
     for obj in gc.get_objects():
         if isinstance(obj, TuneSession):

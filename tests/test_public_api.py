@@ -49,13 +49,13 @@ SUBMODULES = [
     "aitune_fp.correctness",
     "aitune_fp.errors",
     "aitune_fp.events",
-    "aitune_fp.ingest",
+    "aitune_fp.events.ingest",
     "aitune_fp.inputs",
-    "aitune_fp.session",
-    "aitune_fp.strategies",
+    "aitune_fp.pipeline",
+    "aitune_fp.pipeline.strategies",
     "aitune_fp.sweep",
     "aitune_fp.testing",
-    "aitune_fp.validation",
+    "aitune_fp.adapters.validation",
 ]
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from aitune_fp import ProfilingConfig, with_performance_validation
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.strategies import FirstWinsStrategy
+from aitune_fp.pipeline.strategies import FirstWinsStrategy
 
 CORE = Path(__file__).resolve().parent.parent / "aitune_fp" / "core"
 #: Methods that change a list, dict or set in place.

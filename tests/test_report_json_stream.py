@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import ingest
 from aitune_fp.cli import report
 from aitune_fp.cli._shared import json_text
 from aitune_fp.cli.documents import run_dict
 from aitune_fp.core.report import TuneReport
+from aitune_fp.events import ingest
 from tests.factories import fake_log, fake_result, write_log
 
 

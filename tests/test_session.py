@@ -24,7 +24,7 @@ from aitune_fp import (
     validation_of,
     with_performance_validation,
 )
-from aitune_fp.validation import is_validating
+from aitune_fp.adapters.validation import is_validating
 from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
 validated = gated

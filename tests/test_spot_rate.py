@@ -75,8 +75,8 @@ def test_a_tune_passes_its_rate_to_the_gate_and_the_head_to_head(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The session's comparisons and the head-to-head both run at the config's rate."""
-    import aitune_fp.choosing as choosing
-    import aitune_fp.session.vetting as vetting
+    import aitune_fp.pipeline.choosing as choosing
+    import aitune_fp.pipeline.vetting as vetting
     from aitune_fp import MaxThroughputStrategy
 
     seen: list[tuple[str, float]] = []

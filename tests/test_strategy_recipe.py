@@ -1,6 +1,6 @@
 """The strategy recipe of docs/architecture.md, counted: its class, one registry entry, its docs.
 
-The toy strategy below stands for a new class in ``aitune_fp/strategies.py``; the fixture adds
+The toy strategy below stands for a new class in ``aitune_fp/pipeline/strategies.py``; the fixture adds
 its one ``StrategyEntry`` to the registry. Nothing else is edited: ``--strategy`` offers it and
 its help says what it keeps, its option is a flag and a sweep key, ``make_strategy`` builds it
 and a tune runs it; the docs check names the mention in docs/cli.md that is left to write.
@@ -17,13 +17,12 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import strategy_registry
 from aitune_fp.backends import Backend
 from aitune_fp.cli import build_parser, main
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.session import TuneSession
-from aitune_fp.strategies import SessionStrategy
-from aitune_fp.strategy_registry import StrategyEntry, StrategyOption, make_strategy
+from aitune_fp.pipeline import TuneSession, strategy_registry
+from aitune_fp.pipeline.strategies import SessionStrategy
+from aitune_fp.pipeline.strategy_registry import StrategyEntry, StrategyOption, make_strategy
 from aitune_fp.sweep.spec import parse_sweep
 from tests.cli_checks import usage_error
 from tests.validation_helpers import Pruned, Slower

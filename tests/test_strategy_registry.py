@@ -18,7 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.strategy_registry import (
+from aitune_fp.pipeline.strategy_registry import (
     make_strategy,
     option_names,
     strategy_names,
@@ -38,9 +38,9 @@ def _cli(option: str) -> str:
 def test_importing_the_registry_loads_neither_torch_nor_the_strategies() -> None:
     """The CLI's parser and sweep files read it before anything heavy is imported."""
     code = (
-        "import sys, aitune_fp.strategy_registry as r; r.strategy_options('latency-budget', "
+        "import sys, aitune_fp.pipeline.strategy_registry as r; r.strategy_options('latency-budget', "
         "{'budget_ms': 5}); assert 'torch' not in sys.modules, 'torch'; "
-        "assert 'aitune_fp.strategies' not in sys.modules, 'strategies'"
+        "assert 'aitune_fp.pipeline.strategies' not in sys.modules, 'strategies'"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr

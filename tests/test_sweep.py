@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import ingest
 from aitune_fp.cli import main
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.events import ingest
 from aitune_fp.sweep import (
     LocalExecutor,
     SweepSpec,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import ray  # the ray extra: in the development install (README) and CI
 
-from aitune_fp import ingest
+from aitune_fp.events import ingest
 from aitune_fp.sweep import TaskOutcome, parse_sweep, run_sweep, summarize_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 from aitune_fp.sweep.run import CANCELLED, HUNG

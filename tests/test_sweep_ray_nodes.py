@@ -16,7 +16,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster  # the ray extra: in the development install (README) and CI
 
-from aitune_fp import ingest
+from aitune_fp.events import ingest
 from aitune_fp.sweep import parse_sweep, run_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 

@@ -19,7 +19,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import events, telemetry
+from aitune_fp import events
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.telemetry import (
     CLOCK_CHANGE_SHARE,
@@ -35,8 +35,8 @@ from aitune_fp.core.telemetry import (
     throttled,
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.ingest import event_schema, result_from_event
-from aitune_fp.measure import measure_speedup
+from aitune_fp.events.ingest import event_schema, result_from_event
+from aitune_fp.measure import measure_speedup, telemetry
 from aitune_fp.testing import FakeClock
 
 ME = os.getpid()

@@ -22,7 +22,7 @@ from aitune_fp.cli.tune import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.ingest import event_schema
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuEnvironment, cpu_environment, is_oversubscribed, set_threads
 from aitune_fp.testing import FakeClock
@@ -195,7 +195,7 @@ class TestMeasurementCarriesIt:
         ).result
         record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=1.0))
         jsonschema.validate(record, event_schema())
-        from aitune_fp.ingest import result_from_event
+        from aitune_fp.events.ingest import result_from_event
 
         assert result_from_event(record) == r
 

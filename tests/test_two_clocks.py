@@ -16,7 +16,7 @@ from aitune_fp.cli import main
 from aitune_fp.cli.tune import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.ingest import event_schema, result_from_event
+from aitune_fp.events.ingest import event_schema, result_from_event
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuTimer, has_device_clock, is_host_bound
 from aitune_fp.sweep.spec import parse_sweep

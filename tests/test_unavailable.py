@@ -38,7 +38,7 @@ from aitune_fp.backends import (
 )
 from aitune_fp.cli import main
 from aitune_fp.errors import BackendUnavailableError
-from aitune_fp.ingest import event_schema
+from aitune_fp.events.ingest import event_schema
 
 from .benchmark_scripts import load_benchmark
 from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case

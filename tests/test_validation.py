@@ -24,9 +24,9 @@ from aitune_fp import (
     try_candidate,
     with_performance_validation,
 )
-from aitune_fp.session import TuneSession, TuneTarget
+from aitune_fp.adapters.validation import is_validating
+from aitune_fp.pipeline import TuneSession, TuneTarget
 from aitune_fp.testing import capture_events
-from aitune_fp.validation import is_validating
 from tests.validation_helpers import (
     CLOCK,
     FAST_CONFIG,
@@ -592,7 +592,7 @@ class TestCandidatesNeverTakeTheTuneDown:
 
     def test_ranking_uses_the_same_window_speedup(self) -> None:
         """Gated candidates rank by speedup over eager timed alongside them, not raw throughput."""
-        from aitune_fp.strategies import CandidateOutcome
+        from aitune_fp.pipeline.strategies import CandidateOutcome
 
         fast_window = PerformanceValidationResult(
             "A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster"

@@ -17,8 +17,8 @@ import torch
 
 from aitune_fp import FirstWinsStrategy, OneBackendStrategy, ProfilingConfig, validation_of
 from aitune_fp.errors import InvalidValueError
+from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog, progress
 from aitune_fp.testing import capture_events
-from aitune_fp.watchdog import CandidateHungError, Watchdog, progress
 from tests.validation_helpers import CLOCK, Pruned, _ModuleBackend, gated, make_case
 
 

@@ -16,7 +16,7 @@ from aitune_fp.core.messages import headline_speedup
 from aitune_fp.core.report import TuneReport
 
 if TYPE_CHECKING:  # ``tune`` imports this module and never reads a log
-    from aitune_fp.ingest.values import IngestReport
+    from aitune_fp.events.ingest.values import IngestReport
 
 __all__ = ["not_tried", "run_dict", "write_report"]
 

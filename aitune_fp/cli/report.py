@@ -1,6 +1,6 @@
 """``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file.
 
-A run appended to the same log twice is counted once (and said so; ``aitune_fp.ingest`` decides
+A run appended to the same log twice is counted once (and said so; ``aitune_fp.events.ingest`` decides
 what a run is); a run with no ``finished`` event is shown as incomplete; a file with no tune
 event at all (none, or a sweep's own only) is an input error (exit 2) and gets no plot. Every string from the log is escaped
 before it reaches the terminal, in the tables and in ``--format json`` alike.
@@ -19,7 +19,7 @@ from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, make_cons
 from aitune_fp.cli.documents import write_report
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.ingest import IngestReport, RunSummary
+from aitune_fp.events.ingest import IngestReport, RunSummary
 
 __all__ = ["MAX_BAD_SHOWN", "add_parser", "plot_report", "run"]
 
@@ -36,7 +36,7 @@ def _clock(timestamp: str) -> str:
 
 
 def _read(path: str) -> IngestReport:
-    from aitune_fp import ingest
+    from aitune_fp.events import ingest
 
     try:
         return ingest.summarize(ingest.read_events(path))

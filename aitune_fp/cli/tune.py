@@ -116,8 +116,8 @@ def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Pat
 
     from aitune_fp.backends.eager import TorchEagerBackend
     from aitune_fp.correctness import CorrectnessError, check_comparable
-    from aitune_fp.session import one_line
-    from aitune_fp.session.values import on_device
+    from aitune_fp.pipeline import one_line
+    from aitune_fp.pipeline.values import on_device
 
     spec = model.graph_spec
     try:
@@ -189,11 +189,11 @@ def _tune(
 ) -> int:
     import torch
 
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.correctness import Closeness
-    from aitune_fp.session import describe
-    from aitune_fp.strategies import NoValidBackendError
-    from aitune_fp.strategy_registry import make_strategy
-    from aitune_fp.validation import validation_of, with_performance_validation
+    from aitune_fp.pipeline import describe
+    from aitune_fp.pipeline.strategies import NoValidBackendError
+    from aitune_fp.pipeline.strategy_registry import make_strategy
 
     device = _resolve_device(args.device)
     if config.clock == "device" and not device.startswith("cuda"):

@@ -12,7 +12,6 @@ from typing import Any
 
 import attrs
 
-from aitune_fp import strategy_registry
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
@@ -25,6 +24,7 @@ from aitune_fp.core.config import (
 )
 from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
+from aitune_fp.pipeline import strategy_registry
 
 __all__ = ["accuracy_options", "add_arguments", "profiling_config", "strategy_settings"]
 

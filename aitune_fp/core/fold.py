@@ -1,7 +1,7 @@
 """One fold from events to a tune's report: what the session keeps and what ``ingest`` rebuilds.
 
 ``fold(report, name, fields)`` returns the report with one event added. The session folds every
-event it emits into its report, and ``aitune_fp.ingest`` folds the events of a log the same way,
+event it emits into its report, and ``aitune_fp.events.ingest`` folds the events of a log the same way,
 so the two reports agree by construction. Adding an event means: its class (with its builder)
 in ``aitune_fp/events/``, its line here, and its section in ``docs/events.md``. Pure: no torch,
 no clocks, no logging.

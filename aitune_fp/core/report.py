@@ -1,7 +1,7 @@
 """What one tune call leaves behind: its failures and its frozen report (no tensors, no modules).
 
 A :class:`TuneReport` is made by the validating wrapper at the end of a tune and rebuilt by
-``aitune_fp.ingest`` from the events of a run, so the two agree by construction. The result of a
+``aitune_fp.events.ingest`` from the events of a run, so the two agree by construction. The result of a
 measured candidate is built here too, by one pure function (:func:`make_result`), from the
 decision that settled it.
 """

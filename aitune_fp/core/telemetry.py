@@ -2,7 +2,7 @@
 
 A comparison on a GPU measures the device as much as the backend: a thermal or power throttle,
 a boost clock that moves, or another process sharing the SMs changes the timings. The shell
-(:mod:`aitune_fp.telemetry`) reads the device through NVML before and after each look's pairs;
+(:mod:`aitune_fp.measure.telemetry`) reads the device through NVML before and after each look's pairs;
 this module turns those readings into flags (docs/gpu.md, "Flags"):
 
 - ``throttled``: a look's pairs ran under a thermal or power throttle (:data:`THROTTLE_REASONS`

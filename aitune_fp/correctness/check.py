@@ -31,7 +31,7 @@ from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs,
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
-from aitune_fp.watchdog import progress
+from aitune_fp.profiling.watchdog import progress
 
 __all__ = ["AccuracyMetric", "Closeness", "check_correctness", "served_batch_sizes"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aitune_fp import profiling, telemetry
+from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.mismatch import Mismatch
@@ -24,6 +24,7 @@ from aitune_fp.core.timings import is_settled, throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
+from aitune_fp.measure import telemetry
 from aitune_fp.measure.clocks import on_clock, two_clocks
 from aitune_fp.measure.machine import (
     MachineWatch,

@@ -21,8 +21,8 @@ from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import Worker, WorkerError
-from aitune_fp.watchdog import progress
 
 __all__ = [
     "ProfilingError",

@@ -36,8 +36,8 @@ _PRELOAD = (
     "torch",
     "aitune_fp.sweep.task",
     "aitune_fp.backends.registry",
-    "aitune_fp.strategies",
-    "aitune_fp.validation",
+    "aitune_fp.pipeline.strategies",
+    "aitune_fp.adapters.validation",
 )
 
 

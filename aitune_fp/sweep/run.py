@@ -108,7 +108,7 @@ class SweepResult:
 
 def read_sweep_log(path: str) -> list[Mapping[str, Any]]:
     """The valid ``aitune_fp.sweep.task_*`` events of a log, in order (empty if there is none)."""
-    from aitune_fp.ingest import EventLine, read_events
+    from aitune_fp.events.ingest import EventLine, read_events
 
     if not os.path.exists(path):
         return []
@@ -124,7 +124,7 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
 
     ``skipped`` collects the lines that are not events (a line cut mid-event): number and why.
     """
-    from aitune_fp.ingest import BadLine, read_events
+    from aitune_fp.events.ingest import BadLine, read_events
 
     done: dict[str, str] = {}
     if not os.path.exists(path):

@@ -16,13 +16,13 @@ from typing import Any
 
 import attrs
 
-from aitune_fp import strategy_registry
 from aitune_fp.backends import registry
 from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 from aitune_fp.measure import decision_modes
+from aitune_fp.pipeline import strategy_registry
 
 __all__ = [
     "BUDGET_FIELDS",

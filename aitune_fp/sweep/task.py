@@ -183,7 +183,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         with events.collecting(lambda r: records.append({**r, **tags})):
             report = _tune(task, device)
     except Exception as exc:
-        from aitune_fp.session import one_line
+        from aitune_fp.pipeline import one_line
 
         return failed_outcome(
             task, type(exc).__name__, one_line(exc), records=records, hostname=hostname
@@ -233,12 +233,12 @@ def _threads(task: SweepTask) -> int:
 def _tune(task: SweepTask, device: str) -> TuneReport:
     import torch
 
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
     from aitune_fp.correctness import Closeness
     from aitune_fp.models import load_model
-    from aitune_fp.strategies import NoValidBackendError
-    from aitune_fp.strategy_registry import make_strategy
-    from aitune_fp.validation import validation_of, with_performance_validation
+    from aitune_fp.pipeline.strategies import NoValidBackendError
+    from aitune_fp.pipeline.strategy_registry import make_strategy
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)
     backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.correctness import Closeness, Tolerances
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.integrations import is_aitune_strategy
-from aitune_fp.integrations.aitune._names import (
+from aitune_fp.adapters import is_aitune_strategy
+from aitune_fp.adapters.aitune._names import (
     COMMON_HOOKS,
     MODULE_NAMES,
     PROFILING_HOOKS,
     aitune,
     missing,
 )
-from aitune_fp.integrations.aitune.gate import AituneGate, MixinGate
-from aitune_fp.integrations.aitune.options import OPTIONS_ATTRIBUTE, AituneOptions
-from aitune_fp.integrations.aitune.profiling_gate import ProfilingGate, kind_of
+from aitune_fp.adapters.aitune.gate import AituneGate, MixinGate
+from aitune_fp.adapters.aitune.options import OPTIONS_ATTRIBUTE, AituneOptions
+from aitune_fp.adapters.aitune.profiling_gate import ProfilingGate, kind_of
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness import Closeness, Tolerances
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.profiling import Timer
 
 

@@ -4,7 +4,7 @@ Plain values (numbers, strings, dtypes, devices, tuples of them) are kept and co
 dicts, lists and sets by the object and a shallow copy of what they hold (:class:`ContainerState`);
 anything else by identity. A tensor is kept by identity with a host copy of its values, its dtype,
 shape and ``requires_grad`` (:class:`TensorState`), compared bit for bit (NaN equals itself) and
-written back in place. :mod:`~aitune_fp.guard.model` and :mod:`~aitune_fp.guard.samples` build on
+written back in place. :mod:`~aitune_fp.isolation.model` and :mod:`~aitune_fp.isolation.samples` build on
 these.
 """
 

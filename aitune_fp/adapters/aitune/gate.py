@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aitune_fp.correctness import Closeness
-from aitune_fp.guard.exclusive import exclusive_module
-from aitune_fp.integrations.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
-from aitune_fp.integrations.aitune._names import log as log_line
-from aitune_fp.integrations.aitune._names import mode as mode_of
-from aitune_fp.integrations.aitune._pipeline import (
+from aitune_fp.adapters.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
+from aitune_fp.adapters.aitune._names import log as log_line
+from aitune_fp.adapters.aitune._names import mode as mode_of
+from aitune_fp.adapters.aitune._pipeline import (
     BUILDING,
     AituneSpec,
     builder,
@@ -24,10 +22,12 @@ from aitune_fp.integrations.aitune._pipeline import (
     session_of,
     speedup_text,
 )
-from aitune_fp.integrations.aitune.options import AituneOptions, validation_options
-from aitune_fp.integrations.aitune.view import GateView
-from aitune_fp.reports import keep_report
-from aitune_fp.session import StageError, TuneSession, TuneTarget
+from aitune_fp.adapters.aitune.options import AituneOptions, validation_options
+from aitune_fp.adapters.aitune.view import GateView
+from aitune_fp.adapters.reports import keep_report
+from aitune_fp.correctness import Closeness
+from aitune_fp.isolation.exclusive import exclusive_module
+from aitune_fp.pipeline import StageError, TuneSession, TuneTarget
 
 
 class AituneGate:

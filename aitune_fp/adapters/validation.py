@@ -19,19 +19,19 @@ from typing import Any, Protocol, TypeVar, cast, overload
 import attrs
 import torch
 
+from aitune_fp.adapters import is_aitune_strategy
+from aitune_fp.adapters.reports import ReportReadOuts, keep_report
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.guard.exclusive import exclusive_module
 from aitune_fp.inputs import GraphSpec, Sample
-from aitune_fp.integrations import is_aitune_strategy
+from aitune_fp.isolation.exclusive import exclusive_module
+from aitune_fp.pipeline import TuneSession, TuneTarget, ValidationOptions
+from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.profiling import Timer
-from aitune_fp.reports import ReportReadOuts, keep_report
-from aitune_fp.session import TuneSession, TuneTarget, ValidationOptions
-from aitune_fp.strategies import SessionStrategy
 
 __all__ = [
     "CandidateFailure",
@@ -477,7 +477,7 @@ def with_performance_validation(
 
     def apply(t: Any) -> Any:
         if is_aitune_strategy(t):
-            from aitune_fp.integrations import aitune  # AITune's own strategy: its hooks
+            from aitune_fp.adapters import aitune  # AITune's own strategy: its hooks
 
             return aitune.with_performance_validation(
                 t, min_speedup_threshold_percent=given, profiling_config=profiling_config,

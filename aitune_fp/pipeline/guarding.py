@@ -9,16 +9,15 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from aitune_fp.guard import ModelGuard, SampleGuard
-from aitune_fp.isolation import ProcessState
-from aitune_fp.session.values import (
+from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
+from aitune_fp.pipeline.values import (
     ModelChangedError,
     ProcessChangedError,
     has_lazy,
 )
 
 if TYPE_CHECKING:
-    from aitune_fp.session.tune import TuneSession
+    from aitune_fp.pipeline.tune import TuneSession
 
 
 def take_model(session: TuneSession) -> None:
@@ -53,7 +52,7 @@ def settle_guard(session: TuneSession) -> None:
 
 #: The project's own modules that decide and measure: a candidate that rebinds one of their
 #: functions (a patched verdict) is a change to the process like a patched torch function.
-_JUDGES = ("aitune_fp.core.", "aitune_fp.measure.", "aitune_fp.profiling.", "aitune_fp.session.")
+_JUDGES = ("aitune_fp.core.", "aitune_fp.measure.", "aitune_fp.profiling.", "aitune_fp.pipeline.")
 
 
 def process_state(session: TuneSession) -> ProcessState:

@@ -1,10 +1,10 @@
 """AITune's profiling strategies gated: MaxThroughput, MinLatency and LatencyBudget.
 
 ``_run_backends`` takes every candidate through the session's pipeline and the winner among
-those shown faster is :func:`aitune_fp.choosing.choose`'s (head-to-head in the statistical
+those shown faster is :func:`aitune_fp.pipeline.choosing.choose`'s (head-to-head in the statistical
 mode, AITune's point rule otherwise). MinLatency compares at batch size 1, as AITune profiles
 it; LatencyBudget first holds each passing candidate's p90 latency to its budget
-(:func:`aitune_fp.choosing.latency_check`). ``_resolve_winner`` keeps the gate's winner and
+(:func:`aitune_fp.pipeline.choosing.latency_check`). ``_resolve_winner`` keeps the gate's winner and
 AITune's fallbacks otherwise.
 """
 
@@ -17,13 +17,10 @@ from typing import Any, Final
 
 import attrs
 
-from aitune_fp.choosing import DEFAULT_QUANTILE, choose, latency_check
-from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.errors import InvalidTypeError
-from aitune_fp.integrations.aitune._names import PROFILING_MODULE, PROFILING_STATE, aitune
-from aitune_fp.integrations.aitune._names import log as log_line
-from aitune_fp.integrations.aitune._names import mode as mode_of
-from aitune_fp.integrations.aitune._pipeline import (
+from aitune_fp.adapters.aitune._names import PROFILING_MODULE, PROFILING_STATE, aitune
+from aitune_fp.adapters.aitune._names import log as log_line
+from aitune_fp.adapters.aitune._names import mode as mode_of
+from aitune_fp.adapters.aitune._pipeline import (
     builder,
     key,
     per_call_ms,
@@ -31,8 +28,11 @@ from aitune_fp.integrations.aitune._pipeline import (
     session_of,
     speedup_text,
 )
-from aitune_fp.integrations.aitune.gate import AituneGate, defined_in
-from aitune_fp.session import CandidateOutcome, TuneSession, append_failure_log
+from aitune_fp.adapters.aitune.gate import AituneGate, defined_in
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import InvalidTypeError
+from aitune_fp.pipeline import CandidateOutcome, TuneSession, append_failure_log
+from aitune_fp.pipeline.choosing import DEFAULT_QUANTILE, choose, latency_check
 
 _STRATEGIES: Final = "aitune.torch.tune_strategy."
 

@@ -2,7 +2,7 @@
 
 Every tensor in them (positional and keyword arguments, nested in tuples, lists and dicts), every
 mutable list and dict that holds them, and a :class:`~aitune_fp.inputs.Sample`'s ``args`` and
-``kwargs`` objects, by the rules of :mod:`~aitune_fp.guard.values`.
+``kwargs`` objects, by the rules of :mod:`~aitune_fp.isolation.values`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from aitune_fp.errors import InvalidStateError
-from aitune_fp.guard.values import ContainerState, TensorState
 from aitune_fp.inputs import Sample
+from aitune_fp.isolation.values import ContainerState, TensorState
 
 __all__ = ["SampleGuard"]
 

@@ -11,15 +11,15 @@ import contextvars
 import math
 from typing import Any
 
-from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.errors import InvalidStateError
-from aitune_fp.inputs import Sample, as_sample, copy_sample
-from aitune_fp.integrations.aitune._names import (
+from aitune_fp.adapters.aitune._names import (
     FORMATTING_MODULE,
     REPORTING_MODULE,
     aitune,
 )
-from aitune_fp.session import TuneSession, active_session, describe
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.errors import InvalidStateError
+from aitune_fp.inputs import Sample, as_sample, copy_sample
+from aitune_fp.pipeline import TuneSession, active_session, describe
 
 
 class AituneSpec:

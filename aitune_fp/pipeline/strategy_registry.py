@@ -4,7 +4,7 @@ The one table that ``--strategy`` (choices, help, the option flags), sweep files
 and the option keys) and :func:`make_strategy` read; :func:`strategy_options` is the one place
 their options are checked, so the command line and a sweep file refuse a mistake with the same
 words, each in its own spelling (``--budget-ms`` / ``budget_ms``). Adding a strategy is its
-class in ``aitune_fp/strategies.py`` plus one :class:`StrategyEntry` in ``_ENTRIES``.
+class in ``aitune_fp/pipeline/strategies.py`` plus one :class:`StrategyEntry` in ``_ENTRIES``.
 Importing this module does not import torch: each factory imports its strategy when called.
 """
 
@@ -22,7 +22,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
     from aitune_fp.backends.protocol import Backend
-    from aitune_fp.strategies import SessionStrategy
+    from aitune_fp.pipeline.strategies import SessionStrategy
 
 __all__ = [
     "STRATEGIES",
@@ -97,10 +97,10 @@ class StrategyEntry:
 
 
 def _built_in(class_name: str) -> Callable[..., SessionStrategy]:
-    """A factory for ``aitune_fp.strategies.<class_name>``, imported when the factory is called."""
+    """A factory for ``aitune_fp.pipeline.strategies.<class_name>``, imported when the factory is called."""
 
     def factory(backends: Sequence[Backend], **options: Any) -> SessionStrategy:
-        from aitune_fp import strategies
+        from aitune_fp.pipeline import strategies
 
         strategy: SessionStrategy = getattr(strategies, class_name)(backends, **options)
         return strategy
@@ -111,7 +111,7 @@ def _built_in(class_name: str) -> Callable[..., SessionStrategy]:
 
 def _one(backends: Sequence[Backend]) -> SessionStrategy:
     """``OneBackendStrategy`` over the one backend there must be."""
-    from aitune_fp.strategies import OneBackendStrategy
+    from aitune_fp.pipeline.strategies import OneBackendStrategy
 
     if len(backends) != 1:
         raise InvalidValueError(f"strategy 'one' needs exactly one backend, got {len(backends)}")

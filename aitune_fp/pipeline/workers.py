@@ -27,11 +27,9 @@ from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.errors import CandidateHungError
-from aitune_fp.heldout import heldout_samples
 from aitune_fp.inputs import as_sample, copy_sample
-from aitune_fp.profiling import SpotCheckError
-from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError, fork_unavailable
-from aitune_fp.session.values import (
+from aitune_fp.isolation.heldout import heldout_samples
+from aitune_fp.pipeline.values import (
     CandidateOutcome,
     TuneTarget,
     ValidationOptions,
@@ -41,11 +39,13 @@ from aitune_fp.session.values import (
     infer_of,
     stage_of,
 )
-from aitune_fp.session.vetting import call_deadline, per_call_step, spot_check_of
-from aitune_fp.watchdog import progress
+from aitune_fp.pipeline.vetting import call_deadline, per_call_step, spot_check_of
+from aitune_fp.profiling import SpotCheckError
+from aitune_fp.profiling.watchdog import progress
+from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError, fork_unavailable
 
 if TYPE_CHECKING:
-    from aitune_fp.session.tune import TuneSession
+    from aitune_fp.pipeline.tune import TuneSession
 
 __all__ = [
     "WorkerBackend",
@@ -402,7 +402,7 @@ def soaked(session: TuneSession, chosen: Any) -> bool:
 
 def _fresh_heldout(data: tuple[Any, ...], seed: int, axes: Any) -> tuple[Any, ...]:
     """Held-out samples for ``seed`` (none when no input can be varied)."""
-    from aitune_fp.heldout import HeldoutUnavailableError
+    from aitune_fp.isolation.heldout import HeldoutUnavailableError
 
     with contextlib.suppress(HeldoutUnavailableError):
         return heldout_samples(data, seed, batch_axes=axes)

@@ -20,7 +20,7 @@ import attrs
 
 from aitune_fp.core.fold import empty_report, fold
 from aitune_fp.core.report import TuneReport
-from aitune_fp.ingest.values import BadLine, EventLine, IngestReport
+from aitune_fp.events.ingest.values import BadLine, EventLine, IngestReport
 
 __all__ = ["OPENINGS", "RunStretch", "summarize"]
 

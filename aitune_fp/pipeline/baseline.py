@@ -26,10 +26,10 @@ from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
 )
-from aitune_fp.heldout import heldout_batches
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
-from aitune_fp.session.guarding import settle_guard
-from aitune_fp.session.values import (
+from aitune_fp.isolation.heldout import heldout_batches
+from aitune_fp.pipeline.guarding import settle_guard
+from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
     append_failure_log,
@@ -37,11 +37,11 @@ from aitune_fp.session.values import (
     has_lazy,
     infer_of,
 )
-from aitune_fp.session.vetting import fresh_batches
-from aitune_fp.session.workers import start_eager
+from aitune_fp.pipeline.vetting import fresh_batches
+from aitune_fp.pipeline.workers import start_eager
 
 if TYPE_CHECKING:
-    from aitune_fp.session.tune import TuneSession
+    from aitune_fp.pipeline.tune import TuneSession
 
 
 def _free_bytes(module: torch.nn.Module) -> float:

@@ -32,7 +32,7 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import BatchSpec, Sample
 from aitune_fp.measure import rule_for
 from aitune_fp.profiling import Timer
-from aitune_fp.watchdog import CandidateHungError
+from aitune_fp.profiling.watchdog import CandidateHungError
 
 BASELINE_DIR = "perf_validation_baseline"
 PROFILING_LOG_NAME = "profiling_error.log"

@@ -18,9 +18,15 @@ from typing import IO, Any, TypeAlias
 from aitune_fp.core.fold import result_from_event
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events import SCHEMA_VERSION
-from aitune_fp.ingest.runs import summarize
-from aitune_fp.ingest.schema import event_schema, validate_event
-from aitune_fp.ingest.values import BadLine, EventLine, FailureRecord, IngestReport, RunSummary
+from aitune_fp.events.ingest.runs import summarize
+from aitune_fp.events.ingest.schema import event_schema, validate_event
+from aitune_fp.events.ingest.values import (
+    BadLine,
+    EventLine,
+    FailureRecord,
+    IngestReport,
+    RunSummary,
+)
 
 __all__ = [
     "MAX_LINE_BYTES",

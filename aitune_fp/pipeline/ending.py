@@ -13,14 +13,14 @@ import attrs
 from aitune_fp import events
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.session.values import (
+from aitune_fp.pipeline.values import (
     NoValidBackendError,
     describe,
 )
-from aitune_fp.session.workers import WorkerBackend, adopt, soaked
+from aitune_fp.pipeline.workers import WorkerBackend, adopt, soaked
 
 if TYPE_CHECKING:
-    from aitune_fp.session.tune import TuneSession
+    from aitune_fp.pipeline.tune import TuneSession
 
 
 def conclude(session: TuneSession, backend: Any) -> Any:

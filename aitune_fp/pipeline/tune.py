@@ -34,17 +34,14 @@ from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     InvalidStateError,
 )
-from aitune_fp.guard import ModelGuard, SampleGuard
-from aitune_fp.heldout import HeldoutUnavailableError, heldout_samples
 from aitune_fp.inputs import Sample
-from aitune_fp.isolation import ProcessState
+from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
+from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_samples
 from aitune_fp.measure import rule_for
-from aitune_fp.profiling import Timer, timer_for
-from aitune_fp.profiling.workers import Worker, WorkerGroup
-from aitune_fp.session.baseline import open_baseline
-from aitune_fp.session.ending import conclude, report_of
-from aitune_fp.session.guarding import model_changed, take_model
-from aitune_fp.session.values import (
+from aitune_fp.pipeline.baseline import open_baseline
+from aitune_fp.pipeline.ending import conclude, report_of
+from aitune_fp.pipeline.guarding import model_changed, take_model
+from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,
     ModelChangedError,
@@ -58,9 +55,11 @@ from aitune_fp.session.values import (
     infer_of,
     stage_of,
 )
-from aitune_fp.session.vetting import rank, recheck, vet
-from aitune_fp.session.workers import close_workers, isolation_of, try_in_worker
-from aitune_fp.watchdog import CandidateHungError, Watchdog
+from aitune_fp.pipeline.vetting import rank, recheck, vet
+from aitune_fp.pipeline.workers import close_workers, isolation_of, try_in_worker
+from aitune_fp.profiling import Timer, timer_for
+from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog
+from aitune_fp.profiling.workers import Worker, WorkerGroup
 
 _ACTIVE: contextvars.ContextVar[TuneSession | None] = contextvars.ContextVar(
     "aitune_fp_session", default=None

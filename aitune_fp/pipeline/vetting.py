@@ -21,13 +21,11 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import (
     InvalidStateError,
 )
-from aitune_fp.heldout import HeldoutUnavailableError, heldout_batches
 from aitune_fp.inputs import Sample, as_sample
+from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
 from aitune_fp.measure import measure_throughput_steady
 from aitune_fp.measure.measurement import Comparison
-from aitune_fp.profiling import SpotCheckError
-from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError
-from aitune_fp.session.values import (
+from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
     ModelChangedError,
@@ -36,10 +34,12 @@ from aitune_fp.session.values import (
     declared_dtype,
     infer_of,
 )
-from aitune_fp.watchdog import CandidateHungError
+from aitune_fp.profiling import SpotCheckError
+from aitune_fp.profiling.watchdog import CandidateHungError
+from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError
 
 if TYPE_CHECKING:
-    from aitune_fp.session.tune import TuneSession
+    from aitune_fp.pipeline.tune import TuneSession
 
 
 def vet(session: TuneSession, built: Any, description: str, folder: Path) -> CandidateOutcome:

@@ -9,12 +9,12 @@ aitune_fp instead of AITune's point estimate:
   candidate passes through ``_build_validate_and_check_perf``, which is replaced (:mod:`.gate`);
 * profiling strategies (``MaxThroughputStrategy``, ``MinLatencyStrategy``,
   ``LatencyBudgetStrategy``): ``_run_backends`` is replaced; the winner among the candidates
-  shown faster is :func:`aitune_fp.choosing.choose`'s (head-to-head in the statistical mode).
+  shown faster is :func:`aitune_fp.pipeline.choosing.choose`'s (head-to-head in the statistical mode).
   MinLatency compares at batch size 1; LatencyBudget first holds each one's p90 latency to its
   budget with an exact order-statistics bound. ``_resolve_winner`` keeps the gate's winner and
   AITune's fallbacks (:mod:`.profiling_gate`).
 
-Each tune runs in a :class:`~aitune_fp.session.TuneSession`, the same one candidate pipeline
+Each tune runs in a :class:`~aitune_fp.pipeline.TuneSession`, the same one candidate pipeline
 the built-in strategies use; this package only drives it from AITune's hooks. The session takes
 the model (eval mode, guarded) before AITune's ``_pre_tune``, adopts AITune's eager baseline
 there, and takes each candidate through ``try_candidate`` with AITune's own build and
@@ -35,14 +35,14 @@ AITune's modules on first use).
 
 from __future__ import annotations
 
-from aitune_fp.integrations import is_aitune_strategy
-from aitune_fp.integrations.aitune._names import (
+from aitune_fp.adapters import is_aitune_strategy
+from aitune_fp.adapters.aitune._names import (
     SUPPORTED_AITUNE,
     AituneVersionError,
     aitune_version,
 )
-from aitune_fp.integrations.aitune.decorate import closeness_options, with_performance_validation
-from aitune_fp.integrations.aitune.options import AituneOptions, threshold_of
+from aitune_fp.adapters.aitune.decorate import closeness_options, with_performance_validation
+from aitune_fp.adapters.aitune.options import AituneOptions, threshold_of
 
 __all__ = [
     "SUPPORTED_AITUNE",

@@ -23,10 +23,10 @@ from aitune_fp.core.quantiles import (
 )
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
-from aitune_fp.headtohead import head_to_head
+from aitune_fp.measure.headtohead import head_to_head
+from aitune_fp.pipeline import CandidateOutcome, TuneSession, infer_of
+from aitune_fp.pipeline.vetting import fresh_batches, spot_check_of
 from aitune_fp.profiling import SpotCheckError, time_calls
-from aitune_fp.session import CandidateOutcome, TuneSession, infer_of
-from aitune_fp.session.vetting import fresh_batches, spot_check_of
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
 

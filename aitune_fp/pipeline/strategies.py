@@ -3,7 +3,7 @@
 A strategy is any object with AITune's ``tune(module, name, graph_spec, data, device, cache_dir)``.
 Candidates built through :func:`try_candidate` / :func:`build_and_validate` are checked against
 eager and, inside a validating tune, gated by measurement one by one. The built-in ones by
-name, with their options: :mod:`aitune_fp.strategy_registry`.
+name, with their options: :mod:`aitune_fp.pipeline.strategy_registry`.
 """
 
 from __future__ import annotations
@@ -16,16 +16,16 @@ import attrs
 import torch
 
 from aitune_fp.backends import Backend
-from aitune_fp.choosing import DEFAULT_QUANTILE, choose, latency_check
 from aitune_fp.core._checks import check_finite, check_open_interval
 from aitune_fp.inputs import GraphSpec, Sample
-from aitune_fp.session import (
+from aitune_fp.pipeline import (
     CandidateOutcome,
     NoValidBackendError,
     TuneSession,
     TuneTarget,
     active_session,
 )
+from aitune_fp.pipeline.choosing import DEFAULT_QUANTILE, choose, latency_check
 
 __all__ = [
     "CandidateOutcome",
@@ -170,7 +170,7 @@ class MaxThroughputStrategy(SessionStrategy):
 
     Validating (statistical mode), the passing candidates are timed against each other and the
     choice is within ``ProfilingConfig.selection_delta_percent`` of the fastest with the
-    configured confidence (``aitune_fp.choosing``); otherwise the best point estimate wins.
+    configured confidence (``aitune_fp.pipeline.choosing``); otherwise the best point estimate wins.
     """
 
     def __init__(self, backends: Sequence[Backend]) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from aitune_fp.integrations.aitune._names import mode
-from aitune_fp.integrations.aitune.options import options_of, threshold_of, validation_options
-from aitune_fp.reports import ReportReadOuts
-from aitune_fp.session import ValidationOptions
+from aitune_fp.adapters.aitune._names import mode
+from aitune_fp.adapters.aitune.options import options_of, threshold_of, validation_options
+from aitune_fp.adapters.reports import ReportReadOuts
+from aitune_fp.pipeline import ValidationOptions
 
 
 class GateView(ReportReadOuts):

@@ -1,7 +1,7 @@
 """The model guard: a whole module object, kept before a tune and checked and restored after.
 
 For every submodule it keeps the class and the entire instance ``__dict__`` (:class:`_ModuleState`),
-by the rules of :mod:`~aitune_fp.guard.values`; every tensor it reaches (parameters, buffers,
+by the rules of :mod:`~aitune_fp.isolation.values`; every tensor it reaches (parameters, buffers,
 tensors held in an attribute or one container deep) by identity with a host copy of its values.
 Attributes torch itself sets on a module it wraps are not changes, and neither are device moves.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from aitune_fp.errors import InvalidStateError
-from aitune_fp.guard.values import (
+from aitune_fp.isolation.values import (
     MISSING,
     TensorState,
     contents_change,

@@ -6,13 +6,13 @@ from typing import Any
 
 import attrs
 
+from aitune_fp.adapters.aitune._names import mode
 from aitune_fp.core._checks import check_threshold, of_type
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Tolerances
-from aitune_fp.integrations.aitune._names import mode
+from aitune_fp.pipeline import ValidationOptions
 from aitune_fp.profiling import Timer
-from aitune_fp.session import ValidationOptions
 
 __all__ = ["AituneOptions", "threshold_of", "validation_options"]
 
