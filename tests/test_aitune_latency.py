@@ -62,6 +62,7 @@ class Sink:
 # -- MaxThroughput: the head-to-head ------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("pinned_draws")
 def test_max_throughput_equally_fast_candidates_meet_head_to_head(
     logs: LogCapture,
 ) -> None:

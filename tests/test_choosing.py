@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 import re
 from pathlib import Path
 from typing import Any
@@ -64,15 +63,9 @@ def _names(events: list[dict[str, Any]], short: str) -> list[dict[str, Any]]:
 
 
 class TestHeadToHead:
-    def test_equally_fast_candidates_settle_and_the_earlier_is_kept(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """Two copies of one backend are within delta: a tie, kept by the stated key.
-
-        The tune's seed is pinned: with an unguessable one, identical contenders are told apart
-        at the rule's error rate (a false elimination, which the guarantee allows).
-        """
-        monkeypatch.setattr(random, "SystemRandom", lambda: random.Random(7))
+    @pytest.mark.usefixtures("pinned_draws")
+    def test_equally_fast_candidates_settle_and_the_earlier_is_kept(self, tmp_path: Path) -> None:
+        """Two copies of one backend are within delta: a tie, kept by the stated key."""
         a, b = Pruned("a"), Pruned("b")
         backend, report = _tune(gated(MaxThroughputStrategy([a, b])), tmp_path)
         state = report.selection
@@ -322,6 +315,7 @@ class TestShown:
         )
 
 
+@pytest.mark.usefixtures("pinned_draws")
 def test_two_candidates_with_one_description_are_told_apart(tmp_path: Path) -> None:
     """The same backend listed twice meets itself head-to-head as two numbered contenders."""
     backend, report = _tune(gated(MaxThroughputStrategy([Pruned(), Pruned()])), tmp_path)
