@@ -10,18 +10,11 @@ import argparse
 import re
 from typing import Any
 
-import attrs
-
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import UsageError
+from aitune_fp.core import settings
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import (
-    CACHES,
-    CLOCKS,
-    DECISION_MODES,
-    MODE_FIELDS,
-    THROUGHPUT_GATES,
-)
+from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS
 from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
@@ -29,117 +22,16 @@ from aitune_fp.pipeline import strategy_registry
 __all__ = ["accuracy_options", "add_arguments", "profiling_config", "strategy_settings"]
 
 _STAT = "statistical decision: "
-_CHOICE = "choosing among faster candidates: "
 
 
-@attrs.frozen
-class _Setting:
-    """A ProfilingConfig field the ``tune`` command sets with one flag, and how argparse reads it.
+def _flags() -> dict[str, tuple[str, tuple[str, ...] | None]]:
+    """ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
 
-    One row serves the parser, the config built from it and the messages that name the flag.
+    None: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one.
     """
-
-    field: str
-    flag: str
-    help: str
-    type: Any = None
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-
-    @property
-    def dest(self) -> str:
-        """The argparse attribute: ``--max-seconds`` -> ``max_seconds``."""
-        return self.flag[2:].replace("-", "_")
-
-
-#: Every ProfilingConfig field ``tune`` sets with a flag of its own, in ``--help`` order
-#: (``looks``, ``--max-pairs`` and ``--threads`` are read apart: they parse or combine).
-_SETTINGS: tuple[_Setting, ...] = (
-    _Setting("max_seconds", "--max-seconds", _STAT + "budget per candidate (60 s)", float),
-    _Setting(
-        "confidence",
-        "--confidence",
-        _STAT + "overall guarantee against a false accept (0.95)",
-        float,
-    ),
-    _Setting(
-        "futility_margin_percent",
-        "--futility-margin",
-        _STAT + "stop with not_faster once the upper bound is below required + this many "
-        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
-        float,
-    ),
-    _Setting(
-        "futility_error",
-        "--futility-error",
-        _STAT + "chance of calling a candidate faster than required + margin not_faster (0.20)",
-        float,
-    ),
-    _Setting(
-        "clock",
-        "--clock",
-        _STAT + "which clock decides: host (default; wall time around a synchronised call) or "
-        "device (CUDA-event time; CUDA only)",
-        choices=CLOCKS,
-    ),
-    _Setting(
-        "soak",
-        "--soak",
-        "N more checked calls of the chosen candidate on fresh inputs, rebuilt in this process, "
-        "before it is handed back; one wrong call rejects it (default 0)",
-        int,
-    ),
-    _Setting(
-        "spot_rate",
-        "--spot-rate",
-        "share of the timed calls between each look's ends whose outputs are compared with "
-        "eager's, in the gate and the head-to-head (0.1; both ends always are)",
-        float,
-    ),
-    _Setting(
-        "wait_quiet_s",
-        "--wait-quiet",
-        _STAT + "before each look, wait up to this long for the load average to fall below the "
-        "cores (0: no wait; the budget counts the wait). Pairs taken while the machine was busy "
-        "never carry a verdict",
-        float,
-        metavar="SECONDS",
-    ),
-    _Setting(
-        "throughput_gate",
-        "--throughput-gate",
-        _STAT + "what a faster needs of the mean-latency throughput ratio: point (default; the "
-        "ratio clears the gate, the verdict is about the typical call) or bound (its lower "
-        "bound clears it)",
-        choices=THROUGHPUT_GATES,
-    ),
-    _Setting(
-        "cache",
-        "--cache",
-        _STAT + "hot (default) or cold: L2 flushed before each timed call (CUDA only)",
-        choices=CACHES,
-    ),
-    _Setting(
-        "selection_delta_percent",
-        "--delta",
-        _CHOICE + "candidates within this many percent count as equally fast (2)",
-        float,
-    ),
-    _Setting(
-        "selection_max_seconds",
-        "--selection-seconds",
-        _CHOICE + "time budget of the head-to-head (60 s)",
-        float,
-    ),
-    _Setting("point_warmup_calls", "--warmup-calls", "point decision: warm-up calls (10)", int),
-    _Setting("point_steps", "--steps", "point decision: timed calls (20)", int),
-)
-#: ProfilingConfig field -> the flag that sets it, and the decision modes that read it (None:
-#: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one).
-_FLAGS: dict[str, tuple[str, tuple[str, ...] | None]] = {
-    field: (flag, MODE_FIELDS.get(field))
-    for field, flag in (("looks", "--looks"), *((s.field, s.flag) for s in _SETTINGS))
-}
+    return {
+        s.field: (s.flag, MODE_FIELDS.get(s.field)) for s in settings.SETTINGS if s.flag is not None
+    }
 
 
 #: Every form ``--model`` takes (``models.load_model`` parses it), so ``tune --help`` shows what
@@ -176,12 +68,15 @@ def profiling_config(args: argparse.Namespace) -> Any:
             raise UsageError(f"--max-pairs must be >= 2, got {args.max_pairs}")
         planned = [n for n in ProfilingConfig().looks if n < args.max_pairs]
         kwargs["looks"] = (*planned, args.max_pairs)
-    for setting in _SETTINGS:
+    flags = _flags()
+    for setting in settings.SETTINGS:
+        if setting.apart or setting.flag is None:
+            continue
         value = getattr(args, setting.dest, None)
         if value is not None:
             kwargs[setting.field] = value
     for field in kwargs:
-        flag, modes = _FLAGS[field]
+        flag, modes = flags[field]
         if field == "looks" and args.looks is None:
             flag = "--max-pairs"
         if modes is not None and args.decision not in modes:
@@ -200,7 +95,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
         return ProfilingConfig(decision=args.decision, **kwargs)
     except (TypeError, ValueError) as exc:
         message = str(exc)
-        for field, (flag, _) in _FLAGS.items():
+        for field, (flag, _) in flags.items():
             message = _plain(message, field, flag)
         raise UsageError(message) from exc
 
@@ -310,21 +205,15 @@ def add_arguments(sub: Any) -> Any:
     )
     tune.add_argument("--decision", choices=decision_modes(), default=DECISION_MODES[0])
     tune.add_argument("--max-pairs", type=int, help=_STAT + "timed pairs per arm at most (320)")
-    tune.add_argument("--looks", help=_STAT + "planned looks in pairs (10,20,40,80,160,320)")
-    for setting in _SETTINGS:
-        tune.add_argument(
-            setting.flag,
-            type=setting.type,
-            choices=setting.choices,
-            metavar=setting.metavar,
-            help=setting.help.replace("%", "%%"),
-        )
-    tune.add_argument(
-        "--threads",
-        type=int,
-        help="CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
-        "intra-op threads; default: leave them as they are). See docs/threads.md",
-    )
+    for setting in settings.SETTINGS:
+        if setting.flag is not None:
+            tune.add_argument(
+                setting.flag,
+                type=setting.type,
+                choices=setting.choices,
+                metavar=setting.metavar,
+                help=setting.help.replace("%", "%%"),
+            )
     tune.add_argument(
         "--in-process",
         action="store_true",

@@ -19,13 +19,13 @@ import attrs
 from aitune_fp.backends import registry
 from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
+from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 from aitune_fp.measure import decision_modes
 from aitune_fp.pipeline import strategy_registry
 
 __all__ = [
-    "BUDGET_FIELDS",
     "DEVICE_KINDS",
     "MAX_THRESHOLD_PERCENT",
     "BackendChoice",
@@ -39,26 +39,6 @@ __all__ = [
 
 #: Device kinds a sweep runs on: each task gets a whole device of this kind.
 DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
-#: ``[budget]`` keys: the ProfilingConfig fields a sweep file may set.
-BUDGET_FIELDS: tuple[str, ...] = (
-    "looks",
-    "max_seconds",
-    "confidence",
-    "futility_margin_percent",
-    "futility_error",
-    "warmup_max_calls",
-    "point_warmup_calls",
-    "point_steps",
-    "threads",
-    "clock",
-    "spot_rate",
-    "soak",
-    "wait_quiet_s",
-    "throughput_gate",
-    "cache",
-    "selection_delta_percent",
-    "selection_max_seconds",
-)
 #: The ``[budget]`` key that is not a ProfilingConfig field: each task's wall-clock deadline.
 TASK_TIMEOUT_KEY = "task_timeout_s"
 #: Added to the per-step watchdog bounds in :func:`default_task_timeout_s` (model load, set-up).
@@ -291,7 +271,7 @@ def _number(where: str, value: object) -> float:
 
 
 def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
-    _known_keys("budget", table, (*BUDGET_FIELDS, TASK_TIMEOUT_KEY))
+    _known_keys("budget", table, (*sweep_keys(), TASK_TIMEOUT_KEY))
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key == TASK_TIMEOUT_KEY:
