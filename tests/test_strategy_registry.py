@@ -164,3 +164,18 @@ def test_make_strategy_builds_with_the_checked_options() -> None:
         make_strategy("one", [Pruned(), Slower()])
     with pytest.raises(InvalidValueError, match="budget_ms applies to strategy 'latency-budget'"):
         make_strategy("first-wins", [Pruned()], budget_ms=5)
+
+
+def test_a_backend_count_a_strategy_cannot_take_reads_the_same_everywhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``one`` over two backends: the CLI, a sweep file and make_strategy say one sentence."""
+    expected = "strategy 'one' needs exactly one backend, got 2 (eager, compile)"
+    cli = usage_error(["tune", "--strategy", "one", "--backends", "eager,compile"], capsys)
+    assert cli.endswith(": " + expected)
+    with pytest.raises(InvalidValueError) as sweep:
+        parse_sweep({"models": ["mlp"], "strategy": "one", "backends": ["eager", "compile"]})
+    assert str(sweep.value) == expected
+    with pytest.raises(InvalidValueError) as made:
+        make_strategy("one", [Pruned(), Slower()])
+    assert str(made.value) == "strategy 'one' needs exactly one backend, got 2 (Pruned(), Slower())"

@@ -36,6 +36,7 @@ from aitune_fp.cli.tune_args import (
     profiling_config,
     strategy_settings,
 )
+from aitune_fp.errors import InvalidValueError
 from aitune_fp.profiling import set_threads
 
 __all__ = ["add_parser", "profiling_config", "run"]
@@ -193,7 +194,7 @@ def _tune(
     from aitune_fp.correctness import Closeness
     from aitune_fp.pipeline import describe
     from aitune_fp.pipeline.strategies import NoValidBackendError
-    from aitune_fp.pipeline.strategy_registry import make_strategy
+    from aitune_fp.pipeline.strategy_registry import check_backends, make_strategy
 
     device = _resolve_device(args.device)
     if config.clock == "device" and not device.startswith("cuda"):
@@ -201,8 +202,10 @@ def _tune(
             f"--clock device needs a CUDA device (CUDA events); the tune runs on {device}"
         )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
-    if args.strategy == "one" and len(names) != 1:
-        raise UsageError(f"--strategy one needs exactly one backend, got {', '.join(names)}")
+    try:
+        check_backends(args.strategy, names)
+    except InvalidValueError as exc:
+        raise UsageError(str(exc)) from None
     model = _load_model(args)
     cache_dir = _cache_dir(args.cache_dir)
     with stdout_to_stderr():

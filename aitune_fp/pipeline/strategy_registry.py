@@ -28,6 +28,7 @@ __all__ = [
     "STRATEGIES",
     "StrategyEntry",
     "StrategyOption",
+    "check_backends",
     "make_strategy",
     "number_check",
     "option_names",
@@ -83,13 +84,15 @@ class StrategyEntry:
     """One built-in strategy: its name, what it keeps, how it is built, the options it takes.
 
     ``name`` is ``--strategy``'s; ``summary`` one line for ``--help``; ``factory(backends,
-    **options)`` builds it, importing its class when called (never at import).
+    **options)`` builds it, importing its class when called (never at import); ``backends``:
+    how many backends it takes, exactly (None: any number).
     """
 
     name: str = attrs.field(validator=attrs.validators.matches_re(r"[a-z][a-z0-9-]*"))
     summary: str
     factory: Callable[..., SessionStrategy] = attrs.field(validator=attrs.validators.is_callable())
     options: tuple[StrategyOption, ...] = ()
+    backends: int | None = None
 
     def option(self, name: str) -> StrategyOption | None:
         """The option ``name`` of this strategy, or None when it takes none of that name."""
@@ -110,16 +113,16 @@ def _built_in(class_name: str) -> Callable[..., SessionStrategy]:
 
 
 def _one(backends: Sequence[Backend]) -> SessionStrategy:
-    """``OneBackendStrategy`` over the one backend there must be."""
+    """``OneBackendStrategy`` over the one backend there is (:func:`check_backends` saw to it)."""
     from aitune_fp.pipeline.strategies import OneBackendStrategy
 
-    if len(backends) != 1:
-        raise InvalidValueError(f"strategy 'one' needs exactly one backend, got {len(backends)}")
     return OneBackendStrategy(backends[0])
 
 
 _ENTRIES: tuple[StrategyEntry, ...] = (
-    StrategyEntry("one", "the one backend given, if it is shown faster (else eager)", _one),
+    StrategyEntry(
+        "one", "the one backend given, if it is shown faster (else eager)", _one, backends=1
+    ),
     StrategyEntry(
         "first-wins",
         "the first in order shown faster (none: an error)",
@@ -210,6 +213,20 @@ def strategy_options(
     return checked
 
 
+def check_backends(name: str, labels: Sequence[str]) -> None:
+    """Refuse a list of backends strategy ``name`` cannot take: ``one`` takes exactly one.
+
+    The one place that counts them, for the CLI, sweep files and :func:`make_strategy`;
+    ``labels`` are the backends as the user named them.
+    """
+    wanted = STRATEGIES[name].backends
+    if wanted is not None and len(labels) != wanted:
+        noun = "backend" if wanted == 1 else "backends"
+        number = "one" if wanted == 1 else str(wanted)
+        given = f"{len(labels)}" + (f" ({', '.join(labels)})" if labels else "")
+        raise InvalidValueError(f"strategy {name!r} needs exactly {number} {noun}, got {given}")
+
+
 def make_strategy(name: str, backends: Sequence[Backend], **options: Any) -> SessionStrategy:
     """The built-in strategy ``name`` over ``backends``, its ``options`` checked first.
 
@@ -217,4 +234,10 @@ def make_strategy(name: str, backends: Sequence[Backend], **options: Any) -> Ses
     ``quantile``); anything else is an :class:`InvalidValueError` naming it.
     """
     checked = strategy_options(name, options)
+    check_backends(name, [_label(b) for b in backends])
     return STRATEGIES[name].factory(backends, **checked)
+
+
+def _label(backend: object) -> str:
+    describe = getattr(backend, "describe", None)
+    return str(describe()) if callable(describe) else type(backend).__name__

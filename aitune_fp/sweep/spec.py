@@ -371,10 +371,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     for i, label in enumerate(labels):
         if label in labels[:i]:
             raise InvalidValueError(f"backends[{i}] {label!r} is listed twice")
-    if strategy == "one" and len(backends) != 1:
-        raise InvalidValueError(
-            f"strategy 'one' needs exactly one entry in backends, got {len(backends)}"
-        )
+    strategy_registry.check_backends(strategy, labels)
     accuracy = _accuracy(_table("accuracy", table.get("accuracy", {})))
     ray = _table("ray", table.get("ray", {}))
     _known_keys("ray", ray, _RAY_KEYS)
