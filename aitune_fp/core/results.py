@@ -218,6 +218,21 @@ class PerformanceValidationResult:
     power_w_max: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(finite(minimum=0))
     )
+    #: The raw timings, kept so any figure above can be derived again: each arm's seconds per
+    #: call (one batch) in the order timed, on the clock that decided. Statistical mode: pair
+    #: ``i`` is eager's and the candidate's ``i``-th interleaved call, and the figures rest on
+    #: the ``n_baseline`` pairs from ``latencies_from`` (later than 0 when the machine changed
+    #: or the ratio shifted first). Point mode: eager's up-front calls, then the candidate's.
+    #: Empty in older logs.
+    latencies_from: int | None = attrs.field(
+        default=None, kw_only=True, validator=_optional(integer(minimum=0))
+    )
+    baseline_latencies_s: tuple[float, ...] = attrs.field(
+        default=(), kw_only=True, converter=as_tuple, validator=tuple_of(finite(minimum=0))
+    )
+    candidate_latencies_s: tuple[float, ...] = attrs.field(
+        default=(), kw_only=True, converter=as_tuple, validator=tuple_of(finite(minimum=0))
+    )
 
     def __attrs_post_init__(self) -> None:
         """Cross-field checks: bounds in order and a verdict consistent with ``passed``."""
@@ -244,6 +259,8 @@ class PerformanceValidationResult:
         """Return a JSON-ready dict (finite numbers, str, bool, None, lists) in field order."""
         data = attrs.asdict(self, recurse=False)
         data["flags"] = list(self.flags)
+        data["baseline_latencies_s"] = list(self.baseline_latencies_s)
+        data["candidate_latencies_s"] = list(self.candidate_latencies_s)
         return data
 
     @classmethod

@@ -28,7 +28,7 @@ from aitune_fp.profiling import (
     is_oversubscribed,
 )
 
-__all__ = ["Comparison", "Measurement", "OnLook", "RunContext"]
+__all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies", "run_context"]
 
 
 @attrs.frozen(kw_only=True)
@@ -97,6 +97,20 @@ class RunContext:
     flags: tuple[str, ...] = ()
     note: str | None = None
     fields: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def raw_latencies(
+    baseline_s: Sequence[float], candidate_s: Sequence[float], start: int | None
+) -> dict[str, Any]:
+    """The result fields that keep a comparison's raw timings (each arm's seconds per call).
+
+    ``start``: the first pair the figures rest on (statistical mode); None for unpaired calls.
+    """
+    return {
+        "latencies_from": start if baseline_s else None,
+        "baseline_latencies_s": tuple(baseline_s),
+        "candidate_latencies_s": tuple(candidate_s),
+    }
 
 
 def run_context(

@@ -27,6 +27,7 @@ from aitune_fp.measure.measurement import (
     OnLook,
     closeness_of,
     collecting,
+    raw_latencies,
     run_context,
 )
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
@@ -153,6 +154,6 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         rule="point",
         note=context.note,
         mismatch=closeness_of(c, seen),
-        context=context.fields,
+        context={**context.fields, **raw_latencies(base, cand, None)},
     )
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=threads)

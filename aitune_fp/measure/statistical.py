@@ -40,6 +40,7 @@ from aitune_fp.measure.measurement import (
     OnLook,
     closeness_of,
     collecting,
+    raw_latencies,
     run_context,
 )
 from aitune_fp.measure.results import statistical_result, undecided_result
@@ -259,7 +260,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             isolation=c.isolation,
             flags=gpu.flags,
             note=gpu.note(),
-            fields=gpu.result_fields(),
+            fields={
+                **gpu.result_fields(),
+                **raw_latencies(chosen.baseline_s, chosen.candidate_s, 0),
+            },
         )
         return undecided_result(
             chosen,
@@ -296,7 +300,13 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         isolation=c.isolation,
         flags=[*machine_flags, *flags, *gpu.flags],
         note=notes,
-        fields={**fields, **gpu.result_fields()},
+        fields={
+            **fields,
+            **gpu.result_fields(),
+            **raw_latencies(
+                chosen.baseline_s, chosen.candidate_s, start + (decision.shift_index or 0)
+            ),
+        },
     )
     return statistical_result(
         decision,
