@@ -2,7 +2,7 @@
 and every CPU backend measured by the statistical gate (real timings, small budget).
 
 Compiling backends (``torch.compile``, AOTInductor) take seconds to minutes per build: those
-cases are marked ``slow`` (they still run in CI: nothing deselects the mark).
+cases are marked ``slow`` and ``compile`` (the slow tier, which CI runs).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def _commands(block: str) -> list[str]:
 
 def test_ci_runs_exactly_readmes_test_commands() -> None:
     readme = _commands(_section("Run the tests"))
-    assert readme == ["python -m pytest -q", "python -m pytest -q -m compile"]
+    assert readme == ["python -m pytest -q", 'python -m pytest -q -m "slow or compile or ray"']
     assert _commands((ROOT / ".ci" / "run").read_text(encoding="utf-8")) == readme
 
 
@@ -65,13 +65,14 @@ def test_readmes_main_job_is_set_up_and_run_in_one_block() -> None:
     assert "aitune-fp tune" in lines
 
 
-def test_the_default_run_leaves_the_compile_tier_out() -> None:
-    """addopts deselects ``compile``; ``-m compile`` on the command line replaces it."""
+def test_the_default_run_leaves_the_slow_tier_out() -> None:
+    """addopts deselects ``slow``, ``compile`` and ``ray``; README's second command runs them."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     options = text.split("[tool.pytest.ini_options]", 1)[1].split("\n[", 1)[0]
     addopts = re.search(r"^addopts = (.*)$", options, re.M)
-    assert addopts is not None and "-m 'not compile'" in addopts.group(1)
-    assert re.search(r'^    "compile: ', options, re.M)
+    assert addopts is not None and "-m 'not slow and not compile and not ray'" in addopts.group(1)
+    for marker in ("slow", "compile", "ray"):
+        assert re.search(rf'^    "{marker}: ', options, re.M), marker
 
 
 def test_the_temp_dir_is_pytests_here_and_in_child_processes(
