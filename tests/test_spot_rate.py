@@ -76,11 +76,11 @@ def test_a_tune_passes_its_rate_to_the_gate_and_the_head_to_head(
 ) -> None:
     """The session's comparisons and the head-to-head both run at the config's rate."""
     import aitune_fp.pipeline.choosing as choosing
-    import aitune_fp.pipeline.vetting as vetting
+    import aitune_fp.pipeline.stages as stages
     from aitune_fp import MaxThroughputStrategy
 
     seen: list[tuple[str, float]] = []
-    real_comparison, real_head_to_head = vetting.Comparison, choosing.head_to_head
+    real_comparison, real_head_to_head = stages.Comparison, choosing.head_to_head
 
     def comparison(**kwargs: Any) -> Any:
         seen.append(("gate", kwargs["spot_rate"]))
@@ -90,7 +90,7 @@ def test_a_tune_passes_its_rate_to_the_gate_and_the_head_to_head(
         seen.append(("head-to-head", kwargs["spot_rate"]))
         return real_head_to_head(*args, **kwargs)
 
-    monkeypatch.setattr(vetting, "Comparison", comparison)
+    monkeypatch.setattr(stages, "Comparison", comparison)
     monkeypatch.setattr(choosing, "head_to_head", head_to_head)
     config = ProfilingConfig(looks=(10, 20), max_seconds=10.0, warmup_max_calls=10, spot_rate=0.5)
     module, spec, data = make_case()

@@ -29,6 +29,7 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.heldout import heldout_batches
 from aitune_fp.pipeline.guarding import settle_guard
+from aitune_fp.pipeline.stages import fresh_batches
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
@@ -37,7 +38,6 @@ from aitune_fp.pipeline.values import (
     has_lazy,
     infer_of,
 )
-from aitune_fp.pipeline.vetting import fresh_batches
 from aitune_fp.pipeline.workers import start_eager
 
 if TYPE_CHECKING:
@@ -173,7 +173,9 @@ def open_baseline(
             session.config,
             timer=session.timer,
             batches=session.batches,
-            fresh=fresh_batches(session),
+            fresh=fresh_batches(
+                session.batch, session.heldout_seed, getattr(t.graph_spec, "batch_axes", None)
+            ),
         )
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")

@@ -25,7 +25,7 @@ from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.measure.headtohead import head_to_head
 from aitune_fp.pipeline import CandidateOutcome, TuneSession, infer_of
-from aitune_fp.pipeline.vetting import fresh_batches, spot_check_of
+from aitune_fp.pipeline.stages import fresh_batches, spot_check_of
 from aitune_fp.profiling import SpotCheckError, time_calls
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
@@ -86,12 +86,13 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     ]
     name = session.target.name
     references = session.references()  # eager's output on each batch: the rounds' spot checks
-    checks = {n: spot_check_of(session, o.backend) for n, o in by_name.items()}
+    checks = {n: spot_check_of(session.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
         session.emit(events.headtohead_look(session.run_id, name, state))
 
-    made = fresh_batches(session)  # rounds on values no pair of the gate was timed on
+    axes = getattr(session.target.graph_spec, "batch_axes", None)
+    made = fresh_batches(batch, session.heldout_seed, axes)  # values no gate pair was timed on
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
 
     state = head_to_head(

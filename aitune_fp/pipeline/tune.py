@@ -41,6 +41,7 @@ from aitune_fp.measure import rule_for
 from aitune_fp.pipeline.baseline import open_baseline
 from aitune_fp.pipeline.ending import conclude, report_of
 from aitune_fp.pipeline.guarding import model_changed, take_model
+from aitune_fp.pipeline.stages import Arena
 from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,
@@ -183,6 +184,29 @@ class TuneSession:
         if self.batch is None:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
         return self.batch, self.batches or (self.batch,), self.timer, self.heldout_seed
+
+    def arena(self) -> Arena:
+        """What candidates are checked and timed against now: the value the stages take."""
+        return Arena(
+            target=self.target,
+            config=self.config,
+            closeness=self.closeness,
+            rule=self.rule,
+            gate=None if self.options is None else self.options.gate,
+            eager=self.eager,
+            eager_arm=None if self.eager is None else self.eager_arm,
+            batch=self.batch,
+            batch_size=self.batch_size,
+            batches=self.batches,
+            references=self.reference_outputs,
+            heldout=self.heldout(),
+            seed=self.heldout_seed,
+            timer=None if self.batch is None else self.timer,
+            baseline_throughput=self.baseline_throughput,
+            baseline_latencies=self.baseline_latencies,
+            baseline_error=self.baseline_error,
+            isolation=self.isolation,
+        )
 
     def references(self) -> tuple[Any, ...]:
         """Eager's output on each timing batch (what timed outputs are spot-checked against)."""

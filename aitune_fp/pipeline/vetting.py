@@ -6,9 +6,7 @@ By the session's decision rule; a loser is released and every outcome recorded.
 from __future__ import annotations
 
 import contextlib
-import functools
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,20 +16,15 @@ from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import Stage
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.verdict import SpeedupDecision
-from aitune_fp.errors import (
-    InvalidStateError,
-)
-from aitune_fp.inputs import Sample, as_sample
-from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
+from aitune_fp.inputs import as_sample
 from aitune_fp.measure import measure_throughput_steady
-from aitune_fp.measure.measurement import Comparison
+from aitune_fp.pipeline.stages import Arena, call_deadline, check_closeness, measure
 from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
     ModelChangedError,
     ProcessChangedError,
     append_failure_log,
-    declared_dtype,
     infer_of,
 )
 from aitune_fp.profiling import SpotCheckError
@@ -46,6 +39,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
     """Correctness, then (validating) the timed comparison; a loser is released."""
     t = session.target
     log = folder / BUILD_LOG_NAME
+    arena = session.arena()
     try:
         session.phase(description, "correctness")
         try:
@@ -54,7 +48,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
                 raise changed
             what = f"the correctness check of {description}"
             with _guarded(session, built, what):
-                mismatch = check_closeness(session, built)
+                mismatch = check_closeness(arena, built)
         except Exception as exc:
             append_failure_log(log, "Backend correctness check failed", exc)
             session.release(built, log)
@@ -78,7 +72,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         session.phase(description, "measure")
         try:
             with _guarded(session, built, f"the timing of {description}"):
-                result = measure(session, built, description, mismatch)
+                result = _timed(session, arena, built, description, mismatch)
         except CandidateHungError as exc:
             append_failure_log(log, "Backend hung while timed", exc)
             session.release(built, log)
@@ -124,82 +118,16 @@ def per_call_step(session: TuneSession, what: str) -> contextlib.AbstractContext
 
     A slow step that keeps completing calls is never hung; one call that stops is.
     """
-    deadline, note = call_deadline(session)
+    deadline, note = call_deadline(session.config, session.baseline_latencies)
     return session.watchdog.step(what, deadline, per_call=True, note=note)
 
 
-def call_deadline(session: TuneSession) -> tuple[float, str]:
-    """One call's deadline: 20x eager's slowest measured call, at least the grace.
-
-    And what sets it, for the message of a call that missed it. Eager not timed (a
-    diagnostic tune): ``max_seconds + hang_grace_s``.
-    """
-    grace = session.config.hang_grace_s
-    if not session.baseline_latencies:
-        return session.deadline, (
-            f"ProfilingConfig.max_seconds + hang_grace_s ({session.deadline:g} s): "
-            "eager was not timed"
-        )
-    slowest = max(session.baseline_latencies)
-    return max(20 * slowest, grace), (
-        f"20x eager's slowest call ({slowest:.3g} s), at least ProfilingConfig.hang_grace_s "
-        f"({grace:g} s)"
-    )
-
-
-def spot_check_of(session: TuneSession, backend: Any) -> Callable[[Any, Any], Mismatch | None]:
-    """How ``backend``'s timed outputs are compared with eager's: its budget, its dtype tier.
-
-    ``check(output, reference)`` returns how close it came and raises when out of budget; the
-    gate's timing and the head-to-head among passing candidates both spot-check with it.
-    """
-    expected_dtype = declared_dtype(backend)
-    tolerances = session.closeness.budget(backend)
-    closeness = session.closeness
-
-    def check(output: Any, reference: Any) -> Mismatch | None:
-        return closeness.spot(
-            output, reference, expected_dtype=expected_dtype, tolerances=tolerances
-        )
-
-    return check
-
-
-def measure(
-    session: TuneSession, backend: Any, description: str, mismatch: Mismatch | None
+def _timed(
+    session: TuneSession, arena: Arena, built: Any, description: str, mismatch: Mismatch | None
 ) -> PerformanceValidationResult:
-    """Time ``backend`` against eager by the session's rule; record and report the result.
-
-    The result carries the worst mismatch of the correctness check and the spot checks.
-    """
-    if session.eager is None or session.baseline_throughput is None:
-        raise InvalidStateError(
-            f"no eager baseline to compare against ({session.baseline_error}); "
-            "a candidate cannot be shown faster without one"
-        )
-    assert session.options is not None and session.batch is not None and session.batch_size
+    """The timing stage, its looks and result emitted; a model changed meanwhile voids it."""
     start = time.perf_counter()
-    spot_check = spot_check_of(session, backend)
-
-    comparison = Comparison(
-        eager=session.eager_arm,
-        candidate=infer_of(backend),
-        batch=session.batch,
-        size=session.batch_size,
-        config=session.config,
-        gate=session.options.gate,
-        timer=session.timer,
-        eager_latencies=session.baseline_latencies if session.rule.keeps_eager_latencies else None,
-        description=description,
-        spot_check=spot_check,
-        batches=session.batches,
-        references=session.reference_outputs,
-        spot_seed=session.heldout_seed,
-        spot_rate=session.config.spot_rate,
-        mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
-        isolation=session.isolation,
-        fresh=fresh_batches(session),
-    )
+    config = arena.config
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
         session.emit(
@@ -208,7 +136,7 @@ def measure(
                 session.target.name,
                 backend_description=description,
                 n_pairs=n,
-                max_pairs=session.config.max_pairs,
+                max_pairs=config.max_pairs,
                 verdict=decision.verdict,
                 estimate=decision.speedup,
                 ci_low=decision.ci_low,
@@ -217,7 +145,7 @@ def measure(
             )
         )
 
-    result = session.rule.compare(comparison, on_look).result
+    result = measure(arena, built, description, mismatch, on_look)
     changed = session.model_changed()  # while timing: a result that cannot stand
     if changed is not None:
         raise changed
@@ -229,50 +157,6 @@ def measure(
     if not result.passed:
         session.emit(events.candidate_rejected(session.run_id, session.target.name, result))
     return result
-
-
-def fresh_batches(session: TuneSession) -> Callable[[int], Sample] | None:
-    """Timed call ``i``'s own batch: held-out values drawn for it, seeded per tune and draw.
-
-    None when no input can be varied (then the timing batches are used in turn).
-    """
-    assert session.batch is not None
-    batch, seed = session.batch, session.heldout_seed
-    axes = getattr(session.target.graph_spec, "batch_axes", None)
-    try:
-        heldout_batches(batch, 1, seed, batch_axes=axes)
-    except HeldoutUnavailableError:
-        return None
-
-    def fresh(index: int) -> Sample:
-        return heldout_batches(batch, 1, (seed * 1_000_003 + index) % 2**63, batch_axes=axes)[0]
-
-    return fresh
-
-
-def check_closeness(session: TuneSession, built: Any) -> Mismatch | None:
-    """Closeness to eager on the recorded samples, then on held-out ones (the worst of both).
-
-    The held-out samples (``heldout.py``) are derived from the recorded ones with a seed
-    drawn per tune: a candidate that memorised what it saw at build time or warm-up is
-    wrong on them.
-    """
-    t = session.target
-    check = functools.partial(
-        session.closeness.check,
-        infer_of(built),
-        t.module if session.eager is None else infer_of(session.eager),
-        t.graph_spec,
-        expected_dtype=declared_dtype(built),
-        tolerances=session.closeness.budget(built),
-        batch_sizes=session.config.batch_sizes,
-    )
-    recorded = check(list(t.data), name=t.name)
-    held = session.heldout()
-    if recorded is None or not held:
-        return recorded
-    name = f"{t.name} (held-out inputs, seed {session.heldout_seed})"
-    return Mismatch.combine([recorded, check(list(held), name=name) or Mismatch()])
 
 
 def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
@@ -310,7 +194,7 @@ def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
     """
     try:
         with _guarded(session, outcome.backend, f"the re-check of {outcome.description}"):
-            check_closeness(session, outcome.backend)
+            check_closeness(session.arena(), outcome.backend)
         changed = session.model_changed()
         if changed is not None:
             raise changed

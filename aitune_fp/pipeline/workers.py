@@ -29,6 +29,7 @@ from aitune_fp.correctness import Tolerances
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.heldout import heldout_samples
+from aitune_fp.pipeline.stages import call_deadline, spot_check_of
 from aitune_fp.pipeline.values import (
     CandidateOutcome,
     TuneTarget,
@@ -39,7 +40,7 @@ from aitune_fp.pipeline.values import (
     infer_of,
     stage_of,
 )
-from aitune_fp.pipeline.vetting import call_deadline, per_call_step, spot_check_of
+from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError, fork_unavailable
@@ -196,7 +197,9 @@ def start_eager(session: TuneSession) -> None:
     except Exception as exc:
         session.isolation, session.isolation_note = "in_process", f"eager's worker failed: {exc}"
         return
-    worker.timeout_s, worker.deadline_note = call_deadline(session)
+    worker.timeout_s, worker.deadline_note = call_deadline(
+        session.config, session.baseline_latencies
+    )
     session.eager_worker = worker
     session.os_states = {pid: os_state(pid) for pid in (os.getpid(), worker.pid)}
 
@@ -280,7 +283,9 @@ def try_in_worker(
         if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
             append_failure_log(log, f"Backend failed at {stage}", exc)
         return session.failed(description, stage, exc, log)
-    worker.timeout_s, worker.deadline_note = call_deadline(session)
+    worker.timeout_s, worker.deadline_note = call_deadline(
+        session.config, session.baseline_latencies
+    )
     build_s = time.perf_counter() - start
     outcome = attrs.evolve(session.vet(built, description, folder), build_s=build_s)
     changed = _os_changed(session)
@@ -365,7 +370,7 @@ def _soak(session: TuneSession, built: Any, n: int) -> None:
     draw = random.SystemRandom()
     axes = getattr(t.graph_spec, "batch_axes", None)
     candidate, eager = infer_of(built), infer_of(session.eager)
-    check = spot_check_of(session, built)
+    check = spot_check_of(session.closeness, built)
     size = session.batch_size or t.graph_spec.get_max_batch_size()
     for call in range(1, n + 1):
         held = _fresh_heldout(t.data, draw.randrange(2**32), axes) or t.data

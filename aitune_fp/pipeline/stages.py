@@ -1,0 +1,191 @@
+"""The candidate pipeline's stages: each takes what it needs as values and returns a value.
+
+An :class:`Arena` is what every candidate of one tune is checked and timed against once the tune
+is open (the target, eager, the inputs and references, the rule, the gate); the session makes it
+and sequences the stages over it (``vetting.vet``), owning what outlives a stage: the workers,
+the watchdog, the folder, the events. Nothing here reads the session, so a stage cannot touch
+what it was not handed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.gate import Gate
+from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
+from aitune_fp.correctness import Closeness
+from aitune_fp.errors import InvalidStateError
+from aitune_fp.inputs import Sample
+from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
+from aitune_fp.measure import DecisionRule
+from aitune_fp.measure.measurement import Comparison, OnLook
+from aitune_fp.pipeline.values import TuneTarget, declared_dtype, infer_of
+from aitune_fp.profiling import Timer
+
+__all__ = [
+    "Arena",
+    "call_deadline",
+    "check_closeness",
+    "fresh_batches",
+    "measure",
+    "spot_check_of",
+]
+
+
+@attrs.frozen(kw_only=True)
+class Arena:
+    """What one tune's candidates are checked and timed against, fixed once the tune is open.
+
+    ``eager``: eager's private copy or its worker (None when the baseline failed; the recorded
+    module is then the reference), ``eager_arm`` what eager is timed as; ``batch`` and
+    ``batches`` the timing batches and ``references`` eager's output on each; ``heldout`` the
+    tune's held-out samples and ``seed`` the tune's draw; ``gate`` None when not validating.
+    """
+
+    target: TuneTarget
+    config: ProfilingConfig
+    closeness: Closeness
+    rule: DecisionRule
+    gate: Gate | None
+    eager: Any | None
+    eager_arm: Callable[..., Any] | None
+    batch: Sample | None
+    batch_size: int | None
+    batches: tuple[Sample, ...]
+    references: tuple[Any, ...]
+    heldout: tuple[Sample, ...]
+    seed: int
+    timer: Timer | None
+    baseline_throughput: float | None
+    baseline_latencies: tuple[float, ...] | None
+    baseline_error: str | None
+    isolation: IsolationMode
+
+
+def call_deadline(
+    config: ProfilingConfig, baseline_latencies: tuple[float, ...] | None
+) -> tuple[float, str]:
+    """One call's deadline: 20x eager's slowest measured call, at least the grace.
+
+    And what sets it, for the message of a call that missed it. Eager not timed (a
+    diagnostic tune): ``max_seconds + hang_grace_s``.
+    """
+    grace = config.hang_grace_s
+    if not baseline_latencies:
+        deadline = config.max_seconds + grace
+        return deadline, (
+            f"ProfilingConfig.max_seconds + hang_grace_s ({deadline:g} s): eager was not timed"
+        )
+    slowest = max(baseline_latencies)
+    return max(20 * slowest, grace), (
+        f"20x eager's slowest call ({slowest:.3g} s), at least ProfilingConfig.hang_grace_s "
+        f"({grace:g} s)"
+    )
+
+
+def spot_check_of(closeness: Closeness, backend: Any) -> Callable[[Any, Any], Mismatch | None]:
+    """How ``backend``'s timed outputs are compared with eager's: its budget, its dtype tier.
+
+    ``check(output, reference)`` returns how close it came and raises when out of budget; the
+    gate's timing and the head-to-head among passing candidates both spot-check with it.
+    """
+    expected_dtype = declared_dtype(backend)
+    tolerances = closeness.budget(backend)
+
+    def check(output: Any, reference: Any) -> Mismatch | None:
+        return closeness.spot(
+            output, reference, expected_dtype=expected_dtype, tolerances=tolerances
+        )
+
+    return check
+
+
+def fresh_batches(
+    batch: Sample, seed: int, batch_axes: Any = None
+) -> Callable[[int], Sample] | None:
+    """Timed call ``i``'s own batch: held-out values drawn for it, seeded per tune and draw.
+
+    None when no input can be varied (then the timing batches are used in turn).
+    """
+    try:
+        heldout_batches(batch, 1, seed, batch_axes=batch_axes)
+    except HeldoutUnavailableError:
+        return None
+
+    def fresh(index: int) -> Sample:
+        draw = (seed * 1_000_003 + index) % 2**63
+        return heldout_batches(batch, 1, draw, batch_axes=batch_axes)[0]
+
+    return fresh
+
+
+def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
+    """Closeness to eager on the recorded samples, then on held-out ones (the worst of both).
+
+    The held-out samples (``isolation/heldout.py``) are derived from the recorded ones with a
+    seed drawn per tune: a candidate that memorised what it saw at build time or warm-up is
+    wrong on them.
+    """
+    t = arena.target
+    check = functools.partial(
+        arena.closeness.check,
+        infer_of(built),
+        t.module if arena.eager is None else infer_of(arena.eager),
+        t.graph_spec,
+        expected_dtype=declared_dtype(built),
+        tolerances=arena.closeness.budget(built),
+        batch_sizes=arena.config.batch_sizes,
+    )
+    recorded = check(list(t.data), name=t.name)
+    if recorded is None or not arena.heldout:
+        return recorded
+    name = f"{t.name} (held-out inputs, seed {arena.seed})"
+    return Mismatch.combine([recorded, check(list(arena.heldout), name=name) or Mismatch()])
+
+
+def measure(
+    arena: Arena,
+    backend: Any,
+    description: str,
+    mismatch: Mismatch | None,
+    on_look: OnLook | None = None,
+) -> PerformanceValidationResult:
+    """Time ``backend`` against eager by the tune's rule: the one result record.
+
+    The result carries the worst mismatch of the correctness check and the spot checks.
+    """
+    if arena.eager_arm is None or arena.baseline_throughput is None:
+        raise InvalidStateError(
+            f"no eager baseline to compare against ({arena.baseline_error}); "
+            "a candidate cannot be shown faster without one"
+        )
+    assert arena.gate is not None and arena.batch is not None and arena.batch_size
+    assert arena.timer is not None
+    comparison = Comparison(
+        eager=arena.eager_arm,
+        candidate=infer_of(backend),
+        batch=arena.batch,
+        size=arena.batch_size,
+        config=arena.config,
+        gate=arena.gate,
+        timer=arena.timer,
+        eager_latencies=arena.baseline_latencies if arena.rule.keeps_eager_latencies else None,
+        description=description,
+        spot_check=spot_check_of(arena.closeness, backend),
+        batches=arena.batches,
+        references=arena.references,
+        spot_seed=arena.seed,
+        spot_rate=arena.config.spot_rate,
+        mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
+        isolation=arena.isolation,
+        fresh=fresh_batches(
+            arena.batch, arena.seed, getattr(arena.target.graph_spec, "batch_axes", None)
+        ),
+    )
+    return arena.rule.compare(comparison, on_look).result
