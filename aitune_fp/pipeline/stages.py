@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
+from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.report import Stage
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import InvalidStateError
@@ -25,13 +27,24 @@ from aitune_fp.inputs import Sample
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
 from aitune_fp.measure import DecisionRule
 from aitune_fp.measure.measurement import Comparison, OnLook
-from aitune_fp.pipeline.values import TuneTarget, declared_dtype, infer_of
-from aitune_fp.profiling import Timer
+from aitune_fp.pipeline.values import (
+    PROFILING_LOG_NAME,
+    ModelChangedError,
+    ProcessChangedError,
+    TuneTarget,
+    declared_dtype,
+    infer_of,
+)
+from aitune_fp.profiling import SpotCheckError, Timer
+from aitune_fp.profiling.watchdog import CandidateHungError
+from aitune_fp.profiling.workers import InterferenceError, WorkerError
 
 __all__ = [
     "Arena",
+    "StageFailure",
     "call_deadline",
     "check_closeness",
+    "failure_of",
     "fresh_batches",
     "measure",
     "spot_check_of",
@@ -66,6 +79,49 @@ class Arena:
     baseline_latencies: tuple[float, ...] | None
     baseline_error: str | None
     isolation: IsolationMode
+
+
+#: The stages after a build whose failures :func:`failure_of` sorts.
+Step = Literal["correctness", "timing", "recheck"]
+
+
+@attrs.frozen
+class StageFailure:
+    """A stage's failure as a value: the stage it is recorded at, and its log and heading."""
+
+    stage: Stage
+    log_name: str
+    heading: str
+
+
+def failure_of(exc: BaseException, step: Step) -> StageFailure:
+    """Where a failure in ``step`` is recorded: the one table from exceptions to stages.
+
+    A call that missed its deadline is ``hung`` (in a worker, the cause of the worker's error
+    during the check); a process that ran while another arm was timed is ``interference``; an
+    output, model or process check that failed while timing is ``correctness``; anything else
+    while timing is ``profiling`` (its own log).
+    """
+    if step == "recheck":
+        return StageFailure(
+            "correctness", BUILD_LOG_NAME, "Backend failed its check after the head-to-head"
+        )
+    if step == "correctness":
+        hung = isinstance(exc, CandidateHungError) or isinstance(exc.__cause__, CandidateHungError)
+        return StageFailure(
+            "hung" if hung else "correctness", BUILD_LOG_NAME, "Backend correctness check failed"
+        )
+    if isinstance(exc, CandidateHungError):
+        return StageFailure("hung", BUILD_LOG_NAME, "Backend hung while timed")
+    if isinstance(exc, InterferenceError):  # its process ran while another arm was timed
+        return StageFailure(
+            "interference", BUILD_LOG_NAME, "Backend's process ran while eager was timed"
+        )
+    if isinstance(exc, (SpotCheckError, WorkerError, ModelChangedError, ProcessChangedError)):
+        return StageFailure(
+            "correctness", BUILD_LOG_NAME, "Backend output or model check failed while timing"
+        )
+    return StageFailure("profiling", PROFILING_LOG_NAME, "Backend profiling failed")
 
 
 def call_deadline(

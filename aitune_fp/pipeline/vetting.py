@@ -13,23 +13,25 @@ from typing import TYPE_CHECKING, Any
 from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.report import Stage
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import as_sample
 from aitune_fp.measure import measure_throughput_steady
-from aitune_fp.pipeline.stages import Arena, call_deadline, check_closeness, measure
+from aitune_fp.pipeline.stages import (
+    Arena,
+    Step,
+    call_deadline,
+    check_closeness,
+    failure_of,
+    measure,
+)
 from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
-    ModelChangedError,
-    ProcessChangedError,
     append_failure_log,
     infer_of,
 )
-from aitune_fp.profiling import SpotCheckError
-from aitune_fp.profiling.watchdog import CandidateHungError
-from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError
+from aitune_fp.profiling.workers import Worker
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
@@ -50,14 +52,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             with _guarded(session, built, what):
                 mismatch = check_closeness(arena, built)
         except Exception as exc:
-            append_failure_log(log, "Backend correctness check failed", exc)
-            session.release(built, log)
-            hung = isinstance(exc, CandidateHungError) or isinstance(
-                exc.__cause__,
-                CandidateHungError,  # a call that missed its deadline in a worker
-            )
-            stage: Stage = "hung" if hung else "correctness"
-            return session.failed(description, stage, exc, log)
+            return _failed(session, built, description, folder, exc, "correctness")
         if mismatch is not None:
             session.emit(
                 events.correctness_checked(
@@ -73,23 +68,8 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         try:
             with _guarded(session, built, f"the timing of {description}"):
                 result = _timed(session, arena, built, description, mismatch)
-        except CandidateHungError as exc:
-            append_failure_log(log, "Backend hung while timed", exc)
-            session.release(built, log)
-            return session.failed(description, "hung", exc, log)
-        except InterferenceError as exc:  # its process ran while another arm was timed
-            append_failure_log(log, "Backend's process ran while eager was timed", exc)
-            session.release(built, log)
-            return session.failed(description, "interference", exc, log)
-        except (SpotCheckError, WorkerError, ModelChangedError, ProcessChangedError) as exc:
-            append_failure_log(log, "Backend output or model check failed while timing", exc)
-            session.release(built, log)
-            return session.failed(description, "correctness", exc, log)
         except Exception as exc:
-            path = folder / PROFILING_LOG_NAME
-            append_failure_log(path, "Backend profiling failed", exc)
-            session.release(built, path)
-            return session.failed(description, "profiling", exc, path)
+            return _failed(session, built, description, folder, exc, "timing")
     except BaseException:  # interrupted: let the candidate go, then propagate
         session.release(built, log)
         raise
@@ -104,6 +84,17 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         )
     session.validated.append((built, result))
     return CandidateOutcome(description, built, result=result, mismatch=mismatch)
+
+
+def _failed(
+    session: TuneSession, built: Any, description: str, folder: Path, exc: Exception, step: Step
+) -> CandidateOutcome:
+    """A stage failed: its log written, the candidate released, the failure recorded."""
+    failure = failure_of(exc, step)
+    log = folder / failure.log_name
+    append_failure_log(log, failure.heading, exc)
+    session.release(built, log)
+    return session.failed(description, failure.stage, exc, log)
 
 
 def _guarded(session: TuneSession, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:
@@ -199,9 +190,7 @@ def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
         if changed is not None:
             raise changed
     except Exception as exc:
-        log = session.folder(outcome.backend, outcome.description) / BUILD_LOG_NAME
-        append_failure_log(log, "Backend failed its check after the head-to-head", exc)
-        session.release(outcome.backend, log)
-        session.failed(outcome.description, "correctness", exc, log)
+        folder = session.folder(outcome.backend, outcome.description)
+        _failed(session, outcome.backend, outcome.description, folder, exc, "recheck")
         return False
     return True

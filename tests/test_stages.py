@@ -1,0 +1,93 @@
+"""The candidate pipeline's stages are functions of values: spec of ``aitune_fp.pipeline.stages``.
+
+A stage takes the tune's :class:`Arena` (or plain values) and returns a value; it never reads
+the session, which only sequences the stages and records what they return or raise.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aitune_fp.backends.base import BUILD_LOG_NAME
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.report import STAGES
+from aitune_fp.pipeline import stages
+from aitune_fp.pipeline.stages import Step, call_deadline, failure_of
+from aitune_fp.pipeline.values import PROFILING_LOG_NAME, ModelChangedError
+from aitune_fp.profiling import SpotCheckError
+from aitune_fp.profiling.watchdog import CandidateHungError
+from aitune_fp.profiling.workers import InterferenceError, WorkerError
+
+_EXCEPTIONS = [
+    CandidateHungError("late"),
+    InterferenceError("ran meanwhile"),
+    SpotCheckError("wrong", call=3),
+    WorkerError("died"),
+    ModelChangedError("weights"),
+    RuntimeError("boom"),
+]
+
+
+def test_no_stage_reads_the_session() -> None:
+    """stages.py names no TuneSession: what a stage may touch is what it is handed."""
+    tree = ast.parse(Path(stages.__file__).read_text(encoding="utf-8"))
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "TuneSession" not in names | imported and "session" not in names
+
+
+@pytest.mark.parametrize(
+    ("exc", "step", "stage", "log"),
+    [
+        (CandidateHungError("late"), "timing", "hung", BUILD_LOG_NAME),
+        (InterferenceError("x"), "timing", "interference", BUILD_LOG_NAME),
+        (SpotCheckError("x", call=3), "timing", "correctness", BUILD_LOG_NAME),
+        (ModelChangedError("x"), "timing", "correctness", BUILD_LOG_NAME),
+        (RuntimeError("x"), "timing", "profiling", PROFILING_LOG_NAME),
+        (RuntimeError("x"), "correctness", "correctness", BUILD_LOG_NAME),
+        (CandidateHungError("late"), "correctness", "hung", BUILD_LOG_NAME),
+        (CandidateHungError("late"), "recheck", "correctness", BUILD_LOG_NAME),
+    ],
+)
+def test_each_failure_has_one_stage_and_log(
+    exc: Exception, step: Step, stage: str, log: str
+) -> None:
+    failure = failure_of(exc, step)
+    assert (failure.stage, failure.log_name) == (stage, log)
+    assert failure.heading.startswith("Backend")
+
+
+def test_a_worker_error_caused_by_a_missed_deadline_is_hung_in_the_check() -> None:
+    """In a worker the deadline's error arrives as the cause of the worker's."""
+    error = WorkerError("the call did not answer")
+    error.__cause__ = CandidateHungError("late")
+    assert failure_of(error, "correctness").stage == "hung"
+
+
+@given(exc=st.sampled_from(_EXCEPTIONS), step=st.sampled_from(["correctness", "timing", "recheck"]))
+def test_every_failure_lands_on_a_known_stage(exc: Exception, step: Step) -> None:
+    assert failure_of(exc, step).stage in STAGES
+
+
+@given(
+    latencies=st.lists(st.floats(1e-6, 10.0), min_size=1, max_size=20),
+    grace=st.floats(0.01, 60.0),
+)
+def test_a_calls_deadline_is_twenty_times_eagers_slowest_at_least_the_grace(
+    latencies: list[float], grace: float
+) -> None:
+    config = ProfilingConfig(hang_grace_s=grace)
+    deadline, note = call_deadline(config, tuple(latencies))
+    assert deadline == max(20 * max(latencies), grace)
+    assert "20x eager's slowest call" in note
+
+
+def test_without_eagers_timings_the_deadline_is_the_budget_and_the_grace() -> None:
+    config = ProfilingConfig(max_seconds=7.0, hang_grace_s=3.0)
+    assert call_deadline(config, None)[0] == call_deadline(config, ())[0] == 10.0
