@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import STAGES
-from aitune_fp.pipeline import stages
-from aitune_fp.pipeline.stages import Step, call_deadline, failure_of
-from aitune_fp.pipeline.values import PROFILING_LOG_NAME, ModelChangedError
+from aitune_fp.errors import BackendUnavailableError, InvalidStateError
+from aitune_fp.pipeline import TuneSession, TuneTarget, stages
+from aitune_fp.pipeline.stages import Step, build_failure, build_here, call_deadline, failure_of
+from aitune_fp.pipeline.values import PROFILING_LOG_NAME, ModelChangedError, StageError
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.watchdog import CandidateHungError
 from aitune_fp.profiling.workers import InterferenceError, WorkerError
+from tests.validation_helpers import Pruned, make_case
 
 _EXCEPTIONS = [
     CandidateHungError("late"),
@@ -91,3 +93,35 @@ def test_a_calls_deadline_is_twenty_times_eagers_slowest_at_least_the_grace(
 def test_without_eagers_timings_the_deadline_is_the_budget_and_the_grace() -> None:
     config = ProfilingConfig(max_seconds=7.0, hang_grace_s=3.0)
     assert call_deadline(config, None)[0] == call_deadline(config, ())[0] == 10.0
+
+
+def test_a_builds_failure_is_recorded_at_the_stage_it_names() -> None:
+    """In process and from a worker alike: one table for where a build's failure lands."""
+    cause = ValueError("AITune's own check")
+    assert build_failure(StageError("correctness", cause)) == ("correctness", cause)
+    late = CandidateHungError("late")
+    assert build_failure(late) == ("hung", late)
+    missing = BackendUnavailableError("no onnxruntime")
+    assert build_failure(missing) == ("unavailable", missing)
+    sorted_there = WorkerError("x", stage="unavailable")  # sorted in the worker by this table
+    assert build_failure(sorted_there) == ("unavailable", sorted_there)
+    unknown = WorkerError("x", stage="not-a-stage")
+    assert build_failure(unknown) == ("build", unknown)
+    assert build_failure(RuntimeError("boom"))[0] == "build"
+
+
+def test_the_build_stage_builds_a_copy_or_runs_the_drivers_own_step(tmp_path: Path) -> None:
+    """The blueprint stays reusable; a driver's build step gets the blueprint itself."""
+    module, spec, data = make_case()
+    target = TuneTarget(module, "m", spec, data, "cpu", tmp_path)
+    blueprint = Pruned()
+    built = build_here(target, blueprint, None)
+    assert built is not blueprint and built.is_active and not blueprint.is_active
+    assert build_here(target, blueprint, lambda b: ("driver's", b)) == ("driver's", blueprint)
+
+
+def test_an_arena_before_the_tune_is_open_has_nothing_to_time(tmp_path: Path) -> None:
+    module, spec, data = make_case()
+    session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
+    with pytest.raises(InvalidStateError, match="not open"):
+        session.arena().timing()

@@ -29,7 +29,7 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.heldout import heldout_batches
 from aitune_fp.pipeline.guarding import settle_guard
-from aitune_fp.pipeline.stages import fresh_batches
+from aitune_fp.pipeline.stages import fresh_batches, held_out
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
@@ -270,7 +270,8 @@ def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
     A candidate that returns what it computed for an earlier batch of the same shape is
     then wrong on the batches it did not compute, where the spot checks look.
     """
-    return (batch, *session.derive_heldout(heldout_batches, batch, 2))
+    spec = session.target.graph_spec
+    return (batch, *held_out(heldout_batches, batch, 2, seed=session.heldout_seed, graph_spec=spec))
 
 
 #: How many of the correctness check's inputs the degenerate-output rule reads eager's outputs on.

@@ -76,7 +76,8 @@ def _rule(session: TuneSession) -> SelectionRule:
 
 def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
-    batch, batches, timer, seed = session.timing_inputs()
+    arena = session.arena()
+    batch, batches, timer = arena.timing()
     rule = _rule(session)
     names = _distinct([o.description for o in passing])
     by_name = dict(zip(names, passing, strict=True))
@@ -85,14 +86,14 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         for i, (n, o) in enumerate(by_name.items())
     ]
     name = session.target.name
-    references = session.references()  # eager's output on each batch: the rounds' spot checks
+    references = arena.references  # eager's output on each batch: the rounds' spot checks
     checks = {n: spot_check_of(session.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
         session.emit(events.headtohead_look(session.run_id, name, state))
 
     axes = getattr(session.target.graph_spec, "batch_axes", None)
-    made = fresh_batches(batch, session.heldout_seed, axes)  # values no gate pair was timed on
+    made = fresh_batches(batch, arena.seed, axes)  # values no pair of the gate was timed on
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
 
     state = head_to_head(
@@ -103,7 +104,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         timer=timer,
         max_seconds=session.config.selection_max_seconds,
         threads=session.config.threads,
-        seed=seed,
+        seed=arena.seed,
         on_look=on_look,
         spot_checks=checks if len(references) == len(batches) else None,
         references=references,
@@ -185,7 +186,7 @@ def latency_check(
     The bound is one-sided at the session's confidence, from order statistics (no bootstrap);
     the check is recorded (``latency_checked`` event, ``session.latency_checks``).
     """
-    batch, batches, timer, _ = session.timing_inputs()
+    batch, batches, timer = session.arena().timing()
     confidence = session.config.confidence
     n = latency_calls(quantile, confidence) if calls is None else calls
     latencies = time_calls(

@@ -9,6 +9,7 @@ what it was not handed.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from typing import Any, Literal
@@ -19,10 +20,10 @@ from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.report import Stage
+from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.correctness import Closeness
-from aitune_fp.errors import InvalidStateError
+from aitune_fp.errors import BackendUnavailableError, InvalidStateError
 from aitune_fp.inputs import Sample
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
 from aitune_fp.measure import DecisionRule
@@ -31,6 +32,7 @@ from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     ModelChangedError,
     ProcessChangedError,
+    StageError,
     TuneTarget,
     declared_dtype,
     infer_of,
@@ -42,10 +44,14 @@ from aitune_fp.profiling.workers import InterferenceError, WorkerError
 __all__ = [
     "Arena",
     "StageFailure",
+    "Step",
+    "build_failure",
+    "build_here",
     "call_deadline",
     "check_closeness",
     "failure_of",
     "fresh_batches",
+    "held_out",
     "measure",
     "spot_check_of",
 ]
@@ -80,6 +86,16 @@ class Arena:
     baseline_error: str | None
     isolation: IsolationMode
 
+    def timing(self) -> tuple[Sample, tuple[Sample, ...], Timer]:
+        """The batch, the batches timed in turn and the clock: what candidates are timed on.
+
+        An :class:`InvalidStateError` before the tune is open: a driver timing candidates
+        against each other uses the gate's inputs.
+        """
+        if self.batch is None or self.timer is None:
+            raise InvalidStateError("the session is not open: nothing to time candidates on")
+        return self.batch, self.batches or (self.batch,), self.timer
+
 
 #: The stages after a build whose failures :func:`failure_of` sorts.
 Step = Literal["correctness", "timing", "recheck"]
@@ -92,6 +108,24 @@ class StageFailure:
     stage: Stage
     log_name: str
     heading: str
+
+
+def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
+    """The stage a build's exception is recorded at, and the exception to record.
+
+    A driver's :class:`StageError` names its stage (and the cause); a build past its deadline
+    is ``hung``; one that cannot run here is ``unavailable``; in a worker, the stage the worker
+    sorted its failure into (``WorkerError.stage``, by this same function there); else ``build``.
+    """
+    if isinstance(exc, StageError):
+        return exc.stage, exc.cause
+    if isinstance(exc, CandidateHungError):
+        return "hung", exc
+    if isinstance(exc, BackendUnavailableError):
+        return "unavailable", exc
+    if isinstance(exc, WorkerError):
+        return next((s for s in STAGES if s == exc.stage), "build"), exc
+    return "build", exc
 
 
 def failure_of(exc: BaseException, step: Step) -> StageFailure:
@@ -122,6 +156,32 @@ def failure_of(exc: BaseException, step: Step) -> StageFailure:
             "correctness", BUILD_LOG_NAME, "Backend output or model check failed while timing"
         )
     return StageFailure("profiling", PROFILING_LOG_NAME, "Backend profiling failed")
+
+
+def build_here(target: TuneTarget, blueprint: Any, build: Callable[[Any], Any] | None) -> Any:
+    """The build stage: a driver's own build step, else a copy of ``blueprint`` built.
+
+    The blueprint stays reusable; a worker building a candidate runs this in its process.
+    """
+    if build is not None:
+        return build(blueprint)
+    t = target
+    return copy.deepcopy(blueprint).build(
+        t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
+    )
+
+
+def held_out(
+    derive: Callable[..., tuple[Sample, ...]], *args: Any, seed: int, graph_spec: Any
+) -> tuple[Sample, ...]:
+    """Held-out inputs by ``derive`` (``isolation/heldout.py``), ``seed`` and the batch axes.
+
+    None when no input can be varied (then only the recorded inputs are used).
+    """
+    try:
+        return derive(*args, seed, batch_axes=getattr(graph_spec, "batch_axes", None))
+    except HeldoutUnavailableError:
+        return ()
 
 
 def call_deadline(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import random
 import threading
 import time
@@ -36,12 +35,12 @@ from aitune_fp.errors import (
 )
 from aitune_fp.inputs import Sample
 from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
-from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_samples
+from aitune_fp.isolation.heldout import heldout_samples
 from aitune_fp.measure import rule_for
 from aitune_fp.pipeline.baseline import open_baseline
 from aitune_fp.pipeline.ending import conclude, report_of
 from aitune_fp.pipeline.guarding import model_changed, take_model
-from aitune_fp.pipeline.stages import Arena
+from aitune_fp.pipeline.stages import Arena, build_failure, build_here, held_out
 from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,
@@ -54,7 +53,6 @@ from aitune_fp.pipeline.values import (
     describe,
     failure_reason,
     infer_of,
-    stage_of,
 )
 from aitune_fp.pipeline.vetting import rank, recheck, vet
 from aitune_fp.pipeline.workers import close_workers, isolation_of, try_in_worker
@@ -175,16 +173,6 @@ class TuneSession:
             self.n_events += 1
             events.emit(event)
 
-    def timing_inputs(self) -> tuple[Sample, tuple[Sample, ...], Timer, int]:
-        """What candidates are timed on here: the batch, the batches in turn, the clock, a seed.
-
-        Only once the session is open with an eager baseline (an :class:`InvalidStateError`
-        otherwise): a driver timing candidates against each other uses the gate's inputs.
-        """
-        if self.batch is None:
-            raise InvalidStateError("the session is not open: nothing to time candidates on")
-        return self.batch, self.batches or (self.batch,), self.timer, self.heldout_seed
-
     def arena(self) -> Arena:
         """What candidates are checked and timed against now: the value the stages take."""
         return Arena(
@@ -208,12 +196,6 @@ class TuneSession:
             isolation=self.isolation,
         )
 
-    def references(self) -> tuple[Any, ...]:
-        """Eager's output on each timing batch (what timed outputs are spot-checked against)."""
-        if self.batch is None:
-            raise InvalidStateError("the session is not open: no eager outputs to compare with")
-        return self.reference_outputs
-
     def phase(self, description: str, phase: events.Phase) -> None:
         self.emit(
             events.phase(
@@ -236,19 +218,6 @@ class TuneSession:
         chosen elsewhere (default: the graph spec's max, narrowed by the config).
         """
         open_baseline(self, baseline=baseline, batch_size=batch_size)
-
-    def derive_heldout(
-        self, derive: Callable[..., tuple[Sample, ...]], *args: Any
-    ) -> tuple[Sample, ...]:
-        """Held-out inputs by ``derive`` (``heldout.py``) with the tune's seed and batch axes.
-
-        None when no input can be varied (then only the recorded inputs are used).
-        """
-        axes = getattr(self.target.graph_spec, "batch_axes", None)
-        try:
-            return derive(*args, self.heldout_seed, batch_axes=axes)
-        except HeldoutUnavailableError:
-            return ()
 
     def take_model(self) -> None:
         """Put the model in eval mode and snapshot what the tune must not change (once).
@@ -288,15 +257,9 @@ class TuneSession:
         start = time.perf_counter()
         try:
             with self.watchdog.step(f"the build of {description}", self.config.build_timeout_s):
-                if build is not None:
-                    built = build(backend)
-                else:
-                    candidate = copy.deepcopy(backend)  # the blueprint stays reusable
-                    built = candidate.build(
-                        t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
-                    )
+                built = build_here(t, backend, build)
         except Exception as exc:
-            stage, cause = stage_of(exc)
+            stage, cause = build_failure(exc)
             if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
                 append_failure_log(log, f"Backend failed at {stage}", cause)
             self._return_module()
@@ -311,7 +274,12 @@ class TuneSession:
     def heldout(self) -> tuple[Sample, ...]:
         """The tune's held-out samples, derived once (none when no input can be varied)."""
         if self._heldout_samples is None:
-            self._heldout_samples = self.derive_heldout(heldout_samples, self.target.data)
+            self._heldout_samples = held_out(
+                heldout_samples,
+                self.target.data,
+                seed=self.heldout_seed,
+                graph_spec=self.target.graph_spec,
+            )
         return self._heldout_samples
 
     @property

@@ -25,14 +25,12 @@ from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     AitunefpError,
-    BackendUnavailableError,
     InvalidTypeError,
     error_name,
 )
 from aitune_fp.inputs import BatchSpec, Sample
 from aitune_fp.measure import rule_for
 from aitune_fp.profiling import Timer
-from aitune_fp.profiling.watchdog import CandidateHungError
 
 BASELINE_DIR = "perf_validation_baseline"
 PROFILING_LOG_NAME = "profiling_error.log"
@@ -178,15 +176,6 @@ class StageError(AitunefpError, RuntimeError):
         super().__init__(f"{stage}: {cause}")
         self.stage: Stage = stage
         self.cause = cause
-
-
-def stage_of(exc: BaseException) -> tuple[Stage, BaseException]:
-    """The stage a build step's exception belongs to, and the exception to record."""
-    if isinstance(exc, StageError):
-        return exc.stage, exc.cause
-    if isinstance(exc, CandidateHungError):
-        return "hung", exc
-    return ("unavailable" if isinstance(exc, BackendUnavailableError) else "build"), exc
 
 
 def infer_of(backend: Any) -> Callable[..., Any]:

@@ -11,7 +11,6 @@ snapshot guards of ``aitune_fp.isolation`` and says what it cannot see (``docs/g
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import random
 import time
@@ -23,13 +22,17 @@ import attrs
 import torch
 
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
-from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
-from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.heldout import heldout_samples
-from aitune_fp.pipeline.stages import call_deadline, spot_check_of
+from aitune_fp.pipeline.stages import (
+    build_failure,
+    build_here,
+    call_deadline,
+    held_out,
+    spot_check_of,
+)
 from aitune_fp.pipeline.values import (
     CandidateOutcome,
     TuneTarget,
@@ -38,12 +41,11 @@ from aitune_fp.pipeline.values import (
     declared_dtype,
     describe,
     infer_of,
-    stage_of,
 )
 from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.watchdog import progress
-from aitune_fp.profiling.workers import InterferenceError, Worker, WorkerError, fork_unavailable
+from aitune_fp.profiling.workers import InterferenceError, Worker, fork_unavailable
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
@@ -176,7 +178,8 @@ def restore_os_state(pid: int, state: tuple[frozenset[int], int]) -> None:
 
 def _classify(exc: BaseException) -> str | None:
     """In the worker: the stage a build's exception belongs to."""
-    return stage_of(exc)[0]
+    stage: str = build_failure(exc)[0]
+    return stage
 
 
 def start_eager(session: TuneSession) -> None:
@@ -236,12 +239,7 @@ def try_in_worker(
     def make(say: Callable[[Mapping[str, Any]], None]) -> tuple[Callable[..., Any], dict[str, Any]]:
         description = describe(backend)
         say({"description": description, "folder": str(session.folder(backend, description))})
-        if build is not None:
-            built = build(backend)
-        else:
-            built = copy.deepcopy(backend).build(
-                t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
-            )
+        built = build_here(t, backend, build)
         own = getattr(built, "tolerances", None)
         tolerances = attrs.asdict(own) if isinstance(own, Tolerances) else None
         return infer_of(built), {"dtype": declared_dtype(built), "tolerances": tolerances}
@@ -278,7 +276,7 @@ def try_in_worker(
         )
     except Exception as exc:
         worker.close()
-        stage = _stage_in_worker(exc, "build")
+        stage, _ = build_failure(exc)
         log = folder / BUILD_LOG_NAME
         if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
             append_failure_log(log, f"Backend failed at {stage}", exc)
@@ -300,17 +298,6 @@ def try_in_worker(
     return session.failed(description, "interference", reached, log)
 
 
-def _stage_in_worker(exc: BaseException, default: Stage) -> Stage:
-    """The stage of a failure in a worker: the worker's own classification, hung, or ``default``."""
-    if isinstance(exc, CandidateHungError):
-        return "hung"
-    stage = getattr(exc, "stage", None) if isinstance(exc, WorkerError) else None
-    for known in STAGES:
-        if stage == known:
-            return known
-    return default
-
-
 def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
     """Rebuild the chosen candidate in the user's process and check it there; None if it fails.
 
@@ -326,15 +313,9 @@ def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
         with session.watchdog.step(
             f"the rebuild of {chosen.description}", session.config.build_timeout_s
         ):
-            if chosen.build is not None:
-                built = chosen.build(chosen.blueprint)
-            else:
-                built = copy.deepcopy(chosen.blueprint).build(
-                    t.module, t.graph_spec, list(t.data), t.device, t.cache_dir
-                )
+            built = build_here(t, chosen.blueprint, chosen.build)
         seed = random.SystemRandom().randrange(2**32)
-        axes = getattr(t.graph_spec, "batch_axes", None)
-        held = _fresh_heldout(t.data, seed, axes)
+        held = held_out(heldout_samples, t.data, seed=seed, graph_spec=t.graph_spec)
         with per_call_step(session, f"the re-check of {chosen.description}"):
             session.closeness.check(
                 infer_of(built),
@@ -368,12 +349,12 @@ def _soak(session: TuneSession, built: Any, n: int) -> None:
     """
     t = session.target
     draw = random.SystemRandom()
-    axes = getattr(t.graph_spec, "batch_axes", None)
     candidate, eager = infer_of(built), infer_of(session.eager)
     check = spot_check_of(session.closeness, built)
     size = session.batch_size or t.graph_spec.get_max_batch_size()
     for call in range(1, n + 1):
-        held = _fresh_heldout(t.data, draw.randrange(2**32), axes) or t.data
+        seed = draw.randrange(2**32)
+        held = held_out(heldout_samples, t.data, seed=seed, graph_spec=t.graph_spec) or t.data
         batch = t.graph_spec.make_batch(as_sample(held[call % len(held)]), size)
         with torch.no_grad():
             reference = copy_sample(batch).call(eager)
@@ -403,15 +384,6 @@ def soaked(session: TuneSession, chosen: Any) -> bool:
         session.record_failure(description, "correctness", exc, str(log))
         return False
     return True
-
-
-def _fresh_heldout(data: tuple[Any, ...], seed: int, axes: Any) -> tuple[Any, ...]:
-    """Held-out samples for ``seed`` (none when no input can be varied)."""
-    from aitune_fp.isolation.heldout import HeldoutUnavailableError
-
-    with contextlib.suppress(HeldoutUnavailableError):
-        return heldout_samples(data, seed, batch_axes=axes)
-    return ()
 
 
 def close_workers(session: TuneSession) -> None:
