@@ -149,3 +149,21 @@ def test_a_tune_runs_it_and_the_docs_are_what_is_left(
     ]
     assert len(tried) == 1 and "ChannelsLast" not in tried[0]
     assert _undocumented(strategy_registry.STRATEGIES) == ["first-n", "--first"]
+
+
+def test_an_option_named_like_a_tune_flag_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A strategy option ``threshold`` would be ``--threshold``: refused, naming both."""
+    clash = StrategyEntry(
+        "strict",
+        "first-wins with its own threshold",
+        FirstNStrategy,
+        options=(StrategyOption("threshold", "a threshold of its own", _count),),
+    )
+    extended = types.MappingProxyType({**strategy_registry.STRATEGIES, clash.name: clash})
+    monkeypatch.setattr(strategy_registry, "STRATEGIES", extended)
+    with pytest.raises(
+        InvalidValueError, match=r"option 'threshold' of 'strict' would be the flag --threshold"
+    ):
+        build_parser()

@@ -15,6 +15,7 @@ from aitune_fp.cli._shared import UsageError
 from aitune_fp.core import settings
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS
+from aitune_fp.errors import InvalidValueError
 from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
@@ -149,8 +150,8 @@ def strategy_settings(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(str(exc)) from exc
 
 
-def _strategy_arguments(tune: argparse.ArgumentParser) -> None:
-    """``--strategy`` and each strategy option's flag, from the registry as it is now."""
+def _strategy_argument(tune: argparse.ArgumentParser) -> None:
+    """``--strategy``, its choices and their summaries from the registry as it is now."""
     entries = strategy_registry.STRATEGIES.values()
     summaries = "; ".join(f"{e.name}: {e.summary}" for e in entries)
     tune.add_argument(
@@ -159,17 +160,31 @@ def _strategy_arguments(tune: argparse.ArgumentParser) -> None:
         default="max-throughput",
         help=f"which candidate is kept (default max-throughput): {summaries}".replace("%", "%%"),
     )
+
+
+def _strategy_option_arguments(tune: argparse.ArgumentParser) -> None:
+    """Each strategy option's flag, added after every flag of tune's own.
+
+    An option whose flag tune has already (``threshold`` would be ``--threshold``) is refused,
+    naming the option and its strategies, instead of argparse's clash inside the parser.
+    """
     takers: dict[str, tuple[strategy_registry.StrategyOption, list[str]]] = {}
-    for entry in entries:
+    for entry in strategy_registry.STRATEGIES.values():
         for option in entry.options:
             takers.setdefault(option.name, (option, []))[1].append(entry.name)
     for name, (option, names) in takers.items():
-        tune.add_argument(
-            _flag(name),
-            dest=name,
-            type=option.parse,
-            help=f"{', '.join(names)}: {option.help}".replace("%", "%%"),
-        )
+        try:
+            tune.add_argument(
+                _flag(name),
+                dest=name,
+                type=option.parse,
+                help=f"{', '.join(names)}: {option.help}".replace("%", "%%"),
+            )
+        except argparse.ArgumentError:
+            raise InvalidValueError(
+                f"strategy option {name!r} of {', '.join(map(repr, names))} would be the flag "
+                f"{_flag(name)}, which tune has already: give the option another name"
+            ) from None
 
 
 def _plain(message: str, field: str, flag: str) -> str:
@@ -199,7 +214,7 @@ def add_arguments(sub: Any) -> Any:
         f"(default CPU: {','.join(registry.default_backends('cpu'))}; "
         f"CUDA: {','.join(registry.default_backends('cuda'))})",
     )
-    _strategy_arguments(tune)
+    _strategy_argument(tune)
     tune.add_argument(
         "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
     )
@@ -251,4 +266,5 @@ def add_arguments(sub: Any) -> Any:
     tune.add_argument("--json-log", help="append every event as JSON lines to this file")
     tune.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     tune.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    _strategy_option_arguments(tune)
     return tune
