@@ -1,7 +1,8 @@
-"""Integrations with other tuning libraries; each is optional and imported only when used.
+"""Where users and other tuning libraries meet the pipeline.
 
-``aitune_fp.adapters.aitune`` gates NVIDIA AITune's own strategies (extra ``aitune``).
-Nothing here is imported by the rest of the package at module level.
+``validation`` is the ``with_performance_validation`` decorator, ``reports`` its read-outs, and
+``aitune`` gates NVIDIA AITune's own strategies (extra ``aitune``; imported only when one is
+wrapped). :func:`is_aitune_strategy` tells them apart without importing AITune.
 """
 
 from __future__ import annotations
