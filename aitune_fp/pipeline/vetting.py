@@ -41,10 +41,10 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
     """Correctness, then (validating) the timed comparison; a loser is released."""
     t = session.target
     log = folder / BUILD_LOG_NAME
-    arena = session.arena()
     try:
         session.phase(description, "correctness")
         try:
+            arena = session.arena()  # the held-out draw in it fails per candidate, if at all
             changed = session.model_changed()
             if changed is not None:
                 raise changed
