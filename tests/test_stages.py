@@ -125,3 +125,20 @@ def test_an_arena_before_the_tune_is_open_has_nothing_to_time(tmp_path: Path) ->
     session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
     with pytest.raises(InvalidStateError, match="not open"):
         session.arena().timing()
+
+
+def test_a_held_out_draw_that_fails_is_the_candidates_recorded_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Arena is made inside the correctness step: the tune goes on, the failure is recorded."""
+    import aitune_fp.pipeline.tune as tune
+
+    def broken(*args: object, **kwargs: object) -> tuple[()]:
+        raise RuntimeError("held-out draw broke")
+
+    monkeypatch.setattr(tune, "heldout_samples", broken)
+    module, spec, data = make_case()
+    session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
+    outcome = session.try_candidate(Pruned())
+    assert not outcome.ok and outcome.stage == "correctness"
+    assert "held-out draw broke" in (outcome.reason or "")
