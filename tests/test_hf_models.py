@@ -181,6 +181,7 @@ def test_an_object_that_is_no_pytree_fails_up_front_naming_the_type_and_the_fix(
     assert (info.value.path, info.value.check) == ("output['state']", "type")
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_tune_on_the_command_line_compares_the_candidates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

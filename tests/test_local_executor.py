@@ -7,6 +7,8 @@ import multiprocessing
 import subprocess
 import sys
 
+import pytest
+
 from aitune_fp.sweep import local_executor
 
 _PROBE = """
@@ -30,6 +32,7 @@ def test_the_fork_server_preloads_what_every_task_imports() -> None:
     assert {"torch", "aitune_fp.sweep.task"} <= set(local_executor._PRELOAD)
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_the_preload_never_touches_cuda() -> None:
     """Importing the preloaded modules asks nothing of CUDA: no context is ever forked."""
     out = subprocess.run(

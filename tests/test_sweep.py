@@ -363,6 +363,7 @@ class TestResumeAndInterrupt:
         assert list(completed_models(str(log))) == ["tiny"]
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_hung_task_is_killed_and_the_sweep_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -63,6 +63,7 @@ def test_a_step_that_ends_in_time_never_raises_later() -> None:
     assert stuck == [] and total > 0
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_step_stuck_in_native_code_is_reported_while_it_is_stuck() -> None:
     reports: list[tuple[str, float, bool]] = []
     sleeping = threading.Event()
@@ -77,6 +78,7 @@ def test_a_step_stuck_in_native_code_is_reported_while_it_is_stuck() -> None:
     assert what == "the kernel" and 0.25 <= elapsed < 0.9 and while_stuck
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_per_call_step_that_keeps_completing_calls_outlives_its_deadline() -> None:
     """Per call, the deadline counts from the last completed call, not from the step's start."""
     watchdog = Watchdog(grace_s=5.0)
@@ -119,6 +121,7 @@ def test_progress_outside_a_per_call_step_changes_nothing() -> None:
         _calls_forever()
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_per_call_step_stuck_in_native_code_is_reported_after_its_grace() -> None:
     reports: list[float] = []
     watchdog = Watchdog(grace_s=0.2, on_stuck=lambda what, elapsed: reports.append(elapsed))
@@ -155,6 +158,7 @@ class _Hangs(_ModuleBackend):
 CONFIG = ProfilingConfig(looks=(10, 20), max_seconds=0.5, hang_grace_s=0.5, warmup_max_calls=10)
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_candidate_hung_in_python_is_recorded_and_the_next_one_tried(tmp_path: Path) -> None:
     strategy = gated(FirstWinsStrategy([_Hangs(), Pruned()]), profiling_config=CONFIG)
     module, spec, data = make_case()
@@ -168,6 +172,7 @@ def test_a_candidate_hung_in_python_is_recorded_and_the_next_one_tried(tmp_path:
     assert chosen is not None
 
 
+@pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_candidate_stuck_in_native_code_still_gets_the_tune_finished(tmp_path: Path) -> None:
     backend = _Hangs()
     backend.how = "native"
