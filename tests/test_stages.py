@@ -142,3 +142,14 @@ def test_a_held_out_draw_that_fails_is_the_candidates_recorded_failure(
     outcome = session.try_candidate(Pruned())
     assert not outcome.ok and outcome.stage == "correctness"
     assert "held-out draw broke" in (outcome.reason or "")
+
+
+def test_ranking_a_candidate_on_its_own_leaves_the_tunes_batch_alone(tmp_path: Path) -> None:
+    """A plain session times each candidate on a batch of its own; the session's stays unset."""
+    module, spec, data = make_case()
+    session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
+    outcome = session.try_candidate(Pruned())
+    assert outcome.ok and outcome.result is None
+    rank = session.rank(outcome)
+    assert rank is not None and rank > 0
+    assert session.batch is None

@@ -205,9 +205,13 @@ class TuneSession:
 
     @property
     def timer(self) -> Timer:
-        timer = None if self.options is None else self.options.timer
         assert self.batch is not None
-        return timer if timer is not None else timer_for(self.batch)
+        return self.timer_on(self.batch)
+
+    def timer_on(self, batch: Sample) -> Timer:
+        """The clock for calls on ``batch``: the injected one, else the one for its device."""
+        timer = None if self.options is None else self.options.timer
+        return timer if timer is not None else timer_for(batch)
 
     # -- the baseline --------------------------------------------------------------------------
     def open(self, *, baseline: Any = BUILD, batch_size: int | None = None) -> None:

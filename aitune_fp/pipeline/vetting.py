@@ -163,9 +163,9 @@ def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
     t = session.target
     try:
         size = t.graph_spec.get_max_batch_size()
-        session.batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
+        batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
         throughput, _ = measure_throughput_steady(
-            infer_of(outcome.backend), session.batch, size, session.config, timer=session.timer
+            infer_of(outcome.backend), batch, size, session.config, timer=session.timer_on(batch)
         )
     except Exception as exc:
         folder = session.folder(outcome.backend, outcome.description)
