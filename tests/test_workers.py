@@ -258,8 +258,7 @@ def test_the_judge_spins_on_a_timed_answer_only_with_a_core_spare(
     import aitune_fp.profiling.interference as interference
     import aitune_fp.profiling.workers as workers
 
-    for module in (interference, workers):  # workers reads it too, for a worker with no group
-        monkeypatch.setattr(module, "runnable_tasks", lambda: runnable)
+    monkeypatch.setattr(interference, "runnable_tasks", lambda: runnable)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     worker = _worker(lambda x: x)
     worker.ready()

@@ -173,9 +173,7 @@ def open_baseline(
             session.config,
             timer=session.timer,
             batches=session.batches,
-            fresh=fresh_batches(
-                session.batch, session.heldout_seed, getattr(t.graph_spec, "batch_axes", None)
-            ),
+            fresh=fresh_batches(session.batch, session.heldout_seed, t.graph_spec),
         )
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")

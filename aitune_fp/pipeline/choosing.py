@@ -92,8 +92,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     def on_look(state: SelectionState) -> None:
         session.emit(events.headtohead_look(session.run_id, name, state))
 
-    axes = getattr(session.target.graph_spec, "batch_axes", None)
-    made = fresh_batches(batch, arena.seed, axes)  # values no pair of the gate was timed on
+    made = fresh_batches(batch, arena.seed, arena.target.graph_spec)  # values no gate pair saw
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
 
     state = head_to_head(

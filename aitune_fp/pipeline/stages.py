@@ -222,21 +222,18 @@ def spot_check_of(closeness: Closeness, backend: Any) -> Callable[[Any, Any], Mi
     return check
 
 
-def fresh_batches(
-    batch: Sample, seed: int, batch_axes: Any = None
-) -> Callable[[int], Sample] | None:
+def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], Sample] | None:
     """Timed call ``i``'s own batch: held-out values drawn for it, seeded per tune and draw.
 
     None when no input can be varied (then the timing batches are used in turn).
     """
-    try:
-        heldout_batches(batch, 1, seed, batch_axes=batch_axes)
-    except HeldoutUnavailableError:
+    if not held_out(heldout_batches, batch, 1, seed=seed, graph_spec=graph_spec):
         return None
+    axes = getattr(graph_spec, "batch_axes", None)
 
     def fresh(index: int) -> Sample:
         draw = (seed * 1_000_003 + index) % 2**63
-        return heldout_batches(batch, 1, draw, batch_axes=batch_axes)[0]
+        return heldout_batches(batch, 1, draw, batch_axes=axes)[0]
 
     return fresh
 
@@ -300,8 +297,6 @@ def measure(
         spot_rate=arena.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
         isolation=arena.isolation,
-        fresh=fresh_batches(
-            arena.batch, arena.seed, getattr(arena.target.graph_spec, "batch_axes", None)
-        ),
+        fresh=fresh_batches(arena.batch, arena.seed, arena.target.graph_spec),
     )
     return arena.rule.compare(comparison, on_look).result

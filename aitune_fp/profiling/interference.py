@@ -25,6 +25,7 @@ __all__ = [
     "cpu_clock",
     "group_members",
     "runnable_tasks",
+    "spare_after",
     "spare_core",
 ]
 
@@ -80,6 +81,13 @@ def spare_core(earlier: int | None) -> bool:
     if earlier is None or now is None:
         return False
     return min(earlier, now) + 1 <= len(os.sched_getaffinity(0))  # the judge is counted
+
+
+def spare_after(during: Callable[[], object]) -> bool:
+    """Run ``during`` (a timed call's input copy) and say whether a core is spare around it."""
+    runnable = runnable_tasks()
+    during()
+    return spare_core(runnable)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -148,11 +156,9 @@ class WorkerGroup:
         for other in others:
             other.settle_quietly()
         others = [w for w in others if w.alive]
-        runnable = runnable_tasks()
         before = [w.cpu_ns() for w in others]
         read_at = time.monotonic()
-        during()
-        spin = worker.spins = spare_core(runnable)
+        spin = worker.spins = spare_after(during)
         give_up = time.monotonic() + QUIET_WAIT_S  # at least one read after ``during``
         while others and time.monotonic() < give_up:
             while spin and time.monotonic() < read_at + QUIET_STEP_S:

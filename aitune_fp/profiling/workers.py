@@ -32,8 +32,7 @@ from aitune_fp.profiling.interference import (
     WorkerGroup,
     cpu_clock,
     group_members,
-    runnable_tasks,
-    spare_core,
+    spare_after,
 )
 from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
 
@@ -486,9 +485,7 @@ class Worker:
         ``during`` (the call's :meth:`prepare`) runs while they are watched going quiet.
         """
         if self._group is None:
-            runnable = runnable_tasks()
-            during()
-            self.spins = spare_core(runnable)
+            self.spins = spare_after(during)
             return []
         return self._group.watch(self, during)
 
