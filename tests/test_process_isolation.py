@@ -59,14 +59,18 @@ SLOW_GLOBAL = False
 
 
 class Model(torch.nn.Module):
-    """A small real model whose forward reads a class attribute and a module global."""
+    """A small real model whose forward reads a class attribute and a module global.
+
+    ``pause``: real time its forward sleeps (the candidates here skip it: really faster).
+    """
 
     slow = False
 
-    def __init__(self) -> None:
+    def __init__(self, pause: float = 0.0) -> None:
         super().__init__()
         torch.manual_seed(0)
         self.fc = torch.nn.Linear(256, 256)
+        self.pause = pause
 
     def work(self, x: torch.Tensor) -> torch.Tensor:
         for _ in range(6):  # a few ms of real work: a wrapper's overhead is lost in it
@@ -76,12 +80,23 @@ class Model(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if type(self).slow or SLOW_GLOBAL:
             time.sleep(SLOW_S)
+        if self.pause:
+            time.sleep(self.pause)
         return self.work(x)
 
 
-def _case() -> tuple[Model, GraphSpec, list[Sample]]:
+def _case(pause: float = 0.0) -> tuple[Model, GraphSpec, list[Sample]]:
     torch.manual_seed(1)
-    return Model().eval(), GraphSpec(max_batch_size=64), [Sample((torch.randn(1, 256),))]
+    return Model(pause).eval(), GraphSpec(max_batch_size=64), [Sample((torch.randn(1, 256),))]
+
+
+def _nothing(module: torch.nn.Module) -> None:
+    """No attack: an honest candidate."""
+
+
+def _other_threads(module: torch.nn.Module) -> None:
+    """Change the thread count of the process the build runs in."""
+    torch.set_num_threads(1 if torch.get_num_threads() > 1 else 2)
 
 
 class Attack(BackendBase):
@@ -187,8 +202,17 @@ def _background_process(module: torch.nn.Module) -> None:
 
 
 def _renice_parent(module: torch.nn.Module) -> None:
-    """Reach the user's process from outside: pin it to one CPU."""
-    os.sched_setaffinity(os.getppid(), {sorted(os.sched_getaffinity(0))[0]})
+    """Reach the user's process from outside: pin each ancestor to one CPU.
+
+    The user's process is the parent of a forked worker, the grandparent of one the fork
+    server started: every ancestor up to it is reached.
+    """
+    pid = os.getpid()
+    for _ in range(2):
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            pid = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(pid, {sorted(os.sched_getaffinity(0))[0]})
 
 
 def snapshot() -> dict[str, Any]:
@@ -223,17 +247,32 @@ def cache(tmp_path: Path) -> Path:
     return tmp_path
 
 
+#: The workers' two starts: one thread (forked), two (started from the fork server, pickled).
+STARTS = pytest.mark.parametrize("threads", [1, 2], ids=["fork", "forkserver"])
+
+
 def _tune(
-    backends: list[BackendBase], cache: Path, *, seen: dict[str, Any] | None = None, **kwargs: Any
+    backends: list[BackendBase],
+    cache: Path,
+    *,
+    seen: dict[str, Any] | None = None,
+    threads: int | None = None,
+    pause: float = 0.0,
+    **kwargs: Any,
 ) -> tuple[Any, Any, list[Any]]:
-    """Tune the model with ``backends``; ``seen`` gets the process's snapshot just before."""
-    module, spec, data = _case()
+    """Tune the model with ``backends``; ``seen`` gets the process's snapshot just before.
+
+    ``threads``: the tune's thread count (None: this process's); ``pause``: eager's own sleep.
+    """
+    module, spec, data = _case(pause)
     if seen is not None:
         seen.update(snapshot())
     strategy: Any = (
         OneBackendStrategy(backends[0]) if len(backends) == 1 else MaxThroughputStrategy(backends)
     )
     kwargs.setdefault("profiling_config", CONFIG)
+    if threads is not None:
+        kwargs["profiling_config"] = attrs.evolve(kwargs["profiling_config"], threads=threads)
     # 10 %: eager's own wrapper costs it a few percent here, which an attack would dwarf (3x)
     kwargs.setdefault("min_speedup_threshold_percent", 10.0)
     wrapped = with_performance_validation(strategy, **kwargs)
@@ -253,10 +292,15 @@ ATTACKS = {
 
 
 @pytest.mark.slow
+@STARTS
 @pytest.mark.parametrize("channel", sorted(ATTACKS))
-def test_a_channel_reaches_neither_eager_nor_the_users_process(channel: str, cache: Path) -> None:
+def test_a_channel_reaches_neither_eager_nor_the_users_process(
+    channel: str, cache: Path, threads: int
+) -> None:
     before: dict[str, Any] = {}
-    chosen, report, events = _tune([Attack(ATTACKS[channel], channel)], cache, seen=before)
+    chosen, report, events = _tune(
+        [Attack(ATTACKS[channel], channel)], cache, seen=before, threads=threads
+    )
     assert snapshot() == before
     started = next(e for e in events if e["event"].endswith(".started"))
     assert started["isolation"] == "process"
@@ -268,9 +312,10 @@ def test_a_channel_reaches_neither_eager_nor_the_users_process(channel: str, cac
 
 
 @pytest.mark.slow
-def test_a_thread_left_spinning_is_named_and_rejected(cache: Path) -> None:
+@STARTS
+def test_a_thread_left_spinning_is_named_and_rejected(cache: Path, threads: int) -> None:
     before: dict[str, Any] = {}
-    _, report, _ = _tune([Attack(_thread_left, "spinner")], cache, seen=before)
+    _, report, _ = _tune([Attack(_thread_left, "spinner")], cache, seen=before, threads=threads)
     assert snapshot() == before
     (failure,) = report.failures
     assert failure.stage == "interference"
@@ -278,17 +323,21 @@ def test_a_thread_left_spinning_is_named_and_rejected(cache: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_background_process_is_named_and_rejected_and_killed(cache: Path) -> None:
-    _, report, _ = _tune([Attack(_background_process, "background")], cache)
+@STARTS
+def test_a_background_process_is_named_and_rejected_and_killed(cache: Path, threads: int) -> None:
+    _, report, _ = _tune([Attack(_background_process, "background")], cache, threads=threads)
     (failure,) = report.failures
     assert failure.stage == "interference"
     assert not report.results
 
 
 @pytest.mark.slow
-def test_a_candidate_that_reaches_the_users_process_from_outside_is_named(cache: Path) -> None:
+@STARTS
+def test_a_candidate_that_reaches_the_users_process_from_outside_is_named(
+    cache: Path, threads: int
+) -> None:
     before: dict[str, Any] = {}
-    _, report, _ = _tune([Attack(_renice_parent, "outside")], cache, seen=before)
+    _, report, _ = _tune([Attack(_renice_parent, "outside")], cache, seen=before, threads=threads)
     assert snapshot() == before  # put back
     stages = {f.stage for f in report.failures}
     assert stages == {"interference"}, report.failures
@@ -313,11 +362,12 @@ class _SlowAndThreads(Attack):
 
 
 @pytest.mark.slow
-def test_blame_stays_with_the_contender_that_changed_its_process(cache: Path) -> None:
+@STARTS
+def test_blame_stays_with_the_contender_that_changed_its_process(cache: Path, threads: int) -> None:
     Model.slow = False
-    honest = _Faster(lambda m: None, "honest")
-    cheat = _SlowAndThreads(lambda m: torch.set_num_threads(2), "threads")
-    chosen, report, _ = _tune([cheat, honest], cache)
+    honest = _Faster(_nothing, "honest")
+    cheat = _SlowAndThreads(_other_threads, "threads")
+    chosen, report, _ = _tune([cheat, honest], cache, threads=threads)
     assert not any(f.backend_description == honest.describe() for f in report.failures)
     assert not isinstance(chosen, _SlowAndThreads)
 
@@ -326,7 +376,7 @@ class _Exits(Attack):
     """Raises what would end the user's tune in one process."""
 
     def __init__(self, raised: BaseException, where: str) -> None:
-        super().__init__(lambda m: None, where + type(raised).__name__)
+        super().__init__(_nothing, where + type(raised).__name__)
         self.raised = raised
         self.where = where
 
@@ -370,10 +420,13 @@ class _Hangs(Attack):
 
 
 @pytest.mark.slow
-def test_a_hung_candidate_is_killed_recorded_and_never_returned(cache: Path) -> None:
+@STARTS
+def test_a_hung_candidate_is_killed_recorded_and_never_returned(cache: Path, threads: int) -> None:
     config = ProfilingConfig(looks=(10, 20), max_seconds=1.0, warmup_max_calls=8, hang_grace_s=1.0)
     start = time.monotonic()
-    chosen, report, _ = _tune([_Hangs(lambda m: None, "hangs")], cache, profiling_config=config)
+    chosen, report, _ = _tune(
+        [_Hangs(_nothing, "hangs")], cache, profiling_config=config, threads=threads
+    )
     assert time.monotonic() - start < 60
     (failure,) = report.failures
     assert failure.stage == "hung"
@@ -381,18 +434,16 @@ def test_a_hung_candidate_is_killed_recorded_and_never_returned(cache: Path) -> 
     assert report.outcome == "baseline"
 
 
-@pytest.mark.slow
-def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path) -> None:
-    class Quick(Attack):
-        """Really faster: eager's work without the sleep eager pays."""
+class Quick(Attack):
+    """Really faster: eager's work without the sleep eager pays (``pause``)."""
 
-    Model.slow = True  # eager pays SLOW_S a call; the candidate does not
-    try:
-        chosen, report, events = _tune(
-            [Quick(lambda m: None, "quick")], cache, profiling_config=DECIDES
-        )
-    finally:
-        Model.slow = False
+
+@pytest.mark.slow
+@STARTS
+def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path, threads: int) -> None:
+    chosen, report, events = _tune(
+        [Quick(_nothing, "quick")], cache, profiling_config=DECIDES, threads=threads, pause=SLOW_S
+    )
     assert isinstance(chosen, Quick) and chosen.is_active  # built here, in this process
     assert chosen.module is not None
     (result,) = report.results
@@ -401,30 +452,33 @@ def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path) -> No
     assert selected["is_baseline"] is False
 
 
+class RightInItsWorker(Attack):
+    """Faster and right in its worker; wrong once rebuilt in the process it was made in."""
+
+    def __init__(self, attack: Callable[[torch.nn.Module], None], tag: str) -> None:
+        super().__init__(attack, tag)
+        self.parent = os.getpid()
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            out = self.module.work(*args)
+        return out if os.getpid() != self.parent else out + 1.0
+
+
 @pytest.mark.slow
-def test_a_rebuild_that_differs_falls_back_to_eager_and_says_so(cache: Path) -> None:
-    class RightInItsWorker(Attack):
-        """Faster and right in its worker; wrong once rebuilt in the user's process."""
-
-        def _infer(self, *args: Any, **kwargs: Any) -> Any:
-            with torch.no_grad():
-                out = self.module.work(*args)
-            return out if os.getpid() != PARENT else out + 1.0
-
-    Model.slow = True
-    try:
-        chosen, report, _ = _tune(
-            [RightInItsWorker(lambda m: None, "two-faced")], cache, profiling_config=DECIDES
-        )
-    finally:
-        Model.slow = False
+@STARTS
+def test_a_rebuild_that_differs_falls_back_to_eager_and_says_so(cache: Path, threads: int) -> None:
+    chosen, report, _ = _tune(
+        [RightInItsWorker(_nothing, "two-faced")],
+        cache,
+        profiling_config=DECIDES,
+        threads=threads,
+        pause=SLOW_S,
+    )
     assert not isinstance(chosen, RightInItsWorker)
     (failure,) = report.failures
     assert failure.stage == "rebuild"
     assert report.outcome == "baseline"
-
-
-PARENT = os.getpid()
 
 
 def test_an_injected_clock_keeps_the_tune_in_process_and_says_why(cache: Path) -> None:
@@ -433,7 +487,7 @@ def test_an_injected_clock_keeps_the_tune_in_process_and_says_why(cache: Path) -
     clock = FakeClock()
     module, spec, data = _case()
     wrapped = with_performance_validation(
-        OneBackendStrategy(Attack(lambda m: None, "x")), timer=clock, profiling_config=CONFIG
+        OneBackendStrategy(Attack(_nothing, "x")), timer=clock, profiling_config=CONFIG
     )
     with capture_events() as events:
         wrapped.tune(module, "m", spec, data, "cpu", cache)
@@ -443,7 +497,7 @@ def test_an_injected_clock_keeps_the_tune_in_process_and_says_why(cache: Path) -
 
 
 def test_isolation_can_be_asked_off(cache: Path) -> None:
-    _, report, events = _tune([Attack(lambda m: None, "x")], cache, isolation="in_process")
+    _, report, events = _tune([Attack(_nothing, "x")], cache, isolation="in_process")
     started = next(e for e in events if e["event"].endswith(".started"))
     assert started["isolation"] == "in_process"
     assert all(r.isolation == "in_process" for r in report.results)
@@ -458,24 +512,22 @@ def test_the_header_says_where_candidates_ran_and_why_in_process() -> None:
 
 
 @pytest.mark.slow
+@STARTS
 def test_a_chosen_candidate_that_patches_the_project_at_its_rebuild_is_caught(
-    cache: Path,
+    cache: Path, threads: int
 ) -> None:
     """Faster for real and chosen, its build rebinds the project's decision: in the user's
     process that is a change to the process, named at stage rebuild and put back."""
-    Model.slow = True
-    try:
-        before: dict[str, Any] = {}
-        chosen, report, _ = _tune(
-            [Attack(_patch_verdict, "patches-when-chosen")],
-            cache,
-            seen=before,
-            profiling_config=DECIDES,
-        )
-        after = snapshot()
-    finally:
-        Model.slow = False
-    assert after == before
+    before: dict[str, Any] = {}
+    chosen, report, _ = _tune(
+        [Attack(_patch_verdict, "patches-when-chosen")],
+        cache,
+        seen=before,
+        profiling_config=DECIDES,
+        threads=threads,
+        pause=SLOW_S,
+    )
+    assert snapshot() == before
     assert not isinstance(chosen, Attack)
     (failure,) = report.failures
     assert failure.stage == "rebuild" and "decide_at_look" in failure.reason

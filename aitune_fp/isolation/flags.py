@@ -116,6 +116,12 @@ def _no_required_args(fn: Callable[..., object]) -> bool:
     )
 
 
+def flushes_denormals() -> bool:
+    """Whether the CPU flushes denormal floats to zero (``torch.set_flush_denormal``: no getter)."""
+    tiny = torch.tensor([1e-39], dtype=torch.float32)
+    return bool((tiny * 1.0).item() == 0.0)
+
+
 def _core_flags() -> list[_Flag]:
     """The named settings: threads, autograd modes, dtype, determinism, precision, autocast."""
     t = torch
@@ -162,6 +168,7 @@ def _core_flags() -> list[_Flag]:
             lambda v: t.set_anomaly_enabled(t.is_anomaly_enabled(), v),
         ),
         _Flag("torch.is_warn_always_enabled()", t.is_warn_always_enabled, t.set_warn_always),
+        _Flag("torch.set_flush_denormal()", flushes_denormals, t.set_flush_denormal),
         _Flag(
             "torch.is_autocast_cache_enabled()",
             t.is_autocast_cache_enabled,
@@ -319,3 +326,17 @@ def tracked_flags() -> tuple[_Flag, ...]:
     for flag in flags:
         unique.setdefault(flag.name, flag)
     return tuple(unique.values())
+
+
+def settings_now() -> tuple[object, ...]:
+    """Every tracked flag's value now, in the table's order."""
+    return tuple(read_flag(flag) for flag in tracked_flags())
+
+
+def settings_changed(before: tuple[object, ...], after: tuple[object, ...]) -> list[str]:
+    """Each flag that differs between two :func:`settings_now` readings, as ``name: a -> b``."""
+    return [
+        f"{flag.name}: {a!r} -> {b!r}"
+        for flag, a, b in zip(tracked_flags(), before, after, strict=True)
+        if a != b
+    ]

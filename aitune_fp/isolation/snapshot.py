@@ -19,7 +19,14 @@ import torch
 import torch.nn.modules.module as _module_mod
 import torch.utils._device as _device_mod
 
-from aitune_fp.isolation.flags import PUT_BACK_ROUNDS, Unreadable, read_flag, tracked_flags
+from aitune_fp.isolation.flags import (
+    PUT_BACK_ROUNDS,
+    Unreadable,
+    read_flag,
+    settings_changed,
+    settings_now,
+    tracked_flags,
+)
 from aitune_fp.isolation.namespaces import MISSING, Space, default_spaces, space_edits
 from aitune_fp.isolation.registries import (
     aten_impls,
@@ -73,7 +80,7 @@ class ProcessState:
     def _take(cls, spaces: tuple[Space, ...]) -> ProcessState:
         infra = registry_infra_modes()
         return cls(
-            flag_values=tuple(read_flag(flag) for flag in tracked_flags()),
+            flag_values=settings_now(),
             device=device_context_of(),
             function_modes=registry_function_modes(),
             dispatch_modes=registry_dispatch_modes(infra),
@@ -96,11 +103,7 @@ class ProcessState:
         replaced``, ``global forward pre-hook added (1)``; empty when nothing changed.
         """
         now = self._now() if now is None else now
-        texts = [
-            f"{flag.name}: {a!r} -> {b!r}"
-            for flag, a, b in zip(tracked_flags(), self._flag_values, now._flag_values, strict=True)
-            if a != b
-        ]
+        texts = settings_changed(self._flag_values, now._flag_values)
         (ctx_then, _), (ctx_now, _) = self._device, now._device
         if ctx_then is not ctx_now:
             texts.append(

@@ -110,8 +110,8 @@ def open_baseline(
         session.batch_size = resolve_batch_size(session) if batch_size is None else batch_size
         session.config = for_batch_size(session.options.profiling_config, session.batch_size)
         if session.isolation == "process" and session.config.threads is None:
-            # a forked worker runs one intra-op thread: eager here the same (docs/threads.md)
-            session.config = attrs.evolve(session.config, threads=1)
+            # the workers run the thread count this process has now, named (docs/threads.md)
+            session.config = attrs.evolve(session.config, threads=torch.get_num_threads())
     finally:
         session.emit(
             events.started(

@@ -50,6 +50,7 @@ from aitune_fp.pipeline.values import (
     TuneTarget,
     ValidationOptions,
     append_failure_log,
+    candidate_folder,
     describe,
     failure_reason,
     infer_of,
@@ -306,12 +307,8 @@ class TuneSession:
         self.finish("error", None, reason=f"CandidateHungError: {exc}")
 
     def folder(self, backend: Any, description: str) -> Path:
-        """The candidate's folder in the cache dir: its key, made safe; else its description."""
-        try:
-            name = str(backend.key())
-        except Exception:
-            name = description
-        return self.folder_of(name)
+        """The candidate's folder in the cache dir (:func:`~.values.candidate_folder`)."""
+        return candidate_folder(self.target.cache_dir, backend, description)
 
     def folder_of(self, name: str) -> Path:
         """The folder in the cache dir for ``name``, made safe."""

@@ -14,6 +14,7 @@ import attrs
 import torch
 
 from aitune_fp._tree import flatten_tensors, to_device
+from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core._checks import check_threshold, of_type, one_of
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
@@ -253,6 +254,15 @@ def has_lazy(module: torch.nn.Module) -> bool:
     from torch.nn.parameter import is_lazy
 
     return any(is_lazy(t) for t in [*module.parameters(), *module.buffers()])
+
+
+def candidate_folder(cache_dir: Path, backend: Any, description: str) -> Path:
+    """A candidate's folder in the cache dir: its key, made safe; else its description."""
+    try:
+        name = str(backend.key())
+    except Exception:
+        name = description
+    return cache_dir / safe_folder_name(name)
 
 
 def describe(backend: Any) -> str:

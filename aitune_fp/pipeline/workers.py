@@ -1,8 +1,10 @@
 """Candidates in processes of their own until one is chosen; the chosen one rebuilt here.
 
 In ``process`` isolation (the default where it can work) each candidate is built, checked and
-timed in a worker forked for it, and eager is timed in a worker forked before any candidate code
-ran: nothing a candidate does reaches eager, the user's model or the user's process. The
+timed in a worker of its own, and eager is timed in a worker started before any candidate code
+ran: nothing a candidate does reaches eager, the user's model or the user's process. Workers
+run the tune's thread count: at one thread they are forked; at more they start from the fork
+server with their recipe pickled (:func:`worker_threads`). The
 candidate that wins is then rebuilt in the user's process and checked again there (fresh
 held-out inputs, the model and process guards) before it is handed back. ``in_process`` keeps the
 snapshot guards of ``aitune_fp.isolation`` and says what it cannot see (``docs/guarantees.md``).
@@ -25,6 +27,7 @@ from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
+from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
 from aitune_fp.pipeline.stages import (
     build_failure,
@@ -35,15 +38,18 @@ from aitune_fp.pipeline.stages import (
 )
 from aitune_fp.pipeline.values import (
     CandidateOutcome,
+    ProcessChangedError,
     TuneTarget,
     ValidationOptions,
     append_failure_log,
+    candidate_folder,
     declared_dtype,
     describe,
     infer_of,
 )
 from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling import SpotCheckError
+from aitune_fp.profiling.recipe import UnpicklableError
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import InterferenceError, Worker, fork_unavailable
 
@@ -61,6 +67,7 @@ __all__ = [
     "soaked",
     "start_eager",
     "try_in_worker",
+    "worker_threads",
 ]
 
 #: Types an output may be read back as without naming them (``torch.load``'s own list).
@@ -77,16 +84,61 @@ def isolation_of(
         return "in_process", "asked for (isolation='in_process')"
     if options.timer is not None:
         return "in_process", "an injected timer (a FakeClock) cannot time another process"
-    threads = options.profiling_config.threads
-    if threads is not None and threads > 1:
-        return "in_process", (
-            f"--threads {threads}: a forked worker cannot run OpenMP's team of this process, "
-            "so workers run one intra-op thread"
-        )
     if torch.device(target.device).type != "cpu":
-        return "in_process", f"device {target.device}: workers are forked, which CUDA forbids"
-    reason = fork_unavailable()
-    return ("in_process", reason) if reason is not None else ("process", None)
+        return "in_process", f"device {target.device}: workers do not run on CUDA yet"
+    return "process", None
+
+
+def worker_threads(threads: int) -> int | None:
+    """How a worker runs ``threads`` intra-op threads: None forks it (one thread), else the count.
+
+    A forked child cannot use its parent's OpenMP team, so more than one thread (or a platform
+    without ``fork``, or CUDA initialised here) means a worker started from the fork server.
+    """
+    return None if threads == 1 and fork_unavailable() is None else threads
+
+
+@attrs.frozen
+class EagerRecipe:
+    """Eager's worker: call the baseline it is sent (or, forked, inherits)."""
+
+    baseline: Any
+
+    def __call__(self, say: Callable[[Mapping[str, Any]], None]) -> tuple[Any, dict[str, Any]]:
+        """Eager's callable, and no facts."""
+        return infer_of(self.baseline), {}
+
+
+@attrs.frozen
+class CandidateRecipe:
+    """A candidate's worker: build ``backend`` on ``target`` (the driver's ``build``, if any)."""
+
+    target: TuneTarget
+    backend: Any
+    build: Callable[[Any], Any] | None
+
+    def __call__(self, say: Callable[[Mapping[str, Any]], None]) -> tuple[Any, dict[str, Any]]:
+        """Say the description and folder, build, then the built candidate and its facts."""
+        description = describe(self.backend)
+        folder = candidate_folder(self.target.cache_dir, self.backend, description)
+        say({"description": description, "folder": str(folder)})
+        before = settings_now(), os_state(0)
+        built = build_here(self.target, self.backend, self.build)
+        changed = settings_changed(before[0], settings_now())
+        (affinity, nice), (affinity_now, nice_now) = before[1], os_state(0)
+        if affinity_now != affinity:
+            changed.append(f"CPU affinity: {sorted(affinity)} -> {sorted(affinity_now)}")
+        if nice_now != nice:
+            changed.append(f"niceness: {nice} -> {nice_now}")
+        if changed:
+            raise ProcessChangedError(
+                f"the build of {description} changed process-wide settings that its speed and "
+                f"outputs would rest on, and that would change every other model in your "
+                f"process: {'; '.join(changed)}"
+            )
+        own = getattr(built, "tolerances", None)
+        tolerances = attrs.asdict(own) if isinstance(own, Tolerances) else None
+        return infer_of(built), {"dtype": declared_dtype(built), "tolerances": tolerances}
 
 
 def output_types(references: tuple[Any, ...]) -> frozenset[type]:
@@ -187,14 +239,15 @@ def start_eager(session: TuneSession) -> None:
 
     A worker that cannot start leaves the tune in process, saying why.
     """
-    eager = infer_of(session.eager)
+    assert session.config.threads is not None
     try:
         worker = Worker(
-            lambda say: (eager, {}),
+            EagerRecipe(session.eager),
             name="eager",
             timeout_s=session.deadline,
             group=session.workers,
             allowed=output_types(session.reference_outputs),
+            threads=worker_threads(session.config.threads),
         )
         worker.ready()
     except Exception as exc:
@@ -232,30 +285,25 @@ def try_in_worker(
     session: TuneSession, backend: Any, build: Callable[[Any], Any] | None
 ) -> CandidateOutcome:
     """Build ``backend`` in a worker of its own, then check and time it from here."""
-    t = session.target
     eager = session.eager_worker
     assert eager is not None
-
-    def make(say: Callable[[Mapping[str, Any]], None]) -> tuple[Callable[..., Any], dict[str, Any]]:
-        description = describe(backend)
-        say({"description": description, "folder": str(session.folder(backend, description))})
-        built = build_here(t, backend, build)
-        own = getattr(built, "tolerances", None)
-        tolerances = attrs.asdict(own) if isinstance(own, Tolerances) else None
-        return infer_of(built), {"dtype": declared_dtype(built), "tolerances": tolerances}
-
-    start = time.perf_counter()
-    worker = Worker(
-        make,
-        name=type(backend).__name__,
-        timeout_s=session.config.build_timeout_s,
-        classify=_classify,
-        group=session.workers,
-        allowed=eager.allowed,
-    )
-    session.workers.suspect(worker)
     description = type(backend).__name__
     folder = session.folder_of(description)
+    start = time.perf_counter()
+    try:
+        worker = Worker(
+            CandidateRecipe(session.target, backend, build),
+            name=type(backend).__name__,
+            timeout_s=session.config.build_timeout_s,
+            classify=_classify,
+            group=session.workers,
+            allowed=eager.allowed,
+            threads=worker_threads(eager.threads),
+        )
+    except UnpicklableError as exc:
+        description = describe(backend)
+        return session.failed(description, "build", exc, None)
+    session.workers.suspect(worker)
     try:
         said = worker.hear()
         description = str(said.get("description", description))

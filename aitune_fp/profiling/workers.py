@@ -3,8 +3,10 @@
 Whatever the callable's code does to its interpreter (patched functions, globals, ``gc``, signal
 handlers, threads, RNG, a swallowed interrupt, ``SystemExit``) stays in the worker and ends with
 it. The judge times each call from outside, around the hand-over through a pipe, and reads what
-a worker sends as data only (``transport.py``). Workers are forked (nothing pickled) and run one
-intra-op thread: a forked child cannot use its parent's OpenMP team. CPU time a worker spends
+a worker sends as data only (``transport.py``). A worker starts one of two ways into the same
+loop: forked (nothing pickled), running one intra-op thread, since a forked child cannot use its
+parent's OpenMP team; or from a fork server that never ran an OpenMP team nor touched CUDA, sent
+its recipe pickled (``recipe.py``), running the threads asked for. CPU time a worker spends
 while another is timed is read from the kernel (its process CPU clock), never from the worker.
 """
 
@@ -13,14 +15,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import multiprocessing
+import multiprocessing.context
+import multiprocessing.process
 import os
 import pickle
 import signal
 import sys
 import time
 import traceback
+import types
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
@@ -34,6 +40,7 @@ from aitune_fp.profiling.interference import (
     group_members,
     spare_after,
 )
+from aitune_fp.profiling.recipe import Packed, pack, unpack
 from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
 
 __all__ = [
@@ -43,7 +50,9 @@ __all__ = [
     "WorkerDiedError",
     "WorkerError",
     "WorkerGroup",
+    "fork_server",
     "fork_unavailable",
+    "no_stage",
 ]
 
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
@@ -76,6 +85,39 @@ class WorkerDiedError(WorkerError):
 #: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
 #: and the facts about it the parent reads (plain values and torch dtypes only).
 Make = Callable[[Callable[[Mapping[str, Any]], None]], tuple[Callable[..., Any], Mapping[str, Any]]]
+
+
+#: What the fork server imports once, before it starts any worker or sweep task: a child it
+#: starts then takes a fraction of a second, not the 1-1.5 s a fresh interpreter takes.
+PRELOAD = (
+    "aitune_fp.profiling.openmp_env",  # before torch loads OpenMP
+    "torch",
+    "aitune_fp.pipeline.workers",
+    "aitune_fp.pipeline.strategies",
+    "aitune_fp.backends.registry",
+    "aitune_fp.adapters.validation",
+    "aitune_fp.sweep.task",
+)
+
+
+def fork_server() -> (
+    multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
+):
+    """The ``forkserver`` context preloaded with :data:`PRELOAD` (``spawn`` where there is none).
+
+    One server per process, shared by workers and sweep tasks; it is started fresh (a new
+    interpreter), so its children hold no OpenMP team and no CUDA context of this process.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))
+    return context
+
+
+def no_stage(exc: BaseException) -> str | None:
+    """The default classifier: no stage of its own for any exception."""
+    return None
 
 
 def fork_unavailable() -> str | None:
@@ -111,10 +153,28 @@ def _fresh_thread_pools() -> None:
         sys.modules["torch._inductor.async_compile"].AsyncCompile.pool.cache_clear()
 
 
+def _sent(
+    conn: Connection,
+    packed: Packed,
+    classify: Callable[[BaseException], str | None],
+    threads: int,
+) -> None:
+    """A worker started from the fork server: unpack its recipe, then serve as a forked one."""
+    os.setpgid(0, 0)  # before anything can start a process: closing it kills them too
+    try:
+        make = unpack(packed)
+    except BaseException as exc:
+        conn.send_bytes(_error_message(exc, classify))
+        return
+    with contextlib.suppress(EOFError, OSError):  # the judge closed the pipe: nothing to say
+        _serve(conn, make, classify, threads)
+
+
 def _serve(
     conn: Connection,
     make: Make,
     classify: Callable[[BaseException], str | None],
+    threads: int,
 ) -> None:
     """The worker's loop: make the callable, report, then answer requests until told to stop."""
     import torch
@@ -125,7 +185,7 @@ def _serve(
         os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
-    torch.set_num_threads(1)  # a forked child cannot use its parent's OpenMP team
+    torch.set_num_threads(threads)
     _fresh_thread_pools()
 
     def say(facts: Mapping[str, Any]) -> None:
@@ -199,26 +259,52 @@ def _changed(after: list[Any], before: list[Any]) -> list[tuple[int, Any]]:
     ]
 
 
-def _kill(pid: int) -> None:
-    """Kill a worker's process group (or the process) and reap it; nothing if it is gone."""
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """While a worker starts: a main module that names no script, so the worker imports none.
+
+    ``multiprocessing`` re-imports the main script in a child it starts (its ``__main__`` guard
+    is all that keeps its top-level code from running again); a recipe that names nothing of
+    the script does not need it.
+    """
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _kill(pid: int, process: multiprocessing.process.BaseProcess | None) -> None:
+    """Kill a worker's process group (or the process) and reap it; nothing if it is gone.
+
+    ``process``: the fork server's handle of a worker it started (reaped through it).
+    """
     try:
         os.killpg(pid, signal.SIGKILL)  # the worker leads its own group: what it started too
     except (ProcessLookupError, PermissionError):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
+    if process is not None:
+        with contextlib.suppress(Exception):
+            process.join(5.0)
+        return
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, 0)
 
 
 class Worker:
-    """A forked process holding one callable; the parent times its calls from outside.
+    """A process holding one callable; the parent times its calls from outside.
 
     ``make(say)`` runs in the child and returns the callable and a mapping of plain facts about
     it, which :meth:`ready` returns; facts it passes to ``say`` first (its description, before a
     long build) are what :meth:`hear` returns. ``classify`` (also in the child) names
     the stage an exception from ``make`` belongs to. ``timeout_s`` bounds every wait (then the
     worker is killed and :class:`CandidateHungError` raised). ``allowed``: types an output may
-    hold besides tensors and plain containers (those eager's outputs use).
+    hold besides tensors and plain containers (those eager's outputs use). ``threads``: None
+    forks the worker (one intra-op thread, ``make`` inherited); a count starts it from the
+    :func:`fork_server` with that many (``make`` and ``classify`` pickled:
+    :class:`~aitune_fp.profiling.recipe.UnpicklableError` when they cannot be).
     """
 
     def __init__(
@@ -227,15 +313,18 @@ class Worker:
         *,
         name: str,
         timeout_s: float,
-        classify: Callable[[BaseException], str | None] = lambda exc: None,
+        classify: Callable[[BaseException], str | None] = no_stage,
         group: WorkerGroup | None = None,
         allowed: Iterable[type] = (),
+        threads: int | None = None,
     ) -> None:
-        """Fork the worker; it starts making its callable at once."""
-        reason = fork_unavailable()
-        if reason is not None:
-            raise InvalidStateError(f"cannot start a worker for {name}: {reason}")
+        """Start the worker; it starts making its callable at once."""
+        if threads is None:
+            reason = fork_unavailable()
+            if reason is not None:
+                raise InvalidStateError(f"cannot start a worker for {name}: {reason}")
         self.name = name
+        self.threads = 1 if threads is None else threads
         self.timeout_s = timeout_s
         self.deadline_note = ""  # what set ``timeout_s``, for the message of a missed one
         self.allowed = tuple(allowed)
@@ -248,24 +337,37 @@ class Worker:
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
         self.foreign_ns = 0  # suspects' CPU time meanwhile
-        parent, child = Pipe()
-        pid = os.fork()
-        if pid == 0:  # the worker: never returns into the caller's code
-            code = 0
-            try:
-                parent.close()
-                _serve(child, make, classify)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        child.close()
+        process: multiprocessing.process.BaseProcess | None = None
+        if threads is not None:  # packed before anything starts: what cannot pickle raises here
+            packed = pack(make, f"the recipe of {name}")
+            parent, child = Pipe()
+            process = fork_server().Process(
+                target=_sent, args=(child, packed, classify, threads), name=f"aitune_fp {name}"
+            )
+            with contextlib.nullcontext() if packed.needs_main else _main_hidden():
+                process.start()
+            child.close()
+            assert process.pid is not None
+            pid = process.pid
+        else:
+            parent, child = Pipe()
+            pid = os.fork()
+            if pid == 0:  # the worker: never returns into the caller's code
+                code = 0
+                try:
+                    parent.close()
+                    _serve(child, make, classify, 1)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            child.close()
         self.pid = pid
         self._conn: Connection | None = parent
         self._clock = cpu_clock(pid)
         self._family: list[tuple[int, int]] = []
         self._family_at = 0.0
-        self._finalizer = weakref.finalize(self, _kill, pid)
+        self._finalizer = weakref.finalize(self, _kill, pid, process)
         if group is not None:
             group.join(self)
 

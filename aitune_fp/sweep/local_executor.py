@@ -15,6 +15,7 @@ import multiprocessing.connection
 import time
 from collections.abc import Callable, Sequence
 
+from aitune_fp.profiling.workers import fork_server
 from aitune_fp.sweep.task import (
     CRASHED,
     SweepTask,
@@ -29,25 +30,6 @@ __all__ = ["LocalExecutor"]
 
 #: What a child process sends instead of an outcome when a KeyboardInterrupt ended its task.
 _INTERRUPTED = "interrupted"
-
-
-#: What the fork server imports once, before it forks any task (what every task imports).
-_PRELOAD = (
-    "torch",
-    "aitune_fp.sweep.task",
-    "aitune_fp.backends.registry",
-    "aitune_fp.pipeline.strategies",
-    "aitune_fp.adapters.validation",
-)
-
-
-def _context() -> multiprocessing.context.SpawnContext | multiprocessing.context.ForkServerContext:
-    """A ``forkserver`` context preloaded with :data:`_PRELOAD` (``spawn`` where there is none)."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(_PRELOAD))
-    return context
 
 
 def _child_main(conn: multiprocessing.connection.Connection, task: SweepTask) -> None:
@@ -96,7 +78,7 @@ class LocalExecutor:
 
     @staticmethod
     def _in_child(task: SweepTask, timeout_s: float) -> TaskOutcome:
-        context = _context()
+        context = fork_server()
         receive, send = context.Pipe(duplex=False)
         process = context.Process(
             target=_child_main, args=(send, task), name=f"aitune_fp-task-{safe(task.model.name)}"
