@@ -75,7 +75,9 @@ def test_a_new_row_is_a_flag_and_a_sweep_key(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(InvalidValueError, match="warmup_window"):
         parse_sweep({**_BASE, "budget": {"warmup_window": 7}})
 
-    toy = Setting("warmup_window", "--warmup-window", "toy: the settle window", int)
+    toy = Setting(
+        "warmup_window", "--warmup-window", "toy: the settle window", int, group=settings.GATE
+    )
     monkeypatch.setattr(settings, "SETTINGS", (*SETTINGS, toy))
     assert _tune("--warmup-window", "7").warmup_window == 7
     assert parse_sweep({**_BASE, "budget": {"warmup_window": 7}}).profiling.warmup_window == 7
