@@ -20,7 +20,13 @@ from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
 
-__all__ = ["accuracy_options", "add_arguments", "profiling_config", "strategy_settings"]
+__all__ = [
+    "ACCURACY_FLAGS",
+    "accuracy_options",
+    "add_arguments",
+    "profiling_config",
+    "strategy_settings",
+]
 
 
 def _flags() -> dict[str, tuple[str, tuple[str, ...] | None]]:
@@ -98,7 +104,7 @@ def profiling_config(args: argparse.Namespace) -> Any:
 
 
 #: ``Closeness`` setting -> the flag that sets it.
-_ACCURACY_FLAGS = {
+ACCURACY_FLAGS = {
     "criteria": "--accuracy",
     "rel_l2": "--rel-l2",
     "outlier_share": "--outlier-share",
@@ -119,14 +125,14 @@ def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
         "noise_factor": args.noise_factor,
     }
     kwargs = {k: v for k, v in given.items() if v is not None}
-    problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, _ACCURACY_FLAGS)
+    problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, ACCURACY_FLAGS)
     if problem is not None:
         raise UsageError(problem)
     try:
         Closeness(**kwargs)
     except (TypeError, ValueError) as exc:
         message = str(exc)
-        for field, flag in _ACCURACY_FLAGS.items():
+        for field, flag in ACCURACY_FLAGS.items():
             message = _plain(message, field, flag)
         raise UsageError(message) from exc
     return kwargs
