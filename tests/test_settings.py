@@ -2,8 +2,8 @@
 
 ``aitune_fp.core.settings.SETTINGS`` is what the command's parser, the config built from its
 flags, the messages that name a flag and a sweep file's ``[budget]`` check read; adding a setting
-is its ProfilingConfig field, its row and its line in docs/cli.md ("Add a setting" in
-docs/architecture.md).
+is its ProfilingConfig field, its row (with its ``--help`` group) and docs/cli.md ("Add a
+setting" in docs/architecture.md).
 """
 
 from __future__ import annotations
