@@ -2,8 +2,8 @@
 
 ``aitune_fp.core.settings.SETTINGS`` is what the command's parser, the config built from its
 flags, the messages that name a flag and a sweep file's ``[budget]`` check read; adding a setting
-is its ProfilingConfig field, its row and its line in docs/cli.md ("Add a setting" in
-docs/architecture.md).
+is its ProfilingConfig field, its row (with its ``--help`` group) and docs/cli.md ("Add a
+setting" in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def test_a_new_row_is_a_flag_and_a_sweep_key(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(InvalidValueError, match="warmup_window"):
         parse_sweep({**_BASE, "budget": {"warmup_window": 7}})
 
-    toy = Setting("warmup_window", "--warmup-window", "toy: the settle window", int)
+    toy = Setting(
+        "warmup_window", "--warmup-window", "toy: the settle window", int, group=settings.GATE
+    )
     monkeypatch.setattr(settings, "SETTINGS", (*SETTINGS, toy))
     assert _tune("--warmup-window", "7").warmup_window == 7
     assert parse_sweep({**_BASE, "budget": {"warmup_window": 7}}).profiling.warmup_window == 7

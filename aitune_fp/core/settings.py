@@ -7,25 +7,57 @@ flag and a sweep key at once. Plain data: the CLI turns a row into an argparse a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from aitune_fp.core.config import CACHES, CLOCKS, THROUGHPUT_GATES
+from aitune_fp.core.config import CACHES, CLOCKS, THROUGHPUT_GATES, ProfilingConfig
 
-__all__ = ["SETTINGS", "Setting", "sweep_keys"]
+__all__ = [
+    "ACCURACY",
+    "CHOICE",
+    "GATE",
+    "GROUPS",
+    "ISOLATION",
+    "OUTPUT",
+    "SETTINGS",
+    "STATISTICS",
+    "WHAT",
+    "Setting",
+    "sweep_keys",
+]
 
-_STAT = "statistical decision: "
-_CHOICE = "choosing among faster candidates: "
+WHAT = "what to tune"
+GATE = "the gate"
+STATISTICS = "the statistics"
+CHOICE = "choosing among faster candidates"
+ACCURACY = "the accuracy"
+ISOLATION = "isolation and threads"
+OUTPUT = "output"
+
+#: ``tune --help``'s groups, in order: title -> the line under it.
+GROUPS: Mapping[str, str] = MappingProxyType(
+    {
+        WHAT: "the model, its input and the candidate backends",
+        GATE: "what a candidate must show to be called faster than eager",
+        STATISTICS: "how long and how many calls a decision takes, and the error it allows",
+        CHOICE: "which of the candidates shown faster is kept",
+        ACCURACY: "how a candidate's outputs are held against eager's (docs/accuracy.md)",
+        ISOLATION: "where candidates run, and on how many CPU threads",
+        OUTPUT: "what is printed and written, and where",
+    }
+)
 
 
 @attrs.frozen
 class Setting:
-    """A ProfilingConfig field a tune's caller sets: its flag, its help, how a flag's text reads.
+    """A ProfilingConfig field a tune's caller sets: its flag, help, ``--help`` group, parsing.
 
-    ``flag`` None: a sweep file's key only. ``apart``: the command reads the flag itself
-    (``--looks`` parses a list and meets ``--max-pairs``; ``--threads`` acts before torch loads).
+    ``flag`` None: a sweep file's key only. ``help`` states the unit and leaves the default to
+    the field's (shown after it). ``apart``: the command reads the flag itself (``--looks``
+    parses a list and meets ``--max-pairs``; ``--threads`` acts before torch loads).
     """
 
     field: str
@@ -35,111 +67,157 @@ class Setting:
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     apart: bool = False
+    group: str = attrs.field(kw_only=True, validator=attrs.validators.in_(tuple(GROUPS)))
 
     @property
     def dest(self) -> str:
         """The argparse attribute: ``--max-seconds`` -> ``max_seconds`` (the field without a flag)."""
         return self.field if self.flag is None else self.flag[2:].replace("-", "_")
 
+    @property
+    def default(self) -> Any:
+        """What the field is when not set: ProfilingConfig's default."""
+        return getattr(ProfilingConfig(), self.field)
 
-#: Every ProfilingConfig field a caller sets, in ``tune --help`` order.
+
+#: Every ProfilingConfig field a caller sets, in ``tune --help`` order within each group.
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "looks",
         "--looks",
-        _STAT + "planned looks in pairs (10,20,40,80,160,320)",
+        "planned looks: how many pairs are timed by each, comma-separated; the last is the "
+        "most pairs per candidate",
+        metavar="PAIRS,...",
         apart=True,
+        group=STATISTICS,
     ),
-    Setting("max_seconds", "--max-seconds", _STAT + "budget per candidate (60 s)", float),
+    Setting(
+        "max_seconds",
+        "--max-seconds",
+        "time budget per candidate, in seconds",
+        float,
+        metavar="SECONDS",
+        group=STATISTICS,
+    ),
     Setting(
         "confidence",
         "--confidence",
-        _STAT + "overall guarantee against a false accept (0.95)",
+        "overall guarantee against a false accept, as a fraction (0.95: a wrong accept at most "
+        "5 % over all looks)",
         float,
+        metavar="FRACTION",
+        group=STATISTICS,
     ),
     Setting(
         "futility_margin_percent",
         "--futility-margin",
-        _STAT + "stop with not_faster once the upper bound is below required + this many "
-        "percentage points (1.0; 0 waits for the bound to clear the threshold)",
+        "stop with not_faster once the upper bound is below required + this many percentage "
+        "points (0 waits for the bound to clear the threshold)",
         float,
+        metavar="POINTS",
+        group=STATISTICS,
     ),
     Setting(
         "futility_error",
         "--futility-error",
-        _STAT + "chance of calling a candidate faster than required + margin not_faster (0.20)",
+        "chance of calling a candidate faster than required + margin not_faster, as a fraction",
         float,
+        metavar="FRACTION",
+        group=STATISTICS,
     ),
     Setting(
         "clock",
         "--clock",
-        _STAT + "which clock decides: host (default; wall time around a synchronised call) or "
-        "device (CUDA-event time; CUDA only)",
+        "which clock decides: host (wall time around a synchronised call) or device "
+        "(CUDA-event time; CUDA only)",
         choices=CLOCKS,
-    ),
-    Setting(
-        "soak",
-        "--soak",
-        "N more checked calls of the chosen candidate on fresh inputs, rebuilt in this process, "
-        "before it is handed back; one wrong call rejects it (default 0)",
-        int,
+        group=GATE,
     ),
     Setting(
         "spot_rate",
         "--spot-rate",
         "share of the timed calls between each look's ends whose outputs are compared with "
-        "eager's, in the gate and the head-to-head (0.1; both ends always are)",
+        "eager's, as a fraction, in the gate and the head-to-head (both ends always are)",
         float,
+        metavar="FRACTION",
+        group=ACCURACY,
+    ),
+    Setting(
+        "soak",
+        "--soak",
+        "this many more checked calls of the chosen candidate on fresh inputs, rebuilt in this "
+        "process, before it is handed back; one wrong call rejects it",
+        int,
+        metavar="CALLS",
+        group=ACCURACY,
     ),
     Setting(
         "wait_quiet_s",
         "--wait-quiet",
-        _STAT + "before each look, wait up to this long for the load average to fall below the "
-        "cores (0: no wait; the budget counts the wait). Pairs taken while the machine was busy "
-        "never carry a verdict",
+        "before each look, wait up to this many seconds for the load average to fall below the "
+        "cores (0: no wait; the budget counts the wait); pairs taken while the machine was "
+        "busy never carry a verdict",
         float,
         metavar="SECONDS",
+        group=STATISTICS,
     ),
     Setting(
         "throughput_gate",
         "--throughput-gate",
-        _STAT + "what a faster needs of the mean-latency throughput ratio: point (default; the "
-        "ratio clears the gate, the verdict is about the typical call) or bound (its lower "
-        "bound clears it)",
+        "what a faster needs of the mean-latency throughput ratio: point (the ratio clears the "
+        "gate; the verdict is about the typical call) or bound (its lower bound clears it)",
         choices=THROUGHPUT_GATES,
+        group=GATE,
     ),
     Setting(
         "cache",
         "--cache",
-        _STAT + "hot (default) or cold: L2 flushed before each timed call (CUDA only)",
+        "hot, or cold: L2 flushed before each timed call (CUDA only)",
         choices=CACHES,
+        group=GATE,
     ),
     Setting(
         "selection_delta_percent",
         "--delta",
-        _CHOICE + "candidates within this many percent count as equally fast (2)",
+        "candidates within this many percent of each other count as equally fast",
         float,
+        metavar="PERCENT",
+        group=CHOICE,
     ),
     Setting(
         "selection_max_seconds",
         "--selection-seconds",
-        _CHOICE + "time budget of the head-to-head (60 s)",
+        "time budget of the head-to-head among the candidates shown faster, in seconds",
         float,
+        metavar="SECONDS",
+        group=CHOICE,
     ),
-    Setting("point_warmup_calls", "--warmup-calls", "point decision: warm-up calls (10)", int),
-    Setting("point_steps", "--steps", "point decision: timed calls (20)", int),
+    Setting(
+        "point_warmup_calls",
+        "--warmup-calls",
+        "warm-up calls before the timed ones",
+        int,
+        metavar="CALLS",
+        group=STATISTICS,
+    ),
+    Setting("point_steps", "--steps", "timed calls", int, metavar="CALLS", group=STATISTICS),
     Setting(
         "warmup_max_calls",
         None,
-        "calls at most while waiting for the timings to settle before the first look (20)",
+        "calls at most while waiting for the timings to settle before the first look",
+        group=STATISTICS,
     ),
     Setting(
         "threads",
         "--threads",
-        "CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's "
-        "intra-op threads; default: leave them as they are). See docs/threads.md",
+        "CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's intra-op "
+        "threads); N > 1 runs the candidates in this process. Without it: 1 thread where "
+        "candidates run in worker processes, torch's own where they run in this process "
+        "(--in-process, CUDA); see docs/threads.md",
         int,
+        metavar="N",
         apart=True,
+        group=ISOLATION,
     ),
 )
 

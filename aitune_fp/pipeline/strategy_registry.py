@@ -147,8 +147,7 @@ _ENTRIES: tuple[StrategyEntry, ...] = (
             ),
             StrategyOption(
                 "quantile",
-                f"which latency quantile is held to the budget "
-                f"(default {DEFAULT_QUANTILE:g} = p{DEFAULT_QUANTILE * 100:g})",
+                "which latency quantile is held to the budget, as a fraction (0.9 = p90)",
                 number_check("between 0 and 1 (0.9 = p90)", lambda x: 0 < x < 1),
                 default=DEFAULT_QUANTILE,
             ),
