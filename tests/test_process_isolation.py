@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import logging
 import os
 import random
 import signal
@@ -44,6 +45,7 @@ from aitune_fp import (
     with_performance_validation,
 )
 from aitune_fp.backends import BackendBase
+from aitune_fp.isolation.flags import flushes_denormals
 from aitune_fp.testing import capture_events
 
 #: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
@@ -239,7 +241,61 @@ def snapshot() -> dict[str, Any]:
         "threads_left": sorted(
             t.name for t in threading.enumerate() if not t.name.startswith("aitune_fp")
         ),
+        "umask": _umask(),
+        "environ": dict(os.environ),
+        "excepthook": sys.excepthook,
+        "root_logger": (logging.getLogger().level, list(logging.getLogger().handlers)),
+        "flush_denormal": flushes_denormals(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "sigterm": signal.getsignal(signal.SIGTERM),
     }
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _hygiene(module: torch.nn.Module) -> None:
+    """Change what a process holds beside torch's settings: nothing that changes its speed."""
+    gc.set_threshold(5, 5, 5)
+    sys.setswitchinterval(0.25)
+    sys.setrecursionlimit(sys.getrecursionlimit() + 11)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.chdir("/")
+    sys.path.insert(0, "/nowhere")
+    os.environ["AITUNE_FP_TEST_LEFT"] = "1"
+    random.seed(7)
+    np.random.seed(7)
+    torch.manual_seed(7)
+    warnings.simplefilter("error")
+    logging.getLogger().setLevel(logging.DEBUG)
+    logging.getLogger().addHandler(logging.NullHandler())
+    os.umask(0o077)
+    sys.excepthook = lambda *args: None
+
+
+#: Settings that change speed or numerics for everything after, each set by a build.
+SPEED_SETTINGS: dict[str, Callable[[torch.nn.Module], None]] = {
+    "torch.set_flush_denormal()": lambda m: torch.set_flush_denormal(True),
+    "torch.get_num_threads()": _other_threads,
+    "torch.get_float32_matmul_precision()": lambda m: torch.set_float32_matmul_precision("medium"),
+    "CPU affinity": lambda m: os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}),
+    "niceness": lambda m: os.nice(1),
+}
+
+
+class SetsSpeed(Attack):
+    """Really faster, and its build changes one process-wide speed setting (by name)."""
+
+    def __init__(self, setting: str) -> None:
+        super().__init__(_nothing, setting)
+        self.setting = setting
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        super()._build(module, graph_spec, data, device)
+        SPEED_SETTINGS[self.setting](module)
 
 
 @pytest.fixture
@@ -531,3 +587,49 @@ def test_a_chosen_candidate_that_patches_the_project_at_its_rebuild_is_caught(
     assert not isinstance(chosen, Attack)
     (failure,) = report.failures
     assert failure.stage == "rebuild" and "decide_at_look" in failure.reason
+
+
+@pytest.mark.slow
+@STARTS
+def test_a_chosen_candidates_rebuild_leaves_the_users_process_as_it_found_it(
+    cache: Path, threads: int
+) -> None:
+    """Really faster and chosen, its build changes the process's settings (none of its speed):
+    once it is rebuilt here each is put back and named in the ``selected`` event."""
+    before: dict[str, Any] = {}
+    chosen, report, events = _tune(
+        [Quick(_hygiene, "tidy")],
+        cache,
+        seen=before,
+        profiling_config=DECIDES,
+        threads=threads,
+        pause=SLOW_S,
+    )
+    assert snapshot() == before
+    assert isinstance(chosen, Quick), (report.failures, report.results)
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    named = " | ".join(selected["restored"])
+    for what in ("gc", "switchinterval", "signal handlers", "working directory", "sys.path"):
+        assert what in named, named
+    for what in ("os.environ", "random's state", "root logger", "umask"):
+        assert what in named, named
+    assert "sys.excepthook" in named and "recursionlimit" in named
+
+
+@pytest.mark.slow
+@STARTS
+@pytest.mark.parametrize("setting", sorted(SPEED_SETTINGS))
+def test_a_build_that_changes_a_speed_setting_is_rejected_in_its_worker(
+    cache: Path, threads: int, setting: str
+) -> None:
+    """Its speed would rest on a setting that changes every other model in the user's process:
+    rejected at its build, named, and the user's process is as it was."""
+    before: dict[str, Any] = {}
+    chosen, report, _ = _tune(
+        [SetsSpeed(setting)], cache, seen=before, threads=threads, pause=SLOW_S
+    )
+    assert snapshot() == before
+    assert not isinstance(chosen, SetsSpeed)
+    (failure,) = report.failures
+    assert failure.stage == "build" and setting in failure.reason, failure
+    assert not report.results

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
-from aitune_fp.pipeline.workers import os_state
+from aitune_fp.isolation.hygiene import os_state
 from aitune_fp.profiling.calls import timed_call
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.transport import dump_output, load_output, loads

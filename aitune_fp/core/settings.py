@@ -211,9 +211,8 @@ SETTINGS: tuple[Setting, ...] = (
         "threads",
         "--threads",
         "CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's intra-op "
-        "threads); N > 1 runs the candidates in this process. Without it: 1 thread where "
-        "candidates run in worker processes, torch's own where they run in this process "
-        "(--in-process, CUDA); see docs/threads.md",
+        "threads; worker processes run the same count). Without it: torch's own count in this "
+        "process, named in the header; see docs/threads.md",
         int,
         metavar="N",
         apart=True,

@@ -274,6 +274,8 @@ class Selected(Payload):
     speedup: float | None = attrs.field(metadata=_MIN0)
     throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
     baseline_throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
+    #: What the chosen candidate's rebuild changed in the process and was put back (names).
+    restored: list[str] = attrs.field(factory=list)
 
 
 SELECTED: Final = Selected.event_name
@@ -289,8 +291,11 @@ def selected(
     baseline_throughput: float | None,
     info_on: bool,
     color: bool = False,
+    restored: tuple[str, ...] = (),
 ) -> Event:
     """The tune's outcome line: the ⚡ summary, or the baseline-selected line.
+
+    ``restored``: what the chosen candidate's rebuild changed in the process, put back.
 
     With info off, the line goes out at warning level (the full ``[aitune_fp] ⚡ ...`` form) so it
     stays visible at Python's default level; so does the baseline-selected line.
@@ -316,6 +321,7 @@ def selected(
         speedup=None if result is None else result.speedup,
         throughput_samples_per_s=None if result is None else result.throughput,
         baseline_throughput_samples_per_s=baseline_throughput,
+        restored=list(restored),
         summary=summary,
     ).to_event(level)
 

@@ -55,9 +55,9 @@ def _adopted(
     session: TuneSession, chosen: WorkerBackend, result: PerformanceValidationResult | None
 ) -> Any:
     """The chosen candidate rebuilt in the user's process; eager when that rebuild fails."""
-    built = adopt(session, chosen)
+    built, restored = adopt(session, chosen)
     if built is not None:
-        select(session, built, result)
+        select(session, built, result, restored=restored)
         return built
     return _eager_instead(session)
 
@@ -71,7 +71,14 @@ def _eager_instead(session: TuneSession) -> Any:
     return session.baseline
 
 
-def select(session: TuneSession, backend: Any, result: PerformanceValidationResult | None) -> None:
+def select(
+    session: TuneSession,
+    backend: Any,
+    result: PerformanceValidationResult | None,
+    *,
+    restored: tuple[str, ...] = (),
+) -> None:
+    """Emit ``selected`` for ``backend`` (``restored``: what its rebuild changed, put back)."""
     is_baseline = backend is session.baseline
     description = describe(backend)
     event = events.selected(
@@ -82,6 +89,7 @@ def select(session: TuneSession, backend: Any, result: PerformanceValidationResu
         result=result,
         baseline_throughput=session.baseline_throughput,
         info_on=events.info_enabled(),
+        restored=restored,
     )
     session.emit(event)
     session.finish("baseline" if is_baseline else "candidate", description)

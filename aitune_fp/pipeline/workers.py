@@ -29,6 +29,7 @@ from aitune_fp.correctness import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
+from aitune_fp.isolation.hygiene import Hygiene, os_state, restore_os_state
 from aitune_fp.pipeline.stages import (
     build_failure,
     build_here,
@@ -61,9 +62,7 @@ __all__ = [
     "adopt",
     "close_workers",
     "isolation_of",
-    "os_state",
     "output_types",
-    "restore_os_state",
     "soaked",
     "start_eager",
     "try_in_worker",
@@ -214,20 +213,6 @@ class WorkerBackend:
         self.worker.close()
 
 
-def os_state(pid: int) -> tuple[frozenset[int], int]:
-    """A process's CPU affinity and niceness: what another process may change from outside."""
-    return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
-
-
-def restore_os_state(pid: int, state: tuple[frozenset[int], int]) -> None:
-    """Put back what :func:`os_state` read (as far as this process may: niceness only rises)."""
-    affinity, nice = state
-    with contextlib.suppress(OSError):
-        os.sched_setaffinity(pid, affinity)
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, pid, nice)
-
-
 def _classify(exc: BaseException) -> str | None:
     """In the worker: the stage a build's exception belongs to."""
     stage: str = build_failure(exc)[0]
@@ -277,7 +262,8 @@ def _os_changed(session: TuneSession) -> str | None:
                 f"{who}: CPU affinity {sorted(before[0])} -> {sorted(now[0])}, "
                 f"niceness {before[1]} -> {now[1]}"
             )
-            restore_os_state(pid, before)
+            with contextlib.suppress(OSError):
+                restore_os_state(before, pid)
     return "; ".join(changed) or None
 
 
@@ -346,17 +332,32 @@ def try_in_worker(
     return session.failed(description, "interference", reached, log)
 
 
-def adopt(session: TuneSession, chosen: WorkerBackend) -> Any | None:
+def adopt(session: TuneSession, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...]]:
     """Rebuild the chosen candidate in the user's process and check it there; None if it fails.
 
     Checked on held-out inputs drawn afresh (a seed the worker never saw) and against the
     model and process guards. A failure is recorded at stage ``rebuild``; the worker is closed
-    either way.
+    either way. The process settings the rebuild changed beyond those (:class:`Hygiene`) are
+    put back and named: the second value.
     """
-    t = session.target
     chosen.deactivate()
-    built: Any = None
     log = session.folder_of(chosen.description) / BUILD_LOG_NAME
+    hygiene = Hygiene.capture()
+    built = _rebuilt(session, chosen, log)
+    return built, _tidy(hygiene)
+
+
+def _tidy(hygiene: Hygiene) -> tuple[str, ...]:
+    """What changed since ``hygiene`` was taken, put back; what could not be, said so."""
+    changed = hygiene.changed()
+    kept = hygiene.restore()
+    return changed + tuple(f"not put back: {text}" for text in kept)
+
+
+def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> Any:
+    """The rebuild and its checks (:func:`adopt`); raises what failed."""
+    t = session.target
+    built: Any = None
     try:
         with session.watchdog.step(
             f"the rebuild of {chosen.description}", session.config.build_timeout_s

@@ -1,0 +1,307 @@
+"""The interpreter's and the OS's process settings a build may change, kept and put back.
+
+:class:`ProcessState` covers torch (flags, functions, hooks, modes); this covers the rest a
+candidate's build can leave behind in the user's process: ``gc``, the switch interval and the
+recursion limit, signal handlers, the working directory, ``sys.path``, the environment, the
+random generators (Python's, NumPy's, torch's), warning filters, the root logger, structlog's
+configuration, ``umask``, resource limits, exception, trace and profile hooks, NumPy's error
+handling, niceness and CPU affinity. :meth:`Hygiene.changed` names each difference;
+:meth:`Hygiene.restore` puts it back and names what could not be (an ``atexit`` callback, a
+limit only root may raise again). A table of items, each read, compared and written back.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Hashable
+from typing import Any
+
+import attrs
+
+__all__ = ["Hygiene", "os_state", "restore_os_state"]
+
+
+@attrs.frozen
+class _Item:
+    """One setting: how to read it, a comparable key of a reading, how to put a reading back."""
+
+    name: str
+    read: Callable[[], Any]
+    write: Callable[[Any], object] | None  # None: it cannot be put back (listed only)
+    key: Callable[[Any], Hashable] = attrs.field(default=lambda value: value)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _handlers() -> tuple[tuple[int, Any], ...]:
+    found = []
+    for signum in sorted(signal.valid_signals()):
+        with contextlib.suppress(OSError, ValueError):
+            found.append((int(signum), signal.getsignal(signum)))
+    return tuple(found)
+
+
+def _set_handlers(saved: tuple[tuple[int, Any], ...]) -> None:
+    for signum, handler in saved:
+        if handler is not None and signal.getsignal(signum) is not handler:
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                signal.signal(signum, handler)
+
+
+def _rlimits() -> tuple[tuple[str, tuple[int, int]], ...]:
+    import resource
+
+    names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
+    return tuple((n, resource.getrlimit(getattr(resource, n))) for n in names)
+
+
+def _set_rlimits(saved: tuple[tuple[str, tuple[int, int]], ...]) -> None:
+    import resource
+
+    for name, limits in saved:
+        if resource.getrlimit(getattr(resource, name)) != limits:
+            resource.setrlimit(getattr(resource, name), limits)
+
+
+def _set_environ(saved: dict[str, str]) -> None:
+    for name in set(os.environ) - set(saved):
+        del os.environ[name]
+    for name, value in saved.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+def _set_path(saved: tuple[str, ...]) -> None:
+    sys.path[:] = saved
+
+
+def _root_logger() -> tuple[int, tuple[logging.Handler, ...], int]:
+    root = logging.getLogger()
+    return root.level, tuple(root.handlers), logging.root.manager.disable
+
+
+def _set_root_logger(saved: tuple[int, tuple[logging.Handler, ...], int]) -> None:
+    level, handlers, disable = saved
+    root = logging.getLogger()
+    root.setLevel(level)
+    root.handlers[:] = handlers
+    logging.disable(disable)
+
+
+def _gc() -> tuple[bool, tuple[int, ...]]:
+    return gc.isenabled(), gc.get_threshold()
+
+
+def _set_gc(saved: tuple[bool, tuple[int, ...]]) -> None:
+    enabled, threshold = saved
+    gc.set_threshold(*threshold)
+    (gc.enable if enabled else gc.disable)()
+
+
+def _torch_rng() -> Any:
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.get_rng_state()
+
+
+def _torch_rng_key(state: Any) -> Hashable:
+    return None if state is None else bytes(state.numpy().tobytes())
+
+
+def _set_torch_rng(state: Any) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and state is not None:
+        torch.set_rng_state(state)
+
+
+def _numpy_rng() -> Any:
+    numpy = sys.modules.get("numpy")
+    return None if numpy is None else numpy.random.get_state()
+
+
+def _numpy_rng_key(state: Any) -> Hashable:
+    if state is None:
+        return None
+    kind, keys, pos, has_gauss, gauss = state
+    return kind, bytes(keys.tobytes()), pos, has_gauss, gauss
+
+
+def _set_numpy_rng(state: Any) -> None:
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and state is not None:
+        numpy.random.set_state(state)
+
+
+def _numpy_err() -> Any:
+    numpy = sys.modules.get("numpy")
+    return None if numpy is None else tuple(sorted(numpy.geterr().items()))
+
+
+def _set_numpy_err(saved: Any) -> None:
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and saved is not None:
+        numpy.seterr(**dict(saved))
+
+
+def _structlog() -> Any:
+    structlog = sys.modules.get("structlog")
+    return None if structlog is None else structlog.get_config()
+
+
+def _structlog_key(config: Any) -> Hashable:
+    if config is None:
+        return None
+    return tuple(sorted((k, repr(v) if isinstance(v, list) else id(v)) for k, v in config.items()))
+
+
+def _set_structlog(config: Any) -> None:
+    structlog = sys.modules.get("structlog")
+    if structlog is not None and config is not None:
+        structlog.configure(**config)
+
+
+def os_state(pid: int = 0) -> tuple[frozenset[int], int]:
+    """A process's CPU affinity and niceness: what another process may change from outside."""
+    return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def restore_os_state(saved: tuple[frozenset[int], int], pid: int = 0) -> None:
+    """Put back what :func:`os_state` read; an error when it cannot (niceness only rises)."""
+    affinity, nice = saved
+    if frozenset(os.sched_getaffinity(pid)) != affinity:
+        os.sched_setaffinity(pid, affinity)
+    if os.getpriority(os.PRIO_PROCESS, pid) != nice:
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+
+
+def _set_streams(saved: tuple[Any, Any]) -> None:
+    sys.stdout, sys.stderr = saved
+
+
+def _items() -> tuple[_Item, ...]:
+    items = [
+        _Item("gc (enabled, thresholds)", _gc, _set_gc),
+        _Item("sys.getswitchinterval()", sys.getswitchinterval, sys.setswitchinterval),
+        _Item("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
+        _Item(
+            "sys.get_int_max_str_digits()", sys.get_int_max_str_digits, sys.set_int_max_str_digits
+        ),
+        _Item(
+            "signal handlers",
+            _handlers,
+            _set_handlers,
+            key=lambda v: tuple((s, id(h)) for s, h in v),
+        ),
+        _Item("working directory", os.getcwd, os.chdir),
+        _Item("sys.path", lambda: tuple(sys.path), _set_path),
+        _Item(
+            "os.environ",
+            lambda: dict(os.environ),
+            _set_environ,
+            key=lambda v: tuple(sorted(v.items())),
+        ),
+        _Item("random's state", random.getstate, random.setstate),
+        _Item("numpy.random's state", _numpy_rng, _set_numpy_rng, key=_numpy_rng_key),
+        _Item("torch's CPU RNG state", _torch_rng, _set_torch_rng, key=_torch_rng_key),
+        _Item(
+            "warnings.filters",
+            lambda: tuple(warnings.filters),
+            lambda v: setattr(warnings, "filters", list(v)),
+        ),
+        _Item(
+            "the root logger (level, handlers, logging.disable)",
+            _root_logger,
+            _set_root_logger,
+            key=lambda v: (v[0], tuple(map(id, v[1])), v[2]),
+        ),
+        _Item("structlog's configuration", _structlog, _set_structlog, key=_structlog_key),
+        _Item("numpy.geterr()", _numpy_err, _set_numpy_err),
+        _Item("os.umask", _umask, os.umask),
+        _Item(
+            "sys.excepthook",
+            lambda: sys.excepthook,
+            lambda v: setattr(sys, "excepthook", v),
+            key=id,
+        ),
+        _Item(
+            "threading.excepthook",
+            lambda: threading.excepthook,
+            lambda v: setattr(threading, "excepthook", v),
+            key=id,
+        ),
+        _Item(
+            "sys.unraisablehook",
+            lambda: sys.unraisablehook,
+            lambda v: setattr(sys, "unraisablehook", v),
+            key=id,
+        ),
+        _Item(
+            "sys.displayhook",
+            lambda: sys.displayhook,
+            lambda v: setattr(sys, "displayhook", v),
+            key=id,
+        ),
+        _Item("sys.gettrace()", sys.gettrace, sys.settrace, key=id),
+        _Item("sys.getprofile()", sys.getprofile, sys.setprofile, key=id),
+        _Item(
+            "sys.stdout, sys.stderr",
+            lambda: (sys.stdout, sys.stderr),
+            _set_streams,
+            key=lambda v: tuple(map(id, v)),
+        ),
+        _Item("atexit callbacks (count)", atexit._ncallbacks, None),
+    ]
+    if hasattr(os, "sched_getaffinity"):
+        items.append(_Item("CPU affinity and niceness", os_state, restore_os_state))
+    if sys.platform != "win32":
+        items.append(_Item("resource limits", _rlimits, _set_rlimits))
+    return tuple(items)
+
+
+@attrs.frozen(eq=False)
+class Hygiene:
+    """The process settings of :func:`_items` as they were at :meth:`capture`."""
+
+    _values: tuple[Any, ...]
+
+    @classmethod
+    def capture(cls) -> Hygiene:
+        """Read every setting now."""
+        return cls(tuple(item.read() for item in _items()))
+
+    def changed(self) -> tuple[str, ...]:
+        """Each setting that differs now, by name (``a -> b`` where both are plain values)."""
+        texts = []
+        for item, then in zip(_items(), self._values, strict=True):
+            now = item.read()
+            if item.key(now) != item.key(then):
+                plain = all(isinstance(v, (bool, int, float, str)) for v in (then, now))
+                texts.append(f"{item.name}: {then!r} -> {now!r}" if plain else item.name)
+        return tuple(texts)
+
+    def restore(self) -> tuple[str, ...]:
+        """Put each changed setting back; the names of those that could not be, with why."""
+        failed = []
+        for item, then in zip(_items(), self._values, strict=True):
+            if item.key(item.read()) == item.key(then):
+                continue
+            if item.write is None:
+                failed.append(f"{item.name}: cannot be undone")
+                continue
+            try:
+                item.write(then)
+            except Exception as exc:
+                failed.append(f"{item.name}: {type(exc).__name__}: {exc}")
+        return tuple(failed)
