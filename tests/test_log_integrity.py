@@ -58,6 +58,37 @@ class TestRunIdentity:
         ]
         assert report.repeats == ()
 
+    def test_an_id_shared_by_runs_is_named_by_the_library(self) -> None:
+        """``shared_run_ids``: each id that more than one run carries, with how many; not repeats."""
+        first = fake_log(results=(fake_result("A()"),))
+        second = [line.replace("12:00:", "13:00:") for line in fake_log(outcome="error")]
+        third = [line.replace("12:00:", "14:00:") for line in fake_log()]
+        other = [line.replace('"r1"', '"r2"') for line in first]
+        report = ingest(first + other + second + first + third + other)
+        assert [r.run_id for r in report.runs] == ["r1", "r2", "r1", "r1"]
+        assert report.shared_run_ids == (("r1", 3),)
+        assert ingest(first + first + other).shared_run_ids == ()  # a repeat is one run
+
+    @pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
+    def test_report_names_an_id_shared_by_runs(
+        self, tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Two runs under one id: ``report`` says so on stderr in every format, and in its JSON."""
+        first = fake_log(results=(fake_result("A()"),))
+        second = [line.replace("12:00:", "13:00:") for line in fake_log(outcome="error")]
+        path = write_log(tmp_path, first + second)
+        assert main(["report", str(path), "--format", fmt]) == 0
+        captured = capsys.readouterr()
+        assert (
+            "warning: run id r1 is shared by 2 different runs in the log (started "
+            "2025-01-02 12:00:00 UTC, 2025-01-02 13:00:00 UTC); each is shown on its own"
+        ) in captured.err
+        assert "appears more than once" not in captured.err  # no repeat here
+        if fmt == "json":
+            assert json.loads(captured.out)["shared_run_ids"] == [{"run_id": "r1", "n_runs": 2}]
+        assert main(["report", str(write_log(tmp_path, first + first)), "--format", fmt]) == 0
+        assert "shared by" not in capsys.readouterr().err
+
     @given(copies=st.integers(1, 4), n_results=st.integers(0, 3))
     def test_any_number_of_copies_is_one_run(self, copies: int, n_results: int) -> None:
         """k copies of one run, whole: one run, (k - 1) x its events left out."""

@@ -92,7 +92,15 @@ def test_json_report_stays_one_valid_document(tmp_path: Path) -> None:
     args = argparse.Namespace(log=str(path), plot=None, format="json")
     assert report.run(args, out, io.StringIO()) == 0
     doc = json.loads(out.getvalue())
-    assert list(doc) == ["command", "runs", "bad_lines", "n_lines", "n_events", "repeats"]
+    assert list(doc) == [
+        "command",
+        "runs",
+        "bad_lines",
+        "n_lines",
+        "n_events",
+        "repeats",
+        "shared_run_ids",
+    ]
     assert doc["command"] == "report" and len(doc["runs"]) == 4
     assert doc["bad_lines"][0]["line_no"] == doc["n_lines"]
     assert all(r["selected_estimate"] == 1.5 for r in doc["runs"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections
 import os
 import pickle
+import signal
+import threading
 import time
 from typing import Any, NamedTuple
 
@@ -19,6 +21,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from aitune_fp.cli.signals import terminate_as_interrupt
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.isolation.hygiene import os_state
@@ -170,6 +173,24 @@ def test_a_worker_that_dies_is_named() -> None:
     with pytest.raises(WorkerDiedError, match="ended without answering"):
         worker(torch.ones(1))
     assert not worker.alive
+
+
+def test_a_worker_dies_of_sigterm_whatever_handler_its_parent_had() -> None:
+    """The command line's SIGTERM handler (raise an interrupt) is not the worker's: it dies.
+
+    Inherited, it would turn a SIGTERM mid-call into an error the worker reports and serves on.
+    """
+    with terminate_as_interrupt():
+        worker = _worker(lambda x: time.sleep(600))
+    worker.ready()
+    killer = threading.Timer(0.5, os.kill, (worker.pid, signal.SIGTERM))
+    killer.start()
+    try:
+        with pytest.raises(WorkerDiedError, match="ended without answering"):
+            worker(torch.ones(1))
+    finally:
+        killer.join()
+        worker.close()
 
 
 def test_a_worker_that_does_not_answer_is_killed_at_its_deadline() -> None:

@@ -9,7 +9,8 @@ Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, 
 model failed, or an unexpected failure (traceback saved to a file whose path is printed), 2 usage
 or input error (one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the
 reader (``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130
-interrupted (``sweep``: after writing what finished).
+interrupted (Ctrl-C; ``sweep``: after writing what finished), 143 / 129 ended by SIGTERM / SIGHUP
+(128 + the signal: raised as an interrupt, so a tune still closes its log with ``finished``).
 This package imports ``rich``; the library (``import aitune_fp``) never does. ``tune`` imports
 torch when it runs; ``check`` and ``report`` never do.
 """
@@ -30,6 +31,7 @@ from aitune_fp.cli._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INCONCLUSIVE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     PROG,
@@ -38,6 +40,7 @@ from aitune_fp.cli._shared import (
     json_text,
 )
 from aitune_fp.cli.check import parse_times
+from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
 
 __all__ = [
     "EXIT_BROKEN_PIPE",
@@ -101,13 +104,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``aitune-fp`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     out, err = sys.stdout, sys.stderr
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if args.command is None:
-            parser.print_help(err)
-            return EXIT_USAGE
-        code: int = args.func(args, out, err)
-        out.flush()
+        with terminate_as_interrupt() as received:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if args.command is None:
+                parser.print_help(err)
+                return EXIT_USAGE
+            code: int = args.func(args, out, err)
+            out.flush()
+        if code == EXIT_INTERRUPTED and received.exit_code is not None:
+            return received.exit_code  # a sweep that caught the interrupt: the signal's code
         return code
     except BrokenPipeError:
         _silence_stdout()
@@ -115,9 +121,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{PROG}: error: {escape_control(str(exc))}", file=err)
         return EXIT_USAGE
+    except Terminated as exc:
+        print(f"{PROG}: terminated by {exc}", file=err)
+        return exc.exit_code
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=err)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         path = _save_traceback()
         print(

@@ -24,6 +24,8 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INCONCLUSIVE = 3
+#: Ctrl-C: 128 + SIGINT, as a shell reports it (SIGTERM and SIGHUP: 128 + theirs, ``signals``).
+EXIT_INTERRUPTED = 130
 #: stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports a killed writer.
 EXIT_BROKEN_PIPE = 141
 

@@ -1,7 +1,7 @@
 """``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file.
 
 A run appended to the same log twice is counted once (and said so; ``aitune_fp.events.ingest`` decides
-what a run is); a run with no ``finished`` event is shown as incomplete; a file with no tune
+what a run is); a run id that several different runs carry is named on stderr; a run with no ``finished`` event is shown as incomplete; a file with no tune
 event at all (none, or a sweep's own only) is an input error (exit 2) and gets no plot. Every string from the log is escaped
 before it reaches the terminal, in the tables and in ``--format json`` alike.
 """
@@ -80,6 +80,13 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         err.write(
             f"warning: run {escape_control(run_id)} appears more than once in the log; "
             f"{n} repeated event(s) left out\n"
+        )
+    for run_id, n in report.shared_run_ids:
+        starts = [_clock(r.started_at) for r in report.runs if r.run_id == run_id and r.started_at]
+        when = f" (started {', '.join(starts)})" if starts else ""
+        err.write(
+            f"warning: run id {escape_control(run_id)} is shared by {n} different runs in the "
+            f"log{when}; each is shown on its own\n"
         )
     if args.format == "markdown":
         for one in report.runs:

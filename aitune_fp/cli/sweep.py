@@ -17,6 +17,7 @@ from rich.text import Text
 
 from aitune_fp.cli._shared import (
     EXIT_FAILURE,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     PROG,
     UsageError,
@@ -33,8 +34,6 @@ from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.core.messages import fmt_interval
 
 __all__ = ["add_parser", "run"]
-
-EXIT_INTERRUPTED = 130
 
 
 def _spec(path: str) -> Any:

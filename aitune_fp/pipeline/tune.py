@@ -411,14 +411,12 @@ class TuneSession:
                     raise
             return self.conclude(backend)
         except BaseException as exc:  # interrupted, or failed while concluding: close the run
-            interrupted = not isinstance(exc, Exception)
-            self.finish(
-                "error",
-                None,
-                reason=f"interrupted ({type(exc).__name__})"
-                if interrupted
-                else failure_reason(exc),
-            )
+            if isinstance(exc, Exception):
+                reason = failure_reason(exc)
+            else:  # what it says (an application's signal: "Terminated: SIGTERM") is kept
+                said = one_line(exc) if str(exc).strip() else ""
+                reason = f"interrupted ({type(exc).__name__}{': ' + said if said else ''})"
+            self.finish("error", None, reason=reason)
             raise
 
     # -- the end of the tune -------------------------------------------------------------------

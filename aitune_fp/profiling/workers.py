@@ -185,6 +185,8 @@ def _serve(
         os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
+    for each in (signal.SIGTERM, signal.SIGHUP):  # not the parent's handlers (an application's)
+        signal.signal(each, signal.SIG_DFL)
     torch.set_num_threads(threads)
     _fresh_thread_pools()
 

@@ -191,6 +191,7 @@ def run_sweep(
         if name in spec.model_names()
     }
     interrupted = False
+    by = ""
     with events.open_log(log_path) as handle:
         events.write_records(
             handle,
@@ -218,15 +219,16 @@ def run_sweep(
         broken: Exception | None = None
         try:
             executor.run(tasks, accept)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or a signal an application raises as one
             interrupted = True
+            by = str(exc) or "Ctrl-C"
         except Exception as exc:  # the executor itself failed (no cluster, no slot): record it
             broken = exc
         for task in tasks:
             if task.model.name not in statuses:
                 if interrupted:
                     kind = CANCELLED
-                    why = "cancelled: the sweep was interrupted (Ctrl-C) before this model finished"
+                    why = f"cancelled: the sweep was interrupted ({by}) before this model finished"
                 elif broken is not None:
                     kind = type(broken).__name__
                     why = f"the {executor.name} executor failed: {broken}"

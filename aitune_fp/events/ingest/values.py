@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +49,12 @@ class IngestReport:
     #: Runs found more than once in the log (by id and content): the events left out per id.
     repeats: tuple[tuple[str, int], ...] = ()
 
+    @property
+    def shared_run_ids(self) -> tuple[tuple[str, int], ...]:
+        """Run ids that more than one run carries (other content under one id), with how many."""
+        counts = Counter(run.run_id for run in self.runs)
+        return tuple((run_id, n) for run_id, n in counts.items() if n > 1)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of the whole report."""
         return {"runs": [run.to_dict() for run in self.runs], **self.rest_dict()}
@@ -59,4 +66,5 @@ class IngestReport:
             "n_lines": self.n_lines,
             "n_events": self.n_events,
             "repeats": [{"run_id": r, "n_events_left_out": n} for r, n in self.repeats],
+            "shared_run_ids": [{"run_id": r, "n_runs": n} for r, n in self.shared_run_ids],
         }
