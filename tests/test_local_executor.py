@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from aitune_fp.sweep import local_executor
+from aitune_fp.profiling.serving import PRELOAD, fork_server
 
 _PROBE = """
 import importlib, json, sys
@@ -25,18 +25,20 @@ print(json.dumps({"asked": asked, "initialized": torch.cuda.is_initialized()}))
 
 
 def test_the_fork_server_preloads_what_every_task_imports() -> None:
-    """On Linux the context is ``forkserver`` with torch and the tuning code preloaded."""
-    context = local_executor._context()
+    """On Linux the context is ``forkserver`` with torch and the tuning code preloaded, the
+    OpenMP wait settings first (they must be set before torch loads OpenMP)."""
+    context = fork_server()
     assert "forkserver" in multiprocessing.get_all_start_methods()
     assert context.get_start_method() == "forkserver"
-    assert {"torch", "aitune_fp.sweep.task"} <= set(local_executor._PRELOAD)
+    assert {"torch", "aitune_fp.sweep.task", "aitune_fp.pipeline.workers"} <= set(PRELOAD)
+    assert PRELOAD.index("aitune_fp.profiling.openmp_env") < PRELOAD.index("torch")
 
 
 @pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_the_preload_never_touches_cuda() -> None:
     """Importing the preloaded modules asks nothing of CUDA: no context is ever forked."""
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, *local_executor._PRELOAD],
+        [sys.executable, "-c", _PROBE, *PRELOAD],
         check=True,
         capture_output=True,
         text=True,

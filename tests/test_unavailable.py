@@ -45,8 +45,20 @@ from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case
 
 
 @pytest.fixture
-def no_onnxruntime(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``import onnxruntime`` fails, as without the ``onnx`` extra."""
+def no_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``import onnxruntime`` fails, as without the ``onnx`` extra: here and in a worker.
+
+    A worker started from the fork server imports afresh, with this process's ``sys.path``:
+    a package first on it that refuses to import is what a missing extra looks like there.
+    """
+    blocked = tmp_path_factory.mktemp("no_onnxruntime")
+    (blocked / "onnxruntime").mkdir()
+    (blocked / "onnxruntime" / "__init__.py").write_text(
+        "raise ImportError(\"No module named 'onnxruntime'\", name='onnxruntime')\n"
+    )
+    monkeypatch.syspath_prepend(str(blocked))
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
 
 

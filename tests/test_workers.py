@@ -319,12 +319,12 @@ def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_requ
     raised instead, the error is its own, raised at its next request, not lost or eager's."""
 
     def make(say: Any) -> Any:
-        import aitune_fp.profiling.workers as workers
+        import aitune_fp.profiling.serving as serving
 
         def broken(output: Any) -> bytes:
             raise RuntimeError("no digest for you")
 
-        workers.digest_of = broken  # its own process: the judge's function is untouched
+        serving.digest_of = broken  # its own process: the judge's function is untouched
         return (lambda x: x + 1), {}
 
     group = WorkerGroup()
@@ -354,7 +354,7 @@ def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None
     import aitune_fp.profiling.transport as transport
 
     def make(say: Any) -> Any:
-        import aitune_fp.profiling.workers as workers
+        import aitune_fp.profiling.serving as serving
 
         real = transport.digest_of
         state = {"calls": 0}
@@ -363,7 +363,7 @@ def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None
             state["calls"] += 1
             return real(torch.zeros(2))
 
-        workers.digest_of = lazy  # its own process: the judge's function is untouched
+        serving.digest_of = lazy  # its own process: the judge's function is untouched
         return (lambda x: x + state["calls"]), {}
 
     worker = Worker(make, name="lazy", timeout_s=20)

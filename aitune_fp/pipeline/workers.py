@@ -51,8 +51,9 @@ from aitune_fp.pipeline.values import (
 from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.recipe import UnpicklableError
+from aitune_fp.profiling.serving import fork_unavailable
 from aitune_fp.profiling.watchdog import progress
-from aitune_fp.profiling.workers import InterferenceError, Worker, fork_unavailable
+from aitune_fp.profiling.workers import InterferenceError, Worker
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession

@@ -104,7 +104,7 @@ class _Finding(pickle.Unpickler):
 def _import_file(name: str, path: str) -> None:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {name!r} from {path!r}")
+        raise UnpicklableError(f"cannot import module {name!r} from {path!r} in the worker")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:

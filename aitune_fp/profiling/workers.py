@@ -1,4 +1,4 @@
-"""A callable in a process of its own: a forked worker that makes it, runs it when asked, dies with it.
+"""The judge's side of a worker: a callable in a process of its own, timed from here, killed with it.
 
 Whatever the callable's code does to its interpreter (patched functions, globals, ``gc``, signal
 handlers, threads, RNG, a swallowed interrupt, ``SystemExit``) stays in the worker and ends with
@@ -13,8 +13,6 @@ while another is timed is read from the kernel (its process CPU clock), never fr
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import gc
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.process
@@ -23,16 +21,15 @@ import pickle
 import signal
 import sys
 import time
-import traceback
 import types
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
 from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
-from aitune_fp.inputs import CopyRing, Sample
+from aitune_fp.inputs import Sample
 from aitune_fp.profiling.interference import (
     InterferenceError,
     WorkerGroup,
@@ -40,8 +37,16 @@ from aitune_fp.profiling.interference import (
     group_members,
     spare_after,
 )
-from aitune_fp.profiling.recipe import Packed, pack, unpack
-from aitune_fp.profiling.transport import digest_of, dump_output, load_output, loads
+from aitune_fp.profiling.recipe import pack
+from aitune_fp.profiling.serving import (
+    Make,
+    fork_server,
+    fork_unavailable,
+    no_stage,
+    serve,
+    serve_sent,
+)
+from aitune_fp.profiling.transport import digest_of, load_output, loads
 
 __all__ = [
     "SPIN_S",
@@ -50,9 +55,6 @@ __all__ = [
     "WorkerDiedError",
     "WorkerError",
     "WorkerGroup",
-    "fork_server",
-    "fork_unavailable",
-    "no_stage",
 ]
 
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
@@ -80,185 +82,6 @@ class WorkerError(AitunefpError, RuntimeError):
 
 class WorkerDiedError(WorkerError):
     """The worker's process ended without answering (killed, crashed or ``os._exit``)."""
-
-
-#: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
-#: and the facts about it the parent reads (plain values and torch dtypes only).
-Make = Callable[[Callable[[Mapping[str, Any]], None]], tuple[Callable[..., Any], Mapping[str, Any]]]
-
-
-#: What the fork server imports once, before it starts any worker or sweep task: a child it
-#: starts then takes a fraction of a second, not the 1-1.5 s a fresh interpreter takes.
-PRELOAD = (
-    "aitune_fp.profiling.openmp_env",  # before torch loads OpenMP
-    "torch",
-    "aitune_fp.pipeline.workers",
-    "aitune_fp.pipeline.strategies",
-    "aitune_fp.backends.registry",
-    "aitune_fp.adapters.validation",
-    "aitune_fp.sweep.task",
-)
-
-
-def fork_server() -> (
-    multiprocessing.context.ForkServerContext | multiprocessing.context.SpawnContext
-):
-    """The ``forkserver`` context preloaded with :data:`PRELOAD` (``spawn`` where there is none).
-
-    One server per process, shared by workers and sweep tasks; it is started fresh (a new
-    interpreter), so its children hold no OpenMP team and no CUDA context of this process.
-    """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))
-    return context
-
-
-def no_stage(exc: BaseException) -> str | None:
-    """The default classifier: no stage of its own for any exception."""
-    return None
-
-
-def fork_unavailable() -> str | None:
-    """Why a worker cannot be forked here, or None when it can."""
-    if not hasattr(os, "fork"):
-        return "this platform has no fork"
-    import torch
-
-    if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-        return "CUDA is initialised in this process, and a forked child cannot use it"
-    return None
-
-
-def _error_message(exc: BaseException, classify: Callable[[BaseException], str | None]) -> bytes:
-    try:
-        stage = classify(exc)
-    except BaseException:
-        stage = None
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return pickle.dumps(("error", type(exc).__name__, str(exc), text, stage))
-
-
-def _die_with_parent() -> None:
-    """Ask the kernel to kill this process when its parent dies (Linux; nothing elsewhere)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _fresh_thread_pools() -> None:
-    """Drop inductor's C++ build pool, inherited without its threads: the child makes its own."""
-    # a compile would wait on it forever; inductor resets only its process pool after a fork
-    with contextlib.suppress(KeyError, AttributeError):  # not imported, or another inductor
-        sys.modules["torch._inductor.async_compile"].AsyncCompile.pool.cache_clear()
-
-
-def _sent(
-    conn: Connection,
-    packed: Packed,
-    classify: Callable[[BaseException], str | None],
-    threads: int,
-) -> None:
-    """A worker started from the fork server: unpack its recipe, then serve as a forked one."""
-    os.setpgid(0, 0)  # before anything can start a process: closing it kills them too
-    try:
-        make = unpack(packed)
-    except BaseException as exc:
-        conn.send_bytes(_error_message(exc, classify))
-        return
-    with contextlib.suppress(EOFError, OSError):  # the judge closed the pipe: nothing to say
-        _serve(conn, make, classify, threads)
-
-
-def _serve(
-    conn: Connection,
-    make: Make,
-    classify: Callable[[BaseException], str | None],
-    threads: int,
-) -> None:
-    """The worker's loop: make the callable, report, then answer requests until told to stop."""
-    import torch
-
-    from aitune_fp._tree import flatten_tensors
-
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
-    _die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
-    for each in (signal.SIGTERM, signal.SIGHUP):  # not the parent's handlers (an application's)
-        signal.signal(each, signal.SIG_DFL)
-    torch.set_num_threads(threads)
-    _fresh_thread_pools()
-
-    def say(facts: Mapping[str, Any]) -> None:
-        conn.send_bytes(pickle.dumps(("said", dict(facts))))
-
-    try:
-        fn, info = make(say)
-    except BaseException as exc:
-        conn.send_bytes(_error_message(exc, classify))
-        return
-    conn.send_bytes(pickle.dumps(("ready", dict(info))))
-    gc.disable()  # as while timing in process: collected only while the judge waits (``P``)
-    samples: dict[int, Sample] = {}
-    prepared: dict[int, Sample] = {}
-    ring = CopyRing()  # each timed call's inputs: the next of the worker's own storages
-    output: Any = None
-    with torch.no_grad():
-        while True:
-            raw = conn.recv_bytes()
-            kind = raw[:1]
-            try:
-                if kind == b"R":  # a timed call: the output, nothing else, then its digest
-                    output = None
-                    handle = int.from_bytes(raw[1:], "little")
-                    own = prepared.pop(handle, None) or samples[handle]
-                    output = own.call(fn)
-                    conn.send_bytes(b"k")
-                    conn.send_bytes(b"d" + digest_of(output))  # while the judge times another
-                    continue
-                if kind == b"P":  # the next call's own copy of a sample, made before the clock
-                    handle = int.from_bytes(raw[1:], "little")
-                    prepared[handle] = ring.fill(samples[handle])
-                    if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
-                        gc.collect(0)
-                    conn.send_bytes(b"p")
-                    continue
-                message = pickle.loads(raw[1:])
-                if kind == b"S":  # keep a sample under a handle
-                    handle, args, kwargs = message
-                    samples[handle] = Sample(args, kwargs)
-                    reply: Any = ("ok", None)
-                elif kind == b"F":  # forget samples
-                    for handle in message:
-                        samples.pop(handle, None)
-                    reply = ("ok", None)
-                elif kind == b"O":  # the kept output
-                    reply = ("out", dump_output(output))
-                elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
-                    args, kwargs, grad = message
-                    given = flatten_tensors((args, kwargs))  # the same tensors, after the call
-                    before = [t.detach().clone() for t in given]
-                    with torch.set_grad_enabled(grad):
-                        out = fn(*args, **kwargs)
-                    reply = ("out", dump_output((out, _changed(given, before))))
-                elif kind == b"Q":
-                    return
-                else:
-                    reply = ("error", "ProtocolError", f"unknown request {kind!r}", "", None)
-                conn.send_bytes(pickle.dumps(reply))
-            except BaseException as exc:  # SystemExit, KeyboardInterrupt and friends too
-                output = None
-                conn.send_bytes(_error_message(exc, classify))
-
-
-def _changed(after: list[Any], before: list[Any]) -> list[tuple[int, Any]]:
-    """The input tensors a call changed in place, by position (as the caller sees them)."""
-    return [
-        (i, a.detach())
-        for i, (a, b) in enumerate(zip(after, before, strict=False))
-        if a.shape != b.shape or not bool((a.detach() == b).all())
-    ]
 
 
 @contextlib.contextmanager
@@ -344,7 +167,7 @@ class Worker:
             packed = pack(make, f"the recipe of {name}")
             parent, child = Pipe()
             process = fork_server().Process(
-                target=_sent, args=(child, packed, classify, threads), name=f"aitune_fp {name}"
+                target=serve_sent, args=(child, packed, classify, threads), name=f"aitune_fp {name}"
             )
             with contextlib.nullcontext() if packed.needs_main else _main_hidden():
                 process.start()
@@ -358,7 +181,7 @@ class Worker:
                 code = 0
                 try:
                     parent.close()
-                    _serve(child, make, classify, 1)
+                    serve(child, make, classify, 1)
                 except BaseException:
                     code = 1
                 finally:

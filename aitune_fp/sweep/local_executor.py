@@ -15,7 +15,7 @@ import multiprocessing.connection
 import time
 from collections.abc import Callable, Sequence
 
-from aitune_fp.profiling.workers import fork_server
+from aitune_fp.profiling.serving import fork_server
 from aitune_fp.sweep.task import (
     CRASHED,
     SweepTask,
