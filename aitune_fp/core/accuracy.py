@@ -240,10 +240,14 @@ def judge_variation(
     where = path or "output"
     for part, what in ((spread, "inputs"), (recorded, "recorded inputs")):
         if part is not None and _flat(part):
+            detail = (
+                "one row"
+                if part.n_inputs < 2
+                else f"{part.n_inputs} rows, within {RESOLUTION_ULPS} units of its rounding"
+            )
             return (
-                f"{where}: eager's output does not vary across the {what} ({part.n_inputs} "
-                f"rows, within {RESOLUTION_ULPS} units of its rounding): the variation criterion "
-                "is not judged"
+                f"{where}: eager's output does not vary across the {what} ({detail}): the "
+                "variation criterion is not judged"
             )
     return Criterion(
         name="variation", value=rel_l2(spread.diff_sq, spread.spread_sq), budget=budget, path=path
