@@ -257,6 +257,7 @@ def test_a_tune_rejects_it_in_a_worker_naming_the_held_out_seed(tmp_path: Path) 
     (failure,) = report.failures
     assert failure.stage == "correctness"
     assert "of eager's variation across inputs" in failure.reason
+    assert "(recorded samples: 1, held-out: 1 (seed " in failure.reason
     assert report.isolation == "process"
 
 
