@@ -4,7 +4,9 @@ An element-wise allclose rejects a reduced-precision candidate for a handful of 
 outliers (ResNet-18 in bfloat16: 7 of 1,000 logits beyond 1e-2; GPT-2: 1 of 25.7 million), while
 its outputs as a whole are as close as the dtype allows. The criteria here judge an output leaf
 as a whole, from statistics the shell has already reduced (sums, counts): the relative L2 error,
-the share of outliers, the top-1 agreement of classifier-like outputs, and a user's own metric.
+the share of outliers, the top-1 agreement of classifier-like outputs, the error against eager's
+variation across inputs (so an offset common to every output hides nothing), and a user's own
+metric.
 Pure: numbers in, values out; no torch, no I/O.
 """
 
@@ -24,16 +26,19 @@ __all__ = [
     "ACCURACY_KEYS",
     "CRITERIA",
     "CRITERIA_MODES",
+    "RESOLUTION_ULPS",
     "CriteriaMode",
     "Criterion",
     "CriterionName",
     "LeafStats",
     "NoiseFloor",
     "NormBudgets",
+    "Spread",
     "accuracy_conflict",
     "degradation",
     "fmt_noise_floor",
     "judge_leaf",
+    "judge_variation",
     "metric_criterion",
     "rel_l2",
     "rel_l2_budget",
@@ -41,8 +46,15 @@ __all__ = [
 ]
 
 #: The criteria a :class:`Criterion` can name.
-CriterionName: TypeAlias = Literal["rel_l2", "outlier_share", "top1_agreement", "metric"]
-CRITERIA: tuple[CriterionName, ...] = ("rel_l2", "outlier_share", "top1_agreement", "metric")
+CriterionName: TypeAlias = Literal[
+    "rel_l2", "outlier_share", "top1_agreement", "variation", "metric"
+]
+CRITERIA: tuple[CriterionName, ...] = (
+    "rel_l2", "outlier_share", "top1_agreement", "variation", "metric"
+)  # fmt: skip
+#: Eager's output varies across inputs by no more than this many units of its rounding
+#: (relative to its RMS): too little for the variation criterion to judge.
+RESOLUTION_ULPS = 16
 #: Which check decides a floating leaf: each backend's default tiers (``auto``: the norm
 #: criteria for reduced precision and int8, element-wise otherwise), the element-wise check
 #: everywhere, or the norm criteria everywhere.
@@ -87,7 +99,7 @@ def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> 
 class Criterion:
     """One criterion's measured ``value`` against its ``budget``, at output leaf ``path``.
 
-    ``rel_l2``, ``outlier_share`` and ``metric`` (a degradation) are ceilings: passed when
+    ``rel_l2``, ``outlier_share``, ``variation`` and ``metric`` (a degradation) are ceilings: passed when
     ``value <= budget``. ``top1_agreement`` is a floor: passed when ``value >= budget``.
     """
 
@@ -150,6 +162,7 @@ _LABELS: dict[str, str] = {
     "rel_l2": "rel L2",
     "outlier_share": "outlier share",
     "top1_agreement": "top-1 agreement",
+    "variation": "error / eager's variation",
     "metric": "metric degradation",
 }
 
@@ -192,6 +205,59 @@ class LeafStats:
                 f"outliers ({self.outliers}) and rows_agreeing ({self.rows_agreeing}) cannot "
                 f"exceed n_elements ({self.n_elements}) and rows ({self.rows})"
             )
+
+
+@attrs.frozen(kw_only=True)
+class Spread:
+    """One output leaf over the inputs of a check: the candidate's error and eager's variation.
+
+    ``n_inputs``: the rows pooled (batch rows of every call, recorded and held-out);
+    ``diff_sq``: ``sum |candidate - eager|^2``; ``spread_sq``: ``sum |eager - mean|^2``, eager
+    centred on its mean over the inputs at each position; ``ref_sq``: ``sum |eager|^2``; ``eps``:
+    the rounding unit of eager's dtype. Sums over eager's finite elements.
+    """
+
+    n_inputs: int = attrs.field(validator=integer(minimum=0))
+    diff_sq: float = attrs.field(validator=finite(minimum=0))
+    spread_sq: float = attrs.field(validator=finite(minimum=0))
+    ref_sq: float = attrs.field(validator=finite(minimum=0))
+    eps: float = attrs.field(validator=finite(minimum=0))
+
+
+def judge_variation(
+    spread: Spread, budget: float, path: str | None, *, recorded: Spread | None = None
+) -> Criterion | str:
+    """``||candidate - eager|| / ||eager - mean||`` against ``budget``, or why it is not judged.
+
+    A candidate that ignores its input scores 1 or more (eager's mean is the nearest constant).
+    Not judged (the reason is returned) when eager varies by no more than
+    :data:`RESOLUTION_ULPS` units of its rounding over ``spread``'s rows, or over the
+    ``recorded`` inputs' alone (held-out draws are near-copies of them: too close to judge by).
+    """
+    for part in (spread, recorded):
+        if part is not None and not isinstance(part, Spread):
+            raise InvalidTypeError(f"need a Spread, got {part!r}")
+    where = path or "output"
+    for part, what in ((spread, "inputs"), (recorded, "recorded inputs")):
+        if part is not None and _flat(part):
+            detail = (
+                "one row"
+                if part.n_inputs < 2
+                else f"{part.n_inputs} rows, within {RESOLUTION_ULPS} units of its rounding"
+            )
+            return (
+                f"{where}: eager's output does not vary across the {what} ({detail}): the "
+                "variation criterion is not judged"
+            )
+    return Criterion(
+        name="variation", value=rel_l2(spread.diff_sq, spread.spread_sq), budget=budget, path=path
+    )
+
+
+def _flat(spread: Spread) -> bool:
+    """Whether eager varies over fewer than two rows, or within its rounding."""
+    resolution = RESOLUTION_ULPS * spread.eps
+    return spread.n_inputs < 2 or spread.spread_sq <= resolution * resolution * spread.ref_sq
 
 
 def rel_l2(diff_sq: float, ref_sq: float) -> float:

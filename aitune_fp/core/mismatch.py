@@ -23,6 +23,14 @@ __all__ = ["Mismatch"]
 _optional = attrs.validators.optional
 
 
+def _sorted_notes(value: object) -> Any:
+    """Converter: notes as a sorted tuple without repeats (anything else is left to validate)."""
+    found = as_tuple(value)
+    if isinstance(found, tuple) and all(isinstance(note, str) for note in found):
+        return tuple(sorted(set(found)))
+    return found
+
+
 @attrs.frozen(kw_only=True)
 class Mismatch:
     """The worst disagreement of a candidate with eager, and how much of its budget it used.
@@ -33,8 +41,9 @@ class Mismatch:
     that used the most (None when no floating value was compared), ``path`` its output leaf.
     ``max_rel_error`` is over elements whose expected value is not 0. ``criteria``: the worst
     value of each criterion that decided against its budget (relative L2, outlier share, top-1
-    agreement where the norm criteria decide; a user metric); ``budget_used`` is then the largest
-    share of a budget any of them used (see :attr:`Criterion.used`).
+    agreement where the norm criteria decide; the error against eager's variation; a user
+    metric); ``budget_used`` is then the largest share of a budget any of them used (see
+    :attr:`Criterion.used`). ``notes``: criteria not judged, and why (sorted, no repeats).
     """
 
     max_abs_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
@@ -46,6 +55,9 @@ class Mismatch:
     n_elements: int = attrs.field(default=0, validator=integer(minimum=0))
     criteria: tuple[Criterion, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(Criterion))
+    )
+    notes: tuple[str, ...] = attrs.field(
+        default=(), converter=_sorted_notes, validator=tuple_of(of_type(str))
     )
 
     @property
@@ -67,6 +79,7 @@ class Mismatch:
             path=worst.path,
             n_elements=self.n_elements + other.n_elements,
             criteria=worst_per_criterion((*self.criteria, *other.criteria)),
+            notes=(*self.notes, *other.notes),
         )
 
     @classmethod
@@ -108,13 +121,15 @@ class Mismatch:
             path=fields.get("output_path"),
             n_elements=fields.get("n_elements", 0),
             criteria=[Criterion.from_dict(c) for c in fields.get("criteria") or ()],
+            notes=fields.get("notes") or (),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field (each criterion with ``passed`` and ``used``)."""
         return {
-            **attrs.asdict(self, filter=lambda a, _: a.name != "criteria"),
+            **attrs.asdict(self, filter=lambda a, _: a.name not in ("criteria", "notes")),
             "criteria": [c.to_dict() for c in self.criteria],
+            "notes": list(self.notes),
         }
 
 

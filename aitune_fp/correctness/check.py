@@ -20,15 +20,19 @@ from aitune_fp.core._checks import check_finite, finite, of_type, one_of
 from aitune_fp.core.accuracy import (
     CRITERIA_MODES,
     CriteriaMode,
+    Criterion,
     NoiseFloor,
     accuracy_conflict,
+    judge_variation,
     metric_criterion,
+    worst_per_criterion,
 )
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._errors import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness._values import Walk
 from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs, compare_tree
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
+from aitune_fp.correctness.variation import Spreads
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
 from aitune_fp.profiling.watchdog import progress
@@ -54,6 +58,8 @@ def check_correctness(
     noise_floor: NoiseFloor | None = None,
     accuracy: AccuracyMetric | None = None,
     max_degradation: float = 0.0,
+    heldout: Sequence[Sample] = (),
+    heldout_seed: int | None = None,
 ) -> Mismatch:
     """Check ``candidate`` against ``reference`` on every sample at every batch size it serves.
 
@@ -63,7 +69,10 @@ def check_correctness(
     candidate is also called once with grad enabled (the first sample at the largest size),
     since a user's call may run either way. ``noise_floor``: eager's own error per output leaf
     (:func:`eager_noise_floor`). ``accuracy``: a user metric; its mean drop from eager's own
-    score over the calls must stay within ``max_degradation``. Returns the worst mismatch over
+    score over the calls must stay within ``max_degradation``. ``heldout``: samples derived
+    from ``data`` (drawn with ``heldout_seed``), checked after it and named as such. Over all
+    the calls, each floating leaf's error is also held against eager's variation across the
+    inputs (``Tolerances.variation``). Returns the worst mismatch over
     all of them against the budget (a pass still says how close it came). Raises
     :class:`CorrectnessError` naming the sample, batch size, output path and failed check; a
     failing reference raises :class:`ReferenceFailedError` (not the candidate's fault).
@@ -73,6 +82,11 @@ def check_correctness(
     data_value: object = data
     if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
         raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+    held_value: object = heldout
+    if isinstance(held_value, (str, bytes)) or not isinstance(held_value, Sequence):
+        raise InvalidTypeError(
+            f"heldout must be a sequence of samples, got {type(heldout).__name__}"
+        )
     if not data:
         raise InvalidValueError(
             f"data must hold at least one sample for the correctness check "
@@ -89,13 +103,17 @@ def check_correctness(
     )
     baselines: list[float] = []
     scores: list[float] = []
-    cases = [(i, as_sample(item), size, False) for i, item in enumerate(data) for size in sizes]
+    seed = "" if heldout_seed is None else f" (seed {heldout_seed})"
+    labelled = [(f"sample {i}", i, s, False) for i, s in enumerate(data)]
+    labelled += [(f"held-out sample {i}{seed}", i, s, True) for i, s in enumerate(heldout)]
+    cases = [(*item, size, False) for item in labelled for size in sizes]
     if grad_mode:
-        cases.append((0, as_sample(data[0]), sizes[-1], True))
+        cases.append((*labelled[0], sizes[-1], True))
     kept: tuple[Any, list[torch.Tensor], str] | None = None
-    for index, sample, size, with_grad in cases:
-        batch = graph_spec.make_batch(sample, size)
-        where = f"sample {index} at batch size {size}{' with grad enabled' if with_grad else ''}"
+    spreads, recorded = Spreads(), Spreads()
+    for label, index, item, held, size, with_grad in cases:
+        batch = graph_spec.make_batch(as_sample(item), size)
+        where = f"{label} at batch size {size}{' with grad enabled' if with_grad else ''}"
         args, kwargs = clone_inputs(batch.args, batch.kwargs)
         try:
             with torch.no_grad():
@@ -126,6 +144,10 @@ def check_correctness(
             _still_held(kept, prefix)  # the previous call's output, kept as a caller would
             compare_tree(actual, expected, "output", walk)
             kept = (actual, _tensor_copies(actual), where)
+            if not with_grad:  # the grad call repeats an input
+                spreads.add(actual, expected, size)
+                if not held:
+                    recorded.add(actual, expected, size)
         except CorrectnessError as err:
             raise CorrectnessError(
                 f"{prefix}{where}: {err}",
@@ -138,7 +160,21 @@ def check_correctness(
         if accuracy is not None:
             baselines.append(_score(accuracy, expected, expected, f"eager's outputs on {where}"))
             scores.append(_score(accuracy, expected, actual, f"the candidate's on {where}"))
-    found = Mismatch.combine(walk.tally)
+    inputs = f"recorded samples: {len(data)}"
+    inputs += f", held-out: {len(heldout)}{seed}" if heldout else ""
+    inputs += f"; batch sizes {', '.join(map(str, sizes))}"
+    found = _judge_variation(Mismatch.combine(walk.tally), spreads, recorded, walk.tol.variation)
+    failed = [c for c in found.failed_criteria if c.name == "variation"]
+    if failed:
+        (worst,) = failed
+        raise CorrectnessError(
+            f"{prefix}{worst.path}: the candidate's error is {worst.value:.3g} of eager's "
+            f"variation across inputs ({inputs}; {worst.describe()}): a candidate that ignores "
+            "its input (a constant, eager's mean) scores 1 or more",
+            path=worst.path or "output",
+            check="values",
+            mismatch=found,
+        )
     if accuracy is None:
         return found
     metric = metric_criterion(baselines, scores, max_degradation)
@@ -156,6 +192,26 @@ def check_correctness(
             mismatch=found,
         )
     return found
+
+
+def _judge_variation(
+    found: Mismatch, spreads: Spreads, recorded: Spreads, budget: float | None
+) -> Mismatch:
+    """``found`` with each leaf's error against eager's variation (the worst kept), and notes."""
+    if budget is None:
+        return found
+    alone = recorded.by_leaf()
+    judged = [
+        judge_variation(spread, budget, path, recorded=alone.get(path))
+        for path, spread in spreads.by_leaf().items()
+    ]
+    criteria = [c for c in judged if isinstance(c, Criterion)]
+    return attrs.evolve(
+        found,
+        criteria=worst_per_criterion((*found.criteria, *criteria)),
+        budget_used=max([found.budget_used, *(c.used for c in criteria)]),
+        notes=(*found.notes, *(note for note in judged if isinstance(note, str))),
+    )
 
 
 def _check_metric(accuracy: object, max_degradation: object) -> None:
@@ -365,8 +421,14 @@ class Closeness:
         tolerances: Tolerances | None,
         name: str = "",
         batch_sizes: Sequence[int] = (),
+        heldout: Sequence[Sample] = (),
+        heldout_seed: int | None = None,
     ) -> Mismatch | None:
-        """The worst mismatch over the samples (None when switched off); raises on a failure."""
+        """The worst mismatch over the samples (None when switched off); raises on a failure.
+
+        ``heldout``: samples derived from ``data`` with ``heldout_seed``, checked in the same
+        pass (eager's variation is measured over both).
+        """
         if not self.enabled:
             return None
         return check_correctness(
@@ -381,6 +443,8 @@ class Closeness:
             noise_floor=self.noise_floor,
             accuracy=self.accuracy,
             max_degradation=self.max_degradation,
+            heldout=heldout,
+            heldout_seed=heldout_seed,
         )
 
     def spot(

@@ -34,6 +34,12 @@ def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> 
         raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
 
 
+def _budget(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: None (the criterion is off) or a finite number >= 0."""
+    if value is not None:
+        check_finite(attribute.name, value, minimum=0)
+
+
 @attrs.frozen(kw_only=True)
 class Tolerances:
     """The accuracy budget per precision tier (float64, float32, reduced).
@@ -47,7 +53,12 @@ class Tolerances:
     times eager's own error, measured by ``eager_noise_floor``, when larger); the share of
     outliers (elements beyond their element-wise allowance widened by the RMS error the L2 budget
     allows) within ``outlier_share``; and for 2-D floating outputs (classifier logits) the share
-    of rows whose argmax agrees within ``top1_agreement`` (None: not checked). The defaults keep
+    of rows whose argmax agrees within ``top1_agreement`` (None: not checked).
+
+    In every tier, per floating leaf over all the inputs of a check (batch rows, recorded and
+    held-out samples): ``||a - e|| / ||e - mean||``, eager centred on its mean over the inputs,
+    within ``variation`` (None: not checked); a candidate that ignores its input scores 1 or
+    more, however small the error is against the whole output. The defaults keep
     the element-wise check for float32/float64 and let the norm criteria decide for reduced
     precision, where a handful of rounding outliers must not reject (``docs/accuracy.md``).
     """
@@ -64,6 +75,7 @@ class Tolerances:
     reduced_rel_l2: float = attrs.field(default=2e-2, validator=finite(minimum=0))
     outlier_share: float = attrs.field(default=1e-3, validator=_share)
     top1_agreement: float | None = attrs.field(default=0.99, validator=_share)
+    variation: float | None = attrs.field(default=0.7, validator=_budget)
     noise_factor: float = attrs.field(default=10.0, validator=finite(minimum=0))
     norm_tiers: tuple[Tier, ...] = attrs.field(
         default=("reduced",), converter=as_tuple, validator=tuple_of(one_of(TIERS))

@@ -87,6 +87,7 @@ class CorrectnessChecked(Payload):
     output_path: str | None
     n_elements: int = attrs.field(metadata=_MIN0)
     criteria: list[CriterionFields] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
 
 
 CORRECTNESS_CHECKED: Final = CorrectnessChecked.event_name
@@ -106,6 +107,7 @@ def correctness_checked(
         )
     if mismatch.criteria:
         figures += f"; {mismatch.describe_criteria()}"
+    figures += "".join(f"; {note}" for note in mismatch.notes)
     return CorrectnessChecked(
         run_id=run_id,
         module_name=module_name,
@@ -118,6 +120,7 @@ def correctness_checked(
         output_path=mismatch.path,
         n_elements=mismatch.n_elements,
         criteria=[cast(CriterionFields, c.to_dict()) for c in mismatch.criteria],
+        notes=list(mismatch.notes),
         summary=f"✅ {backend_description} matches eager: {figures}",
     ).to_event()
 
