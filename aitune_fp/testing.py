@@ -93,7 +93,9 @@ class FakeClock:
     see each other's calls. With ``device_scale`` the clock also has a device clock (as CUDA
     events give): ``device_span`` returns a :class:`FakeSpan`, and a step without its own
     device time moves the device by ``device_scale`` times the wall step; without it
-    ``device_span`` is None, as on CPU. Copies and pickles (in one process) are this clock.
+    ``device_span`` is None, as on CPU. Copies and pickles (in one process) are this clock; in a
+    worker process, one clock per clock pickled, whose calls' time the worker reports back
+    (:meth:`spend_ns`), so a tune in worker processes runs on it as one in process does.
     """
 
     def __init__(
@@ -179,6 +181,12 @@ class FakeClock:
         """The calling thread's wall time in nanoseconds."""
         return self.ns
 
+    def spend_ns(self, ns: int) -> None:
+        """Let exactly ``ns`` of wall time pass (a worker's call spent it on its copy)."""
+        state = self._state()
+        state.ns += ns
+        state.device_ns += round(ns * (self.device_scale or 1.0))
+
     def sync(self) -> None:
         """Count the barrier; nothing to wait for."""
         self.syncs += 1
@@ -205,9 +213,9 @@ class FakeClock:
 def _clock(key: str, jitter: float, seed: int, device_scale: float | None) -> FakeClock:
     """The live clock pickled under ``key``, or (in another process) a new one like it."""
     found = _CLOCKS.get(key)
-    if found is not None:
-        return found
-    return FakeClock(jitter=jitter, seed=seed, device_scale=device_scale)
+    if found is None:  # another process (a worker): one clock for the key there too
+        found = _CLOCKS[key] = FakeClock(jitter=jitter, seed=seed, device_scale=device_scale)
+    return found
 
 
 class _Named:

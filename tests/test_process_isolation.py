@@ -537,21 +537,6 @@ def test_a_rebuild_that_differs_falls_back_to_eager_and_says_so(cache: Path, thr
     assert report.outcome == "baseline"
 
 
-def test_an_injected_clock_keeps_the_tune_in_process_and_says_why(cache: Path) -> None:
-    from aitune_fp.testing import FakeClock
-
-    clock = FakeClock()
-    module, spec, data = _case()
-    wrapped = with_performance_validation(
-        OneBackendStrategy(Attack(_nothing, "x")), timer=clock, profiling_config=CONFIG
-    )
-    with capture_events() as events:
-        wrapped.tune(module, "m", spec, data, "cpu", cache)
-    started = next(e for e in events if e["event"].endswith(".started"))
-    assert started["isolation"] == "in_process"
-    assert "FakeClock" in started["isolation_note"]
-
-
 def test_isolation_can_be_asked_off(cache: Path) -> None:
     _, report, events = _tune([Attack(_nothing, "x")], cache, isolation="in_process")
     started = next(e for e in events if e["event"].endswith(".started"))

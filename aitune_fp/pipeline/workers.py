@@ -52,6 +52,7 @@ from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.recipe import UnpicklableError
 from aitune_fp.profiling.serving import fork_unavailable
+from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import InterferenceError, Worker
 
@@ -64,6 +65,7 @@ __all__ = [
     "close_workers",
     "isolation_of",
     "output_types",
+    "reported_clock",
     "soaked",
     "start_eager",
     "try_in_worker",
@@ -82,11 +84,20 @@ def isolation_of(
         return "in_process", "validation is off: nothing is timed"
     if options.isolation == "in_process":
         return "in_process", "asked for (isolation='in_process')"
-    if options.timer is not None:
-        return "in_process", "an injected timer (a FakeClock) cannot time another process"
+    if options.timer is not None and not isinstance(options.timer, ReportedClock):
+        return "in_process", (
+            "an injected timer that cannot time another process (it has no spend_ns: "
+            "aitune_fp.profiling.ReportedClock)"
+        )
     if torch.device(target.device).type != "cpu":
         return "in_process", f"device {target.device}: workers do not run on CUDA yet"
     return "process", None
+
+
+def reported_clock(options: ValidationOptions | None) -> ReportedClock | None:
+    """The injected clock workers report their calls' time on (a test's), if any."""
+    timer = None if options is None else options.timer
+    return timer if isinstance(timer, ReportedClock) else None
 
 
 def worker_threads(threads: int) -> int | None:
@@ -234,6 +245,7 @@ def start_eager(session: TuneSession) -> None:
             group=session.workers,
             allowed=output_types(session.reference_outputs),
             threads=worker_threads(session.config.threads),
+            clock=reported_clock(session.options),
         )
         worker.ready()
     except Exception as exc:
@@ -286,6 +298,7 @@ def try_in_worker(
             group=session.workers,
             allowed=eager.allowed,
             threads=worker_threads(eager.threads),
+            clock=eager.clock,
         )
     except UnpicklableError as exc:
         description = describe(backend)

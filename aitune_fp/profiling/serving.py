@@ -23,6 +23,7 @@ from typing import Any
 
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.profiling.recipe import Packed, unpack
+from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.transport import digest_of, dump_output
 
 __all__ = ["PRELOAD", "Make", "fork_server", "fork_unavailable", "no_stage", "serve", "serve_sent"]
@@ -104,15 +105,15 @@ def serve_sent(
     classify: Callable[[BaseException], str | None],
     threads: int,
 ) -> None:
-    """A worker started from the fork server: unpack its recipe, then serve as a forked one."""
+    """A worker started from the fork server: unpack its recipe (and clock), then serve."""
     os.setpgid(0, 0)  # before anything can start a process: closing it kills them too
     try:
-        make = unpack(packed)
+        make, clock = unpack(packed)
     except BaseException as exc:
         conn.send_bytes(_error_message(exc, classify))
         return
     with contextlib.suppress(EOFError, OSError):  # the judge closed the pipe: nothing to say
-        serve(conn, make, classify, threads)
+        serve(conn, make, classify, threads, clock)
 
 
 def serve(
@@ -120,8 +121,13 @@ def serve(
     make: Make,
     classify: Callable[[BaseException], str | None],
     threads: int,
+    clock: ReportedClock | None = None,
 ) -> None:
-    """The worker's loop: make the callable, report, then answer requests until told to stop."""
+    """The worker's loop: make the callable, report, then answer requests until told to stop.
+
+    ``clock``: an injected clock (a test's fake one) that the calls here move; each call's
+    time on it is sent with the answer, for the judge to spend on its own.
+    """
     import torch
 
     from aitune_fp._tree import flatten_tensors
@@ -158,8 +164,9 @@ def serve(
                     output = None
                     handle = int.from_bytes(raw[1:], "little")
                     own = prepared.pop(handle, None) or samples[handle]
+                    start = 0 if clock is None else clock.now_ns()
                     output = own.call(fn)
-                    conn.send_bytes(b"k")
+                    conn.send_bytes(b"k" + _spent(clock, start))
                     conn.send_bytes(b"d" + digest_of(output))  # while the judge times another
                     continue
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
@@ -184,9 +191,11 @@ def serve(
                     args, kwargs, grad = message
                     given = flatten_tensors((args, kwargs))  # the same tensors, after the call
                     before = [t.detach().clone() for t in given]
+                    start = 0 if clock is None else clock.now_ns()
                     with torch.set_grad_enabled(grad):
                         out = fn(*args, **kwargs)
-                    reply = ("out", dump_output((out, _changed(given, before))))
+                    spent = int.from_bytes(_spent(clock, start) or bytes(8), "little")
+                    reply = ("call", (dump_output((out, _changed(given, before))), spent))
                 elif kind == b"Q":
                     return
                 else:
@@ -195,6 +204,11 @@ def serve(
             except BaseException as exc:  # SystemExit, KeyboardInterrupt and friends too
                 output = None
                 conn.send_bytes(_error_message(exc, classify))
+
+
+def _spent(clock: ReportedClock | None, start: int) -> bytes:
+    """The time a call spent on ``clock`` since ``start``, as 8 bytes (none without a clock)."""
+    return b"" if clock is None else max(clock.now_ns() - start, 0).to_bytes(8, "little")
 
 
 def _changed(after: list[Any], before: list[Any]) -> list[tuple[int, Any]]:

@@ -9,7 +9,7 @@ time between two CUDA events (docs/gpu.md, "Two clocks").
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aitune_fp.inputs import Sample, as_sample
 
@@ -21,6 +21,7 @@ __all__ = [
     "CpuTimer",
     "CudaTimer",
     "DeviceSpan",
+    "ReportedClock",
     "Timer",
     "has_device_clock",
     "is_host_bound",
@@ -52,6 +53,19 @@ class Timer(Protocol):
 
     def device_span(self) -> DeviceSpan | None:
         """A fresh device span for one call, or None when the device has no timer of its own."""
+
+
+@runtime_checkable
+class ReportedClock(Timer, Protocol):
+    """An injected clock that calls move (a test's ``FakeClock``): one that can time a worker.
+
+    A worker reads its own copy around each call and sends what the call spent;
+    :meth:`spend_ns` moves this one by it. Only such a clock is ever moved by a worker's
+    report: on the host clock the judge times the hand-over itself and believes nothing sent.
+    """
+
+    def spend_ns(self, ns: int) -> None:
+        """Let ``ns`` nanoseconds pass on this clock (a worker's call spent them on its copy)."""
 
 
 class CpuTimer:

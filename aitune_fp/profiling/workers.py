@@ -46,6 +46,7 @@ from aitune_fp.profiling.serving import (
     serve,
     serve_sent,
 )
+from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.transport import digest_of, load_output, loads
 
 __all__ = [
@@ -142,14 +143,20 @@ class Worker:
         group: WorkerGroup | None = None,
         allowed: Iterable[type] = (),
         threads: int | None = None,
+        clock: ReportedClock | None = None,
     ) -> None:
-        """Start the worker; it starts making its callable at once."""
+        """Start the worker; it starts making its callable at once.
+
+        ``clock``: an injected clock the worker's calls move (a test's); each call's time on
+        it comes back with the answer and is spent on this one (:class:`ReportedClock`).
+        """
         if threads is None:
             reason = fork_unavailable()
             if reason is not None:
                 raise InvalidStateError(f"cannot start a worker for {name}: {reason}")
         self.name = name
         self.threads = 1 if threads is None else threads
+        self.clock = clock
         self.timeout_s = timeout_s
         self.deadline_note = ""  # what set ``timeout_s``, for the message of a missed one
         self.allowed = tuple(allowed)
@@ -164,7 +171,7 @@ class Worker:
         self.foreign_ns = 0  # suspects' CPU time meanwhile
         process: multiprocessing.process.BaseProcess | None = None
         if threads is not None:  # packed before anything starts: what cannot pickle raises here
-            packed = pack(make, f"the recipe of {name}")
+            packed = pack((make, clock), f"the recipe of {name}")
             parent, child = Pipe()
             process = fork_server().Process(
                 target=serve_sent, args=(child, packed, classify, threads), name=f"aitune_fp {name}"
@@ -181,7 +188,7 @@ class Worker:
                 code = 0
                 try:
                     parent.close()
-                    serve(child, make, classify, 1)
+                    serve(child, make, classify, 1, clock)
                 except BaseException:
                     code = 1
                 finally:
@@ -330,7 +337,13 @@ class Worker:
         import torch
 
         asked = (args, kwargs, torch.is_grad_enabled())
-        out, changed = self._load(self._request(b"C", asked, "out"))
+        reply = self._request(b"C", asked, "call")
+        if not (isinstance(reply, tuple) and len(reply) == 2 and isinstance(reply[1], int)):
+            self.close()
+            raise WorkerError(f"{self.name} sent a malformed answer to a call")
+        out, changed = self._load(reply[0])
+        if self.clock is not None:
+            self.clock.spend_ns(reply[1])
         from aitune_fp._tree import flatten_tensors
 
         mine = flatten_tensors((args, kwargs))
@@ -373,9 +386,11 @@ class Worker:
         """
         self._send(b"R" + handle.to_bytes(4, "little"))
         raw = self._receive(spin_s=SPIN_S if self.spins else 0.0)
-        if raw != b"k":
+        if raw[:1] != b"k" or len(raw) != (1 if self.clock is None else 9):
             self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
         self._digest_due = True
+        if self.clock is not None:
+            self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
 
     def output(self) -> Any:
         """The output of the last timed call, read back as data (untimed).
