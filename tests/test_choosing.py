@@ -252,7 +252,11 @@ def test_a_winner_wrong_after_the_head_to_head_is_not_kept(
 
     monkeypatch.setattr(choosing, "head_to_head", select_then_arm)
     monkeypatch.setattr(TurnsWrong, "armed", False)
-    backend, report = _tune(gated(MaxThroughputStrategy([TurnsWrong(), HalfPruned()])), tmp_path)
+    # the switch is a class attribute of this process: candidates must run here to see it
+    backend, report = _tune(
+        gated(MaxThroughputStrategy([TurnsWrong(), HalfPruned()]), isolation="in_process"),
+        tmp_path,
+    )
     assert backend.describe() == "HalfPruned()"
     (failure,) = report.candidate_failures
     assert (failure.backend_description, failure.stage) == ("TurnsWrong()", "correctness")
@@ -277,8 +281,9 @@ def test_a_candidate_wrong_while_timed_head_to_head_is_caught_there(
     monkeypatch.setattr(choosing, "head_to_head", arm_then_select)
     monkeypatch.setattr(TurnsWrong, "armed", False)
     with capture_events() as events:
-        backend, report = _tune(
-            gated(MaxThroughputStrategy([TurnsWrong(), HalfPruned()])), tmp_path
+        backend, report = _tune(  # the switch is this process's: candidates run here
+            gated(MaxThroughputStrategy([TurnsWrong(), HalfPruned()]), isolation="in_process"),
+            tmp_path,
         )
     assert backend.describe() == "HalfPruned()"
     (failure,) = report.candidate_failures

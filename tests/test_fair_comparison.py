@@ -124,13 +124,19 @@ def test_slowing_eager_down_never_gets_a_candidate_accepted(attack: str, tmp_pat
     assert not module._forward_pre_hooks
 
 
-def test_eager_runs_on_a_private_copy_and_the_event_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("isolation", "eager"), [("in_process", "private_copy"), ("process", "process")]
+)
+def test_eager_runs_out_of_the_candidates_reach_and_the_event_says_where(
+    tmp_path: Path, isolation: str, eager: str
+) -> None:
+    """In process eager runs on a private copy; by default in a worker of its own."""
     module, spec, data = make_case()
-    strategy = gated(OneBackendStrategy(_AsFastAsEager()))
+    strategy = gated(OneBackendStrategy(_AsFastAsEager()), isolation=isolation)
     with capture_events() as logs:
         strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     (measured,) = [e for e in logs if e["event"].endswith("baseline_measured")]
-    assert measured["eager_isolation"] == "private_copy"
+    assert measured["eager_isolation"] == eager
 
 
 class Memorises(_ModuleBackend):
@@ -171,11 +177,18 @@ class WritesTheSamples(_ModuleBackend):
             return self.module.useful_forward(*args)
 
 
-def test_a_build_that_writes_the_callers_samples_is_rejected_and_undone(tmp_path: Path) -> None:
-    strategy = gated(OneBackendStrategy(WritesTheSamples()))
+@pytest.mark.parametrize(
+    ("isolation", "stage"), [("in_process", "correctness"), ("process", "rebuild")]
+)
+def test_a_build_that_writes_the_callers_samples_is_rejected_and_undone(
+    tmp_path: Path, isolation: str, stage: str
+) -> None:
+    """In process it is caught after its build; in a worker it writes the worker's copies, and
+    once chosen its rebuild here writes the caller's: caught there."""
+    strategy = gated(OneBackendStrategy(WritesTheSamples()), isolation=isolation)
     module, spec, data = make_case()
     before = data[0].args[0].clone()
     strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     (failure,) = validation_of(strategy).candidate_failures
-    assert failure.stage == "correctness" and "samples" in failure.reason
+    assert failure.stage == stage and "samples" in failure.reason
     torch.testing.assert_close(data[0].args[0], before, rtol=0, atol=0)

@@ -88,6 +88,10 @@ class GoesWrong(Pruned):
         return out if type(self).calls <= 12 else torch.full_like(out, 123.0)  # past the checks
 
 
+#: Both places a candidate may run: a worker process (the default) and this process.
+ISOLATIONS = pytest.mark.parametrize("isolation", ["process", "in_process"])
+
+
 class TestModelNeverChanged:
     @pytest.mark.parametrize(
         ("backend", "named"),
@@ -98,20 +102,28 @@ class TestModelNeverChanged:
         ],
         ids=["scaled", "quantized", "cast"],
     )
+    @ISOLATIONS
     def test_a_build_that_edits_the_model_is_rejected_and_undone(
-        self, backend: Any, named: str, tmp_path: Path, logs: LogCapture
+        self, backend: Any, named: str, isolation: str, tmp_path: Path, logs: LogCapture
     ) -> None:
-        """Rejected at stage correctness, naming the change; the model is as it came."""
+        """Rejected, and the model is as it came. In process: at correctness, naming the change
+        and undoing it; in a worker the edit is to the worker's copy (wrong outputs there), or
+        once rebuilt here it is the rebuild's change, named and undone."""
         module, spec, data = make_case()
         before = state(module)
         linear = module.useful
-        strategy = validated(OneBackendStrategy(backend))
+        strategy = validated(OneBackendStrategy(backend), isolation=isolation)
         chosen = strategy.tune(module, "m", spec, data, "cpu", tmp_path)
         assert chosen is strategy.baseline_backend
+        assert len(strategy.candidate_failures) == 1, strategy.candidate_failures
         (failure,) = strategy.candidate_failures
-        assert failure.stage == "correctness"
-        assert named in failure.reason and "the model was restored" in failure.reason
-        assert strategy.perf_validation_results == ()
+        if isolation == "in_process":
+            assert failure.stage == "correctness"
+            assert named in failure.reason and "the model was restored" in failure.reason
+            assert strategy.perf_validation_results == ()
+        else:
+            assert failure.stage in ("correctness", "rebuild"), failure
+            assert failure.stage == "correctness" or named in failure.reason, failure
         assert module.useful is linear and same_state(module, before)
         assert all(p.dtype == torch.float32 for p in module.parameters())
 
@@ -122,8 +134,10 @@ class TestModelNeverChanged:
         MutatesWhenTimed.calls = 0
         module, spec, data = make_case()
         before = state(module)
-        strategy = validated(
-            FirstWinsStrategy([MutatesWhenTimed(), Slower()]), min_speedup_threshold_percent=1e6
+        strategy = validated(  # the model this process holds: in a worker it is another
+            FirstWinsStrategy([MutatesWhenTimed(), Slower()]),
+            min_speedup_threshold_percent=1e6,
+            isolation="in_process",
         )
         with pytest.raises(Exception, match="no valid backend"):
             strategy.tune(module, "m", spec, data, "cpu", tmp_path)
@@ -839,17 +853,20 @@ class TestModelObjectNeverChanged:
         ],
         ids=["hook", "forward", "requires_grad", "attribute"],
     )
+    @ISOLATIONS
     def test_a_build_that_edits_the_module_object_is_rejected_and_undone(
-        self, backend: Any, named: str, tmp_path: Path, logs: LogCapture
+        self, backend: Any, named: str, isolation: str, tmp_path: Path, logs: LogCapture
     ) -> None:
-        """Rejected at correctness naming the change; afterwards the object is as it came."""
+        """Rejected naming the change (at correctness in process; in a worker the edit reaches
+        only the worker's copy, and once chosen the rebuild here makes it: stage rebuild);
+        afterwards the object is as it came."""
         module, spec, data = make_case()
         before, values = picture(module), state(module)
-        strategy = validated(OneBackendStrategy(backend))
+        strategy = validated(OneBackendStrategy(backend), isolation=isolation)
         chosen = strategy.tune(module, "m", spec, data, "cpu", tmp_path)
         assert chosen is strategy.baseline_backend
         (failure,) = strategy.candidate_failures
-        assert failure.stage == "correctness"
+        assert failure.stage == ("correctness" if isolation == "in_process" else "rebuild")
         assert named in failure.reason and "the model was restored" in failure.reason
         assert picture(module) == before and same_state(module, values)
         assert all(p.requires_grad for p in module.parameters())

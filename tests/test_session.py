@@ -270,7 +270,8 @@ class TestEveryTuneEnds:
         """Ctrl-C while timing: the candidate is deactivated, the run finished, then it propagates."""
         InterruptedWhenTimed.released = []
         InterruptedWhenTimed._timing = True
-        strategy = validated(OneBackendStrategy(InterruptedWhenTimed()))
+        # the candidate object whose release is seen lives in this process: run it here
+        strategy = validated(OneBackendStrategy(InterruptedWhenTimed()), isolation="in_process")
         try:
             with pytest.raises(KeyboardInterrupt):
                 tune(strategy, tmp_path)

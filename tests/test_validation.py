@@ -181,7 +181,10 @@ class TestGate:
     ) -> None:
         """A rejected candidate is deactivated, and the module is back on its device, at once."""
         RecordingSlower.released.clear()
-        strategy = validated(FirstWinsStrategy([RecordingSlower(), Pruned()]))
+        # the candidate object whose release is seen lives in this process: run it here
+        strategy = validated(
+            FirstWinsStrategy([RecordingSlower(), Pruned()]), isolation="in_process"
+        )
         backend, module, _ = tune(strategy, tmp_path)
         assert RecordingSlower.released == ["RecordingSlower()"]
         assert isinstance(backend, Pruned)

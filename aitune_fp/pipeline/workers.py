@@ -377,6 +377,9 @@ def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> Any:
             f"the rebuild of {chosen.description}", session.config.build_timeout_s
         ):
             built = build_here(t, chosen.blueprint, chosen.build)
+        changed = session.model_changed()  # before eager runs on the model it may have changed
+        if changed is not None:
+            raise changed
         seed = random.SystemRandom().randrange(2**32)
         held = held_out(heldout_samples, t.data, seed=seed, graph_spec=t.graph_spec)
         with per_call_step(session, f"the re-check of {chosen.description}"):
