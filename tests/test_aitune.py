@@ -9,6 +9,7 @@ always.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -323,10 +324,10 @@ STRATEGIES = {
 }
 
 
-def make(kind: str, backends: list[Any], mixin: type | None = None) -> Any:
+def make(kind: str, backends: list[Any], mixin: type | None = None, **options: Any) -> Any:
     """A gated, quiet strategy of ``kind`` over ``backends`` (``mixin`` placed before it)."""
     aitune_class, arguments = STRATEGIES[kind]
-    cls = gated(aitune_class)
+    cls = gated(aitune_class, **options)
     if mixin is not None:
         cls = type(cls.__name__, (mixin, cls), {})
     return quiet(cls(**arguments(backends)))
@@ -350,20 +351,25 @@ def assert_same(model: torch.nn.Module, before: dict[str, Any]) -> None:
         torch.testing.assert_close(after["state"][key], value, rtol=0, atol=0, msg=key)
 
 
+@pytest.mark.parametrize("isolation", ["process", "in_process"])
 @pytest.mark.parametrize("kind", STRATEGIES)
-def test_a_build_that_writes_the_weights_is_rejected_and_undone(kind: str) -> None:
+def test_a_build_that_writes_the_weights_is_rejected_and_undone(kind: str, isolation: str) -> None:
+    """In process the write is named and undone; in a worker it wrote the worker's copy, whose
+    outputs are then wrong: rejected at correctness either way, the user's model untouched."""
     model = Wasteful().eval()
     before = snapshot(model)
-    strategy = make(kind, [WritesWeights(), PrunedEager()])
+    strategy = make(kind, [WritesWeights(), PrunedEager()], isolation=isolation)
+    named = r"useful\.weight" if isolation == "in_process" else "differ from the eager reference"
     if kind == "one":  # AITune's OneBackend raises a failure of its one candidate
-        with pytest.raises(RuntimeError, match=r"useful\.weight"):
+        with pytest.raises(RuntimeError, match=named):
             run_tune(strategy, model=model)
     else:
         run_tune(strategy, model=model)
     failures = validation_of(strategy).candidate_failures
     written = [f for f in failures if f.backend_description == "WritesWeights()"]
     assert [f.stage for f in written] == ["correctness"]
-    assert "useful.weight" in written[0].reason and "restored" in written[0].reason
+    if isolation == "in_process":
+        assert "useful.weight" in written[0].reason and "restored" in written[0].reason
     assert_same(model, before)
     if kind != "one":  # the honest candidate after it still wins
         report = validation_of(strategy).last_report
@@ -730,3 +736,74 @@ def test_a_candidate_that_memorised_its_inputs_is_rejected_through_aitune(kind: 
     (failure,) = [f for f in validation_of(strategy).candidate_failures if f.stage != "strategy"]
     assert failure.stage == "correctness"
     assert "held-out" in failure.reason or "timed call" in failure.reason
+
+
+class Sabotaged(Wasteful):
+    """Wasteful whose forward also reads a class attribute: 10x more waste when ``slowed``."""
+
+    slowed = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if type(self).slowed:
+            for _ in range(10):
+                self.wasted()
+        return super().forward(x)
+
+
+class SlowsEager(_Eager):
+    """As fast as eager (eager's own work, past the class switch), after its build flips the
+    switch eager's forward reads: in one process eager would look 11x slower."""
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def _build(self, module: Any, *args: Any) -> Any:
+        type(module).slowed = True
+        return super()._build(module, *args)
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            self._orig_module.wasted()
+            return self._orig_module.useful_forward(*args)
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_in_workers_a_candidate_that_slows_eagers_class_is_not_faster(kind: str) -> None:
+    """AITune's strategies build and check each candidate in a worker by default: eager's
+    worker never sees the switch, and the user's process neither."""
+    strategy = make(kind, [SlowsEager()])
+    try:
+        with contextlib.suppress(RuntimeError):  # AITune: "no valid backend" when none is kept
+            run_tune(strategy, model=Sabotaged().eval())
+    finally:
+        slowed, Sabotaged.slowed = Sabotaged.slowed, False
+    assert slowed is False  # nothing of the candidate ran in this process
+    report = validation_of(strategy).last_report
+    assert report is not None and report.results
+    assert all(r.isolation == "process" for r in report.results)
+    assert not any(r.passed for r in report.results), report.results
+    assert all(r.estimate == pytest.approx(1.0, rel=0.05) for r in report.results)
+
+
+#: The lines AITune's build of a candidate logs (its profiling lines carry measured figures).
+BUILD_LINES = ("🤖 backend", "✅ backend built", "✅ backend validated", "❌ backend")
+
+
+@pytest.mark.parametrize("kind", STRATEGIES)
+def test_the_strategy_learns_from_a_worker_what_it_learns_in_process(kind: str) -> None:
+    """AITune's records of each candidate's build (``backend_results``) and its log lines are
+    the same whether the build ran in a worker or here; the rebuild adds none."""
+    seen: dict[str, Any] = {}
+    for isolation in ("in_process", "process"):
+        strategy = make(kind, [BrokenEager(), PrunedEager()], isolation=isolation)
+        lines: list[str] = []
+        strategy._sink = lambda msg, *args, _lines=lines: _lines.append(str(msg) % args)
+        with contextlib.suppress(RuntimeError):  # OneBackend: its one candidate failed to build
+            run_tune(strategy)
+        seen[isolation] = (  # the build's records and lines; the timings differ by run
+            [{k: v for k, v in e.items() if k != "throughput"} for e in strategy.backend_results],
+            [line for line in lines if line.strip().startswith(BUILD_LINES)],
+        )
+    assert seen["process"] == seen["in_process"], seen
+    results, lines = seen["process"]
+    assert {"backend": "BrokenEager()", "success": False} in results
+    assert any("BrokenEager()" in line for line in lines)

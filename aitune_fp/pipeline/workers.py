@@ -134,7 +134,14 @@ class CandidateRecipe:
         folder = candidate_folder(self.target.cache_dir, self.backend, description)
         say({"description": description, "folder": str(folder)})
         before = settings_now(), os_state(0)
-        built = build_here(self.target, self.backend, self.build)
+        record = getattr(self.build, "record", None)  # what the build teaches its driver
+        taught: list[Any] = []
+        try:
+            with contextlib.nullcontext(taught) if record is None else record() as taught:
+                built = build_here(self.target, self.backend, self.build)
+        finally:  # taught once the block closed, failed or not
+            if record is not None:
+                say({"taught": taught})
         changed = settings_changed(before[0], settings_now())
         (affinity, nice), (affinity_now, nice_now) = before[1], os_state(0)
         if affinity_now != affinity:
@@ -312,7 +319,10 @@ def try_in_worker(
         session.phase(description, "build")
         session.candidate = description
         with session.watchdog.step(f"the build of {description}", session.config.build_timeout_s):
-            info = worker.ready()
+            try:
+                info = worker.ready()
+            finally:
+                _teach(build, worker.said)
         tolerances = info.get("tolerances")
         built = WorkerBackend(
             worker,
@@ -346,6 +356,13 @@ def try_in_worker(
     return session.failed(description, "interference", reached, log)
 
 
+def _teach(build: Any, said: Mapping[str, Any]) -> None:
+    """Teach the driver what its build taught the worker's copy of it (AITune's records)."""
+    learn = getattr(build, "learn", None)
+    if learn is not None and "taught" in said:
+        learn(said["taught"])
+
+
 def adopt(session: TuneSession, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...]]:
     """Rebuild the chosen candidate in the user's process and check it there; None if it fails.
 
@@ -376,7 +393,9 @@ def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> Any:
         with session.watchdog.step(
             f"the rebuild of {chosen.description}", session.config.build_timeout_s
         ):
-            built = build_here(t, chosen.blueprint, chosen.build)
+            record = getattr(chosen.build, "record", None)  # its driver learned it already
+            with contextlib.nullcontext() if record is None else record():
+                built = build_here(t, chosen.blueprint, chosen.build)
         changed = session.model_changed()  # before eager runs on the model it may have changed
         if changed is not None:
             raise changed

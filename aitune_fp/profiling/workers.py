@@ -157,6 +157,7 @@ class Worker:
         self.name = name
         self.threads = 1 if threads is None else threads
         self.clock = clock
+        self.said: dict[str, Any] = {}  # every fact ``make`` said so far
         self.timeout_s = timeout_s
         self.deadline_note = ""  # what set ``timeout_s``, for the message of a missed one
         self.allowed = tuple(allowed)
@@ -318,18 +319,33 @@ class Worker:
         return self._reply_of(self._receive(), expected)
 
     def hear(self) -> dict[str, Any]:
-        """The facts ``make`` said before it finished (its error raised, if it failed first)."""
+        """The facts ``make`` said first (its error raised, if it failed before saying any)."""
         return self._facts("said")
 
     def ready(self) -> dict[str, Any]:
-        """Wait until the callable is made: the facts ``make`` returned (its error raised)."""
-        return self._facts("ready")
+        """Wait until the callable is made: the facts ``make`` returned (its error raised).
 
-    def _facts(self, kind: str) -> dict[str, Any]:
-        info = self._reply_of(self._receive(), kind)
+        Facts it says meanwhile are kept in :attr:`said` (read them when it failed, too).
+        """
+        while True:
+            raw = self._receive()
+            try:
+                message = loads(raw)
+            except Exception:
+                message = None  # not data: the check below says so
+            if isinstance(message, tuple) and len(message) == 2 and message[0] == "said":
+                if isinstance(message[1], dict):
+                    self.said.update(message[1])
+                continue
+            return self._facts("ready", raw)
+
+    def _facts(self, kind: str, raw: bytes | None = None) -> dict[str, Any]:
+        info = self._reply_of(self._receive() if raw is None else raw, kind)
         if not isinstance(info, dict):
             self.close()
             raise WorkerError(f"{self.name} sent facts that are not a mapping")
+        if kind == "said":
+            self.said.update(info)
         return info
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -7,9 +7,13 @@ session finds goes back into AITune's own lists and reports in AITune's shapes.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
+from collections.abc import Iterator
 from typing import Any
+
+import attrs
 
 from aitune_fp.adapters.aitune._names import (
     FORMATTING_MODULE,
@@ -63,17 +67,56 @@ BUILDING: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 
 
-def builder(strategy: Any, target: tuple[Any, ...]) -> Any:
-    """The session's build step for ``strategy``: AITune's own build and correctness check."""
+@attrs.frozen
+class AituneBuild:
+    """The session's build step for ``strategy``: AITune's own build and correctness check.
 
-    def build(backend: Any) -> Any:
+    What the build teaches the strategy (its ``backend_results`` entries, the lines it logs
+    through its sink) can be recorded instead (:meth:`record`: in a worker, and in the rebuild
+    AITune has seen already) and taught to it here (:meth:`learn`), as plain data.
+    """
+
+    strategy: Any
+    target: tuple[Any, ...]
+
+    def __call__(self, backend: Any) -> Any:
+        """AITune's build and check of a copy of ``backend``, its failure naming its stage."""
         token = BUILDING.set(True)
         try:
-            return strategy._build_and_validate_backend(backend, *target, raise_on_failure=True)
+            return self.strategy._build_and_validate_backend(
+                backend, *self.target, raise_on_failure=True
+            )
         finally:
             BUILDING.reset(token)
 
-    return build
+    @contextlib.contextmanager
+    def record(self) -> Iterator[list[Any]]:
+        """In the block, what a build teaches the strategy is collected, not kept: the list."""
+        strategy = self.strategy
+        entries: list[Any] = strategy.backend_results
+        first, sink = len(entries), strategy._sink
+        lines: list[tuple[str, tuple[Any, ...]]] = []
+        strategy._sink = lambda msg, *args: lines.append((str(msg), tuple(map(_plain, args))))
+        taught: list[Any] = []
+        try:
+            yield taught
+        finally:
+            strategy._sink = sink
+            new = [dict(e) if isinstance(e, dict) else e for e in entries[first:]]
+            del entries[first:]
+            taught[:] = [new, lines]
+
+    def learn(self, taught: Any) -> None:
+        """Teach the strategy what a build elsewhere taught its copy (:meth:`record`)."""
+        entries, lines = taught
+        self.strategy.backend_results.extend(entries)
+        for msg, args in lines:
+            self.strategy._sink(msg, *args)
+
+
+def _plain(value: Any) -> Any:
+    """A log argument as data a worker may send (its text when it is not a plain value)."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
 def session_of(strategy: Any, module: Any) -> TuneSession:

@@ -21,6 +21,7 @@ from aitune_fp.adapters.aitune.gate import AituneGate, MixinGate
 from aitune_fp.adapters.aitune.options import OPTIONS_ATTRIBUTE, AituneOptions
 from aitune_fp.adapters.aitune.profiling_gate import ProfilingGate, kind_of
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Closeness, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.profiling import Timer
@@ -94,6 +95,7 @@ def with_performance_validation(
     timer: Timer | None = None,
     closeness_check: bool = True,
     tolerances: Tolerances | None = None,
+    isolation: IsolationMode = "process",
 ) -> Any:
     """Gate an AITune strategy (class or instance) with aitune_fp's decision.
 
@@ -101,6 +103,8 @@ def with_performance_validation(
     strategy of that subclass sharing the instance's state: settings and results read or written
     through either are the same. ``min_speedup_threshold_percent=None`` keeps AITune's own
     threshold; ``enabled=False`` switches AITune's validation off (its ``disabled`` mode).
+    ``isolation``: each candidate's build and check (AITune's) in a worker ``process`` of its
+    own, what it taught the strategy replayed here, or ``in_process``.
     ``aitune_fp.with_performance_validation`` calls this for AITune strategies.
     """
     options = AituneOptions(
@@ -110,6 +114,7 @@ def with_performance_validation(
         timer=timer,
         closeness_check=closeness_check,
         tolerances=tolerances,
+        isolation=isolation,
     )
     if isinstance(target, type):
         return _gated_class(target, options)

@@ -15,8 +15,8 @@ from aitune_fp.adapters.aitune._names import log as log_line
 from aitune_fp.adapters.aitune._names import mode as mode_of
 from aitune_fp.adapters.aitune._pipeline import (
     BUILDING,
+    AituneBuild,
     AituneSpec,
-    builder,
     mark_failed,
     record,
     session_of,
@@ -153,7 +153,7 @@ class MixinGate(AituneGate):
                 backend, *target, raise_on_failure=raise_on_failure
             )
         session = session_of(self, module)
-        outcome = session.try_candidate(backend, build=builder(self, target))
+        outcome = session.try_candidate(backend, build=AituneBuild(self, target))
         if outcome.stage is not None:
             if outcome.stage == "correctness":
                 mark_failed(self, outcome.description)

@@ -7,8 +7,9 @@ from typing import Any
 import attrs
 
 from aitune_fp.adapters.aitune._names import mode
-from aitune_fp.core._checks import check_threshold, of_type
+from aitune_fp.core._checks import check_threshold, of_type, one_of
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.results import ISOLATION_MODES, IsolationMode
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.correctness import Tolerances
 from aitune_fp.pipeline import ValidationOptions
@@ -45,6 +46,9 @@ class AituneOptions:
     tolerances: Tolerances | None = attrs.field(
         default=None, validator=attrs.validators.optional(of_type(Tolerances))
     )
+    #: Where each candidate's build and check run: a worker ``process`` (what it teaches the
+    #: strategy is replayed here) or ``in_process``; a distributed run is always in process.
+    isolation: IsolationMode = attrs.field(default="process", validator=one_of(ISOLATION_MODES))
 
 
 def threshold_of(strategy: Any, options: AituneOptions) -> float:
@@ -76,7 +80,12 @@ def validation_options(strategy: Any) -> ValidationOptions:
         profiling_config=options.profiling_config,
         enabled=mode(strategy) != "disabled",
         timer=options.timer,
-        # AITune's hooks keep what they learn about a candidate on the strategy object: they run
-        # in this process (docs/aitune.md, "Isolation")
-        isolation="in_process",
+        isolation="in_process" if _distributed() else options.isolation,
     )
+
+
+def _distributed() -> bool:
+    """Whether this is one rank of several: a worker could not join the build's collectives."""
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)

@@ -21,7 +21,7 @@ from aitune_fp.adapters.aitune._names import PROFILING_MODULE, PROFILING_STATE, 
 from aitune_fp.adapters.aitune._names import log as log_line
 from aitune_fp.adapters.aitune._names import mode as mode_of
 from aitune_fp.adapters.aitune._pipeline import (
-    builder,
+    AituneBuild,
     key,
     per_call_ms,
     record,
@@ -145,7 +145,7 @@ class ProfilingGate(AituneGate):
         passing: list[tuple[CandidateOutcome, Any]] = []
         measured = shown_faster = False
         for backend in this._backends:
-            outcome = session.try_candidate(backend, build=builder(self, target))
+            outcome = session.try_candidate(backend, build=AituneBuild(self, target))
             log_file = this._log_file(Path(cache_dir) / key(backend), "build.log")
             if outcome.stage is not None:
                 if outcome.stage != "build":  # AITune logged its own build failures
