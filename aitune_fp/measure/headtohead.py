@@ -5,9 +5,11 @@ permutation (no fixed order for periodic interference to hit), on that contender
 the round's batch (round ``r`` uses ``batches[r % len(batches)]``; copies made before any clock
 starts). Calls run under ``torch.no_grad()`` with the garbage collector paused and the same
 intra-op thread count. With ``spot_checks``, each contender's outputs are compared with eager's
-(``references``, one per batch) after the clock stopped, at the first and last round of each
-look and about ``spot_rate`` of the rounds between, seeded (``core.spot.spot_positions``): a
-contender wrong on some calls leaves the running with a ``SpotCheckError``.
+(``references``, one per batch, or eager on the round's fresh values) after the clock stopped,
+on the rounds the gate's schedule picks for each look (``profiling.calls.spot_calls``: its first
+and last round, a seeded ~``spot_rate`` of those between, the first round on each batch), and
+on the last round each contender ran when the head-to-head ends before a look's last round (the
+budget ran out, the others failed): a contender found wrong leaves with a ``SpotCheckError``.
 After a warm-up of each contender, the core
 (:func:`~aitune_fp.core.selection.select_at_look`) looks at the round counts of
 ``rule.looks``; when ``max_seconds`` runs out, :func:`~aitune_fp.core.selection.choose_on_budget`
@@ -34,7 +36,7 @@ from aitune_fp.core.selection import (
     select_at_look,
     start_selection,
 )
-from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
 from aitune_fp.profiling import (
@@ -48,8 +50,8 @@ from aitune_fp.profiling import (
     intra_op_threads,
     timer_for,
 )
-from aitune_fp.profiling.calls import checks_per_batch, spot_inspector, timed_call
-from aitune_fp.profiling.workers import InterferenceError
+from aitune_fp.profiling.calls import checks_per_batch, spot_calls, spot_inspector, timed_call
+from aitune_fp.profiling.workers import InterferenceError, Worker
 
 __all__ = ["head_to_head"]
 
@@ -135,6 +137,20 @@ def _checked(contenders: object) -> tuple[list[Contender], dict[str, Callable[..
     return values, fns
 
 
+@attrs.frozen
+class _Last:
+    """A contender's last round: what its check needs, and whether it was checked.
+
+    ``output``: the output itself in process; None in a worker (it stays there until read).
+    """
+
+    round: int
+    batch: int
+    values: Sample | None
+    output: Any
+    checked: bool
+
+
 class _Run:
     """The mutable side of one head-to-head: the clock, the copies, the rounds so far."""
 
@@ -152,6 +168,7 @@ class _Run:
         self.fns = fns
         self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
+        self.n_batches = len(inputs)
         self.rings = {name: CopyRing() for name in fns}  # each timed call's own copy
         self.clock = clock
         self.deadline_ns = deadline_ns
@@ -162,13 +179,17 @@ class _Run:
         self.spot_rate = spot_rate
         self.seed = seed
         self.spot_rounds: frozenset[int] = frozenset()
+        self.last: dict[str, _Last] = {}
 
     def plan_spots(self, look: int, target: int) -> None:
-        """The rounds up to ``target`` whose outputs are compared (this look's, seeded)."""
+        """The rounds up to ``target`` whose outputs are compared: the gate's schedule, seeded."""
         n = target - self.rounds
         if not self.checks or n <= 0:
             return
-        drawn = spot_positions(n, self.spot_rate, self.seed * 1_000 + look)
+        batches = 1 if self.fresh is not None else self.n_batches
+        drawn = spot_calls(
+            n, self.spot_rate, self.seed * 1_000 + look, first_pair=self.rounds, n_batches=batches
+        )
         self.spot_rounds = frozenset(self.rounds + k for k in drawn)
 
     def past_deadline(self) -> bool:
@@ -211,27 +232,69 @@ class _Run:
         own = None if self.fresh is None else self.fresh.batch(self.rounds)
         for name in self.order.sample(list(names), len(names)):
             b = self.rounds % len(self.copies[name])
-            inspect = None
-            if self.rounds in self.spot_rounds and name in self.checks:
-                several = len(self.copies[name]) > 1  # numbered as the gate numbers its calls
-                check = (
-                    self.checks[name][b]
-                    if own is None or self.fresh is None
-                    else self.fresh.check(name, self.rounds, own)
-                )
-                inspect = spot_inspector(
-                    check, call=self.rounds + 1, batch=b if several and own is None else None
-                )
+            checked = self.rounds in self.spot_rounds and name in self.checks
+            inspect = self._inspector(name, self.rounds, b, own) if checked else None
+            kept: list[Any] = []
+            if not isinstance(self.fns[name], Worker):  # in process: the output, kept a round
+                inspect = _keeping(kept, inspect)
             sample = self.copies[name][b] if own is None else own
             blamed, result = self._time(name, sample, inspect)
             if isinstance(result, str):
                 errors[blamed] = result
+                self.last.pop(name, None)
             else:
                 times[name] = result
+                output = kept[0] if kept and not checked else None  # what an end check reads
+                self.last[name] = _Last(self.rounds, b, own, output, checked)
         for name, seconds in times.items():
             self.latencies[name].append(seconds)
         self.rounds += 1
         return errors
+
+    def _inspector(
+        self, name: str, round_: int, b: int, own: Sample | None
+    ) -> Callable[[Any], None] | None:
+        """``name``'s spot check of round ``round_`` (on batch ``b``, or its fresh ``own``)."""
+        several = len(self.copies[name]) > 1  # numbered as the gate numbers its calls
+        check = (
+            self.checks[name][b]
+            if own is None or self.fresh is None
+            else self.fresh.check(name, round_, own)
+        )
+        return spot_inspector(check, call=round_ + 1, batch=b if several and own is None else None)
+
+    def check_ends(self, names: Sequence[str]) -> dict[str, str]:
+        """Check each of ``names`` on the last round it ran, where that was not checked yet.
+
+        When the head-to-head ends before a look's last round, that look's end is the last
+        round run. In a worker the output is read back now (its last timed call's, by digest).
+        """
+        errors: dict[str, str] = {}
+        for name in names:
+            last = self.last.get(name)
+            if last is None or last.checked or name not in self.checks:
+                continue
+            self.last[name] = attrs.evolve(last, checked=True, output=None)
+            fn = self.fns[name]
+            try:
+                output = fn.output() if isinstance(fn, Worker) else last.output
+                inspect = self._inspector(name, last.round, last.batch, last.values)
+                if inspect is not None:
+                    inspect(output)
+            except Exception as exc:  # wrong, or the worker could not show its output
+                errors[name] = _error(exc)
+        return errors
+
+
+def _keeping(kept: list[Any], inspect: Callable[[Any], None] | None) -> Callable[[Any], None]:
+    """``inspect``, keeping the output in ``kept`` first (seen after the clock stopped)."""
+
+    def keep(output: Any) -> None:
+        kept.append(output)
+        if inspect is not None:
+            inspect(output)
+
+    return keep
 
 
 @attrs.frozen
@@ -286,9 +349,9 @@ def head_to_head(
     ``max_seconds`` counts from the first warm-up call; no round starts after it (one running
     round may overrun it). ``on_look`` sees the state after every look. ``spot_checks``: by
     contender name, ``check(output, reference)`` raising on a wrong output, with ``references``
-    eager's output on each batch (required with it). Failures (a contender that raised or was
-    wrong, during warm-up or a round) are in ``state.failed``; every contender failing gives
-    outcome ``none_ran``. ``fresh``: round ``r``'s own batch, new values (a contender that
+    eager's output on each batch (required with it); checked as the module says, both ends of
+    every look included. Failures (a contender that raised or was wrong, during warm-up or a
+    round) are in ``state.failed``; every contender failing gives outcome ``none_ran``. ``fresh``: round ``r``'s own batch, new values (a contender that
     answers from what it saw meets inputs it never saw); its spot checks then compare with
     ``reference`` (eager) on the round's batch.
     """
@@ -322,10 +385,18 @@ def head_to_head(
             while run.rounds < target and not run.past_deadline():
                 errors = run.one_round(state.remaining)
                 if errors:
+                    left = [n for n in state.remaining if n not in errors]
+                    if len(left) == 1:  # it ends here: the one left is checked on this round
+                        errors.update(run.check_ends(left))
                     state = record_failures(state, errors, at_rounds=run.rounds - 1)
                     if state.done:
                         return state
             out_of_time = run.rounds < target
+            ends = run.check_ends(state.remaining) if out_of_time else {}
+            if ends:  # the look's planned last round never came: its end is the last one run
+                state = record_failures(state, ends, at_rounds=run.rounds - 1)
+                if state.done:
+                    return state
             if run.rounds < 2 or run.rounds == state.rounds:
                 break  # out of time with no new rounds to look at
             current = {name: run.latencies[name] for name in state.remaining}

@@ -116,7 +116,9 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     for failure in state.failed:
         outcome = by_name[failure.name]
         if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
-            wrong = BackendFailedError(f"wrong output while timed head-to-head: {failure.error}")
+            wrong = BackendFailedError(
+                f"{failure.name} gave a wrong output while timed head-to-head: {failure.error}"
+            )
             session.record_failure(outcome.description, "correctness", wrong, outcome.log_path)
             continue
         error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
