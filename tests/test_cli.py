@@ -63,7 +63,7 @@ class TestTune:
         lines = proc.stdout.strip().splitlines()
         assert lines[0].startswith("Eager baseline: TorchEagerBackend(), batch size 32; ")
         assert any(
-            line.startswith("Backend") and "Verdict" in line and "Quality" in line for line in lines
+            line.startswith("Backend") and "Verdict" in line and "Reason" in line for line in lines
         )
         assert any(line.startswith("TorchEagerBackend()") for line in lines)
         assert lines[-1].startswith(("ℹ️ Baseline was selected: ", "⚡ mlp | backend: "))

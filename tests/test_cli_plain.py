@@ -156,7 +156,7 @@ def test_whole_runs_print_as_rich_prints_them() -> None:
 def test_rich_draws_what_only_it_can() -> None:
     """Colour, a cell that wraps and a line longer than the console go to rich, not here."""
     run = _runs()[3]
-    parts = render_run(run)
+    parts = render_run(run, verbose=True)
     coloured = _printed(parts, 160, colour=True)
     assert "\x1b[" in coloured and "not_faster" in coloured  # the verdict keeps its colour
     results = next(p for p in parts if isinstance(p, Grid))

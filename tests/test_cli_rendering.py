@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 
 from aitune_fp.cli import main
 from aitune_fp.cli.rendering import final_line, measured_line, render_run
-from aitune_fp.core.messages import fmt_apart, fmt_headline, headline_speedup
+from aitune_fp.core.messages import (
+    fmt_apart,
+    fmt_headline,
+    fmt_verdict_reason,
+    headline_speedup,
+)
 from aitune_fp.core.report import TuneReport
 from tests.factories import fake_log, fake_result, write_log
 
@@ -84,7 +89,7 @@ class TestHeadline:
         assert out.count("1.37x") == 1 and "1.37x by mean throughput)" in out
         assert "0.95x [0.892, 0.999]" in out
         last = out.strip().splitlines()[-1]
-        assert last.startswith("⚡ mlp | backend: F() | speedup: 1.52x (CI [1.440, 1.610];")
+        assert last.startswith("⚡ mlp | backend: F() | speedup: 1.52x [1.440, 1.610] (98% CI;")
         assert last.endswith(", 1.37x by mean throughput)")  # outside the interval: said
 
     def test_json_keeps_the_mean_ratio_as_speedup(
@@ -217,6 +222,9 @@ class TestQualityFlags:
         r = fake_result(flags=("warmup_not_steady", "level_shift_after_pair_12"))
         report = TuneReport(run_id="r", module_name="m", results=(r,))
         print_parts(make_console(sys.stdout), render_run(report))
+        out = capsys.readouterr().out
+        assert "Quality" not in out and "1 row has quality flags" in out  # behind -v
+        print_parts(make_console(sys.stdout), render_run(report, verbose=True))
         out = capsys.readouterr().out
         assert "Quality" in out
         assert "warm-up not steady" in out
@@ -502,9 +510,10 @@ class TestPackage:
 
 
 class TestNarrowTerminal:
+    @pytest.mark.parametrize("verbose", [False, True])
     @pytest.mark.parametrize("width", [80, 100, 130])
-    def test_the_results_table_wraps_instead_of_cropping(self, width: int) -> None:
-        """Every word of a reason is printed whole, on some line, at any terminal width."""
+    def test_the_results_table_wraps_instead_of_cropping(self, width: int, verbose: bool) -> None:
+        """Every word of a reason (-v: the long one) is printed whole, at any terminal width."""
         import io
 
         from rich.console import Console
@@ -536,11 +545,12 @@ class TestNarrowTerminal:
         run = TuneReport(run_id="r", module_name="mlp", results=(result,), decision="statistical")
         buf = io.StringIO()
         console = Console(file=buf, width=width, force_terminal=True, color_system=None)
-        print_parts(console, render_run(run))
+        print_parts(console, render_run(run, verbose=verbose))
         lines = buf.getvalue().splitlines()
         assert max(len(line) for line in lines) <= width
         words = {w for line in lines for w in line.split()}
-        assert set(reason.split()) <= words
+        shown = reason if verbose else fmt_verdict_reason(result)
+        assert set(shown.split()) <= words
 
 
 class TestHeadAndFinalLine:
@@ -607,7 +617,7 @@ class TestMeanApart:
     def test_a_ratio_below_the_interval_is_named_beside_it(self) -> None:
         """3.39x [1.182, 14.282] beside 2,144 → 2,518: the line also says 1.17x by mean."""
         line = self._line()
-        assert "speedup: 3.39x (CI [1.182, 14.282]; eager 2,144 → 2,518 samples/s" in line
+        assert "speedup: 3.39x [1.182, 14.282] (98% CI; eager 2,144 → 2,518 samples/s" in line
         assert line.endswith(", 1.17x by mean throughput)")
 
     def test_a_ratio_inside_the_interval_adds_nothing(self) -> None:

@@ -207,7 +207,7 @@ def test_markdown_run_is_a_gfm_table() -> None:
         "Backend",
         "Eager/s",
         "Candidate/s",
-        "Speedup [interval that decided]",
+        "Speedup [98% CI]",
         "Verdict",
     ]
     assert results[1][0] == LONG_NAME

@@ -38,11 +38,12 @@ def _stat(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
     return fake_result(desc, **{**fields, **overrides})
 
 
-def _table(*results: PerformanceValidationResult, width: int = 240) -> str:
+def _table(*results: PerformanceValidationResult, width: int = 240, verbose: bool = True) -> str:
+    """The table as ``-v`` prints it (the levels); ``verbose=False``: as printed by default."""
     run = TuneReport(run_id="r", module_name="m", results=results, decision="statistical")
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=False, color_system=None)
-    print_parts(console, render_run(run))
+    print_parts(console, render_run(run, verbose=verbose))
     return buf.getvalue()
 
 
@@ -89,6 +90,16 @@ class TestTable:
         assert "[0.224, 2.037]" not in text
         assert "1.50x [1.200, 2.037]" in text
         assert "Speedup [accept 99.72%; futility 96.67%] 95% overall" in text
+
+    def test_by_default_the_bound_shows_without_its_level(self) -> None:
+        """Without -v: the same bound, the overall level in the header, the row's own level
+        named as behind -v."""
+        text = _table(
+            _stat(), _stat("F()", verdict="faster", estimate=1.5, ci_low=1.2), verbose=False
+        )
+        assert "0.84x [—, 0.995]" in text and "[0.224, 2.037]" not in text
+        assert "Speedup [95% overall]" in text and "96.67%" not in text
+        assert "(a futility stop: its one-sided bound [—, high]; -v shows its level)." in text
 
     def test_without_a_futility_row_the_header_names_the_interval_only(self) -> None:
         """An upper bound below the gate decides on the accept interval: no futility level."""

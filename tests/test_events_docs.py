@@ -6,6 +6,7 @@ event is named in that section (or among the keys every event carries).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from aitune_fp import events
-from aitune_fp.events.ingest import event_schema
+from aitune_fp.events.ingest import event_schema, result_from_event
 from aitune_fp.events.schema import build_schema
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "events.md").read_text(encoding="utf-8")
@@ -61,3 +62,30 @@ def test_every_required_key_is_documented(name: str) -> None:
     """Each key the schema requires of an event is named in backticks in its section."""
     missing = undocumented_keys(name, event_schema())
     assert not missing, f"docs/events.md's section for {name} does not name {missing}"
+
+
+def _example_line() -> dict[str, Any]:
+    """docs/events.md's example ``candidate_measured`` line (its ```json block)."""
+    block = re.search(r"^```json\n(.*?)^```", DOC, flags=re.S | re.M)
+    assert block is not None, "docs/events.md lost its example line"
+    line: dict[str, Any] = json.loads(block.group(1))
+    return line
+
+
+def test_the_example_line_is_what_a_tune_writes_for_its_figures() -> None:
+    """Its summary is the one candidate_measured writes today: the figure the verdict was
+    decided on (the estimate and its interval), not AITune's mean ratio."""
+    line = _example_line()
+    result = result_from_event(line)
+    event = events.candidate_measured(
+        line["run_id"], line["module_name"], result, duration_s=line["duration_s"]
+    )
+    assert line["summary"] == event.fields["summary"]
+    assert f"{line['estimate']:.2f}x" in line["summary"]
+
+
+def test_reading_back_prints_the_decided_figure() -> None:
+    """The read-back example prints each result's estimate, never ``r.speedup`` alone."""
+    block = DOC[DOC.index("Reading a log back") :]
+    code = block[block.index("```python") : block.index("```", block.index("```python") + 3)]
+    assert "r.estimate" in code and "r.speedup" not in code

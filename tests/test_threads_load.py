@@ -253,7 +253,7 @@ class TestTableHeader:
 
     def _text(self, report: TuneReport) -> str:
         out = io.StringIO()
-        print_parts(Console(file=out, width=200, no_color=True), render_run(report))
+        print_parts(Console(file=out, width=200, no_color=True), render_run(report, verbose=True))
         return out.getvalue()
 
     def test_threads_and_load_line(self) -> None:
@@ -272,7 +272,7 @@ class TestTableHeader:
         line = next(x for x in text.splitlines() if x.startswith("CPU threads:"))
         assert "1 intra-op" in line and "2 inter-op" in line and "OMP_NUM_THREADS=1" in line
         assert "2 cores" in line and "0.52" in line and "1.10" in line
-        assert "oversubscribed" in text  # the Quality column
+        assert "oversubscribed" in text  # the Quality column (-v)
 
     def test_no_line_without_figures(self) -> None:
         """Results from older logs (no thread figures) get no such line."""

@@ -10,15 +10,9 @@ from collections.abc import Iterable, Sequence
 
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.choice import choice_lines
-from aitune_fp.cli.rendering import (
-    final_line,
-    fmt_flags,
-    fmt_rate,
-    head_lines,
-    short_text,
-    verdict_text,
-)
-from aitune_fp.core.messages import fmt_headline
+from aitune_fp.cli.rendering import final_line, head_lines, short_text
+from aitune_fp.cli.rows import fmt_flags, fmt_rate, hidden_flags, speedup_column, verdict_text
+from aitune_fp.core.messages import fmt_verdict_reason
 from aitune_fp.core.report import TuneReport
 
 __all__ = ["markdown_run", "md_cell", "md_table"]
@@ -49,26 +43,33 @@ def markdown_run(
     baseline_at: str | None = None,
     not_tried: Sequence[tuple[str, str]] = (),
     title: str | None = None,
+    verbose: bool = False,
 ) -> str:
-    """One run as markdown: a heading, the gate, the results and failures tables, the outcome."""
+    """One run as markdown: a heading, the gate, the results and failures tables, the outcome.
+
+    As the table: the one-line reason by default; ``verbose`` the quality flags and full reason.
+    """
     parts = [f"### {md_cell(title or run.module_name)}", ""]
-    parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at)]
+    parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at, verbose=verbose)]
     if run.results:
-        speed = "Speedup" + (" [interval that decided]" if run.sequential else "")
+        speed, figures = speedup_column(run.results, verbose=verbose)
         rows = [
             (
                 r.backend_description,
                 fmt_rate(r.baseline_throughput),
                 fmt_rate(r.throughput),
-                fmt_headline(r),
+                figure,
                 verdict_text(r).plain,
-                fmt_flags(r.flags) or "ok",
-                r.reason or "",
+                *((fmt_flags(r.flags) or "ok", r.reason or "") if verbose else ()),
+                *(() if verbose else (fmt_verdict_reason(r),)),
             )
-            for r in run.results
+            for r, figure in zip(run.results, figures, strict=True)
         ]
-        head = ("Backend", "Eager/s", "Candidate/s", speed, "Verdict", "Quality", "Reason")
+        quality = ("Quality",) if verbose else ()
+        head = ("Backend", "Eager/s", "Candidate/s", speed, "Verdict", *quality, "Reason")
         parts += ["", md_table(head, rows, right=(1, 2))]
+        hidden = None if verbose else hidden_flags(run.results)
+        parts += ["", md_cell(hidden.plain)] if hidden is not None else []
     if run.candidate_failures:
         failed = [
             (

@@ -1,31 +1,40 @@
 """How a run is shown: rich tables of results and failures, the header and the final line.
 
-One figure per result: ``core.messages.headline_speedup`` (the estimate and interval the verdict
-was decided on; AITune's figure in point mode). The mean latency ratio (``speedup``) stays in the
-JSON and events, and joins the ⚡ line when outside the interval. ``tune`` and ``report`` agree.
+One figure per result, called "speedup" wherever it is printed: ``core.messages.headline_speedup``
+(the estimate and interval the verdict was decided on; AITune's figure in point mode). A row
+shows it with the throughput pair, the verdict and a one-line reason; ``verbose`` adds each
+row's level, its quality flags and the long reason. The ⚡ line shows the row's figure and
+interval. The mean latency ratio (``speedup`` in the JSON and events) joins the ⚡ line only
+when outside the interval. ``tune``, ``report`` and ``sweep`` agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
-from rich.console import Group, RenderableType
-from rich.padding import Padding
+from rich.console import RenderableType
 from rich.text import Text
 
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.choice import choice_lines
 from aitune_fp.cli.plain import Column, Grid, print_parts
+from aitune_fp.cli.rows import (
+    fmt_flags,
+    fmt_rate,
+    full_table,
+    glance_table,
+    hidden_flags,
+    interval_label,
+    record,
+)
 from aitune_fp.core.accuracy import fmt_noise_floor
 from aitune_fp.core.messages import (
     decided_by_futility,
-    decided_interval,
     fmt_baseline_selected,
     fmt_headline,
     fmt_isolation_line,
     fmt_level,
     fmt_mean_apart,
-    fmt_speedup_msg,
     headline_speedup,
 )
 from aitune_fp.core.report import TuneReport
@@ -44,44 +53,9 @@ __all__ = [
 #: Longest failure reason shown in a table (the full text and traceback are in the log file).
 MAX_REASON = 300
 
-_FLAG_WORDS = {
-    "warmup_not_steady": "warm-up not steady",
-    "budget_spent": "budget spent",
-    "recompiled": "recompiled",
-    "serial_correlation": "serially correlated (interval widened)",
-    "throughput_disagrees": "throughput ratio below the gate (held back)",
-    "block_bound": "ratio drifts (block means held it back)",
-}
-_AT_PAIR = {"level_shift_after": "level shift", "ratio_shift_at": "ratio shifted"}
-
-
-def fmt_flags(flags: Iterable[str]) -> str:
-    """Measurement-quality flags in words (``level_shift_after_pair_12`` -> "level shift at pair 12")."""
-    words = []
-    for flag in flags:
-        stem, _, pair = flag.rpartition("_pair_")
-        if stem and pair.isdigit():  # level_shift_after_pair_12 -> "level shift at pair 12"
-            words.append(f"{_AT_PAIR.get(stem, stem.removesuffix('_at').replace('_', ' '))} at pair {pair}")  # fmt: skip
-        else:
-            words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
-    return escape_control(", ".join(words))
-
-
-def fmt_rate(value: float | None) -> str:
-    """A throughput in samples/s with thousands separators (two decimals below 100)."""
-    if value is None:
-        return "—"
-    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
-
 
 def _int(value: float | None) -> str:
     return "—" if value is None else f"{int(value)}"
-
-
-def verdict_text(result: PerformanceValidationResult) -> Text:
-    word = result.verdict or ("faster" if result.passed else "not_faster")
-    style = "green" if result.passed else ("yellow" if word == "inconclusive" else "red")
-    return Text(word, style=style)
 
 
 def measured_line(result: PerformanceValidationResult) -> str:
@@ -96,7 +70,7 @@ def measured_line(result: PerformanceValidationResult) -> str:
     return text
 
 
-def head_lines(run: TuneReport, baseline_at: str | None) -> list[str]:
+def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = False) -> list[str]:
     lines: list[str] = []
     if run.disabled:
         lines.append("Performance validation was disabled for this run.")
@@ -138,10 +112,11 @@ def head_lines(run: TuneReport, baseline_at: str | None) -> list[str]:
         )
     elif run.results:
         futile = any(map(decided_by_futility, run.results))
+        level = "" if verbose else "; -v shows its level"
         lines.append(
             "Each row compares with eager timed alongside that candidate (Eager/s); "
             "Speedup is the figure and the interval the verdict was decided on"
-            + (" (a futility stop: its one-sided bound [—, high])." if futile else ".")
+            + (f" (a futility stop: its one-sided bound [—, high]{level})." if futile else ".")
         )
     isolation = run.isolation and fmt_isolation_line(run.isolation, run.isolation_note)
     lines += [escape_control(x) for x in (_cpu_line(run.results), isolation) if x]
@@ -169,73 +144,6 @@ def _cpu_line(results: Sequence[PerformanceValidationResult]) -> str | None:
             f"{end} at the last one's end"
         )
     return text
-
-
-def _record(name: str, fields: Sequence[tuple[str, str]]) -> Group:
-    """One row as a record: the name on its own line, then ``label: value`` lines, indented."""
-    lines = [Padding(Text(f"{label}: {value}"), (0, 0, 0, 2)) for label, value in fields]
-    return Group(Text(name, style="bold"), *lines)
-
-
-def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, set[bool]]:
-    """The Speedup header naming the levels of what decided, and which kinds' cells carry theirs.
-
-    Kinds: ``True`` a futility bound, ``False`` an interval (:func:`decided_by_futility`). A
-    kind whose rows were decided at different levels (error spent by look) says "at the level
-    shown" and its cells carry their level.
-    """
-    levels: dict[bool, set[float]] = {False: set(), True: set()}
-    for r in results:
-        level = decided_interval(r)[2]
-        if r.sequential and level is not None:
-            levels[decided_by_futility(r)].add(level)
-    guarantee = next((r.guarantee for r in results if r.guarantee), None)
-    if not any(r.sequential for r in results):
-        return "Speedup", set()
-    parts = [
-        f"{what} {fmt_level(next(iter(seen))) if len(seen) == 1 else 'at the level shown'}"
-        for what, seen in (("accept", levels[False]), ("futility", levels[True]))
-        if seen
-    ]
-    head = f"Speedup [{'; '.join(parts) or 'CI'}]"
-    head += f" {fmt_level(guarantee)} overall" if guarantee else ""
-    return head, {kind for kind, seen in levels.items() if len(seen) > 1}
-
-
-def _results_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
-    speed_head, leveled = _speed_head(results)
-    names = [escape_control(r.backend_description) for r in results]
-    # names and figures are never split (a backend name cut mid-word cannot be read or copied);
-    # the quality flags and the reason wrap on words, and take the width that is left
-    columns = [
-        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
-        Column("Eager/s", justify="right", no_wrap=True),
-        Column("Candidate/s", justify="right", no_wrap=True),
-        Column(Text(speed_head), no_wrap=True),
-        Column("Verdict", no_wrap=True),
-        Column("Quality", overflow="fold", max_width=24),
-        Column("Reason", overflow="fold", ratio=1),
-    ]
-    records: list[RenderableType] = []
-    rows: list[tuple[str | Text, ...]] = []
-    for r, name in zip(results, names, strict=True):
-        figure = fmt_headline(r, with_level=decided_by_futility(r) in leveled)
-        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
-        quality, reason, verdict = fmt_flags(r.flags) or "ok", escape_control(r.reason or ""), verdict_text(r)  # fmt: skip
-        rows.append((name, eager, candidate, figure, verdict, quality, reason))
-        records.append(
-            _record(
-                name,
-                [
-                    ("eager → candidate", f"{eager} → {candidate} samples/s"),
-                    (speed_head, figure),
-                    ("verdict", verdict.plain),
-                    ("quality", quality),
-                    ("reason", reason),
-                ],
-            )
-        )
-    return Grid(columns, rows, records, wrapping=8 + 20)
 
 
 #: Where a reason cut short in a table is written in full when no log file names it.
@@ -279,7 +187,7 @@ def _failures_table(run: TuneReport) -> tuple[RenderableType, list[str]]:
         error, reason = escape_control(f.error_type), short_text(f.reason, where=where)
         rows.append((name, f.stage, error, reason, ref))
         records.append(
-            _record(name, [("stage", f.stage), ("error", error), ("reason", reason), ("log", ref)])
+            record(name, [("stage", f.stage), ("error", error), ("reason", reason), ("log", ref)])
         )
     return Grid(columns, rows, records, wrapping=24), logs
 
@@ -321,14 +229,14 @@ def final_line(
     if not picked:
         return Text(f"Selected: {chosen} (not measured)")
     r = picked[0]
-    value = headline_speedup(r)
+    figure = fmt_headline(r)  # the row's figure and interval, as the row prints them
     detail = f"eager {fmt_rate(r.baseline_throughput)} → {fmt_rate(r.throughput)} samples/s"
-    if r.sequential:  # the interval first; the mean ratio too when outside it
+    label = interval_label(run.results)
+    if r.sequential and headline_speedup(r) is not None:  # the mean ratio when outside it
         detail += fmt_mean_apart(r.speedup, r.ci_low, r.ci_high)
-        interval = fmt_headline(r).partition(" ")[2]
-        detail = f"CI {interval}; {detail}" if interval else detail
+        detail = f"{label}; {detail}" if label and " [" in figure else detail
     name = escape_control(run.module_name)
-    return Text(fmt_speedup_msg(value or 0.0, detail, name, chosen), style="bold green")
+    return Text(f"⚡ {name} | backend: {chosen} | speedup: {figure} ({detail})", style="bold green")
 
 
 def render_run(
@@ -337,11 +245,20 @@ def render_run(
     error: str | None = None,
     baseline_at: str | None = None,
     not_tried: Sequence[tuple[str, str]] = (),
+    verbose: bool = False,
 ) -> list[RenderableType]:
-    """Everything shown for one run, in order: header lines, tables, not tried, the final line."""
-    parts: list[RenderableType] = [Text(line) for line in head_lines(run, baseline_at)]
-    if run.results:
-        parts += [Text(""), _results_table(run.results)]
+    """Everything shown for one run, in order: header lines, tables, not tried, the final line.
+
+    ``verbose``: each row's level, quality flags and long reason (``-v``).
+    """
+    lines = head_lines(run, baseline_at, verbose=verbose)
+    parts: list[RenderableType] = [Text(line) for line in lines]
+    if run.results and verbose:
+        parts += [Text(""), full_table(run.results)]
+    elif run.results:
+        parts += [Text(""), glance_table(run.results)]
+        hidden = hidden_flags(run.results)
+        parts += [hidden] if hidden is not None else []
     if run.candidate_failures:
         unavailable = any(f.stage == "unavailable" for f in run.candidate_failures)
         title = "Failed or unavailable candidates:" if unavailable else "Failed candidates:"

@@ -15,7 +15,13 @@ from typing import IO, Any
 
 from rich.text import Text
 
-from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, make_console
+from aitune_fp.cli._shared import (
+    EXIT_OK,
+    VERBOSE_HELP,
+    UsageError,
+    escape_control,
+    make_console,
+)
 from aitune_fp.cli.documents import write_report
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.rendering import print_parts, render_run
@@ -91,7 +97,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.format == "markdown":
         for one in report.runs:
             title = f"{one.module_name} · run {one.run_id}"
-            out.write(markdown_run(one, baseline_at=_baseline_at(one), title=title))
+            out.write(
+                markdown_run(one, baseline_at=_baseline_at(one), title=title, verbose=args.verbose)
+            )
             out.write("\n")
     elif args.format == "json":
         write_report(report, out, _baseline_at)
@@ -104,7 +112,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             started = None if one.started_at is None else f"started {_clock(one.started_at)}"
             extras = [escape_control(x) for x in (one.strategy, one.device) if x]
             extras += [started] if started else []
-            parts = render_run(one, baseline_at=_baseline_at(one))
+            parts = render_run(one, baseline_at=_baseline_at(one), verbose=args.verbose)
             print_parts(console, [Text(" · ".join([head, *extras])), *parts])
     out.flush()
     _bad_lines(report, err)
@@ -165,4 +173,5 @@ def add_parser(sub: Any) -> None:
     report.add_argument("log", help="JSON-lines file written by --json-log")
     report.add_argument("--plot", help="write a speedup/CI plot (.png, .svg or .pdf)")
     report.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    report.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     report.set_defaults(func=run)

@@ -20,6 +20,7 @@ from aitune_fp.cli._shared import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     PROG,
+    VERBOSE_HELP,
     UsageError,
     escape_control,
     json_text,
@@ -181,7 +182,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             one = reports.get(status.tune_run_id or "")
             if one is not None:
                 title = f"{one.module_name} · run {one.run_id}"
-                out.write(markdown_run(one, title=title) + "\n")
+                out.write(markdown_run(one, title=title, verbose=args.verbose) + "\n")
         out.write(_summary_markdown(spec.name, summary) + "\n")
     elif args.format == "json":
         doc = {
@@ -210,7 +211,11 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             extras = [escape_control(x) for x in (one.strategy, one.device) if x]
             skipped = ["from an earlier sweep (--resume)"] if status.state == "skipped" else []
             print_parts(
-                console_out, [Text(" · ".join([head, *extras, *skipped])), *render_run(one)]
+                console_out,
+                [
+                    Text(" · ".join([head, *extras, *skipped])),
+                    *render_run(one, verbose=args.verbose),
+                ],
             )
             out.write("\n")
         print_parts(
@@ -269,4 +274,5 @@ def add_parser(sub: Any) -> None:
     sweep.add_argument("--cache-dir", help="where builds go (default: a new temp dir)")
     sweep.add_argument("--format", choices=("table", "json", "markdown"), default="table")
     sweep.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    sweep.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sweep.set_defaults(func=run)

@@ -253,12 +253,22 @@ def _tune(
     elif args.format == "markdown":
         message = None if error is None else str(error)
         out.write(
-            markdown_run(report, error=message, baseline_at=progress.baseline_at, not_tried=skipped)
+            markdown_run(
+                report,
+                error=message,
+                baseline_at=progress.baseline_at,
+                not_tried=skipped,
+                verbose=args.verbose,
+            )
         )
     else:
         message = None if error is None else str(error)
         parts = render_run(
-            report, error=message, baseline_at=progress.baseline_at, not_tried=skipped
+            report,
+            error=message,
+            baseline_at=progress.baseline_at,
+            not_tried=skipped,
+            verbose=args.verbose,
         )
         print_parts(make_console(out), parts)
     out.flush()

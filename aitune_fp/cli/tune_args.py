@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from aitune_fp.backends import registry
-from aitune_fp.cli._shared import UsageError
+from aitune_fp.cli._shared import VERBOSE_HELP, UsageError
 from aitune_fp.core import settings
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
@@ -303,6 +303,7 @@ def _output(group: Any) -> None:
         "narrow terminal or a pipe), json (one document) or markdown (GitHub-flavoured tables)",
     )
     _add(group, "-q", "--quiet", action="store_true", help="no progress on stderr")
+    _add(group, "-v", "--verbose", action="store_true", help=VERBOSE_HELP)
 
 
 def _plain(message: str, field: str, flag: str) -> str:

@@ -36,6 +36,7 @@ __all__ = [
     "fmt_speedup_msg",
     "fmt_speedup_msg_short",
     "fmt_throughput_detail",
+    "fmt_verdict_reason",
     "headline_speedup",
     "one_line",
     "ruled_out",
@@ -330,3 +331,65 @@ def one_line(exc: BaseException) -> str:
     text = " ".join(line.strip() for line in str(exc).strip().splitlines() if line.strip())
     text = text or type(exc).__name__
     return text if len(text) <= 1000 else text[:999] + "…"
+
+
+#: Flags that hold a settled-looking interval back, in words (the first found is said).
+_HELD_BACK_WORDS = (
+    ("machine_", "the machine moved"),
+    ("carryover", "carry-over from eager's call"),
+    ("throughput_disagrees", "mean throughput below the gate"),
+    ("block_bound", "the ratio drifts"),
+)
+
+
+def _held_back(flags: tuple[str, ...]) -> str:
+    """`` but held back: <why>`` for an interval on one side of the gate left inconclusive."""
+    for stem, words in _HELD_BACK_WORDS:
+        if any(flag.startswith(stem) for flag in flags):
+            return f" but held back: {words}"
+    return " but held back"
+
+
+def _digits_apart(need: float, *values: float) -> int:
+    """Decimals (3 or more) at which each of ``values`` reads differently from ``need``."""
+    return max(len(fmt_apart(v, need)[0].partition(".")[2]) for v in values)
+
+
+def fmt_verdict_reason(result: PerformanceValidationResult) -> str:
+    """Why the verdict, in one short line: the figure that decided, against the gate.
+
+    ``"lower bound 1.134x clears 1.010x"``, ``"upper bound 0.966x below 1.010x"``,
+    ``"interval [0.943, 1.070] straddles 1.010x after 320 pairs"``; the long reason, with what
+    the interval rules out and every note, is ``result.reason``. Two figures compared never
+    print the same unless equal (:func:`fmt_apart`).
+    """
+    verdict = result.verdict or ("faster" if result.passed else "not_faster")
+    need = result.required_speedup
+    if need is None:
+        return f"{verdict}: no required speedup recorded"
+    if not result.sequential:  # AITune's rule on its mean-latency figure
+        value, gate = fmt_apart(result.speedup, need, 2)
+        return f"speedup {value}x {'reaches' if result.passed else 'below'} {gate}x"
+    pairs = (result.latencies_from or 0) + (result.n_baseline or 0)
+    low, high = result.ci_low, result.ci_high
+    if result.estimate is None or low is None:
+        return f"no estimate: the budget ran out before the first look ({pairs} pairs)"
+    if verdict == "not_faster" and (high is None or high >= need):  # the futility stop
+        bound = high if result.futility_high is None else result.futility_high
+        margin = result.futility_margin_percent
+        if bound is None or margin is None:
+            value, gate = fmt_apart(result.estimate, need)
+            return f"estimate {value}x below {gate}x: stopped for futility"
+        value, edge = fmt_apart(bound, need + margin / 100)
+        return f"futility bound {value}x below {edge}x (gate + {margin:g} pt margin)"
+    held = "" if verdict != "inconclusive" else _held_back(result.flags)
+    if verdict == "faster" or (held and low > need):
+        value, gate = fmt_apart(low, need)
+        return f"lower bound {value}x clears {gate}x{held}"
+    if high is not None and (verdict == "not_faster" or high < need):
+        value, gate = fmt_apart(high, need)
+        return f"upper bound {value}x below {gate}x{held}"
+    digits = _digits_apart(need, low, *(() if high is None else (high,)))
+    text = f"interval {fmt_interval(low, high, digits)} straddles {need:.{digits}f}x"
+    text += f" after {pairs} pairs"
+    return text + (" (budget spent)" if "budget_spent" in result.flags else "")

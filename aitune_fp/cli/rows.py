@@ -1,0 +1,216 @@
+"""The results table: one row per measured candidate, at a glance or in full (``-v``).
+
+At a glance: the throughput pair, the speedup the verdict was decided on with its interval, the
+verdict and a one-line reason (:func:`~aitune_fp.core.messages.fmt_verdict_reason`). In full:
+each row's level where the rows' differ, its quality flags and the long reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.text import Text
+
+from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.plain import Column, Grid
+from aitune_fp.core.messages import (
+    decided_by_futility,
+    decided_interval,
+    fmt_headline,
+    fmt_level,
+    fmt_verdict_reason,
+)
+from aitune_fp.core.results import PerformanceValidationResult
+
+__all__ = [
+    "fmt_flags",
+    "fmt_rate",
+    "full_table",
+    "glance_table",
+    "hidden_flags",
+    "interval_label",
+    "record",
+    "speedup_column",
+    "verdict_text",
+]
+
+_FLAG_WORDS = {
+    "warmup_not_steady": "warm-up not steady",
+    "budget_spent": "budget spent",
+    "recompiled": "recompiled",
+    "serial_correlation": "serially correlated (interval widened)",
+    "throughput_disagrees": "throughput ratio below the gate (held back)",
+    "block_bound": "ratio drifts (block means held it back)",
+}
+_AT_PAIR = {"level_shift_after": "level shift", "ratio_shift_at": "ratio shifted"}
+
+
+def fmt_flags(flags: Iterable[str]) -> str:
+    """Measurement-quality flags in words (``level_shift_after_pair_12`` -> "level shift at pair 12")."""
+    words = []
+    for flag in flags:
+        stem, _, pair = flag.rpartition("_pair_")
+        if stem and pair.isdigit():  # level_shift_after_pair_12 -> "level shift at pair 12"
+            words.append(f"{_AT_PAIR.get(stem, stem.removesuffix('_at').replace('_', ' '))} at pair {pair}")  # fmt: skip
+        else:
+            words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
+    return escape_control(", ".join(words))
+
+
+def fmt_rate(value: float | None) -> str:
+    """A throughput in samples/s with thousands separators (two decimals below 100)."""
+    if value is None:
+        return "—"
+    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def verdict_text(result: PerformanceValidationResult) -> Text:
+    """The verdict word, coloured: green faster, yellow inconclusive, red not faster."""
+    word = result.verdict or ("faster" if result.passed else "not_faster")
+    style = "green" if result.passed else ("yellow" if word == "inconclusive" else "red")
+    return Text(word, style=style)
+
+
+def record(name: str, fields: Sequence[tuple[str, str]]) -> Group:
+    """One row as a record: the name on its own line, then ``label: value`` lines, indented."""
+    lines = [Padding(Text(f"{label}: {value}"), (0, 0, 0, 2)) for label, value in fields]
+    return Group(Text(name, style="bold"), *lines)
+
+
+def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, set[bool]]:
+    """The Speedup header naming the levels of what decided, and which kinds' cells carry theirs.
+
+    Kinds: ``True`` a futility bound, ``False`` an interval (:func:`decided_by_futility`). A
+    kind whose rows were decided at different levels (error spent by look) says "at the level
+    shown" and its cells carry their level.
+    """
+    levels: dict[bool, set[float]] = {False: set(), True: set()}
+    for r in results:
+        level = decided_interval(r)[2]
+        if r.sequential and level is not None:
+            levels[decided_by_futility(r)].add(level)
+    guarantee = next((r.guarantee for r in results if r.guarantee), None)
+    if not any(r.sequential for r in results):
+        return "Speedup", set()
+    parts = [
+        f"{what} {fmt_level(next(iter(seen))) if len(seen) == 1 else 'at the level shown'}"
+        for what, seen in (("accept", levels[False]), ("futility", levels[True]))
+        if seen
+    ]
+    head = f"Speedup [{'; '.join(parts) or 'CI'}]"
+    head += f" {fmt_level(guarantee)} overall" if guarantee else ""
+    return head, {kind for kind, seen in levels.items() if len(seen) > 1}
+
+
+def interval_label(results: Sequence[PerformanceValidationResult]) -> str | None:
+    """What the intervals of ``results`` hold at: ``"95% overall"`` (the verdicts' guarantee).
+
+    Older logs without a guarantee: ``"98% CI"`` when the rows' accept intervals share one
+    level, else ``"CI"``; None when no row has an interval (point mode).
+    """
+    stated = [r for r in results if r.sequential]
+    if not stated:
+        return None
+    guarantee = next((r.guarantee for r in stated if r.guarantee), None)
+    if guarantee:
+        return f"{fmt_level(guarantee)} overall"
+    levels = {r.confidence for r in stated if not decided_by_futility(r) and r.confidence}
+    return f"{fmt_level(levels.pop())} CI" if len(levels) == 1 else "CI"
+
+
+def speedup_column(
+    results: Sequence[PerformanceValidationResult], *, verbose: bool = False
+) -> tuple[str, list[str]]:
+    """The Speedup column's header and cells: the decided figure and interval of each row.
+
+    ``verbose``: the header names the levels of what decided, and a cell its own level where
+    the rows' differ (:func:`_speed_head`).
+    """
+    if verbose:
+        head, leveled = _speed_head(results)
+        cells = [fmt_headline(r, with_level=decided_by_futility(r) in leveled) for r in results]
+        return head, cells
+    label = interval_label(results)
+    return ("Speedup" if label is None else f"Speedup [{label}]"), list(map(fmt_headline, results))
+
+
+def glance_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
+    """One line per candidate: the throughput pair, the speedup, the verdict, the short reason."""
+    speed_head, figures = speedup_column(results)
+    names = [escape_control(r.backend_description) for r in results]
+    columns = [
+        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
+        Column("Eager/s", justify="right", no_wrap=True),
+        Column("Candidate/s", justify="right", no_wrap=True),
+        Column(Text(speed_head), no_wrap=True),
+        Column("Verdict", no_wrap=True),
+        Column("Reason", overflow="fold", ratio=1),
+    ]
+    records: list[RenderableType] = []
+    rows: list[tuple[str | Text, ...]] = []
+    for r, name, figure in zip(results, names, figures, strict=True):
+        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
+        verdict, reason = verdict_text(r), fmt_verdict_reason(r)
+        rows.append((name, eager, candidate, figure, verdict, reason))
+        records.append(
+            record(
+                name,
+                [
+                    ("eager → candidate", f"{eager} → {candidate} samples/s"),
+                    (speed_head, figure),
+                    ("verdict", verdict.plain),
+                    ("reason", reason),
+                ],
+            )
+        )
+    return Grid(columns, rows, records, wrapping=20)
+
+
+def hidden_flags(results: Sequence[PerformanceValidationResult]) -> Text | None:
+    """The line under a table without the Quality column when some row has flags."""
+    n = sum(1 for r in results if r.flags)
+    if not n:
+        return None
+    rows = "1 row has" if n == 1 else f"{n} rows have"
+    return Text(
+        f"{rows} quality flags (what may weaken a measurement): -v shows them, with each "
+        "row's level and full reason"
+    )
+
+
+def full_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
+    """``verbose``'s table: each row's level where they differ, its quality and long reason."""
+    speed_head, figures = speedup_column(results, verbose=True)
+    names = [escape_control(r.backend_description) for r in results]
+    # names and figures are never split (a backend name cut mid-word cannot be read or copied);
+    # the quality flags and the reason wrap on words, and take the width that is left
+    columns = [
+        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
+        Column("Eager/s", justify="right", no_wrap=True),
+        Column("Candidate/s", justify="right", no_wrap=True),
+        Column(Text(speed_head), no_wrap=True),
+        Column("Verdict", no_wrap=True),
+        Column("Quality", overflow="fold", max_width=24),
+        Column("Reason", overflow="fold", ratio=1),
+    ]
+    records: list[RenderableType] = []
+    rows: list[tuple[str | Text, ...]] = []
+    for r, name, figure in zip(results, names, figures, strict=True):
+        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
+        quality, reason, verdict = fmt_flags(r.flags) or "ok", escape_control(r.reason or ""), verdict_text(r)  # fmt: skip
+        rows.append((name, eager, candidate, figure, verdict, quality, reason))
+        records.append(
+            record(
+                name,
+                [
+                    ("eager → candidate", f"{eager} → {candidate} samples/s"),
+                    (speed_head, figure),
+                    ("verdict", verdict.plain),
+                    ("quality", quality),
+                    ("reason", reason),
+                ],
+            )
+        )
+    return Grid(columns, rows, records, wrapping=8 + 20)
