@@ -1,12 +1,15 @@
 """What process isolation costs, side by side with the tune in process, in one run.
 
 1. Hand-over: a call of a worker that does nothing, timed from the parent (the per-call cost
-   both arms pay in process mode), beside a call of the same function in process.
-2. Worker start-up: forking eager's worker for the embedded MLP until it is ready.
+   both arms pay in process mode), through a forked worker and one the fork server started,
+   beside a call of the same function in process.
+2. Worker start-up: eager's worker for the embedded MLP until it is ready, forked, and started
+   from the fork server (the first start includes the server's own; later ones do not).
 3. The main job (``aitune-fp tune`` itself, each run a fresh process as a user runs it):
-   wall time and verdicts in process mode beside in process at the same thread count (1) and
-   in process at torch's default threads (the main job before isolation), alternating, and the
-   rebuild of the chosen candidate in the user's process (from the tune's own timing).
+   wall time and verdicts in process isolation at torch's threads (the default: fork-server
+   workers) beside at one thread (forked workers, the default before) and in process at
+   torch's threads, alternating, and the rebuild of the chosen candidate in the user's
+   process (from the tune's own timing).
 4. Pair noise: an identical pair of the default MLP's workers timed as the gate times them,
    the judge spinning on each answer (as shipped) beside sleeping on it, and in process.
 Usage: python benchmarks/isolation_cost.py [--repeats 3] [--calls 2000]
@@ -35,6 +38,7 @@ from aitune_fp.backends import registry
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.models import mlp
 from aitune_fp.pipeline.strategy_registry import make_strategy
+from aitune_fp.pipeline.workers import EagerRecipe
 from aitune_fp.profiling.calls import timed_call
 from aitune_fp.profiling.interference import WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
@@ -60,38 +64,43 @@ def _instrument() -> None:
     ending.adopt = timed  # type: ignore[attr-defined]
 
 
-def hand_over(calls: int) -> tuple[float, float]:
-    """Median seconds of a null call through a worker, and of the same call in process."""
-    worker = Worker(lambda say: ((lambda *a: None), {}), name="null", timeout_s=30)
+def _null(*args: Any) -> None:
+    """A call that does nothing (picklable: a worker the fork server starts is sent it)."""
+
+
+def hand_over(calls: int, threads: int | None) -> tuple[float, float]:
+    """Median seconds of a null call through a worker (``threads``: None forks it, a count
+    starts it from the fork server), and of the same call in process."""
+    worker = Worker(EagerRecipe(_null), name="null", timeout_s=60, threads=threads)
     worker.ready()
     sample = Sample((torch.zeros(1),))
     handle = worker.stage(sample)
     remote, local = [], []
-    fn = lambda *a: None  # noqa: E731
     for _ in range(calls):
         worker.prepare(handle)  # untimed, as before every timed call
         start = time.perf_counter_ns()
         worker.run(handle)
         remote.append(time.perf_counter_ns() - start)
         start = time.perf_counter_ns()
-        sample.call(fn)
+        sample.call(_null)
         local.append(time.perf_counter_ns() - start)
     worker.close()
     return statistics.median(remote) / 1e9, statistics.median(local) / 1e9
 
 
-def start_up(repeats: int) -> float:
-    """Median seconds from fork to ready of eager's worker for the embedded MLP."""
+def start_up(repeats: int, threads: int | None) -> list[float]:
+    """Seconds from start to ready of eager's worker for the embedded MLP, each start in turn
+    (``threads``: None forks it, a count starts it from the fork server)."""
     model = mlp()
     eager = model.module.eval()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        worker = Worker(lambda say: (eager, {}), name="eager", timeout_s=60)
+        worker = Worker(EagerRecipe(eager), name="eager", timeout_s=60, threads=threads)
         worker.ready()
         times.append(time.perf_counter() - start)
         worker.close()
-    return statistics.median(times)
+    return times
 
 
 def _spread(base: list[float], cand: list[float]) -> tuple[float, float]:
@@ -168,13 +177,22 @@ def main() -> None:
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(50)
     )  # the tunes' events are not the subject
-    remote, local = hand_over(args.calls)
+    threads = torch.get_num_threads()
+    served = start_up(args.repeats + 1, threads)  # first: before the tables, the server cold
+    forked = start_up(args.repeats, None)
+    remote, local = hand_over(args.calls, None)
+    remote_served, _ = hand_over(args.calls, threads)
     print("| hand-over (median of", args.calls, "calls) | seconds |\n|---|---|")
-    print(f"| null call through a worker | {remote * 1e6:.1f} µs |")
-    print(f"| null call in process | {local * 1e6:.1f} µs |")
+    print(f"| null call through a forked worker (1 thread) | {remote * 1e6:.1f} µs |")
     print(
-        f"\n| eager's worker for the MLP, fork to ready (median of {args.repeats}) | "
-        f"{start_up(args.repeats) * 1e3:.1f} ms |\n"
+        f"| null call through a fork-server worker ({threads} threads) | {remote_served * 1e6:.1f} µs |"
+    )
+    print(f"| null call in process | {local * 1e6:.1f} µs |")
+    print("\n| eager's worker for the MLP, start to ready | ms |\n|---|---|")
+    print(f"| forked (median of {args.repeats}) | {statistics.median(forked) * 1e3:.1f} |")
+    print(f"| fork server, first (the server starts too) | {served[0] * 1e3:.1f} |")
+    print(
+        f"| fork server, later (median of {args.repeats}) | {statistics.median(served[1:]) * 1e3:.1f} |\n"
     )
     noise = pair_noise(args.pairs)
     sleeping = noise["workers, judge sleeps"][1]
@@ -188,9 +206,9 @@ def main() -> None:
         )
     print()
     arms = {
-        "process (1 thread)": [],
-        "in process, 1 thread": ["--in-process", "--threads", "1"],
-        "in process, torch's threads (before isolation)": ["--in-process"],
+        "process, torch's threads (fork server, the default)": [],
+        "process, 1 thread (forked, the default before)": ["--threads", "1"],
+        "in process, torch's threads": ["--in-process"],
     }
     walls: dict[str, list[float]] = {}
     print("| run | mode | wall s | verdicts | selected |\n|---|---|---|---|---|")
@@ -201,8 +219,8 @@ def main() -> None:
             walls.setdefault(label, []).append(wall)
             shown = "; ".join(f"{k}: {v}" for k, v in verdicts.items())
             print(f"| {repeat} | {label} | {wall:.1f} | {shown} | {selected} |")
-    base = statistics.median(walls["in process, torch's threads (before isolation)"])
-    print("\n| mode | median wall s | ratio to before isolation |\n|---|---|---|")
+    base = statistics.median(walls["process, 1 thread (forked, the default before)"])
+    print("\n| mode | median wall s | ratio to the default before |\n|---|---|---|")
     for label, values in walls.items():
         print(
             f"| {label} | {statistics.median(values):.1f} | {statistics.median(values) / base:.2f}x |"

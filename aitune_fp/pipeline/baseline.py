@@ -161,10 +161,11 @@ def open_baseline(
             )
         if has_lazy(t.module):  # materialise its parameters before copying them
             reference_output(infer_of(session.baseline), session.batch)
-        if session.isolation == "process":  # eager is timed in a worker no candidate reaches
-            session.eager, session.eager_isolation = session.baseline, "process"
-        else:
-            session.eager, session.eager_isolation = private_eager(session.baseline, t.module)
+        # eager's calls here (up-front, references) run on a copy: the user's model is never
+        # called by the tune, so one that changes its own state comes back as it came; with
+        # workers, eager is timed in a worker started from that copy
+        session.eager, copied = private_eager(session.baseline, t.module)
+        session.eager_isolation = "process" if session.isolation == "process" else copied
         session.phase(description, "baseline_measure")
         eager = infer_of(session.eager)
         session.batches = timing_batches(session, session.batch)
@@ -185,8 +186,8 @@ def open_baseline(
         if session.isolation == "process":
             session.baseline_latencies = latencies  # what a call's deadline derives from
             start_eager(session)  # forked now: before any candidate code ran anywhere
-            if session.eager_worker is None:  # it could not start: eager gets its private copy
-                session.eager, session.eager_isolation = private_eager(session.baseline, t.module)
+            if session.eager_worker is None:  # it could not start: eager stays on its copy
+                session.eager_isolation = copied
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
         session.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
