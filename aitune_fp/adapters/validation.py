@@ -481,8 +481,7 @@ def with_performance_validation(
 
             return aitune.with_performance_validation(
                 t, min_speedup_threshold_percent=given, profiling_config=profiling_config,
-                enabled=enabled, timer=timer, isolation=isolation,
-                **aitune.closeness_options(closeness),
+                enabled=enabled, timer=timer, isolation=isolation, **aitune.closeness_options(closeness),
             )  # fmt: skip
         if isinstance(t, type):
             if not (callable(getattr(t, "tune", None)) or _declares_tune(t)):
