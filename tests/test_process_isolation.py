@@ -46,6 +46,7 @@ from aitune_fp import (
 )
 from aitune_fp.backends import BackendBase
 from aitune_fp.isolation.flags import flushes_denormals
+from aitune_fp.profiling.serving import fork_server_pid
 from aitune_fp.testing import capture_events
 
 #: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
@@ -398,6 +399,9 @@ def test_a_candidate_that_reaches_the_users_process_from_outside_is_named(
     stages = {f.stage for f in report.failures}
     assert stages == {"interference"}, report.failures
     assert not any(r.passed for r in report.results)
+    server = fork_server_pid()  # the parent of later workers: put back too, or they inherit it
+    if threads > 1 and server is not None:
+        assert os.sched_getaffinity(server) == os.sched_getaffinity(0)
 
 
 class _Faster(Attack):

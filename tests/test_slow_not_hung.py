@@ -148,11 +148,13 @@ class TenTimesEager(_ModuleBackend):
 
 
 def _fake_clock_tune(candidate: TenTimesEager, tmp_path: Path) -> Any:
-    strategy = gated(OneBackendStrategy(candidate), profiling_config=CONFIG)
+    # the watchdog's per-call deadline in this process (a worker bounds its own calls:
+    # test_process_isolation.py), on the fake clock
+    strategy = gated(OneBackendStrategy(candidate), profiling_config=CONFIG, isolation="in_process")
     module, spec, data = make_case()
     strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == "in_process"  # a FakeClock: in process
+    assert report is not None and report.isolation == "in_process"
     return report
 
 

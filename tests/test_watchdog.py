@@ -160,7 +160,9 @@ CONFIG = ProfilingConfig(looks=(10, 20), max_seconds=0.5, hang_grace_s=0.5, warm
 
 @pytest.mark.slow  # a real deadline or process: seconds of waiting
 def test_a_candidate_hung_in_python_is_recorded_and_the_next_one_tried(tmp_path: Path) -> None:
-    strategy = gated(FirstWinsStrategy([_Hangs(), Pruned()]), profiling_config=CONFIG)
+    strategy = gated(  # the watchdog in this process (a worker's hang: test_process_isolation)
+        FirstWinsStrategy([_Hangs(), Pruned()]), profiling_config=CONFIG, isolation="in_process"
+    )
     module, spec, data = make_case()
     chosen = strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     view = validation_of(strategy)
@@ -176,7 +178,9 @@ def test_a_candidate_hung_in_python_is_recorded_and_the_next_one_tried(tmp_path:
 def test_a_candidate_stuck_in_native_code_still_gets_the_tune_finished(tmp_path: Path) -> None:
     backend = _Hangs()
     backend.how = "native"
-    strategy = gated(OneBackendStrategy(backend), profiling_config=CONFIG)
+    strategy = gated(  # the watchdog in this process (a worker is killed: test_process_isolation)
+        OneBackendStrategy(backend), profiling_config=CONFIG, isolation="in_process"
+    )
     module, spec, data = make_case()
     CLOCK.reset()
     with capture_events() as logs:

@@ -51,7 +51,7 @@ from aitune_fp.pipeline.values import (
 from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling import SpotCheckError
 from aitune_fp.profiling.recipe import UnpicklableError
-from aitune_fp.profiling.serving import fork_unavailable
+from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import InterferenceError, Worker
@@ -262,7 +262,9 @@ def start_eager(session: TuneSession) -> None:
         session.config, session.baseline_latencies
     )
     session.eager_worker = worker
-    session.os_states = {pid: os_state(pid) for pid in (os.getpid(), worker.pid)}
+    server = fork_server_pid() if worker.threads > 1 else None  # later workers' parent
+    pids = [os.getpid(), worker.pid, *([] if server is None else [server])]
+    session.os_states = {pid: os_state(pid) for pid in pids}
 
 
 def _os_changed(session: TuneSession) -> str | None:
@@ -277,7 +279,9 @@ def _os_changed(session: TuneSession) -> str | None:
         except OSError:
             continue
         if now != before:
-            who = "this process" if pid == os.getpid() else "eager's worker"
+            who = {os.getpid(): "this process", fork_server_pid(): "the fork server"}.get(
+                pid, "eager's worker"
+            )
             changed.append(
                 f"{who}: CPU affinity {sorted(before[0])} -> {sorted(now[0])}, "
                 f"niceness {before[1]} -> {now[1]}"

@@ -26,7 +26,16 @@ from aitune_fp.profiling.recipe import Packed, unpack
 from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.transport import digest_of, dump_output
 
-__all__ = ["PRELOAD", "Make", "fork_server", "fork_unavailable", "no_stage", "serve", "serve_sent"]
+__all__ = [
+    "PRELOAD",
+    "Make",
+    "fork_server",
+    "fork_server_pid",
+    "fork_unavailable",
+    "no_stage",
+    "serve",
+    "serve_sent",
+]
 
 #: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
 #: and the facts about it the parent reads (plain values and torch dtypes only).
@@ -59,6 +68,14 @@ def fork_server() -> (
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))
     return context
+
+
+def fork_server_pid() -> int | None:
+    """The fork server's process id, once it runs (its children inherit its CPU affinity)."""
+    import multiprocessing.forkserver as forkserver
+
+    pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    return pid if isinstance(pid, int) else None
 
 
 def no_stage(exc: BaseException) -> str | None:
