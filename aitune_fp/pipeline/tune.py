@@ -43,6 +43,7 @@ from aitune_fp.pipeline.guarding import model_changed, take_model
 from aitune_fp.pipeline.stages import Arena, build_failure, build_here, held_out
 from aitune_fp.pipeline.values import (
     BUILD,
+    Arm,
     CandidateOutcome,
     ModelChangedError,
     NoValidBackendError,
@@ -56,7 +57,7 @@ from aitune_fp.pipeline.values import (
     infer_of,
 )
 from aitune_fp.pipeline.vetting import rank, recheck, vet
-from aitune_fp.pipeline.workers import close_workers, isolation_of, try_in_worker
+from aitune_fp.pipeline.workers import WorkerArm, close_workers, isolation_of
 from aitune_fp.profiling import Timer, timer_for
 from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog
 from aitune_fp.profiling.workers import Worker, WorkerGroup
@@ -70,6 +71,31 @@ def active_session(module: torch.nn.Module) -> TuneSession | None:
     """The validating session tuning ``module`` in this context, if any."""
     session = _ACTIVE.get()
     return session if session is not None and session.target.module is module else None
+
+
+class _HereArm:
+    """A candidate built, checked and timed in this process (an :class:`~.values.Arm`)."""
+
+    def __init__(self, session: TuneSession, backend: Any, build: Callable[[Any], Any] | None):
+        """The candidate's description and folder are known here at once."""
+        self.session, self.backend, self.build_step = session, backend, build
+        self.description = describe(backend)
+        self.folder = session.folder(backend, self.description)
+
+    def open(self) -> None:
+        """Nothing to start."""
+
+    def build(self) -> Any:
+        """The build stage, here."""
+        return build_here(self.session.target, self.backend, self.build_step)
+
+    def abandon(self) -> None:
+        """A failed build may have moved the module: back to its device."""
+        self.session._return_module()
+
+    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
+        """Nothing more to find: the guards ran while it was vetted."""
+        return outcome
 
 
 class TuneSession:
@@ -252,25 +278,27 @@ class TuneSession:
             raise InvalidStateError(
                 f"the tune of {t.name!r} has ended ({self._outcome}); no candidate is tried after"
             )
-        if self.eager_worker is not None:  # process isolation: nothing of it runs here
-            return try_in_worker(self, backend, build)
-        description = describe(backend)
-        folder = self.folder(backend, description)
-        log = folder / BUILD_LOG_NAME
-        self.phase(description, "build")
-        self.candidate = description
+        arm: Arm = (  # process isolation: nothing of the candidate runs here
+            WorkerArm(self, backend, build)
+            if self.eager_worker is not None
+            else _HereArm(self, backend, build)
+        )
         start = time.perf_counter()
         try:
-            with self.watchdog.step(f"the build of {description}", self.config.build_timeout_s):
-                built = build_here(t, backend, build)
+            arm.open()
+            self.phase(arm.description, "build")
+            self.candidate = arm.description
+            with self.watchdog.step(f"the build of {arm.description}", self.config.build_timeout_s):
+                built = arm.build()
         except Exception as exc:
+            arm.abandon()
             stage, cause = build_failure(exc)
+            log = arm.folder / BUILD_LOG_NAME
             if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
                 append_failure_log(log, f"Backend failed at {stage}", cause)
-            self._return_module()
-            return self.failed(description, stage, cause, log)
-        build_s = time.perf_counter() - start
-        return attrs.evolve(self.vet(built, description, folder), build_s=build_s)
+            return self.failed(arm.description, stage, cause, log)
+        outcome = self.vet(built, arm.description, arm.folder)
+        return arm.settle(attrs.evolve(outcome, build_s=time.perf_counter() - start))
 
     def vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
         """Correctness, then (validating) the timed comparison; a loser is released."""

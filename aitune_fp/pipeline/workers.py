@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
+from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
@@ -60,6 +59,7 @@ if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
 
 __all__ = [
+    "WorkerArm",
     "WorkerBackend",
     "adopt",
     "close_workers",
@@ -68,7 +68,6 @@ __all__ = [
     "reported_clock",
     "soaked",
     "start_eager",
-    "try_in_worker",
     "worker_threads",
 ]
 
@@ -291,73 +290,79 @@ def _os_changed(session: TuneSession) -> str | None:
     return "; ".join(changed) or None
 
 
-def try_in_worker(
-    session: TuneSession, backend: Any, build: Callable[[Any], Any] | None
-) -> CandidateOutcome:
-    """Build ``backend`` in a worker of its own, then check and time it from here."""
-    eager = session.eager_worker
-    assert eager is not None
-    description = type(backend).__name__
-    folder = session.folder_of(description)
-    start = time.perf_counter()
-    try:
-        worker = Worker(
-            CandidateRecipe(session.target, backend, build),
-            name=type(backend).__name__,
-            timeout_s=session.config.build_timeout_s,
-            classify=_classify,
-            group=session.workers,
-            allowed=eager.allowed,
-            threads=worker_threads(eager.threads),
-            clock=eager.clock,
-        )
-    except UnpicklableError as exc:
-        description = describe(backend)
-        return session.failed(description, "build", exc, None)
-    session.workers.suspect(worker)
-    try:
+class WorkerArm:
+    """A candidate built, checked and timed in a worker of its own (an :class:`~.values.Arm`)."""
+
+    def __init__(self, session: TuneSession, backend: Any, build: Callable[[Any], Any] | None):
+        """Nothing starts until :meth:`open`."""
+        self.session, self.backend, self.build_step = session, backend, build
+        self.description = type(backend).__name__
+        self.folder = session.folder_of(self.description)
+        self.worker: Worker | None = None
+
+    def open(self) -> None:
+        """Start the worker; it says the candidate's description and folder first."""
+        session, eager = self.session, self.session.eager_worker
+        assert eager is not None
+        try:
+            self.worker = worker = Worker(
+                CandidateRecipe(session.target, self.backend, self.build_step),
+                name=self.description,
+                timeout_s=session.config.build_timeout_s,
+                classify=_classify,
+                group=session.workers,
+                allowed=eager.allowed,
+                threads=worker_threads(eager.threads),
+                clock=eager.clock,
+            )
+        except UnpicklableError:
+            self.description = describe(self.backend)
+            raise
+        session.workers.suspect(worker)
         said = worker.hear()
-        description = str(said.get("description", description))
-        folder = Path(str(said.get("folder", folder)))
-        worker.name = description
-        session.phase(description, "build")
-        session.candidate = description
-        with session.watchdog.step(f"the build of {description}", session.config.build_timeout_s):
-            try:
-                info = worker.ready()
-            finally:
-                _teach(build, worker.said)
+        self.description = worker.name = str(said.get("description", self.description))
+        self.folder = Path(str(said.get("folder", self.folder)))
+
+    def build(self) -> WorkerBackend:
+        """Wait for the worker's build; its driver taught what it taught the worker's copy."""
+        worker, session = self.worker, self.session
+        assert worker is not None
+        try:
+            info = worker.ready()
+        finally:
+            _teach(self.build_step, worker.said)
         tolerances = info.get("tolerances")
-        built = WorkerBackend(
+        worker.timeout_s, worker.deadline_note = call_deadline(
+            session.config, session.baseline_latencies
+        )
+        return WorkerBackend(
             worker,
-            description=description,
-            blueprint=backend,
-            build=build,
+            description=self.description,
+            blueprint=self.backend,
+            build=self.build_step,
             dtype=info.get("dtype") if isinstance(info.get("dtype"), torch.dtype) else None,
             tolerances=Tolerances(**tolerances) if isinstance(tolerances, dict) else None,
         )
-    except Exception as exc:
-        worker.close()
-        stage, _ = build_failure(exc)
-        log = folder / BUILD_LOG_NAME
-        if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
-            append_failure_log(log, f"Backend failed at {stage}", exc)
-        return session.failed(description, stage, exc, log)
-    worker.timeout_s, worker.deadline_note = call_deadline(
-        session.config, session.baseline_latencies
-    )
-    build_s = time.perf_counter() - start
-    outcome = attrs.evolve(session.vet(built, description, folder), build_s=build_s)
-    changed = _os_changed(session)
-    if changed is None:
-        return outcome
-    reached = InterferenceError(f"the candidate's process changed another process: {changed}")
-    log = folder / BUILD_LOG_NAME
-    append_failure_log(log, "Backend reached another process", reached)
-    if outcome.ok:
-        session.validated[:] = [(b, r) for b, r in session.validated if b is not built]
-        session.release(built, log)
-    return session.failed(description, "interference", reached, log)
+
+    def abandon(self) -> None:
+        """Close the worker of a build that failed."""
+        if self.worker is not None:
+            self.worker.close()
+
+    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
+        """A candidate whose process changed another process (from outside) fails here."""
+        session = self.session
+        changed = _os_changed(session)
+        if changed is None:
+            return outcome
+        reached = InterferenceError(f"the candidate's process changed another process: {changed}")
+        log = self.folder / BUILD_LOG_NAME
+        append_failure_log(log, "Backend reached another process", reached)
+        if outcome.ok:
+            built = outcome.backend
+            session.validated[:] = [(b, r) for b, r in session.validated if b is not built]
+            session.release(built, log)
+        return session.failed(self.description, "interference", reached, log)
 
 
 def _teach(build: Any, said: Mapping[str, Any]) -> None:
