@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from aitune_fp import (
     GraphSpec,
+    NoValidBackendError,
     OneBackendStrategy,
     ProfilingConfig,
     Sample,
@@ -349,6 +350,24 @@ def test_a_users_input_generator_adds_its_samples(tmp_path: Path) -> None:
     (failure,) = tune(closeness=Closeness(input_generator=negatives)).failures
     assert failure.stage == "correctness" and "held-out sample" in failure.reason
     assert seen, "the generator was not called"
+
+
+def test_a_users_input_generator_that_fails_fails_the_baseline_naming_it(tmp_path: Path) -> None:
+    def broken(recorded: tuple[Sample, ...], seed: int) -> list[Sample]:
+        raise KeyError("no such mask")
+
+    model, data = _case("clamps")
+    strategy = with_performance_validation(
+        OneBackendStrategy(Candidate("honest")),
+        profiling_config=_CONFIG,
+        closeness=Closeness(input_generator=broken),
+    )
+    with pytest.raises(NoValidBackendError, match="input_generator broken failed: KeyError"):
+        strategy.tune(model, "m", GraphSpec(8), data, "cpu", tmp_path)
+    report = validation_of(strategy).last_report
+    assert report is not None and report.baseline_error is not None
+    assert "input_generator broken failed: KeyError" in report.baseline_error
+    assert not report.results
 
 
 def test_a_users_input_generator_is_checked() -> None:

@@ -180,6 +180,7 @@ def open_baseline(
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
         session.reference_outputs = tuple(reference_output(eager, b) for b in session.batches)
         session.id_limits = embedding_limits(eager, session.batch)  # before held-out draws
+        session.heldout()  # drawn now: a user's input generator that fails fails the baseline
         noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
         settle_guard(session)
         if session.isolation == "process":
