@@ -84,7 +84,11 @@ def check_correctness(
     since a user's call may run either way. ``noise_floor``: eager's own error per output leaf
     (:func:`eager_noise_floor`). ``accuracy``: a user metric; its mean drop from eager's own
     score over the calls must stay within ``max_degradation``. ``heldout``: samples derived
-    from ``data`` (drawn with ``heldout_seed``), checked after it and named as such. Over all
+    from ``data`` (drawn with ``heldout_seed``), checked after it and named as such, with how
+    each leaves the recorded envelope (``envelope.beyond``); a layout or grad variant is
+    checked at the smallest and largest size only, and one beyond the envelope that eager
+    rejects (raises, answers non-finite, or differently than in the recorded layout) is
+    dropped and noted. Every input keeps its layout and ``requires_grad``. Over all
     the calls, each floating leaf's error is also held against eager's variation across the
     inputs (``Tolerances.variation``). Returns the worst mismatch over
     all of them against the budget (a pass still says how close it came). Raises

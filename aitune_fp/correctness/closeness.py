@@ -72,6 +72,8 @@ class Closeness:
     the candidate's mean drop from eager's own score, ``metric(reference, reference)``, must
     stay within ``max_degradation`` (checked by ``check`` only; spot checks skip it).
     ``enabled=False`` skips both, for backends whose values differ by design.
+    ``input_generator``: ``fn(recorded_samples, seed) -> samples``, the user's own held-out
+    inputs, checked after the tool's (:meth:`generated`).
 
     Settings that adjust whichever budget a backend is held to (its own, or ``tolerances``):
     ``criteria`` (``auto``: the tiers' defaults; ``elementwise``: the element-wise check in every
