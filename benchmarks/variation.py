@@ -2,9 +2,11 @@
 
 For each model (the embedded ones and the examples), ``eager-bf16`` and ``int8-dynamic`` are
 built as a tune builds them and checked against eager with ``check_correctness`` on the
-recorded sample and one held-out sample (seed 0), in one check as the tune does (before issue
-49's ``heldout`` argument, as two recorded samples, which the criteria then judged alike); the
-line gives the verdict and the worst value of each criterion against its budget. Then an
+recorded sample and its held-out samples (seed 0) in one check as the tune does: with
+``--inputs domain`` (the default) the tune's draws across the domain (the near draw, a wide
+draw beyond the recorded range, non-contiguous / channels_last / requires-grad variants, ids up
+to the embedding table), with ``--inputs near`` the near draw only (before them); the line
+gives the verdict and the worst value of each criterion against its budget. Then an
 "offset" model (eager = 100 + a small input-dependent signal) is checked against four
 candidates: the constant 100, eager's mean over the inputs, the right offset with a wrong
 signal, and bf16 of the same model (the honest twin).
@@ -26,6 +28,7 @@ import torch
 from aitune_fp.backends.registry import make_backend
 from aitune_fp.correctness import CorrectnessError, check_correctness
 from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.isolation.domain import embedding_limits, heldout_domain
 from aitune_fp.isolation.heldout import heldout_samples
 from aitune_fp.models import load_model
 from aitune_fp.pipeline.values import declared_dtype
@@ -54,7 +57,8 @@ def verdict(
 ) -> str:
     """``accepted: <criteria>`` or ``rejected: <reason>`` (the reason cut to its criteria)."""
     if "heldout" in inspect.signature(check_correctness).parameters:
-        options.update(heldout=data[1:], heldout_seed=0)
+        options.setdefault("heldout", data[1:])
+        options.update(heldout_seed=0)
         data = data[:1]
     try:
         found = check_correctness(candidate, reference, spec, data, grad_mode=False, **options)
@@ -75,12 +79,21 @@ def verdict(
     )
 
 
-def models(names: list[str], backends: list[str]) -> None:
+def held_out(module: torch.nn.Module, sample: Sample, spec: GraphSpec, inputs: str) -> list[Sample]:
+    """The held-out samples: the near draw only (``near``, before issue 49's domain draws), or
+    the tune's (``domain``: near, wide, layout and grad draws, ids up to the embedding tables)."""
+    if inputs == "near":
+        return list(heldout_samples([sample], 0, batch_axes=spec.batch_axes))
+    limits = embedding_limits(module, sample)
+    return list(heldout_domain([sample], 0, batch_axes=spec.batch_axes, id_limits=limits))
+
+
+def models(names: list[str], backends: list[str], inputs: str = "domain") -> None:
     """The honest reduced-precision candidates of each model."""
     for name in names:
         loaded = load_model(name)
         spec = loaded.graph_spec
-        data = [loaded.sample, *heldout_samples([loaded.sample], 0, batch_axes=spec.batch_axes)]
+        data = [loaded.sample, *held_out(loaded.module, loaded.sample, spec, inputs)]
         for backend_name in backends:
             start = time.perf_counter()
             with tempfile.TemporaryDirectory() as cache:
@@ -148,12 +161,13 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--backends", default="eager-bf16,int8-dynamic")
     parser.add_argument("--no-offsets", action="store_true")
+    parser.add_argument("--inputs", choices=("domain", "near"), default="domain")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.no_offsets:
         offsets()
     if args.models:
-        models(args.models.split(","), args.backends.split(","))
+        models(args.models.split(","), args.backends.split(","), args.inputs)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class GoesWrong(Pruned):
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         type(self).calls += 1
         out = super()._infer(*args, **kwargs)
-        return out if type(self).calls <= 12 else torch.full_like(out, 123.0)  # past the checks
+        return out if type(self).calls <= 16 else torch.full_like(out, 123.0)  # past the 14 checks
 
 
 #: Both places a candidate may run: a worker process (the default) and this process.

@@ -136,7 +136,7 @@ def test_a_held_out_draw_that_fails_is_the_candidates_recorded_failure(
     def broken(*args: object, **kwargs: object) -> tuple[()]:
         raise RuntimeError("held-out draw broke")
 
-    monkeypatch.setattr(tune, "heldout_samples", broken)
+    monkeypatch.setattr(tune, "checked_inputs", broken)
     module, spec, data = make_case()
     session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
     outcome = session.try_candidate(Pruned())

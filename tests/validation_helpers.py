@@ -142,7 +142,7 @@ class FailsWhenTimed(_ModuleBackend):
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         type(self).calls += 1
-        if type(self).calls > 12:  # past the correctness checks (recorded and held-out)
+        if type(self).calls > 16:  # past the correctness check's 14 calls at batch sizes 1..4
             raise RuntimeError("device lost")
         with torch.no_grad():
             return self.module(*args)

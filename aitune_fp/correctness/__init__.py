@@ -9,7 +9,8 @@ noise. Non-tensor outputs are compared explicitly; an output type we cannot comp
 never skipped. See ``docs/accuracy.md``.
 
 The parts: ``tolerances`` (the budget), ``compare`` (the walk over an output tree),
-``_values`` (one floating leaf), ``check`` (the check over samples, ``Closeness``), ``noise``
+``_values`` (one floating leaf), ``check`` (the check over samples), ``closeness`` (``Closeness``), ``envelope`` (the
+recorded inputs' envelope; copies that keep an input's layout), ``calls``, ``noise``
 (eager's own error), ``_leaves`` (paths and finiteness), ``_errors``.
 """
 
@@ -23,12 +24,8 @@ from aitune_fp.correctness._errors import (
     CorrectnessError,
     ReferenceFailedError,
 )
-from aitune_fp.correctness.check import (
-    AccuracyMetric,
-    Closeness,
-    check_correctness,
-    served_batch_sizes,
-)
+from aitune_fp.correctness.check import AccuracyMetric, check_correctness, served_batch_sizes
+from aitune_fp.correctness.closeness import Closeness, InputGenerator
 from aitune_fp.correctness.compare import check_comparable, compare_outputs
 from aitune_fp.correctness.degenerate import degenerate_outputs
 from aitune_fp.correctness.noise import eager_noise_floor
@@ -42,6 +39,7 @@ __all__ = [
     "Closeness",
     "CorrectnessError",
     "Criterion",
+    "InputGenerator",
     "Mismatch",
     "NoiseFloor",
     "ReferenceFailedError",

@@ -9,35 +9,49 @@ its degradation from eager's held against a budget.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 import torch
 
-from aitune_fp._tree import clone_inputs, flatten_tensors
-from aitune_fp.core._checks import check_finite, finite, of_type, one_of
+from aitune_fp._tree import flatten_tensors
+from aitune_fp.core._checks import check_finite
 from aitune_fp.core.accuracy import (
-    CRITERIA_MODES,
-    CriteriaMode,
     Criterion,
     NoiseFloor,
-    accuracy_conflict,
     judge_variation,
     metric_criterion,
     worst_per_criterion,
 )
+from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._errors import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness._values import Walk
+from aitune_fp.correctness.calls import (
+    changed_inputs,
+    detached,
+    same_changes,
+    still_held,
+    tensor_copies,
+)
 from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs, compare_tree
-from aitune_fp.correctness.tolerances import TIERS, Tolerances
+from aitune_fp.correctness.envelope import (
+    Envelope,
+    beyond,
+    envelope_of,
+    fresh_copies,
+    plain,
+    restyled,
+    restyles,
+)
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.correctness.variation import Spreads
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
 from aitune_fp.profiling.watchdog import progress
 
-__all__ = ["AccuracyMetric", "Closeness", "check_correctness", "served_batch_sizes"]
+__all__ = ["AccuracyMetric", "check_correctness", "metric_name", "served_batch_sizes"]
 
 #: A user's accuracy metric: ``metric(reference_outputs, candidate_outputs) -> float``, higher
 #: is better; eager's own score is ``metric(reference, reference)``.
@@ -70,7 +84,11 @@ def check_correctness(
     since a user's call may run either way. ``noise_floor``: eager's own error per output leaf
     (:func:`eager_noise_floor`). ``accuracy``: a user metric; its mean drop from eager's own
     score over the calls must stay within ``max_degradation``. ``heldout``: samples derived
-    from ``data`` (drawn with ``heldout_seed``), checked after it and named as such. Over all
+    from ``data`` (drawn with ``heldout_seed``), checked after it and named as such, with how
+    each leaves the recorded envelope (``envelope.beyond``); a layout or grad variant is
+    checked at the smallest and largest size only, and one beyond the envelope that eager
+    rejects (raises, answers non-finite, or differently than in the recorded layout) is
+    dropped and noted. Every input keeps its layout and ``requires_grad``. Over all
     the calls, each floating leaf's error is also held against eager's variation across the
     inputs (``Tolerances.variation``). Returns the worst mismatch over
     all of them against the budget (a pass still says how close it came). Raises
@@ -103,34 +121,57 @@ def check_correctness(
     )
     baselines: list[float] = []
     scores: list[float] = []
-    seed = "" if heldout_seed is None else f" (seed {heldout_seed})"
+    envelope = envelope_of(data)
     labelled = [(f"sample {i}", i, s, False) for i, s in enumerate(data)]
-    labelled += [(f"held-out sample {i}{seed}", i, s, True) for i, s in enumerate(heldout)]
-    cases = [(*item, size, False) for item in labelled for size in sizes]
+    labelled += [
+        (_held_label(i, s, heldout_seed, envelope), i, s, True) for i, s in enumerate(heldout)
+    ]
+    outside = {id(s) for s in heldout if beyond(s, envelope)}
+    ends = {sizes[0], sizes[-1]}  # a layout or grad variant: checked at both ends only
+    cases = [
+        (*item, size, False)
+        for item in labelled
+        for size in sizes
+        if size in ends or not (item[3] and restyles(item[2], envelope))
+    ]
     if grad_mode:
         cases.append((*labelled[0], sizes[-1], True))
     kept: tuple[Any, list[torch.Tensor], str] | None = None
     spreads, recorded = Spreads(), Spreads()
+    dropped: dict[str, str] = {}
+    finite = True  # eager's outputs on the recorded samples: all finite so far
     for label, index, item, held, size, with_grad in cases:
-        batch = graph_spec.make_batch(as_sample(item), size)
+        if label in dropped:
+            continue
+        batch = restyled(graph_spec.make_batch(as_sample(item), size), item)
         where = f"{label} at batch size {size}{' with grad enabled' if with_grad else ''}"
-        args, kwargs = clone_inputs(batch.args, batch.kwargs)
+        args, kwargs = fresh_copies(batch)
         try:
             with torch.no_grad():
                 expected = reference(*args, **kwargs)
             progress()  # a call completed: a slow check that keeps going is not hung
         except Exception as exc:
+            if id(item) in outside:  # beyond the envelope: outside eager's domain, not a fault
+                dropped[label] = f"at batch size {size} eager raised {error_name(exc)}: {exc}"
+                continue
             raise ReferenceFailedError(
                 f"{prefix}the reference (eager) failed on {where}: {type(exc).__name__}: {exc}"
             ) from exc
+        if id(item) in outside:
+            why = _not_a_reference(expected, batch, reference, envelope, finite=finite)
+            if why is not None:
+                dropped[label] = f"at batch size {size} {why}"
+                continue
+        elif not held:
+            finite = finite and _finite(expected)
         eager_changed = changed_inputs(batch, args, kwargs)
-        args, kwargs = clone_inputs(batch.args, batch.kwargs)
+        args, kwargs = fresh_copies(batch)
         try:
             with torch.set_grad_enabled(with_grad):
                 actual = candidate(*args, **kwargs)
             progress()
             if with_grad:  # eager's reference was computed without: only the values compare
-                actual = _detached(actual)
+                actual = detached(actual)
         except Exception as exc:
             raise CorrectnessError(
                 f"{prefix}{where}: output: the candidate raised {error_name(exc)}: {exc}",
@@ -140,10 +181,10 @@ def check_correctness(
                 batch_size=size,
             ) from exc
         try:
-            _same_changes(changed_inputs(batch, args, kwargs), eager_changed)
-            _still_held(kept, prefix)  # the previous call's output, kept as a caller would
+            same_changes(changed_inputs(batch, args, kwargs), eager_changed)
+            still_held(kept, prefix)  # the previous call's output, kept as a caller would
             compare_tree(actual, expected, "output", walk)
-            kept = (actual, _tensor_copies(actual), where)
+            kept = (actual, tensor_copies(actual), where)
             if not with_grad:  # the grad call repeats an input
                 spreads.add(actual, expected, size)
                 if not held:
@@ -160,10 +201,14 @@ def check_correctness(
         if accuracy is not None:
             baselines.append(_score(accuracy, expected, expected, f"eager's outputs on {where}"))
             scores.append(_score(accuracy, expected, actual, f"the candidate's on {where}"))
+    seed = "" if heldout_seed is None else f" (seed {heldout_seed})"
     inputs = f"recorded samples: {len(data)}"
     inputs += f", held-out: {len(heldout)}{seed}" if heldout else ""
+    inputs += f", {len(dropped)} dropped" if dropped else ""
     inputs += f"; batch sizes {', '.join(map(str, sizes))}"
     found = _judge_variation(Mismatch.combine(walk.tally), spreads, recorded, walk.tol.variation)
+    notes = [f"{label}: dropped, {why}" for label, why in dropped.items()]
+    found = attrs.evolve(found, notes=(*found.notes, *notes))
     failed = [c for c in found.failed_criteria if c.name == "variation"]
     if failed:
         (worst,) = failed
@@ -185,7 +230,7 @@ def check_correctness(
     )
     if not metric.passed:
         raise CorrectnessError(
-            f"{prefix}output: the accuracy metric {_metric_name(accuracy)} dropped from eager's "
+            f"{prefix}output: the accuracy metric {metric_name(accuracy)} dropped from eager's "
             f"(mean over {len(scores)} calls): {metric.describe()}",
             path="output",
             check="values",
@@ -214,6 +259,49 @@ def _judge_variation(
     )
 
 
+def _held_label(index: int, sample: Sample, seed: int | None, envelope: Envelope) -> str:
+    """``held-out sample i (seed s; how it leaves the recorded envelope)``."""
+    parts = ([] if seed is None else [f"seed {seed}"]) + list(beyond(sample, envelope))
+    return f"held-out sample {index}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _finite(output: Any) -> bool:
+    """Whether every floating element of ``output`` is finite."""
+    return all(
+        bool(torch.isfinite(t).all())
+        for t in flatten_tensors(output)
+        if t.is_floating_point() or t.is_complex()
+    )
+
+
+def _not_a_reference(
+    expected: Any,
+    batch: Sample,
+    reference: Callable[..., Any],
+    envelope: Envelope,
+    *,
+    finite: bool,
+) -> str | None:
+    """Why eager's output on an input beyond the envelope is no reference (None: it is one).
+
+    Not finite where eager's outputs on the recorded samples were; or, for a layout or grad
+    variant, not eager's output on the same values in the recorded layout (within the float32
+    element-wise tolerances).
+    """
+    if finite and not _finite(expected):
+        return "eager's output is not finite on it"
+    if not restyles(batch, envelope):
+        return None
+    args, kwargs = fresh_copies(plain(batch, envelope))
+    try:
+        with torch.no_grad():
+            recorded_style = reference(*args, **kwargs)
+        compare_outputs(expected, recorded_style, tolerances=Tolerances())
+    except Exception as exc:
+        return f"eager's output differs from its output in the recorded layout ({one_line(exc)})"
+    return None
+
+
 def _check_metric(accuracy: object, max_degradation: object) -> None:
     """Refuse a metric that is not callable, or a degradation budget that is not a number >= 0."""
     if accuracy is not None and not callable(accuracy):
@@ -224,7 +312,7 @@ def _check_metric(accuracy: object, max_degradation: object) -> None:
     check_finite("max_degradation", max_degradation, minimum=0)
 
 
-def _metric_name(accuracy: AccuracyMetric) -> str:
+def metric_name(accuracy: Callable[..., Any]) -> str:
     """The metric's name for messages."""
     return getattr(accuracy, "__name__", type(accuracy).__name__)
 
@@ -235,14 +323,14 @@ def _score(accuracy: AccuracyMetric, expected: Any, actual: Any, what: str) -> f
         value: object = accuracy(expected, actual)
     except Exception as exc:
         raise InvalidValueError(
-            f"the accuracy metric {_metric_name(accuracy)} failed on {what}: "
+            f"the accuracy metric {metric_name(accuracy)} failed on {what}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InvalidTypeError(
-            f"the accuracy metric {_metric_name(accuracy)} must return a finite float, got "
+            f"the accuracy metric {metric_name(accuracy)} must return a finite float, got "
             f"{value!r} on {what}"
         )
     return float(value)
@@ -260,208 +348,3 @@ def served_batch_sizes(low: int, high: int, extra: Sequence[int] = ()) -> list[i
             sizes.add(power)
         power *= 2
     return sorted(sizes)
-
-
-def changed_inputs(batch: Sample, args: Sequence[Any], kwargs: Mapping[str, Any]) -> set[str]:
-    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place.
-
-    ``args`` and ``kwargs`` are the copies of ``batch`` the call was given.
-    """
-    given = Sample(tuple(args), kwargs)
-    return {
-        f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"
-        for (key, before), (_, after) in zip(batch.items(), given.items(), strict=True)
-        if any(
-            a.shape != b.shape or not torch.equal(a.detach(), b.detach())
-            for a, b in zip(flatten_tensors(after), flatten_tensors(before), strict=False)
-        )
-    }
-
-
-def _same_changes(candidate: set[str], eager: set[str]) -> None:
-    """Raise when the candidate changed an input in place that eager leaves alone."""
-    extra = sorted(candidate - eager)
-    if extra:
-        raise CorrectnessError(
-            f"input {extra[0]}: the candidate changes it in place where eager does not (a "
-            "caller's tensor would change under it)",
-            path=f"input {extra[0]}",
-            check="inputs",
-        )
-
-
-def _tensor_copies(value: Any) -> list[torch.Tensor]:
-    """A copy of every tensor in an output, to tell later whether the output still holds."""
-    from torch.utils import _pytree
-
-    return [t.detach().clone() for t in _pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
-def _still_held(kept: tuple[Any, list[torch.Tensor], str] | None, prefix: str) -> None:
-    """Raise when an output the caller kept changed under the next call (a static buffer)."""
-    if kept is None:
-        return
-    from torch.utils import _pytree
-
-    output, copies, where = kept
-    now = [t for t in _pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
-    if len(now) != len(copies) or any(
-        a.shape != b.shape or not torch.equal(a.detach(), b)
-        for a, b in zip(now, copies, strict=True)
-    ):
-        raise CorrectnessError(
-            f"{prefix}output: the output of {where} changed when the candidate was called again "
-            "(it returns a buffer that the next call overwrites: a caller keeping an output "
-            "would see it change)",
-            path="output",
-            check="aliasing",
-        )
-
-
-def _detached(value: Any) -> Any:
-    """``value`` with every tensor in it detached (an output computed with grad enabled)."""
-    from torch.utils import _pytree
-
-    return _pytree.tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)
-
-
-def _metric_or_none(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: None or a callable."""
-    if value is not None and not callable(value):
-        raise InvalidTypeError(
-            f"{attribute.name} must be None or a callable(reference_outputs, candidate_outputs) "
-            f"-> float, got {value!r}"
-        )
-
-
-def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: a finite number in [0, 1]."""
-    if check_finite(attribute.name, value, minimum=0) > 1:
-        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
-
-
-_optional = attrs.validators.optional
-#: The settings that adjust a backend's budget (None: left as the budget has it).
-_ADJUSTS = ("rel_l2", "outlier_share", "noise_factor")
-
-
-@attrs.frozen(kw_only=True)
-class Closeness:
-    """The pipeline's check that a candidate computes what eager computes (pluggable).
-
-    ``check`` runs once, after the build: every sample at every batch size it serves
-    (:func:`served_batch_sizes`), and once with grad enabled.
-    ``spot`` runs on outputs of timed calls. ``tolerances``: one budget for every candidate;
-    None gives each backend its own (its ``tolerances`` attribute, else the default tiers).
-    ``noise_floor``: eager's own error per output leaf (:func:`eager_noise_floor`), which lifts
-    a leaf's rel-L2 budget to ``noise_factor`` times it where that is larger. ``accuracy``: a
-    user metric ``metric(reference_outputs, candidate_outputs) -> float`` (higher is better);
-    the candidate's mean drop from eager's own score, ``metric(reference, reference)``, must
-    stay within ``max_degradation`` (checked by ``check`` only; spot checks skip it).
-    ``enabled=False`` skips both, for backends whose values differ by design.
-
-    Settings that adjust whichever budget a backend is held to (its own, or ``tolerances``):
-    ``criteria`` (``auto``: the tiers' defaults; ``elementwise``: the element-wise check in every
-    tier; ``norm``: the norm criteria in every tier), ``rel_l2`` (the rel-L2 budget of every
-    tier), ``outlier_share``, ``noise_factor``. ``calibrate=True``: the tune measures eager's own
-    noise floor once, right after the eager baseline (float32 eager against a float64 copy on
-    the recorded samples), and every candidate's norm budgets use it (``docs/accuracy.md``).
-    """
-
-    enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
-    tolerances: Tolerances | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(Tolerances))
-    )
-    noise_floor: NoiseFloor | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(NoiseFloor))
-    )
-    accuracy: AccuracyMetric | None = attrs.field(default=None, validator=_metric_or_none)
-    max_degradation: float = attrs.field(default=0.0, validator=finite(minimum=0))
-    criteria: CriteriaMode = attrs.field(default="auto", validator=one_of(CRITERIA_MODES))
-    rel_l2: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    outlier_share: float | None = attrs.field(default=None, validator=_optional(_share))
-    noise_factor: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    calibrate: bool = attrs.field(default=False, validator=of_type(bool))
-
-    def __attrs_post_init__(self) -> None:
-        """Refuse settings that would do nothing (``rel_l2`` with element-wise criteria)."""
-        given = [k for k in _ADJUSTS if getattr(self, k) is not None]
-        given += ["calibrate"] * self.calibrate + ["noise_floor"] * (self.noise_floor is not None)
-        problem = accuracy_conflict(self.criteria, given)
-        if problem is not None:
-            raise InvalidValueError(problem)
-
-    def budget(self, backend: object) -> Tolerances | None:
-        """The tolerances ``backend`` is held to (None: the default tiers), adjusted."""
-        found = self.tolerances
-        if found is None:
-            own = getattr(backend, "tolerances", None)
-            found = own if isinstance(own, Tolerances) else None
-        changes: dict[str, Any] = {}
-        if self.criteria != "auto":
-            changes["norm_tiers"] = () if self.criteria == "elementwise" else TIERS
-        if self.rel_l2 is not None:
-            changes.update({f"{tier}_rel_l2": self.rel_l2 for tier in TIERS})
-        if self.outlier_share is not None:
-            changes["outlier_share"] = self.outlier_share
-        if self.noise_factor is not None:
-            changes["noise_factor"] = self.noise_factor
-        if not changes:
-            return found
-        return attrs.evolve(found if found is not None else Tolerances(), **changes)
-
-    def check(
-        self,
-        candidate: Callable[..., Any],
-        reference: Callable[..., Any],
-        graph_spec: BatchSpec,
-        data: Sequence[Sample],
-        *,
-        expected_dtype: torch.dtype | None,
-        tolerances: Tolerances | None,
-        name: str = "",
-        batch_sizes: Sequence[int] = (),
-        heldout: Sequence[Sample] = (),
-        heldout_seed: int | None = None,
-    ) -> Mismatch | None:
-        """The worst mismatch over the samples (None when switched off); raises on a failure.
-
-        ``heldout``: samples derived from ``data`` with ``heldout_seed``, checked in the same
-        pass (eager's variation is measured over both).
-        """
-        if not self.enabled:
-            return None
-        return check_correctness(
-            candidate,
-            reference,
-            graph_spec,
-            data,
-            expected_dtype=expected_dtype,
-            tolerances=tolerances,
-            name=name,
-            batch_sizes=batch_sizes,
-            noise_floor=self.noise_floor,
-            accuracy=self.accuracy,
-            max_degradation=self.max_degradation,
-            heldout=heldout,
-            heldout_seed=heldout_seed,
-        )
-
-    def spot(
-        self,
-        output: Any,
-        expected: Any,
-        *,
-        expected_dtype: torch.dtype | None,
-        tolerances: Tolerances | None,
-    ) -> Mismatch | None:
-        """How far one timed call's output is from eager's (None when switched off)."""
-        if not self.enabled:
-            return None
-        return compare_outputs(
-            output,
-            expected,
-            expected_dtype=expected_dtype,
-            tolerances=tolerances,
-            noise_floor=self.noise_floor,
-        )

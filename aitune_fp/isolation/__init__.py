@@ -39,7 +39,8 @@ described and put back), :mod:`~aitune_fp.isolation.model` (:class:`ModelGuard`,
 and :mod:`~aitune_fp.isolation.samples` (:class:`SampleGuard`, over the caller's samples).
 
 Also here: :mod:`~aitune_fp.isolation.exclusive` (one tune per module object at a time) and
-:mod:`~aitune_fp.isolation.heldout` (the inputs a candidate never saw before it is timed).
+:mod:`~aitune_fp.isolation.heldout` (the inputs a candidate never saw before it is timed) and
+:mod:`~aitune_fp.isolation.domain` (held-out inputs beyond the recorded envelope).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from aitune_fp.errors import (
     InvalidValueError,
 )
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
+from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
 from aitune_fp.pipeline.guarding import settle_guard
 from aitune_fp.pipeline.stages import fresh_batches, held_out
@@ -181,6 +182,8 @@ def open_baseline(
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
         session.reference_outputs = tuple(reference_output(eager, b) for b in session.batches)
+        session.id_limits = embedding_limits(eager, session.batch)  # before held-out draws
+        session.heldout()  # drawn now: a user's input generator that fails fails the baseline
         noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
         settle_guard(session)
         if session.isolation == "process":

@@ -23,7 +23,8 @@ from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import BackendUnavailableError, InvalidStateError
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import InputKey, Sample
+from aitune_fp.isolation.domain import heldout_domain
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
 from aitune_fp.measure import DecisionRule
 from aitune_fp.measure.measurement import Comparison, OnLook
@@ -48,6 +49,7 @@ __all__ = [
     "build_here",
     "call_deadline",
     "check_closeness",
+    "checked_inputs",
     "failure_of",
     "fresh_batches",
     "held_out",
@@ -171,16 +173,36 @@ def build_here(target: TuneTarget, blueprint: Any, build: Callable[[Any], Any] |
 
 
 def held_out(
-    derive: Callable[..., tuple[Sample, ...]], *args: Any, seed: int, graph_spec: Any
+    derive: Callable[..., tuple[Sample, ...]],
+    *args: Any,
+    seed: int,
+    graph_spec: Any,
+    **options: Any,
 ) -> tuple[Sample, ...]:
     """Held-out inputs by ``derive`` (``isolation/heldout.py``), ``seed`` and the batch axes.
 
     None when no input can be varied (then only the recorded inputs are used).
     """
     try:
-        return derive(*args, seed, batch_axes=getattr(graph_spec, "batch_axes", None))
+        return derive(*args, seed, batch_axes=getattr(graph_spec, "batch_axes", None), **options)
     except HeldoutUnavailableError:
         return ()
+
+
+def checked_inputs(
+    closeness: Closeness,
+    data: tuple[Sample, ...],
+    seed: int,
+    graph_spec: Any,
+    id_limits: dict[InputKey, int],
+) -> tuple[Sample, ...]:
+    """The held-out inputs of the correctness check: the domain draws, then the user's own.
+
+    ``isolation/domain.py``'s near, wide, layout and grad draws (ids up to the embedding
+    tables of ``id_limits``), then ``Closeness.input_generator``'s samples for ``seed``.
+    """
+    own = held_out(heldout_domain, data, seed=seed, graph_spec=graph_spec, id_limits=id_limits)
+    return own + closeness.generated(data, seed, graph_spec)
 
 
 def call_deadline(

@@ -33,14 +33,13 @@ from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     InvalidStateError,
 )
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
-from aitune_fp.isolation.heldout import heldout_samples
 from aitune_fp.measure import rule_for
 from aitune_fp.pipeline.baseline import open_baseline
 from aitune_fp.pipeline.ending import conclude, report_of
 from aitune_fp.pipeline.guarding import model_changed, take_model
-from aitune_fp.pipeline.stages import Arena, build_failure, build_here, held_out
+from aitune_fp.pipeline.stages import Arena, build_failure, build_here, checked_inputs
 from aitune_fp.pipeline.values import (
     BUILD,
     Arm,
@@ -176,6 +175,8 @@ class TuneSession:
         self.latency_checks: list[LatencyCheck] = []
         self.heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
         self._heldout_samples: tuple[Sample, ...] | None = None
+        #: Per integer input an embedding reads, its table's rows (found on eager at open).
+        self.id_limits: dict[InputKey, int] = {}
         stuck = weakref.WeakMethod(self._stuck)  # no cycle: the session is freed with its tune
         self.watchdog = Watchdog(
             grace_s=config.hang_grace_s,
@@ -305,13 +306,14 @@ class TuneSession:
         return vet(self, built, description, folder)
 
     def heldout(self) -> tuple[Sample, ...]:
-        """The tune's held-out samples, derived once (none when no input can be varied)."""
+        """The tune's held-out samples, derived once (``stages.checked_inputs``)."""
         if self._heldout_samples is None:
-            self._heldout_samples = held_out(
-                heldout_samples,
+            self._heldout_samples = checked_inputs(
+                self.closeness,
                 self.target.data,
-                seed=self.heldout_seed,
-                graph_spec=self.target.graph_spec,
+                self.heldout_seed,
+                self.target.graph_spec,
+                self.id_limits,
             )
         return self._heldout_samples
 

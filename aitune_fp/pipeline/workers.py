@@ -33,6 +33,7 @@ from aitune_fp.pipeline.stages import (
     build_failure,
     build_here,
     call_deadline,
+    checked_inputs,
     held_out,
     spot_check_of,
 )
@@ -409,7 +410,7 @@ def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> Any:
         if changed is not None:
             raise changed
         seed = random.SystemRandom().randrange(2**32)
-        held = held_out(heldout_samples, t.data, seed=seed, graph_spec=t.graph_spec)
+        held = checked_inputs(session.closeness, t.data, seed, t.graph_spec, session.id_limits)
         with per_call_step(session, f"the re-check of {chosen.description}"):
             session.closeness.check(
                 infer_of(built),

@@ -366,7 +366,9 @@ class Worker:
         with torch.no_grad():  # the call changed its copies there: change the caller's here
             for index, value in changed:
                 if 0 <= index < len(mine):
-                    mine[index].resize_(value.shape).copy_(value)
+                    if mine[index].shape != value.shape:  # a leaf requiring grad refuses it
+                        mine[index].resize_(value.shape)
+                    mine[index].copy_(value)
         return out
 
     def stage(self, sample: Sample) -> int:
