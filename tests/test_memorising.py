@@ -209,18 +209,20 @@ def test_timed_calls_meet_each_address_again_exactly_k_calls_later(
         assert len(computed) == RING_SLOTS  # it computed only until the ring came round
 
 
+class Quick(Memorising):
+    """No cache, and none of eager's sleep: really faster (at module level: a worker the fork
+    server starts is sent it)."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.no_grad():
+            return torch.tanh(self.module.fc(*args))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("decision", DECISIONS)
 def test_an_honest_candidate_is_still_accepted_on_fresh_inputs(
     decision: str, tmp_path: Path
 ) -> None:
-    class Quick(Memorising):
-        """No cache, and none of eager's sleep: really faster."""
-
-        def _infer(self, *args: Any, **kwargs: Any) -> Any:
-            with torch.no_grad():
-                return torch.tanh(self.module.fc(*args))
-
     strategy = with_performance_validation(
         OneBackendStrategy(Quick("none")),
         profiling_config=_config(decision),

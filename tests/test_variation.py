@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from aitune_fp import (
@@ -376,6 +376,8 @@ def test_an_input_independent_candidate_scores_at_least_one(
 ) -> None:
     """Whatever constant it returns: eager's mean is the closest constant, and it scores 1."""
     eager = torch.tensor(rows, dtype=torch.float64) * 0.1 + offset
+    varied = float((eager - eager.mean(dim=0)).abs().max())
+    assume(varied == 0 or varied > 1e-100)  # squares of 1e-159 underflow: no output is that small
     constant = torch.tensor(data.draw(st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3)))
     cut = data.draw(st.integers(0, len(rows)))
     spread = _accumulate(eager, constant.expand_as(eager), cut)

@@ -255,9 +255,16 @@ def judge_variation(
 
 
 def _flat(spread: Spread) -> bool:
-    """Whether eager varies over fewer than two rows, or within its rounding."""
+    """Whether eager varies over fewer than two rows, or within its rounding.
+
+    A spread whose square is below the smallest normal float is flat too: its ratio is noise.
+    """
     resolution = RESOLUTION_ULPS * spread.eps
-    return spread.n_inputs < 2 or spread.spread_sq <= resolution * resolution * spread.ref_sq
+    return (
+        spread.n_inputs < 2
+        or spread.spread_sq < sys.float_info.min
+        or spread.spread_sq <= resolution * resolution * spread.ref_sq
+    )
 
 
 def rel_l2(diff_sq: float, ref_sq: float) -> float:

@@ -36,13 +36,13 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
 from aitune_fp.measure import rule_for
+from aitune_fp.pipeline.arms import Arm, HereArm
 from aitune_fp.pipeline.baseline import open_baseline
 from aitune_fp.pipeline.ending import conclude, report_of
 from aitune_fp.pipeline.guarding import model_changed, take_model
-from aitune_fp.pipeline.stages import Arena, build_failure, build_here, checked_inputs
+from aitune_fp.pipeline.stages import Arena, build_failure, checked_inputs
 from aitune_fp.pipeline.values import (
     BUILD,
-    Arm,
     CandidateOutcome,
     ModelChangedError,
     NoValidBackendError,
@@ -70,31 +70,6 @@ def active_session(module: torch.nn.Module) -> TuneSession | None:
     """The validating session tuning ``module`` in this context, if any."""
     session = _ACTIVE.get()
     return session if session is not None and session.target.module is module else None
-
-
-class _HereArm:
-    """A candidate built, checked and timed in this process (an :class:`~.values.Arm`)."""
-
-    def __init__(self, session: TuneSession, backend: Any, build: Callable[[Any], Any] | None):
-        """The candidate's description and folder are known here at once."""
-        self.session, self.backend, self.build_step = session, backend, build
-        self.description = describe(backend)
-        self.folder = session.folder(backend, self.description)
-
-    def open(self) -> None:
-        """Nothing to start."""
-
-    def build(self) -> Any:
-        """The build stage, here."""
-        return build_here(self.session.target, self.backend, self.build_step)
-
-    def abandon(self) -> None:
-        """A failed build may have moved the module: back to its device."""
-        self.session._return_module()
-
-    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
-        """Nothing more to find: the guards ran while it was vetted."""
-        return outcome
 
 
 class TuneSession:
@@ -282,7 +257,7 @@ class TuneSession:
         arm: Arm = (  # process isolation: nothing of the candidate runs here
             WorkerArm(self, backend, build)
             if self.eager_worker is not None
-            else _HereArm(self, backend, build)
+            else HereArm(self, backend, build)
         )
         start = time.perf_counter()
         try:
@@ -387,9 +362,10 @@ class TuneSession:
             if log is not None:
                 append_failure_log(log, "Releasing the backend failed", exc)
         finally:
-            self._return_module()
+            self.return_module()
 
-    def _return_module(self) -> None:
+    def return_module(self) -> None:
+        """Move the module back to the tune's device (after a candidate moved it)."""
         # a module that cannot move is reported by the next step that needs it
         with contextlib.suppress(Exception):
             self.target.module.to(self.target.device)

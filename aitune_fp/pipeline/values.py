@@ -8,7 +8,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import torch
@@ -254,30 +254,6 @@ def has_lazy(module: torch.nn.Module) -> bool:
     from torch.nn.parameter import is_lazy
 
     return any(is_lazy(t) for t in [*module.parameters(), *module.buffers()])
-
-
-class Arm(Protocol):
-    """Where a candidate is built, checked and timed: this process, or a worker of its own.
-
-    The session's one candidate path runs over it: :meth:`open` (its ``description`` and
-    ``folder`` known), :meth:`build` under the watchdog, :meth:`abandon` after a failed build,
-    :meth:`settle` after vetting (what the arm itself finds).
-    """
-
-    description: str
-    folder: Path
-
-    def open(self) -> None:
-        """Start where the candidate runs; a worker says its description and folder first."""
-
-    def build(self) -> Any:
-        """The built candidate; raises what its build raised."""
-
-    def abandon(self) -> None:
-        """Let go of what a failed build holds."""
-
-    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
-        """The outcome, after what the arm itself finds once the candidate was vetted."""
 
 
 def candidate_folder(cache_dir: Path, backend: Any, description: str) -> Path:

@@ -1,0 +1,68 @@
+"""Where a candidate is built, checked and timed: the seam the one candidate path runs over.
+
+:class:`Arm` is what ``TuneSession.try_candidate`` needs of it; :class:`HereArm` is this
+process, ``pipeline.workers.WorkerArm`` a worker process of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from aitune_fp.pipeline.stages import build_here
+from aitune_fp.pipeline.values import CandidateOutcome, describe
+
+if TYPE_CHECKING:
+    from aitune_fp.pipeline.tune import TuneSession
+
+__all__ = ["Arm", "HereArm"]
+
+
+class Arm(Protocol):
+    """Where a candidate is built, checked and timed: this process, or a worker of its own.
+
+    The session's one candidate path runs over it: :meth:`open` (its ``description`` and
+    ``folder`` known), :meth:`build` under the watchdog, :meth:`abandon` after a failed build,
+    :meth:`settle` after vetting (what the arm itself finds).
+    """
+
+    description: str
+    folder: Path
+
+    def open(self) -> None:
+        """Start where the candidate runs; a worker says its description and folder first."""
+
+    def build(self) -> Any:
+        """The built candidate; raises what its build raised."""
+
+    def abandon(self) -> None:
+        """Let go of what a failed build holds."""
+
+    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
+        """The outcome, after what the arm itself finds once the candidate was vetted."""
+
+
+class HereArm:
+    """A candidate built, checked and timed in this process (an :class:`~.values.Arm`)."""
+
+    def __init__(self, session: TuneSession, backend: Any, build: Callable[[Any], Any] | None):
+        """The candidate's description and folder are known here at once."""
+        self.session, self.backend, self.build_step = session, backend, build
+        self.description = describe(backend)
+        self.folder = session.folder(backend, self.description)
+
+    def open(self) -> None:
+        """Nothing to start."""
+
+    def build(self) -> Any:
+        """The build stage, here."""
+        return build_here(self.session.target, self.backend, self.build_step)
+
+    def abandon(self) -> None:
+        """A failed build may have moved the module: back to its device."""
+        self.session.return_module()
+
+    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
+        """Nothing more to find: the guards ran while it was vetted."""
+        return outcome
