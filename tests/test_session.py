@@ -279,7 +279,7 @@ class TestEveryTuneEnds:
             InterruptedWhenTimed._timing = False
         assert InterruptedWhenTimed.released == ["InterruptedWhenTimed()"]
         assert logs.entries[-1]["event"] == "aitune_fp.validation.finished"
-        assert logs.entries[-1]["outcome"] == "error"
+        assert logs.entries[-1]["outcome"] == "interrupted"
 
 
 class TestLookProgress:

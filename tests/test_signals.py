@@ -169,7 +169,7 @@ def test_a_signal_mid_timing_ends_the_tune_as_ctrl_c_does(
     events = _lines(log)
     last = events[-1]
     assert last["event"] == "aitune_fp.validation.finished", [e["event"] for e in events[-3:]]
-    assert last["outcome"] == "error"
+    assert last["outcome"] == "interrupted"
     assert last["reason"] == f"interrupted ({named})"
     assert sum(e["event"] == "aitune_fp.validation.finished" for e in events) == 1
     assert not any(e["event"] == "aitune_fp.validation.candidate_measured" for e in events)

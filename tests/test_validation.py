@@ -308,7 +308,7 @@ class TestFailures:
         with pytest.raises(KeyboardInterrupt):
             tune(validated(Interrupted()), tmp_path)
         assert names(logs)[-1] == "finished"
-        assert logs.entries[-1]["outcome"] == "error"
+        assert logs.entries[-1]["outcome"] == "interrupted"
         assert "interrupted" in logs.entries[-1]["reason"]
 
 

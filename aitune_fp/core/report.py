@@ -49,9 +49,10 @@ Stage = Literal[
 #: chosen candidate, rebuilt in the user's process, failed there or differed from its worker's.
 STAGES: tuple[Stage, ...] = get_args(Stage)
 #: How a tune ended: a candidate selected, the eager baseline, the strategy's own pick passed
-#: through (validation disabled or nothing returned), or an error.
-Outcome = Literal["candidate", "baseline", "passthrough", "error"]
-OUTCOMES: tuple[Outcome, ...] = ("candidate", "baseline", "passthrough", "error")
+#: through (validation disabled or nothing returned), an error, or interrupted (Ctrl-C, SIGTERM,
+#: SIGHUP, any other ``BaseException``: the tune was stopped, nothing in it failed).
+Outcome = Literal["candidate", "baseline", "passthrough", "error", "interrupted"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 _opt_str = attrs.validators.optional(of_type(str))
 

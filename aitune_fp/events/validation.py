@@ -8,7 +8,7 @@ the session emits it.
 from __future__ import annotations
 
 import math
-from typing import Final, Literal, cast
+from typing import Final, cast
 
 import attrs
 
@@ -344,11 +344,15 @@ class Finished(Payload):
 FINISHED: Final = Finished.event_name
 
 
+#: The level ``finished`` is logged at, by outcome (info otherwise).
+_FINISHED_LEVELS: Final[dict[str, Level]] = {"error": "error", "interrupted": "warning"}
+
+
 def finished(
     run_id: str,
     module_name: str,
     *,
-    outcome: Literal["candidate", "baseline", "passthrough", "error"],
+    outcome: Outcome,
     backend_description: str | None,
     n_candidates: int,
     n_measured: int,
@@ -374,4 +378,4 @@ def finished(
             + (f" ({backend_description})" if backend_description else "")
             + f" in {duration_s:.2f}s"
         ),
-    ).to_event("error" if outcome == "error" else "info")
+    ).to_event(_FINISHED_LEVELS.get(outcome, "info"))

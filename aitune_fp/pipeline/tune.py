@@ -418,11 +418,11 @@ class TuneSession:
             return self.conclude(backend)
         except BaseException as exc:  # interrupted, or failed while concluding: close the run
             if isinstance(exc, Exception):
-                reason = failure_reason(exc)
-            else:  # what it says (an application's signal: "Terminated: SIGTERM") is kept
-                said = one_line(exc) if str(exc).strip() else ""
-                reason = f"interrupted ({type(exc).__name__}{': ' + said if said else ''})"
-            self.finish("error", None, reason=reason)
+                self.finish("error", None, reason=failure_reason(exc))
+                raise
+            said = one_line(exc) if str(exc).strip() else ""  # "Terminated: SIGTERM", say
+            reason = f"interrupted ({type(exc).__name__}{': ' + said if said else ''})"
+            self.finish("interrupted", None, reason=reason)
             raise
 
     # -- the end of the tune -------------------------------------------------------------------
