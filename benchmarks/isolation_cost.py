@@ -6,10 +6,10 @@
 2. Worker start-up: eager's worker for the embedded MLP until it is ready, forked, and started
    from the fork server (the first start includes the server's own; later ones do not).
 3. The main job (``aitune-fp tune`` itself, each run a fresh process as a user runs it):
-   wall time and verdicts in process isolation at torch's threads (the default: fork-server
-   workers) beside at one thread (forked workers, the default before) and in process at
-   torch's threads, alternating, and the rebuild of the chosen candidate in the user's
-   process (from the tune's own timing).
+   wall time and verdicts in process isolation at one thread (forked workers, the default)
+   beside at torch's threads (``--threads N``: fork-server workers) and in process at torch's
+   threads, alternating, and the rebuild of the chosen candidate in the user's process (from
+   the tune's own timing).
 4. Pair noise: an identical pair of the default MLP's workers timed as the gate times them,
    the judge spinning on each answer (as shipped) beside sleeping on it, and in process.
 Usage: python benchmarks/isolation_cost.py [--repeats 3] [--calls 2000]
@@ -206,8 +206,8 @@ def main() -> None:
         )
     print()
     arms = {
-        "process, torch's threads (fork server, the default)": [],
-        "process, 1 thread (forked, the default before)": ["--threads", "1"],
+        "process, 1 thread (forked, the default)": [],
+        f"process, --threads {threads} (fork server)": ["--threads", str(threads)],
         "in process, torch's threads": ["--in-process"],
     }
     walls: dict[str, list[float]] = {}
@@ -219,8 +219,8 @@ def main() -> None:
             walls.setdefault(label, []).append(wall)
             shown = "; ".join(f"{k}: {v}" for k, v in verdicts.items())
             print(f"| {repeat} | {label} | {wall:.1f} | {shown} | {selected} |")
-    base = statistics.median(walls["process, 1 thread (forked, the default before)"])
-    print("\n| mode | median wall s | ratio to the default before |\n|---|---|---|")
+    base = statistics.median(walls["process, 1 thread (forked, the default)"])
+    print("\n| mode | median wall s | ratio to the default |\n|---|---|---|")
     for label, values in walls.items():
         print(
             f"| {label} | {statistics.median(values):.1f} | {statistics.median(values) / base:.2f}x |"

@@ -211,8 +211,9 @@ SETTINGS: tuple[Setting, ...] = (
         "threads",
         "--threads",
         "CPU threads for both arms (OMP_NUM_THREADS before torch loads, then torch's intra-op "
-        "threads; worker processes run the same count). Without it: torch's own count in this "
-        "process, named in the header; see docs/threads.md",
+        "threads; worker processes run the same count). Without it: 1 thread where candidates "
+        "run in worker processes, torch's own where they run in this process; see "
+        "docs/threads.md",
         int,
         metavar="N",
         apart=True,

@@ -111,10 +111,9 @@ def open_baseline(
         session.batch_size = resolve_batch_size(session) if batch_size is None else batch_size
         session.config = for_batch_size(session.options.profiling_config, session.batch_size)
         if session.isolation == "process" and session.config.threads is None:
-            # the workers run the thread count this process has now, named (docs/threads.md);
-            # on an injected clock the clock decides, not threads: forked, one thread
-            threads = 1 if session.options.timer is not None else torch.get_num_threads()
-            session.config = attrs.evolve(session.config, threads=threads)
+            # without --threads workers are forked at one thread, and eager here runs the same,
+            # named (docs/threads.md: more threads in workers read sub-millisecond calls wrong)
+            session.config = attrs.evolve(session.config, threads=1)
     finally:
         session.emit(
             events.started(

@@ -69,25 +69,26 @@ def runnable_tasks() -> int | None:
         return None
 
 
-def spare_core(earlier: int | None) -> bool:
+def spare_core(earlier: int | None, threads: int = 1) -> bool:
     """Whether a core is free for the judge to spin on beside the worker it is about to time.
 
     Anything else runnable, at ``earlier`` (a :func:`runnable_tasks` reading) and now, would
     compete with the worker for it (one busy job beside took a 1 ms pair's spread from 0.06-0.09
     to 0.19-0.28: ``benchmarks/RESULTS.md``); two reads, as a worker just settling is runnable
-    for a moment.
+    for a moment. The worker's call takes ``threads`` cores: a judge spinning beside a
+    two-thread worker on two cores took one of them (int8 read 0.59x where it is 1.7x).
     """
     now = runnable_tasks()
     if earlier is None or now is None:
         return False
-    return min(earlier, now) + 1 <= len(os.sched_getaffinity(0))  # the judge is counted
+    return min(earlier, now) + threads <= len(os.sched_getaffinity(0))  # the judge is counted
 
 
-def spare_after(during: Callable[[], object]) -> bool:
-    """Run ``during`` (a timed call's input copy) and say whether a core is spare around it."""
+def spare_after(during: Callable[[], object], threads: int = 1) -> bool:
+    """Run ``during`` (a timed call's input copy); say whether a core is spare for ``threads``."""
     runnable = runnable_tasks()
     during()
-    return spare_core(runnable)
+    return spare_core(runnable, threads)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -158,7 +159,7 @@ class WorkerGroup:
         others = [w for w in others if w.alive]
         before = [w.cpu_ns() for w in others]
         read_at = time.monotonic()
-        spin = worker.spins = spare_after(during)
+        spin = worker.spins = spare_after(during, worker.threads)
         give_up = time.monotonic() + QUIET_WAIT_S  # at least one read after ``during``
         while others and time.monotonic() < give_up:
             while spin and time.monotonic() < read_at + QUIET_STEP_S:

@@ -445,7 +445,7 @@ class Worker:
         ``during`` (the call's :meth:`prepare`) runs while they are watched going quiet.
         """
         if self._group is None:
-            self.spins = spare_after(during)
+            self.spins = spare_after(during, self.threads)
             return []
         return self._group.watch(self, during)
 
