@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, cast
@@ -22,6 +21,7 @@ import attrs
 
 from aitune_fp.errors import AitunefpError, InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
+from aitune_fp.profiling.recipe import import_file
 
 if TYPE_CHECKING:
     import torch
@@ -193,19 +193,14 @@ def model_source(spec: str) -> tuple[SourceKind, str, str]:
 def _import_file(path: str) -> Any:
     if not os.path.isfile(path):
         raise UserModelError(f"model file not found: {path!r}")
-    module_name = f"aitune_fp_user_model_{uuid.uuid4().hex}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UserModelError(f"cannot import {path!r} as a Python file")
-    user = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = user
     try:
-        spec.loader.exec_module(user)
+        user = import_file(f"aitune_fp_user_model_{uuid.uuid4().hex}", path)
     except Exception as exc:
-        sys.modules.pop(module_name, None)
         raise UserModelError(
             f"importing model file {path!r} failed: {type(exc).__name__}: {exc}{_extra_hint(exc)}"
         ) from exc
+    if user is None:
+        raise UserModelError(f"cannot import {path!r} as a Python file")
     return user
 
 

@@ -21,7 +21,7 @@ import attrs
 
 from aitune_fp.errors import AitunefpError
 
-__all__ = ["Packed", "UnpicklableError", "pack", "unpack"]
+__all__ = ["Packed", "UnpicklableError", "import_file", "pack", "unpack"]
 
 
 class UnpicklableError(AitunefpError, ValueError):
@@ -97,14 +97,21 @@ class _Finding(pickle.Unpickler):
             try:
                 importlib.import_module(module)
             except ImportError:
-                _import_file(module, self.files[module])
+                if import_file(module, self.files[module]) is None:
+                    raise UnpicklableError(
+                        f"cannot import module {module!r} from {self.files[module]!r} in the worker"
+                    ) from None
         return super().find_class(module, name)
 
 
-def _import_file(name: str, path: str) -> None:
+def import_file(name: str, path: str) -> types.ModuleType | None:
+    """Import the Python file ``path`` as module ``name``; None when it is not a Python file.
+
+    The module is registered while it runs (and removed again if it raises).
+    """
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise UnpicklableError(f"cannot import module {name!r} from {path!r} in the worker")
+        return None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -112,6 +119,7 @@ def _import_file(name: str, path: str) -> None:
     except BaseException:
         sys.modules.pop(name, None)
         raise
+    return module
 
 
 def unpack(packed: Packed) -> Any:
