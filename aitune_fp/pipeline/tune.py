@@ -259,9 +259,10 @@ class TuneSession:
             if self.eager_worker is not None
             else HereArm(self, backend, build)
         )
-        start = time.perf_counter()
+        start = 0.0
         try:
-            arm.open()
+            arm.open()  # a worker's start is not the candidate's build time (it reads as a tie)
+            start = time.perf_counter()
             self.phase(arm.description, "build")
             self.candidate = arm.description
             with self.watchdog.step(f"the build of {arm.description}", self.config.build_timeout_s):
@@ -273,8 +274,9 @@ class TuneSession:
             if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
                 append_failure_log(log, f"Backend failed at {stage}", cause)
             return self.failed(arm.description, stage, cause, log)
+        build_s = time.perf_counter() - start
         outcome = self.vet(built, arm.description, arm.folder)
-        return arm.settle(attrs.evolve(outcome, build_s=time.perf_counter() - start))
+        return arm.settle(attrs.evolve(outcome, build_s=build_s))
 
     def vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
         """Correctness, then (validating) the timed comparison; a loser is released."""
