@@ -125,8 +125,11 @@ class AotInductorBackend(BackendBase):
         assert self._runner is not None
         if kwargs:
             raise InvalidTypeError("AotInductorBackend takes positional tensor inputs only")
+        # the package was compiled for contiguous inputs and reads their memory as laid out then:
+        # a non-contiguous or channels_last input gave wrong values (held-out layout variants)
+        inputs = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
         with torch.no_grad():
-            return self._runner(*args)
+            return self._runner(*inputs)
 
     def _deactivate(self) -> None:
         """Drop the loaded model (the package stays in the cache folder, for activate)."""
