@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,16 @@ from tests.validation_helpers import (
 PREFIX = "aitune_fp.validation."
 
 
+class SlowFirstCall(Pruned):
+    """Pruned, whose first call also spends a second of real time (its correctness check)."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.__dict__.get("slept"):
+            self.slept = True
+            time.sleep(1.0)
+        return super()._infer(*args, **kwargs)
+
+
 class HalfPruned(_ModuleBackend):
     """Faster than eager (skips half the waste) but slower than :class:`Pruned`."""
 
@@ -74,6 +85,20 @@ class TestHeadToHead:
         assert set(state.remaining) == {"Pruned(tag=a)", "Pruned(tag=b)"}
         assert "within 2 %" in state.reason
         assert state.gap_bound is not None and 1.0 <= state.gap_bound <= 1.02
+
+    def test_a_build_time_is_the_builds_alone(self, tmp_path: Path) -> None:
+        """Neither the worker's start nor the candidate's vetting is its build time: a candidate
+        whose first call (in its correctness check) takes a second of real time still built in
+        no time, and two equal candidates tie on it."""
+        slow, quick = SlowFirstCall("a"), Pruned("b")
+        backend, report = _tune(gated(MaxThroughputStrategy([slow, quick])), tmp_path)
+        state = report.selection
+        assert state is not None and state.outcome == "settled"
+        assert {c.name: c.build_s for c in state.contenders} == {
+            "SlowFirstCall(tag=a)": 0.0,
+            "Pruned(tag=b)": 0.0,
+        }
+        assert state.chosen == backend.describe() == "SlowFirstCall(tag=a)"  # first in order
 
     def test_the_slower_passing_candidate_is_eliminated_and_released(self, tmp_path: Path) -> None:
         """A candidate faster than eager but slower than another loses to it, with its interval."""
