@@ -136,18 +136,22 @@ def speedup_column(
     return ("Speedup" if label is None else f"Speedup [{label}]"), list(map(fmt_headline, results))
 
 
-def glance_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
-    """One line per candidate: the throughput pair, the speedup, the verdict, the short reason."""
-    speed_head, figures = speedup_column(results)
-    names = [escape_control(r.backend_description) for r in results]
-    columns = [
+def _lead_columns(names: Sequence[str], speed_head: str) -> list[Column]:
+    """The columns both tables start with: backend, the throughput pair, speedup, verdict."""
+    return [
         Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
         Column("Eager/s", justify="right", no_wrap=True),
         Column("Candidate/s", justify="right", no_wrap=True),
         Column(Text(speed_head), no_wrap=True),
         Column("Verdict", no_wrap=True),
-        Column("Reason", overflow="fold", ratio=1),
     ]
+
+
+def glance_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
+    """One line per candidate: the throughput pair, the speedup, the verdict, the short reason."""
+    speed_head, figures = speedup_column(results)
+    names = [escape_control(r.backend_description) for r in results]
+    columns = [*_lead_columns(names, speed_head), Column("Reason", overflow="fold", ratio=1)]
     records: list[RenderableType] = []
     rows: list[tuple[str | Text, ...]] = []
     for r, name, figure in zip(results, names, figures, strict=True):
@@ -187,11 +191,7 @@ def full_table(results: Sequence[PerformanceValidationResult]) -> RenderableType
     # names and figures are never split (a backend name cut mid-word cannot be read or copied);
     # the quality flags and the reason wrap on words, and take the width that is left
     columns = [
-        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
-        Column("Eager/s", justify="right", no_wrap=True),
-        Column("Candidate/s", justify="right", no_wrap=True),
-        Column(Text(speed_head), no_wrap=True),
-        Column("Verdict", no_wrap=True),
+        *_lead_columns(names, speed_head),
         Column("Quality", overflow="fold", max_width=24),
         Column("Reason", overflow="fold", ratio=1),
     ]

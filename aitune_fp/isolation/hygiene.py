@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Hygiene", "os_state", "restore_os_state"]
+__all__ = ["Hygiene", "os_state", "os_state_changes", "restore_os_state"]
 
 
 @attrs.frozen
@@ -175,6 +175,18 @@ def _set_structlog(config: Any) -> None:
 def os_state(pid: int = 0) -> tuple[frozenset[int], int]:
     """A process's CPU affinity and niceness: what another process may change from outside."""
     return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def os_state_changes(
+    before: tuple[frozenset[int], int], now: tuple[frozenset[int], int]
+) -> list[str]:
+    """Each of CPU affinity and niceness that differs between two :func:`os_state` readings."""
+    texts = []
+    if now[0] != before[0]:
+        texts.append(f"CPU affinity: {sorted(before[0])} -> {sorted(now[0])}")
+    if now[1] != before[1]:
+        texts.append(f"niceness: {before[1]} -> {now[1]}")
+    return texts
 
 
 def restore_os_state(saved: tuple[frozenset[int], int], pid: int = 0) -> None:

@@ -28,7 +28,7 @@ from aitune_fp.correctness import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
-from aitune_fp.isolation.hygiene import Hygiene, os_state, restore_os_state
+from aitune_fp.isolation.hygiene import Hygiene, os_state, os_state_changes, restore_os_state
 from aitune_fp.pipeline.stages import (
     build_failure,
     build_here,
@@ -143,11 +143,7 @@ class CandidateRecipe:
             if record is not None:
                 say({"taught": taught})
         changed = settings_changed(before[0], settings_now())
-        (affinity, nice), (affinity_now, nice_now) = before[1], os_state(0)
-        if affinity_now != affinity:
-            changed.append(f"CPU affinity: {sorted(affinity)} -> {sorted(affinity_now)}")
-        if nice_now != nice:
-            changed.append(f"niceness: {nice} -> {nice_now}")
+        changed += os_state_changes(before[1], os_state(0))
         if changed:
             raise ProcessChangedError(
                 f"the build of {description} changed process-wide settings that its speed and "
@@ -282,10 +278,7 @@ def _os_changed(session: TuneSession) -> str | None:
             who = {os.getpid(): "this process", fork_server_pid(): "the fork server"}.get(
                 pid, "eager's worker"
             )
-            changed.append(
-                f"{who}: CPU affinity {sorted(before[0])} -> {sorted(now[0])}, "
-                f"niceness {before[1]} -> {now[1]}"
-            )
+            changed.append(f"{who}: {', '.join(os_state_changes(before, now))}")
             with contextlib.suppress(OSError):
                 restore_os_state(before, pid)
     return "; ".join(changed) or None
