@@ -32,6 +32,8 @@ import attrs
 import numpy as np
 import pytest
 import torch
+import torch._dynamo.config  # loaded before any snapshot: its import adds warning filters
+import torch._inductor.config
 from torch.nn import functional
 
 import aitune_fp.core.sequential as sequential
@@ -249,13 +251,33 @@ def snapshot() -> dict[str, Any]:
         "flush_denormal": flushes_denormals(),
         "matmul_precision": torch.get_float32_matmul_precision(),
         "sigterm": signal.getsignal(signal.SIGTERM),
+        "app_logger": (APP_LOGGER.level, list(APP_LOGGER.handlers), APP_LOGGER.propagate),
+        "compile_config": [_overrides(c) for c in (_dynamo_config(), _inductor_config())],
     }
+
+
+def _inductor_config() -> Any:
+    return torch._inductor.config
+
+
+def _dynamo_config() -> Any:
+    return torch._dynamo.config
+
+
+def _overrides(config: Any) -> dict[str, Any]:
+    """A torch config module's settings that differ from their defaults."""
+    got = config._get_dict(skip_default=True)
+    return {k: v for k, v in got.items() if v != config._config[k].default}
 
 
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+#: A named logger the user's application holds (a build may reconfigure it).
+APP_LOGGER = logging.getLogger("aitune_fp_test.app")
 
 
 def _hygiene(module: torch.nn.Module) -> None:
@@ -275,11 +297,15 @@ def _hygiene(module: torch.nn.Module) -> None:
     logging.getLogger().addHandler(logging.NullHandler())
     os.umask(0o077)
     sys.excepthook = lambda *args: None
+    APP_LOGGER.setLevel(logging.DEBUG)
+    APP_LOGGER.propagate = False
 
 
 #: Settings that change speed or numerics for everything after, each set by a build.
 SPEED_SETTINGS: dict[str, Callable[[torch.nn.Module], None]] = {
     "torch.set_flush_denormal()": lambda m: torch.set_flush_denormal(True),
+    "torch._inductor.config": lambda m: setattr(_inductor_config(), "max_autotune", True),
+    "torch._dynamo.config": lambda m: setattr(_dynamo_config(), "recompile_limit", 1),
     "torch.get_num_threads()": _other_threads,
     "torch.get_float32_matmul_precision()": lambda m: torch.set_float32_matmul_precision("medium"),
     "CPU affinity": lambda m: os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]}),
@@ -603,6 +629,7 @@ def test_a_chosen_candidates_rebuild_leaves_the_users_process_as_it_found_it(
     for what in ("os.environ", "random's state", "root logger", "umask"):
         assert what in named, named
     assert "sys.excepthook" in named and "recursionlimit" in named
+    assert "named loggers" in named
 
 
 @pytest.mark.slow

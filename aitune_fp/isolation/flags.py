@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -122,6 +123,37 @@ def flushes_denormals() -> bool:
     return bool((tiny * 1.0).item() == 0.0)
 
 
+_COMPILE_CONFIGS: Final = ("torch._dynamo.config", "torch._inductor.config")
+"""The compilers' config modules: a build that changes one changes every later compile."""
+
+
+def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], object]]:
+    """Read and put back a torch config module's settings that differ from their defaults.
+
+    Not imported yet reads as none changed (reading never imports it: dynamo is slow to load).
+    """
+
+    def get() -> dict[str, object]:
+        config: Any = sys.modules.get(name)
+        if config is None:
+            return {}
+        got = config._get_dict(skip_default=True)
+        return {
+            k: v for k, v in got.items() if k in config._config and v != config._config[k].default
+        }
+
+    def put(saved: dict[str, object]) -> None:
+        config: Any = sys.modules.get(name)
+        if config is None:
+            return
+        for key in get():
+            setattr(config, key, saved.get(key, config._config[key].default))
+        for key, value in saved.items():
+            setattr(config, key, value)
+
+    return get, put
+
+
 def _core_flags() -> list[_Flag]:
     """The named settings: threads, autograd modes, dtype, determinism, precision, autocast."""
     t = torch
@@ -179,6 +211,10 @@ def _core_flags() -> list[_Flag]:
             t._C._get_linalg_preferred_backend,
             t._C._set_linalg_preferred_backend,
         ),
+    ]
+    flags += [
+        _Flag(f"{name} (settings off their defaults)", *_config_module(name))
+        for name in _COMPILE_CONFIGS
     ]
     for dev in ("cpu", "cuda"):  # thread-local dispatch keys: reading them starts no device
         flags += [

@@ -1,13 +1,7 @@
-"""The interpreter's and the OS's process settings a build may change, kept and put back.
+"""The interpreter's and the OS's process settings a build may change, read, compared and put back.
 
-:class:`ProcessState` covers torch (flags, functions, hooks, modes); this covers the rest a
-candidate's build can leave behind in the user's process: ``gc``, the switch interval and the
-recursion limit, signal handlers, the working directory, ``sys.path``, the environment, the
-random generators (Python's, NumPy's, torch's), warning filters, the root logger, structlog's
-configuration, ``umask``, resource limits, exception, trace and profile hooks, NumPy's error
-handling, niceness and CPU affinity. :meth:`Hygiene.changed` names each difference;
-:meth:`Hygiene.restore` puts it back and names what could not be (an ``atexit`` callback, a
-limit only root may raise again). A table of items, each read, compared and written back.
+:class:`ProcessState` covers torch's flags; this is the rest (``gc``, signals, ``cwd``, ``sys.path``,
+RNGs, logging, hooks, limits, niceness, ...), a table of items; ``atexit`` can only be named.
 """
 
 from __future__ import annotations
@@ -101,6 +95,33 @@ def _set_root_logger(saved: tuple[int, tuple[logging.Handler, ...], int]) -> Non
     logging.disable(disable)
 
 
+_Logger = tuple[int, tuple[logging.Handler, ...], bool, bool]
+_PLAIN_LOGGER: _Logger = (logging.NOTSET, (), True, False)
+
+
+def _named_loggers() -> dict[str, _Logger]:
+    """Each named logger configured off the defaults (level, handlers, propagate, disabled).
+
+    Torch's artifact loggers (``torch.__trace``), which its own imports configure, are left out.
+    """
+    found = {}
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and ".__" not in name and not name.startswith("__"):
+            state = (logger.level, tuple(logger.handlers), logger.propagate, logger.disabled)
+            if state != _PLAIN_LOGGER:
+                found[name] = state
+    return found
+
+
+def _set_named_loggers(saved: dict[str, _Logger]) -> None:
+    for name in set(_named_loggers()) | set(saved):
+        level, handlers, propagate, disabled = saved.get(name, _PLAIN_LOGGER)
+        logger = logging.getLogger(name)
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+        logger.propagate, logger.disabled = propagate, disabled
+
+
 def _gc() -> tuple[bool, tuple[int, ...]]:
     return gc.isenabled(), gc.get_threshold()
 
@@ -124,6 +145,24 @@ def _set_torch_rng(state: Any) -> None:
     torch = sys.modules.get("torch")
     if torch is not None and state is not None:
         torch.set_rng_state(state)
+
+
+def _cuda_rng() -> Any:
+    """Every GPU's RNG state, once CUDA is initialised (reading never initialises it)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    return tuple(torch.cuda.get_rng_state_all())
+
+
+def _cuda_rng_key(states: Any) -> Hashable:
+    return None if states is None else tuple(bytes(s.numpy().tobytes()) for s in states)
+
+
+def _set_cuda_rng(states: Any) -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and states is not None:
+        torch.cuda.set_rng_state_all(list(states))
 
 
 def _numpy_rng() -> Any:
@@ -227,6 +266,7 @@ def _items() -> tuple[_Item, ...]:
         _Item("random's state", random.getstate, random.setstate),
         _Item("numpy.random's state", _numpy_rng, _set_numpy_rng, key=_numpy_rng_key),
         _Item("torch's CPU RNG state", _torch_rng, _set_torch_rng, key=_torch_rng_key),
+        _Item("torch's CUDA RNG states", _cuda_rng, _set_cuda_rng, key=_cuda_rng_key),
         _Item(
             "warnings.filters",
             lambda: tuple(warnings.filters),
@@ -237,6 +277,14 @@ def _items() -> tuple[_Item, ...]:
             _root_logger,
             _set_root_logger,
             key=lambda v: (v[0], tuple(map(id, v[1])), v[2]),
+        ),
+        _Item(
+            "named loggers",
+            _named_loggers,
+            _set_named_loggers,
+            key=lambda v: tuple(
+                sorted((n, s[0], tuple(map(id, s[1])), *s[2:]) for n, s in v.items())
+            ),
         ),
         _Item("structlog's configuration", _structlog, _set_structlog, key=_structlog_key),
         _Item("numpy.geterr()", _numpy_err, _set_numpy_err),
