@@ -538,6 +538,68 @@ def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path, threa
     assert selected["is_baseline"] is False
 
 
+class SavesWhatItBuilt(Quick):
+    """Really faster; its build writes an artefact (the pid that built it) that a load can take."""
+
+    def artefact(self) -> Path | None:
+        return None if self.build_dir is None else self.build_dir / "built.txt"
+
+    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        super()._build(module, graph_spec, data, device)
+        path = self.artefact()
+        assert path is not None
+        path.write_text(str(os.getpid()))
+        self.built_by = os.getpid()
+
+    def _load_artefact(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+        self.module = module
+        path = self.artefact()
+        assert path is not None
+        self.built_by = int(path.read_text())
+
+
+@pytest.mark.slow
+@STARTS
+def test_the_chosen_candidates_artefact_is_handed_back_not_rebuilt(
+    cache: Path, threads: int
+) -> None:
+    """What its worker built and timed is loaded here: no second build, and the event says so."""
+    chosen, report, events = _tune(
+        [SavesWhatItBuilt(_nothing, "saves")],
+        cache,
+        profiling_config=DECIDES,
+        threads=threads,
+        pause=SLOW_S,
+    )
+    assert isinstance(chosen, SavesWhatItBuilt), (report.failures, report.results)
+    assert chosen.is_active and chosen.built_by != os.getpid()  # the worker's build, loaded
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    assert selected["handed_back"].startswith("loaded"), selected
+
+
+@pytest.mark.slow
+def test_an_artefact_changed_since_it_was_timed_is_rebuilt_not_loaded(cache: Path) -> None:
+    class Tampered(SavesWhatItBuilt):
+        """Its worker rewrites the artefact while it is timed: the file is not what was built."""
+
+        def _infer(self, *args: Any, **kwargs: Any) -> Any:
+            if os.getpid() != PARENT:
+                self.artefact().write_text("0")  # type: ignore[union-attr]
+            return super()._infer(*args, **kwargs)
+
+    chosen, report, events = _tune(
+        [Tampered(_nothing, "tampered")], cache, profiling_config=DECIDES, pause=SLOW_S
+    )
+    assert isinstance(chosen, Tampered), (report.failures, report.results)
+    assert chosen.built_by == os.getpid()  # rebuilt here: the file was not what was timed
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    assert selected["handed_back"].startswith("rebuilt"), selected
+    assert "changed" in selected["handed_back"]
+
+
+PARENT = os.getpid()
+
+
 class RightInItsWorker(Attack):
     """Faster and right in its worker; wrong once rebuilt in the process it was made in."""
 

@@ -56,6 +56,22 @@ class AotInductorBackend(BackendBase):
         """Where the compiled package is written (None before the build)."""
         return None if self.build_dir is None else self.build_dir / AOTI_PACKAGE_NAME
 
+    def artefact(self) -> Path | None:
+        """The compiled package: loading it gives this backend as built."""
+        return self.package_path
+
+    def _load_artefact(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Load the package a build in another process compiled (a worker's, once chosen)."""
+        start = time.perf_counter()
+        self._runner = self._load()
+        self.build_seconds = time.perf_counter() - start
+
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """No CUDA device, or no C++ compiler (CPU) / no Triton (CUDA) for AOTInductor."""
         target = torch.device(device)

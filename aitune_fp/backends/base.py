@@ -49,10 +49,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILD_LOG_NAME",
+    "ArtefactChangedError",
     "Backend",
     "BackendBase",
     "BackendState",
     "UnavailableBackend",
+    "artefact_digest",
     "autocast_context",
     "check_autocast_dtype",
     "config_value_to_json",
@@ -113,6 +115,20 @@ class BackendBase:
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         """Run one inference call; only called while active."""
         raise NotImplementedError(f"{type(self).__name__} must implement _infer")
+
+    def artefact(self) -> Path | None:
+        """The file its build wrote that holds all it built (None: none; it is rebuilt instead)."""
+        return None
+
+    def _load_artefact(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Take what a build of this backend (in another process) left in :meth:`artefact`."""
+        raise NotImplementedError(f"{type(self).__name__} has no artefact to load")
 
     def _activate(self) -> None:
         """Re-acquire what ``_deactivate`` released (default: nothing to do)."""
@@ -229,8 +245,13 @@ class BackendBase:
         data: Sequence[Sample],
         device: torch.device | str,
         cache_dir: Path | str,
+        *,
+        load: str | None = None,
     ) -> _BackendT:
         """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``.
+
+        ``load``: the digest (:func:`artefact_digest`) of the artefact a build in another process
+        left there: it is loaded instead, and refused (:class:`ArtefactChangedError`) if it differs.
 
         A backend that cannot run here (:meth:`unavailable_reason`) fails first, with
         :class:`BackendUnavailableError`. On failure the backend is left failed (not active), the
@@ -268,7 +289,17 @@ class BackendBase:
                     reason = self.unavailable_reason(target)
                     if reason is not None:
                         raise BackendUnavailableError(f"{self.describe()} is unavailable: {reason}")
-                    self._build(module, graph_spec, samples, target)
+                    if load is None:
+                        self._build(module, graph_spec, samples, target)
+                    else:
+                        found = artefact_digest(self.artefact())
+                        if found != load:
+                            raise ArtefactChangedError(
+                                f"{self.describe()}'s artefact {self.artefact()} changed since "
+                                f"it was built and timed (digest {load[:12]}, now {found[:12]})"
+                            )
+                        self._load_artefact(module, graph_spec, samples, target)
+                        log.write(f"Loaded the artefact {self.artefact()}, not built again\n")
                 except BaseException as exc:
                     _write_warnings(log, caught)
                     self.__fail(module, original_device, exc, log)
@@ -344,6 +375,21 @@ class BackendBase:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Same as :meth:`infer`."""
         return self.infer(*args, **kwargs)
+
+
+class ArtefactChangedError(InvalidStateError):
+    """The artefact to load is not the one its digest names (rewritten or gone since)."""
+
+
+def artefact_digest(path: Path | None) -> str:
+    """SHA-256 of an artefact file (empty text where there is none)."""
+    if path is None or not path.is_file():
+        return ""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _write_warnings(log: IO[str], caught: list[warnings.WarningMessage]) -> None:

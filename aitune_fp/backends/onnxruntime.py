@@ -64,6 +64,29 @@ class OnnxRuntimeBackend(BackendBase):
         """Where the exported model is written (None before the build)."""
         return None if self.build_dir is None else self.build_dir / ONNX_FILE_NAME
 
+    def artefact(self) -> Path | None:
+        """The exported ONNX file: a session on it is this backend as built."""
+        return self.onnx_path
+
+    def _load_artefact(
+        self,
+        module: torch.nn.Module,
+        graph_spec: GraphSpec,
+        data: Sequence[Sample],
+        device: torch.device,
+    ) -> None:
+        """Open a session on the file a build in another process exported (a worker's)."""
+        assert self.onnx_path is not None
+        sample = positional_sample(data, "OnnxRuntimeBackend")
+        with torch.no_grad():
+            reference = copy.deepcopy(module).cpu().eval()(*(a.detach().cpu() for a in sample.args))
+        self._output_kind = _output_kind(reference)
+        self._providers = _providers(device)
+        self._model_bytes = self.onnx_path.read_bytes()
+        self._activate()
+        assert self._session is not None
+        self._input_names = [i.name for i in self._session.get_inputs()]
+
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """No ``onnx``/``onnxruntime`` (the extra), no CUDA device, or no CUDA provider for it."""
         target = torch.device(device)
@@ -90,15 +113,7 @@ class OnnxRuntimeBackend(BackendBase):
     ) -> None:
         """Export a copy of ``module`` to ONNX and open an inference session on it."""
         ort = _import_onnxruntime()
-        if device.type == "cuda":
-            providers: list[Any] = [
-                ("CUDAExecutionProvider", {"device_id": device.index or 0}),
-                "CPUExecutionProvider",
-            ]
-        elif device.type == "cpu":
-            providers = ["CPUExecutionProvider"]
-        else:
-            raise InvalidValueError(f"OnnxRuntimeBackend runs on CPU or CUDA, not on {device}")
+        providers = _providers(device)
         sample = positional_sample(data, "OnnxRuntimeBackend")
         model = copy.deepcopy(module).cpu().eval()
         args = tuple(a.detach().cpu() for a in sample.args)
@@ -150,13 +165,7 @@ class OnnxRuntimeBackend(BackendBase):
         finally:
             partial.unlink(missing_ok=True)
         self._input_names = [i.name for i in session.get_inputs()]
-        self._output_kind = (
-            None
-            if isinstance(reference, torch.Tensor)
-            else tuple
-            if isinstance(reference, tuple)
-            else list
-        )
+        self._output_kind = _output_kind(reference)
         self._providers = providers
         self._model_bytes = path.read_bytes()
         self._session = session
@@ -189,6 +198,22 @@ class OnnxRuntimeBackend(BackendBase):
         self._session = ort.InferenceSession(
             self._model_bytes, _session_options(ort), providers=self._providers
         )
+
+
+def _providers(device: torch.device) -> list[Any]:
+    """ONNX Runtime's execution providers for ``device`` (CPU or CUDA only)."""
+    if device.type == "cuda":
+        return [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+    if device.type == "cpu":
+        return ["CPUExecutionProvider"]
+    raise InvalidValueError(f"OnnxRuntimeBackend runs on CPU or CUDA, not on {device}")
+
+
+def _output_kind(reference: Any) -> Any:
+    """How the model's outputs come back: one tensor (None), a tuple or a list."""
+    if isinstance(reference, torch.Tensor):
+        return None
+    return tuple if isinstance(reference, tuple) else list
 
 
 def _session_options(ort: Any) -> Any:

@@ -276,6 +276,9 @@ class Selected(Payload):
     baseline_throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
     #: What the chosen candidate's rebuild changed in the process and was put back (names).
     restored: list[str] = attrs.field(factory=list)
+    #: How a candidate chosen in its worker reached this process: "loaded from ..." its worker's
+    #: artefact (what was timed), or "rebuilt: why"; empty for eager and an in-process tune.
+    handed_back: str = ""
 
 
 SELECTED: Final = Selected.event_name
@@ -292,6 +295,7 @@ def selected(
     info_on: bool,
     color: bool = False,
     restored: tuple[str, ...] = (),
+    handed_back: str = "",
 ) -> Event:
     """The tune's outcome line: the ⚡ summary, or the baseline-selected line.
 
@@ -322,6 +326,7 @@ def selected(
         throughput_samples_per_s=None if result is None else result.throughput,
         baseline_throughput_samples_per_s=baseline_throughput,
         restored=list(restored),
+        handed_back=handed_back,
         summary=summary,
     ).to_event(level)
 

@@ -55,9 +55,9 @@ def _adopted(
     session: TuneSession, chosen: WorkerBackend, result: PerformanceValidationResult | None
 ) -> Any:
     """The chosen candidate rebuilt in the user's process; eager when that rebuild fails."""
-    built, restored = adopt(session, chosen)
+    built, restored, how = adopt(session, chosen)
     if built is not None:
-        select(session, built, result, restored=restored)
+        select(session, built, result, restored=restored, handed_back=how)
         return built
     return _eager_instead(session)
 
@@ -77,8 +77,9 @@ def select(
     result: PerformanceValidationResult | None,
     *,
     restored: tuple[str, ...] = (),
+    handed_back: str = "",
 ) -> None:
-    """Emit ``selected`` for ``backend`` (``restored``: what its rebuild changed, put back)."""
+    """Emit ``selected`` for ``backend``, with what its hand-back changed and how it came back."""
     is_baseline = backend is session.baseline
     description = describe(backend)
     event = events.selected(
@@ -90,6 +91,7 @@ def select(
         baseline_throughput=session.baseline_throughput,
         info_on=events.info_enabled(),
         restored=restored,
+        handed_back=handed_back,
     )
     session.emit(event)
     session.finish("baseline" if is_baseline else "candidate", description)

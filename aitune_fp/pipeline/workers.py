@@ -13,6 +13,7 @@ snapshot guards of ``aitune_fp.isolation`` and says what it cannot see (``docs/g
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import random
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from aitune_fp.backends.base import BUILD_LOG_NAME
+from aitune_fp.backends.base import BUILD_LOG_NAME, ArtefactChangedError, artefact_digest
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
@@ -152,7 +153,10 @@ class CandidateRecipe:
             )
         own = getattr(built, "tolerances", None)
         tolerances = attrs.asdict(own) if isinstance(own, Tolerances) else None
-        return infer_of(built), {"dtype": declared_dtype(built), "tolerances": tolerances}
+        artefact = getattr(built, "artefact", None)
+        digest = artefact_digest(artefact()) if callable(artefact) else ""
+        facts = {"dtype": declared_dtype(built), "tolerances": tolerances, "artefact": digest}
+        return infer_of(built), facts
 
 
 def output_types(references: tuple[Any, ...]) -> frozenset[type]:
@@ -185,7 +189,7 @@ class WorkerBackend:
 
     What :meth:`adopt` rebuilds in the user's process once chosen: the ``blueprint`` and the
     driver's own ``build`` step, if any. ``dtype`` and ``tolerances`` are what the built
-    candidate declared in its worker.
+    candidate declared in its worker; ``artefact`` the digest of what its build saved ("": none).
     """
 
     def __init__(
@@ -197,8 +201,10 @@ class WorkerBackend:
         build: Callable[[Any], Any] | None,
         dtype: torch.dtype | None,
         tolerances: Tolerances | None,
+        artefact: str = "",
     ) -> None:
         """Hold the worker and what a rebuild needs."""
+        self.artefact = artefact
         self.worker = worker
         self.description = description
         self.blueprint = blueprint
@@ -336,6 +342,7 @@ class WorkerArm:
             build=self.build_step,
             dtype=info.get("dtype") if isinstance(info.get("dtype"), torch.dtype) else None,
             tolerances=Tolerances(**tolerances) if isinstance(tolerances, dict) else None,
+            artefact=str(info.get("artefact") or ""),
         )
 
     def abandon(self) -> None:
@@ -366,19 +373,38 @@ def _teach(build: Any, said: Mapping[str, Any]) -> None:
         learn(said["taught"])
 
 
-def adopt(session: TuneSession, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...]]:
-    """Rebuild the chosen candidate in the user's process and check it there; None if it fails.
+def adopt(session: TuneSession, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
+    """The chosen candidate in the user's process, checked there; None if it fails.
 
-    Checked on held-out inputs drawn afresh (a seed the worker never saw) and against the
-    model and process guards. A failure is recorded at stage ``rebuild``; the worker is closed
-    either way. The process settings the rebuild changed beyond those (:class:`Hygiene`) are
-    put back and named: the second value.
+    What its worker built is loaded where its build saved it (an artefact whose digest is the
+    one timed), else it is rebuilt. Checked on held-out inputs drawn afresh (a seed the worker
+    never saw) and against the model and process guards. A failure is recorded at stage
+    ``rebuild``; the worker is closed either way. Returned with the process settings the build
+    changed beyond those (:class:`Hygiene`), put back and named, and how it was handed back.
     """
     chosen.deactivate()
     log = session.folder_of(chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
-    built = _rebuilt(session, chosen, log)
-    return built, _tidy(hygiene)
+    built, how = _rebuilt(session, chosen, log)
+    return built, _tidy(hygiene), how
+
+
+def _handed_back(session: TuneSession, chosen: WorkerBackend) -> tuple[Any, str]:
+    """Load what the worker built and timed where it saved it; else build it again here."""
+    t = session.target
+    if chosen.artefact and chosen.build is None:
+        try:
+            built = copy.deepcopy(chosen.blueprint).build(
+                t.module, t.graph_spec, list(t.data), t.device, t.cache_dir, load=chosen.artefact
+            )
+            return built, f"loaded from {built.artefact()}, the artefact its worker built and timed"
+        except ArtefactChangedError as exc:
+            note = f"rebuilt: {exc}"
+    else:
+        note = "rebuilt: it saves no artefact" if chosen.build is None else "rebuilt by its driver"
+    record = getattr(chosen.build, "record", None)  # its driver learned it already
+    with contextlib.nullcontext() if record is None else record():
+        return build_here(t, chosen.blueprint, chosen.build), note
 
 
 def _tidy(hygiene: Hygiene) -> tuple[str, ...]:
@@ -388,17 +414,16 @@ def _tidy(hygiene: Hygiene) -> tuple[str, ...]:
     return changed + tuple(f"not put back: {text}" for text in kept)
 
 
-def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> Any:
-    """The rebuild and its checks (:func:`adopt`); raises what failed."""
+def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
+    """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
     t = session.target
     built: Any = None
+    how = ""
     try:
         with session.watchdog.step(
             f"the rebuild of {chosen.description}", session.config.build_timeout_s
         ):
-            record = getattr(chosen.build, "record", None)  # its driver learned it already
-            with contextlib.nullcontext() if record is None else record():
-                built = build_here(t, chosen.blueprint, chosen.build)
+            built, how = _handed_back(session, chosen)
         changed = session.model_changed()  # before eager runs on the model it may have changed
         if changed is not None:
             raise changed
@@ -428,8 +453,8 @@ def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> Any:
         session.record_failure(
             chosen.description, "rebuild", exc, None if log is None else str(log)
         )
-        return None
-    return built
+        return None, how
+    return built, how
 
 
 def _soak(session: TuneSession, built: Any, n: int) -> None:
