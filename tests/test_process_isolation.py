@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -711,3 +712,31 @@ def test_a_build_that_changes_a_speed_setting_is_rejected_in_its_worker(
     (failure,) = report.failures
     assert failure.stage == "build" and setting in failure.reason, failure
     assert not report.results
+
+
+@pytest.mark.compile
+def test_a_compiled_candidate_in_a_fork_server_worker_leaks_nothing_at_exit(tmp_path: Path) -> None:
+    """Inductor's compile pool, started in a worker and killed with it, left its semaphores to
+    the user's resource tracker, which said so at exit: the pool ends with the build."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "aitune_fp",
+            "tune",
+            "--threads",
+            "2",
+            "--backends",
+            "compile",
+            "--max-seconds",
+            "5",
+            "--cache-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert "TorchCompileBackend" in done.stdout, done.stdout + done.stderr
+    assert "leaked" not in done.stderr, done.stderr

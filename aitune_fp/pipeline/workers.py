@@ -16,6 +16,7 @@ import contextlib
 import copy
 import os
 import random
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,7 @@ class CandidateRecipe:
         finally:  # taught once the block closed, failed or not
             if record is not None:
                 say({"taught": taught})
+        _stop_compile_workers()
         changed = settings_changed(before[0], settings_now())
         changed += os_state_changes(before[1], os_state(0))
         if changed:
@@ -157,6 +159,17 @@ class CandidateRecipe:
         digest = artefact_digest(artefact()) if callable(artefact) else ""
         facts = {"dtype": declared_dtype(built), "tolerances": tolerances, "artefact": digest}
         return infer_of(built), facts
+
+
+def _stop_compile_workers() -> None:
+    """End inductor's compile pool once a build is done (a later shape starts one again).
+
+    Killed with its worker, the pool's semaphores were reported leaked at the user's exit.
+    """
+    async_compile = sys.modules.get("torch._inductor.async_compile")
+    if async_compile is not None:
+        with contextlib.suppress(Exception):
+            async_compile.shutdown_compile_workers()
 
 
 def output_types(references: tuple[Any, ...]) -> frozenset[type]:
