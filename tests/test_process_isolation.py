@@ -49,7 +49,7 @@ from aitune_fp import (
 )
 from aitune_fp.backends import BackendBase
 from aitune_fp.isolation.flags import flushes_denormals
-from aitune_fp.profiling.serving import fork_server_pid
+from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.testing import capture_events
 
 #: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
@@ -740,3 +740,19 @@ def test_a_compiled_candidate_in_a_fork_server_worker_leaks_nothing_at_exit(tmp_
     )
     assert "TorchCompileBackend" in done.stdout, done.stdout + done.stderr
     assert "leaked" not in done.stderr, done.stderr
+
+
+def test_without_fork_workers_start_from_the_fork_server(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A platform without ``fork`` still isolates: one-thread workers come from the fork server."""
+    monkeypatch.delattr(os, "fork")
+    assert fork_unavailable() == "this platform has no fork"
+    _, report, events = _tune(
+        [Quick(_nothing, "quick")], cache, profiling_config=DECIDES, pause=SLOW_S
+    )
+    (result,) = report.results
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert result.isolation == "process" and result.threads == 1, started
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "process" and started["threads"] == 1

@@ -263,7 +263,9 @@ def start_eager(session: TuneSession) -> None:
         worker = Worker(
             EagerRecipe(session.eager),
             name="eager",
-            timeout_s=session.deadline,
+            # its start: from the fork server, a fresh interpreter loads torch first (seconds
+            # on a loaded machine), bounded as a candidate's build is
+            timeout_s=max(session.deadline, session.config.build_timeout_s),
             group=session.workers,
             allowed=output_types(session.reference_outputs),
             threads=worker_threads(session.config.threads),
