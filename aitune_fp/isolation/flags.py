@@ -124,6 +124,8 @@ def flushes_denormals() -> bool:
 
 
 _COMPILE_CONFIGS: Final = ("torch._dynamo.config", "torch._inductor.config")
+#: Config keys that mirror a flag named on its own (``torch.use_deterministic_algorithms``).
+_MIRRORED: Final = frozenset({"deterministic"})
 """The compilers' config modules: a build that changes one changes every later compile."""
 
 
@@ -133,21 +135,27 @@ def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], obj
     Not imported yet reads as none changed (reading never imports it: dynamo is slow to load).
     """
 
+    def defaults(config: Any) -> dict[str, object]:
+        # torch's table of the module's entries: no public accessor gives their defaults
+        return {key: entry.default for key, entry in vars(config)["_config"].items()}
+
     def get() -> dict[str, object]:
         config: Any = sys.modules.get(name)
         if config is None:
             return {}
+        default = defaults(config)
         got = config._get_dict(skip_default=True)
         return {
-            k: v for k, v in got.items() if k in config._config and v != config._config[k].default
+            k: v for k, v in got.items() if k in default and k not in _MIRRORED and v != default[k]
         }
 
     def put(saved: dict[str, object]) -> None:
         config: Any = sys.modules.get(name)
         if config is None:
             return
+        default = defaults(config)
         for key in get():
-            setattr(config, key, saved.get(key, config._config[key].default))
+            setattr(config, key, saved.get(key, default[key]))
         for key, value in saved.items():
             setattr(config, key, value)
 

@@ -29,7 +29,6 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
-from aitune_fp.pipeline.guarding import settle_guard
 from aitune_fp.pipeline.stages import fresh_batches, held_out
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
@@ -131,9 +130,12 @@ def open_baseline(
             )
         )
     session.take_model()
-    if session.was_training:
+    assert session.guards is not None
+    if session.guards.was_training:
         session.emit(
-            events.eval_mode(session.run_id, t.name, n_training_modules=len(session.was_training))
+            events.eval_mode(
+                session.run_id, t.name, n_training_modules=len(session.guards.was_training)
+            )
         )
     adopted = baseline is not BUILD
     description = (
@@ -184,7 +186,7 @@ def open_baseline(
         session.id_limits = embedding_limits(eager, session.batch)  # before held-out draws
         session.heldout()  # drawn now: a user's input generator that fails fails the baseline
         noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
-        settle_guard(session)
+        session.settle_guards()
         if session.isolation == "process":
             session.baseline_latencies = latencies  # what a call's deadline derives from
             start_eager(session)  # forked now: before any candidate code ran anywhere

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import random
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -34,12 +33,11 @@ from aitune_fp.errors import (
     InvalidStateError,
 )
 from aitune_fp.inputs import InputKey, Sample
-from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
 from aitune_fp.measure import rule_for
 from aitune_fp.pipeline.arms import Arm, HereArm
 from aitune_fp.pipeline.baseline import open_baseline
 from aitune_fp.pipeline.ending import conclude, report_of
-from aitune_fp.pipeline.guarding import model_changed, take_model
+from aitune_fp.pipeline.guarding import Guards
 from aitune_fp.pipeline.stages import Arena, build_failure, checked_inputs
 from aitune_fp.pipeline.values import (
     BUILD,
@@ -100,7 +98,6 @@ class TuneSession:
             closeness = options.closeness
         self.closeness = closeness if closeness is not None else Closeness()
         self.decides = decides
-        self.taken = False
         self.gated = options is not None and options.enabled
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
         self.run_id = events.new_run_id()
@@ -125,11 +122,7 @@ class TuneSession:
         self.batch: Sample | None = None
         self.n_events = 0
         self._outcome: Outcome | None = None
-        self.guard: ModelGuard | None = None
-        self.sample_guard: SampleGuard | None = None
-        self.process: ProcessState | None = None
-        self.thread = threading.get_ident()
-        self.was_training: list[torch.nn.Module] = []
+        self.guards: Guards | None = None  # taken once (take_model), settled after eager's calls
         self.batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
         self.reference_outputs: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
         self.candidate: str | None = None  # the candidate in the pipeline now
@@ -232,11 +225,17 @@ class TuneSession:
         ``open`` does it; a driver whose library runs the model before ``open`` (AITune
         profiles eager in its ``_pre_tune``) calls it first. ``finish`` gives the model back.
         """
-        take_model(self)
+        if self.guards is None:
+            self.guards = Guards.take(self.target)
+
+    def settle_guards(self) -> None:
+        """Snapshot again after eager's first calls (:meth:`Guards.settled`)."""
+        assert self.guards is not None
+        self.guards = self.guards.settled(self.target)
 
     def model_changed(self) -> ModelChangedError | ProcessChangedError | None:
         """What a candidate changed in the model, the samples or the process (restored)."""
-        return model_changed(self)
+        return None if self.guards is None else self.guards.changed()
 
     # -- the candidate pipeline ----------------------------------------------------------------
     def try_candidate(
@@ -473,7 +472,7 @@ class TuneSession:
         changed = self.model_changed()
         if changed is not None:
             self.record_failure(self.strategy, "strategy", changed, None)
-        for m in self.was_training:
+        for m in () if self.guards is None else self.guards.was_training:
             m.training = True
 
     def report(self) -> TuneReport:
