@@ -21,7 +21,8 @@ from aitune_fp.cli._shared import UsageError
 from aitune_fp.cli.tune_args import add_arguments, profiling_config
 from aitune_fp.core import settings
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.settings import SETTINGS, Setting, sweep_keys
+from aitune_fp.core.accuracy import ACCURACY_KEYS
+from aitune_fp.core.settings import SETTINGS, Setting, rows, sweep_keys
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.sweep import parse_sweep
 
@@ -33,17 +34,31 @@ def _tune(*flags: str) -> Any:
     return profiling_config(build_parser().parse_args(["tune", *flags]))
 
 
-def test_each_row_names_one_config_field_and_one_flag() -> None:
-    """Every row's field is a ProfilingConfig field; no field or flag has two rows."""
-    fields = {f.name for f in attrs.fields(ProfilingConfig)}
-    assert {s.field for s in SETTINGS} <= fields
+def test_each_row_lands_in_one_place_under_one_flag() -> None:
+    """A config row names a ProfilingConfig field, an accuracy row a Closeness setting; no field,
+    flag or old name has two rows."""
+    assert {s.field for s in rows("config")} <= set(attrs.fields_dict(ProfilingConfig))
+    assert {s.field for s in rows("closeness")} == set(ACCURACY_KEYS)
     assert len({s.field for s in SETTINGS}) == len(SETTINGS)
-    flags = [s.flag for s in SETTINGS if s.flag is not None]
-    assert len(set(flags)) == len(flags)
-    assert sweep_keys() == tuple(s.field for s in SETTINGS)
+    names = [n for s in SETTINGS for n in (s.short, s.flag, *s.aliases) if n is not None]
+    assert len(set(names)) == len(names)
+    assert sweep_keys() == tuple(s.field for s in rows("config"))
+    assert {"threshold", "decision", "isolation", "criteria"} <= {s.field for s in SETTINGS}
 
 
-@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.choices], ids=lambda s: s.field)
+@pytest.mark.parametrize("row", [s for s in SETTINGS if s.modes], ids=lambda s: s.field)
+def test_a_row_of_one_mode_is_refused_in_the_other(row: Setting) -> None:
+    """The ``modes`` column: the flag and the ``[budget]`` key are refused in another mode."""
+    other = next(m for m in ("statistical", "point") if m not in (row.modes or ()))
+    value = row.choices[-1] if row.choices else str(row.default).strip("()").replace(" ", "")
+    if row.flag is not None:
+        with pytest.raises(UsageError, match=f"{row.flag} applies to --decision {row.modes[0]}"):
+            _tune("--decision", other, row.flag, value)
+    with pytest.raises(InvalidValueError, match=f"budget.{row.field} applies to decision"):
+        parse_sweep({**_BASE, "decision": other, "budget": {row.field: row.default}})
+
+
+@pytest.mark.parametrize("setting", [s for s in rows("config") if s.choices], ids=lambda s: s.field)
 def test_a_flag_with_choices_sets_its_field(setting: Setting) -> None:
     """Each choice of a choice flag lands in its field (statistical mode reads them all)."""
     assert setting.flag is not None and setting.choices is not None

@@ -1,7 +1,4 @@
-"""What every ``aitune-fp`` command shares: exit codes, the usage error, safe text, consoles.
-
-No torch here (``check`` and ``report`` start fast); ``rich`` is imported only by the CLI.
-"""
+"""What every ``aitune-fp`` command shares: exit codes, the usage error, safe text, consoles."""
 
 from __future__ import annotations
 
@@ -19,11 +16,18 @@ from rich.console import Console
 from aitune_fp.errors import AitunefpError
 
 PROG = "aitune-fp"
+#: Exit codes, one meaning each across commands (docs/cli.md): done (``check``: faster, met) ...
 EXIT_OK = 0
-#: ``check``: not met / not faster; any command: an unexpected failure (traceback saved).
-EXIT_FAILURE = 1
+#: ... ``check``: not faster, not met ...
+EXIT_NOT_MET = 1
+#: ... a usage or input error (one line on stderr) ...
 EXIT_USAGE = 2
+#: ... ``check``: inconclusive ...
 EXIT_INCONCLUSIVE = 3
+#: ... ``sweep``: a model has no report (the others do) ...
+EXIT_PARTIAL = 4
+#: ... an unexpected failure, its traceback saved (sysexits' EX_SOFTWARE).
+EXIT_FAILURE = 70
 #: Ctrl-C: 128 + SIGINT, as a shell reports it (SIGTERM and SIGHUP: 128 + theirs, ``signals``).
 EXIT_INTERRUPTED = 130
 #: stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports a killed writer.
@@ -31,8 +35,8 @@ EXIT_BROKEN_PIPE = 141
 
 #: ``-v``'s help, the same for every command that prints a run's table.
 VERBOSE_HELP = (
-    "each row also shows the level its interval was decided at, the futility bound's level, "
-    "the quality flags and the full reason (--format json and --json-log always hold them)"
+    "each row also shows its decided level, the futility bound's level, the quality flags and "
+    "the full reason (--format json and --json-log always hold them)"
 )
 
 

@@ -11,8 +11,8 @@ import math
 from typing import IO, Any
 
 from aitune_fp.cli._shared import (
-    EXIT_FAILURE,
     EXIT_INCONCLUSIVE,
+    EXIT_NOT_MET,
     EXIT_OK,
     PROG,
     UsageError,
@@ -206,7 +206,7 @@ def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> in
         ],
     )
     _emit(out, args.format, text, doc, md)
-    return EXIT_OK if met else EXIT_FAILURE
+    return EXIT_OK if met else EXIT_NOT_MET
 
 
 def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
@@ -294,7 +294,7 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
         ],
     )
     _emit(out, args.format, text, doc, md)
-    return {"faster": EXIT_OK, "not_faster": EXIT_FAILURE}.get(decision.verdict, EXIT_INCONCLUSIVE)
+    return {"faster": EXIT_OK, "not_faster": EXIT_NOT_MET}.get(decision.verdict, EXIT_INCONCLUSIVE)
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

@@ -1,8 +1,7 @@
 """``aitune-fp tune``: validate candidate backends against eager on a model (the main job).
 
-Flags are checked before anything is built; a flag that would do nothing in the chosen decision
-mode is refused. The model is called once eagerly on its batch before the tune: if eager cannot
-run it, the tune stops there with one line (exit 2) instead of building every candidate.
+Flags are checked before anything is built, and eager is called once on the batch before any
+candidate is: a model or input eager cannot run stops the tune with one line (exit 2).
 """
 
 from __future__ import annotations
@@ -102,17 +101,36 @@ def _load_model(args: argparse.Namespace) -> Any:
         )
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
-        return load_model(args.model, input_shape=shape)
+        model = load_model(args.model, input_shape=shape)
     except UserModelError as exc:
         raise UsageError(str(exc)) from exc
+    return model if args.batch_size is None else _at_batch(model, args.batch_size)
+
+
+def _at_batch(model: Any, rows: int) -> Any:
+    """``model`` whose sample is tiled to ``rows`` along its batch axis (``--batch-size``)."""
+    import attrs
+
+    from aitune_fp.core.config import MAX_BATCH
+
+    if not 1 <= rows <= MAX_BATCH:
+        raise UsageError(f"--batch-size must be an integer from 1 to {MAX_BATCH}, got {rows}")
+    spec = model.graph_spec
+    if rows != spec.max_batch_size and spec.batch_dim(model.sample) is None:
+        raise UsageError(
+            f"--batch-size {rows}: {model.name}'s sample has no batched tensor input "
+            "(a tensor whose first dimension is the batch), so its batch cannot change"
+        )
+    if rows < spec.min_batch_size:
+        raise UsageError(
+            f"--batch-size must be >= {model.name}'s smallest batch ({spec.min_batch_size}), "
+            f"got {rows}"
+        )
+    return attrs.evolve(model, graph_spec=attrs.evolve(spec, max_batch_size=rows))
 
 
 def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Path) -> None:
-    """Call the model eagerly once on the batch the tune will use; a failure is a UsageError.
-
-    Its output must also be one the correctness check can compare (an output type it cannot,
-    such as an unregistered cache object, would fail every candidate after all their builds).
-    """
+    """Call eager once on the tune's batch: a failure, or an output not comparable, is a UsageError."""
     import torch
 
     from aitune_fp.backends.eager import TorchEagerBackend
@@ -220,7 +238,7 @@ def _tune(
         min_speedup_threshold_percent=threshold,
         profiling_config=config,
         closeness=Closeness(**accuracy),
-        isolation="in_process" if args.in_process else "process",
+        isolation="in_process" if args.isolation == "in_process" else "process",
     )
     console = make_console(err)
     progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])

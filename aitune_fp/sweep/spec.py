@@ -17,8 +17,9 @@ from typing import Any
 import attrs
 
 from aitune_fp.backends import registry
-from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
+from aitune_fp.core import settings
+from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
+from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
@@ -43,19 +44,18 @@ DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
 TASK_TIMEOUT_KEY = "task_timeout_s"
 #: Added to the per-step watchdog bounds in :func:`default_task_timeout_s` (model load, set-up).
 TASK_TIMEOUT_SLACK_S = 600.0
+#: A sweep file's top-level keys: its tables, and each command setting's own key.
 _TOP_KEYS = (
     "name",
-    "device",
-    "strategy",
-    "threshold",
-    "decision",
-    "log",
     "budget",
     "accuracy",
     "models",
     "backends",
     "ray",
+    *(s.key for s in settings.rows("command") if s.key and not s.key.startswith("[")),
 )
+_ACCURACY_KEYS = tuple(s.field for s in settings.rows("closeness"))
+_ISOLATIONS = next(s.choices for s in settings.SETTINGS if s.field == "isolation") or ()
 _RAY_KEYS = ("max_retries",)
 
 
@@ -115,6 +115,8 @@ class SweepSpec:
     #: Each task's deadline in seconds (``[budget] task_timeout_s``); None: the default,
     #: :func:`default_task_timeout_s`. A task still running then is killed and recorded as hung.
     task_timeout_s: float | None = None
+    #: Where each task's candidates run: ``process`` (worker processes, where they can) or ``in_process``.
+    isolation: str = "process"
 
     def task_deadline_s(self) -> float:
         """The deadline every task of this sweep gets: the file's, else the derived default."""
@@ -272,11 +274,12 @@ def _number(where: str, value: object) -> float:
 
 def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
     _known_keys("budget", table, (*sweep_keys(), TASK_TIMEOUT_KEY))
+    modes_of = {s.field: s.modes for s in settings.rows("config")}
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key == TASK_TIMEOUT_KEY:
             continue
-        modes = MODE_FIELDS.get(key)
+        modes = modes_of[key]
         if modes is not None and decision not in modes:
             raise InvalidValueError(
                 f"budget.{key} applies to decision {modes[0]} only, not to decision {decision}"
@@ -294,7 +297,7 @@ def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
 
 def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """``[accuracy]``: the ``Closeness`` settings (``criteria``, ``rel_l2``, ...), checked."""
-    _known_keys("accuracy", table, ACCURACY_KEYS)
+    _known_keys("accuracy", table, _ACCURACY_KEYS)
     found: dict[str, Any] = {}
     for key, value in table.items():
         where = f"accuracy.{key}"
@@ -311,7 +314,7 @@ def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
                 bounds = "between 0 and 1" if key == "outlier_share" else ">= 0"
                 raise InvalidValueError(f"{where} must be {bounds}, got {value!r}")
             found[key] = number
-    spelled = {k: f"accuracy.{k}" for k in ACCURACY_KEYS}
+    spelled = {k: f"accuracy.{k}" for k in _ACCURACY_KEYS}
     problem = accuracy_conflict(found.get("criteria", "auto"), found, spelled)
     if problem is not None:
         raise InvalidValueError(problem)
@@ -337,6 +340,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     strategy = table.get("strategy", "max-throughput")
     options = strategy_registry.strategy_options(strategy, {k: table.get(k) for k in option_keys})
     decision = _choice("decision", table.get("decision", DECISION_MODES[0]), decision_modes())
+    isolation = _choice("isolation", table.get("isolation", _ISOLATIONS[0]), _ISOLATIONS)
     threshold = _number("threshold", table.get("threshold", 1.0))
     if threshold <= -100:
         raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
@@ -395,6 +399,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         task_timeout_s=task_timeout,
         strategy_options=tuple(options.items()),
         accuracy=accuracy,
+        isolation=isolation,
     )
 
 

@@ -71,6 +71,8 @@ class SweepTask:
     strategy_options: tuple[tuple[str, Any], ...] = ()
     #: ``[accuracy]``: the ``Closeness`` settings of the correctness check.
     accuracy: tuple[tuple[str, Any], ...] = ()
+    #: Where the candidates run: ``process`` (worker processes, where they can) or ``in_process``.
+    isolation: str = "process"
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +100,7 @@ def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask
             task_timeout_s=spec.task_deadline_s(),
             strategy_options=spec.strategy_options,
             accuracy=spec.accuracy,
+            isolation=spec.isolation,
         )
         for i, m in enumerate(spec.models)
     ]
@@ -247,6 +250,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
         min_speedup_threshold_percent=task.threshold,
         profiling_config=task.profiling,
         closeness=Closeness(**dict(task.accuracy)),
+        isolation="in_process" if task.isolation == "in_process" else "process",
     )
     os.makedirs(task.cache_dir, exist_ok=True)
     with torch.no_grad():
