@@ -54,4 +54,6 @@ def test_usage_is_2_in_every_command(argv: list[str], capsys: pytest.CaptureFixt
     [("112", _shared.EXIT_OK), ("101", _shared.EXIT_NOT_MET)],
 )
 def test_check_says_yes_with_0_and_no_with_1(candidate: str, code: int) -> None:
-    assert main(["check", "--baseline", "100", "--candidate", candidate, "--threshold", "5"]) == code
+    assert (
+        main(["check", "--baseline", "100", "--candidate", candidate, "--threshold", "5"]) == code
+    )

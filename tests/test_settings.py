@@ -20,8 +20,8 @@ from aitune_fp.cli import build_parser
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.cli.tune_args import add_arguments, profiling_config
 from aitune_fp.core import settings
-from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.accuracy import ACCURACY_KEYS
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.settings import SETTINGS, Setting, rows, sweep_keys
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.sweep import parse_sweep

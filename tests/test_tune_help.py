@@ -145,9 +145,7 @@ def test_each_flag_appears_in_exactly_one_group(
 
 def test_the_hidden_flags_are_the_old_names() -> None:
     """A flag without help is one of the old names kept for a release, and nothing else."""
-    hidden = {
-        a.option_strings[-1] for a in _parser()._actions if a.help == argparse.SUPPRESS
-    }
+    hidden = {a.option_strings[-1] for a in _parser()._actions if a.help == argparse.SUPPRESS}
     assert hidden == HIDDEN
 
 
