@@ -60,19 +60,15 @@ def _escaped(match: re.Match[str]) -> str:
 def escape_control(text: str) -> str:
     r"""``text`` with control, C1 and bidi-override characters escaped (``\x1b``, ``\n``, ...).
 
-    For strings that come from user code or a log (module names, backend descriptions, reasons)
-    so they cannot move the cursor, recolour, or reorder what the terminal shows.
+    For text from user code or a log, so it cannot move the cursor, recolour or reorder the terminal.
     """
     return _UNSAFE.sub(_escaped, text)
 
 
 def json_text(document: Any) -> str:
-    r"""One JSON document: UTF-8 text, finite numbers only, terminal-unsafe characters escaped.
+    r"""One JSON document: UTF-8, finite numbers only, DEL, C1 and bidi overrides written ``\uXXXX``.
 
-    ``json.dumps`` escapes C0 controls itself but passes DEL, C1 (U+009B opens an escape
-    sequence on some terminals) and bidi overrides (U+202E) through raw; they are written as
-    ``\uXXXX`` here, which any JSON reader decodes to the same string. A non-finite number is a
-    ``ValueError`` (it would not be JSON).
+    A non-finite number is a ``ValueError`` (it would not be JSON).
     """
     text = json.dumps(document, ensure_ascii=False, allow_nan=False)
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
@@ -99,10 +95,9 @@ PIPE_WIDTH = 160
 
 
 def make_console(stream: IO[str]) -> Console:
-    """A rich console on ``stream``: colour per rich (``NO_COLOR``, ``FORCE_COLOR``, TTY or not).
+    """A rich console on ``stream``: markup, emoji and highlighting off (user text printed as it is).
 
-    Markup, emoji codes and highlighting are off: text from user code is printed as it is (after
-    :func:`escape_control`), never interpreted. Not a terminal: ``COLUMNS`` or 160 columns.
+    Not a terminal: ``COLUMNS`` or 160 columns wide.
     """
     isatty = getattr(stream, "isatty", None)
     try:

@@ -1,8 +1,4 @@
-"""``aitune-fp sweep``: every model of a TOML file × its backends, locally or on Ray (``--ray``).
-
-The file is checked before anything runs; one line per model on stderr as it ends, then each
-run's tables and the models × backends summary on stdout (exit codes: docs/cli.md).
-"""
+"""``aitune-fp sweep``: every model of a TOML file × its backends, locally or on Ray (``--ray``)."""
 
 from __future__ import annotations
 

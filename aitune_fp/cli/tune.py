@@ -1,8 +1,4 @@
-"""``aitune-fp tune``: validate candidate backends against eager on a model (the main job).
-
-Flags are checked before anything is built, and eager is called once on the batch before any
-candidate is: a model or input eager cannot run stops the tune with one line (exit 2).
-"""
+"""``aitune-fp tune``: validate candidate backends against eager on a model (the main job)."""
 
 from __future__ import annotations
 

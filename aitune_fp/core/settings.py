@@ -1,7 +1,6 @@
 """Every setting of a tune, one row each: where its value lands, its flag, help, group and modes.
 
-``aitune-fp tune``'s parser, the values built from it, every message naming a flag, a sweep
-file's keys and docs/cli.md's flag table are all read from these rows.
+``tune``'s parser, sweep files' keys and docs/cli.md's flag table are read from these rows.
 """
 
 from __future__ import annotations
@@ -68,8 +67,7 @@ Into = Literal["config", "closeness", "command"]
 class Setting:
     """One setting: its value's name, flag, help (with its unit), group and the modes that read it.
 
-    ``modes`` None: every decision mode; ``aliases``: old flag names, hidden, that still work;
-    ``key``: a command row's sweep file key; ``shown``: a default not ProfilingConfig's.
+    ``modes`` None: every mode; ``aliases``: hidden old flags; ``key``: a command row's sweep key.
     """
 
     field: str

@@ -1,9 +1,6 @@
 """A sweep description (models × backends, one gate, one budget) as frozen values, checked up front.
 
-Pure: :func:`parse_sweep` turns the mapping read from a TOML file into a :class:`SweepSpec` or
-raises an error naming the entry and field (``models[2].input_shape``); nothing is imported,
-built or timed. :func:`load_sweep` is the one function here that reads a file; it also resolves
-every user model's factory up front (:func:`check_models`: imports, never builds).
+Every problem names the entry and field (``models[2].input_shape``).
 """
 
 from __future__ import annotations
@@ -61,12 +58,7 @@ _RAY_KEYS = ("max_retries",)
 
 @attrs.frozen(kw_only=True)
 class ModelEntry:
-    """One model of the sweep: its unique label, what to load, and a user factory's input shape.
-
-    ``model`` is an embedded name (``mlp``), ``path/to/file.py:factory`` with the path made
-    absolute against the sweep file's folder, so a task finds it from any working directory, or
-    ``package.module:factory`` (imported from ``sys.path`` where the task runs).
-    """
+    """One model of the sweep: its label, what to load (a file path made absolute) and an input shape."""
 
     name: str
     model: str
@@ -95,8 +87,7 @@ class BackendChoice:
 class SweepSpec:
     """Everything a sweep runs: models × backends on one device kind, one strategy and gate.
 
-    ``backends`` empty means the registry's defaults for ``device``. ``max_retries`` is how often
-    Ray re-runs a task whose worker or node died (the local executor never retries).
+    ``backends`` empty: the device's defaults; ``max_retries``: Ray's re-runs of a dead worker.
     """
 
     name: str
@@ -136,12 +127,9 @@ class SweepSpec:
 
 
 def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
-    """A task's default deadline: what each step of a task is expected to need, generously.
+    """A task's default deadline: 600 s, plus one build and two checked steps for eager and each candidate.
 
-    ``TASK_TIMEOUT_SLACK_S`` (600 s, model load) plus, for eager and every candidate, one build
-    (``build_timeout_s``) and two checked steps (correctness check and timing, each
-    ``max_seconds + hang_grace_s``): with the defaults and three backends, 600 + 4 x 1,980 s =
-    8,520 s. A slow model whose checks keep completing calls can need more: set the file's.
+    With the defaults and three backends, 600 + 4 x 1,980 s = 8,520 s.
     """
     per_step = profiling.max_seconds + profiling.hang_grace_s
     return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
@@ -330,8 +318,7 @@ def _list(where: str, value: object) -> Sequence[Any]:
 def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sweep") -> SweepSpec:
     """Check a sweep description (as read from TOML) and return it as a :class:`SweepSpec`.
 
-    Every problem is an :class:`InvalidValueError` or :class:`InvalidTypeError` naming the entry
-    and field. Relative model file paths and ``log`` are taken against ``base_dir``.
+    Relative model file paths and ``log`` are taken against ``base_dir``.
     """
     table = _table("sweep", data)
     option_keys = strategy_registry.option_names()
@@ -404,11 +391,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
 
 
 def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
-    """Read and check the sweep TOML file at ``path`` (paths in it are relative to its folder).
-
-    Besides :func:`parse_sweep`'s checks, every model's file or module is imported and its
-    factory found (:func:`check_models`), so a wrong one stops the sweep before it starts.
-    """
+    """Read and check the sweep TOML file at ``path``, every user model's factory found up front."""
     try:  # the standard library's TOML reader (Python 3.11+); the package still runs on 3.10
         tomllib: Any = importlib.import_module("tomllib")
     except ImportError as exc:  # pragma: no cover - Python 3.10
@@ -428,11 +411,9 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
 
 
 def check_models(spec: SweepSpec) -> None:
-    """Import every user model's file or module and find its factory, before any task runs.
+    """Import every user model's file or module and find its factory (never called), before any task.
 
-    The factories are not called (that builds the models, in the tasks). A missing file or
-    module, one that fails to import, or a wrong factory name is an :class:`InvalidValueError`
-    naming the entry (``models[1].model: ...``). Embedded models need nothing.
+    A problem is an :class:`InvalidValueError` naming the entry (``models[1].model: ...``).
     """
     from aitune_fp.models import MODELS, UserModelError, resolve_factory
 

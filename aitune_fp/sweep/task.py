@@ -1,12 +1,4 @@
-"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it.
-
-:func:`make_tasks` makes one :class:`SweepTask` per model of a sweep file. :func:`run_task` runs
-one in whatever process the executor picks and never raises: it loads the model, builds the
-strategy over the task's backends, runs the validating tune with its events collected, and
-returns a :class:`TaskOutcome` whose records end with ``task_finished`` or ``task_failed``
-(:func:`failed_outcome`; :func:`hung_outcome` for a task killed at its deadline, ``error_type``
-:data:`HUNG`).
-"""
+"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it."""
 
 from __future__ import annotations
 
@@ -171,8 +163,7 @@ def hung_outcome(task: SweepTask) -> TaskOutcome:
 def run_task(task: SweepTask) -> TaskOutcome:
     """Tune one model on this process's device; never raises (a failure is the outcome).
 
-    Loads the model, builds the strategy over the task's backends, runs the validating tune with
-    its events collected, and tags every event with the sweep, the host and the device.
+    Every event is tagged with the sweep, the host and the device.
     """
     started, started_mono = time.time(), time.monotonic()
     hostname = socket.gethostname()
@@ -216,10 +207,9 @@ def _all_cores(task: SweepTask) -> int:
 
 
 def _process_threads(task: SweepTask) -> int | None:
-    """The threads the task's process runs with (None: leave them), set by ``set_threads``.
+    """The threads the task's process runs with (None: leave them).
 
-    A CPU task that holds its node: :func:`_all_cores`; otherwise the budget's ``threads``
-    (as ``tune --threads`` sets them), or nothing.
+    All cores for a CPU task that holds its node, else the budget's ``threads``.
     """
     if task.use_all_cores and task.device == "cpu":
         return _all_cores(task)
