@@ -104,3 +104,27 @@ def test_a_new_row_is_a_flag_and_a_sweep_key(monkeypatch: pytest.MonkeyPatch) ->
 def _tune_help() -> str:
     sub = argparse.ArgumentParser().add_subparsers()
     return str(add_arguments(sub).format_help())
+
+
+def test_batch_size_sets_the_batch_the_sample_is_tiled_to() -> None:
+    """``--batch-size`` and ``[[models]] batch_size``: the graph spec's batch; a bad one is named."""
+    import torch
+
+    from aitune_fp.cli.tune import _load_model
+    from aitune_fp.inputs import GraphSpec, Sample
+    from aitune_fp.models import EmbeddedModel, UserModelError, at_batch_size
+
+    assert _load_model(build_parser().parse_args(["tune"])).graph_spec.max_batch_size == 32
+    args = build_parser().parse_args(["tune", "--batch-size", "48"])
+    assert _load_model(args).graph_spec.max_batch_size == 48
+    assert (
+        parse_sweep({**_BASE, "models": [{"model": "mlp", "batch_size": 8}]}).models[0].batch_size
+        == 8
+    )
+    with pytest.raises(InvalidValueError, match=r"models\[0\]\.batch_size must be an integer >= 1"):
+        parse_sweep({**_BASE, "models": [{"model": "mlp", "batch_size": 0}]})
+    scalar = EmbeddedModel(
+        name="s", module=torch.nn.Identity(), sample=Sample((3,)), graph_spec=GraphSpec()
+    )
+    with pytest.raises(UserModelError, match="--batch-size 4: s's sample has no batched tensor"):
+        at_batch_size(scalar, 4, name="--batch-size")

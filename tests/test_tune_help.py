@@ -343,3 +343,39 @@ def test_a_bad_looks_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--looks: must be comma-separated integers like 10,20,40, got '10,x'" in (
         capsys.readouterr().err
     )
+
+
+# ---- a thread count the user did not choose is said once ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("isolation", "threads_given", "quiet", "said"),
+    [
+        ("process", False, False, True),
+        ("process", True, False, False),
+        ("in_process", False, False, False),
+        ("process", False, True, False),
+    ],
+)
+def test_the_default_one_thread_is_said_once_naming_the_flag(
+    isolation: str, threads_given: bool, quiet: bool, said: bool
+) -> None:
+    """Workers at one thread without ``--threads``: one line on stderr names the flag."""
+    import io
+
+    from rich.console import Console
+
+    from aitune_fp import events
+    from aitune_fp.cli.progress import TuneProgress
+
+    out = io.StringIO()
+    progress = TuneProgress(
+        Console(file=out, width=200),
+        quiet=quiet,
+        candidates=[],
+        threads_given=threads_given,
+    )
+    started = events.Event(events.STARTED, "info", {"run_id": "r", "isolation": isolation})
+    progress(started)
+    progress(started)
+    assert out.getvalue().count("--threads N sets another count") == (1 if said else 0)

@@ -45,8 +45,10 @@ class TuneProgress:
         quiet: bool,
         candidates: Sequence[str],
         clock: Callable[[], float] = time.monotonic,
+        threads_given: bool = True,
     ) -> None:
         self.console = console
+        self.threads_given = threads_given  # else: say once that workers run one thread
         self.clock = clock  # the pace of the pairs, for the time left
         self._measuring: dict[str, float] = {}  # when each candidate's measure phase began
         self.quiet = quiet
@@ -130,6 +132,13 @@ class TuneProgress:
         report = self._fold(event) if event.name.startswith(VALIDATION_PREFIX) else None
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
+        if event.name == events.STARTED and not (self.threads_given or self.quiet):
+            self.threads_given = True  # said once
+            if event.fields.get("isolation") == "process":
+                self.console.print(
+                    "note: eager and the candidates run 1 intra-op thread each, in worker "
+                    "processes (the default; --threads N sets another count)"
+                )
         if isinstance(payload, events.BaselineMeasured):
             self.baseline_at = _clock(events.timestamp())
             self._done(_EAGER)

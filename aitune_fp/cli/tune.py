@@ -83,7 +83,7 @@ def _resolve_device(text: str) -> str:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from aitune_fp.models import MODELS, UserModelError, load_model
+    from aitune_fp.models import MODELS, UserModelError, at_batch_size, load_model
 
     if args.model in MODELS and args.input_shape is not None:
         raise UsageError(
@@ -98,31 +98,11 @@ def _load_model(args: argparse.Namespace) -> Any:
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
         model = load_model(args.model, input_shape=shape)
+        if args.batch_size is not None:
+            model = at_batch_size(model, args.batch_size, name="--batch-size")
     except UserModelError as exc:
         raise UsageError(str(exc)) from exc
-    return model if args.batch_size is None else _at_batch(model, args.batch_size)
-
-
-def _at_batch(model: Any, rows: int) -> Any:
-    """``model`` whose sample is tiled to ``rows`` along its batch axis (``--batch-size``)."""
-    import attrs
-
-    from aitune_fp.core.config import MAX_BATCH
-
-    if not 1 <= rows <= MAX_BATCH:
-        raise UsageError(f"--batch-size must be an integer from 1 to {MAX_BATCH}, got {rows}")
-    spec = model.graph_spec
-    if rows != spec.max_batch_size and spec.batch_dim(model.sample) is None:
-        raise UsageError(
-            f"--batch-size {rows}: {model.name}'s sample has no batched tensor input "
-            "(a tensor whose first dimension is the batch), so its batch cannot change"
-        )
-    if rows < spec.min_batch_size:
-        raise UsageError(
-            f"--batch-size must be >= {model.name}'s smallest batch ({spec.min_batch_size}), "
-            f"got {rows}"
-        )
-    return attrs.evolve(model, graph_spec=attrs.evolve(spec, max_batch_size=rows))
+    return model
 
 
 def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Path) -> None:
@@ -237,7 +217,12 @@ def _tune(
         isolation="in_process" if args.isolation == "in_process" else "process",
     )
     console = make_console(err)
-    progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])
+    progress = TuneProgress(
+        console,
+        quiet=args.quiet,
+        candidates=[describe(b) for b in backends],
+        threads_given=args.threads is not None,
+    )
     sinks = [progress] + ([JsonLines(json_log)] if json_log is not None else [])
     configure_logging()  # structlog prints nothing: the sinks show and write the events
     if not args.quiet:

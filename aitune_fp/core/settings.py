@@ -126,7 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     _row("batch_size", "--batch-size", "the batch, in rows, the sample is tiled to along its "
          "first dimension for eager and every candidate; without it, the model's own (embedded: "
          "mlp 32, convnet 8, transformer 8; a factory's: its sample's first dimension)", int,
-         metavar="ROWS", group=WHAT, into="command"),
+         metavar="ROWS", group=WHAT, into="command", key="[[models]] batch_size"),
     _row("device", "--device", "auto (CUDA when torch sees a device, else CPU), cpu, cuda or "
          "cuda:N", group=WHAT, into="command", key="device", shown="auto"),
     _row("backends", "--backends", "comma-separated backend names", metavar="NAMES", group=WHAT,

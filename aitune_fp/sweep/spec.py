@@ -52,6 +52,15 @@ _TOP_KEYS = (
     *(s.key for s in settings.rows("command") if s.key and not s.key.startswith("[")),
 )
 _ACCURACY_KEYS = tuple(s.field for s in settings.rows("closeness"))
+#: A ``[[models]]`` entry's keys: its label, and each command setting's ``[[models]]`` key.
+_MODEL_KEYS = (
+    "name",
+    *(
+        s.key.split()[1]
+        for s in settings.rows("command")
+        if s.key and s.key.startswith("[[models]]")
+    ),
+)
 _ISOLATIONS = next(s.choices for s in settings.SETTINGS if s.field == "isolation") or ()
 _RAY_KEYS = ("max_retries",)
 
@@ -63,6 +72,7 @@ class ModelEntry:
     name: str
     model: str
     input_shape: tuple[int, ...] | None = None
+    batch_size: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -193,7 +203,7 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
     if isinstance(raw, str):
         raw = {"model": raw}
     table = _table(where, raw)
-    _known_keys(where, table, ("name", "model", "input_shape"))
+    _known_keys(where, table, _MODEL_KEYS)
     if "model" not in table:
         raise InvalidValueError(f"{where}: missing 'model' (an embedded name or file.py:factory)")
     spec = _str(f"{where}.model", table["model"])
@@ -219,7 +229,10 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
             spec = f"{os.path.normpath(os.path.join(base_dir, target))}:{factory}"
         default_name = factory
     name = _file_name(f"{where}.name", table.get("name", default_name))
-    return ModelEntry(name=name, model=spec, input_shape=shape)
+    rows = table.get("batch_size")
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+        raise InvalidValueError(f"{where}.batch_size must be an integer >= 1, got {rows!r}")
+    return ModelEntry(name=name, model=spec, input_shape=shape, batch_size=rows)
 
 
 def _backend(i: int, raw: object, device: str) -> BackendChoice:

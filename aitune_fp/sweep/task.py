@@ -229,11 +229,13 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
     from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
     from aitune_fp.correctness import Closeness
-    from aitune_fp.models import load_model
+    from aitune_fp.models import at_batch_size, load_model
     from aitune_fp.pipeline.strategies import NoValidBackendError
     from aitune_fp.pipeline.strategy_registry import make_strategy
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)
+    if task.model.batch_size is not None:
+        model = at_batch_size(model, task.model.batch_size, name=f"{task.model.name}: batch_size")
     backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]
     strategy = with_performance_validation(
         make_strategy(task.strategy, backends, **dict(task.strategy_options)),
