@@ -58,11 +58,13 @@ def gate_name(value: Any) -> Any:
 
 
 def parse_looks(text: str) -> tuple[int, ...]:
-    """``"10,20,40"`` -> ``(10, 20, 40)``; anything else a ValueError quoting it."""
+    """``"10,20,40"`` -> ``(10, 20, 40)``; anything else an InvalidValueError quoting it."""
     try:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
-        raise ValueError(f"must be comma-separated integers like 10,20,40, got {text!r}") from None
+        raise InvalidValueError(
+            f"must be comma-separated integers like 10,20,40, got {text!r}"
+        ) from None
 
 
 def check_rule_name(name: str, value: object) -> str:
