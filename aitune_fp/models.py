@@ -32,6 +32,7 @@ __all__ = [
     "EmbeddedModel",
     "SourceKind",
     "UserModelError",
+    "at_batch_size",
     "convnet",
     "load_model",
     "load_user_model",
@@ -364,3 +365,24 @@ def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> Embedd
             f"package.module:factory, got {spec!r}"
         )
     return load_user_model(spec, input_shape=input_shape)
+
+
+def at_batch_size(model: EmbeddedModel, rows: int, *, name: str = "batch_size") -> EmbeddedModel:
+    """``model`` whose sample is tiled to ``rows`` along its batch axis; a problem names ``name``."""
+    import attrs
+
+    from aitune_fp.core.config import MAX_BATCH
+
+    spec = model.graph_spec
+    if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_BATCH:
+        raise UserModelError(f"{name} must be an integer from 1 to {MAX_BATCH}, got {rows!r}")
+    if rows != spec.max_batch_size and spec.batch_dim(model.sample) is None:
+        raise UserModelError(
+            f"{name} {rows}: {model.name}'s sample has no batched tensor input (a tensor whose "
+            "first dimension is the batch), so its batch cannot change"
+        )
+    if rows < spec.min_batch_size:
+        raise UserModelError(
+            f"{name} must be >= {model.name}'s smallest batch ({spec.min_batch_size}), got {rows}"
+        )
+    return attrs.evolve(model, graph_spec=attrs.evolve(spec, max_batch_size=rows))

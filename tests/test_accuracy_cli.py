@@ -111,7 +111,7 @@ class TestCalibration:
             "--calibrate-noise",
             "--max-seconds",
             "1",
-            "--max-pairs",
+            "--looks",
             "10",
         ]
         code = main(["tune", *flags, "-q"])
@@ -122,10 +122,10 @@ class TestCalibration:
 
 def _args(**given: Any) -> argparse.Namespace:
     values = {
-        "accuracy": None,
+        "criteria": None,
         "rel_l2": None,
         "outlier_share": None,
-        "calibrate_noise": False,
+        "calibrate": False,
         "noise_factor": None,
     }
     return argparse.Namespace(**{**values, **given})
@@ -134,7 +134,7 @@ def _args(**given: Any) -> argparse.Namespace:
 class TestFlags:
     def test_flags_become_closeness_settings(self) -> None:
         options = accuracy_options(
-            _args(accuracy="norm", rel_l2=0.05, calibrate_noise=True, noise_factor=4.0)
+            _args(criteria="norm", rel_l2=0.05, calibrate=True, noise_factor=4.0)
         )
         assert options == {
             "criteria": "norm",

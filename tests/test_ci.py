@@ -19,50 +19,36 @@ def _section(title: str) -> str:
     return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def _commands(block: str) -> list[str]:
-    """The pytest command lines of a shell text, comments and spacing dropped."""
-    lines = (line.split("#", 1)[0].strip() for line in block.splitlines())
-    return [" ".join(line.split()) for line in lines if line.startswith("python -m pytest")]
+def _block(title: str) -> list[str]:
+    """The command lines of README's first shell block under ``title``."""
+    block = _section(title).split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
 
 
-def test_ci_runs_exactly_readmes_test_commands() -> None:
-    readme = _commands(_section("Run the tests"))
-    assert readme == ["python -m pytest -q", 'python -m pytest -q -m "slow or compile or ray"']
-    assert _commands((ROOT / ".ci" / "run").read_text(encoding="utf-8")) == readme
+def test_readmes_blocks_are_one_line_each() -> None:
+    """The main job and the tests are each set up and run by one line: venv, installs, run."""
+    (main_job,) = _block("The main job: validate the default candidates on the embedded model")
+    (tests,) = _block("Run the tests")
+    for line in (main_job, tests):
+        assert line.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install ")
+    assert main_job.endswith("&& pip install -e . && aitune-fp tune")
+    steps = tests.split(" && ")
+    assert steps[-2:] == ["python -m pytest -q", 'python -m pytest -q -m "slow or compile or ray"']
+    assert "pip install torch==2.13.0" in steps and "pip install --no-deps aitune==0.6.0" in steps
+    extras = next(s for s in steps if s.startswith("pip install -e "))
+    assert re.fullmatch(r'pip install -e "\.\[[\w,-]*\btest\b[\w,-]*\]"', extras)
 
 
-def _pip_installs(text: str) -> list[str]:
-    """What each ``pip install`` of a shell text installs, in order (``-q`` and comments dropped,
-    ``&&`` chains split): ``["torch==2.13.0", '-e ".[test]"', ...]``."""
-    found = []
-    for line in text.splitlines():
-        for command in line.split("#", 1)[0].split("&&"):
-            words = command.split()
-            if "pip" in words and "install" in words:
-                args = words[words.index("install") + 1 :]
-                found.append(" ".join(a for a in args if a != "-q"))
-    return found
-
-
-def test_readmes_set_up_is_the_one_ci_runs() -> None:
-    """README's test commands work on a fresh machine after README's set-up lines: the same pip
-    installs, in the same order, as ``.ci/run`` (torch's CPU build first, the extras with
-    ``test``, AITune without its GPU dependencies)."""
-    readme = _pip_installs(_section("Run the tests"))
-    ci = _pip_installs((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
-    assert readme == [c for c in ci if c != "--upgrade pip"]
-    assert readme[0] == "torch==2.13.0"
-    extras = re.fullmatch(r'-e "\.\[([\w,-]+)\]"', readme[1])
-    assert extras is not None and "test" in extras.group(1).split(",")
-    assert readme[2:] == ["--no-deps aitune==0.6.0"]
-
-
-def test_readmes_main_job_is_set_up_and_run_in_one_block() -> None:
-    """The first section sets up the plain install (CPU torch first) and runs the main job."""
-    section = _section("The main job: validate the default candidates on the embedded model")
-    assert _pip_installs(section) == ["torch==2.13.0", "-e ."]
-    lines = [line.split("#", 1)[0].strip() for line in section.splitlines()]
-    assert "aitune-fp tune" in lines
+def test_ci_runs_exactly_readmes_test_line_last() -> None:
+    """``.ci/run``'s last command is README's test line, character for character."""
+    (tests,) = _block("Run the tests")
+    lines = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    assert lines[-1] == tests
+    assert tests.split(" && python -m pytest", 1)[0] in lines[:-1]  # lint needs the set-up
 
 
 def test_the_default_run_leaves_the_slow_tier_out() -> None:

@@ -453,10 +453,10 @@ class TestReport:
 
 
 class TestUnexpectedFailure:
-    def test_exit_1_with_saved_traceback(
+    def test_exit_70_with_saved_traceback(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """An unexpected exception exits 1 and prints the path of the saved traceback."""
+        """An unexpected exception exits 70 (EX_SOFTWARE) and prints the path of the saved traceback."""
 
         def boom(*args: object) -> None:
             raise RuntimeError("kaboom")
@@ -464,7 +464,7 @@ class TestUnexpectedFailure:
         monkeypatch.setattr("aitune_fp.events.ingest.summarize", boom)
         path = tmp_path / "log.jsonl"
         path.write_text("")
-        assert main(["report", str(path)]) == 1
+        assert main(["report", str(path)]) == 70
         err = capsys.readouterr().err
         assert "RuntimeError: kaboom" in err
         saved = err.rsplit("traceback saved to ", 1)[1].rstrip(")\n")

@@ -104,7 +104,7 @@ class TestNegativeThreshold:
         monkeypatch.setattr(aitune_fp.sweep.run, "run_sweep", stop)
         path = tmp_path / "s.toml"
         path.write_text('threshold = -5\n[[models]]\nmodel = "mlp"\n', encoding="utf-8")
-        assert main(["sweep", str(path), "--log", str(tmp_path / "e.jsonl"), "-q"]) == 1
+        assert main(["sweep", str(path), "--log", str(tmp_path / "e.jsonl"), "-q"]) == 70
         assert "threshold -5 accepts candidates up to 5 % slower" in capsys.readouterr().err
 
 

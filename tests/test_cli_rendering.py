@@ -305,6 +305,8 @@ class TestFlagsAndInputs:
             (["--warmup-calls", "5"], "--warmup-calls applies to --decision point only"),
             (["--decision", "point", "--looks", "10,20"], "--looks applies to --decision"),
             (["--decision", "point", "--max-pairs", "20"], "--max-pairs applies to"),
+            (["--looks", "10,20", "--max-pairs", "40"], "--max-pairs 40 (an old name"),
+            (["--batch-size", "0"], "--batch-size must be an integer from 1"),
             (["--confidence", "1.5"], "--confidence"),
         ],
     )

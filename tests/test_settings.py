@@ -20,8 +20,9 @@ from aitune_fp.cli import build_parser
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.cli.tune_args import add_arguments, profiling_config
 from aitune_fp.core import settings
+from aitune_fp.core.accuracy import ACCURACY_KEYS
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.settings import SETTINGS, Setting, sweep_keys
+from aitune_fp.core.settings import SETTINGS, Setting, rows, sweep_keys
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.sweep import parse_sweep
 
@@ -33,17 +34,31 @@ def _tune(*flags: str) -> Any:
     return profiling_config(build_parser().parse_args(["tune", *flags]))
 
 
-def test_each_row_names_one_config_field_and_one_flag() -> None:
-    """Every row's field is a ProfilingConfig field; no field or flag has two rows."""
-    fields = {f.name for f in attrs.fields(ProfilingConfig)}
-    assert {s.field for s in SETTINGS} <= fields
+def test_each_row_lands_in_one_place_under_one_flag() -> None:
+    """A config row names a ProfilingConfig field, an accuracy row a Closeness setting; no field,
+    flag or old name has two rows."""
+    assert {s.field for s in rows("config")} <= set(attrs.fields_dict(ProfilingConfig))
+    assert {s.field for s in rows("closeness")} == set(ACCURACY_KEYS)
     assert len({s.field for s in SETTINGS}) == len(SETTINGS)
-    flags = [s.flag for s in SETTINGS if s.flag is not None]
-    assert len(set(flags)) == len(flags)
-    assert sweep_keys() == tuple(s.field for s in SETTINGS)
+    names = [n for s in SETTINGS for n in (s.short, s.flag, *s.aliases) if n is not None]
+    assert len(set(names)) == len(names)
+    assert sweep_keys() == tuple(s.field for s in rows("config"))
+    assert {"threshold", "decision", "isolation", "criteria"} <= {s.field for s in SETTINGS}
 
 
-@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.choices], ids=lambda s: s.field)
+@pytest.mark.parametrize("row", [s for s in SETTINGS if s.modes], ids=lambda s: s.field)
+def test_a_row_of_one_mode_is_refused_in_the_other(row: Setting) -> None:
+    """The ``modes`` column: the flag and the ``[budget]`` key are refused in another mode."""
+    other = next(m for m in ("statistical", "point") if m not in (row.modes or ()))
+    value = row.choices[-1] if row.choices else str(row.default).strip("()").replace(" ", "")
+    if row.flag is not None:
+        with pytest.raises(UsageError, match=f"{row.flag} applies to --decision {row.modes[0]}"):
+            _tune("--decision", other, row.flag, value)
+    with pytest.raises(InvalidValueError, match=f"budget.{row.field} applies to decision"):
+        parse_sweep({**_BASE, "decision": other, "budget": {row.field: row.default}})
+
+
+@pytest.mark.parametrize("setting", [s for s in rows("config") if s.choices], ids=lambda s: s.field)
 def test_a_flag_with_choices_sets_its_field(setting: Setting) -> None:
     """Each choice of a choice flag lands in its field (statistical mode reads them all)."""
     assert setting.flag is not None and setting.choices is not None
@@ -89,3 +104,27 @@ def test_a_new_row_is_a_flag_and_a_sweep_key(monkeypatch: pytest.MonkeyPatch) ->
 def _tune_help() -> str:
     sub = argparse.ArgumentParser().add_subparsers()
     return str(add_arguments(sub).format_help())
+
+
+def test_batch_size_sets_the_batch_the_sample_is_tiled_to() -> None:
+    """``--batch-size`` and ``[[models]] batch_size``: the graph spec's batch; a bad one is named."""
+    import torch
+
+    from aitune_fp.cli.tune import _load_model
+    from aitune_fp.inputs import GraphSpec, Sample
+    from aitune_fp.models import EmbeddedModel, UserModelError, at_batch_size
+
+    assert _load_model(build_parser().parse_args(["tune"])).graph_spec.max_batch_size == 32
+    args = build_parser().parse_args(["tune", "--batch-size", "48"])
+    assert _load_model(args).graph_spec.max_batch_size == 48
+    assert (
+        parse_sweep({**_BASE, "models": [{"model": "mlp", "batch_size": 8}]}).models[0].batch_size
+        == 8
+    )
+    with pytest.raises(InvalidValueError, match=r"models\[0\]\.batch_size must be an integer >= 1"):
+        parse_sweep({**_BASE, "models": [{"model": "mlp", "batch_size": 0}]})
+    scalar = EmbeddedModel(
+        name="s", module=torch.nn.Identity(), sample=Sample((3,)), graph_spec=GraphSpec()
+    )
+    with pytest.raises(UserModelError, match="--batch-size 4: s's sample has no batched tensor"):
+        at_batch_size(scalar, 4, name="--batch-size")

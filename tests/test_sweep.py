@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.cli import main
+from aitune_fp.cli import EXIT_PARTIAL, main
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import ingest
@@ -377,7 +377,7 @@ def test_a_hung_task_is_killed_and_the_sweep_goes_on(
     )
     log = tmp_path / "e.jsonl"
     start = time.monotonic()
-    assert main(["sweep", str(path), "--log", str(log)]) == 1
+    assert main(["sweep", str(path), "--json-log", str(log)]) == EXIT_PARTIAL
     assert time.monotonic() - start < 60  # not the factory's 1000 s
     captured = capsys.readouterr()
     out = captured.out
@@ -462,7 +462,7 @@ class TestCommand:
             code = main(["sweep", str(path), "--log", str(tmp_path / "e.jsonl"), "-q"])
         finally:
             sys.stdout, sys.stderr = saved
-        assert code == 1
+        assert code == EXIT_PARTIAL
         text = out.getvalue()
         assert "Sweep two (local" in text and "TorchEagerBackend()" in text
         assert "failed: UserModelError" in text
@@ -475,7 +475,7 @@ class TestCommand:
             code = main([*args, "--format", "json"])
         finally:
             sys.stdout, sys.stderr = saved
-        assert code == 1
+        assert code == EXIT_PARTIAL
         doc = json.loads(out.getvalue())
         assert [(s["model"], s["state"]) for s in doc["statuses"]] == [
             ("tiny", "skipped"),

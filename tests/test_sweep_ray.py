@@ -114,13 +114,13 @@ def test_ctrl_c_cancels_outstanding_tasks_then_resume_finishes(tmp_path: Path) -
 
 
 def test_command_with_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``aitune-fp sweep FILE --ray`` (on the Ray already started) prints the summary, exit 1."""
+    """``aitune-fp sweep FILE --ray`` (on the Ray already started) prints the summary, exit 4 (a model failed)."""
     from aitune_fp.cli import main
 
     path = tmp_path / "s.toml"
     path.write_text(tiny_and_broken_toml("on-ray"), "utf-8")
     log = tmp_path / "e.jsonl"
-    assert main(["sweep", str(path), "--ray", "--log", str(log)]) == 1
+    assert main(["sweep", str(path), "--ray", "--json-log", str(log)]) == 4  # a model failed
     out, err = capsys.readouterr()
     assert "Sweep on-ray (ray" in out and "1 model(s) failed: broken" in out
     assert "✅ tiny: baseline" in err or "✅ tiny: candidate" in err

@@ -22,7 +22,6 @@ from aitune_fp.cli.tune_args import (
     strategy_settings,
 )
 from aitune_fp.core import settings
-from aitune_fp.core.config import MODE_FIELDS, ProfilingConfig
 from aitune_fp.core.settings import GROUPS, SETTINGS, Setting
 from aitune_fp.correctness import Closeness, Tolerances
 from aitune_fp.pipeline import strategy_registry
@@ -39,9 +38,17 @@ def _names(action: argparse.Action) -> tuple[str, ...]:
     return tuple(action.option_strings)
 
 
+#: The old names ``tune`` still takes, hidden from ``--help`` (docs/cli.md's table names them).
+HIDDEN = {"--cache", "--in-process", "--log", "--max-pairs"}
+
+
 def _flags() -> list[argparse.Action]:
-    """Every flag of ``tune`` but ``-h``."""
-    return [a for a in _parser()._actions if a.option_strings and a.dest != "help"]
+    """Every flag of ``tune`` but ``-h`` and the hidden old names."""
+    return [
+        a
+        for a in _parser()._actions
+        if a.option_strings and a.dest != "help" and a.help != argparse.SUPPRESS
+    ]
 
 
 def _help_text(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
@@ -110,12 +117,12 @@ def test_help_has_the_groups_in_order(sections: dict[str, dict[tuple[str, ...], 
         ("--threshold", "the gate"),
         ("--decision", "the gate"),
         ("--looks", "the statistics"),
-        ("--max-pairs", "the statistics"),
+        ("--batch-size", "what to tune"),
         ("--strategy", "choosing among faster candidates"),
         ("--budget-ms", "choosing among faster candidates"),
         ("--rel-l2", "the accuracy"),
         ("--spot-rate", "the accuracy"),
-        ("--in-process", "isolation and threads"),
+        ("--isolation", "isolation and threads"),
         ("--threads", "isolation and threads"),
         ("--format", "output"),
         ("--quiet", "output"),
@@ -133,7 +140,13 @@ def test_each_flag_appears_in_exactly_one_group(
     """Every flag the parser takes is printed once, under one heading."""
     printed = [names for flags in sections.values() for names in flags]
     assert len(printed) == len(set(printed))
-    assert sorted(printed) == sorted(_names(a) for a in _parser()._actions if a.option_strings)
+    assert sorted(printed) == sorted([("-h", "--help"), *(_names(a) for a in _flags())])
+
+
+def test_the_hidden_flags_are_the_old_names() -> None:
+    """A flag without help is one of the old names kept for a release, and nothing else."""
+    hidden = {a.option_strings[-1] for a in _parser()._actions if a.help == argparse.SUPPRESS}
+    assert hidden == HIDDEN
 
 
 def test_a_settings_row_names_its_group(
@@ -168,7 +181,7 @@ def _effective(action: argparse.Action) -> object:
         return action.default
     row = next((s for s in SETTINGS if s.flag in action.option_strings), None)
     if row is not None:
-        return getattr(ProfilingConfig(), row.field)
+        return row.default
     option = next(
         (
             o
@@ -206,8 +219,8 @@ def _resolved(argv: list[str]) -> tuple[Any, ...]:
     args = _parser().parse_args(argv)
     closeness = Closeness(**accuracy_options(args))
     budget = closeness.budget(object()) or Tolerances()
-    taken = {s.dest for s in SETTINGS} | set(strategy_registry.option_names())
-    taken |= {"max_pairs", "accuracy", "rel_l2", "outlier_share", "noise_factor"}
+    taken = {s.dest for s in SETTINGS if s.into != "command"} | {"max_pairs"}
+    taken |= set(strategy_registry.option_names())
     rest = {k: v for k, v in vars(args).items() if k not in taken}
     return (
         profiling_config(args),
@@ -231,8 +244,8 @@ def test_every_default_shown_is_what_leaving_the_flag_out_does(
             continue
         before = list(_WITH.get(flag, []))
         row = next((s for s in SETTINGS if s.flag == flag), None)
-        if row is not None and "statistical" not in MODE_FIELDS.get(row.field, ("statistical",)):
-            before += ["--decision", MODE_FIELDS[row.field][0]]
+        if row is not None and row.modes is not None and "statistical" not in row.modes:
+            before += ["--decision", row.modes[0]]
         try:
             given = _resolved([*before, flag, shown.group(1)])
         except (UsageError, SystemExit) as exc:
@@ -254,6 +267,7 @@ _UNITS = (
     "calls",
     "threads",
     "times",
+    "rows",
 )
 
 
@@ -263,6 +277,7 @@ def test_every_numeric_flag_states_its_unit(
     """A flag that takes a number says what it counts or measures: percent, a fraction, ..."""
     helps = _helps(sections)
     numeric = [a for a in _flags() if a.type in (int, float) or a.dest in ("looks", "budget_ms")]
+    assert "--batch-size" in {a.option_strings[-1] for a in numeric}
     assert len(numeric) > 15
     bare = [
         a.option_strings[-1]
@@ -293,3 +308,74 @@ def test_percent_and_fraction_flags_say_which(
 ) -> None:
     """The flags that mix percent and fractions each say which one they take."""
     assert unit in _helps(sections)[flag]
+
+
+# ---- the old names -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (["--cache", "cold"], ["--l2-cache", "cold"]),
+        (["--in-process"], ["--isolation", "in_process"]),
+        (["--log", "e.jsonl"], ["--json-log", "e.jsonl"]),
+        (["--throughput-gate", "point"], ["--throughput-gate", "estimate"]),
+        (["--max-pairs", "40"], ["--looks", "10,20,40"]),
+        (["--max-pairs", "100"], ["--looks", "10,20,40,80,100"]),
+        (["--looks", "10,50", "--max-pairs", "50"], ["--looks", "10,50"]),
+    ],
+)
+def test_an_old_name_does_what_the_new_one_does(old: list[str], new: list[str]) -> None:
+    """Each hidden old name builds the very tune its new name builds."""
+    assert _resolved(old) == _resolved(new)
+
+
+def test_max_pairs_that_disagrees_with_looks_is_refused() -> None:
+    """``--max-pairs`` is the last of ``--looks``: a different number names both flags."""
+    with pytest.raises(UsageError, match=r"--max-pairs 40 .*disagrees with --looks 10,20"):
+        _resolved(["--looks", "10,20", "--max-pairs", "40"])
+    with pytest.raises(UsageError, match="--max-pairs must be >= 2"):
+        _resolved(["--max-pairs", "1"])
+
+
+def test_a_bad_looks_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tune", "--looks", "10,x"]) == 2
+    assert "--looks: must be comma-separated integers like 10,20,40, got '10,x'" in (
+        capsys.readouterr().err
+    )
+
+
+# ---- a thread count the user did not choose is said once ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("isolation", "threads_given", "quiet", "said"),
+    [
+        ("process", False, False, True),
+        ("process", True, False, False),
+        ("in_process", False, False, False),
+        ("process", False, True, False),
+    ],
+)
+def test_the_default_one_thread_is_said_once_naming_the_flag(
+    isolation: str, threads_given: bool, quiet: bool, said: bool
+) -> None:
+    """Workers at one thread without ``--threads``: one line on stderr names the flag."""
+    import io
+
+    from rich.console import Console
+
+    from aitune_fp import events
+    from aitune_fp.cli.progress import TuneProgress
+
+    out = io.StringIO()
+    progress = TuneProgress(
+        Console(file=out, width=200),
+        quiet=quiet,
+        candidates=[],
+        threads_given=threads_given,
+    )
+    started = events.Event(events.STARTED, "info", {"run_id": "r", "isolation": isolation})
+    progress(started)
+    progress(started)
+    assert out.getvalue().count("--threads N sets another count") == (1 if said else 0)

@@ -1,18 +1,6 @@
-"""``aitune-fp``: tune on an embedded model, gate in CI scripts, report from logs, sweep many.
+"""``aitune-fp``: tune, check, report, sweep; results on stdout, progress on stderr.
 
-One module per command (:mod:`~aitune_fp.cli.tune`, :mod:`~aitune_fp.cli.check`,
-:mod:`~aitune_fp.cli.report`, :mod:`~aitune_fp.cli.sweep`), the shown figures in
-:mod:`~aitune_fp.cli.rendering`. stdout
-carries only results (tables, or one JSON document); progress and warnings go to stderr.
-
-Exit codes: 0 done (``check``: met / faster), 1 ``check`` not met / not faster, ``sweep`` a
-model failed, or an unexpected failure (traceback saved to a file whose path is printed), 2 usage
-or input error (one line on stderr), 3 ``check`` inconclusive, 141 stdout closed early by the
-reader (``| head``: 128 + SIGPIPE, as a shell reports it; nothing else is printed), 130
-interrupted (Ctrl-C; ``sweep``: after writing what finished), 143 / 129 ended by SIGTERM / SIGHUP
-(128 + the signal: raised as an interrupt, so a tune still closes its log with ``finished``).
-This package imports ``rich``; the library (``import aitune_fp``) never does. ``tune`` imports
-torch when it runs; ``check`` and ``report`` never do.
+Exit codes have one meaning across commands (``_shared``, docs/cli.md).
 """
 
 from __future__ import annotations
@@ -32,7 +20,9 @@ from aitune_fp.cli._shared import (
     EXIT_FAILURE,
     EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
+    EXIT_NOT_MET,
     EXIT_OK,
+    EXIT_PARTIAL,
     EXIT_USAGE,
     PROG,
     UsageError,
@@ -46,7 +36,9 @@ __all__ = [
     "EXIT_BROKEN_PIPE",
     "EXIT_FAILURE",
     "EXIT_INCONCLUSIVE",
+    "EXIT_NOT_MET",
     "EXIT_OK",
+    "EXIT_PARTIAL",
     "EXIT_USAGE",
     "UsageError",
     "build_parser",

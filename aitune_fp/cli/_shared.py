@@ -1,7 +1,4 @@
-"""What every ``aitune-fp`` command shares: exit codes, the usage error, safe text, consoles.
-
-No torch here (``check`` and ``report`` start fast); ``rich`` is imported only by the CLI.
-"""
+"""What every ``aitune-fp`` command shares: exit codes, the usage error, safe text, consoles."""
 
 from __future__ import annotations
 
@@ -19,11 +16,18 @@ from rich.console import Console
 from aitune_fp.errors import AitunefpError
 
 PROG = "aitune-fp"
+#: Exit codes, one meaning each across commands (docs/cli.md): done (``check``: faster, met) ...
 EXIT_OK = 0
-#: ``check``: not met / not faster; any command: an unexpected failure (traceback saved).
-EXIT_FAILURE = 1
+#: ... ``check``: not faster, not met ...
+EXIT_NOT_MET = 1
+#: ... a usage or input error (one line on stderr) ...
 EXIT_USAGE = 2
+#: ... ``check``: inconclusive ...
 EXIT_INCONCLUSIVE = 3
+#: ... ``sweep``: a model has no report (the others do) ...
+EXIT_PARTIAL = 4
+#: ... an unexpected failure, its traceback saved (sysexits' EX_SOFTWARE).
+EXIT_FAILURE = 70
 #: Ctrl-C: 128 + SIGINT, as a shell reports it (SIGTERM and SIGHUP: 128 + theirs, ``signals``).
 EXIT_INTERRUPTED = 130
 #: stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports a killed writer.
@@ -31,8 +35,8 @@ EXIT_BROKEN_PIPE = 141
 
 #: ``-v``'s help, the same for every command that prints a run's table.
 VERBOSE_HELP = (
-    "each row also shows the level its interval was decided at, the futility bound's level, "
-    "the quality flags and the full reason (--format json and --json-log always hold them)"
+    "each row also shows its decided level, the futility bound's level, the quality flags and "
+    "the full reason (--format json and --json-log always hold them)"
 )
 
 
@@ -56,19 +60,15 @@ def _escaped(match: re.Match[str]) -> str:
 def escape_control(text: str) -> str:
     r"""``text`` with control, C1 and bidi-override characters escaped (``\x1b``, ``\n``, ...).
 
-    For strings that come from user code or a log (module names, backend descriptions, reasons)
-    so they cannot move the cursor, recolour, or reorder what the terminal shows.
+    For text from user code or a log, so it cannot move the cursor, recolour or reorder the terminal.
     """
     return _UNSAFE.sub(_escaped, text)
 
 
 def json_text(document: Any) -> str:
-    r"""One JSON document: UTF-8 text, finite numbers only, terminal-unsafe characters escaped.
+    r"""One JSON document: UTF-8, finite numbers only, DEL, C1 and bidi overrides written ``\uXXXX``.
 
-    ``json.dumps`` escapes C0 controls itself but passes DEL, C1 (U+009B opens an escape
-    sequence on some terminals) and bidi overrides (U+202E) through raw; they are written as
-    ``\uXXXX`` here, which any JSON reader decodes to the same string. A non-finite number is a
-    ``ValueError`` (it would not be JSON).
+    A non-finite number is a ``ValueError`` (it would not be JSON).
     """
     text = json.dumps(document, ensure_ascii=False, allow_nan=False)
     return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
@@ -95,10 +95,9 @@ PIPE_WIDTH = 160
 
 
 def make_console(stream: IO[str]) -> Console:
-    """A rich console on ``stream``: colour per rich (``NO_COLOR``, ``FORCE_COLOR``, TTY or not).
+    """A rich console on ``stream``: markup, emoji and highlighting off (user text printed as it is).
 
-    Markup, emoji codes and highlighting are off: text from user code is printed as it is (after
-    :func:`escape_control`), never interpreted. Not a terminal: ``COLUMNS`` or 160 columns.
+    Not a terminal: ``COLUMNS`` or 160 columns wide.
     """
     isatty = getattr(stream, "isatty", None)
     try:

@@ -11,8 +11,8 @@ import math
 from typing import IO, Any
 
 from aitune_fp.cli._shared import (
-    EXIT_FAILURE,
     EXIT_INCONCLUSIVE,
+    EXIT_NOT_MET,
     EXIT_OK,
     PROG,
     UsageError,
@@ -53,10 +53,9 @@ def _refuse_constant(name: str) -> float:
 
 
 def parse_times(text: str, source: str = "input") -> list[float]:
-    """Latencies in seconds: a JSON array of numbers, or one number per line (``#`` comments).
+    """Latencies in seconds: a JSON array, or one number a line (``#`` comments, a BOM skipped).
 
-    A UTF-8 byte-order mark is skipped. Every value must be a finite number > 0; anything else
-    is a :class:`UsageError` naming ``source`` and the line or item.
+    A value that is not a finite number > 0 is a :class:`UsageError` naming the line or item.
     """
     text = text.removeprefix("\ufeff")
     name = escape_control(source)
@@ -120,11 +119,7 @@ def _read_times(path: str, flag: str) -> list[float]:
 
 
 def check_threshold_arg(value: float | None, flag: str = "--threshold") -> float:
-    """``--threshold`` as a percent, checked.
-
-    Finite, > -100 (a speedup of 0x or less is no gate) and at most
-    :data:`MAX_THRESHOLD_PERCENT` (a required speedup no candidate could reach).
-    """
+    """``--threshold`` as a percent: finite, > -100 and at most :data:`MAX_THRESHOLD_PERCENT`."""
     threshold = finite_arg(flag, value)
     if threshold <= -100:
         raise UsageError(f"{flag} must be > -100 (percent), got {threshold:.4g}")
@@ -206,7 +201,7 @@ def _throughputs(args: argparse.Namespace, threshold: float, out: IO[str]) -> in
         ],
     )
     _emit(out, args.format, text, doc, md)
-    return EXIT_OK if met else EXIT_FAILURE
+    return EXIT_OK if met else EXIT_NOT_MET
 
 
 def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
@@ -294,7 +289,7 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
         ],
     )
     _emit(out, args.format, text, doc, md)
-    return {"faster": EXIT_OK, "not_faster": EXIT_FAILURE}.get(decision.verdict, EXIT_INCONCLUSIVE)
+    return {"faster": EXIT_OK, "not_faster": EXIT_NOT_MET}.get(decision.verdict, EXIT_INCONCLUSIVE)
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:

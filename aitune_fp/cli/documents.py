@@ -1,9 +1,4 @@
-"""What ``--format json`` and the notes under the tables say about a run beyond its report.
-
-:func:`run_dict`: the report's dict with the selected line equal to the tables' final line;
-:func:`write_report`: ``report --format json``, written run by run;
-:func:`not_tried`: the candidates a strategy never tried, with why.
-"""
+"""What ``--format json`` and the notes under the tables say about a run beyond its report."""
 
 from __future__ import annotations
 
@@ -27,13 +22,9 @@ def run_dict(
     baseline_at: str | None = None,
     not_tried: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """``run.to_dict()`` for ``--format json``, its selected line equal to the tables' final line.
+    """``run.to_dict()`` for ``--format json``, its ``selected_summary`` the tables' final line.
 
-    ``selected_summary`` is the line the tables end with (its speedup is the figure the verdict
-    was decided on: the estimate, in statistical mode); ``selected_summary_aitune`` keeps the
-    ``selected`` event's AITune line (the mean-latency speedup). ``selected_estimate`` and
-    ``selected_speedup`` are the selected result's two figures (None for the baseline).
-    ``not_tried``: the candidates the strategy never tried, with why.
+    ``selected_summary_aitune`` keeps AITune's line; ``not_tried``: the candidates never tried, and why.
     """
     data = run.to_dict()
     data["not_tried"] = [{"backend_description": n, "reason": why} for n, why in not_tried]
@@ -53,11 +44,7 @@ def run_dict(
 def write_report(
     report: IngestReport, out: IO[str], baseline_at: Callable[[TuneReport], str | None]
 ) -> None:
-    """``report --format json``: one document, each run's dict made and written in turn.
-
-    The bytes are those of one :func:`json_text` of the whole document, but only one run's dict
-    is held at a time: memory stays with the runs read, not with the document written.
-    """
+    """``report --format json``: one document, written run by run so only one run's dict is held."""
     out.write(json_text({"command": "report"})[:-1] + ', "runs": [')
     for i, run in enumerate(report.runs):
         text = json_text(run_dict(run, baseline_at=baseline_at(run)))
@@ -66,11 +53,7 @@ def write_report(
 
 
 def not_tried(run: TuneReport, candidates: Sequence[str], strategy: str) -> list[tuple[str, str]]:
-    """The candidates the strategy never built or timed, each with why.
-
-    ``first-wins`` stops at the first that passes:
-    ``[("TorchCompileBackend()", "first-wins stopped at X()")]``.
-    """
+    """The candidates the strategy never built or timed, each with why (``first-wins`` stops early)."""
     tried = {r.backend_description for r in run.results}
     tried |= {f.backend_description for f in run.failures}
     missing = [c for c in candidates if c not in tried]

@@ -1,8 +1,4 @@
-"""``--format markdown``: compact GitHub-flavoured markdown for pull requests and CI summaries.
-
-The same figures and words as the rich tables (:mod:`~aitune_fp.cli.rendering`), as GFM tables
-whose cells are escaped (``|``) and kept on one line.
-"""
+"""``--format markdown``: the rich tables' figures and words as GFM tables, cells escaped, one line each."""
 
 from __future__ import annotations
 

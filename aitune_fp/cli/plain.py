@@ -1,10 +1,6 @@
 """Printing a run's parts: rich draws them, or, with no colour to write, this module's plain text.
 
-rich measures, pads and wraps every cell of every table (about 4 ms a run), which made
-``report`` on a log of thousands of runs slow. Where no colour is written, a table whose cells
-all fit on one line, and a line that needs no wrapping, are drawn here to the very characters
-rich would write; anything else (colour, a cell that wraps, a console too narrow for the table)
-is still drawn by rich. ``tests/test_cli_plain.py`` holds both to the same output.
+The plain text is rich's to the character (``tests/test_cli_plain.py``) and much faster on large logs.
 """
 
 from __future__ import annotations
@@ -42,9 +38,7 @@ class Column:
 class Grid:
     """A table where it fits whole; below ``min_width`` columns, one record per row instead.
 
-    A table narrower than its unsplittable cells (backend names, figures) would have to cut
-    them; the records keep every name whole and let only the sentences wrap, on words.
-    ``min_width``: the no-wrap columns whole (header and cells) plus ``wrapping`` for the rest.
+    Records keep every name and figure whole and let only the sentences wrap, on words.
     """
 
     def __init__(
@@ -86,12 +80,7 @@ class Grid:
         yield self.table() if options.max_width >= self.min_width else Group(*self.records)
 
     def plain_lines(self, width: int) -> list[str] | None:
-        """The table's lines on a console ``width`` wide, or None when rich must draw it.
-
-        None: the records are shown, a cell would wrap, or the table does not fit. The widths
-        are rich's: each column as wide as its widest cell with its padding (one space between
-        cells, none at the edges), then held to its minimum and maximum width.
-        """
+        """The table's lines on a console ``width`` wide (rich's column widths), or None when rich must draw it."""
         if width < self.min_width:
             return None
         n = len(self.columns)
@@ -144,8 +133,7 @@ def _plain(cell: str | Text) -> str:
 def plain_lines(part: RenderableType, width: int) -> list[str] | None:
     """``part``'s lines as rich prints them on a colourless console ``width`` wide, or None.
 
-    None when only rich can say: a text that wraps, a table that wraps or gives way to its
-    records, anything else. A text that must not wrap (a log path) is printed whole.
+    None when only rich can say (a text or a table that wraps); a no-wrap text is printed whole.
     """
     if isinstance(part, Grid):
         return part.plain_lines(width)
@@ -166,10 +154,9 @@ def _drawn_by_rich(console: Console, parts: Sequence[RenderableType]) -> str:
 
 
 def print_parts(console: Console, parts: Iterable[RenderableType]) -> None:
-    """Print ``parts`` on ``console`` in one go, each line without rich's padding at its end.
+    """Print ``parts`` on ``console`` in one go, without rich's padding at line ends.
 
-    Nothing is cropped: a :class:`~rich.text.Text` that must not wrap (a log path) is printed
-    whole, wider than the console if need be, so that it can be copied.
+    Nothing is cropped: a no-wrap text (a log path) is printed whole so that it can be copied.
     """
     options = console.options
     own = (

@@ -1,11 +1,6 @@
-"""The ``report --plot`` figure: every row of every run, on a log speedup axis, one colour a verdict.
+"""The ``report --plot`` figure: every row of every run on a log speedup axis, one colour a verdict.
 
-:func:`build_figure` returns the matplotlib ``Figure`` (no pyplot, no global backend switch);
-``aitune-fp report --plot`` saves it. One panel per module, one row per measured candidate,
-failed candidate, or run that measured nothing. A row with a figure shows its estimate and
-interval in its verdict's colour; a row with none is a hollow marker at the axis edge,
-"no estimate [n]", with its reason as note [n] under the plot. The legend sits between the
-panels and the notes, never over data; the required speedup is a dashed line, labelled.
+One panel per module; a row without an estimate is a hollow marker with its reason as a note.
 """
 
 from __future__ import annotations
@@ -321,9 +316,7 @@ def _legend_handles(panels: dict[str, list[_Row]]) -> list[object]:
 def build_figure(report: IngestReport) -> Figure:
     """The plot ``report --plot`` writes: one panel per module, every row of every run.
 
-    Rows are horizontal (backend and run as the row label, its figure and interval on the
-    right); the figure grows in height, not width. Rows with no estimate are hollow markers
-    at the left edge, numbered, their reasons listed below the legend.
+    Rows are horizontal, so the figure grows in height, not width.
     """
     from matplotlib.figure import Figure
 

@@ -1,12 +1,6 @@
-"""``tune``'s stderr: a rich progress display driven by aitune_fp events, and the JSON-lines log.
+"""``tune``'s stderr: a rich progress display and the JSON-lines log, both event sinks.
 
-Both are event sinks (``aitune_fp.events.sinks``): they receive each :class:`Event` value the
-tune emits, never a structlog dict. The display folds the events into the tune's report with
-the one fold (``aitune_fp.core.fold``) and renders from its values (results, failures). On a
-terminal, one progress task per candidate shows its phase (build, correctness, measure with the
-pairs timed and the interval at each look) and time; the bars are cleared at the end. Not on a
-terminal: one plain line per phase. Either way, a line per measured or failed candidate, with
-the same headline figure the results table shows.
+The display folds the events into the tune's report (``core.fold``) and shows each candidate's phase.
 """
 
 from __future__ import annotations
@@ -51,8 +45,10 @@ class TuneProgress:
         quiet: bool,
         candidates: Sequence[str],
         clock: Callable[[], float] = time.monotonic,
+        threads_given: bool = True,
     ) -> None:
         self.console = console
+        self.threads_given = threads_given  # else: say once that workers run one thread
         self.clock = clock  # the pace of the pairs, for the time left
         self._measuring: dict[str, float] = {}  # when each candidate's measure phase began
         self.quiet = quiet
@@ -136,6 +132,13 @@ class TuneProgress:
         report = self._fold(event) if event.name.startswith(VALIDATION_PREFIX) else None
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
+        if event.name == events.STARTED and not (self.threads_given or self.quiet):
+            self.threads_given = True  # said once
+            if event.fields.get("isolation") == "process":
+                self.console.print(
+                    "note: eager and the candidates run 1 intra-op thread each, in worker "
+                    "processes (the default; --threads N sets another count)"
+                )
         if isinstance(payload, events.BaselineMeasured):
             self.baseline_at = _clock(events.timestamp())
             self._done(_EAGER)
@@ -198,10 +201,9 @@ def _payload(event: events.Event) -> events.Payload | None:
 
 
 def _look(look: events.Look, spent_s: float | None = None) -> str:
-    """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``.
+    """The measure phase so far: ``measure 20/320 pairs [0.9, 1.1]``.
 
-    With ``spent_s`` (seconds since the phase began), the time the pairs left to the last look
-    take at that pace: an upper bound, as a look may decide sooner (and the budget ends it).
+    With ``spent_s``, the time the pairs left take at that pace (a look may decide sooner).
     """
     high = look.ci_high
     shown_high = f"{high:.3f}" if high is not None and math.isfinite(high) else "∞"
@@ -242,8 +244,7 @@ def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any
 def configure_logging(processors: Sequence[Callable[..., Any]] = ()) -> None:
     """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up.
 
-    The progress display and the JSON-lines log are event sinks, not processors: with none
-    given, structlog prints nothing (the sinks show the events).
+    With none given, structlog prints nothing: the sinks show the events.
     """
     import structlog
 

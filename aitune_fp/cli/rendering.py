@@ -1,11 +1,6 @@
 """How a run is shown: rich tables of results and failures, the header and the final line.
 
-One figure per result, called "speedup" wherever it is printed: ``core.messages.headline_speedup``
-(the estimate and interval the verdict was decided on; AITune's figure in point mode). A row
-shows it with the throughput pair, the verdict and a one-line reason; ``verbose`` adds each
-row's level, its quality flags and the long reason. The ⚡ line shows the row's figure and
-interval. The mean latency ratio (``speedup`` in the JSON and events) joins the ⚡ line only
-when outside the interval. ``tune``, ``report`` and ``sweep`` agree.
+One figure per result, the "speedup" the verdict was decided on (``core.messages.headline_speedup``).
 """
 
 from __future__ import annotations
@@ -159,11 +154,7 @@ def short_text(text: str, limit: int = MAX_REASON, where: str = _FULL_TEXT_JSON)
 
 
 def _failures_table(run: TuneReport) -> tuple[RenderableType, list[str]]:
-    """The failures table and the log paths its ``Log`` column numbers.
-
-    The paths are listed below the table, whole: a path folded across table lines cannot be
-    copied.
-    """
+    """The failures table, and below it, whole (so they can be copied), the log paths it numbers."""
     failures = run.candidate_failures
     names = [escape_control(f.backend_description) for f in failures]
     columns = [

@@ -1,9 +1,6 @@
 """``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file.
 
-A run appended to the same log twice is counted once (and said so; ``aitune_fp.events.ingest`` decides
-what a run is); a run id that several different runs carry is named on stderr; a run with no ``finished`` event is shown as incomplete; a file with no tune
-event at all (none, or a sweep's own only) is an input error (exit 2) and gets no plot. Every string from the log is escaped
-before it reaches the terminal, in the tables and in ``--format json`` alike.
+A file with no tune event is an input error (exit 2); every string from the log is escaped.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The results table: one row per measured candidate, at a glance or in full (``-v``).
-
-At a glance: the throughput pair, the speedup the verdict was decided on with its interval, the
-verdict and a one-line reason (:func:`~aitune_fp.core.messages.fmt_verdict_reason`). In full:
-each row's level where the rows' differ, its quality flags and the long reason.
-"""
+"""The results table: one row per measured candidate, at a glance or in full (``-v``)."""
 
 from __future__ import annotations
 
@@ -80,12 +75,7 @@ def record(name: str, fields: Sequence[tuple[str, str]]) -> Group:
 
 
 def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, set[bool]]:
-    """The Speedup header naming the levels of what decided, and which kinds' cells carry theirs.
-
-    Kinds: ``True`` a futility bound, ``False`` an interval (:func:`decided_by_futility`). A
-    kind whose rows were decided at different levels (error spent by look) says "at the level
-    shown" and its cells carry their level.
-    """
+    """The Speedup header naming the levels of what decided, and which kinds' cells carry theirs."""
     levels: dict[bool, set[float]] = {False: set(), True: set()}
     for r in results:
         level = decided_interval(r)[2]
@@ -105,10 +95,9 @@ def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, se
 
 
 def interval_label(results: Sequence[PerformanceValidationResult]) -> str | None:
-    """What the intervals of ``results`` hold at: ``"95% overall"`` (the verdicts' guarantee).
+    """What the intervals of ``results`` hold at: ``"95% overall"`` (older logs: ``"98% CI"``, ``"CI"``).
 
-    Older logs without a guarantee: ``"98% CI"`` when the rows' accept intervals share one
-    level, else ``"CI"``; None when no row has an interval (point mode).
+    None when no row has an interval (point mode).
     """
     stated = [r for r in results if r.sequential]
     if not stated:
@@ -123,11 +112,7 @@ def interval_label(results: Sequence[PerformanceValidationResult]) -> str | None
 def speedup_column(
     results: Sequence[PerformanceValidationResult], *, verbose: bool = False
 ) -> tuple[str, list[str]]:
-    """The Speedup column's header and cells: the decided figure and interval of each row.
-
-    ``verbose``: the header names the levels of what decided, and a cell its own level where
-    the rows' differ (:func:`_speed_head`).
-    """
+    """The Speedup column's header and cells: each row's decided figure and interval (``verbose``: levels)."""
     if verbose:
         head, leveled = _speed_head(results)
         cells = [fmt_headline(r, with_level=decided_by_futility(r) in leveled) for r in results]

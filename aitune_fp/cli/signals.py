@@ -1,11 +1,6 @@
 """SIGTERM and SIGHUP end a command as Ctrl-C does: raised in the main thread as an interrupt.
 
-A CI job's timeout, ``kill`` or a scheduler ends a tune with SIGTERM; a closed terminal with
-SIGHUP. Their default action kills the process where it stands: no ``finished`` event, workers
-left to the kernel. Raised as :class:`Terminated` (a ``KeyboardInterrupt``), they unwind through
-every path a Ctrl-C takes: the tune kills its workers and closes its log with ``finished``, a
-sweep records what is left as cancelled. The command line (an application) installs this; the
-library never touches signal handlers.
+So a tune kills its workers and closes its log with ``finished``; the library never installs this.
 """
 
 from __future__ import annotations
@@ -52,11 +47,7 @@ class Received:
 def terminate_as_interrupt() -> Iterator[Received]:
     """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread.
 
-    The first one unwinds the command; a second one takes the default action (the process dies
-    at once, as a second signal from a supervisor means). A signal that was ignored (SIGHUP
-    under ``nohup``) stays ignored. Off the main thread (nothing can be installed there) the
-    block runs as it is. Yields what arrived (a command that catches the interrupt itself, as
-    a sweep does, still exits with its code); the previous handlers come back after.
+    A second one takes the default action; an ignored one stays ignored; yields what arrived.
     """
     received = Received()
     if threading.current_thread() is not threading.main_thread():

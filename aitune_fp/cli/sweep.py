@@ -1,10 +1,4 @@
-"""``aitune-fp sweep``: every model of a TOML file × its backends, locally or on Ray (``--ray``).
-
-The file is checked before anything runs (exit 2 naming the entry and field). One line per model
-on stderr as it ends; then, on stdout, each run's tables (as ``report`` prints them) and the
-models × backends summary. Exit 0 when every model has a report, 1 when any failed, 130 after a
-Ctrl-C (what finished is in the log and in the tables).
-"""
+"""``aitune-fp sweep``: every model of a TOML file × its backends, locally or on Ray (``--ray``)."""
 
 from __future__ import annotations
 
@@ -16,11 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from aitune_fp.cli._shared import (
-    EXIT_FAILURE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_PARTIAL,
     PROG,
-    VERBOSE_HELP,
     UsageError,
     escape_control,
     json_text,
@@ -32,6 +25,7 @@ from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.markdown import markdown_run, md_table
 from aitune_fp.cli.progress import configure_logging
 from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import fmt_interval
 
 __all__ = ["add_parser", "run"]
@@ -135,7 +129,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     warning = threshold_warning(spec.threshold, "threshold")
     if warning is not None:  # as tune and check warn, whatever --quiet says
         err.write(f"{PROG}: warning: {escape_control(args.sweep)}: {warning}\n")
-    log_path = args.log or spec.log or f"{spec.name}-events.jsonl"
+    log_path = args.json_log or spec.log or f"{spec.name}-events.jsonl"
     try:
         open(log_path, "a", encoding="utf-8").close()
     except OSError as exc:
@@ -239,7 +233,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if result.interrupted:
         err.write(f"{PROG}: interrupted: what finished is in {log_path}; rerun with --resume\n")
         return EXIT_INTERRUPTED
-    return EXIT_FAILURE if summary.failed else EXIT_OK
+    return EXIT_PARTIAL if summary.failed else EXIT_OK
 
 
 def _status(status: Any) -> dict[str, Any]:
@@ -266,13 +260,12 @@ def add_parser(sub: Any) -> None:
         "(ray://host:10001, auto); needs the ray extra",
     )
     sweep.add_argument(
-        "--log", help="the JSON-lines event log (default: the file's log, or NAME-events.jsonl)"
-    )
-    sweep.add_argument(
         "--resume", action="store_true", help="skip models whose result is already in the log"
     )
-    sweep.add_argument("--cache-dir", help="where builds go (default: a new temp dir)")
-    sweep.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    sweep.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
-    sweep.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    add_rows(
+        sweep,
+        ("json_log", "cache_dir", "format", "quiet", "verbose"),
+        json_log="the JSON-lines event log; without it, the file's log, or NAME-events.jsonl",
+        cache_dir="where builds go; without it, a new temp dir",
+    )
     sweep.set_defaults(func=run)

@@ -1,9 +1,4 @@
-"""``aitune-fp tune``: validate candidate backends against eager on a model (the main job).
-
-Flags are checked before anything is built; a flag that would do nothing in the chosen decision
-mode is refused. The model is called once eagerly on its batch before the tune: if eager cannot
-run it, the tune stops there with one line (exit 2) instead of building every candidate.
-"""
+"""``aitune-fp tune``: validate candidate backends against eager on a model (the main job)."""
 
 from __future__ import annotations
 
@@ -88,7 +83,7 @@ def _resolve_device(text: str) -> str:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from aitune_fp.models import MODELS, UserModelError, load_model
+    from aitune_fp.models import MODELS, UserModelError, at_batch_size, load_model
 
     if args.model in MODELS and args.input_shape is not None:
         raise UsageError(
@@ -102,17 +97,16 @@ def _load_model(args: argparse.Namespace) -> Any:
         )
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
-        return load_model(args.model, input_shape=shape)
+        model = load_model(args.model, input_shape=shape)
+        if args.batch_size is not None:
+            model = at_batch_size(model, args.batch_size, name="--batch-size")
     except UserModelError as exc:
         raise UsageError(str(exc)) from exc
+    return model
 
 
 def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Path) -> None:
-    """Call the model eagerly once on the batch the tune will use; a failure is a UsageError.
-
-    Its output must also be one the correctness check can compare (an output type it cannot,
-    such as an unregistered cache object, would fail every candidate after all their builds).
-    """
+    """Call eager once on the tune's batch: a failure, or an output not comparable, is a UsageError."""
     import torch
 
     from aitune_fp.backends.eager import TorchEagerBackend
@@ -220,10 +214,15 @@ def _tune(
         min_speedup_threshold_percent=threshold,
         profiling_config=config,
         closeness=Closeness(**accuracy),
-        isolation="in_process" if args.in_process else "process",
+        isolation="in_process" if args.isolation == "in_process" else "process",
     )
     console = make_console(err)
-    progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])
+    progress = TuneProgress(
+        console,
+        quiet=args.quiet,
+        candidates=[describe(b) for b in backends],
+        threads_given=args.threads is not None,
+    )
     sinks = [progress] + ([JsonLines(json_log)] if json_log is not None else [])
     configure_logging()  # structlog prints nothing: the sinks show and write the events
     if not args.quiet:

@@ -1,7 +1,6 @@
-"""``aitune-fp tune``'s flags: the parser and the ProfilingConfig they ask for.
+"""``aitune-fp tune``'s parser, built from the settings rows, and the values its flags ask for.
 
-Every problem with a flag names the flag, never a config field; a flag that would do nothing in
-the chosen decision mode is refused.
+Every problem names the flag, never a field; a flag the chosen decision mode does not read is refused.
 """
 
 from __future__ import annotations
@@ -10,146 +9,59 @@ import argparse
 import re
 from typing import Any
 
+import attrs
+
 from aitune_fp.backends import registry
-from aitune_fp.cli._shared import VERBOSE_HELP, UsageError
+from aitune_fp.cli._shared import UsageError
 from aitune_fp.core import settings
-from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
+from aitune_fp.core.accuracy import accuracy_conflict
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.measure import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
 
 __all__ = [
-    "ACCURACY_FLAGS",
+    "LAST_LOOK",
     "accuracy_options",
     "add_arguments",
+    "add_rows",
     "profiling_config",
     "strategy_settings",
 ]
 
-
-def _flags() -> dict[str, tuple[str, tuple[str, ...] | None]]:
-    """ProfilingConfig field -> the flag that sets it, and the decision modes that read it.
-
-    None: every mode, registered ones too, for a field that ``MODE_FIELDS`` does not tie to one.
-    """
-    return {
-        s.field: (s.flag, MODE_FIELDS.get(s.field)) for s in settings.SETTINGS if s.flag is not None
-    }
+#: The old flag for the last of ``--looks`` (hidden): alone it replaces the last look.
+LAST_LOOK = "--max-pairs"
 
 
-#: Every form ``--model`` takes (``models.load_model`` parses it), so ``tune --help`` shows what
-#: README and docs/cli.md document without sending the reader there.
-_MODEL_HELP = (
-    f"an embedded model: {', '.join(MODELS)}; or your own factory: "
-    "path/to/file.py:factory (a Python file) or package.module:factory (an importable "
-    "module: installed, or on PYTHONPATH). factory() takes no arguments and returns a "
-    "torch.nn.Module (give --input-shape) or (module, sample)"
-)
+def _dynamic_help(field: str) -> str | None:
+    """The help of a row whose text lists what this install has (models, backends, strategies)."""
+    if field == "model":
+        return (
+            f"an embedded model: {', '.join(MODELS)}; or your own factory: path/to/file.py:factory "
+            "or package.module:factory (installed, or on PYTHONPATH). factory() takes no "
+            "arguments and returns a torch.nn.Module (give --input-shape) or (module, sample)"
+        )
+    if field == "backends":
+        return (
+            f"comma-separated names: {', '.join(registry.backend_names())}; without it, the "
+            f"device's defaults (CPU: {','.join(registry.default_backends('cpu'))}; "
+            f"CUDA: {','.join(registry.default_backends('cuda'))})"
+        )
+    if field == "strategy":
+        return "which of the candidates shown faster is kept: " + "; ".join(
+            f"{e.name}: {e.summary}" for e in strategy_registry.STRATEGIES.values()
+        )
+    return None
 
 
-def _parse_looks(text: str) -> tuple[int, ...]:
-    try:
-        looks = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise UsageError(
-            f"--looks must be comma-separated integers like 10,20,40, got {text!r}"
-        ) from None
-    return looks
-
-
-def profiling_config(args: argparse.Namespace) -> Any:
-    """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
-    kwargs: dict[str, Any] = {}
-    if args.looks is not None:
-        kwargs["looks"] = _parse_looks(args.looks)
-        if args.max_pairs is not None and kwargs["looks"][-1] != args.max_pairs:
-            raise UsageError("--max-pairs must equal the last of --looks (or give only one)")
-    elif args.max_pairs is not None:
-        if args.max_pairs < 2:
-            raise UsageError(f"--max-pairs must be >= 2, got {args.max_pairs}")
-        planned = [n for n in ProfilingConfig().looks if n < args.max_pairs]
-        kwargs["looks"] = (*planned, args.max_pairs)
-    flags = _flags()
-    for setting in settings.SETTINGS:
-        if setting.apart or setting.flag is None:
-            continue
-        value = getattr(args, setting.dest, None)
-        if value is not None:
-            kwargs[setting.field] = value
-    for field in kwargs:
-        flag, modes = flags[field]
-        if field == "looks" and args.looks is None:
-            flag = "--max-pairs"
-        if modes is not None and args.decision not in modes:
-            raise UsageError(
-                f"{flag} applies to --decision {modes[0]} only, not to --decision {args.decision}"
-            )
-        try:
-            ProfilingConfig(**{field: kwargs[field]})
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{flag}: {_plain(str(exc), field, flag)}") from exc
-    if args.threads is not None:  # both decision modes read it
-        if args.threads < 1:
-            raise UsageError(f"--threads must be an integer >= 1, got {args.threads}")
-        kwargs["threads"] = args.threads
-    try:
-        return ProfilingConfig(decision=args.decision, **kwargs)
-    except (TypeError, ValueError) as exc:
-        message = str(exc)
-        for field, (flag, _) in flags.items():
-            message = _plain(message, field, flag)
-        raise UsageError(message) from exc
-
-
-#: ``Closeness`` setting -> the flag that sets it.
-ACCURACY_FLAGS = {
-    "criteria": "--accuracy",
-    "rel_l2": "--rel-l2",
-    "outlier_share": "--outlier-share",
-    "calibrate": "--calibrate-noise",
-    "noise_factor": "--noise-factor",
-}
-
-
-def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
-    from aitune_fp.correctness import Closeness
-
-    given = {
-        "criteria": args.accuracy,
-        "rel_l2": args.rel_l2,
-        "outlier_share": args.outlier_share,
-        "calibrate": args.calibrate_noise or None,
-        "noise_factor": args.noise_factor,
-    }
-    kwargs = {k: v for k, v in given.items() if v is not None}
-    problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, ACCURACY_FLAGS)
-    if problem is not None:
-        raise UsageError(problem)
-    try:
-        Closeness(**kwargs)
-    except (TypeError, ValueError) as exc:
-        message = str(exc)
-        for field, flag in ACCURACY_FLAGS.items():
-            message = _plain(message, field, flag)
-        raise UsageError(message) from exc
-    return kwargs
-
-
-def _flag(option: str) -> str:
-    """A strategy option's flag: ``budget_ms`` -> ``--budget-ms``."""
-    return "--" + option.replace("_", "-")
-
-
-def strategy_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The options ``--strategy`` is built with, checked by the registry; a problem names the flag."""
-    given = {name: getattr(args, name, None) for name in strategy_registry.option_names()}
-    try:
-        return strategy_registry.strategy_options(args.strategy, given, spell=_flag)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
+def _choices(row: settings.Setting) -> tuple[str, ...] | None:
+    """A row's choices, with the decision rules and strategies registered in this process."""
+    if row.field == "decision":
+        return tuple(decision_modes())
+    if row.field == "strategy":
+        return tuple(strategy_registry.strategy_names())
+    return row.choices
 
 
 def _shown(value: object) -> str:
@@ -159,39 +71,81 @@ def _shown(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _add(group: Any, *names: str, help: str, shown: object = None, **kwargs: Any) -> None:
-    """Add a flag whose help ends with its default: the parser's, else ``shown`` (what applies)."""
-    default = kwargs.get("default")
-    value = shown if default is None or default is False else default
-    text = help if value is None else f"{help} (default: {_shown(value)})"
-    group.add_argument(*names, help=text.replace("%", "%%"), **kwargs)
+def _help(text: str, default: object, modes: tuple[str, ...] | None = None) -> str:
+    """A flag's help: led by the one mode that reads it, ended by its default when it has one."""
+    if modes:
+        text = f"{' or '.join(modes)} decision only: {text}"
+    if default is not None and default is not False:
+        text = f"{text} (default: {_shown(default)})"
+    return text.replace("%", "%%")
 
 
-def _row_help(setting: settings.Setting) -> str:
-    """A row's help, led by the decision mode that alone reads it."""
-    modes = MODE_FIELDS.get(setting.field)
-    return f"{' or '.join(modes)} decision only: {setting.help}" if modes else setting.help
+def _typed(row: settings.Setting) -> Any:
+    """The row's parser; a ValueError it raises becomes argparse's message naming the flag."""
+    parse = row.type
+    if parse is None or parse in (int, float):
+        return parse
+
+    def typed(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    typed.__name__ = row.field
+    return typed
+
+
+def add_rows(group: Any, fields: tuple[str, ...], **helps: str) -> None:
+    """Add the rows of ``fields`` to ``group`` (another command's), ``helps`` replacing theirs."""
+    for row in settings.SETTINGS:
+        if row.field in fields:
+            _add_row(group, attrs.evolve(row, help=helps.get(row.field, row.help)))
+
+
+def _add_row(group: Any, row: settings.Setting) -> None:
+    """The row's flag (with ``-q``-style short name) and its hidden old names."""
+    assert row.flag is not None
+    kwargs: dict[str, Any] = {"dest": row.dest}
+    if row.action is not None:
+        kwargs["action"] = row.action
+    else:
+        kwargs.update(type=_typed(row), choices=_choices(row), metavar=row.metavar)
+        kwargs["default"] = row.shown if row.into == "command" else None
+    text = _dynamic_help(row.field) or row.help
+    group.add_argument(
+        *[n for n in (row.short, row.flag) if n], help=_help(text, row.default, row.modes), **kwargs
+    )
+    for alias in row.aliases:
+        name, _, const = alias.partition("=")
+        if const:
+            group.add_argument(
+                name, dest=row.dest, action="store_const", const=const, help=argparse.SUPPRESS
+            )
+        else:
+            group.add_argument(name, **{**kwargs, "help": argparse.SUPPRESS})
+    if row.field == "looks":
+        group.add_argument(LAST_LOOK, type=int, dest="max_pairs", help=argparse.SUPPRESS)
+
+
+def _flag(option: str) -> str:
+    """A strategy option's flag: ``budget_ms`` -> ``--budget-ms``."""
+    return "--" + option.replace("_", "-")
 
 
 def _strategy_option_arguments(group: Any) -> None:
-    """Each strategy option's flag, added after every flag of tune's own.
-
-    An option whose flag tune has already (``threshold`` would be ``--threshold``) is refused,
-    naming the option and its strategies, instead of argparse's clash inside the parser.
-    """
+    """Each strategy option's flag; one whose flag ``tune`` has already is refused by name."""
     takers: dict[str, tuple[strategy_registry.StrategyOption, list[str]]] = {}
     for entry in strategy_registry.STRATEGIES.values():
         for option in entry.options:
             takers.setdefault(option.name, (option, []))[1].append(entry.name)
     for name, (option, names) in takers.items():
         try:
-            _add(
-                group,
+            group.add_argument(
                 _flag(name),
                 dest=name,
                 type=option.parse,
-                help=f"{', '.join(names)}: {option.help}",
-                shown=option.default,
+                help=_help(f"{', '.join(names)}: {option.help}", option.default),
             )
         except argparse.ArgumentError:
             raise InvalidValueError(
@@ -200,184 +154,102 @@ def _strategy_option_arguments(group: Any) -> None:
             ) from None
 
 
-def _what_to_tune(group: Any) -> None:
-    _add(group, "--model", default="mlp", help=_MODEL_HELP)
-    _add(
-        group,
-        "--input-shape",
-        help="the input's shape, comma-separated (8,256), for a factory that returns only a "
-        "module: a random float input whose first dimension is the batch",
-    )
-    _add(
-        group,
-        "--device",
-        default="auto",
-        help="auto (CUDA when torch sees a device, else CPU), cpu, cuda or cuda:N",
-    )
-    _add(
-        group,
-        "--backends",
-        help=f"comma-separated names: {', '.join(registry.backend_names())}; without it, the "
-        f"device's defaults (CPU: {','.join(registry.default_backends('cpu'))}; "
-        f"CUDA: {','.join(registry.default_backends('cuda'))})",
-    )
-
-
-def _the_gate(group: Any) -> None:
-    _add(
-        group,
-        "--threshold",
-        type=float,
-        default=1.0,
-        metavar="PERCENT",
-        help="the speedup over eager a candidate must show, in percent (5: 1.05x)",
-    )
-    _add(
-        group,
-        "--decision",
-        choices=decision_modes(),
-        default=DECISION_MODES[0],
-        help="how a candidate is judged: statistical (eager and candidate timed interleaved, "
-        "decided on a confidence interval at planned looks) or point (AITune's rule: one point "
-        "estimate from a warm-up and a few timed calls)",
-    )
-
-
-def _accuracy(group: Any) -> None:
-    _add(
-        group,
-        "--accuracy",
-        choices=CRITERIA_MODES,
-        shown="auto",
-        help="auto (norm criteria for reduced precision and int8, element-wise for float32 and "
-        "float64), elementwise (every element within atol + rtol*|eager|, everywhere) or norm "
-        "(the norm criteria in every precision tier)",
-    )
-    _add(
-        group,
-        "--rel-l2",
-        type=float,
-        metavar="FRACTION",
-        help="relative L2 error budget, ||candidate - eager|| / ||eager|| as a fraction, in every "
-        "norm tier; without it, each tier's own",
-    )
-    _add(
-        group,
-        "--outlier-share",
-        type=float,
-        metavar="FRACTION",
-        shown=0.001,
-        help="share of the elements allowed beyond their element-wise allowance, as a fraction",
-    )
-    _add(
-        group,
-        "--calibrate-noise",
-        action="store_true",
-        help="measure eager's own noise (float32 vs float64) once; rel-L2 budgets are at least "
-        "--noise-factor times it",
-    )
-    _add(
-        group,
-        "--noise-factor",
-        type=float,
-        metavar="FACTOR",
-        shown=10.0,
-        help="with --calibrate-noise: how many times eager's noise a rel-L2 budget is at least",
-    )
-
-
-def _output(group: Any) -> None:
-    _add(
-        group,
-        "--cache-dir",
-        help="where builds and failure logs go; without it, a new aitune_fp-* temp dir, kept so "
-        "that the logs it names stay readable (its path is printed)",
-    )
-    _add(group, "--json-log", help="append every event as JSON lines to this file")
-    _add(
-        group,
-        "--format",
-        choices=("table", "json", "markdown"),
-        default="table",
-        help="how the results print on stdout: table (a block of fields per candidate on a "
-        "narrow terminal or a pipe), json (one document) or markdown (GitHub-flavoured tables)",
-    )
-    _add(group, "-q", "--quiet", action="store_true", help="no progress on stderr")
-    _add(group, "-v", "--verbose", action="store_true", help=VERBOSE_HELP)
-
-
-def _plain(message: str, field: str, flag: str) -> str:
-    return re.sub(rf"\b{field}\b", flag, message)
-
-
-def _max_pairs(group: Any) -> None:
-    _add(
-        group,
-        "--max-pairs",
-        type=int,
-        metavar="PAIRS",
-        shown=ProfilingConfig().looks[-1],
-        help="statistical decision only: the most pairs timed per candidate, the last look "
-        "(the planned looks below it are kept; with --looks, equal to its last)",
-    )
-
-
-def _strategy(group: Any) -> None:
-    summaries = "; ".join(f"{e.name}: {e.summary}" for e in strategy_registry.STRATEGIES.values())
-    _add(
-        group,
-        "--strategy",
-        choices=strategy_registry.strategy_names(),
-        default="max-throughput",
-        help=f"which of the candidates shown faster is kept: {summaries}",
-    )
-
-
-def _isolation(group: Any) -> None:
-    _add(
-        group,
-        "--in-process",
-        action="store_true",
-        help="build, check and time candidates in this process (guarded by snapshots) instead "
-        "of a worker process each; see docs/guarantees.md",
-    )
-
-
-#: Each group's flags written here, added before the settings rows of that group.
-_WRITTEN = {
-    settings.WHAT: _what_to_tune,
-    settings.GATE: _the_gate,
-    settings.STATISTICS: _max_pairs,
-    settings.CHOICE: _strategy,
-    settings.ACCURACY: _accuracy,
-    settings.ISOLATION: _isolation,
-    settings.OUTPUT: _output,
-}
-
-
 def add_arguments(sub: Any) -> Any:
-    """Add the ``tune`` subcommand's parser to ``sub`` and return it: its flags in groups."""
+    """Add the ``tune`` subcommand's parser to ``sub`` and return it: one group per settings group."""
     tune = sub.add_parser(
         "tune",
         help="validate candidate backends against eager on a model (the main job)",
         description="Build the eager baseline and every candidate, gate each by measurement, "
         "print the verdicts. With no arguments: the default candidates on the embedded mlp.",
     )
-    groups = {}
     for title, line in settings.GROUPS.items():
-        group = groups[title] = tune.add_argument_group(title, line)
-        if title in _WRITTEN:
-            _WRITTEN[title](group)
-        for setting in settings.SETTINGS:
-            if setting.flag is not None and setting.group == title:
-                _add(
-                    group,
-                    setting.flag,
-                    type=setting.type,
-                    choices=setting.choices,
-                    metavar=setting.metavar,
-                    shown=setting.default,
-                    help=_row_help(setting),
-                )
-    _strategy_option_arguments(groups[settings.CHOICE])
+        group = tune.add_argument_group(title, line)
+        for row in settings.SETTINGS:
+            if row.flag is not None and row.group == title:
+                _add_row(group, row)
+        if title == settings.CHOICE:
+            _strategy_option_arguments(group)
     return tune
+
+
+def _plain(message: str, field: str, flag: str) -> str:
+    return re.sub(rf"\b{field}\b", flag, message)
+
+
+def _last_look(args: argparse.Namespace, looks: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """``--looks`` with the old ``--max-pairs`` folded in: alone it ends the planned looks."""
+    if args.max_pairs is None:
+        return looks
+    if looks is not None:
+        if looks[-1] != args.max_pairs:
+            raise UsageError(
+                f"{LAST_LOOK} {args.max_pairs} (an old name for the last of --looks) disagrees "
+                f"with --looks {_shown(looks)}: give --looks alone"
+            )
+        return looks
+    if args.max_pairs < 2:
+        raise UsageError(f"{LAST_LOOK} must be >= 2, got {args.max_pairs}")
+    return (*[n for n in ProfilingConfig().looks if n < args.max_pairs], args.max_pairs)
+
+
+def profiling_config(args: argparse.Namespace) -> Any:
+    """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
+    flags = {row.field: row.flag or row.field for row in settings.rows("config")}
+    kwargs = {
+        row.field: getattr(args, row.dest)
+        for row in settings.rows("config")
+        if row.flag is not None and getattr(args, row.dest, None) is not None
+    }
+    looks = _last_look(args, kwargs.get("looks"))
+    if looks is not None:
+        kwargs["looks"] = looks
+        if args.looks is None:
+            flags["looks"] = LAST_LOOK
+    modes = {row.field: row.modes for row in settings.rows("config")}
+    for field, value in kwargs.items():
+        wanted = modes[field]
+        if wanted is not None and args.decision not in wanted:
+            raise UsageError(
+                f"{flags[field]} applies to --decision {wanted[0]} only, "
+                f"not to --decision {args.decision}"
+            )
+        try:
+            ProfilingConfig(**{field: value})
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{flags[field]}: {_plain(str(exc), field, flags[field])}") from exc
+    try:
+        return ProfilingConfig(decision=args.decision, **kwargs)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        for field, flag in flags.items():
+            message = _plain(message, field, flag)
+        raise UsageError(message) from exc
+
+
+def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
+    from aitune_fp.correctness import Closeness
+
+    flags = {row.field: row.flag or row.field for row in settings.rows("closeness")}
+    given = {f: getattr(args, f) for f in flags}
+    kwargs = {f: v for f, v in given.items() if v is not None and v is not False}
+    problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, flags)
+    if problem is not None:
+        raise UsageError(problem)
+    try:
+        Closeness(**kwargs)
+    except (TypeError, ValueError) as exc:
+        message = str(exc)
+        for field, flag in flags.items():
+            message = _plain(message, field, flag)
+        raise UsageError(message) from exc
+    return kwargs
+
+
+def strategy_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The options ``--strategy`` is built with, checked by the registry; a problem names the flag."""
+    given = {name: getattr(args, name, None) for name in strategy_registry.option_names()}
+    try:
+        return strategy_registry.strategy_options(args.strategy, given, spell=_flag)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc

@@ -25,7 +25,6 @@ __all__ = [
     "CACHES",
     "CLOCKS",
     "DECISION_MODES",
-    "MODE_FIELDS",
     "THROUGHPUT_GATES",
     "Cache",
     "Clock",
@@ -33,14 +32,16 @@ __all__ = [
     "ProfilingConfig",
     "check_rule_name",
     "for_batch_size",
+    "parse_looks",
 ]
 
 Clock = Literal["host", "device"]
 #: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
 CLOCKS: tuple[Clock, ...] = ("host", "device")
-ThroughputGate = Literal["point", "bound"]
-#: What the throughput condition compares (``ProfilingConfig.throughput_gate``).
-THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("point", "bound")
+ThroughputGate = Literal["estimate", "bound"]
+#: What the throughput condition compares (``ProfilingConfig.throughput_gate``; "point", its old
+#: name for "estimate", is still read).
+THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("estimate", "bound")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
@@ -51,11 +52,23 @@ DecisionMode = str
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
 
 
-def check_rule_name(name: str, value: object) -> str:
-    """Return ``value`` if it can name a decision rule (one word), else raise naming ``name``.
+def gate_name(value: Any) -> Any:
+    """A throughput gate's name, its old ``point`` read as ``estimate``."""
+    return "estimate" if value == "point" else value
 
-    Whether a rule of that name is registered is the shell's question (``measure.rule_for``).
-    """
+
+def parse_looks(text: str) -> tuple[int, ...]:
+    """``"10,20,40"`` -> ``(10, 20, 40)``; anything else an InvalidValueError quoting it."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise InvalidValueError(
+            f"must be comma-separated integers like 10,20,40, got {text!r}"
+        ) from None
+
+
+def check_rule_name(name: str, value: object) -> str:
+    """Return ``value`` if it can name a decision rule (one word), else raise naming ``name``."""
     word = check_type(name, value, str)
     if not isinstance(word, str) or not word.replace("-", "_").isidentifier():
         raise InvalidValueError(
@@ -70,28 +83,7 @@ def _a_rule_name(instance: object, attribute: attrs.Attribute[Any], value: objec
     check_rule_name(attribute.name, value)
 
 
-#: Budget fields that only one decision mode reads: field -> the modes that read it. Setting one
-#: for another mode would do nothing, so the CLI and sweep files refuse it.
-MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
-    "looks": ("statistical",),
-    "max_seconds": ("statistical",),
-    "confidence": ("statistical",),
-    "futility_margin_percent": ("statistical",),
-    "futility_error": ("statistical",),
-    "clock": ("statistical",),
-    "selection_delta_percent": ("statistical",),
-    "selection_max_seconds": ("statistical",),
-    "cache": ("statistical",),
-    "wait_quiet_s": ("statistical",),
-    "throughput_gate": ("statistical",),
-    "point_warmup_calls": ("point",),
-    "point_steps": ("point",),
-}
-
-
-#: The stated ranges of ProfilingConfig's settings (refused up front, with the value named):
-#: a timed-call count (warm-up, steps, looks), a duration in seconds (30 days), a batch size,
-#: CPU threads. Beyond them a setting is a mistake, not a budget (issue 32).
+#: The stated ranges of the settings: beyond them a setting is a mistake, not a budget.
 MAX_CALLS: Final = 1_000_000
 MAX_SECONDS: Final = 30 * 24 * 3600.0
 MAX_BATCH: Final = 1 << 20
@@ -122,33 +114,26 @@ def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[
 class ProfilingConfig:
     """How a candidate is warmed up, timed and decided; one value shared by baseline and candidates.
 
-    ``statistical`` (default) times eager and candidate interleaved and decides on a confidence
-    interval at planned ``looks`` (pairs); ``point`` reproduces AITune's rule
-    (``point_warmup_calls`` + ``point_steps`` calls, mean-latency throughput, baseline once).
+    ``statistical`` decides on a confidence interval at planned looks; ``point`` is AITune's rule.
     """
 
-    #: The decision rule's name, one word; that a rule of the name is registered is checked
-    #: where the config enters the shell (``with_performance_validation``, ``measure.rule_for``).
+    #: The decision rule's name; that it is registered is checked where the config enters the shell.
     decision: DecisionMode = attrs.field(default="statistical", validator=_a_rule_name)
-    #: Batch sizes to profile; empty means "the graph spec's max batch size". Narrow with
-    #: :func:`for_batch_size`.
+    #: Batch sizes to profile; empty: the graph spec's max batch size (:func:`for_batch_size`).
     batch_sizes: tuple[int, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(integer(minimum=1, maximum=MAX_BATCH))
     )
     #: Whether inputs are batched along their batch axis (False: the raw sample, batch size 1).
     batching: bool = attrs.field(default=True, validator=of_type(bool))
-    #: Warm-up is steady when the last ``warmup_window`` calls of each arm lie within
-    #: ``warmup_tolerance`` of their median ((max - min) / median), or when the last two windows'
-    #: medians differ by no more than the arm's own noise explains (``stats.is_settled``).
+    #: Warm-up is steady when the last ``warmup_window`` calls lie within ``warmup_tolerance`` of
+    #: their median, or the last two windows differ by no more than noise (``stats.is_settled``).
     warmup_window: int = attrs.field(default=5, validator=integer(minimum=2, maximum=MAX_CALLS))
     warmup_tolerance: float = attrs.field(
         default=0.10, validator=finite(minimum=0, strict=True, maximum=100.0)
     )
-    #: Warm-up gives up waiting for steadiness after this many calls per arm, the untimed first
-    #: call included (and flags it); 20 as in the rule measured on this kind of machine.
+    #: Warm-up stops waiting for steadiness after this many calls per arm (and flags it).
     warmup_max_calls: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
-    #: Planned looks, in timed pairs per arm; the last one is the sample budget. The sixth look
-    #: (320) is taken only when ``max_seconds`` allows it.
+    #: Planned looks, in timed pairs per arm; the last is the sample budget.
     looks: tuple[int, ...] = attrs.field(
         default=(10, 20, 40, 80, 160, 320),
         converter=as_tuple,
@@ -156,95 +141,62 @@ class ProfilingConfig:
             tuple_of(integer(minimum=2, maximum=MAX_CALLS)), _increasing
         ),
     )
-    #: Confidence of the sequential decision: ``1 - confidence`` is the false-accept rate
-    #: allowed over all looks (the guarantee reported with every verdict); each look uses
-    #: ``(1 - confidence) / len(looks)`` per side, so its interval is two-sided at
-    #: ``1 - 2 * (1 - confidence) / len(looks)`` (0.983 with the defaults).
+    #: ``1 - confidence``: the false-accept rate allowed over all looks, split evenly per look.
     confidence: float = attrs.field(default=0.95, validator=open_interval(0, 1))
-    #: Futility stop: ``not_faster`` as soon as the estimate is below the required speedup and
-    #: the upper bound is below required + this many percentage points. 1.0 settles an identical
-    #: candidate in a median of ~40 pairs instead of running out of looks (issue 14's audit); a
-    #: candidate inside the margin (e.g. 1.015x at the 1 % threshold) may be called not_faster.
-    #: 0 gives the symmetric rule (``not_faster`` only when the upper bound clears the threshold).
+    #: ``not_faster`` once the upper bound is below required + this many percentage points.
     futility_margin_percent: float = attrs.field(
         default=1.0, validator=finite(minimum=0, maximum=100.0)
     )
-    #: Error of the futility stop over all looks: a candidate faster than required + margin is
-    #: called ``not_faster`` with probability <= this. Looser than ``1 - confidence`` on purpose:
-    #: a wrong rejection costs a missed gain, a wrong acceptance ships a regression.
+    #: Chance, over all looks, of calling a candidate faster than required + margin not_faster.
     futility_error: float = attrs.field(default=0.20, validator=open_interval(0, 1))
-    #: Test the paired ratios for serial correlation at each look and widen the interval by the
-    #: AR(1) inflation factor when it is found (restores the error rate; issue 14).
+    #: Widen the interval by the AR(1) factor when the paired ratios are serially correlated.
     guard_serial_correlation: bool = attrs.field(default=True, validator=of_type(bool))
-    #: Test the paired ratios for a shift in level at each look; when one is found, decide on the
-    #: pairs after it (the regime the user will get).
+    #: Decide on the pairs after a shift in level when one is found.
     guard_shift: bool = attrs.field(default=True, validator=of_type(bool))
-    #: Wall-clock budget in seconds for one comparison; when spent, the verdict is taken at
-    #: the last completed look and is ``inconclusive`` if still open.
+    #: Wall-clock budget in seconds for one comparison; when spent, the last look decides.
     max_seconds: float = attrs.field(
         default=60.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
-    #: AITune point rule: warm-up calls and timed calls per arm.
+    #: AITune's point rule: warm-up calls and timed calls per arm.
     point_warmup_calls: int = attrs.field(
         default=10, validator=integer(minimum=1, maximum=MAX_CALLS)
     )
     point_steps: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
-    #: Hung means no progress: a call of a correctness check or a timing that has not returned
-    #: after 20x eager's slowest call, and at least ``hang_grace_s``, is interrupted (stage
-    #: ``hung``); a build after ``build_timeout_s``. A step stuck in native code is recorded as
-    #: hung ``hang_grace_s`` later and the tune ends (``finished``, outcome ``error``).
+    #: A call not returned after 20x eager's slowest and at least this is hung; a build after
+    #: ``build_timeout_s``.
     hang_grace_s: float = attrs.field(
         default=30.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
     build_timeout_s: float = attrs.field(
         default=1800.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
-    #: CPU intra-op threads for both arms (None: leave torch's setting as it is).
+    #: CPU intra-op threads for both arms (None: 1 in worker processes, else torch's own).
     threads: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(integer(minimum=1, maximum=MAX_THREADS))
     )
-    #: The clock the statistical decision reads: ``host`` (default), the wall time around a
-    #: synchronised call (what a user serving requests waits), or ``device``, the CUDA-event
-    #: time of the same call (what the GPU spent; needs a CUDA device). Both are recorded on
-    #: CUDA whichever decides; the result's reason says which did.
+    #: The clock the statistical decision reads: ``host`` wall time or ``device`` CUDA events.
     clock: Clock = attrs.field(default="host", validator=one_of(CLOCKS))
-    #: ``hot`` (default): calls follow each other, so what fits in L2 stays there (a steady
-    #: stream of requests). ``cold``: before each timed call of the interleaved comparison,
-    #: untimed, a buffer twice the device's L2 is written, so every call starts from a clean
-    #: L2 (a model called between other work). CUDA and the statistical mode only; refused
-    #: on CPU when the comparison starts (docs/gpu.md).
+    #: ``cold``: L2 flushed before each timed call (CUDA, statistical mode; docs/gpu.md).
     cache: Cache = attrs.field(default="hot", validator=one_of(CACHES))
-    #: Head-to-head selection among candidates that passed the gate (statistical mode, strategies
-    #: that choose): candidates within this many percent of each other count as equally fast.
+    #: Head-to-head: candidates within this many percent of each other count as equally fast.
     selection_delta_percent: float = attrs.field(
         default=2.0, validator=[finite(minimum=0, strict=True), _below_100]
     )
-    #: The head-to-head's time budget; when it runs out the choice is made and says how close
-    #: the remaining candidates are.
+    #: The head-to-head's time budget, in seconds.
     selection_max_seconds: float = attrs.field(
         default=60.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
-    #: Share of the timed calls between each look's first and last whose outputs are compared
-    #: with eager's (both ends always are), in the gate's timing and the head-to-head's rounds;
-    #: raise it to catch a candidate wrong on rarer calls (docs/guarantees.md has the table).
+    #: Share of the timed calls between each look's ends whose outputs are checked against eager's.
     spot_rate: float = attrs.field(
         default=DEFAULT_SPOT_RATE, validator=[finite(minimum=0, strict=True), _at_most_one]
     )
-    #: Soak: this many more checked calls, each on inputs drawn afresh, of the chosen candidate
-    #: once rebuilt in the user's process, before it is handed back; one wrong call rejects it
-    #: (stage ``rebuild``; docs/guarantees.md: what a soak of N calls adds to the spot checks).
+    #: Checked calls on fresh inputs of the chosen candidate, rebuilt in the user's process.
     soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))
-    #: Before each look of the statistical mode, wait up to this many seconds for the load
-    #: average to fall below the cores when it says the machine is busy (``oversubscribed``),
-    #: as pyperf's system checks do; the wait counts against ``max_seconds``. 0: no wait. Busy
-    #: or not, pairs taken while the machine was busy never carry a verdict (issue 36).
+    #: Wait up to this many seconds before each look for the load average to fall below the cores.
     wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0, maximum=MAX_SECONDS))
-    #: What a ``faster`` needs of the mean-latency throughput ratio of the same pairs:
-    #: ``point`` (default), the ratio itself clears the gate (the verdict is about the typical
-    #: call); ``bound``, its delta-method lower bound at the look's level does (a candidate
-    #: whose throughput is exactly the gate passes rarely; costs power with two-mode latencies).
+    #: What a ``faster`` needs of the throughput ratio: ``estimate`` clears the gate, or its ``bound``.
     throughput_gate: ThroughputGate = attrs.field(
-        default="point", validator=one_of(THROUGHPUT_GATES)
+        default="estimate", converter=gate_name, validator=one_of(THROUGHPUT_GATES)
     )
 
     def __attrs_post_init__(self) -> None:
@@ -286,10 +238,7 @@ class ProfilingConfig:
 def for_batch_size(
     config: ProfilingConfig, batch_size: int, *, batching: bool | None = None
 ) -> ProfilingConfig:
-    """Return ``config`` narrowed to one batch size; every other field stays as it was.
-
-    ``batching=None`` keeps the config's own value (as AITune's narrowing does).
-    """
+    """``config`` narrowed to one batch size (``batching=None`` keeps the config's own)."""
     check_int("batch_size", batch_size, minimum=1)
     return attrs.evolve(
         config,

@@ -1,9 +1,6 @@
 """``aitune-fp sweep``: many models × backends from one TOML file, locally or on a Ray cluster.
 
-:mod:`~aitune_fp.sweep.spec` reads and checks the file (pure), :mod:`~aitune_fp.sweep.run` runs
-one tune task per model and writes one event log, :mod:`~aitune_fp.sweep.summary` turns the log
-into the models × backends summary, :mod:`~aitune_fp.sweep.ray_executor` runs the tasks on Ray
-(imported only there). Importing this package imports neither torch nor Ray.
+Importing this package imports neither torch nor Ray.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""The local executor: a sweep's tasks one after another on this machine, each killable.
-
-A task with a deadline runs in a child process forked from a ``forkserver`` that has torch and
-the tuning code imported already (so a task starts in a fraction of a second, not the 1-1.5 s a
-fresh ``spawn`` takes to import torch), killed at the deadline
-(the task then recorded as hung, :func:`~aitune_fp.sweep.task.hung_outcome`); a child that dies
-is recorded as crashed, and a Ctrl-C in the child reaches the driver as KeyboardInterrupt.
-``aitune_fp.sweep.ray_executor`` runs tasks on Ray instead.
-"""
+"""The local executor: a sweep's tasks one after another on this machine, each killable."""
 
 from __future__ import annotations
 
@@ -55,11 +47,7 @@ def _stop(process: multiprocessing.process.BaseProcess) -> None:
 class LocalExecutor:
     """Runs the tasks one after another on this machine: no extra dependency, no overlap.
 
-    A task with a deadline (every task a sweep file makes has one) runs in a child process
-    (``multiprocessing``'s ``forkserver``, preloaded with torch and the tuning code: the first
-    task pays about 1-1.5 s to start it, each later one a fraction of that) that is killed at
-    the deadline, the task then recorded as hung; a task without one, or every task with
-    ``in_process=True`` (debugging), runs in this process and cannot be stopped.
+    A task with a deadline runs in a forkserver child killed at it; else (or ``in_process=True``) here.
     """
 
     name = "local"

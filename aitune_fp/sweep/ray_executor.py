@@ -1,14 +1,6 @@
 """Run sweep tasks as Ray tasks, each holding a whole device (``pip install 'aitune-fp[ray]'``).
 
-Ray is imported here only, when an executor runs. On CUDA a task asks for ``num_gpus=1``; on
-CPU it asks for one unit of :data:`TIMING_RESOURCE`, a custom resource each node declares once,
-so two timings never share a node. A driver that starts its own local Ray declares it; a cluster
-operator starts every CPU node with ``ray start --resources='{"aitune_fp_timing_slot": 1}'``.
-Outcomes come back to the driver in completion order; a task whose worker or node died (after
-``max_retries``) becomes a failed outcome naming Ray's error. A task still running
-``task_timeout_s`` after it started (each task tells a small actor on the driver's node when it
-starts; the driver polls it every :data:`POLL_S`) is cancelled with ``ray.cancel(force=True)``,
-which kills its worker, and recorded as hung; the other tasks go on.
+Ray is imported here only; a task past its deadline is cancelled (``ray.cancel(force=True)``).
 """
 
 from __future__ import annotations
@@ -69,8 +61,7 @@ def import_ray() -> Any:
 def task_options(device: str, max_retries: int) -> dict[str, Any]:
     """The Ray options of one sweep task: a whole GPU on CUDA, the node's timing slot on CPU.
 
-    Application errors are never retried (a task returns them as its outcome); ``max_retries``
-    re-runs a task whose worker process or node died.
+    ``max_retries`` re-runs only a task whose worker or node died, never an application error.
     """
     options: dict[str, Any] = {"max_retries": max_retries, "retry_exceptions": False}
     if device == "cuda":
@@ -81,11 +72,7 @@ def task_options(device: str, max_retries: int) -> dict[str, Any]:
 
 
 class RayExecutor:
-    """Runs each task as a Ray task; connects to ``address`` or starts a local Ray.
-
-    ``address=None`` starts a local Ray with ``num_cpus`` CPUs and one timing slot (or uses the
-    Ray this process already initialised); any other value is passed to ``ray.init``.
-    """
+    """Runs each task as a Ray task on the Ray at ``address``, or a local one (``address=None``)."""
 
     name = "ray"
 

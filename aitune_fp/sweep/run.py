@@ -1,17 +1,6 @@
 """Run a sweep: one tune task per model, one JSON-lines log for all of them, a summary at the end.
 
-A task (:func:`run_task`) runs in whatever process the executor picks and never raises: its tune's
-events come back as records in its :class:`TaskOutcome`, which ends with ``task_finished`` or
-``task_failed``. The driver (:func:`run_sweep`) writes each outcome's records to the log as it
-arrives, records every model that got no outcome (a dead worker, Ctrl-C) as failed, and reads
-``--resume`` state from the same log. :class:`LocalExecutor` runs the tasks one after another,
-each in a child process it can kill at the task's deadline; ``aitune_fp.sweep.ray_executor`` runs
-them as Ray tasks. A task past its deadline (``task_timeout_s``) is killed and recorded failed
-with ``error_type`` :data:`HUNG`; the sweep goes on.
-
-Parts: :mod:`~aitune_fp.sweep.task` (the task and its outcome, :func:`run_task`),
-:mod:`~aitune_fp.sweep.local_executor` (:class:`LocalExecutor`) and this module, the driver;
-the task's names are re-exported here.
+The task's names (:mod:`~aitune_fp.sweep.task`) are re-exported here.
 """
 
 from __future__ import annotations
@@ -60,10 +49,9 @@ __all__ = [
 
 
 class Executor(Protocol):
-    """Runs tasks and hands each outcome to ``on_outcome`` as it completes (in completion order).
+    """Runs tasks, handing each outcome to ``on_outcome`` in completion order.
 
-    A Ctrl-C propagates as KeyboardInterrupt after outstanding work is cancelled; the driver
-    records every model without an outcome as failed.
+    A Ctrl-C propagates as KeyboardInterrupt after outstanding work is cancelled.
     """
 
     name: str
@@ -168,9 +156,7 @@ def run_sweep(
 ) -> SweepResult:
     """Run every model of ``spec`` (those already finished in the log skipped with ``resume``).
 
-    Appends to ``log_path``: ``sweep.started``, each task's events as it completes, a
-    ``task_failed`` for every model left without an outcome, ``sweep.finished``. Nothing is lost
-    on Ctrl-C (``interrupted``) or when the executor itself fails (each model left says why).
+    Every model ends in the log: its events, or a ``task_failed`` saying why (Ctrl-C included).
     """
     executor = executor or LocalExecutor()
     start = time.time()

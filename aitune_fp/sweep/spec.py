@@ -1,9 +1,6 @@
 """A sweep description (models × backends, one gate, one budget) as frozen values, checked up front.
 
-Pure: :func:`parse_sweep` turns the mapping read from a TOML file into a :class:`SweepSpec` or
-raises an error naming the entry and field (``models[2].input_shape``); nothing is imported,
-built or timed. :func:`load_sweep` is the one function here that reads a file; it also resolves
-every user model's factory up front (:func:`check_models`: imports, never builds).
+Every problem names the entry and field (``models[2].input_shape``).
 """
 
 from __future__ import annotations
@@ -17,8 +14,9 @@ from typing import Any
 import attrs
 
 from aitune_fp.backends import registry
-from aitune_fp.core.accuracy import ACCURACY_KEYS, CRITERIA_MODES, accuracy_conflict
-from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
+from aitune_fp.core import settings
+from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
+from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
@@ -43,34 +41,38 @@ DEVICE_KINDS: tuple[str, ...] = ("cpu", "cuda")
 TASK_TIMEOUT_KEY = "task_timeout_s"
 #: Added to the per-step watchdog bounds in :func:`default_task_timeout_s` (model load, set-up).
 TASK_TIMEOUT_SLACK_S = 600.0
+#: A sweep file's top-level keys: its tables, and each command setting's own key.
 _TOP_KEYS = (
     "name",
-    "device",
-    "strategy",
-    "threshold",
-    "decision",
-    "log",
     "budget",
     "accuracy",
     "models",
     "backends",
     "ray",
+    *(s.key for s in settings.rows("command") if s.key and not s.key.startswith("[")),
 )
+_ACCURACY_KEYS = tuple(s.field for s in settings.rows("closeness"))
+#: A ``[[models]]`` entry's keys: its label, and each command setting's ``[[models]]`` key.
+_MODEL_KEYS = (
+    "name",
+    *(
+        s.key.split()[1]
+        for s in settings.rows("command")
+        if s.key and s.key.startswith("[[models]]")
+    ),
+)
+_ISOLATIONS = next(s.choices for s in settings.SETTINGS if s.field == "isolation") or ()
 _RAY_KEYS = ("max_retries",)
 
 
 @attrs.frozen(kw_only=True)
 class ModelEntry:
-    """One model of the sweep: its unique label, what to load, and a user factory's input shape.
-
-    ``model`` is an embedded name (``mlp``), ``path/to/file.py:factory`` with the path made
-    absolute against the sweep file's folder, so a task finds it from any working directory, or
-    ``package.module:factory`` (imported from ``sys.path`` where the task runs).
-    """
+    """One model of the sweep: its label, what to load (a file path made absolute) and an input shape."""
 
     name: str
     model: str
     input_shape: tuple[int, ...] | None = None
+    batch_size: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -95,8 +97,7 @@ class BackendChoice:
 class SweepSpec:
     """Everything a sweep runs: models × backends on one device kind, one strategy and gate.
 
-    ``backends`` empty means the registry's defaults for ``device``. ``max_retries`` is how often
-    Ray re-runs a task whose worker or node died (the local executor never retries).
+    ``backends`` empty: the device's defaults; ``max_retries``: Ray's re-runs of a dead worker.
     """
 
     name: str
@@ -115,6 +116,8 @@ class SweepSpec:
     #: Each task's deadline in seconds (``[budget] task_timeout_s``); None: the default,
     #: :func:`default_task_timeout_s`. A task still running then is killed and recorded as hung.
     task_timeout_s: float | None = None
+    #: Where each task's candidates run: ``process`` (worker processes, where they can) or ``in_process``.
+    isolation: str = "process"
 
     def task_deadline_s(self) -> float:
         """The deadline every task of this sweep gets: the file's, else the derived default."""
@@ -134,12 +137,9 @@ class SweepSpec:
 
 
 def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
-    """A task's default deadline: what each step of a task is expected to need, generously.
+    """A task's default deadline: 600 s, plus one build and two checked steps for eager and each candidate.
 
-    ``TASK_TIMEOUT_SLACK_S`` (600 s, model load) plus, for eager and every candidate, one build
-    (``build_timeout_s``) and two checked steps (correctness check and timing, each
-    ``max_seconds + hang_grace_s``): with the defaults and three backends, 600 + 4 x 1,980 s =
-    8,520 s. A slow model whose checks keep completing calls can need more: set the file's.
+    With the defaults and three backends, 600 + 4 x 1,980 s = 8,520 s.
     """
     per_step = profiling.max_seconds + profiling.hang_grace_s
     return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
@@ -203,7 +203,7 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
     if isinstance(raw, str):
         raw = {"model": raw}
     table = _table(where, raw)
-    _known_keys(where, table, ("name", "model", "input_shape"))
+    _known_keys(where, table, _MODEL_KEYS)
     if "model" not in table:
         raise InvalidValueError(f"{where}: missing 'model' (an embedded name or file.py:factory)")
     spec = _str(f"{where}.model", table["model"])
@@ -229,7 +229,10 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
             spec = f"{os.path.normpath(os.path.join(base_dir, target))}:{factory}"
         default_name = factory
     name = _file_name(f"{where}.name", table.get("name", default_name))
-    return ModelEntry(name=name, model=spec, input_shape=shape)
+    rows = table.get("batch_size")
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+        raise InvalidValueError(f"{where}.batch_size must be an integer >= 1, got {rows!r}")
+    return ModelEntry(name=name, model=spec, input_shape=shape, batch_size=rows)
 
 
 def _backend(i: int, raw: object, device: str) -> BackendChoice:
@@ -272,11 +275,12 @@ def _number(where: str, value: object) -> float:
 
 def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
     _known_keys("budget", table, (*sweep_keys(), TASK_TIMEOUT_KEY))
+    modes_of = {s.field: s.modes for s in settings.rows("config")}
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key == TASK_TIMEOUT_KEY:
             continue
-        modes = MODE_FIELDS.get(key)
+        modes = modes_of[key]
         if modes is not None and decision not in modes:
             raise InvalidValueError(
                 f"budget.{key} applies to decision {modes[0]} only, not to decision {decision}"
@@ -294,7 +298,7 @@ def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
 
 def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """``[accuracy]``: the ``Closeness`` settings (``criteria``, ``rel_l2``, ...), checked."""
-    _known_keys("accuracy", table, ACCURACY_KEYS)
+    _known_keys("accuracy", table, _ACCURACY_KEYS)
     found: dict[str, Any] = {}
     for key, value in table.items():
         where = f"accuracy.{key}"
@@ -311,7 +315,7 @@ def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
                 bounds = "between 0 and 1" if key == "outlier_share" else ">= 0"
                 raise InvalidValueError(f"{where} must be {bounds}, got {value!r}")
             found[key] = number
-    spelled = {k: f"accuracy.{k}" for k in ACCURACY_KEYS}
+    spelled = {k: f"accuracy.{k}" for k in _ACCURACY_KEYS}
     problem = accuracy_conflict(found.get("criteria", "auto"), found, spelled)
     if problem is not None:
         raise InvalidValueError(problem)
@@ -327,8 +331,7 @@ def _list(where: str, value: object) -> Sequence[Any]:
 def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sweep") -> SweepSpec:
     """Check a sweep description (as read from TOML) and return it as a :class:`SweepSpec`.
 
-    Every problem is an :class:`InvalidValueError` or :class:`InvalidTypeError` naming the entry
-    and field. Relative model file paths and ``log`` are taken against ``base_dir``.
+    Relative model file paths and ``log`` are taken against ``base_dir``.
     """
     table = _table("sweep", data)
     option_keys = strategy_registry.option_names()
@@ -337,6 +340,7 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     strategy = table.get("strategy", "max-throughput")
     options = strategy_registry.strategy_options(strategy, {k: table.get(k) for k in option_keys})
     decision = _choice("decision", table.get("decision", DECISION_MODES[0]), decision_modes())
+    isolation = _choice("isolation", table.get("isolation", _ISOLATIONS[0]), _ISOLATIONS)
     threshold = _number("threshold", table.get("threshold", 1.0))
     if threshold <= -100:
         raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
@@ -395,15 +399,12 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         task_timeout_s=task_timeout,
         strategy_options=tuple(options.items()),
         accuracy=accuracy,
+        isolation=isolation,
     )
 
 
 def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
-    """Read and check the sweep TOML file at ``path`` (paths in it are relative to its folder).
-
-    Besides :func:`parse_sweep`'s checks, every model's file or module is imported and its
-    factory found (:func:`check_models`), so a wrong one stops the sweep before it starts.
-    """
+    """Read and check the sweep TOML file at ``path``, every user model's factory found up front."""
     try:  # the standard library's TOML reader (Python 3.11+); the package still runs on 3.10
         tomllib: Any = importlib.import_module("tomllib")
     except ImportError as exc:  # pragma: no cover - Python 3.10
@@ -423,11 +424,9 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
 
 
 def check_models(spec: SweepSpec) -> None:
-    """Import every user model's file or module and find its factory, before any task runs.
+    """Import every user model's file or module and find its factory (never called), before any task.
 
-    The factories are not called (that builds the models, in the tasks). A missing file or
-    module, one that fails to import, or a wrong factory name is an :class:`InvalidValueError`
-    naming the entry (``models[1].model: ...``). Embedded models need nothing.
+    A problem is an :class:`InvalidValueError` naming the entry (``models[1].model: ...``).
     """
     from aitune_fp.models import MODELS, UserModelError, resolve_factory
 

@@ -1,8 +1,4 @@
-"""The sweep's summary as values: one cell per model × backend (verdict, estimate, interval).
-
-Pure: built from the models' statuses and the tune reports ingest rebuilt from the log, so the
-summary printed after a sweep and one rebuilt later from the same log are the same.
-"""
+"""The sweep's summary as values: one cell per model × backend (verdict, estimate, interval)."""
 
 from __future__ import annotations
 
@@ -85,8 +81,7 @@ def summarize_sweep(
 ) -> SweepSummary:
     """The summary of ``statuses``, each finished model's verdicts read from ``reports`` (by run id).
 
-    A finished model whose run is missing from ``reports`` is listed as failed (its events were
-    not in the log), so every model ends in a cell or in ``failed``.
+    A finished model whose run is missing is listed as failed.
     """
     cells: list[SummaryCell] = []
     failed: list[ModelStatus] = []

@@ -1,12 +1,4 @@
-"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it.
-
-:func:`make_tasks` makes one :class:`SweepTask` per model of a sweep file. :func:`run_task` runs
-one in whatever process the executor picks and never raises: it loads the model, builds the
-strategy over the task's backends, runs the validating tune with its events collected, and
-returns a :class:`TaskOutcome` whose records end with ``task_finished`` or ``task_failed``
-(:func:`failed_outcome`; :func:`hung_outcome` for a task killed at its deadline, ``error_type``
-:data:`HUNG`).
-"""
+"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it."""
 
 from __future__ import annotations
 
@@ -71,6 +63,8 @@ class SweepTask:
     strategy_options: tuple[tuple[str, Any], ...] = ()
     #: ``[accuracy]``: the ``Closeness`` settings of the correctness check.
     accuracy: tuple[tuple[str, Any], ...] = ()
+    #: Where the candidates run: ``process`` (worker processes, where they can) or ``in_process``.
+    isolation: str = "process"
 
 
 @attrs.frozen(kw_only=True)
@@ -98,6 +92,7 @@ def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask
             task_timeout_s=spec.task_deadline_s(),
             strategy_options=spec.strategy_options,
             accuracy=spec.accuracy,
+            isolation=spec.isolation,
         )
         for i, m in enumerate(spec.models)
     ]
@@ -168,8 +163,7 @@ def hung_outcome(task: SweepTask) -> TaskOutcome:
 def run_task(task: SweepTask) -> TaskOutcome:
     """Tune one model on this process's device; never raises (a failure is the outcome).
 
-    Loads the model, builds the strategy over the task's backends, runs the validating tune with
-    its events collected, and tags every event with the sweep, the host and the device.
+    Every event is tagged with the sweep, the host and the device.
     """
     started, started_mono = time.time(), time.monotonic()
     hostname = socket.gethostname()
@@ -213,10 +207,9 @@ def _all_cores(task: SweepTask) -> int:
 
 
 def _process_threads(task: SweepTask) -> int | None:
-    """The threads the task's process runs with (None: leave them), set by ``set_threads``.
+    """The threads the task's process runs with (None: leave them).
 
-    A CPU task that holds its node: :func:`_all_cores`; otherwise the budget's ``threads``
-    (as ``tune --threads`` sets them), or nothing.
+    All cores for a CPU task that holds its node, else the budget's ``threads``.
     """
     if task.use_all_cores and task.device == "cpu":
         return _all_cores(task)
@@ -236,17 +229,20 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
     from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
     from aitune_fp.correctness import Closeness
-    from aitune_fp.models import load_model
+    from aitune_fp.models import at_batch_size, load_model
     from aitune_fp.pipeline.strategies import NoValidBackendError
     from aitune_fp.pipeline.strategy_registry import make_strategy
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)
+    if task.model.batch_size is not None:
+        model = at_batch_size(model, task.model.batch_size, name=f"{task.model.name}: batch_size")
     backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]
     strategy = with_performance_validation(
         make_strategy(task.strategy, backends, **dict(task.strategy_options)),
         min_speedup_threshold_percent=task.threshold,
         profiling_config=task.profiling,
         closeness=Closeness(**dict(task.accuracy)),
+        isolation="in_process" if task.isolation == "in_process" else "process",
     )
     os.makedirs(task.cache_dir, exist_ok=True)
     with torch.no_grad():
