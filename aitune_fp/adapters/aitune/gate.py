@@ -1,9 +1,6 @@
-"""The gate placed before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
+"""The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
 
-:class:`AituneGate` holds what every gated strategy shares (the session around AITune's tune,
-the adoption of AITune's eager baseline, AITune's correctness check naming its stage);
-:class:`MixinGate` gates OneBackend / FirstWins through ``_build_validate_and_check_perf``. The
-profiling strategies' gate is in :mod:`.profiling_gate`.
+:class:`MixinGate` gates OneBackend / FirstWins; the profiling strategies' is in :mod:`.profiling_gate`.
 """
 
 from __future__ import annotations
@@ -22,18 +19,17 @@ from aitune_fp.adapters.aitune._pipeline import (
     session_of,
     speedup_text,
 )
-from aitune_fp.adapters.aitune.options import AituneOptions, validation_options
-from aitune_fp.adapters.aitune.view import GateView
-from aitune_fp.adapters.reports import keep_report
-from aitune_fp.correctness import Closeness
+from aitune_fp.adapters.aitune.options import distributed, validation_options
+from aitune_fp.adapters.reports import DecoratorOptions, LastReport, last_report_of
 from aitune_fp.isolation.exclusive import exclusive_module
-from aitune_fp.pipeline import StageError, TuneSession, TuneTarget
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import StageError, TuneTarget, ValidationOptions
 
 
 class AituneGate:
     """Placed before an AITune strategy class: ``tune`` runs AITune's inside a TuneSession."""
 
-    _aitune_fp_options: AituneOptions = AituneOptions()
+    _aitune_fp_options: DecoratorOptions = DecoratorOptions()
     __aitune_fp_base__: type
     _aitune_fp_state: tuple[str, ...] = ()
 
@@ -52,16 +48,13 @@ class AituneGate:
         device: Any,
         cache_dir: Any,
     ) -> Any:
-        """AITune's ``tune`` with every candidate gated by aitune_fp (see the package doc)."""
+        """AITune's ``tune`` with every candidate gated by aitune_fp (``docs/aitune.md``)."""
         check_state(self, self._aitune_fp_state)
-        options = self._aitune_fp_options
         target = TuneTarget.of(module, name, AituneSpec(graph_spec), samples, device, cache_dir)
+        options = validation_options(self)
+        self._aitune_fp_options.check_isolation(options, target, distributed())
         session = TuneSession(
-            target,
-            validation_options(self),
-            strategy=type(self).__name__,
-            closeness=Closeness(enabled=options.closeness_check, tolerances=options.tolerances),
-            decides=mode_of(self) != "diagnostic",
+            target, options, strategy=type(self).__name__, decides=mode_of(self) != "diagnostic"
         )
         aitune_tune = super().tune  # type: ignore[misc]
         try:
@@ -71,7 +64,7 @@ class AituneGate:
                     open_first=False,
                 )
         finally:
-            keep_report(self, session.report())
+            self._aitune_fp_last().keep(session.report(), session.baseline)
 
     def _pre_tune(self, *target: Any) -> None:
         """AITune's ``_pre_tune`` (its eager baseline), then the session adopts that baseline."""
@@ -106,9 +99,13 @@ class AituneGate:
                 raise StageError("correctness", exc) from exc
             raise
 
-    def _aitune_fp_validation(self) -> GateView:
-        """aitune_fp's read-outs of this strategy (``validation_of`` returns this)."""
-        return GateView(self)
+    def _aitune_fp_last(self) -> LastReport:
+        """The last report (``validation_of`` reads it; AITune's own names stay AITune's)."""
+        return last_report_of(self)
+
+    def _aitune_fp_session_options(self) -> ValidationOptions:
+        """The session's options as AITune's threshold and mode stand now."""
+        return validation_options(self)
 
 
 def defined_in(cls: type, name: str) -> type | None:
