@@ -297,6 +297,7 @@ def with_performance_validation(
         closeness=closeness,
         isolation=isolation,
     )
+    options.session_options()  # what the session would refuse (an unregistered rule), now
     if target is None:
         return lambda t: _apply(t, options)
     return _apply(target, options)

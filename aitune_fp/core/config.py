@@ -18,6 +18,7 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
+from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidValueError
 
@@ -160,7 +161,7 @@ class ProfilingConfig:
     #: allowed over all looks (the guarantee reported with every verdict); each look uses
     #: ``(1 - confidence) / len(looks)`` per side, so its interval is two-sided at
     #: ``1 - 2 * (1 - confidence) / len(looks)`` (0.983 with the defaults).
-    confidence: float = attrs.field(default=0.95, validator=open_interval(0, 1))
+    confidence: float = attrs.field(default=DEFAULT_CONFIDENCE, validator=open_interval(0, 1))
     #: Futility stop: ``not_faster`` as soon as the estimate is below the required speedup and
     #: the upper bound is below required + this many percentage points. 1.0 settles an identical
     #: candidate in a median of ~40 pairs instead of running out of looks (issue 14's audit); a
