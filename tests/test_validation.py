@@ -671,6 +671,9 @@ class TestOneApi:
         with pytest.raises(ValueError, match=r"isolation='process'.*injected timer"):
             tune(strategy, tmp_path)
         assert logs.entries == [] and strategy.last_report is None
+        strategy.enable_performance_validation(False)  # nothing is timed: nothing to refuse
+        tune(strategy, tmp_path)
+        assert strategy.last_report is not None and strategy.last_report.disabled
 
     def test_isolation_unset_runs_where_it_can_and_says_why(
         self, tmp_path: Path, logs: LogCapture

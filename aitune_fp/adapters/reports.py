@@ -67,7 +67,7 @@ class DecoratorOptions:
         self, options: ValidationOptions, target: TuneTarget, why_not: str | None = None
     ) -> None:
         """Refuse ``isolation='process'`` by name where this tune could not give it workers."""
-        if self.isolation != "process":
+        if self.isolation != "process" or not options.enabled:  # off: nothing runs anywhere
             return
         where, note = isolation_of(options, target)
         reason = why_not or (note if where != "process" else None)

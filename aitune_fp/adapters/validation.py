@@ -1,7 +1,6 @@
-"""``with_performance_validation``: a strategy whose every candidate must be shown faster than eager.
+"""``with_performance_validation`` and ``validation_of``: the one decorator and its read-outs.
 
-An instance is wrapped in a plain proxy (``wrapt.ObjectProxy``); a class gets a subclass. Either
-holds its options and its last report; ``validation_of`` reads them on every path.
+An instance goes in a proxy (``wrapt.ObjectProxy``), a class in a subclass; each holds its report.
 """
 
 from __future__ import annotations
@@ -58,7 +57,8 @@ S = TypeVar("S", bound=Strategy)
 
 def _own_tune(obj: object) -> Callable[[TuneSession, tuple[Any, ...]], Any]:
     """How to call ``obj``'s own (unvalidated) ``tune`` in a session."""
-    own = getattr(obj, "__dict__", {}).get("_aitune_fp_own_tune", vars(obj).get("tune", None))
+    held = getattr(obj, "__dict__", {})
+    own = held.get("_aitune_fp_own_tune", held.get("tune"))
     if own is not None:
         return lambda session, args: own(*args)
     for klass in type(obj).__mro__:
@@ -285,9 +285,9 @@ def with_performance_validation(
     closeness: Closeness | None = None,
     isolation: IsolationMode | None = None,
 ) -> Any:
-    """Make a strategy (class or instance, aitune_fp's, yours or AITune's) gate every candidate.
+    """Make a strategy (class or instance; aitune_fp's, yours or AITune's) gate every candidate.
 
-    Every argument means the same on every path or is refused by name (``docs/api.md``).
+    Every argument holds on every path or is refused by name (``docs/api.md``).
     """
     options = DecoratorOptions(
         min_speedup_threshold_percent=min_speedup_threshold_percent,

@@ -1,6 +1,6 @@
 """The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
 
-:class:`MixinGate` gates OneBackend / FirstWins; the profiling strategies' is in :mod:`.profiling_gate`.
+OneBackend and FirstWins are gated through ``_build_validate_and_check_perf`` (:class:`MixinGate`).
 """
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ class AituneGate:
     def _aitune_fp_operating_point(self, graph_spec: Any) -> tuple[int, bool]:
         """AITune's batch size for the comparison and whether inputs are batched at it.
 
-        The profiling strategies' (their largest batch size, batched when it has a batch axis);
-        the gates of other kinds say their own.
+        The profiling strategies': their largest batch size; other kinds say their own.
         """
         size = int(graph_spec.get_max_batch_size())
         return size, bool(graph_spec.input_spec.has_batch_axis()) and size > 1
@@ -139,10 +138,9 @@ class MixinGate(AituneGate):
         *,
         raise_on_failure: bool = False,
     ) -> Any:
-        """The session's pipeline for one candidate AITune builds; AITune's return contract.
+        """The session's pipeline for one candidate, with AITune's return contract.
 
-        Returns the built backend, or None when it failed (AITune re-raises a build or
-        correctness failure when ``raise_on_failure``) or was not shown faster (enabled mode).
+        The built backend, or None when it failed (raised if ``raise_on_failure``) or lost.
         """
         target = (module, name, graph_spec, samples, device, cache_dir)
         if mode_of(self) == "disabled":  # AITune's own method: with validation off it only builds
