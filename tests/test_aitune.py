@@ -628,7 +628,6 @@ def test_process_isolation_is_refused_by_name_where_it_cannot_hold(
     with pytest.raises(ValueError, match=r"isolation='process'.*distributed run of 2 ranks"):
         run_tune(strategy)
     assert validation_of(strategy).last_report is None and names(logs) == []
-    monkeypatch.setattr("aitune_fp.adapters.aitune.options.distributed", gate.distributed)
     strategy = make("one", [PrunedEager()])
     run_tune(strategy)
     (result,) = validation_of(strategy).perf_validation_results

@@ -13,7 +13,6 @@ from aitune_fp.adapters.aitune._names import (
     missing,
 )
 from aitune_fp.adapters.aitune.gate import AituneGate, MixinGate
-from aitune_fp.adapters.aitune.options import OPTIONS_ATTRIBUTE
 from aitune_fp.adapters.aitune.profiling_gate import ProfilingGate, kind_of
 from aitune_fp.adapters.reports import DecoratorOptions
 from aitune_fp.correctness import Closeness
@@ -54,7 +53,7 @@ def _root(cls: type) -> type:
 
 def _reduce_ex(self: Any, protocol: Any) -> Any:
     """Pickles (a worker's build step holds the strategy) rebuild the class: it has AITune's name."""
-    return (_rebuild, (_root(type(self)), getattr(self, OPTIONS_ATTRIBUTE)), dict(vars(self)))
+    return (_rebuild, (_root(type(self)), self._aitune_fp_options), dict(vars(self)))
 
 
 def _gated_class(base: type, options: DecoratorOptions) -> type:
@@ -66,7 +65,7 @@ def _gated_class(base: type, options: DecoratorOptions) -> type:
         "__doc__": base.__doc__,
         "__aitune_fp_base__": base,
         "__reduce_ex__": _reduce_ex,
-        OPTIONS_ATTRIBUTE: options,
+        "_aitune_fp_options": options,
     }
     bases = (base,) if issubclass(base, AituneGate) else (gate, base)
     cls: type = type(base)(base.__name__, bases, namespace)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from aitune_fp.adapters.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
 from aitune_fp.adapters.aitune._names import log as log_line
 from aitune_fp.adapters.aitune._names import mode as mode_of
@@ -19,7 +21,6 @@ from aitune_fp.adapters.aitune._pipeline import (
     session_of,
     speedup_text,
 )
-from aitune_fp.adapters.aitune.options import distributed, validation_options
 from aitune_fp.adapters.reports import DecoratorOptions, LastReport, last_report_of
 from aitune_fp.isolation.exclusive import exclusive_module
 from aitune_fp.pipeline.tune import TuneSession
@@ -51,7 +52,7 @@ class AituneGate:
         """AITune's ``tune`` with every candidate gated by aitune_fp (``docs/aitune.md``)."""
         check_state(self, self._aitune_fp_state)
         target = TuneTarget.of(module, name, AituneSpec(graph_spec), samples, device, cache_dir)
-        options = validation_options(self)
+        options = self._aitune_fp_session_options()
         self._aitune_fp_options.check_isolation(options, target, distributed())
         session = TuneSession(
             target, options, strategy=type(self).__name__, decides=mode_of(self) != "diagnostic"
@@ -103,8 +104,24 @@ class AituneGate:
         return last_report_of(self)
 
     def _aitune_fp_session_options(self) -> ValidationOptions:
-        """The session's options as AITune's threshold and mode stand now."""
-        return validation_options(self)
+        """The session's options now: AITune's own threshold and mode fill what was not given."""
+        options = self._aitune_fp_options
+        session = options.session_options(
+            own_threshold=getattr(self, "min_speedup_threshold_percent", None),
+            enabled=mode_of(self) != "disabled",
+        )
+        if options.isolation is None and distributed() is not None:
+            return attrs.evolve(session, isolation="in_process")
+        return session
+
+
+def distributed() -> str | None:
+    """Why a worker cannot build here: one rank of several (it could not join the collectives)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return f"a distributed run of {dist.get_world_size()} ranks (a worker cannot join them)"
+    return None
 
 
 def defined_in(cls: type, name: str) -> type | None:
