@@ -14,11 +14,11 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import ISOLATION_MODES, IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
 from aitune_fp.pipeline.workers import isolation_of
-from aitune_fp.profiling import Timer
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["DecoratorOptions", "LastReport", "ReadOuts", "Validation", "last_report_of"]
 

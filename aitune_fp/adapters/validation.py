@@ -25,14 +25,14 @@ from aitune_fp.adapters.reports import (
 )
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import IsolationMode
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.exclusive import exclusive_module
 from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
-from aitune_fp.profiling import Timer
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["Validation", "is_validating", "validation_of", "with_performance_validation"]
 

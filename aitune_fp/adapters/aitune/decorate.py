@@ -15,7 +15,7 @@ from aitune_fp.adapters.aitune._names import (
 from aitune_fp.adapters.aitune.gate import AituneGate, MixinGate
 from aitune_fp.adapters.aitune.profiling_gate import ProfilingGate, kind_of
 from aitune_fp.adapters.reports import DecoratorOptions
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = ["check_hooks", "gated"]
