@@ -588,9 +588,6 @@ def test_clearly_faster_on_real_time() -> None:
     assert result.verdict == "faster"
 
 
-# -- copies, version detection, unsupported strategies ------------------------------------------
-
-
 # -- one API: the built-in path's decorator, arguments and read-outs -------------------------
 
 
@@ -641,6 +638,9 @@ def test_closeness_beyond_tolerances_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="noise_floor"):
         gated(ait.OneBackendStrategy, closeness=Closeness(calibrate=True))
     gated(ait.OneBackendStrategy, closeness=Closeness(enabled=False))
+
+
+# -- copies, version detection, unsupported strategies ------------------------------------------
 
 
 def test_copies_and_pickles_stay_gated_and_independent() -> None:
