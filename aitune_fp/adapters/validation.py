@@ -154,7 +154,7 @@ class _ValidatingClass(_Wrapper):
         return last_report_of(self)
 
 
-class Validated(_Wrapper, wrapt.ObjectProxy[Any]):
+class Validated(_Wrapper, wrapt.ObjectProxy):  # type: ignore[type-arg]  # wrapt~=2.0 may not subscript
     """The instance form: a proxy of the strategy holding its options and last report."""
 
     def __init__(self, strategy: Any, options: DecoratorOptions) -> None:
