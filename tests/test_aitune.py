@@ -591,6 +591,58 @@ def test_clearly_faster_on_real_time() -> None:
     assert result.verdict == "faster"
 
 
+# -- one API: the built-in path's decorator, arguments and read-outs -------------------------
+
+
+def test_one_result_type_on_both_paths(logs: LogCapture, tmp_path: Any) -> None:
+    """validation_of gives one type on both paths, holding aitune_fp's results; AITune's list
+    keeps AITune's records of the same candidates."""
+    from aitune_fp import OneBackendStrategy, PerformanceValidationResult
+    from tests.validation_helpers import Pruned, make_case
+
+    aitune_strategy = quiet(gated(ait.OneBackendStrategy)(backend=PrunedEager()))
+    run_tune(aitune_strategy)
+    builtin = gated(OneBackendStrategy(Pruned()))
+    module, spec, data = make_case()
+    builtin.tune(module, "m", spec, data, "cpu", tmp_path)
+    views = validation_of(aitune_strategy), validation_of(builtin)
+    assert type(views[0]) is type(views[1])
+    for view in views:
+        (result,) = view.perf_validation_results
+        assert type(result) is PerformanceValidationResult and result.verdict == "faster"
+        assert view.last_report is not None and view.last_report.results == (result,)
+    (record,) = aitune_strategy.perf_validation_results  # what AITune's own code reads
+    assert isinstance(record, PerformanceValidationMixinResult)
+    assert record.backend_description == views[0].perf_validation_results[0].backend_description
+
+
+def test_process_isolation_is_refused_by_name_where_it_cannot_hold(
+    monkeypatch: pytest.MonkeyPatch, logs: LogCapture
+) -> None:
+    """isolation='process' in a distributed run is refused before any work; left unset, the
+    candidates run in process instead."""
+    from aitune_fp.adapters.aitune import gate
+
+    monkeypatch.setattr(gate, "distributed", lambda: "a distributed run of 2 ranks")
+    strategy = make("one", [PrunedEager()], isolation="process")
+    with pytest.raises(ValueError, match=r"isolation='process'.*distributed run of 2 ranks"):
+        run_tune(strategy)
+    assert validation_of(strategy).last_report is None and names(logs) == []
+    strategy = make("one", [PrunedEager()])
+    run_tune(strategy)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert result.isolation == "in_process"
+
+
+def test_closeness_beyond_tolerances_is_refused_by_name() -> None:
+    """The decorator's closeness on an AITune strategy: what it cannot honour is named."""
+    from aitune_fp.correctness import Closeness
+
+    with pytest.raises(ValueError, match="noise_floor"):
+        gated(ait.OneBackendStrategy, closeness=Closeness(calibrate=True))
+    gated(ait.OneBackendStrategy, closeness=Closeness(enabled=False))
+
+
 # -- copies, version detection, unsupported strategies ------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -500,8 +501,8 @@ class TestShiftRemedy:
         rng = random.Random(4)
         base = [0.01 * rng.uniform(0.98, 1.02) for _ in range(80)]
         cand = [b / (1.3 if i < 40 else 1.0) * rng.uniform(0.98, 1.02) for i, b in enumerate(base)]
-        assert decide_speedup(base, cand, paired=True).verdict == "faster"
-        guarded = decide_speedup(base, cand, paired=True, guard_dependence=True)
+        assert decide_speedup(base, cand, guard_dependence=False).verdict == "faster"
+        guarded = decide_speedup(base, cand)  # the guard is on by default
         assert guarded.verdict != "faster"
         assert guarded.shift_index is not None and 30 <= guarded.shift_index <= 50
 
@@ -584,3 +585,46 @@ def test_a_bound_in_percent_never_reads_minus_or_plus_zero(ratio: float) -> None
         assert abs(float(text[:-1]) - (ratio - 1.0) * 100.0) <= 0.5
     else:
         assert abs(ratio - 1.0) < 0.00005
+
+
+class TestDefaults:
+    def test_decide_speedup_defaults_are_check_paired_and_the_tunes(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``check --paired`` with its default flags calls decide_speedup with exactly its
+        defaults; the gate, confidence and dependence guards are the tune's defaults too."""
+        import inspect
+
+        import aitune_fp.core.sequential as sequential
+        from aitune_fp.cli import build_parser, main
+        from aitune_fp.pipeline.values import ValidationOptions
+
+        calls: list[inspect.BoundArguments] = []
+        real = sequential.decide_speedup
+        signature = inspect.signature(real)
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            calls.append(signature.bind(*args, **kwargs))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(sequential, "decide_speedup", spy)
+        b, c = tmp_path / "b.txt", tmp_path / "c.txt"
+        b.write_text("\n".join(str(0.01 + i * 1e-4) for i in range(12)))
+        c.write_text("\n".join(str(0.005 + i * 1e-4) for i in range(12)))
+        main(["check", "--baseline-times", str(b), "--candidate-times", str(c), "--paired"])
+        (call,) = calls
+        defaults = {
+            name: p.default
+            for name, p in signature.parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
+        given = {k: v for k, v in call.arguments.items() if k in defaults}
+        assert given == {k: defaults[k] for k in given}  # nothing check passes differs
+        config, tune_args = ProfilingConfig(), build_parser().parse_args(["tune"])
+        assert defaults["confidence"] == config.confidence
+        assert defaults["guard_dependence"] is config.guard_serial_correlation is config.guard_shift
+        assert defaults["min_speedup_threshold_percent"] == tune_args.threshold
+        assert defaults["min_speedup_threshold_percent"] == (
+            ValidationOptions().min_speedup_threshold_percent
+        )
+        assert defaults["paired"] is True  # the tune times its arms interleaved, in pairs

@@ -109,6 +109,12 @@ class DecoratedOne(OneBackendStrategy):
     """Decorated at module level (importable by name)."""
 
 
+@with_performance_validation(min_speedup_threshold_percent=4.0, profiling_config=FAST_CONFIG)
+@with_performance_validation(min_speedup_threshold_percent=3.0)
+class DecoratedTwice(OneBackendStrategy):
+    """Decorated twice at module level: the outer options hold (importable by name)."""
+
+
 class TestCopies:
     @pytest.mark.parametrize(
         "how", [copy.copy, copy.deepcopy, lambda s: pickle.loads(pickle.dumps(s))]
@@ -118,11 +124,7 @@ class TestCopies:
         [
             lambda: validated(OneBackendStrategy(Pruned())),
             lambda: DecoratedOne(Pruned()),
-            lambda: with_performance_validation(
-                with_performance_validation(OneBackendStrategy, min_speedup_threshold_percent=3.0),
-                min_speedup_threshold_percent=4.0,
-                profiling_config=FAST_CONFIG,
-            )(Pruned()),
+            lambda: DecoratedTwice(Pruned()),
         ],
         ids=["instance", "decorated-class", "class-wrapped-twice"],
     )

@@ -1,94 +1,130 @@
-"""The last tune's report of each strategy object, kept outside the object, and its read-outs.
-
-Both ways of validating a strategy (the wrapper in ``validation.py`` and the AITune adapter)
-keep the frozen :class:`~aitune_fp.core.report.TuneReport` of each tune here, per strategy
-object and thread, so copies and pickles start with none and nothing the user passed is kept
-alive. :class:`ReportReadOuts` gives the read-outs (``perf_validation_results``, ...) of it.
-"""
+"""What a validating strategy holds (the decorator's options, its last report) and its read-outs."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import Any, Generic, TypeVar, overload
 
+import attrs
+
+from aitune_fp.core._checks import check_threshold, of_type, one_of
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import ISOLATION_MODES, IsolationMode, PerformanceValidationResult
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.errors import InvalidValueError
+from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
+from aitune_fp.pipeline.workers import isolation_of
+from aitune_fp.profiling.timers import Timer
 
-__all__ = ["ReportReadOuts", "keep_report", "last_report_of"]
+__all__ = ["DecoratorOptions", "LastReport", "ReadOuts", "Validation", "last_report_of"]
 
 _T = TypeVar("_T")
 
 
-class _Reports:
-    """The last reports of one strategy object: this thread's and the latest of any thread."""
+def _optional_threshold(value: object) -> float | None:
+    return None if value is None else check_threshold("min_speedup_threshold_percent", value)
 
-    def __init__(self) -> None:
-        self.local = threading.local()
-        self.last: tuple[TuneReport, Any] | None = None
 
-    def store(self, report: TuneReport, baseline: Any) -> None:
-        """Keep ``report`` (and a weak reference to the eager baseline it fell back to)."""
+@attrs.frozen(kw_only=True)
+class DecoratorOptions:
+    """``with_performance_validation``'s arguments: one value on every path (``docs/api.md``)."""
+
+    min_speedup_threshold_percent: float | None = attrs.field(
+        default=None, converter=_optional_threshold
+    )
+    profiling_config: ProfilingConfig = attrs.field(
+        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
+    )
+    enabled: bool = attrs.field(default=True, validator=of_type(bool))
+    timer: Timer | None = attrs.field(default=None, eq=False)
+    closeness: Closeness | None = attrs.field(
+        default=None, validator=attrs.validators.optional(of_type(Closeness))
+    )
+    isolation: IsolationMode | None = attrs.field(
+        default=None, validator=attrs.validators.optional(one_of(ISOLATION_MODES))
+    )
+
+    def session_options(
+        self, *, own_threshold: float | None = None, enabled: bool | None = None
+    ) -> ValidationOptions:
+        """The session's options: the strategy's own threshold and switch fill what was not given."""
+        given = self.min_speedup_threshold_percent
+        own = DEFAULT_THRESHOLD_PERCENT if own_threshold is None else own_threshold
+        return ValidationOptions(
+            min_speedup_threshold_percent=own if given is None else given,
+            profiling_config=self.profiling_config,
+            enabled=self.enabled if enabled is None else enabled,
+            timer=self.timer,
+            closeness=self.closeness,
+            isolation=self.isolation or "process",
+        )
+
+    def check_isolation(
+        self, options: ValidationOptions, target: TuneTarget, why_not: str | None = None
+    ) -> None:
+        """Refuse ``isolation='process'`` by name where this tune could not give it workers."""
+        if self.isolation != "process" or not options.enabled:  # off: nothing runs anywhere
+            return
+        where, note = isolation_of(options, target)
+        reason = why_not or (note if where != "process" else None)
+        if reason is not None:
+            raise InvalidValueError(
+                f"isolation='process' cannot hold for this tune: {reason}; pass "
+                "isolation='in_process', or leave isolation unset (workers where they can run)"
+            )
+
+
+class LastReport:
+    """A strategy's last report: this thread's if it tuned, else the latest; copies start empty."""
+
+    def __init__(self, owner: object = None) -> None:
+        self.owner = id(owner)
+        self._local = threading.local()
+        self._latest: tuple[TuneReport, Any] | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LastReport, ())
+
+    def keep(self, report: TuneReport, baseline: Any = None) -> None:
+        """Hold ``report`` and a weak reference to the eager ``baseline`` (never kept alive)."""
         try:
             ref: Any = None if baseline is None else weakref.ref(baseline)
         except TypeError:
             ref = None
-        entry = (report, ref)
-        self.local.entry = entry
-        self.last = entry
+        self._local.entry = self._latest = (report, ref)
 
-    def current(self) -> tuple[TuneReport, Any] | None:
-        """The calling thread's last entry if it tuned, else the latest of any thread."""
-        entry: tuple[TuneReport, Any] | None = getattr(self.local, "entry", None)
-        return entry if entry is not None else self.last
+    def get(self) -> tuple[TuneReport, Any] | None:
+        """The report and baseline reference: this thread's, else the latest of any thread."""
+        entry: tuple[TuneReport, Any] | None = getattr(self._local, "entry", None)
+        return entry if entry is not None else self._latest
 
 
 _LOCK = threading.Lock()
-_REPORTS: dict[int, _Reports] = {}
+_HELD = "_aitune_fp_last_report"
 
 
-def _reports(obj: object, *, create: bool) -> _Reports | None:
-    """The reports of ``obj`` (by identity); dropped when ``obj`` is collected."""
-    key = id(obj)
+def last_report_of(obj: object) -> LastReport:
+    """``obj``'s holder in its ``__dict__`` (a fresh one on a copy, which has its own identity)."""
     with _LOCK:
-        reports = _REPORTS.get(key)
-        if reports is None and create:
-            reports = _REPORTS[key] = _Reports()
-            with contextlib.suppress(TypeError):  # not weak-referenceable: kept to the end
-                weakref.finalize(obj, _REPORTS.pop, key, None)
-    return reports
-
-
-def keep_report(obj: object, report: TuneReport, baseline: Any = None) -> None:
-    """Keep ``report`` as ``obj``'s last (and a weak reference to its eager ``baseline``)."""
-    reports = _reports(obj, create=True)
-    assert reports is not None
-    reports.store(report, baseline)
-
-
-def last_report_of(obj: object) -> tuple[TuneReport, Any] | None:
-    """``obj``'s last report (this thread's if it tuned) and a weak ref to its baseline."""
-    reports = _reports(obj, create=False)
-    return None if reports is None else reports.current()
+        held = vars(obj).get(_HELD)
+        if not isinstance(held, LastReport) or held.owner != id(obj):
+            held = vars(obj)[_HELD] = LastReport(obj)
+    return held
 
 
 class _ReadOut(Generic[_T]):
-    """A read-out of the last tune's report, under AITune's name.
-
-    A strategy may assign the same name itself (AITune-style code does): that value is kept and
-    returned until a validated tune has run.
-    """
+    """A read-out of the last report; a value the strategy assigns itself shows until a tune."""
 
     def __init__(self, read: Callable[[TuneReport], _T], default: _T, doc: str) -> None:
-        self._read = read
-        self._default = default
-        self.__doc__ = doc
-        self._name = ""
+        self._read, self._default, self.__doc__ = read, default, doc
+        self._own = ""
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
+        self._own = f"_aitune_fp_own_{name}"
 
     @overload
     def __get__(self, obj: None, objtype: type | None = None) -> _ReadOut[_T]: ...
@@ -97,48 +133,38 @@ class _ReadOut(Generic[_T]):
     def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
         if obj is None:
             return self
-        entry = last_report_of(_owner(obj))
+        assert isinstance(obj, ReadOuts)
+        entry = obj._aitune_fp_last().get()
         if entry is not None:
             return self._read(entry[0])
-        return vars(obj).get(f"_aitune_fp_own_{self._name}", self._default)
+        return getattr(obj, "__dict__", {}).get(self._own, self._default)
 
     def __set__(self, obj: object, value: _T) -> None:
-        vars(obj)[f"_aitune_fp_own_{self._name}"] = value
+        vars(obj)[self._own] = value
 
 
-def _owner(obj: object) -> object:
-    """Whose reports ``obj``'s read-outs show (see ``ReportReadOuts._aitune_fp_report_owner``)."""
-    return cast(ReportReadOuts, obj)._aitune_fp_report_owner()
+class ReadOuts:
+    """The read-outs of a validating strategy's last tune, under AITune's names."""
 
+    def _aitune_fp_last(self) -> LastReport:
+        raise NotImplementedError
 
-class ReportReadOuts:
-    """The read-outs of the last tune's report, for a validating strategy or a view of one."""
-
-    def _aitune_fp_report_owner(self) -> object:
-        """The object whose reports these read-outs show (the strategy itself by default)."""
-        return self
+    def _aitune_fp_session_options(self) -> ValidationOptions:
+        raise NotImplementedError
 
     perf_validation_results = _ReadOut[tuple[PerformanceValidationResult, ...]](
-        lambda r: r.results,
-        (),
-        "One result per measured candidate of the last tune (this thread's, if it tuned).",
+        lambda r: r.results, (), "One result per measured candidate of the last tune."
     )
     candidate_failures = _ReadOut[tuple[CandidateFailure, ...]](
-        lambda r: r.failures,
-        (),
-        "Candidates (and the strategy) of the last tune that failed: build, correctness, profiling.",
+        lambda r: r.failures, (), "What failed in the last tune: build, correctness, profiling."
     )
     baseline_throughput = _ReadOut[float | None](
-        lambda r: r.baseline_throughput,
-        None,
-        "Eager throughput (samples/s) measured up front in the last tune.",
+        lambda r: r.baseline_throughput, None, "Eager throughput (samples/s) of the last tune."
     )
     resolved_batch_size = _ReadOut[int | None](
         lambda r: r.batch_size, None, "The batch size the last tune validated at."
     )
-    run_id = _ReadOut[str | None](
-        lambda r: r.run_id, None, "The run id of the last tune (shared by all its events)."
-    )
+    run_id = _ReadOut[str | None](lambda r: r.run_id, None, "The run id of the last tune.")
     last_report = _ReadOut[TuneReport | None](
         lambda r: r, None, "The frozen report of the last tune (this thread's, if it tuned)."
     )
@@ -146,5 +172,43 @@ class ReportReadOuts:
     @property
     def baseline_backend(self) -> Any:
         """The eager baseline of the last tune while something else holds it (it is not kept)."""
-        entry = last_report_of(self._aitune_fp_report_owner())
+        entry = self._aitune_fp_last().get()
         return None if entry is None or entry[1] is None else entry[1]()
+
+    @property
+    def validation_options(self) -> ValidationOptions:
+        """The options the next tune validates with."""
+        return self._aitune_fp_session_options()
+
+    @property
+    def performance_validation_enabled(self) -> bool:
+        """Whether ``tune`` validates (False: no eager build, no profiling)."""
+        return self._aitune_fp_session_options().enabled
+
+
+class Validation(ReadOuts):
+    """aitune_fp's view of a validating strategy: ``validation_of`` returns one on every path."""
+
+    def __init__(self, strategy: Any) -> None:
+        self.strategy = strategy
+
+    def _aitune_fp_last(self) -> LastReport:
+        last: LastReport = self.strategy._aitune_fp_last()
+        return last
+
+    def _aitune_fp_session_options(self) -> ValidationOptions:
+        options: ValidationOptions = self.strategy._aitune_fp_session_options()
+        return options
+
+    @property
+    def min_speedup_threshold_percent(self) -> float:
+        """The gate in percent: a candidate must be this much faster than eager."""
+        return self._aitune_fp_session_options().min_speedup_threshold_percent
+
+    def tune(self, *args: Any) -> Any:
+        """The strategy's validating ``tune``."""
+        return self.strategy.tune(*args)
+
+    def enable_performance_validation(self, enable: Any = True) -> Any:
+        """The strategy's own switch; returns the strategy."""
+        return self.strategy.enable_performance_validation(enable)

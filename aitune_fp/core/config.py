@@ -18,6 +18,7 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
+from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidValueError
 
@@ -142,7 +143,7 @@ class ProfilingConfig:
         ),
     )
     #: ``1 - confidence``: the false-accept rate allowed over all looks, split evenly per look.
-    confidence: float = attrs.field(default=0.95, validator=open_interval(0, 1))
+    confidence: float = attrs.field(default=DEFAULT_CONFIDENCE, validator=open_interval(0, 1))
     #: ``not_faster`` once the upper bound is below required + this many percentage points.
     futility_margin_percent: float = attrs.field(
         default=1.0, validator=finite(minimum=0, maximum=100.0)

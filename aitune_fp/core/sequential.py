@@ -30,7 +30,7 @@ from aitune_fp.core.hodges_lehmann import (
     paired_lengths,
     unpaired_bounds,
 )
-from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.core.speedup import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD_PERCENT
 from aitune_fp.core.timings import TimingStats, cv, timing_stats
 from aitune_fp.core.verdict import SpeedupDecision, rule_verdict
 from aitune_fp.errors import InvalidValueError
@@ -299,29 +299,31 @@ def decide_speedup(
     candidate_times: TimingStats,
     min_speedup_threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
     *,
-    confidence: float = 0.95,
-    paired: bool = False,
+    confidence: float = DEFAULT_CONFIDENCE,
+    paired: bool = True,
     futility_margin_percent: float = 0.0,
-    guard_dependence: bool = False,
+    guard_dependence: bool = True,
 ) -> SpeedupDecision:
     """Decide, in one look, whether the candidate is faster than eager by the threshold.
 
-    For tools that already hold per-call latencies (seconds, one batch size). The interval is
-    two-sided at ``confidence`` (``(1 - confidence) / 2`` per side): Wilcoxon/HL on the paired
-    log ratios when ``paired`` (timings ``i`` of both arms measured together), Mann-Whitney/HL on
-    two independent samples otherwise. ``faster`` iff ``ci_low > 1 + pct/100``, ``not_faster``
-    iff ``ci_high < 1 + pct/100`` (or, with a futility margin, the estimate is below and
-    ``ci_high`` below ``1 + (pct + margin)/100``), else ``inconclusive``; ``ruled_out`` says what
-    the interval excludes. ``guard_dependence`` (paired only) runs the serial-correlation and
-    ratio-shift checks of :mod:`aitune_fp.core.dependence` and applies their remedies. Timings may
-    be lists, tuples, numpy arrays of any real dtype or 1-D tensors; O(n log n).
+    The defaults are ``check --paired``'s and the tune's gate, confidence and dependence guards.
+    For latencies in seconds at one batch size. The interval is two-sided at ``confidence``:
+    Wilcoxon/HL on the paired log ratios when ``paired`` (timing ``i`` of both arms taken
+    together, interleaved), Mann-Whitney/HL on two independent samples otherwise. ``faster`` iff
+    ``ci_low > 1 + pct/100``, ``not_faster`` iff ``ci_high < 1 + pct/100`` (or, with a futility
+    margin, the estimate is below and ``ci_high`` below ``1 + (pct + margin)/100``), else
+    ``inconclusive``. ``guard_dependence`` (paired only) applies the serial-correlation and
+    ratio-shift remedies of :mod:`aitune_fp.core.dependence`. O(n log n).
     """
     check_type("paired", paired, bool)
     check_type("guard_dependence", guard_dependence, bool)
     base = timing_stats("baseline_times", baseline_times)
     cand = timing_stats("candidate_times", candidate_times)
-    if paired:
-        paired_lengths(base, cand)
+    if paired and len(base) != len(cand):
+        raise InvalidValueError(
+            f"paired=True (the default) needs equal lengths: baseline_times has {len(base)}, "
+            f"candidate_times has {len(cand)}; pass paired=False for two independent recordings"
+        )
     required = Gate(min_speedup_threshold_percent).required_speedup  # the edge of this function
     level = _confidence("confidence", confidence)
     return _decide(

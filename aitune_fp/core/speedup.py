@@ -6,6 +6,7 @@ from aitune_fp.core._checks import check_nonnegative, check_positive, check_thre
 from aitune_fp.errors import InvalidValueError
 
 __all__ = [
+    "DEFAULT_CONFIDENCE",
     "DEFAULT_THRESHOLD_PERCENT",
     "MAX_REQUIRED_SPEEDUP",
     "MAX_THRESHOLD_PERCENT",
@@ -17,6 +18,8 @@ __all__ = [
 
 #: AITune's default gate: a candidate must be at least 1 % faster than eager.
 DEFAULT_THRESHOLD_PERCENT = 1.0
+#: The default guarantee against a false accept: the tune's, ``check``'s and ``decide_speedup``'s.
+DEFAULT_CONFIDENCE = 0.95
 #: The largest required speedup the commands accept: a threshold above it is a typo (``1e308``).
 MAX_REQUIRED_SPEEDUP = 1000.0
 #: The threshold (percent) whose required speedup is :data:`MAX_REQUIRED_SPEEDUP`.

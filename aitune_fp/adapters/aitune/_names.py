@@ -1,8 +1,6 @@
-"""AITune's private names the adapter uses (AITune 0.6.x), each checked by name before use.
+"""AITune's private names the adapter uses (0.6.x), imported on first use and checked by name.
 
-A name missing from the installed AITune is a clear :class:`AituneVersionError` naming the
-version and the name: the adapter never falls back to AITune's own gate. AITune's modules are
-imported on first use, never when aitune_fp is imported.
+A missing one is an :class:`AituneVersionError` naming it, never a fall back to AITune's gate.
 """
 
 from __future__ import annotations

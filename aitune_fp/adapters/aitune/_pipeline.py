@@ -1,8 +1,6 @@
-"""The session's pipeline as AITune's hooks see it: its graph spec, build step and records.
+"""The session's pipeline as AITune's hooks see it: AITune's graph spec and build step in.
 
-The hooks hand the session AITune's graph spec (:class:`AituneSpec`, at the operating point
-AITune resolved) and AITune's own build and correctness check as the build step; what the
-session finds goes back into AITune's own lists and reports in AITune's shapes.
+What the session finds goes back into AITune's own lists and reports, in AITune's shapes.
 """
 
 from __future__ import annotations
@@ -23,14 +21,14 @@ from aitune_fp.adapters.aitune._names import (
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidStateError
 from aitune_fp.inputs import Sample, as_sample, copy_sample
-from aitune_fp.pipeline import TuneSession, active_session, describe
+from aitune_fp.pipeline.tune import TuneSession, active_session
+from aitune_fp.pipeline.values import describe
 
 
 class AituneSpec:
-    """aitune_fp's view of AITune's graph spec at the operating point AITune resolved.
+    """AITune's graph spec at the operating point ``_pre_tune`` resolved (``at``).
 
-    Set by ``_pre_tune`` (``at``): the batch size and whether inputs have a batch axis. Without
-    one, a "batch" is the recorded sample itself.
+    Without a batch axis a "batch" is the recorded sample itself.
     """
 
     def __init__(self, spec: Any) -> None:
@@ -69,11 +67,9 @@ BUILDING: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 @attrs.frozen
 class AituneBuild:
-    """The session's build step for ``strategy``: AITune's own build and correctness check.
+    """AITune's own build and correctness check as the session's build step.
 
-    What the build teaches the strategy (its ``backend_results`` entries, the lines it logs
-    through its sink) can be recorded instead (:meth:`record`: in a worker, and in the rebuild
-    AITune has seen already) and taught to it here (:meth:`learn`), as plain data.
+    What it teaches the strategy is recorded in a worker (:meth:`record`), taught here (:meth:`learn`).
     """
 
     strategy: Any
@@ -154,8 +150,7 @@ def record(
 ) -> None:
     """Append AITune's own record of ``result`` to its list and report its metric.
 
-    ``latency``: the strategy's metric is the latency of one call in ms (MinLatency), so the
-    record and the reported metric are latencies; otherwise throughputs (samples/s).
+    Latencies of one call in ms when ``latency`` (MinLatency), else throughputs in samples/s.
     """
     value, baseline = result.throughput, result.baseline_throughput
     if latency:

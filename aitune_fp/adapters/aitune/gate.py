@@ -1,14 +1,13 @@
-"""The gate placed before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
+"""The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
 
-:class:`AituneGate` holds what every gated strategy shares (the session around AITune's tune,
-the adoption of AITune's eager baseline, AITune's correctness check naming its stage);
-:class:`MixinGate` gates OneBackend / FirstWins through ``_build_validate_and_check_perf``. The
-profiling strategies' gate is in :mod:`.profiling_gate`.
+OneBackend and FirstWins are gated through ``_build_validate_and_check_perf`` (:class:`MixinGate`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import attrs
 
 from aitune_fp.adapters.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
 from aitune_fp.adapters.aitune._names import log as log_line
@@ -22,18 +21,16 @@ from aitune_fp.adapters.aitune._pipeline import (
     session_of,
     speedup_text,
 )
-from aitune_fp.adapters.aitune.options import AituneOptions, validation_options
-from aitune_fp.adapters.aitune.view import GateView
-from aitune_fp.adapters.reports import keep_report
-from aitune_fp.correctness import Closeness
+from aitune_fp.adapters.reports import DecoratorOptions, LastReport, last_report_of
 from aitune_fp.isolation.exclusive import exclusive_module
-from aitune_fp.pipeline import StageError, TuneSession, TuneTarget
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import StageError, TuneTarget, ValidationOptions
 
 
 class AituneGate:
     """Placed before an AITune strategy class: ``tune`` runs AITune's inside a TuneSession."""
 
-    _aitune_fp_options: AituneOptions = AituneOptions()
+    _aitune_fp_options: DecoratorOptions = DecoratorOptions()
     __aitune_fp_base__: type
     _aitune_fp_state: tuple[str, ...] = ()
 
@@ -52,16 +49,13 @@ class AituneGate:
         device: Any,
         cache_dir: Any,
     ) -> Any:
-        """AITune's ``tune`` with every candidate gated by aitune_fp (see the package doc)."""
+        """AITune's ``tune`` with every candidate gated by aitune_fp (``docs/aitune.md``)."""
         check_state(self, self._aitune_fp_state)
-        options = self._aitune_fp_options
         target = TuneTarget.of(module, name, AituneSpec(graph_spec), samples, device, cache_dir)
+        options = self._aitune_fp_session_options()
+        self._aitune_fp_options.check_isolation(options, target, distributed())
         session = TuneSession(
-            target,
-            validation_options(self),
-            strategy=type(self).__name__,
-            closeness=Closeness(enabled=options.closeness_check, tolerances=options.tolerances),
-            decides=mode_of(self) != "diagnostic",
+            target, options, strategy=type(self).__name__, decides=mode_of(self) != "diagnostic"
         )
         aitune_tune = super().tune  # type: ignore[misc]
         try:
@@ -71,7 +65,7 @@ class AituneGate:
                     open_first=False,
                 )
         finally:
-            keep_report(self, session.report())
+            self._aitune_fp_last().keep(session.report(), session.baseline)
 
     def _pre_tune(self, *target: Any) -> None:
         """AITune's ``_pre_tune`` (its eager baseline), then the session adopts that baseline."""
@@ -91,8 +85,7 @@ class AituneGate:
     def _aitune_fp_operating_point(self, graph_spec: Any) -> tuple[int, bool]:
         """AITune's batch size for the comparison and whether inputs are batched at it.
 
-        The profiling strategies' (their largest batch size, batched when it has a batch axis);
-        the gates of other kinds say their own.
+        The profiling strategies': their largest batch size; other kinds say their own.
         """
         size = int(graph_spec.get_max_batch_size())
         return size, bool(graph_spec.input_spec.has_batch_axis()) and size > 1
@@ -106,9 +99,29 @@ class AituneGate:
                 raise StageError("correctness", exc) from exc
             raise
 
-    def _aitune_fp_validation(self) -> GateView:
-        """aitune_fp's read-outs of this strategy (``validation_of`` returns this)."""
-        return GateView(self)
+    def _aitune_fp_last(self) -> LastReport:
+        """The last report (``validation_of`` reads it; AITune's own names stay AITune's)."""
+        return last_report_of(self)
+
+    def _aitune_fp_session_options(self) -> ValidationOptions:
+        """The session's options now: AITune's own threshold and mode fill what was not given."""
+        options = self._aitune_fp_options
+        session = options.session_options(
+            own_threshold=getattr(self, "min_speedup_threshold_percent", None),
+            enabled=mode_of(self) != "disabled",
+        )
+        if options.isolation is None and distributed() is not None:
+            return attrs.evolve(session, isolation="in_process")
+        return session
+
+
+def distributed() -> str | None:
+    """Why a worker cannot build here: one rank of several (it could not join the collectives)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        return f"a distributed run of {dist.get_world_size()} ranks (a worker cannot join them)"
+    return None
 
 
 def defined_in(cls: type, name: str) -> type | None:
@@ -142,10 +155,9 @@ class MixinGate(AituneGate):
         *,
         raise_on_failure: bool = False,
     ) -> Any:
-        """The session's pipeline for one candidate AITune builds; AITune's return contract.
+        """The session's pipeline for one candidate, with AITune's return contract.
 
-        Returns the built backend, or None when it failed (AITune re-raises a build or
-        correctness failure when ``raise_on_failure``) or was not shown faster (enabled mode).
+        The built backend, or None when it failed (raised if ``raise_on_failure``) or lost.
         """
         target = (module, name, graph_spec, samples, device, cache_dir)
         if mode_of(self) == "disabled":  # AITune's own method: with validation off it only builds

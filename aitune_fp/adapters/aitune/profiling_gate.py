@@ -1,11 +1,6 @@
-"""AITune's profiling strategies gated: MaxThroughput, MinLatency and LatencyBudget.
+"""AITune's MaxThroughput, MinLatency and LatencyBudget, gated (``docs/aitune.md``).
 
-``_run_backends`` takes every candidate through the session's pipeline and the winner among
-those shown faster is :func:`aitune_fp.pipeline.choosing.choose`'s (head-to-head in the statistical
-mode, AITune's point rule otherwise). MinLatency compares at batch size 1, as AITune profiles
-it; LatencyBudget first holds each passing candidate's p90 latency to its budget
-(:func:`aitune_fp.pipeline.choosing.latency_check`). ``_resolve_winner`` keeps the gate's winner and
-AITune's fallbacks otherwise.
+Every candidate goes through the session's pipeline; ``choose`` picks; AITune's fallbacks stay.
 """
 
 from __future__ import annotations
@@ -31,8 +26,9 @@ from aitune_fp.adapters.aitune._pipeline import (
 from aitune_fp.adapters.aitune.gate import AituneGate, defined_in
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.pipeline import CandidateOutcome, TuneSession, append_failure_log
 from aitune_fp.pipeline.choosing import DEFAULT_QUANTILE, choose, latency_check
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import CandidateOutcome, append_failure_log
 
 _STRATEGIES: Final = "aitune.torch.tune_strategy."
 
@@ -222,10 +218,9 @@ class ProfilingGate(AituneGate):
         return within
 
     def _resolve_winner(self, best: Any) -> Any:
-        """A candidate the gate passed wins as it is; otherwise AITune's fallback rules.
+        """The gate's winner as it is; else AITune's fallbacks.
 
-        None shown faster than eager falls back to eager for every kind (LatencyBudget's own
-        rule would raise); none within the budget is LatencyBudget's own error.
+        None shown faster: eager, for every kind; none within the budget: LatencyBudget's error.
         """
         eager_ok = vars(self).pop("_aitune_fp_eager_ok", False)
         if mode_of(self) == "enabled" and best is not None:
