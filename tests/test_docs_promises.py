@@ -22,7 +22,7 @@ def _text(name: str) -> str:
 IN_PROCESS_WHEN = [
     ("on CUDA", "CUDA (until a GPU run proves CUDA workers)"),
     ("`--isolation in_process`", '`isolation="in_process"` / `--isolation in_process` asked'),
-    ("without `fork`", "a platform without `fork`"),
+    ("injected timer that cannot time another process", "injected timer that cannot time another"),
     ("does not pickle for a fork-server worker", "cannot be pickled for a fork-server worker"),
     ("an AITune distributed run", "an AITune distributed run"),
     ("a worker fails to start", "a worker that failed to start"),
