@@ -632,6 +632,8 @@ def test_process_isolation_is_refused_by_name_where_it_cannot_hold(
     run_tune(strategy)
     (result,) = validation_of(strategy).perf_validation_results
     assert result.isolation == "in_process"
+    started = next(e for e in logs.entries if e["event"].endswith(".started"))
+    assert started["isolation_note"] == "a distributed run of 2 ranks", started
 
 
 def test_closeness_beyond_tolerances_is_refused_by_name() -> None:

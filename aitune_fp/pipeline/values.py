@@ -72,6 +72,8 @@ class ValidationOptions:
     #: another; the tune falls back to ``in_process`` where that cannot work, and says why) or
     #: ``in_process`` (the user's process, guarded by snapshots).
     isolation: IsolationMode = attrs.field(default="process", validator=one_of(ISOLATION_MODES))
+    #: Why ``in_process`` where a driver chose it (an AITune distributed run), not the user.
+    in_process_why: str | None = None
 
     @property
     def gate(self) -> Gate:

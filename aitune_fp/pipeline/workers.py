@@ -85,7 +85,7 @@ def isolation_of(
     if options is None or not options.enabled:
         return "in_process", "validation is off: nothing is timed"
     if options.isolation == "in_process":
-        return "in_process", "asked for (isolation='in_process')"
+        return "in_process", options.in_process_why or "asked for (isolation='in_process')"
     if options.timer is not None and not isinstance(options.timer, ReportedClock):
         return "in_process", (
             "an injected timer that cannot time another process (it has no spend_ns: "

@@ -110,8 +110,9 @@ class AituneGate:
             own_threshold=getattr(self, "min_speedup_threshold_percent", None),
             enabled=mode_of(self) != "disabled",
         )
-        if options.isolation is None and distributed() is not None:
-            return attrs.evolve(session, isolation="in_process")
+        why = distributed() if options.isolation is None else None
+        if why is not None:
+            return attrs.evolve(session, isolation="in_process", in_process_why=why)
         return session
 
 
