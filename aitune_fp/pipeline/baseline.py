@@ -38,7 +38,6 @@ from aitune_fp.pipeline.values import (
     has_lazy,
     infer_of,
 )
-from aitune_fp.pipeline.workers import start_eager
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
@@ -189,7 +188,7 @@ def open_baseline(
         session.settle_guards()
         if session.isolation == "process":
             session.baseline_latencies = latencies  # what a call's deadline derives from
-            start_eager(session)  # forked now: before any candidate code ran anywhere
+            session.start_eager()  # now: before any candidate code ran anywhere
             if session.eager_worker is None:  # it could not start: eager stays on its copy
                 session.eager_isolation = copied
     except Exception as exc:

@@ -111,7 +111,6 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         fresh=fresh,
         reference=session.eager_arm,
     )
-    session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
     for failure in state.failed:
         outcome = by_name[failure.name]
@@ -137,7 +136,7 @@ def choose(
     before it is kept; one that fails is recorded and the choice is made again without it.
     Every passing candidate that is not chosen is released; the chosen one is activated unless
     ``activate=False`` (a driver that activates its winner itself). With two or more in a gated,
-    deciding, statistical session they meet head-to-head (recorded in ``session.selection`` and
+    deciding, statistical session they meet head-to-head (recorded in the ``selection_decided`` event and
     the ``selection_decided`` event); otherwise the best point estimate wins.
     """
     passing = [o for o in outcomes if o.ok]
@@ -185,7 +184,7 @@ def latency_check(
     """Time ``outcome``'s backend on its own and hold its ``quantile`` latency to ``budget_ms``.
 
     The bound is one-sided at the session's confidence, from order statistics (no bootstrap);
-    the check is recorded (``latency_checked`` event, ``session.latency_checks``).
+    the check is recorded (the ``latency_checked`` event).
     """
     batch, batches, timer = session.arena().timing()
     confidence = session.config.confidence
@@ -204,6 +203,5 @@ def latency_check(
         bound=quantile_upper_bound(latencies, quantile, confidence),
         budget_s=budget_ms / 1e3,
     )
-    session.latency_checks.append(check)
     session.emit(events.latency_checked(session.run_id, session.target.name, check))
     return check

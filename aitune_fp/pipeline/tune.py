@@ -21,13 +21,11 @@ import torch
 from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.backends.support import safe_folder_name
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.fold import fold
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.core.selection import SelectionState
 from aitune_fp.correctness import Closeness
 from aitune_fp.errors import (
     InvalidStateError,
@@ -54,7 +52,7 @@ from aitune_fp.pipeline.values import (
     infer_of,
 )
 from aitune_fp.pipeline.vetting import rank, recheck, vet
-from aitune_fp.pipeline.workers import WorkerArm, close_workers, isolation_of
+from aitune_fp.pipeline.workers import WorkerArm, close_workers, isolation_of, start_eager
 from aitune_fp.profiling import Timer, timer_for
 from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog
 from aitune_fp.profiling.workers import Worker, WorkerGroup
@@ -139,8 +137,6 @@ class TuneSession:
             required_speedup=None if options is None else options.required_speedup,
             disabled=options is not None and not options.enabled,
         )
-        self.selection: SelectionState | None = None  # the head-to-head, when one ran
-        self.latency_checks: list[LatencyCheck] = []
         self.heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
         self._heldout_samples: tuple[Sample, ...] | None = None
         #: Per integer input an embedding reads, its table's rows (found on eager at open).
@@ -227,6 +223,13 @@ class TuneSession:
         """
         if self.guards is None:
             self.guards = Guards.take(self.target)
+
+    def start_eager(self) -> None:
+        """Start eager's worker; where it cannot start the tune runs in process, saying why."""
+        started = start_eager(self)
+        self.eager_worker, self.os_states = started.worker, dict(started.os_states)
+        if started.failed is not None:
+            self.isolation, self.isolation_note = "in_process", started.failed
 
     def settle_guards(self) -> None:
         """Snapshot again after eager's first calls (:meth:`Guards.settled`)."""
@@ -446,6 +449,7 @@ class TuneSession:
         if self._outcome is not None:
             return
         close_workers(self)
+        self.eager_worker = None
         self._give_model_back()
         self._outcome = outcome
         folded = self.folded

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
 
 __all__ = [
+    "EagerStart",
     "WorkerArm",
     "WorkerBackend",
     "adopt",
@@ -253,11 +254,20 @@ def _classify(exc: BaseException) -> str | None:
     return stage
 
 
-def start_eager(session: TuneSession) -> None:
-    """Fork eager's worker (before any candidate ran) and read back what outputs may hold.
+@attrs.frozen
+class EagerStart:
+    """Eager's worker (None: it could not start, ``failed`` says why) and the processes' states.
 
-    A worker that cannot start leaves the tune in process, saying why.
+    ``os_states``: CPU affinity and niceness of this process, eager's worker and the fork server.
     """
+
+    worker: Worker | None
+    os_states: Mapping[int, tuple[frozenset[int], int]] = attrs.field(factory=dict)
+    failed: str | None = None
+
+
+def start_eager(session: TuneSession) -> EagerStart:
+    """Start eager's worker (before any candidate ran) and read back what outputs may hold."""
     assert session.config.threads is not None
     try:
         worker = Worker(
@@ -273,15 +283,13 @@ def start_eager(session: TuneSession) -> None:
         )
         worker.ready()
     except Exception as exc:
-        session.isolation, session.isolation_note = "in_process", f"eager's worker failed: {exc}"
-        return
+        return EagerStart(None, failed=f"eager's worker failed: {exc}")
     worker.timeout_s, worker.deadline_note = call_deadline(
         session.config, session.baseline_latencies
     )
-    session.eager_worker = worker
     server = fork_server_pid() if worker.threads > 1 else None  # later workers' parent
     pids = [os.getpid(), worker.pid, *([] if server is None else [server])]
-    session.os_states = {pid: os_state(pid) for pid in pids}
+    return EagerStart(worker, {pid: os_state(pid) for pid in pids})
 
 
 def _os_changed(session: TuneSession) -> str | None:
@@ -520,4 +528,3 @@ def close_workers(session: TuneSession) -> None:
     """Close every worker the tune still has (eager's and any candidate's not chosen)."""
     for worker in session.workers.live():
         worker.close()
-    session.eager_worker = None
