@@ -175,7 +175,7 @@ class SelectionState:
     chosen: str | None = attrs.field(default=None)
     outcome: Outcome = attrs.field(default="open", validator=one_of(OUTCOMES))
     reason: str = attrs.field(default="", validator=of_type(str))
-    gap_bound: float | None = attrs.field(default=None)
+    gap_bound: float = attrs.field(default=math.inf, validator=not_nan())
     confidence: float = attrs.field(default=0.95, validator=open_interval(0.5, 1.0))
 
     @property

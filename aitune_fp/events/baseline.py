@@ -1,8 +1,4 @@
-"""Eager's events: the baseline was measured (with its noise floor, if asked), or it failed.
-
-Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
-which returns the :class:`~aitune_fp.events.names.Event` (pure); the session emits them.
-"""
+"""Eager's events: the baseline was measured (with its noise floor, if asked), or it failed."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ from typing import Annotated, Any, Final, TypedDict
 import attrs
 
 from aitune_fp.core.messages import fmt_baseline_line
+from aitune_fp.core.report import TuneReport
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
@@ -57,6 +54,24 @@ class BaselineMeasured(Payload):
     degenerate_outputs: str | Absent = ABSENT
     #: What the per-candidate budget buys at eager's call time (statistical rule; issue 35).
     budget_plan: str | Absent = ABSENT
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with eager's figures."""
+        return attrs.evolve(
+            report,
+            baseline_backend=self.backend_description,
+            baseline_throughput=self.throughput_samples_per_s,
+            baseline_at=stamp,
+            batch_size=self.batch_size,
+            decision=self.decision,
+            noise_floor_rel_l2=None
+            if self.noise_floor_rel_l2 is ABSENT
+            else self.noise_floor_rel_l2,
+            degenerate_outputs=None
+            if self.degenerate_outputs is ABSENT
+            else self.degenerate_outputs,
+            budget_plan=None if self.budget_plan is ABSENT else self.budget_plan,
+        )
 
 
 BASELINE_MEASURED: Final = BaselineMeasured.event_name
@@ -119,6 +134,10 @@ class BaselineFailed(Payload):
     error_type: str
     reason: str
     traceback_path: str | None
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report of a tune whose baseline failed."""
+        return attrs.evolve(report, baseline_error=f"{self.error_type}: {self.reason}")
 
 
 BASELINE_FAILED: Final = BaselineFailed.event_name

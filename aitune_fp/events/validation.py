@@ -1,9 +1,4 @@
-"""A tune's own events: it starts, makes progress, ends (eager's are in ``baseline.py``).
-
-Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
-which makes the summary line and returns the :class:`~aitune_fp.events.names.Event` (pure);
-the session emits it.
-"""
+"""A tune's own events: it starts, makes progress, ends (eager's are in ``baseline.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from aitune_fp.core.messages import (
     fmt_speedup_msg_short,
     fmt_throughput_detail,
 )
-from aitune_fp.core.report import Outcome
+from aitune_fp.core.report import Outcome, TuneReport
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.verdict import HELD_BACK
 from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
@@ -104,6 +99,21 @@ class Started(Payload):
         metadata={"description": "why the tune runs in process (left out in process mode)"},
     )
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with what the tune runs, where, and against which gate."""
+        return attrs.evolve(
+            report,
+            started_at=stamp,
+            strategy=self.strategy,
+            device=self.device,
+            decision=self.decision,
+            min_speedup_threshold_percent=self.min_speedup_threshold_percent,
+            required_speedup=self.required_speedup,
+            batch_size=self.batch_size,
+            isolation=None if self.isolation is ABSENT else self.isolation,
+            isolation_note=None if self.isolation_note is ABSENT else self.isolation_note,
+        )
+
 
 STARTED: Final = Started.event_name
 
@@ -153,6 +163,10 @@ class Disabled(Payload):
 
     strategy: str
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report of a tune that validated nothing."""
+        return attrs.evolve(report, strategy=self.strategy, disabled=True)
+
 
 DISABLED: Final = Disabled.event_name
 
@@ -195,6 +209,10 @@ class PhaseEntered(Payload):
 
     backend_description: str
     phase: Phase
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with where the tune is now (where an incomplete run stopped)."""
+        return attrs.evolve(report, last_phase=f"{self.phase} of {self.backend_description}")
 
 
 PHASE: Final = PhaseEntered.event_name
@@ -277,6 +295,17 @@ class Selected(Payload):
     #: What the chosen candidate's rebuild changed in the process and was put back (names).
     restored: list[str] = attrs.field(factory=list)
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with what the tune returned (and eager's throughput, if not yet known)."""
+        eager = report.baseline_throughput
+        return attrs.evolve(
+            report,
+            selected_backend=self.backend_description,
+            selected_is_baseline=self.is_baseline,
+            selected_summary=self.summary,
+            baseline_throughput=self.baseline_throughput_samples_per_s if eager is None else eager,
+        )
+
 
 SELECTED: Final = Selected.event_name
 
@@ -339,6 +368,10 @@ class Finished(Payload):
     n_failed: int = attrs.field(metadata=_MIN0)
     duration_s: float = attrs.field(metadata=_MIN0)
     reason: str | None = None
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report of a tune that ended."""
+        return attrs.evolve(report, outcome=self.outcome, duration_s=self.duration_s)
 
 
 FINISHED: Final = Finished.event_name

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 import attrs
 
-from aitune_fp.core.fold import empty_report, fold
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events.ingest.values import BadLine, EventLine, IngestReport
+from aitune_fp.events.kinds import fold
 
 __all__ = ["OPENINGS", "RunStretch", "summarize"]
 
@@ -62,14 +62,15 @@ def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
         if stretch is None or (
             stretch.n_events and (item.event in OPENINGS or item.text == stretch.first)
         ):
-            stretch = RunStretch(empty_report(run_id, fields["module_name"]), item.text)
+            stretch = RunStretch(
+                TuneReport(run_id=run_id, module_name=fields["module_name"]), item.text
+            )
             current[run_id] = stretch
             stretches.append((run_id, stretch))
-        try:
-            stretch.report = fold(stretch.report, item.event, fields)  # the session's own fold
-        except (KeyError, TypeError, ValueError) as exc:
-            bad.append((item.line_no, f"inconsistent {item.event} event: {exc}"))
-            continue
+        stamp = fields.get("timestamp")
+        stretch.report = fold(
+            stretch.report, item.payload, stamp if isinstance(stamp, str) else None
+        )
         stretch.digest.update(item.text.encode("utf-8", "surrogatepass") + b"\n")
         stretch.n_events += 1
     runs: list[TuneReport] = []
