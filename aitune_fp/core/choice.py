@@ -25,11 +25,7 @@ def _float(value: Any, missing: float) -> float:
 
 @attrs.frozen(kw_only=True)
 class LatencyCheck:
-    """One candidate's latency quantile held against a budget (``latency-budget`` strategy).
-
-    ``bound``: the one-sided upper confidence bound of its ``q``-quantile latency, in seconds,
-    from calls timed on their own; ``within``: the bound is at most ``budget_s``.
-    """
+    """One candidate's upper bound on a latency quantile held against a budget."""
 
     backend_description: str = attrs.field(validator=of_type(str))
     bound: QuantileBound = attrs.field(validator=of_type(QuantileBound))

@@ -50,11 +50,7 @@ _opt_str = attrs.validators.optional(of_type(str))
 
 @attrs.frozen(kw_only=True)
 class CandidateFailure:
-    """A candidate (or the strategy) that failed: where, why, and the saved traceback's path.
-
-    The one failure record: the wrapper records it, ``candidate_failed`` events carry its
-    fields, and ingest rebuilds it from them.
-    """
+    """A candidate (or the strategy) that failed: where, why, and the saved traceback's path."""
 
     backend_description: str = attrs.field(validator=of_type(str))
     stage: Stage = attrs.field(validator=one_of(STAGES))
@@ -66,10 +62,7 @@ class CandidateFailure:
     def from_exception(
         cls, description: str, stage: Stage, exc: BaseException, traceback_path: str | None
     ) -> CandidateFailure:
-        """The failure record of ``exc`` (its type and its message on one line).
-
-        An error that stands for another (raised in a worker process) names it: ``error_type``.
-        """
+        """The failure record of ``exc``: its (stood-for) type and its message on one line."""
         return cls(
             backend_description=description,
             stage=stage,
@@ -85,14 +78,7 @@ def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
 
 @attrs.frozen(kw_only=True)
 class TuneReport:
-    """Everything one tune call (one ``run_id``) decided and measured, as plain values.
-
-    ``results``: one per measured candidate, in order; ``failures``: candidates (and the
-    strategy) that failed; ``rejected``: descriptions of measured candidates that did not pass.
-    ``selected_backend`` is the description of what the tune returned (None on error).
-    ``selection``: the head-to-head among passing candidates, when one ran; ``latency_checks``:
-    candidates held against a latency budget.
-    """
+    """Everything one tune call decided and measured, as plain values (the fold of its events)."""
 
     run_id: str = attrs.field(validator=of_type(str))
     module_name: str = attrs.field(validator=of_type(str))

@@ -72,12 +72,7 @@ def _number() -> Any:
 
 @attrs.frozen(kw_only=True)
 class Decision:
-    """How the rule decided: verdict, the figure and interval it rests on, the gate, why, flags.
-
-    ``rule``: ``statistical`` or ``point`` (the flat name is ``decision``); ``guarantee``: the
-    one-sided level over all looks; ``futility_high`` at ``futility_level``: the bound a
-    ``not_faster`` may rest on; ``flags``: what may weaken the measurement.
-    """
+    """How the rule decided: the verdict, the figure and interval it rests on, the gate, why."""
 
     rule: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
     verdict: ResultVerdict | None = attrs.field(
@@ -187,11 +182,7 @@ FLAT: Final = {
 
 @attrs.frozen
 class PerformanceValidationResult:
-    """One measured candidate: AITune's five fields, then its parts (flat names read through).
-
-    ``speedup`` is AITune's mean-latency ratio; ``decided.estimate`` and its interval are what
-    the statistical verdict rests on.
-    """
+    """One measured candidate: AITune's five fields, then its parts (each field also read flat)."""
 
     backend_description: str = attrs.field(validator=of_type(str))
     throughput: float = attrs.field(validator=finite(minimum=0))

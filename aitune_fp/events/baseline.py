@@ -93,17 +93,9 @@ def baseline_measured(
     budget_plan: str | None = None,
     **noise_floor: object,
 ) -> Event:
-    """The eager baseline was built and (in point mode) measured.
+    """The eager baseline was built and (in point mode) measured, with its noise floor if asked.
 
-    ``eager_isolation``: whether eager is timed in a worker process no candidate ever ran in
-    (``process``), on a private copy of the model that no candidate can reach
-    (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
-    ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
-    (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
-    measured (``noise_floor_note``). ``degenerate_outputs``: why eager's outputs cannot tell
-    candidates apart (:func:`~aitune_fp.correctness.degenerate_outputs`), when they cannot.
-    ``budget_plan``: what the per-candidate budget buys at eager's call time
-    (:func:`~aitune_fp.core.budget.plan_budget`; statistical rule).
+    ``eager_isolation``, ``degenerate_outputs`` and ``budget_plan``: as in ``docs/events.md``.
     """
     unknown = set(noise_floor) - _NOISE_KEYS
     if unknown:

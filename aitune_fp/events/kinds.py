@@ -50,11 +50,7 @@ Absent: TypeAlias = Literal[_Absent.ABSENT]
 
 
 class Keywords(dict[str, Any]):
-    """Extra JSON Schema keywords of a key of a row (``Annotated[int, Keywords(minimum=0)]``).
-
-    A payload class's own fields carry theirs in ``attrs.field(metadata={...})``; the rows of a
-    list (``TypedDict`` classes) carry them this way.
-    """
+    """Extra JSON Schema keywords of a key of a row (``Annotated[int, Keywords(minimum=0)]``)."""
 
 
 _P = TypeVar("_P", bound="Payload")
@@ -83,10 +79,7 @@ class Payload:
         return tuple(a.name for a in attrs.fields(cls) if a.name not in common)
 
     def to_fields(self) -> dict[str, Any]:
-        """The JSON payload (the one unstructure): version, run, module, own keys, summary.
-
-        :data:`ABSENT` keys are left out; records nest as objects, tuples become lists.
-        """
+        """The JSON payload (the one unstructure): records nest, :data:`ABSENT` keys are left out."""
         own = {key: getattr(self, key) for key in self.payload_keys()}
         return {
             "schema_version": SCHEMA_VERSION,
@@ -103,10 +96,7 @@ class Payload:
 
     @classmethod
     def from_fields(cls: type[_P], fields: Mapping[str, Any]) -> _P:
-        """The value a JSON payload describes (the one structure; ``event`` and version aside).
-
-        Unknown keys, missing required keys and values of the wrong type raise.
-        """
+        """The value a JSON payload describes (the one structure); bad keys or types raise."""
         own = {k: v for k, v in fields.items() if k not in ("schema_version", "event")}
         return structure(cls, own, cls.event_name)
 
@@ -146,10 +136,7 @@ _SCALARS: Final[dict[Any, type | tuple[type, ...]]] = {str: str, bool: bool, flo
 
 
 def _value(hint: Any, value: Any, where: str) -> Any:
-    """``value`` read as ``hint`` says: records built, types checked, a null float infinite.
-
-    JSON has no infinity: a plain ``float`` written as null was infinite; ``X | None`` keeps None.
-    """
+    """``value`` read as ``hint`` says; JSON has no infinity, so a plain ``float`` null is infinite."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in _UNIONS:
         if value is None and type(None) in args:
@@ -196,11 +183,7 @@ def _decorated(cls: type) -> bool:
 
 
 def event(name: str, level: Level) -> Callable[[type[_P]], type[_P]]:
-    """Class decorator: register a :class:`Payload` subclass as the event ``name`` at ``level``.
-
-    The class must be a frozen attrs class whose keys clash with no renderer key; a name is
-    registered once (see :func:`unregister` to take one back).
-    """
+    """Class decorator: register a frozen attrs :class:`Payload` subclass as event ``name``."""
 
     def register(cls: type[_P]) -> type[_P]:
         if not (isinstance(cls, type) and issubclass(cls, Payload) and _decorated(cls)):

@@ -45,11 +45,7 @@ RESERVED_KEYS: Final = frozenset(
 
 @attrs.frozen
 class Event:
-    """One log event: its dotted name, level and flat payload (no reserved keys).
-
-    ``payload``: the typed value it was made from (:class:`~aitune_fp.events.kinds.Payload`;
-    None for an event made by hand); equality and the log line ignore it.
-    """
+    """One log event: its dotted name, level and flat payload, and the typed value it was made from."""
 
     name: str
     level: Level

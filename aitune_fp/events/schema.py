@@ -132,11 +132,7 @@ def _plain(hint: Any) -> dict[str, Any]:
 
 
 def property_schema(hint: Any, keywords: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON Schema of one key from its type hint and extra ``keywords`` (``minimum``, ...).
-
-    ``X | None`` allows null; an ``enum`` among the keywords (a validator's choices) replaces
-    the type. Unions of several non-null types other than Literals are refused.
-    """
+    """The JSON Schema of one key from its type hint and extra ``keywords`` (``minimum``, ...)."""
     base, extra = _split(hint)
     members, nullable, _ = _members(base)
     literals = [m for m in members if typing.get_origin(m) is Literal]
@@ -189,11 +185,7 @@ def _block(name: str, cls: type[Payload]) -> dict[str, Any]:
 
 
 def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, Any]:
-    """The whole events JSON Schema (draft 2020-12) of ``kinds`` (every registered event).
-
-    The common keys come from :class:`Payload`, each event's block from its class; blocks are
-    in event-name order, so the text is stable.
-    """
+    """The whole events JSON Schema (draft 2020-12): common keys, then one block per event."""
     kinds = registered() if kinds is None else kinds
     common_required, common = _keys(Payload)
     return {

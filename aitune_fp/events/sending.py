@@ -49,11 +49,9 @@ def to_record(event: Event) -> dict[str, Any]:
 
 
 def write_records(handle: IO[str], records: Iterable[Mapping[str, Any]]) -> None:
-    """Write ``records`` one JSON line each (UTF-8), then flush: every log line is made here.
+    """Write ``records`` one JSON line each (non-finite numbers as null), then flush.
 
-    Strict JSON: a non-finite number anywhere in a record is written as null, so a NaN in a
-    payload never ends a log; a value JSON cannot hold is written as its ``str``; the Unicode
-    line breaks JSON leaves raw are escaped.
+    Every log line is made here; line breaks JSON leaves raw are escaped.
     """
     for record in records:
         line = json.dumps(_finite(record), ensure_ascii=False, allow_nan=False, default=str)
@@ -79,10 +77,9 @@ def _finite(value: Any) -> Any:
 
 @contextlib.contextmanager
 def sinks(*callables: EventSink, log: bool = True) -> Iterator[None]:
-    """Within the block, hand every event of this context to ``callables`` too (in order).
+    """Within the block, hand every event of this context to ``callables`` too (nested blocks add up).
 
-    Context-local and nested blocks add up; ``log=False``: the sinks replace the logger (a sweep
-    task carries its tune's events back this way). A sink that raises raises from :func:`emit`.
+    ``log=False``: the sinks replace the logger (a sweep task collects its events this way).
     """
     token = _SINKS.set((*_SINKS.get(), *callables))
     logging_on = _LOG.set(_LOG.get() and log)
@@ -119,11 +116,7 @@ def emit(event: Event, logger: Any = None) -> None:
 
 
 def open_log(path: str | os.PathLike[str]) -> IO[str]:
-    """Open a JSON-lines log for appending, on a fresh line: a cut last line stays alone.
-
-    A log whose last line was cut mid-event (a killed writer, a full disk) gets its newline
-    first, so the next record is never glued onto the cut one. Every log writer opens here.
-    """
+    """Open a JSON-lines log for appending, on a fresh line, so a cut last line stays alone."""
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - the caller closes it
     try:
         if handle.tell() > 0:

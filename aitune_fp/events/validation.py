@@ -132,14 +132,7 @@ def started(
     isolation: IsolationMode | None = None,
     isolation_note: str | None = None,
 ) -> Event:
-    """A validating tune begins: what is tuned, where, and against which gate.
-
-    ``isolation``: where candidates run until chosen, and ``isolation_note`` why in process.
-
-    ``cpu``: the threads both arms will run with, ``OMP_NUM_THREADS``, the cores available and
-    the 1-minute load average now (fields ``threads``, ``interop_threads``, ``omp_num_threads``,
-    ``cpus``, ``load_avg_1m``; left out when None).
-    """
+    """A validating tune begins: what is tuned, where, against which gate, and on which CPU."""
     return Started(
         run_id=run_id,
         module_name=module_name,
@@ -322,13 +315,7 @@ def selected(
     color: bool = False,
     restored: tuple[str, ...] = (),
 ) -> Event:
-    """The tune's outcome line: the ⚡ summary, or the baseline-selected line.
-
-    ``restored``: what the chosen candidate's rebuild changed in the process, put back.
-
-    With info off, the line goes out at warning level (the full ``[aitune_fp] ⚡ ...`` form) so it
-    stays visible at Python's default level; so does the baseline-selected line.
-    """
+    """The tune's outcome line (at warning level with info off, so it stays visible)."""
     level: Level = "info" if info_on else "warning"
     if result is not None and not is_baseline:
         detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)

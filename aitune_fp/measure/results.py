@@ -28,10 +28,7 @@ def assemble(
     context: RunContext,
     mismatch: Mismatch | None,
 ) -> PerformanceValidationResult:
-    """The one result of a comparison: throughputs from the latencies used, then its parts.
-
-    The context's flags join the decision's, and its note goes into the reason in brackets.
-    """
+    """The one result of a comparison from its parts; the context's flags and note join the decision's."""
     baseline_throughput = throughput_from_latencies(base_s, size)
     throughput = throughput_from_latencies(cand_s, size)
     note, reason = context.note, decided.reason
@@ -147,11 +144,7 @@ def statistical_result(
 
 
 def _futility(decision: SpeedupDecision, config: ProfilingConfig) -> tuple[float | None, float]:
-    """The futility bound the rule compared and its one-sided level at one look.
-
-    ``futility_error / len(looks)`` per look; when the bound is ``ci_high`` itself (no looser
-    futility level), the interval's own one-sided level.
-    """
+    """The futility bound the rule compared and its one-sided level at one look."""
     high = decision.upper_for_futility
     if decision.futility_high is None:
         level = 1.0 - (1.0 - decision.confidence) / 2.0

@@ -1,8 +1,4 @@
-"""Read aitune_fp event logs (JSON lines) back into typed events and one report per tune run.
-
-Defensive: nothing is executed or unpickled, lines over 1 MiB are skipped, and a line that is not
-a valid event is reported with its number instead of stopping the read. No torch import.
-"""
+"""Read aitune_fp event logs back into typed events and one report per run (nothing executed)."""
 
 from __future__ import annotations
 
@@ -204,10 +200,7 @@ def _parse(line_no: int, raw: bytes | str) -> EventLine | BadLine | None:
 
 
 def read_events(source: Source) -> Iterator[EventLine | BadLine]:
-    """Yield each line of a JSON-lines log as a valid :class:`EventLine` or a :class:`BadLine`.
-
-    ``source`` is a path, or an iterable of lines (str or bytes). Blank lines are skipped.
-    """
+    """Yield each line of a log (a path, or str or bytes lines) as an :class:`EventLine` or a :class:`BadLine`."""
     for line_no, raw in enumerate(_raw_lines(source), start=1):
         if raw is None:
             yield BadLine(line_no=line_no, reason=f"line longer than {MAX_LINE_BYTES} bytes")

@@ -1,14 +1,4 @@
-"""Events grouped into runs: a run is its ``run_id`` and its content, never the id alone.
-
-One tune's events open with ``started`` (or ``disabled``). A second opening under a run id
-already seen, or a line equal to the opening line of that id's current run (the same moment
-written twice), starts a new stretch of events. Each stretch is hashed as it streams (SHA-256
-over its lines); at the end, a stretch whose hash equals an earlier one of the same run id is a
-repeat (a log appended to itself, two copies concatenated) and counted once, and a stretch
-with other content is another run that happens to share the id: kept, separately. Memory
-grows with the number of runs, not of events. The library's ``ingest`` and ``aitune-fp report``
-both read runs through here.
-"""
+"""Events grouped into runs by ``run_id`` and content (``docs/events.md``, "what a run is")."""
 
 from __future__ import annotations
 
@@ -40,10 +30,7 @@ class RunStretch:
 
 
 def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
-    """Group events into runs (by id and content; repeats counted once); keep the bad lines.
-
-    A sweep's own events (``aitune_fp.sweep.*``) are counted but make no run.
-    """
+    """Group events into runs (a repeated run counted once); sweep events make no run."""
     stretches: list[tuple[str, RunStretch]] = []
     current: dict[str, RunStretch] = {}
     bad: list[tuple[int, str]] = []
