@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from aitune_fp import events
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
 
 #: A statistical ``not_faster`` record whose mean ratio (1.37) differs from its estimate (0.95).
 DEFAULT_FIELDS: dict[str, Any] = {
@@ -31,8 +31,20 @@ DEFAULT_FIELDS: dict[str, Any] = {
 }
 
 
+def flat_result(
+    desc: str, throughput: float, baseline: float, speedup: float, passed: bool, **flat: Any
+) -> PerformanceValidationResult:
+    """A result from AITune's five fields and any flat names (``ci_low=...``), put in their parts."""
+    parts: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+    for name, value in flat.items():
+        part, field = FLAT[name]
+        parts[part][field] = value
+    built = {part: PARTS[part](**values) for part, values in parts.items()}
+    return PerformanceValidationResult(desc, throughput, baseline, speedup, passed, **built)
+
+
 def fake_result(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:
-    """A measured candidate: :data:`DEFAULT_FIELDS` with ``overrides`` (any record field).
+    """A measured candidate: :data:`DEFAULT_FIELDS` with ``overrides`` (any flat name).
 
     ``passed`` follows the verdict (``faster``) unless given.
     """
@@ -41,7 +53,7 @@ def fake_result(desc: str = "B()", **overrides: Any) -> PerformanceValidationRes
     throughput = fields.pop("throughput")
     baseline = fields.pop("baseline_throughput")
     speedup = fields.pop("speedup")
-    return PerformanceValidationResult(desc, throughput, baseline, speedup, passed, **fields)
+    return flat_result(desc, throughput, baseline, speedup, passed, **fields)
 
 
 def event_line(event: events.Event, **extra: Any) -> str:
@@ -135,3 +147,29 @@ def write_log(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def read_back(line: dict[str, Any]) -> events.Payload:
+    """The typed payload ingest reads from ``line`` (a JSON object with its ``event`` key)."""
+    from aitune_fp.events.ingest import EventLine, read_events
+
+    (item,) = read_events([json.dumps(line)])
+    assert isinstance(item, EventLine), item
+    return item.payload
+
+
+def result_of(line: dict[str, Any]) -> PerformanceValidationResult:
+    """The result a ``candidate_measured`` line carries, as ingest reads it."""
+    payload = read_back(line)
+    assert isinstance(payload, events.CandidateMeasured)
+    return payload.result
+
+
+def schema_errors(line: dict[str, Any], schema: dict[str, Any] | None = None) -> list[str]:
+    """Why ``line`` fails the shipped events schema (or ``schema``), checked by ``jsonschema``."""
+    import jsonschema
+
+    from aitune_fp.events.ingest import event_schema
+
+    checker = jsonschema.Draft202012Validator(event_schema() if schema is None else schema)
+    return [error.message for error in checker.iter_errors(line)]

@@ -43,8 +43,9 @@ from aitune_fp.correctness import (
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import correctness_checked
-from aitune_fp.events.ingest import event_schema, validate_event
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.inputs import GraphSpec, Sample
+from tests.factories import schema_errors
 
 SPEC = GraphSpec(4, min_batch_size=1)
 ELEMENTWISE = Tolerances(norm_tiers=())  # today's behaviour in every tier
@@ -248,7 +249,7 @@ class TestCriteria:
         line = {"event": event.name, **event.fields}
         assert [c["name"] for c in line["criteria"]] == ["rel_l2", "outlier_share"]
         assert "rel L2" in line["summary"]
-        assert validate_event(line) == []
+        assert schema_errors(line) == []
         jsonschema.Draft202012Validator(event_schema()).validate(line)
         assert mismatch.to_dict()["criteria"][0]["passed"] is True
 

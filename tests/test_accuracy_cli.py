@@ -25,9 +25,9 @@ from aitune_fp.cli.tune_args import accuracy_options
 from aitune_fp.core.accuracy import NoiseFloor, accuracy_conflict
 from aitune_fp.correctness import TIERS, Closeness, CorrectnessError, Tolerances, compare_outputs
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.ingest import validate_event
 from aitune_fp.sweep.spec import parse_sweep
 from tests.cli_checks import usage_error
+from tests.factories import schema_errors
 from tests.validation_helpers import Pruned, gated, make_case
 
 _BASELINE = "aitune_fp.validation.baseline_measured"
@@ -36,7 +36,7 @@ _BASELINE = "aitune_fp.validation.baseline_measured"
 def _baseline_event(logs: LogCapture) -> dict[str, Any]:
     found = [e for e in logs.entries if e["event"] == _BASELINE]
     assert len(found) == 1
-    errors = validate_event(found[0])
+    errors = schema_errors(found[0])
     assert not errors, errors
     return found[0]
 

@@ -78,7 +78,7 @@ def test_max_throughput_equally_fast_candidates_meet_head_to_head(
     report = validation_of(strategy).last_report
     assert report is not None and report.selection is not None
     assert report.selection.outcome == "settled" and "within 2 %" in report.selection.reason
-    assert report.selected_backend == report.selection.chosen == decided["chosen"]
+    assert report.selected_backend == report.selection.chosen == decided["selection"]["chosen"]
     assert names(logs)[-2:] == ["selected", "finished"]
     lines = sink.having("backend profiled - throughput", "new best")
     assert len(lines) == 2 + 1  # each profiled; the chosen one is the new best

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from aitune_fp import NoValidBackendError, ProfilingConfig, validation_of
-from aitune_fp.core.choice import LatencyCheck, selection_from_dict, selection_to_dict
+from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.quantiles import quantile_upper_bound
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.ingest import ingest
@@ -131,8 +131,10 @@ class TestHeadToHead:
             _, report = _tune(gated(MaxThroughputStrategy([HalfPruned(), Pruned()])), tmp_path)
         looks = _names(events, "headtohead_look")
         (decided,) = _names(events, "selection_decided")
-        assert looks and looks[-1]["rounds"] == decided["rounds"]
-        assert decided["chosen"] == "Pruned()" and decided["delta"] == pytest.approx(0.02)
+        assert looks and looks[-1]["rounds"] == decided["selection"]["rounds"]
+        assert decided["selection"]["chosen"] == "Pruned()" and decided["delta"] == pytest.approx(
+            0.02
+        )
         lines = [json.dumps({k: v for k, v in e.items() if k != "log_level"}) for e in events]
         (run,) = ingest(lines).runs
         assert run.selection == report.selection
@@ -183,11 +185,17 @@ class TestValues:
         again = LatencyCheck.from_dict(check.to_dict())
         assert again == check and again.within == check.within
 
-    def test_selection_round_trips_through_its_dict(self, tmp_path: Path) -> None:
-        """selection_to_dict / selection_from_dict are inverse, infinite bounds included."""
+    def test_selection_round_trips_through_its_event(self, tmp_path: Path) -> None:
+        """A selection written as its event's JSON reads back equal, infinite bounds included."""
+        from aitune_fp import events
+        from tests.factories import read_back
+
         _, report = _tune(gated(MaxThroughputStrategy([HalfPruned(), Pruned()])), tmp_path)
         state = report.selection
-        assert selection_from_dict(json.loads(json.dumps(selection_to_dict(state)))) == state
+        event = events.selection_decided("r", "m", state, delta=0.02)
+        line = json.loads(json.dumps({"event": event.name, **event.fields}))
+        payload = read_back(line)
+        assert isinstance(payload, events.SelectionDecided) and payload.selection == state
         assert math.isfinite(state.rounds)
 
     @pytest.mark.parametrize(
@@ -316,7 +324,7 @@ def test_a_candidate_wrong_while_timed_head_to_head_is_caught_there(
     assert "wrong output while timed head-to-head" in failure.reason
     assert "SpotCheckError: timed call" in failure.reason
     (decided,) = _names(events, "selection_decided")
-    assert decided["chosen"] == "HalfPruned()"
+    assert decided["selection"]["chosen"] == "HalfPruned()"
 
 
 class TestShown:

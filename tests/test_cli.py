@@ -16,6 +16,7 @@ import pytest
 from aitune_fp.cli import escape_control, main, parse_times
 from aitune_fp.events.ingest import event_schema
 from tests.cli_checks import usage_error
+from tests.factories import flat_result
 
 ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
 ENV.pop("FORCE_COLOR", None)
@@ -372,9 +373,8 @@ class TestCheck:
 
 def _event_line(**fields: Any) -> str:
     from aitune_fp import events
-    from aitune_fp.core.results import PerformanceValidationResult
 
-    result = PerformanceValidationResult(
+    result = flat_result(
         fields.get("desc", "B()"),
         120.0,
         100.0,

@@ -28,7 +28,7 @@ from aitune_fp.core.messages import (
     headline_speedup,
 )
 from aitune_fp.core.report import TuneReport
-from tests.factories import fake_log, fake_result, write_log
+from tests.factories import fake_log, fake_result, flat_result, write_log
 
 ENV = {**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"}
 ENV.pop("FORCE_COLOR", None)
@@ -99,7 +99,7 @@ class TestHeadline:
         path = write_log(tmp_path, fake_log(results=(fake_result(),)))
         assert main(["report", str(path), "--format", "json"]) == 0
         (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
-        assert (result["speedup"], result["estimate"]) == (1.37, 0.95)
+        assert (result["speedup"], result["decided"]["estimate"]) == (1.37, 0.95)
 
 
 class TestBaselineFigure:
@@ -522,10 +522,9 @@ class TestNarrowTerminal:
 
         from aitune_fp.cli.rendering import print_parts, render_run
         from aitune_fp.core.report import TuneReport
-        from aitune_fp.core.results import PerformanceValidationResult
 
         reason = "lower bound 1.323x clears required 1.010x at 10 pairs"
-        result = PerformanceValidationResult(
+        result = flat_result(
             "TorchEagerBackend(dtype=torch.bfloat16)",
             35242.0,
             24330.0,
@@ -571,9 +570,8 @@ class TestHeadAndFinalLine:
     def test_point_mode_says_eager_was_measured_once(self) -> None:
         """In point mode the head does not claim eager was timed alongside each candidate."""
         from aitune_fp.core.report import TuneReport
-        from aitune_fp.core.results import PerformanceValidationResult
 
-        result = PerformanceValidationResult(
+        result = flat_result(
             "X()", 200.0, 100.0, 2.0, True, batch_size=8, verdict="faster", decision="point"
         )
         text = self._render(

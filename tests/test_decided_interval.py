@@ -16,8 +16,7 @@ from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.core.messages import decided_interval, fmt_headline
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.ingest import result_from_event, validate_event
-from tests.factories import fake_result
+from tests.factories import fake_result, result_of, schema_errors
 from tests.test_decision_engine import _measure, _noisy
 
 
@@ -75,9 +74,9 @@ class TestMeasuredResults:
         r = _measure(_noisy(0.002, 1), _noisy(0.002, 2)).result
         event = events.candidate_measured("0123456789abcdef", "m", r, duration_s=1.0)
         line = json.loads(json.dumps({"event": event.name, **event.fields}))
-        assert validate_event(line) == []
-        assert line["futility_high"] == r.futility_high
-        assert result_from_event(line) == r
+        assert schema_errors(line) == []
+        assert line["result"]["decided"]["futility_high"] == r.futility_high
+        assert result_of(line) == r
         assert f"[—, {r.futility_high:.3f}]" in line["summary"]
 
 

@@ -20,7 +20,7 @@ from aitune_fp import (
     validation_of,
     with_performance_validation,
 )
-from aitune_fp.core.fold import empty_report, fold
+from aitune_fp.core.report import TuneReport
 from aitune_fp.correctness import Tolerances, degenerate_outputs
 from tests.validation_helpers import _ModuleBackend
 
@@ -154,7 +154,8 @@ def test_the_report_folded_from_events_keeps_it() -> None:
         degenerate_outputs="why",
     )
     assert event.fields["degenerate_outputs"] == "why"
-    run = fold(empty_report("r", "m"), event.name, event.fields)
+    assert event.payload is not None
+    run = events.fold(TuneReport(run_id="r", module_name="m"), event.payload)
     assert run.degenerate_outputs == "why"
 
 

@@ -26,10 +26,13 @@ from hypothesis import strategies as st
 import aitune_fp
 from aitune_fp import AitunefpError, PerformanceValidationResult, ProfilingConfig
 from aitune_fp.core.config import for_batch_size
+from aitune_fp.core.results import PARTS
 from aitune_fp.core.stats import SpeedupDecision
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
+from aitune_fp.events.kinds import structure
 from aitune_fp.inputs import GraphSpec, as_sample
+from tests.factories import flat_result
 
 # --------------------------------------------------------------------------------------------
 # The records under test: a valid set of arguments for each
@@ -54,6 +57,7 @@ RECORDS: dict[str, tuple[Callable[[], type[Any]], dict[str, Any]]] = {
             "passed": True,
         },
     ),
+    **{cls.__name__: (lambda cls=cls: cls, {}) for cls in PARTS.values()},
     "ProfilingConfig": (lambda: ProfilingConfig, {}),
     "SpeedupDecision": (
         lambda: SpeedupDecision,
@@ -133,7 +137,7 @@ def test_the_numeric_fields_are_found() -> None:
     """The spec sees the fields it should (so an empty table cannot pass vacuously)."""
     names = {(f.record, f.name) for f in NUMERIC_FIELDS}
     assert ("PerformanceValidationResult", "throughput") in names
-    assert ("PerformanceValidationResult", "n_baseline") in names
+    assert ("Decision", "n_baseline") in names and ("Environment", "threads") in names
     assert ("ProfilingConfig", "confidence") in names
     assert ("ProfilingConfig", "threads") in names
     assert ("SpeedupDecision", "ci_high") in names
@@ -211,12 +215,13 @@ class TestOtherFields:
             ("PerformanceValidationResult", "backend_description", None, InvalidTypeError),
             ("PerformanceValidationResult", "passed", 1, InvalidTypeError),
             ("PerformanceValidationResult", "passed", None, InvalidTypeError),
-            ("PerformanceValidationResult", "verdict", "maybe", InvalidValueError),
-            ("PerformanceValidationResult", "verdict", 1, InvalidTypeError),
-            ("PerformanceValidationResult", "decision", 1, InvalidTypeError),
-            ("PerformanceValidationResult", "flags", "recompiled", InvalidTypeError),
-            ("PerformanceValidationResult", "flags", [1], InvalidTypeError),
-            ("PerformanceValidationResult", "flags", None, InvalidTypeError),
+            ("PerformanceValidationResult", "decided", None, InvalidTypeError),
+            ("Decision", "verdict", "maybe", InvalidValueError),
+            ("Decision", "verdict", 1, InvalidTypeError),
+            ("Decision", "rule", 1, InvalidTypeError),
+            ("Decision", "flags", "recompiled", InvalidTypeError),
+            ("Decision", "flags", [1], InvalidTypeError),
+            ("Decision", "flags", None, InvalidTypeError),
             ("SpeedupDecision", "verdict", "maybe", InvalidValueError),
             ("SpeedupDecision", "verdict", None, InvalidTypeError),
             ("SpeedupDecision", "method", "t_test", InvalidValueError),
@@ -234,7 +239,7 @@ class TestOtherFields:
         with pytest.raises(InvalidValueError, match="warmup_window"):
             ProfilingConfig(warmup_window=10, warmup_max_calls=5)
         with pytest.raises(InvalidValueError, match="ci_low"):
-            PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, ci_low=2.0, ci_high=1.0)
+            flat_result("x", 2.0, 1.0, 2.0, True, ci_low=2.0, ci_high=1.0)
         with pytest.raises(InvalidValueError, match="min_batch_size"):
             GraphSpec(max_batch_size=2, min_batch_size=4)
 
@@ -271,8 +276,8 @@ class TestArguments:
             (lambda: throughput_from_latencies([math.nan], 1), InvalidValueError),
             (lambda: throughput_from_latencies(_any("x"), 1), InvalidTypeError),
             (lambda: as_sample(None), InvalidTypeError),
-            (lambda: PerformanceValidationResult.from_dict(_any(None)), InvalidTypeError),
-            (lambda: PerformanceValidationResult.from_dict({"x": 1}), InvalidValueError),
+            (lambda: structure(PerformanceValidationResult, _any(None), "r"), InvalidTypeError),
+            (lambda: structure(PerformanceValidationResult, {"x": 1}, "r"), InvalidValueError),
         ],
     )
     def test_functions_follow_the_rule(self, call: Callable[[], object], error: type) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from aitune_fp import events
-from aitune_fp.events.ingest import event_schema, result_from_event
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.schema import build_schema
+from tests.factories import result_of
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "events.md").read_text(encoding="utf-8")
 COMMON = {"schema_version", "run_id", "module_name", "summary"}
@@ -76,12 +77,12 @@ def test_the_example_line_is_what_a_tune_writes_for_its_figures() -> None:
     """Its summary is the one candidate_measured writes today: the figure the verdict was
     decided on (the estimate and its interval), not AITune's mean ratio."""
     line = _example_line()
-    result = result_from_event(line)
+    result = result_of(line)
     event = events.candidate_measured(
         line["run_id"], line["module_name"], result, duration_s=line["duration_s"]
     )
     assert line["summary"] == event.fields["summary"]
-    assert f"{line['estimate']:.2f}x" in line["summary"]
+    assert f"{line['result']['decided']['estimate']:.2f}x" in line["summary"]
 
 
 def test_reading_back_prints_the_decided_figure() -> None:

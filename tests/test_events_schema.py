@@ -13,17 +13,16 @@ import attrs
 import jsonschema
 import pytest
 import structlog
-from hypothesis import given, settings
+from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
 from aitune_fp import events
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import PARTS, PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import kinds
 from aitune_fp.events import schema as events_schema
-from aitune_fp.events.candidates import RESULT_KEYS
-from aitune_fp.events.ingest import event_schema, validate_event
+from aitune_fp.events.ingest import EventLine, event_schema, read_events
 from aitune_fp.events.schema import (
     REGENERATE,
     SCHEMA_PATH,
@@ -32,7 +31,7 @@ from aitune_fp.events.schema import (
     schema_text,
 )
 
-from .factories import fake_result
+from .factories import fake_result, flat_result
 from .strategies import throughputs
 
 RUN = "0123456789abcdef"
@@ -89,7 +88,7 @@ def _selection_events() -> list[events.Event]:
 def _every_event() -> list[events.Event]:
     """One event from every builder, with representative values (None where allowed)."""
     passed = _result()
-    point = PerformanceValidationResult("X()", 90.0, 100.0, 0.9, False)
+    point = flat_result("X()", 90.0, 100.0, 0.9, False)
     return [
         events.started(
             RUN,
@@ -263,6 +262,12 @@ def _line(event: events.Event) -> dict[str, Any]:
 VALIDATOR = jsonschema.Draft202012Validator(event_schema())
 
 
+def _reads(line: dict[str, Any]) -> bool:
+    """Whether ingest reads ``line`` as an event (through its class)."""
+    (item,) = read_events([json.dumps(line)])
+    return isinstance(item, EventLine)
+
+
 class TestSchemaFile:
     def test_schema_is_valid_draft_2020_12(self) -> None:
         """The shipped schema is itself a valid draft 2020-12 schema."""
@@ -285,10 +290,10 @@ class TestBuildersValidate:
 
     @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
     def test_builder_payload_validates(self, event: events.Event) -> None:
-        """Each builder's payload validates with jsonschema and with the built-in checker."""
+        """Each builder's payload validates with jsonschema and reads back through its class."""
         line = _line(event)
         VALIDATOR.validate(line)
-        assert validate_event(line) == []
+        assert _reads(line)
 
     @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
     def test_rendered_json_line_validates(self, event: events.Event) -> None:
@@ -303,11 +308,11 @@ class TestBuildersValidate:
             event_dict = processor(None, event.level, event_dict)
         parsed = json.loads(event_dict)
         VALIDATOR.validate(parsed)
-        assert validate_event(parsed) == []
+        assert _reads(parsed)
 
     @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
     def test_dropping_a_required_key_fails_in_both(self, event: events.Event) -> None:
-        """Removing any key the schema requires makes both validators refuse the line."""
+        """Removing any key the schema requires makes jsonschema and the reader refuse the line."""
         line = _line(event)
         schema = event_schema()
         required = list(schema["required"])
@@ -317,38 +322,44 @@ class TestBuildersValidate:
         for key in required:
             broken = {k: v for k, v in line.items() if k != key}
             assert not VALIDATOR.is_valid(broken), key
-            assert validate_event(broken), key
+            assert not _reads(broken), key
 
 
-class TestCheckerAgreesWithJsonschema:
+class TestReaderAgreesWithJsonschema:
     @pytest.mark.parametrize(
-        "mutation",
+        ("part", "key", "value"),
         [
-            {"schema_version": 2},
-            {"schema_version": True},
-            {"run_id": ""},
-            {"run_id": 5},
-            {"event": "aitune_fp.validation.unknown"},
-            {"speedup": -1.0},
-            {"speedup": "fast"},
-            {"passed": 1},
-            {"verdict": "maybe"},
-            {"batch_size": 0},
-            {"batch_size": 2.5},
-            {"n_baseline": True},
-            {"confidence": 1.0},
-            {"ci_low": None},
-            {"baseline_throughput_samples_per_s": 0.0},
-            {"budget_used": -0.1},
-            {"max_abs_error": "small"},
-            {"atol": None},
+            (None, "schema_version", 3),
+            (None, "schema_version", True),
+            (None, "run_id", 5),
+            (None, "event", "aitune_fp.validation.unknown"),
+            (None, "duration_s", "1"),
+            ("", "speedup", -1.0),
+            ("", "speedup", "fast"),
+            ("", "passed", 1),
+            ("", "baseline_throughput", 0.0),
+            ("decided", "verdict", "maybe"),
+            ("decided", "batch_size", 0),
+            ("decided", "batch_size", 2.5),
+            ("decided", "n_baseline", True),
+            ("decided", "confidence", 1.0),
+            ("decided", "ci_low", None),
+            ("accuracy", "budget_used", -0.1),
+            ("accuracy", "max_abs_error", "small"),
+            ("accuracy", "atol", None),
+            ("environment", "isolation", "thread"),
         ],
     )
-    def test_bad_values_rejected_by_both(self, mutation: dict[str, Any]) -> None:
-        """A candidate_measured line with one bad value fails both validators (None ci is ok)."""
+    def test_bad_values_rejected_by_both(self, part: str | None, key: str, value: Any) -> None:
+        """A candidate_measured line with one bad value fails both, nested or not (None ok)."""
         line = _line(events.candidate_measured(RUN, MODULE, _result(), duration_s=1.0))
-        line.update(mutation)
-        assert VALIDATOR.is_valid(line) == (validate_event(line) == [])
+        if part is None:
+            line[key] = value
+        elif part == "":
+            line["result"][key] = value
+        else:
+            line["result"][part][key] = value
+        assert VALIDATOR.is_valid(line) == _reads(line)
 
     @given(
         throughput=throughputs,
@@ -359,8 +370,8 @@ class TestCheckerAgreesWithJsonschema:
     def test_random_results_validate(
         self, throughput: float, baseline: float, n: int, passed: bool
     ) -> None:
-        """candidate_measured events built from arbitrary valid results validate in both."""
-        result = PerformanceValidationResult(
+        """candidate_measured events built from arbitrary valid results validate and read back."""
+        result = flat_result(
             "B()",
             throughput,
             baseline,
@@ -372,13 +383,13 @@ class TestCheckerAgreesWithJsonschema:
         )
         line = _line(events.candidate_measured(RUN, MODULE, result, duration_s=0.0))
         VALIDATOR.validate(line)
-        assert validate_event(line) == []
+        assert _reads(line)
 
 
 class TestMeasuredSummary:
     def test_statistical_line_shows_the_estimate_and_the_verdict(self) -> None:
         """An undecided 1.04x mean ratio is not called 'slower': the line shows what decided."""
-        result = PerformanceValidationResult(
+        result = flat_result(
             "Int8DynamicBackend()",
             976.0,
             937.0,
@@ -403,7 +414,7 @@ class TestMeasuredSummary:
 
     def test_point_line_is_aitunes(self) -> None:
         """Point mode keeps AITune's line byte for byte (its ▲/▼ is the point rule's pass)."""
-        result = PerformanceValidationResult(
+        result = flat_result(
             "X()", 200.0, 100.0, 2.0, True, batch_size=8, verdict="faster", decision="point"
         )
         summary = events.candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
@@ -542,18 +553,24 @@ class TestGeneratedSchema:
             own = [a for a in attrs.fields(cls) if a.name in cls.payload_keys()]
             assert block["required"] == [a.name for a in own if a.default is attrs.NOTHING]
 
-    def test_candidate_measured_carries_every_result_field(self) -> None:
-        """Its keys are the result's fields (two renamed, with their unit) and ``duration_s``."""
-        keys = {RESULT_KEYS.get(a.name, a.name) for a in attrs.fields(PerformanceValidationResult)}
-        assert set(events.CandidateMeasured.payload_keys()) == keys | {"duration_s"}
+    def test_candidate_measured_carries_the_result_in_its_parts(self) -> None:
+        """Its keys are the result and ``duration_s``; the result's are AITune's five and its parts."""
+        assert events.CandidateMeasured.payload_keys() == ("result", "duration_s")
         built = events.candidate_measured(RUN, MODULE, _result(), duration_s=1.0)
-        assert set(built.fields) - {"schema_version", "run_id", "module_name", "summary"} == (
-            keys | {"duration_s"}
+        assert list(built.fields["result"]) == [
+            a.name for a in attrs.fields(PerformanceValidationResult)
+        ]
+        schema = build_schema()
+        block = next(
+            b["then"] for b in schema["allOf"] if b["if"] == _if(events.CANDIDATE_MEASURED)
         )
+        for part, cls in PARTS.items():
+            props = block["properties"]["result"]["properties"][part]["properties"]
+            assert list(props) == [a.name for a in attrs.fields(cls)]
 
-    def test_a_result_field_added_later_becomes_a_key_with_its_bounds(self) -> None:
-        """``copied_fields`` carries a record's types, defaults and validators' bounds over."""
-        from aitune_fp.core._checks import finite, integer, one_of, open_interval
+    def test_a_record_nested_in_an_event_carries_its_bounds(self) -> None:
+        """A record's types, required keys and validators' bounds become its nested schema."""
+        from aitune_fp.core._checks import finite, integer, not_nan, one_of, open_interval
 
         @attrs.frozen(kw_only=True)
         class Record:
@@ -565,20 +582,21 @@ class TestGeneratedSchema:
             mode: str | None = attrs.field(
                 default=None, validator=attrs.validators.optional(one_of(("a", "b")))
             )
+            high: float = attrs.field(default=1.0, validator=not_nan())
             note: str = "x"
 
-        copied = attrs.make_class(
-            "Copied", kinds.copied_fields(Record, {"ratio": "ratio_x"}), kw_only=True
-        )
-        props = {a.name: property_schema(a.type, a.metadata) for a in attrs.fields(copied)}
-        assert props == {
-            "ratio_x": {"type": "number", "exclusiveMinimum": 0},
-            "level": {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 1},
-            "count": {"type": "integer", "minimum": 2},
-            "mode": {"enum": ["a", "b", None]},
-            "note": {"type": "string"},
+        assert property_schema(Record) == {
+            "type": "object",
+            "required": ["ratio"],
+            "properties": {
+                "ratio": {"type": "number", "exclusiveMinimum": 0},
+                "level": {"type": ["number", "null"], "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                "count": {"type": "integer", "minimum": 2},
+                "mode": {"enum": ["a", "b", None]},
+                "high": {"type": ["number", "null"], "description": "null: unbounded (infinite)"},
+                "note": {"type": "string"},
+            },
         }
-        assert [a.default for a in attrs.fields(copied)] == [attrs.NOTHING, None, 3, None, "x"]
 
     @pytest.mark.parametrize("hint", [int | str, set[int], complex, "int"])
     def test_a_type_with_no_schema_is_refused(self, hint: Any) -> None:
@@ -590,15 +608,21 @@ class TestGeneratedSchema:
     @settings(max_examples=25, deadline=None)
     @given(data=st.data())
     def test_drawn_payloads_round_trip_and_validate(self, name: str, data: st.DataObject) -> None:
-        """A payload the schema admits builds its class; the class gives it back, valid in both."""
+        """A payload the schema admits builds its class (but for checks across fields); the
+        class gives it back, valid and read again as the same value."""
         record = data.draw(_payloads(name))
         cls = kinds.registered()[name]
-        fields = cls.from_fields(record).to_fields()
-        assert {k: v for k, v in fields.items() if k in record} == record
-        assert cls.from_fields(fields).to_fields() == fields
+        try:
+            value = cls.from_fields(record)
+        except InvalidValueError:  # a check across fields (ci_low <= ci_high) the schema lacks
+            reject()
+        fields = value.to_fields()
+        flat = {k: v for k, v in record.items() if not isinstance(v, dict)}  # records: below
+        assert {k: v for k, v in fields.items() if k in flat} == flat
+        assert cls.from_fields(fields) == value
         line = {"event": name, **fields}
         VALIDATOR.validate(line)
-        assert validate_event(line) == []
+        assert _reads(line)
 
 
 class TestPayloadClasses:
@@ -693,7 +717,7 @@ class TestAdditionalProperties:
     def test_noise_floor_leaves_are_checked_by_both(
         self, rel_l2: dict[str, Any], valid: bool
     ) -> None:
-        """``noise_floor.rel_l2`` (any leaf name) holds non-negative numbers in both validators."""
+        """``noise_floor.rel_l2`` (any leaf name) holds non-negative numbers (jsonschema)."""
         built = events.baseline_measured(
             RUN,
             MODULE,
@@ -708,4 +732,3 @@ class TestAdditionalProperties:
         )
         line = _line(built)
         assert VALIDATOR.is_valid(line) is valid
-        assert (validate_event(line) == []) is valid

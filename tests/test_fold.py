@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 
 from aitune_fp import validation_of
-from aitune_fp.core.fold import empty_report, fold
-from aitune_fp.events import CORRECTNESS_CHECKED
+from aitune_fp.core.report import TuneReport
+from aitune_fp.events import CORRECTNESS_CHECKED, fold
 from aitune_fp.events.ingest import ingest
 from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,
@@ -58,13 +58,24 @@ def test_the_session_report_is_the_fold_of_its_log(make: Any, tmp_path: Path) ->
     assert checked and [name for name, _ in kept.accuracy] == checked
 
 
-def test_a_malformed_event_changes_nothing() -> None:
-    """A fold that fails leaves no half-applied event behind (ingest then reports the line)."""
-    report = empty_report("r", "m")
-    with pytest.raises(KeyError):
-        fold(report, "aitune_fp.validation.started", {"strategy": "S", "device": "cpu"})
-    assert report == empty_report("r", "m")
-    assert fold(report, "aitune_fp.validation.look", {}).n_events == 1
+def test_a_progress_event_is_counted_and_sets_nothing() -> None:
+    """A look changes nothing in the report but its event count."""
+    from aitune_fp import events
+
+    report = TuneReport(run_id="r", module_name="m")
+    look = events.look(
+        "r",
+        "m",
+        backend_description="B()",
+        n_pairs=1,
+        max_pairs=2,
+        verdict="inconclusive",
+        estimate=1.0,
+        ci_low=0.5,
+        ci_high=None,
+    )
+    assert look.payload is not None
+    assert fold(report, look.payload) == TuneReport(run_id="r", module_name="m", n_events=1)
 
 
 @given(mismatch=mismatches())
@@ -73,8 +84,9 @@ def test_a_correctness_check_folds_into_the_report_whole(mismatch: Any) -> None:
     from aitune_fp import events
 
     event = events.correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
-    record = json.loads(json.dumps(event.fields))  # as a log line reads back
-    report = fold(empty_report("r", "m"), event.name, record)
+    record = json.loads(json.dumps({"event": event.name, **event.fields}))  # as a log line reads
+    (run,) = ingest([json.dumps(record)]).runs
+    report = run
     assert report.accuracy == (("B()", mismatch),)
     (row,) = report.to_dict()["accuracy"]
     assert row["backend_description"] == "B()"

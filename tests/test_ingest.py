@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,17 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp import events
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import unstructure
 from aitune_fp.events.ingest import (
     MAX_LINE_BYTES,
     BadLine,
     EventLine,
     ingest,
     read_events,
-    result_from_event,
 )
+from tests.factories import flat_result, read_back, result_of
 
-RESULT = PerformanceValidationResult(
+RESULT = flat_result(
     "TorchCompileBackend()",
     1500.0,
     1000.0,
@@ -38,7 +39,7 @@ RESULT = PerformanceValidationResult(
     decision="statistical",
     reason="lower bound 1.400x clears 1.010x",
 )
-SLOW = PerformanceValidationResult(
+SLOW = flat_result(
     "TorchEagerBackend(dtype=torch.bfloat16)",
     500.0,
     1000.0,
@@ -163,7 +164,7 @@ class TestIngestRuns:
     def test_to_dict_is_json(self) -> None:
         """The report converts to JSON-ready data (results as dicts, in order)."""
         data = json.loads(json.dumps(ingest(_run_lines("j")).to_dict()))
-        assert data["runs"][0]["results"][0] == RESULT.to_dict()
+        assert data["runs"][0]["results"][0] == unstructure(RESULT)
 
 
 class TestBadLines:
@@ -183,7 +184,7 @@ class TestBadLines:
         assert reasons[0].startswith("not JSON")
         assert "not a JSON object" in reasons[1]
         assert "not an aitune_fp event" in reasons[2]
-        assert "missing required key" in reasons[3]
+        assert "missing the required keys" in reasons[3]
         assert "newer than this reader" in reasons[4]
         assert report.runs[0].results == (RESULT, SLOW)
 
@@ -197,10 +198,22 @@ class TestBadLines:
     def test_inconsistent_result_is_bad_line(self) -> None:
         """A candidate_measured event whose verdict contradicts passed is a bad line."""
         line = json.loads(_run_lines("r")[3])
-        line["passed"] = False
+        line["result"]["passed"] = False
         report = ingest([json.dumps(line)])
         assert len(report.bad_lines) == 1
-        assert "inconsistent" in report.bad_lines[0][1]
+        assert "contradicts" in report.bad_lines[0][1]
+
+    def test_a_wrong_type_or_an_unknown_key_is_a_bad_line_naming_it(self) -> None:
+        """Reading through the classes checks types and keys, nested records included."""
+        line = json.loads(_run_lines("r")[3])
+        wrong = {**line, "duration_s": "3"}
+        nested = {**line, "result": {**line["result"], "raw": {"latencies_from": "x"}}}
+        extra = {**line, "surprise": 1}
+        reasons = [
+            why for _, why in ingest([json.dumps(x) for x in (wrong, nested, extra)]).bad_lines
+        ]
+        assert "duration_s" in reasons[0] and "latencies_from" in reasons[1]
+        assert "surprise" in reasons[2]
 
     def test_overlong_line_is_skipped(self, tmp_path: Path) -> None:
         """A line over MAX_LINE_BYTES is reported and the next line still reads."""
@@ -238,6 +251,101 @@ class TestBadLines:
 
 class TestResultFromEvent:
     def test_roundtrip(self) -> None:
-        """candidate_measured carries exactly the result it was built from."""
+        """candidate_measured carries exactly the result it was built from, and reads back equal."""
         event = events.candidate_measured("r", "m", RESULT, duration_s=1.0)
-        assert result_from_event(event.fields) == RESULT
+        assert isinstance(event.payload, events.CandidateMeasured)
+        assert event.payload.result is RESULT
+        assert result_of({"event": event.name, **event.fields}) == RESULT
+
+
+#: A version 1 line (before the result was nested in parts), as tune --json-log wrote it.
+V1_MEASURED = {
+    "event": "aitune_fp.validation.candidate_measured",
+    "level": "info",
+    "timestamp": "2026-12-02T17:23:05.101137Z",
+    "schema_version": 1,
+    "run_id": "5c74189f98434008a20d0b3de1268d7a",
+    "module_name": "mlp",
+    "backend_description": "TorchCompileBackend()",
+    "throughput_samples_per_s": 2566.16,
+    "baseline_throughput_samples_per_s": 2592.47,
+    "duration_s": 6.82,
+    "speedup": 0.99,
+    "passed": False,
+    "estimate": 0.9006,
+    "ci_low": 0.8389,
+    "ci_high": 0.9663,
+    "confidence": 0.98,
+    "n_baseline": 80,
+    "n_candidate": 80,
+    "batch_size": 32,
+    "required_speedup": 1.01,
+    "verdict": "not_faster",
+    "decision": "statistical",
+    "reason": "upper bound 0.966x is below required 1.010x at 80 pairs",
+    "threads": 2,
+    "flags": ["oversubscribed"],
+    "max_abs_error": 0.001,
+    "baseline_latencies_s": [0.01, 0.011],
+    "candidate_latencies_s": [0.012, 0.011],
+    "latencies_from": 0,
+    "device_isolation": "unknown",
+    "summary": "📊 TorchCompileBackend(): batch size=32, speedup 0.90x [0.839, 0.966] → not_faster",
+}
+V1_SELECTION = {
+    "event": "aitune_fp.validation.selection_decided",
+    "schema_version": 1,
+    "run_id": "r",
+    "module_name": "mlp",
+    "delta": 0.02,
+    "summary": "🥇 kept A()",
+    "contenders": [{"name": "A()", "order": 0, "build_s": 1.5}, {"name": "B()", "order": 1}],
+    "remaining": ["A()"],
+    "eliminated": [
+        {"name": "B()", "lost_to": "A()", "ratio": 1.5, "low": 1.2, "high": None, "at_rounds": 20}
+    ],
+    "failed": [],
+    "pairs": [],
+    "rounds": 20,
+    "look": 1,
+    "settled": False,
+    "chosen": "A()",
+    "outcome": "one_left",
+    "reason": "kept A()",
+    "gap_bound": None,
+    "gap_unbounded": True,
+    "confidence": 0.95,
+}
+
+
+class TestVersionOneLines:
+    def test_a_flat_result_reads_into_its_parts(self) -> None:
+        """A version 1 candidate_measured line: every flat key lands in its part."""
+        r = result_of(V1_MEASURED)
+        assert (r.throughput, r.baseline_throughput, r.decided.rule) == (
+            2566.16,
+            2592.47,
+            "statistical",
+        )
+        assert (r.decided.ci_high, r.environment.threads, r.accuracy.max_abs_error) == (
+            0.9663,
+            2,
+            0.001,
+        )
+        assert (
+            r.raw.candidate_latencies_s == (0.012, 0.011) and r.device.device_isolation == "unknown"
+        )
+        assert r.flags == ("oversubscribed",)
+
+    def test_a_flat_selection_reads_with_its_infinite_bounds(self) -> None:
+        """A version 1 selection_decided line: the selection's keys nest, null bounds are infinite."""
+        payload = read_back(V1_SELECTION)
+        assert isinstance(payload, events.SelectionDecided)
+        state = payload.selection
+        assert state.chosen == "A()" and state.eliminated[0].high == math.inf
+        assert state.gap_bound == math.inf and state.contenders[1].build_s is None
+
+    def test_an_unknown_flat_key_is_still_refused(self) -> None:
+        line = {**V1_MEASURED, "surprise": 1}
+        (bad,) = ingest([json.dumps(line)]).bad_lines
+        assert "surprise" in bad[1]

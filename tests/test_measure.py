@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.report import make_result
+from aitune_fp.core.results import unstructure
 from aitune_fp.core.spot import spot_count
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_baseline_point, measure_speedup
@@ -252,31 +252,9 @@ class TestOneRecord:
             m.decision.ci_low,
             m.decision.ci_high,
         )
-        data = json.loads(json.dumps(r.to_dict()))
-        assert data["verdict"] == "faster"
-        assert data["decision"] == "statistical"
-
-    def test_without_decision_or_point_outcome_the_record_is_undecided(self) -> None:
-        """No decision and no point outcome: an inconclusive statistical record, no interval."""
-        r = make_result(
-            "X()",
-            baseline_throughput=1.0,
-            throughput=2.0,
-            speedup=2.0,
-            batch_size=1,
-            n_baseline=2,
-            n_candidate=2,
-            required_speedup=1.01,
-            decision=None,
-            reason="x",
-        )
-        assert (r.verdict, r.passed, r.decision, r.ci_low, r.ci_high) == (
-            "inconclusive",
-            False,
-            "statistical",
-            None,
-            None,
-        )
+        data = json.loads(json.dumps(unstructure(r)))
+        assert data["decided"]["verdict"] == "faster"
+        assert data["decided"]["rule"] == "statistical"
 
 
 class TestHardBudget:

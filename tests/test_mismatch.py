@@ -168,7 +168,7 @@ class TestRecorded:
             line = {k: v for k, v in entry.items() if k != "log_level"}
             validator.validate(line)
         (measured,) = _events(logs, ".candidate_measured")
-        assert measured["budget_used"] == result.budget_used
+        assert measured["result"]["accuracy"]["budget_used"] == result.budget_used
 
     def test_ingest_rebuilds_it(self, tmp_path: Path) -> None:
         """A result read back from the JSON-lines log has the same mismatch figures."""

@@ -16,7 +16,7 @@ import pytest
 
 from aitune_fp import OneBackendStrategy, ProfilingConfig, validation_of
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import PerformanceValidationResult, Raw
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.ingest import ingest
@@ -82,10 +82,9 @@ def test_the_raw_timings_survive_the_log(tmp_path: Path) -> None:
 
 
 def test_a_negative_or_nonfinite_latency_is_refused_by_name() -> None:
-    base = PerformanceValidationResult("c", 2.0, 1.0, 2.0, True).to_dict()
     for bad in ([-1.0], [math.inf], ["x"]):
         with pytest.raises((InvalidValueError, TypeError), match="candidate_latencies_s"):
-            PerformanceValidationResult.from_dict({**base, "candidate_latencies_s": bad})
+            Raw(candidate_latencies_s=bad)
 
 
 def test_after_a_machine_change_the_figures_rest_on_the_pairs_from_latencies_from() -> None:

@@ -1,93 +1,18 @@
-"""Specs of the one result record: each rule builds it once, complete; nothing evolves it after."""
+"""Specs of the one result record: each rule builds it once, and the report holds that very value."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from aitune_fp import FirstWinsStrategy, ProfilingConfig, Sample
+from aitune_fp import FirstWinsStrategy, MaxThroughputStrategy, ProfilingConfig, Sample, events
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.report import make_result
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.measure import measure_speedup
 from aitune_fp.testing import FakeClock
-from tests.validation_helpers import Pruned, gated, make_case
-
-_errors = st.floats(min_value=0.0, max_value=1e3, allow_nan=False)
-
-
-class TestMakeResult:
-    @given(
-        abs_error=_errors,
-        note=st.none() | st.text(min_size=1, max_size=20),
-        threads=st.integers(1, 64),
-    )
-    def test_every_part_lands_in_the_one_record(
-        self, abs_error: float, note: str | None, threads: int
-    ) -> None:
-        """Closeness, context fields, the note and the rule's name are in the record as built."""
-        result = make_result(
-            "B()",
-            baseline_throughput=100.0,
-            throughput=150.0,
-            speedup=1.5,
-            batch_size=4,
-            n_baseline=10,
-            n_candidate=10,
-            required_speedup=1.01,
-            decision=None,
-            passed_point=True,
-            reason="because",
-            flags=("oversubscribed",),
-            rule="toy",
-            note=note,
-            mismatch=Mismatch(max_abs_error=abs_error, atol=0.1, rtol=0.1),
-            context={"threads": threads, "clock": "host"},
-        )
-        assert result.decision == "toy"
-        assert result.max_abs_error == abs_error and result.atol == 0.1
-        assert result.threads == threads and result.clock == "host"
-        assert result.flags == ("oversubscribed",)
-        assert result.reason == ("because" if note is None else f"because ({note})")
-
-    def test_the_label_follows_the_decision_without_a_rule_name(self) -> None:
-        """Without ``rule``: a point outcome is labelled point, anything else statistical."""
-        figures: dict[str, Any] = {
-            "baseline_throughput": 1.0,
-            "throughput": 1.0,
-            "speedup": 1.0,
-            "batch_size": 1,
-            "n_baseline": 1,
-            "n_candidate": 1,
-            "required_speedup": 1.01,
-            "decision": None,
-            "reason": "r",
-        }
-        assert make_result("B()", passed_point=False, **figures).decision == "point"
-        undecided = make_result("B()", **figures)
-        assert (undecided.decision, undecided.verdict) == ("statistical", "inconclusive")
-
-    def test_an_unknown_context_field_is_refused(self) -> None:
-        """A context key that is not a result field fails at once, not silently dropped."""
-        with pytest.raises(TypeError, match="no_such_field"):
-            make_result(
-                "B()",
-                baseline_throughput=1.0,
-                throughput=1.0,
-                speedup=1.0,
-                batch_size=1,
-                n_baseline=1,
-                n_candidate=1,
-                required_speedup=1.01,
-                decision=None,
-                reason="r",
-                context={"no_such_field": 1},
-            )
+from tests.validation_helpers import Pruned, Slower, gated, make_case
 
 
 @pytest.mark.parametrize("decision", ["statistical", "point"])
@@ -110,27 +35,29 @@ def test_the_rule_records_the_worst_spot_check_itself(decision: str) -> None:
         spot_check=spot,
     ).result
     assert seen, "the spot checks ran"
-    assert result.max_abs_error == pytest.approx(max(seen))
-    assert result.decision == decision
-    assert result.threads is not None
+    assert result.accuracy.max_abs_error == pytest.approx(max(seen))
+    assert result.decided.rule == decision
+    assert result.environment.threads is not None
 
 
-def test_nothing_evolves_a_result_during_a_tune(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Through a whole validated tune, no ``attrs.evolve`` is applied to a result record."""
-    real = attrs.evolve
-    evolved: list[str] = []
+@pytest.mark.parametrize(
+    "make",
+    [lambda: FirstWinsStrategy([Pruned()]), lambda: MaxThroughputStrategy([Slower(), Pruned()])],
+    ids=["first-wins", "max-throughput"],
+)
+def test_the_report_holds_the_measured_result_itself(make: Any, tmp_path: Path) -> None:
+    """The result each rule built is the one the event carries and the report keeps (``is``)."""
+    measured: list[PerformanceValidationResult] = []
 
-    def watching(inst: Any, **changes: Any) -> Any:
-        if isinstance(inst, PerformanceValidationResult):
-            evolved.append(", ".join(sorted(changes)))
-        return real(inst, **changes)
+    def keep(event: events.Event) -> None:
+        if isinstance(event.payload, events.CandidateMeasured):
+            measured.append(event.payload.result)
 
-    monkeypatch.setattr(attrs, "evolve", watching)
     module, spec, data = make_case()
-    strategy = gated(FirstWinsStrategy([Pruned()]))
-    strategy.tune(module, "m", spec, data, "cpu", tmp_path)
-    (result,) = strategy.perf_validation_results
-    assert result.max_abs_error is not None and result.threads is not None
-    assert evolved == []
+    strategy = gated(make())
+    with events.sinks(keep):
+        strategy.tune(module, "m", spec, data, "cpu", tmp_path)
+    report = strategy.last_report
+    assert measured and len(report.results) == len(measured)
+    assert all(kept is built for kept, built in zip(report.results, measured, strict=True))
+    assert all(a is b for a, b in zip(strategy.perf_validation_results, measured, strict=True))

@@ -1,4 +1,4 @@
-"""Specs of PerformanceValidationResult: validated, ordered fields, JSON round trip."""
+"""Specs of PerformanceValidationResult: AITune's fields, its parts, flat names, JSON round trip."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp import PerformanceValidationResult, compute_speedup, meets_threshold
-from aitune_fp.core.results import PerformanceValidationMixinResult
+from aitune_fp.core.results import (
+    FLAT,
+    PARTS,
+    Decision,
+    PerformanceValidationMixinResult,
+    unstructure,
+)
+from aitune_fp.events.kinds import structure
+from tests.factories import flat_result
 from tests.strategies import throughputs
 
 
@@ -25,7 +33,7 @@ def results(draw: st.DrawFn) -> PerformanceValidationResult:
     passed = verdict == "faster" if verdict is not None else meets_threshold(speedup)
     lo, hi = sorted(draw(st.lists(st.floats(0, 100, allow_nan=False), min_size=2, max_size=2)))
     stats = draw(st.booleans())
-    return PerformanceValidationResult(
+    return flat_result(
         draw(st.text(max_size=40)),
         value,
         base,
@@ -104,83 +112,127 @@ class TestValidation:
     def test_bounds_ordered(self) -> None:
         """ci_low above ci_high is refused."""
         with pytest.raises(ValueError, match="ci_low"):
-            PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, ci_low=2.0, ci_high=1.0)
+            Decision(ci_low=2.0, ci_high=1.0)
 
     def test_verdict_agrees_with_passed(self) -> None:
         """passed is verdict == 'faster'; a contradiction is refused."""
         with pytest.raises(ValueError, match="contradicts"):
-            PerformanceValidationResult("x", 2.0, 1.0, 2.0, False, verdict="faster")
+            PerformanceValidationResult(
+                "x", 2.0, 1.0, 2.0, False, decided=Decision(verdict="faster")
+            )
         with pytest.raises(ValueError, match="verdict"):
-            PerformanceValidationResult("x", 2.0, 1.0, 2.0, False, verdict="maybe")  # type: ignore[arg-type]
+            Decision(verdict="maybe")  # type: ignore[arg-type]
 
 
-class TestDictRoundTrip:
+class TestParts:
+    def test_every_flat_name_reads_its_part(self) -> None:
+        """Each field of each part is also a read-only flat name (``decision`` is ``decided.rule``)."""
+        r = fake_parts()
+        for name, (part, field) in FLAT.items():
+            assert getattr(r, name) == getattr(getattr(r, part), field), name
+            with pytest.raises(AttributeError):
+                setattr(r, name, None)
+        assert len(FLAT) == sum(len(attrs.fields(cls)) for cls in PARTS.values())
+
+    def test_a_part_of_the_wrong_type_is_refused(self) -> None:
+        with pytest.raises(TypeError, match="decided"):
+            PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, decided=None)  # type: ignore[arg-type]
+
+
+def fake_parts() -> PerformanceValidationResult:
+    return flat_result(
+        "x",
+        2.0,
+        1.0,
+        2.0,
+        True,
+        verdict="faster",
+        decision="statistical",
+        ci_low=1.5,
+        threads=2,
+        device_isolation="unknown",
+        max_abs_error=0.1,
+        baseline_latencies_s=(1.0,),
+    )
+
+
+class TestJsonRoundTrip:
     @given(results())
     def test_json_round_trip(self, result: PerformanceValidationResult) -> None:
-        """to_dict is JSON-ready and from_dict rebuilds an equal value."""
-        text = json.dumps(result.to_dict(), allow_nan=False)
-        assert PerformanceValidationResult.from_dict(json.loads(text)) == result
+        """unstructure is JSON-ready (parts nested) and structure rebuilds an equal value."""
+        text = json.dumps(unstructure(result), allow_nan=False)
+        again = structure(PerformanceValidationResult, json.loads(text), "result")
+        assert again == result
 
     def test_unknown_key(self) -> None:
-        """from_dict refuses keys it does not know, naming them."""
-        data = PerformanceValidationResult("x", 2.0, 1.0, 2.0, True).to_dict()
-        data["surprise"] = 1
+        """Reading refuses keys it does not know, naming them, in the parts too."""
+        data = unstructure(PerformanceValidationResult("x", 2.0, 1.0, 2.0, True))
         with pytest.raises(ValueError, match="surprise"):
-            PerformanceValidationResult.from_dict(data)
+            structure(PerformanceValidationResult, {**data, "surprise": 1}, "result")
+        data["decided"]["ci_lo"] = 1.0
+        with pytest.raises(ValueError, match=r"result\.decided has no key \['ci_lo'\]"):
+            structure(PerformanceValidationResult, data, "result")
 
     def test_missing_key(self) -> None:
-        """from_dict names the required keys that are missing."""
+        """Reading names the required keys that are missing."""
         with pytest.raises(ValueError, match="speedup"):
-            PerformanceValidationResult.from_dict(
+            structure(
+                PerformanceValidationResult,
                 {
                     "backend_description": "x",
                     "throughput": 1.0,
                     "baseline_throughput": 1.0,
                     "passed": True,
-                }
+                },
+                "result",
             )
 
 
 class TestFlags:
     def test_flags_round_trip_as_list(self) -> None:
-        """Flags are a tuple on the value and a list in the dict, and survive the round trip."""
-        r = PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, flags=["recompiled"])
+        """Flags are a tuple on the value and a list in JSON, and survive the round trip."""
+        r = flat_result("x", 2.0, 1.0, 2.0, True, flags=["recompiled"])
         assert r.flags == ("recompiled",)
-        assert r.to_dict()["flags"] == ["recompiled"]
-        assert PerformanceValidationResult.from_dict(r.to_dict()) == r
+        assert unstructure(r)["decided"]["flags"] == ["recompiled"]
+        assert structure(PerformanceValidationResult, unstructure(r), "result") == r
 
     @pytest.mark.parametrize("bad", ["recompiled", [1], None])
     def test_bad_flags(self, bad: object) -> None:
         """Flags must be a list or tuple of strings."""
         with pytest.raises(TypeError, match="flags"):
-            PerformanceValidationResult("x", 2.0, 1.0, 2.0, True, flags=bad)  # type: ignore[arg-type]
+            Decision(flags=bad)  # type: ignore[arg-type]
 
 
 def test_a_statistical_result_carries_its_decision_detail_as_fields() -> None:
     """Margin, method and autocorrelation reach the result (and its event), not only the text."""
+    from aitune_fp.core.config import ProfilingConfig
     from aitune_fp.core.gate import Gate
-    from aitune_fp.core.report import make_result
     from aitune_fp.core.stats import decide_at_look
+    from aitune_fp.measure.measurement import RunContext
+    from aitune_fp.measure.results import statistical_result
+    from aitune_fp.profiling import PairedTimings
 
     base = [1.0 + 0.01 * (i % 7) for i in range(40)]
     cand = [0.5 + 0.004 * ((i * 3) % 5) for i in range(40)]
     decision = decide_at_look(
         base, cand, Gate(1.0), confidence=0.95, n_looks=3, futility_margin_percent=2.5, look=2
     )
-    result = make_result(
-        "C()",
-        baseline_throughput=100.0,
-        throughput=200.0,
-        speedup=2.0,
-        batch_size=1,
-        n_baseline=40,
-        n_candidate=40,
-        required_speedup=1.01,
-        decision=decision,
-        reason="r",
+    timings = PairedTimings(
+        baseline_s=tuple(base),
+        candidate_s=tuple(cand),
+        baseline_device_s=None,
+        candidate_device_s=None,
+        warmup=None,
+        threads=1,
+        wall_s=1.0,
+        flags=(),
     )
+    config = ProfilingConfig()
+    result = statistical_result(
+        decision, 40, timings, 1, config, False, 1.0, "C()", RunContext(), None
+    ).result
     assert result.futility_margin_percent == pytest.approx(2.5)
     assert result.method == decision.method == "wilcoxon_signed_rank_hl"
     assert result.autocorrelation == decision.autocorrelation
-    again = PerformanceValidationResult.from_dict(result.to_dict())
-    assert (again.futility_margin_percent, again.method) == (pytest.approx(2.5), result.method)
+    again = structure(PerformanceValidationResult, unstructure(result), "result")
+    assert again == result

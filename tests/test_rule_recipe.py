@@ -16,9 +16,7 @@ import pytest
 from aitune_fp import FirstWinsStrategy, ProfilingConfig, Sample, with_performance_validation
 from aitune_fp.cli import build_parser
 from aitune_fp.core.gate import Gate
-from aitune_fp.core.report import make_result
-from aitune_fp.core.speedup import compute_speedup
-from aitune_fp.core.timings import throughput_from_latencies
+from aitune_fp.core.results import Decision
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.measure import (
     Comparison,
@@ -30,7 +28,8 @@ from aitune_fp.measure import (
     rule_for,
     unregister,
 )
-from aitune_fp.measure.measurement import OnLook
+from aitune_fp.measure.measurement import OnLook, RunContext
+from aitune_fp.measure.results import assemble
 from aitune_fp.profiling import time_calls
 from aitune_fp.sweep import parse_sweep
 from aitune_fp.testing import FakeClock, capture_events
@@ -47,23 +46,16 @@ def _compare_median(c: Comparison, on_look: OnLook | None = None) -> Measurement
     eager = time_calls(c.eager, c.batch, 9, timer=c.timer)
     cand = time_calls(c.candidate, c.batch, 9, timer=c.timer)
     ratio = statistics.median(eager) / statistics.median(cand)
-    eager_tp = throughput_from_latencies(eager, c.size)
-    cand_tp = throughput_from_latencies(cand, c.size)
-    result = make_result(
-        c.description,
-        baseline_throughput=eager_tp,
-        throughput=cand_tp,
-        speedup=compute_speedup(cand_tp, eager_tp),
-        batch_size=c.size,
+    decided = Decision(
+        rule=TOY,
+        verdict="faster" if c.gate.passes(ratio) else "not_faster",
         n_baseline=len(eager),
         n_candidate=len(cand),
+        batch_size=c.size,
         required_speedup=c.gate.required_speedup,
-        decision=None,
-        passed_point=c.gate.passes(ratio),
         reason=f"median ratio {ratio:.3f}x over 9 calls each",
-        rule=TOY,
-        mismatch=c.mismatch,
     )
+    result = assemble(c.description, eager, cand, c.size, decided, RunContext(), c.mismatch)
     return Measurement(result=result, decision=None, wall_s=0.0)
 
 
@@ -115,7 +107,7 @@ def test_a_tune_decides_by_it_and_labels_its_results(toy: DecisionRule, tmp_path
     assert result.decision == TOY and result.reason.startswith("median ratio")
     assert result.max_abs_error is not None  # the closeness the session found, kept by the rule
     measured = [e for e in captured if e["event"].endswith("candidate_measured")]
-    assert [e["decision"] for e in measured] == [TOY]
+    assert [e["result"]["decided"]["rule"] for e in measured] == [TOY]
     assert strategy.last_report.decision == TOY
 
 

@@ -35,9 +35,10 @@ from aitune_fp.core.telemetry import (
     throttled,
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.ingest import event_schema, result_from_event
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.measure import measure_speedup, telemetry
 from aitune_fp.testing import FakeClock
+from tests.factories import result_of
 
 ME = os.getpid()
 OTHER = ME + 1 if ME + 1 != 0 else ME + 2
@@ -358,10 +359,13 @@ class TestShell:
         r = measured(CudaClock())
         record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=0.1))
         jsonschema.validate(record, event_schema())
-        assert record["device_isolation"] == "shared" and "device_shared" in record["flags"]
-        assert result_from_event(record) == r
+        assert record["result"]["device"]["device_isolation"] == "shared"
+        assert "device_shared" in record["result"]["decided"]["flags"]
+        assert result_of(record) == r
+        device = {**record["result"]["device"], "device_isolation": "solo"}
+        bad = {**record, "result": {**record["result"], "device": device}}
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate({**record, "device_isolation": "solo"}, event_schema())
+            jsonschema.validate(bad, event_schema())
 
 
 def _legacy(nvml: FakeNvml) -> types.ModuleType:

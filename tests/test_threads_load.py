@@ -21,11 +21,11 @@ from aitune_fp.cli.rendering import print_parts, render_run
 from aitune_fp.cli.tune import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
-from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuEnvironment, cpu_environment, is_oversubscribed, set_threads
 from aitune_fp.testing import FakeClock
+from tests.factories import flat_result
 from tests.validation_helpers import tune_args
 
 CONFIG = ProfilingConfig(looks=(10, 20), warmup_max_calls=6, point_warmup_calls=2, point_steps=6)
@@ -195,9 +195,9 @@ class TestMeasurementCarriesIt:
         ).result
         record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=1.0))
         jsonschema.validate(record, event_schema())
-        from aitune_fp.events.ingest import result_from_event
+        from tests.factories import result_of
 
-        assert result_from_event(record) == r
+        assert result_of(record) == r
 
 
 class TestStartedEvent:
@@ -248,7 +248,7 @@ class TestStartedEvent:
 
 class TestTableHeader:
     def _report(self, **fields: Any) -> TuneReport:
-        result = PerformanceValidationResult("C()", 2.0, 1.0, 2.0, True, **fields)
+        result = flat_result("C()", 2.0, 1.0, 2.0, True, **fields)
         return TuneReport(run_id="r", module_name="m", results=(result,), decision="statistical")
 
     def _text(self, report: TuneReport) -> str:

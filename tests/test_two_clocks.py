@@ -16,11 +16,12 @@ from aitune_fp.cli import main
 from aitune_fp.cli.tune import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.events.ingest import event_schema, result_from_event
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuTimer, has_device_clock, is_host_bound
 from aitune_fp.sweep.spec import parse_sweep
 from aitune_fp.testing import FakeClock
+from tests.factories import result_of
 from tests.validation_helpers import tune_args
 
 LOOKS = ProfilingConfig(looks=(10, 20))
@@ -136,11 +137,14 @@ class TestEvents:
         r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED)
         record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=0.1))
         jsonschema.validate(record, event_schema())
-        assert record["device_estimate"] == pytest.approx(0.5 / 0.6)
-        assert record["clock"] == "host"
-        assert result_from_event(record) == r
+        assert record["result"]["device"]["device_estimate"] == pytest.approx(0.5 / 0.6)
+        assert record["result"]["environment"]["clock"] == "host"
+        assert result_of(record) == r
         with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate({**record, "clock": "wall"}, event_schema())
+            jsonschema.validate(
+                {**record, "result": {**record["result"], "environment": {"clock": "wall"}}},
+                event_schema(),
+            )
 
 
 class TestOptions:

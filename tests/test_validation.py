@@ -27,6 +27,7 @@ from aitune_fp import (
 from aitune_fp.adapters.validation import is_validating
 from aitune_fp.pipeline import TuneSession, TuneTarget
 from aitune_fp.testing import capture_events
+from tests.factories import flat_result
 from tests.validation_helpers import (
     CLOCK,
     FAST_CONFIG,
@@ -598,12 +599,8 @@ class TestCandidatesNeverTakeTheTuneDown:
         """Gated candidates rank by speedup over eager timed alongside them, not raw throughput."""
         from aitune_fp.pipeline.strategies import CandidateOutcome
 
-        fast_window = PerformanceValidationResult(
-            "A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster"
-        )
-        slow_window = PerformanceValidationResult(
-            "B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster"
-        )
+        fast_window = flat_result("A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster")
+        slow_window = flat_result("B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster")
         module, spec, data = make_case()
         session = TuneSession.plain(TuneTarget.of(module, "m", spec, data, "cpu", "."))
         a = session.rank(CandidateOutcome("A()", object(), result=fast_window))

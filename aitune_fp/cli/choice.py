@@ -36,7 +36,7 @@ def choice_lines(run: TuneReport) -> list[str]:
         lines.append(f"  {escape_control(f.name)} failed: {escape_control(f.error)}")
     if state.outcome != "one_left":  # a tie-break or a budget: the reason says how it was made
         lines.append(f"  {escape_control(state.reason)}")
-    if state.chosen is None or state.gap_bound is None:
+    if state.chosen is None:
         return lines
     level = f"{state.confidence * 100:g} %"
     chosen = escape_control(state.chosen)

@@ -1,6 +1,7 @@
 """``tune``'s stderr: a rich progress display and the JSON-lines log, both event sinks.
 
-The display folds the events into the tune's report (``core.fold``) and shows each candidate's phase.
+The display reads each event's typed payload (a measured result, a failure record); on a
+terminal one progress task per candidate shows its phase and time, otherwise one line per phase.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from rich.progress import (
 from aitune_fp import events
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.rendering import measured_line
-from aitune_fp.core.fold import VALIDATION_PREFIX, empty_report, fold
-from aitune_fp.core.report import CandidateFailure, TuneReport
+from aitune_fp.core.report import CandidateFailure
 
 __all__ = ["JsonLines", "TuneProgress", "configure_logging"]
 
@@ -55,8 +55,6 @@ class TuneProgress:
         self.live = console.is_terminal and not quiet
         self.candidates = list(candidates)
         self.baseline_at: str | None = None
-        #: Each run's report so far, the fold of the events seen (by run id).
-        self.reports: dict[str, TuneReport] = {}
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -112,24 +110,10 @@ class TuneProgress:
         if self.live and description in self._tasks:
             self.progress.update(self._tasks[description], completed=len(_PHASES), phase="done")
 
-    def _fold(self, event: events.Event) -> TuneReport | None:
-        """The event's run report with ``event`` folded in; None for a malformed event."""
-        run_id = str(event.fields.get("run_id", ""))
-        report = self.reports.get(run_id)
-        if report is None:
-            report = empty_report(run_id, str(event.fields.get("module_name", "")))
-        try:
-            report = fold(report, event.name, event.fields)
-        except (KeyError, TypeError, ValueError):
-            return None
-        self.reports[run_id] = report
-        return report
-
     def show(self, event: events.Event) -> None:
-        """Render one event: progress from its typed payload, results from the folded report."""
+        """Render one event from its typed payload."""
         if not event.name.startswith("aitune_fp."):
             return
-        report = self._fold(event) if event.name.startswith(VALIDATION_PREFIX) else None
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
         if event.name == events.STARTED and not (self.threads_given or self.quiet):
@@ -157,14 +141,14 @@ class TuneProgress:
         if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
         summary = escape_control(payload.summary if payload is not None else event.name)
-        if event.name == events.CANDIDATE_MEASURED:
-            self._done(description)
+        if isinstance(payload, events.CandidateMeasured):
+            self._done(payload.result.backend_description)
             if not self.quiet:
-                self.console.print(measured_line(report.results[-1]) if report else summary)
+                self.console.print(measured_line(payload.result))
             return
-        if event.name == events.CANDIDATE_FAILED:
+        if isinstance(payload, events.CandidateFailed):
             self._done(description)
-            text = _failed(report.failures[-1]) if report else summary
+            text = _failed(payload.failure)
         else:
             text = summary
         if event.level in ("warning", "error") or not self.quiet:

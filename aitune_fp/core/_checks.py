@@ -186,7 +186,7 @@ def not_nan() -> Validator:
         if math.isnan(_check_real(attribute.name, value)):
             raise InvalidValueError(f"{attribute.name} must not be NaN, got {value!r}")
 
-    return validate
+    return _saying(validate, type=["number", "null"], description="null: unbounded (infinite)")
 
 
 def open_interval(low: float, high: float) -> Validator:

@@ -188,7 +188,7 @@ def headline_speedup(result: PerformanceValidationResult) -> float | None:
     made "1.37x ... not_faster" possible; every reader of a result goes through this function.
     """
     if result.sequential:
-        return result.estimate
+        return result.decided.estimate
     return result.speedup
 
 

@@ -16,6 +16,7 @@ import attrs
 
 from aitune_fp.core._checks import as_tuple, finite, integer, of_type, tuple_of
 from aitune_fp.core.accuracy import Criterion, worst_per_criterion
+from aitune_fp.core.results import Accuracy
 from aitune_fp.errors import InvalidTypeError
 
 __all__ = ["Mismatch"]
@@ -99,15 +100,15 @@ class Mismatch:
         """Each criterion against its budget, ``; ``-separated (empty when none decided)."""
         return "; ".join(c.describe() for c in self.criteria)
 
-    def result_fields(self) -> dict[str, Any]:
-        """The figures a measured candidate's result records (``PerformanceValidationResult``)."""
-        return {
-            "max_abs_error": self.max_abs_error,
-            "max_rel_error": self.max_rel_error,
-            "budget_used": self.budget_used,
-            "atol": self.atol,
-            "rtol": self.rtol,
-        }
+    def accuracy(self) -> Accuracy:
+        """The part of a measured candidate's result this mismatch gives (its worst figures)."""
+        return Accuracy(
+            max_abs_error=self.max_abs_error,
+            max_rel_error=self.max_rel_error,
+            budget_used=self.budget_used,
+            atol=self.atol,
+            rtol=self.rtol,
+        )
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, Any]) -> Mismatch:

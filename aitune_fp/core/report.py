@@ -1,26 +1,18 @@
-"""What one tune call leaves behind: its failures and its frozen report (no tensors, no modules).
-
-A :class:`TuneReport` is made by the validating wrapper at the end of a tune and rebuilt by
-``aitune_fp.events.ingest`` from the events of a run, so the two agree by construction. The result of a
-measured candidate is built here too, by one pure function (:func:`make_result`), from the
-decision that settled it.
-"""
+"""What one tune call leaves behind: its failures and its frozen report (no tensors, no modules)."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import attrs
 
 from aitune_fp.core._checks import of_type, one_of
-from aitune_fp.core.choice import LatencyCheck, selection_to_dict
+from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
+from aitune_fp.core.results import PerformanceValidationResult, unstructure
 from aitune_fp.core.selection import SelectionState
-from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import error_name
 
 __all__ = [
@@ -30,7 +22,6 @@ __all__ = [
     "Outcome",
     "Stage",
     "TuneReport",
-    "make_result",
 ]
 
 #: Where a candidate (or the strategy itself) failed. ``unavailable``: the backend cannot run on
@@ -59,11 +50,7 @@ _opt_str = attrs.validators.optional(of_type(str))
 
 @attrs.frozen(kw_only=True)
 class CandidateFailure:
-    """A candidate (or the strategy) that failed: where, why, and the saved traceback's path.
-
-    The one failure record: the wrapper records it, ``candidate_failed`` events carry its
-    fields, and ingest rebuilds it from them.
-    """
+    """A candidate (or the strategy) that failed: where, why, and the saved traceback's path."""
 
     backend_description: str = attrs.field(validator=of_type(str))
     stage: Stage = attrs.field(validator=one_of(STAGES))
@@ -75,10 +62,7 @@ class CandidateFailure:
     def from_exception(
         cls, description: str, stage: Stage, exc: BaseException, traceback_path: str | None
     ) -> CandidateFailure:
-        """The failure record of ``exc`` (its type and its message on one line).
-
-        An error that stands for another (raised in a worker process) names it: ``error_type``.
-        """
+        """The failure record of ``exc``: its (stood-for) type and its message on one line."""
         return cls(
             backend_description=description,
             stage=stage,
@@ -87,10 +71,6 @@ class CandidateFailure:
             traceback_path=traceback_path,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return attrs.asdict(self)
-
 
 def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
     return tuple(value)
@@ -98,14 +78,7 @@ def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
 
 @attrs.frozen(kw_only=True)
 class TuneReport:
-    """Everything one tune call (one ``run_id``) decided and measured, as plain values.
-
-    ``results``: one per measured candidate, in order; ``failures``: candidates (and the
-    strategy) that failed; ``rejected``: descriptions of measured candidates that did not pass.
-    ``selected_backend`` is the description of what the tune returned (None on error).
-    ``selection``: the head-to-head among passing candidates, when one ran; ``latency_checks``:
-    candidates held against a latency budget.
-    """
+    """Everything one tune call decided and measured, as plain values (the fold of its events)."""
 
     run_id: str = attrs.field(validator=of_type(str))
     module_name: str = attrs.field(validator=of_type(str))
@@ -161,9 +134,9 @@ class TuneReport:
         data["accuracy"] = [
             {"backend_description": name, **mismatch.to_dict()} for name, mismatch in self.accuracy
         ]
-        data["results"] = [r.to_dict() for r in self.results]
-        data["failures"] = [f.to_dict() for f in self.failures]
-        data["selection"] = None if self.selection is None else selection_to_dict(self.selection)
+        data["results"] = unstructure(self.results)
+        data["failures"] = unstructure(self.failures)
+        data["selection"] = unstructure(self.selection)
         data["latency_checks"] = [c.to_dict() for c in self.latency_checks]
         data["rejected"] = list(self.rejected)
         data["complete"] = self.complete
@@ -178,82 +151,3 @@ class TuneReport:
     def candidate_failures(self) -> tuple[CandidateFailure, ...]:
         """Failures of candidates only (the strategy's own failure left out)."""
         return tuple(f for f in self.failures if f.stage != "strategy")
-
-
-def make_result(
-    description: str,
-    *,
-    baseline_throughput: float,
-    throughput: float,
-    speedup: float,
-    batch_size: int,
-    n_baseline: int,
-    n_candidate: int,
-    required_speedup: float,
-    decision: SpeedupDecision | None,
-    passed_point: bool | None = None,
-    reason: str,
-    flags: Sequence[str] = (),
-    rule: str | None = None,
-    note: str | None = None,
-    mismatch: Mismatch | None = None,
-    context: Mapping[str, Any] | None = None,
-) -> PerformanceValidationResult:
-    """The one result record of a measured candidate, built once and complete: nothing evolves it.
-
-    ``decision``: the statistical decision (its verdict, estimate and bounds are taken as they
-    are; an interval unbounded for lack of pairs is recorded as no bound, ``ci_high=None``).
-    Without one, ``passed_point`` is the outcome of AITune's point rule; with neither, the
-    statistical mode could not decide at all (budget spent before the first look): the record
-    is ``inconclusive`` with no interval. ``rule``: the deciding rule's name (by default
-    ``"point"`` with ``passed_point``, else ``"statistical"``); ``note`` is appended to the
-    reason in brackets; ``mismatch``: how close the candidate came to eager (correctness check
-    and spot checks); ``context``: any further result fields by name (where it ran, the clock).
-    """
-    label = rule or ("point" if decision is None and passed_point is not None else "statistical")
-    if note is not None:
-        reason = f"{reason} ({note})" if reason else note
-    extra: dict[str, Any] = {
-        **({} if mismatch is None else mismatch.result_fields()),
-        **(context or {}),
-    }
-    common: dict[str, Any] = {
-        "n_baseline": n_baseline,
-        "n_candidate": n_candidate,
-        "batch_size": batch_size,
-        "required_speedup": required_speedup,
-        "decision": label,
-        "reason": reason,
-        "flags": tuple(flags),
-        **extra,
-    }
-    if decision is None:
-        verdict: ResultVerdict = (
-            "inconclusive" if passed_point is None else "faster" if passed_point else "not_faster"
-        )
-        return PerformanceValidationResult(
-            description,
-            throughput,
-            baseline_throughput,
-            speedup,
-            bool(passed_point),
-            verdict=verdict,
-            **common,
-        )
-    return PerformanceValidationResult(
-        description,
-        throughput,
-        baseline_throughput,
-        speedup,
-        decision.verdict == "faster",
-        estimate=decision.speedup,
-        ci_low=decision.ci_low,
-        ci_high=decision.ci_high if math.isfinite(decision.ci_high) else None,
-        confidence=decision.confidence,
-        guarantee=decision.overall,
-        futility_margin_percent=decision.futility_margin * 100.0,
-        method=decision.method,
-        autocorrelation=decision.autocorrelation,
-        verdict=decision.verdict,
-        **common,
-    )

@@ -1,8 +1,4 @@
-"""The values of a head-to-head selection: the rule, the contenders, pair bounds and the state.
-
-Frozen attrs values with validators; the algorithm that moves a state from look to look is
-:mod:`aitune_fp.core.selection`, which re-exports every name here. Pure.
-"""
+"""The values of a head-to-head selection (the algorithm is :mod:`aitune_fp.core.selection`)."""
 
 from __future__ import annotations
 
@@ -155,11 +151,9 @@ class Failure:
 
 @attrs.frozen(kw_only=True)
 class SelectionState:
-    """Where a head-to-head stands: who is still in, who lost to whom, and the choice once made.
+    """Where a head-to-head stands: who is in, who lost to whom, and the choice.
 
-    ``pairs``: the latest look's bounds among ``remaining``. ``gap_bound``: with probability
-    ``confidence``, the fastest is at most this many times faster than ``chosen`` (1.0: it is
-    the fastest; ``inf``: nothing is known).
+    ``gap_bound``: the fastest is at most this many times faster than ``chosen`` (inf: unknown).
     """
 
     contenders: tuple[Contender, ...] = attrs.field(validator=tuple_of(of_type(Contender)))
@@ -175,7 +169,7 @@ class SelectionState:
     chosen: str | None = attrs.field(default=None)
     outcome: Outcome = attrs.field(default="open", validator=one_of(OUTCOMES))
     reason: str = attrs.field(default="", validator=of_type(str))
-    gap_bound: float | None = attrs.field(default=None)
+    gap_bound: float = attrs.field(default=math.inf, validator=not_nan())
     confidence: float = attrs.field(default=0.95, validator=open_interval(0.5, 1.0))
 
     @property

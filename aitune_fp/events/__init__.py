@@ -9,7 +9,7 @@ One concept per module, every public name (and each event-name constant) re-expo
 - :mod:`~aitune_fp.events.names`: the name prefixes, levels, schema version, :class:`Event`;
 - :mod:`~aitune_fp.events.kinds`: :class:`Payload`, the registering decorator :func:`event`,
   the registry (``EVENT_NAMES`` is its names);
-- :mod:`~aitune_fp.events.sending`: :func:`emit`, :func:`sinks`, :func:`collecting`,
+- :mod:`~aitune_fp.events.sending`: :func:`emit`, :func:`sinks`,
   :func:`to_record`;
 - :mod:`~aitune_fp.events.validation`: a tune's own events (``started`` ... ``finished``);
 - :mod:`~aitune_fp.events.baseline`: eager's events (``baseline_measured``, ``baseline_failed``);
@@ -26,7 +26,7 @@ from typing import Final
 from aitune_fp.events import baseline, candidates, sweep, validation
 from aitune_fp.events.baseline import *
 from aitune_fp.events.candidates import *
-from aitune_fp.events.kinds import Payload, event, event_names, registered
+from aitune_fp.events.kinds import Payload, event, event_names, fold, registered
 from aitune_fp.events.names import (
     LOGGER_NAME,
     SCHEMA_VERSION,
@@ -40,7 +40,6 @@ from aitune_fp.events.names import Level as Level
 from aitune_fp.events.names import Phase as Phase
 from aitune_fp.events.sending import (
     EventSink,
-    collecting,
     emit,
     info_enabled,
     open_log,
@@ -69,10 +68,10 @@ __all__ = [
     "Event",
     "EventSink",
     "Payload",
-    "collecting",
     "cpu_environment",
     "emit",
     "event",
+    "fold",
     "info_enabled",
     "new_run_id",
     "open_log",

@@ -1,8 +1,4 @@
-"""Eager's events: the baseline was measured (with its noise floor, if asked), or it failed.
-
-Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
-which returns the :class:`~aitune_fp.events.names.Event` (pure); the session emits them.
-"""
+"""Eager's events: the baseline was measured (with its noise floor, if asked), or it failed."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ from typing import Annotated, Any, Final, TypedDict
 import attrs
 
 from aitune_fp.core.messages import fmt_baseline_line
+from aitune_fp.core.report import TuneReport
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
@@ -58,6 +55,24 @@ class BaselineMeasured(Payload):
     #: What the per-candidate budget buys at eager's call time (statistical rule; issue 35).
     budget_plan: str | Absent = ABSENT
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with eager's figures."""
+        return attrs.evolve(
+            report,
+            baseline_backend=self.backend_description,
+            baseline_throughput=self.throughput_samples_per_s,
+            baseline_at=stamp,
+            batch_size=self.batch_size,
+            decision=self.decision,
+            noise_floor_rel_l2=None
+            if self.noise_floor_rel_l2 is ABSENT
+            else self.noise_floor_rel_l2,
+            degenerate_outputs=None
+            if self.degenerate_outputs is ABSENT
+            else self.degenerate_outputs,
+            budget_plan=None if self.budget_plan is ABSENT else self.budget_plan,
+        )
+
 
 BASELINE_MEASURED: Final = BaselineMeasured.event_name
 _NOISE_KEYS: Final = frozenset({"noise_floor_rel_l2", "noise_floor", "noise_floor_note"})
@@ -78,17 +93,9 @@ def baseline_measured(
     budget_plan: str | None = None,
     **noise_floor: object,
 ) -> Event:
-    """The eager baseline was built and (in point mode) measured.
+    """The eager baseline was built and (in point mode) measured, with its noise floor if asked.
 
-    ``eager_isolation``: whether eager is timed in a worker process no candidate ever ran in
-    (``process``), on a private copy of the model that no candidate can reach
-    (``private_copy``) or, for a model too large to copy, on the user's (``shared``).
-    ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
-    (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
-    measured (``noise_floor_note``). ``degenerate_outputs``: why eager's outputs cannot tell
-    candidates apart (:func:`~aitune_fp.correctness.degenerate_outputs`), when they cannot.
-    ``budget_plan``: what the per-candidate budget buys at eager's call time
-    (:func:`~aitune_fp.core.budget.plan_budget`; statistical rule).
+    ``eager_isolation``, ``degenerate_outputs`` and ``budget_plan``: as in ``docs/events.md``.
     """
     unknown = set(noise_floor) - _NOISE_KEYS
     if unknown:
@@ -119,6 +126,10 @@ class BaselineFailed(Payload):
     error_type: str
     reason: str
     traceback_path: str | None
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report of a tune whose baseline failed."""
+        return attrs.evolve(report, baseline_error=f"{self.error_type}: {self.reason}")
 
 
 BASELINE_FAILED: Final = BaselineFailed.event_name

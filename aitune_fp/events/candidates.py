@@ -1,9 +1,4 @@
-"""A candidate's events: checked, measured, rejected or failed, and the choice among candidates.
-
-Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
-which returns the :class:`~aitune_fp.events.names.Event` (pure); the session and the
-head-to-head selection emit them.
-"""
+"""A candidate's events (checked, measured, rejected, failed) and the choice among candidates."""
 
 from __future__ import annotations
 
@@ -13,14 +8,13 @@ from typing import Annotated, Any, Final, TypedDict, cast
 import attrs
 
 from aitune_fp.core.accuracy import CriterionName
-from aitune_fp.core.choice import LatencyCheck, selection_to_dict
+from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import fmt_candidate_line, fmt_headline
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.report import CandidateFailure, Stage
-from aitune_fp.core.results import EVENT_KEYS, PerformanceValidationResult, ResultVerdict
+from aitune_fp.core.report import CandidateFailure, Stage, TuneReport
+from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState
-from aitune_fp.core.selection_values import Outcome as SelectionOutcome
-from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, copied_fields, event
+from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Event
 
@@ -31,19 +25,14 @@ __all__ = [
     "CORRECTNESS_CHECKED",
     "HEADTOHEAD_LOOK",
     "LATENCY_CHECKED",
-    "RESULT_KEYS",
     "SELECTION_DECIDED",
     "CandidateFailed",
     "CandidateMeasured",
     "CandidateRejected",
-    "ContenderFields",
     "CorrectnessChecked",
     "CriterionFields",
-    "EliminationFields",
-    "FailureFields",
     "HeadtoheadLook",
     "LatencyChecked",
-    "PairFields",
     "SelectionDecided",
     "candidate_failed",
     "candidate_measured",
@@ -89,6 +78,11 @@ class CorrectnessChecked(Payload):
     criteria: list[CriterionFields] = attrs.field(factory=list)
     notes: list[str] = attrs.field(factory=list)
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with how close this candidate came to eager."""
+        found = (self.backend_description, Mismatch.from_fields(attrs.asdict(self)))
+        return attrs.evolve(report, accuracy=(*report.accuracy, found))
+
 
 CORRECTNESS_CHECKED: Final = CorrectnessChecked.event_name
 
@@ -125,31 +119,19 @@ def correctness_checked(
     ).to_event()
 
 
-#: How a result's fields are named in ``candidate_measured`` (the unit goes into the key).
-RESULT_KEYS: Final = EVENT_KEYS
-_RESULT: Final = list(copied_fields(PerformanceValidationResult, RESULT_KEYS).items())
-#: AITune's description and throughputs lead, then the tune's duration, then every other figure.
-_LEAD: Final = 3
+@event(_V + "candidate_measured", "info")
+@attrs.frozen(kw_only=True)
+class CandidateMeasured(Payload):
+    """A candidate was timed against eager: its result record, as measured, and the time taken."""
 
-#: ``candidate_measured``: a candidate was timed against eager. Its keys are every field of
-#: :class:`~aitune_fp.core.results.PerformanceValidationResult` (``RESULT_KEYS`` renamed; a
-#: field added there is a key here) and ``duration_s``.
-CandidateMeasured: Final[type[Payload]] = event(_V + "candidate_measured", "info")(
-    attrs.make_class(
-        "CandidateMeasured",
-        {
-            **dict(_RESULT[:_LEAD]),
-            "duration_s": attrs.field(type=float, metadata=_MIN0),
-            **dict(_RESULT[_LEAD:]),
-        },
-        bases=(Payload,),
-        slots=True,  # as ``attrs.frozen`` makes every other payload class (and pickles)
-        frozen=True,
-        kw_only=True,
-        collect_by_mro=True,
-    )
-)
-CandidateMeasured.__doc__ = "A candidate was timed against eager: every figure of its result."
+    result: PerformanceValidationResult
+    duration_s: float = attrs.field(metadata=_MIN0)
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with this result (the very record measured) appended."""
+        return attrs.evolve(report, results=(*report.results, self.result))
+
+
 CANDIDATE_MEASURED: Final = CandidateMeasured.event_name
 
 
@@ -170,15 +152,12 @@ def candidate_measured(
             result.speedup,
             result.passed,
         )
-    figures = {RESULT_KEYS.get(k, k): v for k, v in result.to_dict().items()}
-    return CandidateMeasured.from_fields(
-        {
-            "run_id": run_id,
-            "module_name": module_name,
-            **figures,
-            "duration_s": duration_s,
-            "summary": summary,
-        }
+    return CandidateMeasured(
+        run_id=run_id,
+        module_name=module_name,
+        result=result,
+        duration_s=duration_s,
+        summary=summary,
     ).to_event()
 
 
@@ -194,6 +173,10 @@ class CandidateRejected(Payload):
     ci_high: float | None = attrs.field(metadata=_MIN0)
     required_speedup: float | None = attrs.field(metadata=_MIN0)
     reason: str | None
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with this candidate among the rejected."""
+        return attrs.evolve(report, rejected=(*report.rejected, self.backend_description))
 
 
 CANDIDATE_REJECTED: Final = CandidateRejected.event_name
@@ -225,6 +208,21 @@ class CandidateFailed(Payload):
     error_type: str
     reason: str
     traceback_path: str | None
+
+    @property
+    def failure(self) -> CandidateFailure:
+        """The failure record this event carries."""
+        return CandidateFailure(
+            backend_description=self.backend_description,
+            stage=self.stage,
+            error_type=self.error_type,
+            reason=self.reason,
+            traceback_path=self.traceback_path,
+        )
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with this failure appended."""
+        return attrs.evolve(report, failures=(*report.failures, self.failure))
 
 
 CANDIDATE_FAILED: Final = CandidateFailed.event_name
@@ -258,7 +256,7 @@ def candidate_failed(
 
 def failed(run_id: str, module_name: str, failure: CandidateFailure) -> Event:
     """``candidate_failed`` for a recorded failure (the record's fields are the event's keys)."""
-    return candidate_failed(run_id, module_name, **failure.to_dict())
+    return candidate_failed(run_id, module_name, **attrs.asdict(failure))
 
 
 @event(_V + "headtohead_look", "debug")
@@ -294,72 +292,17 @@ def headtohead_look(run_id: str, module_name: str, state: SelectionState) -> Eve
     ).to_event()
 
 
-class _ContenderKeys(TypedDict):
-    name: _NAME
-    order: _COUNT
-
-
-class ContenderFields(_ContenderKeys, total=False):
-    """A contender of a head-to-head: its name, order, and build time (optional)."""
-
-    build_s: Annotated[float | None, Keywords(_MIN0)]
-
-
-class EliminationFields(TypedDict):
-    """A contender that lost: to whom, the ratio and its interval, after how many rounds."""
-
-    name: _NAME
-    lost_to: _NAME
-    ratio: Annotated[float, Keywords(exclusiveMinimum=0)]
-    low: Annotated[float, Keywords(minimum=1)]
-    high: float | None
-    at_rounds: Annotated[int, Keywords(minimum=2)]
-
-
-class FailureFields(TypedDict):
-    """A contender that failed while being timed."""
-
-    name: _NAME
-    error: str
-    at_rounds: _COUNT
-
-
-class _PairKeys(TypedDict):
-    first: _NAME
-    second: _NAME
-    ratio: Annotated[float, Keywords(exclusiveMinimum=0)]
-    low: Annotated[float, Keywords(_MIN0)]
-    high: float | None
-    level: Annotated[float, Keywords(_SHARE)]
-    rounds: Annotated[int, Keywords(minimum=2)]
-
-
-class PairFields(_PairKeys, total=False):
-    """The ratio of two contenders and its interval at a level (and its inflation, optional)."""
-
-    inflation: Annotated[float, Keywords(minimum=1)]
-
-
 @event(_V + "selection_decided", "info")
 @attrs.frozen(kw_only=True)
 class SelectionDecided(Payload):
     """The head-to-head's choice among passing candidates, with every elimination and why."""
 
     delta: float = attrs.field(metadata=_SHARE)
-    contenders: list[ContenderFields]
-    remaining: list[str]
-    eliminated: list[EliminationFields]
-    failed: list[FailureFields]
-    pairs: list[PairFields]
-    rounds: int = attrs.field(metadata=_MIN0)
-    look: int = attrs.field(metadata=_MIN0)
-    settled: bool
-    chosen: str | None
-    outcome: SelectionOutcome
-    reason: str
-    gap_bound: float | None = attrs.field(metadata={"minimum": 1})
-    gap_unbounded: bool = False
-    confidence: float = attrs.field(metadata=_CONFIDENCE)
+    selection: SelectionState
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with this selection."""
+        return attrs.evolve(report, selection=self.selection)
 
 
 SELECTION_DECIDED: Final = SelectionDecided.event_name
@@ -373,7 +316,7 @@ def selection_decided(
         run_id=run_id,
         module_name=module_name,
         delta=delta,
-        **selection_to_dict(state),
+        selection=state,
         summary=f"🥇 {state.reason}",
     ).to_event()
 
@@ -394,6 +337,11 @@ class LatencyChecked(Payload):
     budget_s: float = attrs.field(metadata={"exclusiveMinimum": 0})
     within: bool
     reason: str
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with this latency check."""
+        check = LatencyCheck.from_dict(attrs.asdict(self))
+        return attrs.evolve(report, latency_checks=(*report.latency_checks, check))
 
 
 LATENCY_CHECKED: Final = LatencyChecked.event_name

@@ -1,33 +1,34 @@
-"""The kinds of event: one frozen payload class per event, registered with its name and level.
-
-An event is a :class:`Payload` subclass decorated with :func:`event`: its attrs fields are the
-event's keys (a field without a default is a required key; ``metadata`` holds extra JSON Schema
-keywords), and :meth:`Payload.to_event` turns a value into the :class:`Event` that is emitted.
-The registry lists every kind; ``EVENT_NAMES`` and the JSON Schema are derived from it.
-"""
+"""Event kinds: one frozen payload class per event, registered with its name and level."""
 
 from __future__ import annotations
 
 import enum
+import functools
+import math
+import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Final, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias, TypeVar, Union, cast
 
 import attrs
 
-from aitune_fp.core._checks import schema_keywords
+from aitune_fp.core.results import unstructure
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Event, Level, clean
+from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Event, Level
+
+if TYPE_CHECKING:
+    from aitune_fp.core.report import TuneReport
 
 __all__ = [
     "ABSENT",
     "Absent",
     "Keywords",
     "Payload",
-    "copied_fields",
     "event",
     "event_names",
+    "fold",
     "registered",
+    "structure",
     "unregister",
 ]
 
@@ -49,14 +50,11 @@ Absent: TypeAlias = Literal[_Absent.ABSENT]
 
 
 class Keywords(dict[str, Any]):
-    """Extra JSON Schema keywords of a key of a row (``Annotated[int, Keywords(minimum=0)]``).
-
-    A payload class's own fields carry theirs in ``attrs.field(metadata={...})``; the rows of a
-    list (``TypedDict`` classes) carry them this way.
-    """
+    """Extra JSON Schema keywords of a key of a row (``Annotated[int, Keywords(minimum=0)]``)."""
 
 
 _P = TypeVar("_P", bound="Payload")
+_T = TypeVar("_T")
 
 #: Event name -> its payload class, in registration order (see :func:`event`).
 _REGISTRY: dict[str, type[Payload]] = {}
@@ -64,11 +62,7 @@ _REGISTRY: dict[str, type[Payload]] = {}
 
 @attrs.frozen(kw_only=True)
 class Payload:
-    """The keys every event carries; a subclass adds that event's keys as its fields.
-
-    ``schema_version`` is stamped by :meth:`to_fields`; ``run_id`` is the tune's id (the sweep's
-    for a sweep's events), ``module_name`` the tuned name, ``summary`` the human line.
-    """
+    """The keys every event carries (its run, module and summary line); a subclass adds its own."""
 
     #: The dotted event name and its usual level, set by :func:`event`.
     event_name: ClassVar[str]
@@ -85,17 +79,13 @@ class Payload:
         return tuple(a.name for a in attrs.fields(cls) if a.name not in common)
 
     def to_fields(self) -> dict[str, Any]:
-        """The flat payload: schema version, run id, module name, own keys, then the summary.
-
-        A key whose value is :data:`ABSENT` is left out; a non-finite float becomes None and a
-        tuple a list (JSON's array).
-        """
+        """The JSON payload (the one unstructure): records nest, :data:`ABSENT` keys are left out."""
         own = {key: getattr(self, key) for key in self.payload_keys()}
         return {
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
             "module_name": self.module_name,
-            **{key: _json_ready(value) for key, value in own.items() if value is not ABSENT},
+            **{key: unstructure(value) for key, value in own.items() if value is not ABSENT},
             "summary": self.summary,
         }
 
@@ -106,23 +96,85 @@ class Payload:
 
     @classmethod
     def from_fields(cls: type[_P], fields: Mapping[str, Any]) -> _P:
-        """The value a payload (:meth:`to_fields` or a log line, ``event`` key aside) describes.
+        """The value a JSON payload describes (the one structure); bad keys or types raise."""
+        own = {k: v for k, v in fields.items() if k not in ("schema_version", "event")}
+        return structure(cls, own, cls.event_name)
 
-        Unknown keys and missing required keys raise; absent optional keys take their default.
-        """
-        names = {a.name: a for a in attrs.fields(cls)}
-        unknown = sorted(set(fields) - set(names) - {"schema_version", "event"})
-        if unknown:
-            raise InvalidValueError(f"{cls.event_name} has no key {unknown}")
-        missing = [n for n, a in names.items() if a.default is attrs.NOTHING and n not in fields]
-        if missing:
-            raise InvalidValueError(f"{cls.event_name} is missing the keys {missing}")
-        return cls(**{key: value for key, value in fields.items() if key in names})
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """``report`` with this event in it (``stamp``: its log line's time); progress adds nothing."""
+        return report
 
 
-def _json_ready(value: Any) -> Any:
-    """A value as JSON has it: a tuple as a list, a non-finite float as None."""
-    return list(value) if isinstance(value, tuple) else clean(value)
+def fold(report: TuneReport, payload: Payload, stamp: str | None = None) -> TuneReport:
+    """``report`` with one more event: its payload's change, and counted (the one fold)."""
+    changed = payload.apply(report, stamp)
+    return attrs.evolve(changed, n_events=changed.n_events + 1)
+
+
+def structure(cls: type[_T], data: object, where: str) -> _T:
+    """The attrs value ``data`` (a JSON object) describes; nested records are built the same way."""
+    if not isinstance(data, Mapping):
+        raise InvalidTypeError(f"{where} must be an object, got {data!r}")
+    fields = {a.name: a for a in attrs.fields(cast(Any, cls)) if a.init}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise InvalidValueError(f"{where} has no key {unknown}")
+    missing = [n for n, a in fields.items() if a.default is attrs.NOTHING and n not in data]
+    if missing:
+        raise InvalidValueError(f"{where} is missing the required keys {missing}")
+    hints = _hints(cast(Any, cls))
+    return cls(**{k: _value(hints[k], v, f"{where}.{k}") for k, v in data.items()})
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+_UNIONS: Final = (Union, types.UnionType)
+_SCALARS: Final[dict[Any, type | tuple[type, ...]]] = {str: str, bool: bool, float: (int, float)}
+
+
+def _value(hint: Any, value: Any, where: str) -> Any:
+    """``value`` read as ``hint`` says; JSON has no infinity, so a plain ``float`` null is infinite."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in _UNIONS:
+        if value is None and type(None) in args:
+            return None
+        for member in (a for a in args if a is not type(None)):
+            try:
+                return _value(member, value, where)
+            except (TypeError, ValueError):
+                continue
+        raise InvalidTypeError(f"{where} cannot be {value!r}")
+    if hint is Any:
+        return value
+    if origin is Literal:
+        if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
+            raise InvalidValueError(f"{where} must be one of {list(args)}, got {value!r}")
+        return value
+    if attrs.has(hint):
+        return structure(hint, value, where)
+    if hint is float and value is None:
+        return math.inf
+    if hint is int:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # an integral float is JSON's integer
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint in _SCALARS:
+        if isinstance(value, _SCALARS[hint]) and (hint is bool or not isinstance(value, bool)):
+            return value
+    elif origin in (tuple, list):
+        if isinstance(value, list):
+            items = [_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return tuple(items) if origin is tuple else items
+    elif typing.is_typeddict(hint) or origin in (dict, Mapping) or hint in (dict, Mapping):
+        if isinstance(value, dict):
+            return value
+    else:
+        raise InvalidTypeError(f"{where}: no way to read a {hint!r}")
+    raise InvalidTypeError(f"{where} must be a {getattr(hint, '__name__', hint)}, got {value!r}")
 
 
 def _decorated(cls: type) -> bool:
@@ -131,11 +183,7 @@ def _decorated(cls: type) -> bool:
 
 
 def event(name: str, level: Level) -> Callable[[type[_P]], type[_P]]:
-    """Class decorator: register a :class:`Payload` subclass as the event ``name`` at ``level``.
-
-    The class must be a frozen attrs class whose keys clash with no renderer key; a name is
-    registered once (see :func:`unregister` to take one back).
-    """
+    """Class decorator: register a frozen attrs :class:`Payload` subclass as event ``name``."""
 
     def register(cls: type[_P]) -> type[_P]:
         if not (isinstance(cls, type) and issubclass(cls, Payload) and _decorated(cls)):
@@ -166,24 +214,3 @@ def event_names(prefix: str = "") -> tuple[str, ...]:
 def unregister(name: str) -> None:
     """Take the event ``name`` out of the registry (a test's toy event; unknown names pass)."""
     _REGISTRY.pop(name, None)
-
-
-# --------------------------------------------------------------------------------------------
-# Fields copied from another attrs class (a record whose every field an event carries)
-# --------------------------------------------------------------------------------------------
-
-
-def copied_fields(source: type, renamed: Mapping[str, str]) -> dict[str, Any]:
-    """``source``'s attrs fields as payload fields, in order, keys renamed by ``renamed``.
-
-    Each keeps its type (resolved), its default (a key with one is optional), and as schema
-    keywords the bounds its validator enforces: a field added to ``source`` becomes a key.
-    """
-    hints = typing.get_type_hints(source, include_extras=True)
-    copied: dict[str, Any] = {}
-    for a in attrs.fields(source):
-        metadata = {**schema_keywords(a.validator), **a.metadata}
-        copied[renamed.get(a.name, a.name)] = attrs.field(
-            type=hints[a.name], default=a.default, metadata=metadata
-        )
-    return copied

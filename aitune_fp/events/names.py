@@ -1,12 +1,7 @@
-"""What an event is on the wire: its name prefixes, levels, schema version and :class:`Event`.
-
-The typed payload classes (:mod:`~aitune_fp.events.kinds`) turn into an :class:`Event`; the
-event names and ``EVENT_NAMES`` come from those classes.
-"""
+"""What an event is on the wire: its name prefixes, levels, schema version and :class:`Event`."""
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
@@ -29,8 +24,9 @@ __all__ = [
 
 
 LOGGER_NAME: Final = "aitune_fp"
-#: Bumped when a key is removed or changes meaning; adding keys keeps the version.
-SCHEMA_VERSION: Final = 1
+#: Bumped whenever an event's keys change (a reader refuses keys it does not know). 2: the
+#: measured and selection events carry their records nested (``result``, ``selection``).
+SCHEMA_VERSION: Final = 2
 
 #: The prefixes of a tune's own events and of a sweep's (``aitune-fp sweep``).
 VALIDATION_PREFIX: Final = "aitune_fp.validation."
@@ -47,20 +43,9 @@ RESERVED_KEYS: Final = frozenset(
 )
 
 
-def clean(value: Any) -> Any:
-    """Make a payload value JSON-safe: finite floats only (a non-finite float becomes None)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 @attrs.frozen
 class Event:
-    """One log event: its dotted name, level and flat payload (no reserved keys).
-
-    ``payload``: the typed value it was made from (:class:`~aitune_fp.events.kinds.Payload`;
-    None for an event made by hand); equality and the log line ignore it.
-    """
+    """One log event: its dotted name, level and flat payload, and the typed value it was made from."""
 
     name: str
     level: Level

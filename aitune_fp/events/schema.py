@@ -1,9 +1,4 @@
-"""The events JSON Schema, generated from the registered payload classes (one source of truth).
-
-:func:`build_schema` turns each class's fields (type hints, defaults, ``metadata`` keywords)
-into one ``if``/``then`` block; ``python -m aitune_fp.events.schema`` rewrites the shipped
-``aitune_fp/events.schema.json`` (``--check``: exit 1 when it is stale). Pure but for ``main``.
-"""
+"""The events JSON Schema, generated from the payload classes (``python -m aitune_fp.events.schema``)."""
 
 from __future__ import annotations
 
@@ -18,11 +13,20 @@ from typing import Any, Final, Literal, Union
 
 import attrs
 
+from aitune_fp.core._checks import schema_keywords
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.events.kinds import ABSENT, Keywords, Payload, registered
 from aitune_fp.events.names import SCHEMA_VERSION
 
-__all__ = ["REGENERATE", "SCHEMA_PATH", "build_schema", "main", "property_schema", "schema_text"]
+__all__ = [
+    "ADDED_KEYS",
+    "REGENERATE",
+    "SCHEMA_PATH",
+    "build_schema",
+    "main",
+    "property_schema",
+    "schema_text",
+]
 
 #: The shipped schema file (package data read by ``aitune_fp.events.ingest.event_schema``).
 SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.json"
@@ -30,15 +34,17 @@ SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.jso
 REGENERATE: Final = "python -m aitune_fp.events.schema"
 
 _DESCRIPTION: Final = (
-    f"One event of aitune_fp (schema_version {SCHEMA_VERSION}), as a flat JSON object: the "
-    "dotted event name under 'event', the common keys, and the keys of that event. Renderer "
-    "keys (timestamp, level, log_level, logger) and keys added by later versions are allowed. "
+    f"One event of aitune_fp (schema_version {SCHEMA_VERSION}), as a JSON object: the "
+    "dotted event name under 'event', the common keys, and the keys of that event (a record "
+    "it carries, such as a result, as a nested object). Renderer "
+    "keys (timestamp, level, log_level, logger) and a sweep's (sweep_id, hostname, device_name) "
+    "are allowed. "
     "Units are in the key names (_s: seconds, _samples_per_s: samples per second); speedups are "
     "ratios (throughput / eager throughput). See docs/events.md."
 )
 _LEVELS: Final = ["debug", "info", "warning", "error", "critical"]
 #: Keys a renderer or ``aitune-fp sweep`` adds to every event (none of them a payload key).
-_ADDED: Final[Mapping[str, Any]] = {
+ADDED_KEYS: Final[Mapping[str, Any]] = {
     "timestamp": {"type": "string"},
     "level": {"enum": _LEVELS},
     "log_level": {"enum": _LEVELS},
@@ -113,6 +119,9 @@ def _plain(hint: Any) -> dict[str, Any]:
         return {"enum": list(args)}
     if typing.is_typeddict(hint):
         return _object(hint)
+    if attrs.has(hint):  # a record nested in the payload: an object of its fields
+        required, props = _keys(hint)
+        return {"type": "object", "required": required, "properties": props}
     if origin in _ARRAYS and args:
         return {"type": "array", "items": property_schema(args[0])}
     if origin in _OBJECTS or hint in _OBJECTS:
@@ -123,11 +132,7 @@ def _plain(hint: Any) -> dict[str, Any]:
 
 
 def property_schema(hint: Any, keywords: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON Schema of one key from its type hint and extra ``keywords`` (``minimum``, ...).
-
-    ``X | None`` allows null; an ``enum`` among the keywords (a validator's choices) replaces
-    the type. Unions of several non-null types other than Literals are refused.
-    """
+    """The JSON Schema of one key from its type hint and extra ``keywords`` (``minimum``, ...)."""
     base, extra = _split(hint)
     members, nullable, _ = _members(base)
     literals = [m for m in members if typing.get_origin(m) is Literal]
@@ -151,14 +156,16 @@ def _is_optional(field: attrs.Attribute[Any], hint: Any) -> bool:
     return field.default is not attrs.NOTHING or _members(_split(hint)[0])[2]
 
 
-def _keys(cls: type[Payload]) -> tuple[list[str], dict[str, Any]]:
-    """A payload class's required keys and each key's schema, in field order."""
+def _keys(cls: type) -> tuple[list[str], dict[str, Any]]:
+    """An attrs class's required keys and each key's schema (with its validators' bounds)."""
     hints = typing.get_type_hints(cls, include_extras=True)
     required: list[str] = []
     props: dict[str, Any] = {}
     for field in attrs.fields(cls):
         hint = hints.get(field.name, field.type)
-        props[field.name] = property_schema(hint, field.metadata)
+        props[field.name] = property_schema(
+            hint, {**schema_keywords(field.validator), **field.metadata}
+        )
         if not _is_optional(field, hint):
             required.append(field.name)
     return required, props
@@ -178,11 +185,7 @@ def _block(name: str, cls: type[Payload]) -> dict[str, Any]:
 
 
 def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, Any]:
-    """The whole events JSON Schema (draft 2020-12) of ``kinds`` (every registered event).
-
-    The common keys come from :class:`Payload`, each event's block from its class; blocks are
-    in event-name order, so the text is stable.
-    """
+    """The whole events JSON Schema (draft 2020-12): common keys, then one block per event."""
     kinds = registered() if kinds is None else kinds
     common_required, common = _keys(Payload)
     return {
@@ -196,7 +199,7 @@ def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, 
             "event": {"enum": list(kinds)},
             "schema_version": {"const": SCHEMA_VERSION},
             **common,
-            **_ADDED,
+            **ADDED_KEYS,
         },
         "allOf": [_block(name, cls) for name, cls in kinds.items()],
     }

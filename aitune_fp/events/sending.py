@@ -1,10 +1,4 @@
-"""Where an event goes: this context's sinks, then the aitune_fp structlog logger (or a collector).
-
-:func:`emit` hands an :class:`~aitune_fp.events.names.Event` to every sink registered with
-:func:`sinks` in the current context, as the ``Event`` value, then sends it through
-``structlog.get_logger("aitune_fp")``; :func:`collecting` routes this context's events to a
-callable instead of the logger (a sweep task carries its tune's events back that way).
-"""
+"""Where an event goes: this context's sinks, then (unless a sink replaces it) the structlog logger."""
 
 from __future__ import annotations
 
@@ -24,7 +18,6 @@ from aitune_fp.events.names import LOGGER_NAME, Event
 
 __all__ = [
     "EventSink",
-    "collecting",
     "emit",
     "info_enabled",
     "open_log",
@@ -37,10 +30,8 @@ __all__ = [
 #: A callable that receives each emitted :class:`Event` value (see :func:`sinks`).
 EventSink: TypeAlias = Callable[[Event], None]
 
-#: Where :func:`emit` sends this context's events instead of the logger (see :func:`collecting`).
-_SINK: contextvars.ContextVar[Callable[[dict[str, Any]], None] | None] = contextvars.ContextVar(
-    "aitune_fp_event_sink", default=None
-)
+#: Whether :func:`emit` also logs this context's events (a sink may replace the logger).
+_LOG: contextvars.ContextVar[bool] = contextvars.ContextVar("aitune_fp_event_log", default=True)
 #: The sinks of this context, outermost first (see :func:`sinks`).
 _SINKS: contextvars.ContextVar[tuple[EventSink, ...]] = contextvars.ContextVar(
     "aitune_fp_event_sinks", default=()
@@ -58,11 +49,9 @@ def to_record(event: Event) -> dict[str, Any]:
 
 
 def write_records(handle: IO[str], records: Iterable[Mapping[str, Any]]) -> None:
-    """Write ``records`` one JSON line each (UTF-8), then flush: every log line is made here.
+    """Write ``records`` one JSON line each (non-finite numbers as null), then flush.
 
-    Strict JSON: a non-finite number anywhere in a record is written as null, so a NaN in a
-    payload never ends a log; a value JSON cannot hold is written as its ``str``; the Unicode
-    line breaks JSON leaves raw are escaped.
+    Every log line is made here; line breaks JSON leaves raw are escaped.
     """
     for record in records:
         line = json.dumps(_finite(record), ensure_ascii=False, allow_nan=False, default=str)
@@ -87,33 +76,18 @@ def _finite(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def sinks(*callables: EventSink) -> Iterator[None]:
-    """Within the block, every event emitted in this context is also handed to ``callables``.
+def sinks(*callables: EventSink, log: bool = True) -> Iterator[None]:
+    """Within the block, hand every event of this context to ``callables`` too (nested blocks add up).
 
-    Each sink gets the :class:`Event` value, in emission order, whatever structlog's
-    configuration (the event still goes to the logger as before). Sinks are context-local
-    (``contextvars``): another thread or an unrelated tune does not see them; nested blocks add
-    to the outer sinks. A sink should not raise: what it raises propagates from :func:`emit`.
+    ``log=False``: the sinks replace the logger (a sweep task collects its events this way).
     """
     token = _SINKS.set((*_SINKS.get(), *callables))
+    logging_on = _LOG.set(_LOG.get() and log)
     try:
         yield
     finally:
+        _LOG.reset(logging_on)
         _SINKS.reset(token)
-
-
-@contextlib.contextmanager
-def collecting(sink: Callable[[dict[str, Any]], None]) -> Iterator[None]:
-    """Within the block, this context's events go to ``sink`` as records, not to the logger.
-
-    A sweep task uses it to carry its tune's events back to the driver, which writes one log;
-    no logging configuration is touched, so other threads and contexts log as before.
-    """
-    token = _SINK.set(sink)
-    try:
-        yield
-    finally:
-        _SINK.reset(token)
 
 
 def _logger() -> Any:
@@ -122,7 +96,7 @@ def _logger() -> Any:
 
 def info_enabled(logger: Any = None) -> bool:
     """Whether the aitune_fp logger lets info events through (stdlib or structlog filtering)."""
-    if logger is None and _SINK.get() is not None:
+    if logger is None and not _LOG.get():
         return True
     bound = (logger or _logger()).bind()
     check = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
@@ -132,23 +106,17 @@ def info_enabled(logger: Any = None) -> bool:
 
 
 def emit(event: Event, logger: Any = None) -> None:
-    """Hand ``event`` to this context's sinks, then log it at its level (or to the collector)."""
+    """Hand ``event`` to this context's sinks, then log it at its level (unless sinks replace it)."""
     for deliver in _SINKS.get():
         deliver(event)
-    collector = _SINK.get()
-    if logger is None and collector is not None:
-        collector(to_record(event))
+    if logger is None and not _LOG.get():
         return
     log = logger or _logger()
     getattr(log, event.level)(event.name, **event.fields)
 
 
 def open_log(path: str | os.PathLike[str]) -> IO[str]:
-    """Open a JSON-lines log for appending, on a fresh line: a cut last line stays alone.
-
-    A log whose last line was cut mid-event (a killed writer, a full disk) gets its newline
-    first, so the next record is never glued onto the cut one. Every log writer opens here.
-    """
+    """Open a JSON-lines log for appending, on a fresh line, so a cut last line stays alone."""
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - the caller closes it
     try:
         if handle.tell() > 0:

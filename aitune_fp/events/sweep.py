@@ -1,9 +1,4 @@
-"""A sweep's own events (``aitune-fp sweep``): started, each task, finished.
-
-Each event is its payload class beside its builder. ``run_id`` is the sweep's id and
-``module_name`` the model entry (the sweep's name for ``started`` / ``finished``); ingest builds
-no run of them.
-"""
+"""A sweep's own events (``aitune-fp sweep``): ``run_id`` is the sweep's id; ingest builds no run."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""A tune's own events: it starts, makes progress, ends (eager's are in ``baseline.py``).
-
-Each event is its payload class (its keys, :mod:`~aitune_fp.events.kinds`) beside its builder,
-which makes the summary line and returns the :class:`~aitune_fp.events.names.Event` (pure);
-the session emits it.
-"""
+"""A tune's own events: it starts, makes progress, ends (eager's are in ``baseline.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from aitune_fp.core.messages import (
     fmt_speedup_msg_short,
     fmt_throughput_detail,
 )
-from aitune_fp.core.report import Outcome
+from aitune_fp.core.report import Outcome, TuneReport
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.verdict import HELD_BACK
 from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
@@ -104,6 +99,21 @@ class Started(Payload):
         metadata={"description": "why the tune runs in process (left out in process mode)"},
     )
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with what the tune runs, where, and against which gate."""
+        return attrs.evolve(
+            report,
+            started_at=stamp,
+            strategy=self.strategy,
+            device=self.device,
+            decision=self.decision,
+            min_speedup_threshold_percent=self.min_speedup_threshold_percent,
+            required_speedup=self.required_speedup,
+            batch_size=self.batch_size,
+            isolation=None if self.isolation is ABSENT else self.isolation,
+            isolation_note=None if self.isolation_note is ABSENT else self.isolation_note,
+        )
+
 
 STARTED: Final = Started.event_name
 
@@ -122,14 +132,7 @@ def started(
     isolation: IsolationMode | None = None,
     isolation_note: str | None = None,
 ) -> Event:
-    """A validating tune begins: what is tuned, where, and against which gate.
-
-    ``isolation``: where candidates run until chosen, and ``isolation_note`` why in process.
-
-    ``cpu``: the threads both arms will run with, ``OMP_NUM_THREADS``, the cores available and
-    the 1-minute load average now (fields ``threads``, ``interop_threads``, ``omp_num_threads``,
-    ``cpus``, ``load_avg_1m``; left out when None).
-    """
+    """A validating tune begins: what is tuned, where, against which gate, and on which CPU."""
     return Started(
         run_id=run_id,
         module_name=module_name,
@@ -152,6 +155,10 @@ class Disabled(Payload):
     """Validation is off for this tune: no eager build, no profiling."""
 
     strategy: str
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report of a tune that validated nothing."""
+        return attrs.evolve(report, strategy=self.strategy, disabled=True)
 
 
 DISABLED: Final = Disabled.event_name
@@ -195,6 +202,10 @@ class PhaseEntered(Payload):
 
     backend_description: str
     phase: Phase
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with where the tune is now (where an incomplete run stopped)."""
+        return attrs.evolve(report, last_phase=f"{self.phase} of {self.backend_description}")
 
 
 PHASE: Final = PhaseEntered.event_name
@@ -280,6 +291,17 @@ class Selected(Payload):
     #: artefact (what was timed), or "rebuilt: why"; empty for eager and an in-process tune.
     handed_back: str = ""
 
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report with what the tune returned (and eager's throughput, if not yet known)."""
+        eager = report.baseline_throughput
+        return attrs.evolve(
+            report,
+            selected_backend=self.backend_description,
+            selected_is_baseline=self.is_baseline,
+            selected_summary=self.summary,
+            baseline_throughput=self.baseline_throughput_samples_per_s if eager is None else eager,
+        )
+
 
 SELECTED: Final = Selected.event_name
 
@@ -297,13 +319,7 @@ def selected(
     restored: tuple[str, ...] = (),
     handed_back: str = "",
 ) -> Event:
-    """The tune's outcome line: the ⚡ summary, or the baseline-selected line.
-
-    ``restored``: what the chosen candidate's rebuild changed in the process, put back.
-
-    With info off, the line goes out at warning level (the full ``[aitune_fp] ⚡ ...`` form) so it
-    stays visible at Python's default level; so does the baseline-selected line.
-    """
+    """The tune's outcome line (at warning level with info off, so it stays visible)."""
     level: Level = "info" if info_on else "warning"
     if result is not None and not is_baseline:
         detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)
@@ -344,6 +360,10 @@ class Finished(Payload):
     n_failed: int = attrs.field(metadata=_MIN0)
     duration_s: float = attrs.field(metadata=_MIN0)
     reason: str | None = None
+
+    def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
+        """The report of a tune that ended."""
+        return attrs.evolve(report, outcome=self.outcome, duration_s=self.duration_s)
 
 
 FINISHED: Final = Finished.event_name

@@ -1,14 +1,8 @@
-"""What measuring one candidate gives back, and what every rule's result is built from.
-
-:class:`Measurement` is the value both rules return; :func:`run_context` gives the threads, cores,
-load and ``oversubscribed`` flag a result records, the same way for the statistical and point
-rules, and :func:`collecting` keeps how close each spot check came, so that each rule builds its
-result once, complete (:func:`aitune_fp.core.report.make_result`).
-"""
+"""What measuring one candidate gives back, and the parts of its result every rule shares."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -16,7 +10,7 @@ import attrs
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.core.results import Device, Environment, PerformanceValidationResult, Raw
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
@@ -35,8 +29,7 @@ __all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies",
 class Measurement:
     """One candidate measured against eager: its result record plus how the loop ran.
 
-    ``result`` is the one record of the verdict (built by :func:`aitune_fp.core.report.make_result`);
-    ``decision`` is the statistical decision it was built from (None in point mode); ``wall_s`` is
+    ``result`` is the one record of the verdict, built once by the rule; ``decision`` is the statistical decision it was built from (None in point mode); ``wall_s`` is
     the loop's wall time, warm-up included; ``threads`` the intra-op threads both arms ran with.
     """
 
@@ -88,29 +81,24 @@ class Comparison:
 
 @attrs.frozen(kw_only=True)
 class RunContext:
-    """Where and how a comparison ran, as its result records it.
-
-    Extra flags, a note for the reason, and result fields by name (threads, cores, load, the
-    clock, device figures).
-    """
+    """Where and how a comparison ran: extra flags, a note for the reason, and result parts."""
 
     flags: tuple[str, ...] = ()
     note: str | None = None
-    fields: Mapping[str, Any] = attrs.field(factory=dict)
+    environment: Environment = attrs.field(factory=Environment)
+    device: Device = attrs.field(factory=Device)
+    raw: Raw = attrs.field(factory=Raw)
 
 
 def raw_latencies(
     baseline_s: Sequence[float], candidate_s: Sequence[float], start: int | None
-) -> dict[str, Any]:
-    """The result fields that keep a comparison's raw timings (each arm's seconds per call).
-
-    ``start``: the first pair the figures rest on (statistical mode); None for unpaired calls.
-    """
-    return {
-        "latencies_from": start if baseline_s else None,
-        "baseline_latencies_s": tuple(baseline_s),
-        "candidate_latencies_s": tuple(candidate_s),
-    }
+) -> Raw:
+    """A comparison's raw timings; ``start``: the first pair the figures rest on (None: unpaired)."""
+    return Raw(
+        latencies_from=start if baseline_s else None,
+        baseline_latencies_s=tuple(baseline_s),
+        candidate_latencies_s=tuple(candidate_s),
+    )
 
 
 def run_context(
@@ -121,8 +109,9 @@ def run_context(
     clock: str | None = None,
     flags: Sequence[str] = (),
     note: str | None = None,
-    fields: Mapping[str, Any] | None = None,
     isolation: str | None = None,
+    device: Device | None = None,
+    raw: Raw | None = None,
 ) -> RunContext:
     """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
@@ -137,17 +126,18 @@ def run_context(
     return RunContext(
         flags=tuple(extra),
         note=note,
-        fields={
-            "threads": threads,
-            "interop_threads": env.interop_threads,
-            "omp_num_threads": env.omp_num_threads,
-            "cpus": env.cpus,
-            "load_avg_start": env.load_avg_1m,
-            "load_avg_end": load_end,
-            "clock": clock,
-            "isolation": isolation,
-            **(fields or {}),
-        },
+        environment=Environment(
+            threads=threads,
+            interop_threads=env.interop_threads,
+            omp_num_threads=env.omp_num_threads,
+            cpus=env.cpus,
+            load_avg_start=env.load_avg_1m,
+            load_avg_end=load_end,
+            clock=clock,
+            isolation=isolation,
+        ),
+        device=device or Device(),
+        raw=raw or Raw(),
     )
 
 

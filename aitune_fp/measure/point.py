@@ -16,7 +16,7 @@ from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import MAX_CALLS, ProfilingConfig
 from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.report import make_result
+from aitune_fp.core.results import Decision
 from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import throughput_from_latencies
@@ -30,6 +30,7 @@ from aitune_fp.measure.measurement import (
     raw_latencies,
     run_context,
 )
+from aitune_fp.measure.results import assemble
 from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
 
 __all__ = ["CANDIDATE_DRAWS", "measure_baseline_point"]
@@ -133,27 +134,20 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
-    context = run_context(env, profiling.load_average(), threads, isolation=c.isolation)
+    raw = raw_latencies(base, cand, None)
+    context = run_context(env, profiling.load_average(), threads, isolation=c.isolation, raw=raw)
     wall_s = (timer.now_ns() - start) / 1e9
-    result = make_result(
-        description,
-        baseline_throughput=baseline_throughput,
-        throughput=throughput,
-        speedup=speedup,
-        batch_size=size,
+    decided = Decision(
+        rule="point",
+        verdict="faster" if passed else "not_faster",
         n_baseline=len(base),
         n_candidate=len(cand),
+        batch_size=size,
         required_speedup=required,
-        decision=None,
-        passed_point=passed,
         reason=(
             f"point speedup {shown}x {'>=' if passed else '<'} required {need}x "
             f"({len(cand)} timed calls, baseline measured once before the candidate)"
         ),
-        flags=context.flags,
-        rule="point",
-        note=context.note,
-        mismatch=closeness_of(c, seen),
-        context={**context.fields, **raw_latencies(base, cand, None)},
     )
+    result = assemble(description, base, cand, size, decided, context, closeness_of(c, seen))
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=threads)

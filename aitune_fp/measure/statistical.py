@@ -19,6 +19,7 @@ from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.results import Device
 from aitune_fp.core.sequential import decide_at_look
 from aitune_fp.core.timings import is_settled, throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
@@ -260,10 +261,8 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             isolation=c.isolation,
             flags=gpu.flags,
             note=gpu.note(),
-            fields={
-                **gpu.result_fields(),
-                **raw_latencies(chosen.baseline_s, chosen.candidate_s, 0),
-            },
+            device=Device(**gpu.result_fields()),
+            raw=raw_latencies(chosen.baseline_s, chosen.candidate_s, 0),
         )
         return undecided_result(
             chosen,
@@ -300,13 +299,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         isolation=c.isolation,
         flags=[*machine_flags, *flags, *gpu.flags],
         note=notes,
-        fields={
-            **fields,
-            **gpu.result_fields(),
-            **raw_latencies(
-                chosen.baseline_s, chosen.candidate_s, start + (decision.shift_index or 0)
-            ),
-        },
+        device=Device(**fields, **gpu.result_fields()),
+        raw=raw_latencies(
+            chosen.baseline_s, chosen.candidate_s, start + (decision.shift_index or 0)
+        ),
     )
     return statistical_result(
         decision,

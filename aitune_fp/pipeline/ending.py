@@ -100,7 +100,7 @@ def select(
 def report_of(session: TuneSession) -> TuneReport:
     """The frozen report of this tune so far: the fold of every event it emitted.
 
-    ``ingest`` folds a log of those events the same way (:func:`aitune_fp.core.fold.fold`), so
+    ``ingest`` folds a log of those events the same way (:func:`aitune_fp.events.kinds.fold`), so
     both reports agree; only the event count (events actually sent) and, before ``finished``,
     the running duration come from the session.
     """

@@ -22,7 +22,6 @@ from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.fold import fold
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
@@ -160,7 +159,8 @@ class TuneSession:
         """
         if self._closed:
             return
-        self.folded = fold(self.folded, event.name, event.fields)  # the report, as ingest's
+        if event.payload is not None:  # the report, folded as ingest folds a log
+            self.folded = events.fold(self.folded, event.payload)
         if self.gated or (always and self._emits):
             self.n_events += 1
             events.emit(event)

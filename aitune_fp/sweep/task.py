@@ -174,7 +174,8 @@ def run_task(task: SweepTask) -> TaskOutcome:
             set_threads(threads)
         device, device_name = _device_identity(task.device)
         tags = {"sweep_id": task.sweep_id, "hostname": hostname, "device_name": device_name}
-        with events.collecting(lambda r: records.append({**r, **tags})):
+        keep = lambda e: records.append({**events.to_record(e), **tags})  # noqa: E731
+        with events.sinks(keep, log=False):
             report = _tune(task, device)
     except Exception as exc:
         from aitune_fp.pipeline import one_line

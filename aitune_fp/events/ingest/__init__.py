@@ -1,25 +1,26 @@
-"""Read aitune_fp event logs (JSON lines) back into results and one summary per tune run.
-
-Streaming and defensive: a log of any size is read line by line (lines over 1 MiB are skipped),
-nothing in it is executed or unpickled (``json.loads`` only), and every line that is not a valid
-event of this schema is reported with its line number instead of stopping the read. Events are
-checked against ``events.schema.json`` by a small built-in interpreter of the schema keywords the
-file uses (no runtime dependency on ``jsonschema``; the tests cross-check both). No torch import.
-"""
+"""Read aitune_fp event logs back into typed events and one report per run (nothing executed)."""
 
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import json
 import os
-from collections.abc import Iterable, Iterator
-from typing import IO, Any, TypeAlias
+from collections.abc import Iterable, Iterator, Mapping
+from typing import IO, Any, Final, TypeAlias
 
-from aitune_fp.core.fold import result_from_event
+import attrs
+
+from aitune_fp.core.results import PARTS
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.events import SCHEMA_VERSION
+from aitune_fp.events import (
+    CANDIDATE_MEASURED,
+    SCHEMA_VERSION,
+    SELECTION_DECIDED,
+    Payload,
+    registered,
+)
 from aitune_fp.events.ingest.runs import summarize
-from aitune_fp.events.ingest.schema import event_schema, validate_event
 from aitune_fp.events.ingest.values import (
     BadLine,
     EventLine,
@@ -27,6 +28,7 @@ from aitune_fp.events.ingest.values import (
     IngestReport,
     RunSummary,
 )
+from aitune_fp.events.schema import ADDED_KEYS
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -38,9 +40,7 @@ __all__ = [
     "event_schema",
     "ingest",
     "read_events",
-    "result_from_event",
     "summarize",
-    "validate_event",
 ]
 
 #: Longest line read as an event; longer lines are reported as bad and skipped.
@@ -76,33 +76,57 @@ def _bounded_int(text: str) -> int:
 
 
 @functools.cache
-def _integer_keys() -> frozenset[str]:
-    """Keys the schema types as integers (anywhere in it): ``batch_size``, ``n_calls``, ..."""
-    found: set[str] = set()
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            for key, sub in node.get("properties", {}).items():
-                kind = sub.get("type") if isinstance(sub, dict) else None
-                if kind == "integer" or (isinstance(kind, list) and "integer" in kind):
-                    found.add(key)
-            for sub in node.values():
-                walk(sub)
-        elif isinstance(node, list):
-            for sub in node:
-                walk(sub)
-
-    walk(event_schema())
-    return frozenset(found)
+def _schema_text() -> str:
+    return importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
 
 
-def _integral(obj: dict[str, Any]) -> dict[str, Any]:
-    """Integer fields written as integral floats (``"batch_size": 32.0``, schema-valid) as ints."""
-    keys = _integer_keys()
-    for key, value in obj.items():
-        if key in keys and isinstance(value, float) and value.is_integer():
-            obj[key] = int(value)
-    return obj
+def event_schema() -> dict[str, Any]:
+    """A fresh copy of the shipped events JSON Schema (draft 2020-12), for outside readers."""
+    schema: dict[str, Any] = json.loads(_schema_text())
+    return schema
+
+
+#: The common keys; in a version 1 line, every other key of these events was the record's.
+_COMMON: Final = frozenset({"run_id", "module_name", "summary"})
+#: Version 1 named two result fields with their units.
+_V1_RENAMED: Final = {
+    "throughput_samples_per_s": "throughput",
+    "baseline_throughput_samples_per_s": "baseline_throughput",
+}
+
+
+def _upgraded(name: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 payload in today's shape: the result and the selection were flat keys."""
+    if name == CANDIDATE_MEASURED:
+        own, key = _COMMON | {"duration_s"}, "result"
+    elif name == SELECTION_DECIDED:
+        own, key = _COMMON | {"delta"}, "selection"
+        fields = {k: v for k, v in fields.items() if k != "gap_unbounded"}  # null is unbounded
+    else:
+        return fields
+    record = {_V1_RENAMED.get(k, k): v for k, v in fields.items() if k not in own}
+    if key == "result":
+        record = _in_parts(record)
+    return {**{k: v for k, v in fields.items() if k in own}, key: record}
+
+
+def _in_parts(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """A version 1 result (every figure a flat key) as today's: the figures in their parts."""
+    nested: dict[str, Any] = {}
+    for part, cls in PARTS.items():
+        names = {"decision" if a.name == "rule" else a.name: a.name for a in attrs.fields(cls)}
+        nested[part] = {names[k]: v for k, v in flat.items() if k in names}
+    taken = {k for part in nested.values() for k in part} | {"decision"}
+    return {**{k: v for k, v in flat.items() if k not in taken}, **nested}
+
+
+def _payload_fields(obj: Mapping[str, Any], kind: type[Payload], version: int) -> dict[str, Any]:
+    """The payload keys of a line: renderer and sweep keys left out, older shapes upgraded."""
+    own = set(kind.payload_keys())
+    fields = {k: v for k, v in obj.items() if k in own or k not in ADDED_KEYS}
+    fields.pop("schema_version", None)
+    fields.pop("event", None)
+    return _upgraded(obj["event"], fields) if version == 1 else fields
 
 
 def _raw_lines(source: Source) -> Iterator[bytes | str | None]:
@@ -158,23 +182,25 @@ def _parse(line_no: int, raw: bytes | str) -> EventLine | BadLine | None:
             line_no=line_no, reason="not an aitune_fp event (no 'aitune_fp.*' event key)"
         )
     version = obj.get("schema_version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return BadLine(line_no=line_no, reason=f"no valid schema_version (got {version!r})")
+    if version > SCHEMA_VERSION:
         return BadLine(
             line_no=line_no,
             reason=f"schema_version {version} is newer than this reader ({SCHEMA_VERSION})",
         )
-    errors = validate_event(obj)
-    if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        return BadLine(line_no=line_no, reason="invalid event: " + "; ".join(errors[:3]) + more)
-    return EventLine(line_no=line_no, event=name, fields=_integral(obj), text=text)
+    kind = registered().get(name)
+    if kind is None:
+        return BadLine(line_no=line_no, reason=f"unknown event {name!r}")
+    try:
+        payload = kind.from_fields(_payload_fields(obj, kind, version))
+    except (TypeError, ValueError) as exc:
+        return BadLine(line_no=line_no, reason=f"invalid event: {exc}")
+    return EventLine(line_no=line_no, event=name, fields=obj, payload=payload, text=text)
 
 
 def read_events(source: Source) -> Iterator[EventLine | BadLine]:
-    """Yield each line of a JSON-lines log as a valid :class:`EventLine` or a :class:`BadLine`.
-
-    ``source`` is a path, or an iterable of lines (str or bytes). Blank lines are skipped.
-    """
+    """Yield each line of a log (a path, or str or bytes lines) as an :class:`EventLine` or a :class:`BadLine`."""
     for line_no, raw in enumerate(_raw_lines(source), start=1):
         if raw is None:
             yield BadLine(line_no=line_no, reason=f"line longer than {MAX_LINE_BYTES} bytes")

@@ -1,14 +1,4 @@
-"""Events grouped into runs: a run is its ``run_id`` and its content, never the id alone.
-
-One tune's events open with ``started`` (or ``disabled``). A second opening under a run id
-already seen, or a line equal to the opening line of that id's current run (the same moment
-written twice), starts a new stretch of events. Each stretch is hashed as it streams (SHA-256
-over its lines); at the end, a stretch whose hash equals an earlier one of the same run id is a
-repeat (a log appended to itself, two copies concatenated) and counted once, and a stretch
-with other content is another run that happens to share the id: kept, separately. Memory
-grows with the number of runs, not of events. The library's ``ingest`` and ``aitune-fp report``
-both read runs through here.
-"""
+"""Events grouped into runs by ``run_id`` and content (``docs/events.md``, "what a run is")."""
 
 from __future__ import annotations
 
@@ -18,9 +8,9 @@ from typing import Any, Final
 
 import attrs
 
-from aitune_fp.core.fold import empty_report, fold
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events.ingest.values import BadLine, EventLine, IngestReport
+from aitune_fp.events.kinds import fold
 
 __all__ = ["OPENINGS", "RunStretch", "summarize"]
 
@@ -40,10 +30,7 @@ class RunStretch:
 
 
 def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
-    """Group events into runs (by id and content; repeats counted once); keep the bad lines.
-
-    A sweep's own events (``aitune_fp.sweep.*``) are counted but make no run.
-    """
+    """Group events into runs (a repeated run counted once); sweep events make no run."""
     stretches: list[tuple[str, RunStretch]] = []
     current: dict[str, RunStretch] = {}
     bad: list[tuple[int, str]] = []
@@ -62,14 +49,15 @@ def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
         if stretch is None or (
             stretch.n_events and (item.event in OPENINGS or item.text == stretch.first)
         ):
-            stretch = RunStretch(empty_report(run_id, fields["module_name"]), item.text)
+            stretch = RunStretch(
+                TuneReport(run_id=run_id, module_name=fields["module_name"]), item.text
+            )
             current[run_id] = stretch
             stretches.append((run_id, stretch))
-        try:
-            stretch.report = fold(stretch.report, item.event, fields)  # the session's own fold
-        except (KeyError, TypeError, ValueError) as exc:
-            bad.append((item.line_no, f"inconsistent {item.event} event: {exc}"))
-            continue
+        stamp = fields.get("timestamp")
+        stretch.report = fold(
+            stretch.report, item.payload, stamp if isinstance(stamp, str) else None
+        )
         stretch.digest.update(item.text.encode("utf-8", "surrogatepass") + b"\n")
         stretch.n_events += 1
     runs: list[TuneReport] = []

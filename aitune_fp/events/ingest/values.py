@@ -9,17 +9,19 @@ from typing import Any
 import attrs
 
 from aitune_fp.core.report import CandidateFailure, TuneReport
+from aitune_fp.events.kinds import Payload
 
 __all__ = ["BadLine", "EventLine", "FailureRecord", "IngestReport", "RunSummary"]
 
 
 @attrs.frozen(kw_only=True)
 class EventLine:
-    """One valid event read from a log: its 1-based line number and its JSON object."""
+    """One valid event read from a log: its 1-based line number, JSON object and typed payload."""
 
     line_no: int
     event: str
     fields: Mapping[str, Any]
+    payload: Payload = attrs.field(eq=False, repr=False)
     #: The line as read (stripped): what a run's content hash is made of.
     text: str = attrs.field(default="", eq=False, repr=False)
 
