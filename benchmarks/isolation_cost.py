@@ -10,7 +10,9 @@
    beside at torch's threads (``--threads N``: fork-server workers) and in process at torch's
    threads, alternating, and the rebuild of the chosen candidate in the user's process (from
    the tune's own timing).
-4. Pair noise: an identical pair of the default MLP's workers timed as the gate times them,
+4. The hand-back of a chosen candidate whose build saves an artefact (AOTInductor's package,
+   the ONNX file): loading what the worker built beside building it again.
+5. Pair noise: an identical pair of the default MLP's workers timed as the gate times them,
    the judge spinning on each answer (as shipped) beside sleeping on it, and in process.
 Usage: python benchmarks/isolation_cost.py [--repeats 3] [--calls 2000]
 """
@@ -35,6 +37,7 @@ import aitune_fp.pipeline.workers as workers_module
 import aitune_fp.profiling.workers as worker_module
 from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.backends import registry
+from aitune_fp.backends.base import artefact_digest
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.models import mlp
 from aitune_fp.pipeline.strategy_registry import make_strategy
@@ -225,11 +228,33 @@ def main() -> None:
         print(
             f"| {label} | {statistics.median(values):.1f} | {statistics.median(values) / base:.2f}x |"
         )
+    print("\n| hand-back of the chosen candidate | build again s | load its artefact s |")
+    print("|---|---|---|")
+    for name, (build_s, load_s) in hand_back(["aot-inductor", "onnxruntime"]).items():
+        print(f"| {name} | {build_s:.2f} | {load_s:.3f} |")
     rebuilds = _rebuilds()
     print(
         f"\nRebuild of the chosen candidate in the user's process (a tune in this process): "
         f"{rebuilds:.2f} s"
     )
+
+
+def hand_back(names: list[str]) -> dict[str, tuple[float, float]]:
+    """Per candidate: seconds to build it, and to load the artefact that build saved."""
+    model = mlp()
+    found: dict[str, tuple[float, float]] = {}
+    with tempfile.TemporaryDirectory() as cache:
+        for name in names:
+            blueprint = registry.make_candidate(name, "cpu")
+            start = time.perf_counter()
+            args = (model.module, model.graph_spec, [model.sample], "cpu", cache)
+            built = copy.deepcopy(blueprint).build(*args)
+            build_s = time.perf_counter() - start
+            digest = artefact_digest(built.artefact())
+            start = time.perf_counter()
+            copy.deepcopy(blueprint).build(*args, load=digest)
+            found[name] = (build_s, time.perf_counter() - start)
+    return found
 
 
 def _rebuilds() -> float:
