@@ -19,9 +19,9 @@ import torch
 from aitune_fp import events
 from aitune_fp.backends import TorchEagerBackend
 from aitune_fp.core.budget import plan_budget
-from aitune_fp.core.config import for_batch_size
+from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.messages import one_line
-from aitune_fp.correctness import degenerate_outputs, eager_noise_floor
+from aitune_fp.correctness import Closeness, degenerate_outputs, eager_noise_floor
 from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
@@ -29,7 +29,7 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
-from aitune_fp.pipeline.stages import fresh_batches, held_out
+from aitune_fp.pipeline.stages import checked_inputs, fresh_batches, held_out
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
@@ -94,48 +94,75 @@ def resolve_batch_size(session: TuneSession) -> int:
     return size
 
 
-def open_baseline(
-    session: TuneSession, *, baseline: Any = BUILD, batch_size: int | None = None
-) -> None:
-    """Emit ``started``, then build (or adopt) and measure the eager baseline; never raises.
+def operating_point(session: TuneSession, batch_size: int | None) -> tuple[int, ProfilingConfig]:
+    """The batch size to validate at and the config narrowed to it (one thread in workers)."""
+    assert session.options is not None
+    size = resolve_batch_size(session) if batch_size is None else batch_size
+    config = for_batch_size(session.options.profiling_config, size)
+    if session.isolation == "process" and config.threads is None:
+        # without --threads workers are forked at one thread, and eager here runs the same,
+        # named (docs/threads.md: more threads in workers read sub-millisecond calls wrong)
+        config = attrs.evolve(config, threads=1)
+    return size, config
+
+
+def started(session: TuneSession) -> events.Event:
+    """The tune's ``started`` event: strategy, device, rule, gate, batch, threads, isolation."""
+    assert session.options is not None
+    return events.started(
+        session.run_id,
+        session.target.name,
+        strategy=session.strategy,
+        device=str(session.target.device),
+        decision=session.rule.name,
+        min_speedup_threshold_percent=session.options.min_speedup_threshold_percent,
+        required_speedup=session.options.required_speedup,
+        batch_size=session.batch_size,
+        cpu=events.cpu_environment(session.config.threads),
+        isolation=session.isolation,
+        isolation_note=session.isolation_note,
+    )
+
+
+@attrs.frozen(eq=False)
+class Opened:
+    """What opening the baseline established: eager, and what every comparison times and checks on.
+
+    ``copied``: how eager is isolated in this process (a private copy, or shared when it does
+    not fit); ``noise``: the ``baseline_measured`` fields of eager's noise floor.
+    """
+
+    description: str
+    batch: Sample
+    baseline: Any
+    eager: Any
+    copied: events.EagerIsolation
+    batches: tuple[Sample, ...]
+    reference_outputs: tuple[Any, ...]
+    id_limits: dict[Any, int]
+    heldout: tuple[Sample, ...]
+    closeness: Closeness
+    throughput: float
+    latencies: tuple[float, ...]
+    noise: dict[str, Any]
+    duration_s: float
+
+
+@attrs.frozen
+class BaselineFailed:
+    """Opening the baseline failed: why, and the ``baseline_failed`` event that says it."""
+
+    error: str
+    event: events.Event
+
+
+def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
+    """Build (or adopt) eager and measure it at the session's operating point; never raises.
 
     ``baseline``: an eager baseline built elsewhere (AITune's) to adopt instead of building
-    one; None adopts one that failed to build there. ``batch_size``: an operating point
-    chosen elsewhere (default: the graph spec's max, narrowed by the config).
+    one; None adopts one that failed to build there.
     """
-    assert session.options is not None
     t = session.target
-    try:
-        session.batch_size = resolve_batch_size(session) if batch_size is None else batch_size
-        session.config = for_batch_size(session.options.profiling_config, session.batch_size)
-        if session.isolation == "process" and session.config.threads is None:
-            # without --threads workers are forked at one thread, and eager here runs the same,
-            # named (docs/threads.md: more threads in workers read sub-millisecond calls wrong)
-            session.config = attrs.evolve(session.config, threads=1)
-    finally:
-        session.emit(
-            events.started(
-                session.run_id,
-                t.name,
-                strategy=session.strategy,
-                device=str(t.device),
-                decision=session.rule.name,
-                min_speedup_threshold_percent=session.options.min_speedup_threshold_percent,
-                required_speedup=session.options.required_speedup,
-                batch_size=session.batch_size,
-                cpu=events.cpu_environment(session.config.threads),
-                isolation=session.isolation,
-                isolation_note=session.isolation_note,
-            )
-        )
-    session.take_model()
-    assert session.guards is not None
-    if session.guards.was_training:
-        session.emit(
-            events.eval_mode(
-                session.run_id, t.name, n_training_modules=len(session.guards.was_training)
-            )
-        )
     adopted = baseline is not BUILD
     description = (
         describe(baseline) if adopted and baseline is not None else TorchEagerBackend().describe()
@@ -145,86 +172,92 @@ def open_baseline(
     try:
         if not t.data:
             raise InvalidValueError(f"data for {t.name!r} must hold at least one sample, got none")
-        session.batch = copy_sample(
-            t.graph_spec.make_batch(as_sample(t.data[0]), session.batch_size)
-        )
+        assert session.batch_size is not None
+        batch = copy_sample(t.graph_spec.make_batch(as_sample(t.data[0]), session.batch_size))
         if adopted:
             if baseline is None:
                 raise InvalidStateError(
                     f"the eager baseline of {session.strategy} failed to build (see its log)"
                 )
-            session.baseline = baseline
         else:
             session.phase(description, "baseline_build")
             spec = cast(GraphSpec, t.graph_spec)  # the built-in path's own graph spec
-            session.baseline = TorchEagerBackend().build(
-                t.module, spec, list(t.data), t.device, folder
-            )
+            baseline = TorchEagerBackend().build(t.module, spec, list(t.data), t.device, folder)
         if has_lazy(t.module):  # materialise its parameters before copying them
-            reference_output(infer_of(session.baseline), session.batch)
+            reference_output(infer_of(baseline), batch)
         # eager's calls here (up-front, references) run on a copy: the user's model is never
         # called by the tune, so one that changes its own state comes back as it came; with
         # workers, eager is timed in a worker started from that copy
-        session.eager, copied = private_eager(session.baseline, t.module)
-        session.eager_isolation = "process" if session.isolation == "process" else copied
+        eager, copied = private_eager(baseline, t.module)
         session.phase(description, "baseline_measure")
-        eager = infer_of(session.eager)
-        session.batches = timing_batches(session, session.batch)
+        call = infer_of(eager)
+        batches = timing_batches(session, batch)
         throughput, latencies = session.rule.measure_eager(
-            eager,
-            session.batch,
+            call,
+            batch,
             session.batch_size,
             session.config,
-            timer=session.timer,
-            batches=session.batches,
-            fresh=fresh_batches(session.batch, session.heldout_seed, t.graph_spec),
+            timer=session.timer_on(batch),
+            batches=batches,
+            fresh=fresh_batches(batch, session.heldout_seed, t.graph_spec),
         )
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
-        session.reference_outputs = tuple(reference_output(eager, b) for b in session.batches)
-        session.id_limits = embedding_limits(eager, session.batch)  # before held-out draws
-        session.heldout()  # drawn now: a user's input generator that fails fails the baseline
-        noise = calibrate_noise(session)  # never raises: a model without a float64 copy notes it
-        session.settle_guards()
-        if session.isolation == "process":
-            session.baseline_latencies = latencies  # what a call's deadline derives from
-            session.start_eager()  # now: before any candidate code ran anywhere
-            if session.eager_worker is None:  # it could not start: eager stays on its copy
-                session.eager_isolation = copied
+        references = tuple(reference_output(call, b) for b in batches)
+        id_limits = embedding_limits(call, batch)  # before held-out draws
+        # drawn now: a user's input generator that fails fails the baseline
+        heldout = checked_inputs(
+            session.closeness, t.data, session.heldout_seed, t.graph_spec, id_limits
+        )
+        shared = copied == "shared" and session.isolation != "process"
+        closeness, noise = calibrate_noise(session, shared)  # never raises: notes why not
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
-        session.baseline_error = f"{type(exc).__name__}: {one_line(exc)}"
-        session.baseline = session.eager = (
-            None  # an eager baseline that cannot be measured is no fallback
-        )
-        session.emit(
-            events.baseline_failed(
-                session.run_id,
-                t.name,
-                error_type=type(exc).__name__,
-                reason=one_line(exc),
-                traceback_path=path,
-            )
-        )
-        return
-    session.baseline_throughput, session.baseline_latencies = throughput, latencies
-    session.emit(
-        events.baseline_measured(
+        event = events.baseline_failed(
             session.run_id,
             t.name,
-            backend_description=description,
-            batch_size=session.batch_size,
-            throughput_samples_per_s=throughput,
-            n_calls=len(latencies),
-            duration_s=time.perf_counter() - start,
-            decision=session.rule.name,
-            eager_isolation=session.eager_isolation,
-            degenerate_outputs=degenerate_outputs(
-                _checked_outputs(session, eager), session.closeness.budget(None)
-            ),
-            budget_plan=_plan(session, latencies),
-            **noise,
+            error_type=type(exc).__name__,
+            reason=one_line(exc),
+            traceback_path=path,
         )
+        return BaselineFailed(f"{type(exc).__name__}: {one_line(exc)}", event)
+    return Opened(
+        description=description,
+        batch=batch,
+        baseline=baseline,
+        eager=eager,
+        copied=copied,
+        batches=batches,
+        reference_outputs=references,
+        id_limits=id_limits,
+        heldout=heldout,
+        closeness=closeness,
+        throughput=throughput,
+        latencies=tuple(latencies),
+        noise=noise,
+        duration_s=time.perf_counter() - start,
+    )
+
+
+def measured(session: TuneSession, opened: Opened) -> events.Event:
+    """The ``baseline_measured`` event of ``opened``, as the session now holds it."""
+    assert session.batch_size is not None
+    eager = infer_of(opened.eager)
+    inputs = (*session.target.data, *opened.heldout)[:_DEGENERATE_INPUTS]
+    outputs = tuple(reference_output(eager, as_sample(s)) for s in inputs)
+    return events.baseline_measured(
+        session.run_id,
+        session.target.name,
+        backend_description=opened.description,
+        batch_size=session.batch_size,
+        throughput_samples_per_s=opened.throughput,
+        n_calls=len(opened.latencies),
+        duration_s=opened.duration_s,
+        decision=session.rule.name,
+        eager_isolation=session.eager_isolation,
+        degenerate_outputs=degenerate_outputs(outputs, opened.closeness.budget(None)),
+        budget_plan=_plan(session, opened.latencies),
+        **opened.noise,
     )
 
 
@@ -239,33 +272,38 @@ def _plan(session: TuneSession, latencies: Sequence[float]) -> str | None:
     ).text()
 
 
-def calibrate_noise(session: TuneSession) -> dict[str, Any]:
-    """With ``Closeness(calibrate=True)``: measure eager's own noise floor, adopt it for the tune.
+def calibrate_noise(session: TuneSession, shared: bool) -> tuple[Closeness, dict[str, Any]]:
+    """With ``Closeness(calibrate=True)``: eager's own noise floor, adopted for the tune.
 
     float32 eager against a float64 copy on the recorded samples (``eager_noise_floor``); every
-    candidate's norm budgets then use it. Returns the ``baseline_measured`` fields (none when
-    not asked and none given). A model that cannot be copied to float64, or too large to copy, is not
-    calibrated: the fields say why, and the tune goes on with the dtype floors.
+    candidate's norm budgets then use it. Returns the closeness and the ``baseline_measured``
+    fields; a model that cannot be copied to float64 (or, ``shared``, too large to copy) is not
+    calibrated, and the fields say why.
     """
     closeness = session.closeness
     if not closeness.calibrate:  # a floor the caller measured is recorded as it is
         given = closeness.noise_floor
-        return (
+        fields = (
             {}
             if given is None
             else {"noise_floor_rel_l2": given.worst, "noise_floor": given.to_dict()}
         )
-    if session.eager_isolation == "shared":
-        return {"noise_floor_note": "not measured: the model is too large to copy to float64"}
+        return closeness, fields
+    if shared:
+        return closeness, {
+            "noise_floor_note": "not measured: the model is too large to copy to float64"
+        }
     t = session.target
     try:
         floor = eager_noise_floor(t.module, list(t.data), graph_spec=t.graph_spec)
     except Exception as exc:
-        return {"noise_floor_note": f"not measured: {type(exc).__name__}: {one_line(exc)}"}
+        return closeness, {
+            "noise_floor_note": f"not measured: {type(exc).__name__}: {one_line(exc)}"
+        }
     if closeness.noise_floor is not None:  # a floor the caller measured: the larger of both
         floor = closeness.noise_floor.merge(floor)
-    session.closeness = attrs.evolve(closeness, noise_floor=floor)
-    return {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
+    fields = {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
+    return attrs.evolve(closeness, noise_floor=floor), fields
 
 
 def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
@@ -280,16 +318,6 @@ def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
 
 #: How many of the correctness check's inputs the degenerate-output rule reads eager's outputs on.
 _DEGENERATE_INPUTS = 6
-
-
-def _checked_outputs(session: TuneSession, eager: Callable[..., Any]) -> tuple[Any, ...]:
-    """Eager's outputs on the inputs the correctness check compares on (recorded, then held-out).
-
-    Not the timing batches: those are near-copies of one batch (held-out noise is small), on
-    which a smooth model's outputs hardly move, so every model read as degenerate there.
-    """
-    inputs = (*session.target.data, *session.heldout())[:_DEGENERATE_INPUTS]
-    return tuple(reference_output(eager, as_sample(s)) for s in inputs)
 
 
 def reference_output(eager: Callable[..., Any], batch: Sample) -> Any:

@@ -32,7 +32,13 @@ from aitune_fp.errors import (
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.measure import rule_for
 from aitune_fp.pipeline.arms import Arm, HereArm
-from aitune_fp.pipeline.baseline import open_baseline
+from aitune_fp.pipeline.baseline import (
+    BaselineFailed,
+    measured,
+    open_eager,
+    operating_point,
+    started,
+)
 from aitune_fp.pipeline.ending import conclude, report_of
 from aitune_fp.pipeline.guarding import Guards
 from aitune_fp.pipeline.stages import Arena, build_failure, checked_inputs
@@ -207,13 +213,37 @@ class TuneSession:
 
     # -- the baseline --------------------------------------------------------------------------
     def open(self, *, baseline: Any = BUILD, batch_size: int | None = None) -> None:
-        """Emit ``started``, then build (or adopt) and measure the eager baseline; never raises.
+        """Emit ``started``, then build (or adopt) and measure the eager baseline.
 
-        ``baseline``: an eager baseline built elsewhere (AITune's) to adopt instead of building
-        one; None adopts one that failed to build there. ``batch_size``: an operating point
-        chosen elsewhere (default: the graph spec's max, narrowed by the config).
+        ``baseline``: an eager baseline built elsewhere (AITune's) to adopt; None adopts one
+        that failed to build there. ``batch_size``: an operating point chosen elsewhere.
         """
-        open_baseline(self, baseline=baseline, batch_size=batch_size)
+        try:
+            self.batch_size, self.config = operating_point(self, batch_size)
+        finally:
+            self.emit(started(self))
+        self.take_model()
+        assert self.guards is not None
+        if self.guards.was_training:
+            n = len(self.guards.was_training)
+            self.emit(events.eval_mode(self.run_id, self.target.name, n_training_modules=n))
+        opened = open_eager(self, baseline)
+        if isinstance(opened, BaselineFailed):  # an eager that cannot be measured is no fallback
+            self.baseline_error, self.baseline, self.eager = opened.error, None, None
+            self.emit(opened.event)
+            return
+        self.batch, self.baseline, self.eager = opened.batch, opened.baseline, opened.eager
+        self.batches, self.reference_outputs = opened.batches, opened.reference_outputs
+        self.id_limits, self._heldout_samples = opened.id_limits, opened.heldout
+        self.closeness = opened.closeness
+        self.baseline_throughput, self.baseline_latencies = opened.throughput, opened.latencies
+        self.eager_isolation = "process" if self.isolation == "process" else opened.copied
+        self.settle_guards()  # eager's first calls set up what candidates must leave alone
+        if self.isolation == "process":
+            self.start_eager()  # now: before any candidate code ran anywhere
+            if self.eager_worker is None:  # it could not start: eager stays on its copy
+                self.eager_isolation = opened.copied
+        self.emit(measured(self, opened))
 
     def take_model(self) -> None:
         """Put the model in eval mode and snapshot what the tune must not change (once).
