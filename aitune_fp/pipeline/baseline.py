@@ -1,8 +1,4 @@
-"""Opening a tune: the eager baseline, built or adopted, and what comparisons time on.
-
-The operating point, the private copy of eager that candidates cannot reach, and the inputs
-every comparison is timed on (the batch and held-out batches).
-"""
+"""Opening a tune: eager (built or adopted), the operating point and the timing inputs."""
 
 from __future__ import annotations
 
@@ -56,13 +52,9 @@ def _free_bytes(module: torch.nn.Module) -> float:
 
 
 def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.EagerIsolation]:
-    """A copy of the eager baseline, its model with it, that no candidate can reach.
+    """A copy of eager (model included) no candidate can reach, so none can slow eager down.
 
-    Eager is timed and used as the reference on this copy, so a candidate that slows the user's
-    model down (a hook, a replaced ``forward``) cannot make itself look faster. The rule: copy
-    when the model's tensors take at most half of the free memory where they live; otherwise
-    (or when the baseline cannot be copied) eager runs on the user's model (``shared``) and the
-    model guard is what catches such a change.
+    Copied when the model takes at most half the free memory there; else ``shared`` (guarded).
     """
     size = sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
     if 2 * size > _free_bytes(module):
@@ -74,11 +66,7 @@ def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.E
 
 
 def resolve_batch_size(session: TuneSession) -> int:
-    """The batch size to validate at: the graph spec's max, or what the config narrows to.
-
-    ``batching=False`` validates the raw sample (batch size 1); ``batch_sizes`` picks the
-    largest of them, which must fit the graph spec.
-    """
+    """The batch size to validate at: the graph spec's max, or the largest of ``batch_sizes``."""
     assert session.options is not None
     config = session.options.profiling_config
     spec_max = session.target.graph_spec.get_max_batch_size()
@@ -98,12 +86,7 @@ def resolve_batch_size(session: TuneSession) -> int:
 def open_baseline(
     session: TuneSession, *, baseline: Any = BUILD, batch_size: int | None = None
 ) -> None:
-    """Emit ``started``, then build (or adopt) and measure the eager baseline; never raises.
-
-    ``baseline``: an eager baseline built elsewhere (AITune's) to adopt instead of building
-    one; None adopts one that failed to build there. ``batch_size``: an operating point
-    chosen elsewhere (default: the graph spec's max, narrowed by the config).
-    """
+    """Emit ``started``, then build (or adopt ``baseline``) and measure eager; never raises."""
     assert session.options is not None
     t = session.target
     try:
@@ -241,12 +224,9 @@ def _plan(session: TuneSession, latencies: Sequence[float]) -> str | None:
 
 
 def calibrate_noise(session: TuneSession) -> dict[str, Any]:
-    """With ``Closeness(calibrate=True)``: measure eager's own noise floor, adopt it for the tune.
+    """With ``Closeness(calibrate=True)``, adopt eager's float32-vs-float64 noise.
 
-    float32 eager against a float64 copy on the recorded samples (``eager_noise_floor``); every
-    candidate's norm budgets then use it. Returns the ``baseline_measured`` fields (none when
-    not asked and none given). A model that cannot be copied to float64, or too large to copy, is not
-    calibrated: the fields say why, and the tune goes on with the dtype floors.
+    Returns the ``baseline_measured`` fields; uncopyable to float64: the dtype floors stay.
     """
     closeness = session.closeness
     if not closeness.calibrate:  # a floor the caller measured is recorded as it is
@@ -270,11 +250,7 @@ def calibrate_noise(session: TuneSession) -> dict[str, Any]:
 
 
 def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
-    """The timing batch and two held-out ones derived from it, timed in turn.
-
-    A candidate that returns what it computed for an earlier batch of the same shape is
-    then wrong on the batches it did not compute, where the spot checks look.
-    """
+    """The timing batch and two held-out batches from it (catches replayed earlier outputs)."""
     spec = session.target.graph_spec
     return (batch, *held_out(heldout_batches, batch, 2, seed=session.heldout_seed, graph_spec=spec))
 
@@ -284,10 +260,9 @@ _DEGENERATE_INPUTS = 6
 
 
 def _checked_outputs(session: TuneSession, eager: Callable[..., Any]) -> tuple[Any, ...]:
-    """Eager's outputs on the inputs the correctness check compares on (recorded, then held-out).
+    """Eager's outputs on the correctness check's inputs (recorded, then held-out).
 
-    Not the timing batches: those are near-copies of one batch (held-out noise is small), on
-    which a smooth model's outputs hardly move, so every model read as degenerate there.
+    Not the timing batches: near-copies on which a smooth model's outputs hardly move.
     """
     inputs = (*session.target.data, *session.heldout())[:_DEGENERATE_INPUTS]
     return tuple(reference_output(eager, as_sample(s)) for s in inputs)
