@@ -1,25 +1,6 @@
-"""Held-out inputs across the domain a user calls with, beyond the recorded samples' envelope.
+"""Held-out inputs across the user's domain, beyond the recorded envelope (wide, layout, grad).
 
-The near draws of :mod:`~aitune_fp.isolation.heldout` stay inside the recorded envelope (values
-clamped to the recorded range, the recorded vocabulary), so a candidate wrong only outside it (a
-statically calibrated backend clamps what it never saw) passed. :func:`heldout_domain` adds, for
-each recorded sample (one ``torch.Generator`` seeded with ``seed``, on the CPU):
-
-* **a wide draw**: each floating input scaled about the centre of its recorded range by a factor
-  drawn in ``WIDE_SCALE`` and shifted by a share in ``WIDE_SHIFT`` of its half-range (either
-  way), plus the near draws' noise, so values leave the recorded range on at least one side;
-  each integer input (not bool) gets ``ID_SHARE`` of its positions drawn uniformly from its
-  domain: ``0 .. num_embeddings - 1`` when an embedding reads it (``id_limits``,
-  :func:`embedding_limits`), the whole range of ``uint8`` / ``int8`` (images, quantized data)
-  when the recorded values hold more than two, else the recorded ``[min, max]`` (unseen ids
-  within it); at least one position goes beyond the recorded range when the domain allows;
-* **layout variants** of the near draw's values: every input non-contiguous (a gapped view),
-  every 4-D or 5-D floating input ``channels_last``;
-* **a grad variant**: the near draw with ``requires_grad`` flipped on every floating input.
-
-Bool inputs, floating inputs holding one value and non-tensor inputs are kept as recorded.
-Whether eager accepts a variant is the correctness check's to find out (it drops the ones eager
-rejects or answers differently, and says so). Every tensor returned is new.
+Catches a candidate wrong only outside the recorded range; the draws are listed in docs/accuracy.md.
 """
 
 from __future__ import annotations
@@ -176,14 +157,9 @@ def heldout_domain(
     batch_axes: Mapping[InputKey, int | None] | None = None,
     id_limits: Mapping[InputKey, int] | None = None,
 ) -> tuple[Sample, ...]:
-    """The held-out inputs of a tune: the near draws, then each sample's domain variants.
+    """A tune's held-out inputs: the near draws, then each sample's domain variants (seeded).
 
-    First :func:`~aitune_fp.isolation.heldout.heldout_samples` (one near draw per recorded
-    sample, in the recorded layout and ``requires_grad``; none when they cannot be derived),
-    then for each recorded sample in order: its wide draw, its non-contiguous, ``channels_last``
-    and grad variants (see the module), each left out where it would change nothing. The same
-    ``seed`` gives the same inputs. ``id_limits``: per input, the rows of the embedding table
-    that reads it.
+    ``id_limits``: per input, the rows of the embedding table that reads it.
     """
     recorded = [as_sample(s) for s in samples]
     limits = dict(id_limits or {})
@@ -246,11 +222,7 @@ def embedding_limits(
 ) -> dict[InputKey, int]:
     """Per integer input an embedding reads: the rows of the smallest table reading it.
 
-    ``call`` (eager) runs once on a copy of ``sample`` under ``torch.no_grad()``, watching the
-    lookups of ``torch.nn.functional.embedding`` / ``embedding_bag`` (``nn.Embedding`` and
-    ``nn.EmbeddingBag`` make them); an index tensor is an input's when it shares its storage (a
-    view) or holds its values. A call that fails, or a model that makes no lookup, gives none:
-    ids then stay within their recorded range.
+    Found by one no-grad eager call on a copy of ``sample``; none: ids stay in the recorded range.
     """
     given = copy_sample(as_sample(sample))
     ints = {

@@ -1,10 +1,4 @@
-"""One tune per module object at a time: a second tune of the same object waits for the first.
-
-Two tunes of one module in two threads would each see the other's eval/train flip as a change
-made by its candidate, and the model would end in eval mode when it came in training. The lock
-is keyed weakly by the module object (nothing here keeps a model alive) and is re-entrant, so a
-strategy that tunes the same module again from inside its own tune is not deadlocked.
-"""
+"""One tune per module object at a time: two would see each other's mode flips as changes."""
 
 from __future__ import annotations
 
@@ -21,10 +15,9 @@ _GUARD = threading.Lock()
 
 @contextlib.contextmanager
 def exclusive_module(module: object) -> Iterator[None]:
-    """Hold ``module`` for one tune; another thread's tune of the same object waits its turn.
+    """Hold ``module`` for one tune (re-entrant, weakly keyed); another thread's tune of it waits.
 
-    An object that cannot be weakly referenced (a plain callable without ``__weakref__``) is
-    not locked.
+    An object that cannot be weakly referenced is not locked.
     """
     try:
         with _GUARD:

@@ -1,10 +1,6 @@
-"""Torch's process-wide and thread-wide settings, as a table of flags to read and put back.
+"""Torch's process- and thread-wide settings as a table of flags to read and put back.
 
-Thread counts, grad and inference mode, the default dtype, determinism, matmul precision,
-autocast, every simple setting under ``torch.backends`` and the rest of ``torch._C``'s
-``_get_X``/``_set_X`` pairs: found by enumerating torch once per process (:func:`tracked_flags`), each a
-:class:`_Flag` with its getter and setter. Only getters that read a global are called; nothing
-here initialises CUDA. :class:`~aitune_fp.isolation.snapshot.ProcessState` reads them all.
+Found by enumerating torch once per process; only getters that read a global run (no CUDA init).
 """
 
 from __future__ import annotations
@@ -130,10 +126,7 @@ _MIRRORED: Final = frozenset({"deterministic"})
 
 
 def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], object]]:
-    """Read and put back a torch config module's settings that differ from their defaults.
-
-    Not imported yet reads as none changed (reading never imports it: dynamo is slow to load).
-    """
+    """Read and put back a torch config module's non-default settings (not imported: none)."""
 
     def defaults(config: Any) -> dict[str, object]:
         # torch's table of the module's entries: no public accessor gives their defaults
@@ -251,14 +244,9 @@ def _backend_modules() -> list[tuple[str, Any]]:
 
 
 def _backend_flags(seen: set[str]) -> list[_Flag]:
-    """Every simple setting under ``torch.backends``, found by what the modules define.
+    """Every simple setting under ``torch.backends``; ``torch._C`` getters met go into ``seen``.
 
-    Per module: its ``ContextProp`` flags (read and set through their raw getter and setter, so a
-    ``disable_global_flags()`` freeze cannot stop a restore), its other public bool/number/text
-    attributes (``opt_einsum.enabled``), the ``fp32_precision`` of its precision objects
-    (``mkldnn.matmul``), and its function pairs ``get_X``/``set_X``, ``X_enabled``/``enable_X``,
-    ``X_allowed``/``allow_X``. Only getters that read a global are called; nothing here
-    initialises CUDA. The names of ``torch._C`` getters met on the way go into ``seen``.
+    ``ContextProp`` flags use their raw getter/setter: ``disable_global_flags()`` cannot block it.
     """
     context_prop: Any = getattr(torch.backends, "ContextProp", ())
     flags: list[_Flag] = []
@@ -329,11 +317,7 @@ def _backend_flags(seen: set[str]) -> list[_Flag]:
 
 
 def _c_flags(seen: set[str]) -> list[_Flag]:
-    """The rest of torch's global settings, from ``torch._C``'s getter and setter pairs.
-
-    Every ``_get_X``/``_set_X`` (or ``_is_X``/``_set_X``) whose getter takes no argument and
-    answers a plain value, less :data:`_C_SKIPPED` and what was read elsewhere (``seen``).
-    """
+    """The rest of torch's globals: ``torch._C``'s getter/setter pairs, less ``seen``."""
     c: Any = torch._C
     names = set(dir(c))
     flags: list[_Flag] = []

@@ -1,36 +1,6 @@
-"""Held-out inputs: batches derived from the recorded samples that a candidate has never seen.
+"""Held-out inputs: batches derived from the recorded samples that no candidate has seen.
 
-A candidate that memorises (caches its output keyed by the input's shape, or by the tensor it
-was built or warmed up with) is right on the recorded batches and wrong on any other. The
-functions here derive other batches from the recorded ones, keeping what the model relies on:
-the structure of the call, every tensor's dtype, shape and device, the value range of floating
-tensors and, for integer and bool tensors, the vocabulary of values they hold.
-
-How a batch is derived (one ``torch.Generator`` seeded with ``seed``, on the CPU; random draws
-are moved to each tensor's device, so CPU and GPU inputs get the same values):
-
-* **Rows are shuffled.** Every batched tensor input (axis 0 unless ``batch_axes`` says
-  otherwise, as in :class:`~aitune_fp.inputs.GraphSpec`) is permuted along its batch axis by
-  one permutation shared by all inputs, so rows that belong together stay together.
-* **Floating tensors get noise:** Gaussian, ``NOISE_SCALE`` times the tensor's standard
-  deviation, clamped to the observed ``[min, max]`` (computed in float32, or float64 for
-  float64 tensors, then cast back). Complex tensors are treated as their real and imaginary
-  parts. Non-finite elements are left as they are.
-* **Integer and bool tensors are resampled:** about ``RESAMPLE_FRACTION`` of the positions
-  (at least one) get a value drawn uniformly from the set of values the tensor holds.
-* Non-tensor inputs are passed through by reference; tensors nested in lists or dicts are
-  cloned, not varied (only top-level inputs are batched, as in :mod:`aitune_fp.inputs`).
-
-Every derived batch differs from the recorded one, and from the other derived batches, in at
-least one tensor element: a draw that does not is redrawn with larger noise and a larger
-resampled share, up to a fixed number of tries. A floating tensor holding a single value has
-no spread to scale noise by and is left alone, unless no input can change otherwise: it then
-gets noise of ``NOISE_SCALE * max(|value|, 1)``, the one case where a value leaves the
-observed range. When nothing can change (no tensor input, or only integer/bool tensors that
-each hold one value), or the vocabularies are too small for that many distinct batches,
-:class:`HeldoutUnavailableError` says so; the caller decides how to carry on.
-
-The caller's tensors are never written to or aliased: every tensor returned is new.
+Structure, dtypes, shapes, devices, ranges and vocabularies are kept; every tensor returned is new.
 """
 
 from __future__ import annotations
@@ -65,12 +35,7 @@ _Kind = Literal["float", "constant", "discrete", "fixed"]
 
 
 class HeldoutUnavailableError(InvalidValueError):
-    """No held-out batch that differs from the recorded ones can be derived within the rules.
-
-    Raised when no input can change (no tensor input, or only integer/bool tensors that each
-    hold one value) or when the observed vocabularies are too small for as many distinct
-    batches as were asked for. A ``ValueError``; the message names the inputs.
-    """
+    """No held-out batch unlike the recorded ones can be derived; the message names the inputs."""
 
 
 @attrs.frozen(eq=False)
@@ -279,16 +244,9 @@ def heldout_batches(
     *,
     batch_axes: Mapping[InputKey, int | None] | None = None,
 ) -> tuple[Sample, ...]:
-    """``n`` batches derived from ``batch``: rows shuffled, values varied (see the module).
+    """``n`` batches from ``batch`` (rows shuffled, values varied), each unlike all the others.
 
-    Each has ``batch``'s structure, and every tensor its dtype, shape and device; each differs
-    from ``batch`` and from the others in at least one tensor element. ``batch_axes`` is
-    :class:`~aitune_fp.inputs.GraphSpec`'s (axis 0 for every tensor when not given; then a
-    batch whose inputs do not agree on a batch dimension is varied without shuffling, while
-    declared axes that do not fit raise). The same ``seed`` gives the same batches.
-
-    Raises :class:`HeldoutUnavailableError` when no such batches exist (see the module), and
-    ``InvalidTypeError`` / ``InvalidValueError`` naming a bad ``n`` (an int >= 1) or ``seed``.
+    Same ``seed``, same batches; :class:`HeldoutUnavailableError` when none can be derived.
     """
     sample = as_sample(batch)
     count = check_int("n", n, minimum=1)
@@ -309,10 +267,7 @@ def heldout_samples(
 ) -> tuple[Sample, ...]:
     """One sample derived from each recorded sample, in order, by :func:`heldout_batches`' rules.
 
-    Each differs from its recorded sample in at least one tensor element. A sample whose batch
-    axis is unknown (its inputs do not agree on axis 0 and no ``batch_axes`` was given) has its
-    values varied without shuffling rows. Raises :class:`HeldoutUnavailableError` naming the
-    sample when one cannot be varied.
+    Raises :class:`HeldoutUnavailableError` naming a sample that cannot be varied.
     """
     if isinstance(samples, (str, bytes, Sample)) or not isinstance(samples, Iterable):
         raise InvalidTypeError(f"samples must be a sequence of samples, got {samples!r:.200}")

@@ -1,7 +1,6 @@
-"""The interpreter's and the OS's process settings a build may change, read, compared and put back.
+"""The interpreter's and OS's process settings a build may change (gc, signals, cwd, RNGs, ...).
 
-:class:`ProcessState` covers torch's flags; this is the rest (``gc``, signals, ``cwd``, ``sys.path``,
-RNGs, logging, hooks, limits, niceness, ...), a table of items; ``atexit`` can only be named.
+Read, compared and put back as a table of items; ``atexit`` can only be named.
 """
 
 from __future__ import annotations
@@ -100,10 +99,7 @@ _PLAIN_LOGGER: _Logger = (logging.NOTSET, (), True, False)
 
 
 def _named_loggers() -> dict[str, _Logger]:
-    """Each named logger configured off the defaults (level, handlers, propagate, disabled).
-
-    Torch's artifact loggers (``torch.__trace``), which its own imports configure, are left out.
-    """
+    """Each named logger configured off the defaults, less torch's own artifact loggers."""
     found = {}
     for name, logger in list(logging.root.manager.loggerDict.items()):
         if isinstance(logger, logging.Logger) and ".__" not in name and not name.startswith("__"):

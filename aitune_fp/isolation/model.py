@@ -1,9 +1,6 @@
 """The model guard: a whole module object, kept before a tune and checked and restored after.
 
-For every submodule it keeps the class and the entire instance ``__dict__`` (:class:`_ModuleState`),
-by the rules of :mod:`~aitune_fp.isolation.values`; every tensor it reaches (parameters, buffers,
-tensors held in an attribute or one container deep) by identity with a host copy of its values.
-Attributes torch itself sets on a module it wraps are not changes, and neither are device moves.
+Attributes torch itself sets on a module it wraps, and device moves, are not changes.
 """
 
 from __future__ import annotations
@@ -178,11 +175,7 @@ class _ModuleState:
 
 
 class ModelGuard:
-    """A snapshot of a whole module object, to check and restore.
-
-    It holds every submodule's class and ``__dict__`` and every tensor's values (see the module
-    docstring for how each kind of value is kept).
-    """
+    """A snapshot of a module object (classes, ``__dict__``s, tensors) to check and restore."""
 
     def __init__(self, module: torch.nn.Module) -> None:
         """Take the snapshot now (a host copy of every tensor's values)."""
@@ -218,11 +211,7 @@ class ModelGuard:
         return None
 
     def restore(self) -> None:
-        """Put back every class, attribute, container, tensor value and flag the snapshot holds.
-
-        Raises:
-            InvalidStateError: something could not be put back (named); the rest was.
-        """
+        """Put back all the snapshot holds; :class:`InvalidStateError` names what could not be."""
         failures: list[str] = []
         for state in self._modules:
             state.restore(failures)

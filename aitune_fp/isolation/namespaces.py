@@ -1,10 +1,6 @@
-"""The namespaces whose callables eager's forward resolves through, fingerprinted by identity.
+"""The namespaces eager's forward resolves callables through, fingerprinted by identity.
 
-A candidate that replaces ``torch.nn.functional.linear`` or ``nn.Linear.forward`` changes eager's
-speed (and outputs) for the rest of the process. A :class:`Space` keeps a shallow copy of one
-namespace's ``__dict__``; :func:`space_edits` names each callable or descriptor replaced, added
-or removed since, as an :class:`_Edit` that can undo itself. Replacements torch makes itself
-(code in torch's own files, torch classes) are not edits.
+A replaced ``F.linear`` or ``nn.Linear.forward`` changes eager process-wide; torch's own are not.
 """
 
 from __future__ import annotations
@@ -48,12 +44,7 @@ def _tracked(value: object) -> bool:
 
 
 def _torch_own(value: object) -> bool:
-    """A replacement torch makes itself: a function written in torch's files, or a torch class.
-
-    (``set_default_dtype`` rebinds ``torch.Storage``; dynamo wraps ``torch.manual_seed``.) A
-    candidate that swaps in another of torch's own functions is not caught here: that changes
-    outputs, which the correctness check is for.
-    """
+    """A replacement torch makes itself: a function in torch's files, or a torch class."""
     if isinstance(value, type):
         module = getattr(value, "__module__", "") or ""
         return module == "torch" or module.startswith("torch.")

@@ -1,10 +1,4 @@
-"""Torch's global registries a candidate may leave changed: hooks, modes, the device, kernels.
-
-``torch.nn.modules.module``'s global hook registries, the torch function and dispatch mode stacks
-(and the infra dispatch modes), the global default-device context and the registered aten
-kernels: how to read each, how to name a difference, and how to remove kernels registered since.
-:class:`~aitune_fp.isolation.snapshot.ProcessState` holds and restores them.
-"""
+"""Torch's global registries a candidate may change: hooks, modes, default device, kernels."""
 
 from __future__ import annotations
 

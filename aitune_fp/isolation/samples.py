@@ -1,9 +1,4 @@
-"""The sample guard: the caller's samples, kept before a tune and checked and restored after.
-
-Every tensor in them (positional and keyword arguments, nested in tuples, lists and dicts), every
-mutable list and dict that holds them, and a :class:`~aitune_fp.inputs.Sample`'s ``args`` and
-``kwargs`` objects, by the rules of :mod:`~aitune_fp.isolation.values`.
-"""
+"""The sample guard: the caller's samples, kept before a tune and checked and restored after."""
 
 from __future__ import annotations
 
@@ -65,14 +60,7 @@ def _is_pair(value: object) -> bool:
 
 
 class SampleGuard:
-    """A snapshot of the caller's samples, to check and restore.
-
-    Every tensor in them (positional and keyword arguments, nested in tuples, lists and dicts) is
-    kept by identity with a host copy of its values, dtype, shape and ``requires_grad``; every
-    mutable list and dict by a shallow copy of its contents; a :class:`Sample`'s ``args`` and
-    ``kwargs`` by identity. Samples may be :class:`Sample` objects, ``(args, kwargs)`` pairs,
-    tensors, or tuples, lists and dicts of them.
-    """
+    """A snapshot of the caller's samples (tensors by host copy, containers shallowly)."""
 
     def __init__(self, samples: Sequence[Any]) -> None:
         """Take the snapshot now (a host copy of every tensor's values)."""
@@ -129,11 +117,7 @@ class SampleGuard:
         return None
 
     def restore(self) -> None:
-        """Put back every container entry, then every tensor's values, dtype and flag, in place.
-
-        Raises:
-            InvalidStateError: something could not be put back (named); the rest was.
-        """
+        """Put back every container entry and tensor in place; :class:`InvalidStateError` if not."""
         failures: list[str] = []
         for state in self._states:
             state.restore(failures)

@@ -1,11 +1,4 @@
-"""One snapshot of all the process state a candidate may change, and the block that restores it.
-
-:class:`ProcessState` holds the flag values (:mod:`~aitune_fp.isolation.flags`), the fingerprinted
-namespaces (:mod:`~aitune_fp.isolation.namespaces`) and the registries
-(:mod:`~aitune_fp.isolation.registries`) as they were at capture: :meth:`ProcessState.changed`
-names each difference, :meth:`ProcessState.restore` puts it back. :func:`isolated` wraps a block
-in both.
-"""
+"""One snapshot of all the process state a candidate may change, and the block that restores it."""
 
 from __future__ import annotations
 
@@ -52,9 +45,7 @@ __all__ = ["Isolation", "ProcessState", "isolated"]
 class ProcessState:
     """What a candidate may change in the process, as it was at :meth:`capture`.
 
-    Flag values, the default device and mode stacks, a shallow copy of each fingerprinted
-    namespace's ``__dict__`` and of each global hook registry, and the registered aten kernels.
-    Holds references (to the original callables and hooks), never copies of them.
+    Holds references to the original callables and hooks, never copies of them.
     """
 
     _flag_values: tuple[object, ...]
@@ -68,11 +59,7 @@ class ProcessState:
 
     @classmethod
     def capture(cls, extra: Iterable[object] = ()) -> ProcessState:
-        """Snapshot the process now; ``extra`` modules or classes are fingerprinted too.
-
-        Pass the classes of the model's modules as ``extra`` to catch a candidate that patches
-        the user's own ``forward``.
-        """
+        """Snapshot the process now; ``extra`` modules or classes fingerprinted too."""
         spaces = tuple(Space(label, obj, dict(vars(obj))) for label, obj in default_spaces(extra))
         return cls._take(spaces)
 
@@ -97,11 +84,7 @@ class ProcessState:
         return self._take(tuple(space.recapture() for space in self._spaces))
 
     def changed(self, now: ProcessState | None = None) -> tuple[str, ...]:
-        """Each difference between this snapshot and ``now`` (the process now, by default).
-
-        Texts such as ``torch.get_num_threads(): 2 -> 1``, ``torch.nn.functional.linear
-        replaced``, ``global forward pre-hook added (1)``; empty when nothing changed.
-        """
+        """Each difference between this snapshot and ``now`` (default: the process now), as text."""
         now = self._now() if now is None else now
         texts = settings_changed(self._flag_values, now._flag_values)
         (ctx_then, _), (ctx_now, _) = self._device, now._device
@@ -130,12 +113,7 @@ class ProcessState:
         return tuple(texts)
 
     def restore(self) -> tuple[str, ...]:
-        """Put the process back as it was at capture; answer what could not be put back.
-
-        Each text is a :meth:`changed` text with the reason appended, e.g. the interop thread
-        count (torch allows setting it once per process) or inference mode left on (only the
-        ``with`` that entered it can leave it).
-        """
+        """Put the process back as at capture; the texts of what could not be, with the reason."""
         errors: dict[str, str] = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -226,11 +204,7 @@ class Isolation:
 
 @contextlib.contextmanager
 def isolated(extra: Iterable[object] = ()) -> Iterator[Isolation]:
-    """Capture the process state, run the block, then name and undo what the block changed.
-
-    Restores also when the block raises (the exception propagates); ``extra`` as in
-    :meth:`ProcessState.capture`.
-    """
+    """Capture the process state, run the block, then name and undo its changes (even on raise)."""
     holder = Isolation(ProcessState.capture(extra=extra))
     try:
         yield holder

@@ -1,11 +1,6 @@
 """What a guard keeps of one value, container or tensor, and how it compares and puts it back.
 
-Plain values (numbers, strings, dtypes, devices, tuples of them) are kept and compared by value;
-dicts, lists and sets by the object and a shallow copy of what they hold (:class:`ContainerState`);
-anything else by identity. A tensor is kept by identity with a host copy of its values, its dtype,
-shape and ``requires_grad`` (:class:`TensorState`), compared bit for bit (NaN equals itself) and
-written back in place. :mod:`~aitune_fp.isolation.model` and :mod:`~aitune_fp.isolation.samples` build on
-these.
+Plain values by value, containers by a shallow copy, tensors by a host copy compared bit for bit.
 """
 
 from __future__ import annotations
@@ -35,10 +30,7 @@ MISSING: Any = object()
 
 
 def _same_bits(now: torch.Tensor, then: torch.Tensor) -> bool:
-    """Whether two tensors of one dtype and shape hold the same bits (NaN equals itself).
-
-    A byte compare through numpy: several times faster than ``torch.equal`` on CPU.
-    """
+    """Whether two same-shape tensors hold the same bits (NaN equals itself), via numpy (fast)."""
     try:
         a = now.detach().reshape(-1).contiguous().view(torch.uint8).numpy()
         b = then.reshape(-1).contiguous().view(torch.uint8).numpy()
@@ -65,10 +57,7 @@ def is_value(value: object) -> bool:
 
 
 def same_value(then: Any, now: Any) -> bool:
-    """Whether ``now`` still is ``then``: the same object, or an equal value of the same type.
-
-    Tuples compare item by item (so a tuple of modules compares their identities).
-    """
+    """Whether ``now`` still is ``then``: the same object, or an equal value (tuples by item)."""
     if then is now:
         return True
     if type(then) is not type(now):
@@ -92,11 +81,7 @@ def is_container(value: object) -> bool:
 
 
 def contents_of(container: Any) -> Any:
-    """A shallow copy of a dict's items, a list's items or a set's members.
-
-    An empty container gives ``()``: most hook dicts are empty, and not allocating for them keeps
-    the snapshot of a many-module model fast (fewer objects, fewer garbage collections).
-    """
+    """A shallow copy of a container's contents; ``()`` when empty (most hook dicts, kept cheap)."""
     if not container:
         return ()
     if isinstance(container, dict):

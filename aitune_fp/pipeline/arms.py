@@ -1,8 +1,4 @@
-"""Where a candidate is built, checked and timed: the seam the one candidate path runs over.
-
-:class:`Arm` is what ``TuneSession.try_candidate`` needs of it; :class:`HereArm` is this
-process, ``pipeline.workers.WorkerArm`` a worker process of its own.
-"""
+"""Where a candidate is built, checked and timed: this process (:class:`HereArm`) or a worker."""
 
 from __future__ import annotations
 
@@ -22,9 +18,7 @@ __all__ = ["Arm", "HereArm"]
 class Arm(Protocol):
     """Where a candidate is built, checked and timed: this process, or a worker of its own.
 
-    The session's one candidate path runs over it: :meth:`open` (its ``description`` and
-    ``folder`` known), :meth:`build` under the watchdog, :meth:`abandon` after a failed build,
-    :meth:`settle` after vetting (what the arm itself finds).
+    Called in order: :meth:`open`, :meth:`build` (watchdog on), :meth:`abandon` or :meth:`settle`.
     """
 
     description: str

@@ -1,8 +1,4 @@
-"""Opening a tune: the eager baseline, built or adopted, and what comparisons time on.
-
-The operating point, the private copy of eager that candidates cannot reach, and the inputs
-every comparison is timed on (the batch and held-out batches).
-"""
+"""Opening a tune: eager (built or adopted), the operating point and the timing inputs."""
 
 from __future__ import annotations
 
@@ -55,13 +51,9 @@ def _free_bytes(module: torch.nn.Module) -> float:
 
 
 def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.EagerIsolation]:
-    """A copy of the eager baseline, its model with it, that no candidate can reach.
+    """A copy of eager (model included) no candidate can reach, so none can slow eager down.
 
-    Eager is timed and used as the reference on this copy, so a candidate that slows the user's
-    model down (a hook, a replaced ``forward``) cannot make itself look faster. The rule: copy
-    when the model's tensors take at most half of the free memory where they live; otherwise
-    (or when the baseline cannot be copied) eager runs on the user's model (``shared``) and the
-    model guard is what catches such a change.
+    Copied when the model takes at most half the free memory there; else ``shared`` (guarded).
     """
     size = sum(t.numel() * t.element_size() for t in [*module.parameters(), *module.buffers()])
     if 2 * size > _free_bytes(module):
@@ -73,11 +65,7 @@ def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.E
 
 
 def resolve_batch_size(session: TuneSession) -> int:
-    """The batch size to validate at: the graph spec's max, or what the config narrows to.
-
-    ``batching=False`` validates the raw sample (batch size 1); ``batch_sizes`` picks the
-    largest of them, which must fit the graph spec.
-    """
+    """The batch size to validate at: the graph spec's max, or the largest of ``batch_sizes``."""
     assert session.options is not None
     config = session.options.profiling_config
     spec_max = session.target.graph_spec.get_max_batch_size()
@@ -126,10 +114,9 @@ def started(session: TuneSession) -> events.Event:
 
 @attrs.frozen(eq=False)
 class Opened:
-    """What opening the baseline established: eager, and what every comparison times and checks on.
+    """What opening the baseline established: eager, and what comparisons time and check on.
 
-    ``copied``: how eager is isolated in this process (a private copy, or shared when it does
-    not fit); ``noise``: the ``baseline_measured`` fields of eager's noise floor.
+    ``copied``: eager in this process (a private copy, or shared); ``noise``: its noise fields.
     """
 
     description: str
@@ -273,12 +260,9 @@ def _plan(session: TuneSession, latencies: Sequence[float]) -> str | None:
 
 
 def calibrate_noise(session: TuneSession, shared: bool) -> tuple[Closeness, dict[str, Any]]:
-    """With ``Closeness(calibrate=True)``: eager's own noise floor, adopted for the tune.
+    """With ``Closeness(calibrate=True)``, adopt eager's float32-vs-float64 noise.
 
-    float32 eager against a float64 copy on the recorded samples (``eager_noise_floor``); every
-    candidate's norm budgets then use it. Returns the closeness and the ``baseline_measured``
-    fields; a model that cannot be copied to float64 (or, ``shared``, too large to copy) is not
-    calibrated, and the fields say why.
+    Returns the closeness and the ``baseline_measured`` fields (why not, when not measured).
     """
     closeness = session.closeness
     if not closeness.calibrate:  # a floor the caller measured is recorded as it is
@@ -307,11 +291,7 @@ def calibrate_noise(session: TuneSession, shared: bool) -> tuple[Closeness, dict
 
 
 def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
-    """The timing batch and two held-out ones derived from it, timed in turn.
-
-    A candidate that returns what it computed for an earlier batch of the same shape is
-    then wrong on the batches it did not compute, where the spot checks look.
-    """
+    """The timing batch and two held-out batches from it (catches replayed earlier outputs)."""
     spec = session.target.graph_spec
     return (batch, *held_out(heldout_batches, batch, 2, seed=session.heldout_seed, graph_spec=spec))
 

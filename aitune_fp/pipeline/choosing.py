@@ -1,14 +1,4 @@
-"""Choosing among candidates that passed the gate: head-to-head selection and latency budgets.
-
-Strategies that choose (``max-throughput``, ``min-latency``, ``latency-budget``, and AITune's
-``_resolve_winner`` through the adapter) call :func:`choose`. In the statistical mode the
-passing candidates are timed against each other, interleaved on the gate's own inputs, and
-eliminated when shown slower (:mod:`aitune_fp.core.selection`); the choice is within the
-indifference zone of the truly fastest with probability at least the configured confidence
-(``docs/guarantees.md``). Without a gate (plain sessions) or in the point mode, the best point
-estimate wins, as in AITune. :func:`latency_check` holds one candidate's latency quantile
-against a budget with an exact order-statistics bound.
-"""
+"""Choosing among candidates that passed the gate (head-to-head or best point); latency budgets."""
 
 from __future__ import annotations
 
@@ -130,14 +120,9 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
 def choose(
     session: TuneSession, outcomes: Sequence[CandidateOutcome], *, activate: bool = True
 ) -> CandidateOutcome | None:
-    """The candidate to keep among ``outcomes`` (only passing ones count); None when none passed.
+    """The passing candidate to keep (None when none passed); the others are released.
 
-    A head-to-head winner is checked again (outputs against eager, the model and the process)
-    before it is kept; one that fails is recorded and the choice is made again without it.
-    Every passing candidate that is not chosen is released; the chosen one is activated unless
-    ``activate=False`` (a driver that activates its winner itself). With two or more in a gated,
-    deciding, statistical session they meet head-to-head (recorded in the ``selection_decided`` event and
-    the ``selection_decided`` event); otherwise the best point estimate wins.
+    A head-to-head winner is rechecked first; one that fails is recorded and the choice made again.
     """
     passing = [o for o in outcomes if o.ok]
     if not passing:
@@ -181,11 +166,7 @@ def latency_check(
     quantile: float = DEFAULT_QUANTILE,
     calls: int | None = None,
 ) -> LatencyCheck:
-    """Time ``outcome``'s backend on its own and hold its ``quantile`` latency to ``budget_ms``.
-
-    The bound is one-sided at the session's confidence, from order statistics (no bootstrap);
-    the check is recorded (the ``latency_checked`` event).
-    """
+    """Hold ``outcome``'s ``quantile`` latency to ``budget_ms`` (order-statistics bound)."""
     batch, batches, timer = session.arena().timing()
     confidence = session.config.confidence
     n = latency_calls(quantile, confidence) if calls is None else calls

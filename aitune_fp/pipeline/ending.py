@@ -1,7 +1,4 @@
-"""The end of a tune: the strategy's pick, the ``selected`` event and the frozen report.
-
-A pick that did not come through the pipeline is validated first.
-"""
+"""The end of a tune: the strategy's pick (validated if new), ``selected`` and the report."""
 
 from __future__ import annotations
 
@@ -98,12 +95,7 @@ def select(
 
 
 def report_of(session: TuneSession) -> TuneReport:
-    """The frozen report of this tune so far: the fold of every event it emitted.
-
-    ``ingest`` folds a log of those events the same way (:func:`aitune_fp.events.kinds.fold`), so
-    both reports agree; only the event count (events actually sent) and, before ``finished``,
-    the running duration come from the session.
-    """
+    """The frozen report so far: the fold of every event emitted, as ``ingest`` folds them."""
     folded = session.folded
     return attrs.evolve(
         folded,

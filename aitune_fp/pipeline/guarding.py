@@ -1,8 +1,4 @@
-"""What a tune must not change (the model, the caller's samples, the process), as one value.
-
-Taken at the tune's start, settled after eager's first calls, checked (then restored) after each
-candidate step.
-"""
+"""What a tune must not change (the model, the caller's samples, the process), as one value."""
 
 from __future__ import annotations
 
@@ -27,10 +23,7 @@ _JUDGES = ("aitune_fp.core.", "aitune_fp.measure.", "aitune_fp.profiling.", "ait
 
 @attrs.frozen(eq=False)
 class Guards:
-    """Snapshots of the model, the samples and the process; the tune's thread; what was training.
-
-    The model is validated in eval mode and given back in the modes it came in.
-    """
+    """Snapshots of model, samples and process; the tune's thread; the model's modes to restore."""
 
     model: ModelGuard | None
     samples: SampleGuard
@@ -87,10 +80,9 @@ class Guards:
 
 
 def process_state(target: TuneTarget) -> ProcessState:
-    """The process state a candidate must leave alone, with the model's classes and our judges.
+    """The process state a candidate must leave alone, including the model's classes and our judges.
 
-    The model's own classes: a candidate that patches the user's class (its ``forward``) reaches
-    eager's private copy too; our judges: a patched verdict.
+    A patched model class would reach eager's private copy; a patched judge would fake a verdict.
     """
     own = {type(m) for m in target.module.modules() if not type(m).__module__.startswith("torch.")}
     judges = [m for name, m in sorted(sys.modules.items()) if name.startswith(_JUDGES)]

@@ -1,11 +1,4 @@
-"""The candidate pipeline's stages: each takes what it needs as values and returns a value.
-
-An :class:`Arena` is what every candidate of one tune is checked and timed against once the tune
-is open (the target, eager, the inputs and references, the rule, the gate); the session makes it
-and sequences the stages over it (``vetting.vet``), owning what outlives a stage: the workers,
-the watchdog, the folder, the events. Nothing here reads the session, so a stage cannot touch
-what it was not handed.
-"""
+"""The candidate pipeline's stages: pure functions of values, touching only what they are handed."""
 
 from __future__ import annotations
 
@@ -62,10 +55,7 @@ __all__ = [
 class Arena:
     """What one tune's candidates are checked and timed against, fixed once the tune is open.
 
-    ``eager``: eager's private copy or its worker (None when the baseline failed; the recorded
-    module is then the reference), ``eager_arm`` what eager is timed as; ``batch`` and
-    ``batches`` the timing batches and ``references`` eager's output on each; ``heldout`` the
-    tune's held-out samples and ``seed`` the tune's draw; ``gate`` None when not validating.
+    ``eager`` None: the baseline failed (the recorded module is the reference); ``gate`` None: off.
     """
 
     target: TuneTarget
@@ -88,11 +78,7 @@ class Arena:
     isolation: IsolationMode
 
     def timing(self) -> tuple[Sample, tuple[Sample, ...], Timer]:
-        """The batch, the batches timed in turn and the clock: what candidates are timed on.
-
-        An :class:`InvalidStateError` before the tune is open: a driver timing candidates
-        against each other uses the gate's inputs.
-        """
+        """The batch, the batches timed in turn and the clock; an error before the tune opens."""
         if self.batch is None or self.timer is None:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
         return self.batch, self.batches or (self.batch,), self.timer
@@ -112,12 +98,7 @@ class StageFailure:
 
 
 def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
-    """The stage a build's exception is recorded at, and the exception to record.
-
-    A driver's :class:`StageError` names its stage (and the cause); a build past its deadline
-    is ``hung``; one that cannot run here is ``unavailable``; in a worker, the stage the worker
-    sorted its failure into (``WorkerError.stage``, by this same function there); else ``build``.
-    """
+    """The stage a build's exception is recorded at, and the exception to record."""
     if isinstance(exc, StageError):
         return exc.stage, exc.cause
     if isinstance(exc, CandidateHungError):
@@ -130,13 +111,7 @@ def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
 
 
 def failure_of(exc: BaseException, step: Step) -> StageFailure:
-    """Where a failure in ``step`` is recorded: the one table from exceptions to stages.
-
-    A call that missed its deadline is ``hung`` (in a worker, the cause of the worker's error
-    during the check); a process that ran while another arm was timed is ``interference``; an
-    output, model or process check that failed while timing is ``correctness``; anything else
-    while timing is ``profiling`` (its own log).
-    """
+    """The one table from an exception in ``step`` to the stage it is recorded at."""
     if step == "recheck":
         return StageFailure(
             "correctness", BUILD_LOG_NAME, "Backend failed its check after the head-to-head"
@@ -160,10 +135,7 @@ def failure_of(exc: BaseException, step: Step) -> StageFailure:
 
 
 def build_here(target: TuneTarget, blueprint: Any, build: Callable[[Any], Any] | None) -> Any:
-    """The build stage: a driver's own build step, else a copy of ``blueprint`` built.
-
-    The blueprint stays reusable; a worker building a candidate runs this in its process.
-    """
+    """The build stage: a driver's own build step, else a copy of ``blueprint`` built."""
     if build is not None:
         return build(blueprint)
     t = target
@@ -179,10 +151,7 @@ def held_out(
     graph_spec: Any,
     **options: Any,
 ) -> tuple[Sample, ...]:
-    """Held-out inputs by ``derive`` (``isolation/heldout.py``), ``seed`` and the batch axes.
-
-    None when no input can be varied (then only the recorded inputs are used).
-    """
+    """Held-out inputs from ``derive`` and ``seed``; None when no input can be varied."""
     try:
         return derive(*args, seed, batch_axes=getattr(graph_spec, "batch_axes", None), **options)
     except HeldoutUnavailableError:
@@ -196,11 +165,7 @@ def checked_inputs(
     graph_spec: Any,
     id_limits: dict[InputKey, int],
 ) -> tuple[Sample, ...]:
-    """The held-out inputs of the correctness check: the domain draws, then the user's own.
-
-    ``isolation/domain.py``'s near, wide, layout and grad draws (ids up to the embedding
-    tables of ``id_limits``), then ``Closeness.input_generator``'s samples for ``seed``.
-    """
+    """The correctness check's held-out inputs: domain draws, then ``input_generator``'s."""
     own = held_out(heldout_domain, data, seed=seed, graph_spec=graph_spec, id_limits=id_limits)
     return own + closeness.generated(data, seed, graph_spec)
 
@@ -208,11 +173,7 @@ def checked_inputs(
 def call_deadline(
     config: ProfilingConfig, baseline_latencies: tuple[float, ...] | None
 ) -> tuple[float, str]:
-    """One call's deadline: 20x eager's slowest measured call, at least the grace.
-
-    And what sets it, for the message of a call that missed it. Eager not timed (a
-    diagnostic tune): ``max_seconds + hang_grace_s``.
-    """
+    """One call's deadline (20x eager's slowest call, at least the grace) and what set it."""
     grace = config.hang_grace_s
     if not baseline_latencies:
         deadline = config.max_seconds + grace
@@ -227,11 +188,7 @@ def call_deadline(
 
 
 def spot_check_of(closeness: Closeness, backend: Any) -> Callable[[Any, Any], Mismatch | None]:
-    """How ``backend``'s timed outputs are compared with eager's: its budget, its dtype tier.
-
-    ``check(output, reference)`` returns how close it came and raises when out of budget; the
-    gate's timing and the head-to-head among passing candidates both spot-check with it.
-    """
+    """How ``backend``'s timed outputs are compared with eager's; the check raises out of budget."""
     expected_dtype = declared_dtype(backend)
     tolerances = closeness.budget(backend)
 
@@ -244,10 +201,7 @@ def spot_check_of(closeness: Closeness, backend: Any) -> Callable[[Any, Any], Mi
 
 
 def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], Sample] | None:
-    """Timed call ``i``'s own batch: held-out values drawn for it, seeded per tune and draw.
-
-    None when no input can be varied (then the timing batches are used in turn).
-    """
+    """Timed call ``i``'s own held-out batch, seeded per tune; None when no input can vary."""
     if not held_out(heldout_batches, batch, 1, seed=seed, graph_spec=graph_spec):
         return None
     axes = getattr(graph_spec, "batch_axes", None)
@@ -260,12 +214,7 @@ def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], 
 
 
 def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
-    """Closeness to eager on the recorded samples and on held-out ones, in one pass.
-
-    The held-out samples (``isolation/heldout.py``) are derived from the recorded ones with a
-    seed drawn per tune: a candidate that memorised what it saw at build time or warm-up is
-    wrong on them. Eager's variation across inputs is measured over both.
-    """
+    """Closeness to eager on recorded and held-out samples in one pass (catches memorising)."""
     t = arena.target
     return arena.closeness.check(
         infer_of(built),
@@ -288,10 +237,7 @@ def measure(
     mismatch: Mismatch | None,
     on_look: OnLook | None = None,
 ) -> PerformanceValidationResult:
-    """Time ``backend`` against eager by the tune's rule: the one result record.
-
-    The result carries the worst mismatch of the correctness check and the spot checks.
-    """
+    """Time ``backend`` against eager by the tune's rule; the result has the worst mismatch."""
     if arena.eager_arm is None or arena.baseline_throughput is None:
         raise InvalidStateError(
             f"no eager baseline to compare against ({arena.baseline_error}); "

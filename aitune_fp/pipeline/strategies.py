@@ -1,10 +1,4 @@
-"""Tuning strategies (selection logic only) and the helper that builds and checks one candidate.
-
-A strategy is any object with AITune's ``tune(module, name, graph_spec, data, device, cache_dir)``.
-Candidates built through :func:`try_candidate` / :func:`build_and_validate` are checked against
-eager and, inside a validating tune, gated by measurement one by one. The built-in ones by
-name, with their options: :mod:`aitune_fp.pipeline.strategy_registry`.
-"""
+"""Tuning strategies (selection logic only) and the helper that builds and checks one candidate."""
 
 from __future__ import annotations
 
@@ -68,10 +62,8 @@ def try_candidate(
     device: torch.device | str,
     cache_dir: Path | str,
 ) -> CandidateOutcome:
-    """Build a copy of ``backend``, check it against eager and, in a validating tune, gate it.
+    """Build a copy of ``backend``, check it against eager and, inside a validating tune, gate it.
 
-    For third-party strategies: inside a validating tune of ``module`` this runs that tune's
-    pipeline (``session.try_candidate``); outside one, the candidate is built and checked only.
     Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate).
     """
     session = _session(module, name, graph_spec, data, device, cache_dir)
@@ -95,8 +87,7 @@ def build_and_validate(
 class SessionStrategy:
     """Base of the built-in strategies: selection logic over an explicit :class:`TuneSession`.
 
-    The validating wrapper calls :meth:`tune_session` with its session; ``tune`` (AITune's
-    signature) runs the same logic in a plain session when called without the wrapper.
+    ``tune`` (AITune's signature) runs the same logic in a plain session.
     """
 
     #: The batch size the validating wrapper opens the tune at (None: the graph spec's max).
@@ -166,12 +157,7 @@ class FirstWinsStrategy(SessionStrategy):
 
 
 class MaxThroughputStrategy(SessionStrategy):
-    """Keep the fastest passing backend; fall back to eager when none passes.
-
-    Validating (statistical mode), the passing candidates are timed against each other and the
-    choice is within ``ProfilingConfig.selection_delta_percent`` of the fastest with the
-    configured confidence (``aitune_fp.pipeline.choosing``); otherwise the best point estimate wins.
-    """
+    """Keep the fastest passing backend (head-to-head when statistical), else eager."""
 
     def __init__(self, backends: Sequence[Backend]) -> None:
         """Keep the candidates (ties go to lower build time, then the earlier one)."""
@@ -190,11 +176,7 @@ class MaxThroughputStrategy(SessionStrategy):
 
 
 class MinLatencyStrategy(MaxThroughputStrategy):
-    """Keep the passing backend with the lowest latency of one sample (batch size 1).
-
-    AITune's MinLatency: the same choice as :class:`MaxThroughputStrategy`, made at batch
-    size 1, where throughput and latency rank alike.
-    """
+    """Keep the passing backend with the lowest latency: the throughput choice at batch size 1."""
 
     #: The batch size the validating wrapper opens the tune at.
     operating_batch_size: int | None = 1
@@ -206,12 +188,9 @@ class MinLatencyStrategy(MaxThroughputStrategy):
 
 
 class LatencyBudgetStrategy(MaxThroughputStrategy):
-    """Keep the fastest passing backend whose latency quantile is shown within a budget.
+    """Keep the fastest passing backend whose latency quantile is shown within ``budget_ms``.
 
-    Each passing candidate is timed on its own and its ``quantile`` latency bounded from above
-    (exact order statistics, at the tune's confidence); only those within ``budget_ms`` go on to
-    the choice. None faster than eager: the eager baseline; some faster but none within the
-    budget: :class:`NoValidBackendError` (AITune's LatencyBudget raises too).
+    None faster than eager: eager; some faster, none in budget: :class:`NoValidBackendError`.
     """
 
     def __init__(

@@ -1,11 +1,6 @@
-"""The built-in strategies by name: what each does, how it is built, the options it takes.
+"""The built-in strategies by name: the one table the CLI, sweep files and ``make_strategy`` read.
 
-The one table that ``--strategy`` (choices, help, the option flags), sweep files (``strategy``
-and the option keys) and :func:`make_strategy` read; :func:`strategy_options` is the one place
-their options are checked, so the command line and a sweep file refuse a mistake with the same
-words, each in its own spelling (``--budget-ms`` / ``budget_ms``). Adding a strategy is its
-class in ``aitune_fp/pipeline/strategies.py`` plus one :class:`StrategyEntry` in ``_ENTRIES``.
-Importing this module does not import torch: each factory imports its strategy when called.
+Importing it does not import torch: each factory imports its strategy when called.
 """
 
 from __future__ import annotations
@@ -63,13 +58,7 @@ def number_check(wanted: str, ok: Callable[[float], bool]) -> Check:
 
 @attrs.frozen
 class StrategyOption:
-    """One setting a strategy's factory takes: ``budget_ms`` is ``--budget-ms`` on the CLI.
-
-    In a sweep file it is ``budget_ms``, for :func:`make_strategy` ``budget_ms=``. ``check``
-    turns a given value into what the factory gets (or refuses it); ``parse`` turns a command
-    line's text into a value first (argparse's ``type``). An optional option that is not given
-    passes ``default`` (nothing when ``default`` is None).
-    """
+    """One option a strategy's factory takes (``budget_ms``/``--budget-ms``), with its check."""
 
     name: str = attrs.field(validator=attrs.validators.matches_re(r"[a-z][a-z0-9_]*"))
     help: str
@@ -81,12 +70,7 @@ class StrategyOption:
 
 @attrs.frozen
 class StrategyEntry:
-    """One built-in strategy: its name, what it keeps, how it is built, the options it takes.
-
-    ``name`` is ``--strategy``'s; ``summary`` one line for ``--help``; ``factory(backends,
-    **options)`` builds it, importing its class when called (never at import); ``backends``:
-    how many backends it takes, exactly (None: any number).
-    """
+    """One built-in strategy: name, ``--help`` line, factory, options, backend count (None: any)."""
 
     name: str = attrs.field(validator=attrs.validators.matches_re(r"[a-z][a-z0-9-]*"))
     summary: str
@@ -179,12 +163,9 @@ def strategy_options(
     *,
     spell: Callable[[str], str] = _as_written,
 ) -> dict[str, Any]:
-    """The options strategy ``name`` is built with, checked: the one place that refuses them.
+    """Strategy ``name``'s ``given`` options checked, defaults filled: the one place refusing them.
 
-    ``given`` maps option names to values (None: not given); ``spell(option)`` is how the user
-    wrote it (``--budget-ms``, ``budget_ms``), and ``spell("strategy")`` the strategy's own key.
-    Refused, naming what was written: an unknown strategy, an option the strategy does not take,
-    a required option missing, a bad value. Optional options not given get their default.
+    Errors name the option as the user wrote it (``spell``: ``--budget-ms`` or ``budget_ms``).
     """
     entry = STRATEGIES.get(name) if isinstance(name, str) else None
     if entry is None:
@@ -213,11 +194,7 @@ def strategy_options(
 
 
 def check_backends(name: str, labels: Sequence[str]) -> None:
-    """Refuse a list of backends strategy ``name`` cannot take: ``one`` takes exactly one.
-
-    The one place that counts them, for the CLI, sweep files and :func:`make_strategy`;
-    ``labels`` are the backends as the user named them.
-    """
+    """Refuse backends strategy ``name`` cannot take (``one`` takes exactly one), naming them."""
     wanted = STRATEGIES[name].backends
     if wanted is not None and len(labels) != wanted:
         noun = "backend" if wanted == 1 else "backends"
@@ -227,11 +204,7 @@ def check_backends(name: str, labels: Sequence[str]) -> None:
 
 
 def make_strategy(name: str, backends: Sequence[Backend], **options: Any) -> SessionStrategy:
-    """The built-in strategy ``name`` over ``backends``, its ``options`` checked first.
-
-    ``one`` needs exactly one backend; ``latency-budget`` needs ``budget_ms`` (and takes
-    ``quantile``); anything else is an :class:`InvalidValueError` naming it.
-    """
+    """Strategy ``name`` over ``backends``; bad options raise :class:`InvalidValueError`."""
     checked = strategy_options(name, options)
     check_backends(name, [_label(b) for b in backends])
     return STRATEGIES[name].factory(backends, **checked)

@@ -1,7 +1,4 @@
-"""The :class:`TuneSession`, one tune call as an explicit value, and the active session.
-
-The active session is what the public helpers find while a strategy runs.
-"""
+"""The :class:`TuneSession` (one tune call as an explicit value) and the active session."""
 
 from __future__ import annotations
 
@@ -76,12 +73,7 @@ def active_session(module: torch.nn.Module) -> TuneSession | None:
 class TuneSession:
     """One tune call: the eager baseline, the gate, the candidate pipeline and what they found.
 
-    Made by the validating wrapper (``options`` given) or, for a strategy run without the
-    wrapper, by :meth:`plain` (built and correct is enough, nothing is timed, no events). The
-    AITune adapter drives the same session from AITune's hooks: it adopts AITune's baseline
-    (``open(baseline=...)``) and hands in candidates AITune builds (``try_candidate(build=...)``).
-    ``closeness``: how outputs are held against eager's. ``decides=False`` (AITune's diagnostic
-    mode) measures and records every candidate but releases none for being slow.
+    ``decides=False`` (AITune's diagnostic mode) measures all candidates, releasing none as slow.
     """
 
     def __init__(
@@ -159,10 +151,7 @@ class TuneSession:
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: events.Event, *, always: bool = False) -> None:
-        """Emit ``event`` of this tune when validating; ``always``: also when disabled.
-
-        Nothing is emitted after ``finished`` (a thread the watchdog gave up on may come back).
-        """
+        """Emit ``event`` when validating (``always``: even disabled); none after ``finished``."""
         if self._closed:
             return
         if event.payload is not None:  # the report, folded as ingest folds a log
@@ -248,8 +237,7 @@ class TuneSession:
     def take_model(self) -> None:
         """Put the model in eval mode and snapshot what the tune must not change (once).
 
-        ``open`` does it; a driver whose library runs the model before ``open`` (AITune
-        profiles eager in its ``_pre_tune``) calls it first. ``finish`` gives the model back.
+        A driver that runs the model before ``open`` (AITune's ``_pre_tune``) calls it first.
         """
         if self.guards is None:
             self.guards = Guards.take(self.target)
@@ -276,10 +264,7 @@ class TuneSession:
     ) -> CandidateOutcome:
         """Build a copy of ``backend``, check it against eager and, when validating, gate it.
 
-        ``build``: a driver's own build step (AITune's build and check), given the blueprint and
-        returning the built backend; a :class:`StageError` from it names the failed stage.
-        Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate
-        after the candidate is released): the outcome says at which stage it failed and why.
+        Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate).
         """
         t = self.target
         if self._outcome is not None:
@@ -332,11 +317,9 @@ class TuneSession:
         return self.config.max_seconds + self.config.hang_grace_s
 
     def _stuck(self, what: str, elapsed_s: float) -> None:
-        """The watchdog's report of a step that could not be interrupted: end the tune.
+        """The watchdog's report of a stuck step: record the candidate hung, emit ``finished``.
 
-        Runs on the watchdog's thread while the tune's thread is still stuck: the candidate is
-        recorded as hung and ``finished`` (outcome ``error``) is emitted, so a supervisor sees
-        the end; whatever the stuck thread does when (if) it returns changes nothing after.
+        Runs on the watchdog's thread; a stuck thread that returns later changes nothing.
         """
         exc = CandidateHungError(
             f"{what} is still running {elapsed_s:.0f} s after it started and could not be "
@@ -381,11 +364,7 @@ class TuneSession:
         return failure
 
     def release(self, backend: Any, log: Path | None = None) -> None:
-        """Deactivate a candidate that is not kept and return the module to its device.
-
-        A failing ``deactivate`` never takes the tune down: it is written to ``log`` (default:
-        the candidate's build log).
-        """
+        """Deactivate a candidate not kept, back on its device; failures go to ``log``."""
         if log is None:
             description = describe(backend)
             log = self.folder(backend, description) / BUILD_LOG_NAME
@@ -424,11 +403,7 @@ class TuneSession:
     ) -> Any:
         """Run a strategy's own tune (``call``) in this session, from ``started`` to ``finished``.
 
-        Validating: open (build and measure eager), run the strategy with this session active,
-        then conclude on its pick. ``open_first=False``: only take the model first; the driver
-        opens from a hook (AITune builds its eager baseline in ``_pre_tune``). ``batch_size``:
-        the strategy's operating point (min-latency: 1). Disabled: say so, run the strategy,
-        record its pick. Whatever is raised closes the run, then propagates.
+        ``open_first=False`` only takes the model (the driver opens from a hook); errors propagate.
         """
         try:
             if not self.gated:

@@ -1,7 +1,4 @@
-"""The values of one tune call: target, options, a candidate's outcome, errors, helpers.
-
-Every step of the session uses them; no state lives here.
-"""
+"""The values of one tune call (target, options, outcomes, errors) and helpers; no state."""
 
 from __future__ import annotations
 
@@ -50,9 +47,7 @@ def _a_registered_rule(instance: object, attribute: attrs.Attribute[Any], value:
 class ValidationOptions:
     """How a wrapped strategy validates: the gate, how to measure, whether it is on, which clock.
 
-    The threshold is validated here, once, at the edge; everything downstream carries the value.
-    ``timer``: the clock every timed call uses (None: the input's device clock); tests inject
-    a fake one so end-to-end gates are deterministic.
+    ``timer``: the clock of every timed call (None: the device's); tests inject a fake one.
     """
 
     min_speedup_threshold_percent: float = attrs.field(
@@ -114,11 +109,7 @@ class TuneTarget:
 
 
 def on_device(data: Sequence[Sample], device: torch.device | str) -> tuple[Sample, ...]:
-    """The samples with every tensor on the tune's ``device``: CPU samples tune on CUDA.
-
-    A sample already there is kept as is (the caller's object); anything that is not a
-    :class:`Sample`, or a device torch cannot parse or use, is left for the checks that name it.
-    """
+    """The samples with every tensor on ``device`` (ones already there kept as they are)."""
     try:
         target = torch.device(device)
     except (RuntimeError, TypeError):
@@ -145,10 +136,7 @@ def _moved(sample: Sample, device: torch.device) -> Sample:
 class CandidateOutcome:
     """What happened to one candidate: the ready backend, or the stage and reason it failed.
 
-    ``mismatch``: how close its outputs came to eager's against its budget, once it passed the
-    correctness check (None when it failed before or at it, or when closeness is off).
-    ``error``: what a failed candidate raised (a driver such as the AITune adapter re-raises it).
-    ``build_s``: how long its build took (the tie-break among candidates equally fast).
+    ``build_s`` breaks ties among equally fast candidates; ``error`` is what a driver re-raises.
     """
 
     description: str
@@ -168,11 +156,7 @@ class CandidateOutcome:
 
 
 class StageError(AitunefpError, RuntimeError):
-    """Raised by a driver's own build step to say at which stage the candidate failed.
-
-    The AITune adapter's build runs AITune's correctness check too: a failure there is at stage
-    ``correctness``, and the cause (AITune's own exception) is what gets recorded and re-raised.
-    """
+    """Raised by a driver's own build step to name the stage a candidate failed at."""
 
     def __init__(self, stage: Stage, cause: BaseException) -> None:
         """Wrap ``cause``, which failed at ``stage``."""
@@ -187,10 +171,7 @@ def infer_of(backend: Any) -> Callable[..., Any]:
 
 
 def declared_dtype(backend: Any) -> torch.dtype | None:
-    """The reduced precision a backend declares: its ``dtype``, or its config's autocast dtype.
-
-    Its outputs are then compared at that precision tier.
-    """
+    """The reduced precision a backend declares (``dtype`` or its config's autocast dtype)."""
     found = [getattr(backend, "dtype", None)]
     config = getattr(backend, "_config", None)
     if getattr(config, "autocast_enabled", False):
@@ -206,10 +187,7 @@ class ModelChangedError(AitunefpError, RuntimeError):
 
 
 class ProcessChangedError(AitunefpError, RuntimeError):
-    """A candidate changed the process (threads, a torch flag, a torch function); restored.
-
-    What could not be put back is named in the message (``docs/guarantees.md``).
-    """
+    """A candidate changed the process; restored, and what could not be is named."""
 
 
 class NoValidBackendError(AitunefpError, RuntimeError):
@@ -227,11 +205,7 @@ class NoValidBackendError(AitunefpError, RuntimeError):
 
 
 def append_failure_log(path: Path, title: str, exc: BaseException) -> str | None:
-    """Append a failure block (type, message, traceback) to ``path``; its path, or None.
-
-    A log that cannot be written (cache dir a file, read-only) never hides the failure it was
-    about: the caller records the failure with no log path.
-    """
+    """Append a failure block to ``path``; its path, or None if it cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as log:

@@ -1,7 +1,4 @@
-"""One candidate after its build: correctness against eager, then the timed comparison.
-
-By the session's decision rule; a loser is released and every outcome recorded.
-"""
+"""One candidate after its build: correctness against eager, then timing; losers released."""
 
 from __future__ import annotations
 
@@ -105,10 +102,7 @@ def _guarded(session: TuneSession, built: Any, what: str) -> contextlib.Abstract
 
 
 def per_call_step(session: TuneSession, what: str) -> contextlib.AbstractContextManager[Any]:
-    """The watchdog on a step in this process, each call under :func:`call_deadline`.
-
-    A slow step that keeps completing calls is never hung; one call that stops is.
-    """
+    """The watchdog on a step here, per call: a slow step still completing calls is not hung."""
     deadline, note = call_deadline(session.config, session.baseline_latencies)
     return session.watchdog.step(what, deadline, per_call=True, note=note)
 
@@ -151,11 +145,9 @@ def _timed(
 
 
 def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
-    """How good a passing candidate is (higher is better); None when it cannot be measured.
+    """How good a passing candidate is (higher is better; None when it cannot be measured).
 
-    Gated candidates rank by their speedup over eager timed in the same window (robust to
-    the machine changing speed between candidates); in a plain session each is timed on its
-    own (AITune's throughput profile) and a candidate whose timing fails is released.
+    Gated: speedup over eager in the same window; plain: its own throughput.
     """
     result = outcome.result
     if result is not None:
@@ -177,12 +169,7 @@ def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
 
 
 def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
-    """Whether a candidate that ran outside the gate (a head-to-head) is still correct.
-
-    Its outputs are checked against eager again, on the recorded and held-out inputs, and the
-    model, samples and process state against the tune's snapshot. A failure is recorded (stage
-    ``correctness``) and the candidate released; False then.
-    """
+    """Whether a candidate run outside the gate is still correct; recorded and released if not."""
     try:
         with _guarded(session, outcome.backend, f"the re-check of {outcome.description}"):
             check_closeness(session.arena(), outcome.backend)

@@ -1,14 +1,4 @@
-"""Candidates in processes of their own until one is chosen; the chosen one rebuilt here.
-
-In ``process`` isolation (the default where it can work) each candidate is built, checked and
-timed in a worker of its own, and eager is timed in a worker started before any candidate code
-ran: nothing a candidate does reaches eager, the user's model or the user's process. Workers
-run the tune's thread count: at one thread they are forked; at more they start from the fork
-server with their recipe pickled (:func:`worker_threads`). The
-candidate that wins is then rebuilt in the user's process and checked again there (fresh
-held-out inputs, the model and process guards) before it is handed back. ``in_process`` keeps the
-snapshot guards of ``aitune_fp.isolation`` and says what it cannot see (``docs/guarantees.md``).
-"""
+"""Candidates in processes of their own until one is chosen, then rebuilt and rechecked here."""
 
 from __future__ import annotations
 
@@ -104,10 +94,9 @@ def reported_clock(options: ValidationOptions | None) -> ReportedClock | None:
 
 
 def worker_threads(threads: int) -> int | None:
-    """How a worker runs ``threads`` intra-op threads: None forks it (one thread), else the count.
+    """How a worker runs ``threads`` threads: None forks it (one thread), else the fork server's.
 
-    A forked child cannot use its parent's OpenMP team, so more than one thread (or a platform
-    without ``fork``, or CUDA initialised here) means a worker started from the fork server.
+    A forked child cannot use its parent's OpenMP team.
     """
     return None if threads == 1 and fork_unavailable() is None else threads
 
@@ -163,10 +152,7 @@ class CandidateRecipe:
 
 
 def _stop_compile_workers() -> None:
-    """End inductor's compile pool once a build is done (a later shape starts one again).
-
-    Killed with its worker, the pool's semaphores were reported leaked at the user's exit.
-    """
+    """End inductor's compile pool after a build, so its semaphores are not reported leaked."""
     async_compile = sys.modules.get("torch._inductor.async_compile")
     if async_compile is not None:
         with contextlib.suppress(Exception):
@@ -201,9 +187,7 @@ def output_types(references: tuple[Any, ...]) -> frozenset[type]:
 class WorkerBackend:
     """A candidate that lives in its worker: called there, timed from here, closed with it.
 
-    What :meth:`adopt` rebuilds in the user's process once chosen: the ``blueprint`` and the
-    driver's own ``build`` step, if any. ``dtype`` and ``tolerances`` are what the built
-    candidate declared in its worker; ``artefact`` the digest of what its build saved ("": none).
+    ``artefact``: the digest of what its build saved ("": none), loaded by :meth:`adopt`.
     """
 
     def __init__(
@@ -293,10 +277,7 @@ def start_eager(session: TuneSession) -> EagerStart:
 
 
 def _os_changed(session: TuneSession) -> str | None:
-    """What changed, from outside, in this process's or eager's CPU affinity or niceness.
-
-    Put back as far as this process may; None when nothing changed.
-    """
+    """An outside change to our or eager's CPU affinity or niceness (put back); None if none."""
     changed: list[str] = []
     for pid, before in session.os_states.items():
         try:
@@ -397,13 +378,9 @@ def _teach(build: Any, said: Mapping[str, Any]) -> None:
 
 
 def adopt(session: TuneSession, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
-    """The chosen candidate in the user's process, checked there; None if it fails.
+    """The chosen candidate loaded (or rebuilt) here, checked on fresh inputs; None if it fails.
 
-    What its worker built is loaded where its build saved it (an artefact whose digest is the
-    one timed), else it is rebuilt. Checked on held-out inputs drawn afresh (a seed the worker
-    never saw) and against the model and process guards. A failure is recorded at stage
-    ``rebuild``; the worker is closed either way. Returned with the process settings the build
-    changed beyond those (:class:`Hygiene`), put back and named, and how it was handed back.
+    Also returns the process settings its build changed (put back) and how it was handed back.
     """
     chosen.deactivate()
     log = session.folder_of(chosen.description) / BUILD_LOG_NAME
@@ -481,10 +458,7 @@ def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> tuple[An
 
 
 def _soak(session: TuneSession, built: Any, n: int) -> None:
-    """``n`` more checked calls of ``built``, each on a batch of held-out inputs drawn afresh.
-
-    Compared with eager on the same batch as a spot check is; the first wrong one raises.
-    """
+    """``n`` more calls of ``built`` on fresh held-out batches, spot-checked; a wrong one raises."""
     t = session.target
     draw = random.SystemRandom()
     candidate, eager = infer_of(built), infer_of(session.eager)
@@ -505,10 +479,7 @@ def _soak(session: TuneSession, built: Any, n: int) -> None:
 
 
 def soaked(session: TuneSession, chosen: Any) -> bool:
-    """In process: the soak of a chosen candidate (``ProfilingConfig.soak``); False if it failed.
-
-    A failure is recorded at stage ``correctness`` and the candidate released.
-    """
+    """Soak a chosen candidate in process; False (recorded, released) if it failed."""
     if not session.config.soak:
         return True
     description = describe(chosen)

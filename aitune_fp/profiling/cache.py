@@ -1,10 +1,4 @@
-"""Cold-cache measurement on CUDA: evict the device's L2 before each timed call, untimed.
-
-``ProfilingConfig(cache="cold")``: writing a buffer twice the L2's size leaves none of the
-previous call's weights or activations there, so each timed call starts from a clean L2, as a
-model called between other work does. The write is queued before the timed call's first
-barrier, so it has finished before the clock starts (docs/gpu.md, "Cold vs hot cache").
-"""
+"""Cold-cache timing on CUDA: evict the L2 before each timed call, untimed (docs/gpu.md)."""
 
 from __future__ import annotations
 
@@ -19,10 +13,9 @@ FALLBACK_L2_BYTES = 128 * 1024 * 1024
 
 
 def l2_flusher(timer: object) -> Callable[[], None]:
-    """A function that overwrites the L2 of the CUDA device ``timer`` times (its ``device``).
+    """A function overwriting the L2 of ``timer``'s CUDA device with a buffer allocated once now.
 
-    Allocates the buffer (twice the L2, in bytes) once, now. Raises InvalidValueError naming
-    ``cache`` when ``timer`` times no CUDA device: a CPU has no L2 this could flush.
+    Raises :class:`InvalidValueError` naming ``cache`` when ``timer`` times no CUDA device.
     """
     device = getattr(timer, "device", None)
     if getattr(device, "type", None) != "cuda":

@@ -1,10 +1,6 @@
-"""What a worker started from the fork server is given: a callable's recipe, pickled to bytes.
+"""A callable's recipe pickled to bytes for a worker started from the fork server.
 
-A forked worker inherits what it runs; one started from the fork server (threads of its own,
-CUDA, no ``fork``) is sent it. :func:`pack` pickles the recipe with the plain pickler (tensors
-as copies of their bytes, never shared memory a candidate could write through) and notes the
-source file of every module it names, so a module imported from a path (``--model
-file.py:factory``) is imported from there again in the worker (:func:`unpack`).
+Tensors go as byte copies (no shared memory); module files are re-imported from their paths.
 """
 
 from __future__ import annotations
@@ -46,10 +42,7 @@ class _Noting(pickle.Pickler):
         self.modules: set[str] = set()
 
     def reducer_override(self, obj: Any) -> Any:
-        """Note where ``obj`` (or its class) is defined; pickle it as usual.
-
-        A read-only mapping (``Sample.kwargs``, a graph spec's axes) goes as a copy of itself.
-        """
+        """Note where ``obj`` (or its class) is defined; a read-only mapping goes as a copy."""
         if type(obj) is types.MappingProxyType:
             return _read_only, (dict(obj),)
         named = obj if isinstance(obj, type) or callable(obj) else type(obj)
@@ -105,10 +98,7 @@ class _Finding(pickle.Unpickler):
 
 
 def import_file(name: str, path: str) -> types.ModuleType | None:
-    """Import the Python file ``path`` as module ``name``; None when it is not a Python file.
-
-    The module is registered while it runs (and removed again if it raises).
-    """
+    """Import the Python file ``path`` as module ``name``; None when it is not a Python file."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         return None

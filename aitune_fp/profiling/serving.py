@@ -1,9 +1,4 @@
-"""What runs in a worker process, and how that process comes to be.
-
-The judge's side is :mod:`~aitune_fp.profiling.workers`. Here: the worker's loop (make the
-callable, report, answer requests until told to stop), its start from the fork server (the
-recipe unpacked first), and the fork server itself, shared with the sweep's tasks.
-"""
+"""What runs in a worker process (its request loop) and how it starts (the fork server)."""
 
 from __future__ import annotations
 
@@ -60,8 +55,7 @@ def fork_server() -> (
 ):
     """The ``forkserver`` context preloaded with :data:`PRELOAD` (``spawn`` where there is none).
 
-    One server per process, shared by workers and sweep tasks; it is started fresh (a new
-    interpreter), so its children hold no OpenMP team and no CUDA context of this process.
+    One fresh server per process, so its children hold no OpenMP team or CUDA context of ours.
     """
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
@@ -142,8 +136,7 @@ def serve(
 ) -> None:
     """The worker's loop: make the callable, report, then answer requests until told to stop.
 
-    ``clock``: an injected clock (a test's fake one) that the calls here move; each call's
-    time on it is sent with the answer, for the judge to spend on its own.
+    ``clock``: an injected clock the calls move; each call's time on it is sent with the answer.
     """
     import torch
 

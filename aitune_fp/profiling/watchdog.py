@@ -1,13 +1,6 @@
-"""A watchdog for one step of a tune: a call that does not return cannot hold the tune forever.
+"""A watchdog for one step of a tune: a call that does not return cannot hold it forever.
 
-``Watchdog.step(what, deadline_s)`` guards one step (a build, a correctness check, a timed
-comparison) run by the calling thread. When the deadline passes, :class:`CandidateHungError`
-is raised in that thread at its next Python bytecode: a step stuck in Python code is
-interrupted there. With ``per_call=True`` the deadline counts from the last call the thread
-completed (:func:`progress`), so a slow step that keeps completing calls is never hung. A step stuck in native code (a kernel, a C++ build) cannot be interrupted
-from Python; when it is still running ``grace_s`` later, ``on_stuck`` is called from the
-watchdog's thread, so the tune can be recorded as ended (a supervisor sees ``finished``) even
-though the thread never comes back.
+Python code is interrupted at its deadline; native code goes to ``on_stuck`` ``grace_s`` later.
 """
 
 from __future__ import annotations
@@ -43,10 +36,7 @@ class _Monitor:
         self._thread: threading.Thread | None = None
 
     def schedule(self, delay_s: float, action: Callable[[], None]) -> int:
-        """Run ``action`` on the monitor's thread in ``delay_s`` seconds; a token to cancel it.
-
-        It runs in a copy of the caller's context (its event sinks and collector included).
-        """
+        """Run ``action`` on the monitor's thread in ``delay_s`` s (caller's context); a token."""
         run_in_context = functools.partial(contextvars.copy_context().run, action)
         with self._cond:
             self._next += 1
@@ -176,21 +166,14 @@ _PER_CALL: dict[int, _Step] = {}
 
 
 def progress() -> None:
-    """The calling thread completed a call: its per-call step's deadline starts again.
-
-    Cheap (a lookup and a clock read), and nothing outside a per-call step.
-    """
+    """The calling thread completed a call: restart its per-call deadline (cheap)."""
     step = _PER_CALL.get(threading.get_ident())
     if step is not None:
         step.progressed = time.monotonic()
 
 
 class Watchdog:
-    """Deadlines for the steps of a tune (see the module doc).
-
-    ``grace_s`` after a deadline, a step that could not be interrupted is reported to
-    ``on_stuck(what, elapsed_s)``.
-    """
+    """Deadlines for a tune's steps; a stuck step goes to ``on_stuck`` ``grace_s`` later."""
 
     def __init__(
         self, *, grace_s: float, on_stuck: Callable[[str, float], None] | None = None
@@ -204,11 +187,7 @@ class Watchdog:
     def step(
         self, what: str, deadline_s: float, *, per_call: bool = False, note: str = ""
     ) -> _Step:
-        """Guard a step run by the calling thread: ``with watchdog.step("build", 600): ...``.
-
-        ``per_call``: the deadline bounds each call (from the last :func:`progress`), not the
-        step; ``note`` says what sets it, for the message of a step interrupted.
-        """
+        """Guard a step of this thread (``per_call``: each call, from the last :func:`progress`)."""
         if not deadline_s > 0:
             raise InvalidValueError(f"deadline_s must be > 0 seconds, got {deadline_s!r}")
         return _Step(what, deadline_s, self.grace_s, self.on_stuck, per_call=per_call, note=note)
