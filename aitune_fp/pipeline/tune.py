@@ -202,11 +202,7 @@ class TuneSession:
 
     # -- the baseline --------------------------------------------------------------------------
     def open(self, *, baseline: Any = BUILD, batch_size: int | None = None) -> None:
-        """Emit ``started``, then build (or adopt) and measure the eager baseline.
-
-        ``baseline``: an eager baseline built elsewhere (AITune's) to adopt; None adopts one
-        that failed to build there. ``batch_size``: an operating point chosen elsewhere.
-        """
+        """Emit ``started``, then build (or adopt: ``baseline``, AITune's) and measure eager."""
         try:
             self.batch_size, self.config = operating_point(self, batch_size)
         finally:
@@ -227,10 +223,13 @@ class TuneSession:
         self.closeness = opened.closeness
         self.baseline_throughput, self.baseline_latencies = opened.throughput, opened.latencies
         self.eager_isolation = "process" if self.isolation == "process" else opened.copied
-        self.settle_guards()  # eager's first calls set up what candidates must leave alone
+        assert self.guards is not None  # again: what eager's first calls set up is the state
+        self.guards = self.guards.settled(self.target)
         if self.isolation == "process":
-            self.start_eager()  # now: before any candidate code ran anywhere
-            if self.eager_worker is None:  # it could not start: eager stays on its copy
+            eager = start_eager(self)  # now: before any candidate code ran anywhere
+            self.eager_worker, self.os_states = eager.worker, dict(eager.os_states)
+            if eager.failed is not None:  # eager stays on its copy, the candidates here too
+                self.isolation, self.isolation_note = "in_process", eager.failed
                 self.eager_isolation = opened.copied
         self.emit(measured(self, opened))
 
@@ -241,18 +240,6 @@ class TuneSession:
         """
         if self.guards is None:
             self.guards = Guards.take(self.target)
-
-    def start_eager(self) -> None:
-        """Start eager's worker; where it cannot start the tune runs in process, saying why."""
-        started = start_eager(self)
-        self.eager_worker, self.os_states = started.worker, dict(started.os_states)
-        if started.failed is not None:
-            self.isolation, self.isolation_note = "in_process", started.failed
-
-    def settle_guards(self) -> None:
-        """Snapshot again after eager's first calls (:meth:`Guards.settled`)."""
-        assert self.guards is not None
-        self.guards = self.guards.settled(self.target)
 
     def model_changed(self) -> ModelChangedError | ProcessChangedError | None:
         """What a candidate changed in the model, the samples or the process (restored)."""
