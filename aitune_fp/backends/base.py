@@ -128,7 +128,7 @@ class BackendBase:
         device: torch.device,
     ) -> None:
         """Take what a build of this backend (in another process) left in :meth:`artefact`."""
-        raise NotImplementedError(f"{type(self).__name__} has no artefact to load")
+        raise InvalidStateError(f"{type(self).__name__} saves no artefact to load")
 
     def _activate(self) -> None:
         """Re-acquire what ``_deactivate`` released (default: nothing to do)."""

@@ -94,10 +94,7 @@ def reported_clock(options: ValidationOptions | None) -> ReportedClock | None:
 
 
 def worker_threads(threads: int) -> int | None:
-    """How a worker runs ``threads`` threads: None forks it (one thread), else the fork server's.
-
-    A forked child cannot use its parent's OpenMP team.
-    """
+    """None forks a worker of one thread; else the fork server's (a fork has no OpenMP team)."""
     return None if threads == 1 and fork_unavailable() is None else threads
 
 
