@@ -280,7 +280,10 @@ class TuneSession:
             return self.failed(arm.description, stage, cause, log)
         build_s = time.perf_counter() - start
         outcome = self.vet(built, arm.description, arm.folder)
-        return arm.settle(attrs.evolve(outcome, build_s=build_s))
+        outcome = arm.settle(attrs.evolve(outcome, build_s=build_s))
+        if self.gated and outcome.backend is not None:  # kept: the strategy may pick it
+            self.validated.append((outcome.backend, outcome.result))
+        return outcome
 
     def vet(self, built: Any, description: str, folder: Path) -> CandidateOutcome:
         """Correctness, then (validating) the timed comparison; a loser is released."""

@@ -59,7 +59,6 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
         if not session.gated:
             return CandidateOutcome(description, built, mismatch=mismatch)
         if session.baseline is None and not session.decides:  # diagnostic: nothing to compare
-            session.validated.append((built, None))
             return CandidateOutcome(description, built, mismatch=mismatch)
         session.phase(description, "measure")
         try:
@@ -79,7 +78,6 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             reason=result.reason or result.verdict,
             mismatch=mismatch,
         )
-    session.validated.append((built, result))
     return CandidateOutcome(description, built, result=result, mismatch=mismatch)
 
 

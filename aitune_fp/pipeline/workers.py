@@ -361,9 +361,7 @@ class WorkerArm:
         log = self.folder / BUILD_LOG_NAME
         append_failure_log(log, "Backend reached another process", reached)
         if outcome.ok:
-            built = outcome.backend
-            session.validated[:] = [(b, r) for b, r in session.validated if b is not built]
-            session.release(built, log)
+            session.release(outcome.backend, log)
         return session.failed(self.description, "interference", reached, log)
 
 
