@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import NoValidBackendError, ProfilingConfig, validation_of
+from aitune_fp.adapters.validation import validation_of
 from aitune_fp.core.choice import LatencyCheck, selection_from_dict, selection_to_dict
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.quantiles import quantile_upper_bound
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.ingest import ingest
@@ -28,6 +29,7 @@ from aitune_fp.pipeline.strategies import (
     MinLatencyStrategy,
 )
 from aitune_fp.pipeline.strategy_registry import make_strategy
+from aitune_fp.pipeline.values import NoValidBackendError
 from aitune_fp.testing import capture_events
 from tests.cli_checks import usage_error
 from tests.validation_helpers import (

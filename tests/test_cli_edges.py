@@ -16,8 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp.cli import main
-from aitune_fp.cli.check import MAX_REQUIRED_SPEEDUP, MAX_THRESHOLD_PERCENT, threshold_warning
+from aitune_fp.cli.check import threshold_warning
 from aitune_fp.core.messages import fmt_level
+from aitune_fp.core.speedup import MAX_REQUIRED_SPEEDUP, MAX_THRESHOLD_PERCENT
 
 
 def _times(tmp_path: Path) -> list[str]:

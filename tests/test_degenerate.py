@@ -12,16 +12,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.fold import empty_report, fold
-from aitune_fp.correctness import Tolerances, degenerate_outputs
+from aitune_fp.correctness.degenerate import degenerate_outputs
+from aitune_fp.correctness.tolerances import Tolerances
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from tests.validation_helpers import _ModuleBackend
 
 
@@ -140,9 +137,9 @@ def test_a_tune_on_such_a_model_says_so(isolation: str, tmp_path: Path) -> None:
 
 
 def test_the_report_folded_from_events_keeps_it() -> None:
-    from aitune_fp import events
+    from aitune_fp.events.baseline import baseline_measured
 
-    event = events.baseline_measured(
+    event = baseline_measured(
         "r",
         "m",
         backend_description="eager",

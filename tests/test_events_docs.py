@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import events
-from aitune_fp.events.ingest import event_schema, result_from_event
+from aitune_fp.core.fold import result_from_event
+from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.ingest.schema import event_schema
+from aitune_fp.events.kinds import event_names
 from aitune_fp.events.schema import build_schema
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "events.md").read_text(encoding="utf-8")
@@ -48,8 +50,8 @@ def undocumented_keys(name: str, schema: Mapping[str, Any]) -> list[str]:
 
 def test_every_event_name_has_its_section() -> None:
     """The registered names and the documented sections are one list."""
-    assert missing_sections(events.EVENT_NAMES) == []
-    assert set(_sections()) == set(events.EVENT_NAMES)
+    assert missing_sections(event_names()) == []
+    assert set(_sections()) == set(event_names())
 
 
 def test_the_checks_read_the_generated_schema() -> None:
@@ -77,7 +79,7 @@ def test_the_example_line_is_what_a_tune_writes_for_its_figures() -> None:
     decided on (the estimate and its interval), not AITune's mean ratio."""
     line = _example_line()
     result = result_from_event(line)
-    event = events.candidate_measured(
+    event = candidate_measured(
         line["run_id"], line["module_name"], result, duration_s=line["duration_s"]
     )
     assert line["summary"] == event.fields["summary"]

@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 from hypothesis import given
 
-from aitune_fp import validation_of
+from aitune_fp.adapters.validation import validation_of
 from aitune_fp.core.fold import empty_report, fold
-from aitune_fp.events import CORRECTNESS_CHECKED
+from aitune_fp.events.candidates import CORRECTNESS_CHECKED
 from aitune_fp.events.ingest import ingest
 from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,
     LatencyBudgetStrategy,
     MaxThroughputStrategy,
-    NoValidBackendError,
 )
+from aitune_fp.pipeline.values import NoValidBackendError
 from aitune_fp.testing import capture_events
 from tests.strategies import mismatches
 from tests.test_choosing import HalfPruned
@@ -70,9 +70,9 @@ def test_a_malformed_event_changes_nothing() -> None:
 @given(mismatch=mismatches())
 def test_a_correctness_check_folds_into_the_report_whole(mismatch: Any) -> None:
     """``correctness_checked`` carries the mismatch; the fold rebuilds it exactly, by candidate."""
-    from aitune_fp import events
+    from aitune_fp.events.candidates import correctness_checked
 
-    event = events.correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
+    event = correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
     record = json.loads(json.dumps(event.fields))  # as a log line reads back
     report = fold(empty_report("r", "m"), event.name, record)
     assert report.accuracy == (("B()", mismatch),)

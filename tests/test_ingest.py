@@ -9,16 +9,14 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import events
+from aitune_fp.core.fold import result_from_event
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.ingest import (
-    MAX_LINE_BYTES,
-    BadLine,
-    EventLine,
-    ingest,
-    read_events,
-    result_from_event,
-)
+from aitune_fp.events.baseline import baseline_measured
+from aitune_fp.events.candidates import candidate_failed, candidate_measured, candidate_rejected
+from aitune_fp.events.ingest import MAX_LINE_BYTES, ingest, read_events
+from aitune_fp.events.ingest.values import BadLine, EventLine
+from aitune_fp.events.names import Event
+from aitune_fp.events.validation import finished, phase, selected, started
 
 RESULT = PerformanceValidationResult(
     "TorchCompileBackend()",
@@ -51,7 +49,7 @@ SLOW = PerformanceValidationResult(
 )
 
 
-def _line(event: events.Event, **extra: Any) -> str:
+def _line(event: Event, **extra: Any) -> str:
     return json.dumps({"event": event.name, "level": event.level, **extra, **event.fields})
 
 
@@ -59,7 +57,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
     """A complete tune: started, baseline, a passing and a failing candidate, a failure, selected."""
     return [
         _line(
-            events.started(
+            started(
                 run_id,
                 module,
                 strategy="MaxThroughputStrategy",
@@ -70,9 +68,9 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
                 batch_size=32,
             )
         ),
-        _line(events.phase(run_id, module, backend_description="E()", phase="baseline_build")),
+        _line(phase(run_id, module, backend_description="E()", phase="baseline_build")),
         _line(
-            events.baseline_measured(
+            baseline_measured(
                 run_id,
                 module,
                 backend_description="TorchEagerBackend()",
@@ -83,11 +81,11 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
                 decision="statistical",
             )
         ),
-        _line(events.candidate_measured(run_id, module, RESULT, duration_s=3.0)),
-        _line(events.candidate_measured(run_id, module, SLOW, duration_s=1.0)),
-        _line(events.candidate_rejected(run_id, module, SLOW)),
+        _line(candidate_measured(run_id, module, RESULT, duration_s=3.0)),
+        _line(candidate_measured(run_id, module, SLOW, duration_s=1.0)),
+        _line(candidate_rejected(run_id, module, SLOW)),
         _line(
-            events.candidate_failed(
+            candidate_failed(
                 run_id,
                 module,
                 backend_description="CudaGraphBackend()",
@@ -98,7 +96,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
             )
         ),
         _line(
-            events.selected(
+            selected(
                 run_id,
                 module,
                 backend_description="TorchCompileBackend()",
@@ -109,7 +107,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
             )
         ),
         _line(
-            events.finished(
+            finished(
                 run_id,
                 module,
                 outcome="candidate",
@@ -239,5 +237,5 @@ class TestBadLines:
 class TestResultFromEvent:
     def test_roundtrip(self) -> None:
         """candidate_measured carries exactly the result it was built from."""
-        event = events.candidate_measured("r", "m", RESULT, duration_s=1.0)
+        event = candidate_measured("r", "m", RESULT, duration_s=1.0)
         assert result_from_event(event.fields) == RESULT

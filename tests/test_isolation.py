@@ -28,7 +28,8 @@ from torch.nn import functional
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aitune_fp.isolation import NAMESPACES, Isolation, ProcessState, isolated
+from aitune_fp.isolation.namespaces import NAMESPACES
+from aitune_fp.isolation.snapshot import Isolation, ProcessState, isolated
 
 # --------------------------------------------------------------------------- safety net
 

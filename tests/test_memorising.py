@@ -20,15 +20,11 @@ import attrs
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=8)
@@ -244,7 +240,7 @@ class TestHeadToHeadOnFreshInputs:
     def _contenders(sleep_s: float) -> list[Any]:
         import time as _time
 
-        from aitune_fp.core.selection import Contender
+        from aitune_fp.core.selection_values import Contender
 
         def honest(x: torch.Tensor) -> torch.Tensor:
             _time.sleep(sleep_s)
@@ -263,7 +259,7 @@ class TestHeadToHeadOnFreshInputs:
 
     @staticmethod
     def _run(fresh: Any) -> Any:
-        from aitune_fp.core.selection import SelectionRule
+        from aitune_fp.core.selection_values import SelectionRule
         from aitune_fp.measure.headtohead import head_to_head
 
         torch.manual_seed(0)
@@ -296,8 +292,8 @@ def test_the_point_rule_times_every_call_on_a_draw_of_its_own() -> None:
     """Point rule: each of eager's timed calls and of the candidate's runs on its own draw,
     no value shared; a checked call compares with eager's output on the same draw (untimed)."""
     from aitune_fp.core.gate import Gate
-    from aitune_fp.measure import rule_for
     from aitune_fp.measure.measurement import Comparison
+    from aitune_fp.measure.rules import rule_for
     from aitune_fp.testing import FakeClock
 
     clock = FakeClock()

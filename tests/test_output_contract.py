@@ -12,16 +12,13 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
-from aitune_fp.correctness import CorrectnessError, check_correctness
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=4)
@@ -275,7 +272,8 @@ def test_float32_on_cuda_with_tf32_is_held_to_the_reduced_tier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two correct kernels differ at TF32 precision (cuDNN's default): not a wrong candidate."""
-    from aitune_fp.correctness import _values, compare_outputs
+    from aitune_fp.correctness import _values
+    from aitune_fp.correctness.compare import compare_outputs
 
     monkeypatch.setattr(_values, "TF32_DEVICES", frozenset({"cpu"}))  # CPU stands in for CUDA
     torch.manual_seed(0)
@@ -299,7 +297,7 @@ def test_float32_on_cuda_with_tf32_is_held_to_the_reduced_tier(
 
 @pytest.mark.gpu
 def test_float32_on_a_real_gpu_with_tf32_is_held_to_the_reduced_tier() -> None:
-    from aitune_fp.correctness import compare_outputs
+    from aitune_fp.correctness.compare import compare_outputs
 
     torch.manual_seed(0)
     expected = torch.randn(64, 10, device="cuda")
@@ -331,7 +329,8 @@ def test_top1_agreement_is_for_class_scores_only(path: str, scores: bool) -> Non
 
 
 def test_an_embedding_output_reports_no_top1() -> None:
-    from aitune_fp.correctness import Tolerances, compare_outputs
+    from aitune_fp.correctness.compare import compare_outputs
+    from aitune_fp.correctness.tolerances import Tolerances
 
     torch.manual_seed(0)
     e = torch.randn(16, 32)

@@ -10,11 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import FirstWinsStrategy, ProfilingConfig, Sample
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import make_result
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.measure import measure_speedup
+from aitune_fp.inputs import Sample
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.pipeline.strategies import FirstWinsStrategy
 from aitune_fp.testing import FakeClock
 from tests.validation_helpers import Pruned, gated, make_case
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import PerformanceValidationResult, compute_speedup, meets_threshold
-from aitune_fp.core.results import PerformanceValidationMixinResult
+from aitune_fp.core.results import PerformanceValidationMixinResult, PerformanceValidationResult
+from aitune_fp.core.speedup import compute_speedup, meets_threshold
 from tests.strategies import throughputs
 
 
@@ -160,7 +160,7 @@ def test_a_statistical_result_carries_its_decision_detail_as_fields() -> None:
     """Margin, method and autocorrelation reach the result (and its event), not only the text."""
     from aitune_fp.core.gate import Gate
     from aitune_fp.core.report import make_result
-    from aitune_fp.core.stats import decide_at_look
+    from aitune_fp.core.sequential import decide_at_look
 
     base = [1.0 + 0.01 * (i % 7) for i in range(40)]
     cand = [0.5 + 0.004 * ((i * 3) % 5) for i in range(40)]

@@ -13,26 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from aitune_fp import FirstWinsStrategy, ProfilingConfig, Sample, with_performance_validation
+from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.cli import build_parser
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.report import make_result
 from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.measure import (
-    Comparison,
-    DecisionRule,
-    Measurement,
-    decision_modes,
-    measure_baseline_point,
-    register,
-    rule_for,
-    unregister,
-)
-from aitune_fp.measure.measurement import OnLook
-from aitune_fp.profiling import time_calls
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.inputs import Sample
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
+from aitune_fp.measure.point import measure_baseline_point
+from aitune_fp.measure.rules import DecisionRule, decision_modes, register, rule_for, unregister
+from aitune_fp.pipeline.strategies import FirstWinsStrategy
+from aitune_fp.profiling.calls import time_calls
+from aitune_fp.sweep.spec import parse_sweep
 from aitune_fp.testing import FakeClock, capture_events
 from tests.validation_helpers import CLOCK, Pruned, make_case
 

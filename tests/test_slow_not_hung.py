@@ -13,14 +13,10 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from tests.validation_helpers import (
     CLOCK,
     USEFUL_NS,
@@ -105,7 +101,7 @@ def test_a_slow_model_gets_its_first_look_within_the_budget() -> None:
     """Eager 2 s a call (FakeClock), 60 s budget: the warm-up yields to the first look's 10
     pairs (it would take 20 calls an arm, 80 s, and leave none), so the comparison decides."""
     from aitune_fp.core.config import ProfilingConfig
-    from aitune_fp.measure import measure_speedup
+    from aitune_fp.measure.rules import measure_speedup
     from aitune_fp.testing import FakeClock
 
     clock = FakeClock()

@@ -19,18 +19,16 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
 from aitune_fp.core.accuracy import RESOLUTION_ULPS, Criterion, Spread, judge_variation
-from aitune_fp.correctness import CorrectnessError, Tolerances, check_correctness
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.correctness.variation import Spreads
+from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.heldout import heldout_samples
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from tests.validation_helpers import CLOCK, _ModuleBackend
 
 _OFFSET = 100.0

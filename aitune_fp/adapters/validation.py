@@ -25,13 +25,14 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.exclusive import exclusive_module
-from aitune_fp.pipeline import TuneSession, TuneTarget, ValidationOptions
 from aitune_fp.pipeline.strategies import SessionStrategy
-from aitune_fp.profiling import Timer
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
+from aitune_fp.profiling.timers import Timer
 
 __all__ = [
     "CandidateFailure",
@@ -477,11 +478,14 @@ def with_performance_validation(
 
     def apply(t: Any) -> Any:
         if is_aitune_strategy(t):
-            from aitune_fp.adapters import aitune  # AITune's own strategy: its hooks
+            from aitune_fp.adapters.aitune.decorate import closeness_options
+            from aitune_fp.adapters.aitune.decorate import (
+                with_performance_validation as aitune_validation,
+            )
 
-            return aitune.with_performance_validation(
+            return aitune_validation(
                 t, min_speedup_threshold_percent=given, profiling_config=profiling_config,
-                enabled=enabled, timer=timer, isolation=isolation, **aitune.closeness_options(closeness),
+                enabled=enabled, timer=timer, isolation=isolation, **closeness_options(closeness),
             )  # fmt: skip
         if isinstance(t, type):
             if not (callable(getattr(t, "tune", None)) or _declares_tune(t)):

@@ -36,7 +36,7 @@ from aitune_fp.backends.support import (
     positional_sample,
     safe_folder_name,
 )
-from aitune_fp.correctness import Tolerances
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import (
     BackendUnavailableError,
     InvalidStateError,

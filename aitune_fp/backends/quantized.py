@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 
 from aitune_fp.backends.base import BackendBase
-from aitune_fp.correctness import TIERS, Tolerances
+from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:

@@ -30,31 +30,15 @@ from aitune_fp.cli import check, report, sweep, tune
 from aitune_fp.cli._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
-    EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
-    EXIT_OK,
     EXIT_USAGE,
     PROG,
     UsageError,
     escape_control,
-    json_text,
 )
-from aitune_fp.cli.check import parse_times
 from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
 
-__all__ = [
-    "EXIT_BROKEN_PIPE",
-    "EXIT_FAILURE",
-    "EXIT_INCONCLUSIVE",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "UsageError",
-    "build_parser",
-    "escape_control",
-    "json_text",
-    "main",
-    "parse_times",
-]
+__all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,7 +22,7 @@ from aitune_fp.cli._shared import (
     make_console,
 )
 from aitune_fp.cli.markdown import md_cell, md_table
-from aitune_fp.cli.rendering import fmt_flags
+from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import (
     fmt_level,

@@ -29,11 +29,22 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from aitune_fp import events
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.rendering import measured_line
 from aitune_fp.core.fold import VALIDATION_PREFIX, empty_report, fold
 from aitune_fp.core.report import CandidateFailure, TuneReport
+from aitune_fp.events.baseline import BaselineMeasured
+from aitune_fp.events.candidates import (
+    CANDIDATE_FAILED,
+    CANDIDATE_MEASURED,
+    CANDIDATE_REJECTED,
+    CORRECTNESS_CHECKED,
+)
+from aitune_fp.events.kinds import Payload, registered
+from aitune_fp.events.names import Event
+from aitune_fp.events.sending import timestamp as timestamp_event
+from aitune_fp.events.sending import to_record, write_records
+from aitune_fp.events.validation import FINISHED, SELECTED, Look, PhaseEntered
 
 __all__ = ["JsonLines", "TuneProgress", "configure_logging"]
 
@@ -83,7 +94,7 @@ class TuneProgress:
         if self.live:
             self.progress.stop()
 
-    def __call__(self, event: events.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Show ``event``. Display errors never stop the tune."""
         with contextlib.suppress(OSError, ValueError):
             self.show(event)
@@ -116,7 +127,7 @@ class TuneProgress:
         if self.live and description in self._tasks:
             self.progress.update(self._tasks[description], completed=len(_PHASES), phase="done")
 
-    def _fold(self, event: events.Event) -> TuneReport | None:
+    def _fold(self, event: Event) -> TuneReport | None:
         """The event's run report with ``event`` folded in; None for a malformed event."""
         run_id = str(event.fields.get("run_id", ""))
         report = self.reports.get(run_id)
@@ -129,23 +140,23 @@ class TuneProgress:
         self.reports[run_id] = report
         return report
 
-    def show(self, event: events.Event) -> None:
+    def show(self, event: Event) -> None:
         """Render one event: progress from its typed payload, results from the folded report."""
         if not event.name.startswith("aitune_fp."):
             return
         report = self._fold(event) if event.name.startswith(VALIDATION_PREFIX) else None
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
-        if isinstance(payload, events.BaselineMeasured):
-            self.baseline_at = _clock(events.timestamp())
+        if isinstance(payload, BaselineMeasured):
+            self.baseline_at = _clock(timestamp_event())
             self._done(_EAGER)
-        if isinstance(payload, events.PhaseEntered):
+        if isinstance(payload, PhaseEntered):
             if payload.phase == "measure":
                 self._measuring[description] = self.clock()
             if not self.quiet:
                 self._phase(description, payload.phase)
             return
-        if isinstance(payload, events.Look):
+        if isinstance(payload, Look):
             if self.live and description in self._tasks:
                 began = self._measuring.get(description)
                 spent = None if began is None else self.clock() - began
@@ -154,12 +165,12 @@ class TuneProgress:
         if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
         summary = escape_control(payload.summary if payload is not None else event.name)
-        if event.name == events.CANDIDATE_MEASURED:
+        if event.name == CANDIDATE_MEASURED:
             self._done(description)
             if not self.quiet:
                 self.console.print(measured_line(report.results[-1]) if report else summary)
             return
-        if event.name == events.CANDIDATE_FAILED:
+        if event.name == CANDIDATE_FAILED:
             self._done(description)
             text = _failed(report.failures[-1]) if report else summary
         else:
@@ -169,9 +180,7 @@ class TuneProgress:
 
 
 #: Events the display does not print: the table on stdout, or the measured line, says them.
-_SAID_ELSEWHERE = frozenset(
-    {events.SELECTED, events.FINISHED, events.CANDIDATE_REJECTED, events.CORRECTNESS_CHECKED}
-)
+_SAID_ELSEWHERE = frozenset({SELECTED, FINISHED, CANDIDATE_REJECTED, CORRECTNESS_CHECKED})
 
 
 def _failed(failure: CandidateFailure) -> str:
@@ -186,18 +195,18 @@ def _failed(failure: CandidateFailure) -> str:
     )
 
 
-def _payload(event: events.Event) -> events.Payload | None:
+def _payload(event: Event) -> Payload | None:
     """The typed value of ``event``: its own, or rebuilt from its fields (None if unknown)."""
     if event.payload is not None:
         return event.payload
-    kind = events.registered().get(event.name)
+    kind = registered().get(event.name)
     try:
         return None if kind is None else kind.from_fields(event.fields)
     except (TypeError, ValueError):
         return None
 
 
-def _look(look: events.Look, spent_s: float | None = None) -> str:
+def _look(look: Look, spent_s: float | None = None) -> str:
     """The measure phase with its pairs and interval so far: ``measure 20/320 pairs [0.9, 1.1]``.
 
     With ``spent_s`` (seconds since the phase began), the time the pairs left to the last look
@@ -228,9 +237,9 @@ class JsonLines:
     def __init__(self, handle: IO[str]) -> None:
         self.handle = handle
 
-    def __call__(self, event: events.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Write ``event`` as one line and flush."""
-        events.write_records(self.handle, [events.to_record(event)])
+        write_records(self.handle, [to_record(event)])
 
 
 def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:

@@ -16,7 +16,7 @@ from aitune_fp.core import settings
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.measure import decision_modes
+from aitune_fp.measure.rules import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
 
@@ -115,7 +115,7 @@ ACCURACY_FLAGS = {
 
 def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
-    from aitune_fp.correctness import Closeness
+    from aitune_fp.correctness.closeness import Closeness
 
     given = {
         "criteria": args.accuracy,

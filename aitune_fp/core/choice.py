@@ -16,7 +16,7 @@ import attrs
 
 from aitune_fp.core._checks import finite, of_type
 from aitune_fp.core.quantiles import QuantileBound
-from aitune_fp.core.selection import (
+from aitune_fp.core.selection_values import (
     Contender,
     Elimination,
     Failure,

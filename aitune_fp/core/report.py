@@ -19,7 +19,7 @@ from aitune_fp.core.choice import LatencyCheck, selection_to_dict
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
-from aitune_fp.core.selection import SelectionState
+from aitune_fp.core.selection_values import SelectionState
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import error_name
 

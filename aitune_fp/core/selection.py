@@ -24,6 +24,7 @@ import attrs
 
 from aitune_fp.core._checks import check_int, check_positive
 from aitune_fp.core.dependence import ar1_coefficient, inflation_factor, lag1_rank_autocorrelation
+from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.core.selection_values import (
     DEFAULT_SELECTION_LOOKS,
     OUTCOMES,
@@ -35,7 +36,7 @@ from aitune_fp.core.selection_values import (
     SelectionRule,
     SelectionState,
 )
-from aitune_fp.core.stats import EARLY_PAIRS, EARLY_PHI, paired_log_speedup_bounds
+from aitune_fp.core.sequential import EARLY_PAIRS, EARLY_PHI
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
 __all__ = [

@@ -23,7 +23,7 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
-from aitune_fp.core.stats import look_alpha
+from aitune_fp.core.sequential import look_alpha
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from aitune_fp._tree import object_children
-from aitune_fp.correctness._errors import CorrectnessError
+from aitune_fp.correctness.failures import CorrectnessError
 
 #: Python scalars compared exactly, and all the scalar types compared (float: with tolerances).
 EXACT_SCALARS = (bool, int, str, bytes)

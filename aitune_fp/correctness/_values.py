@@ -18,8 +18,8 @@ import torch
 
 from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, judge_leaf
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._errors import CorrectnessError
 from aitune_fp.correctness._leaves import unravel
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances
 
 #: The device types whose float32 math torch's TF32 flags govern.

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from aitune_fp._tree import flatten_tensors
-from aitune_fp.correctness._errors import CorrectnessError
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import Sample
 
 __all__ = ["changed_inputs", "detached", "same_changes", "still_held", "tensor_copies"]

@@ -26,7 +26,6 @@ from aitune_fp.core.accuracy import (
 )
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._errors import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness._values import Walk
 from aitune_fp.correctness.calls import (
     changed_inputs,
@@ -45,6 +44,7 @@ from aitune_fp.correctness.envelope import (
     restyled,
     restyles,
 )
+from aitune_fp.correctness.failures import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.correctness.variation import Spreads
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name

@@ -16,7 +16,6 @@ import torch
 
 from aitune_fp.core.accuracy import NoiseFloor
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._errors import CorrectnessError
 from aitune_fp.correctness._leaves import (
     EXACT_SCALARS,
     SCALARS,
@@ -31,6 +30,7 @@ from aitune_fp.correctness._leaves import (
     unravel,
 )
 from aitune_fp.correctness._values import Walk, capped, compare_floats
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances, least_precise
 from aitune_fp.errors import InvalidTypeError
 

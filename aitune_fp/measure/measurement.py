@@ -20,13 +20,9 @@ from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
-from aitune_fp.profiling import (
-    CpuEnvironment,
-    ReferenceSpotCheck,
-    SpotCheck,
-    Timer,
-    is_oversubscribed,
-)
+from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck
+from aitune_fp.profiling.threads import CpuEnvironment, is_oversubscribed
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies", "run_context"]
 

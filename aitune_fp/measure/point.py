@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import MAX_CALLS, ProfilingConfig
 from aitune_fp.core.messages import fmt_apart
@@ -30,7 +29,9 @@ from aitune_fp.measure.measurement import (
     raw_latencies,
     run_context,
 )
-from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
+from aitune_fp.profiling import threads as host
+from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck, time_calls
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["CANDIDATE_DRAWS", "measure_baseline_point"]
 
@@ -100,7 +101,7 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies
     spot_check, batches, references = c.spot_check, c.batches, c.references
     spot_rate, spot_seed = c.spot_rate, c.spot_seed
-    env = profiling.cpu_environment(config.threads)
+    env = host.cpu_environment(config.threads)
     start = timer.now_ns()
     if eager_latencies is None:
         _, base = measure_baseline_point(
@@ -133,7 +134,7 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
-    context = run_context(env, profiling.load_average(), threads, isolation=c.isolation)
+    context = run_context(env, host.load_average(), threads, isolation=c.isolation)
     wall_s = (timer.now_ns() - start) / 1e9
     result = make_result(
         description,

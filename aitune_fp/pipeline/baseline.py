@@ -16,16 +16,19 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import torch
 
-from aitune_fp import events
-from aitune_fp.backends import TorchEagerBackend
+from aitune_fp.backends.eager import TorchEagerBackend
 from aitune_fp.core.budget import plan_budget
 from aitune_fp.core.config import for_batch_size
 from aitune_fp.core.messages import one_line
-from aitune_fp.correctness import degenerate_outputs, eager_noise_floor
+from aitune_fp.correctness.degenerate import degenerate_outputs
+from aitune_fp.correctness.noise import eager_noise_floor
 from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
 )
+from aitune_fp.events.baseline import baseline_failed, baseline_measured
+from aitune_fp.events.names import EagerIsolation
+from aitune_fp.events.validation import eval_mode, started
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
@@ -40,6 +43,7 @@ from aitune_fp.pipeline.values import (
     infer_of,
 )
 from aitune_fp.pipeline.workers import start_eager
+from aitune_fp.profiling.threads import cpu_environment
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
@@ -56,7 +60,7 @@ def _free_bytes(module: torch.nn.Module) -> float:
         return math.inf
 
 
-def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.EagerIsolation]:
+def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, EagerIsolation]:
     """A copy of the eager baseline, its model with it, that no candidate can reach.
 
     Eager is timed and used as the reference on this copy, so a candidate that slows the user's
@@ -116,7 +120,7 @@ def open_baseline(
             session.config = attrs.evolve(session.config, threads=1)
     finally:
         session.emit(
-            events.started(
+            started(
                 session.run_id,
                 t.name,
                 strategy=session.strategy,
@@ -125,7 +129,7 @@ def open_baseline(
                 min_speedup_threshold_percent=session.options.min_speedup_threshold_percent,
                 required_speedup=session.options.required_speedup,
                 batch_size=session.batch_size,
-                cpu=events.cpu_environment(session.config.threads),
+                cpu=cpu_environment(session.config.threads),
                 isolation=session.isolation,
                 isolation_note=session.isolation_note,
             )
@@ -133,7 +137,7 @@ def open_baseline(
     session.take_model()
     if session.was_training:
         session.emit(
-            events.eval_mode(session.run_id, t.name, n_training_modules=len(session.was_training))
+            eval_mode(session.run_id, t.name, n_training_modules=len(session.was_training))
         )
     adopted = baseline is not BUILD
     description = (
@@ -197,7 +201,7 @@ def open_baseline(
             None  # an eager baseline that cannot be measured is no fallback
         )
         session.emit(
-            events.baseline_failed(
+            baseline_failed(
                 session.run_id,
                 t.name,
                 error_type=type(exc).__name__,
@@ -208,7 +212,7 @@ def open_baseline(
         return
     session.baseline_throughput, session.baseline_latencies = throughput, latencies
     session.emit(
-        events.baseline_measured(
+        baseline_measured(
             session.run_id,
             t.name,
             backend_description=description,

@@ -9,7 +9,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
+from aitune_fp.isolation.model import ModelGuard
+from aitune_fp.isolation.samples import SampleGuard
+from aitune_fp.isolation.snapshot import ProcessState
 from aitune_fp.pipeline.values import (
     ModelChangedError,
     ProcessChangedError,

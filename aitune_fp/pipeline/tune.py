@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 import torch
 
-from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core.choice import LatencyCheck
@@ -28,14 +27,23 @@ from aitune_fp.core.fold import fold
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.core.selection import SelectionState
-from aitune_fp.correctness import Closeness
+from aitune_fp.core.selection_values import SelectionState
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import (
+    CandidateHungError,
     InvalidStateError,
 )
+from aitune_fp.events.candidates import failed as failed_event
+from aitune_fp.events.names import EagerIsolation, Event, Phase, new_run_id
+from aitune_fp.events.sending import emit as emit_event
+from aitune_fp.events.validation import disabled as disabled_event
+from aitune_fp.events.validation import finished
+from aitune_fp.events.validation import phase as phase_event
 from aitune_fp.inputs import InputKey, Sample
-from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
-from aitune_fp.measure import rule_for
+from aitune_fp.isolation.model import ModelGuard
+from aitune_fp.isolation.samples import SampleGuard
+from aitune_fp.isolation.snapshot import ProcessState
+from aitune_fp.measure.rules import rule_for
 from aitune_fp.pipeline.arms import Arm, HereArm
 from aitune_fp.pipeline.baseline import open_baseline
 from aitune_fp.pipeline.ending import conclude, report_of
@@ -57,9 +65,10 @@ from aitune_fp.pipeline.values import (
 )
 from aitune_fp.pipeline.vetting import rank, recheck, vet
 from aitune_fp.pipeline.workers import WorkerArm, close_workers, isolation_of
-from aitune_fp.profiling import Timer, timer_for
-from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog
-from aitune_fp.profiling.workers import Worker, WorkerGroup
+from aitune_fp.profiling.interference import WorkerGroup
+from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.watchdog import Watchdog
+from aitune_fp.profiling.workers import Worker
 
 _ACTIVE: contextvars.ContextVar[TuneSession | None] = contextvars.ContextVar(
     "aitune_fp_session", default=None
@@ -103,13 +112,13 @@ class TuneSession:
         self.taken = False
         self.gated = options is not None and options.enabled
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
-        self.run_id = events.new_run_id()
+        self.run_id = new_run_id()
         self.started = time.perf_counter()
         self.failures: list[CandidateFailure] = []
         self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.baseline: Any | None = None
         self.eager: Any | None = None  # what eager is timed and referenced on (a private copy)
-        self.eager_isolation: events.EagerIsolation = "private_copy"
+        self.eager_isolation: EagerIsolation = "private_copy"
         #: Where candidates run until chosen, and why in process when not in workers.
         self.isolation, self.isolation_note = isolation_of(options, target)
         self.workers = WorkerGroup()
@@ -164,7 +173,7 @@ class TuneSession:
         return cls(target, None, strategy=strategy)
 
     # -- events ------------------------------------------------------------------------------
-    def emit(self, event: events.Event, *, always: bool = False) -> None:
+    def emit(self, event: Event, *, always: bool = False) -> None:
         """Emit ``event`` of this tune when validating; ``always``: also when disabled.
 
         Nothing is emitted after ``finished`` (a thread the watchdog gave up on may come back).
@@ -174,7 +183,7 @@ class TuneSession:
         self.folded = fold(self.folded, event.name, event.fields)  # the report, as ingest's
         if self.gated or (always and self._emits):
             self.n_events += 1
-            events.emit(event)
+            emit_event(event)
 
     def arena(self) -> Arena:
         """What candidates are checked and timed against now: the value the stages take."""
@@ -199,11 +208,9 @@ class TuneSession:
             isolation=self.isolation,
         )
 
-    def phase(self, description: str, phase: events.Phase) -> None:
+    def phase(self, description: str, phase: Phase) -> None:
         self.emit(
-            events.phase(
-                self.run_id, self.target.name, backend_description=description, phase=phase
-            )
+            phase_event(self.run_id, self.target.name, backend_description=description, phase=phase)
         )
 
     @property
@@ -345,7 +352,7 @@ class TuneSession:
         if self._closed:  # the tune has ended (a hung step): nothing more is recorded
             return failure
         self.failures.append(failure)
-        self.emit(events.failed(self.run_id, self.target.name, failure))
+        self.emit(failed_event(self.run_id, self.target.name, failure))
         return failure
 
     def release(self, backend: Any, log: Path | None = None) -> None:
@@ -452,7 +459,7 @@ class TuneSession:
         folded = self.folded
         candidates = folded.candidate_failures
         self.emit(
-            events.finished(
+            finished(
                 self.run_id,
                 self.target.name,
                 outcome=outcome,
@@ -483,7 +490,7 @@ class TuneSession:
     def disabled(self) -> None:
         """Say that validation is off for this tune (the one event of a disabled tune)."""
         self.emit(
-            events.disabled(self.run_id, self.target.name, strategy=self.strategy), always=True
+            disabled_event(self.run_id, self.target.name, strategy=self.strategy), always=True
         )
 
     @contextmanager

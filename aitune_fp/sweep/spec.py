@@ -22,7 +22,7 @@ from aitune_fp.core.config import DECISION_MODES, MODE_FIELDS, ProfilingConfig
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
-from aitune_fp.measure import decision_modes
+from aitune_fp.measure.rules import decision_modes
 from aitune_fp.pipeline import strategy_registry
 
 __all__ = [

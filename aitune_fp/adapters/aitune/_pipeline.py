@@ -23,7 +23,8 @@ from aitune_fp.adapters.aitune._names import (
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidStateError
 from aitune_fp.inputs import Sample, as_sample, copy_sample
-from aitune_fp.pipeline import TuneSession, active_session, describe
+from aitune_fp.pipeline.tune import TuneSession, active_session
+from aitune_fp.pipeline.values import describe
 
 
 class AituneSpec:

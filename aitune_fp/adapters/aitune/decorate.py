@@ -22,9 +22,10 @@ from aitune_fp.adapters.aitune.options import OPTIONS_ATTRIBUTE, AituneOptions
 from aitune_fp.adapters.aitune.profiling_gate import ProfilingGate, kind_of
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import IsolationMode
-from aitune_fp.correctness import Closeness, Tolerances
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.profiling import Timer
+from aitune_fp.profiling.timers import Timer
 
 
 def check_hooks(base: type) -> type[AituneGate]:

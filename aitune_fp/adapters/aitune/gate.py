@@ -25,9 +25,10 @@ from aitune_fp.adapters.aitune._pipeline import (
 from aitune_fp.adapters.aitune.options import AituneOptions, validation_options
 from aitune_fp.adapters.aitune.view import GateView
 from aitune_fp.adapters.reports import keep_report
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.isolation.exclusive import exclusive_module
-from aitune_fp.pipeline import StageError, TuneSession, TuneTarget
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import StageError, TuneTarget
 
 
 class AituneGate:

@@ -11,9 +11,9 @@ from aitune_fp.core._checks import check_threshold, of_type, one_of
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import ISOLATION_MODES, IsolationMode
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
-from aitune_fp.correctness import Tolerances
-from aitune_fp.pipeline import ValidationOptions
-from aitune_fp.profiling import Timer
+from aitune_fp.correctness.tolerances import Tolerances
+from aitune_fp.pipeline.values import ValidationOptions
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["AituneOptions", "threshold_of", "validation_options"]
 

@@ -7,7 +7,7 @@ from typing import Any
 from aitune_fp.adapters.aitune._names import mode
 from aitune_fp.adapters.aitune.options import options_of, threshold_of, validation_options
 from aitune_fp.adapters.reports import ReportReadOuts
-from aitune_fp.pipeline import ValidationOptions
+from aitune_fp.pipeline.values import ValidationOptions
 
 
 class GateView(ReportReadOuts):

@@ -15,33 +15,17 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, TypeAlias
 
-from aitune_fp.core.fold import result_from_event
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.events import SCHEMA_VERSION
 from aitune_fp.events.ingest.runs import summarize
 from aitune_fp.events.ingest.schema import event_schema, validate_event
 from aitune_fp.events.ingest.values import (
     BadLine,
     EventLine,
-    FailureRecord,
     IngestReport,
-    RunSummary,
 )
+from aitune_fp.events.names import SCHEMA_VERSION
 
-__all__ = [
-    "MAX_LINE_BYTES",
-    "BadLine",
-    "EventLine",
-    "FailureRecord",
-    "IngestReport",
-    "RunSummary",
-    "event_schema",
-    "ingest",
-    "read_events",
-    "result_from_event",
-    "summarize",
-    "validate_event",
-]
+__all__ = ["MAX_LINE_BYTES", "ingest", "read_events"]
 
 #: Longest line read as an event; longer lines are reported as bad and skipped.
 MAX_LINE_BYTES = 1 << 20
