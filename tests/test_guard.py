@@ -986,10 +986,3 @@ class TestSampleGuard:
         assert guard.changed() == "sample 0, arg 0[0]: values changed (max |Δ| 1)"
         guard.restore()
         assert guard.changed() is None
-
-    def test_exported(self) -> None:
-        import aitune_fp.isolation
-
-        exported = aitune_fp.isolation.__all__
-        assert {"ModelGuard", "SampleGuard"} <= set(exported)
-        assert all(getattr(aitune_fp.isolation, name) is not None for name in exported)

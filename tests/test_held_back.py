@@ -1,5 +1,5 @@
 """What held an open look back (issue 36), the minimum pairs for ``faster`` and the throughput
-bound: properties of :func:`aitune_fp.core.stats.decide_at_look` on paired timings."""
+bound: properties of :func:`aitune_fp.core.sequential.decide_at_look` on paired timings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Specification of aitune_fp.core.stats: deciding "faster" from timings, with sound bounds."""
+"""Specification of the pure statistics: deciding "faster" from timings, with sound bounds."""
 
 from __future__ import annotations
 

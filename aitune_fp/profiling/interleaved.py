@@ -339,7 +339,7 @@ class InterleavedRun:
     ) -> WarmupReport:
         """Call each arm once untimed, then alternate timed calls until both arms are steady.
 
-        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled`. At most ``max_calls``
+        Steady: each arm passes :func:`~aitune_fp.core.timings.is_settled`. At most ``max_calls``
         calls per arm (the untimed first included); it stops, unsteady, at ``deadline_ns``, or
         once ``reserve_pairs`` more pairs at the last pair's pace would not fit before it.
         """
