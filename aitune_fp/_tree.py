@@ -1,4 +1,4 @@
-"""Private helpers over nested inputs/outputs: map tensors, copy inputs, find a module's device.
+"""Helpers over nested inputs and outputs: map tensors, copy inputs, find a module's device.
 
 Also the children of output objects torch's pytree does not know (transformers' caches).
 """

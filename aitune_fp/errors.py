@@ -1,16 +1,4 @@
-"""The library's exceptions: one base, :class:`AitunefpError`, with the specific errors under it.
-
-Every error aitune_fp raises on purpose is an :class:`AitunefpError`, so callers can catch the
-library's errors in one clause. Each specific error also subclasses the builtin it stands for
-(``ValueError``, ``TypeError``, ``RuntimeError``), so code written against the builtins keeps
-working. The rule for bad arguments: the wrong kind of value (a str where a number is wanted, a
-bool where an int is wanted, None where a value is required) is an :class:`InvalidTypeError`;
-the right kind with a bad value (NaN, infinity, negative, out of range, not one of the choices)
-is an :class:`InvalidValueError`.
-
-Errors that belong to one subsystem live next to it and derive from :class:`AitunefpError` too:
-``CorrectnessError`` (aitune_fp.correctness), ``ProfilingError`` (aitune_fp.profiling),
-``UserModelError`` (aitune_fp.models) and the CLI's ``UsageError``.
+"""The library's exceptions: one base, ``AitunefpError``, each specific error also its builtin's.
 
 Pure: importing this module imports nothing else.
 """

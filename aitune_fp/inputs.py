@@ -1,17 +1,6 @@
-"""Model inputs and batching: one ``Sample`` of call arguments and the ``GraphSpec`` that batches it.
+"""Model inputs and batching: a ``Sample`` of call arguments and the ``GraphSpec`` that batches it.
 
-Importing this module does not import torch (``Sample`` and ``GraphSpec`` are part of the pure
-API); torch is loaded inside :meth:`GraphSpec.make_batch` and :func:`copy_sample` only.
-
-Batching rule: every tensor input is batched along axis 0 unless ``batch_axes`` says otherwise
-(a positional index or keyword name mapped to an axis, or ``None`` for "not batched"). To reach
-a batch size, each batched tensor is **tiled** along its axis: row ``i`` of the batch is row
-``i % n`` of the sample (``n`` = the sample's batch dimension), so a larger sample is sliced and
-a smaller one is repeated cyclically, using every row the caller gave (AITune repeats only the
-first row; tiling keeps the data's variety). Every tensor in a batch is a new tensor (batched
-tensors by ``index_select``, non-batched ones by ``clone``), so the callables being measured can
-never mutate or alias the caller's tensors. Non-tensor values are passed through by reference,
-and only top-level arguments are batched (tensors nested in lists or dicts are left as they are).
+Torch-free at import (torch loads inside ``make_batch`` and ``copy_sample``): part of the pure API.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Embedded models for the main job (``aitune-fp tune``), and loading a user's model.
-
-A user's model comes from a factory in a file (``path/to/file.py:factory``) or in a module
-importable from ``sys.path`` (``package.module:factory``).
-
-Each embedded model is built with a fixed seed (its own generator: the global RNG is untouched),
-in eval mode, with a matching sample and batch spec, sized so that one eager call takes a few
-milliseconds on a small CPU.
-"""
+"""Embedded models for the main job (``aitune-fp tune``), and loading a user's model."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Helpers for testing code that uses aitune_fp: a fake clock and an event capture.
-
-:class:`FakeClock` is a :class:`~aitune_fp.profiling.Timer` whose time moves only when a fake
-call spends it, so a measurement on it is instant and deterministic; :func:`capture_events`
-collects the events aitune_fp logs inside a ``with`` block as dicts (what structlog's
-``capture_logs`` is for any logger).
-"""
+"""Helpers for testing code that uses aitune_fp: a fake clock and an event capture."""
 
 from __future__ import annotations
 

@@ -34,15 +34,7 @@ from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
 from aitune_fp.profiling.timers import Timer
 
-__all__ = [
-    "CandidateFailure",
-    "TuneReport",
-    "ValidatingStrategy",
-    "ValidationOptions",
-    "is_validating",
-    "validation_of",
-    "with_performance_validation",
-]
+__all__ = ["ValidatingStrategy", "is_validating", "validation_of", "with_performance_validation"]
 
 
 class Strategy(Protocol):

@@ -1,13 +1,6 @@
-"""``BackendBase``, which owns the lifecycle every backend shares (and the ``Backend`` protocol).
+"""``BackendBase``: the lifecycle every built-in backend shares (build once, then active/inactive).
 
-A backend turns a module into something callable for inference. ``BackendBase`` implements the
-state machine (built once, then active/inactive), ``build.log``, the cleanup after a failed build,
-``describe()``/``key()``/``to_dict()`` from the configuration, so a backend only writes ``_build``
-and ``_infer`` (and ``_deactivate``/``_activate`` when it holds state worth releasing).
-
-The protocol and the states are :mod:`~aitune_fp.backends.protocol`'s, the helpers backends share
-(device checks, autocast, options as JSON) :mod:`~aitune_fp.backends.support`'s; both are
-re-exported here, where backends have always imported them from.
+A backend writes only ``_build`` and ``_infer`` (``_deactivate``/``_activate`` to release state).
 """
 
 from __future__ import annotations
@@ -28,12 +21,8 @@ import torch
 from aitune_fp._tree import module_device
 from aitune_fp.backends.protocol import Backend, BackendState
 from aitune_fp.backends.support import (
-    autocast_context,
-    check_autocast_dtype,
     config_value_to_json,
     cuda_unavailable_reason,
-    inductor_unavailable_reason,
-    positional_sample,
     safe_folder_name,
 )
 from aitune_fp.correctness.tolerances import Tolerances
@@ -47,20 +36,7 @@ from aitune_fp.errors import (
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = [
-    "BUILD_LOG_NAME",
-    "Backend",
-    "BackendBase",
-    "BackendState",
-    "UnavailableBackend",
-    "autocast_context",
-    "check_autocast_dtype",
-    "config_value_to_json",
-    "cuda_unavailable_reason",
-    "inductor_unavailable_reason",
-    "positional_sample",
-    "safe_folder_name",
-]
+__all__ = ["BUILD_LOG_NAME", "BackendBase", "UnavailableBackend"]
 
 #: Name of the per-backend build log inside ``cache_dir/<key()>/``.
 BUILD_LOG_NAME = "build.log"

@@ -1,8 +1,4 @@
-"""``ChannelsLastBackend``: a convolutional model and its 4-D inputs in channels-last layout.
-
-Convolutions in NHWC layout are often faster (oneDNN on CPU, tensor cores on CUDA). The user's
-module is never touched: the backend converts a deep copy.
-"""
+"""``ChannelsLastBackend``: a copy of a convolutional model and its 4-D inputs in NHWC layout."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""``OnnxRuntimeBackend``: export the module to ONNX and run it with an ONNX Runtime session.
+"""``OnnxRuntimeBackend``: export the module to ONNX and run it in an ONNX Runtime session.
 
-Optional: needs the ``onnx`` extra (``pip install 'aitune-fp[onnx]'``); ``onnx`` and
-``onnxruntime`` are imported only when a backend is built, so a missing package is a build
-failure that names the extra, never an import error.
+Needs the ``onnx`` extra, imported only at build, so a missing package is a build failure.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""``Int8DynamicBackend``: int8 quantization of a module copy's layers, in one of two settings.
-
-``scheme="dynamic"`` (the default): torch's dynamic quantization of Linear (and LSTM/GRU)
-layers: weights int8 once at build, activations quantized per call from their observed range;
-CPU only (PyTorch's dynamic quantized kernels are CPU kernels). ``scheme="weight-only"``: every
-Linear weight stored as int8 per output channel with a float scale, dequantized in each call
-(activations stay in float); plain torch ops, so CPU and CUDA. The user's module is never
-touched: the backend transforms a deep copy.
-"""
+"""``Int8DynamicBackend``: int8 quantization of a deep copy's layers, dynamic or weight-only."""
 
 from __future__ import annotations
 

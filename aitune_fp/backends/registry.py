@@ -1,8 +1,6 @@
-"""The built-in backends by name: what each builds, the devices it runs on, where it is a default.
+"""The built-in backends by name: what each builds, where it runs, where it is a default.
 
-The one table the CLI reads (``--backends`` names, help, defaults, construction). Adding a
-built-in backend is its module plus one :class:`BackendEntry` in ``_ENTRIES``. Importing this
-module does not import torch: each factory imports its backend (and torch) when called.
+The one table the CLI reads; torch-free at import (each factory imports its backend when called).
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""What backends share besides the lifecycle: device checks, autocast, options as JSON, samples.
-
-Why a CUDA device or TorchInductor cannot be used here (``*_unavailable_reason``, read by
-``unavailable_reason``), the autocast dtypes a backend may declare and their context, a backend
-option as a JSON value (``to_dict``, ``describe``, ``key``), a safe cache folder name, and the
-positional sample an exporter takes. Small pure helpers, each used by several backends.
-"""
+"""What backends share besides the lifecycle: device checks, autocast, options as JSON, samples."""
 
 from __future__ import annotations
 

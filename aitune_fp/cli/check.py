@@ -31,21 +31,11 @@ from aitune_fp.core.messages import (
     ruled_out,
 )
 from aitune_fp.core.speedup import (
-    MAX_REQUIRED_SPEEDUP,
-    MAX_THRESHOLD_PERCENT,
     unreachable_threshold,
 )
 from aitune_fp.errors import InvalidValueError
 
-__all__ = [
-    "MAX_REQUIRED_SPEEDUP",
-    "MAX_THRESHOLD_PERCENT",
-    "add_parser",
-    "check_threshold_arg",
-    "parse_times",
-    "run",
-    "threshold_warning",
-]
+__all__ = ["add_parser", "check_threshold_arg", "parse_times", "run", "threshold_warning"]
 
 
 def _refuse_constant(name: str) -> float:

@@ -1,14 +1,7 @@
 """Argument checks and attrs validators shared by the package: one definition per kind of value.
 
-The rule, everywhere: the wrong kind of value (a str where a number is wanted, a bool where an
-int is wanted, None where a value is required) raises :class:`InvalidTypeError`; the right kind
-with a bad value (NaN, infinity, negative, out of range, not one of the choices) raises
-:class:`InvalidValueError`. Every message names the argument (or field) and the bad value.
-
-The ``check_*`` functions check plain arguments; the factories (:func:`finite`, :func:`integer`,
-:func:`one_of`, ...) return attrs validators built on them, for what ``attrs.validators`` cannot
-say with these error types (a finite float with bools refused, an int that is not a bool).
-``attrs.validators.optional``, ``deep_iterable`` and ``and_`` compose them.
+The wrong kind of value raises ``InvalidTypeError``; a bad value of the right kind,
+``InvalidValueError``.
 """
 
 from __future__ import annotations

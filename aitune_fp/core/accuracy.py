@@ -1,13 +1,6 @@
 """Norm-based accuracy criteria: each figure a check measured, held against its budget.
 
-An element-wise allclose rejects a reduced-precision candidate for a handful of rounding
-outliers (ResNet-18 in bfloat16: 7 of 1,000 logits beyond 1e-2; GPT-2: 1 of 25.7 million), while
-its outputs as a whole are as close as the dtype allows. The criteria here judge an output leaf
-as a whole, from statistics the shell has already reduced (sums, counts): the relative L2 error,
-the share of outliers, the top-1 agreement of classifier-like outputs, the error against eager's
-variation across inputs (so an offset common to every output hides nothing), and a user's own
-metric.
-Pure: numbers in, values out; no torch, no I/O.
+Pure: statistics the shell reduced (sums, counts) in, values out.
 """
 
 from __future__ import annotations

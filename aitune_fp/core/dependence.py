@@ -1,13 +1,4 @@
-"""Pure checks of the independence the paired decision assumes, and the remedies they trigger.
-
-The interval of :mod:`aitune_fp.core.stats` is exact for independent paired log ratios. Two ways
-real machines break that were measured (issue 14): serial correlation of the ratio itself (the two
-arms react differently to slow spells; AR(1) phi = 0.2 doubles the error at the threshold) and a
-ratio that shifts by a few percent mid-run. These functions detect both on the log ratios
-``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O. A third (issue 22): a ratio whose
-level moves over stretches longer than the lag-1 correction sees (slow wander, drift, strong
-correlation); :func:`block_means` gives the blocks a bound that survives it is taken on.
-"""
+"""Checks of the independence the paired decision assumes, on the log ratios, and their remedies."""
 
 from __future__ import annotations
 

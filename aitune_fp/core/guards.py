@@ -1,10 +1,4 @@
-"""The conditions a ``faster`` needs beside the widened interval (pure, no I/O).
-
-The block guard (:func:`block_lower`: the medians of blocks until issue 36, their means
-since), the throughput bound (:func:`throughput_log_lower`, ``throughput_gate="bound"``) and the
-carry-over from eager (:func:`carryover_bound`): each gives the bound
-:func:`~aitune_fp.core.sequential.decide_at_look` compares with the gate.
-"""
+"""The conditions a ``faster`` needs beside the widened interval: block, throughput, carry-over."""
 
 from __future__ import annotations
 

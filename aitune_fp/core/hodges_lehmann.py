@@ -1,15 +1,4 @@
-"""Hodges-Lehmann log speedups with the rank-test bounds that go with them.
-
-Paired timings: the median of the Walsh averages of ``ln(b_i) - ln(c_i)``, bounded by inverting
-the exact Wilcoxon signed-rank test; two independent samples: the median of all differences
-``ln(b_i) - ln(c_j)``, bounded by inverting the Mann-Whitney test (critical counts from
-:mod:`~aitune_fp.core.ranks`). Everything is on the LOG scale. Up to ``_MATERIALISE_MAX_PAIRS``
-Walsh averages / pairwise differences the bounds build and sort them all as numpy arrays (numpy
-imported lazily; the same IEEE sums as Python floats, a look at 320 pairs in under a
-millisecond instead of ten). Above, they are never built: the few order statistics needed are
-selected implicitly from the sorted samples (:class:`_PairSums`), O(n log n) time and O(n)
-memory, so a million timings per arm decide in seconds, with the same values.
-"""
+"""Hodges-Lehmann log speedups with the rank-test bounds that go with them, paired and unpaired."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""How far a candidate's outputs are from eager's, measured against its accuracy budget.
-
-A :class:`Mismatch` is what a correctness check that *passed* found: the worst absolute and
-relative error and the largest share of the budget any element used; where the norm criteria
-decide (reduced precision by default: ``core/accuracy.py``), each criterion's worst value against
-its budget. A rejection carries one too (``CorrectnessError.mismatch``), to say by how much it
-missed. Pure: no torch, no I/O.
-"""
+"""How far a candidate's outputs are from eager's, measured against its accuracy budget."""
 
 from __future__ import annotations
 

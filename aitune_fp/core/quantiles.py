@@ -1,17 +1,4 @@
-"""Distribution-free confidence bounds for a latency quantile, from order statistics.
-
-For ``n`` independent draws of one distribution, the number of draws below its ``q``-quantile
-``xi_q`` is binomial(n, p) with ``p <= q`` (``p = q`` for a continuous distribution), so the
-``u``-th smallest draw lies at or above ``xi_q`` with probability at least ``P(B <= u - 1)``,
-``B ~ binomial(n, q)``; likewise for a lower bound. The ranks come from the exact binomial
-distribution (integer arithmetic up to :data:`EXACT_MAX_N` values, conservative floats above):
-no bootstrap, no normal approximation, and no assumption on the latencies' shape. Ties only make
-the bounds more conservative. When ``n`` is too small for a finite bound at the asked level, the
-bound is infinite (and the rank ``None``): never a finite bound that does not hold.
-
-``xi_q`` is ``inf {x : F(x) >= q}``; the estimate is the matching order statistic, the
-``ceil(n q)``-th smallest value. Pure: no torch, no clocks, no logging.
-"""
+"""Distribution-free confidence bounds for a latency quantile, from order statistics."""
 
 from __future__ import annotations
 

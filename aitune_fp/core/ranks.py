@@ -1,12 +1,4 @@
-"""Critical values of the two rank tests the bounds invert: Wilcoxon signed-rank and Mann-Whitney.
-
-``signed_rank_critical_count`` and ``mann_whitney_critical_count`` give the largest count ``c``
-whose null probability ``P0(T <= c)`` is at most ``alpha``: exact null distributions (counted in
-integers) for small samples, the normal approximation with continuity and midrank tie
-corrections above, fed by the tie terms ``sum(t**3 - t)`` computed here. Inverting these tests
-gives the Hodges-Lehmann bounds of :mod:`~aitune_fp.core.hodges_lehmann`. Pure; numpy is
-imported lazily, for the vectorised tie term only.
-"""
+"""Critical counts of the rank tests the bounds invert: Wilcoxon signed-rank and Mann-Whitney."""
 
 from __future__ import annotations
 

@@ -1,19 +1,4 @@
-"""Choosing among faster candidates: sequential elimination of ``k >= 2`` contenders timed in rounds.
-
-Each round calls every remaining contender once on the same batch, so round ``r`` gives aligned
-latencies. At each look, every remaining pair gets the gate's interval for the ratio of their
-typical calls (Hodges-Lehmann of the per-round log latency ratios, exact Wilcoxon bounds, widened
-for positive serial correlation: :mod:`aitune_fp.core.stats`). A contender is eliminated when one
-still in the running is shown faster than it; the run is *settled* when every remaining pair is
-shown within ``delta`` of each other, and the tie then goes to the lower build time, then the lower
-``order``.
-
-The promise: the chosen contender is within ``delta`` of the truly fastest with probability at
-least ``confidence``. Every event that could break it is one side of one interval of a pair that
-holds the fastest: ``k - 1`` pairs, so each side spends ``(1 - confidence) / (k - 1)`` over the
-looks by :func:`~aitune_fp.core.stats.look_alpha` (``docs/guarantees.md``, "Choosing among faster
-candidates"). Pure: no torch, no clocks, no logging.
-"""
+"""Choosing among faster candidates: sequential elimination of contenders timed in rounds."""
 
 from __future__ import annotations
 
@@ -26,8 +11,6 @@ from aitune_fp.core._checks import check_int, check_positive
 from aitune_fp.core.dependence import ar1_coefficient, inflation_factor, lag1_rank_autocorrelation
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.core.selection_values import (
-    DEFAULT_SELECTION_LOOKS,
-    OUTCOMES,
     Contender,
     Elimination,
     Failure,
@@ -39,21 +22,7 @@ from aitune_fp.core.selection_values import (
 from aitune_fp.core.sequential import EARLY_PAIRS, EARLY_PHI
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "DEFAULT_SELECTION_LOOKS",
-    "OUTCOMES",
-    "Contender",
-    "Elimination",
-    "Failure",
-    "Outcome",
-    "PairBound",
-    "SelectionRule",
-    "SelectionState",
-    "choose_on_budget",
-    "record_failures",
-    "select_at_look",
-    "start_selection",
-]
+__all__ = ["choose_on_budget", "record_failures", "select_at_look", "start_selection"]
 
 # --------------------------------------------------------------------------------------------
 # Words

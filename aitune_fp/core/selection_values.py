@@ -1,8 +1,4 @@
-"""The values of a head-to-head selection: the rule, the contenders, pair bounds and the state.
-
-Frozen attrs values with validators; the algorithm that moves a state from look to look is
-:mod:`aitune_fp.core.selection`, which re-exports every name here. Pure.
-"""
+"""The values of a head-to-head selection: the rule, the contenders, pair bounds and the state."""
 
 from __future__ import annotations
 

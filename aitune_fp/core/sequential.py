@@ -1,13 +1,4 @@
-"""Deciding from timings: one look, or one look of a group-sequential, interleaved measurement.
-
-:func:`decide_speedup` decides in one look (paired or two independent samples);
-:func:`decide_at_look` decides at one look of a sequential measurement, spending the false-accept
-error over the looks (:func:`look_alpha`, or evenly) and applying the remedies of the dependence
-checks of :mod:`~aitune_fp.core.dependence` (a widened interval under serial correlation, the
-pairs after a ratio shift). Each makes the Hodges-Lehmann bounds of
-:mod:`~aitune_fp.core.hodges_lehmann` into a :class:`~aitune_fp.core.verdict.SpeedupDecision`.
-No torch, no clocks, no I/O; O(n log n).
-"""
+"""Deciding from timings: in one look, or at one look of a group-sequential measurement."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Spot checks while timing: which timed calls of a look are compared with eager's outputs.
-
-Comparing only the first and the last timed call of a look lets a candidate that is wrong on
-every ``k``-th call through whenever neither end lands on a bad call. :func:`spot_positions`
-adds a seeded random subset of about ``rate`` of the calls in between (at least one), so the
-calls compared cannot be predicted from the look's length, and :func:`detection_probability`
-says, exactly, how likely such a schedule is to catch a periodic fault.
-
-Pure: no torch, no I/O, no clocks, no logging. The only randomness is a ``random.Random(seed)``
-made from the caller's seed.
-"""
+"""Spot checks while timing: which timed calls of a look are compared with eager's outputs."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""GPU telemetry flags: NVML readings of the timed device in, ``throttled`` and friends out.
-
-A comparison on a GPU measures the device as much as the backend: a thermal or power throttle,
-a boost clock that moves, or another process sharing the SMs changes the timings. The shell
-(:mod:`aitune_fp.measure.telemetry`) reads the device through NVML before and after each look's pairs;
-this module turns those readings into flags (docs/gpu.md, "Flags"):
-
-- ``throttled``: a look's pairs ran under a thermal or power throttle (:data:`THROTTLE_REASONS`
-  active at a reading, or the driver's power / thermal violation time grew during the look);
-- ``clock_changed``: the SM clock varied by more than :data:`CLOCK_CHANGE_SHARE` of its highest
-  reading within a look (readings taken while the GPU was idle left out);
-- ``device_shared``: another process had a compute context on the device during a look;
-
-and :func:`device_isolation`, ``exclusive``, ``shared`` or ``unknown`` for the run. Without
-readings (CPU, no ``nvidia-ml-py``, NVML failing) everything is ``unknown`` and no flag is raised.
-
-Pure: no NVML, no torch, no I/O.
-"""
+"""GPU telemetry flags: NVML readings of the timed device in, ``throttled`` and friends out."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Timings in, one arm's figures out: the input check every statistic shares, and steadiness.
-
-Timings are per-call latencies in seconds at one batch size: any 1-D sequence of real numbers
-(lists, tuples, numpy arrays of any real dtype, 1-D tensors, read through ``.tolist()``, never
-imported here). :func:`timing_stats` checks them once (finite, > 0) for every part of the decision
-(:mod:`~aitune_fp.core.hodges_lehmann`, :mod:`~aitune_fp.core.sequential`). The rest describes one
-arm on its own: its throughput, its relative noise, whether it has warmed up (:func:`is_steady`,
-:func:`is_settled`) and where its level shifted (:func:`level_shift_index`). No torch, no clocks,
-no I/O.
-"""
+"""Timings in, one arm's figures out: the input check every statistic shares, and steadiness."""
 
 from __future__ import annotations
 

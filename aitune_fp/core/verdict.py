@@ -1,15 +1,4 @@
-"""The three-outcome verdict on "the candidate is faster than eager by the threshold", as a record.
-
-Rule (one look): ``faster`` when ``ci_low > required_speedup``, ``not_faster`` when
-``ci_high < required_speedup`` (or, with a futility margin, when the estimate is below and the
-futility upper bound below ``required + margin``), else ``inconclusive``. Both comparisons are
-strict and made on the reported (ratio) scale, so a bound that lands exactly on the threshold never
-settles the question: it gives ``inconclusive``, and the fields of :class:`SpeedupDecision` always
-reproduce its verdict (checked when one is made). The record holds no text: what an interval
-excludes, in words, is :func:`aitune_fp.core.messages.ruled_out`'s. See
-``shared/reference/measurement-findings.md`` for the rule and the evidence behind it. The
-decisions themselves are :mod:`~aitune_fp.core.sequential`'s.
-"""
+"""The three-outcome verdict on "faster than eager by the threshold", as a record (no text)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Walking an output tree: its leaves and their paths, finiteness first, and what we refuse.
-
-Paths read like Python: ``output['logits']``, ``output[0]``, ``output.hidden`` (a namedtuple's
-or dataclass's field), a registered pytree node's key path. The noise floor (``noise.py``) and
-the comparison use the same paths, so a floor measured on eager applies to the same leaf.
-"""
+"""Walking an output tree: its leaves and their paths, finiteness first, and what we refuse."""
 
 from __future__ import annotations
 

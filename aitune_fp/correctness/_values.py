@@ -1,11 +1,4 @@
-"""Comparing one floating tensor leaf: element-wise, or by the norm criteria of its tier.
-
-Element-wise (float32/float64 by default): every element within ``atol + rtol * |e|``. Norm
-criteria (reduced precision by default): the leaf is reduced to squared norms and counts here,
-and ``core/accuracy.py`` holds them against their budgets, so a handful of rounding outliers
-does not reject while a wrong output still does. Either way a pass is recorded as a
-:class:`Mismatch` in the walk's tally and a failure raises :class:`CorrectnessError`.
-"""
+"""Comparing one floating tensor leaf: element-wise, or by the norm criteria of its tier."""
 
 from __future__ import annotations
 

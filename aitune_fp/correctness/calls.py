@@ -1,9 +1,4 @@
-"""What one call of the correctness check must also not do: change inputs, reuse outputs.
-
-A candidate may not change an input in place that eager leaves alone (a caller's tensor would
-change under it), nor return a buffer its next call overwrites (a caller keeping an output
-would see it change). The check's helpers for both, and for outputs made with grad enabled.
-"""
+"""What one call of the correctness check must also not do: change inputs, reuse outputs."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The correctness check a candidate must pass before it is timed, and the pluggable Closeness.
-
-For every recorded sample, at every batch size the candidate serves, the candidate and the eager
-reference run on fresh copies of the same batch and their outputs are compared
-(``compare.py``). A user's own accuracy metric, when given, is averaged over those calls and
-its degradation from eager's held against a budget.
-"""
+"""The correctness check a candidate must pass before it is timed."""
 
 from __future__ import annotations
 

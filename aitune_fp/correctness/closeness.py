@@ -1,9 +1,4 @@
-"""``Closeness``: the pluggable check that a candidate computes what eager computes.
-
-One frozen value holds how outputs are judged (tolerances, eager's noise floor, a user metric,
-the settings that adjust a backend's budget) and the user's own held-out inputs; the pipeline
-calls its ``check`` once per candidate and its ``spot`` on timed outputs (``docs/accuracy.md``).
-"""
+"""``Closeness``: the pluggable check that a candidate computes what eager computes."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Comparing a candidate's outputs with eager's, leaf by leaf: structure, type, shape, dtype, values.
-
-Order: finite (the whole candidate output; inf before NaN), then per leaf structure, type, shape,
-dtype and values. Non-tensor outputs are compared explicitly; an output type nothing here can
-compare is an error, never skipped. Floating values go to ``_values.py``.
-"""
+"""A candidate's outputs against eager's, leaf by leaf: structure, type, shape, dtype, values."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Eager outputs the correctness check cannot tell candidates apart by: constant or near zero.
-
-With random weights (or a saturated head) a model's outputs may hardly change with its input,
-or round to zero (vanishing activations: logits of 1e-21 beside hidden states of 0.1). The check
-then passes a candidate that ignores its input or returns zeros there, and its "correct" means
-little: the tune says so (issue 35).
-"""
+"""Eager outputs the correctness check cannot tell candidates apart by: constant or near zero."""
 
 from __future__ import annotations
 

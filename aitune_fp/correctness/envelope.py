@@ -1,12 +1,4 @@
-"""The recorded inputs' envelope, and copies of inputs that keep their layout and ``requires_grad``.
-
-A held-out input may leave the envelope of the recorded samples: values beyond their range, a
-layout they did not have (non-contiguous, ``channels_last``), an input that requires grad where
-they did not. :func:`beyond` says how, for the check's messages and for what it may drop (a
-variant eager itself rejects). Batching (``make_batch``) and the check's copies made every
-tensor contiguous and dropped ``requires_grad``; :func:`restyled` and :func:`fresh_copies` keep
-both, so a candidate sees the input as it was drawn.
-"""
+"""The recorded inputs' envelope, and input copies that keep their layout and ``requires_grad``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Eager's own numerical noise: float32 eager against a float64 copy of the same model.
-
-A candidate cannot be expected to be closer to the exact result than eager itself is. This
-measures, per output leaf, the relative L2 error of the float32 model against a float64 copy on
-the same inputs, so a budget can be "a stated factor of eager's own error, or the dtype floor,
-whichever is larger" (``Tolerances.noise_factor``, ``Closeness(noise_floor=...)``).
-"""
+"""Eager's own numerical noise: float32 eager against a float64 copy of the same model."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The accuracy budget: element-wise tolerances and norm criteria per precision tier.
-
-One frozen value, :class:`Tolerances`, holds every figure a candidate's outputs are held to.
-Its tier is the least precise of the candidate's, the reference's and the declared dtype. In the
-tiers named by ``norm_tiers`` (reduced precision by default) the norm criteria decide; elsewhere
-every element must be within ``atol + rtol * |expected|``. See ``docs/accuracy.md``.
-"""
+"""The accuracy budget: element-wise tolerances and norm criteria per precision tier."""
 
 from __future__ import annotations
 

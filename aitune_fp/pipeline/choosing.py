@@ -29,7 +29,7 @@ from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import CandidateOutcome, infer_of
 from aitune_fp.profiling.calls import SpotCheckError, time_calls
 
-__all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
+__all__ = ["choose", "latency_calls", "latency_check"]
 
 _WARMUP_CALLS = 3
 

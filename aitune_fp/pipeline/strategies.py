@@ -24,12 +24,10 @@ from aitune_fp.pipeline.tune import TuneSession, active_session
 from aitune_fp.pipeline.values import CandidateOutcome, NoValidBackendError, TuneTarget
 
 __all__ = [
-    "CandidateOutcome",
     "FirstWinsStrategy",
     "LatencyBudgetStrategy",
     "MaxThroughputStrategy",
     "MinLatencyStrategy",
-    "NoValidBackendError",
     "OneBackendStrategy",
     "SessionStrategy",
     "build_and_validate",

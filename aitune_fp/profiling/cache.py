@@ -1,10 +1,4 @@
-"""Cold-cache measurement on CUDA: evict the device's L2 before each timed call, untimed.
-
-``ProfilingConfig(cache="cold")``: writing a buffer twice the L2's size leaves none of the
-previous call's weights or activations there, so each timed call starts from a clean L2, as a
-model called between other work does. The write is queued before the timed call's first
-barrier, so it has finished before the clock starts (docs/gpu.md, "Cold vs hot cache").
-"""
+"""Cold-cache measurement on CUDA: evict the device's L2 before each timed call, untimed."""
 
 from __future__ import annotations
 

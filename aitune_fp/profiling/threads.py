@@ -1,12 +1,4 @@
-"""The CPU side of a measurement: threads set and used, cores available, the machine's load.
-
-``tune --threads`` and a sweep task set threads through :func:`set_threads`; a comparison holds
-torch's intra-op threads with :func:`intra_op_threads`; :func:`cpu_environment` records what
-the ``started`` event and each result report, and :func:`is_oversubscribed` is the
-``oversubscribed`` flag's rule (docs/threads.md). :func:`cpu_environment` reads
-:func:`usable_cpus` and :func:`load_average` through ``aitune_fp.profiling`` at call time, so
-replacing them there (as tests do) reaches it.
-"""
+"""The CPU side of a measurement: threads set and used, cores available, the machine's load."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""A watchdog for one step of a tune: a call that does not return cannot hold the tune forever.
-
-``Watchdog.step(what, deadline_s)`` guards one step (a build, a correctness check, a timed
-comparison) run by the calling thread. When the deadline passes, :class:`CandidateHungError`
-is raised in that thread at its next Python bytecode: a step stuck in Python code is
-interrupted there. With ``per_call=True`` the deadline counts from the last call the thread
-completed (:func:`progress`), so a slow step that keeps completing calls is never hung. A step stuck in native code (a kernel, a C++ build) cannot be interrupted
-from Python; when it is still running ``grace_s`` later, ``on_stuck`` is called from the
-watchdog's thread, so the tune can be recorded as ended (a supervisor sees ``finished``) even
-though the thread never comes back.
-"""
+"""A watchdog for one step of a tune: a call that does not return cannot hold the tune forever."""
 
 from __future__ import annotations
 
@@ -23,7 +13,7 @@ from types import TracebackType
 
 from aitune_fp.errors import CandidateHungError, InvalidValueError
 
-__all__ = ["CandidateHungError", "Watchdog", "progress"]
+__all__ = ["Watchdog", "progress"]
 
 
 def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:

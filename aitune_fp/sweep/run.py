@@ -31,33 +31,19 @@ from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.spec import SweepSpec
 from aitune_fp.sweep.task import (
     CANCELLED,
-    CRASHED,
-    HUNG,
     SweepTask,
     TaskOutcome,
     failed_outcome,
-    hung_outcome,
     make_tasks,
-    run_task,
 )
 
 __all__ = [
-    "CANCELLED",
-    "CRASHED",
-    "HUNG",
     "Executor",
-    "LocalExecutor",
     "ModelStatus",
     "SweepResult",
-    "SweepTask",
-    "TaskOutcome",
     "completed_models",
-    "failed_outcome",
-    "hung_outcome",
-    "make_tasks",
     "read_sweep_log",
     "run_sweep",
-    "run_task",
 ]
 
 
