@@ -34,11 +34,7 @@ class InvalidStateError(AitunefpError, RuntimeError):
 
 
 class BackendUnavailableError(AitunefpError, RuntimeError):
-    """A backend cannot run here: an optional package is missing, or the device it needs is absent.
-
-    Not the model's fault and not a bug: validation records the candidate as ``unavailable`` with
-    this message as the reason, and moves on.
-    """
+    """A backend cannot run here: an optional package is missing, or the device it needs is absent."""
 
 
 class CandidateHungError(AitunefpError, RuntimeError):
@@ -46,16 +42,10 @@ class CandidateHungError(AitunefpError, RuntimeError):
 
 
 class BackendFailedError(AitunefpError, RuntimeError):
-    """A built backend could not run a call it should serve (a capture or a recompile failed).
-
-    Raised from inference; validation records the candidate's failure at the stage it happened.
-    """
+    """A built backend could not run a call it should serve (a capture or a recompile failed)."""
 
 
 def error_name(exc: BaseException) -> str:
-    """The class name of what was raised; an error raised in a worker names the original.
-
-    (its ``error_type``), so a failure reads as it would have in one process.
-    """
+    """The class name of what was raised; an error raised in a worker names the original."""
     named = getattr(exc, "error_type", None)
     return named if isinstance(named, str) and named else type(exc).__name__

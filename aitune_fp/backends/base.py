@@ -52,11 +52,7 @@ def _describe_value(value: Any) -> str:
 
 
 class BackendBase:
-    """Base class with the backend lifecycle; subclasses implement ``_build`` and ``_infer``.
-
-    Options: a subclass stores its constructor arguments and returns them from ``_config()``;
-    ``describe()`` shows those that differ from the constructor's defaults.
-    """
+    """Base class with the backend lifecycle; subclasses implement ``_build`` and ``_infer``."""
 
     # Class-level defaults (a subclass need not call ``super().__init__()``); name-mangled so a
     # subclass attribute such as ``self._state`` or ``self._device`` can never clash with them.
@@ -102,19 +98,11 @@ class BackendBase:
         return None
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
-        """Why this backend cannot run on ``device`` on this machine, or None when it can.
-
-        Checked first by :meth:`build`, which then raises :class:`BackendUnavailableError` (the
-        validation records the candidate as ``unavailable``). The base checks that a CUDA device
-        is present; a backend with an optional package or a device of its own adds its checks.
-        """
+        """Why this backend cannot run on ``device`` on this machine, or None when it can."""
         return cuda_unavailable_reason(torch.device(device))
 
     def _default_tolerances(self) -> Tolerances | None:
-        """The budget of this configuration (default: the class's ``default_tolerances``).
-
-        A backend whose settings change its accuracy (int8 weight-only vs dynamic) overrides it.
-        """
+        """The budget of this configuration (default: the class's ``default_tolerances``)."""
         return self.default_tolerances
 
     @property
@@ -206,13 +194,7 @@ class BackendBase:
         device: torch.device | str,
         cache_dir: Path | str,
     ) -> _BackendT:
-        """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``.
-
-        A backend that cannot run here (:meth:`unavailable_reason`) fails first, with
-        :class:`BackendUnavailableError`. On failure the backend is left failed (not active), the
-        module goes back to the device it was on, the log records the exception and traceback,
-        and the exception propagates.
-        """
+        """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``."""
         if self.__state is not BackendState.INIT:
             raise InvalidStateError(
                 f"{self.describe()} was already built (state: {self.__state.value}); build may be "
@@ -292,10 +274,7 @@ class BackendBase:
         self.__state = BackendState.ACTIVE
 
     def deactivate(self) -> None:
-        """Release compiled/captured state; inference is refused until :meth:`activate`.
-
-        A no-op when inactive or failed; an error before the build.
-        """
+        """Release compiled/captured state; inference is refused until :meth:`activate`."""
         if self.__state in (BackendState.INACTIVE, BackendState.FAILED):
             return
         if self.__state is not BackendState.ACTIVE:
@@ -339,12 +318,7 @@ def _release_memory() -> None:
 
 
 class UnavailableBackend(BackendBase):
-    """Stands for a backend that cannot run here, so that a tune records it as ``unavailable``.
-
-    ``describe()`` and ``key()`` are the real backend's; ``build`` always fails with
-    :class:`BackendUnavailableError` and ``reason`` (e.g. a CUDA-only backend on a machine
-    without CUDA, asked for by name with ``--device auto``).
-    """
+    """Stands for a backend that cannot run here, so that a tune records it as ``unavailable``."""
 
     def __init__(self, backend: Backend, reason: str) -> None:
         """Carry ``backend``'s description and key, and why it cannot run."""

@@ -26,11 +26,7 @@ def _to_channels_last(value: Any) -> Any:
 
 
 class ChannelsLastBackend(BackendBase):
-    """The model copy in ``torch.channels_last``; 4-D tensor inputs converted on each call.
-
-    The conversion of the inputs is part of each timed call, as it would be in serving. Exact up
-    to float rounding: the default accuracy budget applies.
-    """
+    """The model copy in ``torch.channels_last``; 4-D tensor inputs converted on each call."""
 
     def __init__(self) -> None:
         """No options."""

@@ -119,12 +119,7 @@ def _open(state: SelectionState) -> None:
 def record_failures(
     state: SelectionState, errors: Mapping[str, str], *, at_rounds: int | None = None
 ) -> SelectionState:
-    """Contenders that raised leave the running, each with its error recorded (never raised).
-
-    ``errors`` maps a remaining name to its error text (``"RuntimeError: boom"``); all leave at
-    once, so a state where every contender failed says so (``none_ran``). ``at_rounds``: the
-    complete rounds before the failure (default: the last look's).
-    """
+    """Contenders that raised leave the running, each with its error recorded (never raised)."""
     _open(state)
     when = state.rounds if at_rounds is None else check_int("at_rounds", at_rounds, minimum=0)
     if not isinstance(errors, Mapping) or not errors:
@@ -238,13 +233,7 @@ def select_at_look(
     previous: SelectionState | None = None,
     last: bool | None = None,
 ) -> SelectionState:
-    """The state after look ``look`` (1-based): eliminations, settled or not, the choice if due.
-
-    ``latencies[name]`` holds every round so far of each remaining contender (equal lengths,
-    aligned by round); ``previous`` (the last look's state) carries earlier eliminations and
-    failures. At the last look (``last``, by default ``look == len(rule.looks)``) an unsettled
-    run is chosen as by :func:`choose_on_budget`; ``last=False`` leaves that to the caller.
-    """
+    """The state after look ``look`` (1-based): eliminations, settled or not, the choice if due."""
     state = start_selection(contenders, rule)
     if previous is not None:
         if {c.name for c in previous.contenders} != {c.name for c in state.contenders}:
@@ -374,12 +363,7 @@ def _unresolved(
 
 
 def choose_on_budget(state: SelectionState, rule: SelectionRule) -> SelectionState:
-    """Choose when the time budget ran out with several still in; the reason says how close.
-
-    Among those shown within ``delta`` of every other remaining one, the tie-break; else the one
-    whose worst-case gap to the fastest is smallest (``gap_bound``). A finished state is returned
-    as it is.
-    """
+    """Choose when the time budget ran out with several still in; the reason says how close."""
     if state.done:
         return state
     if len(state.remaining) == 1:

@@ -60,17 +60,7 @@ def _json_float(value: float) -> float | None:
 
 @attrs.frozen(kw_only=True)
 class SpeedupDecision:
-    """A three-outcome verdict on 'candidate is faster than eager by the threshold', with its basis.
-
-    ``speedup`` is ``exp`` of the Hodges-Lehmann estimate of the log ratios ``ln(eager / candidate)``
-    (the typical call, not the mean latency); ``[ci_low, ci_high]`` is its two-sided interval at
-    ``confidence`` (``ci_low`` may be 0.0 and ``ci_high`` ``inf`` when too few timings bound it).
-    ``faster`` iff ``ci_low > required_speedup``; ``not_faster`` iff ``ci_high < required_speedup``
-    or (futility) ``speedup < required_speedup`` and ``futility_high < required_speedup +
-    futility_margin``; else ``inconclusive``. ``guarantee`` is the one-sided level at which each
-    wrong verdict is controlled over the whole measurement (all looks), which is what a user may
-    rely on; ``confidence`` is one look's two-sided level.
-    """
+    """A three-outcome verdict on 'candidate is faster than eager by the threshold', with its basis."""
 
     verdict: Verdict = attrs.field(validator=one_of(VERDICTS))
     speedup: float = attrs.field(validator=finite(minimum=0, strict=True))

@@ -89,14 +89,7 @@ def leaves(value: Any, path: str, keys: list[Any]) -> list[tuple[str, list[Any],
 
 
 def children(value: Any) -> tuple[list[tuple[str, Any, Any]], Any] | None:
-    """One level of an output tree: ``([(path suffix, key, child), ...], context)``, or None.
-
-    Mappings (``['key']``, ``ModelOutput`` included), tuples and lists (``[i]``; a namedtuple's
-    ``.field``), objects registered with ``torch.utils._pytree.register_pytree_node`` (their key
-    paths when registered with ``flatten_with_keys_fn``: ``.key_cache``; else ``[i]``; the
-    context is the node's non-tensor part), transformers' cache objects (``.layers[0].keys``:
-    ``_tree.object_children``) and dataclasses (``.field``). Anything else is a leaf.
-    """
+    """One level of an output tree: ``([(path suffix, key, child), ...], context)``, or None."""
     if isinstance(value, Mapping):
         return [(f"[{key!r}]", key, item) for key, item in value.items()], None
     if isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
@@ -132,10 +125,7 @@ def item_path(container: Sequence[Any], path: str, index: int) -> str:
 
 
 def same(a: Any, b: Any) -> bool:
-    """``a == b`` as a bool; values that cannot say (tensors with several elements) count as same.
-
-    Used for keys and pytree contexts (a node's non-tensor part), never for compared values.
-    """
+    """``a == b`` as a bool; values that cannot say (tensors with several elements) count as same."""
     try:
         return bool(a == b)
     except Exception:

@@ -20,21 +20,13 @@ TF32_DEVICES = frozenset({"cuda"})
 
 
 def tf32_allowed() -> bool:
-    """Whether torch may run float32 matmuls or convolutions on CUDA in TF32 (10-bit mantissa).
-
-    cuDNN's flag is on by default: float32 convolutions on an Ampere or later GPU round like
-    float16, and two correct kernels (eager's and a candidate's) differ at that precision.
-    """
+    """Whether torch may run float32 matmuls or convolutions on CUDA in TF32 (10-bit mantissa)."""
     return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
 
 
 @attrs.define
 class Walk:
-    """The state of one comparison walk: the budget, the declared dtype, what passed so far.
-
-    Mutable on purpose (the tally grows leaf by leaf); it never leaves the comparison.
-    ``tf32``: float32 leaves on CUDA are held to the reduced tier (:func:`tf32_allowed`).
-    """
+    """The state of one comparison walk: the budget, the declared dtype, what passed so far."""
 
     tol: Tolerances
     expected_dtype: torch.dtype | None = None
@@ -176,11 +168,7 @@ _LAST_NAME = re.compile(r"""(?:\.(\w+)|\[(?:'([^']*)'|"([^"]*)")\])$""")
 
 
 def class_scores(path: str) -> bool:
-    """Whether the leaf at ``path`` may be class scores, to judge by top-1 agreement.
-
-    A named leaf is when its name says so (``logits``, ``scores``); an embedding
-    (``pooler_output``, ``last_hidden_state``) is not. An unnamed 2-D leaf may be either: kept.
-    """
+    """Whether the leaf at ``path`` may be class scores, to judge by top-1 agreement."""
     found = _LAST_NAME.search(path)
     if found is None:
         return True
@@ -191,12 +179,7 @@ def class_scores(path: str) -> bool:
 def _top1(
     a_c: torch.Tensor, e_c: torch.Tensor, widened: torch.Tensor, budgets: NormBudgets
 ) -> tuple[int, int]:
-    """Rows of a 2-D real leaf (classifier logits), and those whose top-1 agrees with eager's.
-
-    A row agrees when the candidate's argmax is eager's, or when eager scores the two classes
-    within both elements' allowances (a near-tie the tolerated errors can flip). Rows where eager
-    is non-finite are left out. ``(0, 0)`` for other leaves or when the criterion is off.
-    """
+    """Rows of a 2-D real leaf (classifier logits), and those whose top-1 agrees with eager's."""
     if budgets.top1_agreement is None or e_c.ndim != 2 or e_c.shape[1] < 2 or e_c.is_complex():
         return 0, 0
     keep = torch.isfinite(e_c).all(dim=1)

@@ -15,10 +15,7 @@ __all__ = ["changed_inputs", "detached", "same_changes", "still_held", "tensor_c
 
 
 def changed_inputs(batch: Sample, args: Sequence[Any], kwargs: Mapping[str, Any]) -> set[str]:
-    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place.
-
-    ``args`` and ``kwargs`` are the copies of ``batch`` the call was given.
-    """
+    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place."""
     given = Sample(tuple(args), kwargs)
     return {
         f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"

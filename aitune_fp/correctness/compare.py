@@ -41,15 +41,7 @@ def compare_outputs(
     tolerances: Tolerances | None = None,
     noise_floor: NoiseFloor | None = None,
 ) -> Mismatch:
-    """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``.
-
-    Order: finite (the whole candidate output; inf before NaN), then per leaf structure, type,
-    shape, dtype and values. ``expected_dtype`` declares a reduced precision: floating outputs may
-    then be in that dtype (or the reference's) and are held to its tier's budget (the norm
-    criteria, by default). ``noise_floor``: eager's own error per leaf, which raises a leaf's
-    rel-L2 budget to ``noise_factor`` times it when larger. Returns the worst mismatch found,
-    against the budget, when the outputs match.
-    """
+    """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``."""
     check_expected_dtype(expected_dtype)
     walk = Walk(
         tol=tolerances if tolerances is not None else Tolerances(),
@@ -67,11 +59,7 @@ def compare_tree(actual: Any, expected: Any, path: str, walk: Walk) -> None:
 
 
 def check_comparable(output: Any, *, path: str = "output") -> None:
-    """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares.
-
-    Only the structure is looked at, not the values: what the up-front eager call checks, so an
-    output type :func:`compare_outputs` would refuse stops a tune before any candidate is built.
-    """
+    """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares."""
     for leaf_path, _, leaf in leaves(output, path, []):
         leaf = as_tensor_if_array(leaf)
         if leaf is None or isinstance(leaf, (torch.Tensor, torch.Size, *SCALARS)):

@@ -27,14 +27,7 @@ def eager_noise_floor(
     graph_spec: BatchSpec | None = None,
     batch_sizes: Sequence[int] = (),
 ) -> NoiseFloor:
-    """Eager's relative L2 error per floating output leaf, float32 against a float64 copy.
-
-    Runs ``model`` and a float64 deep copy (its floating parameters, buffers and the samples'
-    floating tensors in float64) under ``torch.no_grad()`` on each sample (with ``graph_spec``:
-    batched at each of ``batch_sizes``, default its smallest and largest) and keeps, per output
-    path (as the correctness check names them: ``output``, ``output['logits']``), the largest
-    ``||out32 - out64|| / ||out64||``. The model itself is not changed.
-    """
+    """Eager's relative L2 error per floating output leaf, float32 against a float64 copy."""
     if not isinstance(model, torch.nn.Module):
         raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     given: object = samples

@@ -13,11 +13,7 @@ FALLBACK_L2_BYTES = 128 * 1024 * 1024
 
 
 def l2_flusher(timer: object) -> Callable[[], None]:
-    """A function that overwrites the L2 of the CUDA device ``timer`` times (its ``device``).
-
-    Allocates the buffer (twice the L2, in bytes) once, now. Raises InvalidValueError naming
-    ``cache`` when ``timer`` times no CUDA device: a CPU has no L2 this could flush.
-    """
+    """A function that overwrites the L2 of the CUDA device ``timer`` times (its ``device``)."""
     device = getattr(timer, "device", None)
     if getattr(device, "type", None) != "cuda":
         raise InvalidValueError(

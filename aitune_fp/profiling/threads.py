@@ -41,13 +41,7 @@ def intra_op_threads(threads: int | None) -> Iterator[int]:
 
 
 def set_threads(threads: int) -> None:
-    """Run this process's CPU work on ``threads`` threads: ``tune --threads`` and a sweep task.
-
-    The one code path for both: ``OMP_NUM_THREADS`` first, when torch has not been imported
-    yet (OpenMP reads it once, when torch loads; setting threads only later measured slower
-    here), then torch's intra-op threads. Once torch is loaded the environment is left as it is.
-    Raises InvalidValueError / InvalidTypeError naming ``threads`` for a count below 1.
-    """
+    """Run this process's CPU work on ``threads`` threads: ``tune --threads`` and a sweep task."""
     n = check_int("threads", threads, minimum=1)
     if "torch" not in sys.modules:
         os.environ["OMP_NUM_THREADS"] = str(n)
@@ -79,12 +73,7 @@ def _omp_threads() -> int | None:
 
 @attrs.frozen(kw_only=True)
 class CpuEnvironment:
-    """The CPU side of a measurement: threads used, cores available, the machine's load.
-
-    ``threads``: torch's intra-op threads both arms run with; ``interop_threads``: torch's
-    inter-op threads; ``omp_num_threads``: ``OMP_NUM_THREADS`` (None: unset or not one
-    integer); ``cpus``: :func:`usable_cpus`; ``load_avg_1m``: :func:`load_average`.
-    """
+    """The CPU side of a measurement: threads used, cores available, the machine's load."""
 
     threads: int
     interop_threads: int
@@ -111,16 +100,7 @@ def cpu_environment(threads: int | None = None) -> CpuEnvironment:
 
 
 def is_oversubscribed(loads: Iterable[float | None], *, cpus: int, threads: int) -> bool:
-    """Whether a measurement ran with less CPU than its threads need (the ``oversubscribed`` flag).
-
-    The rule: the load of other work exceeds the cores available minus the tune's threads, at
-    any of ``loads`` (1-minute load averages read at the comparison's start and end). The other
-    work's load is taken as the load average less the tune's own ``threads`` (at most that much
-    of it can be the tune's), so the rule is ``load - threads > cpus - threads``, which is
-    ``load > cpus``: a tune never flags itself, and on 2 cores a 1-thread tune is flagged once
-    others keep more than one core busy. ``threads > cpus`` is flagged whatever the load. A
-    missing load average (None) flags nothing.
-    """
+    """Whether a measurement ran with less CPU than its threads need (the ``oversubscribed`` flag)."""
     if threads > cpus:
         return True
     return any(load is not None and load - threads > cpus - threads for load in loads)

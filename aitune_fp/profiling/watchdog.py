@@ -33,10 +33,7 @@ class _Monitor:
         self._thread: threading.Thread | None = None
 
     def schedule(self, delay_s: float, action: Callable[[], None]) -> int:
-        """Run ``action`` on the monitor's thread in ``delay_s`` seconds; a token to cancel it.
-
-        It runs in a copy of the caller's context (its event sinks and collector included).
-        """
+        """Run ``action`` on the monitor's thread in ``delay_s`` seconds; a token to cancel it."""
         run_in_context = functools.partial(contextvars.copy_context().run, action)
         with self._cond:
             self._next += 1
@@ -166,21 +163,14 @@ _PER_CALL: dict[int, _Step] = {}
 
 
 def progress() -> None:
-    """The calling thread completed a call: its per-call step's deadline starts again.
-
-    Cheap (a lookup and a clock read), and nothing outside a per-call step.
-    """
+    """The calling thread completed a call: its per-call step's deadline starts again."""
     step = _PER_CALL.get(threading.get_ident())
     if step is not None:
         step.progressed = time.monotonic()
 
 
 class Watchdog:
-    """Deadlines for the steps of a tune (see the module doc).
-
-    ``grace_s`` after a deadline, a step that could not be interrupted is reported to
-    ``on_stuck(what, elapsed_s)``.
-    """
+    """Deadlines for the steps of a tune (see the module doc)."""
 
     def __init__(
         self, *, grace_s: float, on_stuck: Callable[[str, float], None] | None = None
@@ -194,11 +184,7 @@ class Watchdog:
     def step(
         self, what: str, deadline_s: float, *, per_call: bool = False, note: str = ""
     ) -> _Step:
-        """Guard a step run by the calling thread: ``with watchdog.step("build", 600): ...``.
-
-        ``per_call``: the deadline bounds each call (from the last :func:`progress`), not the
-        step; ``note`` says what sets it, for the message of a step interrupted.
-        """
+        """Guard a step run by the calling thread: ``with watchdog.step("build", 600): ...``."""
         if not deadline_s > 0:
             raise InvalidValueError(f"deadline_s must be > 0 seconds, got {deadline_s!r}")
         return _Step(what, deadline_s, self.grace_s, self.on_stuck, per_call=per_call, note=note)
