@@ -2,7 +2,8 @@
 
 :func:`fake_result` builds a measured candidate's record; :func:`fake_log` the JSON lines one
 run writes with ``tune --json-log``, through the library's own event builders, so ``report``
-reads what a tune writes; :func:`write_log` puts lines in a file.
+reads what a tune writes; :func:`write_log` puts lines in a file; :func:`tune_one` tunes a model
+with one candidate and returns the report (torch imported when it is called).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.events.baseline import baseline_measured
 from aitune_fp.events.candidates import candidate_failed, candidate_measured
@@ -139,3 +141,18 @@ def write_log(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path
     path = tmp_path / name
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def tune_one(
+    candidate: Any, model: Any, data: list[Any], cache: Path, *, spec: Any = None, **options: Any
+) -> TuneReport:
+    """The report of tuning ``model`` on ``data`` with ``candidate`` alone, validated by ``options``."""
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
+    from aitune_fp.inputs import GraphSpec
+    from aitune_fp.pipeline.strategies import OneBackendStrategy
+
+    strategy = with_performance_validation(OneBackendStrategy(candidate), **options)
+    strategy.tune(model, "m", GraphSpec(8) if spec is None else spec, data, "cpu", cache)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    return report

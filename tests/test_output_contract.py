@@ -19,6 +19,7 @@ from aitune_fp.correctness.check import check_correctness
 from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.pipeline.strategies import OneBackendStrategy
+from tests.factories import tune_one
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=4)
@@ -105,14 +106,10 @@ class _Breaks(BackendBase):
 def test_a_tune_rejects_it_at_correctness_naming_the_field(
     field: str, isolation: str, tmp_path: Path
 ) -> None:
-    strategy = with_performance_validation(
-        OneBackendStrategy(_Breaks(field)),
-        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(_model(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == isolation
+    config = ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8)
+    options = {"profiling_config": config, "isolation": isolation}
+    report = tune_one(_Breaks(field), _model(), _data(), tmp_path, spec=SPEC, **options)
+    assert report.isolation == isolation
     if field == "aliasing" and isolation == "process":
         # in its worker each output is copied out, so the buffer shows only once the chosen
         # candidate runs here: it is never chosen, whatever its verdict
@@ -137,14 +134,10 @@ def test_a_model_that_changes_its_input_in_place_is_not_a_reason_to_reject(
     isolation: str, tmp_path: Path
 ) -> None:
     """Every timed call gets its own copy of its batch: no call sees another's change."""
-    strategy = with_performance_validation(
-        OneBackendStrategy(_Faithful()),
-        profiling_config=ProfilingConfig(looks=(10, 20), max_seconds=3.0, warmup_max_calls=8),
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(TinyNet(8, mutate=True).eval(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None
+    config = ProfilingConfig(looks=(10, 20), max_seconds=3.0, warmup_max_calls=8)
+    model = TinyNet(8, mutate=True).eval()
+    options = {"profiling_config": config, "isolation": isolation}
+    report = tune_one(_Faithful(), model, _data(), tmp_path, spec=SPEC, **options)
     assert not report.failures, report.failures
     (result,) = report.results
     assert result.verdict in ("faster", "not_faster", "inconclusive")
@@ -376,14 +369,9 @@ class _ScalesItsInput(_ModuleBackend):
 def test_a_tune_names_a_candidate_that_changes_its_callers_input(
     isolation: str, tmp_path: Path
 ) -> None:
-    strategy = with_performance_validation(
-        OneBackendStrategy(_ScalesItsInput()),
-        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(_model(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None
+    config = ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8)
+    options = {"profiling_config": config, "isolation": isolation}
+    report = tune_one(_ScalesItsInput(), _model(), _data(), tmp_path, spec=SPEC, **options)
     (failure,) = report.failures
     assert failure.stage == "correctness"
     assert "changes it in place where eager does not" in failure.reason
