@@ -494,7 +494,7 @@ class TestPackage:
         )
         assert proc.returncode == 2  # usage errors stay plain
         code = (
-            "import sys\nfrom aitune_fp.cli.rendering import print_parts\n"
+            "import sys\nfrom aitune_fp.cli.plain import print_parts\n"
             "from aitune_fp.cli._shared import make_console\nfrom rich.text import Text\n"
             "print_parts(make_console(sys.stdout), [Text('x', style='red')])\n"
         )

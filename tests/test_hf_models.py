@@ -236,7 +236,7 @@ def test_a_cache_with_another_number_of_layers_is_a_structure_error() -> None:
 def test_the_library_never_imports_transformers() -> None:
     """Caches are recognised only when transformers is already imported (by the model)."""
     code = (
-        "import sys, torch, aitune_fp.correctness as c; "
+        "import sys, torch, aitune_fp.correctness.compare as c; "
         "c.check_comparable({'x': torch.ones(1)}); "
         "assert 'transformers' not in sys.modules, 'imported'"
     )
