@@ -79,7 +79,7 @@ class FakeSpan:
 
 
 class FakeClock:
-    """A :class:`~aitune_fp.profiling.Timer` whose time moves only when calls spend it."""
+    """A :class:`~aitune_fp.profiling.timers.Timer` whose time moves only when calls spend it."""
 
     def __init__(
         self, *, jitter: float = 0.0, seed: int = 0, device_scale: float | None = None

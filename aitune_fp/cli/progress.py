@@ -1,6 +1,6 @@
 """``tune``'s stderr: a rich progress display driven by aitune_fp events, and the JSON-lines log.
 
-Both are event sinks (``aitune_fp.events.sinks``): they receive each :class:`Event` value the
+Both are event sinks (``aitune_fp.events.sending.sinks``): they receive each :class:`Event` value the
 tune emits, never a structlog dict. The display folds the events into the tune's report with
 the one fold (``aitune_fp.core.fold``) and renders from its values (results, failures). On a
 terminal, one progress task per candidate shows its phase (build, correctness, measure with the
@@ -231,7 +231,7 @@ def _clock(timestamp: str) -> str | None:
 class JsonLines:
     """An event sink writing each event as one JSON line (the one writer's, as a sweep's log).
 
-    The line is :func:`aitune_fp.events.to_record`, written by ``events.write_records``.
+    The line is :func:`aitune_fp.events.sending.to_record`, written by ``events.write_records``.
     """
 
     def __init__(self, handle: IO[str]) -> None:

@@ -1,6 +1,6 @@
 """What a tune's choice among passing candidates leaves in its report, as plain values.
 
-A head-to-head selection is recorded as its final :class:`~aitune_fp.core.selection.SelectionState`
+A head-to-head selection is recorded as its final :class:`~aitune_fp.core.selection_values.SelectionState`
 and a latency-budget check as a :class:`LatencyCheck`. Both go into events as plain dicts and come
 back from them unchanged (:func:`selection_to_dict` / :func:`selection_from_dict`), so the report
 the session keeps and the one ``ingest`` rebuilds from a log agree. Pure.

@@ -148,7 +148,7 @@ class PerformanceValidationResult:
     #: The CPU side of the comparison (issue 24): torch's intra-op and inter-op threads,
     #: ``OMP_NUM_THREADS`` (None: unset), the cores available, and the 1-minute load average
     #: at the comparison's start and end (``oversubscribed`` in ``flags`` when the load left
-    #: too few cores: :func:`aitune_fp.profiling.is_oversubscribed`). None in older logs.
+    #: too few cores: :func:`aitune_fp.profiling.threads.is_oversubscribed`). None in older logs.
     threads: int | None = attrs.field(
         default=None, kw_only=True, validator=_optional(integer(minimum=1))
     )
@@ -179,7 +179,7 @@ class PerformanceValidationResult:
     #: With device time (CUDA): the paired speedup estimate on each clock at the deciding look,
     #: and each arm's median seconds per call on each clock over the pairs decided on
     #: (``host_bound`` in ``flags`` when host exceeds device by
-    #: :data:`aitune_fp.profiling.HOST_BOUND_FACTOR`). None without device time (CPU).
+    #: :data:`aitune_fp.profiling.timers.HOST_BOUND_FACTOR`). None without device time (CPU).
     host_estimate: float | None = attrs.field(
         default=None, kw_only=True, validator=_optional(finite(minimum=0))
     )

@@ -86,7 +86,7 @@ def baseline_measured(
     ``noise_floor``: with ``Closeness(calibrate=True)``, eager's own noise floor
     (``noise_floor_rel_l2``: its largest figure; ``noise_floor``: per leaf) or why it was not
     measured (``noise_floor_note``). ``degenerate_outputs``: why eager's outputs cannot tell
-    candidates apart (:func:`~aitune_fp.correctness.degenerate_outputs`), when they cannot.
+    candidates apart (:func:`~aitune_fp.correctness.degenerate.degenerate_outputs`), when they cannot.
     ``budget_plan``: what the per-candidate budget buys at eager's call time
     (:func:`~aitune_fp.core.budget.plan_budget`; statistical rule).
     """

@@ -24,7 +24,7 @@ from aitune_fp.events.names import SCHEMA_VERSION
 
 __all__ = ["REGENERATE", "SCHEMA_PATH", "build_schema", "main", "property_schema", "schema_text"]
 
-#: The shipped schema file (package data read by ``aitune_fp.events.ingest.event_schema``).
+#: The shipped schema file (package data read by ``aitune_fp.events.ingest.schema.event_schema``).
 SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.json"
 #: The command that rewrites it.
 REGENERATE: Final = "python -m aitune_fp.events.schema"

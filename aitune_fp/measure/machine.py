@@ -3,7 +3,7 @@
 The measurement itself says when the machine changed under it: eager's own latency moved
 (:func:`~aitune_fp.core.dependence.machine_change_index`), or the load average read around a
 look's pairs left fewer cores than the tune's threads need
-(:func:`~aitune_fp.profiling.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
+(:func:`~aitune_fp.profiling.threads.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
 rest on pairs taken across the change: a look decides on the steady stretch after it when that
 holds at least the first look's pairs and eager ran there at the fastest level of the run. A
 machine that slowed down may be a busy one, whose verdicts differ from a quiet one's (issue

@@ -122,7 +122,7 @@ def run_context(
 ) -> RunContext:
     """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
-    ``oversubscribed``: :func:`aitune_fp.profiling.is_oversubscribed` over the load average
+    ``oversubscribed``: :func:`aitune_fp.profiling.threads.is_oversubscribed` over the load average
     at the comparison's start (``env``) and end (``load_end``); ``threads`` (None: ``env``'s)
     the intra-op threads both arms ran with.
     """

@@ -61,7 +61,7 @@ def measure_baseline_point(
     Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
     the outputs of the first and last timed calls and a seeded ~``spot_rate`` of the others;
     ``batches``/``references``/``fresh``/``reference`` as in
-    :func:`aitune_fp.profiling.time_calls` (timed call ``i`` on ``fresh(i)``).
+    :func:`aitune_fp.profiling.calls.time_calls` (timed call ``i`` on ``fresh(i)``).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(

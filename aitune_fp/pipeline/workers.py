@@ -88,7 +88,7 @@ def isolation_of(
     if options.timer is not None and not isinstance(options.timer, ReportedClock):
         return "in_process", (
             "an injected timer that cannot time another process (it has no spend_ns: "
-            "aitune_fp.profiling.ReportedClock)"
+            "aitune_fp.profiling.timers.ReportedClock)"
         )
     if torch.device(target.device).type != "cpu":
         return "in_process", f"device {target.device}: workers do not run on CUDA yet"
