@@ -1,4 +1,4 @@
-"""Private helpers over nested inputs/outputs: map tensors, copy inputs, find a module's device.
+"""Helpers over nested inputs and outputs: map tensors, copy inputs, find a module's device.
 
 Also the children of output objects torch's pytree does not know (transformers' caches).
 """
@@ -19,10 +19,7 @@ def _is_namedtuple(value: object) -> bool:
 
 
 def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
-    """Rebuild ``value`` with ``fn`` applied to every tensor inside tuples, lists and mappings.
-
-    Containers are rebuilt (never mutated in place); other leaves are returned unchanged.
-    """
+    """Rebuild ``value`` with ``fn`` applied to every tensor inside tuples, lists and mappings."""
     if isinstance(value, torch.Tensor):
         return fn(value)
     if _is_namedtuple(value):
@@ -88,10 +85,7 @@ def module_device(module: torch.nn.Module) -> torch.device | None:
 
 
 def shape_signature(value: Any) -> tuple[Any, ...]:
-    """Return a hashable description of a nested value: tensor shapes/dtypes/devices, other leaves.
-
-    Two inputs with the same signature can share one captured CUDA graph.
-    """
+    """Return a hashable description of a nested value: tensor shapes/dtypes/devices, other leaves."""
     if isinstance(value, torch.Tensor):
         return ("tensor", tuple(value.shape), str(value.dtype), str(value.device))
     if isinstance(value, tuple):
@@ -134,10 +128,7 @@ def _holds_tensors(value: Any, depth: int = 0) -> bool:
 
 
 def _cache_kind(value: Any) -> str | None:
-    """``"cache"`` or ``"layer"`` for transformers' cache objects, else None.
-
-    Looked up only when ``transformers.cache_utils`` is already imported: nothing is imported.
-    """
+    """``"cache"`` or ``"layer"`` for transformers' cache objects, else None."""
     cache_utils = sys.modules.get("transformers.cache_utils")
     if cache_utils is None:
         return None
@@ -155,16 +146,7 @@ def _cache_kind(value: Any) -> str | None:
 
 
 def object_children(value: Any) -> list[tuple[str, str, Any]] | None:
-    """The tensor-holding attributes of a cache object that is not a pytree node, or None.
-
-    transformers' ``Cache`` (``DynamicCache``, ``EncoderDecoderCache``...) and its layers
-    (``DynamicLayer``: ``.keys``, ``.values``) register as pytree nodes only while
-    ``torch.export`` runs, so a model called with ``use_cache=True`` returns one that torch's
-    pytree sees as a leaf. Its children are its public attributes that hold tensors (a
-    ``.layers`` list, ``.keys``, ``.self_attention_cache``), as ``(".name", name, value)``;
-    settings such as ``dtype`` or ``is_initialized`` are left out (a bfloat16 candidate's cache
-    says bfloat16). Nothing is imported: recognised only when transformers already is.
-    """
+    """The tensor-holding attributes of a cache object that is not a pytree node, or None."""
     if _cache_kind(value) is None:
         return None
     state = getattr(value, "__dict__", None)

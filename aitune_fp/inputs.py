@@ -1,17 +1,6 @@
-"""Model inputs and batching: one ``Sample`` of call arguments and the ``GraphSpec`` that batches it.
+"""Model inputs and batching: a ``Sample`` of call arguments and the ``GraphSpec`` that batches it.
 
-Importing this module does not import torch (``Sample`` and ``GraphSpec`` are part of the pure
-API); torch is loaded inside :meth:`GraphSpec.make_batch` and :func:`copy_sample` only.
-
-Batching rule: every tensor input is batched along axis 0 unless ``batch_axes`` says otherwise
-(a positional index or keyword name mapped to an axis, or ``None`` for "not batched"). To reach
-a batch size, each batched tensor is **tiled** along its axis: row ``i`` of the batch is row
-``i % n`` of the sample (``n`` = the sample's batch dimension), so a larger sample is sliced and
-a smaller one is repeated cyclically, using every row the caller gave (AITune repeats only the
-first row; tiling keeps the data's variety). Every tensor in a batch is a new tensor (batched
-tensors by ``index_select``, non-batched ones by ``clone``), so the callables being measured can
-never mutate or alias the caller's tensors. Non-tensor values are passed through by reference,
-and only top-level arguments are batched (tensors nested in lists or dicts are left as they are).
+Torch-free at import (torch loads inside ``make_batch`` and ``copy_sample``): part of the pure API.
 """
 
 from __future__ import annotations
@@ -54,10 +43,7 @@ def _to_kwargs(value: object) -> Mapping[str, Any]:
 
 @attrs.frozen(eq=False)
 class Sample:
-    """One set of call arguments for a model: ``model(*args, **kwargs)``.
-
-    Equality is identity (tensors do not compare to a bool); ``kwargs`` is a read-only copy.
-    """
+    """One set of call arguments for a model: ``model(*args, **kwargs)``."""
 
     args: tuple[Any, ...] = attrs.field(default=(), converter=_to_args)
     kwargs: Mapping[str, Any] = attrs.field(factory=dict, converter=_to_kwargs)
@@ -122,17 +108,7 @@ def ring_size(batch_bytes: int) -> int:
 
 
 class CopyRing:
-    """One arm's timed-call inputs: K storages, filled in turn with the values of each call.
-
-    Every timed call gets its inputs copied (before the clock starts) into the next of K
-    storages, so an address, or a tensor object, repeats exactly every K calls and never with
-    the same values by design: a candidate that caches by identity or data pointer hits on
-    every call past the K-th and answers with stale values, which the always-checked last call
-    of a look sees. A fresh allocation per call would repeat addresses only where the
-    allocator happens to reuse them, stale hits that a ~10 % spot check can miss. Storages are
-    reused only for a tensor of the same type, shape, strides, dtype and device that does not
-    require grad; any other value is cloned (as :func:`copy_sample`) or passed through.
-    """
+    """One arm's timed-call inputs: K storages, filled in turn with the values of each call."""
 
     def __init__(self) -> None:
         """An empty ring; its size is set by the first batch (:func:`ring_size`)."""
@@ -211,10 +187,7 @@ def _to_axes(value: object) -> Mapping[InputKey, int | None]:
 
 
 class BatchSpec(Protocol):
-    """What the pipeline needs of a graph spec: the batch-size range and how to batch a sample.
-
-    :class:`GraphSpec` is one; the AITune adapter gives another over AITune's own graph spec.
-    """
+    """What the pipeline needs of a graph spec: the batch-size range and how to batch a sample."""
 
     @property
     def min_batch_size(self) -> int:
@@ -233,11 +206,7 @@ class BatchSpec(Protocol):
 
 @attrs.frozen
 class GraphSpec:
-    """Which batch sizes a model accepts and how its inputs are batched.
-
-    ``GraphSpec(max_batch_size=8)`` batches every tensor input along axis 0 up to 8 rows;
-    ``batch_axes`` overrides the axis per input (index or keyword name; ``None`` = not batched).
-    """
+    """Which batch sizes a model accepts and how its inputs are batched."""
 
     max_batch_size: int = attrs.field(default=1, validator=integer(minimum=1))
     batch_axes: Mapping[InputKey, int | None] = attrs.field(
@@ -263,20 +232,12 @@ class GraphSpec:
         return self.batch_axes.get(key, 0)
 
     def batch_dim(self, sample: Sample | tuple[Any, Any]) -> int | None:
-        """The sample's common batch dimension, or None when it has no batched tensor input.
-
-        Raises ``ValueError`` naming the input when a batched tensor lacks its axis or when
-        batched inputs disagree on the batch dimension.
-        """
+        """The sample's common batch dimension, or None when it has no batched tensor input."""
         dims = self._batched(as_sample(sample))
         return next(iter(dims.values()))[1] if dims else None
 
     def make_batch(self, sample: Sample | tuple[Any, Any], batch_size: int) -> Sample:
-        """Return a new Sample with every batched tensor tiled to ``batch_size`` rows on its axis.
-
-        Tensors are always new (never views of the caller's); non-tensors are passed through.
-        ``batch_size`` must lie in ``min_batch_size..max_batch_size``.
-        """
+        """Return a new Sample with every batched tensor tiled to ``batch_size`` rows on its axis."""
         size = check_int("batch_size", batch_size, minimum=1)
         if not self.min_batch_size <= size <= self.max_batch_size:
             raise InvalidValueError(

@@ -1,12 +1,4 @@
-"""Embedded models for the main job (``aitune-fp tune``), and loading a user's model.
-
-A user's model comes from a factory in a file (``path/to/file.py:factory``) or in a module
-importable from ``sys.path`` (``package.module:factory``).
-
-Each embedded model is built with a fixed seed (its own generator: the global RNG is untouched),
-in eval mode, with a matching sample and batch spec, sized so that one eager call takes a few
-milliseconds on a small CPU.
-"""
+"""Embedded models for the main job (``aitune-fp tune``), and loading a user's model."""
 
 from __future__ import annotations
 
@@ -163,11 +155,7 @@ SourceKind = Literal["file", "module"]
 
 
 def model_source(spec: str) -> tuple[SourceKind, str, str]:
-    """Split ``target:factory`` into ``(kind, target, factory)``; nothing is imported.
-
-    The target is a file when it ends in ``.py`` or holds a path separator
-    (``path/to/file.py:make``), else a dotted module name (``package.module:make``).
-    """
+    """Split ``target:factory`` into ``(kind, target, factory)``; nothing is imported."""
     if not isinstance(spec, str):
         raise InvalidTypeError(
             f"spec must be a str 'path/to/file.py:factory' or 'package.module:factory', "
@@ -239,11 +227,7 @@ def _import_module(name: str) -> Any:
 
 
 def resolve_factory(spec: str) -> Callable[[], Any]:
-    """Import the file or module ``spec`` names and return its factory, without calling it.
-
-    What a sweep checks for every model before its first task; a :class:`UserModelError`
-    names the file or module and the factory.
-    """
+    """Import the file or module ``spec`` names and return its factory, without calling it."""
     kind, target, factory_name = model_source(spec)
     if kind == "file":
         user, where = _import_file(target), f"model file {target!r}"
@@ -288,14 +272,7 @@ def load_user_model(
     input_shape: Sequence[int] | None = None,
     max_batch_size: int | None = None,
 ) -> EmbeddedModel:
-    """Import ``path/file.py:factory`` or ``package.module:factory``; call it for the module.
-
-    The factory returns a module (then ``input_shape`` gives a random float input, its first
-    dimension the batch), or ``(module, sample)`` where the sample is a tensor, a tuple of
-    tensors, a :class:`Sample` or an ``(args, kwargs)`` pair. The batch spec batches along axis 0
-    up to ``max_batch_size`` (default: the sample's first dimension). Every problem is a
-    :class:`UserModelError` naming the file or factory.
-    """
+    """Import ``path/file.py:factory`` or ``package.module:factory``; call it for the module."""
     import torch
 
     factory_name = model_source(spec)[2]
@@ -345,11 +322,7 @@ def load_user_model(
 
 
 def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> EmbeddedModel:
-    """The model ``spec`` names: an embedded one, a file's factory or a module's factory.
-
-    ``mlp`` (see :data:`MODELS`), ``path/to/file.py:factory`` or ``package.module:factory``
-    (importable from ``sys.path``). The one loader ``tune`` and ``sweep`` share; every problem is a :class:`UserModelError`.
-    """
+    """The model ``spec`` names: an embedded one, a file's factory or a module's factory."""
     if not isinstance(spec, str):
         raise InvalidTypeError(f"model must be a str, got {spec!r}")
     if spec in MODELS:

@@ -1,10 +1,4 @@
-"""Helpers for testing code that uses aitune_fp: a fake clock and an event capture.
-
-:class:`FakeClock` is a :class:`~aitune_fp.profiling.Timer` whose time moves only when a fake
-call spends it, so a measurement on it is instant and deterministic; :func:`capture_events`
-collects the events aitune_fp logs inside a ``with`` block as dicts (what structlog's
-``capture_logs`` is for any logger).
-"""
+"""Helpers for testing code that uses aitune_fp: a fake clock and an event capture."""
 
 from __future__ import annotations
 
@@ -21,7 +15,7 @@ from typing import Any, TypeAlias
 import structlog
 
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events import LOGGER_NAME
+from aitune_fp.events.names import LOGGER_NAME
 
 __all__ = ["FakeClock", "FakeSpan", "Latency", "capture_events"]
 
@@ -85,18 +79,7 @@ class FakeSpan:
 
 
 class FakeClock:
-    """A :class:`~aitune_fp.profiling.Timer` whose time moves only when calls spend it.
-
-    :meth:`arm` makes a fake model whose calls advance the clock by scripted latencies;
-    :meth:`advance` moves it directly. Each thread has its own time and its own seeded jitter
-    (each step scaled by a factor drawn from 1 ± ``jitter``), so threads tuning at once never
-    see each other's calls. With ``device_scale`` the clock also has a device clock (as CUDA
-    events give): ``device_span`` returns a :class:`FakeSpan`, and a step without its own
-    device time moves the device by ``device_scale`` times the wall step; without it
-    ``device_span`` is None, as on CPU. Copies and pickles (in one process) are this clock; in a
-    worker process, one clock per clock pickled, whose calls' time the worker reports back
-    (:meth:`spend_ns`), so a tune in worker processes runs on it as one in process does.
-    """
+    """A :class:`~aitune_fp.profiling.timers.Timer` whose time moves only when calls spend it."""
 
     def __init__(
         self, *, jitter: float = 0.0, seed: int = 0, device_scale: float | None = None
@@ -158,11 +141,7 @@ class FakeClock:
         log: list[str] | None = None,
         label: str = "",
     ) -> Callable[..., Any]:
-        """A fake model: call ``i`` advances this clock by ``seconds`` for call ``i``.
-
-        It returns ``fn(*args, **kwargs)`` when ``fn`` is given (else None) and appends
-        ``label`` to ``log`` when given, so a test sees the order the arms ran in.
-        """
+        """A fake model: call ``i`` advances this clock by ``seconds`` for call ``i``."""
         _check_latency("seconds", seconds)
         _check_latency("device_seconds", device_seconds)
         calls = itertools.count()
@@ -235,14 +214,7 @@ def _ours(name: str | None) -> bool:
 
 @contextlib.contextmanager
 def capture_events(level: int = logging.DEBUG) -> Iterator[list[dict[str, Any]]]:
-    """Collect the events aitune_fp logs in the block, at ``level`` and up, as dicts.
-
-    Each dict holds the event's name (``event``), ``log_level`` and its fields, in the order
-    they were logged. Within the block structlog is configured for the capture (events of
-    other loggers are dropped); the previous configuration is restored on exit. It listens at
-    the logger, not at :func:`aitune_fp.events.sinks`, on purpose: it sees what a log pipeline
-    sees at ``level`` (with info off, the tune's last line comes out whole at warning).
-    """
+    """Collect the events aitune_fp logs in the block, at ``level`` and up, as dicts."""
     captured: list[dict[str, Any]] = []
 
     def keep(logger: Any, method_name: str, event_dict: Any) -> Any:

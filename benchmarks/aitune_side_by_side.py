@@ -36,7 +36,7 @@ os.environ.setdefault("AITUNE_CACHE_DIR", tempfile.mkdtemp(prefix="aitune-side-b
 import structlog  # noqa: E402
 import torch  # noqa: E402
 
-from aitune_fp import validation_of, with_performance_validation  # noqa: E402
+from aitune_fp.adapters.validation import validation_of, with_performance_validation  # noqa: E402
 from tests.aitune_loader import import_aitune  # noqa: E402
 
 ait = import_aitune()

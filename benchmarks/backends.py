@@ -32,9 +32,10 @@ from typing import Any
 import structlog
 import torch
 
-from aitune_fp import OneBackendStrategy, validation_of, with_performance_validation
-from aitune_fp.backends import BACKENDS, backend_names, make_candidate
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.registry import BACKENDS, backend_names, make_candidate
 from aitune_fp.models import MODELS
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 
 #: Every registry name that runs on CPU, in registry order.
 CPU_BACKENDS = tuple(n for n in backend_names() if "cpu" in BACKENDS[n].devices)

@@ -22,7 +22,7 @@ import sys
 CHILD = r"""
 import json, random, resource, statistics, sys, time, tracemalloc
 from aitune_fp.core import hodges_lehmann
-from aitune_fp.core.stats import decide_speedup
+from aitune_fp.core.sequential import decide_speedup
 
 n, paired, repeats, grid = int(sys.argv[1]), sys.argv[2] == "paired", int(sys.argv[3]), float(sys.argv[4])
 rng = random.Random(n)

@@ -31,11 +31,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 import attrs
 
-from aitune_fp import profiling
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import measure_speedup
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.profiling import threads
 from aitune_fp.testing import FakeClock
 
 #: The required speedup of the default 1 % threshold, and the futility edge above it.
@@ -218,7 +218,7 @@ def one_run(
 def _row(job: tuple[Case, int, int, float, str]) -> str:
     """One table row: ``runs`` decisions of one case, each seeded from ``seed``."""
     case, runs, seed, sd, gate = job
-    profiling.load_average = _quiet  # type: ignore[assignment]
+    threads.load_average = _quiet  # type: ignore[assignment]
     config = ProfilingConfig(throughput_gate=gate)
     out = [one_run(case, sd, seed * 100_003 + k, config) for k in range(runs)]
     verdicts = [v for v, _, _, _ in out]

@@ -59,11 +59,11 @@ def _normal(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _scenarios() -> dict[str, Callable[[], Any]]:
-    from aitune_fp import (
+    from aitune_fp.core.config import ProfilingConfig
+    from aitune_fp.pipeline.strategies import (
         FirstWinsStrategy,
         MaxThroughputStrategy,
         OneBackendStrategy,
-        ProfilingConfig,
     )
     from tests.validation_helpers import BrokenBuild, Pruned, Slower, Wrong
 
@@ -80,19 +80,19 @@ def _scenarios() -> dict[str, Callable[[], Any]]:
 
 def digests(dump: Path | None = None) -> dict[str, str]:
     """Each scenario's digest (and ``all``), the normalised events written to ``dump``."""
-    from aitune_fp import profiling
+    from aitune_fp.profiling import threads
 
     random.SystemRandom = _Seeded  # type: ignore[misc,assignment]
     # a quiet machine, whatever this one runs: a busy load holds verdicts open (issue 36)
-    real_load, profiling.load_average = profiling.load_average, lambda: 0.0  # type: ignore[assignment]
+    real_load, threads.load_average = threads.load_average, lambda: 0.0  # type: ignore[assignment]
     try:
         return _digests(dump)
     finally:
-        profiling.load_average = real_load  # type: ignore[assignment]
+        threads.load_average = real_load  # type: ignore[assignment]
 
 
 def _digests(dump: Path | None) -> dict[str, str]:
-    from aitune_fp import with_performance_validation
+    from aitune_fp.adapters.validation import with_performance_validation
     from aitune_fp.testing import capture_events
     from tests.validation_helpers import CLOCK, FAST_CONFIG, make_case
 

@@ -119,7 +119,7 @@ say "one NVML reading of cuda:0 through aitune_fp.measure.telemetry (needs the n
 block "$PY" - <<'PY' || fail "pynvml does not import, or NVML did not read cuda:0 (pip install nvidia-ml-py)"
 import pynvml  # noqa: F401  (the extra "nvml"; fails here when it is missing)
 import torch
-from aitune_fp.profiling import CudaTimer
+from aitune_fp.profiling.timers import CudaTimer
 from aitune_fp.measure.telemetry import NvmlSampler, open_sampler
 timer = CudaTimer(0)
 torch.ones(1, device=timer.device).sum().item()  # a context on the device, as while timing

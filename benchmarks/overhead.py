@@ -23,20 +23,17 @@ import attrs
 import structlog
 import torch
 
-import aitune_fp.measure as measure_module
 import aitune_fp.pipeline.baseline as baseline_module
 import aitune_fp.pipeline.vetting as vetting_module
-from aitune_fp import (
-    MaxThroughputStrategy,
-    OneBackendStrategy,
-    ProfilingConfig,
-    TorchCompileBackend,
-    TorchEagerBackend,
-)
 from aitune_fp.adapters.validation import with_performance_validation
-from aitune_fp.backends import BackendBase
-from aitune_fp.correctness import Closeness
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.compile import TorchCompileBackend
+from aitune_fp.backends.eager import TorchEagerBackend
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.measure.rules import RULES
 from aitune_fp.models import mlp
+from aitune_fp.pipeline.strategies import MaxThroughputStrategy, OneBackendStrategy
 
 WORK: list[float] = []
 
@@ -62,8 +59,8 @@ def _instrument() -> None:
     # eager's calls whose outputs the spot checks compare with are model work too
     baseline_module.reference_output = _timed(baseline_module.reference_output)
     vetting_module.measure_throughput_steady = _timed(vetting_module.measure_throughput_steady)
-    for name, rule in list(measure_module.RULES.items()):
-        measure_module.RULES[name] = attrs.evolve(
+    for name, rule in list(RULES.items()):
+        RULES[name] = attrs.evolve(
             rule, measure_eager=_timed(rule.measure_eager), compare=_timed(rule.compare)
         )
     BackendBase.build = _timed(BackendBase.build)  # type: ignore[method-assign]

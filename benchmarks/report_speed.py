@@ -30,12 +30,20 @@ _CANDIDATES = (
 
 def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
     """The events of one tune (every figure plausible and schema-valid)."""
-    from aitune_fp import events
     from aitune_fp.core.mismatch import Mismatch
     from aitune_fp.core.results import PerformanceValidationResult
+    from aitune_fp.events.baseline import baseline_measured
+    from aitune_fp.events.candidates import (
+        candidate_failed,
+        candidate_measured,
+        candidate_rejected,
+        correctness_checked,
+    )
+    from aitune_fp.events.names import Event
+    from aitune_fp.events.validation import finished, look, phase, selected, started
 
-    out: list[events.Event] = [
-        events.started(
+    out: list[Event] = [
+        started(
             run_id,
             module,
             strategy="MaxThroughputStrategy",
@@ -45,10 +53,8 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             required_speedup=1.01,
             batch_size=32,
         ),
-        events.phase(
-            run_id, module, backend_description="TorchEagerBackend()", phase="baseline_build"
-        ),
-        events.baseline_measured(
+        phase(run_id, module, backend_description="TorchEagerBackend()", phase="baseline_build"),
+        baseline_measured(
             run_id,
             module,
             backend_description="TorchEagerBackend()",
@@ -60,8 +66,8 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
         ),
     ]
     for i, desc in enumerate(_CANDIDATES):
-        out.append(events.phase(run_id, module, backend_description=desc, phase="build"))
-        out.append(events.phase(run_id, module, backend_description=desc, phase="correctness"))
+        out.append(phase(run_id, module, backend_description=desc, phase="build"))
+        out.append(phase(run_id, module, backend_description=desc, phase="correctness"))
         mismatch = Mismatch(
             max_abs_error=1e-6,
             max_rel_error=1e-5,
@@ -71,13 +77,11 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             path="output",
             n_elements=4096,
         )
-        out.append(
-            events.correctness_checked(run_id, module, backend_description=desc, mismatch=mismatch)
-        )
-        out.append(events.phase(run_id, module, backend_description=desc, phase="measure"))
+        out.append(correctness_checked(run_id, module, backend_description=desc, mismatch=mismatch))
+        out.append(phase(run_id, module, backend_description=desc, phase="measure"))
         for k in range(_LOOKS):
             out.append(
-                events.look(
+                look(
                     run_id,
                     module,
                     backend_description=desc,
@@ -108,11 +112,11 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             decision="statistical",
             reason="lower bound clears the gate" if faster else "upper bound below the gate",
         )
-        out.append(events.candidate_measured(run_id, module, result, duration_s=3.0))
+        out.append(candidate_measured(run_id, module, result, duration_s=3.0))
         if not faster:
-            out.append(events.candidate_rejected(run_id, module, result))
+            out.append(candidate_rejected(run_id, module, result))
     out.append(
-        events.candidate_failed(
+        candidate_failed(
             run_id,
             module,
             backend_description="CudaGraphBackend()",
@@ -123,7 +127,7 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
         )
     )
     out.append(
-        events.selected(
+        selected(
             run_id,
             module,
             backend_description=_CANDIDATES[0],
@@ -134,7 +138,7 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
         )
     )
     out.append(
-        events.finished(
+        finished(
             run_id,
             module,
             outcome="candidate",

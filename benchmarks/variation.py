@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from aitune_fp.backends.registry import make_backend
-from aitune_fp.correctness import CorrectnessError, check_correctness
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.domain import embedding_limits, heldout_domain
 from aitune_fp.isolation.heldout import heldout_samples

@@ -173,9 +173,9 @@ def _quiet_machine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     """
     if request.module.__name__.endswith("test_threads_load"):
         return
-    from aitune_fp import profiling
+    from aitune_fp.profiling import threads
 
-    monkeypatch.setattr(profiling, "load_average", lambda: 0.0)
+    monkeypatch.setattr(threads, "load_average", lambda: 0.0)
 
 
 @pytest.fixture(name="pinned_draws")

@@ -2,7 +2,8 @@
 
 :func:`fake_result` builds a measured candidate's record; :func:`fake_log` the JSON lines one
 run writes with ``tune --json-log``, through the library's own event builders, so ``report``
-reads what a tune writes; :func:`write_log` puts lines in a file.
+reads what a tune writes; :func:`write_log` puts lines in a file; :func:`tune_one` tunes a model
+with one candidate and returns the report (torch imported when it is called).
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from typing import Any
 
 from aitune_fp import events
 from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
+from aitune_fp.events.baseline import baseline_measured
+from aitune_fp.events.candidates import candidate_failed, candidate_measured
+from aitune_fp.events.names import Event
+from aitune_fp.events.validation import finished, started
+from aitune_fp.events.validation import selected as selected_event
 
 #: A statistical ``not_faster`` record whose mean ratio (1.37) differs from its estimate (0.95).
 DEFAULT_FIELDS: dict[str, Any] = {
@@ -56,7 +62,7 @@ def fake_result(desc: str = "B()", **overrides: Any) -> PerformanceValidationRes
     return flat_result(desc, throughput, baseline, speedup, passed, **fields)
 
 
-def event_line(event: events.Event, **extra: Any) -> str:
+def event_line(event: Event, **extra: Any) -> str:
     """``event`` as one JSON line, with ``extra`` keys (a timestamp) after its fields."""
     return json.dumps({"event": event.name, **event.fields, **extra}, ensure_ascii=False)
 
@@ -76,7 +82,7 @@ def fake_log(
     ``failures``: (backend, reason) pairs, failed at build (at "strategy" for backend "S").
     """
     made = [
-        events.started(
+        started(
             run,
             "mlp",
             strategy="S",
@@ -86,7 +92,7 @@ def fake_log(
             required_speedup=1.01,
             batch_size=32,
         ),
-        events.baseline_measured(
+        baseline_measured(
             run,
             "mlp",
             backend_description="TorchEagerBackend()",
@@ -97,9 +103,9 @@ def fake_log(
             decision="statistical",
         ),
     ]
-    made += [events.candidate_measured(run, "mlp", r, duration_s=1.0) for r in results]
+    made += [candidate_measured(run, "mlp", r, duration_s=1.0) for r in results]
     made += [
-        events.candidate_failed(
+        candidate_failed(
             run,
             "mlp",
             backend_description=desc,
@@ -113,7 +119,7 @@ def fake_log(
     if selected is not None:
         chosen = next((r for r in results if r.backend_description == selected), None)
         made.append(
-            events.selected(
+            selected_event(
                 run,
                 "mlp",
                 backend_description=selected,
@@ -124,7 +130,7 @@ def fake_log(
             )
         )
     made.append(
-        events.finished(
+        finished(
             run,
             "mlp",
             outcome=outcome,  # type: ignore[arg-type]

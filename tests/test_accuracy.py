@@ -33,14 +33,12 @@ from aitune_fp.core.accuracy import (
     worst_per_criterion,
 )
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness import (
-    Closeness,
-    CorrectnessError,
-    Tolerances,
-    check_correctness,
-    compare_outputs,
-    eager_noise_floor,
-)
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.correctness.compare import compare_outputs
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.correctness.noise import eager_noise_floor
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import correctness_checked
 from aitune_fp.events.ingest import event_schema
@@ -407,7 +405,8 @@ class TestMetric:
 
     def test_the_decorator_carries_the_closeness(self) -> None:
         from aitune_fp.adapters.validation import validation_of, with_performance_validation
-        from aitune_fp.pipeline import TuneSession, TuneTarget
+        from aitune_fp.pipeline.tune import TuneSession
+        from aitune_fp.pipeline.values import TuneTarget
 
         class Plain:
             def tune(self, *args: Any) -> None:

@@ -17,14 +17,17 @@ import pytest
 import torch
 from structlog.testing import LogCapture
 
-from aitune_fp import FirstWinsStrategy
 from aitune_fp.adapters.validation import validation_of
 from aitune_fp.backends.quantized import Int8DynamicBackend
 from aitune_fp.cli import main
 from aitune_fp.cli.tune_args import accuracy_options
 from aitune_fp.core.accuracy import NoiseFloor, accuracy_conflict
-from aitune_fp.correctness import TIERS, Closeness, CorrectnessError, Tolerances, compare_outputs
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.correctness.compare import compare_outputs
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.pipeline.strategies import FirstWinsStrategy
 from aitune_fp.sweep.spec import parse_sweep
 from tests.cli_checks import usage_error
 from tests.factories import schema_errors

@@ -25,7 +25,8 @@ import torch
 import torch._dynamo.config
 from structlog.testing import LogCapture
 
-from aitune_fp import ProfilingConfig, validation_of, with_performance_validation
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidStateError, InvalidTypeError
 from aitune_fp.isolation.flags import flushes_denormals
 from tests.aitune_loader import aitune_installed, import_aitune
@@ -57,7 +58,8 @@ from aitune.torch.task.profiling import ProfilingConfig as AituneProfilingConfig
 from aitune.torch.tune_strategy.mixin import PerformanceValidationMixinResult  # noqa: E402
 from aitune.torch.tune_strategy.profiling_tune_strategy import BackendPerfResult  # noqa: E402
 
-from aitune_fp.adapters import aitune as integration  # noqa: E402
+from aitune_fp.adapters import is_aitune_strategy  # noqa: E402
+from aitune_fp.adapters.aitune._names import AituneVersionError  # noqa: E402
 
 PREFIX = "aitune_fp.validation."
 
@@ -235,7 +237,7 @@ def test_a_decorated_class_is_the_aitune_class_gated() -> None:
     assert strategy.perf_validation_results == []
     assert strategy.enable_performance_validation("diagnostic") is strategy
     assert validation_of(strategy).min_speedup_threshold_percent == 3.0
-    assert integration.is_aitune_strategy(strategy) and integration.is_aitune_strategy(cls)
+    assert is_aitune_strategy(strategy) and is_aitune_strategy(cls)
 
 
 def test_an_instance_shares_the_strategy_state() -> None:
@@ -663,9 +665,7 @@ def test_a_missing_hook_is_a_clear_error_naming_the_version() -> None:
     class Renamed(ait.OneBackendStrategy):
         _build_validate_and_check_perf = None
 
-    with pytest.raises(
-        integration.AituneVersionError, match=r"0\.6\.0.*_build_validate_and_check_perf"
-    ):
+    with pytest.raises(AituneVersionError, match=r"0\.6\.0.*_build_validate_and_check_perf"):
         with_performance_validation(Renamed)
 
 
@@ -673,7 +673,7 @@ def test_a_missing_module_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
     import aitune.torch.tune_strategy.formatting as formatting
 
     monkeypatch.delattr(formatting, "fmt_speedup_comparison")
-    with pytest.raises(integration.AituneVersionError, match="fmt_speedup_comparison"):
+    with pytest.raises(AituneVersionError, match="fmt_speedup_comparison"):
         with_performance_validation(ait.FirstWinsStrategy)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import LogCapture
 
-from aitune_fp import validation_of
+from aitune_fp.adapters.validation import validation_of
 from tests.test_aitune import (
     BUILD,
     MODES,

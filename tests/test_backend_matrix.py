@@ -14,10 +14,11 @@ import attrs
 import pytest
 import torch
 
-from aitune_fp import OneBackendStrategy, try_candidate, validation_of, with_performance_validation
-from aitune_fp.backends import BACKENDS, make_backend
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.registry import BACKENDS, make_backend
 from aitune_fp.core.results import RESULT_VERDICTS
 from aitune_fp.models import MODELS
+from aitune_fp.pipeline.strategies import OneBackendStrategy, try_candidate
 
 from .validation_helpers import FAST_CONFIG
 

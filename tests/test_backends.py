@@ -12,16 +12,13 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp.backends import (
-    BUILD_LOG_NAME,
-    Backend,
-    BackendBase,
-    BackendState,
-    CudaGraphBackend,
-    TorchCompileBackend,
-    TorchEagerBackend,
-)
-from aitune_fp.correctness import CorrectnessError, check_correctness
+from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
+from aitune_fp.backends.compile import TorchCompileBackend
+from aitune_fp.backends.cuda_graph import CudaGraphBackend
+from aitune_fp.backends.eager import TorchEagerBackend
+from aitune_fp.backends.protocol import Backend, BackendState
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import GraphSpec, Sample
 
 # ---- small models -----------------------------------------------------------------------------

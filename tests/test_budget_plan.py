@@ -60,15 +60,11 @@ def test_the_plan_is_consistent(call_s: float, budget: float, looks: list[int]) 
 def test_a_tune_states_its_plan_up_front(decision: str, stated: bool, tmp_path: object) -> None:
     import torch
 
-    from aitune_fp import (
-        GraphSpec,
-        OneBackendStrategy,
-        ProfilingConfig,
-        Sample,
-        validation_of,
-        with_performance_validation,
-    )
-    from aitune_fp.backends import TorchEagerBackend
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
+    from aitune_fp.backends.eager import TorchEagerBackend
+    from aitune_fp.core.config import ProfilingConfig
+    from aitune_fp.inputs import GraphSpec, Sample
+    from aitune_fp.pipeline.strategies import OneBackendStrategy
 
     strategy = with_performance_validation(
         OneBackendStrategy(TorchEagerBackend()),

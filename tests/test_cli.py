@@ -12,9 +12,12 @@ from typing import Any
 
 import jsonschema
 import pytest
+from aitune_fp.events.ingest.schema import event_schema
 
-from aitune_fp.cli import escape_control, main, parse_times
-from aitune_fp.events.ingest import event_schema
+from aitune_fp.cli import main
+from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.check import parse_times
+from aitune_fp.events.candidates import candidate_measured
 from tests.cli_checks import usage_error
 from tests.factories import flat_result
 
@@ -372,7 +375,6 @@ class TestCheck:
 
 
 def _event_line(**fields: Any) -> str:
-    from aitune_fp import events
 
     result = flat_result(
         fields.get("desc", "B()"),
@@ -386,7 +388,7 @@ def _event_line(**fields: Any) -> str:
         required_speedup=1.01,
         verdict="faster",
     )
-    event = events.candidate_measured(fields.get("run", "r"), "m", result, duration_s=1.0)
+    event = candidate_measured(fields.get("run", "r"), "m", result, duration_s=1.0)
     return json.dumps({"event": event.name, **event.fields})
 
 
@@ -461,7 +463,7 @@ class TestUnexpectedFailure:
         def boom(*args: object) -> None:
             raise RuntimeError("kaboom")
 
-        monkeypatch.setattr("aitune_fp.events.ingest.summarize", boom)
+        monkeypatch.setattr("aitune_fp.events.ingest.runs.summarize", boom)
         path = tmp_path / "log.jsonl"
         path.write_text("")
         assert main(["report", str(path)]) == 70

@@ -16,8 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp.cli import main
-from aitune_fp.cli.check import MAX_REQUIRED_SPEEDUP, MAX_THRESHOLD_PERCENT, threshold_warning
+from aitune_fp.cli.check import threshold_warning
 from aitune_fp.core.messages import fmt_level
+from aitune_fp.core.speedup import MAX_REQUIRED_SPEEDUP, MAX_THRESHOLD_PERCENT
+from aitune_fp.errors import InvalidValueError
 
 
 def _times(tmp_path: Path) -> list[str]:
@@ -38,9 +40,11 @@ class TestThresholdCap:
         assert 1 + MAX_THRESHOLD_PERCENT / 100 == MAX_REQUIRED_SPEEDUP
 
     def test_sweep_files_use_the_same_cap(self) -> None:
-        from aitune_fp.sweep import spec
+        from aitune_fp.sweep.spec import parse_sweep
 
-        assert spec.MAX_THRESHOLD_PERCENT == MAX_THRESHOLD_PERCENT
+        assert parse_sweep({"models": ["mlp"], "threshold": MAX_THRESHOLD_PERCENT}).threshold
+        with pytest.raises(InvalidValueError, match="threshold"):
+            parse_sweep({"models": ["mlp"], "threshold": MAX_THRESHOLD_PERCENT + 1})
 
     @pytest.mark.parametrize("command", ["tune", "check"])
     @pytest.mark.parametrize("value", ["1e308", "99900.5", "1e6"])

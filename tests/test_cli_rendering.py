@@ -217,7 +217,7 @@ class TestQualityFlags:
     def test_table_has_quality_column(self, capsys: pytest.CaptureFixture[str]) -> None:
         """warmup_not_steady and a level shift are named in the Quality column."""
         from aitune_fp.cli._shared import make_console
-        from aitune_fp.cli.rendering import print_parts
+        from aitune_fp.cli.plain import print_parts
 
         r = fake_result(flags=("warmup_not_steady", "level_shift_after_pair_12"))
         report = TuneReport(run_id="r", module_name="m", results=(r,))
@@ -233,7 +233,7 @@ class TestQualityFlags:
 
     def test_a_machine_that_moved_is_named(self) -> None:
         """Issue 36's flags in words: the machine busy, changed at a pair, slowed; carry-over."""
-        from aitune_fp.cli.rendering import fmt_flags
+        from aitune_fp.cli.rows import fmt_flags
 
         flags = ("machine_busy", "machine_changed_at_pair_40", "machine_slowed", "carryover")
         assert fmt_flags(flags) == (
@@ -496,7 +496,7 @@ class TestPackage:
         )
         assert proc.returncode == 2  # usage errors stay plain
         code = (
-            "import sys\nfrom aitune_fp.cli.rendering import print_parts\n"
+            "import sys\nfrom aitune_fp.cli.plain import print_parts\n"
             "from aitune_fp.cli._shared import make_console\nfrom rich.text import Text\n"
             "print_parts(make_console(sys.stdout), [Text('x', style='red')])\n"
         )
@@ -520,7 +520,8 @@ class TestNarrowTerminal:
 
         from rich.console import Console
 
-        from aitune_fp.cli.rendering import print_parts, render_run
+        from aitune_fp.cli.plain import print_parts
+        from aitune_fp.cli.rendering import render_run
         from aitune_fp.core.report import TuneReport
 
         reason = "lower bound 1.323x clears required 1.010x at 10 pairs"
@@ -560,7 +561,8 @@ class TestHeadAndFinalLine:
 
         from rich.console import Console
 
-        from aitune_fp.cli.rendering import print_parts, render_run
+        from aitune_fp.cli.plain import print_parts
+        from aitune_fp.cli.rendering import render_run
 
         buf = io.StringIO()
         console = Console(file=buf, width=160, force_terminal=False, color_system=None)

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.cli.documents import run_dict
+from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import TuneProgress
-from aitune_fp.cli.rendering import MAX_REASON, final_line, print_parts, render_run
+from aitune_fp.cli.rendering import MAX_REASON, final_line, render_run
 from aitune_fp.core.report import CandidateFailure, TuneReport
+from aitune_fp.events.candidates import candidate_failed
+from aitune_fp.events.validation import look as look_event
+from aitune_fp.events.validation import phase
 from tests.factories import fake_log, fake_result, write_log
 
 LONG_NAME = "TorchEagerBackend(dtype=torch.bfloat16)"
@@ -131,7 +134,7 @@ def test_unavailable_reads_naturally() -> None:
         Console(file=buf, width=160, force_terminal=False), quiet=False, candidates=[]
     )
     progress(
-        events.candidate_failed(
+        candidate_failed(
             "r",
             "m",
             backend_description="CudaGraphBackend()",
@@ -284,12 +287,12 @@ def test_the_live_display_estimates_the_time_left_to_the_last_look() -> None:
         candidates=["C()"],
         clock=lambda: now[0],
     )
-    progress(events.phase("r", "m", backend_description="C()", phase="measure"))
+    progress(phase("r", "m", backend_description="C()", phase="measure"))
     now[0] = 110.0  # 20 pairs in 10 s: 300 more take about 150 s
 
     def look(n_pairs: int) -> str:
         progress(
-            events.look(
+            look_event(
                 "r",
                 "m",
                 backend_description="C()",

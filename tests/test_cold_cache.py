@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import profiling
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import measure_speedup
-from aitune_fp.profiling import InterleavedRun
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.profiling import cache as l2_cache
+from aitune_fp.profiling.interleaved import InterleavedRun
 from aitune_fp.testing import FakeClock
 from tests.test_telemetry import CudaClock, measured
 
@@ -61,16 +61,16 @@ class TestColdCache:
             made.append(timer)
             return lambda: count.__setitem__(0, count[0] + 1)
 
-        monkeypatch.setattr(profiling, "l2_flusher", flusher)
+        monkeypatch.setattr(l2_cache, "l2_flusher", flusher)
         clock = CudaClock()
         r = measured(clock, cache="cold")
         assert made == [clock] and count[0] >= 2 * r.n_baseline
 
     @pytest.mark.gpu
     def test_flushes_the_real_l2(self) -> None:
-        from aitune_fp.profiling import CudaTimer
+        from aitune_fp.profiling.timers import CudaTimer
 
-        flush = profiling.l2_flusher(CudaTimer())
+        flush = l2_cache.l2_flusher(CudaTimer())
         flush()
         torch.cuda.synchronize()
         layer = torch.nn.Linear(256, 256).cuda().eval()

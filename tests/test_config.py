@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import ProfilingConfig
-from aitune_fp.core.config import for_batch_size
+from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 

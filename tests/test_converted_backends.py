@@ -11,24 +11,16 @@ import structlog
 import torch
 from structlog.testing import LogCapture
 
-from aitune_fp import (
-    Int8DynamicBackend,
-    OneBackendStrategy,
-    Tolerances,
-    try_candidate,
-    with_performance_validation,
-)
-from aitune_fp.backends import (
-    BACKENDS,
-    AotInductorBackend,
-    ChannelsLastBackend,
-    OnnxRuntimeBackend,
-    default_backends,
-)
-from aitune_fp.backends.aot_inductor import AOTI_PACKAGE_NAME
-from aitune_fp.backends.quantized import Int8WeightOnlyLinear
+from aitune_fp.adapters.validation import with_performance_validation
+from aitune_fp.backends.aot_inductor import AOTI_PACKAGE_NAME, AotInductorBackend
+from aitune_fp.backends.channels_last import ChannelsLastBackend
+from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
+from aitune_fp.backends.quantized import Int8DynamicBackend, Int8WeightOnlyLinear
+from aitune_fp.backends.registry import BACKENDS, default_backends
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.inputs import Sample
 from aitune_fp.models import MODELS
+from aitune_fp.pipeline.strategies import OneBackendStrategy, try_candidate
 
 
 def state(module: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -12,13 +12,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.correctness import (
-    CorrectnessError,
-    Tolerances,
-    check_correctness,
-    compare_outputs,
-    served_batch_sizes,
-)
+from aitune_fp.correctness.check import check_correctness, served_batch_sizes
+from aitune_fp.correctness.compare import compare_outputs
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.inputs import GraphSpec, Sample
 
 SPEC = GraphSpec(4, min_batch_size=1)

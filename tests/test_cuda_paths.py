@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import profiling
 from aitune_fp.backends import registry
 from aitune_fp.backends.aot_inductor import AotInductorBackend
 from aitune_fp.backends.base import BackendBase
@@ -28,13 +27,15 @@ from aitune_fp.backends.cuda_graph import CudaGraphBackend
 from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
 from aitune_fp.backends.support import cuda_unavailable_reason, inductor_unavailable_reason
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.selection import Contender
+from aitune_fp.core.selection_values import Contender
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
-from aitune_fp.measure import headtohead, measure_speedup, telemetry
+from aitune_fp.measure import headtohead, telemetry
+from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.pipeline import baseline
-from aitune_fp.profiling import CudaTimer, ProfilingError, timer_for
-from aitune_fp.profiling.cache import FALLBACK_L2_BYTES
+from aitune_fp.profiling.cache import FALLBACK_L2_BYTES, l2_flusher
+from aitune_fp.profiling.calls import ProfilingError, time_calls
+from aitune_fp.profiling.timers import CudaTimer, timer_for
 from aitune_fp.testing import FakeClock
 from tests.test_telemetry import CudaClock, FakeNvml
 
@@ -200,7 +201,7 @@ class TestL2Flusher:
             return buffer
 
         monkeypatch.setattr(torch, "empty", empty)
-        flush = profiling.l2_flusher(CudaClock())
+        flush = l2_flusher(CudaClock())
         cuda0 = torch.device("cuda", 0)
         assert asked == [cuda0] and made == [(2 * l2, torch.uint8, cuda0)]
         assert int(buffer.sum()) == 0  # allocated once, written only when flushing
@@ -217,7 +218,7 @@ class TestCachedMemoryReleased:
             raise torch.OutOfMemoryError("CUDA out of memory")
 
         with pytest.raises(ProfilingError, match="ran out of device memory"):
-            profiling.time_calls(candidate, Sample(), 3, timer=FakeClock(), arm="candidate")
+            time_calls(candidate, Sample(), 3, timer=FakeClock(), arm="candidate")
         assert cuda_present == ["empty_cache"]
 
     def test_a_failed_contender_in_a_head_to_head(self, cuda_present: list[str]) -> None:

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from aitune_fp import events
-from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.cli.plain import print_parts
+from aitune_fp.cli.rendering import render_run
 from aitune_fp.core.messages import decided_interval, fmt_headline
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.events.candidates import candidate_measured
 from tests.factories import fake_result, result_of, schema_errors
 from tests.test_decision_engine import _measure, _noisy
 
@@ -72,7 +73,7 @@ class TestMeasuredResults:
     def test_the_fields_round_trip_through_the_event(self) -> None:
         """candidate_measured carries both fields, validates, and folds back into the result."""
         r = _measure(_noisy(0.002, 1), _noisy(0.002, 2)).result
-        event = events.candidate_measured("0123456789abcdef", "m", r, duration_s=1.0)
+        event = candidate_measured("0123456789abcdef", "m", r, duration_s=1.0)
         line = json.loads(json.dumps({"event": event.name, **event.fields}))
         assert schema_errors(line) == []
         assert line["result"]["decided"]["futility_high"] == r.futility_high

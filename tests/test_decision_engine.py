@@ -27,17 +27,12 @@ from aitune_fp.core.dependence import (
     shift_p_value,
 )
 from aitune_fp.core.gate import Gate
-from aitune_fp.core.messages import fmt_level, ruled_out
-from aitune_fp.core.stats import (
-    decide_at_look,
-    decide_speedup,
-    is_settled,
-    is_steady,
-    ruled_out_statement,
-)
+from aitune_fp.core.messages import fmt_level, ruled_out, ruled_out_statement
+from aitune_fp.core.sequential import decide_at_look, decide_speedup
+from aitune_fp.core.timings import is_settled, is_steady
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import measure_speedup
+from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.testing import FakeClock
 from tests.strategies import latencies
 

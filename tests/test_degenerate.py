@@ -22,6 +22,7 @@ from aitune_fp import (
 )
 from aitune_fp.core.report import TuneReport
 from aitune_fp.correctness import Tolerances, degenerate_outputs
+from aitune_fp.events.kinds import fold
 from tests.validation_helpers import _ModuleBackend
 
 
@@ -140,9 +141,9 @@ def test_a_tune_on_such_a_model_says_so(isolation: str, tmp_path: Path) -> None:
 
 
 def test_the_report_folded_from_events_keeps_it() -> None:
-    from aitune_fp import events
+    from aitune_fp.events.baseline import baseline_measured
 
-    event = events.baseline_measured(
+    event = baseline_measured(
         "r",
         "m",
         backend_description="eager",
@@ -155,7 +156,7 @@ def test_the_report_folded_from_events_keeps_it() -> None:
     )
     assert event.fields["degenerate_outputs"] == "why"
     assert event.payload is not None
-    run = events.fold(TuneReport(run_id="r", module_name="m"), event.payload)
+    run = fold(TuneReport(run_id="r", module_name="m"), event.payload)
     assert run.degenerate_outputs == "why"
 
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from aitune_fp.core.dependence import block_means, block_size
 from aitune_fp.core.gate import Gate
-from aitune_fp.core.stats import decide_at_look
+from aitune_fp.core.sequential import decide_at_look
 from aitune_fp.core.verdict import SpeedupDecision
 
 #: The production options (``measure``'s), v3: everything but the block guard.

@@ -19,20 +19,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp import (
-    GraphSpec,
-    NoValidBackendError,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.correctness import Closeness, CorrectnessError, check_correctness
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.correctness.envelope import beyond, envelope_of, layout_of, restyled, styled
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.domain import embedding_limits, heldout_domain
 from aitune_fp.isolation.heldout import heldout_samples
+from aitune_fp.pipeline.strategies import OneBackendStrategy
+from aitune_fp.pipeline.values import NoValidBackendError
+from tests.factories import tune_one
 from tests.validation_helpers import CLOCK, _ModuleBackend
 
 # --- the models: a dense one (float input), a token one (ids read by an embedding) -----------
@@ -284,11 +283,7 @@ _REAL = ProfilingConfig(looks=(10, 20), max_seconds=10.0, warmup_max_calls=10)
 def _tune(tag: str, data_tag: str, tmp_path: Path, pause: float = 0.0, **kwargs: Any) -> Any:
     model, data = _case(data_tag, pause)
     kwargs.setdefault("profiling_config", _CONFIG)
-    strategy = with_performance_validation(OneBackendStrategy(Candidate(tag)), **kwargs)
-    strategy.tune(model, "m", GraphSpec(8), data, "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None
-    return report
+    return tune_one(Candidate(tag), model, data, tmp_path, **kwargs)
 
 
 @pytest.mark.parametrize("tag", sorted(WRONG))

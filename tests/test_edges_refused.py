@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import ProfilingConfig, validation_of, with_performance_validation
-from aitune_fp.core.config import MAX_CALLS, MAX_SECONDS
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.core.config import MAX_CALLS, MAX_SECONDS, ProfilingConfig
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.sweep.spec import parse_sweep
 from tests.cli_checks import usage_error
 from tests.validation_helpers import gated, make_case
 

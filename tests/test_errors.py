@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 import pytest
+from aitune_fp.core.stats import SpeedupDecision
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -27,7 +28,6 @@ import aitune_fp
 from aitune_fp import AitunefpError, PerformanceValidationResult, ProfilingConfig
 from aitune_fp.core.config import for_batch_size
 from aitune_fp.core.results import PARTS
-from aitune_fp.core.stats import SpeedupDecision
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 from aitune_fp.events.kinds import structure
@@ -40,7 +40,7 @@ from tests.factories import flat_result
 
 
 def _tolerances() -> type[Any]:
-    from aitune_fp.correctness import Tolerances
+    from aitune_fp.correctness.tolerances import Tolerances
 
     return Tolerances
 
@@ -293,10 +293,10 @@ class TestArguments:
 
 def _library_errors() -> list[tuple[type[Exception], type[Exception]]]:
     """(error, the builtin it also is) for every error class the library defines."""
-    from aitune_fp.cli import UsageError
-    from aitune_fp.correctness import CorrectnessError, ReferenceFailedError
+    from aitune_fp.cli._shared import UsageError
+    from aitune_fp.correctness.failures import CorrectnessError, ReferenceFailedError
     from aitune_fp.models import UserModelError
-    from aitune_fp.profiling import ProfilingError
+    from aitune_fp.profiling.calls import ProfilingError
 
     return [
         (InvalidValueError, ValueError),
@@ -342,9 +342,7 @@ ALL_MODULES = sorted(str(p.relative_to(_PACKAGE)) for p in _PACKAGE.rglob("*.py"
 #: Builtin raises that are part of a protocol, or never leave their module:
 #: (module, function, exception).
 INTERNAL_RAISES = {
-    ("_lazy.py", "lazy_names", "AttributeError"),  # a module __getattr__ must raise it
-    ("_lazy.py", "lazy_exports", "AttributeError"),
-    ("_lazy.py", "getattr_", "AttributeError"),
+    ("__init__.py", "__getattr__", "AttributeError"),  # a module __getattr__ must raise it
     ("cli/_shared.py", "on_broken_pipe", "BrokenPipeError"),  # re-raised to the interpreter
     # a Ctrl-C passed on to the parent
     ("sweep/local_executor.py", "_in_child", "KeyboardInterrupt"),

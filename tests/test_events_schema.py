@@ -16,13 +16,27 @@ import structlog
 from hypothesis import given, reject, settings
 from hypothesis import strategies as st
 
-from aitune_fp import events
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PARTS, PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import kinds
 from aitune_fp.events import schema as events_schema
+from aitune_fp.events.baseline import baseline_failed, baseline_measured
+from aitune_fp.events.candidates import (
+    CANDIDATE_MEASURED,
+    CandidateMeasured,
+    candidate_failed,
+    candidate_measured,
+    candidate_rejected,
+    correctness_checked,
+    headtohead_look,
+    latency_checked,
+    selection_decided,
+)
 from aitune_fp.events.ingest import EventLine, event_schema, read_events
+from aitune_fp.events.kinds import Payload, event_names
+from aitune_fp.events.kinds import event as event_kind
+from aitune_fp.events.names import SCHEMA_VERSION, SWEEP_PREFIX, Event
 from aitune_fp.events.schema import (
     REGENERATE,
     SCHEMA_PATH,
@@ -30,6 +44,29 @@ from aitune_fp.events.schema import (
     property_schema,
     schema_text,
 )
+from aitune_fp.events.sweep import (
+    SWEEP_FINISHED,
+    SWEEP_STARTED,
+    TASK_FAILED,
+    TASK_FINISHED,
+    sweep_finished,
+    sweep_started,
+    task_failed,
+    task_finished,
+)
+from aitune_fp.events.validation import (
+    STARTED,
+    Disabled,
+    Look,
+    Started,
+    disabled,
+    eval_mode,
+    finished,
+    phase,
+    selected,
+    started,
+)
+from aitune_fp.events.validation import look as look_event
 
 from .factories import fake_result, flat_result
 from .strategies import throughputs
@@ -57,11 +94,12 @@ def _result(**overrides: Any) -> PerformanceValidationResult:
     return fake_result("TorchCompileBackend()", **{**values, **overrides})
 
 
-def _selection_events() -> list[events.Event]:
+def _selection_events() -> list[Event]:
     """A head-to-head look and its choice (one eliminated), and two latency checks."""
     from aitune_fp.core.choice import LatencyCheck
     from aitune_fp.core.quantiles import quantile_upper_bound
-    from aitune_fp.core.selection import Contender, SelectionRule, select_at_look
+    from aitune_fp.core.selection import select_at_look
+    from aitune_fp.core.selection_values import Contender, SelectionRule
 
     rule = SelectionRule()
     contenders = [Contender("A()", 0, 1.5), Contender("B()", 1, None)]
@@ -74,23 +112,23 @@ def _selection_events() -> list[events.Event]:
     few = quantile_upper_bound([0.001] * 5, 0.99)  # too few calls: no finite bound
     many = quantile_upper_bound([0.001 + 1e-6 * i for i in range(100)], 0.9)
     return [
-        events.headtohead_look(RUN, MODULE, state),
-        events.selection_decided(RUN, MODULE, state, delta=rule.delta),
-        events.latency_checked(
+        headtohead_look(RUN, MODULE, state),
+        selection_decided(RUN, MODULE, state, delta=rule.delta),
+        latency_checked(
             RUN, MODULE, LatencyCheck(backend_description="A()", bound=few, budget_s=0.01)
         ),
-        events.latency_checked(
+        latency_checked(
             RUN, MODULE, LatencyCheck(backend_description="A()", bound=many, budget_s=0.01)
         ),
     ]
 
 
-def _every_event() -> list[events.Event]:
+def _every_event() -> list[Event]:
     """One event from every builder, with representative values (None where allowed)."""
     passed = _result()
     point = flat_result("X()", 90.0, 100.0, 0.9, False)
     return [
-        events.started(
+        started(
             RUN,
             MODULE,
             strategy="MaxThroughputStrategy",
@@ -100,7 +138,7 @@ def _every_event() -> list[events.Event]:
             required_speedup=1.01,
             batch_size=32,
         ),
-        events.started(
+        started(
             RUN,
             MODULE,
             strategy="S",
@@ -110,10 +148,10 @@ def _every_event() -> list[events.Event]:
             required_speedup=0.95,
             batch_size=None,
         ),
-        events.disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
+        disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
         *_selection_events(),
-        events.eval_mode(RUN, MODULE, n_training_modules=3),
-        events.look(
+        eval_mode(RUN, MODULE, n_training_modules=3),
+        look_event(
             RUN,
             MODULE,
             backend_description="TorchCompileBackend()",
@@ -125,10 +163,10 @@ def _every_event() -> list[events.Event]:
             ci_high=None,
         ),
         *(
-            events.phase(RUN, MODULE, backend_description="TorchEagerBackend()", phase=p)
+            phase(RUN, MODULE, backend_description="TorchEagerBackend()", phase=p)
             for p in ("baseline_build", "baseline_measure", "build", "correctness", "measure")
         ),
-        events.baseline_measured(
+        baseline_measured(
             RUN,
             MODULE,
             backend_description="TorchEagerBackend()",
@@ -138,13 +176,11 @@ def _every_event() -> list[events.Event]:
             duration_s=0.5,
             decision="point",
         ),
-        events.baseline_failed(
+        baseline_failed(
             RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path="/tmp/tb.txt"
         ),
-        events.baseline_failed(
-            RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path=None
-        ),
-        events.correctness_checked(
+        baseline_failed(RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path=None),
+        correctness_checked(
             RUN,
             MODULE,
             backend_description="Int8DynamicBackend()",
@@ -158,29 +194,29 @@ def _every_event() -> list[events.Event]:
                 n_elements=8448,
             ),
         ),
-        events.correctness_checked(
+        correctness_checked(
             RUN, MODULE, backend_description="X()", mismatch=Mismatch(n_elements=4)
         ),
-        events.candidate_measured(RUN, MODULE, passed, duration_s=2.5),
-        events.candidate_measured(
+        candidate_measured(RUN, MODULE, passed, duration_s=2.5),
+        candidate_measured(
             RUN,
             MODULE,
             _result(max_abs_error=0.01, max_rel_error=0.5, budget_used=0.9, atol=1e-3, rtol=0.0),
             duration_s=2.5,
         ),
-        events.candidate_measured(RUN, MODULE, point, duration_s=0.1),
-        events.candidate_measured(
+        candidate_measured(RUN, MODULE, point, duration_s=0.1),
+        candidate_measured(
             RUN,
             MODULE,
             _result(ci_high=None, passed=False, verdict="inconclusive", ci_low=0.0),
             duration_s=1.0,
         ),
-        events.candidate_rejected(
+        candidate_rejected(
             RUN, MODULE, _result(passed=False, verdict="not_faster", ci_low=0.8, ci_high=0.9)
         ),
-        events.candidate_rejected(RUN, MODULE, point),
+        candidate_rejected(RUN, MODULE, point),
         *(
-            events.candidate_failed(
+            candidate_failed(
                 RUN,
                 MODULE,
                 backend_description="CudaGraphBackend()",
@@ -191,7 +227,7 @@ def _every_event() -> list[events.Event]:
             )
             for stage in ("unavailable", "build", "correctness", "profiling", "strategy")
         ),
-        events.selected(
+        selected(
             RUN,
             MODULE,
             backend_description="TorchCompileBackend()",
@@ -200,7 +236,7 @@ def _every_event() -> list[events.Event]:
             baseline_throughput=1000.0,
             info_on=True,
         ),
-        events.selected(
+        selected(
             RUN,
             MODULE,
             backend_description="TorchEagerBackend()",
@@ -209,7 +245,7 @@ def _every_event() -> list[events.Event]:
             baseline_throughput=None,
             info_on=False,
         ),
-        events.finished(
+        finished(
             RUN,
             MODULE,
             outcome="candidate",
@@ -220,7 +256,7 @@ def _every_event() -> list[events.Event]:
             n_failed=0,
             duration_s=12.0,
         ),
-        events.finished(
+        finished(
             RUN,
             MODULE,
             outcome="error",
@@ -232,10 +268,8 @@ def _every_event() -> list[events.Event]:
             duration_s=0.0,
             reason="strategy raised",
         ),
-        events.sweep_started(
-            RUN, "sweep", executor="ray", models=["mlp", "convnet"], skipped=["convnet"]
-        ),
-        events.task_finished(
+        sweep_started(RUN, "sweep", executor="ray", models=["mlp", "convnet"], skipped=["convnet"]),
+        task_finished(
             RUN,
             MODULE,
             tune_run_id="fedcba9876543210",
@@ -250,12 +284,12 @@ def _every_event() -> list[events.Event]:
             started_monotonic_s=100.0,
             finished_monotonic_s=112.5,
         ),
-        events.task_failed(RUN, MODULE, error_type="WorkerCrashedError", reason="worker died"),
-        events.sweep_finished(RUN, "sweep", finished=["convnet"], failed=["mlp"], duration_s=30.0),
+        task_failed(RUN, MODULE, error_type="WorkerCrashedError", reason="worker died"),
+        sweep_finished(RUN, "sweep", finished=["convnet"], failed=["mlp"], duration_s=30.0),
     ]
 
 
-def _line(event: events.Event) -> dict[str, Any]:
+def _line(event: Event) -> dict[str, Any]:
     return {"event": event.name, **event.fields}
 
 
@@ -274,29 +308,29 @@ class TestSchemaFile:
         jsonschema.Draft202012Validator.check_schema(event_schema())
 
     def test_schema_names_every_event(self) -> None:
-        """The schema's event enum is exactly events.EVENT_NAMES."""
+        """The schema's event enum is exactly the registered event names."""
         enum = event_schema()["properties"]["event"]["enum"]
-        assert sorted(enum) == sorted(events.EVENT_NAMES)
+        assert sorted(enum) == sorted(event_names())
 
     def test_schema_version_matches(self) -> None:
         """The schema pins the schema_version events.py writes."""
-        assert event_schema()["properties"]["schema_version"]["const"] == events.SCHEMA_VERSION
+        assert event_schema()["properties"]["schema_version"]["const"] == SCHEMA_VERSION
 
 
 class TestBuildersValidate:
     def test_every_builder_is_covered(self) -> None:
         """The sample events cover every event name."""
-        assert {e.name for e in _every_event()} == set(events.EVENT_NAMES)
+        assert {e.name for e in _every_event()} == set(event_names())
 
     @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
-    def test_builder_payload_validates(self, event: events.Event) -> None:
+    def test_builder_payload_validates(self, event: Event) -> None:
         """Each builder's payload validates with jsonschema and reads back through its class."""
         line = _line(event)
         VALIDATOR.validate(line)
         assert _reads(line)
 
     @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
-    def test_rendered_json_line_validates(self, event: events.Event) -> None:
+    def test_rendered_json_line_validates(self, event: Event) -> None:
         """A line as the CLI's JSON renderer writes it (timestamp, level, logger) validates."""
         chain = [
             structlog.processors.add_log_level,
@@ -311,7 +345,7 @@ class TestBuildersValidate:
         assert _reads(parsed)
 
     @pytest.mark.parametrize("event", _every_event(), ids=lambda e: e.name.rsplit(".", 1)[-1])
-    def test_dropping_a_required_key_fails_in_both(self, event: events.Event) -> None:
+    def test_dropping_a_required_key_fails_in_both(self, event: Event) -> None:
         """Removing any key the schema requires makes jsonschema and the reader refuse the line."""
         line = _line(event)
         schema = event_schema()
@@ -352,7 +386,7 @@ class TestReaderAgreesWithJsonschema:
     )
     def test_bad_values_rejected_by_both(self, part: str | None, key: str, value: Any) -> None:
         """A candidate_measured line with one bad value fails both, nested or not (None ok)."""
-        line = _line(events.candidate_measured(RUN, MODULE, _result(), duration_s=1.0))
+        line = _line(candidate_measured(RUN, MODULE, _result(), duration_s=1.0))
         if part is None:
             line[key] = value
         elif part == "":
@@ -381,7 +415,7 @@ class TestReaderAgreesWithJsonschema:
             n_candidate=n,
             verdict="faster" if passed else "not_faster",
         )
-        line = _line(events.candidate_measured(RUN, MODULE, result, duration_s=0.0))
+        line = _line(candidate_measured(RUN, MODULE, result, duration_s=0.0))
         VALIDATOR.validate(line)
         assert _reads(line)
 
@@ -407,7 +441,7 @@ class TestMeasuredSummary:
             decision="statistical",
             reason="r",
         )
-        summary = events.candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
+        summary = candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
         assert summary == (
             "📊 Int8DynamicBackend(): batch size=32, speedup 1.00x [0.999, 1.049] → inconclusive"
         )
@@ -417,7 +451,7 @@ class TestMeasuredSummary:
         result = flat_result(
             "X()", 200.0, 100.0, 2.0, True, batch_size=8, verdict="faster", decision="point"
         )
-        summary = events.candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
+        summary = candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
         assert (
             summary == "📊 X(): batch size=8, throughput=200.00 samples/s, speedup=2.00x (▲ faster)"
         )
@@ -531,8 +565,8 @@ class TestGeneratedSchema:
         """One block per class, in event-name order, each with exactly the class's own keys."""
         generated = build_schema()
         names = [b["if"]["properties"]["event"]["const"] for b in generated["allOf"]]
-        assert names == sorted(names) == list(events.EVENT_NAMES)
-        assert generated["properties"]["event"]["enum"] == list(events.EVENT_NAMES)
+        assert names == sorted(names) == list(event_names())
+        assert generated["properties"]["event"]["enum"] == list(event_names())
         for block, name in zip(generated["allOf"], names, strict=True):
             cls = kinds.registered()[name]
             assert list(block["then"]["properties"]) == list(cls.payload_keys())
@@ -555,15 +589,13 @@ class TestGeneratedSchema:
 
     def test_candidate_measured_carries_the_result_in_its_parts(self) -> None:
         """Its keys are the result and ``duration_s``; the result's are AITune's five and its parts."""
-        assert events.CandidateMeasured.payload_keys() == ("result", "duration_s")
-        built = events.candidate_measured(RUN, MODULE, _result(), duration_s=1.0)
+        assert CandidateMeasured.payload_keys() == ("result", "duration_s")
+        built = candidate_measured(RUN, MODULE, _result(), duration_s=1.0)
         assert list(built.fields["result"]) == [
             a.name for a in attrs.fields(PerformanceValidationResult)
         ]
         schema = build_schema()
-        block = next(
-            b["then"] for b in schema["allOf"] if b["if"] == _if(events.CANDIDATE_MEASURED)
-        )
+        block = next(b["then"] for b in schema["allOf"] if b["if"] == _if(CANDIDATE_MEASURED))
         for part, cls in PARTS.items():
             props = block["properties"]["result"]["properties"][part]["properties"]
             assert list(props) == [a.name for a in attrs.fields(cls)]
@@ -604,7 +636,7 @@ class TestGeneratedSchema:
         with pytest.raises(InvalidTypeError, match="no JSON Schema"):
             property_schema(hint)
 
-    @pytest.mark.parametrize("name", events.EVENT_NAMES)
+    @pytest.mark.parametrize("name", event_names())
     @settings(max_examples=25, deadline=None)
     @given(data=st.data())
     def test_drawn_payloads_round_trip_and_validate(self, name: str, data: st.DataObject) -> None:
@@ -642,7 +674,7 @@ class TestPayloadClasses:
 
     def test_absent_keys_are_left_out_and_non_finite_floats_are_null(self) -> None:
         """``started`` without a CPU has no thread keys; an infinite estimate is written null."""
-        fields = events.Started(
+        fields = Started(
             run_id=RUN,
             module_name=MODULE,
             strategy="S",
@@ -654,7 +686,7 @@ class TestPayloadClasses:
             summary="s",
         ).to_fields()
         assert "threads" not in fields and "load_avg_1m" not in fields
-        look = events.Look(
+        look = Look(
             run_id=RUN,
             module_name=MODULE,
             summary="s",
@@ -671,42 +703,42 @@ class TestPayloadClasses:
 
     def test_from_fields_refuses_unknown_and_missing_keys(self) -> None:
         """A payload with a key its class lacks, or without a required key, is refused."""
-        fields = events.disabled(RUN, MODULE, strategy="S").fields
-        assert events.Disabled.from_fields(fields).strategy == "S"
+        fields = disabled(RUN, MODULE, strategy="S").fields
+        assert Disabled.from_fields(fields).strategy == "S"
         with pytest.raises(InvalidValueError, match="no key"):
-            events.Disabled.from_fields({**fields, "extra": 1})
+            Disabled.from_fields({**fields, "extra": 1})
         with pytest.raises(InvalidValueError, match="strategy"):
-            events.Disabled.from_fields({k: v for k, v in fields.items() if k != "strategy"})
+            Disabled.from_fields({k: v for k, v in fields.items() if k != "strategy"})
 
     def test_registering_refuses_a_taken_name_reserved_keys_and_plain_classes(self) -> None:
         """A name is registered once; no key may be a renderer's; the class must be attrs."""
 
         @attrs.frozen(kw_only=True)
-        class Clash(events.Payload):
+        class Clash(Payload):
             timestamp: str
 
-        class Plain(events.Payload):
+        class Plain(Payload):
             pass
 
         with pytest.raises(InvalidValueError, match="already registered"):
-            events.event(events.STARTED, "info")(events.Disabled)
+            event_kind(STARTED, "info")(Disabled)
         with pytest.raises(InvalidValueError, match="reserved"):
-            events.event("aitune_fp.validation.clash", "info")(Clash)
+            event_kind("aitune_fp.validation.clash", "info")(Clash)
         with pytest.raises(InvalidTypeError, match="attrs Payload"):
-            events.event("aitune_fp.validation.plain", "info")(Plain)
-        assert set(kinds.registered()) == set(events.EVENT_NAMES)
+            event_kind("aitune_fp.validation.plain", "info")(Plain)
+        assert set(kinds.registered()) == set(event_names())
 
     def test_the_name_constants_are_the_classes_names(self) -> None:
-        """``events.STARTED`` and the like are the registered names, unchanged."""
-        assert events.STARTED == events.Started.event_name == "aitune_fp.validation.started"
-        assert events.SWEEP_EVENT_NAMES == (
-            events.SWEEP_FINISHED,
-            events.SWEEP_STARTED,
-            events.TASK_FAILED,
-            events.TASK_FINISHED,
+        """``STARTED`` and the like are the registered names, unchanged."""
+        assert STARTED == Started.event_name == "aitune_fp.validation.started"
+        assert event_names(SWEEP_PREFIX) == (
+            SWEEP_FINISHED,
+            SWEEP_STARTED,
+            TASK_FAILED,
+            TASK_FINISHED,
         )
-        assert all(n.startswith("aitune_fp.sweep.") for n in events.SWEEP_EVENT_NAMES)
-        assert len(events.EVENT_NAMES) == 20
+        assert all(n.startswith("aitune_fp.sweep.") for n in event_names(SWEEP_PREFIX))
+        assert len(event_names()) == 20
 
 
 class TestAdditionalProperties:
@@ -718,7 +750,7 @@ class TestAdditionalProperties:
         self, rel_l2: dict[str, Any], valid: bool
     ) -> None:
         """``noise_floor.rel_l2`` (any leaf name) holds non-negative numbers (jsonschema)."""
-        built = events.baseline_measured(
+        built = baseline_measured(
             RUN,
             MODULE,
             backend_description="E()",

@@ -1,6 +1,6 @@
 """Event sinks: every event a tune emits reaches this context's sinks as an ``Event`` value.
 
-Spec: ``events.sinks(*callables)`` hands each emitted event, in order, to the sinks of the
+Spec: ``sinks(*callables)`` hands each emitted event, in order, to the sinks of the
 current context only (two tunes in two threads never cross), whatever structlog's
 configuration; the CLI's progress display and JSON-lines writer are such sinks.
 """
@@ -16,17 +16,19 @@ from typing import Any
 
 import jsonschema
 import structlog
+from aitune_fp.events.ingest.schema import event_schema
 from rich.console import Console
 
-from aitune_fp import events, validation_of
+from aitune_fp.adapters.validation import validation_of
 from aitune_fp.cli.progress import JsonLines, TuneProgress
-from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.kinds import registered
-from aitune_fp.pipeline.strategies import (
-    FirstWinsStrategy,
-    MaxThroughputStrategy,
-    NoValidBackendError,
-)
+from aitune_fp.events.names import Event
+from aitune_fp.events.sending import emit, sinks, to_record
+from aitune_fp.events.validation import FINISHED, PHASE, STARTED, Look, PhaseEntered, disabled
+from aitune_fp.events.validation import look as look_event
+from aitune_fp.events.validation import phase as phase_event
+from aitune_fp.pipeline.strategies import FirstWinsStrategy, MaxThroughputStrategy
+from aitune_fp.pipeline.values import NoValidBackendError
 from aitune_fp.profiling.watchdog import _MONITOR
 from aitune_fp.testing import capture_events
 from tests.validation_helpers import BrokenBuild, Pruned, Slower, gated, make_case
@@ -41,16 +43,16 @@ def _tune(strategy: Any, cache: Path, name: str = "m") -> None:
 def test_a_sink_gets_every_event_of_a_tune_in_order(tmp_path: Path) -> None:
     """The sink sees the very events the logger sees, as ``Event`` values, in order."""
     strategy = gated(MaxThroughputStrategy([BrokenBuild(), Slower(), Pruned()]))
-    seen: list[events.Event] = []
-    with capture_events() as logged, events.sinks(seen.append):
+    seen: list[Event] = []
+    with capture_events() as logged, sinks(seen.append):
         _tune(strategy, tmp_path)
-    assert all(isinstance(e, events.Event) for e in seen)
+    assert all(isinstance(e, Event) for e in seen)
     assert [e.name for e in seen] == [e["event"] for e in logged]
     assert [dict(e.fields) for e in seen] == [
         {k: v for k, v in e.items() if k not in ("event", "log_level")} for e in logged
     ]
     assert [e.level for e in seen] == [e["log_level"] for e in logged]
-    assert seen[0].name == events.STARTED and seen[-1].name == events.FINISHED
+    assert seen[0].name == STARTED and seen[-1].name == FINISHED
     # each carries the typed value of its registered class, whose fields are the payload
     classes = registered()
     for e in seen:
@@ -61,7 +63,7 @@ def test_a_sink_gets_every_event_of_a_tune_in_order(tmp_path: Path) -> None:
 
 def test_two_tunes_in_two_threads_see_only_their_own(tmp_path: Path) -> None:
     """Sinks are context-local: each thread's sink gets its own tune's events, all of them."""
-    seen: dict[str, list[events.Event]] = {"a": [], "b": []}
+    seen: dict[str, list[Event]] = {"a": [], "b": []}
     strategies = {
         "a": gated(FirstWinsStrategy([Slower(), Pruned()])),
         "b": gated(MaxThroughputStrategy([Pruned(), Slower()])),
@@ -71,7 +73,7 @@ def test_two_tunes_in_two_threads_see_only_their_own(tmp_path: Path) -> None:
 
     def work(key: str) -> None:
         try:
-            with events.sinks(seen[key].append):
+            with sinks(seen[key].append):
                 start.wait()
                 _tune(strategies[key], tmp_path / key, name=key)
         except BaseException as exc:  # surfaced below
@@ -90,29 +92,29 @@ def test_two_tunes_in_two_threads_see_only_their_own(tmp_path: Path) -> None:
         assert {e.fields["run_id"] for e in got} == {report.run_id}
         assert {e.fields["module_name"] for e in got} == {key}
         assert len(got) == report.n_events
-        assert got[-1].name == events.FINISHED
+        assert got[-1].name == FINISHED
 
 
 def test_sinks_nest_and_end_with_their_block() -> None:
     """An inner block adds to the outer sinks; after each block its sinks get nothing more."""
-    outer: list[events.Event] = []
-    inner: list[events.Event] = []
-    first, second, third = (events.disabled("r", "m", strategy=s) for s in ("1", "2", "3"))
+    outer: list[Event] = []
+    inner: list[Event] = []
+    first, second, third = (disabled("r", "m", strategy=s) for s in ("1", "2", "3"))
     with capture_events():
-        with events.sinks(outer.append):
-            with events.sinks(inner.append):
-                events.emit(first)
-            events.emit(second)
-        events.emit(third)
+        with sinks(outer.append):
+            with sinks(inner.append):
+                emit(first)
+            emit(second)
+        emit(third)
     assert outer == [first, second]
     assert inner == [first]
 
 
 def test_sinks_do_not_depend_on_structlog() -> None:
     """Debug events reach a sink even when structlog drops everything; a collector too."""
-    seen: list[events.Event] = []
+    seen: list[Event] = []
     records: list[dict[str, Any]] = []
-    event = events.phase("r", "m", backend_description="A()", phase="build")
+    event = phase_event("r", "m", backend_description="A()", phase="build")
 
     def drop(*_: Any) -> Any:
         raise structlog.DropEvent
@@ -120,27 +122,27 @@ def test_sinks_do_not_depend_on_structlog() -> None:
     saved = structlog.get_config()
     structlog.configure(processors=[drop], wrapper_class=structlog.make_filtering_bound_logger(40))
     try:
-        with events.sinks(seen.append):
-            events.emit(event)
-            with events.sinks(lambda e: records.append(events.to_record(e)), log=False):
-                events.emit(event)
+        with sinks(seen.append):
+            emit(event)
+            with sinks(lambda e: records.append(to_record(e)), log=False):
+                emit(event)
     finally:
         structlog.configure(**saved)
     assert seen == [event, event]
-    assert [r["event"] for r in records] == [events.PHASE]
+    assert [r["event"] for r in records] == [PHASE]
 
 
 def test_the_watchdog_reports_in_the_tune_context() -> None:
     """An event the watchdog's thread emits for a stuck step reaches the tune's sinks."""
-    seen: list[events.Event] = []
+    seen: list[Event] = []
     done = threading.Event()
-    event = events.disabled("r", "m", strategy="S")
+    event = disabled("r", "m", strategy="S")
 
     def action() -> None:
-        events.emit(event)
+        emit(event)
         done.set()
 
-    with capture_events(), events.sinks(seen.append):
+    with capture_events(), sinks(seen.append):
         _MONITOR.schedule(0.0, action)
         assert done.wait(10)
     assert seen == [event]
@@ -154,7 +156,7 @@ def test_the_cli_sinks_show_and_write_a_tune(tmp_path: Path) -> None:
     progress = TuneProgress(
         console, quiet=False, candidates=["BrokenBuild()", "Slower()", "Pruned()"]
     )
-    with capture_events(), progress, events.sinks(progress, JsonLines(log)):
+    with capture_events(), progress, sinks(progress, JsonLines(log)):
         _tune(strategy, tmp_path)
     report = validation_of(strategy).last_report
     assert report is not None
@@ -180,8 +182,8 @@ def test_the_progress_display_reads_typed_payloads_not_dicts() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=120)
     progress = TuneProgress(console, quiet=False, candidates=["B()"])
-    phase = events.phase("r", "m", backend_description="B()", phase="build")
-    look = events.look(
+    phase = phase_event("r", "m", backend_description="B()", phase="build")
+    look = look_event(
         "r",
         "m",
         backend_description="B()",
@@ -192,9 +194,9 @@ def test_the_progress_display_reads_typed_payloads_not_dicts() -> None:
         ci_low=0.9,
         ci_high=float("inf"),
     )
-    assert isinstance(phase.payload, events.PhaseEntered) and isinstance(look.payload, events.Look)
+    assert isinstance(phase.payload, PhaseEntered) and isinstance(look.payload, Look)
     with progress:
         progress(phase)
-        progress(events.Event(look.name, look.level, look.fields))  # no payload: rebuilt
+        progress(Event(look.name, look.level, look.fields))  # no payload: rebuilt
         (task,) = progress.progress.tasks
         assert task.fields["phase"] == "measure 20/320 pairs [0.900, ∞]"

@@ -17,7 +17,8 @@ import pytest
 import torch
 from torch.nn import functional
 
-from aitune_fp import OneBackendStrategy, validation_of
+from aitune_fp.adapters.validation import validation_of
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from aitune_fp.testing import capture_events
 from tests.validation_helpers import CLOCK, WASTE_NS, _ModuleBackend, gated, make_case
 

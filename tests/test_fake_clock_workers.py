@@ -16,15 +16,11 @@ import attrs
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from aitune_fp.testing import FakeClock, capture_events
 
 #: Scripted seconds a call: eager's, and a candidate twice as fast.

@@ -20,7 +20,7 @@ from aitune_fp.cli.tune_args import add_arguments
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.settings import GROUPS, SETTINGS
 from aitune_fp.errors import AitunefpError
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.sweep.spec import parse_sweep
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 

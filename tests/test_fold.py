@@ -17,13 +17,15 @@ from hypothesis import given
 from aitune_fp import validation_of
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events import CORRECTNESS_CHECKED, fold
+from aitune_fp.events.candidates import correctness_checked
 from aitune_fp.events.ingest import ingest
+from aitune_fp.events.validation import look
 from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,
     LatencyBudgetStrategy,
     MaxThroughputStrategy,
-    NoValidBackendError,
 )
+from aitune_fp.pipeline.values import NoValidBackendError
 from aitune_fp.testing import capture_events
 from tests.strategies import mismatches
 from tests.test_choosing import HalfPruned
@@ -60,10 +62,9 @@ def test_the_session_report_is_the_fold_of_its_log(make: Any, tmp_path: Path) ->
 
 def test_a_progress_event_is_counted_and_sets_nothing() -> None:
     """A look changes nothing in the report but its event count."""
-    from aitune_fp import events
 
     report = TuneReport(run_id="r", module_name="m")
-    look = events.look(
+    event = look(
         "r",
         "m",
         backend_description="B()",
@@ -74,16 +75,15 @@ def test_a_progress_event_is_counted_and_sets_nothing() -> None:
         ci_low=0.5,
         ci_high=None,
     )
-    assert look.payload is not None
-    assert fold(report, look.payload) == TuneReport(run_id="r", module_name="m", n_events=1)
+    assert event.payload is not None
+    assert fold(report, event.payload) == TuneReport(run_id="r", module_name="m", n_events=1)
 
 
 @given(mismatch=mismatches())
 def test_a_correctness_check_folds_into_the_report_whole(mismatch: Any) -> None:
     """``correctness_checked`` carries the mismatch; the fold rebuilds it exactly, by candidate."""
-    from aitune_fp import events
 
-    event = events.correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
+    event = correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
     record = json.loads(json.dumps({"event": event.name, **event.fields}))  # as a log line reads
     (run,) = ingest([json.dumps(record)]).runs
     report = run

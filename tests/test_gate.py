@@ -10,12 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp import ProfilingConfig, Sample
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import decide_at_look, decide_speedup
 from aitune_fp.core.speedup import meets_threshold
 from aitune_fp.errors import AitunefpError
-from aitune_fp.measure import Comparison, rule_for
+from aitune_fp.inputs import Sample
+from aitune_fp.measure.measurement import Comparison
+from aitune_fp.measure.rules import rule_for
 from aitune_fp.testing import FakeClock
 from tests.strategies import speedups, threshold_percents
 

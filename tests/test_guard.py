@@ -14,9 +14,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from structlog.testing import LogCapture
 
-from aitune_fp import FirstWinsStrategy, GraphSpec, OneBackendStrategy, Sample
-from aitune_fp.inputs import copy_sample
-from aitune_fp.isolation import ModelGuard, SampleGuard
+from aitune_fp.inputs import GraphSpec, Sample, copy_sample
+from aitune_fp.isolation.model import ModelGuard
+from aitune_fp.isolation.samples import SampleGuard
+from aitune_fp.pipeline.strategies import FirstWinsStrategy, OneBackendStrategy
 from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
 validated = gated
@@ -985,10 +986,3 @@ class TestSampleGuard:
         assert guard.changed() == "sample 0, arg 0[0]: values changed (max |Δ| 1)"
         guard.restore()
         assert guard.changed() is None
-
-    def test_exported(self) -> None:
-        import aitune_fp.isolation
-
-        exported = aitune_fp.isolation.__all__
-        assert {"ModelGuard", "SampleGuard"} <= set(exported)
-        assert all(getattr(aitune_fp.isolation, name) is not None for name in exported)

@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import GraphSpec, ProfilingConfig, Sample, validation_of
-from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
+from aitune_fp.adapters.validation import validation_of
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_count
+from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.measure.headtohead import head_to_head
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.testing import FakeClock
@@ -331,7 +333,8 @@ def _tune_in_workers(
 ) -> Any:
     """A real tune on the default worker path; ``flag`` exists while the head-to-head runs."""
     import aitune_fp.pipeline.choosing as choosing
-    from aitune_fp import MaxThroughputStrategy, with_performance_validation
+    from aitune_fp.adapters.validation import with_performance_validation
+    from aitune_fp.pipeline.strategies import MaxThroughputStrategy
 
     original = choosing.head_to_head
 

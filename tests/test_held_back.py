@@ -1,5 +1,5 @@
 """What held an open look back (issue 36), the minimum pairs for ``faster`` and the throughput
-bound: properties of :func:`aitune_fp.core.stats.decide_at_look` on paired timings."""
+bound: properties of :func:`aitune_fp.core.sequential.decide_at_look` on paired timings."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_a_throughput_just_at_the_gate_is_held_by_the_bound() -> None:
 def test_the_run_records_which_candidate_calls_followed_eager() -> None:
     """``candidate_after_eager`` is read off the call log, over looks (untimed calls included)."""
     from aitune_fp.inputs import Sample
-    from aitune_fp.profiling import InterleavedRun
+    from aitune_fp.profiling.interleaved import InterleavedRun
     from aitune_fp.testing import FakeClock
 
     clock, log = FakeClock(), list[str]()

@@ -10,7 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp.correctness import CorrectnessError, compare_outputs
+from aitune_fp.correctness.compare import compare_outputs
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.isolation.heldout import (

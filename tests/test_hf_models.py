@@ -18,12 +18,14 @@ import torch
 import transformers  # noqa: F401  # the hf extra: README's set-up installs it; never skipped
 from structlog.testing import LogCapture
 
-from aitune_fp import OneBackendStrategy, with_performance_validation
+from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.backends.eager import TorchEagerBackend
 from aitune_fp.cli import main
-from aitune_fp.correctness import CorrectnessError, check_comparable, compare_outputs
 from aitune_fp.correctness._leaves import leaves
+from aitune_fp.correctness.compare import check_comparable, compare_outputs
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.models import EmbeddedModel, load_user_model
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from tests.validation_helpers import FAST_CONFIG, _ModuleBackend
 
 pytestmark = pytest.mark.hf
@@ -234,7 +236,7 @@ def test_a_cache_with_another_number_of_layers_is_a_structure_error() -> None:
 def test_the_library_never_imports_transformers() -> None:
     """Caches are recognised only when transformers is already imported (by the model)."""
     code = (
-        "import sys, torch, aitune_fp.correctness as c; "
+        "import sys, torch, aitune_fp.correctness.compare as c; "
         "c.check_comparable({'x': torch.ones(1)}); "
         "assert 'transformers' not in sys.modules, 'imported'"
     )

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from aitune_fp import events
 from aitune_fp.core.results import unstructure
+from aitune_fp.events.baseline import baseline_measured
+from aitune_fp.events.candidates import candidate_failed, candidate_measured, candidate_rejected
 from aitune_fp.events.ingest import (
     MAX_LINE_BYTES,
     BadLine,
@@ -19,6 +21,8 @@ from aitune_fp.events.ingest import (
     ingest,
     read_events,
 )
+from aitune_fp.events.names import Event
+from aitune_fp.events.validation import finished, phase, selected, started
 from tests.factories import flat_result, read_back, result_of
 
 RESULT = flat_result(
@@ -52,7 +56,7 @@ SLOW = flat_result(
 )
 
 
-def _line(event: events.Event, **extra: Any) -> str:
+def _line(event: Event, **extra: Any) -> str:
     return json.dumps({"event": event.name, "level": event.level, **extra, **event.fields})
 
 
@@ -60,7 +64,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
     """A complete tune: started, baseline, a passing and a failing candidate, a failure, selected."""
     return [
         _line(
-            events.started(
+            started(
                 run_id,
                 module,
                 strategy="MaxThroughputStrategy",
@@ -71,9 +75,9 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
                 batch_size=32,
             )
         ),
-        _line(events.phase(run_id, module, backend_description="E()", phase="baseline_build")),
+        _line(phase(run_id, module, backend_description="E()", phase="baseline_build")),
         _line(
-            events.baseline_measured(
+            baseline_measured(
                 run_id,
                 module,
                 backend_description="TorchEagerBackend()",
@@ -84,11 +88,11 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
                 decision="statistical",
             )
         ),
-        _line(events.candidate_measured(run_id, module, RESULT, duration_s=3.0)),
-        _line(events.candidate_measured(run_id, module, SLOW, duration_s=1.0)),
-        _line(events.candidate_rejected(run_id, module, SLOW)),
+        _line(candidate_measured(run_id, module, RESULT, duration_s=3.0)),
+        _line(candidate_measured(run_id, module, SLOW, duration_s=1.0)),
+        _line(candidate_rejected(run_id, module, SLOW)),
         _line(
-            events.candidate_failed(
+            candidate_failed(
                 run_id,
                 module,
                 backend_description="CudaGraphBackend()",
@@ -99,7 +103,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
             )
         ),
         _line(
-            events.selected(
+            selected(
                 run_id,
                 module,
                 backend_description="TorchCompileBackend()",
@@ -110,7 +114,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
             )
         ),
         _line(
-            events.finished(
+            finished(
                 run_id,
                 module,
                 outcome="candidate",

@@ -28,7 +28,8 @@ from torch.nn import functional
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from aitune_fp.isolation import NAMESPACES, Isolation, ProcessState, isolated
+from aitune_fp.isolation.namespaces import NAMESPACES
+from aitune_fp.isolation.snapshot import Isolation, ProcessState, isolated
 
 # --------------------------------------------------------------------------- safety net
 
@@ -599,7 +600,7 @@ def test_torch_compile_setting_itself_up_is_not_a_change() -> None:
     result = _run_fresh(
         """
         import json, torch
-        from aitune_fp.isolation import ProcessState
+        from aitune_fp.isolation.snapshot import ProcessState
         before = ProcessState.capture()
         import torch._dynamo, torch.export
         m = torch.compile(torch.nn.Linear(4, 4))
@@ -615,7 +616,7 @@ def test_interop_threads_cannot_be_set_twice_and_restore_says_so() -> None:
     result = _run_fresh(
         """
         import json, torch
-        from aitune_fp.isolation import ProcessState
+        from aitune_fp.isolation.snapshot import ProcessState
         before = ProcessState.capture()
         n = torch.get_num_interop_threads()
         torch.set_num_interop_threads(n + 1)
@@ -632,7 +633,7 @@ def test_capture_does_not_initialise_cuda() -> None:
     result = _run_fresh(
         """
         import json, torch
-        from aitune_fp.isolation import ProcessState
+        from aitune_fp.isolation.snapshot import ProcessState
         before = ProcessState.capture()
         before.changed()
         before.restore()

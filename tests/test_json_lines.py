@@ -18,8 +18,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import events
 from aitune_fp.cli.progress import JsonLines
+from aitune_fp.events.names import Event
+from aitune_fp.events.sending import to_record, write_records
 
 _PACKAGE = Path(__file__).resolve().parent.parent / "aitune_fp"
 
@@ -58,7 +59,7 @@ def test_records_are_one_strict_json_line_each_and_finite_ones_read_back_equal(
     records: list[dict[str, Any]],
 ) -> None:
     handle = io.StringIO()
-    events.write_records(handle, records)
+    write_records(handle, records)
     lines = handle.getvalue().splitlines()  # every reader's line breaks, Unicode ones too
     assert len(lines) == len(records)
     for line, record in zip(lines, records, strict=True):
@@ -70,17 +71,17 @@ def test_records_are_one_strict_json_line_each_and_finite_ones_read_back_equal(
 
 def test_a_non_finite_number_at_any_depth_is_written_as_null() -> None:
     handle = io.StringIO()
-    events.write_records(handle, [{"a": math.inf, "b": [1.0, math.nan], "c": {"d": -math.inf}}])
+    write_records(handle, [{"a": math.inf, "b": [1.0, math.nan], "c": {"d": -math.inf}}])
     assert json.loads(handle.getvalue()) == {"a": None, "b": [1.0, None], "c": {"d": None}}
 
 
 def test_the_cli_log_writes_the_records_a_sweep_writes() -> None:
     """Same keys in the same order: ``event``, ``level``, ``timestamp``, then the payload."""
-    event = events.Event("aitune_fp.validation.x", "info", {"a": 1, "speedup": math.nan})
+    event = Event("aitune_fp.validation.x", "info", {"a": 1, "speedup": math.nan})
     handle = io.StringIO()
     JsonLines(handle)(event)
     line = json.loads(handle.getvalue())
-    record = events.to_record(event)
+    record = to_record(event)
     assert list(line) == list(record) == ["event", "level", "timestamp", "a", "speedup"]
     assert line["speedup"] is None and line["a"] == 1
 

@@ -15,20 +15,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.ingest import ingest
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.events.sending import open_log
+from aitune_fp.events.sweep import SWEEP_STARTED, sweep_started, task_finished
+from aitune_fp.events.validation import phase as phase_event
 from aitune_fp.sweep.run import completed_models
+from aitune_fp.sweep.spec import parse_sweep
 from tests.factories import event_line, fake_log, fake_result, write_log
 
 
 def _sweep_lines(sweep: str = "s1") -> list[str]:
     return [
-        event_line(
-            events.sweep_started(sweep, "nightly", executor="local", models=["mlp"], skipped=[])
-        )
+        event_line(sweep_started(sweep, "nightly", executor="local", models=["mlp"], skipped=[]))
     ]
 
 
@@ -119,7 +119,7 @@ class TestRunIdentity:
 class TestIncompleteRuns:
     def _cut(self) -> list[str]:
         lines = fake_log(results=(fake_result("A()"),))[:-2]  # no selected, no finished
-        phase = events.phase("r1", "mlp", backend_description="Compiled()", phase="measure")
+        phase = phase_event("r1", "mlp", backend_description="Compiled()", phase="measure")
         return [*lines, event_line(phase)]
 
     def test_a_run_without_finished_is_incomplete_with_its_last_phase(self) -> None:
@@ -161,18 +161,18 @@ class TestCutLines:
         path = tmp_path / "log.jsonl"
         whole = fake_log()
         path.write_text("\n".join(whole) + "\n" + whole[0][:40], encoding="utf-8")
-        with events.open_log(path) as handle:
+        with open_log(path) as handle:
             handle.write(_sweep_lines()[0] + "\n")
         lines = path.read_text(encoding="utf-8").splitlines()
         assert lines[-2] == whole[0][:40]
-        assert json.loads(lines[-1])["event"] == events.SWEEP_STARTED
-        with events.open_log(path) as handle:  # a whole last line: nothing added
+        assert json.loads(lines[-1])["event"] == SWEEP_STARTED
+        with open_log(path) as handle:  # a whole last line: nothing added
             handle.write("x\n")
         assert path.read_text(encoding="utf-8").splitlines()[-2:] == [lines[-1], "x"]
 
     def test_resume_skips_and_names_a_cut_line(self, tmp_path: Path) -> None:
         """The finished model is found; the cut line is skipped and named by its number."""
-        finished = events.task_finished(
+        finished = task_finished(
             "s1",
             "mlp",
             tune_run_id="r1",

@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import profiling
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.dependence import machine_change_index, machine_slowdown, slowdown_limit
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import machine, measure_speedup
+from aitune_fp.measure import machine
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.profiling import threads as host
 from aitune_fp.testing import FakeClock
 
 Arm = Callable[[int], float]
@@ -140,8 +141,8 @@ def test_borne_out_reads_the_quartiles_of_the_quiet_speedups(
 
 def _loads(monkeypatch: pytest.MonkeyPatch, values: list[float]) -> None:
     seq = list(values)
-    monkeypatch.setattr(profiling, "load_average", lambda: seq.pop(0) if len(seq) > 1 else seq[0])
-    monkeypatch.setattr(profiling, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(host, "load_average", lambda: seq.pop(0) if len(seq) > 1 else seq[0])
+    monkeypatch.setattr(host, "usable_cpus", lambda: 2)
 
 
 class TestBusyMachine:
@@ -242,7 +243,7 @@ class TestSettings:
 
     def test_sweep_files_take_them_in_the_budget(self) -> None:
         from aitune_fp.errors import InvalidValueError
-        from aitune_fp.sweep import parse_sweep
+        from aitune_fp.sweep.spec import parse_sweep
 
         base: dict[str, object] = {"models": [{"name": "mlp", "model": "embedded:mlp"}]}
         budget = {"wait_quiet_s": 20.0, "throughput_gate": "bound"}
@@ -254,9 +255,9 @@ class TestSettings:
 
 def test_each_look_event_says_what_held_it_back() -> None:
     """A look kept open by the machine says so in its ``look`` event (log pipelines read it)."""
-    from aitune_fp import events
+    from aitune_fp.events.validation import look
 
-    event = events.look(
+    event = look(
         "r",
         "m",
         backend_description="c",
@@ -270,7 +271,7 @@ def test_each_look_event_says_what_held_it_back() -> None:
     )
     assert event.fields["held_back"] == "machine"
     assert "held back: machine" in event.fields["summary"]
-    settled = events.look(
+    settled = look(
         "r",
         "m",
         backend_description="c",

@@ -16,8 +16,9 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import unstructure
 from aitune_fp.core.spot import spot_count
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import measure_baseline_point, measure_speedup
-from aitune_fp.profiling import ProfilingError, SpotCheckError
+from aitune_fp.measure.point import measure_baseline_point
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.profiling.calls import ProfilingError, SpotCheckError
 from aitune_fp.testing import FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -438,9 +439,9 @@ def test_decision_quality_runs_on_cuda(tmp_path: Path) -> None:
 class TestSteadyThroughput:
     def test_waits_for_steady_calls(self) -> None:
         """A slow start (cold calls) is warmed through before the timed calls count."""
-        from aitune_fp import ProfilingConfig
-        from aitune_fp.measure import measure_throughput_steady
-        from aitune_fp.profiling import CpuTimer
+        from aitune_fp.core.config import ProfilingConfig
+        from aitune_fp.measure.statistical import measure_throughput_steady
+        from aitune_fp.profiling.timers import CpuTimer
 
         class Clock(CpuTimer):
             """The first calls get faster and faster, then settle at 1 ms (a cold process)."""

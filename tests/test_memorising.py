@@ -20,15 +20,10 @@ import attrs
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
+from tests.factories import tune_one
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=8)
@@ -119,18 +114,28 @@ def _data() -> list[Sample]:
     return [Sample((torch.randn(2, 16),))]
 
 
+def _tune(candidate: Any, decision: str, cache: Path, **options: Any) -> Any:
+    """The report of ``candidate`` alone on the sleeping TinyNet, at ``decision``'s gate."""
+    model = TinyNet(16, sleep_s=0.003).eval()
+    threshold = THRESHOLDS[decision]
+    return tune_one(
+        candidate,
+        model,
+        _data(),
+        cache,
+        spec=SPEC,
+        profiling_config=_config(decision),
+        min_speedup_threshold_percent=threshold,
+        **options,
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("decision", DECISIONS)
 @pytest.mark.parametrize("name", sorted(CANDIDATES))
 def test_a_memorising_candidate_is_not_accepted(name: str, decision: str, tmp_path: Path) -> None:
-    strategy = with_performance_validation(
-        OneBackendStrategy(CANDIDATES[name]()),
-        profiling_config=_config(decision),
-        min_speedup_threshold_percent=THRESHOLDS[decision],
-    )
-    strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == "process"
+    report = _tune(CANDIDATES[name](), decision, tmp_path)
+    assert report.isolation == "process"
     assert not any(r.passed for r in report.results), report.results
     for failure in report.failures:
         assert failure.stage == "correctness", failure
@@ -148,15 +153,8 @@ def test_an_address_keyed_cache_is_caught_answering_stale_values(
     drawn for another call: the always-checked last call of a look sees it. Rejected, named,
     in either isolation, not merely "not faster" (a fresh allocation per call repeated an
     address only where the allocator happened to, stale hits a 10 % spot check could miss)."""
-    strategy = with_performance_validation(
-        OneBackendStrategy(Memorising(key)),
-        profiling_config=_config(decision),
-        min_speedup_threshold_percent=THRESHOLDS[decision],
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == isolation
+    report = _tune(Memorising(key), decision, tmp_path, isolation=isolation)
+    assert report.isolation == isolation
     assert not report.results, report.results
     (failure,) = report.failures
     assert failure.stage == "correctness", failure
@@ -223,14 +221,8 @@ class Quick(Memorising):
 def test_an_honest_candidate_is_still_accepted_on_fresh_inputs(
     decision: str, tmp_path: Path
 ) -> None:
-    strategy = with_performance_validation(
-        OneBackendStrategy(Quick("none")),
-        profiling_config=_config(decision),
-        min_speedup_threshold_percent=THRESHOLDS[decision],
-    )
-    strategy.tune(TinyNet(16, sleep_s=0.003).eval(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None and not report.failures
+    report = _tune(Quick("none"), decision, tmp_path)
+    assert not report.failures
     (result,) = report.results
     assert result.passed
 
@@ -244,7 +236,7 @@ class TestHeadToHeadOnFreshInputs:
     def _contenders(sleep_s: float) -> list[Any]:
         import time as _time
 
-        from aitune_fp.core.selection import Contender
+        from aitune_fp.core.selection_values import Contender
 
         def honest(x: torch.Tensor) -> torch.Tensor:
             _time.sleep(sleep_s)
@@ -263,7 +255,7 @@ class TestHeadToHeadOnFreshInputs:
 
     @staticmethod
     def _run(fresh: Any) -> Any:
-        from aitune_fp.core.selection import SelectionRule
+        from aitune_fp.core.selection_values import SelectionRule
         from aitune_fp.measure.headtohead import head_to_head
 
         torch.manual_seed(0)
@@ -296,8 +288,8 @@ def test_the_point_rule_times_every_call_on_a_draw_of_its_own() -> None:
     """Point rule: each of eager's timed calls and of the candidate's runs on its own draw,
     no value shared; a checked call compares with eager's output on the same draw (untimed)."""
     from aitune_fp.core.gate import Gate
-    from aitune_fp.measure import rule_for
     from aitune_fp.measure.measurement import Comparison
+    from aitune_fp.measure.rules import rule_for
     from aitune_fp.testing import FakeClock
 
     clock = FakeClock()

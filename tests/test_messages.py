@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import fmt_speedup_msg_short, fmt_throughput_detail
 from aitune_fp.core.messages import (
     fmt_baseline_line,
     fmt_baseline_selected,
@@ -16,6 +15,8 @@ from aitune_fp.core.messages import (
     fmt_disabled_line,
     fmt_indicator,
     fmt_speedup_msg,
+    fmt_speedup_msg_short,
+    fmt_throughput_detail,
 )
 from tests.strategies import speedups, throughputs
 

@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import fmt_speedup_msg_short, fmt_throughput_detail
 from aitune_fp.core.messages import (
     fmt_baseline_line,
     fmt_baseline_selected,
     fmt_candidate_line,
     fmt_speedup_msg,
+    fmt_speedup_msg_short,
+    fmt_throughput_detail,
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 

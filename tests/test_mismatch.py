@@ -8,24 +8,22 @@ from typing import Any
 import jsonschema
 import pytest
 import torch
+from aitune_fp.events.ingest.schema import event_schema
 from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import LogCapture
 
-from aitune_fp import (
-    GraphSpec,
-    Int8DynamicBackend,
-    OneBackendStrategy,
-    Sample,
-    Tolerances,
-    try_candidate,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
+from aitune_fp.adapters.validation import with_performance_validation
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.quantized import Int8DynamicBackend
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness import check_correctness, compare_outputs
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.compare import compare_outputs
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.ingest import event_schema, ingest
+from aitune_fp.events.ingest import ingest
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy, try_candidate
 
 from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case
 

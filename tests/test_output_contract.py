@@ -12,16 +12,14 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
-from aitune_fp.correctness import CorrectnessError, check_correctness
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
+from tests.factories import tune_one
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
 SPEC = GraphSpec(max_batch_size=4)
@@ -108,14 +106,10 @@ class _Breaks(BackendBase):
 def test_a_tune_rejects_it_at_correctness_naming_the_field(
     field: str, isolation: str, tmp_path: Path
 ) -> None:
-    strategy = with_performance_validation(
-        OneBackendStrategy(_Breaks(field)),
-        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(_model(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == isolation
+    config = ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8)
+    options = {"profiling_config": config, "isolation": isolation}
+    report = tune_one(_Breaks(field), _model(), _data(), tmp_path, spec=SPEC, **options)
+    assert report.isolation == isolation
     if field == "aliasing" and isolation == "process":
         # in its worker each output is copied out, so the buffer shows only once the chosen
         # candidate runs here: it is never chosen, whatever its verdict
@@ -140,14 +134,10 @@ def test_a_model_that_changes_its_input_in_place_is_not_a_reason_to_reject(
     isolation: str, tmp_path: Path
 ) -> None:
     """Every timed call gets its own copy of its batch: no call sees another's change."""
-    strategy = with_performance_validation(
-        OneBackendStrategy(_Faithful()),
-        profiling_config=ProfilingConfig(looks=(10, 20), max_seconds=3.0, warmup_max_calls=8),
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(TinyNet(8, mutate=True).eval(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None
+    config = ProfilingConfig(looks=(10, 20), max_seconds=3.0, warmup_max_calls=8)
+    model = TinyNet(8, mutate=True).eval()
+    options = {"profiling_config": config, "isolation": isolation}
+    report = tune_one(_Faithful(), model, _data(), tmp_path, spec=SPEC, **options)
     assert not report.failures, report.failures
     (result,) = report.results
     assert result.verdict in ("faster", "not_faster", "inconclusive")
@@ -275,7 +265,8 @@ def test_float32_on_cuda_with_tf32_is_held_to_the_reduced_tier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two correct kernels differ at TF32 precision (cuDNN's default): not a wrong candidate."""
-    from aitune_fp.correctness import _values, compare_outputs
+    from aitune_fp.correctness import _values
+    from aitune_fp.correctness.compare import compare_outputs
 
     monkeypatch.setattr(_values, "TF32_DEVICES", frozenset({"cpu"}))  # CPU stands in for CUDA
     torch.manual_seed(0)
@@ -299,7 +290,7 @@ def test_float32_on_cuda_with_tf32_is_held_to_the_reduced_tier(
 
 @pytest.mark.gpu
 def test_float32_on_a_real_gpu_with_tf32_is_held_to_the_reduced_tier() -> None:
-    from aitune_fp.correctness import compare_outputs
+    from aitune_fp.correctness.compare import compare_outputs
 
     torch.manual_seed(0)
     expected = torch.randn(64, 10, device="cuda")
@@ -331,7 +322,8 @@ def test_top1_agreement_is_for_class_scores_only(path: str, scores: bool) -> Non
 
 
 def test_an_embedding_output_reports_no_top1() -> None:
-    from aitune_fp.correctness import Tolerances, compare_outputs
+    from aitune_fp.correctness.compare import compare_outputs
+    from aitune_fp.correctness.tolerances import Tolerances
 
     torch.manual_seed(0)
     e = torch.randn(16, 32)
@@ -377,14 +369,9 @@ class _ScalesItsInput(_ModuleBackend):
 def test_a_tune_names_a_candidate_that_changes_its_callers_input(
     isolation: str, tmp_path: Path
 ) -> None:
-    strategy = with_performance_validation(
-        OneBackendStrategy(_ScalesItsInput()),
-        profiling_config=ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8),
-        isolation=isolation,  # type: ignore[arg-type]
-    )
-    strategy.tune(_model(), "m", SPEC, _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None
+    config = ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8)
+    options = {"profiling_config": config, "isolation": isolation}
+    report = tune_one(_ScalesItsInput(), _model(), _data(), tmp_path, spec=SPEC, **options)
     (failure,) = report.failures
     assert failure.stage == "correctness"
     assert "changes it in place where eager does not" in failure.reason

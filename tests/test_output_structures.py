@@ -17,12 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils import _pytree
 
-from aitune_fp.correctness import (
-    CorrectnessError,
-    check_comparable,
-    check_correctness,
-    compare_outputs,
-)
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.compare import check_comparable, compare_outputs
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import GraphSpec, Sample
 
 

@@ -25,11 +25,14 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from aitune_fp import events
 from aitune_fp.cli import main
 from aitune_fp.cli.plot import NO_ESTIMATE, VERDICT_COLOURS, VERDICT_LABELS, build_figure
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.ingest import IngestReport, ingest
+from aitune_fp.events.baseline import baseline_failed, baseline_measured
+from aitune_fp.events.candidates import candidate_failed, candidate_measured
+from aitune_fp.events.ingest import ingest
+from aitune_fp.events.ingest.values import IngestReport
+from aitune_fp.events.validation import finished, selected, started
 from tests.factories import fake_result
 
 NEED = 1.01
@@ -80,7 +83,7 @@ def _run(
 ) -> list[str]:
     """The JSON lines ``--json-log`` writes for one run (timestamps left out)."""
     made = [
-        events.started(
+        started(
             run,
             module,
             strategy="best-of",
@@ -93,7 +96,7 @@ def _run(
     ]
     if baseline_error is None:
         made.append(
-            events.baseline_measured(
+            baseline_measured(
                 run,
                 module,
                 backend_description="TorchEagerBackend()",
@@ -106,12 +109,10 @@ def _run(
         )
     else:
         kind, _, why = baseline_error.partition(": ")
-        made.append(
-            events.baseline_failed(run, module, error_type=kind, reason=why, traceback_path=None)
-        )
-    made += [events.candidate_measured(run, module, r, duration_s=3.0) for r in results]
+        made.append(baseline_failed(run, module, error_type=kind, reason=why, traceback_path=None))
+    made += [candidate_measured(run, module, r, duration_s=3.0) for r in results]
     made += [
-        events.candidate_failed(
+        candidate_failed(
             run,
             module,
             backend_description=desc,
@@ -132,7 +133,7 @@ def _run(
     )
     if chosen is not None:
         made.append(
-            events.selected(
+            selected(
                 run,
                 module,
                 backend_description=chosen,
@@ -143,7 +144,7 @@ def _run(
             )
         )
     made.append(
-        events.finished(
+        finished(
             run,
             module,
             outcome="error" if baseline_error else "baseline" if best is None else "candidate",

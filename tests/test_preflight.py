@@ -96,7 +96,7 @@ def test_a_registered_cache_output_passes_the_check(
 ) -> None:
     """The up-front check accepts a pytree output: the tune goes on to make its candidates."""
     from aitune_fp.backends import registry
-    from aitune_fp.cli import UsageError
+    from aitune_fp.cli._shared import UsageError
 
     def reached(*args: object, **kwargs: object) -> None:
         raise UsageError("stopped at the first candidate")

@@ -38,17 +38,12 @@ import torch._inductor.config
 from torch.nn import functional
 
 import aitune_fp.core.sequential as sequential
-from aitune_fp import (
-    GraphSpec,
-    MaxThroughputStrategy,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.backends import BackendBase
+from aitune_fp.adapters.validation import validation_of, with_performance_validation
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.flags import flushes_denormals
+from aitune_fp.pipeline.strategies import MaxThroughputStrategy, OneBackendStrategy
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.testing import capture_events
 

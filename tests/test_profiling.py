@@ -8,19 +8,13 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import profiling
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import Sample
-from aitune_fp.profiling import (
-    CpuTimer,
-    InterleavedRun,
-    ProfilingError,
-    compare,
-    intra_op_threads,
-    pair_order,
-    time_calls,
-    timer_for,
-)
+from aitune_fp.profiling import interleaved
+from aitune_fp.profiling.calls import ProfilingError, time_calls
+from aitune_fp.profiling.interleaved import InterleavedRun, compare, pair_order
+from aitune_fp.profiling.threads import intra_op_threads
+from aitune_fp.profiling.timers import CpuTimer, CudaTimer, timer_for
 from aitune_fp.testing import FakeClock
 
 
@@ -147,7 +141,7 @@ class TestInterleavedRun:
         """A change of dynamo's compile counters between looks flags 'recompiled'."""
         clock = FakeClock()
         counts = [0]
-        monkeypatch.setattr(profiling, "dynamo_counts", lambda: (counts[0], counts[0]))
+        monkeypatch.setattr(interleaved, "dynamo_counts", lambda: (counts[0], counts[0]))
 
         def candidate(*args: Any) -> None:
             clock.advance(0.001)
@@ -180,7 +174,7 @@ class TestInterleavedRun:
 
     def test_dynamo_counts_without_dynamo(self) -> None:
         """The counter snapshot is a pair of ints whether or not dynamo is loaded."""
-        counts = profiling.dynamo_counts()
+        counts = interleaved.dynamo_counts()
         assert len(counts) == 2
         assert all(isinstance(c, int) for c in counts)
 
@@ -315,7 +309,7 @@ class TestTimers:
         """On CUDA, timings carry event device times no larger than the synchronised wall times."""
         model = torch.nn.Linear(256, 256).cuda()
         batch = Sample((torch.randn(64, 256, device="cuda"),))
-        assert isinstance(timer_for(batch), profiling.CudaTimer)
+        assert isinstance(timer_for(batch), CudaTimer)
         timings = compare(model, model, batch, quiet_config(), n_pairs=4)
         assert timings.baseline_device_s is not None
         assert timings.candidate_device_s is not None
@@ -339,7 +333,7 @@ class TestGcPaused:
         """The garbage collector is off while timing and back on afterwards."""
         import gc
 
-        from aitune_fp.profiling import gc_paused
+        from aitune_fp.profiling.calls import gc_paused
 
         assert gc.isenabled()
         with gc_paused():
@@ -350,7 +344,7 @@ class TestGcPaused:
         """A caller who turned the collector off keeps it off."""
         import gc
 
-        from aitune_fp.profiling import gc_paused
+        from aitune_fp.profiling.calls import gc_paused
 
         gc.disable()
         try:

@@ -40,20 +40,23 @@ PURE_NAMES = [
 
 #: Public modules whose names are not at the top level: each has its own ``__all__``.
 SUBMODULES = [
-    "aitune_fp.backends",
+    "aitune_fp.backends.base",
+    "aitune_fp.backends.registry",
     "aitune_fp.core.config",
     "aitune_fp.core.messages",
     "aitune_fp.core.mismatch",
     "aitune_fp.core.report",
     "aitune_fp.core.results",
-    "aitune_fp.correctness",
+    "aitune_fp.correctness.check",
+    "aitune_fp.correctness.tolerances",
     "aitune_fp.errors",
-    "aitune_fp.events",
+    "aitune_fp.events.candidates",
     "aitune_fp.events.ingest",
     "aitune_fp.inputs",
-    "aitune_fp.pipeline",
+    "aitune_fp.measure.rules",
     "aitune_fp.pipeline.strategies",
-    "aitune_fp.sweep",
+    "aitune_fp.sweep.run",
+    "aitune_fp.sweep.spec",
     "aitune_fp.testing",
     "aitune_fp.adapters.validation",
 ]
@@ -84,16 +87,19 @@ def _doc_imports() -> dict[str, set[str]]:
     return found
 
 
-def _type_checking_imports() -> dict[str, str]:
-    """Name -> module of the ``if TYPE_CHECKING:`` imports of aitune_fp/__init__.py."""
+def _top_level_imports() -> tuple[dict[str, str], dict[str, str]]:
+    """Name -> module of aitune_fp/__init__.py's plain imports, and of its TYPE_CHECKING ones."""
     tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
-    names: dict[str, str] = {}
+    plain: dict[str, str] = {}
+    typed: dict[str, str] = {}
     for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("aitune_fp"):
+            plain.update({a.name: node.module for a in node.names})
         if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
             for stmt in node.body:
                 assert isinstance(stmt, ast.ImportFrom) and stmt.module is not None
-                names.update({a.name: stmt.module for a in stmt.names})
-    return names
+                typed.update({a.name: stmt.module for a in stmt.names})
+    return plain, typed
 
 
 def _private_modules() -> list[Path]:
@@ -108,7 +114,7 @@ def _private_modules() -> list[Path]:
 
 class TestSurface:
     def test_every_public_name_resolves(self) -> None:
-        """Each name in __all__ is an attribute of the package (lazy ones load on access)."""
+        """Each name in __all__ is an attribute of the package (the torch-bound ones load on access)."""
         for name in aitune_fp.__all__:
             assert getattr(aitune_fp, name) is not None, name
 
@@ -132,12 +138,16 @@ class TestSurface:
         unused = [n for n in aitune_fp.__all__ if n != "__version__" and n not in text]
         assert not unused, unused
 
-    def test_type_checkers_see_the_same_names_from_the_same_modules(self) -> None:
-        """The TYPE_CHECKING imports list exactly __all__, each the object served at run time."""
-        static = _type_checking_imports()
-        assert set(static) == set(aitune_fp.__all__) - {"__version__"}
-        for name, module in static.items():
-            assert getattr(importlib.import_module(module), name) is getattr(aitune_fp, name)
+    def test_each_name_comes_from_the_module_that_defines_it(self) -> None:
+        """Plain imports and the torch-bound names (typed, loaded on first use) make __all__."""
+        plain, typed = _top_level_imports()
+        assert not set(plain) & set(typed)
+        assert set(plain) | set(typed) == set(aitune_fp.__all__) - {"__version__"}
+        assert typed == aitune_fp._NEEDS_TORCH
+        for name, module in {**plain, **typed}.items():
+            value = getattr(importlib.import_module(module), name)
+            assert value is getattr(aitune_fp, name)
+            assert getattr(value, "__module__", module) == module, name
 
     @pytest.mark.parametrize("module", SUBMODULES)
     def test_the_rest_is_in_modules_with_their_own_all(self, module: str) -> None:
@@ -214,7 +224,6 @@ class TestImportCost:
         code = (
             "import sys\n"
             f"from aitune_fp import {', '.join(PURE_NAMES)}\n"
-            "import aitune_fp.core.stats, aitune_fp.inputs\n"
             "print(compute_speedup(2.0, 1.0), meets_threshold(1.5))\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n"
         )

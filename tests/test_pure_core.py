@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from aitune_fp import ProfilingConfig, with_performance_validation
+from aitune_fp.adapters.validation import with_performance_validation
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.pipeline.strategies import FirstWinsStrategy
 

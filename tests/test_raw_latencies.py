@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import OneBackendStrategy, ProfilingConfig, validation_of
+from aitune_fp.adapters.validation import validation_of
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.core.results import PerformanceValidationResult, Raw
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.ingest import ingest
+from aitune_fp.pipeline.strategies import OneBackendStrategy
 from aitune_fp.testing import capture_events
 from tests.test_fold import _lines
 from tests.test_machine_moved import _machine, _measure

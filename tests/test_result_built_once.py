@@ -10,7 +10,7 @@ import pytest
 from aitune_fp import FirstWinsStrategy, MaxThroughputStrategy, ProfilingConfig, Sample, events
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.measure import measure_speedup
+from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.testing import FakeClock
 from tests.validation_helpers import Pruned, Slower, gated, make_case
 

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from aitune_fp import FirstWinsStrategy, ProfilingConfig, Sample, with_performance_validation
+from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.cli import build_parser
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.results import Decision
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.inputs import Sample
 from aitune_fp.measure import (
     Comparison,
     DecisionRule,
@@ -30,6 +32,7 @@ from aitune_fp.measure import (
 )
 from aitune_fp.measure.measurement import OnLook, RunContext
 from aitune_fp.measure.results import assemble
+from aitune_fp.pipeline.strategies import FirstWinsStrategy
 from aitune_fp.profiling import time_calls
 from aitune_fp.sweep import parse_sweep
 from aitune_fp.testing import FakeClock, capture_events

@@ -15,16 +15,10 @@ import pytest
 import torch
 from structlog.testing import LogCapture
 
-from aitune_fp import (
-    FirstWinsStrategy,
-    OneBackendStrategy,
-    ProfilingConfig,
-    TuneReport,
-    build_and_validate,
-    validation_of,
-    with_performance_validation,
-)
-from aitune_fp.adapters.validation import is_validating
+from aitune_fp.adapters.validation import is_validating, validation_of, with_performance_validation
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.report import TuneReport
+from aitune_fp.pipeline.strategies import FirstWinsStrategy, OneBackendStrategy, build_and_validate
 from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 
 validated = gated
@@ -306,15 +300,16 @@ class TestLookProgress:
 
         from rich.console import Console
 
-        from aitune_fp import events
         from aitune_fp.cli.progress import TuneProgress
+        from aitune_fp.events.validation import look
+        from aitune_fp.events.validation import phase as phase_event
 
         console = Console(file=io.StringIO(), force_terminal=True, width=120)
         progress = TuneProgress(console, quiet=False, candidates=["A()"])
         with progress:
-            progress(events.phase("r", "m", backend_description="A()", phase="measure"))
+            progress(phase_event("r", "m", backend_description="A()", phase="measure"))
             progress(
-                events.look(
+                look(
                     "r",
                     "m",
                     backend_description="A()",

@@ -24,7 +24,7 @@ from aitune_fp.core.accuracy import ACCURACY_KEYS
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.settings import SETTINGS, Setting, rows, sweep_keys
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.sweep.spec import parse_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 _BASE: dict[str, Any] = {"models": [{"name": "mlp", "model": "embedded:mlp"}]}

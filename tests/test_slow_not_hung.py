@@ -13,14 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
+from aitune_fp.adapters.validation import validation_of
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import Sample
+from aitune_fp.pipeline.strategies import OneBackendStrategy
+from tests.factories import tune_one
 from tests.validation_helpers import (
     CLOCK,
     USEFUL_NS,
@@ -62,15 +59,12 @@ ISOLATIONS = pytest.mark.parametrize("isolation", ["process", "in_process"])
 
 
 def _tune(candidate: SlowCandidate, tmp_path: Path, isolation: str) -> Any:
-    strategy = with_performance_validation(
-        OneBackendStrategy(candidate), profiling_config=CONFIG, isolation=isolation
-    )
     data = [Sample((torch.randn(1, 8),)), Sample((torch.randn(1, 8),))]
-    strategy.tune(
-        TinyNet(8, sleep_s=EAGER_S).eval(), "m", GraphSpec(max_batch_size=8), data, "cpu", tmp_path
+    model = TinyNet(8, sleep_s=EAGER_S).eval()
+    report = tune_one(
+        candidate, model, data, tmp_path, profiling_config=CONFIG, isolation=isolation
     )
-    report = validation_of(strategy).last_report
-    assert report is not None and report.isolation == isolation
+    assert report.isolation == isolation
     return report
 
 
@@ -105,7 +99,7 @@ def test_a_slow_model_gets_its_first_look_within_the_budget() -> None:
     """Eager 2 s a call (FakeClock), 60 s budget: the warm-up yields to the first look's 10
     pairs (it would take 20 calls an arm, 80 s, and leave none), so the comparison decides."""
     from aitune_fp.core.config import ProfilingConfig
-    from aitune_fp.measure import measure_speedup
+    from aitune_fp.measure.rules import measure_speedup
     from aitune_fp.testing import FakeClock
 
     clock = FakeClock()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import compute_speedup, meets_threshold, required_speedup
+from aitune_fp.core.speedup import compute_speedup, meets_threshold, required_speedup
 from tests.strategies import speedups, threshold_percents, throughputs
 
 BAD_NUMBERS = [float("nan"), float("inf"), float("-inf"), True, False, "1.0", None]

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import ProfilingConfig, Sample
+from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import spot_count
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.measure import measure_speedup
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.inputs import Sample
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.sweep.spec import parse_sweep
 from aitune_fp.testing import FakeClock
 from tests.cli_checks import usage_error
 from tests.validation_helpers import Pruned, gated, make_case
@@ -77,7 +78,7 @@ def test_a_tune_passes_its_rate_to_the_gate_and_the_head_to_head(
     """The session's comparisons and the head-to-head both run at the config's rate."""
     import aitune_fp.pipeline.choosing as choosing
     import aitune_fp.pipeline.stages as stages
-    from aitune_fp import MaxThroughputStrategy
+    from aitune_fp.pipeline.strategies import MaxThroughputStrategy
 
     seen: list[tuple[str, float]] = []
     real_comparison, real_head_to_head = stages.Comparison, choosing.head_to_head

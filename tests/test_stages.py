@@ -16,13 +16,14 @@ from hypothesis import strategies as st
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import STAGES
-from aitune_fp.errors import BackendUnavailableError, InvalidStateError
-from aitune_fp.pipeline import TuneSession, TuneTarget, stages
+from aitune_fp.errors import BackendUnavailableError, CandidateHungError, InvalidStateError
+from aitune_fp.pipeline import stages
 from aitune_fp.pipeline.stages import Step, build_failure, build_here, call_deadline, failure_of
-from aitune_fp.pipeline.values import PROFILING_LOG_NAME, ModelChangedError, StageError
-from aitune_fp.profiling import SpotCheckError
-from aitune_fp.profiling.watchdog import CandidateHungError
-from aitune_fp.profiling.workers import InterferenceError, WorkerError
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import PROFILING_LOG_NAME, ModelChangedError, StageError, TuneTarget
+from aitune_fp.profiling.calls import SpotCheckError
+from aitune_fp.profiling.interference import InterferenceError
+from aitune_fp.profiling.workers import WorkerError
 from tests.validation_helpers import Pruned, make_case
 
 _EXCEPTIONS = [

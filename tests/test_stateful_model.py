@@ -12,15 +12,12 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import (
-    GraphSpec,
-    Int8DynamicBackend,
-    MaxThroughputStrategy,
-    ProfilingConfig,
-    Sample,
-    TorchEagerBackend,
-    with_performance_validation,
-)
+from aitune_fp.adapters.validation import with_performance_validation
+from aitune_fp.backends.eager import TorchEagerBackend
+from aitune_fp.backends.quantized import Int8DynamicBackend
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.pipeline.strategies import MaxThroughputStrategy
 
 BF16 = "TorchEagerBackend(dtype=torch.bfloat16)"
 INT8 = "Int8DynamicBackend()"

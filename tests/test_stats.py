@@ -1,4 +1,4 @@
-"""Specification of aitune_fp.core.stats: deciding "faster" from timings, with sound bounds."""
+"""Specification of the pure statistics: deciding "faster" from timings, with sound bounds."""
 
 from __future__ import annotations
 
@@ -21,21 +21,20 @@ from hypothesis import strategies as st
 
 from aitune_fp.core import hodges_lehmann, ranks, timings
 from aitune_fp.core.gate import Gate
-from aitune_fp.core.hodges_lehmann import _PairSums
-from aitune_fp.core.stats import (
-    VERDICTS,
-    SpeedupDecision,
-    coefficient_of_variation,
-    decide_at_look,
-    decide_speedup,
-    is_steady,
-    level_shift_index,
-    mann_whitney_critical_count,
+from aitune_fp.core.hodges_lehmann import (
+    _PairSums,
     paired_log_speedup_bounds,
-    signed_rank_critical_count,
-    throughput_from_latencies,
     unpaired_log_speedup_bounds,
 )
+from aitune_fp.core.ranks import mann_whitney_critical_count, signed_rank_critical_count
+from aitune_fp.core.sequential import decide_at_look, decide_speedup
+from aitune_fp.core.timings import (
+    coefficient_of_variation,
+    is_steady,
+    level_shift_index,
+    throughput_from_latencies,
+)
+from aitune_fp.core.verdict import VERDICTS, SpeedupDecision
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from tests.strategies import latencies, latency_lists, one_sided_alphas
 

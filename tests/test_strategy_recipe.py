@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from aitune_fp.backends import Backend
+from aitune_fp.backends.protocol import Backend
 from aitune_fp.cli import build_parser, main
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.pipeline import TuneSession, strategy_registry
+from aitune_fp.pipeline import strategy_registry
 from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.pipeline.strategy_registry import StrategyEntry, StrategyOption, make_strategy
+from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.sweep.spec import parse_sweep
 from tests.cli_checks import usage_error
 from tests.validation_helpers import Pruned, Slower

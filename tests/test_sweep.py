@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
+from aitune_fp.events.ingest.schema import event_schema
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,19 +22,12 @@ from aitune_fp.cli import EXIT_PARTIAL, main
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import ingest
-from aitune_fp.sweep import (
-    LocalExecutor,
-    SweepSpec,
-    TaskOutcome,
-    load_sweep,
-    parse_sweep,
-    run_sweep,
-    run_task,
-    summarize_sweep,
-)
+from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
-from aitune_fp.sweep.run import CANCELLED, HUNG, completed_models, make_tasks
-from aitune_fp.sweep.spec import check_models
+from aitune_fp.sweep.run import completed_models, run_sweep
+from aitune_fp.sweep.spec import SweepSpec, check_models, load_sweep, parse_sweep
+from aitune_fp.sweep.summary import summarize_sweep
+from aitune_fp.sweep.task import CANCELLED, HUNG, TaskOutcome, make_tasks, run_task
 
 from .strategies import threshold_percents
 from .sweep_models import tiny_and_broken_toml
@@ -43,7 +37,7 @@ EXAMPLE = ROOT / "examples" / "sweep.toml"
 MODELS_FILE = Path(__file__).resolve().parent / "sweep_models.py"
 #: Real timings, kept short: a tiny model decides (or runs out) within a second or two.
 TINY_BUDGET = {"looks": [10, 20], "max_seconds": 5.0, "warmup_max_calls": 10}
-VALIDATOR = jsonschema.Draft202012Validator(ingest.event_schema())
+VALIDATOR = jsonschema.Draft202012Validator(event_schema())
 
 
 def sweep_data(*models: str, **overrides: Any) -> dict[str, Any]:

@@ -17,8 +17,9 @@ import ray
 from ray.cluster_utils import Cluster  # the ray extra: in the development install (README) and CI
 
 from aitune_fp.events import ingest
-from aitune_fp.sweep import parse_sweep, run_sweep
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
+from aitune_fp.sweep.run import run_sweep
+from aitune_fp.sweep.spec import parse_sweep
 
 from .sweep_models import NAP_DIR_ENV
 from .test_sweep import read_log, sweep_data

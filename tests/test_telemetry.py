@@ -19,7 +19,6 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import events
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.telemetry import (
     CLOCK_CHANGE_SHARE,
@@ -35,7 +34,9 @@ from aitune_fp.core.telemetry import (
     throttled,
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.events.candidates import candidate_measured
 from aitune_fp.events.ingest import event_schema
+from aitune_fp.events.sending import to_record
 from aitune_fp.measure import measure_speedup, telemetry
 from aitune_fp.testing import FakeClock
 from tests.factories import result_of
@@ -357,7 +358,7 @@ class TestShell:
     def test_telemetry_reaches_the_event(self, nvml: FakeNvml) -> None:
         nvml.scripts["pids"] = [[ME, OTHER]]
         r = measured(CudaClock())
-        record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=0.1))
+        record = to_record(candidate_measured("0" * 16, "m", r, duration_s=0.1))
         jsonschema.validate(record, event_schema())
         assert record["result"]["device"]["device_isolation"] == "shared"
         assert "device_shared" in record["result"]["decided"]["flags"]
@@ -434,7 +435,7 @@ class TestOnCuda:
     def test_reads_the_timed_device(self) -> None:
         import pynvml  # noqa: F401  # an extra README's set-up installs: never skipped
 
-        from aitune_fp.profiling import CudaTimer
+        from aitune_fp.profiling.timers import CudaTimer
 
         timer = CudaTimer()
         torch.ones(1, device=timer.device).sum().item()  # a context on the device

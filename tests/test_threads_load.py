@@ -15,15 +15,19 @@ import pytest
 import torch
 from rich.console import Console
 
-from aitune_fp import events, profiling
 from aitune_fp.cli import main
-from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.cli.tune import profiling_config
+from aitune_fp.cli.plain import print_parts
+from aitune_fp.cli.rendering import render_run
+from aitune_fp.cli.tune_args import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
+from aitune_fp.events.candidates import candidate_measured
 from aitune_fp.events.ingest import event_schema
+from aitune_fp.events.sending import to_record
+from aitune_fp.events.validation import started as started_event
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuEnvironment, cpu_environment, is_oversubscribed, set_threads
+from aitune_fp.profiling import threads as host
 from aitune_fp.testing import FakeClock
 from tests.factories import flat_result
 from tests.validation_helpers import tune_args
@@ -38,8 +42,8 @@ def _loads(monkeypatch: pytest.MonkeyPatch, values: list[float], cpus: int = 2) 
     def load() -> float:
         return seq.pop(0) if len(seq) > 1 else seq[0]
 
-    monkeypatch.setattr(profiling, "load_average", load)
-    monkeypatch.setattr(profiling, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(host, "load_average", load)
+    monkeypatch.setattr(host, "usable_cpus", lambda: cpus)
 
 
 class TestSetThreads:
@@ -47,7 +51,7 @@ class TestSetThreads:
         """In a fresh process: OMP_NUM_THREADS is set before torch loads, then torch's threads."""
         code = (
             "import os, sys\n"
-            "from aitune_fp.profiling import set_threads\n"
+            "from aitune_fp.profiling.threads import set_threads\n"
             "assert 'torch' not in sys.modules\n"
             "set_threads(1)\n"
             "import torch\n"
@@ -100,7 +104,7 @@ class TestEnvironment:
             raise OSError("no load average here")
 
         monkeypatch.setattr(os, "getloadavg", no_load)
-        assert profiling.load_average() is None
+        assert host.load_average() is None
         env = cpu_environment()
         assert env.omp_num_threads is None and env.load_avg_1m is None
         monkeypatch.setenv("OMP_NUM_THREADS", "4,2")
@@ -108,7 +112,7 @@ class TestEnvironment:
 
     def test_real_load_average(self) -> None:
         """On this (Linux) machine the load average is a number >= 0."""
-        load = profiling.load_average()
+        load = host.load_average()
         assert load is not None and load >= 0
 
 
@@ -193,7 +197,7 @@ class TestMeasurementCarriesIt:
         r = measure_speedup(
             clock.arm(0.002), clock.arm(0.001), ((), {}), 4, CONFIG, timer=clock
         ).result
-        record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=1.0))
+        record = to_record(candidate_measured("0" * 16, "m", r, duration_s=1.0))
         jsonschema.validate(record, event_schema())
         from tests.factories import result_of
 
@@ -206,7 +210,7 @@ class TestStartedEvent:
         env = CpuEnvironment(
             threads=2, interop_threads=2, omp_num_threads=None, cpus=2, load_avg_1m=0.5
         )
-        event = events.started(
+        event = started_event(
             "0" * 16,
             "m",
             strategy="S",
@@ -217,7 +221,7 @@ class TestStartedEvent:
             batch_size=4,
             cpu=env,
         )
-        record = events.to_record(event)
+        record = to_record(event)
         jsonschema.validate(record, event_schema())
         assert (record["threads"], record["interop_threads"], record["omp_num_threads"]) == (
             2,
@@ -231,7 +235,7 @@ class TestStartedEvent:
 
     def test_a_tune_emits_them(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A real tune's started event says the threads the config asks for and the load."""
-        from aitune_fp import OneBackendStrategy
+        from aitune_fp.pipeline.strategies import OneBackendStrategy
         from aitune_fp.testing import capture_events
         from tests.validation_helpers import FAST_CONFIG, Pruned, gated, make_case
 
@@ -314,8 +318,8 @@ class TestTuneFlag:
 
 class TestSweepSharesThePath:
     def _task(self, **overrides: Any) -> Any:
-        from aitune_fp.sweep.run import SweepTask
         from aitune_fp.sweep.spec import ModelEntry
+        from aitune_fp.sweep.task import SweepTask
 
         values: dict[str, Any] = {
             "sweep_id": "s",

@@ -16,14 +16,10 @@ import torch
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, detection_probability, spot_count, spot_positions
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import measure_speedup, measure_throughput_steady
-from aitune_fp.profiling import (
-    InterleavedRun,
-    SpotCheckError,
-    compare,
-    spot_calls,
-    time_calls,
-)
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.measure.statistical import measure_throughput_steady
+from aitune_fp.profiling.calls import SpotCheckError, spot_calls, time_calls
+from aitune_fp.profiling.interleaved import InterleavedRun, compare
 from aitune_fp.testing import FakeClock
 from tests.test_measure import noisy
 

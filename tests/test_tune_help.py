@@ -23,7 +23,8 @@ from aitune_fp.cli.tune_args import (
 )
 from aitune_fp.core import settings
 from aitune_fp.core.settings import GROUPS, SETTINGS, Setting
-from aitune_fp.correctness import Closeness, Tolerances
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.pipeline import strategy_registry
 
 _DEFAULT = re.compile(r"\(default: ([^()]+)\)$")

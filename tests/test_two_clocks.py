@@ -11,12 +11,13 @@ import jsonschema
 import pytest
 import torch
 
-from aitune_fp import events
 from aitune_fp.cli import main
-from aitune_fp.cli.tune import profiling_config
+from aitune_fp.cli.tune_args import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
+from aitune_fp.events.candidates import candidate_measured
 from aitune_fp.events.ingest import event_schema
+from aitune_fp.events.sending import to_record
 from aitune_fp.measure import measure_speedup
 from aitune_fp.profiling import CpuTimer, has_device_clock, is_host_bound
 from aitune_fp.sweep.spec import parse_sweep
@@ -135,7 +136,7 @@ class TestEvents:
         """candidate_measured carries both clocks' figures; the schema accepts them; ingest
         rebuilds the same result."""
         r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED)
-        record = events.to_record(events.candidate_measured("0" * 16, "m", r, duration_s=0.1))
+        record = to_record(candidate_measured("0" * 16, "m", r, duration_s=0.1))
         jsonschema.validate(record, event_schema())
         assert record["result"]["device"]["device_estimate"] == pytest.approx(0.5 / 0.6)
         assert record["result"]["environment"]["clock"] == "host"
@@ -186,7 +187,7 @@ class TestOnCuda:
 
     def test_real_device_time_beside_host_time(self) -> None:
         """A small matmul on CUDA: both clocks recorded, device time below host time."""
-        from aitune_fp.profiling import CudaTimer
+        from aitune_fp.profiling.timers import CudaTimer
 
         x = torch.randn(256, 256, device="cuda")
         w = torch.randn(256, 256, device="cuda")

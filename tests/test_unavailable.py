@@ -15,30 +15,22 @@ from typing import Any
 import jsonschema
 import pytest
 import torch
+from aitune_fp.events.ingest.schema import event_schema
 from structlog.testing import LogCapture
 
-from aitune_fp import (
-    FirstWinsStrategy,
-    Int8DynamicBackend,
-    MaxThroughputStrategy,
-    TorchCompileBackend,
-    TorchEagerBackend,
-    try_candidate,
-    with_performance_validation,
-)
-from aitune_fp.backends import (
-    BACKENDS,
-    AotInductorBackend,
-    BackendChoiceError,
-    ChannelsLastBackend,
-    CudaGraphBackend,
-    OnnxRuntimeBackend,
-    UnavailableBackend,
-    make_candidate,
-)
+from aitune_fp.adapters.validation import with_performance_validation
+from aitune_fp.backends.aot_inductor import AotInductorBackend
+from aitune_fp.backends.base import UnavailableBackend
+from aitune_fp.backends.channels_last import ChannelsLastBackend
+from aitune_fp.backends.compile import TorchCompileBackend
+from aitune_fp.backends.cuda_graph import CudaGraphBackend
+from aitune_fp.backends.eager import TorchEagerBackend
+from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
+from aitune_fp.backends.quantized import Int8DynamicBackend
+from aitune_fp.backends.registry import BACKENDS, BackendChoiceError, make_candidate
 from aitune_fp.cli import main
 from aitune_fp.errors import BackendUnavailableError
-from aitune_fp.events.ingest import event_schema
+from aitune_fp.pipeline.strategies import FirstWinsStrategy, MaxThroughputStrategy, try_candidate
 
 from .benchmark_scripts import load_benchmark
 from .validation_helpers import CLOCK, FAST_CONFIG, Pruned, make_case

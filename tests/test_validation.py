@@ -14,18 +14,17 @@ import pytest
 import torch
 from structlog.testing import LogCapture
 
-from aitune_fp import (
+from aitune_fp.adapters.validation import is_validating, with_performance_validation
+from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.inputs import Sample
+from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,
     MaxThroughputStrategy,
-    NoValidBackendError,
     OneBackendStrategy,
-    PerformanceValidationResult,
-    Sample,
     try_candidate,
-    with_performance_validation,
 )
-from aitune_fp.adapters.validation import is_validating
-from aitune_fp.pipeline import TuneSession, TuneTarget
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import NoValidBackendError, TuneTarget
 from aitune_fp.testing import capture_events
 from tests.factories import flat_result
 from tests.validation_helpers import (
@@ -597,7 +596,7 @@ class TestCandidatesNeverTakeTheTuneDown:
 
     def test_ranking_uses_the_same_window_speedup(self) -> None:
         """Gated candidates rank by speedup over eager timed alongside them, not raw throughput."""
-        from aitune_fp.pipeline.strategies import CandidateOutcome
+        from aitune_fp.pipeline.values import CandidateOutcome
 
         fast_window = flat_result("A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster")
         slow_window = flat_result("B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster")
@@ -628,7 +627,7 @@ class TestValidationOf:
     @pytest.mark.parametrize("bad", [OneBackendStrategy(Pruned()), DecoratedOne])
     def test_refuses_what_is_not_a_wrapped_instance(self, bad: object) -> None:
         """A plain strategy or a class is refused by name."""
-        from aitune_fp import validation_of
+        from aitune_fp.adapters.validation import validation_of
 
         with pytest.raises(TypeError, match="validation_of"):
             validation_of(bad)

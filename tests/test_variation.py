@@ -19,18 +19,15 @@ import torch
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from aitune_fp import (
-    GraphSpec,
-    OneBackendStrategy,
-    ProfilingConfig,
-    Sample,
-    validation_of,
-    with_performance_validation,
-)
 from aitune_fp.core.accuracy import RESOLUTION_ULPS, Criterion, Spread, judge_variation
-from aitune_fp.correctness import CorrectnessError, Tolerances, check_correctness
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.correctness.variation import Spreads
+from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.heldout import heldout_samples
+from tests.factories import tune_one
 from tests.validation_helpers import CLOCK, _ModuleBackend
 
 _OFFSET = 100.0
@@ -225,13 +222,9 @@ _CONFIG = ProfilingConfig(looks=(10,), max_seconds=2.0, warmup_max_calls=8)
 
 
 def _tune(tag: str, tmp_path: Path, **kwargs: Any) -> Any:
-    strategy = with_performance_validation(
-        OneBackendStrategy(_Candidate(tag)), profiling_config=_CONFIG, **kwargs
+    return tune_one(
+        _Candidate(tag), Offset().eval(), _data(), tmp_path, profiling_config=_CONFIG, **kwargs
     )
-    strategy.tune(Offset().eval(), "m", GraphSpec(8), _data(), "cpu", tmp_path)
-    report = validation_of(strategy).last_report
-    assert report is not None
-    return report
 
 
 def _rejected_for_what_varies(reason: str) -> bool:

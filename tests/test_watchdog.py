@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 import torch
 
-from aitune_fp import FirstWinsStrategy, OneBackendStrategy, ProfilingConfig, validation_of
-from aitune_fp.errors import InvalidValueError
-from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog, progress
+from aitune_fp.adapters.validation import validation_of
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.errors import CandidateHungError, InvalidValueError
+from aitune_fp.pipeline.strategies import FirstWinsStrategy, OneBackendStrategy
+from aitune_fp.profiling.watchdog import Watchdog, progress
 from aitune_fp.testing import capture_events
 from tests.validation_helpers import CLOCK, Pruned, _ModuleBackend, gated, make_case
 

@@ -26,15 +26,10 @@ from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.isolation.hygiene import os_state
 from aitune_fp.profiling.calls import timed_call
+from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.transport import dump_output, load_output, loads
-from aitune_fp.profiling.workers import (
-    InterferenceError,
-    Worker,
-    WorkerDiedError,
-    WorkerError,
-    WorkerGroup,
-)
+from aitune_fp.profiling.workers import Worker, WorkerDiedError, WorkerError
 
 RAN: list[str] = []
 

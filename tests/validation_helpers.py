@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from aitune_fp import GraphSpec, ProfilingConfig, Sample
-from aitune_fp.backends import BackendBase
+from aitune_fp.backends.base import BackendBase
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.testing import FakeClock
 
 #: A budget small enough for tests, real timings all the same.
@@ -164,7 +165,7 @@ class RecordingSlower(Slower):
 
 def gated(strategy: Any, **kwargs: Any) -> Any:
     """``strategy`` wrapped to validate on the fake clock with the small test budget."""
-    from aitune_fp import with_performance_validation
+    from aitune_fp.adapters.validation import with_performance_validation
 
     kwargs.setdefault("profiling_config", FAST_CONFIG)
     return with_performance_validation(strategy, timer=CLOCK, **kwargs)

@@ -34,17 +34,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class AotInductorBackend(BackendBase):
-    """A deep copy of the module, ``torch.export``-ed and compiled ahead of time by AOTInductor.
-
-    The copy (eval mode, on the build's device) is exported with ``torch.export.export`` with a
-    dynamic batch dimension (``torch.export.Dim`` from the spec's min to its max batch size) on
-    every batched input, compiled with ``torch._inductor.aoti_compile_and_package`` to
-    ``cache_dir/<key()>/model.pt2`` and loaded back with ``torch._inductor.aoti_load_package``.
-    When the spec's min and max batch sizes are equal (or no input is batched) the shapes are
-    static. Inputs must be positional tensors. A model that cannot be exported or compiled is a
-    build failure that says which step failed. The wall time of export, compile and load is kept
-    in :attr:`build_seconds` (None before a successful build); it is not part of the options.
-    """
+    """A deep copy of the module, ``torch.export``-ed and compiled ahead of time by AOTInductor."""
 
     def __init__(self) -> None:
         """No options: AOTInductor's default configuration."""

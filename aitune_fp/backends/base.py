@@ -1,13 +1,6 @@
-"""``BackendBase``, which owns the lifecycle every backend shares (and the ``Backend`` protocol).
+"""``BackendBase``: the lifecycle every built-in backend shares (build once, then active/inactive).
 
-A backend turns a module into something callable for inference. ``BackendBase`` implements the
-state machine (built once, then active/inactive), ``build.log``, the cleanup after a failed build,
-``describe()``/``key()``/``to_dict()`` from the configuration, so a backend only writes ``_build``
-and ``_infer`` (and ``_deactivate``/``_activate`` when it holds state worth releasing).
-
-The protocol and the states are :mod:`~aitune_fp.backends.protocol`'s, the helpers backends share
-(device checks, autocast, options as JSON) :mod:`~aitune_fp.backends.support`'s; both are
-re-exported here, where backends have always imported them from.
+A backend writes only ``_build`` and ``_infer`` (``_deactivate``/``_activate`` to release state).
 """
 
 from __future__ import annotations
@@ -28,15 +21,11 @@ import torch
 from aitune_fp._tree import module_device
 from aitune_fp.backends.protocol import Backend, BackendState
 from aitune_fp.backends.support import (
-    autocast_context,
-    check_autocast_dtype,
     config_value_to_json,
     cuda_unavailable_reason,
-    inductor_unavailable_reason,
-    positional_sample,
     safe_folder_name,
 )
-from aitune_fp.correctness import Tolerances
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import (
     BackendUnavailableError,
     InvalidStateError,
@@ -50,18 +39,9 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILD_LOG_NAME",
     "ArtefactChangedError",
-    "Backend",
     "BackendBase",
-    "BackendState",
     "UnavailableBackend",
     "artefact_digest",
-    "autocast_context",
-    "check_autocast_dtype",
-    "config_value_to_json",
-    "cuda_unavailable_reason",
-    "inductor_unavailable_reason",
-    "positional_sample",
-    "safe_folder_name",
 ]
 
 #: Name of the per-backend build log inside ``cache_dir/<key()>/``.
@@ -78,11 +58,7 @@ def _describe_value(value: Any) -> str:
 
 
 class BackendBase:
-    """Base class with the backend lifecycle; subclasses implement ``_build`` and ``_infer``.
-
-    Options: a subclass stores its constructor arguments and returns them from ``_config()``;
-    ``describe()`` shows those that differ from the constructor's defaults.
-    """
+    """Base class with the backend lifecycle; subclasses implement ``_build`` and ``_infer``."""
 
     # Class-level defaults (a subclass need not call ``super().__init__()``); name-mangled so a
     # subclass attribute such as ``self._state`` or ``self._device`` can never clash with them.
@@ -142,19 +118,11 @@ class BackendBase:
         return None
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
-        """Why this backend cannot run on ``device`` on this machine, or None when it can.
-
-        Checked first by :meth:`build`, which then raises :class:`BackendUnavailableError` (the
-        validation records the candidate as ``unavailable``). The base checks that a CUDA device
-        is present; a backend with an optional package or a device of its own adds its checks.
-        """
+        """Why this backend cannot run on ``device`` on this machine, or None when it can."""
         return cuda_unavailable_reason(torch.device(device))
 
     def _default_tolerances(self) -> Tolerances | None:
-        """The budget of this configuration (default: the class's ``default_tolerances``).
-
-        A backend whose settings change its accuracy (int8 weight-only vs dynamic) overrides it.
-        """
+        """The budget of this configuration (default: the class's ``default_tolerances``)."""
         return self.default_tolerances
 
     @property
@@ -347,10 +315,7 @@ class BackendBase:
         self.__state = BackendState.ACTIVE
 
     def deactivate(self) -> None:
-        """Release compiled/captured state; inference is refused until :meth:`activate`.
-
-        A no-op when inactive or failed; an error before the build.
-        """
+        """Release compiled/captured state; inference is refused until :meth:`activate`."""
         if self.__state in (BackendState.INACTIVE, BackendState.FAILED):
             return
         if self.__state is not BackendState.ACTIVE:
@@ -409,12 +374,7 @@ def _release_memory() -> None:
 
 
 class UnavailableBackend(BackendBase):
-    """Stands for a backend that cannot run here, so that a tune records it as ``unavailable``.
-
-    ``describe()`` and ``key()`` are the real backend's; ``build`` always fails with
-    :class:`BackendUnavailableError` and ``reason`` (e.g. a CUDA-only backend on a machine
-    without CUDA, asked for by name with ``--device auto``).
-    """
+    """Stands for a backend that cannot run here, so that a tune records it as ``unavailable``."""
 
     def __init__(self, backend: Backend, reason: str) -> None:
         """Carry ``backend``'s description and key, and why it cannot run."""

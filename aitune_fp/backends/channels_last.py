@@ -1,8 +1,4 @@
-"""``ChannelsLastBackend``: a convolutional model and its 4-D inputs in channels-last layout.
-
-Convolutions in NHWC layout are often faster (oneDNN on CPU, tensor cores on CUDA). The user's
-module is never touched: the backend converts a deep copy.
-"""
+"""``ChannelsLastBackend``: a copy of a convolutional model and its 4-D inputs in NHWC layout."""
 
 from __future__ import annotations
 
@@ -30,11 +26,7 @@ def _to_channels_last(value: Any) -> Any:
 
 
 class ChannelsLastBackend(BackendBase):
-    """The model copy in ``torch.channels_last``; 4-D tensor inputs converted on each call.
-
-    The conversion of the inputs is part of each timed call, as it would be in serving. Exact up
-    to float rounding: the default accuracy budget applies.
-    """
+    """The model copy in ``torch.channels_last``; 4-D tensor inputs converted on each call."""
 
     def __init__(self) -> None:
         """No options."""

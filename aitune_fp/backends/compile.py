@@ -46,13 +46,7 @@ def _check_optional_str(name: str, value: object) -> str | None:
 
 
 class TorchCompileBackend(BackendBase):
-    """``torch.compile(module, mode=, dynamic=, fullgraph=, backend=)``, optionally under autocast.
-
-    ``build`` compiles and warms up at the spec's smallest and largest batch size, so no compile
-    time leaks into profiling. ``deactivate`` drops the compiled callable and, once no other
-    ``TorchCompileBackend`` is active, resets dynamo's global caches (``torch.compiler.reset()``),
-    which also discards compiled code of ``torch.compile`` calls made outside this library.
-    """
+    """``torch.compile(module, mode=, dynamic=, fullgraph=, backend=)``, optionally under autocast."""
 
     def __init__(
         self,
@@ -150,11 +144,7 @@ class TorchCompileBackend(BackendBase):
             return self._compiled(*args, **kwargs)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the compiled module; under CUDA graphs, return copies of the outputs.
-
-        The modes that replay CUDA graphs hand out static buffers that the next replay
-        overwrites: a caller keeping an output would see it change (the output contract).
-        """
+        """Run the compiled module; under CUDA graphs, return copies of the outputs."""
         out = self._run(*args, **kwargs)
         if self._mode in _CUDA_GRAPH_MODES:
             return map_tensors(torch.clone, out)
@@ -168,10 +158,7 @@ class TorchCompileBackend(BackendBase):
         self._compile_and_warm_up()
 
     def _deactivate(self) -> None:
-        """Drop the compiled callable; reset dynamo globally when no other compile backend is live.
-
-        The reset is safe while an eager baseline is alive (eager holds no compiled state).
-        """
+        """Drop the compiled callable; reset dynamo globally when no other compile backend is live."""
         self._compiled = None
         _LIVE.discard(self)
         if not _LIVE:

@@ -37,12 +37,7 @@ class _Captured:
 
 
 class CudaGraphBackend(BackendBase):
-    """Replay a captured CUDA graph per input shape (static buffers; outputs returned as copies).
-
-    ``build`` captures the graphs for every sample at the spec's smallest and largest batch size;
-    a call with a new shape captures lazily. Non-tensor arguments are part of the shape key: they
-    are baked into the captured graph. Needs a CUDA device.
-    """
+    """Replay a captured CUDA graph per input shape (static buffers; outputs returned as copies)."""
 
     def __init__(self, dtype: torch.dtype | None = None, warmup_calls: int = 3) -> None:
         """Configure capture: ``dtype`` enables autocast, ``warmup_calls`` eager calls precede it."""

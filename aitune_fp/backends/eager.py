@@ -17,10 +17,7 @@ __all__ = ["TorchEagerBackend"]
 
 
 class TorchEagerBackend(BackendBase):
-    """Run the module as it is, on the device, without gradients; optionally under autocast.
-
-    The backend keeps the same module object (no copy), so the baseline never doubles memory.
-    """
+    """Run the module as it is, on the device, without gradients; optionally under autocast."""
 
     def __init__(self, dtype: torch.dtype | None = None) -> None:
         """Configure the eager baseline; ``dtype`` (bfloat16/float16) enables autocast."""

@@ -1,8 +1,6 @@
-"""``OnnxRuntimeBackend``: export the module to ONNX and run it with an ONNX Runtime session.
+"""``OnnxRuntimeBackend``: export the module to ONNX and run it in an ONNX Runtime session.
 
-Optional: needs the ``onnx`` extra (``pip install 'aitune-fp[onnx]'``); ``onnx`` and
-``onnxruntime`` are imported only when a backend is built, so a missing package is a build
-failure that names the extra, never an import error.
+Needs the ``onnx`` extra, imported only at build, so a missing package is a build failure.
 """
 
 from __future__ import annotations
@@ -41,15 +39,7 @@ def _import_onnxruntime() -> Any:
 
 
 class OnnxRuntimeBackend(BackendBase):
-    """A deep copy of the module exported with ``torch.onnx.export``, run by ONNX Runtime.
-
-    The ONNX file is written to ``cache_dir/<key()>/model.onnx``; the batch axis of every batched
-    input is dynamic, so the spec's min and max batch sizes both run. CPU provider on CPU, CUDA
-    provider on CUDA (refused when onnxruntime has none). Inputs must be positional tensors;
-    outputs a tensor or a tuple/list of tensors. On CPU, contiguous inputs are passed to ONNX
-    Runtime without a copy and outputs are wrapped with ``torch.from_numpy``; on CUDA, inputs and
-    outputs go through host memory (the copies are timed, as in serving).
-    """
+    """A deep copy of the module exported with ``torch.onnx.export``, run by ONNX Runtime."""
 
     def __init__(self) -> None:
         """No options: the default ONNX opset and ONNX Runtime's default graph optimizations."""
@@ -217,11 +207,7 @@ def _output_kind(reference: Any) -> Any:
 
 
 def _session_options(ort: Any) -> Any:
-    """Run on torch's intra-op threads, as eager does, and never spin between calls.
-
-    ONNX Runtime's default pool takes every core and keeps its threads spinning between calls:
-    beside eager that steals a core (process isolation counts it as interference).
-    """
+    """Run on torch's intra-op threads, as eager does, and never spin between calls."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")

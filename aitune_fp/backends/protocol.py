@@ -1,9 +1,4 @@
-"""What the validation needs from an inference backend: the ``Backend`` protocol and its states.
-
-Users may implement :class:`Backend` directly; :class:`~aitune_fp.backends.base.BackendBase`
-implements it with the lifecycle every built-in backend shares, whose states are
-:class:`BackendState`.
-"""
+"""What the validation needs from an inference backend: the ``Backend`` protocol and its states."""
 
 from __future__ import annotations
 

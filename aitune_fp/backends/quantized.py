@@ -1,12 +1,4 @@
-"""``Int8DynamicBackend``: int8 quantization of a module copy's layers, in one of two settings.
-
-``scheme="dynamic"`` (the default): torch's dynamic quantization of Linear (and LSTM/GRU)
-layers: weights int8 once at build, activations quantized per call from their observed range;
-CPU only (PyTorch's dynamic quantized kernels are CPU kernels). ``scheme="weight-only"``: every
-Linear weight stored as int8 per output channel with a float scale, dequantized in each call
-(activations stay in float); plain torch ops, so CPU and CUDA. The user's module is never
-touched: the backend transforms a deep copy.
-"""
+"""``Int8DynamicBackend``: int8 quantization of a deep copy's layers, dynamic or weight-only."""
 
 from __future__ import annotations
 
@@ -18,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import torch
 
 from aitune_fp.backends.base import BackendBase
-from aitune_fp.correctness import TIERS, Tolerances
+from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
@@ -38,11 +30,7 @@ _QMAX = 127
 
 
 class Int8WeightOnlyLinear(torch.nn.Module):
-    """A Linear whose weight is int8 per output channel (``weight ~= qweight * scale[:, None]``).
-
-    Each call computes ``(x @ qweight.T) * scale + bias`` in the input's float dtype: the
-    weight is dequantized on the fly (4x less weight memory; activations are not quantized).
-    """
+    """A Linear whose weight is int8 per output channel (``weight ~= qweight * scale[:, None]``)."""
 
     qweight: torch.Tensor
     scale: torch.Tensor
@@ -87,22 +75,7 @@ def _weight_only_copy(module: torch.nn.Module) -> torch.nn.Module:
 
 
 class Int8DynamicBackend(BackendBase):
-    """int8 quantization of a module copy: dynamic (default) or weight-only (``scheme``).
-
-    int8 changes the numerics the way bfloat16 does (about 2 significant digits per quantized
-    operand), so, like a reduced-precision backend, it is judged by the norm criteria
-    (``docs/accuracy.md``): its budgets opt the float32 and float64 tiers into ``norm_tiers``.
-    Dynamic quantizes weights *and* each call's activations: relative L2 error at most 0.1
-    (measured: 0.035 on the embedded MLP, 0.011 on the convnet, 0.010 on ResNet-18, over the
-    recorded and perturbed inputs at both batch sizes). Weight-only rounds only the weights, per
-    output channel, to 1/254 of their row's range: at most 0.03 (measured 0.008, 0.004, 0.004).
-    The element-wise allowances stay as the outlier threshold (and as the check under
-    ``Closeness(criteria="elementwise")``): dynamic atol 0.04 plus 5 % of the output's RMS, rtol
-    0.05 (its error grows with the outputs' scale: the atol needed at rtol 0.05 was 0.030 on the
-    MLP, outputs of RMS ~0.3, and 0.152 on the convnet, RMS ~5); weight-only atol 0.1, rtol 0.02
-    (rounding errors add up over long dot products; max abs error 0.006 on the MLP, 0.040 on
-    the convnet). Dynamic runs on CPU only; weight-only on CPU and CUDA.
-    """
+    """int8 quantization of a module copy: dynamic (default) or weight-only (``scheme``)."""
 
     default_tolerances: ClassVar[Tolerances | None] = Tolerances(
         float64_atol=0.04,
@@ -170,10 +143,7 @@ class Int8DynamicBackend(BackendBase):
         data: Sequence[Sample],
         device: torch.device,
     ) -> None:
-        """Quantize a copy of ``module`` and try one call, so an unsupported model fails here.
-
-        A model with no quantizable layer is refused.
-        """
+        """Quantize a copy of ``module`` and try one call, so an unsupported model fails here."""
         if self._scheme == "weight-only":
             if not any(type(m) is torch.nn.Linear for m in module.modules()):
                 raise InvalidValueError("int8 weight-only quantization found no Linear layer")

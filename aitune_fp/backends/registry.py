@@ -1,8 +1,6 @@
-"""The built-in backends by name: what each builds, the devices it runs on, where it is a default.
+"""The built-in backends by name: what each builds, where it runs, where it is a default.
 
-The one table the CLI reads (``--backends`` names, help, defaults, construction). Adding a
-built-in backend is its module plus one :class:`BackendEntry` in ``_ENTRIES``. Importing this
-module does not import torch: each factory imports its backend (and torch) when called.
+The one table the CLI reads; torch-free at import (each factory imports its backend when called).
 """
 
 from __future__ import annotations
@@ -52,11 +50,7 @@ def _check_devices(
 
 @attrs.frozen
 class BackendEntry:
-    """One built-in backend: its ``--backends`` name, a no-argument factory, where it runs.
-
-    ``default_on`` lists the device kinds where it is in the default candidate set; it must be a
-    subset of ``devices``.
-    """
+    """One built-in backend: its ``--backends`` name, a no-argument factory, where it runs."""
 
     name: str = attrs.field(validator=attrs.validators.min_len(1))
     factory: Callable[..., Backend] = attrs.field(validator=attrs.validators.is_callable())
@@ -311,10 +305,7 @@ def check_settings(name: str, settings: Mapping[str, object]) -> None:
 def make_backend(
     name: str, device_kind: str, settings: Mapping[str, object] | None = None
 ) -> Backend:
-    """A new, unbuilt backend for ``name`` on ``device_kind``; BackendChoiceError if not allowed.
-
-    ``settings`` (see :func:`check_settings`) are passed to its factory.
-    """
+    """A new, unbuilt backend for ``name`` on ``device_kind``; BackendChoiceError if not allowed."""
     entry = check_backend(name, device_kind)
     check_settings(name, settings or {})
     return entry.factory(**(settings or {}))
@@ -323,13 +314,7 @@ def make_backend(
 def make_candidate(
     name: str, device_kind: str, settings: Mapping[str, object] | None = None
 ) -> Backend:
-    """Like :func:`make_backend`, but a backend for another device comes back unavailable.
-
-    Such a backend is an :class:`~aitune_fp.backends.base.UnavailableBackend`, which a tune
-    records as ``unavailable`` with the reason (for callers that chose the device for the user,
-    such as ``--device auto`` on a machine without CUDA). An unknown name or device kind is still
-    a :class:`BackendChoiceError`.
-    """
+    """Like :func:`make_backend`, but a backend for another device comes back unavailable."""
     kind = _device_kind(device_kind)
     entry = BACKENDS.get(name)
     if entry is None or kind in entry.devices:

@@ -1,10 +1,4 @@
-"""What backends share besides the lifecycle: device checks, autocast, options as JSON, samples.
-
-Why a CUDA device or TorchInductor cannot be used here (``*_unavailable_reason``, read by
-``unavailable_reason``), the autocast dtypes a backend may declare and their context, a backend
-option as a JSON value (``to_dict``, ``describe``, ``key``), a safe cache folder name, and the
-positional sample an exporter takes. Small pure helpers, each used by several backends.
-"""
+"""What backends share besides the lifecycle: device checks, autocast, options as JSON, samples."""
 
 from __future__ import annotations
 
@@ -36,10 +30,7 @@ _AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def positional_sample(data: Sequence[Sample], who: str) -> Sample:
-    """The first sample, for a backend that exports the model (ONNX, AOTInductor).
-
-    Exporters take positional tensors only; anything else is a build failure naming ``who``.
-    """
+    """The first sample, for a backend that exports the model (ONNX, AOTInductor)."""
     from aitune_fp.inputs import as_sample
 
     if not data:
@@ -77,10 +68,7 @@ def inductor_unavailable_reason(device: torch.device) -> str | None:
 
 
 def safe_folder_name(name: str) -> str:
-    """``name`` as one folder name inside a cache dir: letters, digits, ``-`` and ``_`` only.
-
-    A backend's ``key()`` is user code; ``"../../x"`` must not reach outside the cache dir.
-    """
+    """``name`` as one folder name inside a cache dir: letters, digits, ``-`` and ``_`` only."""
     safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_") else "_" for ch in name)
     return safe[:120] or "backend"
 

@@ -18,7 +18,6 @@ from aitune_fp.cli import check, report, sweep, tune
 from aitune_fp.cli._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
-    EXIT_INCONCLUSIVE,
     EXIT_INTERRUPTED,
     EXIT_NOT_MET,
     EXIT_OK,
@@ -27,9 +26,7 @@ from aitune_fp.cli._shared import (
     PROG,
     UsageError,
     escape_control,
-    json_text,
 )
-from aitune_fp.cli.check import parse_times
 from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
 
 __all__ = [

@@ -22,7 +22,7 @@ from aitune_fp.cli._shared import (
     make_console,
 )
 from aitune_fp.cli.markdown import md_cell, md_table
-from aitune_fp.cli.rendering import fmt_flags
+from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import (
     fmt_level,
@@ -31,21 +31,11 @@ from aitune_fp.core.messages import (
     ruled_out,
 )
 from aitune_fp.core.speedup import (
-    MAX_REQUIRED_SPEEDUP,
-    MAX_THRESHOLD_PERCENT,
     unreachable_threshold,
 )
 from aitune_fp.errors import InvalidValueError
 
-__all__ = [
-    "MAX_REQUIRED_SPEEDUP",
-    "MAX_THRESHOLD_PERCENT",
-    "add_parser",
-    "check_threshold_arg",
-    "parse_times",
-    "run",
-    "threshold_warning",
-]
+__all__ = ["add_parser", "check_threshold_arg", "parse_times", "run", "threshold_warning"]
 
 
 def _refuse_constant(name: str) -> float:

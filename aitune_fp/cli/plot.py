@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from aitune_fp.core.report import TuneReport
-    from aitune_fp.events.ingest import IngestReport
+    from aitune_fp.events.ingest.values import IngestReport
 
 __all__ = ["NO_ESTIMATE", "VERDICT_COLOURS", "VERDICT_LABELS", "build_figure", "no_estimate_notes"]
 

@@ -24,10 +24,20 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from aitune_fp import events
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.rendering import measured_line
 from aitune_fp.core.report import CandidateFailure
+from aitune_fp.events.baseline import BaselineMeasured
+from aitune_fp.events.candidates import (
+    CANDIDATE_REJECTED,
+    CORRECTNESS_CHECKED,
+    CandidateFailed,
+    CandidateMeasured,
+)
+from aitune_fp.events.kinds import Payload, registered
+from aitune_fp.events.names import Event
+from aitune_fp.events.sending import timestamp, to_record, write_records
+from aitune_fp.events.validation import FINISHED, SELECTED, STARTED, Look, PhaseEntered
 
 __all__ = ["JsonLines", "TuneProgress", "configure_logging"]
 
@@ -77,7 +87,7 @@ class TuneProgress:
         if self.live:
             self.progress.stop()
 
-    def __call__(self, event: events.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Show ``event``. Display errors never stop the tune."""
         with contextlib.suppress(OSError, ValueError):
             self.show(event)
@@ -110,29 +120,29 @@ class TuneProgress:
         if self.live and description in self._tasks:
             self.progress.update(self._tasks[description], completed=len(_PHASES), phase="done")
 
-    def show(self, event: events.Event) -> None:
+    def show(self, event: Event) -> None:
         """Render one event from its typed payload."""
         if not event.name.startswith("aitune_fp."):
             return
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
-        if event.name == events.STARTED and not (self.threads_given or self.quiet):
+        if event.name == STARTED and not (self.threads_given or self.quiet):
             self.threads_given = True  # said once
             if event.fields.get("isolation") == "process":
                 self.console.print(
                     "note: eager and the candidates run 1 intra-op thread each, in worker "
                     "processes (the default; --threads N sets another count)"
                 )
-        if isinstance(payload, events.BaselineMeasured):
-            self.baseline_at = _clock(events.timestamp())
+        if isinstance(payload, BaselineMeasured):
+            self.baseline_at = _clock(timestamp())
             self._done(_EAGER)
-        if isinstance(payload, events.PhaseEntered):
+        if isinstance(payload, PhaseEntered):
             if payload.phase == "measure":
                 self._measuring[description] = self.clock()
             if not self.quiet:
                 self._phase(description, payload.phase)
             return
-        if isinstance(payload, events.Look):
+        if isinstance(payload, Look):
             if self.live and description in self._tasks:
                 began = self._measuring.get(description)
                 spent = None if began is None else self.clock() - began
@@ -141,12 +151,12 @@ class TuneProgress:
         if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
         summary = escape_control(payload.summary if payload is not None else event.name)
-        if isinstance(payload, events.CandidateMeasured):
+        if isinstance(payload, CandidateMeasured):
             self._done(payload.result.backend_description)
             if not self.quiet:
                 self.console.print(measured_line(payload.result))
             return
-        if isinstance(payload, events.CandidateFailed):
+        if isinstance(payload, CandidateFailed):
             self._done(description)
             text = _failed(payload.failure)
         else:
@@ -156,9 +166,7 @@ class TuneProgress:
 
 
 #: Events the display does not print: the table on stdout, or the measured line, says them.
-_SAID_ELSEWHERE = frozenset(
-    {events.SELECTED, events.FINISHED, events.CANDIDATE_REJECTED, events.CORRECTNESS_CHECKED}
-)
+_SAID_ELSEWHERE = frozenset({SELECTED, FINISHED, CANDIDATE_REJECTED, CORRECTNESS_CHECKED})
 
 
 def _failed(failure: CandidateFailure) -> str:
@@ -173,18 +181,18 @@ def _failed(failure: CandidateFailure) -> str:
     )
 
 
-def _payload(event: events.Event) -> events.Payload | None:
+def _payload(event: Event) -> Payload | None:
     """The typed value of ``event``: its own, or rebuilt from its fields (None if unknown)."""
     if event.payload is not None:
         return event.payload
-    kind = events.registered().get(event.name)
+    kind = registered().get(event.name)
     try:
         return None if kind is None else kind.from_fields(event.fields)
     except (TypeError, ValueError):
         return None
 
 
-def _look(look: events.Look, spent_s: float | None = None) -> str:
+def _look(look: Look, spent_s: float | None = None) -> str:
     """The measure phase so far: ``measure 20/320 pairs [0.9, 1.1]``.
 
     With ``spent_s``, the time the pairs left take at that pace (a look may decide sooner).
@@ -208,15 +216,15 @@ def _clock(timestamp: str) -> str | None:
 class JsonLines:
     """An event sink writing each event as one JSON line (the one writer's, as a sweep's log).
 
-    The line is :func:`aitune_fp.events.to_record`, written by ``events.write_records``.
+    The line is :func:`aitune_fp.events.sending.to_record`, written by ``write_records``.
     """
 
     def __init__(self, handle: IO[str]) -> None:
         self.handle = handle
 
-    def __call__(self, event: events.Event) -> None:
+    def __call__(self, event: Event) -> None:
         """Write ``event`` as one line and flush."""
-        events.write_records(self.handle, [events.to_record(event)])
+        write_records(self.handle, [to_record(event)])
 
 
 def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any:

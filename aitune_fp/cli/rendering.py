@@ -12,7 +12,7 @@ from rich.text import Text
 
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.choice import choice_lines
-from aitune_fp.cli.plain import Column, Grid, print_parts
+from aitune_fp.cli.plain import Column, Grid
 from aitune_fp.cli.rows import (
     fmt_flags,
     fmt_rate,
@@ -35,15 +35,7 @@ from aitune_fp.core.messages import (
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 
-__all__ = [
-    "MAX_REASON",
-    "final_line",
-    "fmt_flags",
-    "fmt_rate",
-    "measured_line",
-    "print_parts",
-    "render_run",
-]
+__all__ = ["MAX_REASON", "final_line", "measured_line", "render_run"]
 
 #: Longest failure reason shown in a table (the full text and traceback are in the log file).
 MAX_REASON = 300

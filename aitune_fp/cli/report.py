@@ -21,8 +21,9 @@ from aitune_fp.cli._shared import (
 )
 from aitune_fp.cli.documents import write_report
 from aitune_fp.cli.markdown import markdown_run
-from aitune_fp.cli.rendering import print_parts, render_run
-from aitune_fp.events.ingest import IngestReport, RunSummary
+from aitune_fp.cli.plain import print_parts
+from aitune_fp.cli.rendering import render_run
+from aitune_fp.events.ingest.values import IngestReport, RunSummary
 
 __all__ = ["MAX_BAD_SHOWN", "add_parser", "plot_report", "run"]
 
@@ -40,9 +41,10 @@ def _clock(timestamp: str) -> str:
 
 def _read(path: str) -> IngestReport:
     from aitune_fp.events import ingest
+    from aitune_fp.events.ingest.runs import summarize
 
     try:
-        return ingest.summarize(ingest.read_events(path))
+        return summarize(ingest.read_events(path))
     except OSError as exc:
         why = exc.strerror or exc
         raise UsageError(f"cannot read {escape_control(path)!r}: {why}") from exc

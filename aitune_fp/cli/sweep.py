@@ -23,8 +23,9 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.check import threshold_warning
 from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.markdown import markdown_run, md_table
+from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import configure_logging
-from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.cli.rendering import render_run
 from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import fmt_interval
 

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from aitune_fp import events
 from aitune_fp.backends import registry
 from aitune_fp.cli._shared import (
     EXIT_OK,
@@ -23,8 +22,9 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.check import check_threshold_arg, threshold_warning
 from aitune_fp.cli.documents import not_tried, run_dict
 from aitune_fp.cli.markdown import markdown_run
+from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
-from aitune_fp.cli.rendering import print_parts, render_run
+from aitune_fp.cli.rendering import render_run
 from aitune_fp.cli.tune_args import (
     accuracy_options,
     add_arguments,
@@ -32,9 +32,11 @@ from aitune_fp.cli.tune_args import (
     strategy_settings,
 )
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.profiling import set_threads
+from aitune_fp.events.sending import open_log
+from aitune_fp.events.sending import sinks as event_sinks
+from aitune_fp.profiling.threads import set_threads
 
-__all__ = ["add_parser", "profiling_config", "run"]
+__all__ = ["add_parser", "run"]
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -110,8 +112,9 @@ def _preflight(model: Any, device: str, args: argparse.Namespace, cache_dir: Pat
     import torch
 
     from aitune_fp.backends.eager import TorchEagerBackend
-    from aitune_fp.correctness import CorrectnessError, check_comparable
-    from aitune_fp.pipeline import one_line
+    from aitune_fp.core.messages import one_line
+    from aitune_fp.correctness.compare import check_comparable
+    from aitune_fp.correctness.failures import CorrectnessError
     from aitune_fp.pipeline.values import on_device
 
     spec = model.graph_spec
@@ -162,7 +165,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     json_log: IO[str] | None = None
     if args.json_log is not None:
         try:
-            json_log = events.open_log(args.json_log)
+            json_log = open_log(args.json_log)
         except OSError as exc:
             raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
     try:
@@ -185,10 +188,9 @@ def _tune(
     import torch
 
     from aitune_fp.adapters.validation import validation_of, with_performance_validation
-    from aitune_fp.correctness import Closeness
-    from aitune_fp.pipeline import describe
-    from aitune_fp.pipeline.strategies import NoValidBackendError
+    from aitune_fp.correctness.closeness import Closeness
     from aitune_fp.pipeline.strategy_registry import check_backends, make_strategy
+    from aitune_fp.pipeline.values import NoValidBackendError, describe
 
     device = _resolve_device(args.device)
     if config.clock == "device" and not device.startswith("cuda"):
@@ -231,7 +233,7 @@ def _tune(
             f"({', '.join(names)}; {args.strategy}; {config.decision}; cache {cache_dir})"
         )
     error: NoValidBackendError | None = None
-    with stdout_to_stderr(), torch.no_grad(), progress, events.sinks(*sinks):
+    with stdout_to_stderr(), torch.no_grad(), progress, event_sinks(*sinks):
         module = model.module.to(device)
         try:
             strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)

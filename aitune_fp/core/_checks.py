@@ -1,14 +1,7 @@
 """Argument checks and attrs validators shared by the package: one definition per kind of value.
 
-The rule, everywhere: the wrong kind of value (a str where a number is wanted, a bool where an
-int is wanted, None where a value is required) raises :class:`InvalidTypeError`; the right kind
-with a bad value (NaN, infinity, negative, out of range, not one of the choices) raises
-:class:`InvalidValueError`. Every message names the argument (or field) and the bad value.
-
-The ``check_*`` functions check plain arguments; the factories (:func:`finite`, :func:`integer`,
-:func:`one_of`, ...) return attrs validators built on them, for what ``attrs.validators`` cannot
-say with these error types (a finite float with bools refused, an int that is not a bool).
-``attrs.validators.optional``, ``deep_iterable`` and ``and_`` compose them.
+The wrong kind of value raises ``InvalidTypeError``; a bad value of the right kind,
+``InvalidValueError``.
 """
 
 from __future__ import annotations
@@ -52,11 +45,7 @@ def check_finite(
     strict: bool = False,
     maximum: float | None = None,
 ) -> float:
-    """Return ``value`` as a float, or raise if it is not a finite real number (bools refused).
-
-    With ``minimum``, the value must also be ``>= minimum`` (``> minimum`` when ``strict``);
-    with ``maximum``, ``<= maximum`` (a setting's stated range, refused up front).
-    """
+    """Return ``value`` as a float, or raise if it is not a finite real number (bools refused)."""
     try:
         result = _check_real(name, value)
     except OverflowError:  # an int too large for a float
@@ -117,10 +106,7 @@ def check_threshold(name: str, value: object) -> float:
 
 
 def check_type(name: str, value: _T, *types: type) -> _T:
-    """Return ``value`` if it is an instance of one of ``types``, else raise naming them.
-
-    A bool is refused where ``int`` is wanted unless ``bool`` is listed too.
-    """
+    """Return ``value`` if it is an instance of one of ``types``, else raise naming them."""
     refused_bool = isinstance(value, bool) and bool not in types
     if refused_bool or not isinstance(value, types):
         wanted = " or ".join(t.__name__ for t in types)
@@ -129,11 +115,7 @@ def check_type(name: str, value: _T, *types: type) -> _T:
 
 
 def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
-    """Return ``value`` if it is one of ``choices``; the wrong type or an unknown value raises.
-
-    A value of a type no choice has (None where a name is wanted) is a type error; a value of the
-    right type that is not listed is a value error.
-    """
+    """Return ``value`` if it is one of ``choices``; the wrong type or an unknown value raises."""
     kinds = tuple({type(choice) for choice in choices})
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         raise InvalidTypeError(f"{name} must be one of {choices}, got {_got(value)}")
@@ -154,11 +136,7 @@ def _saying(validate: Validator, **keywords: Any) -> Validator:
 
 
 def schema_keywords(validator: object) -> dict[str, Any]:
-    """The JSON Schema keywords a validator of this module enforces ({} for any other).
-
-    Looks through ``attrs.validators.optional``; the event schema carries a record's bounds
-    this way (``aitune_fp.events.kinds.copied_fields``).
-    """
+    """The JSON Schema keywords a validator of this module enforces ({} for any other)."""
     inner = getattr(validator, "validator", None)
     if inner is not None:
         return schema_keywords(inner)
@@ -210,10 +188,7 @@ def integer(*, minimum: int = 1, maximum: int | None = None) -> Validator:
 
 
 def of_type(*types: type) -> Validator:
-    """Validator: an instance of one of ``types`` (like ``attrs.validators.instance_of``).
-
-    Unlike attrs' own, it raises :class:`InvalidTypeError` and refuses a bool for an int.
-    """
+    """Validator: an instance of one of ``types`` (like ``attrs.validators.instance_of``)."""
 
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         check_type(attribute.name, value, *types)
@@ -238,10 +213,7 @@ def tuple_of(member: Validator) -> Validator:
 
 
 def as_tuple(value: object) -> Any:
-    """Converter: a list or other iterable (not a str or bytes) becomes a tuple; else unchanged.
-
-    Anything else is left for the field's validator, which names the field in its error.
-    """
+    """Converter: a list or other iterable (not a str or bytes) becomes a tuple; else unchanged."""
     if isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
         return tuple(value)
     return value

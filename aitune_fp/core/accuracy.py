@@ -1,13 +1,6 @@
 """Norm-based accuracy criteria: each figure a check measured, held against its budget.
 
-An element-wise allclose rejects a reduced-precision candidate for a handful of rounding
-outliers (ResNet-18 in bfloat16: 7 of 1,000 logits beyond 1e-2; GPT-2: 1 of 25.7 million), while
-its outputs as a whole are as close as the dtype allows. The criteria here judge an output leaf
-as a whole, from statistics the shell has already reduced (sums, counts): the relative L2 error,
-the share of outliers, the top-1 agreement of classifier-like outputs, the error against eager's
-variation across inputs (so an offset common to every output hides nothing), and a user's own
-metric.
-Pure: numbers in, values out; no torch, no I/O.
+Pure: statistics the shell reduced (sums, counts) in, values out.
 """
 
 from __future__ import annotations
@@ -97,11 +90,7 @@ def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> 
 
 @attrs.frozen(kw_only=True)
 class Criterion:
-    """One criterion's measured ``value`` against its ``budget``, at output leaf ``path``.
-
-    ``rel_l2``, ``outlier_share``, ``variation`` and ``metric`` (a degradation) are ceilings: passed when
-    ``value <= budget``. ``top1_agreement`` is a floor: passed when ``value >= budget``.
-    """
+    """One criterion's measured ``value`` against its ``budget``, at output leaf ``path``."""
 
     name: CriterionName = attrs.field(validator=one_of(CRITERIA))
     value: float = attrs.field(converter=_cap_inf, validator=finite(minimum=0))
@@ -169,12 +158,7 @@ _LABELS: dict[str, str] = {
 
 @attrs.frozen(kw_only=True)
 class NormBudgets:
-    """The budgets one output leaf is held to when the norm criteria decide.
-
-    ``rel_l2``: the largest ``||candidate - eager|| / ||eager||``. ``outlier_share``: the largest
-    share of elements beyond their allowance. ``top1_agreement``: the smallest share of rows
-    whose argmax agrees (None: not checked).
-    """
+    """The budgets one output leaf is held to when the norm criteria decide."""
 
     rel_l2: float = attrs.field(validator=finite(minimum=0))
     outlier_share: float = attrs.field(validator=_share)
@@ -183,13 +167,7 @@ class NormBudgets:
 
 @attrs.frozen(kw_only=True)
 class LeafStats:
-    """What the shell reduced one output leaf to: squared norms, counts, agreeing rows.
-
-    ``diff_sq``/``ref_sq``: sums of ``|candidate - eager|^2`` and ``|eager|^2`` over the finite
-    reference elements; ``outliers``: elements beyond their allowance (out of ``n_elements``);
-    ``rows``/``rows_agreeing``: for a classifier-like leaf, the rows and those whose top-1
-    agrees (``rows=0``: not classifier-like).
-    """
+    """What the shell reduced one output leaf to: squared norms, counts, agreeing rows."""
 
     n_elements: int = attrs.field(validator=integer(minimum=0))
     diff_sq: float = attrs.field(validator=finite(minimum=0))
@@ -209,13 +187,7 @@ class LeafStats:
 
 @attrs.frozen(kw_only=True)
 class Spread:
-    """One output leaf over the inputs of a check: the candidate's error and eager's variation.
-
-    ``n_inputs``: the rows pooled (batch rows of every call, recorded and held-out);
-    ``diff_sq``: ``sum |candidate - eager|^2``; ``spread_sq``: ``sum |eager - mean|^2``, eager
-    centred on its mean over the inputs at each position; ``ref_sq``: ``sum |eager|^2``; ``eps``:
-    the rounding unit of eager's dtype. Sums over eager's finite elements.
-    """
+    """One output leaf over the inputs of a check: the candidate's error and eager's variation."""
 
     n_inputs: int = attrs.field(validator=integer(minimum=0))
     diff_sq: float = attrs.field(validator=finite(minimum=0))
@@ -227,13 +199,7 @@ class Spread:
 def judge_variation(
     spread: Spread, budget: float, path: str | None, *, recorded: Spread | None = None
 ) -> Criterion | str:
-    """``||candidate - eager|| / ||eager - mean||`` against ``budget``, or why it is not judged.
-
-    A candidate that ignores its input scores 1 or more (eager's mean is the nearest constant).
-    Not judged (the reason is returned) when eager varies by no more than
-    :data:`RESOLUTION_ULPS` units of its rounding over ``spread``'s rows, or over the
-    ``recorded`` inputs' alone (held-out draws are near-copies of them: too close to judge by).
-    """
+    """``||candidate - eager|| / ||eager - mean||`` against ``budget``, or why it is not judged."""
     for part in (spread, recorded):
         if part is not None and not isinstance(part, Spread):
             raise InvalidTypeError(f"need a Spread, got {part!r}")
@@ -255,10 +221,7 @@ def judge_variation(
 
 
 def _flat(spread: Spread) -> bool:
-    """Whether eager varies over fewer than two rows, or within its rounding.
-
-    A spread whose square is below the smallest normal float is flat too: its ratio is noise.
-    """
+    """Whether eager varies over fewer than two rows, or within its rounding."""
     resolution = RESOLUTION_ULPS * spread.eps
     return (
         spread.n_inputs < 2
@@ -322,12 +285,7 @@ def degradation(baseline: float, score: float) -> float:
 def metric_criterion(
     baselines: Iterable[float], scores: Iterable[float], max_degradation: float
 ) -> Criterion:
-    """A user metric over calls: the mean degradation from eager's score against the budget.
-
-    ``baselines[i]`` is the metric of eager's outputs against themselves on call ``i``,
-    ``scores[i]`` of the candidate's against eager's. Averaged, so a 0/1 metric on one row
-    (a batch of one) does not decide alone.
-    """
+    """A user metric over calls: the mean degradation from eager's score against the budget."""
     pairs = list(zip(baselines, scores, strict=True))
     if not pairs:
         raise InvalidValueError("a metric criterion needs at least one call's scores, got none")
@@ -336,10 +294,7 @@ def metric_criterion(
 
 
 def worst_per_criterion(criteria: Iterable[Criterion]) -> tuple[Criterion, ...]:
-    """The worst (most budget used) of each criterion name, in :data:`CRITERIA` order.
-
-    Ties break on the value, then the path, so the result does not depend on the order.
-    """
+    """The worst (most budget used) of each criterion name, in :data:`CRITERIA` order."""
     best: dict[str, Criterion] = {}
     for item in criteria:
         if not isinstance(item, Criterion):
@@ -370,12 +325,7 @@ def _pairs(value: object) -> tuple[tuple[str, float], ...]:
 
 @attrs.frozen(kw_only=True)
 class NoiseFloor:
-    """Eager's own error: float32 eager against a float64 copy, relative L2 per output leaf.
-
-    ``rel_l2`` maps an output path (``output``, ``output['logits']``, ...) to the largest relative
-    L2 error seen over ``n_calls`` calls (samples x batch sizes); kept as sorted pairs. A leaf not
-    in it has no floor.
-    """
+    """Eager's own error: float32 eager against a float64 copy, relative L2 per output leaf."""
 
     rel_l2: tuple[tuple[str, float], ...] = attrs.field(converter=_pairs)
     n_calls: int = attrs.field(default=0, validator=integer(minimum=0))
@@ -406,13 +356,7 @@ class NoiseFloor:
 def accuracy_conflict(
     criteria: str, given: Iterable[str], name: Mapping[str, str] | None = None
 ) -> str | None:
-    """Why a combination of accuracy settings would do nothing (None: it is coherent).
-
-    ``given``: the :data:`ACCURACY_KEYS` set explicitly. The norm-only settings (``rel_l2``,
-    ``outlier_share``, ``calibrate``) with ``criteria="elementwise"``, and ``noise_factor``
-    without ``calibrate`` (or a measured floor, ``noise_floor``), are refused. ``name`` maps a
-    key to how the caller spells it (a flag, a table key) in the message.
-    """
+    """Why a combination of accuracy settings would do nothing (None: it is coherent)."""
     spell = dict(name or {})
     keys = set(given)
 

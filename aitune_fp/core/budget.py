@@ -1,10 +1,4 @@
-"""The timing budget stated up front, from eager's measured call time (issue 35).
-
-A candidate's statistical comparison has ``max_seconds``; each pair costs about two of eager's
-calls (the candidate's about eager's, until measured), and the warm-up at least
-:data:`WARMUP_PAIRS`. A model whose call takes seconds reaches few looks, or none: the plan
-says so before any candidate is built, with the flag that changes it. Pure.
-"""
+"""The timing budget stated up front, from eager's measured call time: which looks it reaches."""
 
 from __future__ import annotations
 

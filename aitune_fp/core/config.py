@@ -47,9 +47,9 @@ Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
 #: A decision rule's name: one of the built-in rules, or one registered since
-#: (``aitune_fp.measure.register``, the registry of the shell).
+#: (``aitune_fp.measure.rules.register``, the registry of the shell).
 DecisionMode = str
-#: The built-in decision rules; ``aitune_fp.measure.decision_modes()`` adds any registered since.
+#: The built-in decision rules; ``aitune_fp.measure.rules.decision_modes()`` adds any registered since.
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
 
 

@@ -1,13 +1,4 @@
-"""Pure checks of the independence the paired decision assumes, and the remedies they trigger.
-
-The interval of :mod:`aitune_fp.core.stats` is exact for independent paired log ratios. Two ways
-real machines break that were measured (issue 14): serial correlation of the ratio itself (the two
-arms react differently to slow spells; AR(1) phi = 0.2 doubles the error at the threshold) and a
-ratio that shifts by a few percent mid-run. These functions detect both on the log ratios
-``ln(eager_i / candidate_i)``; no torch, no clocks, no I/O. A third (issue 22): a ratio whose
-level moves over stretches longer than the lag-1 correction sees (slow wander, drift, strong
-correlation); :func:`block_means` gives the blocks a bound that survives it is taken on.
-"""
+"""Checks of the independence the paired decision assumes, on the log ratios, and their remedies."""
 
 from __future__ import annotations
 
@@ -60,11 +51,7 @@ def _ranks(values: Sequence[float]) -> list[float]:
 
 
 def lag1_rank_autocorrelation(values: Sequence[float]) -> float:
-    """Lag-1 autocorrelation of the ranks of ``values``, in [-1, 1]; 0.0 when undefined.
-
-    Ranks make it robust to the heavy tails of timings. Under independence it is about
-    ``N(-1/n, 1/n)``; positive values mean slow (or fast) spells persist from one pair to the next.
-    """
+    """Lag-1 autocorrelation of the ranks of ``values``, in [-1, 1]; 0.0 when undefined."""
     n = len(values)
     if n < 3:
         return 0.0
@@ -79,20 +66,12 @@ def lag1_rank_autocorrelation(values: Sequence[float]) -> float:
 
 
 def autocorrelation_flag_level(n: int) -> float:
-    """Lag-1 rank autocorrelation above which ``n`` ratios are flagged: ``1.645 / sqrt(n)``.
-
-    A one-sided 5 % test of independence; only positive correlation narrows the interval wrongly.
-    """
+    """Lag-1 rank autocorrelation above which ``n`` ratios are flagged: ``1.645 / sqrt(n)``."""
     return 1.645 / math.sqrt(check_int("n", n, minimum=1))
 
 
 def ar1_coefficient(rank_autocorrelation: float, n: int) -> float:
-    """AR(1) coefficient from a lag-1 autocorrelation of ``n`` values, corrected for its bias.
-
-    The sample value runs low by about ``(1 + 3 phi) / n`` (Marriott and Pope), so
-    ``phi = (r + 1/n) / (1 - 3/n)``; below 7 values ``r`` is returned as it is. Clipped to
-    [-0.99, 0.99].
-    """
+    """AR(1) coefficient from a lag-1 autocorrelation of ``n`` values, corrected for its bias."""
     size = check_int("n", n, minimum=1)
     phi = (
         (rank_autocorrelation + 1.0 / size) / (1.0 - 3.0 / size)
@@ -103,11 +82,7 @@ def ar1_coefficient(rank_autocorrelation: float, n: int) -> float:
 
 
 def inflation_factor(phi: float) -> float:
-    """How much wider an interval must be for AR(1) correlation ``phi``: ``sqrt((1+phi)/(1-phi))``.
-
-    The ratio of the long-run to the independent standard error of a mean; ``phi`` below 0 gives
-    1.0 (never narrower) and above 0.9 is capped at 0.9.
-    """
+    """How much wider an interval must be for AR(1) correlation ``phi``: ``sqrt((1+phi)/(1-phi))``."""
     if math.isnan(phi):
         raise InvalidValueError("phi is NaN")
     rho = min(max(phi, 0.0), _MAX_PHI)
@@ -129,10 +104,7 @@ def _pettitt(values: Sequence[float]) -> tuple[int, float]:
 
 
 def shift_p_value(values: Sequence[float]) -> float:
-    """Approximate p-value of Pettitt's rank test that the level of ``values`` changes once.
-
-    ``2 exp(-6 K^2 / (n^3 + n^2))`` (conservative), capped at 1.0; 1.0 below 4 values.
-    """
+    """Approximate p-value of Pettitt's rank test that the level of ``values`` changes once."""
     n = len(values)
     if n < 4:
         return 1.0
@@ -143,12 +115,7 @@ def shift_p_value(values: Sequence[float]) -> float:
 def ratio_shift_index(
     values: Sequence[float], *, alpha: float = SHIFT_ALPHA, min_segment: int = 10
 ) -> int | None:
-    """Index where the paired ratios change level, when Pettitt's test rejects at ``alpha``.
-
-    Returns ``k`` such that ``values[k:]`` is the latest regime (``min_segment <= k <=
-    len(values) - min_segment``), or None when no shift is found. Sensitive to shifts of a few
-    percent that the timing-level flag misses: it tests the ratio, where both arms' drift cancels.
-    """
+    """Index where the paired ratios change level, when Pettitt's test rejects at ``alpha``."""
     level = check_open_interval("alpha", alpha, 0.0, 1.0)
     seg = check_int("min_segment", min_segment, minimum=1)
     n = len(values)
@@ -159,20 +126,12 @@ def ratio_shift_index(
 
 
 def block_size(n: int) -> int:
-    """Pairs per block for ``n`` pairs: ``floor(sqrt(n))``, so blocks and their count both grow.
-
-    Batch means (Flegal and Jones): blocks long enough that the dependence within the run is
-    mostly inside a block, and enough of them for a rank test on the blocks.
-    """
+    """Pairs per block for ``n`` pairs: ``floor(sqrt(n))``, so blocks and their count both grow."""
     return math.isqrt(check_int("n", n, minimum=1))
 
 
 def block_means(values: Sequence[float], block: int) -> tuple[float, ...]:
-    """Means of consecutive blocks of ``block`` values, the latest ``block * m`` values kept.
-
-    The oldest ``len(values) % block`` values are left out, so the last block ends at the latest
-    pair (batch means).
-    """
+    """Means of consecutive blocks of ``block`` values, the latest ``block * m`` values kept."""
     size = check_int("block", block, minimum=1)
     count = len(values) // size
     start = len(values) - count * size
@@ -190,17 +149,7 @@ def _median(ordered: Sequence[float]) -> float:
 def machine_change_index(
     times: Sequence[float], *, window: int = 5, ratio: float = MACHINE_CHANGE
 ) -> int | None:
-    """Where the latest stretch of a steady machine starts, read from eager's own latencies.
-
-    Eager is the same model on every call, so a change in its level is the machine's (load,
-    clocks, a neighbour), not the candidate's. Scanning back from the end, the first ``k`` where
-    the median of the ``window`` latencies before ``k`` differs from the median of all those from
-    ``k`` on by more than ``ratio`` (relative, on the log scale) plus 2.5 standard errors of a
-    window's median (the noise read from successive differences) ends the steady stretch: the
-    latencies from ``k`` on ran at one level. A clean step at ``s`` gives ``k`` in ``s ..
-    s + window // 2``, so the stretch holds no call from before it. None when no such ``k``
-    exists (fewer than ``2 * window`` latencies: None). O(n log n).
-    """
+    """Where the latest stretch of a steady machine starts, read from eager's own latencies."""
     size = check_int("window", window, minimum=1)
     logs = [math.log(max(t, 1e-300)) for t in times]
     n = len(logs)
@@ -221,13 +170,7 @@ def machine_change_index(
 
 
 def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> float:
-    """How much slower eager ran from ``start`` on than at its fastest steady level of the run.
-
-    The fastest level is the lowest median of ``window`` consecutive latencies (the whole run's
-    median when shorter): the machine at its quietest. The ratio of the median from ``start``
-    on to it is about 1 on a machine that held still or got faster (a little above: the lowest
-    of many noisy medians), and the slowdown (3.0: three times slower) on one that slowed down.
-    """
+    """How much slower eager ran from ``start`` on than at its fastest steady level of the run."""
     size = check_int("window", window, minimum=1)
     items = list(times)
     check_int("start", start, minimum=0)
@@ -241,12 +184,7 @@ def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> 
 
 
 def slowdown_limit(times: Sequence[float], *, ratio: float = MACHINE_CHANGE) -> float:
-    """The :func:`machine_slowdown` past which the machine counts as slowed: noise-aware.
-
-    ``(1 + ratio) * exp(1.5 s)``, ``s`` the robust spread (1.4826 MAD) of the log latencies:
-    the lowest of a run's noisy window medians sits about ``1.3 s`` below the level, so a steady
-    machine stays under the limit at any noise, while a step of more than the limit shows.
-    """
+    """The :func:`machine_slowdown` past which the machine counts as slowed: noise-aware."""
     logs = sorted(math.log(max(t, 1e-300)) for t in times)
     if not logs:
         return 1.0 + ratio

@@ -1,9 +1,4 @@
-"""The gate a candidate must clear, decided once at the edge and carried as one value.
-
-A :class:`Gate` holds the threshold in percent and the speedup it requires (``1 + pct/100``,
-computed here and nowhere below the edge). The decorator, the CLI, sweep files and the AITune
-adapter build one; the session and the decision rules only read it. Pure.
-"""
+"""The gate a candidate must clear, decided once at the edge and carried as one value."""
 
 from __future__ import annotations
 

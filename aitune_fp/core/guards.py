@@ -1,10 +1,4 @@
-"""The conditions a ``faster`` needs beside the widened interval (pure, no I/O).
-
-The block guard (:func:`block_lower`: the medians of blocks until issue 36, their means
-since), the throughput bound (:func:`throughput_log_lower`, ``throughput_gate="bound"``) and the
-carry-over from eager (:func:`carryover_bound`): each gives the bound
-:func:`~aitune_fp.core.sequential.decide_at_look` compares with the gate.
-"""
+"""The conditions a ``faster`` needs beside the widened interval: block, throughput, carry-over."""
 
 from __future__ import annotations
 
@@ -21,13 +15,7 @@ __all__ = ["CARRYOVER_ALPHA", "throughput_log_lower"]
 def throughput_log_lower(
     base: tuple[float, ...], cand: tuple[float, ...], alpha: float, factor: float = 1.0
 ) -> float:
-    """One-sided lower bound of ``ln(sum(base) / sum(cand))``, the mean-latency throughput ratio.
-
-    Delta method on the pairs: ``ln R`` has variance about ``var(b_i / mean(b) - c_i /
-    mean(c)) / n``; the bound is ``ln R - z(1 - alpha) * se * factor`` (``factor``: the serial
-    correlation widening). A bound, not the point: a candidate whose throughput ratio is exactly
-    the gate passes it with probability about ``alpha`` (issue 36: the point passed 58-68 %).
-    """
+    """One-sided lower bound of ``ln(sum(base) / sum(cand))``, the mean-latency throughput ratio."""
     n = len(base)
     mean_b, mean_c = math.fsum(base) / n, math.fsum(cand) / n
     d = [b / mean_b - c / mean_c for b, c in zip(base, cand, strict=True)]
@@ -49,15 +37,7 @@ def carryover_bound(
     alpha: float,
     factor: float,
 ) -> tuple[float, bool, float] | None:
-    """Carry-over from eager: (log shift, found, log lower bound of the pairs after itself).
-
-    The shift is the Hodges-Lehmann difference of the log ratios of the pairs whose candidate
-    call came right after an eager call and of those right after its own; found when its
-    Mann-Whitney lower bound at :data:`CARRYOVER_ALPHA` is above 0 (the candidate gains from
-    following eager: a position effect the quads do not cancel). The last value is the
-    Wilcoxon lower bound, at ``alpha`` and widened by ``factor``, of the pairs after itself
-    alone: what a user calling the candidate after itself gets. None: too few of either.
-    """
+    """Carry-over from eager: (log shift, found, log lower bound of the pairs after itself)."""
     logs = [math.log(b / c) for b, c in zip(base, cand, strict=True)]
     after = [x for x, e in zip(logs, after_eager, strict=True) if e]
     own = [x for x, e in zip(logs, after_eager, strict=True) if not e]
@@ -71,15 +51,7 @@ def carryover_bound(
 
 
 def block_lower(logs: list[float], alpha: float) -> float | None:
-    """Log lower bound from the block means of the log ratios, at one-sided ``alpha``.
-
-    Wilcoxon / Hodges-Lehmann on the means of blocks of :func:`block_size` pairs (batch means):
-    valid when the blocks are nearly independent, whatever the dependence inside a block. Means,
-    not medians (v3.1): a block's mean is the more precise, and the rank test over blocks keeps
-    one wild block from weighing more than any other (issue 36: medians cost 1.03x 14 points of
-    power through the real loop). None when blocks of at least 2 pairs are too few to bound
-    anything at ``alpha``.
-    """
+    """Log lower bound from the block means of the log ratios, at one-sided ``alpha``."""
     size = block_size(len(logs))
     if size < 2:
         return None

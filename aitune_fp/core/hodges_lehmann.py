@@ -1,15 +1,4 @@
-"""Hodges-Lehmann log speedups with the rank-test bounds that go with them.
-
-Paired timings: the median of the Walsh averages of ``ln(b_i) - ln(c_i)``, bounded by inverting
-the exact Wilcoxon signed-rank test; two independent samples: the median of all differences
-``ln(b_i) - ln(c_j)``, bounded by inverting the Mann-Whitney test (critical counts from
-:mod:`~aitune_fp.core.ranks`). Everything is on the LOG scale. Up to ``_MATERIALISE_MAX_PAIRS``
-Walsh averages / pairwise differences the bounds build and sort them all as numpy arrays (numpy
-imported lazily; the same IEEE sums as Python floats, a look at 320 pairs in under a
-millisecond instead of ten). Above, they are never built: the few order statistics needed are
-selected implicitly from the sorted samples (:class:`_PairSums`), O(n log n) time and O(n)
-memory, so a million timings per arm decide in seconds, with the same values.
-"""
+"""Hodges-Lehmann log speedups with the rank-test bounds that go with them, paired and unpaired."""
 
 from __future__ import annotations
 
@@ -47,16 +36,7 @@ def _bounds_from_sorted(values: NDArray[np.float64], critical: int) -> tuple[flo
 
 
 class _PairSums:
-    """The sums ``rows[i] + cols[j]`` of two sorted arrays, selected from without building them.
-
-    All ``len(rows) * len(cols)`` pairs, or only ``j >= i`` when ``triangle`` (``rows`` is
-    ``cols``: the Walsh sums). Float addition is monotone in each operand, so every row is sorted
-    and "how many sums of row i lie below v" is one binary search per row (:meth:`cuts`), exact in
-    floating point. :meth:`select` keeps a band of columns per row around the wanted rank and cuts
-    it at pivots drawn from a random sample of the band: each round keeps a few percent of it, so
-    a few O(n log n) rounds leave a band small enough to sort. Sums are the very floats the
-    materialised path computes, so the order statistics are identical; the seed only sets speed.
-    """
+    """The sums ``rows[i] + cols[j]`` of two sorted arrays, selected from without building them."""
 
     def __init__(
         self, rows: NDArray[np.float64], cols: NDArray[np.float64], *, triangle: bool
@@ -132,10 +112,7 @@ class _PairSums:
         sample_size: int = 1 << 15,
         enumerate_max: int = 1 << 20,
     ) -> float:
-        """The ``rank``-th smallest sum (0-based), as sorting all of them would give it.
-
-        Each round either returns, or drops at least one sum (a pivot), so it always ends.
-        """
+        """The ``rank``-th smallest sum (0-based), as sorting all of them would give it."""
         import numpy as np
 
         if not 0 <= rank < self.size:
@@ -225,11 +202,7 @@ def paired_bounds(
 
 
 def log_ratio_bounds(diffs: Sequence[float], alpha: float) -> tuple[float, float, float]:
-    """Hodges-Lehmann estimate and Wilcoxon bounds of values already on the log scale.
-
-    The same rule as :func:`paired_bounds` for values that are not one pair's timings (the
-    medians of blocks of pairs, :mod:`~aitune_fp.core.dependence`).
-    """
+    """Hodges-Lehmann estimate and Wilcoxon bounds of values already on the log scale."""
     import numpy as np
 
     return _walsh_bounds(np.asarray(diffs, dtype=np.float64), alpha)
@@ -279,15 +252,7 @@ def paired_lengths(base: tuple[float, ...], cand: tuple[float, ...]) -> None:
 def paired_log_speedup_bounds(
     baseline_times: TimingStats, candidate_times: TimingStats, alpha_one_sided: float
 ) -> tuple[float, float, float]:
-    """Hodges-Lehmann log speedup of paired timings with its Wilcoxon signed-rank bounds.
-
-    ``d_i = ln(b_i) - ln(c_i)``; the estimate is the median of the Walsh averages
-    ``(d_i + d_j) / 2, i <= j``; with ``c = signed_rank_critical_count(n, alpha_one_sided,
-    tie_term=...)`` (ties among the ``d_i``) the lower bound is their ``(c+1)``-th smallest and the
-    upper bound their ``(c+1)``-th largest (``-inf`` / ``+inf`` when ``c == -1``). Returns
-    ``(estimate, lower, upper)`` on the LOG scale. O(n log n) time and O(n) memory above
-    ``_MATERIALISE_MAX_PAIRS`` Walsh averages (selected, never built), with the same values.
-    """
+    """Hodges-Lehmann log speedup of paired timings with its Wilcoxon signed-rank bounds."""
     base = timing_stats("baseline_times", baseline_times)
     cand = timing_stats("candidate_times", candidate_times)
     paired_lengths(base, cand)
@@ -298,14 +263,7 @@ def paired_log_speedup_bounds(
 def unpaired_log_speedup_bounds(
     baseline_times: TimingStats, candidate_times: TimingStats, alpha_one_sided: float
 ) -> tuple[float, float, float]:
-    """Hodges-Lehmann log shift of two independent samples with its Mann-Whitney bounds.
-
-    The estimate is the median of all ``n*m`` differences ``ln(b_i) - ln(c_j)``; with
-    ``c = mann_whitney_critical_count(n, m, alpha_one_sided, tie_term=...)`` (ties within each
-    sample) the bounds are their ``(c+1)``-th smallest and ``(c+1)``-th largest (infinite when
-    ``c == -1``). Returns ``(estimate, lower, upper)`` on the LOG scale. O((n + m) log(n + m))
-    time and O(n + m) memory above ``_MATERIALISE_MAX_PAIRS`` differences, with the same values.
-    """
+    """Hodges-Lehmann log shift of two independent samples with its Mann-Whitney bounds."""
     base = timing_stats("baseline_times", baseline_times)
     cand = timing_stats("candidate_times", candidate_times)
     alpha = rank_alpha("alpha_one_sided", alpha_one_sided)

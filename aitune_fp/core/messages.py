@@ -81,12 +81,7 @@ def fmt_throughput_detail(baseline_throughput: float, throughput: float) -> str:
 
 
 def fmt_mean_apart(ratio: float, low: float | None, high: float | None) -> str:
-    """``", 1.17x by mean throughput"`` when the throughput ratio lies outside ``[low, high]``.
-
-    The interval is about the typical call; slow outliers (or a level shift) can put the ratio
-    of mean latencies outside it. Then the headline says both, so its figures never disagree
-    silently; "" when the ratio is inside the interval or either is unknown.
-    """
+    """``", 1.17x by mean throughput"`` when the throughput ratio lies outside ``[low, high]``."""
     if not math.isfinite(ratio) or low is None:
         return ""
     if ratio >= low and (high is None or not math.isfinite(high) or ratio <= high):
@@ -179,14 +174,7 @@ def fmt_disabled_line() -> str:
 
 
 def headline_speedup(result: PerformanceValidationResult) -> float | None:
-    """The speedup to show for ``result``: the figure its verdict was decided on.
-
-    A statistical result shows the decision's estimate (the Hodges–Lehmann speedup whose interval
-    the verdict compares with the gate); ``None`` when the budget ran out before any decision.
-    A point-mode (AITune) result, or one with no decision recorded, shows AITune's ``speedup``
-    (the mean-latency ratio). Showing the mean ratio next to an interval it does not belong to
-    made "1.37x ... not_faster" possible; every reader of a result goes through this function.
-    """
+    """The speedup to show for ``result``: the figure its verdict was decided on."""
     if result.sequential:
         return result.decided.estimate
     return result.speedup
@@ -202,11 +190,7 @@ def fmt_interval(low: float | None, high: float | None, digits: int = 3) -> str:
 
 
 def decided_by_futility(result: PerformanceValidationResult) -> bool:
-    """Whether ``result`` is a ``not_faster`` settled by the futility stop.
-
-    That is, its interval still straddled the required speedup (``ci_high`` not below it, or
-    unbounded) and the looser futility bound (``futility_high``) settled it.
-    """
+    """Whether ``result`` is a ``not_faster`` settled by the futility stop."""
     if (
         not result.sequential
         or result.verdict != "not_faster"
@@ -220,24 +204,14 @@ def decided_by_futility(result: PerformanceValidationResult) -> bool:
 def decided_interval(
     result: PerformanceValidationResult,
 ) -> tuple[float | None, float | None, float | None]:
-    """The interval ``result``'s verdict was decided on, and its level: ``(low, high, level)``.
-
-    A futility stop: the futility bound, one-sided, ``(None, futility_high, futility_level)``;
-    otherwise the interval ``(ci_low, ci_high, confidence)`` (two-sided, the deciding look's).
-    """
+    """The interval ``result``'s verdict was decided on, and its level: ``(low, high, level)``."""
     if decided_by_futility(result):
         return None, result.futility_high, result.futility_level
     return result.ci_low, result.ci_high, result.confidence
 
 
 def fmt_headline(result: PerformanceValidationResult, *, with_level: bool = False) -> str:
-    """The headline speedup as text: ``"0.95x [0.900, 0.988]"`` (statistical) or ``"1.37x"``.
-
-    The interval is the one the verdict was decided on (:func:`decided_interval`): a futility
-    stop shows its bound, ``"0.84x [—, 0.995]"``. It is printed only with the estimate it belongs
-    to; ``with_level`` adds its level (``" at 99.72%"``). ``"—"`` when there is no figure (a
-    statistical tune whose budget ran out before the first look).
-    """
+    """The headline speedup as text: ``"0.95x [0.900, 0.988]"`` (statistical) or ``"1.37x"``."""
     value = headline_speedup(result)
     if value is None:
         return "—"
@@ -249,14 +223,7 @@ def fmt_headline(result: PerformanceValidationResult, *, with_level: bool = Fals
 
 
 def fmt_level(level: float) -> str:
-    """A confidence level as a percentage with the precision it has.
-
-    0.95 -> ``"95%"``, 0.995 -> ``"99.5%"``, 0.9999 -> ``"99.99%"``.
-
-    As few decimals as show the level exactly, up to 2 (0.98333... -> ``"98.33%"``); a level
-    strictly between 0 and 1 never prints as ``"100%"`` or ``"0%"`` (``f"{0.995:.0%}"`` is
-    "100%", which no interval is): more decimals are then shown.
-    """
+    """A confidence level as a percentage with the precision it has."""
     pct = float(level) * 100.0
     digits = 0
     while digits < 2 and abs(round(pct, digits) - pct) > 1e-9 * max(1.0, abs(pct)):
@@ -281,14 +248,7 @@ def _signed_percent(ratio: float) -> str:
 
 
 def ruled_out_statement(ci_low: float, ci_high: float, level: float) -> str:
-    """Say which speedups an interval rules out and where it places the candidate.
-
-    ``level`` is each side's one-sided level; the two sides together hold at ``2 level - 1``.
-    ``(0.97, 1.04, 0.95)`` -> "faster than 1.040x and slower than 0.970x are ruled out at 95%
-    (one-sided each); the candidate is within -3%/+4% of eager at 90% (both sides together)".
-    Levels are printed with the precision they have (97.5 %, never "98%"). Unbounded sides rule
-    nothing out.
-    """
+    """Say which speedups an interval rules out and where it places the candidate."""
     parts = []
     if math.isfinite(ci_high):
         parts.append(f"faster than {ci_high:.3f}x")
@@ -314,12 +274,7 @@ def ruled_out(decision: SpeedupDecision) -> str:
 
 
 def fmt_apart(value: float, other: float, digits: int = 3) -> tuple[str, str]:
-    """Both numbers with ``digits`` decimals, or more (up to 9) until they read differently.
-
-    For sentences comparing two ratios ("upper bound 1.0096 is below required 1.0100"): at a
-    fixed precision the two could print the same ("1.010x is below required 1.010x") and read as
-    a contradiction. Equal numbers keep ``digits`` decimals.
-    """
+    """Both numbers with ``digits`` decimals, or more (up to 9) until they read differently."""
     places = digits
     while places < 9 and value != other and f"{value:.{places}f}" == f"{other:.{places}f}":
         places += 1
@@ -356,13 +311,7 @@ def _digits_apart(need: float, *values: float) -> int:
 
 
 def fmt_verdict_reason(result: PerformanceValidationResult) -> str:
-    """Why the verdict, in one short line: the figure that decided, against the gate.
-
-    ``"lower bound 1.134x clears 1.010x"``, ``"upper bound 0.966x below 1.010x"``,
-    ``"interval [0.943, 1.070] straddles 1.010x after 320 pairs"``; the long reason, with what
-    the interval rules out and every note, is ``result.reason``. Two figures compared never
-    print the same unless equal (:func:`fmt_apart`).
-    """
+    """Why the verdict, in one short line: the figure that decided, against the gate."""
     verdict = result.verdict or ("faster" if result.passed else "not_faster")
     need = result.required_speedup
     if need is None:

@@ -1,11 +1,4 @@
-"""How far a candidate's outputs are from eager's, measured against its accuracy budget.
-
-A :class:`Mismatch` is what a correctness check that *passed* found: the worst absolute and
-relative error and the largest share of the budget any element used; where the norm criteria
-decide (reduced precision by default: ``core/accuracy.py``), each criterion's worst value against
-its budget. A rejection carries one too (``CorrectnessError.mismatch``), to say by how much it
-missed. Pure: no torch, no I/O.
-"""
+"""How far a candidate's outputs are from eager's, measured against its accuracy budget."""
 
 from __future__ import annotations
 
@@ -34,18 +27,7 @@ def _sorted_notes(value: object) -> Any:
 
 @attrs.frozen(kw_only=True)
 class Mismatch:
-    """The worst disagreement of a candidate with eager, and how much of its budget it used.
-
-    ``budget_used`` is the largest ``|actual - expected| / (atol + rtol * |expected|)`` over every
-    compared element (0 where both sides agree exactly): at most 1 within the budget, and
-    ``1 - budget_used`` is the margin left. ``atol``/``rtol`` are the tolerances of the element
-    that used the most (None when no floating value was compared), ``path`` its output leaf.
-    ``max_rel_error`` is over elements whose expected value is not 0. ``criteria``: the worst
-    value of each criterion that decided against its budget (relative L2, outlier share, top-1
-    agreement where the norm criteria decide; the error against eager's variation; a user
-    metric); ``budget_used`` is then the largest share of a budget any of them used (see
-    :attr:`Criterion.used`). ``notes``: criteria not judged, and why (sorted, no repeats).
-    """
+    """The worst disagreement of a candidate with eager, and how much of its budget it used."""
 
     max_abs_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
     max_rel_error: float = attrs.field(default=0.0, validator=finite(minimum=0))

@@ -1,17 +1,4 @@
-"""Distribution-free confidence bounds for a latency quantile, from order statistics.
-
-For ``n`` independent draws of one distribution, the number of draws below its ``q``-quantile
-``xi_q`` is binomial(n, p) with ``p <= q`` (``p = q`` for a continuous distribution), so the
-``u``-th smallest draw lies at or above ``xi_q`` with probability at least ``P(B <= u - 1)``,
-``B ~ binomial(n, q)``; likewise for a lower bound. The ranks come from the exact binomial
-distribution (integer arithmetic up to :data:`EXACT_MAX_N` values, conservative floats above):
-no bootstrap, no normal approximation, and no assumption on the latencies' shape. Ties only make
-the bounds more conservative. When ``n`` is too small for a finite bound at the asked level, the
-bound is infinite (and the rank ``None``): never a finite bound that does not hold.
-
-``xi_q`` is ``inf {x : F(x) >= q}``; the estimate is the matching order statistic, the
-``ceil(n q)``-th smallest value. Pure: no torch, no clocks, no logging.
-"""
+"""Distribution-free confidence bounds for a latency quantile, from order statistics."""
 
 from __future__ import annotations
 
@@ -65,14 +52,7 @@ def _ordered(instance: QuantileBound, attribute: attrs.Attribute[float], value: 
 
 @attrs.frozen(kw_only=True)
 class QuantileBound:
-    """A confidence interval for the ``q``-quantile of the distribution ``n`` values came from.
-
-    ``low``/``high`` are order statistics (ranks ``low_rank``/``high_rank``, 1-based) or
-    ``-inf``/``inf`` with rank ``None`` when ``n`` is too small for a finite bound at this level.
-    ``coverage`` is the exact probability, for a continuous distribution, that the interval holds
-    the quantile (at least ``confidence``; more for a discrete one). ``sided="upper"``: a one-sided
-    upper bound (``low`` is ``-inf``).
-    """
+    """A confidence interval for the ``q``-quantile of the distribution ``n`` values came from."""
 
     q: float = attrs.field(validator=open_interval(0.0, 1.0))
     confidence: float = attrs.field(validator=open_interval(0.5, 1.0))
@@ -250,21 +230,14 @@ def _bound(values: object, q: object, confidence: object, sided: Sided) -> Quant
 
 
 def quantile_bounds(values: Sequence[float], q: float, confidence: float = 0.95) -> QuantileBound:
-    """Two-sided interval for the ``q``-quantile at ``confidence`` (equal tails, exact binomial).
-
-    Each side errs with probability at most ``(1 - confidence) / 2``; an infinite side means too
-    few values for it (see :func:`min_samples_for_bounds`).
-    """
+    """Two-sided interval for the ``q``-quantile at ``confidence`` (equal tails, exact binomial)."""
     return _bound(values, q, confidence, "two")
 
 
 def quantile_upper_bound(
     values: Sequence[float], q: float, confidence: float = 0.95
 ) -> QuantileBound:
-    """One-sided upper bound of the ``q``-quantile ("p90 is at most ``high``") at ``confidence``.
-
-    ``high`` is ``inf`` below :func:`min_samples_for_upper_bound` values.
-    """
+    """One-sided upper bound of the ``q``-quantile ("p90 is at most ``high``") at ``confidence``."""
     return _bound(values, q, confidence, "upper")
 
 
@@ -282,10 +255,7 @@ def _min_n(q: Fraction, alpha: Fraction) -> int:
 
 
 def min_samples_for_upper_bound(q: float, confidence: float = 0.95) -> int:
-    """Fewest values for a finite one-sided upper bound: smallest ``n`` with ``1 - q**n >= c``.
-
-    E.g. 29 for p90 at 95 %, 59 for p95, 299 for p99.
-    """
+    """Fewest values for a finite one-sided upper bound: smallest ``n`` with ``1 - q**n >= c``."""
     return _min_n(_level("q", q), 1 - _level("confidence", confidence, 0.5))
 
 

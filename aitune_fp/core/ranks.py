@@ -1,12 +1,4 @@
-"""Critical values of the two rank tests the bounds invert: Wilcoxon signed-rank and Mann-Whitney.
-
-``signed_rank_critical_count`` and ``mann_whitney_critical_count`` give the largest count ``c``
-whose null probability ``P0(T <= c)`` is at most ``alpha``: exact null distributions (counted in
-integers) for small samples, the normal approximation with continuity and midrank tie
-corrections above, fed by the tie terms ``sum(t**3 - t)`` computed here. Inverting these tests
-gives the Hodges-Lehmann bounds of :mod:`~aitune_fp.core.hodges_lehmann`. Pure; numpy is
-imported lazily, for the vectorised tie term only.
-"""
+"""Critical counts of the rank tests the bounds invert: Wilcoxon signed-rank and Mann-Whitney."""
 
 from __future__ import annotations
 
@@ -41,11 +33,7 @@ def rank_alpha(name: str, value: object) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _signed_rank_lower_cdf(n: int) -> tuple[int, ...]:
-    """Cumulative counts ``#{subsets S of {1..n}: sum(S) <= t}`` for ``t = 0..floor(M/2)``.
-
-    ``M = n(n+1)/2``; dividing by ``2**n`` gives the exact null CDF of the signed-rank statistic.
-    Only the lower half is needed because critical counts at levels < 0.5 lie below ``M/2``.
-    """
+    """Cumulative counts ``#{subsets S of {1..n}: sum(S) <= t}`` for ``t = 0..floor(M/2)``."""
     top = n * (n + 1) // 4
     counts = [1] + [0] * top
     for k in range(1, n + 1):
@@ -62,12 +50,7 @@ def _signed_rank_lower_cdf(n: int) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=64)
 def _mann_whitney_lower_cdf(n: int, m: int) -> tuple[int, ...]:
-    """Cumulative counts of the Mann-Whitney U null for sizes ``n, m``, ``t = 0..floor(nm/2)``.
-
-    The counts are the coefficients of the Gaussian binomial ``[n+m choose n]_q``, built as
-    ``prod_{i=1..k} (1 - q^(l+i)) / (1 - q^i)`` with ``k = min(n, m)``, ``l = max(n, m)``,
-    as power series truncated at ``floor(nm/2)``; dividing by ``C(n+m, n)`` gives the CDF.
-    """
+    """Cumulative counts of the Mann-Whitney U null for sizes ``n, m``, ``t = 0..floor(nm/2)``."""
     k, big = min(n, m), max(n, m)
     top = n * m // 2
     coeffs = [1] + [0] * top
@@ -119,17 +102,7 @@ def _check_tie_term(tie_term: object, *sizes: int) -> int:
 
 
 def signed_rank_critical_count(n: int, alpha: float, *, tie_term: int = 0) -> int:
-    """Largest ``c`` with ``P0(T+ <= c) <= alpha`` under the exact Wilcoxon signed-rank null.
-
-    ``T+`` is the sum of the ranks of the positive differences among ``n`` untied, nonzero pairs;
-    the ``(c+1)``-th smallest Walsh average is then a one-sided ``1 - alpha`` lower bound of the
-    pseudo-median. Returns -1 when even ``P0(T+ <= 0) = 2**-n`` exceeds ``alpha`` (``n`` too small
-    for that level). Exact for ``n <= 200``, normal approximation with continuity correction above,
-    where ``tie_term = sum(t**3 - t)`` over groups of ``t`` equal differences lowers the variance
-    by ``tie_term / 48`` (the midrank null; ties within the differences survive every shift, so the
-    inverted test sees them at every candidate value). The exact null ignores ``tie_term``.
-    ``alpha`` must lie in (0, 0.5). Example: ``signed_rank_critical_count(10, 0.01) == 5``.
-    """
+    """Largest ``c`` with ``P0(T+ <= c) <= alpha`` under the exact Wilcoxon signed-rank null."""
     size = check_int("n", n, minimum=1)
     level = rank_alpha("alpha", alpha)
     ties = _check_tie_term(tie_term, size)
@@ -141,16 +114,7 @@ def signed_rank_critical_count(n: int, alpha: float, *, tie_term: int = 0) -> in
 
 
 def mann_whitney_critical_count(n: int, m: int, alpha: float, *, tie_term: int = 0) -> int:
-    """Largest ``c`` with ``P0(U <= c) <= alpha`` under the Mann-Whitney null for sizes ``n, m``.
-
-    ``U`` counts the pairs ``(i, j)`` with ``x_i > y_j`` among two independent, untied samples; the
-    ``(c+1)``-th smallest of the ``n*m`` differences is then a one-sided ``1 - alpha`` lower bound of
-    the shift. Returns -1 when no ``c`` qualifies. Exact for ``n*m <= 10000``, normal approximation
-    with continuity correction above, where ``tie_term = sum(t**3 - t)`` over groups of ``t`` equal
-    values WITHIN each sample scales the variance by ``1 - tie_term / ((N + 1) N (N - 1))``,
-    ``N = n + m`` (at a shift that the interval inverts, only within-sample ties remain). The
-    exact null ignores ``tie_term``. ``alpha`` must lie in (0, 0.5).
-    """
+    """Largest ``c`` with ``P0(U <= c) <= alpha`` under the Mann-Whitney null for sizes ``n, m``."""
     first = check_int("n", n, minimum=1)
     second = check_int("m", m, minimum=1)
     level = rank_alpha("alpha", alpha)

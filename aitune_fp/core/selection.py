@@ -1,19 +1,4 @@
-"""Choosing among faster candidates: sequential elimination of ``k >= 2`` contenders timed in rounds.
-
-Each round calls every remaining contender once on the same batch, so round ``r`` gives aligned
-latencies. At each look, every remaining pair gets the gate's interval for the ratio of their
-typical calls (Hodges-Lehmann of the per-round log latency ratios, exact Wilcoxon bounds, widened
-for positive serial correlation: :mod:`aitune_fp.core.stats`). A contender is eliminated when one
-still in the running is shown faster than it; the run is *settled* when every remaining pair is
-shown within ``delta`` of each other, and the tie then goes to the lower build time, then the lower
-``order``.
-
-The promise: the chosen contender is within ``delta`` of the truly fastest with probability at
-least ``confidence``. Every event that could break it is one side of one interval of a pair that
-holds the fastest: ``k - 1`` pairs, so each side spends ``(1 - confidence) / (k - 1)`` over the
-looks by :func:`~aitune_fp.core.stats.look_alpha` (``docs/guarantees.md``, "Choosing among faster
-candidates"). Pure: no torch, no clocks, no logging.
-"""
+"""Choosing among faster candidates: sequential elimination of contenders timed in rounds."""
 
 from __future__ import annotations
 
@@ -24,9 +9,8 @@ import attrs
 
 from aitune_fp.core._checks import check_int, check_positive
 from aitune_fp.core.dependence import ar1_coefficient, inflation_factor, lag1_rank_autocorrelation
+from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.core.selection_values import (
-    DEFAULT_SELECTION_LOOKS,
-    OUTCOMES,
     Contender,
     Elimination,
     Failure,
@@ -35,24 +19,10 @@ from aitune_fp.core.selection_values import (
     SelectionRule,
     SelectionState,
 )
-from aitune_fp.core.stats import EARLY_PAIRS, EARLY_PHI, paired_log_speedup_bounds
+from aitune_fp.core.sequential import EARLY_PAIRS, EARLY_PHI
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "DEFAULT_SELECTION_LOOKS",
-    "OUTCOMES",
-    "Contender",
-    "Elimination",
-    "Failure",
-    "Outcome",
-    "PairBound",
-    "SelectionRule",
-    "SelectionState",
-    "choose_on_budget",
-    "record_failures",
-    "select_at_look",
-    "start_selection",
-]
+__all__ = ["choose_on_budget", "record_failures", "select_at_look", "start_selection"]
 
 # --------------------------------------------------------------------------------------------
 # Words
@@ -149,12 +119,7 @@ def _open(state: SelectionState) -> None:
 def record_failures(
     state: SelectionState, errors: Mapping[str, str], *, at_rounds: int | None = None
 ) -> SelectionState:
-    """Contenders that raised leave the running, each with its error recorded (never raised).
-
-    ``errors`` maps a remaining name to its error text (``"RuntimeError: boom"``); all leave at
-    once, so a state where every contender failed says so (``none_ran``). ``at_rounds``: the
-    complete rounds before the failure (default: the last look's).
-    """
+    """Contenders that raised leave the running, each with its error recorded (never raised)."""
     _open(state)
     when = state.rounds if at_rounds is None else check_int("at_rounds", at_rounds, minimum=0)
     if not isinstance(errors, Mapping) or not errors:
@@ -268,13 +233,7 @@ def select_at_look(
     previous: SelectionState | None = None,
     last: bool | None = None,
 ) -> SelectionState:
-    """The state after look ``look`` (1-based): eliminations, settled or not, the choice if due.
-
-    ``latencies[name]`` holds every round so far of each remaining contender (equal lengths,
-    aligned by round); ``previous`` (the last look's state) carries earlier eliminations and
-    failures. At the last look (``last``, by default ``look == len(rule.looks)``) an unsettled
-    run is chosen as by :func:`choose_on_budget`; ``last=False`` leaves that to the caller.
-    """
+    """The state after look ``look`` (1-based): eliminations, settled or not, the choice if due."""
     state = start_selection(contenders, rule)
     if previous is not None:
         if {c.name for c in previous.contenders} != {c.name for c in state.contenders}:
@@ -404,12 +363,7 @@ def _unresolved(
 
 
 def choose_on_budget(state: SelectionState, rule: SelectionRule) -> SelectionState:
-    """Choose when the time budget ran out with several still in; the reason says how close.
-
-    Among those shown within ``delta`` of every other remaining one, the tie-break; else the one
-    whose worst-case gap to the fastest is smallest (``gap_bound``). A finished state is returned
-    as it is.
-    """
+    """Choose when the time budget ran out with several still in; the reason says how close."""
     if state.done:
         return state
     if len(state.remaining) == 1:

@@ -19,7 +19,7 @@ from aitune_fp.core._checks import (
     open_interval,
     tuple_of,
 )
-from aitune_fp.core.stats import look_alpha
+from aitune_fp.core.sequential import look_alpha
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
@@ -60,11 +60,7 @@ def _name(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None
 
 @attrs.frozen(kw_only=True)
 class SelectionRule:
-    """How contenders are compared.
-
-    ``delta``: the indifference zone (0.02: within 2 % counts as a tie); ``confidence``: the
-    overall level; ``looks``: the round counts of the looks; the serial-correlation widening.
-    """
+    """How contenders are compared."""
 
     delta: float = attrs.field(default=0.02, validator=open_interval(0.0, 1.0))
     confidence: float = attrs.field(default=0.95, validator=open_interval(0.5, 1.0))
@@ -95,10 +91,7 @@ class Contender:
 
 @attrs.frozen(kw_only=True)
 class PairBound:
-    """How much faster ``first`` is than ``second``, with its two-sided interval at ``level``.
-
-    ``ratio``: the typical per-round latency ratio ``latency(second) / latency(first)``.
-    """
+    """How much faster ``first`` is than ``second``, with its two-sided interval at ``level``."""
 
     first: str = attrs.field(validator=_name)
     second: str = attrs.field(validator=_name)
@@ -127,10 +120,7 @@ class PairBound:
 
 @attrs.frozen(kw_only=True)
 class Elimination:
-    """``name`` was shown slower than ``lost_to`` at ``at_rounds`` rounds.
-
-    ``lost_to`` is ``ratio`` [``low``, ``high``] times faster (``low > 1``).
-    """
+    """``name`` was shown slower than ``lost_to`` at ``at_rounds`` rounds."""
 
     name: str = attrs.field(validator=_name)
     lost_to: str = attrs.field(validator=_name)

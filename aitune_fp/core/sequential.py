@@ -1,13 +1,4 @@
-"""Deciding from timings: one look, or one look of a group-sequential, interleaved measurement.
-
-:func:`decide_speedup` decides in one look (paired or two independent samples);
-:func:`decide_at_look` decides at one look of a sequential measurement, spending the false-accept
-error over the looks (:func:`look_alpha`, or evenly) and applying the remedies of the dependence
-checks of :mod:`~aitune_fp.core.dependence` (a widened interval under serial correlation, the
-pairs after a ratio shift). Each makes the Hodges-Lehmann bounds of
-:mod:`~aitune_fp.core.hodges_lehmann` into a :class:`~aitune_fp.core.verdict.SpeedupDecision`.
-No torch, no clocks, no I/O; O(n log n).
-"""
+"""Deciding from timings: in one look, or at one look of a group-sequential measurement."""
 
 from __future__ import annotations
 
@@ -94,13 +85,7 @@ def _segment_bounds(
     guard_serial: bool,
     always_widen: bool = False,
 ) -> _Segment:
-    """Log bounds of one stretch of pairs, with the widening factor applied (``factor``).
-
-    With ``guard_serial``, a lag-1 rank autocorrelation above the flag level widens the bounds by
-    the AR(1) factor of the bias-corrected coefficient (``widened``). ``always_widen`` widens by
-    the estimated coefficient whenever it is positive, with no pre-test, and by at least
-    :data:`EARLY_PHI` below :data:`EARLY_PAIRS` pairs, where correlation cannot be seen.
-    """
+    """Log bounds of one stretch of pairs, with the widening factor applied (``factor``)."""
     rho: float | None = None
     factor = 1.0
     flagged = False
@@ -150,14 +135,7 @@ def _decide(
     throughput_bound: bool = False,
     after_eager: tuple[bool, ...] | None = None,
 ) -> SpeedupDecision:
-    """One look's decision from checked timings, and the first condition that held it back.
-
-    A ratio shift found by the guard makes the verdict need the whole run and the pairs after the
-    shift to agree: the interval is the union of both, the estimate the later pairs'. Deciding on
-    the later pairs alone would pick, under serial correlation, the most extreme stretch.
-    ``held_back`` names the first condition, in the order they apply, that turned what the
-    previous ones allowed into ``inconclusive`` (:data:`HELD_BACK`).
-    """
+    """One look's decision from checked timings, and the first condition that held it back."""
     flags: list[str] = []
     whole = _segment_bounds(
         base,
@@ -357,47 +335,7 @@ def decide_at_look(
     throughput_bound: bool = False,
     candidate_after_eager: Sequence[bool] | None = None,
 ) -> SpeedupDecision:
-    """Paired decision at one look of a group-sequential, interleaved measurement.
-
-    ``gate`` is the :class:`~aitune_fp.core.gate.Gate` the measurement was given: its
-    ``required_speedup`` is read as it is, never recomputed from a percent here.
-
-    Decision engine v3 is three options (all off: v2): ``look`` (this look's number, from 1)
-    spends the false-accept error by :func:`look_alpha` instead of evenly, little at the early
-    looks where dependence cannot be seen; ``always_widen`` widens for any positive serial
-    correlation (see ``_segment_bounds``); ``throughput_consistent`` lets ``faster`` stand only
-    when the mean-latency throughput ratio of the same pairs also clears the required speedup
-    (else ``inconclusive``, flag ``throughput_disagrees``), so the verdict never contradicts the
-    throughput users read.
-
-    Decision engine v3.1 adds ``block_guard`` (None, the default: on exactly when
-    ``always_widen`` is): a ``faster`` stands only when the Wilcoxon / Hodges-Lehmann lower bound
-    of the medians of blocks of ``floor(sqrt(n))`` pairs, at the same level, clears the required
-    speedup too (after a ratio shift, the blocks of the later pairs); else ``ci_low`` becomes
-    that bound (the verdict ``inconclusive``, flag ``block_bound``). The blocks see what the lag-1 widening misses (slow wander, drift, strong
-    correlation); an accept needs both tests, so it is wrong with at most the look's error when
-    either one's assumptions hold. Where it does not fire, the decision is v3's, bit for bit.
-
-    ``min_accept_pairs`` (issue 36): no ``faster`` from fewer pairs (``inconclusive``, flag
-    ``too_early``); the futility stop is not delayed. ``throughput_bound``: the
-    throughput condition needs the delta-method lower bound of the throughput ratio
-    (:func:`throughput_log_lower`, at the look's level) to clear the gate, not the point.
-    ``candidate_after_eager`` (one flag a pair: the candidate's call came right after eager's)
-    measures the carry-over (``carryover``); when it is found (flag ``carryover``), a
-    ``faster`` needs the pairs after the candidate's own call to clear the gate alone. ``held_back`` on an open look names the
-    first condition that held it back (:data:`~aitune_fp.core.verdict.HELD_BACK`).
-
-    The false-accept error ``1 - confidence`` is split evenly over ``n_looks`` looks (Bonferroni):
-    each look's lower bound uses ``(1 - confidence) / n_looks``, so a slower-or-equal candidate is
-    accepted with probability <= ``1 - confidence`` over all looks (``guarantee``); ``ci_high`` uses
-    the same level, so what ``ruled_out`` says holds at ``confidence`` too. The futility stop says
-    ``not_faster`` once the estimate is below the required speedup and the upper bound at the looser
-    ``futility_error / n_looks`` lies below ``required + futility_margin_percent / 100``: a
-    candidate faster than that by the margin is called ``not_faster`` with probability <=
-    ``futility_error`` (None: the same level as accepting, the symmetric rule). The guards run the
-    checks of :mod:`aitune_fp.core.dependence`: serial correlation widens the interval, a ratio
-    shift restricts the decision to the pairs after it.
-    """
+    """Paired decision at one look of a group-sequential, interleaved measurement."""
     base = timing_stats("baseline_times", baseline_times)
     cand = timing_stats("candidate_times", candidate_times)
     paired_lengths(base, cand)
@@ -451,13 +389,7 @@ SPENDING_POWER: Final = 2.0
 
 
 def look_alpha(total_alpha: float, look: int, n_looks: int) -> float:
-    """The false-accept error look ``look`` (1..``n_looks``) may spend: ``alpha (t_k^2 - t_{k-1}^2)``.
-
-    ``t_k = look / n_looks`` (a power-family spending function, Kim and DeMets, with exponent
-    :data:`SPENDING_POWER`). The parts add up to ``total_alpha``, so by the union bound a
-    candidate no faster than required is accepted at some look with probability at most
-    ``total_alpha``; the early looks, where serial correlation is invisible, spend the least.
-    """
+    """The false-accept error look ``look`` (1..``n_looks``) may spend: ``alpha (t_k^2 - t_{k-1}^2)``."""
     k = check_int("look", look, minimum=1)
     n = check_int("n_looks", n_looks, minimum=1)
     if k > n:

@@ -1,14 +1,4 @@
-"""Spot checks while timing: which timed calls of a look are compared with eager's outputs.
-
-Comparing only the first and the last timed call of a look lets a candidate that is wrong on
-every ``k``-th call through whenever neither end lands on a bad call. :func:`spot_positions`
-adds a seeded random subset of about ``rate`` of the calls in between (at least one), so the
-calls compared cannot be predicted from the look's length, and :func:`detection_probability`
-says, exactly, how likely such a schedule is to catch a periodic fault.
-
-Pure: no torch, no I/O, no clocks, no logging. The only randomness is a ``random.Random(seed)``
-made from the caller's seed.
-"""
+"""Spot checks while timing: which timed calls of a look are compared with eager's outputs."""
 
 from __future__ import annotations
 
@@ -41,26 +31,13 @@ def _extra_count(n_calls: int, rate: float) -> int:
 
 
 def spot_count(n_calls: int, rate: float = DEFAULT_SPOT_RATE) -> int:
-    """How many calls :func:`spot_positions` picks for a look of ``n_calls`` timed calls.
-
-    ``min(n_calls, 2)`` ends, plus ``max(1, round(rate * (n_calls - 2)))`` of the inner calls
-    (halves rounded up) when there are any. The same for every seed.
-    """
+    """How many calls :func:`spot_positions` picks for a look of ``n_calls`` timed calls."""
     n = check_int("n_calls", n_calls, minimum=1)
     return min(n, 2) + _extra_count(n, _check_rate(rate))
 
 
 def spot_positions(n_calls: int, rate: float, seed: int) -> tuple[int, ...]:
-    """Which of a look's ``n_calls`` timed calls (numbered from 0) to compare with eager.
-
-    Always the first (0) and the last (``n_calls - 1``); plus, when there are inner calls,
-    ``max(1, round(rate * (n_calls - 2)))`` of them drawn uniformly without replacement by
-    ``random.Random(seed)``. Sorted and unique; the same seed gives the same positions.
-
-    Raises :class:`~aitune_fp.errors.InvalidTypeError` / :class:`~aitune_fp.errors.InvalidValueError`
-    naming the argument for an ``n_calls`` that is not an int >= 1, a ``rate`` outside
-    ``(0, 1]`` or not finite, or a ``seed`` that is not an int.
-    """
+    """Which of a look's ``n_calls`` timed calls (numbered from 0) to compare with eager."""
     n = check_int("n_calls", n_calls, minimum=1)
     extra = _extra_count(n, _check_rate(rate))
     check_type("seed", seed, int)
@@ -71,10 +48,7 @@ def spot_positions(n_calls: int, rate: float, seed: int) -> tuple[int, ...]:
 
 
 def _miss_probability(inner: int, faulty: int, picked: int) -> float:
-    """Chance that ``picked`` of ``inner`` positions drawn without replacement avoid all ``faulty``.
-
-    The hypergeometric zero term ``C(inner - faulty, picked) / C(inner, picked)``, as a product.
-    """
+    """Chance that ``picked`` of ``inner`` positions drawn without replacement avoid all ``faulty``."""
     if faulty + picked > inner:
         return 0.0
     miss = 1.0
@@ -84,26 +58,7 @@ def _miss_probability(inner: int, faulty: int, picked: int) -> float:
 
 
 def detection_probability(n_calls: int, rate: float, period: int) -> float:
-    """Probability that :func:`spot_positions` compares at least one faulty call.
-
-    The fault: every ``period``-th call is wrong, at a phase ``phi`` unknown to the schedule,
-    uniform over ``0 .. period - 1``; call ``i`` of the look is wrong when
-    ``i % period == phi``. The schedule: both ends plus ``m = spot_count(...) - 2`` of the
-    ``N = n_calls - 2`` inner calls, uniformly without replacement (a seed drawn at random).
-
-    Exact enumeration over the phase, hypergeometric in the inner draw::
-
-        P = 1 - (1 / period) * sum over phi of miss(phi)
-        miss(phi) = 0                                  if call 0 or call n_calls - 1 is faulty
-                  = C(N - f_phi, m) / C(N, m)          otherwise
-
-    where ``f_phi`` is the number of faulty inner calls at that phase. A phase with no faulty
-    call in the look (possible when ``period > n_calls``) is a miss: the fault never fires there.
-    ``period == 1`` (every call wrong) gives 1.
-
-    Raises like :func:`spot_positions` for bad ``n_calls``/``rate``, and for a ``period`` that is
-    not an int >= 1.
-    """
+    """Probability that :func:`spot_positions` compares at least one faulty call."""
     n = check_int("n_calls", n_calls, minimum=1)
     picked = _extra_count(n, _check_rate(rate))
     k = check_int("period", period, minimum=1)

@@ -1,21 +1,4 @@
-"""GPU telemetry flags: NVML readings of the timed device in, ``throttled`` and friends out.
-
-A comparison on a GPU measures the device as much as the backend: a thermal or power throttle,
-a boost clock that moves, or another process sharing the SMs changes the timings. The shell
-(:mod:`aitune_fp.measure.telemetry`) reads the device through NVML before and after each look's pairs;
-this module turns those readings into flags (docs/gpu.md, "Flags"):
-
-- ``throttled``: a look's pairs ran under a thermal or power throttle (:data:`THROTTLE_REASONS`
-  active at a reading, or the driver's power / thermal violation time grew during the look);
-- ``clock_changed``: the SM clock varied by more than :data:`CLOCK_CHANGE_SHARE` of its highest
-  reading within a look (readings taken while the GPU was idle left out);
-- ``device_shared``: another process had a compute context on the device during a look;
-
-and :func:`device_isolation`, ``exclusive``, ``shared`` or ``unknown`` for the run. Without
-readings (CPU, no ``nvidia-ml-py``, NVML failing) everything is ``unknown`` and no flag is raised.
-
-Pure: no NVML, no torch, no I/O.
-"""
+"""GPU telemetry flags: NVML readings of the timed device in, ``throttled`` and friends out."""
 
 from __future__ import annotations
 
@@ -75,12 +58,7 @@ _optional = attrs.validators.optional
 
 @attrs.frozen(kw_only=True)
 class DeviceSample:
-    """One NVML reading of the timed device; None where the value could not be read.
-
-    ``throttle_reasons``: NVML's active throttle reason bitmask; ``violation_ns``: the driver's
-    cumulative power plus thermal violation time (grows while a throttle holds clocks down,
-    also between readings); ``pids``: the processes with a compute context on the device.
-    """
+    """One NVML reading of the timed device; None where the value could not be read."""
 
     sm_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
     mem_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
@@ -117,11 +95,7 @@ def throttle_names(reasons: int) -> tuple[str, ...]:
 
 
 def throttled(look: LookTelemetry) -> bool:
-    """Whether ``look`` ran under a thermal or power throttle (the ``throttled`` flag).
-
-    A counted reason active at any reading, or the violation time grown between the first and
-    the last reading that have it (a throttle that began and ended between readings).
-    """
+    """Whether ``look`` ran under a thermal or power throttle (the ``throttled`` flag)."""
     if any(s.throttle_reasons is not None and s.throttle_reasons & _COUNTED for s in look.samples):
         return True
     counters = [s.violation_ns for s in look.samples if s.violation_ns is not None]
@@ -129,11 +103,7 @@ def throttled(look: LookTelemetry) -> bool:
 
 
 def clock_changed(look: LookTelemetry, share: float = CLOCK_CHANGE_SHARE) -> bool:
-    """Whether the SM clock's readings in ``look`` spread by more than ``share`` of the highest.
-
-    Readings taken while NVML reported the GPU idle are left out: they show the idle clock,
-    not the one the timed calls ran at.
-    """
+    """Whether the SM clock's readings in ``look`` spread by more than ``share`` of the highest."""
     clocks = [c for c in map(_busy_clock, look.samples) if c is not None]
     if len(clocks) < 2 or max(clocks) == 0:
         return False
@@ -141,13 +111,7 @@ def clock_changed(look: LookTelemetry, share: float = CLOCK_CHANGE_SHARE) -> boo
 
 
 def other_processes(pids: tuple[int, ...] | None, own_pid: int) -> int | None:
-    """How many processes other than ``own_pid`` hold a compute context (None: not known).
-
-    The timing process holds a context on the device it times, so it should be listed. When it
-    is not (NVML reports the host's PIDs to a process in a container's PID namespace), one of
-    the listed processes is taken to be it; an empty list means NVML cannot see this process's
-    contexts at all, so nothing is known.
-    """
+    """How many processes other than ``own_pid`` hold a compute context (None: not known)."""
     if not pids:
         return None
     if own_pid in pids:
@@ -167,14 +131,7 @@ def device_isolation(looks: Sequence[LookTelemetry], own_pid: int) -> DeviceIsol
 
 @attrs.frozen(kw_only=True)
 class TelemetryVerdict:
-    """What a comparison's telemetry says: its flags and the figures shown with them.
-
-    ``flags``: ``throttled``, ``clock_changed``, ``device_shared`` (in that order, each once);
-    ``throttled_looks``/``clock_changed_looks``: the looks (from 1) that raised them;
-    ``reasons``: the counted throttle reasons seen; ``sm_clock_mhz_min``/``_max`` over the
-    readings not taken while the GPU was idle, ``temperature_c_max`` and ``power_w_max`` over
-    all readings (None: none read).
-    """
+    """What a comparison's telemetry says: its flags and the figures shown with them."""
 
     flags: tuple[str, ...] = attrs.field(
         default=(),

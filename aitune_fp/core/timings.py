@@ -1,13 +1,4 @@
-"""Timings in, one arm's figures out: the input check every statistic shares, and steadiness.
-
-Timings are per-call latencies in seconds at one batch size: any 1-D sequence of real numbers
-(lists, tuples, numpy arrays of any real dtype, 1-D tensors, read through ``.tolist()``, never
-imported here). :func:`timing_stats` checks them once (finite, > 0) for every part of the decision
-(:mod:`~aitune_fp.core.hodges_lehmann`, :mod:`~aitune_fp.core.sequential`). The rest describes one
-arm on its own: its throughput, its relative noise, whether it has warmed up (:func:`is_steady`,
-:func:`is_settled`) and where its level shifted (:func:`level_shift_index`). No torch, no clocks,
-no I/O.
-"""
+"""Timings in, one arm's figures out: the input check every statistic shares, and steadiness."""
 
 from __future__ import annotations
 
@@ -44,11 +35,7 @@ def _got(value: object) -> str:
 
 
 def _items(name: str, values: object) -> list[Any]:
-    """The items of a 1-D sequence, array or tensor (arrays and tensors via ``.tolist()``).
-
-    Anything with an ``ndim`` other than 1 (a 2-D array, a 0-d tensor, a numpy scalar) is refused,
-    so a matrix is never read as a list of rows. numpy and torch are duck-typed, not imported.
-    """
+    """The items of a 1-D sequence, array or tensor (arrays and tensors via ``.tolist()``)."""
     if isinstance(values, (str, bytes)):
         raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
     ndim = getattr(values, "ndim", None)
@@ -71,10 +58,7 @@ def _items(name: str, values: object) -> list[Any]:
 
 
 def _real(name: str, value: object) -> float:
-    """``value`` as a float if it is a real number (also a numpy scalar, 0-d array or tensor).
-
-    int, float, Fraction, Decimal and numpy scalars convert with ``float()``. Bools (Python, numpy or tensor) are refused like any non-number: a flag is not a timing.
-    """
+    """``value`` as a float if it is a real number (also a numpy scalar, 0-d array or tensor)."""
     if isinstance(value, bool):
         raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
     if isinstance(value, (numbers.Real, decimal.Decimal)):
@@ -92,11 +76,7 @@ def _real(name: str, value: object) -> float:
 
 
 def timing_stats(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
-    """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them.
-
-    Accepts any 1-D sequence of real numbers (see :func:`_items`). Plain int/float items take a
-    C-speed check; anything else, or a bad value, goes item by item so the error names its index.
-    """
+    """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them."""
     items = _items(name, values)
     if all(issubclass(kind, (float, int)) and kind is not bool for kind in set(map(type, items))):
         try:
@@ -126,10 +106,7 @@ def sorted_median(values: Sequence[float]) -> float:
 
 
 def throughput_from_latencies(latencies_s: TimingStats, batch_size: int) -> float:
-    """Return samples per second from the MEAN latency (``batch_size / mean``), as AITune reports it.
-
-    One latency is enough for a throughput; every latency must be finite and > 0.
-    """
+    """Return samples per second from the MEAN latency (``batch_size / mean``), as AITune reports it."""
     values = timing_stats("latencies_s", latencies_s, minimum=1)
     batch = check_int("batch_size", batch_size, minimum=1)
     return batch / statistics.fmean(values)
@@ -141,11 +118,7 @@ def coefficient_of_variation(values: TimingStats) -> float:
 
 
 def cv(items: tuple[float, ...]) -> float:
-    """:func:`coefficient_of_variation` of checked timings.
-
-    ``statistics.stdev`` (exact, but ~1 s per million values) up to ``_EXACT_STDEV_MAX`` values;
-    above, two passes of ``math.fsum`` (within a few ulps of it, ten times faster).
-    """
+    """:func:`coefficient_of_variation` of checked timings."""
     if len(items) <= _EXACT_STDEV_MAX:
         return statistics.stdev(items) / statistics.fmean(items)
     mean = math.fsum(items) / len(items)
@@ -154,11 +127,7 @@ def cv(items: tuple[float, ...]) -> float:
 
 
 def is_steady(times: TimingStats, window: int, tolerance: float) -> bool:
-    """Warm-up test: the last ``window`` times spread by at most ``tolerance`` of their median.
-
-    True when ``len(times) >= window`` and ``(max - min) / median`` of the last ``window`` values is
-    ``<= tolerance``. Fewer times than ``window`` (even none) is not an error: it is "not yet steady".
-    """
+    """Warm-up test: the last ``window`` times spread by at most ``tolerance`` of their median."""
     size = check_int("window", window, minimum=2)
     tol = check_nonnegative("tolerance", tolerance)
     items = timing_stats("times", times, minimum=0)
@@ -169,15 +138,7 @@ def is_steady(times: TimingStats, window: int, tolerance: float) -> bool:
 
 
 def is_settled(times: TimingStats, window: int, tolerance: float, *, z: float = 2.5) -> bool:
-    """Warm-up test scaled to the machine's noise: no trend beyond what the noise explains.
-
-    True when :func:`is_steady` holds, or when the last ``2 * window`` times show no monotone
-    trend: Kendall's ``S`` (concordant minus discordant pairs of (call index, time)) within ``z``
-    of its standard deviation under no trend, ``sqrt(m (m - 1) (2m + 5) / 18)``. Ranks, so one
-    slow outlier weighs no more than any call. A fixed spread tolerance alone flags a steady arm
-    on a noisy 2-CPU machine in 30-40 % of decisions (issue 14); a cold start that is still
-    decaying, or an arm slowing down, is a trend and still fails.
-    """
+    """Warm-up test scaled to the machine's noise: no trend beyond what the noise explains."""
     size = check_int("window", window, minimum=2)
     level = check_positive("z", z)
     items = timing_stats("times", times, minimum=0)
@@ -196,16 +157,7 @@ def is_settled(times: TimingStats, window: int, tolerance: float, *, z: float = 
 def level_shift_index(
     times: TimingStats, *, min_segment: int = 10, ratio: float = 0.15
 ) -> int | None:
-    """First split index where the timing level shifts, to flag samples measured after it.
-
-    Returns the smallest ``k`` with ``min_segment <= k <= len(times) - min_segment`` such that
-    ``|median(times[k:]) - median(times[:k])| > ratio * median(times[:k])``, i.e. ``times[k:]`` run
-    at a level that differs by more than ``ratio`` (relative) from the level before them; ``None``
-    when no split qualifies (including when there are fewer than ``2 * min_segment`` times).
-    Medians make it robust to single outliers but early: a clean step at index ``s`` is reported
-    as soon as about half of ``times[k:]`` lies past it, so ``k <= s`` and the flagged tail is a
-    superset of the shifted samples. O(n^2) for the ~hundreds of samples it is meant for.
-    """
+    """First split index where the timing level shifts, to flag samples measured after it."""
     seg = check_int("min_segment", min_segment, minimum=1)
     rel = check_positive("ratio", ratio)
     items = timing_stats("times", times, minimum=0)

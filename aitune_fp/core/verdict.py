@@ -1,15 +1,4 @@
-"""The three-outcome verdict on "the candidate is faster than eager by the threshold", as a record.
-
-Rule (one look): ``faster`` when ``ci_low > required_speedup``, ``not_faster`` when
-``ci_high < required_speedup`` (or, with a futility margin, when the estimate is below and the
-futility upper bound below ``required + margin``), else ``inconclusive``. Both comparisons are
-strict and made on the reported (ratio) scale, so a bound that lands exactly on the threshold never
-settles the question: it gives ``inconclusive``, and the fields of :class:`SpeedupDecision` always
-reproduce its verdict (checked when one is made). The record holds no text: what an interval
-excludes, in words, is :func:`aitune_fp.core.messages.ruled_out`'s. See
-``shared/reference/measurement-findings.md`` for the rule and the evidence behind it. The
-decisions themselves are :mod:`~aitune_fp.core.sequential`'s.
-"""
+"""The three-outcome verdict on "faster than eager by the threshold", as a record (no text)."""
 
 from __future__ import annotations
 
@@ -71,17 +60,7 @@ def _json_float(value: float) -> float | None:
 
 @attrs.frozen(kw_only=True)
 class SpeedupDecision:
-    """A three-outcome verdict on 'candidate is faster than eager by the threshold', with its basis.
-
-    ``speedup`` is ``exp`` of the Hodges-Lehmann estimate of the log ratios ``ln(eager / candidate)``
-    (the typical call, not the mean latency); ``[ci_low, ci_high]`` is its two-sided interval at
-    ``confidence`` (``ci_low`` may be 0.0 and ``ci_high`` ``inf`` when too few timings bound it).
-    ``faster`` iff ``ci_low > required_speedup``; ``not_faster`` iff ``ci_high < required_speedup``
-    or (futility) ``speedup < required_speedup`` and ``futility_high < required_speedup +
-    futility_margin``; else ``inconclusive``. ``guarantee`` is the one-sided level at which each
-    wrong verdict is controlled over the whole measurement (all looks), which is what a user may
-    rely on; ``confidence`` is one look's two-sided level.
-    """
+    """A three-outcome verdict on 'candidate is faster than eager by the threshold', with its basis."""
 
     verdict: Verdict = attrs.field(validator=one_of(VERDICTS))
     speedup: float = attrs.field(validator=finite(minimum=0, strict=True))

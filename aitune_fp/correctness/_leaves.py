@@ -1,9 +1,4 @@
-"""Walking an output tree: its leaves and their paths, finiteness first, and what we refuse.
-
-Paths read like Python: ``output['logits']``, ``output[0]``, ``output.hidden`` (a namedtuple's
-or dataclass's field), a registered pytree node's key path. The noise floor (``noise.py``) and
-the comparison use the same paths, so a floor measured on eager applies to the same leaf.
-"""
+"""Walking an output tree: its leaves and their paths, finiteness first, and what we refuse."""
 
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from typing import Any
 import torch
 
 from aitune_fp._tree import object_children
-from aitune_fp.correctness._errors import CorrectnessError
+from aitune_fp.correctness.failures import CorrectnessError
 
 #: Python scalars compared exactly, and all the scalar types compared (float: with tolerances).
 EXACT_SCALARS = (bool, int, str, bytes)
@@ -94,14 +89,7 @@ def leaves(value: Any, path: str, keys: list[Any]) -> list[tuple[str, list[Any],
 
 
 def children(value: Any) -> tuple[list[tuple[str, Any, Any]], Any] | None:
-    """One level of an output tree: ``([(path suffix, key, child), ...], context)``, or None.
-
-    Mappings (``['key']``, ``ModelOutput`` included), tuples and lists (``[i]``; a namedtuple's
-    ``.field``), objects registered with ``torch.utils._pytree.register_pytree_node`` (their key
-    paths when registered with ``flatten_with_keys_fn``: ``.key_cache``; else ``[i]``; the
-    context is the node's non-tensor part), transformers' cache objects (``.layers[0].keys``:
-    ``_tree.object_children``) and dataclasses (``.field``). Anything else is a leaf.
-    """
+    """One level of an output tree: ``([(path suffix, key, child), ...], context)``, or None."""
     if isinstance(value, Mapping):
         return [(f"[{key!r}]", key, item) for key, item in value.items()], None
     if isinstance(value, (tuple, list)) and not isinstance(value, torch.Size):
@@ -137,10 +125,7 @@ def item_path(container: Sequence[Any], path: str, index: int) -> str:
 
 
 def same(a: Any, b: Any) -> bool:
-    """``a == b`` as a bool; values that cannot say (tensors with several elements) count as same.
-
-    Used for keys and pytree contexts (a node's non-tensor part), never for compared values.
-    """
+    """``a == b`` as a bool; values that cannot say (tensors with several elements) count as same."""
     try:
         return bool(a == b)
     except Exception:

@@ -1,11 +1,4 @@
-"""Comparing one floating tensor leaf: element-wise, or by the norm criteria of its tier.
-
-Element-wise (float32/float64 by default): every element within ``atol + rtol * |e|``. Norm
-criteria (reduced precision by default): the leaf is reduced to squared norms and counts here,
-and ``core/accuracy.py`` holds them against their budgets, so a handful of rounding outliers
-does not reject while a wrong output still does. Either way a pass is recorded as a
-:class:`Mismatch` in the walk's tally and a failure raises :class:`CorrectnessError`.
-"""
+"""Comparing one floating tensor leaf: element-wise, or by the norm criteria of its tier."""
 
 from __future__ import annotations
 
@@ -18,8 +11,8 @@ import torch
 
 from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, judge_leaf
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._errors import CorrectnessError
 from aitune_fp.correctness._leaves import unravel
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances
 
 #: The device types whose float32 math torch's TF32 flags govern.
@@ -27,21 +20,13 @@ TF32_DEVICES = frozenset({"cuda"})
 
 
 def tf32_allowed() -> bool:
-    """Whether torch may run float32 matmuls or convolutions on CUDA in TF32 (10-bit mantissa).
-
-    cuDNN's flag is on by default: float32 convolutions on an Ampere or later GPU round like
-    float16, and two correct kernels (eager's and a candidate's) differ at that precision.
-    """
+    """Whether torch may run float32 matmuls or convolutions on CUDA in TF32 (10-bit mantissa)."""
     return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
 
 
 @attrs.define
 class Walk:
-    """The state of one comparison walk: the budget, the declared dtype, what passed so far.
-
-    Mutable on purpose (the tally grows leaf by leaf); it never leaves the comparison.
-    ``tf32``: float32 leaves on CUDA are held to the reduced tier (:func:`tf32_allowed`).
-    """
+    """The state of one comparison walk: the budget, the declared dtype, what passed so far."""
 
     tol: Tolerances
     expected_dtype: torch.dtype | None = None
@@ -183,11 +168,7 @@ _LAST_NAME = re.compile(r"""(?:\.(\w+)|\[(?:'([^']*)'|"([^"]*)")\])$""")
 
 
 def class_scores(path: str) -> bool:
-    """Whether the leaf at ``path`` may be class scores, to judge by top-1 agreement.
-
-    A named leaf is when its name says so (``logits``, ``scores``); an embedding
-    (``pooler_output``, ``last_hidden_state``) is not. An unnamed 2-D leaf may be either: kept.
-    """
+    """Whether the leaf at ``path`` may be class scores, to judge by top-1 agreement."""
     found = _LAST_NAME.search(path)
     if found is None:
         return True
@@ -198,12 +179,7 @@ def class_scores(path: str) -> bool:
 def _top1(
     a_c: torch.Tensor, e_c: torch.Tensor, widened: torch.Tensor, budgets: NormBudgets
 ) -> tuple[int, int]:
-    """Rows of a 2-D real leaf (classifier logits), and those whose top-1 agrees with eager's.
-
-    A row agrees when the candidate's argmax is eager's, or when eager scores the two classes
-    within both elements' allowances (a near-tie the tolerated errors can flip). Rows where eager
-    is non-finite are left out. ``(0, 0)`` for other leaves or when the criterion is off.
-    """
+    """Rows of a 2-D real leaf (classifier logits), and those whose top-1 agrees with eager's."""
     if budgets.top1_agreement is None or e_c.ndim != 2 or e_c.shape[1] < 2 or e_c.is_complex():
         return 0, 0
     keep = torch.isfinite(e_c).all(dim=1)

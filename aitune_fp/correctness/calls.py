@@ -1,9 +1,4 @@
-"""What one call of the correctness check must also not do: change inputs, reuse outputs.
-
-A candidate may not change an input in place that eager leaves alone (a caller's tensor would
-change under it), nor return a buffer its next call overwrites (a caller keeping an output
-would see it change). The check's helpers for both, and for outputs made with grad enabled.
-"""
+"""What one call of the correctness check must also not do: change inputs, reuse outputs."""
 
 from __future__ import annotations
 
@@ -13,17 +8,14 @@ from typing import Any
 import torch
 
 from aitune_fp._tree import flatten_tensors
-from aitune_fp.correctness._errors import CorrectnessError
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import Sample
 
 __all__ = ["changed_inputs", "detached", "same_changes", "still_held", "tensor_copies"]
 
 
 def changed_inputs(batch: Sample, args: Sequence[Any], kwargs: Mapping[str, Any]) -> set[str]:
-    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place.
-
-    ``args`` and ``kwargs`` are the copies of ``batch`` the call was given.
-    """
+    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place."""
     given = Sample(tuple(args), kwargs)
     return {
         f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"

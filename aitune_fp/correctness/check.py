@@ -1,10 +1,4 @@
-"""The correctness check a candidate must pass before it is timed, and the pluggable Closeness.
-
-For every recorded sample, at every batch size the candidate serves, the candidate and the eager
-reference run on fresh copies of the same batch and their outputs are compared
-(``compare.py``). A user's own accuracy metric, when given, is averaged over those calls and
-its degradation from eager's held against a budget.
-"""
+"""The correctness check a candidate must pass before it is timed."""
 
 from __future__ import annotations
 
@@ -26,7 +20,6 @@ from aitune_fp.core.accuracy import (
 )
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._errors import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness._values import Walk
 from aitune_fp.correctness.calls import (
     changed_inputs,
@@ -45,6 +38,7 @@ from aitune_fp.correctness.envelope import (
     restyled,
     restyles,
 )
+from aitune_fp.correctness.failures import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.correctness.variation import Spreads
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
@@ -77,23 +71,7 @@ def check_correctness(
 ) -> Mismatch:
     """Check ``candidate`` against ``reference`` on every sample at every batch size it serves.
 
-    The batch sizes: :func:`served_batch_sizes` (the two ends, every power of two between them,
-    and ``batch_sizes`` within the range). Both run under ``torch.no_grad()`` on their own fresh
-    copies of each batch, so the stored samples are never mutated; with ``grad_mode`` the
-    candidate is also called once with grad enabled (the first sample at the largest size),
-    since a user's call may run either way. ``noise_floor``: eager's own error per output leaf
-    (:func:`eager_noise_floor`). ``accuracy``: a user metric; its mean drop from eager's own
-    score over the calls must stay within ``max_degradation``. ``heldout``: samples derived
-    from ``data`` (drawn with ``heldout_seed``), checked after it and named as such, with how
-    each leaves the recorded envelope (``envelope.beyond``); a layout or grad variant is
-    checked at the smallest and largest size only, and one beyond the envelope that eager
-    rejects (raises, answers non-finite, or differently than in the recorded layout) is
-    dropped and noted. Every input keeps its layout and ``requires_grad``. Over all
-    the calls, each floating leaf's error is also held against eager's variation across the
-    inputs (``Tolerances.variation``). Returns the worst mismatch over
-    all of them against the budget (a pass still says how close it came). Raises
-    :class:`CorrectnessError` naming the sample, batch size, output path and failed check; a
-    failing reference raises :class:`ReferenceFailedError` (not the candidate's fault).
+    Returns the worst mismatch; raises CorrectnessError, or ReferenceFailedError when eager fails.
     """
     check_expected_dtype(expected_dtype)
     _check_metric(accuracy, max_degradation)
@@ -282,12 +260,7 @@ def _not_a_reference(
     *,
     finite: bool,
 ) -> str | None:
-    """Why eager's output on an input beyond the envelope is no reference (None: it is one).
-
-    Not finite where eager's outputs on the recorded samples were; or, for a layout or grad
-    variant, not eager's output on the same values in the recorded layout (within the float32
-    element-wise tolerances).
-    """
+    """Why eager's output on an input beyond the envelope is no reference (None: it is one)."""
     if finite and not _finite(expected):
         return "eager's output is not finite on it"
     if not restyles(batch, envelope):
@@ -337,10 +310,7 @@ def _score(accuracy: AccuracyMetric, expected: Any, actual: Any, what: str) -> f
 
 
 def served_batch_sizes(low: int, high: int, extra: Sequence[int] = ()) -> list[int]:
-    """The batch sizes a candidate is checked at, in ``low..high``.
-
-    Both ends, every power of two between them, and ``extra`` (``ProfilingConfig.batch_sizes``).
-    """
+    """The batch sizes a candidate is checked at, in ``low..high``."""
     sizes = {low, high, *(s for s in extra if low <= s <= high)}
     power = 1
     while power < high:

@@ -1,9 +1,4 @@
-"""``Closeness``: the pluggable check that a candidate computes what eager computes.
-
-One frozen value holds how outputs are judged (tolerances, eager's noise floor, a user metric,
-the settings that adjust a backend's budget) and the user's own held-out inputs; the pipeline
-calls its ``check`` once per candidate and its ``spot`` on timed outputs (``docs/accuracy.md``).
-"""
+"""``Closeness``: the pluggable check that a candidate computes what eager computes."""
 
 from __future__ import annotations
 
@@ -60,28 +55,7 @@ _ADJUSTS = ("rel_l2", "outlier_share", "noise_factor")
 
 @attrs.frozen(kw_only=True)
 class Closeness:
-    """The pipeline's check that a candidate computes what eager computes (pluggable).
-
-    ``check`` runs once, after the build: every sample at every batch size it serves
-    (:func:`served_batch_sizes`), and once with grad enabled.
-    ``spot`` runs on outputs of timed calls. ``tolerances``: one budget for every candidate;
-    None gives each backend its own (its ``tolerances`` attribute, else the default tiers).
-    ``noise_floor``: eager's own error per output leaf (:func:`eager_noise_floor`), which lifts
-    a leaf's rel-L2 budget to ``noise_factor`` times it where that is larger. ``accuracy``: a
-    user metric ``metric(reference_outputs, candidate_outputs) -> float`` (higher is better);
-    the candidate's mean drop from eager's own score, ``metric(reference, reference)``, must
-    stay within ``max_degradation`` (checked by ``check`` only; spot checks skip it).
-    ``enabled=False`` skips both, for backends whose values differ by design.
-    ``input_generator``: ``fn(recorded_samples, seed) -> samples``, the user's own held-out
-    inputs, checked after the tool's (:meth:`generated`).
-
-    Settings that adjust whichever budget a backend is held to (its own, or ``tolerances``):
-    ``criteria`` (``auto``: the tiers' defaults; ``elementwise``: the element-wise check in every
-    tier; ``norm``: the norm criteria in every tier), ``rel_l2`` (the rel-L2 budget of every
-    tier), ``outlier_share``, ``noise_factor``. ``calibrate=True``: the tune measures eager's own
-    noise floor once, right after the eager baseline (float32 eager against a float64 copy on
-    the recorded samples), and every candidate's norm budgets use it (``docs/accuracy.md``).
-    """
+    """The pipeline's check that a candidate computes what eager computes (pluggable)."""
 
     enabled: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     tolerances: Tolerances | None = attrs.field(
@@ -140,11 +114,7 @@ class Closeness:
         heldout: Sequence[Sample] = (),
         heldout_seed: int | None = None,
     ) -> Mismatch | None:
-        """The worst mismatch over the samples (None when switched off); raises on a failure.
-
-        ``heldout``: samples derived from ``data`` with ``heldout_seed``, checked in the same
-        pass (eager's variation is measured over both).
-        """
+        """The worst mismatch over the samples (None when switched off); raises on a failure."""
         if not self.enabled:
             return None
         return check_correctness(
@@ -166,10 +136,7 @@ class Closeness:
     def generated(
         self, recorded: Sequence[Sample], seed: int, graph_spec: BatchSpec
     ) -> tuple[Sample, ...]:
-        """The user's held-out inputs (``input_generator``), checked to fit; none without one.
-
-        Each must be a sample with the recorded samples' structure that ``graph_spec`` batches.
-        """
+        """The user's held-out inputs (``input_generator``), checked to fit; none without one."""
         if self.input_generator is None:
             return ()
         name = f"input_generator {metric_name(self.input_generator)}"

@@ -1,9 +1,4 @@
-"""Comparing a candidate's outputs with eager's, leaf by leaf: structure, type, shape, dtype, values.
-
-Order: finite (the whole candidate output; inf before NaN), then per leaf structure, type, shape,
-dtype and values. Non-tensor outputs are compared explicitly; an output type nothing here can
-compare is an error, never skipped. Floating values go to ``_values.py``.
-"""
+"""A candidate's outputs against eager's, leaf by leaf: structure, type, shape, dtype, values."""
 
 from __future__ import annotations
 
@@ -16,7 +11,6 @@ import torch
 
 from aitune_fp.core.accuracy import NoiseFloor
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._errors import CorrectnessError
 from aitune_fp.correctness._leaves import (
     EXACT_SCALARS,
     SCALARS,
@@ -31,6 +25,7 @@ from aitune_fp.correctness._leaves import (
     unravel,
 )
 from aitune_fp.correctness._values import Walk, capped, compare_floats
+from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances, least_precise
 from aitune_fp.errors import InvalidTypeError
 
@@ -46,15 +41,7 @@ def compare_outputs(
     tolerances: Tolerances | None = None,
     noise_floor: NoiseFloor | None = None,
 ) -> Mismatch:
-    """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``.
-
-    Order: finite (the whole candidate output; inf before NaN), then per leaf structure, type,
-    shape, dtype and values. ``expected_dtype`` declares a reduced precision: floating outputs may
-    then be in that dtype (or the reference's) and are held to its tier's budget (the norm
-    criteria, by default). ``noise_floor``: eager's own error per leaf, which raises a leaf's
-    rel-L2 budget to ``noise_factor`` times it when larger. Returns the worst mismatch found,
-    against the budget, when the outputs match.
-    """
+    """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``."""
     check_expected_dtype(expected_dtype)
     walk = Walk(
         tol=tolerances if tolerances is not None else Tolerances(),
@@ -72,11 +59,7 @@ def compare_tree(actual: Any, expected: Any, path: str, walk: Walk) -> None:
 
 
 def check_comparable(output: Any, *, path: str = "output") -> None:
-    """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares.
-
-    Only the structure is looked at, not the values: what the up-front eager call checks, so an
-    output type :func:`compare_outputs` would refuse stops a tune before any candidate is built.
-    """
+    """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares."""
     for leaf_path, _, leaf in leaves(output, path, []):
         leaf = as_tensor_if_array(leaf)
         if leaf is None or isinstance(leaf, (torch.Tensor, torch.Size, *SCALARS)):

@@ -1,10 +1,4 @@
-"""Eager outputs the correctness check cannot tell candidates apart by: constant or near zero.
-
-With random weights (or a saturated head) a model's outputs may hardly change with its input,
-or round to zero (vanishing activations: logits of 1e-21 beside hidden states of 0.1). The check
-then passes a candidate that ignores its input or returns zeros there, and its "correct" means
-little: the tune says so (issue 35).
-"""
+"""Eager outputs the correctness check cannot tell candidates apart by: constant or near zero."""
 
 from __future__ import annotations
 
@@ -68,15 +62,7 @@ def _near_zero(
 
 
 def degenerate_outputs(outputs: Sequence[Any], tolerances: Tolerances | None = None) -> str | None:
-    """Why eager's ``outputs`` on different inputs cannot tell candidates apart, or None.
-
-    Near zero: some floating leaf (any nesting the check reads, whatever the other leaves'
-    scale) is within the reduced tier's ``atol`` of zero on every input: a candidate returning
-    zeros there passes; the leaves are named. Constant: across the inputs, every floating leaf
-    varies by no more than the reduced tier's relative L2 budget (a candidate that returns one
-    fixed output passes under reduced precision). None when the outputs do not share a structure
-    (the constant rule: when fewer than two do).
-    """
+    """Why eager's ``outputs`` on different inputs cannot tell candidates apart, or None."""
     tol = tolerances if tolerances is not None else Tolerances()
     found = [_floating_leaves(o) for o in outputs]
     if not found or not found[0]:

@@ -1,12 +1,4 @@
-"""The recorded inputs' envelope, and copies of inputs that keep their layout and ``requires_grad``.
-
-A held-out input may leave the envelope of the recorded samples: values beyond their range, a
-layout they did not have (non-contiguous, ``channels_last``), an input that requires grad where
-they did not. :func:`beyond` says how, for the check's messages and for what it may drop (a
-variant eager itself rejects). Batching (``make_batch``) and the check's copies made every
-tensor contiguous and dropped ``requires_grad``; :func:`restyled` and :func:`fresh_copies` keep
-both, so a candidate sees the input as it was drawn.
-"""
+"""The recorded inputs' envelope, and input copies that keep their layout and ``requires_grad``."""
 
 from __future__ import annotations
 
@@ -54,13 +46,7 @@ def layout_of(tensor: torch.Tensor) -> Layout:
 
 
 def styled(value: torch.Tensor, layout: Layout, requires_grad: bool) -> torch.Tensor:
-    """A new leaf tensor holding ``value``'s values, in ``layout``, with ``requires_grad``.
-
-    ``strided``: a view taking every other element of the last dimension longer than 1 of a
-    zero-filled buffer twice as long there (a kernel that assumes a contiguous input reads the
-    gaps). A layout the shape cannot take (one element; ``channels_last`` below 4 dimensions)
-    gives a contiguous copy; ``requires_grad`` is set on floating and complex tensors only.
-    """
+    """A new leaf tensor holding ``value``'s values, in ``layout``, with ``requires_grad``."""
     source = value.detach()
     if source.layout != torch.strided or source.is_quantized:
         out = source.clone()
@@ -88,10 +74,7 @@ def _style(tensor: torch.Tensor) -> tuple[Layout, bool]:
 
 
 def restyled(batch: Sample, like: Sample | tuple[Any, Any]) -> Sample:
-    """``batch`` (made from ``like``) with each top-level tensor in ``like``'s style.
-
-    The style: the layout and ``requires_grad``; other values are kept as they are.
-    """
+    """``batch`` (made from ``like``) with each top-level tensor in ``like``'s style."""
     model = as_sample(like)
     styles = {k: _style(v) for k, v in model.items() if isinstance(v, torch.Tensor)}
 
@@ -180,11 +163,7 @@ def _name(key: InputKey) -> str:
 
 
 def beyond(sample: Sample | tuple[Any, Any], envelope: Envelope) -> tuple[str, ...]:
-    """How ``sample`` leaves the envelope, one phrase per way (empty: it stays inside).
-
-    Values beyond an input's recorded range, a layout or ``requires_grad`` it was not recorded
-    with. An input the envelope does not know is taken as recorded contiguous, without grad.
-    """
+    """How ``sample`` leaves the envelope, one phrase per way (empty: it stays inside)."""
     values: list[str] = []
     styles: list[str] = []
     for key, value in as_sample(sample).items():

@@ -1,10 +1,4 @@
-"""Eager's own numerical noise: float32 eager against a float64 copy of the same model.
-
-A candidate cannot be expected to be closer to the exact result than eager itself is. This
-measures, per output leaf, the relative L2 error of the float32 model against a float64 copy on
-the same inputs, so a budget can be "a stated factor of eager's own error, or the dtype floor,
-whichever is larger" (``Tolerances.noise_factor``, ``Closeness(noise_floor=...)``).
-"""
+"""Eager's own numerical noise: float32 eager against a float64 copy of the same model."""
 
 from __future__ import annotations
 
@@ -17,9 +11,9 @@ from torch.utils import _pytree
 
 from aitune_fp._tree import clone_inputs
 from aitune_fp.core.accuracy import NoiseFloor, rel_l2
-from aitune_fp.correctness._errors import ReferenceFailedError
 from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
 from aitune_fp.correctness._values import capped
+from aitune_fp.correctness.failures import ReferenceFailedError
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
 
@@ -33,14 +27,7 @@ def eager_noise_floor(
     graph_spec: BatchSpec | None = None,
     batch_sizes: Sequence[int] = (),
 ) -> NoiseFloor:
-    """Eager's relative L2 error per floating output leaf, float32 against a float64 copy.
-
-    Runs ``model`` and a float64 deep copy (its floating parameters, buffers and the samples'
-    floating tensors in float64) under ``torch.no_grad()`` on each sample (with ``graph_spec``:
-    batched at each of ``batch_sizes``, default its smallest and largest) and keeps, per output
-    path (as the correctness check names them: ``output``, ``output['logits']``), the largest
-    ``||out32 - out64|| / ||out64||``. The model itself is not changed.
-    """
+    """Eager's relative L2 error per floating output leaf, float32 against a float64 copy."""
     if not isinstance(model, torch.nn.Module):
         raise InvalidTypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     given: object = samples

@@ -1,10 +1,4 @@
-"""The accuracy budget: element-wise tolerances and norm criteria per precision tier.
-
-One frozen value, :class:`Tolerances`, holds every figure a candidate's outputs are held to.
-Its tier is the least precise of the candidate's, the reference's and the declared dtype. In the
-tiers named by ``norm_tiers`` (reduced precision by default) the norm criteria decide; elsewhere
-every element must be within ``atol + rtol * |expected|``. See ``docs/accuracy.md``.
-"""
+"""The accuracy budget: element-wise tolerances and norm criteria per precision tier."""
 
 from __future__ import annotations
 
@@ -42,26 +36,7 @@ def _budget(instance: object, attribute: attrs.Attribute[Any], value: object) ->
 
 @attrs.frozen(kw_only=True)
 class Tolerances:
-    """The accuracy budget per precision tier (float64, float32, reduced).
-
-    Element-wise: ``|a - e| <= atol + rtol * |e|`` with the tier's ``atol``/``rtol``; integers
-    and bools compare exactly. ``scale_atol`` adds to ``atol`` that fraction of the reference
-    tensor's root mean square, for quantized backends whose error grows with the outputs' scale.
-
-    In the tiers in ``norm_tiers`` the norm criteria decide instead, per output leaf: the
-    relative L2 error ``||a - e|| / ||e||`` within the tier's ``*_rel_l2`` (or ``noise_factor``
-    times eager's own error, measured by ``eager_noise_floor``, when larger); the share of
-    outliers (elements beyond their element-wise allowance widened by the RMS error the L2 budget
-    allows) within ``outlier_share``; and for 2-D floating outputs (classifier logits) the share
-    of rows whose argmax agrees within ``top1_agreement`` (None: not checked).
-
-    In every tier, per floating leaf over all the inputs of a check (batch rows, recorded and
-    held-out samples): ``||a - e|| / ||e - mean||``, eager centred on its mean over the inputs,
-    within ``variation`` (None: not checked); a candidate that ignores its input scores 1 or
-    more, however small the error is against the whole output. The defaults keep
-    the element-wise check for float32/float64 and let the norm criteria decide for reduced
-    precision, where a handful of rounding outliers must not reject (``docs/accuracy.md``).
-    """
+    """The accuracy budget per precision tier (float64, float32, reduced)."""
 
     float64_atol: float = attrs.field(default=1e-6, validator=finite(minimum=0))
     float64_rtol: float = attrs.field(default=1e-6, validator=finite(minimum=0))

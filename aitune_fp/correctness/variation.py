@@ -1,12 +1,4 @@
-"""Eager's variation across the inputs of one check, and the candidate's error against it.
-
-Per floating output leaf, over every call of a correctness check (recorded and held-out samples,
-every batch size): the leaf's rows (axis 0 when its length is the call's batch size, else the
-whole leaf as one row) are pooled by their shape, eager is centred on its mean over them at each
-position, and the sums that ``core/accuracy.py`` judges are kept (:class:`Spread`). The sums are
-taken about the first row seen, so a common offset of 100 does not cancel a signal of 1e-3 away.
-Integer and bool leaves compare exactly and are not kept.
-"""
+"""Eager's variation across the inputs of one check, and the candidate's error against it."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from aitune_fp.core.verdict import HELD_BACK
 from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Event, Level, Phase
-from aitune_fp.profiling import CpuEnvironment
+from aitune_fp.profiling.threads import CpuEnvironment
 
 __all__ = [
     "DISABLED",

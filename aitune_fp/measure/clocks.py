@@ -14,7 +14,8 @@ import attrs
 
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.measure.reasons import fmt_figure
-from aitune_fp.profiling import PairedTimings, is_host_bound
+from aitune_fp.profiling.interleaved import PairedTimings
+from aitune_fp.profiling.timers import is_host_bound
 
 
 def on_clock(timings: PairedTimings, clock: str) -> PairedTimings:

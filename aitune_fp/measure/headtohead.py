@@ -28,30 +28,31 @@ import attrs
 
 from aitune_fp.core._checks import check_finite, check_int, check_type
 from aitune_fp.core.selection import (
-    Contender,
-    SelectionRule,
-    SelectionState,
     choose_on_budget,
     record_failures,
     select_at_look,
     start_selection,
 )
+from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
-from aitune_fp.profiling import (
+from aitune_fp.profiling.calls import (
     ProfilingError,
     ReferenceSpotCheck,
     SpotCheck,
     SpotCheckError,
-    Timer,
     as_batches,
+    checks_per_batch,
     gc_paused,
-    intra_op_threads,
-    timer_for,
+    spot_calls,
+    spot_inspector,
+    timed_call,
 )
-from aitune_fp.profiling.calls import checks_per_batch, spot_calls, spot_inspector, timed_call
-from aitune_fp.profiling.workers import InterferenceError, Worker
+from aitune_fp.profiling.interference import InterferenceError
+from aitune_fp.profiling.threads import intra_op_threads
+from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.workers import Worker
 
 __all__ = ["head_to_head"]
 

@@ -3,7 +3,7 @@
 The measurement itself says when the machine changed under it: eager's own latency moved
 (:func:`~aitune_fp.core.dependence.machine_change_index`), or the load average read around a
 look's pairs left fewer cores than the tune's threads need
-(:func:`~aitune_fp.profiling.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
+(:func:`~aitune_fp.profiling.threads.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
 rest on pairs taken across the change: a look decides on the steady stretch after it when that
 holds at least the first look's pairs and eager ran there at the fastest level of the run. A
 machine that slowed down may be a busy one, whose verdicts differ from a quiet one's (issue
@@ -24,7 +24,6 @@ from collections.abc import Sequence
 
 import attrs
 
-from aitune_fp import profiling
 from aitune_fp.core.dependence import (
     MACHINE_CHANGE,
     machine_change_index,
@@ -32,7 +31,9 @@ from aitune_fp.core.dependence import (
     slowdown_limit,
 )
 from aitune_fp.core.verdict import SpeedupDecision
-from aitune_fp.profiling import PairedTimings, Timer
+from aitune_fp.profiling import threads as host
+from aitune_fp.profiling.interleaved import PairedTimings
+from aitune_fp.profiling.timers import Timer
 
 #: How often the load is read while waiting for the machine to quiet down (seconds).
 POLL_S = 1.0
@@ -151,7 +152,7 @@ class MachineWatch:
         self._busy_look = False  # the latest look's pairs ran on a busy machine
 
     def _busy(self, load: float | None) -> bool:
-        return profiling.is_oversubscribed((load,), cpus=self.cpus, threads=self.threads)
+        return host.is_oversubscribed((load,), cpus=self.cpus, threads=self.threads)
 
     @property
     def busy_now(self) -> bool:
@@ -160,7 +161,7 @@ class MachineWatch:
 
     def read(self) -> float | None:
         """Read the load now (before a look's pairs, after a wait)."""
-        self._last = profiling.load_average()
+        self._last = host.load_average()
         return self._last
 
     def wait(self, seconds: float, *, clock: Timer, deadline_ns: int) -> float:

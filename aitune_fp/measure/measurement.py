@@ -14,13 +14,9 @@ from aitune_fp.core.results import Device, Environment, PerformanceValidationRes
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
-from aitune_fp.profiling import (
-    CpuEnvironment,
-    ReferenceSpotCheck,
-    SpotCheck,
-    Timer,
-    is_oversubscribed,
-)
+from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck
+from aitune_fp.profiling.threads import CpuEnvironment, is_oversubscribed
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies", "run_context"]
 
@@ -115,7 +111,7 @@ def run_context(
 ) -> RunContext:
     """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
-    ``oversubscribed``: :func:`aitune_fp.profiling.is_oversubscribed` over the load average
+    ``oversubscribed``: :func:`aitune_fp.profiling.threads.is_oversubscribed` over the load average
     at the comparison's start (``env``) and end (``load_end``); ``threads`` (None: ``env``'s)
     the intra-op threads both arms ran with.
     """

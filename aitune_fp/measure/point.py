@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import MAX_CALLS, ProfilingConfig
 from aitune_fp.core.messages import fmt_apart
@@ -31,7 +30,9 @@ from aitune_fp.measure.measurement import (
     run_context,
 )
 from aitune_fp.measure.results import assemble
-from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, time_calls
+from aitune_fp.profiling import threads as host
+from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck, time_calls
+from aitune_fp.profiling.timers import Timer
 
 __all__ = ["CANDIDATE_DRAWS", "measure_baseline_point"]
 
@@ -61,7 +62,7 @@ def measure_baseline_point(
     Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
     the outputs of the first and last timed calls and a seeded ~``spot_rate`` of the others;
     ``batches``/``references``/``fresh``/``reference`` as in
-    :func:`aitune_fp.profiling.time_calls` (timed call ``i`` on ``fresh(i)``).
+    :func:`aitune_fp.profiling.calls.time_calls` (timed call ``i`` on ``fresh(i)``).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
@@ -101,7 +102,7 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies
     spot_check, batches, references = c.spot_check, c.batches, c.references
     spot_rate, spot_seed = c.spot_rate, c.spot_seed
-    env = profiling.cpu_environment(config.threads)
+    env = host.cpu_environment(config.threads)
     start = timer.now_ns()
     if eager_latencies is None:
         _, base = measure_baseline_point(
@@ -135,7 +136,7 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
     raw = raw_latencies(base, cand, None)
-    context = run_context(env, profiling.load_average(), threads, isolation=c.isolation, raw=raw)
+    context = run_context(env, host.load_average(), threads, isolation=c.isolation, raw=raw)
     wall_s = (timer.now_ns() - start) / 1e9
     decided = Decision(
         rule="point",

@@ -16,7 +16,8 @@ from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.measure.measurement import Measurement, RunContext
 from aitune_fp.measure.reasons import reason_text
-from aitune_fp.profiling import PairedTimings, ProfilingError
+from aitune_fp.profiling.calls import ProfilingError
+from aitune_fp.profiling.interleaved import PairedTimings
 
 
 def assemble(

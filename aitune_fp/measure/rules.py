@@ -21,7 +21,8 @@ from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
 from aitune_fp.measure.point import compare_point, measure_baseline_point
 from aitune_fp.measure.statistical import compare_statistical, measure_throughput_steady
-from aitune_fp.profiling import ReferenceSpotCheck, SpotCheck, Timer, as_batches, timer_for
+from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck, as_batches
+from aitune_fp.profiling.timers import Timer, timer_for
 
 __all__ = [
     "DecisionRule",

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from aitune_fp import profiling
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.mismatch import Mismatch
@@ -45,12 +44,11 @@ from aitune_fp.measure.measurement import (
     run_context,
 )
 from aitune_fp.measure.results import statistical_result, undecided_result
-from aitune_fp.profiling import (
-    InterleavedRun,
-    Timer,
-    has_device_clock,
-    time_calls,
-)
+from aitune_fp.profiling import cache as l2_cache
+from aitune_fp.profiling import threads as host
+from aitune_fp.profiling.calls import time_calls
+from aitune_fp.profiling.interleaved import InterleavedRun
+from aitune_fp.profiling.timers import Timer, has_device_clock
 
 __all__ = ["MIN_ACCEPT_PAIRS", "measure_throughput_steady"]
 
@@ -119,8 +117,8 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             f"clock='device' needs a timer with device time (CUDA events); "
             f"{type(clock).__name__} has none here: use clock='host'"
         )
-    env = profiling.cpu_environment(config.threads)
-    flush = profiling.l2_flusher(clock) if config.cache == "cold" else None
+    env = host.cpu_environment(config.threads)
+    flush = l2_cache.l2_flusher(clock) if config.cache == "cold" else None
 
     def decide(
         base_s: Sequence[float],
@@ -249,7 +247,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         timings = run.timings()
         gpu = device.verdict(decided_look if decision is not None else None)
     wall_s = (clock.now_ns() - start) / 1e9
-    load_end = profiling.load_average()
+    load_end = host.load_average()
     chosen = on_clock(timings, config.clock)
     closeness = closeness_of(c, seen)
     if decision is None:

@@ -12,16 +12,20 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import torch
 
-from aitune_fp import events
-from aitune_fp.backends import TorchEagerBackend
+from aitune_fp.backends.eager import TorchEagerBackend
 from aitune_fp.core.budget import plan_budget
 from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.messages import one_line
-from aitune_fp.correctness import Closeness, degenerate_outputs, eager_noise_floor
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.correctness.degenerate import degenerate_outputs
+from aitune_fp.correctness.noise import eager_noise_floor
 from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
 )
+from aitune_fp.events.baseline import baseline_failed, baseline_measured
+from aitune_fp.events.names import EagerIsolation, Event
+from aitune_fp.events.validation import started as started_event
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
@@ -34,6 +38,7 @@ from aitune_fp.pipeline.values import (
     has_lazy,
     infer_of,
 )
+from aitune_fp.profiling.threads import cpu_environment
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
@@ -50,7 +55,7 @@ def _free_bytes(module: torch.nn.Module) -> float:
         return math.inf
 
 
-def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, events.EagerIsolation]:
+def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, EagerIsolation]:
     """A copy of eager (model included) no candidate can reach, so none can slow eager down.
 
     Copied when the model takes at most half the free memory there; else ``shared`` (guarded).
@@ -94,10 +99,10 @@ def operating_point(session: TuneSession, batch_size: int | None) -> tuple[int, 
     return size, config
 
 
-def started(session: TuneSession) -> events.Event:
+def started(session: TuneSession) -> Event:
     """The tune's ``started`` event: strategy, device, rule, gate, batch, threads, isolation."""
     assert session.options is not None
-    return events.started(
+    return started_event(
         session.run_id,
         session.target.name,
         strategy=session.strategy,
@@ -106,7 +111,7 @@ def started(session: TuneSession) -> events.Event:
         min_speedup_threshold_percent=session.options.min_speedup_threshold_percent,
         required_speedup=session.options.required_speedup,
         batch_size=session.batch_size,
-        cpu=events.cpu_environment(session.config.threads),
+        cpu=cpu_environment(session.config.threads),
         isolation=session.isolation,
         isolation_note=session.isolation_note,
     )
@@ -123,7 +128,7 @@ class Opened:
     batch: Sample
     baseline: Any
     eager: Any
-    copied: events.EagerIsolation
+    copied: EagerIsolation
     batches: tuple[Sample, ...]
     reference_outputs: tuple[Any, ...]
     id_limits: dict[Any, int]
@@ -140,7 +145,7 @@ class BaselineFailed:
     """Opening the baseline failed: why, and the ``baseline_failed`` event that says it."""
 
     error: str
-    event: events.Event
+    event: Event
 
 
 def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
@@ -200,7 +205,7 @@ def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
         closeness, noise = calibrate_noise(session, shared)  # never raises: notes why not
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
-        event = events.baseline_failed(
+        event = baseline_failed(
             session.run_id,
             t.name,
             error_type=type(exc).__name__,
@@ -226,13 +231,13 @@ def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
     )
 
 
-def measured(session: TuneSession, opened: Opened) -> events.Event:
+def measured(session: TuneSession, opened: Opened) -> Event:
     """The ``baseline_measured`` event of ``opened``, as the session now holds it."""
     assert session.batch_size is not None
     eager = infer_of(opened.eager)
     inputs = (*session.target.data, *opened.heldout)[:_DEGENERATE_INPUTS]
     outputs = tuple(reference_output(eager, as_sample(s)) for s in inputs)
-    return events.baseline_measured(
+    return baseline_measured(
         session.run_id,
         session.target.name,
         backend_description=opened.description,

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aitune_fp import events
 from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.quantiles import (
     DEFAULT_QUANTILE,
     min_samples_for_upper_bound,
     quantile_upper_bound,
 )
-from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
+from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
+from aitune_fp.events.candidates import headtohead_look, latency_checked, selection_decided
 from aitune_fp.measure.headtohead import head_to_head
-from aitune_fp.pipeline import CandidateOutcome, TuneSession, infer_of
 from aitune_fp.pipeline.stages import fresh_batches, spot_check_of
-from aitune_fp.profiling import SpotCheckError, time_calls
+from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.values import CandidateOutcome, infer_of
+from aitune_fp.profiling.calls import SpotCheckError, time_calls
 
-__all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
+__all__ = ["choose", "latency_calls", "latency_check"]
 
 _WARMUP_CALLS = 3
 
@@ -80,7 +81,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
     checks = {n: spot_check_of(session.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
-        session.emit(events.headtohead_look(session.run_id, name, state))
+        session.emit(headtohead_look(session.run_id, name, state))
 
     made = fresh_batches(batch, arena.seed, arena.target.graph_spec)  # values no gate pair saw
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
@@ -101,7 +102,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         fresh=fresh,
         reference=session.eager_arm,
     )
-    session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
+    session.emit(selection_decided(session.run_id, name, state, delta=rule.delta))
     for failure in state.failed:
         outcome = by_name[failure.name]
         if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
@@ -184,5 +185,5 @@ def latency_check(
         bound=quantile_upper_bound(latencies, quantile, confidence),
         budget_s=budget_ms / 1e3,
     )
-    session.emit(events.latency_checked(session.run_id, session.target.name, check))
+    session.emit(latency_checked(session.run_id, session.target.name, check))
     return check

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from aitune_fp import events
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.events.sending import info_enabled
+from aitune_fp.events.validation import selected
 from aitune_fp.pipeline.values import (
     NoValidBackendError,
     describe,
@@ -79,14 +80,14 @@ def select(
     """Emit ``selected`` for ``backend``, with what its hand-back changed and how it came back."""
     is_baseline = backend is session.baseline
     description = describe(backend)
-    event = events.selected(
+    event = selected(
         session.run_id,
         session.target.name,
         backend_description=description,
         is_baseline=is_baseline,
         result=result,
         baseline_throughput=session.baseline_throughput,
-        info_on=events.info_enabled(),
+        info_on=info_enabled(),
         restored=restored,
         handed_back=handed_back,
     )

@@ -8,7 +8,9 @@ import threading
 import attrs
 import torch
 
-from aitune_fp.isolation import ModelGuard, ProcessState, SampleGuard
+from aitune_fp.isolation.model import ModelGuard
+from aitune_fp.isolation.samples import SampleGuard
+from aitune_fp.isolation.snapshot import ProcessState
 from aitune_fp.pipeline.values import (
     ModelChangedError,
     ProcessChangedError,

@@ -14,13 +14,13 @@ from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
-from aitune_fp.correctness import Closeness
-from aitune_fp.errors import BackendUnavailableError, InvalidStateError
+from aitune_fp.correctness.closeness import Closeness
+from aitune_fp.errors import BackendUnavailableError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation.domain import heldout_domain
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
-from aitune_fp.measure import DecisionRule
 from aitune_fp.measure.measurement import Comparison, OnLook
+from aitune_fp.measure.rules import DecisionRule
 from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     ModelChangedError,
@@ -30,9 +30,10 @@ from aitune_fp.pipeline.values import (
     declared_dtype,
     infer_of,
 )
-from aitune_fp.profiling import SpotCheckError, Timer
-from aitune_fp.profiling.watchdog import CandidateHungError
-from aitune_fp.profiling.workers import InterferenceError, WorkerError
+from aitune_fp.profiling.calls import SpotCheckError
+from aitune_fp.profiling.interference import InterferenceError
+from aitune_fp.profiling.timers import Timer
+from aitune_fp.profiling.workers import WorkerError
 
 __all__ = [
     "Arena",

@@ -9,25 +9,19 @@ from typing import Any
 import attrs
 import torch
 
-from aitune_fp.backends import Backend
+from aitune_fp.backends.protocol import Backend
 from aitune_fp.core._checks import check_finite, check_open_interval
+from aitune_fp.core.quantiles import DEFAULT_QUANTILE
 from aitune_fp.inputs import GraphSpec, Sample
-from aitune_fp.pipeline import (
-    CandidateOutcome,
-    NoValidBackendError,
-    TuneSession,
-    TuneTarget,
-    active_session,
-)
-from aitune_fp.pipeline.choosing import DEFAULT_QUANTILE, choose, latency_check
+from aitune_fp.pipeline.choosing import choose, latency_check
+from aitune_fp.pipeline.tune import TuneSession, active_session
+from aitune_fp.pipeline.values import CandidateOutcome, NoValidBackendError, TuneTarget
 
 __all__ = [
-    "CandidateOutcome",
     "FirstWinsStrategy",
     "LatencyBudgetStrategy",
     "MaxThroughputStrategy",
     "MinLatencyStrategy",
-    "NoValidBackendError",
     "OneBackendStrategy",
     "SessionStrategy",
     "build_and_validate",

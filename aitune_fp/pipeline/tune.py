@@ -15,19 +15,26 @@ from typing import Any
 import attrs
 import torch
 
-from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
 from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.report import CandidateFailure, Outcome, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import (
+    CandidateHungError,
     InvalidStateError,
 )
+from aitune_fp.events.candidates import failed as failed_event
+from aitune_fp.events.kinds import fold
+from aitune_fp.events.names import EagerIsolation, Event, Phase, new_run_id
+from aitune_fp.events.sending import emit as emit_event
+from aitune_fp.events.validation import disabled as disabled_event
+from aitune_fp.events.validation import eval_mode, finished
+from aitune_fp.events.validation import phase as phase_event
 from aitune_fp.inputs import InputKey, Sample
-from aitune_fp.measure import rule_for
+from aitune_fp.measure.rules import rule_for
 from aitune_fp.pipeline.arms import Arm, HereArm
 from aitune_fp.pipeline.baseline import (
     BaselineFailed,
@@ -55,9 +62,10 @@ from aitune_fp.pipeline.values import (
 )
 from aitune_fp.pipeline.vetting import rank, recheck, vet
 from aitune_fp.pipeline.workers import WorkerArm, close_workers, isolation_of, start_eager
-from aitune_fp.profiling import Timer, timer_for
-from aitune_fp.profiling.watchdog import CandidateHungError, Watchdog
-from aitune_fp.profiling.workers import Worker, WorkerGroup
+from aitune_fp.profiling.interference import WorkerGroup
+from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.watchdog import Watchdog
+from aitune_fp.profiling.workers import Worker
 
 _ACTIVE: contextvars.ContextVar[TuneSession | None] = contextvars.ContextVar(
     "aitune_fp_session", default=None
@@ -95,13 +103,13 @@ class TuneSession:
         self.decides = decides
         self.gated = options is not None and options.enabled
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
-        self.run_id = events.new_run_id()
+        self.run_id = new_run_id()
         self.started = time.perf_counter()
         self.failures: list[CandidateFailure] = []
         self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.baseline: Any | None = None
         self.eager: Any | None = None  # what eager is timed and referenced on (a private copy)
-        self.eager_isolation: events.EagerIsolation = "private_copy"
+        self.eager_isolation: EagerIsolation = "private_copy"
         #: Where candidates run until chosen, and why in process when not in workers.
         self.isolation, self.isolation_note = isolation_of(options, target)
         self.workers = WorkerGroup()
@@ -150,15 +158,15 @@ class TuneSession:
         return cls(target, None, strategy=strategy)
 
     # -- events ------------------------------------------------------------------------------
-    def emit(self, event: events.Event, *, always: bool = False) -> None:
+    def emit(self, event: Event, *, always: bool = False) -> None:
         """Emit ``event`` when validating (``always``: even disabled); none after ``finished``."""
         if self._closed:
             return
         if event.payload is not None:  # the report, folded as ingest folds a log
-            self.folded = events.fold(self.folded, event.payload)
+            self.folded = fold(self.folded, event.payload)
         if self.gated or (always and self._emits):
             self.n_events += 1
-            events.emit(event)
+            emit_event(event)
 
     def arena(self) -> Arena:
         """What candidates are checked and timed against now: the value the stages take."""
@@ -183,11 +191,9 @@ class TuneSession:
             isolation=self.isolation,
         )
 
-    def phase(self, description: str, phase: events.Phase) -> None:
+    def phase(self, description: str, phase: Phase) -> None:
         self.emit(
-            events.phase(
-                self.run_id, self.target.name, backend_description=description, phase=phase
-            )
+            phase_event(self.run_id, self.target.name, backend_description=description, phase=phase)
         )
 
     @property
@@ -211,7 +217,7 @@ class TuneSession:
         assert self.guards is not None
         if self.guards.was_training:
             n = len(self.guards.was_training)
-            self.emit(events.eval_mode(self.run_id, self.target.name, n_training_modules=n))
+            self.emit(eval_mode(self.run_id, self.target.name, n_training_modules=n))
         opened = open_eager(self, baseline)
         if isinstance(opened, BaselineFailed):  # an eager that cannot be measured is no fallback
             self.baseline_error, self.baseline, self.eager = opened.error, None, None
@@ -350,7 +356,7 @@ class TuneSession:
         if self._closed:  # the tune has ended (a hung step): nothing more is recorded
             return failure
         self.failures.append(failure)
-        self.emit(events.failed(self.run_id, self.target.name, failure))
+        self.emit(failed_event(self.run_id, self.target.name, failure))
         return failure
 
     def release(self, backend: Any, log: Path | None = None) -> None:
@@ -450,7 +456,7 @@ class TuneSession:
         folded = self.folded
         candidates = folded.candidate_failures
         self.emit(
-            events.finished(
+            finished(
                 self.run_id,
                 self.target.name,
                 outcome=outcome,
@@ -481,7 +487,7 @@ class TuneSession:
     def disabled(self) -> None:
         """Say that validation is off for this tune (the one event of a disabled tune)."""
         self.emit(
-            events.disabled(self.run_id, self.target.name, strategy=self.strategy), always=True
+            disabled_event(self.run_id, self.target.name, strategy=self.strategy), always=True
         )
 
     @contextmanager

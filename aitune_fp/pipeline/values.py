@@ -20,15 +20,15 @@ from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import Stage
 from aitune_fp.core.results import ISOLATION_MODES, IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
-from aitune_fp.correctness import Closeness
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import (
     AitunefpError,
     InvalidTypeError,
     error_name,
 )
 from aitune_fp.inputs import BatchSpec, Sample
-from aitune_fp.measure import rule_for
-from aitune_fp.profiling import Timer
+from aitune_fp.measure.rules import rule_for
+from aitune_fp.profiling.timers import Timer
 
 BASELINE_DIR = "perf_validation_baseline"
 PROFILING_LOG_NAME = "profiling_error.log"

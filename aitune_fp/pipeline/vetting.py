@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aitune_fp import events
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.verdict import SpeedupDecision
+from aitune_fp.events.candidates import candidate_measured, candidate_rejected, correctness_checked
+from aitune_fp.events.validation import look
 from aitune_fp.inputs import as_sample
-from aitune_fp.measure import measure_throughput_steady
+from aitune_fp.measure.statistical import measure_throughput_steady
 from aitune_fp.pipeline.stages import (
     Arena,
     Step,
@@ -52,7 +53,7 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
             return _failed(session, built, description, folder, exc, "correctness")
         if mismatch is not None:
             session.emit(
-                events.correctness_checked(
+                correctness_checked(
                     session.run_id, t.name, backend_description=description, mismatch=mismatch
                 )
             )
@@ -114,7 +115,7 @@ def _timed(
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
         session.emit(
-            events.look(
+            look(
                 session.run_id,
                 session.target.name,
                 backend_description=description,
@@ -133,12 +134,12 @@ def _timed(
     if changed is not None:
         raise changed
     session.emit(
-        events.candidate_measured(
+        candidate_measured(
             session.run_id, session.target.name, result, duration_s=time.perf_counter() - start
         )
     )
     if not result.passed:
-        session.emit(events.candidate_rejected(session.run_id, session.target.name, result))
+        session.emit(candidate_rejected(session.run_id, session.target.name, result))
     return result
 
 

@@ -16,7 +16,7 @@ import torch
 
 from aitune_fp.backends.base import BUILD_LOG_NAME, ArtefactChangedError, artefact_digest
 from aitune_fp.core.results import IsolationMode
-from aitune_fp.correctness import Tolerances
+from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
@@ -41,12 +41,13 @@ from aitune_fp.pipeline.values import (
     infer_of,
 )
 from aitune_fp.pipeline.vetting import per_call_step
-from aitune_fp.profiling import SpotCheckError
+from aitune_fp.profiling.calls import SpotCheckError
+from aitune_fp.profiling.interference import InterferenceError
 from aitune_fp.profiling.recipe import UnpicklableError
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.watchdog import progress
-from aitune_fp.profiling.workers import InterferenceError, Worker
+from aitune_fp.profiling.workers import Worker
 
 if TYPE_CHECKING:
     from aitune_fp.pipeline.tune import TuneSession
@@ -80,7 +81,7 @@ def isolation_of(
     if options.timer is not None and not isinstance(options.timer, ReportedClock):
         return "in_process", (
             "an injected timer that cannot time another process (it has no spend_ns: "
-            "aitune_fp.profiling.ReportedClock)"
+            "aitune_fp.profiling.timers.ReportedClock)"
         )
     if torch.device(target.device).type != "cpu":
         return "in_process", f"device {target.device}: workers do not run on CUDA yet"

@@ -6,7 +6,7 @@ one arm only. Pair ``i`` runs both arms on batch ``i % len(batches)`` (or its ``
 The young generation the paused collector let pile up is collected before each look's deadline
 check, only when its predicted cost fits in the time left, so no housekeeping runs between
 that check and a call. Dynamo's compile counters are read through
-``aitune_fp.profiling.dynamo_counts`` at call time (tests replace it there).
+this module's ``dynamo_counts`` at call time (tests replace it there).
 """
 
 from __future__ import annotations
@@ -90,13 +90,6 @@ def dynamo_counts() -> tuple[int, int]:
     if counters is None:
         return (0, 0)
     return (int(counters["frames"]["total"]), int(counters["stats"]["unique_graphs"]))
-
-
-def _compile_counts() -> tuple[int, int]:
-    """:func:`dynamo_counts` as ``aitune_fp.profiling`` holds it now (tests replace it there)."""
-    from aitune_fp import profiling
-
-    return profiling.dynamo_counts()
 
 
 @attrs.frozen(kw_only=True)
@@ -346,7 +339,7 @@ class InterleavedRun:
     ) -> WarmupReport:
         """Call each arm once untimed, then alternate timed calls until both arms are steady.
 
-        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled`. At most ``max_calls``
+        Steady: each arm passes :func:`~aitune_fp.core.timings.is_settled`. At most ``max_calls``
         calls per arm (the untimed first included); it stops, unsteady, at ``deadline_ns``, or
         once ``reserve_pairs`` more pairs at the last pair's pace would not fit before it.
         """
@@ -394,7 +387,7 @@ class InterleavedRun:
         if n_pairs == 0:
             return 0
         if self._counts_at_start is None:
-            self._counts_at_start = _compile_counts()
+            self._counts_at_start = dynamo_counts()
         # between looks, outside any timed region: collect what the paused collector let pile up
         self._collect(deadline_ns)
         start = self.n_pairs
@@ -441,7 +434,7 @@ class InterleavedRun:
             self._after_eager.append(first == "baseline" or previous == "baseline")
             previous = second
             done += 1
-        if _compile_counts() != self._counts_at_start:
+        if dynamo_counts() != self._counts_at_start:
             self._recompiled = True
         return done
 

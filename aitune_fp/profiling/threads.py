@@ -93,14 +93,12 @@ def cpu_environment(threads: int | None = None) -> CpuEnvironment:
     """The environment now; ``threads``: the intra-op count a measurement sets (None: torch's)."""
     import torch
 
-    from aitune_fp import profiling  # read there at call time: tests replace them there
-
     return CpuEnvironment(
         threads=int(threads) if threads is not None else int(torch.get_num_threads()),
         interop_threads=int(torch.get_num_interop_threads()),
         omp_num_threads=_omp_threads(),
-        cpus=profiling.usable_cpus(),
-        load_avg_1m=profiling.load_average(),
+        cpus=usable_cpus(),
+        load_avg_1m=load_average(),
     )
 
 

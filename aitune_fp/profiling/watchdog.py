@@ -16,7 +16,7 @@ from types import TracebackType
 
 from aitune_fp.errors import CandidateHungError, InvalidValueError
 
-__all__ = ["CandidateHungError", "Watchdog", "progress"]
+__all__ = ["Watchdog", "progress"]
 
 
 def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:

@@ -31,7 +31,6 @@ from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling.interference import (
-    InterferenceError,
     WorkerGroup,
     cpu_clock,
     group_members,
@@ -49,14 +48,7 @@ from aitune_fp.profiling.serving import (
 from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.transport import digest_of, load_output, loads
 
-__all__ = [
-    "SPIN_S",
-    "InterferenceError",
-    "Worker",
-    "WorkerDiedError",
-    "WorkerError",
-    "WorkerGroup",
-]
+__all__ = ["SPIN_S", "Worker", "WorkerDiedError", "WorkerError"]
 
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
 _POLL_S = 0.05

@@ -13,38 +13,26 @@ from typing import Any, Protocol
 
 import attrs
 
-from aitune_fp import events
+from aitune_fp.events.names import new_run_id
+from aitune_fp.events.sending import open_log, to_record, write_records
+from aitune_fp.events.sweep import TASK_FAILED, TASK_FINISHED, sweep_finished, sweep_started
 from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.spec import SweepSpec
 from aitune_fp.sweep.task import (
     CANCELLED,
-    CRASHED,
-    HUNG,
     SweepTask,
     TaskOutcome,
     failed_outcome,
-    hung_outcome,
     make_tasks,
-    run_task,
 )
 
 __all__ = [
-    "CANCELLED",
-    "CRASHED",
-    "HUNG",
     "Executor",
-    "LocalExecutor",
     "ModelStatus",
     "SweepResult",
-    "SweepTask",
-    "TaskOutcome",
     "completed_models",
-    "failed_outcome",
-    "hung_outcome",
-    "make_tasks",
     "read_sweep_log",
     "run_sweep",
-    "run_task",
 ]
 
 
@@ -96,14 +84,15 @@ class SweepResult:
 
 def read_sweep_log(path: str) -> list[Mapping[str, Any]]:
     """The valid ``aitune_fp.sweep.task_*`` events of a log, in order (empty if there is none)."""
-    from aitune_fp.events.ingest import EventLine, read_events
+    from aitune_fp.events.ingest import read_events
+    from aitune_fp.events.ingest.values import EventLine
 
     if not os.path.exists(path):
         return []
     return [
         item.fields
         for item in read_events(path)
-        if isinstance(item, EventLine) and item.event in (events.TASK_FINISHED, events.TASK_FAILED)
+        if isinstance(item, EventLine) and item.event in (TASK_FINISHED, TASK_FAILED)
     ]
 
 
@@ -112,7 +101,8 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
 
     ``skipped`` collects the lines that are not events (a line cut mid-event): number and why.
     """
-    from aitune_fp.events.ingest import BadLine, read_events
+    from aitune_fp.events.ingest import read_events
+    from aitune_fp.events.ingest.values import BadLine
 
     done: dict[str, str] = {}
     if not os.path.exists(path):
@@ -121,7 +111,7 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
         if isinstance(item, BadLine):
             if skipped is not None:
                 skipped.append((item.line_no, item.reason))
-        elif item.event == events.TASK_FINISHED:
+        elif item.event == TASK_FINISHED:
             done[str(item.fields["module_name"])] = str(item.fields["tune_run_id"])
     return done
 
@@ -160,7 +150,7 @@ def run_sweep(
     """
     executor = executor or LocalExecutor()
     start = time.time()
-    sweep_id = events.new_run_id()
+    sweep_id = new_run_id()
     skipped_lines: list[tuple[int, str]] = []
     done = completed_models(log_path, skipped_lines) if resume else {}
     todo = [m for m in spec.models if m.name not in done]
@@ -178,12 +168,12 @@ def run_sweep(
     }
     interrupted = False
     by = ""
-    with events.open_log(log_path) as handle:
-        events.write_records(
+    with open_log(log_path) as handle:
+        write_records(
             handle,
             [
-                events.to_record(
-                    events.sweep_started(
+                to_record(
+                    sweep_started(
                         sweep_id,
                         spec.name,
                         executor=executor.name,
@@ -197,7 +187,7 @@ def run_sweep(
         def accept(outcome: TaskOutcome) -> None:
             if outcome.model in statuses:
                 return  # a second outcome for one model (cannot happen; keep the first)
-            events.write_records(handle, outcome.records)
+            write_records(handle, outcome.records)
             statuses[outcome.model] = _status(outcome)
             if on_outcome is not None:
                 on_outcome(outcome)
@@ -223,11 +213,11 @@ def run_sweep(
                 accept(failed_outcome(task, kind, why))
         ordered = tuple(statuses[m.name] for m in spec.models if m.name in statuses)
         duration = time.time() - start
-        events.write_records(
+        write_records(
             handle,
             [
-                events.to_record(
-                    events.sweep_finished(
+                to_record(
+                    sweep_finished(
                         sweep_id,
                         spec.name,
                         finished=[s.model for s in ordered if s.state != "failed"],

@@ -18,14 +18,13 @@ from aitune_fp.core import settings
 from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
 from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
 from aitune_fp.core.settings import sweep_keys
-from aitune_fp.core.speedup import MAX_THRESHOLD_PERCENT, unreachable_threshold
+from aitune_fp.core.speedup import unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
-from aitune_fp.measure import decision_modes
+from aitune_fp.measure.rules import decision_modes
 from aitune_fp.pipeline import strategy_registry
 
 __all__ = [
     "DEVICE_KINDS",
-    "MAX_THRESHOLD_PERCENT",
     "BackendChoice",
     "ModelEntry",
     "SweepSpec",

@@ -12,11 +12,14 @@ from typing import Any
 
 import attrs
 
-from aitune_fp import events
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
+from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import BackendUnavailableError, InvalidStateError
-from aitune_fp.profiling import set_threads
+from aitune_fp.events.sending import sinks, to_record
+from aitune_fp.events.sweep import task_failed, task_finished
+from aitune_fp.pipeline.values import NoValidBackendError
+from aitune_fp.profiling.threads import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
 __all__ = [
@@ -137,8 +140,8 @@ def failed_outcome(
 ) -> TaskOutcome:
     """The outcome of a task that ended without a report: its records so far, then ``task_failed``."""
     run_id = next((str(r["run_id"]) for r in records if "run_id" in r), None)
-    last = events.to_record(
-        events.task_failed(
+    last = to_record(
+        task_failed(
             task.sweep_id,
             task.model.name,
             error_type=error_type,
@@ -174,16 +177,16 @@ def run_task(task: SweepTask) -> TaskOutcome:
             set_threads(threads)
         device, device_name = _device_identity(task.device)
         tags = {"sweep_id": task.sweep_id, "hostname": hostname, "device_name": device_name}
-        keep = lambda e: records.append({**events.to_record(e), **tags})  # noqa: E731
-        with events.sinks(keep, log=False):
+        keep = lambda e: records.append({**to_record(e), **tags})  # noqa: E731
+        with sinks(keep, log=False):
             report = _tune(task, device)
     except Exception as exc:
-        from aitune_fp.pipeline import one_line
+        from aitune_fp.core.messages import one_line
 
         return failed_outcome(
             task, type(exc).__name__, one_line(exc), records=records, hostname=hostname
         )
-    last = events.task_finished(
+    last = task_finished(
         task.sweep_id,
         task.model.name,
         tune_run_id=report.run_id,
@@ -198,7 +201,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         started_monotonic_s=started_mono,
         finished_monotonic_s=time.monotonic(),
     )
-    records.append(events.to_record(last))
+    records.append(to_record(last))
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
@@ -229,9 +232,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
 
     from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
-    from aitune_fp.correctness import Closeness
     from aitune_fp.models import at_batch_size, load_model
-    from aitune_fp.pipeline.strategies import NoValidBackendError
     from aitune_fp.pipeline.strategy_registry import make_strategy
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)

@@ -24,9 +24,10 @@ from aitune_fp.adapters.aitune._pipeline import (
     speedup_text,
 )
 from aitune_fp.adapters.aitune.gate import AituneGate, defined_in
+from aitune_fp.core.quantiles import DEFAULT_QUANTILE
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.pipeline.choosing import DEFAULT_QUANTILE, choose, latency_check
+from aitune_fp.pipeline.choosing import choose, latency_check
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import CandidateOutcome, append_failure_log
 

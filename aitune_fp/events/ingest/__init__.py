@@ -13,21 +13,15 @@ import attrs
 
 from aitune_fp.core.results import PARTS
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.events import (
-    CANDIDATE_MEASURED,
-    SCHEMA_VERSION,
-    SELECTION_DECIDED,
-    Payload,
-    registered,
-)
+from aitune_fp.events.candidates import CANDIDATE_MEASURED, SELECTION_DECIDED
 from aitune_fp.events.ingest.runs import summarize
 from aitune_fp.events.ingest.values import (
     BadLine,
     EventLine,
-    FailureRecord,
     IngestReport,
-    RunSummary,
 )
+from aitune_fp.events.kinds import Payload, registered
+from aitune_fp.events.names import SCHEMA_VERSION
 from aitune_fp.events.schema import ADDED_KEYS
 
 __all__ = [

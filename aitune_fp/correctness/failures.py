@@ -28,14 +28,7 @@ CHECKS: tuple[CheckName, ...] = get_args(CheckName)
 
 
 class CorrectnessError(AitunefpError, RuntimeError):
-    """A candidate's outputs disagree with the eager reference (or the candidate call failed).
-
-    A ``RuntimeError``, not an ``AssertionError``: a wrong candidate is an expected, recoverable
-    outcome that validation catches to reject it, while ``AssertionError`` signals a broken
-    invariant in our own code; keeping them apart stops a library bug passing as a rejection.
-    ``mismatch``: where the norm criteria or a user metric decided, each criterion's value
-    against its budget (``mismatch.failed_criteria``: those that missed, and by how much).
-    """
+    """A candidate's outputs disagree with the eager reference (or the candidate call failed)."""
 
     def __init__(
         self,
@@ -67,10 +60,7 @@ class CorrectnessError(AitunefpError, RuntimeError):
 
 
 class ReferenceFailedError(AitunefpError, RuntimeError):
-    """The eager reference itself failed on a sample, so nothing can be compared.
-
-    Not a :class:`CorrectnessError`: the candidate is not at fault. A ``RuntimeError``, as before.
-    """
+    """The eager reference itself failed on a sample, so nothing can be compared."""
 
 
 def _rebuild_error(
