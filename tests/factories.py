@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aitune_fp import events
+from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
 from aitune_fp.events.baseline import baseline_measured
 from aitune_fp.events.candidates import candidate_failed, candidate_measured
@@ -179,3 +180,18 @@ def schema_errors(line: dict[str, Any], schema: dict[str, Any] | None = None) ->
 
     checker = jsonschema.Draft202012Validator(event_schema() if schema is None else schema)
     return [error.message for error in checker.iter_errors(line)]
+
+
+def tune_one(
+    candidate: Any, model: Any, data: list[Any], cache: Path, *, spec: Any = None, **options: Any
+) -> TuneReport:
+    """The report of tuning ``model`` on ``data`` with ``candidate`` alone, validated by ``options``."""
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
+    from aitune_fp.inputs import GraphSpec
+    from aitune_fp.pipeline.strategies import OneBackendStrategy
+
+    strategy = with_performance_validation(OneBackendStrategy(candidate), **options)
+    strategy.tune(model, "m", GraphSpec(8) if spec is None else spec, data, "cpu", cache)
+    report = validation_of(strategy).last_report
+    assert report is not None
+    return report

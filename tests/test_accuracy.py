@@ -40,7 +40,7 @@ from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.noise import eager_noise_floor
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events import correctness_checked
+from aitune_fp.events.candidates import correctness_checked
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.inputs import GraphSpec, Sample
 from tests.factories import schema_errors

@@ -640,7 +640,7 @@ def test_process_isolation_is_refused_by_name_where_it_cannot_hold(
 
 def test_closeness_beyond_tolerances_is_refused_by_name() -> None:
     """The decorator's closeness on an AITune strategy: what it cannot honour is named."""
-    from aitune_fp.correctness import Closeness
+    from aitune_fp.correctness.closeness import Closeness
 
     with pytest.raises(ValueError, match="noise_floor"):
         gated(ait.OneBackendStrategy, closeness=Closeness(calibrate=True))

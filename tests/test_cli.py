@@ -12,12 +12,12 @@ from typing import Any
 
 import jsonschema
 import pytest
-from aitune_fp.events.ingest.schema import event_schema
 
 from aitune_fp.cli import main
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.check import parse_times
 from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.ingest import event_schema
 from tests.cli_checks import usage_error
 from tests.factories import flat_result
 

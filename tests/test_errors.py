@@ -20,7 +20,6 @@ from typing import Any
 
 import attrs
 import pytest
-from aitune_fp.core.stats import SpeedupDecision
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from aitune_fp import AitunefpError, PerformanceValidationResult, ProfilingConfi
 from aitune_fp.core.config import for_batch_size
 from aitune_fp.core.results import PARTS
 from aitune_fp.core.timings import throughput_from_latencies
+from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 from aitune_fp.events.kinds import structure
 from aitune_fp.inputs import GraphSpec, as_sample

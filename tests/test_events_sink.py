@@ -16,11 +16,11 @@ from typing import Any
 
 import jsonschema
 import structlog
-from aitune_fp.events.ingest.schema import event_schema
 from rich.console import Console
 
 from aitune_fp.adapters.validation import validation_of
 from aitune_fp.cli.progress import JsonLines, TuneProgress
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.kinds import registered
 from aitune_fp.events.names import Event
 from aitune_fp.events.sending import emit, sinks, to_record

@@ -16,9 +16,9 @@ from hypothesis import given
 
 from aitune_fp import validation_of
 from aitune_fp.core.report import TuneReport
-from aitune_fp.events import CORRECTNESS_CHECKED, fold
-from aitune_fp.events.candidates import correctness_checked
+from aitune_fp.events.candidates import CORRECTNESS_CHECKED, correctness_checked
 from aitune_fp.events.ingest import ingest
+from aitune_fp.events.kinds import fold
 from aitune_fp.events.validation import look
 from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,

@@ -8,7 +8,6 @@ from typing import Any
 import jsonschema
 import pytest
 import torch
-from aitune_fp.events.ingest.schema import event_schema
 from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import LogCapture
@@ -21,7 +20,7 @@ from aitune_fp.correctness.check import check_correctness
 from aitune_fp.correctness.compare import compare_outputs
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.ingest import ingest
+from aitune_fp.events.ingest import event_schema, ingest
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.pipeline.strategies import OneBackendStrategy, try_candidate
 

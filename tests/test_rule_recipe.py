@@ -20,21 +20,13 @@ from aitune_fp.core.gate import Gate
 from aitune_fp.core.results import Decision
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import (
-    Comparison,
-    DecisionRule,
-    Measurement,
-    decision_modes,
-    measure_baseline_point,
-    register,
-    rule_for,
-    unregister,
-)
-from aitune_fp.measure.measurement import OnLook, RunContext
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, RunContext
+from aitune_fp.measure.point import measure_baseline_point
 from aitune_fp.measure.results import assemble
+from aitune_fp.measure.rules import DecisionRule, decision_modes, register, rule_for, unregister
 from aitune_fp.pipeline.strategies import FirstWinsStrategy
-from aitune_fp.profiling import time_calls
-from aitune_fp.sweep import parse_sweep
+from aitune_fp.profiling.calls import time_calls
+from aitune_fp.sweep.spec import parse_sweep
 from aitune_fp.testing import FakeClock, capture_events
 from tests.validation_helpers import CLOCK, Pruned, make_case
 

@@ -14,7 +14,6 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
-from aitune_fp.events.ingest.schema import event_schema
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +21,7 @@ from aitune_fp.cli import EXIT_PARTIAL, main
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import ingest
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
 from aitune_fp.sweep.run import completed_models, run_sweep

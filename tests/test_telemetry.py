@@ -37,7 +37,8 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events.candidates import candidate_measured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.sending import to_record
-from aitune_fp.measure import measure_speedup, telemetry
+from aitune_fp.measure import telemetry
+from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.testing import FakeClock
 from tests.factories import result_of
 

@@ -25,9 +25,14 @@ from aitune_fp.events.candidates import candidate_measured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.sending import to_record
 from aitune_fp.events.validation import started as started_event
-from aitune_fp.measure import measure_speedup
-from aitune_fp.profiling import CpuEnvironment, cpu_environment, is_oversubscribed, set_threads
+from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling import threads as host
+from aitune_fp.profiling.threads import (
+    CpuEnvironment,
+    cpu_environment,
+    is_oversubscribed,
+    set_threads,
+)
 from aitune_fp.testing import FakeClock
 from tests.factories import flat_result
 from tests.validation_helpers import tune_args

@@ -18,8 +18,8 @@ from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.candidates import candidate_measured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.sending import to_record
-from aitune_fp.measure import measure_speedup
-from aitune_fp.profiling import CpuTimer, has_device_clock, is_host_bound
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.profiling.timers import CpuTimer, has_device_clock, is_host_bound
 from aitune_fp.sweep.spec import parse_sweep
 from aitune_fp.testing import FakeClock
 from tests.factories import result_of

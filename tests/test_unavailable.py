@@ -15,7 +15,6 @@ from typing import Any
 import jsonschema
 import pytest
 import torch
-from aitune_fp.events.ingest.schema import event_schema
 from structlog.testing import LogCapture
 
 from aitune_fp.adapters.validation import with_performance_validation
@@ -30,6 +29,7 @@ from aitune_fp.backends.quantized import Int8DynamicBackend
 from aitune_fp.backends.registry import BACKENDS, BackendChoiceError, make_candidate
 from aitune_fp.cli import main
 from aitune_fp.errors import BackendUnavailableError
+from aitune_fp.events.ingest import event_schema
 from aitune_fp.pipeline.strategies import FirstWinsStrategy, MaxThroughputStrategy, try_candidate
 
 from .benchmark_scripts import load_benchmark

@@ -659,7 +659,7 @@ class TestOneApi:
         self, tmp_path: Path, logs: LogCapture
     ) -> None:
         """isolation='process' with a clock a worker cannot report to: refused before any work."""
-        from aitune_fp.profiling import CpuTimer
+        from aitune_fp.profiling.timers import CpuTimer
 
         strategy = with_performance_validation(
             OneBackendStrategy(Pruned()), isolation="process", timer=CpuTimer()
@@ -675,7 +675,7 @@ class TestOneApi:
         self, tmp_path: Path, logs: LogCapture
     ) -> None:
         """Left unset, the same tune runs in process and its report says why."""
-        from aitune_fp.profiling import CpuTimer
+        from aitune_fp.profiling.timers import CpuTimer
 
         strategy = with_performance_validation(
             OneBackendStrategy(Pruned()), profiling_config=FAST_CONFIG, timer=CpuTimer()

@@ -28,7 +28,7 @@ __all__ = [
     "schema_text",
 ]
 
-#: The shipped schema file (package data read by ``aitune_fp.events.ingest.schema.event_schema``).
+#: The shipped schema file (package data read by ``aitune_fp.events.ingest.event_schema``).
 SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.json"
 #: The command that rewrites it.
 REGENERATE: Final = "python -m aitune_fp.events.schema"
