@@ -39,7 +39,7 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
         candidate_rejected,
         correctness_checked,
     )
-    from aitune_fp.events.names import Event
+    from aitune_fp.events.kinds import Event
     from aitune_fp.events.validation import finished, look, phase, selected, started
 
     out: list[Event] = [

@@ -17,7 +17,7 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
 from aitune_fp.events.baseline import baseline_measured
 from aitune_fp.events.candidates import candidate_failed, candidate_measured
-from aitune_fp.events.names import Event
+from aitune_fp.events.kinds import Event
 from aitune_fp.events.validation import finished, started
 from aitune_fp.events.validation import selected as selected_event
 

@@ -20,9 +20,8 @@ from aitune_fp import events
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events import kinds
 from aitune_fp.events.ingest import ingest
-from aitune_fp.events.kinds import Payload, event_names
+from aitune_fp.events.kinds import Event, Payload, event_names
 from aitune_fp.events.kinds import event as event_kind
-from aitune_fp.events.names import Event
 from aitune_fp.events.schema import SCHEMA_PATH, build_schema, schema_text
 from aitune_fp.events.sending import emit, sinks
 from aitune_fp.testing import capture_events

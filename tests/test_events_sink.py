@@ -21,8 +21,7 @@ from rich.console import Console
 from aitune_fp.adapters.validation import validation_of
 from aitune_fp.cli.progress import JsonLines, TuneProgress
 from aitune_fp.events.ingest import event_schema
-from aitune_fp.events.kinds import registered
-from aitune_fp.events.names import Event
+from aitune_fp.events.kinds import Event, registered
 from aitune_fp.events.sending import emit, sinks, to_record
 from aitune_fp.events.validation import FINISHED, PHASE, STARTED, Look, PhaseEntered, disabled
 from aitune_fp.events.validation import look as look_event

@@ -21,7 +21,7 @@ from aitune_fp.events.ingest import (
     ingest,
     read_events,
 )
-from aitune_fp.events.names import Event
+from aitune_fp.events.kinds import Event
 from aitune_fp.events.validation import finished, phase, selected, started
 from tests.factories import flat_result, read_back, result_of
 

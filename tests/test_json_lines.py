@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp.cli.progress import JsonLines
-from aitune_fp.events.names import Event
+from aitune_fp.events.kinds import Event
 from aitune_fp.events.sending import to_record, write_records
 
 _PACKAGE = Path(__file__).resolve().parent.parent / "aitune_fp"

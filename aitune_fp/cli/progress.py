@@ -34,8 +34,7 @@ from aitune_fp.events.candidates import (
     CandidateFailed,
     CandidateMeasured,
 )
-from aitune_fp.events.kinds import Payload, registered
-from aitune_fp.events.names import Event
+from aitune_fp.events.kinds import Event, Payload, registered
 from aitune_fp.events.sending import timestamp, to_record, write_records
 from aitune_fp.events.validation import FINISHED, SELECTED, STARTED, Look, PhaseEntered
 

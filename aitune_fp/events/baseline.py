@@ -10,9 +10,9 @@ import attrs
 from aitune_fp.core.messages import fmt_baseline_line
 from aitune_fp.core.report import TuneReport
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
+from aitune_fp.events.kinds import ABSENT, Absent, Event, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
-from aitune_fp.events.names import EagerIsolation, Event
+from aitune_fp.events.names import EagerIsolation
 
 __all__ = [
     "BASELINE_FAILED",

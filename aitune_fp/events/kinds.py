@@ -14,7 +14,7 @@ import attrs
 
 from aitune_fp.core.results import unstructure
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Event, Level
+from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Level
 
 if TYPE_CHECKING:
     from aitune_fp.core.report import TuneReport
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ABSENT",
     "Absent",
+    "Event",
     "Keywords",
     "Payload",
     "event",
@@ -58,6 +59,22 @@ _T = TypeVar("_T")
 
 #: Event name -> its payload class, in registration order (see :func:`event`).
 _REGISTRY: dict[str, type[Payload]] = {}
+
+
+@attrs.frozen
+class Event:
+    """One log event: its dotted name, level and flat payload, and the typed value it was made from."""
+
+    name: str
+    level: Level
+    fields: Mapping[str, Any]
+    payload: Payload | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        """Refuse payload keys that renderers own."""
+        clash = RESERVED_KEYS.intersection(self.fields)
+        if clash:
+            raise InvalidValueError(f"event {self.name!r} uses reserved keys {sorted(clash)}")
 
 
 @attrs.frozen(kw_only=True)

@@ -1,24 +1,15 @@
-"""What an event is on the wire: its name prefixes, levels, schema version and :class:`Event`."""
+"""What an event is on the wire: its name prefixes, levels, schema version and run ids."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
-
-import attrs
-
-from aitune_fp.errors import InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.events.kinds import Payload
+from typing import Final, Literal, TypeAlias
 
 __all__ = [
     "LOGGER_NAME",
     "SCHEMA_VERSION",
     "SWEEP_PREFIX",
     "VALIDATION_PREFIX",
-    "Event",
     "new_run_id",
 ]
 
@@ -41,22 +32,6 @@ Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "m
 RESERVED_KEYS: Final = frozenset(
     {"message", "name", "level", "timestamp", "logger", "exception", "event"}
 )
-
-
-@attrs.frozen
-class Event:
-    """One log event: its dotted name, level and flat payload, and the typed value it was made from."""
-
-    name: str
-    level: Level
-    fields: Mapping[str, Any]
-    payload: Payload | None = attrs.field(default=None, kw_only=True, eq=False, repr=False)
-
-    def __attrs_post_init__(self) -> None:
-        """Refuse payload keys that renderers own."""
-        clash = RESERVED_KEYS.intersection(self.fields)
-        if clash:
-            raise InvalidValueError(f"event {self.name!r} uses reserved keys {sorted(clash)}")
 
 
 def new_run_id() -> str:

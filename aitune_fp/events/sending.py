@@ -14,7 +14,8 @@ from typing import IO, Any, TypeAlias
 
 import structlog
 
-from aitune_fp.events.names import LOGGER_NAME, Event
+from aitune_fp.events.kinds import Event
+from aitune_fp.events.names import LOGGER_NAME
 
 __all__ = [
     "EventSink",

@@ -7,9 +7,8 @@ from typing import Final
 
 import attrs
 
-from aitune_fp.events.kinds import Payload, event
+from aitune_fp.events.kinds import Event, Payload, event
 from aitune_fp.events.names import SWEEP_PREFIX as _S
-from aitune_fp.events.names import Event
 
 __all__ = [
     "SWEEP_FINISHED",

@@ -17,9 +17,9 @@ from aitune_fp.core.messages import (
 from aitune_fp.core.report import Outcome, TuneReport
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.verdict import HELD_BACK
-from aitune_fp.events.kinds import ABSENT, Absent, Payload, event
+from aitune_fp.events.kinds import ABSENT, Absent, Event, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
-from aitune_fp.events.names import Event, Level, Phase
+from aitune_fp.events.names import Level, Phase
 from aitune_fp.profiling.threads import CpuEnvironment
 
 __all__ = [

@@ -24,7 +24,8 @@ from aitune_fp.errors import (
     InvalidValueError,
 )
 from aitune_fp.events.baseline import baseline_failed, baseline_measured
-from aitune_fp.events.names import EagerIsolation, Event
+from aitune_fp.events.kinds import Event
+from aitune_fp.events.names import EagerIsolation
 from aitune_fp.events.validation import started as started_event
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits

@@ -27,8 +27,8 @@ from aitune_fp.errors import (
     InvalidStateError,
 )
 from aitune_fp.events.candidates import failed as failed_event
-from aitune_fp.events.kinds import fold
-from aitune_fp.events.names import EagerIsolation, Event, Phase, new_run_id
+from aitune_fp.events.kinds import Event, fold
+from aitune_fp.events.names import EagerIsolation, Phase, new_run_id
 from aitune_fp.events.sending import emit as emit_event
 from aitune_fp.events.validation import disabled as disabled_event
 from aitune_fp.events.validation import eval_mode, finished
