@@ -12,12 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aitune_fp import events
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
 from aitune_fp.events.baseline import baseline_measured
-from aitune_fp.events.candidates import candidate_failed, candidate_measured
-from aitune_fp.events.kinds import Event
+from aitune_fp.events.candidates import CandidateMeasured, candidate_failed, candidate_measured
+from aitune_fp.events.kinds import Event, Payload
 from aitune_fp.events.validation import finished, started
 from aitune_fp.events.validation import selected as selected_event
 
@@ -156,9 +155,10 @@ def write_log(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path
     return path
 
 
-def read_back(line: dict[str, Any]) -> events.Payload:
+def read_back(line: dict[str, Any]) -> Payload:
     """The typed payload ingest reads from ``line`` (a JSON object with its ``event`` key)."""
-    from aitune_fp.events.ingest import EventLine, read_events
+    from aitune_fp.events.ingest import read_events
+    from aitune_fp.events.ingest.values import EventLine
 
     (item,) = read_events([json.dumps(line)])
     assert isinstance(item, EventLine), item
@@ -168,7 +168,7 @@ def read_back(line: dict[str, Any]) -> events.Payload:
 def result_of(line: dict[str, Any]) -> PerformanceValidationResult:
     """The result a ``candidate_measured`` line carries, as ingest reads it."""
     payload = read_back(line)
-    assert isinstance(payload, events.CandidateMeasured)
+    assert isinstance(payload, CandidateMeasured)
     return payload.result
 
 

@@ -187,15 +187,15 @@ class TestValues:
 
     def test_selection_round_trips_through_its_event(self, tmp_path: Path) -> None:
         """A selection written as its event's JSON reads back equal, infinite bounds included."""
-        from aitune_fp import events
+        from aitune_fp.events.candidates import SelectionDecided, selection_decided
         from tests.factories import read_back
 
         _, report = _tune(gated(MaxThroughputStrategy([HalfPruned(), Pruned()])), tmp_path)
         state = report.selection
-        event = events.selection_decided("r", "m", state, delta=0.02)
+        event = selection_decided("r", "m", state, delta=0.02)
         line = json.loads(json.dumps({"event": event.name, **event.fields}))
         payload = read_back(line)
-        assert isinstance(payload, events.SelectionDecided) and payload.selection == state
+        assert isinstance(payload, SelectionDecided) and payload.selection == state
         assert math.isfinite(state.rounds)
 
     @pytest.mark.parametrize(

@@ -16,11 +16,10 @@ import attrs
 import jsonschema
 import pytest
 
-from aitune_fp import events
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events import kinds
 from aitune_fp.events.ingest import ingest
-from aitune_fp.events.kinds import Event, Payload, event_names
+from aitune_fp.events.kinds import Payload, event_names, fold
 from aitune_fp.events.kinds import event as event_kind
 from aitune_fp.events.schema import SCHEMA_PATH, build_schema, schema_text
 from aitune_fp.events.sending import emit, sinks
@@ -89,7 +88,7 @@ def test_the_toy_is_in_the_generated_schema(toy: type[Payload]) -> None:
     assert SCHEMA_PATH.read_text(encoding="utf-8") != schema_text()
 
 
-def test_the_toy_payload_validates(toy: type[events.Payload]) -> None:
+def test_the_toy_payload_validates(toy: type[Payload]) -> None:
     """jsonschema accepts it against the generated schema and refuses a bad one; ingest reads it
     through its class (a missing key or a wrong type is a bad line)."""
     generated = build_schema()
@@ -113,7 +112,7 @@ def test_the_toy_reaches_the_sinks_and_the_fold(toy: type[Payload]) -> None:
         emit(built)
     assert seen == [built] and isinstance(seen[0].payload, toy)
     assert [e["event"] for e in logged] == [TOY]
-    report = events.fold(TuneReport(run_id=RUN, module_name="mlp"), seen[0].payload)
+    report = fold(TuneReport(run_id=RUN, module_name="mlp"), seen[0].payload)
     assert report == TuneReport(run_id=RUN, module_name="mlp", n_events=1)
     # ingest reads it through its class: no schema step between
     read = ingest([json.dumps(_line(built))])

@@ -10,17 +10,17 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp import events
 from aitune_fp.core.results import unstructure
 from aitune_fp.events.baseline import baseline_measured
-from aitune_fp.events.candidates import candidate_failed, candidate_measured, candidate_rejected
-from aitune_fp.events.ingest import (
-    MAX_LINE_BYTES,
-    BadLine,
-    EventLine,
-    ingest,
-    read_events,
+from aitune_fp.events.candidates import (
+    CandidateMeasured,
+    SelectionDecided,
+    candidate_failed,
+    candidate_measured,
+    candidate_rejected,
 )
+from aitune_fp.events.ingest import MAX_LINE_BYTES, ingest, read_events
+from aitune_fp.events.ingest.values import BadLine, EventLine
 from aitune_fp.events.kinds import Event
 from aitune_fp.events.validation import finished, phase, selected, started
 from tests.factories import flat_result, read_back, result_of
@@ -256,8 +256,8 @@ class TestBadLines:
 class TestResultFromEvent:
     def test_roundtrip(self) -> None:
         """candidate_measured carries exactly the result it was built from, and reads back equal."""
-        event = events.candidate_measured("r", "m", RESULT, duration_s=1.0)
-        assert isinstance(event.payload, events.CandidateMeasured)
+        event = candidate_measured("r", "m", RESULT, duration_s=1.0)
+        assert isinstance(event.payload, CandidateMeasured)
         assert event.payload.result is RESULT
         assert result_of({"event": event.name, **event.fields}) == RESULT
 
@@ -344,7 +344,7 @@ class TestVersionOneLines:
     def test_a_flat_selection_reads_with_its_infinite_bounds(self) -> None:
         """A version 1 selection_decided line: the selection's keys nest, null bounds are infinite."""
         payload = read_back(V1_SELECTION)
-        assert isinstance(payload, events.SelectionDecided)
+        assert isinstance(payload, SelectionDecided)
         state = payload.selection
         assert state.chosen == "A()" and state.eliminated[0].high == math.inf
         assert state.gap_bound == math.inf and state.contenders[1].build_s is None

@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 
-from aitune_fp import FirstWinsStrategy, MaxThroughputStrategy, ProfilingConfig, Sample, events
+from aitune_fp import FirstWinsStrategy, MaxThroughputStrategy, ProfilingConfig, Sample
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
+from aitune_fp.events.candidates import CandidateMeasured
+from aitune_fp.events.kinds import Event
+from aitune_fp.events.sending import sinks
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.testing import FakeClock
 from tests.validation_helpers import Pruned, Slower, gated, make_case
@@ -49,13 +52,13 @@ def test_the_report_holds_the_measured_result_itself(make: Any, tmp_path: Path) 
     """The result each rule built is the one the event carries and the report keeps (``is``)."""
     measured: list[PerformanceValidationResult] = []
 
-    def keep(event: events.Event) -> None:
-        if isinstance(event.payload, events.CandidateMeasured):
+    def keep(event: Event) -> None:
+        if isinstance(event.payload, CandidateMeasured):
             measured.append(event.payload.result)
 
     module, spec, data = make_case()
     strategy = gated(make())
-    with events.sinks(keep):
+    with sinks(keep):
         strategy.tune(module, "m", spec, data, "cpu", tmp_path)
     report = strategy.last_report
     assert measured and len(report.results) == len(measured)

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.cli import EXIT_PARTIAL, main
+from aitune_fp.cli import main
+from aitune_fp.cli._shared import EXIT_PARTIAL
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import ingest

@@ -366,8 +366,9 @@ def test_the_default_one_thread_is_said_once_naming_the_flag(
 
     from rich.console import Console
 
-    from aitune_fp import events
     from aitune_fp.cli.progress import TuneProgress
+    from aitune_fp.events.kinds import Event
+    from aitune_fp.events.validation import STARTED
 
     out = io.StringIO()
     progress = TuneProgress(
@@ -376,7 +377,7 @@ def test_the_default_one_thread_is_said_once_naming_the_flag(
         candidates=[],
         threads_given=threads_given,
     )
-    started = events.Event(events.STARTED, "info", {"run_id": "r", "isolation": isolation})
+    started = Event(STARTED, "info", {"run_id": "r", "isolation": isolation})
     progress(started)
     progress(started)
     assert out.getvalue().count("--threads N sets another count") == (1 if said else 0)

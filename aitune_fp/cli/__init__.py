@@ -19,9 +19,6 @@ from aitune_fp.cli._shared import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
-    EXIT_NOT_MET,
-    EXIT_OK,
-    EXIT_PARTIAL,
     EXIT_USAGE,
     PROG,
     UsageError,
@@ -29,21 +26,7 @@ from aitune_fp.cli._shared import (
 )
 from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
 
-__all__ = [
-    "EXIT_BROKEN_PIPE",
-    "EXIT_FAILURE",
-    "EXIT_INCONCLUSIVE",
-    "EXIT_NOT_MET",
-    "EXIT_OK",
-    "EXIT_PARTIAL",
-    "EXIT_USAGE",
-    "UsageError",
-    "build_parser",
-    "escape_control",
-    "json_text",
-    "main",
-    "parse_times",
-]
+__all__ = ["build_parser", "main"]
 
 
 class _Parser(argparse.ArgumentParser):

@@ -16,7 +16,6 @@ from aitune_fp.cli._shared import UsageError
 from aitune_fp.core import settings
 from aitune_fp.core.accuracy import accuracy_conflict
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.measure.rules import decision_modes
 from aitune_fp.models import MODELS
@@ -229,6 +228,8 @@ def profiling_config(args: argparse.Namespace) -> Any:
 
 def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
+    from aitune_fp.correctness.closeness import Closeness
+
     flags = {row.field: row.flag or row.field for row in settings.rows("closeness")}
     given = {f: getattr(args, f) for f in flags}
     kwargs = {f: v for f, v in given.items() if v is not None and v is not False}

@@ -14,11 +14,9 @@ import attrs
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
-from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import BackendUnavailableError, InvalidStateError
 from aitune_fp.events.sending import sinks, to_record
 from aitune_fp.events.sweep import task_failed, task_finished
-from aitune_fp.pipeline.values import NoValidBackendError
 from aitune_fp.profiling.threads import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
@@ -232,8 +230,10 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
 
     from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
+    from aitune_fp.correctness.closeness import Closeness
     from aitune_fp.models import at_batch_size, load_model
     from aitune_fp.pipeline.strategy_registry import make_strategy
+    from aitune_fp.pipeline.values import NoValidBackendError
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)
     if task.model.batch_size is not None:

@@ -24,18 +24,7 @@ from aitune_fp.events.kinds import Payload, registered
 from aitune_fp.events.names import SCHEMA_VERSION
 from aitune_fp.events.schema import ADDED_KEYS
 
-__all__ = [
-    "MAX_LINE_BYTES",
-    "BadLine",
-    "EventLine",
-    "FailureRecord",
-    "IngestReport",
-    "RunSummary",
-    "event_schema",
-    "ingest",
-    "read_events",
-    "summarize",
-]
+__all__ = ["MAX_LINE_BYTES", "event_schema", "ingest", "read_events"]
 
 #: Longest line read as an event; longer lines are reported as bad and skipped.
 MAX_LINE_BYTES = 1 << 20
