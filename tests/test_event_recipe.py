@@ -19,7 +19,7 @@ import pytest
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events import kinds
 from aitune_fp.events.ingest import ingest
-from aitune_fp.events.kinds import Payload, event_names, fold
+from aitune_fp.events.kinds import Event, Payload, event_names, fold
 from aitune_fp.events.kinds import event as event_kind
 from aitune_fp.events.schema import SCHEMA_PATH, build_schema, schema_text
 from aitune_fp.events.sending import emit, sinks
