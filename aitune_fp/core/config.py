@@ -26,6 +26,7 @@ __all__ = [
     "CLOCKS",
     "DECISION_MODES",
     "MODE_FIELDS",
+    "QUANTITIES",
     "THROUGHPUT_GATES",
     "Cache",
     "Clock",
@@ -39,8 +40,10 @@ Clock = Literal["host", "device"]
 #: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
 CLOCKS: tuple[Clock, ...] = ("host", "device")
 ThroughputGate = Literal["point", "bound"]
+Quantity = Literal["throughput", "typical"]
 #: What the throughput condition compares (``ProfilingConfig.throughput_gate``).
 THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("point", "bound")
+QUANTITIES: tuple[Quantity, ...] = ("throughput", "typical")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
@@ -84,6 +87,7 @@ MODE_FIELDS: dict[str, tuple[DecisionMode, ...]] = {
     "cache": ("statistical",),
     "wait_quiet_s": ("statistical",),
     "throughput_gate": ("statistical",),
+    "quantity": ("statistical",),
     "point_warmup_calls": ("point",),
     "point_steps": ("point",),
 }
@@ -246,6 +250,10 @@ class ProfilingConfig:
     throughput_gate: ThroughputGate = attrs.field(
         default="point", validator=one_of(THROUGHPUT_GATES)
     )
+    #: What the statistical verdict is about: ``throughput`` (default), each timed sample a
+    #: block of calls whose time over its calls is the mean latency there (samples per second,
+    #: as users read it); ``typical``, single calls, the typical call's latency.
+    quantity: Quantity = attrs.field(default="throughput", validator=one_of(QUANTITIES))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""

@@ -233,6 +233,8 @@ class PerformanceValidationResult:
     candidate_latencies_s: tuple[float, ...] = attrs.field(
         default=(), kw_only=True, converter=as_tuple, validator=tuple_of(finite(minimum=0))
     )
+    #: Calls each raw latency above is the mean of (a timed block; 1: single calls, older logs).
+    latencies_block: int = attrs.field(default=1, kw_only=True, validator=integer(minimum=1))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field checks: bounds in order and a verdict consistent with ``passed``."""

@@ -18,6 +18,8 @@ why. ``--wait-quiet`` waits, before a look, for the load to fall.
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -63,6 +65,8 @@ class Stretch:
     quiet_pairs: int = 0
     #: The pairs before the move that, decided on their own, bore the verdict out (0: none).
     before_pairs: int = 0
+    #: The threshold eager's level had to move by (:func:`change_threshold`).
+    change: float = MACHINE_CHANGE
 
     @property
     def slowed(self) -> bool:
@@ -100,7 +104,7 @@ class Stretch:
             parts.append(f"the machine was busy: load {self.busy_load:.1f} on {self.cpus} cores")
         if self.changed_at is not None:
             parts.append(
-                f"eager's own latency moved by more than {MACHINE_CHANGE:.0%} at pair "
+                f"eager's own latency moved by more than {self.change:.0%} at pair "
                 f"{self.changed_at} (the machine changed under the measurement)"
             )
         if self.slowed:
@@ -145,6 +149,7 @@ class MachineWatch:
         """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads."""
         self.cpus = cpus
         self.threads = threads
+        self.change = MACHINE_CHANGE  # set from the warm-up's blocks (change_threshold)
         self._last = first_load
         self._quiet_from = 0  # the first pair after the last busy look
         self._busy_load: float | None = None
@@ -196,7 +201,7 @@ class MachineWatch:
         """
         n = len(baseline_s)
         every = [*warmup_s, *baseline_s]
-        found = machine_change_index(every)
+        found = machine_change_index(every, ratio=self.change)
         changed = None if found is None or found <= len(warmup_s) else found - len(warmup_s)
         start = max(self._quiet_from, changed or 0)
         first = len(warmup_s) + min(start, n - 1)
@@ -208,11 +213,32 @@ class MachineWatch:
             cpus=self.cpus,
             busy_now=self._busy_look,
             slowdown=machine_slowdown(every, first),
-            slowdown_limit=slowdown_limit(every[first:]),
+            slowdown_limit=slowdown_limit(every[first:], ratio=self.change),
+            change=self.change,
             # the pairs before eager's last move (warm-up included) ran at the other level; the
             # STEP_SLACK pairs just before where it was found may already run at the new one
             quiet_pairs=first if found is None else min(max(found - STEP_SLACK, 0), first),
         )
+
+
+#: The machine-moved threshold is at least this many of eager's block-to-block spreads (robust
+#: sd of the log block times) in the warm-up, and at least ``MACHINE_CHANGE``.
+CHANGE_SPREADS = 6.0
+
+
+def change_threshold(warmup_blocks_s: Sequence[float]) -> float:
+    """How far eager's level may move (relative) before the machine counts as changed.
+
+    Set from eager's own block-to-block spread in the warm-up, so that a quiet machine's
+    ordinary wander does not trip it; never below ``MACHINE_CHANGE``.
+    """
+    logs = [math.log(t) for t in warmup_blocks_s if t > 0]
+    if len(logs) < 3:
+        return MACHINE_CHANGE
+    # from successive differences: a step in the warm-up moves one of them only
+    steps = [abs(b - a) for a, b in itertools.pairwise(logs)]
+    spread = 1.4826 * statistics.median(steps) / math.sqrt(2.0)
+    return max(MACHINE_CHANGE, math.expm1(CHANGE_SPREADS * spread))
 
 
 #: Fewest pairs before a slowed stretch that can bear its verdict out.
@@ -267,7 +293,7 @@ def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, Pair
     if min(cut, stretch.n_pairs - k) < MIN_QUIET_PAIRS:
         return None
     before = from_pair(timings, 0, cut)
-    if machine_change_index(before.baseline_s) is not None:
+    if machine_change_index(before.baseline_s, ratio=stretch.change) is not None:
         return None
     return before, from_pair(timings, k)
 

@@ -12,6 +12,7 @@ up-front figure after a warm-up until steady (:func:`measure_throughput_steady`)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from aitune_fp.measure.machine import (
     MachineWatch,
     Stretch,
     borne_out,
+    change_threshold,
     from_pair,
     held,
     sides,
@@ -46,6 +48,7 @@ from aitune_fp.measure.measurement import (
 from aitune_fp.measure.results import statistical_result, undecided_result
 from aitune_fp.profiling import (
     InterleavedRun,
+    PairedTimings,
     Timer,
     has_device_clock,
     time_calls,
@@ -110,9 +113,43 @@ def measure_throughput_steady(
     return throughput_from_latencies(latencies, size), latencies
 
 
+def _decide_timings(
+    decide: Callable[[Sequence[float], Sequence[float], int, Sequence[bool]], SpeedupDecision],
+    look: int,
+    timings: PairedTimings,
+) -> SpeedupDecision:
+    return decide(timings.baseline_s, timings.candidate_s, look, timings.candidate_after_eager)
+
+
+def decide_look(
+    timings: PairedTimings,
+    warm: tuple[Sequence[float], Sequence[float]],
+    stretch: Stretch,
+    first_look: int,
+    required: float,
+    decide: Callable[[PairedTimings], SpeedupDecision],
+) -> tuple[SpeedupDecision, Stretch]:
+    """One look's decision on the blocks the machine allows (:mod:`~aitune_fp.measure.machine`).
+
+    ``warm``: eager's and the candidate's warm-up blocks, before block pair 0.
+    """
+    if stretch.steady_enough(first_look):  # nothing moved, or decide on the steady blocks after
+        decision = decide(from_pair(timings, stretch.start))
+        quiet = stretch.quiet_pairs  # the blocks (warm-up first) before eager moved
+        before = ([*warm[0], *timings.baseline_s][:quiet], [*warm[1], *timings.candidate_s][:quiet])
+        if stretch.slowed and not borne_out(decision.verdict, required, *before):
+            decision = held(decision)
+        return decision, stretch
+    split = sides(stretch, timings)  # no verdict across the change, unless each side gives it
+    if split is not None:
+        earlier, later = (decide(side) for side in split)
+        if earlier.verdict == later.verdict != "inconclusive":
+            return later, stretch.borne_out_by(split[0].n_pairs)
+    return held(decide(timings)), stretch
+
+
 def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
-    baseline, candidate, batch, size = c.eager, c.candidate, c.batch, c.size
-    config, gate, clock, description, inputs = c.config, c.gate, c.timer, c.description, c
+    config, gate, clock = c.config, c.gate, c.timer
     if config.clock == "device" and not has_device_clock(clock):
         raise InvalidValueError(
             f"clock='device' needs a timer with device time (CUDA events); "
@@ -137,40 +174,39 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             futility_error=config.futility_error,
             guard_serial_correlation=config.guard_serial_correlation,
             guard_shift=config.guard_shift,
-            look=look_number,  # decision engine v3: error spent late, always widened,
-            always_widen=config.guard_serial_correlation,  # faster only when the
-            throughput_consistent=True,  # throughput ratio agrees; v3.1: and the medians of
-            block_guard=config.guard_serial_correlation,  # blocks of sqrt(n) pairs clear it
+            look=look_number,
+            always_widen=config.guard_serial_correlation,
+            throughput_consistent=True,
+            block_guard=config.guard_serial_correlation,
             min_accept_pairs=MIN_ACCEPT_PAIRS,
             throughput_bound=config.throughput_gate == "bound",
-            candidate_after_eager=after_eager,  # the carry-over from eager, measured
+            candidate_after_eager=after_eager,
         )
 
     start = clock.now_ns()
     deadline = start + int(config.max_seconds * 1e9)
     decision: SpeedupDecision | None = None
-    decided_look = 0
-    decided_at = 0
+    decided_look = decided_at = sampling_ns = 0
     budget_spent = False
-    sampling_ns = 0
     seen: list[Mismatch] = []  # how close each spot check came
     watch = MachineWatch(cpus=env.cpus, threads=env.threads, first_load=env.load_avg_1m)
     stretch: Stretch | None = None  # the steady pairs of the deciding look
     with (
         telemetry.watch(clock) as device,
         InterleavedRun(
-            baseline,
-            candidate,
-            batch,
+            c.eager,
+            c.candidate,
+            c.batch,
             timer=clock,
             threads=config.threads,
-            spot_check=collecting(inputs.spot_check, seen),
-            batches=inputs.batches,
-            references=inputs.references,
-            spot_rate=inputs.spot_rate,
-            spot_seed=inputs.spot_seed,
+            spot_check=collecting(c.spot_check, seen),
+            batches=c.batches,
+            references=c.references,
+            spot_rate=c.spot_rate,
+            spot_seed=c.spot_seed,
             flush=flush,
-            fresh=inputs.fresh,
+            fresh=c.fresh,
+            block=None if config.quantity == "throughput" else 1,
         ) as run,
     ):
         warmup = run.warm_up(
@@ -180,6 +216,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             deadline_ns=deadline,
             reserve_pairs=config.looks[0],
         )
+        if warmup.block > 1:  # single calls: the rule's own noise term, as before
+            watch.change = change_threshold(warmup.baseline_blocks_s)
+        host = config.clock == "host"  # the warm-up's blocks are host-timed only
+        warm = (warmup.baseline_blocks_s, warmup.candidate_blocks_s) if host else ((), ())
         for look_number, look in enumerate(config.looks, start=1):
             if config.wait_quiet_s > 0 and watch.busy_now:
                 watch.wait(config.wait_quiet_s, clock=clock, deadline_ns=deadline)
@@ -199,48 +239,15 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                 budget_spent = True
                 break
             timings = on_clock(run.timings(), config.clock)
-            warm = warmup.baseline_s if config.clock == "host" else ()  # host-timed only
-            stretch = watch.stretch(timings.baseline_s, warm)
-            steady = (
-                from_pair(timings, stretch.start)
-                if stretch.steady_enough(config.looks[0])
-                else None
+            decision, stretch = decide_look(
+                timings,
+                warm,
+                watch.stretch(timings.baseline_s, warm[0]),
+                config.looks[0],
+                gate.required_speedup,
+                functools.partial(_decide_timings, decide, look_number),
             )
-            if steady is not None:  # nothing moved, or decide on the steady pairs after it
-                decision = decide(
-                    steady.baseline_s,
-                    steady.candidate_s,
-                    look_number,
-                    steady.candidate_after_eager,
-                )
-                quiet = stretch.quiet_pairs  # the pairs (warm-up first) before eager moved
-                if stretch.slowed and not borne_out(
-                    decision.verdict,
-                    gate.required_speedup,
-                    [*warm, *timings.baseline_s][:quiet],
-                    [*warmup.candidate_s[: len(warm)], *timings.candidate_s][:quiet],
-                ):
-                    decision = held(decision)
-            else:  # no verdict from pairs taken across the change, unless each side gives it
-                decision = held(
-                    decide(
-                        timings.baseline_s,
-                        timings.candidate_s,
-                        look_number,
-                        timings.candidate_after_eager,
-                    )
-                )
-                split = sides(stretch, timings)
-                if split is not None:
-                    earlier, later = (
-                        decide(s.baseline_s, s.candidate_s, look_number, s.candidate_after_eager)
-                        for s in split
-                    )
-                    if earlier.verdict == later.verdict != "inconclusive":
-                        decision = later
-                        stretch = stretch.borne_out_by(split[0].n_pairs)
-            decided_look = look_number
-            decided_at = run.n_pairs
+            decided_look, decided_at = look_number, run.n_pairs
             if on_look is not None:
                 on_look(run.n_pairs, decision)
             if decision.verdict != "inconclusive":
@@ -251,6 +258,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     load_end = profiling.load_average()
     chosen = on_clock(timings, config.clock)
     closeness = closeness_of(c, seen)
+    block = {"latencies_block": timings.block}
     if decision is None:
         context = run_context(
             env,
@@ -263,31 +271,32 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             fields={
                 **gpu.result_fields(),
                 **raw_latencies(chosen.baseline_s, chosen.candidate_s, 0),
+                **block,
             },
         )
         return undecided_result(
             chosen,
             warmup.baseline_s,
             warmup.candidate_s,
-            size,
+            c.size,
             config,
             gate,
-            description,
+            c.description,
             wall_s,
             context,
             closeness,
         )
-    start, machine_note = 0, None
+    first, machine_note = 0, None
     machine_flags: tuple[str, ...] = ()
     if stretch is not None and stretch.moved:
         machine_flags = stretch.flags()
         machine_note = stretch.note(decision.held_back != "machine")
         if decision.held_back != "machine":
-            start = stretch.start
+            first = stretch.start
     fields, flags, note = two_clocks(
-        from_pair(timings, start),
+        from_pair(timings, first),
         decision,
-        decided_at - start,
+        decided_at - first,
         config.clock,
         lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
     )
@@ -304,19 +313,20 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             **fields,
             **gpu.result_fields(),
             **raw_latencies(
-                chosen.baseline_s, chosen.candidate_s, start + (decision.shift_index or 0)
+                chosen.baseline_s, chosen.candidate_s, first + (decision.shift_index or 0)
             ),
+            **block,
         },
     )
     return statistical_result(
         decision,
-        decided_at - start,
-        from_pair(chosen, start),
-        size,
+        decided_at - first,
+        from_pair(chosen, first),
+        c.size,
         config,
         budget_spent,
         wall_s,
-        description,
+        c.description,
         context,
         closeness,
     )

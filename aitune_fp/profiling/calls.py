@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 from aitune_fp.core._checks import check_int
@@ -215,59 +215,86 @@ def timed_call(
     *,
     ring: CopyRing,
 ) -> tuple[float, float | None]:
-    """Wall seconds (and device seconds, if any) of one synchronised call.
+    """Wall seconds (and device seconds, if any) of one synchronised call: a block of one."""
+    checks = {} if inspect is None else {0: inspect}
+    return timed_block(fn, (batch,), timer, arm, checks, ring=ring, lead=False)
 
-    The call runs on its own copy of ``batch`` in the arm's ``ring`` (the next of its storages),
-    made before the clock starts. ``inspect`` sees the output after the clock stopped (the spot
-    check), so it is never timed. A :class:`~aitune_fp.profiling.workers.Worker` is timed from
-    here around the hand-over (its sample staged and copied into the worker's own ring before
-    the clock starts; its output fetched after it stops), and the CPU time other candidates'
-    workers spend meanwhile is accounted (:meth:`Worker.account`).
+
+def timed_block(
+    fn: Callable[..., Any],
+    batches: Sequence[Sample],
+    timer: Timer,
+    arm: str | None,
+    checks: Mapping[int, Callable[[Any], None]],
+    *,
+    ring: CopyRing,
+    lead: bool,
+) -> tuple[float, float | None]:
+    """Mean wall (and device) seconds per call of a block of consecutive calls of one arm.
+
+    Call ``i`` runs on its own copy of ``batches[i]``, all made before the clock starts;
+    ``lead``: the first runs untimed, so the carry-over from the other arm (a cache it warmed
+    or cooled) falls on no timed call. ``checks[j]`` sees timed call ``j``'s output after the
+    clock stopped (the others are freed as the block goes, in the timed region, as a serving
+    loop frees them). A :class:`~aitune_fp.profiling.workers.Worker` runs the block in its
+    process: one hand-over timed from here, the other workers' CPU time accounted.
     """
+    calls = len(batches) - lead
+    if calls < 1:
+        raise InvalidValueError(f"a block needs at least one timed call, got {len(batches)}")
     if isinstance(fn, Worker):
-        return _timed_in_worker(fn, batch, timer, arm, inspect)
-    own = ring.fill(batch)  # the call's own copy, made before the clock starts
+        return _block_in_worker(fn, batches, timer, arm, checks, lead)
+    own = ring.fill_block(batches)  # every call's own copy, made before the clock starts
+    if lead:
+        call_arm(fn, own.pop(0), arm, fresh=False)
+        progress()
     span = timer.device_span()
     timer.sync()
     start = timer.now_ns()
     if span is not None:
         span.start()
-    output = call_arm(fn, own, arm, fresh=False)
+    kept: dict[int, Any] = {}
+    for j, sample in enumerate(own):
+        output = call_arm(fn, sample, arm, fresh=False)
+        if j in checks:
+            kept[j] = output
+        del output
+        progress()
     if span is not None:
         span.stop()
     timer.sync()
     stop = timer.now_ns()
-    progress()
-    if inspect is not None:
-        inspect(output)
-    del output
-    wall = max(stop - start, _MIN_NS) / 1e9
-    return wall, (span.elapsed_s() if span is not None else None)
+    for j, inspect in sorted(checks.items()):
+        inspect(kept.pop(j))
+    wall = max(stop - start, _MIN_NS) / 1e9 / calls
+    return wall, (span.elapsed_s() / calls if span is not None else None)
 
 
-def _timed_in_worker(
+def _block_in_worker(
     worker: Worker,
-    batch: Sample,
+    batches: Sequence[Sample],
     timer: Timer,
     arm: str | None,
-    inspect: Callable[[Any], None] | None,
+    checks: Mapping[int, Callable[[Any], None]],
+    lead: bool,
 ) -> tuple[float, float | None]:
-    """One call run by ``worker``, timed here; no device time (the worker owns its stream)."""
-    handle = worker.stage(batch)
-    watched = worker.watch(during=lambda: worker.prepare(handle))  # its own copy, before the clock
-    timer.sync()
-    start, real = timer.now_ns(), time.perf_counter_ns()
-    try:
-        worker.run(handle)
+    """A block run by ``worker``, timed here around one hand-over; no device time."""
+    handles = [worker.stage(b) for b in batches]
+    calls = len(batches) - lead
+    try:  # the copies (and the lead call) before the clock, while the others settle
+        watched = worker.watch(during=lambda: worker.prepare_block(handles, lead))
+        timer.sync()
+        start, real = timer.now_ns(), time.perf_counter_ns()
+        worker.run_block(calls)
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
     stop, real = timer.now_ns(), time.perf_counter_ns() - real
     progress()
     wall = max(stop - start, _MIN_NS)
     worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
-    if inspect is not None:
-        inspect(worker.output())
-    return wall / 1e9, None
+    for j, inspect in sorted(checks.items()):
+        inspect(worker.output(j))
+    return wall / 1e9 / calls, None
 
 
 @contextlib.contextmanager
