@@ -243,10 +243,10 @@ class ProfilingConfig:
     #: as pyperf's system checks do; the wait counts against ``max_seconds``. 0: no wait. Busy
     #: or not, pairs taken while the machine was busy never carry a verdict (issue 36).
     wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0, maximum=MAX_SECONDS))
-    #: What a ``faster`` needs of the mean-latency throughput ratio of the same pairs:
-    #: ``point`` (default), the ratio itself clears the gate (the verdict is about the typical
-    #: call); ``bound``, its delta-method lower bound at the look's level does (a candidate
-    #: whose throughput is exactly the gate passes rarely; costs power with two-mode latencies).
+    #: With ``quantity="typical"``, what a ``faster`` needs of the mean-latency throughput
+    #: ratio of the same pairs: ``point`` (default), the ratio itself clears the gate;
+    #: ``bound``, its delta-method lower bound at the look's level does (costs power with
+    #: two-mode latencies). ``quantity="throughput"`` always needs the bound.
     throughput_gate: ThroughputGate = attrs.field(
         default="point", validator=one_of(THROUGHPUT_GATES)
     )
