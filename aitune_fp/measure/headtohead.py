@@ -50,7 +50,8 @@ from aitune_fp.profiling import (
     intra_op_threads,
     timer_for,
 )
-from aitune_fp.profiling.calls import checks_per_batch, spot_calls, spot_inspector, timed_call
+from aitune_fp.profiling.calls import checks_per_batch, spot_calls, spot_inspector, timed_block
+from aitune_fp.profiling.interleaved import LEAD_FROM
 from aitune_fp.profiling.workers import InterferenceError, Worker
 
 __all__ = ["head_to_head"]
@@ -77,15 +78,23 @@ def _timed(
     clock: Timer,
     inspect: Callable[[Any], None] | None,
     ring: CopyRing,
+    block: int = 1,
+    every: bool = False,
 ) -> float | _Failed:
-    """Wall seconds of one synchronised call (profiling's timed call), or the error it raised.
+    """Seconds a call of a timed block of ``block`` calls on ``sample``, or the error raised.
 
-    ``inspect`` sees the output once the clock stopped (a spot check; a wrong output gives
-    ``"SpotCheckError: ..."``). Never raised here: a contender's failure is a result, not the
-    run's end.
+    ``inspect`` sees the last call's output (``every``: each call's) once the clock stopped (a
+    spot check; a wrong output gives ``"SpotCheckError: ..."``). Never raised here: a
+    contender's failure is a result, not the run's end.
     """
+    lead = block >= LEAD_FROM
+    checks = (
+        {} if inspect is None else {j: inspect for j in range(block) if every or j == block - 1}
+    )
     try:
-        return timed_call(fn, sample, clock, None, inspect, ring=ring)[0]
+        return timed_block(
+            fn, [sample] * (block + lead), clock, None, checks, ring=ring, lead=lead
+        )[0]
     except InterferenceError:
         raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
@@ -164,8 +173,10 @@ class _Run:
         checks: Mapping[str, tuple[SpotCheck | None, ...]],
         spot_rate: float,
         fresh: Fresh | None = None,
+        block: int = 1,
     ) -> None:
         self.fns = fns
+        self.block = block
         self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
         self.n_batches = len(inputs)
@@ -209,20 +220,29 @@ class _Run:
         return errors
 
     def _time(
-        self, name: str, sample: Sample, inspect: Callable[[Any], None] | None = None
+        self,
+        name: str,
+        sample: Sample,
+        inspect: Callable[[Any], None] | None = None,
+        *,
+        block: int = 1,
+        every: bool = False,
     ) -> tuple[str, float | _Failed]:
-        """One timed call of ``name``, and whom a failure is blamed on.
+        """One timed block of ``name``, and whom a failure is blamed on.
 
         Interference (another contender's process ran meanwhile) is that contender's failure.
         """
+        fn, ring = self.fns[name], self.rings[name]
         try:
-            return name, _timed(self.fns[name], sample, self.clock, inspect, self.rings[name])
+            return name, _timed(fn, sample, self.clock, inspect, ring, block, every)
         except InterferenceError as exc:
             blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
             return blamed, _error(exc)
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
-        """Time every contender once in a random order; keep the round for those that ran.
+        """Time every contender's block in a random order; keep the round for those that ran.
+
+        A checked round checks every call of the block; an end check reads its last call's.
 
         With ``fresh``, the round's batch is new values (every contender its own copy of
         them, made before its clock), checked against eager's output on them.
@@ -238,7 +258,7 @@ class _Run:
             if not isinstance(self.fns[name], Worker):  # in process: the output, kept a round
                 inspect = _keeping(kept, inspect)
             sample = self.copies[name][b] if own is None else own
-            blamed, result = self._time(name, sample, inspect)
+            blamed, result = self._time(name, sample, inspect, block=self.block, every=checked)
             if isinstance(result, str):
                 errors[blamed] = result
                 self.last.pop(name, None)
@@ -343,8 +363,12 @@ def head_to_head(
     spot_rate: float = DEFAULT_SPOT_RATE,
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
+    block: int = 1,
 ) -> SelectionState:
     """Time the contenders in rounds and return the final :class:`SelectionState` (chosen set).
+
+    Each round times a block of ``block`` calls of each contender (the gate's blocks: a
+    round's latency is their mean).
 
     ``max_seconds`` counts from the first warm-up call; no round starts after it (one running
     round may overrun it). ``on_look`` sees the state after every look. ``spot_checks``: by
@@ -373,7 +397,8 @@ def head_to_head(
             if fresh is None
             else Fresh(fresh, reference, dict(spot_checks) if spot_checks is not None else {})
         )
-        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own)  # copies before the clock
+        size = check_int("block", block, minimum=1)
+        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own, size)  # copies first
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)
         errors = run.warm_up(state.remaining, calls)
         if errors:

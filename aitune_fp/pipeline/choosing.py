@@ -12,6 +12,7 @@ against a budget with an exact order-statistics bound.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from aitune_fp import events
@@ -27,6 +28,7 @@ from aitune_fp.measure.headtohead import head_to_head
 from aitune_fp.pipeline import CandidateOutcome, TuneSession, infer_of
 from aitune_fp.pipeline.stages import fresh_batches, spot_check_of
 from aitune_fp.profiling import SpotCheckError, time_calls
+from aitune_fp.profiling.interleaved import block_calls
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
 
@@ -74,6 +76,14 @@ def _rule(session: TuneSession) -> SelectionRule:
     )
 
 
+def _block(session: TuneSession) -> int:
+    """The head-to-head's block: the gate's, from eager's measured pace (1: single calls)."""
+    eager = session.baseline_latencies
+    if session.config.quantity != "throughput" or not eager:
+        return 1
+    return block_calls(statistics.median(eager))
+
+
 def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
     arena = session.arena()
@@ -110,6 +120,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         spot_rate=session.config.spot_rate,
         fresh=fresh,
         reference=session.eager_arm,
+        block=_block(session),
     )
     session.selection = state
     session.emit(events.selection_decided(session.run_id, name, state, delta=rule.delta))
