@@ -348,8 +348,8 @@ def decide_at_look(
     guard_serial_correlation: bool = False,
     guard_shift: bool = False,
     look: int | None = None,
-    always_widen: bool = False,
-    throughput_consistent: bool = False,
+    always_widen: bool | None = None,
+    throughput_consistent: bool = True,
     block_guard: bool | None = None,
     min_accept_pairs: int = 0,
     throughput_bound: bool = False,
@@ -360,21 +360,16 @@ def decide_at_look(
     ``gate`` is the :class:`~aitune_fp.core.gate.Gate` the measurement was given: its
     ``required_speedup`` is read as it is, never recomputed from a percent here.
 
-    Decision engine v3 is three options (all off: v2): ``look`` (this look's number, from 1)
-    spends the false-accept error by :func:`look_alpha` instead of evenly, little at the early
-    looks where dependence cannot be seen; ``always_widen`` widens for any positive serial
-    correlation (see ``_segment_bounds``); ``throughput_consistent`` lets ``faster`` stand only
-    when the mean-latency throughput ratio of the same pairs also clears the required speedup
-    (else ``inconclusive``, flag ``throughput_disagrees``), so the verdict never contradicts the
-    throughput users read.
-
-    Decision engine v3.1 adds ``block_guard`` (None, the default: on exactly when
-    ``always_widen`` is): a ``faster`` stands only when the Wilcoxon / Hodges-Lehmann lower bound
-    of the medians of blocks of ``floor(sqrt(n))`` pairs, at the same level, clears the required
-    speedup too (after a ratio shift, the blocks of the later pairs); else ``ci_low`` becomes
-    that bound (the verdict ``inconclusive``, flag ``block_bound``). The blocks see what the lag-1 widening misses (slow wander, drift, strong
-    correlation); an accept needs both tests, so it is wrong with at most the look's error when
-    either one's assumptions hold. Where it does not fire, the decision is v3's, bit for bit.
+    The defaults are the production rule: ``look`` (this look's number, from 1) spends the
+    false-accept error by :func:`look_alpha`, little at the early looks where dependence cannot
+    be seen; ``always_widen`` (None: as ``guard_serial_correlation``) widens for any positive
+    serial correlation (see ``_segment_bounds``); ``throughput_consistent`` lets ``faster``
+    stand only when the mean-latency throughput ratio of the same pairs also clears the
+    required speedup (else ``inconclusive``, flag ``throughput_disagrees``); ``block_guard``
+    (None: as ``always_widen``) lets it stand only when the Wilcoxon / Hodges-Lehmann lower
+    bound of the medians of blocks of ``floor(sqrt(n))`` pairs clears it too (after a ratio
+    shift, the later pairs' blocks; else ``ci_low`` becomes that bound, flag ``block_bound``):
+    the blocks see what the lag-1 widening misses (slow wander, drift, strong correlation).
 
     ``min_accept_pairs`` (issue 36): no ``faster`` from fewer pairs (``inconclusive``, flag
     ``too_early``); the futility stop is not delayed. ``throughput_bound``: the
@@ -406,6 +401,8 @@ def decide_at_look(
     check_type("guard_shift", guard_shift, bool)
     if block_guard is not None:
         check_type("block_guard", block_guard, bool)
+    if always_widen is None:
+        always_widen = guard_serial_correlation
     alpha = (1.0 - level) / looks if look is None else look_alpha(1.0 - level, look, looks)
     if alpha >= 0.5:
         raise InvalidValueError(

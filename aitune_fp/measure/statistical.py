@@ -175,9 +175,6 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             guard_serial_correlation=config.guard_serial_correlation,
             guard_shift=config.guard_shift,
             look=look_number,
-            always_widen=config.guard_serial_correlation,
-            throughput_consistent=True,
-            block_guard=config.guard_serial_correlation,
             min_accept_pairs=MIN_ACCEPT_PAIRS,
             # the verdict about throughput needs its lower bound to clear the gate, not the point
             throughput_bound=config.throughput_gate == "bound" or config.quantity == "throughput",
