@@ -1,19 +1,6 @@
-"""No verdict from a machine that moved: the stretch of pairs a statistical look may rest on.
+"""No verdict from a machine that moved: the stretch of block pairs a statistical look may rest on.
 
-The measurement itself says when the machine changed under it: eager's own latency moved
-(:func:`~aitune_fp.core.dependence.machine_change_index`), or the load average read around a
-look's pairs left fewer cores than the tune's threads need
-(:func:`~aitune_fp.profiling.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
-rest on pairs taken across the change: a look decides on the steady stretch after it when that
-holds at least the first look's pairs and eager ran there at the fastest level of the run. A
-machine that slowed down may be a busy one, whose verdicts differ from a quiet one's (issue
-36's bf16 candidate read 0.74x busy and 1.84x quiet): a slowed stretch's verdict stands only
-when the pairs before it, at the fastest level, bear it out (:func:`borne_out`; on an H200 host
-eager's launch-bound calls ran 1.5-2.3x slower in the timed pairs than in the warm-up while
-every verdict held). When too few steady pairs follow eager's move, a verdict stands only when
-the pairs before the move and those after it, each decided on its own, both give it
-(:func:`sides`). Otherwise the look stays open (``held_back="machine"``) and the reason says
-why. ``--wait-quiet`` waits, before a look, for the load to fall.
+Eager's own level moved, or a busy load: the look decides on the steady stretch after it, or not at all.
 """
 
 from __future__ import annotations
@@ -47,11 +34,7 @@ STEP_SLACK = 2
 
 @attrs.frozen(kw_only=True)
 class Stretch:
-    """The pairs a look may decide on: ``[start, n_pairs)``, and why it starts there.
-
-    ``busy_load``: the highest load read around a look whose pairs are left out (None: none was
-    busy); ``changed_at``: where eager's level last moved (None: it held).
-    """
+    """The pairs a look may decide on: ``[start, n_pairs)``, and why it starts there."""
 
     start: int
     n_pairs: int
@@ -169,11 +152,7 @@ class MachineWatch:
         return self._last
 
     def wait(self, seconds: float, *, clock: Timer, deadline_ns: int) -> float:
-        """Wait while the load says busy, up to ``seconds`` and never past ``deadline_ns``.
-
-        Returns the seconds waited (the budget's clock counts them too). The load is read every
-        :data:`POLL_S`, as pyperf's system checks do before a benchmark.
-        """
+        """Wait while the load says busy, up to ``seconds`` and never past ``deadline_ns``; seconds waited."""
         waited = 0.0
         while self.busy_now and waited < seconds:
             step = min(POLL_S, seconds - waited)
@@ -194,10 +173,9 @@ class MachineWatch:
             self._busy_load = max(loads)
 
     def stretch(self, baseline_s: Sequence[float], warmup_s: Sequence[float] = ()) -> Stretch:
-        """The steady stretch the look may rest on: after the last busy look and eager's last move.
+        """The steady stretch a look may rest on: after the last busy look and eager's last move.
 
-        ``warmup_s``: eager's timed warm-up calls, before pair 0: a machine that slowed during
-        the warm-up shows against them (a cold start only makes them slower, never faster).
+        ``warmup_s``: eager's warm-up blocks, before pair 0 (a machine that slowed there shows).
         """
         n = len(baseline_s)
         every = [*warmup_s, *baseline_s]
@@ -227,10 +205,9 @@ CHANGE_SPREADS = 6.0
 
 
 def change_threshold(warmup_blocks_s: Sequence[float]) -> float:
-    """How far eager's level may move (relative) before the machine counts as changed.
+    """How far eager's level may move before the machine counts as changed: from its warm-up blocks.
 
-    Set from eager's own block-to-block spread in the warm-up, so that a quiet machine's
-    ordinary wander does not trip it; never below ``MACHINE_CHANGE``.
+    CHANGE_SPREADS of their successive-difference spread, never below MACHINE_CHANGE.
     """
     logs = [math.log(t) for t in warmup_blocks_s if t > 0]
     if len(logs) < 3:
@@ -251,13 +228,9 @@ def borne_out(
     quiet_baseline_s: Sequence[float],
     quiet_candidate_s: Sequence[float],
 ) -> bool:
-    """Whether pairs from before a slowed stretch, at eager's fastest level, agree with its verdict.
+    """Whether pairs before a slowed stretch, at eager's fastest level, bear its verdict out.
 
-    A machine that slowed down can change a verdict (a busy CPU hurts one arm more), or leave
-    it standing (a slower host only scales a launch-bound GPU call). The verdict of the slowed
-    stretch stands when the quiet pairs say the same beyond their own spread: for ``faster``
-    their lower quartile of per-pair speedups clears ``required``; for ``not_faster`` their upper
-    quartile stays below it. Fewer than :data:`MIN_QUIET_PAIRS` pairs bear nothing out.
+    Their lower (upper) quartile of speedups clears (stays below) ``required``; 8 pairs at least.
     """
     ratios = [b / c for b, c in zip(quiet_baseline_s, quiet_candidate_s, strict=True) if c > 0]
     if len(ratios) < MIN_QUIET_PAIRS:
@@ -276,15 +249,9 @@ def held(decision: SpeedupDecision) -> SpeedupDecision:
 
 
 def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, PairedTimings] | None:
-    """The pairs before eager's move and those after it, for a look with too few after it.
+    """The pairs before eager's move and those after it, each to be decided on its own; or None.
 
-    A move need not change the verdict: the look may still give one when each side, decided on
-    its own, gives it (the caller decides both). Each side then has one level of the machine;
-    since the side after the move must settle too, a slower-or-equal candidate is accepted at
-    the look with at most the look's error, as on the steady stretch. None when the rule does
-    not apply: no move of eager's (only a busy load, which says nothing of the pairs before), a
-    busy look, fewer than :data:`MIN_QUIET_PAIRS` pairs on either side (the
-    :data:`STEP_SLACK` pairs just before the move left out), or a move before it too.
+    None: no move of eager's, a busy look, or too few pairs on a side (STEP_SLACK left out).
     """
     k = stretch.changed_at
     if k is None or stretch.busy_load is not None or stretch.busy_now or stretch.start != k:

@@ -1,13 +1,6 @@
-"""The statistical rule: eager and the candidate timed in pairs, decided at planned looks.
+"""The statistical rule: eager and the candidate timed in block pairs, decided at planned looks.
 
-Warm up both arms, then time interleaved pairs up to each planned look (``config.looks``) and call
-:func:`aitune_fp.core.sequential.decide_at_look` there; stop on a settled verdict, after the last
-look, or when ``config.max_seconds`` is spent (the verdict is then the one of the last completed
-look, ``inconclusive`` if it was open; the budget counts from the start of warm-up). The budget is
-hard: no call starts after it; a candidate that cannot complete the first look within it ends
-``inconclusive`` with no interval, and a look that the time spent so far predicts will not fit is
-not started. Device telemetry (NVML) is read around each look's pairs. Also here: eager's
-up-front figure after a warm-up until steady (:func:`measure_throughput_steady`).
+The budget is hard: no call starts after ``max_seconds``; the last completed look's verdict stands.
 """
 
 from __future__ import annotations
@@ -73,11 +66,7 @@ def measure_throughput_steady(
 ) -> tuple[float, tuple[float, ...]]:
     """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
 
-    The statistical mode's up-front eager check (and a lone candidate's figure): unlike the point
-    rule's fixed 10 warm-up calls, it waits until the last ``warmup_window`` calls agree within
-    ``warmup_tolerance`` (at most ``warmup_max_calls``), so a cold first measurement in a fresh
-    process is not reported as eager's throughput. With ``batches`` the calls take them in turn;
-    with ``fresh`` the ``k``-th timed call runs on ``fresh(k)``. Returns (samples/s, latencies in s).
+    Returns (samples/s, latencies in s); batches rotate, ``fresh(k)`` gives call ``k``'s values.
     """
     size = check_int("batch_size", batch_size, minimum=1)
     window = config.warmup_window
@@ -129,10 +118,7 @@ def decide_look(
     required: float,
     decide: Callable[[PairedTimings], SpeedupDecision],
 ) -> tuple[SpeedupDecision, Stretch]:
-    """One look's decision on the blocks the machine allows (:mod:`~aitune_fp.measure.machine`).
-
-    ``warm``: eager's and the candidate's warm-up blocks, before block pair 0.
-    """
+    """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks first)."""
     if stretch.steady_enough(first_look):  # nothing moved, or decide on the steady blocks after
         decision = decide(from_pair(timings, stretch.start))
         quiet = stretch.quiet_pairs  # the blocks (warm-up first) before eager moved
@@ -331,10 +317,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
 
 
 def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
-    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None).
-
-    Look ``k`` (from 0) draws its spot-checked pairs with seed ``spot_seed + k``.
-    """
+    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
     if c.eager_latencies is not None:
         raise InvalidValueError(
             "baseline_latencies is for decision='point' only; the statistical mode times "

@@ -1,11 +1,6 @@
-"""Timed calls of one callable and the spot checks of their outputs: the pieces every run uses.
+"""Timed calls and blocks of one callable, and the spot checks of their outputs.
 
-Inputs are prepared before any clock starts (every call gets its own copy of its batch, in the
-next storage of the arm's :class:`~aitune_fp.inputs.CopyRing`);
-a call's output is released after the clock stops, so freeing it is not timed either. Spot
-checks (untimed) see the outputs of a seeded random ~10 % of each look's timed calls, plus its
-first and last, and the first call on each batch not already among them
-(:func:`aitune_fp.core.spot.spot_positions`). Python's collector is paused while timing.
+Every call runs on its own copy made before the clock; checks see outputs after it stops.
 """
 
 from __future__ import annotations
@@ -53,8 +48,7 @@ class ProfilingError(AitunefpError, RuntimeError):
 class SpotCheckError(AitunefpError, RuntimeError):
     """A candidate's output checked while it was timed did not match eager's.
 
-    ``call`` is the 1-based number of the candidate's timed call whose output was wrong;
-    ``batch`` the 0-based index into ``batches`` it ran on (None when one batch was timed).
+    ``call``: the 1-based timed call; ``batch``: the 0-based batch (None with one batch).
     """
 
     def __init__(self, message: str, *, call: int, batch: int | None = None) -> None:
@@ -91,11 +85,7 @@ def spot_inspector(
 def as_batches(
     batch: Sample | tuple[Any, Any], batches: Sequence[Any] | None
 ) -> tuple[Sample, ...]:
-    """The batches timed in turn: ``batches`` when given (not empty), else the one ``batch``.
-
-    Raises InvalidTypeError / InvalidValueError naming ``batches`` when it is not a non-empty
-    sequence of samples.
-    """
+    """The batches timed in turn: ``batches`` when given (not empty), else the one ``batch``."""
     if batches is None:
         return (as_sample(batch),)
     if isinstance(batches, (str, bytes, Sample)) or not isinstance(batches, Sequence):
@@ -112,10 +102,9 @@ def checks_per_batch(
     references: Sequence[Any] | None,
     n_batches: int,
 ) -> tuple[SpotCheck | None, ...]:
-    """One one-argument check per batch: ``spot_check(output, references[b])`` for batch ``b``.
+    """One one-argument check per batch: ``spot_check(output, references[b])`` on batch ``b``.
 
-    Without ``references`` the check is called as ``spot_check(output)`` (one batch only: it
-    could not tell the batches apart).
+    Without ``references``, ``spot_check(output)`` (one batch only).
     """
     if references is not None and len(references) != n_batches:
         raise InvalidValueError(
@@ -144,9 +133,7 @@ def spot_calls(
 ) -> frozenset[int]:
     """Which of a look's ``n_calls`` timed calls (from 0) are spot-checked.
 
-    :func:`~aitune_fp.core.spot.spot_positions` (first, last and a seeded ~``rate`` of the rest),
-    plus, over rotating batches (call ``j`` on batch ``(first_pair + j) % n_batches``), the first
-    call on each batch that none of those lands on, so every batch of a look is checked.
+    ``spot_positions``, plus the first call on each batch (rotating) none of those lands on.
     """
     picked = set(spot_positions(n_calls, rate, seed))
     n_batches = check_int("n_batches", n_batches, minimum=1)
@@ -169,13 +156,9 @@ def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
 
 
 def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
-    """Call ``fn`` on a fresh copy of ``batch``; failures become :class:`ProfilingError`.
+    """Call ``fn`` on a fresh copy of ``batch`` (``fresh=False``: its own already); failures raise.
 
-    ``fresh=False``: ``batch`` is already the call's own copy (a timed call: it reports its
-    progress to the watchdog after the clock stops). Every call gets its own, so a model that
-    changes its input in place sees the batch's values on every call. Out of
-    memory: the cache is emptied. A :class:`~aitune_fp.profiling.workers.Worker` runs the call
-    in its process on a copy it made (the output stays there: None is returned).
+    As :class:`ProfilingError` (out of memory: the cache emptied); a Worker keeps its output.
     """
     import torch
 
@@ -230,14 +213,10 @@ def timed_block(
     ring: CopyRing,
     lead: bool,
 ) -> tuple[float, float | None]:
-    """Mean wall (and device) seconds per call of a block of consecutive calls of one arm.
+    """Mean wall (and device) seconds a call of a block of one arm's consecutive calls.
 
-    Call ``i`` runs on its own copy of ``batches[i]``, all made before the clock starts;
-    ``lead``: the first runs untimed, so the carry-over from the other arm (a cache it warmed
-    or cooled) falls on no timed call. ``checks[j]`` sees timed call ``j``'s output after the
-    clock stopped (the others are freed as the block goes, in the timed region, as a serving
-    loop frees them). A :class:`~aitune_fp.profiling.workers.Worker` runs the block in its
-    process: one hand-over timed from here, the other workers' CPU time accounted.
+    Copies made before the clock; ``lead``: the first call untimed (the carry-over falls on it);
+    ``checks[j]`` see outputs after it stops. A Worker runs the block in one hand-over.
     """
     calls = len(batches) - lead
     if calls < 1:
@@ -326,17 +305,9 @@ def time_calls(
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
 ) -> tuple[float, ...]:
-    """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
+    """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed ones.
 
-    For the point rule and single-arm use; ``arm`` names the callable in errors. Each batch is
-    copied once before the first call; with ``batches`` (replacing ``batch``) timed call ``i``
-    runs on ``batches[i % len(batches)]``. ``spot_check`` sees, untimed, the outputs of the
-    calls :func:`spot_calls` picks (``spot_rate``, ``spot_seed``): ``spot_check(output)``, or
-    ``spot_check(output, references[b])`` when ``references`` (eager's output on each batch) is
-    given. A mismatch raises :class:`SpotCheckError`. ``fresh``: timed call ``i`` runs on
-    ``fresh(i)``, new values (warm-up keeps the batches); a checked call then compares with
-    ``reference`` (eager) on the same values, ``spot_check(output, reference's output)``, run
-    after the clock stopped (``references`` are not used).
+    Batches rotate (``fresh``: new values a call); the spot checks as :func:`spot_calls` picks.
     """
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
@@ -370,10 +341,7 @@ def on_values(
     reference: Callable[..., Any] | None,
     batch: Sample,
 ) -> SpotCheck | None:
-    """``check`` of an output on ``batch`` against ``reference``'s own output there.
-
-    ``reference`` (eager) runs when the check does, after the timed call's clock stopped.
-    """
+    """``check`` of an output on ``batch`` against ``reference``'s own output there, run untimed."""
     if check is None or reference is None:
         return None
     pair = cast(ReferenceSpotCheck, check)

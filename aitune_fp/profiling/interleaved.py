@@ -1,7 +1,6 @@
-"""The interleaved A/B run: warm-up, then timed blocks of each arm in random ABBA / BAAB quads.
+"""The interleaved A/B run: a warm-up, then timed blocks of each arm in random ABBA / BAAB quads.
 
-A timed sample is a block: consecutive calls of one arm (:func:`block_calls`), each on its own
-input copy made before the block; its time over its calls is the arm's mean latency there.
+A timed sample is a block of one arm's consecutive calls, each on its own copy made before it.
 """
 
 from __future__ import annotations
@@ -67,10 +66,9 @@ WARMUP_BLOCKS = 10
 
 
 def block_calls(call_s: float, batch_bytes: int = 0) -> int:
-    """Timed calls a block: enough to last :data:`BLOCK_TARGET_S` at ``call_s`` a call.
+    """Timed calls a block: enough to last BLOCK_TARGET_S at ``call_s`` a call, one for a long call.
 
-    One when a call is already that long; at most :data:`MAX_BLOCK_CALLS`, and no more copies
-    of a ``batch_bytes`` batch than a copy ring may hold (``RING_BYTES``).
+    At most MAX_BLOCK_CALLS, and no more copies of a ``batch_bytes`` batch than a ring may hold.
     """
     if not call_s > 0:
         return 1
@@ -79,12 +77,9 @@ def block_calls(call_s: float, batch_bytes: int = 0) -> int:
 
 
 def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
-    """Whether pair ``index`` times the baseline first.
+    """Whether pair ``index`` times the baseline first: quad ``q`` (pairs 2q, 2q+1) is ABBA or BAAB.
 
-    Pairs ``2q`` and ``2q + 1`` form quad ``q``: ABBA (baseline first, then candidate first) or
-    BAAB, so each arm takes each position in a quad equally often (position bias cancels). Quad
-    ``q`` is ABBA when ``orientations[q]`` is true; without ``orientations``, the fixed
-    alternation: quad 0 ABBA, quad 1 BAAB, and so on (A B | B A | B A | A B).
+    ABBA when ``orientations[q]``; without them the fixed alternation (A B | B A | B A | A B).
     """
     quad, half = divmod(index, 2)
     abba = quad % 2 == 0 if orientations is None else orientations[quad]
@@ -97,12 +92,9 @@ def _orientation_stream(seed: int) -> random.Random:
 
 
 def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
-    """Each of ``n_quads`` quads' orientation (True: ABBA, False: BAAB), a fair coin per quad.
+    """Each quad's orientation (True: ABBA), a seeded fair coin per quad, whatever ``n_quads``.
 
-    Reproducible for a ``seed``; quad ``q``'s orientation does not depend on ``n_quads``. This is
-    what :class:`InterleavedRun` times (``order="random"``): interference whose period matches a
-    fixed ABBA / BAAB order would slow one arm only and bias the ratio; drawn at random, it lands
-    on either arm alike.
+    Drawn at random, interference in phase with a fixed order lands on either arm alike.
     """
     check_int("n_quads", n_quads, minimum=0)
     stream = _orientation_stream(check_type("seed", seed, int))
@@ -131,11 +123,7 @@ def _compile_counts() -> tuple[int, int]:
 
 @attrs.frozen(kw_only=True)
 class WarmupReport:
-    """Warm-up of both arms: the (timed, undecided) calls, whether both became steady, and blocks.
-
-    ``baseline_blocks_s`` / ``candidate_blocks_s``: the warm-up's timed blocks of ``block``
-    calls (its single calls when ``block`` is 1), in seconds per call.
-    """
+    """Warm-up of both arms: timed single calls, whether both became steady, then timed blocks."""
 
     baseline_s: tuple[float, ...]
     candidate_s: tuple[float, ...]
@@ -148,10 +136,9 @@ class WarmupReport:
 
 @attrs.frozen(kw_only=True)
 class PairedTimings:
-    """Interleaved blocks: ``baseline_s[i]`` and ``candidate_s[i]`` (seconds a call) side by side.
+    """Interleaved blocks side by side: ``baseline_s[i]``, ``candidate_s[i]``, seconds a call.
 
-    Each is a block of ``block`` calls' mean wall time (``*_device_s``: CUDA event time, None on
-    CPU). ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>".
+    ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>".
     """
 
     baseline_s: tuple[float, ...]
@@ -176,10 +163,9 @@ class PairedTimings:
 
 
 class InterleavedRun:
-    """A running A/B measurement that the caller extends look by look (a context manager).
+    """A running A/B measurement the caller extends look by look (a context manager).
 
     On enter: threads set, ``no_grad`` on, a copy of each batch and a copy ring per arm.
-    ``warm_up``, then ``extend(n)`` as often as needed; ``timings()`` gives everything so far.
     """
 
     def __init__(
@@ -201,22 +187,9 @@ class InterleavedRun:
         fresh: Callable[[int], Sample] | None = None,
         block: int | None = 1,
     ) -> None:
-        """Prepare the run; nothing is called or copied until the context is entered.
+        """Prepare the run (nothing is called until entered); block i's call j is call i*block+j.
 
-        ``block``: timed calls a block (None: :func:`block_calls` of eager's warm-up pace).
-
-        ``batches`` (replacing ``batch``): pair ``i`` runs both arms on ``batches[i % len]``.
-        ``spot_check`` sees, untimed, the candidate's outputs of the calls :func:`spot_calls`
-        picks in each :meth:`extend` (look ``k`` seeded ``spot_seed + k``), as
-        ``spot_check(output)``, or ``spot_check(output, references[b])`` when ``references``
-        (eager's output on each batch) is given; a mismatch raises :class:`SpotCheckError`.
-        ``order``: each quad's orientation drawn at random (:func:`quad_orientations` seeded
-        ``order_seed``, by default ``spot_seed``), or ``"fixed"``, the ABBA / BAAB alternation.
-        ``flush`` (``cache="cold"``: :func:`l2_flusher`) runs before each timed call, untimed.
-        ``fresh``: timed call ``g``'s batch (both arms'), new values for every call (warm-up
-        keeps ``batches``); a checked call then compares the candidate's output with the
-        baseline's own output there (``spot_check(output, baseline_output)``).
-        Batches and spot checks count calls: block ``i``'s call ``j`` is call ``i * block + j``.
+        Batches, ``fresh`` values and spot checks go by call; ``block`` None: ranged in the warm-up.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
         self._fns = {"baseline": baseline, "candidate": candidate}
@@ -332,7 +305,7 @@ class InterleavedRun:
         return self.block >= LEAD_FROM
 
     def _samples(self, arm: str, first: int) -> list[Sample]:
-        """The block's inputs from call ``first`` on (the lead's first: it runs on call ``first``'s)."""
+        """The block's inputs from call ``first`` on (the lead runs on call ``first``'s)."""
         calls = range(first, first + self.block)
         if self._fresh is not None:
             drawn = self._drawn(first)
@@ -385,11 +358,7 @@ class InterleavedRun:
     def _collect(self, deadline_ns: int | None, *, first: bool = False) -> None:
         """Collect the young generation the paused collector let pile up, when due and if it fits.
 
-        Due: the collector was on before the run and the young generation outgrew its threshold
-        (the collector would have run by now); ``first`` (on enter, collector still on, so the
-        generation is small): always, to learn the cost. Fits: the predicted cost (the last
-        collection's, or the highest cost per young object seen times the objects now young)
-        ends before ``deadline_ns``. Never a full collection: that walks the whole heap.
+        Its predicted cost must end before ``deadline_ns``; never a full collection.
         """
         if not self._gc_was_enabled:
             return  # the caller turned the collector off: collect nothing
@@ -416,12 +385,9 @@ class InterleavedRun:
         deadline_ns: int | None = None,
         reserve_pairs: int = 0,
     ) -> WarmupReport:
-        """Call each arm once untimed, alternate timed calls until both are steady, then blocks.
+        """An untimed call of each arm, timed calls until both are steady, then timed blocks.
 
-        Steady: each arm passes :func:`~aitune_fp.core.stats.is_settled`. At most ``max_calls``
-        calls per arm (the untimed first included); it stops, unsteady, at ``deadline_ns``, or
-        once ``reserve_pairs`` more block pairs at the last pace would not fit before it. A
-        ranged block is then set from eager's pace, and :data:`WARMUP_BLOCKS` block pairs timed.
+        Stops at ``deadline_ns``, or once ``reserve_pairs`` block pairs at the pace would not fit.
         """
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
@@ -471,12 +437,9 @@ class InterleavedRun:
         return self._warmup
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
-        """Time ``n_pairs`` more interleaved block pairs (after one untimed call per arm).
+        """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
 
-        Housekeeping (the young-generation collection, the look's spot-check schedule) runs
-        first, then the deadline check: it stops early, before a block pair (or before the
-        untimed calls), once the run's clock reaches ``deadline_ns``, so no call starts after it.
-        Returns the block pairs timed.
+        Housekeeping first, then the deadline check: no block starts after ``deadline_ns``.
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)
@@ -571,11 +534,7 @@ def compare(
     timer: Timer | None = None,
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
 ) -> PairedTimings:
-    """Warm up both arms, then time ``n_pairs`` interleaved pairs (quads ABBA or BAAB at random).
-
-    ``config`` is a :class:`~aitune_fp.core.config.ProfilingConfig` (warm-up and threads);
-    ``batches`` (replacing ``batch``): pair ``i`` runs on ``batches[i % len(batches)]``.
-    """
+    """Warm up both arms, then time ``n_pairs`` interleaved pairs of single calls (random quads)."""
     with InterleavedRun(
         baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
     ) as run:
