@@ -1,10 +1,4 @@
-"""What measuring one candidate gives back, and what every rule's result is built from.
-
-:class:`Measurement` is the value both rules return; :func:`run_context` gives the threads, cores,
-load and ``oversubscribed`` flag a result records, the same way for the statistical and point
-rules, and :func:`collecting` keeps how close each spot check came, so that each rule builds its
-result once, complete (:func:`aitune_fp.core.report.make_result`).
-"""
+"""What measuring one candidate gives back, and what every rule's result is built from."""
 
 from __future__ import annotations
 
@@ -35,9 +29,7 @@ __all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies",
 class Measurement:
     """One candidate measured against eager: its result record plus how the loop ran.
 
-    ``result`` is the one record of the verdict (built by :func:`aitune_fp.core.report.make_result`);
-    ``decision`` is the statistical decision it was built from (None in point mode); ``wall_s`` is
-    the loop's wall time, warm-up included; ``threads`` the intra-op threads both arms ran with.
+    ``decision``: the statistical decision (None in point mode); ``wall_s``: warm-up included.
     """
 
     result: PerformanceValidationResult
@@ -54,12 +46,7 @@ OnLook = Callable[[int, SpeedupDecision], None]
 class Comparison:
     """One candidate against eager: what every decision rule compares, on what, against which gate.
 
-    ``eager_latencies``: eager's latencies measured once up front (the point rule reuses them,
-    as AITune does; the statistical rule refuses them: it times eager alongside). ``batches``
-    (replacing ``batch``) are timed in turn; ``spot_check`` sees candidate outputs while timing,
-    against ``references`` (eager's output on each batch) when given, at ``spot_rate`` seeded
-    ``spot_seed``; a :class:`Mismatch` it returns is merged into the result with ``mismatch``
-    (what the correctness check before timing found).
+    ``eager_latencies``: eager's up-front latencies (the point rule's only).
     """
 
     eager: Callable[..., Any]
@@ -88,11 +75,7 @@ class Comparison:
 
 @attrs.frozen(kw_only=True)
 class RunContext:
-    """Where and how a comparison ran, as its result records it.
-
-    Extra flags, a note for the reason, and result fields by name (threads, cores, load, the
-    clock, device figures).
-    """
+    """Where and how a comparison ran: extra flags, a note for the reason, result fields by name."""
 
     flags: tuple[str, ...] = ()
     note: str | None = None
@@ -102,10 +85,7 @@ class RunContext:
 def raw_latencies(
     baseline_s: Sequence[float], candidate_s: Sequence[float], start: int | None
 ) -> dict[str, Any]:
-    """The result fields that keep a comparison's raw timings (each arm's seconds per call).
-
-    ``start``: the first pair the figures rest on (statistical mode); None for unpaired calls.
-    """
+    """The result fields keeping each arm's raw seconds a call (``start``: the first pair used)."""
     return {
         "latencies_from": start if baseline_s else None,
         "baseline_latencies_s": tuple(baseline_s),
@@ -126,9 +106,7 @@ def run_context(
 ) -> RunContext:
     """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
-    ``oversubscribed``: :func:`aitune_fp.profiling.is_oversubscribed` over the load average
-    at the comparison's start (``env``) and end (``load_end``); ``threads`` (None: ``env``'s)
-    the intra-op threads both arms ran with.
+    ``oversubscribed`` over the load at the start (``env``) and the end (``load_end``).
     """
     threads = threads if threads is not None else env.threads
     extra = list(flags)

@@ -118,7 +118,7 @@ def decide_look(
     required: float,
     decide: Callable[[PairedTimings], SpeedupDecision],
 ) -> tuple[SpeedupDecision, Stretch]:
-    """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks first)."""
+    """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks)."""
     if stretch.steady_enough(first_look):  # nothing moved, or decide on the steady blocks after
         decision = decide(from_pair(timings, stretch.start))
         quiet = stretch.quiet_pairs  # the blocks (warm-up first) before eager moved
