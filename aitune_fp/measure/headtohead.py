@@ -210,7 +210,7 @@ class _Run:
         block: int = 1,
         every: bool = False,
     ) -> tuple[str, float | _Failed]:
-        """One timed block of ``name``, and whom a failure is blamed on (interference: the culprit)."""
+        """One timed block of ``name``, and whom a failure is blamed on (interference: its culprit)."""
         fn, ring = self.fns[name], self.rings[name]
         try:
             return name, _timed(fn, sample, self.clock, inspect, ring, block, every)

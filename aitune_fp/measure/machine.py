@@ -1,6 +1,6 @@
 """No verdict from a machine that moved: the stretch of block pairs a statistical look may rest on.
 
-Eager's own level moved, or the load was busy: a look decides on the steady stretch after it, or not.
+Eager's level moved, or the load was busy: a look decides on the steady stretch after it, or not.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class MachineWatch:
         return self._last
 
     def wait(self, seconds: float, *, clock: Timer, deadline_ns: int) -> float:
-        """Wait while the load says busy, up to ``seconds``, never past ``deadline_ns``; the wait."""
+        """Wait while the load says busy, up to ``seconds``, never past ``deadline_ns``."""
         waited = 0.0
         while self.busy_now and waited < seconds:
             step = min(POLL_S, seconds - waited)

@@ -1,9 +1,4 @@
-"""A statistical measurement's result record: decided at a look, or undecided.
-
-Throughputs come from the pairs the decision used (after a ratio shift, those after it); the
-flags, the reason sentence and the futility bound are decided here, and the record is built
-once with the run's context and closeness.
-"""
+"""A statistical measurement's result record: decided at a look, or undecided."""
 
 from __future__ import annotations
 
@@ -123,11 +118,7 @@ def statistical_result(
 
 
 def _futility_fields(decision: SpeedupDecision, config: ProfilingConfig) -> dict[str, Any]:
-    """The futility bound the rule compared and its one-sided level at one look.
-
-    ``futility_error / len(looks)`` per look; when the bound is ``ci_high`` itself (no looser
-    futility level), the interval's own one-sided level.
-    """
+    """The futility bound the rule compared, and its one-sided level at one look."""
     high = decision.upper_for_futility
     if decision.futility_high is None:
         level = 1.0 - (1.0 - decision.confidence) / 2.0
