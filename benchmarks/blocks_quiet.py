@@ -108,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "| machine-moved alarms | machine_busy | block | load | s a tune |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    row("blocks (default), quiet", budget, tunes)
+    row("blocks (default)", budget, tunes)
     if args.typical:
         row("single calls (typical)", [*budget, "--quantity", "typical"], tunes)
     if inject:
