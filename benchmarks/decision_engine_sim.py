@@ -36,7 +36,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import measure_speedup
-from aitune_fp.profiling.interleaved import LEAD_FROM, block_calls
+from aitune_fp.profiling.layout import LEAD_FROM, block_calls
 from aitune_fp.testing import FakeClock
 
 #: The required speedup of the default 1 % threshold, and the futility edge above it.

@@ -24,13 +24,8 @@ from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.measure import machine, measure_speedup
 from aitune_fp.profiling.calls import timed_block
-from aitune_fp.profiling.interleaved import (
-    BLOCK_TARGET_S,
-    LEAD_FROM,
-    MAX_BLOCK_CALLS,
-    InterleavedRun,
-    block_calls,
-)
+from aitune_fp.profiling.interleaved import InterleavedRun
+from aitune_fp.profiling.layout import BLOCK_TARGET_S, LEAD_FROM, MAX_BLOCK_CALLS, block_calls
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.testing import FakeClock
 

@@ -24,7 +24,7 @@ from aitune_fp.profiling import (
     spot_calls,
     time_calls,
 )
-from aitune_fp.profiling.interleaved import block_calls
+from aitune_fp.profiling.layout import block_calls
 from aitune_fp.testing import FakeClock
 from tests.test_measure import noisy
 

@@ -38,7 +38,7 @@ from aitune_fp.profiling import (
     timer_for,
 )
 from aitune_fp.profiling.calls import checks_per_batch, spot_calls, spot_inspector, timed_block
-from aitune_fp.profiling.interleaved import LEAD_FROM
+from aitune_fp.profiling.layout import LEAD_FROM
 from aitune_fp.profiling.workers import InterferenceError, Worker
 
 __all__ = ["head_to_head"]

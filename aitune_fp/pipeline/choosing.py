@@ -28,7 +28,7 @@ from aitune_fp.measure.headtohead import head_to_head
 from aitune_fp.pipeline import CandidateOutcome, TuneSession, infer_of
 from aitune_fp.pipeline.stages import fresh_batches, spot_check_of
 from aitune_fp.profiling import SpotCheckError, time_calls
-from aitune_fp.profiling.interleaved import block_calls
+from aitune_fp.profiling.layout import block_calls
 
 __all__ = ["DEFAULT_QUANTILE", "choose", "latency_calls", "latency_check"]
 

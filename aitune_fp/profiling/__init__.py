@@ -22,6 +22,7 @@ One concept per module, every public name re-exported here:
 - :mod:`~aitune_fp.profiling.threads`: threads, cores and load (``oversubscribed``);
 - :mod:`~aitune_fp.profiling.calls`: one timed call, spot checks, :func:`time_calls`;
 - :mod:`~aitune_fp.profiling.interleaved`: :class:`InterleavedRun` and :func:`compare`;
+- :mod:`~aitune_fp.profiling.layout`: timed blocks' size and the ABBA / BAAB quads;
 - :mod:`~aitune_fp.profiling.cache`: :func:`l2_flusher` for ``cache="cold"`` (CUDA).
 
 ``usable_cpus``, ``load_average`` and ``dynamo_counts`` are read from this package at call
@@ -46,10 +47,9 @@ from aitune_fp.profiling.interleaved import (
     PairedTimings,
     WarmupReport,
     compare,
-    pair_order,
-    quad_orientations,
 )
 from aitune_fp.profiling.interleaved import dynamo_counts as dynamo_counts
+from aitune_fp.profiling.layout import pair_order, quad_orientations
 from aitune_fp.profiling.threads import (
     CpuEnvironment,
     cpu_environment,
