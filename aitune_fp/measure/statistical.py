@@ -47,11 +47,7 @@ from aitune_fp.profiling import (
     time_calls,
 )
 
-__all__ = ["MIN_ACCEPT_PAIRS", "measure_throughput_steady"]
-
-#: No ``faster`` from fewer pairs (issue 36): strong serial correlation does not show in 10 or
-#: 20 pairs, and a run that sits on one side there is accepted wrongly; futility still stops.
-MIN_ACCEPT_PAIRS = 0
+__all__ = ["measure_throughput_steady"]
 
 
 def measure_throughput_steady(
@@ -161,7 +157,6 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             guard_serial_correlation=config.guard_serial_correlation,
             guard_shift=config.guard_shift,
             look=look_number,
-            min_accept_pairs=MIN_ACCEPT_PAIRS,
             # the verdict about throughput needs its lower bound to clear the gate, not the point
             throughput_bound=config.throughput_gate == "bound" or config.quantity == "throughput",
             candidate_after_eager=after_eager,
