@@ -264,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"{args.runs} decisions per row through the real loop (FakeClock, default config), "
         f"per-call noise sd {args.noise:.0%}, throughput gate {args.throughput_gate}, "
-        f"{'single calls' if args.typical else 'blocks'}; pairs are block pairs\n"
+        f"{'single calls' if args.typical else 'blocks (a pair: a block of each arm)'}\n"
     )
     print(
         "| case | accept (± MC s.e.) | wrong accept | wrong reject | not_faster | inconclusive "
