@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import attrs
@@ -107,6 +107,16 @@ def ring_size(batch_bytes: int) -> int:
     return min(RING_SLOTS, max(2, RING_BYTES // max(batch_bytes, 1)))
 
 
+def sample_bytes(sample: Sample) -> int:
+    """The bytes of the tensors in ``sample`` (nested too): what one copy of it holds."""
+    if sys.modules.get("torch") is None:
+        return 0
+    from torch.utils._pytree import tree_flatten
+
+    leaves = tree_flatten((sample.args, dict(sample.kwargs)))[0]
+    return sum(t.nelement() * t.element_size() for t in leaves if _is_tensor(t))
+
+
 class CopyRing:
     """One arm's timed-call inputs: K storages, filled in turn with the values of each call."""
 
@@ -120,17 +130,27 @@ class CopyRing:
         """K, the storages in turn (0 before the first fill)."""
         return len(self._slots)
 
+    def fill_block(self, samples: Sequence[Sample]) -> list[Sample]:
+        """Each of ``samples``' own copy, all held at once: the ring grows to hold a block."""
+        if samples and len(self._slots) < len(samples) + 1:
+            first = as_sample(samples[0])
+            self._slots.extend(
+                []
+                for _ in range(
+                    max(len(samples) + 1, ring_size(sample_bytes(first))) - len(self._slots)
+                )
+            )
+        return [self.fill(s) for s in samples]
+
     def fill(self, sample: Sample) -> Sample:
         """The call's own copy of ``sample``, in the ring's next storage."""
         sample = as_sample(sample)
         if sys.modules.get("torch") is None:  # no torch loaded: there cannot be any tensor
             return copy_sample(sample)
-        from torch.utils._pytree import tree_flatten, tree_map
+        from torch.utils._pytree import tree_map
 
         if not self._slots:
-            leaves = tree_flatten((sample.args, dict(sample.kwargs)))[0]
-            nbytes = sum(t.nelement() * t.element_size() for t in leaves if _is_tensor(t))
-            self._slots = [[] for _ in range(ring_size(nbytes))]
+            self._slots = [[] for _ in range(ring_size(sample_bytes(sample)))]
         held = iter(self._slots[self._next])
         used: list[Any] = []
 

@@ -15,7 +15,7 @@ candidate truly faster than required + the futility margin), the pairs used and,
 that stayed open, which condition held the decision back (``SpeedupDecision.held_back``).
 
 Usage: ``python benchmarks/decision_engine_sim.py [--runs 300] [--noise 0.06] [--seed 1]
-[--jobs 2] [--cases 1.01x A/A] [--throughput-gate bound]``.
+[--jobs 2] [--cases 1.01x A/A] [--throughput-gate bound] [--typical]``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling import threads
+from aitune_fp.profiling.layout import LEAD_FROM, block_calls
 from aitune_fp.testing import FakeClock
 
 #: The required speedup of the default 1 % threshold, and the futility edge above it.
@@ -43,6 +44,9 @@ REQUIRED = 1.01
 FUTILITY_EDGE = 1.02
 #: Eager's latency on the quiet machine (seconds): the budget never binds.
 BASE_S = 0.001
+#: Calls (both arms', lead calls included) a timed pair takes: a pair of blocks at eager's
+#: BASE_S by default, 2 with ``--typical``. Rows place their changes in pairs through it.
+CALLS_A_PAIR = [2 * (block_calls(BASE_S) + (block_calls(BASE_S) >= LEAD_FROM))]
 #: The slots where the fixed ABBA / BAAB order put eager (8 calls a period): "periodic" lands there.
 IN_PHASE = (1, 0, 0, 1, 0, 1, 1, 0)
 PERIODIC_AMPLITUDE = 0.03
@@ -123,7 +127,8 @@ class Machine:
         self.state = {"eager": 0.0, "candidate": 0.0}  # each arm's own AR(1) noise
         self.walk = 0.0
         self.truth = case.ratio
-        self.slow_from = self.rng.randrange(60) if case.extra == "machine30" else 10**9
+        early = self.rng.randrange(30) * CALLS_A_PAIR[0]  # a random call of the first 30 pairs
+        self.slow_from = early if case.extra == "machine30" else 10**9
         self.slow_factor = 1.3 if case.extra == "machine30" else 3.0
 
     def _noise(self, arm: str) -> float:
@@ -156,12 +161,12 @@ class Machine:
     def call(self, arm: str) -> float:
         """The latency of ``arm``'s next call, in seconds."""
         g, case = self.calls, self.case
-        pair = g / 2.0
+        pair = g / CALLS_A_PAIR[0]
         if case.extra == "wander" and arm == "candidate":
-            self.walk += self.rng.gauss(0.0, 0.002)
+            self.walk += self.rng.gauss(0.0, 0.002 / math.sqrt(CALLS_A_PAIR[0] / 2))  # per pair
         log_t = math.log(BASE_S) + self._noise(arm)
         speed = self.slow_factor if g >= self.slow_from else 1.0
-        if case.extra == "periodic" and IN_PHASE[g % 8]:
+        if case.extra == "periodic" and IN_PHASE[(g // (CALLS_A_PAIR[0] // 2)) % 8]:
             log_t += math.log(1.0 + PERIODIC_AMPLITUDE)
         if arm == "candidate":
             ratio = self._speedup(pair)
@@ -200,7 +205,7 @@ def one_run(
             held.append(getattr(decision, "held_back", None))
 
     if case.extra == "machine3x":  # the second half of the run this case would take anyway
-        machine.slow_from = 2 * (20 + machine.rng.randrange(40))
+        machine.slow_from = CALLS_A_PAIR[0] * (20 + machine.rng.randrange(40))
     measurement = measure_speedup(
         clock.arm(lambda _i: machine.call("eager")),
         clock.arm(lambda _i: machine.call("candidate")),
@@ -215,11 +220,13 @@ def one_run(
     return str(result.verdict), int(result.n_baseline or 0), machine.truth, held
 
 
-def _row(job: tuple[Case, int, int, float, str]) -> str:
+def _row(job: tuple[Case, int, int, float, str, str]) -> str:
     """One table row: ``runs`` decisions of one case, each seeded from ``seed``."""
-    case, runs, seed, sd, gate = job
+    case, runs, seed, sd, gate, quantity = job
     threads.load_average = _quiet  # type: ignore[assignment]
-    config = ProfilingConfig(throughput_gate=gate)
+    config = ProfilingConfig(throughput_gate=gate, quantity=quantity)
+    if quantity == "typical":
+        CALLS_A_PAIR[0] = 2
     out = [one_run(case, sd, seed * 100_003 + k, config) for k in range(runs)]
     verdicts = [v for v, _, _, _ in out]
     pairs = sorted(p for _, p, _, _ in out)
@@ -248,12 +255,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--throughput-gate", choices=("point", "bound"), default="point", help="the config's"
     )
     parser.add_argument(
+        "--typical", action="store_true", help="quantity='typical': single calls, not blocks"
+    )
+    parser.add_argument(
         "--cases", nargs="*", default=[], help="keep the cases whose label contains one of these"
     )
     args = parser.parse_args(argv)
     print(
         f"{args.runs} decisions per row through the real loop (FakeClock, default config), "
-        f"per-call noise sd {args.noise:.0%}, throughput gate {args.throughput_gate}\n"
+        f"per-call noise sd {args.noise:.0%}, throughput gate {args.throughput_gate}, "
+        f"{'single calls' if args.typical else 'blocks (a pair: a block of each arm)'}\n"
     )
     print(
         "| case | accept (± MC s.e.) | wrong accept | wrong reject | not_faster | inconclusive "
@@ -261,7 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     jobs = [
-        (case, args.runs, args.seed, args.noise, args.throughput_gate)
+        (
+            case,
+            args.runs,
+            args.seed,
+            args.noise,
+            args.throughput_gate,
+            "typical" if args.typical else "throughput",
+        )
         for case in CASES
         if not args.cases or any(part in case.label for part in args.cases)
     ]

@@ -40,7 +40,9 @@ def test_faster_needs_the_throughput_to_agree() -> None:
     ratios = [1.3] * 36 + [0.25] * 4
     base, cand = _pairs(ratios)
     assert sum(base) / sum(cand) < 1.01
-    v2 = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
+    v2 = decide_at_look(
+        base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=False
+    )
     assert v2.verdict == "faster"
     v3 = decide_at_look(
         base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True

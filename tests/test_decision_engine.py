@@ -465,6 +465,7 @@ class TestMeasuringLoop:
             lambda i: slow(i) if i < 40 else fast(i),
             futility_margin_percent=0.0,
             looks=(10, 20, 40, 80),
+            quantity="typical",  # the shift is placed by call
         )
         shifts = [f for f in m.result.flags if f.startswith("ratio_shift_at_pair_")]
         assert m.result.verdict == "faster"

@@ -20,6 +20,7 @@ from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.measure.statistical import measure_throughput_steady
 from aitune_fp.profiling.calls import SpotCheckError, spot_calls, time_calls
 from aitune_fp.profiling.interleaved import InterleavedRun, compare
+from aitune_fp.profiling.layout import block_calls
 from aitune_fp.testing import FakeClock
 from tests.test_measure import noisy
 
@@ -172,7 +173,9 @@ class TestMemorisingCandidate:
                 batches=data,
                 references=references,
             )
-        n = ProfilingConfig().point_steps if decision == "point" else config().looks[0]
+        # statistical: the first look's blocks, each of block_calls(eager's 2 ms) calls
+        n = ProfilingConfig().point_steps if decision == "point" else config().looks[0] * 5
+        assert block_calls(0.002) == 5
         first_bad = min(j for j in spot_calls(n, DEFAULT_SPOT_RATE, 0, n_batches=3) if j % 3)
         assert (info.value.call, info.value.batch) == (first_bad + 1, first_bad % 3)
 
@@ -273,7 +276,7 @@ class TestSpotSchedule:
             candidate,
             Sample(),
             1,
-            config(looks=(10, 20, 40)),
+            config(looks=(10, 20, 40), quantity="typical"),  # single calls: one a pair
             timer=clock,
             spot_check=seen.append,
             spot_seed=5,
@@ -288,7 +291,8 @@ class TestSpotSchedule:
         assert at == len(seen)
 
     def test_spot_rate_is_a_keyword(self) -> None:
-        """A higher rate checks more calls: spot_count(n, rate) per look."""
+        """A higher rate checks more calls: spot_count(n, rate) per look, over every call of
+        its blocks (10 blocks of 5 calls at eager's 2 ms)."""
         clock = FakeClock()
         seen: list[int] = []
         measure_speedup(
@@ -301,7 +305,7 @@ class TestSpotSchedule:
             spot_check=seen.append,
             spot_rate=0.5,
         )
-        assert len(seen) == spot_count(10, 0.5) == 6
+        assert len(seen) == spot_count(50, 0.5) == 26
 
     def test_single_batch_is_exactly_spot_positions(self) -> None:
         """With one batch the schedule is spot_positions; with several, every batch is covered."""

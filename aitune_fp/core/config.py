@@ -26,6 +26,7 @@ __all__ = [
     "CACHES",
     "CLOCKS",
     "DECISION_MODES",
+    "QUANTITIES",
     "THROUGHPUT_GATES",
     "Cache",
     "Clock",
@@ -40,9 +41,12 @@ Clock = Literal["host", "device"]
 #: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
 CLOCKS: tuple[Clock, ...] = ("host", "device")
 ThroughputGate = Literal["estimate", "bound"]
+Quantity = Literal["throughput", "typical"]
 #: What the throughput condition compares (``ProfilingConfig.throughput_gate``; "point", its old
 #: name for "estimate", is still read).
 THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("estimate", "bound")
+#: What the statistical verdict is about (``ProfilingConfig.quantity``).
+QUANTITIES: tuple[Quantity, ...] = ("throughput", "typical")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
@@ -195,10 +199,15 @@ class ProfilingConfig:
     soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))
     #: Wait up to this many seconds before each look for the load average to fall below the cores.
     wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0, maximum=MAX_SECONDS))
-    #: What a ``faster`` needs of the throughput ratio: ``estimate`` clears the gate, or its ``bound``.
+    #: With ``quantity="typical"``, what a ``faster`` needs of the mean-latency throughput ratio:
+    #: ``estimate`` clears the gate, or its ``bound``; ``quantity="throughput"`` needs the bound.
     throughput_gate: ThroughputGate = attrs.field(
         default="estimate", converter=gate_name, validator=one_of(THROUGHPUT_GATES)
     )
+    #: What the statistical verdict is about: ``throughput`` (default), each timed sample a
+    #: block of calls whose time over its calls is the mean latency there (samples per second,
+    #: as users read it); ``typical``, single calls, the typical call's latency.
+    quantity: Quantity = attrs.field(default="throughput", validator=one_of(QUANTITIES))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""

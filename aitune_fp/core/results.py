@@ -162,6 +162,8 @@ class Raw:
     candidate_latencies_s: tuple[float, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(finite(minimum=0))
     )
+    #: Calls each raw latency is the mean of (a timed block; 1: single calls, older logs).
+    latencies_block: int = attrs.field(default=1, validator=integer(minimum=1))
 
 
 #: The parts of a result, by attribute; each part's fields are also the result's flat names.

@@ -328,8 +328,8 @@ def decide_at_look(
     guard_serial_correlation: bool = False,
     guard_shift: bool = False,
     look: int | None = None,
-    always_widen: bool = False,
-    throughput_consistent: bool = False,
+    always_widen: bool | None = None,
+    throughput_consistent: bool = True,
     block_guard: bool | None = None,
     min_accept_pairs: int = 0,
     throughput_bound: bool = False,
@@ -346,6 +346,8 @@ def decide_at_look(
     check_type("guard_shift", guard_shift, bool)
     if block_guard is not None:
         check_type("block_guard", block_guard, bool)
+    if always_widen is None:
+        always_widen = guard_serial_correlation
     alpha = (1.0 - level) / looks if look is None else look_alpha(1.0 - level, look, looks)
     if alpha >= 0.5:
         raise InvalidValueError(

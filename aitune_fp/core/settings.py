@@ -16,6 +16,7 @@ from aitune_fp.core.config import (
     CACHES,
     CLOCKS,
     DECISION_MODES,
+    QUANTITIES,
     THROUGHPUT_GATES,
     ProfilingConfig,
     gate_name,
@@ -141,9 +142,13 @@ SETTINGS: tuple[Setting, ...] = (
          group=GATE, into="command", key="decision", shown=DECISION_MODES[0]),
     _row("clock", "--clock", "which clock decides: host (wall time around a synchronised call) "
          "or device (CUDA-event time; CUDA only)", choices=CLOCKS, group=GATE, modes=_STAT),
-    _row("throughput_gate", "--throughput-gate", "what a faster needs of the mean-latency "
-         "throughput ratio: estimate (the ratio itself clears the gate) or bound (its lower "
-         "bound does)", gate_name, choices=THROUGHPUT_GATES, group=GATE, modes=_STAT),
+    _row("quantity", "--quantity", "what the verdict is about: throughput (each timed sample a "
+         "block of calls; its time over its calls, as samples per second read) or typical (single "
+         "calls: the typical call)", choices=QUANTITIES, group=GATE, modes=_STAT),
+    _row("throughput_gate", "--throughput-gate", "with --quantity typical, what a faster needs "
+         "of the mean-latency throughput ratio: estimate (the ratio itself clears the gate) or "
+         "bound (its lower bound does; throughput always needs it)", gate_name,
+         choices=THROUGHPUT_GATES, group=GATE, modes=_STAT),
     _row("cache", "--l2-cache", "the L2 state each timed call starts from: hot, or cold (L2 "
          "flushed before each timed call; CUDA only)", choices=CACHES, group=GATE, modes=_STAT,
          aliases=("--cache",)),

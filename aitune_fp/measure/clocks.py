@@ -1,8 +1,4 @@
-"""Host and device clocks: the latencies the decision uses, and the other clock's figures.
-
-With device time (CUDA events), ``config.clock`` picks the clock the decision is made on; the
-other clock's estimate, both clocks' median latencies and ``host_bound`` go into the result.
-"""
+"""Host and device clocks: the latencies the decision uses, and the other clock's figures."""
 
 from __future__ import annotations
 
@@ -35,10 +31,9 @@ def two_clocks(
     clock: str,
     decide: Callable[[Sequence[float], Sequence[float]], SpeedupDecision],
 ) -> tuple[dict[str, Any], list[str], str | None]:
-    """With device time: both clocks' figures, ``host_bound``, and the note for the reason.
+    """With device time: both clocks' figures (medians over the pairs used), ``host_bound``, a note.
 
-    Medians over the pairs the decision used; the other clock's estimate is its own decision
-    on the same pairs at the same look. Nothing without device time (CPU).
+    The other clock's estimate is its own decision on the same pairs; nothing on CPU.
     """
     if timings.baseline_device_s is None or timings.candidate_device_s is None:
         return {}, [], None

@@ -1,19 +1,6 @@
 """Time ``k`` callables against each other in rounds and choose among them (the imperative shell).
 
-Each round calls every remaining contender once, in an order drawn from a seeded random
-permutation (no fixed order for periodic interference to hit), on that contender's own copy of
-the round's batch (round ``r`` uses ``batches[r % len(batches)]``; copies made before any clock
-starts). Calls run under ``torch.no_grad()`` with the garbage collector paused and the same
-intra-op thread count. With ``spot_checks``, each contender's outputs are compared with eager's
-(``references``, one per batch, or eager on the round's fresh values) after the clock stopped,
-on the rounds the gate's schedule picks for each look (``profiling.calls.spot_calls``: its first
-and last round, a seeded ~``spot_rate`` of those between, the first round on each batch), and
-on the last round each contender ran when the head-to-head ends before a look's last round (the
-budget ran out, the others failed): a contender found wrong leaves with a ``SpotCheckError``.
-After a warm-up of each contender, the core
-(:func:`~aitune_fp.core.selection.select_at_look`) looks at the round counts of
-``rule.looks``; when ``max_seconds`` runs out, :func:`~aitune_fp.core.selection.choose_on_budget`
-chooses. A callable that raises leaves the running with its error recorded; nothing is raised.
+Each round times a block of every contender in a seeded random order; spot checks as the gate's.
 """
 
 from __future__ import annotations
@@ -47,9 +34,10 @@ from aitune_fp.profiling.calls import (
     gc_paused,
     spot_calls,
     spot_inspector,
-    timed_call,
+    timed_block,
 )
 from aitune_fp.profiling.interference import InterferenceError
+from aitune_fp.profiling.layout import LEAD_FROM
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.workers import Worker
@@ -78,15 +66,21 @@ def _timed(
     clock: Timer,
     inspect: Callable[[Any], None] | None,
     ring: CopyRing,
+    block: int = 1,
+    every: bool = False,
 ) -> float | _Failed:
-    """Wall seconds of one synchronised call (profiling's timed call), or the error it raised.
+    """Seconds a call of ``block`` calls on ``sample``, or the error raised (never raised here).
 
-    ``inspect`` sees the output once the clock stopped (a spot check; a wrong output gives
-    ``"SpotCheckError: ..."``). Never raised here: a contender's failure is a result, not the
-    run's end.
+    ``inspect`` sees the last call's output (``every``: each call's) once the clock stopped.
     """
+    lead = block >= LEAD_FROM
+    checks = (
+        {} if inspect is None else {j: inspect for j in range(block) if every or j == block - 1}
+    )
     try:
-        return timed_call(fn, sample, clock, None, inspect, ring=ring)[0]
+        return timed_block(
+            fn, [sample] * (block + lead), clock, None, checks, ring=ring, lead=lead
+        )[0]
     except InterferenceError:
         raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
@@ -140,10 +134,7 @@ def _checked(contenders: object) -> tuple[list[Contender], dict[str, Callable[..
 
 @attrs.frozen
 class _Last:
-    """A contender's last round: what its check needs, and whether it was checked.
-
-    ``output``: the output itself in process; None in a worker (it stays there until read).
-    """
+    """A contender's last round: what its check needs (its output in process), checked or not."""
 
     round: int
     batch: int
@@ -165,8 +156,10 @@ class _Run:
         checks: Mapping[str, tuple[SpotCheck | None, ...]],
         spot_rate: float,
         fresh: Fresh | None = None,
+        block: int = 1,
     ) -> None:
         self.fns = fns
+        self.block = block
         self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
         self.n_batches = len(inputs)
@@ -210,23 +203,26 @@ class _Run:
         return errors
 
     def _time(
-        self, name: str, sample: Sample, inspect: Callable[[Any], None] | None = None
+        self,
+        name: str,
+        sample: Sample,
+        inspect: Callable[[Any], None] | None = None,
+        *,
+        block: int = 1,
+        every: bool = False,
     ) -> tuple[str, float | _Failed]:
-        """One timed call of ``name``, and whom a failure is blamed on.
-
-        Interference (another contender's process ran meanwhile) is that contender's failure.
-        """
+        """One timed block of ``name``, and whom a failure is blamed on (interference: its culprit)."""
+        fn, ring = self.fns[name], self.rings[name]
         try:
-            return name, _timed(self.fns[name], sample, self.clock, inspect, self.rings[name])
+            return name, _timed(fn, sample, self.clock, inspect, ring, block, every)
         except InterferenceError as exc:
             blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
             return blamed, _error(exc)
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
-        """Time every contender once in a random order; keep the round for those that ran.
+        """Time every contender's block in a random order; keep the round for those that ran.
 
-        With ``fresh``, the round's batch is new values (every contender its own copy of
-        them, made before its clock), checked against eager's output on them.
+        A checked round checks every call of the block (``fresh``: on the round's new values).
         """
         times: dict[str, float] = {}
         errors: dict[str, str] = {}
@@ -239,7 +235,7 @@ class _Run:
             if not isinstance(self.fns[name], Worker):  # in process: the output, kept a round
                 inspect = _keeping(kept, inspect)
             sample = self.copies[name][b] if own is None else own
-            blamed, result = self._time(name, sample, inspect)
+            blamed, result = self._time(name, sample, inspect, block=self.block, every=checked)
             if isinstance(result, str):
                 errors[blamed] = result
                 self.last.pop(name, None)
@@ -267,8 +263,7 @@ class _Run:
     def check_ends(self, names: Sequence[str]) -> dict[str, str]:
         """Check each of ``names`` on the last round it ran, where that was not checked yet.
 
-        When the head-to-head ends before a look's last round, that look's end is the last
-        round run. In a worker the output is read back now (its last timed call's, by digest).
+        A head-to-head that ends before a look's last round ends that look there.
         """
         errors: dict[str, str] = {}
         for name in names:
@@ -300,11 +295,7 @@ def _keeping(kept: list[Any], inspect: Callable[[Any], None] | None) -> Callable
 
 @attrs.frozen
 class Fresh:
-    """New values for every round of a head-to-head, and their spot checks.
-
-    ``batch(r)`` is round ``r``'s batch; a checked round compares each contender's output with
-    ``reference`` (eager) on it, computed once per round, untimed.
-    """
+    """New values for every round of a head-to-head, checked against eager's output on them."""
 
     make: Callable[[int], Sample]
     reference: Callable[..., Any] | None = None
@@ -344,17 +335,11 @@ def head_to_head(
     spot_rate: float = DEFAULT_SPOT_RATE,
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
+    block: int = 1,
 ) -> SelectionState:
-    """Time the contenders in rounds and return the final :class:`SelectionState` (chosen set).
+    """Time the contenders in rounds of ``block`` calls each; the final :class:`SelectionState`.
 
-    ``max_seconds`` counts from the first warm-up call; no round starts after it (one running
-    round may overrun it). ``on_look`` sees the state after every look. ``spot_checks``: by
-    contender name, ``check(output, reference)`` raising on a wrong output, with ``references``
-    eager's output on each batch (required with it); checked as the module says, both ends of
-    every look included. Failures (a contender that raised or was wrong, during warm-up or a
-    round) are in ``state.failed``; every contender failing gives outcome ``none_ran``. ``fresh``: round ``r``'s own batch, new values (a contender that
-    answers from what it saw meets inputs it never saw); its spot checks then compare with
-    ``reference`` (eager) on the round's batch.
+    No round starts after ``max_seconds``; failures (raised, wrong) are in ``state.failed``.
     """
     rule = SelectionRule() if rule is None else check_type("rule", rule, SelectionRule)
     values, fns = _checked(contenders)
@@ -374,7 +359,8 @@ def head_to_head(
             if fresh is None
             else Fresh(fresh, reference, dict(spot_checks) if spot_checks is not None else {})
         )
-        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own)  # copies before the clock
+        size = check_int("block", block, minimum=1)
+        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own, size)  # copies first
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)
         errors = run.warm_up(state.remaining, calls)
         if errors:

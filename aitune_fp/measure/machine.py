@@ -1,23 +1,12 @@
-"""No verdict from a machine that moved: the stretch of pairs a statistical look may rest on.
+"""No verdict from a machine that moved: the stretch of block pairs a statistical look may rest on.
 
-The measurement itself says when the machine changed under it: eager's own latency moved
-(:func:`~aitune_fp.core.dependence.machine_change_index`), or the load average read around a
-look's pairs left fewer cores than the tune's threads need
-(:func:`~aitune_fp.profiling.threads.is_oversubscribed`). Neither ``faster`` nor ``not_faster`` may then
-rest on pairs taken across the change: a look decides on the steady stretch after it when that
-holds at least the first look's pairs and eager ran there at the fastest level of the run. A
-machine that slowed down may be a busy one, whose verdicts differ from a quiet one's (issue
-36's bf16 candidate read 0.74x busy and 1.84x quiet): a slowed stretch's verdict stands only
-when the pairs before it, at the fastest level, bear it out (:func:`borne_out`; on an H200 host
-eager's launch-bound calls ran 1.5-2.3x slower in the timed pairs than in the warm-up while
-every verdict held). When too few steady pairs follow eager's move, a verdict stands only when
-the pairs before the move and those after it, each decided on its own, both give it
-(:func:`sides`). Otherwise the look stays open (``held_back="machine"``) and the reason says
-why. ``--wait-quiet`` waits, before a look, for the load to fall.
+Eager's level moved, or the load was busy: a look decides on the steady stretch after it, or not.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -46,11 +35,7 @@ STEP_SLACK = 2
 
 @attrs.frozen(kw_only=True)
 class Stretch:
-    """The pairs a look may decide on: ``[start, n_pairs)``, and why it starts there.
-
-    ``busy_load``: the highest load read around a look whose pairs are left out (None: none was
-    busy); ``changed_at``: where eager's level last moved (None: it held).
-    """
+    """The pairs a look may decide on: ``[start, n_pairs)``, and why it starts there."""
 
     start: int
     n_pairs: int
@@ -64,6 +49,8 @@ class Stretch:
     quiet_pairs: int = 0
     #: The pairs before the move that, decided on their own, bore the verdict out (0: none).
     before_pairs: int = 0
+    #: The threshold eager's level had to move by (:func:`change_threshold`).
+    change: float = MACHINE_CHANGE
 
     @property
     def slowed(self) -> bool:
@@ -101,7 +88,7 @@ class Stretch:
             parts.append(f"the machine was busy: load {self.busy_load:.1f} on {self.cpus} cores")
         if self.changed_at is not None:
             parts.append(
-                f"eager's own latency moved by more than {MACHINE_CHANGE:.0%} at pair "
+                f"eager's own latency moved by more than {self.change:.0%} at pair "
                 f"{self.changed_at} (the machine changed under the measurement)"
             )
         if self.slowed:
@@ -146,6 +133,7 @@ class MachineWatch:
         """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads."""
         self.cpus = cpus
         self.threads = threads
+        self.change = MACHINE_CHANGE  # set from the warm-up's blocks (change_threshold)
         self._last = first_load
         self._quiet_from = 0  # the first pair after the last busy look
         self._busy_load: float | None = None
@@ -165,11 +153,7 @@ class MachineWatch:
         return self._last
 
     def wait(self, seconds: float, *, clock: Timer, deadline_ns: int) -> float:
-        """Wait while the load says busy, up to ``seconds`` and never past ``deadline_ns``.
-
-        Returns the seconds waited (the budget's clock counts them too). The load is read every
-        :data:`POLL_S`, as pyperf's system checks do before a benchmark.
-        """
+        """Wait while the load says busy, up to ``seconds``, never past ``deadline_ns``."""
         waited = 0.0
         while self.busy_now and waited < seconds:
             step = min(POLL_S, seconds - waited)
@@ -190,14 +174,13 @@ class MachineWatch:
             self._busy_load = max(loads)
 
     def stretch(self, baseline_s: Sequence[float], warmup_s: Sequence[float] = ()) -> Stretch:
-        """The steady stretch the look may rest on: after the last busy look and eager's last move.
+        """The steady stretch a look may rest on: after the last busy look and eager's last move.
 
-        ``warmup_s``: eager's timed warm-up calls, before pair 0: a machine that slowed during
-        the warm-up shows against them (a cold start only makes them slower, never faster).
+        ``warmup_s``: eager's warm-up blocks, before pair 0 (a machine that slowed there shows).
         """
         n = len(baseline_s)
         every = [*warmup_s, *baseline_s]
-        found = machine_change_index(every)
+        found = machine_change_index(every, ratio=self.change)
         changed = None if found is None or found <= len(warmup_s) else found - len(warmup_s)
         start = max(self._quiet_from, changed or 0)
         first = len(warmup_s) + min(start, n - 1)
@@ -209,11 +192,31 @@ class MachineWatch:
             cpus=self.cpus,
             busy_now=self._busy_look,
             slowdown=machine_slowdown(every, first),
-            slowdown_limit=slowdown_limit(every[first:]),
+            slowdown_limit=slowdown_limit(every[first:], ratio=self.change),
+            change=self.change,
             # the pairs before eager's last move (warm-up included) ran at the other level; the
             # STEP_SLACK pairs just before where it was found may already run at the new one
             quiet_pairs=first if found is None else min(max(found - STEP_SLACK, 0), first),
         )
+
+
+#: The machine-moved threshold is at least this many of eager's block-to-block spreads (robust
+#: sd of the log block times) in the warm-up, and at least ``MACHINE_CHANGE``.
+CHANGE_SPREADS = 6.0
+
+
+def change_threshold(warmup_blocks_s: Sequence[float]) -> float:
+    """How far eager's level may move before the machine counts as changed: from its warm-up blocks.
+
+    CHANGE_SPREADS of their successive-difference spread, never below MACHINE_CHANGE.
+    """
+    logs = [math.log(t) for t in warmup_blocks_s if t > 0]
+    if len(logs) < 3:
+        return MACHINE_CHANGE
+    # from successive differences: a step in the warm-up moves one of them only
+    steps = [abs(b - a) for a, b in itertools.pairwise(logs)]
+    spread = 1.4826 * statistics.median(steps) / math.sqrt(2.0)
+    return max(MACHINE_CHANGE, math.expm1(CHANGE_SPREADS * spread))
 
 
 #: Fewest pairs before a slowed stretch that can bear its verdict out.
@@ -226,13 +229,9 @@ def borne_out(
     quiet_baseline_s: Sequence[float],
     quiet_candidate_s: Sequence[float],
 ) -> bool:
-    """Whether pairs from before a slowed stretch, at eager's fastest level, agree with its verdict.
+    """Whether pairs before a slowed stretch, at eager's fastest level, bear its verdict out.
 
-    A machine that slowed down can change a verdict (a busy CPU hurts one arm more), or leave
-    it standing (a slower host only scales a launch-bound GPU call). The verdict of the slowed
-    stretch stands when the quiet pairs say the same beyond their own spread: for ``faster``
-    their lower quartile of per-pair speedups clears ``required``; for ``not_faster`` their upper
-    quartile stays below it. Fewer than :data:`MIN_QUIET_PAIRS` pairs bear nothing out.
+    Their lower (upper) quartile of speedups clears (stays below) ``required``; 8 pairs at least.
     """
     ratios = [b / c for b, c in zip(quiet_baseline_s, quiet_candidate_s, strict=True) if c > 0]
     if len(ratios) < MIN_QUIET_PAIRS:
@@ -251,15 +250,9 @@ def held(decision: SpeedupDecision) -> SpeedupDecision:
 
 
 def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, PairedTimings] | None:
-    """The pairs before eager's move and those after it, for a look with too few after it.
+    """The pairs before eager's move and those after it, each to be decided on its own; or None.
 
-    A move need not change the verdict: the look may still give one when each side, decided on
-    its own, gives it (the caller decides both). Each side then has one level of the machine;
-    since the side after the move must settle too, a slower-or-equal candidate is accepted at
-    the look with at most the look's error, as on the steady stretch. None when the rule does
-    not apply: no move of eager's (only a busy load, which says nothing of the pairs before), a
-    busy look, fewer than :data:`MIN_QUIET_PAIRS` pairs on either side (the
-    :data:`STEP_SLACK` pairs just before the move left out), or a move before it too.
+    None: no move of eager's, a busy look, or too few pairs on a side (STEP_SLACK left out).
     """
     k = stretch.changed_at
     if k is None or stretch.busy_load is not None or stretch.busy_now or stretch.start != k:
@@ -268,7 +261,7 @@ def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, Pair
     if min(cut, stretch.n_pairs - k) < MIN_QUIET_PAIRS:
         return None
     before = from_pair(timings, 0, cut)
-    if machine_change_index(before.baseline_s) is not None:
+    if machine_change_index(before.baseline_s, ratio=stretch.change) is not None:
         return None
     return before, from_pair(timings, k)
 

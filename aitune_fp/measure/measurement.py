@@ -1,4 +1,4 @@
-"""What measuring one candidate gives back, and the parts of its result every rule shares."""
+"""What measuring one candidate gives back, and what every rule's result is built from."""
 
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ __all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies",
 class Measurement:
     """One candidate measured against eager: its result record plus how the loop ran.
 
-    ``result`` is the one record of the verdict, built once by the rule; ``decision`` is the statistical decision it was built from (None in point mode); ``wall_s`` is
-    the loop's wall time, warm-up included; ``threads`` the intra-op threads both arms ran with.
+    ``decision``: the statistical decision (None in point mode); ``wall_s``: warm-up included.
     """
 
     result: PerformanceValidationResult
@@ -43,12 +42,7 @@ OnLook = Callable[[int, SpeedupDecision], None]
 class Comparison:
     """One candidate against eager: what every decision rule compares, on what, against which gate.
 
-    ``eager_latencies``: eager's latencies measured once up front (the point rule reuses them,
-    as AITune does; the statistical rule refuses them: it times eager alongside). ``batches``
-    (replacing ``batch``) are timed in turn; ``spot_check`` sees candidate outputs while timing,
-    against ``references`` (eager's output on each batch) when given, at ``spot_rate`` seeded
-    ``spot_seed``; a :class:`Mismatch` it returns is merged into the result with ``mismatch``
-    (what the correctness check before timing found).
+    ``eager_latencies``: eager's up-front latencies (the point rule's only).
     """
 
     eager: Callable[..., Any]
@@ -87,13 +81,17 @@ class RunContext:
 
 
 def raw_latencies(
-    baseline_s: Sequence[float], candidate_s: Sequence[float], start: int | None
+    baseline_s: Sequence[float],
+    candidate_s: Sequence[float],
+    start: int | None,
+    block: int = 1,
 ) -> Raw:
-    """A comparison's raw timings; ``start``: the first pair the figures rest on (None: unpaired)."""
+    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each."""
     return Raw(
         latencies_from=start if baseline_s else None,
         baseline_latencies_s=tuple(baseline_s),
         candidate_latencies_s=tuple(candidate_s),
+        latencies_block=block,
     )
 
 
@@ -111,9 +109,7 @@ def run_context(
 ) -> RunContext:
     """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
 
-    ``oversubscribed``: :func:`aitune_fp.profiling.threads.is_oversubscribed` over the load average
-    at the comparison's start (``env``) and end (``load_end``); ``threads`` (None: ``env``'s)
-    the intra-op threads both arms ran with.
+    ``oversubscribed`` over the load at the start (``env``) and the end (``load_end``).
     """
     threads = threads if threads is not None else env.threads
     extra = list(flags)

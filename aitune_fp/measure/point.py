@@ -1,9 +1,6 @@
 """The point rule, AITune's: eager measured once up front, the candidate the same way later.
 
-``point_warmup_calls`` untimed + ``point_steps`` timed calls per arm, throughputs from the mean
-latency, ``passed = speedup >= 1 + pct/100``. No looks, no interval. With fresh inputs every
-timed call of either arm runs on a draw of its own (eager's from 0, the candidate's from
-:data:`CANDIDATE_DRAWS`), so a candidate that answers from what it saw must compute.
+Warm-up and timed calls per arm, throughput from the mean latency; no looks, no interval.
 """
 
 from __future__ import annotations
@@ -59,10 +56,7 @@ def measure_baseline_point(
 ) -> tuple[float, tuple[float, ...]]:
     """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
 
-    Returns (samples/s from mean latency, per-call latencies in seconds). ``spot_check`` sees
-    the outputs of the first and last timed calls and a seeded ~``spot_rate`` of the others;
-    ``batches``/``references``/``fresh``/``reference`` as in
-    :func:`aitune_fp.profiling.calls.time_calls` (timed call ``i`` on ``fresh(i)``).
+    Returns (samples/s from the mean latency, per-call latencies in seconds).
     """
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
@@ -94,9 +88,7 @@ def _candidate_draws(fresh: Callable[[int], Sample] | None) -> Callable[[int], S
 def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
 
-    It has no looks: ``on_look`` is never called; the candidate's timed calls are one look
-    (spot checks seeded ``spot_seed``). With ``fresh`` each timed call has its own draw, and a
-    checked one is compared with eager's output on it; without, both arms take ``batches`` in turn.
+    No looks (``on_look`` is never called); ``fresh``: a draw of its own for every timed call.
     """
     eager, candidate, batch, size, config = c.eager, c.candidate, c.batch, c.size, c.config
     gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies

@@ -1,8 +1,4 @@
-"""The sentence that says why a statistical verdict is what it is, and what it rules out.
-
-Pure text over a :class:`~aitune_fp.core.verdict.SpeedupDecision`: kept apart from the loop so
-the wording can be read (and tested) alone.
-"""
+"""The sentence that says why a statistical verdict is what it is, and what it rules out."""
 
 from __future__ import annotations
 

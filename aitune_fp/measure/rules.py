@@ -1,8 +1,6 @@
 """The decision rules by name, and :func:`measure_speedup`, which runs the one a config names.
 
-``RULES`` is the registry of decision modes (the shell's: the pure core holds none) and the one
-place a mode name is looked up (:func:`rule_for`); a new rule is its module plus one
-:func:`register` line.
+A new rule is its module plus one :func:`register` line.
 """
 
 from __future__ import annotations
@@ -44,12 +42,6 @@ class DecisionRule:
     """How one decision mode measures: eager's up-front figure, then each candidate against eager.
 
     Chosen once per config by :func:`rule_for`; callers never compare mode strings.
-    ``measure_eager(eager, batch, size, config, timer=..., batches=None, fresh=None)`` gives
-    eager's up-front throughput and latencies (``fresh``: each timed call on its own draw); ``compare(comparison, on_look)`` measures one
-    :class:`~aitune_fp.measure.measurement.Comparison` and decides, calling ``on_look`` at each
-    look (see :func:`measure_speedup`). ``keeps_eager_latencies``: the comparison reuses the up-front
-    latencies (AITune's baseline measured once). ``head_to_head``: strategies that choose among
-    passing candidates time them against each other (else: the best point estimate, AITune's way).
     """
 
     name: DecisionMode = attrs.field(converter=_rule_name)
@@ -63,10 +55,7 @@ RULES: dict[str, DecisionRule] = {}
 
 
 def register(rule: DecisionRule) -> DecisionRule:
-    """Make ``rule`` the rule of its name from now on (config, ``--decision``, sweep files).
-
-    A new rule is its module plus one such line.
-    """
+    """Make ``rule`` the rule of its name from now on (config, ``--decision``, sweep files)."""
     if not isinstance(rule, DecisionRule):
         raise InvalidTypeError(f"register takes a DecisionRule, got {type(rule).__name__}")
     RULES[rule.name] = rule
@@ -89,10 +78,7 @@ register(DecisionRule("point", measure_baseline_point, compare_point, True, Fals
 
 
 def rule_for(config: ProfilingConfig) -> DecisionRule:
-    """The decision rule ``config.decision`` names (the one place a mode name is looked up).
-
-    A name no rule is registered under is refused, naming it and the registered ones.
-    """
+    """The decision rule ``config.decision`` names; a name no rule holds is refused, naming it."""
     return RULES[check_choice("decision", config.decision, decision_modes())]
 
 
@@ -116,18 +102,7 @@ def measure_speedup(
 ) -> Measurement:
     """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
 
-    ``baseline_latencies`` (point mode only): the baseline's latencies measured once up front,
-    as AITune does; measured now when None. Call failures raise ``ProfilingError``.
-    ``batches`` (replacing ``batch``): distinct batches timed in turn, pair ``i`` (both arms) on
-    ``batches[i % len(batches)]``, so a candidate cannot pass by caching one batch's output.
-    ``spot_check`` sees candidate outputs while timing (untimed): in every look the first and
-    last timed call, a random ``spot_rate`` (default ``config.spot_rate``) of the others (look
-    ``k`` seeded ``spot_seed + k``)
-    and the first call on each batch. It is called ``spot_check(output)``, or, when
-    ``references`` (eager's output on each batch, required for a check over several batches)
-    is given, ``spot_check(output, references[b])``; a mismatch raises ``SpotCheckError``
-    naming the timed call. ``on_look(n_pairs, decision)`` is called at every look of the
-    statistical mode (progress displays use it).
+    Batches rotate by call; ``spot_check`` sees outputs untimed; failures raise ProfilingError.
     """
     size = check_int("batch_size", batch_size, minimum=1)
     gate = Gate(min_speedup_threshold_percent)  # the edge of this public function

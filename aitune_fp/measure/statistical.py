@@ -1,17 +1,11 @@
-"""The statistical rule: eager and the candidate timed in pairs, decided at planned looks.
+"""The statistical rule: eager and the candidate timed in block pairs, decided at planned looks.
 
-Warm up both arms, then time interleaved pairs up to each planned look (``config.looks``) and call
-:func:`aitune_fp.core.sequential.decide_at_look` there; stop on a settled verdict, after the last
-look, or when ``config.max_seconds`` is spent (the verdict is then the one of the last completed
-look, ``inconclusive`` if it was open; the budget counts from the start of warm-up). The budget is
-hard: no call starts after it; a candidate that cannot complete the first look within it ends
-``inconclusive`` with no interval, and a look that the time spent so far predicts will not fit is
-not started. Device telemetry (NVML) is read around each look's pairs. Also here: eager's
-up-front figure after a warm-up until steady (:func:`measure_throughput_steady`).
+The budget is hard: no call starts after ``max_seconds``; the last completed look's verdict stands.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,6 +24,7 @@ from aitune_fp.measure.machine import (
     MachineWatch,
     Stretch,
     borne_out,
+    change_threshold,
     from_pair,
     held,
     sides,
@@ -47,14 +42,10 @@ from aitune_fp.measure.results import statistical_result, undecided_result
 from aitune_fp.profiling import cache as l2_cache
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import time_calls
-from aitune_fp.profiling.interleaved import InterleavedRun
+from aitune_fp.profiling.interleaved import InterleavedRun, PairedTimings
 from aitune_fp.profiling.timers import Timer, has_device_clock
 
-__all__ = ["MIN_ACCEPT_PAIRS", "measure_throughput_steady"]
-
-#: No ``faster`` from fewer pairs (issue 36): strong serial correlation does not show in 10 or
-#: 20 pairs, and a run that sits on one side there is accepted wrongly; futility still stops.
-MIN_ACCEPT_PAIRS = 0
+__all__ = ["measure_throughput_steady"]
 
 
 def measure_throughput_steady(
@@ -69,11 +60,7 @@ def measure_throughput_steady(
 ) -> tuple[float, tuple[float, ...]]:
     """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
 
-    The statistical mode's up-front eager check (and a lone candidate's figure): unlike the point
-    rule's fixed 10 warm-up calls, it waits until the last ``warmup_window`` calls agree within
-    ``warmup_tolerance`` (at most ``warmup_max_calls``), so a cold first measurement in a fresh
-    process is not reported as eager's throughput. With ``batches`` the calls take them in turn;
-    with ``fresh`` the ``k``-th timed call runs on ``fresh(k)``. Returns (samples/s, latencies in s).
+    Returns (samples/s, latencies in s); batches rotate, ``fresh(k)`` gives call ``k``'s values.
     """
     size = check_int("batch_size", batch_size, minimum=1)
     window = config.warmup_window
@@ -109,9 +96,40 @@ def measure_throughput_steady(
     return throughput_from_latencies(latencies, size), latencies
 
 
+def _decide_timings(
+    decide: Callable[[Sequence[float], Sequence[float], int, Sequence[bool]], SpeedupDecision],
+    look: int,
+    timings: PairedTimings,
+) -> SpeedupDecision:
+    return decide(timings.baseline_s, timings.candidate_s, look, timings.candidate_after_eager)
+
+
+def decide_look(
+    timings: PairedTimings,
+    warm: tuple[Sequence[float], Sequence[float]],
+    stretch: Stretch,
+    first_look: int,
+    required: float,
+    decide: Callable[[PairedTimings], SpeedupDecision],
+) -> tuple[SpeedupDecision, Stretch]:
+    """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks)."""
+    if stretch.steady_enough(first_look):  # nothing moved, or decide on the steady blocks after
+        decision = decide(from_pair(timings, stretch.start))
+        quiet = stretch.quiet_pairs  # the blocks (warm-up first) before eager moved
+        before = ([*warm[0], *timings.baseline_s][:quiet], [*warm[1], *timings.candidate_s][:quiet])
+        if stretch.slowed and not borne_out(decision.verdict, required, *before):
+            decision = held(decision)
+        return decision, stretch
+    split = sides(stretch, timings)  # no verdict across the change, unless each side gives it
+    if split is not None:
+        earlier, later = (decide(side) for side in split)
+        if earlier.verdict == later.verdict != "inconclusive":
+            return later, stretch.borne_out_by(split[0].n_pairs)
+    return held(decide(timings)), stretch
+
+
 def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
-    baseline, candidate, batch, size = c.eager, c.candidate, c.batch, c.size
-    config, gate, clock, description, inputs = c.config, c.gate, c.timer, c.description, c
+    config, gate, clock = c.config, c.gate, c.timer
     if config.clock == "device" and not has_device_clock(clock):
         raise InvalidValueError(
             f"clock='device' needs a timer with device time (CUDA events); "
@@ -136,40 +154,36 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             futility_error=config.futility_error,
             guard_serial_correlation=config.guard_serial_correlation,
             guard_shift=config.guard_shift,
-            look=look_number,  # decision engine v3: error spent late, always widened,
-            always_widen=config.guard_serial_correlation,  # faster only when the
-            throughput_consistent=True,  # throughput ratio agrees; v3.1: and the medians of
-            block_guard=config.guard_serial_correlation,  # blocks of sqrt(n) pairs clear it
-            min_accept_pairs=MIN_ACCEPT_PAIRS,
-            throughput_bound=config.throughput_gate == "bound",
-            candidate_after_eager=after_eager,  # the carry-over from eager, measured
+            look=look_number,
+            # the verdict about throughput needs its lower bound to clear the gate, not the point
+            throughput_bound=config.throughput_gate == "bound" or config.quantity == "throughput",
+            candidate_after_eager=after_eager,
         )
 
     start = clock.now_ns()
     deadline = start + int(config.max_seconds * 1e9)
     decision: SpeedupDecision | None = None
-    decided_look = 0
-    decided_at = 0
+    decided_look = decided_at = sampling_ns = 0
     budget_spent = False
-    sampling_ns = 0
     seen: list[Mismatch] = []  # how close each spot check came
     watch = MachineWatch(cpus=env.cpus, threads=env.threads, first_load=env.load_avg_1m)
     stretch: Stretch | None = None  # the steady pairs of the deciding look
     with (
         telemetry.watch(clock) as device,
         InterleavedRun(
-            baseline,
-            candidate,
-            batch,
+            c.eager,
+            c.candidate,
+            c.batch,
             timer=clock,
             threads=config.threads,
-            spot_check=collecting(inputs.spot_check, seen),
-            batches=inputs.batches,
-            references=inputs.references,
-            spot_rate=inputs.spot_rate,
-            spot_seed=inputs.spot_seed,
+            spot_check=collecting(c.spot_check, seen),
+            batches=c.batches,
+            references=c.references,
+            spot_rate=c.spot_rate,
+            spot_seed=c.spot_seed,
             flush=flush,
-            fresh=inputs.fresh,
+            fresh=c.fresh,
+            block=None if config.quantity == "throughput" else 1,
         ) as run,
     ):
         warmup = run.warm_up(
@@ -179,6 +193,10 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             deadline_ns=deadline,
             reserve_pairs=config.looks[0],
         )
+        if warmup.block > 1:  # single calls: the rule's own noise term, as before
+            watch.change = change_threshold(warmup.baseline_blocks_s)
+        on_host = config.clock == "host"  # the warm-up's blocks are host-timed only
+        warm = (warmup.baseline_blocks_s, warmup.candidate_blocks_s) if on_host else ((), ())
         for look_number, look in enumerate(config.looks, start=1):
             if config.wait_quiet_s > 0 and watch.busy_now:
                 watch.wait(config.wait_quiet_s, clock=clock, deadline_ns=deadline)
@@ -198,48 +216,15 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                 budget_spent = True
                 break
             timings = on_clock(run.timings(), config.clock)
-            warm = warmup.baseline_s if config.clock == "host" else ()  # host-timed only
-            stretch = watch.stretch(timings.baseline_s, warm)
-            steady = (
-                from_pair(timings, stretch.start)
-                if stretch.steady_enough(config.looks[0])
-                else None
+            decision, stretch = decide_look(
+                timings,
+                warm,
+                watch.stretch(timings.baseline_s, warm[0]),
+                config.looks[0],
+                gate.required_speedup,
+                functools.partial(_decide_timings, decide, look_number),
             )
-            if steady is not None:  # nothing moved, or decide on the steady pairs after it
-                decision = decide(
-                    steady.baseline_s,
-                    steady.candidate_s,
-                    look_number,
-                    steady.candidate_after_eager,
-                )
-                quiet = stretch.quiet_pairs  # the pairs (warm-up first) before eager moved
-                if stretch.slowed and not borne_out(
-                    decision.verdict,
-                    gate.required_speedup,
-                    [*warm, *timings.baseline_s][:quiet],
-                    [*warmup.candidate_s[: len(warm)], *timings.candidate_s][:quiet],
-                ):
-                    decision = held(decision)
-            else:  # no verdict from pairs taken across the change, unless each side gives it
-                decision = held(
-                    decide(
-                        timings.baseline_s,
-                        timings.candidate_s,
-                        look_number,
-                        timings.candidate_after_eager,
-                    )
-                )
-                split = sides(stretch, timings)
-                if split is not None:
-                    earlier, later = (
-                        decide(s.baseline_s, s.candidate_s, look_number, s.candidate_after_eager)
-                        for s in split
-                    )
-                    if earlier.verdict == later.verdict != "inconclusive":
-                        decision = later
-                        stretch = stretch.borne_out_by(split[0].n_pairs)
-            decided_look = look_number
-            decided_at = run.n_pairs
+            decided_look, decided_at = look_number, run.n_pairs
             if on_look is not None:
                 on_look(run.n_pairs, decision)
             if decision.verdict != "inconclusive":
@@ -260,31 +245,31 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             flags=gpu.flags,
             note=gpu.note(),
             device=Device(**gpu.result_fields()),
-            raw=raw_latencies(chosen.baseline_s, chosen.candidate_s, 0),
+            raw=raw_latencies(chosen.baseline_s, chosen.candidate_s, 0, timings.block),
         )
         return undecided_result(
             chosen,
             warmup.baseline_s,
             warmup.candidate_s,
-            size,
+            c.size,
             config,
             gate,
-            description,
+            c.description,
             wall_s,
             context,
             closeness,
         )
-    start, machine_note = 0, None
+    first, machine_note = 0, None
     machine_flags: tuple[str, ...] = ()
     if stretch is not None and stretch.moved:
         machine_flags = stretch.flags()
         machine_note = stretch.note(decision.held_back != "machine")
         if decision.held_back != "machine":
-            start = stretch.start
+            first = stretch.start
     fields, flags, note = two_clocks(
-        from_pair(timings, start),
+        from_pair(timings, first),
         decision,
-        decided_at - start,
+        decided_at - first,
         config.clock,
         lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
     )
@@ -299,28 +284,28 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         note=notes,
         device=Device(**fields, **gpu.result_fields()),
         raw=raw_latencies(
-            chosen.baseline_s, chosen.candidate_s, start + (decision.shift_index or 0)
+            chosen.baseline_s,
+            chosen.candidate_s,
+            first + (decision.shift_index or 0),
+            timings.block,
         ),
     )
     return statistical_result(
         decision,
-        decided_at - start,
-        from_pair(chosen, start),
-        size,
+        decided_at - first,
+        from_pair(chosen, first),
+        c.size,
         config,
         budget_spent,
         wall_s,
-        description,
+        c.description,
         context,
         closeness,
     )
 
 
 def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
-    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None).
-
-    Look ``k`` (from 0) draws its spot-checked pairs with seed ``spot_seed + k``.
-    """
+    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
     if c.eager_latencies is not None:
         raise InvalidValueError(
             "baseline_latencies is for decision='point' only; the statistical mode times "

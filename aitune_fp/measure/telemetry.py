@@ -1,13 +1,6 @@
 """NVML readings of the CUDA device being timed: clocks, temperature, power, throttles, processes.
 
-The measuring loop reads the device before and after each look's pairs (untimed) through a
-:class:`Sampler`; :func:`aitune_fp.core.telemetry.assess` turns the readings into the
-``throttled``, ``clock_changed`` and ``device_shared`` flags and ``device_isolation``.
-
-NVML comes from the optional ``nvidia-ml-py`` package (extra ``nvml``; module ``pynvml``),
-imported only when a CUDA device is timed. Telemetry is advisory: on CPU, without ``pynvml``,
-when NVML cannot start or cannot find the device, the sampler reads nothing (``unknown``, no
-flag); a value NVML refuses (``NotSupported`` on some boards) is None; nothing here raises.
+Advisory: read around each look, untimed; without NVML nothing is read and nothing raises.
 """
 
 from __future__ import annotations
@@ -67,10 +60,7 @@ NO_TELEMETRY = Sampler()
 
 
 def _read(nvml: ModuleType, name: str, *args: Any) -> Any:
-    """``nvml.<name>(*args)``, or None when this pynvml lacks it or NVML refuses it.
-
-    Any exception is swallowed on purpose: telemetry must never fail a comparison.
-    """
+    """``nvml.<name>(*args)``, or None when this pynvml lacks it or NVML refuses it."""
     fn = getattr(nvml, name, None)
     if fn is None:
         return None
@@ -137,11 +127,7 @@ class NvmlSampler(Sampler):
 
 
 def device_identity(device: Any) -> tuple[str | None, str | None]:
-    """(UUID, PCI bus id) of a CUDA ``device`` as torch sees it, for finding it in NVML.
-
-    torch's device index is not NVML's (``CUDA_VISIBLE_DEVICES``, and CUDA orders devices
-    fastest first, NVML by PCI bus), so the device is matched by UUID, else by PCI bus id.
-    """
+    """(UUID, PCI bus id) of a CUDA ``device``: torch's index is not NVML's, so it is matched so."""
     import torch
 
     props = torch.cuda.get_device_properties(device)
@@ -173,11 +159,7 @@ def _handle(nvml: ModuleType, device: Any) -> Any:
 
 
 def open_sampler(timer: object) -> Sampler:
-    """The sampler of the device ``timer`` times (its ``device``, a CUDA ``torch.device``).
-
-    :data:`NO_TELEMETRY` when it times no CUDA device, ``pynvml`` is not installed, NVML cannot
-    start, or the device cannot be found in NVML.
-    """
+    """The sampler of the device ``timer`` times; NO_TELEMETRY when there is none to read."""
     device = getattr(timer, "device", None)
     if getattr(device, "type", None) != "cuda":
         return NO_TELEMETRY

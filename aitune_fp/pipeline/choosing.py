@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 from aitune_fp.core.choice import LatencyCheck
@@ -18,6 +19,7 @@ from aitune_fp.pipeline.stages import fresh_batches, spot_check_of
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import CandidateOutcome, infer_of
 from aitune_fp.profiling.calls import SpotCheckError, time_calls
+from aitune_fp.profiling.layout import block_calls
 
 __all__ = ["choose", "latency_calls", "latency_check"]
 
@@ -65,6 +67,14 @@ def _rule(session: TuneSession) -> SelectionRule:
     )
 
 
+def _block(session: TuneSession) -> int:
+    """The head-to-head's block: the gate's, from eager's measured pace (1: single calls)."""
+    eager = session.baseline_latencies
+    if session.config.quantity != "throughput" or not eager:
+        return 1
+    return block_calls(statistics.median(eager))
+
+
 def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
     arena = session.arena()
@@ -101,6 +111,7 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         spot_rate=session.config.spot_rate,
         fresh=fresh,
         reference=session.eager_arm,
+        block=_block(session),
     )
     session.emit(selection_decided(session.run_id, name, state, delta=rule.delta))
     for failure in state.failed:

@@ -1,11 +1,6 @@
-"""Timed calls of one callable and the spot checks of their outputs: the pieces every run uses.
+"""Timed calls and blocks of one callable, and the spot checks of their outputs.
 
-Inputs are prepared before any clock starts (every call gets its own copy of its batch, in the
-next storage of the arm's :class:`~aitune_fp.inputs.CopyRing`);
-a call's output is released after the clock stops, so freeing it is not timed either. Spot
-checks (untimed) see the outputs of a seeded random ~10 % of each look's timed calls, plus its
-first and last, and the first call on each batch not already among them
-(:func:`aitune_fp.core.spot.spot_positions`). Python's collector is paused while timing.
+Every call runs on its own copy made before the clock; checks see outputs after it stops.
 """
 
 from __future__ import annotations
@@ -13,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 from aitune_fp.core._checks import check_int
@@ -53,8 +48,7 @@ class ProfilingError(AitunefpError, RuntimeError):
 class SpotCheckError(AitunefpError, RuntimeError):
     """A candidate's output checked while it was timed did not match eager's.
 
-    ``call`` is the 1-based number of the candidate's timed call whose output was wrong;
-    ``batch`` the 0-based index into ``batches`` it ran on (None when one batch was timed).
+    ``call``: the 1-based timed call; ``batch``: the 0-based batch (None with one batch).
     """
 
     def __init__(self, message: str, *, call: int, batch: int | None = None) -> None:
@@ -91,11 +85,7 @@ def spot_inspector(
 def as_batches(
     batch: Sample | tuple[Any, Any], batches: Sequence[Any] | None
 ) -> tuple[Sample, ...]:
-    """The batches timed in turn: ``batches`` when given (not empty), else the one ``batch``.
-
-    Raises InvalidTypeError / InvalidValueError naming ``batches`` when it is not a non-empty
-    sequence of samples.
-    """
+    """The batches timed in turn: ``batches`` when given (not empty), else the one ``batch``."""
     if batches is None:
         return (as_sample(batch),)
     if isinstance(batches, (str, bytes, Sample)) or not isinstance(batches, Sequence):
@@ -112,10 +102,9 @@ def checks_per_batch(
     references: Sequence[Any] | None,
     n_batches: int,
 ) -> tuple[SpotCheck | None, ...]:
-    """One one-argument check per batch: ``spot_check(output, references[b])`` for batch ``b``.
+    """One one-argument check per batch: ``spot_check(output, references[b])`` on batch ``b``.
 
-    Without ``references`` the check is called as ``spot_check(output)`` (one batch only: it
-    could not tell the batches apart).
+    Without ``references``, ``spot_check(output)`` (one batch only).
     """
     if references is not None and len(references) != n_batches:
         raise InvalidValueError(
@@ -144,9 +133,7 @@ def spot_calls(
 ) -> frozenset[int]:
     """Which of a look's ``n_calls`` timed calls (from 0) are spot-checked.
 
-    :func:`~aitune_fp.core.spot.spot_positions` (first, last and a seeded ~``rate`` of the rest),
-    plus, over rotating batches (call ``j`` on batch ``(first_pair + j) % n_batches``), the first
-    call on each batch that none of those lands on, so every batch of a look is checked.
+    ``spot_positions``, plus the first call on each batch (rotating) none of those lands on.
     """
     picked = set(spot_positions(n_calls, rate, seed))
     n_batches = check_int("n_batches", n_batches, minimum=1)
@@ -169,13 +156,9 @@ def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
 
 
 def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
-    """Call ``fn`` on a fresh copy of ``batch``; failures become :class:`ProfilingError`.
+    """Call ``fn`` on a fresh copy of ``batch`` (``fresh=False``: its own already); failures raise.
 
-    ``fresh=False``: ``batch`` is already the call's own copy (a timed call: it reports its
-    progress to the watchdog after the clock stops). Every call gets its own, so a model that
-    changes its input in place sees the batch's values on every call. Out of
-    memory: the cache is emptied. A :class:`~aitune_fp.profiling.workers.Worker` runs the call
-    in its process on a copy it made (the output stays there: None is returned).
+    As :class:`ProfilingError` (out of memory: the cache emptied); a Worker keeps its output.
     """
     import torch
 
@@ -215,59 +198,82 @@ def timed_call(
     *,
     ring: CopyRing,
 ) -> tuple[float, float | None]:
-    """Wall seconds (and device seconds, if any) of one synchronised call.
+    """Wall seconds (and device seconds, if any) of one synchronised call: a block of one."""
+    checks = {} if inspect is None else {0: inspect}
+    return timed_block(fn, (batch,), timer, arm, checks, ring=ring, lead=False)
 
-    The call runs on its own copy of ``batch`` in the arm's ``ring`` (the next of its storages),
-    made before the clock starts. ``inspect`` sees the output after the clock stopped (the spot
-    check), so it is never timed. A :class:`~aitune_fp.profiling.workers.Worker` is timed from
-    here around the hand-over (its sample staged and copied into the worker's own ring before
-    the clock starts; its output fetched after it stops), and the CPU time other candidates'
-    workers spend meanwhile is accounted (:meth:`Worker.account`).
+
+def timed_block(
+    fn: Callable[..., Any],
+    batches: Sequence[Sample],
+    timer: Timer,
+    arm: str | None,
+    checks: Mapping[int, Callable[[Any], None]],
+    *,
+    ring: CopyRing,
+    lead: bool,
+) -> tuple[float, float | None]:
+    """Mean wall (and device) seconds a call of a block of one arm's consecutive calls.
+
+    Copies made before the clock; ``lead``: the first call untimed (the carry-over falls on it);
+    ``checks[j]`` see outputs after it stops. A Worker runs the block in one hand-over.
     """
+    calls = len(batches) - lead
+    if calls < 1:
+        raise InvalidValueError(f"a block needs at least one timed call, got {len(batches)}")
     if isinstance(fn, Worker):
-        return _timed_in_worker(fn, batch, timer, arm, inspect)
-    own = ring.fill(batch)  # the call's own copy, made before the clock starts
+        return _block_in_worker(fn, batches, timer, arm, checks, lead)
+    own = ring.fill_block(batches)  # every call's own copy, made before the clock starts
+    if lead:
+        call_arm(fn, own.pop(0), arm, fresh=False)
+        progress()
     span = timer.device_span()
     timer.sync()
     start = timer.now_ns()
     if span is not None:
         span.start()
-    output = call_arm(fn, own, arm, fresh=False)
+    kept: dict[int, Any] = {}
+    for j, sample in enumerate(own):
+        output = call_arm(fn, sample, arm, fresh=False)
+        if j in checks:
+            kept[j] = output
+        del output
+        progress()
     if span is not None:
         span.stop()
     timer.sync()
     stop = timer.now_ns()
-    progress()
-    if inspect is not None:
-        inspect(output)
-    del output
-    wall = max(stop - start, _MIN_NS) / 1e9
-    return wall, (span.elapsed_s() if span is not None else None)
+    for j, inspect in sorted(checks.items()):
+        inspect(kept.pop(j))
+    wall = max(stop - start, _MIN_NS) / 1e9 / calls
+    return wall, (span.elapsed_s() / calls if span is not None else None)
 
 
-def _timed_in_worker(
+def _block_in_worker(
     worker: Worker,
-    batch: Sample,
+    batches: Sequence[Sample],
     timer: Timer,
     arm: str | None,
-    inspect: Callable[[Any], None] | None,
+    checks: Mapping[int, Callable[[Any], None]],
+    lead: bool,
 ) -> tuple[float, float | None]:
-    """One call run by ``worker``, timed here; no device time (the worker owns its stream)."""
-    handle = worker.stage(batch)
-    watched = worker.watch(during=lambda: worker.prepare(handle))  # its own copy, before the clock
-    timer.sync()
-    start, real = timer.now_ns(), time.perf_counter_ns()
-    try:
-        worker.run(handle)
+    """A block run by ``worker``, timed here around one hand-over; no device time."""
+    handles = [worker.stage(b) for b in batches]
+    calls = len(batches) - lead
+    try:  # the copies (and the lead call) before the clock, while the others settle
+        watched = worker.watch(during=lambda: worker.prepare_block(handles, lead))
+        timer.sync()
+        start, real = timer.now_ns(), time.perf_counter_ns()
+        worker.run_block(calls)
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
     stop, real = timer.now_ns(), time.perf_counter_ns() - real
     progress()
     wall = max(stop - start, _MIN_NS)
     worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
-    if inspect is not None:
-        inspect(worker.output())
-    return wall / 1e9, None
+    for j, inspect in sorted(checks.items()):
+        inspect(worker.output(j))
+    return wall / 1e9 / calls, None
 
 
 @contextlib.contextmanager
@@ -299,17 +305,9 @@ def time_calls(
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
 ) -> tuple[float, ...]:
-    """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed calls.
+    """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed ones.
 
-    For the point rule and single-arm use; ``arm`` names the callable in errors. Each batch is
-    copied once before the first call; with ``batches`` (replacing ``batch``) timed call ``i``
-    runs on ``batches[i % len(batches)]``. ``spot_check`` sees, untimed, the outputs of the
-    calls :func:`spot_calls` picks (``spot_rate``, ``spot_seed``): ``spot_check(output)``, or
-    ``spot_check(output, references[b])`` when ``references`` (eager's output on each batch) is
-    given. A mismatch raises :class:`SpotCheckError`. ``fresh``: timed call ``i`` runs on
-    ``fresh(i)``, new values (warm-up keeps the batches); a checked call then compares with
-    ``reference`` (eager) on the same values, ``spot_check(output, reference's output)``, run
-    after the clock stopped (``references`` are not used).
+    Batches rotate (``fresh``: new values a call); the spot checks as :func:`spot_calls` picks.
     """
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
@@ -343,10 +341,7 @@ def on_values(
     reference: Callable[..., Any] | None,
     batch: Sample,
 ) -> SpotCheck | None:
-    """``check`` of an output on ``batch`` against ``reference``'s own output there.
-
-    ``reference`` (eager) runs when the check does, after the timed call's clock stopped.
-    """
+    """``check`` of an output on ``batch`` against ``reference``'s own output there, run untimed."""
     if check is None or reference is None:
         return None
     pair = cast(ReferenceSpotCheck, check)

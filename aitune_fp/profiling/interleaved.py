@@ -1,12 +1,6 @@
-"""The interleaved A/B run: warm-up, pairs in random ABBA / BAAB quads, look by look.
+"""The interleaved A/B run: a warm-up, then timed blocks of each arm in random ABBA / BAAB quads.
 
-Pairs run in quads, ABBA or BAAB, each quad's orientation drawn from a seeded random stream
-(:func:`quad_orientations`), so that interference in phase with a fixed order cannot land on
-one arm only. Pair ``i`` runs both arms on batch ``i % len(batches)`` (or its ``fresh`` own).
-The young generation the paused collector let pile up is collected before each look's deadline
-check, only when its predicted cost fits in the time left, so no housekeeping runs between
-that check and a call. Dynamo's compile counters are read through
-this module's ``dynamo_counts`` at call time (tests replace it there).
+A timed sample is a block of one arm's consecutive calls, each on its own copy made before it.
 """
 
 from __future__ import annotations
@@ -14,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import random
 import sys
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -27,7 +20,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.core.timings import is_settled, level_shift_index
 from aitune_fp.errors import InvalidStateError, InvalidValueError
-from aitune_fp.inputs import CopyRing, Sample, copy_sample
+from aitune_fp.inputs import CopyRing, Sample, copy_sample, sample_bytes
 from aitune_fp.profiling.calls import (
     ReferenceSpotCheck,
     SpotCheck,
@@ -37,7 +30,15 @@ from aitune_fp.profiling.calls import (
     gc_paused,
     spot_calls,
     spot_inspector,
+    timed_block,
     timed_call,
+)
+from aitune_fp.profiling.layout import (
+    LEAD_FROM,
+    WARMUP_BLOCKS,
+    block_calls,
+    orientation_stream,
+    pair_order,
 )
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
@@ -47,40 +48,11 @@ __all__ = [
     "PairedTimings",
     "WarmupReport",
     "compare",
-    "pair_order",
-    "quad_orientations",
 ]
 
 
-def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
-    """Whether pair ``index`` times the baseline first.
-
-    Pairs ``2q`` and ``2q + 1`` form quad ``q``: ABBA (baseline first, then candidate first) or
-    BAAB, so each arm takes each position in a quad equally often (position bias cancels). Quad
-    ``q`` is ABBA when ``orientations[q]`` is true; without ``orientations``, the fixed
-    alternation: quad 0 ABBA, quad 1 BAAB, and so on (A B | B A | B A | A B).
-    """
-    quad, half = divmod(index, 2)
-    abba = quad % 2 == 0 if orientations is None else orientations[quad]
-    return abba == (half == 0)
-
-
-def _orientation_stream(seed: int) -> random.Random:
-    """The random stream of quad orientations for ``seed`` (apart from the spot checks')."""
-    return random.Random(f"aitune_fp quad orientation {seed}")
-
-
-def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
-    """Each of ``n_quads`` quads' orientation (True: ABBA, False: BAAB), a fair coin per quad.
-
-    Reproducible for a ``seed``; quad ``q``'s orientation does not depend on ``n_quads``. This is
-    what :class:`InterleavedRun` times (``order="random"``): interference whose period matches a
-    fixed ABBA / BAAB order would slow one arm only and bias the ratio; drawn at random, it lands
-    on either arm alike.
-    """
-    check_int("n_quads", n_quads, minimum=0)
-    stream = _orientation_stream(check_type("seed", seed, int))
-    return tuple(stream.random() < 0.5 for _ in range(n_quads))
+def _against(check: ReferenceSpotCheck, reference: Any, output: Any) -> object:
+    return check(output, reference)
 
 
 def dynamo_counts() -> tuple[int, int]:
@@ -94,21 +66,22 @@ def dynamo_counts() -> tuple[int, int]:
 
 @attrs.frozen(kw_only=True)
 class WarmupReport:
-    """Warm-up of both arms: the (timed, undecided) calls and whether both became steady."""
+    """Warm-up of both arms: timed single calls, whether both became steady, then timed blocks."""
 
     baseline_s: tuple[float, ...]
     candidate_s: tuple[float, ...]
     converged: bool
     calls_per_arm: int
+    block: int = 1
+    baseline_blocks_s: tuple[float, ...] = ()
+    candidate_blocks_s: tuple[float, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
 class PairedTimings:
-    """Interleaved per-call latencies: ``baseline_s[i]`` and ``candidate_s[i]`` were taken side by side.
+    """Interleaved blocks side by side: ``baseline_s[i]``, ``candidate_s[i]``, seconds a call.
 
-    Wall seconds per call (what a user waits); ``*_device_s`` are CUDA event times (None on CPU).
-    ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>" (the
-    candidate/baseline ratio moved by > 15 % from pair k on). ``wall_s``: the whole run.
+    ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>".
     """
 
     baseline_s: tuple[float, ...]
@@ -123,6 +96,8 @@ class PairedTimings:
     #: from eager, e.g. a cache it warmed, shows only there; a user calls the candidate after
     #: itself). Empty when not recorded.
     candidate_after_eager: tuple[bool, ...] = ()
+    #: Calls a block (1: single calls, the typical-call reading).
+    block: int = 1
 
     @property
     def n_pairs(self) -> int:
@@ -131,10 +106,9 @@ class PairedTimings:
 
 
 class InterleavedRun:
-    """A running A/B measurement that the caller extends look by look (a context manager).
+    """A running A/B measurement the caller extends look by look (a context manager).
 
     On enter: threads set, ``no_grad`` on, a copy of each batch and a copy ring per arm.
-    ``warm_up``, then ``extend(n)`` as often as needed; ``timings()`` gives everything so far.
     """
 
     def __init__(
@@ -154,25 +128,19 @@ class InterleavedRun:
         order_seed: int | None = None,
         flush: Callable[[], None] | None = None,
         fresh: Callable[[int], Sample] | None = None,
+        block: int | None = 1,
     ) -> None:
-        """Prepare the run; nothing is called or copied until the context is entered.
+        """Prepare the run (nothing is called until entered); block i's call j is call i*block+j.
 
-        ``batches`` (replacing ``batch``): pair ``i`` runs both arms on ``batches[i % len]``.
-        ``spot_check`` sees, untimed, the candidate's outputs of the calls :func:`spot_calls`
-        picks in each :meth:`extend` (look ``k`` seeded ``spot_seed + k``), as
-        ``spot_check(output)``, or ``spot_check(output, references[b])`` when ``references``
-        (eager's output on each batch) is given; a mismatch raises :class:`SpotCheckError`.
-        ``order``: each quad's orientation drawn at random (:func:`quad_orientations` seeded
-        ``order_seed``, by default ``spot_seed``), or ``"fixed"``, the ABBA / BAAB alternation.
-        ``flush`` (``cache="cold"``: :func:`l2_flusher`) runs before each timed call, untimed.
-        ``fresh``: pair ``i``'s batch, new values for every pair (warm-up keeps ``batches``); a
-        checked pair then compares the candidate's output with the baseline's own output of the
-        same pair (``spot_check(output, baseline_output)``; ``references`` are not used).
+        Batches, ``fresh`` values and spot checks go by call; ``block`` None: ranged in the warm-up.
         """
+        self._block = None if block is None else check_int("block", block, minimum=1)
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
         self._multi = batches is not None and fresh is None
         self._fresh = fresh
+        self._fresh_at = -1
+        self._fresh_block: list[Sample] = []
         self._pair_check = cast(ReferenceSpotCheck, spot_check) if fresh is not None else None
         self._checks = checks_per_batch(
             None if fresh is not None else spot_check, references, len(self._inputs)
@@ -184,7 +152,7 @@ class InterleavedRun:
         if order not in ("random", "fixed"):
             raise InvalidValueError(f"order must be 'random' or 'fixed', got {order!r}")
         seed = check_type("order_seed", spot_seed if order_seed is None else order_seed, int)
-        self._orientation = _orientation_stream(seed) if order == "random" else None
+        self._orientation = orientation_stream(seed) if order == "random" else None
         self._orientations: list[bool] = []  # drawn so far, quad by quad
         self._timer = timer
         self._flush = flush
@@ -264,41 +232,68 @@ class InterleavedRun:
         call_arm(self._fns[arm], self._batches[arm][index % len(self._inputs)], arm)
         self._clock.sync()
 
-    def _timed(
-        self,
-        arm: str,
-        index: int,
-        *,
-        check: bool = False,
-        batch: Sample | None = None,
-        keep: dict[str, Any] | None = None,
-    ) -> tuple[float, float | None]:
-        """Time one call of ``arm`` on batch ``index % len(batches)``, spot-checked if ``check``.
-
-        ``batch``: a fresh pair's own batch instead; ``keep`` then receives the output by arm.
-        """
-        b = index % len(self._inputs)
-        inspect: Callable[[Any], None] | None = None
-        if keep is not None:
-            inspect = functools.partial(keep.__setitem__, arm)
-        elif check and arm == "candidate":
-            call = len(self._times["candidate"]) + 1
-            inspect = spot_inspector(self._checks[b], call, b if self._multi else None)
+    def _timed(self, arm: str, index: int) -> float:
+        """One timed warm-up call of ``arm`` on batch ``index % len(batches)``."""
+        b = self._batches[arm][index % len(self._inputs)]
         if self._flush is not None:
-            self._flush()  # before timed_call's barrier: it finishes before the clock starts
-        given = self._batches[arm][b] if batch is None else batch
-        return timed_call(self._fns[arm], given, self._clock, arm, inspect, ring=self._rings[arm])
+            self._flush()
+        return timed_call(self._fns[arm], b, self._clock, arm, ring=self._rings[arm])[0]
 
-    def _compare_pair(self, outputs: dict[str, Any], call: int) -> None:
-        """A checked fresh pair: the candidate's output against the baseline's, same input."""
-        if self._pair_check is None or len(outputs) < 2:
+    @property
+    def block(self) -> int:
+        """Timed calls a block (1 until a ranged block is set by :meth:`warm_up`)."""
+        return self._block or 1
+
+    def _lead(self) -> bool:
+        return self.block >= LEAD_FROM
+
+    def _samples(self, arm: str, first: int) -> list[Sample]:
+        """The block's inputs from call ``first`` on (the lead runs on call ``first``'s)."""
+        calls = range(first, first + self.block)
+        if self._fresh is not None:
+            drawn = self._drawn(first)
+            samples = [drawn[g - first] for g in calls]
+        else:
+            samples = [self._batches[arm][g % len(self._inputs)] for g in calls]
+        return samples[:1] + samples if self._lead() else samples
+
+    def _drawn(self, first: int) -> list[Sample]:
+        """A block pair's fresh values, drawn once and shared by both arms."""
+        if self._fresh_at != first:
+            assert self._fresh is not None
+            self._fresh_at = first
+            self._fresh_block = [self._fresh(g) for g in range(first, first + self.block)]
+        return self._fresh_block
+
+    def _run_block(
+        self, arm: str, first: int, picked: Sequence[int], keep: dict[str, dict[int, Any]] | None
+    ) -> tuple[float, float | None]:
+        """Time ``arm``'s block from call ``first``; the calls ``picked`` (in the block) checked."""
+        checks: dict[int, Callable[[Any], None]] = {}
+        for j in picked:
+            if keep is not None:
+                checks[j] = functools.partial(keep.setdefault(arm, {}).__setitem__, j)
+            elif arm == "candidate":
+                b = (first + j) % len(self._inputs)
+                inspect = spot_inspector(self._checks[b], first + j + 1, b if self._multi else None)
+                if inspect is not None:
+                    checks[j] = inspect
+        if self._flush is not None:
+            self._flush()  # before the block's barrier: it finishes before the clock starts
+        samples = self._samples(arm, first)
+        fn, ring = self._fns[arm], self._rings[arm]
+        return timed_block(fn, samples, self._clock, arm, checks, ring=ring, lead=self._lead())
+
+    def _compare_calls(self, outputs: dict[str, dict[int, Any]], first: int) -> None:
+        """Checked fresh calls: the candidate's output against the baseline's, same input."""
+        if self._pair_check is None:
             return
-        inspect = spot_inspector(
-            lambda out: self._pair_check(out, outputs["baseline"]),  # type: ignore[misc]
-            call,
-        )
-        assert inspect is not None
-        inspect(outputs["candidate"])
+        check = self._pair_check
+        for j, out in sorted(outputs.get("candidate", {}).items()):
+            base = outputs.get("baseline", {}).get(j)
+            inspect = spot_inspector(functools.partial(_against, check, base), first + j + 1)
+            assert inspect is not None
+            inspect(out)
 
     def _past(self, deadline_ns: int | None) -> bool:
         return deadline_ns is not None and self._clock.now_ns() >= deadline_ns
@@ -306,11 +301,7 @@ class InterleavedRun:
     def _collect(self, deadline_ns: int | None, *, first: bool = False) -> None:
         """Collect the young generation the paused collector let pile up, when due and if it fits.
 
-        Due: the collector was on before the run and the young generation outgrew its threshold
-        (the collector would have run by now); ``first`` (on enter, collector still on, so the
-        generation is small): always, to learn the cost. Fits: the predicted cost (the last
-        collection's, or the highest cost per young object seen times the objects now young)
-        ends before ``deadline_ns``. Never a full collection: that walks the whole heap.
+        Its predicted cost must end before ``deadline_ns``; never a full collection.
         """
         if not self._gc_was_enabled:
             return  # the caller turned the collector off: collect nothing
@@ -337,11 +328,9 @@ class InterleavedRun:
         deadline_ns: int | None = None,
         reserve_pairs: int = 0,
     ) -> WarmupReport:
-        """Call each arm once untimed, then alternate timed calls until both arms are steady.
+        """An untimed call of each arm, timed calls until both are steady, then timed blocks.
 
-        Steady: each arm passes :func:`~aitune_fp.core.timings.is_settled`. At most ``max_calls``
-        calls per arm (the untimed first included); it stops, unsteady, at ``deadline_ns``, or
-        once ``reserve_pairs`` more pairs at the last pair's pace would not fit before it.
+        Stops at ``deadline_ns``, or once ``reserve_pairs`` block pairs at the pace would not fit.
         """
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
@@ -357,7 +346,7 @@ class InterleavedRun:
             if self._past(deadline_ns):
                 break
             for arm in ("baseline", "candidate"):
-                times[arm].append(self._timed(arm, calls)[0])
+                times[arm].append(self._timed(arm, calls))
             calls += 1
             if is_settled(times["baseline"], size, tolerance) and is_settled(
                 times["candidate"], size, tolerance
@@ -365,22 +354,35 @@ class InterleavedRun:
                 converged = True
                 break
             pace_ns = (times["baseline"][-1] + times["candidate"][-1]) * 1e9 * reserve_pairs
+            pace_ns *= self._block or block_calls(times["baseline"][-1])
             if deadline_ns is not None and self._clock.now_ns() + pace_ns > deadline_ns:
                 break  # what is left goes to the first look (a slow model's: issue 35)
+        if self._block is None:
+            pace = sorted(times["baseline"][-size:])
+            call_s = pace[len(pace) // 2] if pace else 0.0
+            self._block = block_calls(call_s, sample_bytes(self._inputs[0]))
+        blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
+        if self.block > 1:
+            for _ in range(WARMUP_BLOCKS):
+                if self._past(deadline_ns):
+                    break
+                for arm in ("baseline", "candidate"):
+                    blocks[arm].append(self._run_block(arm, 0, (), None)[0])
         self._warmup = WarmupReport(
             baseline_s=tuple(times["baseline"]),
             candidate_s=tuple(times["candidate"]),
             converged=converged,
             calls_per_arm=calls,
+            block=self.block,
+            baseline_blocks_s=tuple(blocks["baseline"] if self.block > 1 else times["baseline"]),
+            candidate_blocks_s=tuple(blocks["candidate"] if self.block > 1 else times["candidate"]),
         )
         return self._warmup
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
-        """Time ``n_pairs`` more interleaved pairs (after one untimed call per arm); return how many.
+        """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
 
-        Housekeeping (the young-generation collection, the look's spot-check schedule) runs
-        first, then the deadline check: it stops early, before a pair (or before the untimed
-        calls), once the run's clock reaches ``deadline_ns``, so no call starts after it.
+        Housekeeping first, then the deadline check: no block starts after ``deadline_ns``.
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)
@@ -390,12 +392,12 @@ class InterleavedRun:
             self._counts_at_start = dynamo_counts()
         # between looks, outside any timed region: collect what the paused collector let pile up
         self._collect(deadline_ns)
-        start = self.n_pairs
+        start, k = self.n_pairs, self.block
         picked = spot_calls(
-            n_pairs,
+            n_pairs * k,
             self._spot_rate,
             self._spot_seed + self._looks,
-            first_pair=start,
+            first_pair=start * k,
             n_batches=len(self._inputs),
         )
         self._looks += 1
@@ -405,8 +407,8 @@ class InterleavedRun:
         second = "candidate" if first == "baseline" else "baseline"
         if self._past(deadline_ns):
             return 0
-        self._untimed(second, start)
-        self._untimed(first, start)
+        self._untimed(second, start * k)
+        self._untimed(first, start * k)
         previous = first  # the arm of the last call made
         done = 0
         while done < n_pairs:
@@ -418,20 +420,19 @@ class InterleavedRun:
                 if self._baseline_first(index)
                 else ("candidate", "baseline")
             )
-            check = done in picked
-            batch = None if self._fresh is None else self._fresh(index)
-            keep: dict[str, Any] | None = {} if batch is not None and check else None
-            results = {
-                first: self._timed(first, index, check=check, batch=batch, keep=keep),
-                second: self._timed(second, index, check=check, batch=batch, keep=keep),
-            }
+            call = index * k  # the block pair's first call
+            mine = [j for j in range(k) if done * k + j in picked]
+            keep: dict[str, dict[int, Any]] | None = {} if self._fresh is not None else None
+            results = {arm: self._run_block(arm, call, mine, keep) for arm in (first, second)}
             if keep is not None:
-                self._compare_pair(keep, len(self._times["candidate"]) + 1)
+                self._compare_calls(keep, call)
             for arm, (wall, device) in results.items():
                 self._times[arm].append(wall)
                 if device is not None:
                     self._device[arm].append(device)
-            self._after_eager.append(first == "baseline" or previous == "baseline")
+            # the candidate's first timed call follows eager's only in a block with no lead
+            follows = first == "baseline" or previous == "baseline"
+            self._after_eager.append(follows and not self._lead())
             previous = second
             done += 1
         if dynamo_counts() != self._counts_at_start:
@@ -462,6 +463,7 @@ class InterleavedRun:
             wall_s=self.elapsed_s(),
             flags=tuple(flags),
             candidate_after_eager=tuple(self._after_eager),
+            block=self.block,
         )
 
 
@@ -475,11 +477,7 @@ def compare(
     timer: Timer | None = None,
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
 ) -> PairedTimings:
-    """Warm up both arms, then time ``n_pairs`` interleaved pairs (quads ABBA or BAAB at random).
-
-    ``config`` is a :class:`~aitune_fp.core.config.ProfilingConfig` (warm-up and threads);
-    ``batches`` (replacing ``batch``): pair ``i`` runs on ``batches[i % len(batches)]``.
-    """
+    """Warm up both arms, then time ``n_pairs`` interleaved pairs of single calls (random quads)."""
     with InterleavedRun(
         baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
     ) as run:

@@ -165,6 +165,8 @@ def serve(
     prepared: dict[int, Sample] = {}
     ring = CopyRing()  # each timed call's inputs: the next of the worker's own storages
     output: Any = None
+    block: list[Sample] = []  # a timed block's own copies (``B``), run by ``T``
+    outputs: list[Any] = []  # the last timed block's outputs, kept for ``O``
     with torch.no_grad():
         while True:
             raw = conn.recv_bytes()
@@ -176,8 +178,29 @@ def serve(
                     own = prepared.pop(handle, None) or samples[handle]
                     start = 0 if clock is None else clock.now_ns()
                     output = own.call(fn)
+                    outputs = [output]
                     conn.send_bytes(b"k" + _spent(clock, start))
                     conn.send_bytes(b"d" + digest_of(output))  # while the judge times another
+                    continue
+                if kind == b"T":  # a timed block: its outputs kept, then their digests
+                    output, outputs = None, []
+                    start = 0 if clock is None else clock.now_ns()
+                    for own in block:
+                        outputs.append(own.call(fn))
+                    block = []
+                    conn.send_bytes(b"t" + _spent(clock, start))
+                    conn.send_bytes(b"d" + b"".join(digest_of(o) for o in outputs))
+                    output = outputs[-1] if outputs else None
+                    continue
+                if kind == b"B":  # a block's own copies before the clock; ``lead``: call 1 untimed
+                    handles, lead = pickle.loads(raw[1:])
+                    output, outputs = None, []
+                    block = ring.fill_block([samples[h] for h in handles])
+                    if lead:
+                        block.pop(0).call(fn)
+                    if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
+                        gc.collect(0)
+                    conn.send_bytes(b"b")
                     continue
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
                     handle = int.from_bytes(raw[1:], "little")
@@ -195,8 +218,8 @@ def serve(
                     for handle in message:
                         samples.pop(handle, None)
                     reply = ("ok", None)
-                elif kind == b"O":  # the kept output
-                    reply = ("out", dump_output(output))
+                elif kind == b"O":  # the kept output (of a block's call ``message``)
+                    reply = ("out", dump_output(output if message is None else outputs[message]))
                 elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
                     args, kwargs, grad = message
                     given = flatten_tensors((args, kwargs))  # the same tensors, after the call

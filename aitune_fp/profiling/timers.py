@@ -1,9 +1,6 @@
 """The clocks of a measurement: the :class:`Timer` protocol, CPU and CUDA timers, ``host_bound``.
 
-Clocks are injected through :class:`Timer` (``now_ns``, ``sync``, ``device_span``) so that the
-CUDA code paths and the sampling loop are testable on CPU with a fake clock. On CUDA each call
-is timed twice: host wall time between two ``torch.cuda.synchronize`` barriers, and device
-time between two CUDA events (docs/gpu.md, "Two clocks").
+Injected, so the CUDA paths and the loop are testable on CPU with a fake clock.
 """
 
 from __future__ import annotations
@@ -57,11 +54,9 @@ class Timer(Protocol):
 
 @runtime_checkable
 class ReportedClock(Timer, Protocol):
-    """An injected clock that calls move (a test's ``FakeClock``): one that can time a worker.
+    """An injected clock calls move (a test's ``FakeClock``): the only one a worker's report moves.
 
-    A worker reads its own copy around each call and sends what the call spent;
-    :meth:`spend_ns` moves this one by it. Only such a clock is ever moved by a worker's
-    report: on the host clock the judge times the hand-over itself and believes nothing sent.
+    On the host clock the judge times the hand-over itself and believes nothing sent.
     """
 
     def spend_ns(self, ns: int) -> None:

@@ -23,7 +23,7 @@ import sys
 import time
 import types
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from multiprocessing.connection import Connection, Pipe
 from typing import Any
 
@@ -158,6 +158,7 @@ class Worker:
         self._next = 0
         self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as sent
+        self.digests: tuple[bytes, ...] = ()  # of each output of the last timed block, as sent
         self._digest_due = False
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
@@ -224,8 +225,8 @@ class Worker:
             conn.close()
         self._finalizer()
 
-    def _receive(self, spin_s: float = 0.0) -> bytes:
-        """The worker's next message, spun for ``spin_s`` before blocking.
+    def _receive(self, spin_s: float = 0.0, calls: int = 1) -> bytes:
+        """The worker's next message, spun for ``spin_s`` before blocking, ``calls`` calls' time.
 
         The worker is killed on a timeout, a death or an interrupt.
         """
@@ -233,7 +234,7 @@ class Worker:
         if conn is None:
             raise InvalidStateError(f"the worker of {self.name} was closed")
         start = time.monotonic()
-        deadline = start + self.timeout_s
+        deadline = start + self.timeout_s * max(calls, 1)
         try:
             while not conn.poll(0) and time.monotonic() - start < spin_s:
                 pass
@@ -291,9 +292,10 @@ class Worker:
         if self._digest_due:
             self._digest_due = False
             raw = self._receive()
-            if raw[:1] != b"d" or len(raw) != 17:
+            if raw[:1] != b"d" or len(raw) < 17 or (len(raw) - 1) % 16:
                 self._reply_of(raw, "d")
-            self.last_digest = raw[1:]
+            self.digests = tuple(raw[i : i + 16] for i in range(1, len(raw), 16))
+            self.last_digest = self.digests[-1]
 
     def settle_quietly(self) -> None:
         """Read the digest owed (:meth:`_settle`) while another worker is about to be timed.
@@ -368,8 +370,8 @@ class Worker:
         known = next((h for h, kept in self._handles.items() if kept is sample), None)
         if known is not None:
             return known
-        if len(self._handles) >= 64:  # the oldest go: a run's copies outlive it otherwise
-            dropped = list(self._handles)[:32]
+        if len(self._handles) >= 256:  # the oldest go (a block's 129 at most stay staged)
+            dropped = list(self._handles)[:128]
             self._request(b"F", dropped, "ok")
             self._handles = {h: kept for h, kept in self._handles.items() if h not in dropped}
         self._next += 1
@@ -402,14 +404,35 @@ class Worker:
         if self.clock is not None:
             self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
 
-    def output(self) -> Any:
-        """The output of the last timed call, read back as data (untimed).
+    def prepare_block(self, handles: Sequence[int], lead: bool) -> None:
+        """Have the worker copy each staged sample of a block (untimed); ``lead``: call the first.
+
+        The lead call takes the carry-over from the other arm out of the block's time.
+        """
+        self._send(b"B" + pickle.dumps((tuple(handles), lead)))
+        raw = self._receive(calls=len(handles))
+        if raw != b"b":
+            self._reply_of(raw, "b")
+
+    def run_block(self, calls: int) -> None:
+        """The ``calls`` prepared calls of a block, one hand-over timed by the parent (as :meth:`run`)."""
+        self._send(b"T")
+        raw = self._receive(spin_s=SPIN_S if self.spins else 0.0, calls=calls)
+        if raw[:1] != b"t" or len(raw) != (1 if self.clock is None else 9):
+            self._reply_of(raw, "t")
+        self._digest_due = True
+        if self.clock is not None:
+            self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
+
+    def output(self, index: int | None = None) -> Any:
+        """The output of the last timed call (or the block's call ``index``), read back as data.
 
         Its digest must be the one the worker answered while timed: an output made afterwards
         (a worker that answers first and computes when asked) is a :class:`WorkerError`.
         """
-        output = self._load(self._request(b"O", None, "out"))  # the digest is read first
-        if digest_of(output) != self.last_digest:
+        output = self._load(self._request(b"O", index, "out"))  # the digest is read first
+        sent = self.last_digest if index is None else self.digests[index]
+        if digest_of(output) != sent:
             raise WorkerError(
                 f"{self.name} showed an output other than the one it answered with while "
                 "timed (computed after its answer, or changed since)",

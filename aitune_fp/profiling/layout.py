@@ -1,0 +1,72 @@
+"""How timed samples are laid out: blocks of one arm's calls, and pairs in ABBA / BAAB quads."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from aitune_fp.core._checks import check_int, check_type
+from aitune_fp.inputs import RING_BYTES
+
+__all__ = [
+    "BLOCK_TARGET_S",
+    "LEAD_FROM",
+    "MAX_BLOCK_CALLS",
+    "WARMUP_BLOCKS",
+    "block_calls",
+    "orientation_stream",
+    "pair_order",
+    "quad_orientations",
+]
+
+
+#: A block lasts at least this long at eager's pace, so that a worker's hand-over (one round
+#: trip a block, 35-160 us on a 2-core VM) and the clock read are at most ~1.6 % of it.
+BLOCK_TARGET_S = 0.01
+#: Most timed calls a block (a call under ``BLOCK_TARGET_S / MAX_BLOCK_CALLS`` gets a shorter one).
+MAX_BLOCK_CALLS = 128
+#: From this many timed calls a block also runs a lead call first, untimed: the carry-over from
+#: the other arm falls on it. Shorter blocks time their first call: the carry-over's share is
+#: then ``1 / calls`` of the block (all of it in a one-call block, as measured by the
+#: ``carryover`` guard).
+LEAD_FROM = 4
+#: Block pairs timed after the per-call warm-up: eager's block-to-block spread there sets the
+#: machine-moved rule's threshold (:func:`aitune_fp.core.dependence.change_threshold`).
+WARMUP_BLOCKS = 10
+
+
+def block_calls(call_s: float, batch_bytes: int = 0) -> int:
+    """Timed calls a block: enough to last BLOCK_TARGET_S at ``call_s`` a call, one for a long call.
+
+    At most MAX_BLOCK_CALLS, and no more copies of a ``batch_bytes`` batch than a ring may hold.
+    """
+    if not call_s > 0:
+        return 1
+    fits = max(1, RING_BYTES // max(batch_bytes, 1) - 2)
+    return max(1, min(MAX_BLOCK_CALLS, fits, math.ceil(BLOCK_TARGET_S / call_s - 1e-9)))
+
+
+def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
+    """Whether pair ``index`` times the baseline first: quad ``q`` (pairs 2q, 2q+1) is ABBA or BAAB.
+
+    ABBA when ``orientations[q]``; without them the fixed alternation (A B | B A | B A | A B).
+    """
+    quad, half = divmod(index, 2)
+    abba = quad % 2 == 0 if orientations is None else orientations[quad]
+    return abba == (half == 0)
+
+
+def orientation_stream(seed: int) -> random.Random:
+    """The random stream of quad orientations for ``seed`` (apart from the spot checks')."""
+    return random.Random(f"aitune_fp quad orientation {seed}")
+
+
+def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
+    """Each quad's orientation (True: ABBA), a seeded fair coin per quad, whatever ``n_quads``.
+
+    Drawn at random, interference in phase with a fixed order lands on either arm alike.
+    """
+    check_int("n_quads", n_quads, minimum=0)
+    stream = orientation_stream(check_type("seed", seed, int))
+    return tuple(stream.random() < 0.5 for _ in range(n_quads))

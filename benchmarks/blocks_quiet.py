@@ -1,0 +1,125 @@
+"""Tunes of an identical candidate on the main job's MLP: verdicts and machine-moved alarms.
+
+Each tune is ``aitune-fp tune --backends eager`` (the candidate is eager itself) in a fresh
+process, as a user runs it; it counts ``faster`` / ``not_faster`` / ``inconclusive`` and how
+often the machine-moved rule fired (``machine_changed_at_pair_<k>`` or ``machine_slowed``: a
+false alarm on a quiet machine; ``machine_busy``, from the load, is counted apart). With
+``--inject`` a row of tunes whose model runs 2x slower from 3 s after its first call (both
+arms: a real change) shows the rule still fires. Issue 48's targets, quiet machine, 30 tunes:
+at most 3 inconclusive, 0 or 1 accepted, false alarms at most 10 %.
+
+Usage: ``python benchmarks/blocks_quiet.py [--tunes 30] [--inject 10] [--quick] [--typical]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+#: A model factory that slows down for good 3 s after its first call (a real change).
+SLOWING = """
+import time
+import torch
+from aitune_fp.models import mlp
+
+
+class Slowing(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.first = None
+
+    def forward(self, x):
+        now = time.perf_counter()
+        self.first = self.first or now
+        out = self.inner(x)
+        if now - self.first > 3.0:
+            spent = time.perf_counter() - now
+            end = time.perf_counter() + spent  # the call takes twice as long from now on
+            while time.perf_counter() < end:
+                pass
+        return out
+
+
+def factory():
+    model = mlp()
+    return Slowing(model.module.eval()), model.sample
+"""
+
+
+def tune(extra: Sequence[str]) -> dict[str, object]:
+    """One ``aitune-fp tune`` of an identical candidate: its result record."""
+    command = [str(Path(sys.executable).with_name("aitune-fp")), "tune", "--format", "json"]
+    done = subprocess.run(
+        [*command, "--quiet", "--backends", "eager", *extra],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    results = json.loads(done.stdout)["run"]["results"]
+    return dict(results[0])
+
+
+def row(label: str, extra: Sequence[str], tunes: int) -> None:
+    """``tunes`` tunes; one Markdown row."""
+    verdicts: collections.Counter[str] = collections.Counter()
+    alarms = busy = 0
+    blocks: set[int] = set()
+    start = time.perf_counter()
+    loads = []
+    for _ in range(tunes):
+        loads.append(os.getloadavg()[0])
+        result = tune(extra)
+        verdicts[str(result["verdict"])] += 1
+        flags = [str(f) for f in result.get("flags", [])]  # type: ignore[attr-defined]
+        alarms += any(f.startswith(("machine_changed", "machine_slowed")) for f in flags)
+        busy += "machine_busy" in flags
+        blocks.add(int(result.get("latencies_block", 1)))  # type: ignore[call-overload]
+    wall = (time.perf_counter() - start) / tunes
+    print(
+        f"| {label} | {tunes} | {verdicts['faster']} | {verdicts['not_faster']} | "
+        f"{verdicts['inconclusive']} | {alarms} ({alarms / tunes:.0%}) | {busy} | "
+        f"{','.join(map(str, sorted(blocks)))} | {min(loads):.1f}-{max(loads):.1f} | "
+        f"{wall:.1f} |",
+        flush=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print the rows as one Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tunes", type=int, default=30)
+    parser.add_argument("--inject", type=int, default=10, help="tunes with a real change")
+    parser.add_argument("--quick", action="store_true", help="3 tunes a row, 10 s budgets")
+    parser.add_argument("--typical", action="store_true", help="also a row of single calls")
+    args = parser.parse_args(argv)
+    tunes, inject = (3, 2) if args.quick else (args.tunes, args.inject)
+    budget = ["--max-seconds", "10"] if args.quick else []
+    print(
+        "| tunes of an identical candidate (MLP) | tunes | faster | not_faster | inconclusive "
+        "| machine-moved alarms | machine_busy | block | load | s a tune |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    row("blocks (default)", budget, tunes)
+    if args.typical:
+        row("single calls (typical)", [*budget, "--quantity", "typical"], tunes)
+    if inject:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "slowing.py"
+            path.write_text(SLOWING)
+            row(
+                "a real change: 2x slower from 3 s", [*budget, "--model", f"{path}:factory"], inject
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,270 @@
+"""Timed blocks (issue 48): a timed sample is a block of one arm's consecutive calls.
+
+Blocks are sized from eager's pace, run in process or in a worker in one hand-over, keep the
+carry-over from the other arm out of their time, show every picked call to the spot check,
+and the machine-moved rule judges them with a threshold from the warm-up's blocks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.core.results import PerformanceValidationResult, unstructure
+from aitune_fp.errors import InvalidValueError
+from aitune_fp.events.kinds import structure
+from aitune_fp.inputs import CopyRing, Sample
+from aitune_fp.measure import machine
+from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.profiling import threads as host
+from aitune_fp.profiling.calls import timed_block
+from aitune_fp.profiling.interleaved import InterleavedRun
+from aitune_fp.profiling.layout import BLOCK_TARGET_S, LEAD_FROM, MAX_BLOCK_CALLS, block_calls
+from aitune_fp.profiling.timers import CpuTimer
+from aitune_fp.profiling.workers import Worker
+from aitune_fp.testing import FakeClock
+
+
+@given(st.floats(1e-7, 10.0), st.integers(0, 2**31))
+def test_a_block_lasts_the_target_unless_capped(call_s: float, nbytes: int) -> None:
+    k = block_calls(call_s, nbytes)
+    assert 1 <= k <= MAX_BLOCK_CALLS
+    if call_s >= BLOCK_TARGET_S:
+        assert k == 1  # a long call is a block of its own
+    elif k < MAX_BLOCK_CALLS and nbytes == 0:
+        assert k * call_s >= BLOCK_TARGET_S * (1 - 1e-9)
+        assert (k - 1) * call_s < BLOCK_TARGET_S
+
+
+def test_a_block_needs_a_timed_call() -> None:
+    with pytest.raises(InvalidValueError, match="at least one timed call"):
+        timed_block(lambda: None, [Sample()], FakeClock(), "x", {}, ring=CopyRing(), lead=True)
+
+
+def _after_other(clock: FakeClock, slow_s: float, fast_s: float) -> tuple[Any, Any]:
+    """Two arms whose first call after the other arm's is ``slow_s``, the others ``fast_s``."""
+    last = [""]
+
+    def arm(name: str) -> Callable[..., None]:
+        def call(*_a: Any) -> None:
+            clock.advance(slow_s if last[0] not in ("", name) else fast_s)
+            last[0] = name
+
+        return call
+
+    return arm("a"), arm("b")
+
+
+def test_the_lead_call_takes_the_carry_over_out_of_the_block() -> None:
+    clock = FakeClock()
+    a, b = _after_other(clock, 0.01, 0.001)
+    ring = CopyRing()
+    batches = [Sample()] * (LEAD_FROM + 1)
+    b()  # the other arm ran last
+    wall, _ = timed_block(a, batches, clock, "a", {}, ring=ring, lead=True)
+    assert wall == pytest.approx(0.001)  # the slow first call was the untimed lead
+    b()
+    wall, _ = timed_block(a, batches[1:], clock, "a", {}, ring=ring, lead=False)
+    assert wall == pytest.approx((0.01 + 0.001 * (LEAD_FROM - 1)) / LEAD_FROM)  # its share
+
+
+def test_each_call_of_a_block_has_its_own_copy_and_checks_see_its_output() -> None:
+    clock = FakeClock()
+    seen: dict[int, Any] = {}
+    made: list[int] = []
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        clock.advance(0.001)
+        made.append(id(x))
+        x.add_(1)  # changes its input: the next call must not see it
+        return x.clone()
+
+    batches = [Sample((torch.full((2,), float(i)),)) for i in range(6)]
+    checks = {j: (lambda out, j=j: seen.__setitem__(j, out)) for j in (0, 2, 4)}
+    wall, device = timed_block(fn, batches, clock, "a", checks, ring=CopyRing(), lead=True)
+    assert wall == pytest.approx(0.001) and device is None
+    assert len(set(made)) == 6  # six copies at once, none shared
+    for j, out in seen.items():  # timed call j ran on batches[j + 1] (the lead on batches[0])
+        assert torch.equal(out, batches[j + 1].args[0] + 1)
+    assert all(torch.equal(b.args[0], torch.full((2,), float(i))) for i, b in enumerate(batches))
+
+
+def test_the_spot_check_sees_every_call_of_a_block_it_picks() -> None:
+    clock = FakeClock()
+    seen: list[Any] = []
+    with InterleavedRun(
+        clock.arm(0.001),
+        clock.arm(0.001, fn=lambda: 7),
+        Sample(),
+        timer=clock,
+        spot_check=seen.append,
+        spot_rate=1.0,
+        block=6,
+    ) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        assert run.extend(4) == 4
+        timings = run.timings()
+    assert seen == [7] * 4 * 6  # every timed call of every block, none of the warm-up's
+    assert timings.block == 6 and timings.n_pairs == 4
+    assert timings.candidate_after_eager == (False,) * 4  # the lead took the switch
+
+
+def test_a_ranged_block_comes_from_eagers_warm_up_pace() -> None:
+    clock = FakeClock()
+    with InterleavedRun(
+        clock.arm(0.0005), clock.arm(0.0004), Sample(), timer=clock, block=None
+    ) as run:
+        warmup = run.warm_up(window=3, tolerance=0.1, max_calls=8)
+        run.extend(10)
+        timings = run.timings()
+    assert warmup.block == timings.block == block_calls(0.0005) == 20
+    assert len(warmup.baseline_blocks_s) == len(warmup.candidate_blocks_s) == 10
+    assert timings.baseline_s == pytest.approx([0.0005] * 10)
+    assert timings.candidate_s == pytest.approx([0.0004] * 10)
+
+
+def _worker(fn: Any, **kwargs: Any) -> Worker:
+    return Worker(lambda say: (fn, {}), name="w", timeout_s=20, **kwargs)
+
+
+def test_a_worker_runs_a_block_in_one_hand_over_and_shows_each_output() -> None:
+    worker = _worker(lambda x: x * 2)
+    worker.ready()
+    sent: list[bytes] = []
+    send = worker._send
+    worker._send = lambda data: sent.append(data[:1]) or send(data)  # type: ignore[method-assign]
+    batches = [Sample((torch.full((3,), float(i)),)) for i in range(5)]
+    seen: dict[int, Any] = {}
+    checks = {j: (lambda out, j=j: seen.__setitem__(j, out)) for j in range(4)}
+    try:
+        wall, device = timed_block(
+            worker, batches, CpuTimer(), "candidate", checks, ring=CopyRing(), lead=True
+        )
+    finally:
+        worker.close()
+    assert wall > 0 and device is None
+    timed = sent[sent.index(b"B") :]
+    assert timed[:2] == [b"B", b"T"]  # copies and lead, then one timed request for the block
+    for j in range(4):
+        assert torch.equal(seen[j], torch.full((3,), 2.0 * (j + 1)))
+
+
+def test_a_worker_block_on_a_fake_clock_spends_the_block() -> None:
+    clock = FakeClock()
+    arm = clock.arm(0.002)
+    worker = _worker(lambda: arm(), clock=clock)
+    worker.ready()
+    try:
+        before = clock.now_ns()
+        wall, _ = timed_block(worker, [Sample()] * 5, clock, "c", {}, ring=CopyRing(), lead=True)
+    finally:
+        worker.close()
+    assert wall == pytest.approx(0.002)
+    assert clock.now_ns() - before == pytest.approx(4 * 2_000_000)  # the lead's is not spent
+
+
+def test_the_result_says_the_block_and_older_logs_read_as_single_calls() -> None:
+    clock = FakeClock()
+    m = measure_speedup(
+        clock.arm(0.001), clock.arm(0.0005), Sample(), 1, ProfilingConfig(), timer=clock
+    )
+    assert m.result.verdict == "faster"
+    assert m.result.latencies_block == block_calls(0.001) == 10
+    data = unstructure(m.result)
+    assert data["raw"]["latencies_block"] == 10
+    del data["raw"]["latencies_block"]  # a log from before blocks
+    assert structure(PerformanceValidationResult, data, "result").latencies_block == 1
+    typical = measure_speedup(
+        clock.arm(0.001),
+        clock.arm(0.0005),
+        Sample(),
+        1,
+        ProfilingConfig(quantity="typical"),
+        timer=clock,
+    )
+    assert typical.result.latencies_block == 1
+
+
+def test_quantity_is_checked() -> None:
+    with pytest.raises(ValueError, match="quantity"):
+        ProfilingConfig(quantity="mean")  # type: ignore[arg-type]
+
+
+def _machine(ratio: float, seed: int, hit: Callable[[int, bool], float] | None = None) -> Any:
+    """Two arms of one machine, 6 % lognormal noise a call; ``hit(call, candidate)``: a factor."""
+    rng = random.Random(seed)
+    calls = [0]
+
+    def arm(candidate: bool) -> Callable[[int], float]:
+        def latency(_i: int) -> float:
+            g = calls[0]
+            calls[0] += 1
+            t = 0.001 * rng.lognormvariate(0.0, 0.06) / (ratio if candidate else 1.0)
+            return t * (1.0 if hit is None else hit(g, candidate))
+
+        return latency
+
+    return arm(False), arm(True)
+
+
+def _tune(eager: Any, cand: Any, seed: int) -> Any:
+    clock = FakeClock()
+    return measure_speedup(
+        clock.arm(eager),
+        clock.arm(cand),
+        Sample(),
+        1,
+        ProfilingConfig(),
+        timer=clock,
+        spot_seed=seed,
+    ).result
+
+
+@pytest.fixture
+def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(host, "load_average", lambda: 0.0)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_the_machine_rule_on_blocks_does_not_cry_wolf_on_a_quiet_machine() -> None:
+    """Identical arms, per-call noise, nothing moves: no machine flag in 30 tunes, no accept."""
+    results = [_tune(*_machine(1.0, seed), seed) for seed in range(30)]
+    flagged = [r for r in results if any(f.startswith("machine_") for f in r.flags)]
+    assert flagged == []
+    assert all(r.verdict == "not_faster" for r in results)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_the_machine_rule_on_blocks_holds_back_a_verdict_across_a_real_change() -> None:
+    """Identical quietly, the candidate spared by a busy machine from a block pair on (eager
+    3x slower, the candidate 2x): never faster, and the reason says the machine moved."""
+    per_pair = 2 * (block_calls(0.001) + 1)
+    for seed in range(6):
+        for at in (12, 14, 16, 18):  # within the first look (after ~10 warm-up block pairs)
+            start = at * per_pair
+
+            def hit(g: int, candidate: bool, start: int = start) -> float:
+                return 1.0 if g < start else (2.0 if candidate else 3.0)
+
+            result = _tune(*_machine(1.0, seed, hit), seed)
+            assert result.verdict == "inconclusive", result.reason
+            assert "no verdict from a machine that moved" in result.reason
+
+
+def test_the_change_threshold_follows_the_warm_ups_block_spread() -> None:
+    quiet = [0.001 * math.exp(0.01 * ((-1) ** i)) for i in range(10)]
+    assert machine.change_threshold(quiet) == machine.MACHINE_CHANGE
+    rng = random.Random(0)
+    wandering = [0.001 * rng.lognormvariate(0.0, 0.05) for _ in range(10)]
+    assert machine.change_threshold(wandering) > machine.MACHINE_CHANGE
+    stepped = [0.001] * 5 + [0.003] * 5  # a step in the warm-up moves one difference only
+    assert machine.change_threshold(stepped) == machine.MACHINE_CHANGE
+    assert machine.change_threshold([0.001, 0.002]) == machine.MACHINE_CHANGE
