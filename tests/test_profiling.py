@@ -12,7 +12,8 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling import interleaved
 from aitune_fp.profiling.calls import ProfilingError, time_calls
-from aitune_fp.profiling.interleaved import InterleavedRun, compare, pair_order
+from aitune_fp.profiling.interleaved import InterleavedRun, compare
+from aitune_fp.profiling.layout import pair_order
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, CudaTimer, timer_for
 from aitune_fp.testing import FakeClock

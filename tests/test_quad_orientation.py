@@ -16,7 +16,8 @@ import pytest
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.profiling.interleaved import InterleavedRun, pair_order, quad_orientations
+from aitune_fp.profiling.interleaved import InterleavedRun
+from aitune_fp.profiling.layout import pair_order, quad_orientations
 from aitune_fp.testing import FakeClock
 
 
