@@ -24,6 +24,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from aitune_fp.core.results import flat
+
 #: A model factory that slows down for good 3 s after its first call (a real change).
 SLOWING = """
 import time
@@ -64,7 +66,7 @@ def tune(extra: Sequence[str]) -> dict[str, object]:
         text=True,
         check=True,
     )
-    results = json.loads(done.stdout)["run"]["results"]
+    results = [flat(r) for r in json.loads(done.stdout)["run"]["results"]]
     return dict(results[0])
 
 

@@ -41,6 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aitune_fp.core.results import flat
+
 REPO = Path(__file__).resolve().parent.parent
 
 #: Honest CPU candidates that exist in both trees, per embedded model (int8-dynamic does not
@@ -139,7 +141,7 @@ def tune(
             "throughput": r.get("throughput"),
             "flags": r.get("flags"),
         }
-        for r in run["results"]
+        for r in map(flat, run["results"])
     ]
     return {
         "wall_s": wall,

@@ -38,6 +38,7 @@ import aitune_fp.profiling.workers as worker_module
 from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.backends import registry
 from aitune_fp.backends.base import artefact_digest
+from aitune_fp.core.results import flat
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.models import mlp
 from aitune_fp.pipeline.strategy_registry import make_strategy
@@ -164,7 +165,8 @@ def main_job(flags: list[str]) -> tuple[float, dict[str, str], str | None]:
     wall = time.perf_counter() - start
     run = json.loads(done.stdout)["run"]
     verdicts = {
-        r["backend_description"]: f"{r['verdict']} {r['speedup']:.2f}x" for r in run["results"]
+        r["backend_description"]: f"{r['verdict']} {r['estimate']:.2f}x"
+        for r in map(flat, run["results"])
     }
     verdicts.update({f["backend_description"]: f"failed at {f['stage']}" for f in run["failures"]})
     return wall, verdicts, run["selected_backend"]

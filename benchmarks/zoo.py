@@ -51,6 +51,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from aitune_fp.core.results import flat
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = (
     "examples/resnet18.py:factory",
@@ -150,7 +152,7 @@ def rows(outcome: dict[str, Any]) -> list[list[str]]:
         return [[label, "—", "tune failed", "—", " ".join(outcome["error"])]]
     run, events = outcome["doc"]["run"], outcome["events"]
     found = []
-    for r in run["results"]:
+    for r in map(flat, run["results"]):
         name = r["backend_description"]
         verdict = r.get("verdict") or ("faster" if r["passed"] else "not faster")
         found.append([label, name, verdict, _speedup(r), _criteria(events, name)])
@@ -314,7 +316,7 @@ def checked_rows(outcome: dict[str, Any], checked: dict[str, Any]) -> list[list[
         else "—"
     )
     found = []
-    for r in run["results"]:
+    for r in map(flat, run["results"]):
         name = r["backend_description"]
         verdict = r.get("verdict") or ("faster" if r["passed"] else "not_faster")
         entry = checked.get("candidates", {}).get(name)

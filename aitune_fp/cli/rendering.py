@@ -100,10 +100,16 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
     elif run.results:
         futile = any(map(decided_by_futility, run.results))
         level = "" if verbose else "; -v shows its level"
+        blocks = max(r.latencies_block for r in run.results)
+        about = (
+            f"throughput, timed in blocks of up to {blocks} calls"
+            if blocks > 1
+            else "the typical call, timed one call at a time"
+        )
         lines.append(
             "Each row compares with eager timed alongside that candidate (Eager/s); "
-            "Speedup is the figure and the interval the verdict was decided on"
-            + (f" (a futility stop: its one-sided bound [—, high]{level})." if futile else ".")
+            f"Speedup is the figure and the interval the verdict was decided on ({about})"
+            + (f"; a futility stop: its one-sided bound [—, high]{level}." if futile else ".")
         )
     isolation = run.isolation and fmt_isolation_line(run.isolation, run.isolation_note)
     lines += [escape_control(x) for x in (_cpu_line(run.results), isolation) if x]

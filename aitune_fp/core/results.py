@@ -34,6 +34,7 @@ __all__ = [
     "PerformanceValidationResult",
     "Raw",
     "ResultVerdict",
+    "flat",
     "unstructure",
 ]
 
@@ -180,6 +181,15 @@ FLAT: Final = {
     for part, cls in PARTS.items()
     for a in attrs.fields(cls)
 }
+
+
+def flat(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's JSON object with its parts' fields at the top, by flat name (``["verdict"]``)."""
+    top = {k: v for k, v in fields.items() if k not in PARTS}
+    for name, (part, field) in FLAT.items():
+        if isinstance(fields.get(part), Mapping) and field in fields[part]:
+            top[name] = fields[part][field]
+    return top
 
 
 @attrs.frozen
