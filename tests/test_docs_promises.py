@@ -81,7 +81,9 @@ def test_the_5_percent_claim_says_under_what() -> None:
     assert "a wrong accept at most 5 % over all looks when the timings are independent or" in readme
     assert "7.8 % for an identical candidate in 90 real tunes" in readme
     guarantees = _text("docs/guarantees.md")
-    assert "| **beyond 5 %**: a gain that fades within ~10 pairs before a look | 62 % |" in guarantees
+    assert (
+        "| **beyond 5 %**: a gain that fades within ~10 pairs before a look | 62 % |" in guarantees
+    )
     assert "blocks accepted it 7 times (7.8 %" in guarantees
 
 
