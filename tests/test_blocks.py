@@ -174,7 +174,12 @@ def test_a_worker_block_on_a_fake_clock_spends_the_block() -> None:
 def test_the_result_says_the_block_and_older_logs_read_as_single_calls() -> None:
     clock = FakeClock()
     m = measure_speedup(
-        clock.arm(0.001), clock.arm(0.0005), Sample(), 1, ProfilingConfig(), timer=clock
+        clock.arm(0.001),
+        clock.arm(0.0005),
+        Sample(),
+        1,
+        ProfilingConfig(quantity="throughput"),
+        timer=clock,
     )
     assert m.result.verdict == "faster"
     assert m.result.latencies_block == block_calls(0.001) == 10
@@ -222,7 +227,7 @@ def _tune(eager: Any, cand: Any, seed: int) -> Any:
         clock.arm(cand),
         Sample(),
         1,
-        ProfilingConfig(),
+        ProfilingConfig(quantity="throughput"),
         timer=clock,
         spot_seed=seed,
     ).result

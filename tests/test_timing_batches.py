@@ -20,7 +20,6 @@ from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.measure.statistical import measure_throughput_steady
 from aitune_fp.profiling.calls import SpotCheckError, spot_calls, time_calls
 from aitune_fp.profiling.interleaved import InterleavedRun, compare
-from aitune_fp.profiling.layout import block_calls
 from aitune_fp.testing import FakeClock
 from tests.test_measure import noisy
 
@@ -173,9 +172,7 @@ class TestMemorisingCandidate:
                 batches=data,
                 references=references,
             )
-        # statistical: the first look's blocks, each of block_calls(eager's 2 ms) calls
-        n = ProfilingConfig().point_steps if decision == "point" else config().looks[0] * 5
-        assert block_calls(0.002) == 5
+        n = ProfilingConfig().point_steps if decision == "point" else config().looks[0]
         first_bad = min(j for j in spot_calls(n, DEFAULT_SPOT_RATE, 0, n_batches=3) if j % 3)
         assert (info.value.call, info.value.batch) == (first_bad + 1, first_bad % 3)
 
@@ -291,8 +288,7 @@ class TestSpotSchedule:
         assert at == len(seen)
 
     def test_spot_rate_is_a_keyword(self) -> None:
-        """A higher rate checks more calls: spot_count(n, rate) per look, over every call of
-        its blocks (10 blocks of 5 calls at eager's 2 ms)."""
+        """A higher rate checks more calls: spot_count(n, rate) per look."""
         clock = FakeClock()
         seen: list[int] = []
         measure_speedup(
@@ -305,7 +301,7 @@ class TestSpotSchedule:
             spot_check=seen.append,
             spot_rate=0.5,
         )
-        assert len(seen) == spot_count(50, 0.5) == 26
+        assert len(seen) == spot_count(10, 0.5) == 6
 
     def test_single_batch_is_exactly_spot_positions(self) -> None:
         """With one batch the schedule is spot_positions; with several, every batch is covered."""

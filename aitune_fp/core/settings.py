@@ -159,8 +159,8 @@ SETTINGS: tuple[Setting, ...] = (
     _row("max_seconds", "--max-seconds", "time budget per candidate, in seconds", float,
          metavar="SECONDS", group=STATISTICS, modes=_STAT),
     _row("confidence", "--confidence", "overall guarantee against a false accept, as a fraction "
-         "(0.95: a wrong accept at most 5 % over all looks for independent or correlated "
-         "timings, not for a gain that drifts or fades; docs/guarantees.md)", float, metavar="FRACTION", group=STATISTICS, modes=_STAT),
+         "(0.95: a wrong accept at most 5 % over all looks for independent or moderately "
+         "correlated timings; docs/guarantees.md)", float, metavar="FRACTION", group=STATISTICS, modes=_STAT),
     _row("futility_margin_percent", "--futility-margin", "stop with not_faster once the upper "
          "bound is below the required speedup + this many percentage points (0 waits for the "
          "bound to clear the threshold)", float, metavar="POINTS", group=STATISTICS, modes=_STAT),
