@@ -331,6 +331,7 @@ class Worker:
                 if isinstance(message[1], dict):
                     self.said.update(message[1])
                 continue
+            self._family_at = float("-inf")  # what its build started is read at its first call
             return self._facts("ready", raw)
 
     def _facts(self, kind: str, raw: bytes | None = None) -> dict[str, Any]:
