@@ -334,7 +334,7 @@ class TestGcPaused:
         """The garbage collector is off while timing and back on afterwards."""
         import gc
 
-        from aitune_fp.profiling.calls import gc_paused
+        from aitune_fp.profiling.timers import gc_paused
 
         assert gc.isenabled()
         with gc_paused():
@@ -345,7 +345,7 @@ class TestGcPaused:
         """A caller who turned the collector off keeps it off."""
         import gc
 
-        from aitune_fp.profiling.calls import gc_paused
+        from aitune_fp.profiling.timers import gc_paused
 
         gc.disable()
         try:

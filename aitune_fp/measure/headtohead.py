@@ -31,7 +31,6 @@ from aitune_fp.profiling.calls import (
     SpotCheckError,
     as_batches,
     checks_per_batch,
-    gc_paused,
     spot_calls,
     spot_inspector,
     timed_block,
@@ -39,7 +38,7 @@ from aitune_fp.profiling.calls import (
 from aitune_fp.profiling.interference import InterferenceError
 from aitune_fp.profiling.layout import LEAD_FROM
 from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.workers import Worker
 
 __all__ = ["head_to_head"]

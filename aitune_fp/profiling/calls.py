@@ -5,10 +5,8 @@ Every call runs on its own copy made before the clock; checks see outputs after 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 from aitune_fp.core._checks import check_int
@@ -16,7 +14,7 @@ from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
 from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import Worker, WorkerError
 
@@ -26,7 +24,6 @@ __all__ = [
     "SpotCheck",
     "SpotCheckError",
     "as_batches",
-    "gc_paused",
     "spot_calls",
     "time_calls",
 ]
@@ -274,18 +271,6 @@ def _block_in_worker(
     for j, inspect in sorted(checks.items()):
         inspect(worker.output(j))
     return wall / 1e9 / calls, None
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Keep Python's garbage collector out of the timed region (as ``timeit`` does); restore after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def time_calls(

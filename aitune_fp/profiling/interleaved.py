@@ -27,7 +27,6 @@ from aitune_fp.profiling.calls import (
     as_batches,
     call_arm,
     checks_per_batch,
-    gc_paused,
     spot_calls,
     spot_inspector,
     timed_block,
@@ -41,7 +40,7 @@ from aitune_fp.profiling.layout import (
     pair_order,
 )
 from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
+from aitune_fp.profiling.timers import CpuTimer, Timer, gc_paused, timer_for
 
 __all__ = [
     "InterleavedRun",

@@ -18,7 +18,7 @@ from typing import Any
 
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.profiling.recipe import Packed, unpack
-from aitune_fp.profiling.timers import ReportedClock
+from aitune_fp.profiling.timers import ReportedClock, gc_paused
 from aitune_fp.profiling.transport import digest_of, dump_output
 
 __all__ = [
@@ -160,14 +160,15 @@ def serve(
         conn.send_bytes(_error_message(exc, classify))
         return
     conn.send_bytes(pickle.dumps(("ready", dict(info))))
-    gc.disable()  # as while timing in process: collected only while the judge waits (``P``)
     samples: dict[int, Sample] = {}
     prepared: dict[int, Sample] = {}
     ring = CopyRing()  # each timed call's inputs: the next of the worker's own storages
     output: Any = None
     block: list[Sample] = []  # a timed block's own copies (``B``), run by ``T``
     outputs: list[Any] = []  # the last timed block's outputs, kept for ``O``
-    with torch.no_grad():
+    # as while timing in process: collected only while the judge waits (``P``); a loop served
+    # in this process (a test's) leaves the collector as it found it
+    with torch.no_grad(), gc_paused():
         while True:
             raw = conn.recv_bytes()
             kind = raw[:1]

@@ -5,7 +5,10 @@ Injected, so the CUDA paths and the loop are testable on CPU with a fake clock.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aitune_fp.inputs import Sample, as_sample
@@ -20,6 +23,7 @@ __all__ = [
     "DeviceSpan",
     "ReportedClock",
     "Timer",
+    "gc_paused",
     "has_device_clock",
     "is_host_bound",
     "timer_for",
@@ -154,3 +158,15 @@ def is_host_bound(host_s: float, device_s: float, factor: float = HOST_BOUND_FAC
 def has_device_clock(timer: Timer) -> bool:
     """Whether ``timer`` gives device time (CUDA events) for each call."""
     return timer.device_span() is not None
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Keep Python's garbage collector out of the timed region (as ``timeit`` does); restore after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
