@@ -393,3 +393,45 @@ def test_a_compile_in_a_worker_does_not_wait_on_the_parents_compile_threads() ->
         assert worker.ready() == {"done": 2}
     finally:
         worker.close()
+
+
+class _Neg:
+    """A recipe a fork-server worker can be sent (a lambda does not pickle)."""
+
+    def __call__(self, say: Any) -> tuple[Any, dict[str, Any]]:
+        return torch.neg, {}
+
+
+@pytest.mark.parametrize("threads", [None, 2], ids=["fork", "forkserver"])
+def test_the_judge_runs_one_thread_while_workers_are_timed_and_records_theirs(
+    threads: int | None,
+) -> None:
+    """Workers run their own teams; a team here, spinning after a spot check, took their cores."""
+    from aitune_fp.profiling.interleaved import InterleavedRun
+
+    group = WorkerGroup()
+    arms = [Worker(_Neg(), name="w", timeout_s=60, group=group, threads=threads) for _ in "ab"]
+    group.suspect(arms[1])
+    for arm in arms:
+        arm.ready()
+    seen: list[int] = []
+    here = torch.get_num_threads()
+    try:
+        with (
+            torch.no_grad(),
+            InterleavedRun(
+                *arms,
+                Sample((torch.ones(4),)),
+                threads=3,
+                spot_check=lambda _out: seen.append(torch.get_num_threads()),
+                spot_rate=1.0,
+            ) as run,
+        ):
+            run.extend(2)
+            timings = run.timings()
+    finally:
+        for arm in arms:
+            arm.close()
+    assert seen and set(seen) == {1}
+    assert timings.threads == (threads or 1)  # what the arms ran, not the judge's one
+    assert torch.get_num_threads() == here  # put back

@@ -31,6 +31,7 @@ from aitune_fp.profiling.calls import (
     SpotCheckError,
     as_batches,
     checks_per_batch,
+    judge_threads,
     spot_calls,
     spot_inspector,
     timed_block,
@@ -352,7 +353,7 @@ def head_to_head(
     import torch
 
     collect = gc.isenabled()
-    with intra_op_threads(threads), torch.no_grad(), gc_paused():
+    with intra_op_threads(judge_threads(list(fns.values()), threads)), torch.no_grad(), gc_paused():
         own = (
             None
             if fresh is None

@@ -24,6 +24,7 @@ __all__ = [
     "SpotCheck",
     "SpotCheckError",
     "as_batches",
+    "judge_threads",
     "spot_calls",
     "time_calls",
 ]
@@ -307,7 +308,7 @@ def time_calls(
     samples = [copy_sample(b) for b in given]
     ring = CopyRing()
     clock = timer if timer is not None else timer_for(samples[0])
-    with intra_op_threads(threads), torch.no_grad(), gc_paused():
+    with intra_op_threads(judge_threads([fn], threads)), torch.no_grad(), gc_paused():
         for j in range(warmup):
             call_arm(fn, samples[j % len(samples)], arm)
         clock.sync()
@@ -319,6 +320,15 @@ def time_calls(
             inspect = spot_inspector(check, i + 1, b if multi else None) if i in picked else None
             latencies.append(timed_call(fn, own, clock, arm, inspect, ring=ring)[0])
         return tuple(latencies)
+
+
+def judge_threads(fns: Sequence[Any], threads: int | None) -> int | None:
+    """The intra-op threads of the judging process while ``fns`` are timed: 1 when each is a worker.
+
+    Workers run their own OpenMP teams; this process's team, left spinning after its own work
+    (a spot check), took their cores (int8 read 0.49x where it is 1.4x at ``--threads 2``).
+    """
+    return 1 if fns and all(isinstance(fn, Worker) for fn in fns) else threads
 
 
 def on_values(

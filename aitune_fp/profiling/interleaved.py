@@ -27,6 +27,7 @@ from aitune_fp.profiling.calls import (
     as_batches,
     call_arm,
     checks_per_batch,
+    judge_threads,
     spot_calls,
     spot_inspector,
     timed_block,
@@ -41,6 +42,7 @@ from aitune_fp.profiling.layout import (
 )
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, Timer, gc_paused, timer_for
+from aitune_fp.profiling.workers import Worker
 
 __all__ = [
     "InterleavedRun",
@@ -181,7 +183,10 @@ class InterleavedRun:
         self._rings = {arm: CopyRing() for arm in self._fns}  # each timed call's own copy
         stack = contextlib.ExitStack()
         try:
-            self._threads_in_effect = stack.enter_context(intra_op_threads(self._threads))
+            fns = list(self._fns.values())
+            here = stack.enter_context(intra_op_threads(judge_threads(fns, self._threads)))
+            workers = [fn.threads for fn in fns if isinstance(fn, Worker)]
+            self._threads_in_effect = max(workers) if len(workers) == len(fns) else here
             stack.enter_context(torch.no_grad())
             self._gc_was_enabled = gc.isenabled()
             self._collect(None, first=True)  # empty the young generation, learn what it costs
