@@ -25,7 +25,7 @@ from aitune_fp.cli.signals import terminate_as_interrupt
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.isolation.hygiene import os_state
-from aitune_fp.profiling.calls import timed_call
+from aitune_fp.profiling.calls import timed_block, timed_call
 from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.transport import dump_output, load_output, loads
@@ -435,3 +435,29 @@ def test_the_judge_runs_one_thread_while_workers_are_timed_and_records_theirs(
     assert seen and set(seen) == {1}
     assert timings.threads == (threads or 1)  # what the arms ran, not the judge's one
     assert torch.get_num_threads() == here  # put back
+
+
+def _on_a_slow_device(say: Any) -> tuple[Any, dict[str, Any]]:
+    """In the worker: a device whose queued work takes 50 ms to end (``synchronize`` waits)."""
+    torch.cuda.is_initialized = lambda: True  # type: ignore[assignment]
+    torch.cuda.synchronize = lambda device=None: time.sleep(0.05)  # type: ignore[assignment]
+    return torch.neg, {}
+
+
+@pytest.mark.parametrize("block", [False, True], ids=["call", "block"])
+def test_a_timed_call_on_a_device_lasts_until_its_queued_work_ends(block: bool) -> None:
+    """A worker answers once its kernels ended: the judge's clock stops at the answer."""
+    worker = Worker(_on_a_slow_device, name="w", timeout_s=20)
+    try:
+        worker.ready()
+        sample = Sample((torch.ones(3),))
+        if block:
+            wall, _ = timed_block(
+                worker, [sample] * 2, CpuTimer(), "candidate", {}, ring=CopyRing(), lead=False
+            )
+            wall *= 2  # the block's two calls share one wait
+        else:
+            wall, _ = timed_call(worker, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+    finally:
+        worker.close()
+    assert 0.05 <= wall < 0.1  # its own work's wait, not the copies' (made before the clock)

@@ -151,6 +151,11 @@ def serve(
     torch.set_num_threads(threads)
     _fresh_thread_pools()
 
+    def finished() -> None:
+        """Wait for this process's device work: what it queued ends before it answers."""
+        if torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            torch.cuda.synchronize()
+
     def say(facts: Mapping[str, Any]) -> None:
         conn.send_bytes(pickle.dumps(("said", dict(facts))))
 
@@ -179,6 +184,7 @@ def serve(
                     own = prepared.pop(handle, None) or samples[handle]
                     start = 0 if clock is None else clock.now_ns()
                     output = own.call(fn)
+                    finished()  # the judge's clock stops at the answer: the kernels end first
                     outputs = [output]
                     conn.send_bytes(b"k" + _spent(clock, start))
                     conn.send_bytes(b"d" + digest_of(output))  # while the judge times another
@@ -188,6 +194,7 @@ def serve(
                     start = 0 if clock is None else clock.now_ns()
                     for own in block:
                         outputs.append(own.call(fn))
+                    finished()
                     block = []
                     conn.send_bytes(b"t" + _spent(clock, start))
                     conn.send_bytes(b"d" + b"".join(digest_of(o) for o in outputs))
@@ -201,6 +208,7 @@ def serve(
                         block.pop(0).call(fn)
                     if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
                         gc.collect(0)
+                    finished()  # the copies' (and lead's) device work, before the clock
                     conn.send_bytes(b"b")
                     continue
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
@@ -208,6 +216,7 @@ def serve(
                     prepared[handle] = ring.fill(samples[handle])
                     if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
                         gc.collect(0)
+                    finished()
                     conn.send_bytes(b"p")
                     continue
                 message = pickle.loads(raw[1:])
