@@ -12,7 +12,8 @@
 #   3. the main job on CUDA, decided on the host clock and again on the device clock, with both
 #      clocks, the threads, the quality flags and the telemetry (device_isolation, SM clock
 #      range, temperature, power) of each candidate from the JSON-lines log;
-#   4. decision_quality.py on CUDA: identical, 1.03x, 1.1x and 2x, 10 decisions each.
+#   4. the main job again with --isolation process (CUDA workers: started, timed, handed back);
+#   5. decision_quality.py on CUDA: identical, 1.03x, 1.1x and 2x, 10 decisions each.
 # Without CUDA it says so at the top of the section and runs only what a CPU can check: the
 # fake-CUDA-timer, fake-NVML telemetry and thread tests, the list of gpu tests that would run,
 # and the main job on CPU with --threads 1 (the thread and load fields checked, telemetry
@@ -61,7 +62,11 @@ print(f"threads {s['threads']} intra-op, {s['interop_threads']} inter-op, OMP "
 print("| candidate | verdict | clock | estimate | host est. | device est. | isolation "
       "| SM MHz | max °C | max W | flags |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
-measured = [r for r in rows if r["event"].endswith(".candidate_measured")]
+from aitune_fp.core.results import flat
+measured = [  # a result's parts read flat, as the schema-1 events held them
+    {**r, **flat(r["result"])} if "result" in r else r
+    for r in rows if r["event"].endswith(".candidate_measured")
+]
 if not measured:
     sys.exit("no candidate was measured")
 for r in measured:
@@ -92,7 +97,7 @@ if [ "$CUDA" != 1 ]; then
     say ""
     say "### CPU-checkable parts"
     block "$PY" -m pytest -q -p no:cacheprovider tests/test_two_clocks.py \
-        tests/test_threads_load.py tests/test_telemetry.py tests/test_cold_cache.py \
+        tests/test_cuda_workers.py tests/test_threads_load.py tests/test_telemetry.py tests/test_cold_cache.py \
         || fail "fake-CUDA-timer / fake-NVML / thread tests"
     say "gpu tests that would run on CUDA:"
     block "$PY" -m pytest -q -p no:cacheprovider -m gpu --collect-only || fail "collecting gpu tests"
@@ -147,6 +152,15 @@ for clock in host device; do
     grep -q '"device_estimate": [0-9]' "$WORK/$clock.jsonl" \
         || fail "no device time recorded on CUDA (--clock $clock)"
 done
+say ""
+say "### Main job on CUDA in workers (--isolation process), beside the in-process host run above"
+limit 200 "$PY" -m aitune_fp tune --device cuda --isolation process --max-seconds 10 --quiet \
+    --json-log "$WORK/workers.jsonl" --cache-dir "$WORK/workers" > "$WORK/workers.txt" \
+    || fail "the main job on CUDA in workers"
+block cat "$WORK/workers.txt"
+block summarise "$WORK/workers.jsonl" || fail "the CUDA workers job's events"
+grep -q '"isolation": "process"' "$WORK/workers.jsonl" \
+    || fail "CUDA workers did not run (the header names why)"
 [ "${DQ_REPEATS:-10}" = 0 ] && { say "Done in $(( $(date +%s) - START )) s (decision_quality not run)."; exit "$FAILED"; }
 say ""
 say "### decision_quality.py on CUDA (identical, 1.03x, 1.1x, 2x; ${DQ_REPEATS:-10} decisions each)"

@@ -20,7 +20,7 @@ def _text(name: str) -> str:
 
 #: What selects the in-process path, as each page words it: (README's words, guarantees' words).
 IN_PROCESS_WHEN = [
-    ("on CUDA", "CUDA (until a GPU run proves CUDA workers)"),
+    ("on CUDA", "CUDA (until a GPU run proves CUDA workers:"),
     ("`--isolation in_process`", '`isolation="in_process"` / `--isolation in_process` asked'),
     ("injected timer that cannot time another process", "injected timer that cannot time another"),
     ("does not pickle for a fork-server worker", "cannot be pickled for a fork-server worker"),
@@ -97,7 +97,7 @@ def _help(flag: str) -> str:
 def test_threads_and_isolation_agree_in_help_and_docs() -> None:
     """One thread in workers by default, torch's own in process: ``--help`` and the pages agree."""
     assert "Without it: 1 where candidates run in worker processes" in _help("--threads")
-    assert "CUDA runs in_process" in _help("--isolation")
+    assert "process on CPU, in_process on CUDA" in _help("--isolation")
     threads = _text("docs/threads.md")
     assert "processes (the default on CPU) and eager run one thread" in threads
     assert "one intra-op thread unless `--threads N`" in _text("README.md")

@@ -60,7 +60,7 @@ class DecoratorOptions:
             enabled=self.enabled if enabled is None else enabled,
             timer=self.timer,
             closeness=self.closeness,
-            isolation=self.isolation or "process",
+            isolation=self.isolation,
         )
 
     def check_isolation(

@@ -216,7 +216,7 @@ def _tune(
         min_speedup_threshold_percent=threshold,
         profiling_config=config,
         closeness=Closeness(**accuracy),
-        isolation="in_process" if args.isolation == "in_process" else None,
+        isolation=args.isolation,
     )
     console = make_console(err)
     progress = TuneProgress(

@@ -209,9 +209,10 @@ SETTINGS: tuple[Setting, ...] = (
          int, metavar="CALLS", group=ACCURACY),
     # isolation and threads
     _row("isolation", "--isolation", "process: each candidate built, checked and timed in a "
-         "worker process of its own (CPU only; CUDA runs in_process); in_process: in this "
-         "process, guarded by snapshots; docs/guarantees.md", choices=("process", "in_process"),
-         group=ISOLATION, into="command", key="isolation", shown="process",
+         "worker process of its own; in_process: in this process, guarded by snapshots. Without "
+         "it: process on CPU, in_process on CUDA (CUDA workers run only when asked: they are not "
+         "yet proven on a GPU); docs/guarantees.md", choices=("process", "in_process"),
+         group=ISOLATION, into="command", key="isolation",
          aliases=("--in-process=in_process",)),
     _row("threads", "--threads", "CPU intra-op threads for eager and every candidate, in "
          "threads (OMP_NUM_THREADS before torch loads; workers run the same). Without it: 1 "

@@ -63,10 +63,13 @@ class ValidationOptions:
     closeness: Closeness | None = attrs.field(
         default=None, validator=attrs.validators.optional(of_type(Closeness))
     )
-    #: Where candidates run until chosen: ``process`` (default: a worker process each, eager in
-    #: another; the tune falls back to ``in_process`` where that cannot work, and says why) or
-    #: ``in_process`` (the user's process, guarded by snapshots).
-    isolation: IsolationMode = attrs.field(default="process", validator=one_of(ISOLATION_MODES))
+    #: Where candidates run until chosen: ``process`` (a worker process each, eager in another),
+    #: ``in_process`` (the user's process, guarded by snapshots), None: ``process`` on CPU and
+    #: ``in_process`` on CUDA (CUDA workers not yet proven on a GPU); the tune falls back to
+    #: ``in_process`` where workers cannot work, and says why.
+    isolation: IsolationMode | None = attrs.field(
+        default=None, validator=attrs.validators.optional(one_of(ISOLATION_MODES))
+    )
     #: Why ``in_process`` where a driver chose it (an AITune distributed run), not the user.
     in_process_why: str | None = None
 

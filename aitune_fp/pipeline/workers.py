@@ -83,9 +83,47 @@ def isolation_of(
             "an injected timer that cannot time another process (it has no spend_ns: "
             "aitune_fp.profiling.timers.ReportedClock)"
         )
-    if torch.device(target.device).type != "cpu":
-        return "in_process", f"device {target.device}: workers do not run on CUDA yet"
-    return "process", None
+    device = torch.device(target.device)
+    if device.type == "cpu":
+        return "process", None
+    if device.type != "cuda":
+        return "in_process", f"device {device}: workers run on CPU and CUDA only"
+    if options.isolation != "process":
+        return (
+            "in_process",
+            "CUDA workers are not yet proven on a GPU: isolation='process' runs them",
+        )
+    if options.profiling_config.clock == "device":
+        return "in_process", "clock='device' reads CUDA events, which time this process's work only"
+    short = device_short(torch.cuda.mem_get_info(device)[0], model_bytes(target.module))
+    return ("process", None) if short is None else ("in_process", short)
+
+
+#: Device memory a CUDA worker needs besides its copy of the model: its context and workspace.
+WORKER_DEVICE_BYTES = 1 << 30
+
+
+def device_short(free: int, model: int) -> str | None:
+    """Why two workers (eager's and a candidate's) do not fit in ``free`` bytes; None if they do.
+
+    Each holds a copy of the model (``model`` bytes) and a context of its own.
+    """
+    need = 2 * (model + WORKER_DEVICE_BYTES)
+    if free >= need:
+        return None
+    return (
+        f"device memory: {free / 2**30:.1f} GiB free, and two workers need about "
+        f"{need / 2**30:.1f} GiB (a copy of the model and a context each)"
+    )
+
+
+def model_bytes(module: torch.nn.Module) -> int:
+    """Bytes of ``module``'s parameters and buffers (each storage once)."""
+    seen = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for t in (*module.parameters(), *module.buffers())
+    }
+    return sum(seen.values())
 
 
 def reported_clock(options: ValidationOptions | None) -> ReportedClock | None:

@@ -244,7 +244,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
         min_speedup_threshold_percent=task.threshold,
         profiling_config=task.profiling,
         closeness=Closeness(**dict(task.accuracy)),
-        isolation="in_process" if task.isolation == "in_process" else "process",
+        isolation="in_process" if task.isolation == "in_process" else None,
     )
     os.makedirs(task.cache_dir, exist_ok=True)
     with torch.no_grad():
