@@ -582,6 +582,23 @@ class TestHeadAndFinalLine:
         assert "measured once up front" in text
         assert "timed alongside" not in text
 
+    def test_the_gate_line_says_under_what_its_level_holds(self) -> None:
+        """The wrong-accept level holds for independent timings: the header says so and where."""
+        from aitune_fp.core.report import TuneReport
+
+        result = fake_result("X()", guarantee=0.95, required_speedup=1.01)
+        run = TuneReport(
+            run_id="r",
+            module_name="m",
+            results=(result,),
+            decision="statistical",
+            required_speedup=1.01,
+            min_speedup_threshold_percent=1.0,
+        )
+        text = " ".join(self._render(run).split())  # the header wraps
+        gate = text.split("Gate:", 1)[1].split("Each row", 1)[0]
+        assert "at most 5% over all looks for independent timings: docs/guarantees.md" in gate
+
     def test_no_backend_line_does_not_end_on_a_colon(self) -> None:
         """FirstWins' multi-line error: the final line says where the reasons are."""
         from aitune_fp.core.report import TuneReport
