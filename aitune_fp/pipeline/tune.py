@@ -63,6 +63,7 @@ from aitune_fp.pipeline.values import (
 from aitune_fp.pipeline.vetting import rank, recheck, vet
 from aitune_fp.pipeline.workers import WorkerArm, close_workers, isolation_of, start_eager
 from aitune_fp.profiling.interference import WorkerGroup
+from aitune_fp.profiling.placement import moving
 from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.watchdog import Watchdog
 from aitune_fp.profiling.workers import Worker
@@ -337,7 +338,7 @@ class TuneSession:
         """What eager is timed as: its worker (process isolation), else its private copy."""
         if self.eager_worker is not None:
             return self.eager_worker
-        return infer_of(self.eager)
+        return moving(infer_of(self.eager), self.eager)  # its weights move now and then
 
     def failed(
         self, description: str, stage: Stage, exc: BaseException, log: Path | None

@@ -43,6 +43,7 @@ from aitune_fp.pipeline.values import (
 from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling.calls import SpotCheckError
 from aitune_fp.profiling.interference import InterferenceError
+from aitune_fp.profiling.placement import moving
 from aitune_fp.profiling.recipe import UnpicklableError
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.profiling.timers import ReportedClock
@@ -145,7 +146,7 @@ class EagerRecipe:
 
     def __call__(self, say: Callable[[Mapping[str, Any]], None]) -> tuple[Any, dict[str, Any]]:
         """Eager's callable, and no facts."""
-        return infer_of(self.baseline), {}
+        return moving(infer_of(self.baseline), self.baseline), {}
 
 
 @attrs.frozen

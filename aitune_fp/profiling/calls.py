@@ -13,6 +13,7 @@ from aitune_fp.core._checks import check_int
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
+from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.watchdog import progress
@@ -221,6 +222,7 @@ def timed_block(
         raise InvalidValueError(f"a block needs at least one timed call, got {len(batches)}")
     if isinstance(fn, Worker):
         return _block_in_worker(fn, batches, timer, arm, checks, lead)
+    before_sample(fn, lambda: call_arm(fn, batches[0], arm))  # eager's weights moved, when due
     own = ring.fill_block(batches)  # every call's own copy, made before the clock starts
     if lead:
         call_arm(fn, own.pop(0), arm, fresh=False)

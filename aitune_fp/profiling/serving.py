@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import multiprocessing
 import multiprocessing.context
@@ -16,7 +17,8 @@ from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
-from aitune_fp.inputs import CopyRing, Sample
+from aitune_fp.inputs import CopyRing, Sample, copy_sample
+from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.recipe import Packed, unpack
 from aitune_fp.profiling.timers import ReportedClock, gc_paused
 from aitune_fp.profiling.transport import digest_of, dump_output
@@ -203,6 +205,7 @@ def serve(
                 if kind == b"B":  # a block's own copies before the clock; ``lead``: call 1 untimed
                     handles, lead = pickle.loads(raw[1:])
                     output, outputs = None, []
+                    before_sample(fn, functools.partial(_on_copy, fn, samples[handles[0]]))
                     block = ring.fill_block([samples[h] for h in handles])
                     if lead:
                         block.pop(0).call(fn)
@@ -213,6 +216,7 @@ def serve(
                     continue
                 if kind == b"P":  # the next call's own copy of a sample, made before the clock
                     handle = int.from_bytes(raw[1:], "little")
+                    before_sample(fn, functools.partial(_on_copy, fn, samples[handle]))
                     prepared[handle] = ring.fill(samples[handle])
                     if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
                         gc.collect(0)
@@ -247,6 +251,11 @@ def serve(
             except BaseException as exc:  # SystemExit, KeyboardInterrupt and friends too
                 output = None
                 conn.send_bytes(_error_message(exc, classify))
+
+
+def _on_copy(fn: Callable[..., Any], sample: Sample) -> Any:
+    """An untimed call of ``fn`` on a fresh copy of ``sample``."""
+    return copy_sample(sample).call(fn)
 
 
 def _spent(clock: ReportedClock | None, start: int) -> bytes:
