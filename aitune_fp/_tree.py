@@ -18,18 +18,18 @@ def _is_namedtuple(value: object) -> bool:
     return isinstance(value, tuple) and hasattr(value, "_fields") and hasattr(value, "_make")
 
 
-def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
-    """Rebuild ``value`` with ``fn`` applied to every tensor inside tuples, lists and mappings."""
+def _rebuild(value: Any, tensor: Callable[[torch.Tensor], Any], leaf: Callable[[Any], Any]) -> Any:
+    """``value`` rebuilt through tuples, lists and mappings: ``tensor`` on tensors, ``leaf`` on the rest."""
     if isinstance(value, torch.Tensor):
-        return fn(value)
+        return tensor(value)
     if _is_namedtuple(value):
-        return type(value)._make(map_tensors(fn, item) for item in value)
+        return type(value)._make(_rebuild(item, tensor, leaf) for item in value)
     if isinstance(value, tuple):
-        return tuple(map_tensors(fn, item) for item in value)
+        return tuple(_rebuild(item, tensor, leaf) for item in value)
     if isinstance(value, list):
-        return [map_tensors(fn, item) for item in value]
+        return [_rebuild(item, tensor, leaf) for item in value]
     if isinstance(value, Mapping):
-        items = {key: map_tensors(fn, item) for key, item in value.items()}
+        items = {key: _rebuild(item, tensor, leaf) for key, item in value.items()}
         if type(value) is dict:
             return items
         factory: Any = type(value)
@@ -37,29 +37,17 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
             return factory(items)
         except TypeError:
             return items
-    return value
+    return leaf(value)
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], value: Any) -> Any:
+    """Rebuild ``value`` with ``fn`` applied to every tensor inside tuples, lists and mappings."""
+    return _rebuild(value, fn, lambda leaf: leaf)
 
 
 def clone_value(value: Any) -> Any:
     """Return a deep copy of ``value``; tensors are detached and cloned (deepcopy refuses non-leaves)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if _is_namedtuple(value):
-        return type(value)._make(clone_value(item) for item in value)
-    if isinstance(value, tuple):
-        return tuple(clone_value(item) for item in value)
-    if isinstance(value, list):
-        return [clone_value(item) for item in value]
-    if isinstance(value, Mapping):
-        items = {key: clone_value(item) for key, item in value.items()}
-        if type(value) is dict:
-            return items
-        factory: Any = type(value)
-        try:
-            return factory(items)
-        except TypeError:
-            return items
-    return copy.deepcopy(value)
+    return _rebuild(value, lambda tensor: tensor.detach().clone(), copy.deepcopy)
 
 
 def clone_inputs(

@@ -1,6 +1,5 @@
-"""Decision engine v3: error spent late, widened for any positive correlation, and ``faster``
-only when the throughput agrees (``decide_at_look``'s ``look``, ``always_widen`` and
-``throughput_consistent``; the simulation figures are in ``benchmarks/RESULTS.md``).
+"""``decide_at_look``: error spent late, widened for any positive correlation, and ``faster``
+only when the throughput agrees (the simulation figures are in ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -40,22 +39,12 @@ def test_faster_needs_the_throughput_to_agree() -> None:
     ratios = [1.3] * 36 + [0.25] * 4
     base, cand = _pairs(ratios)
     assert sum(base) / sum(cand) < 1.01
-    v2 = decide_at_look(
-        base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=False
-    )
-    assert v2.verdict == "faster"
-    v3 = decide_at_look(
-        base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True
-    )
-    assert v3.verdict == "inconclusive" and "throughput_disagrees" in v3.flags
+    decision = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
+    assert decision.verdict == "inconclusive" and "throughput_disagrees" in decision.flags
+    assert decision.held_back == "throughput"  # the interval alone said faster
     # when the throughput agrees, nothing changes
     fine = _pairs([1.3] * 40)
-    assert (
-        decide_at_look(
-            *fine, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True
-        ).verdict
-        == "faster"
-    )
+    assert decide_at_look(*fine, Gate(1.0), confidence=0.95, n_looks=6).verdict == "faster"
 
 
 def test_early_looks_are_widened_and_spend_little() -> None:
@@ -67,7 +56,7 @@ def test_early_looks_are_widened_and_spend_little() -> None:
     )
     v3 = decide_at_look(
         base, cand, Gate(1.0), confidence=0.95, n_looks=6, guard_serial_correlation=True,
-        look=2, always_widen=True,
+        look=2,
     )  # fmt: skip
     assert v3.ci_low < v2.ci_low and v3.ci_high > v2.ci_high
     assert v3.confidence > v2.confidence  # look 2 of 6 spends less than an even share
@@ -78,9 +67,7 @@ def test_a_held_back_verdict_says_why_and_never_that_the_interval_straddles() ->
     from aitune_fp.measure.reasons import reason_text
 
     base, cand = _pairs([1.3] * 36 + [0.25] * 4)
-    decision = decide_at_look(
-        base, cand, Gate(1.0), confidence=0.95, n_looks=6, throughput_consistent=True
-    )
+    decision = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
     text = reason_text(decision, 40, budget_s=None, last_look=True)
     assert "straddles" not in text
     assert "clears required" in text and "throughput ratio" in text and "not called faster" in text

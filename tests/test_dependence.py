@@ -1,9 +1,7 @@
-"""Decision engine v3.1: the block-median guard of ``decide_at_look`` (issue 22).
-
-A ``faster`` stands only when the Wilcoxon / Hodges-Lehmann bound on the medians of blocks of
-``floor(sqrt(n))`` pairs clears the required speedup too. A drifting ratio that the lag-1 widening
-and the shift test both miss is held back; where the guard does not fire, the decision is v3's,
-bit for bit. The simulation figures are in ``benchmarks/RESULTS.md`` (v3.1).
+"""The block guard of ``decide_at_look``: a ``faster`` stands only when the Wilcoxon /
+Hodges-Lehmann bound on the means of blocks of ``floor(sqrt(n))`` pairs clears the required
+speedup too, so a drifting ratio that the lag-1 widening and the shift test both miss is held
+back. The simulation figures are in ``benchmarks/RESULTS.md`` (v3.1).
 """
 
 from __future__ import annotations
@@ -20,16 +18,14 @@ from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import decide_at_look
 from aitune_fp.core.verdict import SpeedupDecision
 
-#: The production options (``measure``'s), v3: everything but the block guard.
-V3: dict[str, object] = {
+#: The production options (``measure``'s).
+PRODUCTION: dict[str, object] = {
     "confidence": 0.95,
     "n_looks": 6,
     "futility_margin_percent": 1.0,
     "futility_error": 0.20,
     "guard_serial_correlation": True,
     "guard_shift": True,
-    "always_widen": True,
-    "throughput_consistent": True,
 }
 
 
@@ -39,7 +35,7 @@ def _pairs(ratios: list[float]) -> tuple[list[float], list[float]]:
 
 
 def _decide(ratios: list[float], look: int, **options: object) -> SpeedupDecision:
-    return decide_at_look(*_pairs(ratios), Gate(1.0), look=look, **V3, **options)  # type: ignore[arg-type]
+    return decide_at_look(*_pairs(ratios), Gate(1.0), look=look, **PRODUCTION, **options)  # type: ignore[arg-type]
 
 
 def _drifting(n: int = 80) -> list[float]:
@@ -63,42 +59,30 @@ def test_block_means_cover_the_latest_pairs(values: list[float], block: int) -> 
 
 
 def test_a_drifting_ratio_is_not_accepted() -> None:
-    """1.04x drifting to 1.00x: v3 accepts at 80 pairs (the early pairs carry it); v3.1 does not."""
-    ratios = _drifting()
-    v3 = _decide(ratios, 4, block_guard=False)
-    assert v3.verdict == "faster" and v3.shift_index is None  # the shift test misses it
-    v31 = _decide(ratios, 4)  # block_guard follows always_widen
-    assert v31.verdict == "inconclusive"
-    assert "block_bound" in v31.flags
-    assert v31.ci_low <= v31.required_speedup < v3.ci_low  # the interval says why
-    assert (v31.speedup, v31.ci_high) == (v3.speedup, v3.ci_high)
+    """1.04x drifting to 1.00x: the early pairs would carry it at 80 pairs; the blocks do not."""
+    decision = _decide(_drifting(), 4)
+    assert decision.verdict == "inconclusive" and decision.shift_index is None  # shift missed
+    assert "block_bound" in decision.flags and decision.held_back == "block"
+    assert decision.ci_low <= decision.required_speedup  # the interval says why
 
 
-def test_an_iid_ratio_is_accepted_with_the_same_decision_as_before() -> None:
+def test_an_iid_ratio_is_accepted() -> None:
     rng = random.Random(3)
     ratios = [1.05 * math.exp(rng.gauss(0.0, 0.03)) for _ in range(80)]
-    v3 = _decide(ratios, 4, block_guard=False)
-    assert v3.verdict == "faster"
-    assert _decide(ratios, 4) == v3
+    decision = _decide(ratios, 4)
+    assert decision.verdict == "faster" and "block_bound" not in decision.flags
 
 
-def test_the_guard_is_off_by_default_without_always_widen() -> None:
-    ratios = _drifting()
-    plain = decide_at_look(*_pairs(ratios), Gate(1.0), confidence=0.95, n_looks=6, look=4)
+def test_the_guard_is_off_without_the_serial_correlation_guard() -> None:
+    plain = decide_at_look(*_pairs(_drifting()), Gate(1.0), confidence=0.95, n_looks=6, look=4)
     assert "block_bound" not in plain.flags
-    assert (
-        decide_at_look(
-            *_pairs(ratios), Gate(1.0), confidence=0.95, n_looks=6, look=4, block_guard=False
-        )
-        == plain
-    )
 
 
 def test_too_few_blocks_leave_the_decision_alone() -> None:
-    """At 10 or 20 pairs the blocks cannot reach the look's level: v3's decision, unchanged."""
+    """At 10 or 20 pairs the blocks cannot reach the look's level: the guard never fires."""
     ratios = [1.2] * 20
     for n, look in ((10, 1), (20, 2)):
-        assert _decide(ratios[:n], look) == _decide(ratios[:n], look, block_guard=False)
+        assert "block_bound" not in _decide(ratios[:n], look).flags
 
 
 @settings(max_examples=60, deadline=None)
@@ -113,21 +97,16 @@ def test_too_few_blocks_leave_the_decision_alone() -> None:
 def test_the_guard_only_ever_holds_a_faster_back(
     level: float, slope: float, scatter: float, seed: int, n: int
 ) -> None:
-    """Never more liberal than v3, bit-identical where it does not fire, and deterministic.
+    """When the guard fires the look stays open, below the gate, deterministically.
 
-    The block guard runs before the throughput guard: a `faster` it holds back may also have
-    been held back by the throughput guard without it (CI found one, 2026-12-05)."""
+    The block guard runs before the throughput guard, which then has nothing left to hold back."""
     rng = random.Random(seed)
     ratios = [level * math.exp(slope * i / n + scatter * rng.uniform(-1.0, 1.0)) for i in range(n)]
     look = {40: 3, 80: 4, 160: 5}[n]
-    v3 = _decide(ratios, look, block_guard=False)
-    v31 = _decide(ratios, look, block_guard=True)
-    assert _decide(ratios, look, block_guard=True) == v31
-    if "block_bound" in v31.flags:
-        assert v31.verdict == "inconclusive"
-        assert v3.verdict == "faster" or "throughput_disagrees" in v3.flags
-        assert v31.ci_low <= v31.required_speedup
-        before_throughput = tuple(f for f in v3.flags if not f.startswith("throughput"))
-        assert v31.flags == (*before_throughput, "block_bound")
-    else:
-        assert v31 == v3
+    decision = _decide(ratios, look)
+    assert _decide(ratios, look) == decision
+    if "block_bound" in decision.flags:
+        assert decision.verdict == "inconclusive" and decision.held_back == "block"
+        assert decision.ci_low <= decision.required_speedup
+        assert decision.flags[-1] == "block_bound"
+        assert not any(f.startswith("throughput") for f in decision.flags)

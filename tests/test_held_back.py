@@ -20,8 +20,6 @@ V31 = {
     "futility_error": 0.2,
     "guard_serial_correlation": True,
     "guard_shift": True,
-    "always_widen": True,
-    "throughput_consistent": True,
 }
 
 ratios = st.lists(st.floats(0.5, 2.0), min_size=10, max_size=90)
@@ -35,7 +33,7 @@ def _pairs(rs: list[float]) -> tuple[list[float], list[float]]:
 def _look(rs: list[float], **options: object) -> object:
     look = 1 + min(5, max(0, int(math.log2(len(rs) / 10))))
     return decide_at_look(
-        *_pairs(rs), Gate(1.0), confidence=0.95, n_looks=6, look=look, **V31, **options
+        *_pairs(rs), Gate(1.0), confidence=0.95, n_looks=6, look=look, **{**V31, **options}
     )  # type: ignore[arg-type]
 
 
@@ -80,12 +78,12 @@ def test_the_throughput_bound_is_below_the_point(
 def test_a_throughput_just_at_the_gate_is_held_by_the_bound() -> None:
     """Typical call 1.06x, every tenth call 1.5x slower: the throughput ratio is 1.011x, just
     past the gate. The point lets it through; its bound does not (the throughput condition
-    alone: the block guard off)."""
+    alone: without the serial-correlation guard, the block guard is off)."""
     rs = [1.06 * math.exp(0.01 * math.sin(i * 2.3)) / (1.5 if i % 10 == 3 else 1.0) for i in range(80)]  # fmt: skip
     base, cand = _pairs(rs)
     assert 1.01 < sum(base) / sum(cand) < 1.012
-    point = _look(rs, block_guard=False)
-    bound = _look(rs, block_guard=False, throughput_bound=True)
+    point = _look(rs, guard_serial_correlation=False)
+    bound = _look(rs, guard_serial_correlation=False, throughput_bound=True)
     assert point.verdict == "faster"  # type: ignore[attr-defined]
     assert bound.verdict == "inconclusive" and bound.held_back == "throughput"  # type: ignore[attr-defined]
     assert "throughput_bound" in bound.flags  # type: ignore[attr-defined]

@@ -5,6 +5,7 @@ The one table the CLI reads; torch-free at import (each factory imports its back
 
 from __future__ import annotations
 
+import importlib
 import types
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -72,105 +73,39 @@ class BackendEntry:
             )
 
 
-# ---- factories: each imports its backend (and torch) only when called -------------------------
+def _lazy(module: str, cls: str, *, dtype: str = "", **fixed: object) -> Callable[..., Backend]:
+    """A factory for ``aitune_fp.backends.<module>.<cls>`` (and torch), imported when called.
+
+    ``dtype``: the name of the torch autocast dtype it is built with; ``fixed``: other options.
+    """
+
+    def factory(**settings: object) -> Backend:
+        options = dict(fixed)
+        if dtype:
+            import torch
+
+            options["dtype"] = getattr(torch, dtype)
+        backend_cls = getattr(importlib.import_module(f"aitune_fp.backends.{module}"), cls)
+        backend: Backend = backend_cls(**options, **settings)
+        return backend
+
+    factory.__qualname__ = factory.__name__ = cls
+    return factory
 
 
-def _eager() -> Backend:
-    """Eager PyTorch in the module's own dtype (the baseline's configuration)."""
-    from aitune_fp.backends.eager import TorchEagerBackend
-
-    return TorchEagerBackend()
-
-
-def _eager_bf16() -> Backend:
-    """Eager PyTorch under bfloat16 autocast."""
-    import torch
-
-    from aitune_fp.backends.eager import TorchEagerBackend
-
-    return TorchEagerBackend(dtype=torch.bfloat16)
-
-
-def _eager_fp16() -> Backend:
-    """Eager PyTorch under float16 autocast."""
-    import torch
-
-    from aitune_fp.backends.eager import TorchEagerBackend
-
-    return TorchEagerBackend(dtype=torch.float16)
-
-
-def _compile(**settings: object) -> Backend:
-    """``torch.compile`` with its defaults, or the ``mode``/``dynamic``/``fullgraph`` given."""
-    from aitune_fp.backends.compile import TorchCompileBackend
-
-    return TorchCompileBackend(**settings)  # type: ignore[arg-type]  # checked by check_settings
-
-
-def _compile_bf16(**settings: object) -> Backend:
-    """``torch.compile`` under bfloat16 autocast (settings as for ``compile``)."""
-    import torch
-
-    from aitune_fp.backends.compile import TorchCompileBackend
-
-    return TorchCompileBackend(dtype=torch.bfloat16, **settings)  # type: ignore[arg-type]
-
-
-def _compile_max_autotune() -> Backend:
-    """``torch.compile`` autotuning its kernels, without CUDA graphs (so it also runs on CPU)."""
-    from aitune_fp.backends.compile import TorchCompileBackend
-
-    return TorchCompileBackend(mode="max-autotune-no-cudagraphs")
-
-
-def _compile_reduce_overhead() -> Backend:
-    """``torch.compile`` with CUDA graphs to cut launch overhead."""
-    from aitune_fp.backends.compile import TorchCompileBackend
-
-    return TorchCompileBackend(mode="reduce-overhead")
-
-
-def _cuda_graphs() -> Backend:
-    """CUDA graph capture and replay of the eager module."""
-    from aitune_fp.backends.cuda_graph import CudaGraphBackend
-
-    return CudaGraphBackend()
-
-
-def _int8_dynamic() -> Backend:
-    """int8 dynamic quantization of Linear/LSTM/GRU layers (CPU kernels)."""
-    from aitune_fp.backends.quantized import Int8DynamicBackend
-
-    return Int8DynamicBackend()
-
-
-def _int8_weight_only() -> Backend:
-    """int8 weight-only quantization of Linear layers (plain torch ops: CPU and CUDA)."""
-    from aitune_fp.backends.quantized import Int8DynamicBackend
-
-    return Int8DynamicBackend(scheme="weight-only")
-
-
-def _channels_last() -> Backend:
-    """A convolutional model and its 4-D inputs in channels-last layout."""
-    from aitune_fp.backends.channels_last import ChannelsLastBackend
-
-    return ChannelsLastBackend()
-
-
-def _onnxruntime() -> Backend:
-    """The module exported to ONNX, run by ONNX Runtime (extra ``onnx``)."""
-    from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
-
-    return OnnxRuntimeBackend()
-
-
-def _aot_inductor() -> Backend:
-    """``torch.export`` + AOTInductor, compiled ahead of time into the cache folder."""
-    from aitune_fp.backends.aot_inductor import AotInductorBackend
-
-    return AotInductorBackend()
-
+_eager = _lazy("eager", "TorchEagerBackend")
+_eager_bf16 = _lazy("eager", "TorchEagerBackend", dtype="bfloat16")
+_eager_fp16 = _lazy("eager", "TorchEagerBackend", dtype="float16")
+_compile = _lazy("compile", "TorchCompileBackend")
+_compile_bf16 = _lazy("compile", "TorchCompileBackend", dtype="bfloat16")
+_compile_max_autotune = _lazy("compile", "TorchCompileBackend", mode="max-autotune-no-cudagraphs")
+_compile_reduce_overhead = _lazy("compile", "TorchCompileBackend", mode="reduce-overhead")
+_cuda_graphs = _lazy("cuda_graph", "CudaGraphBackend")
+_int8_dynamic = _lazy("quantized", "Int8DynamicBackend")
+_int8_weight_only = _lazy("quantized", "Int8DynamicBackend", scheme="weight-only")
+_channels_last = _lazy("channels_last", "ChannelsLastBackend")
+_onnxruntime = _lazy("onnxruntime", "OnnxRuntimeBackend")
+_aot_inductor = _lazy("aot_inductor", "AotInductorBackend")
 
 _CPU = frozenset({"cpu"})
 _ANY = frozenset({"cpu", "cuda"})

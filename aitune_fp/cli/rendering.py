@@ -118,10 +118,7 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
 
 
 def _cpu_line(results: Sequence[PerformanceValidationResult]) -> str | None:
-    """The threads, the cores, and the load at the first comparison's start and last one's end.
-
-    None for results that do not carry them (older logs, issue 24).
-    """
+    """The threads, cores and load from the first comparison's start to the last one's end, or None."""
     timed = [r for r in results if r.threads is not None]
     if not timed:
         return None

@@ -205,6 +205,12 @@ def one_of(choices: tuple[Any, ...]) -> Validator:
     return _saying(validate, enum=list(choices))
 
 
+def share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: a finite number in ``[0, 1]``."""
+    if check_finite(attribute.name, value, minimum=0) > 1:
+        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
+
+
 def tuple_of(member: Validator) -> Validator:
     """Validator: a tuple whose every item passes ``member`` (see :func:`as_tuple` to convert)."""
     return attrs.validators.deep_iterable(

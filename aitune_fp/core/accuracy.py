@@ -12,11 +12,10 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from aitune_fp.core._checks import check_finite, finite, integer, of_type, one_of
+from aitune_fp.core._checks import check_finite, finite, integer, of_type, one_of, share
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 __all__ = [
-    "ACCURACY_KEYS",
     "CRITERIA",
     "CRITERIA_MODES",
     "RESOLUTION_ULPS",
@@ -53,15 +52,6 @@ RESOLUTION_ULPS = 16
 #: everywhere, or the norm criteria everywhere.
 CriteriaMode: TypeAlias = Literal["auto", "elementwise", "norm"]
 CRITERIA_MODES: tuple[CriteriaMode, ...] = ("auto", "elementwise", "norm")
-#: The settings of the accuracy check that ``Closeness`` takes, the ``tune`` flags set and a
-#: sweep file's ``[accuracy]`` table holds (same names).
-ACCURACY_KEYS: tuple[str, ...] = (
-    "criteria",
-    "rel_l2",
-    "outlier_share",
-    "calibrate",
-    "noise_factor",
-)
 #: The settings that only the norm criteria read.
 _NORM_ONLY: tuple[str, ...] = ("rel_l2", "outlier_share", "calibrate")
 
@@ -81,13 +71,6 @@ def _cap_inf(value: Any) -> Any:
     return sys.float_info.max if value == math.inf and not isinstance(value, bool) else value
 
 
-def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: a finite number in ``[0, 1]``."""
-    number = check_finite(attribute.name, value, minimum=0)
-    if number > 1:
-        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class Criterion:
     """One criterion's measured ``value`` against its ``budget``, at output leaf ``path``."""
@@ -101,8 +84,8 @@ class Criterion:
         """A share (top-1 agreement) lies in [0, 1]."""
         if self.name in _FLOORS:
             field = attrs.fields(Criterion)
-            _share(self, field.value, self.value)
-            _share(self, field.budget, self.budget)
+            share(self, field.value, self.value)
+            share(self, field.budget, self.budget)
 
     @property
     def higher_is_better(self) -> bool:
@@ -161,8 +144,8 @@ class NormBudgets:
     """The budgets one output leaf is held to when the norm criteria decide."""
 
     rel_l2: float = attrs.field(validator=finite(minimum=0))
-    outlier_share: float = attrs.field(validator=_share)
-    top1_agreement: float | None = attrs.field(default=None, validator=_optional(_share))
+    outlier_share: float = attrs.field(validator=share)
+    top1_agreement: float | None = attrs.field(default=None, validator=_optional(share))
 
 
 @attrs.frozen(kw_only=True)

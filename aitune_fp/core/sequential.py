@@ -83,9 +83,9 @@ def _segment_bounds(
     *,
     paired: bool,
     guard_serial: bool,
-    always_widen: bool = False,
+    always_widen: bool,
 ) -> _Segment:
-    """Log bounds of one stretch of pairs, with the widening factor applied (``factor``)."""
+    """Log bounds of one stretch of pairs, widened by ``factor`` (``always_widen``: even unflagged)."""
     rho: float | None = None
     factor = 1.0
     flagged = False
@@ -128,14 +128,17 @@ def _decide(
     alpha_futility: float | None = None,
     guard_serial: bool = False,
     guard_shift: bool = False,
-    always_widen: bool = False,
-    throughput_consistent: bool = False,
-    block_guard: bool = False,
+    sequential: bool = False,
     min_accept_pairs: int = 0,
     throughput_bound: bool = False,
     after_eager: tuple[bool, ...] | None = None,
 ) -> SpeedupDecision:
-    """One look's decision from checked timings, and the first condition that held it back."""
+    """One look's decision, and the first condition that held it back.
+
+    ``sequential`` (a look of the tune): widening guards always widen and block-guard a ``faster``,
+    which also needs the throughput ratio to agree.
+    """
+    always_widen = sequential and guard_serial
     flags: list[str] = []
     whole = _segment_bounds(
         base,
@@ -184,7 +187,7 @@ def _decide(
     verdict = rule_verdict(
         ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility, margin=margin
     )
-    if block_guard and verdict == "faster":
+    if always_widen and verdict == "faster":
         first = shift or 0  # after a shift, the blocks of the regime the estimate speaks for
         logs = [math.log(b / c) for b, c in zip(base[first:], cand[first:], strict=True)]
         block_low = block_lower(logs, alpha)
@@ -200,7 +203,7 @@ def _decide(
                 margin=margin,
             )
             stages.append(("block", verdict))
-    if throughput_consistent and verdict == "faster":
+    if sequential and verdict == "faster":
         first = shift or 0
         b, c = base[first:], cand[first:]
         if throughput_bound:  # a bound on the throughput ratio at the look's level
@@ -328,9 +331,6 @@ def decide_at_look(
     guard_serial_correlation: bool = False,
     guard_shift: bool = False,
     look: int | None = None,
-    always_widen: bool | None = None,
-    throughput_consistent: bool = True,
-    block_guard: bool | None = None,
     min_accept_pairs: int = 0,
     throughput_bound: bool = False,
     candidate_after_eager: Sequence[bool] | None = None,
@@ -344,10 +344,6 @@ def decide_at_look(
     looks = check_int("n_looks", n_looks, minimum=1)
     check_type("guard_serial_correlation", guard_serial_correlation, bool)
     check_type("guard_shift", guard_shift, bool)
-    if block_guard is not None:
-        check_type("block_guard", block_guard, bool)
-    if always_widen is None:
-        always_widen = guard_serial_correlation
     alpha = (1.0 - level) / looks if look is None else look_alpha(1.0 - level, look, looks)
     if alpha >= 0.5:
         raise InvalidValueError(
@@ -373,17 +369,14 @@ def decide_at_look(
         alpha_futility=alpha_futility,
         guard_serial=guard_serial_correlation,
         guard_shift=guard_shift,
-        always_widen=always_widen,
-        throughput_consistent=throughput_consistent,
-        block_guard=always_widen if block_guard is None else block_guard,
+        sequential=True,
         min_accept_pairs=check_int("min_accept_pairs", min_accept_pairs, minimum=0),
         throughput_bound=check_type("throughput_bound", throughput_bound, bool),
         after_eager=_after_eager(candidate_after_eager, len(base)),
     )
 
 
-#: ``always_widen``: below this many pairs correlation cannot be seen, and at least
-#: :data:`EARLY_PHI` is assumed.
+#: Below this many pairs correlation cannot be seen, and at least :data:`EARLY_PHI` is assumed.
 EARLY_PAIRS: Final = 40
 EARLY_PHI: Final = 0.2
 #: The exponent of the error-spending function ``alpha * (k / K) ** SPENDING_POWER``.

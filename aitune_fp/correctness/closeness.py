@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import torch
 
-from aitune_fp.core._checks import check_finite, finite, of_type, one_of
+from aitune_fp.core._checks import finite, of_type, one_of, share
 from aitune_fp.core.accuracy import CRITERIA_MODES, CriteriaMode, NoiseFloor, accuracy_conflict
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness.check import AccuracyMetric, check_correctness, metric_name
@@ -42,12 +42,6 @@ def _generator_or_none(instance: object, attribute: attrs.Attribute[Any], value:
         )
 
 
-def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: a finite number in [0, 1]."""
-    if check_finite(attribute.name, value, minimum=0) > 1:
-        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
-
-
 _optional = attrs.validators.optional
 #: The settings that adjust a backend's budget (None: left as the budget has it).
 _ADJUSTS = ("rel_l2", "outlier_share", "noise_factor")
@@ -68,7 +62,7 @@ class Closeness:
     max_degradation: float = attrs.field(default=0.0, validator=finite(minimum=0))
     criteria: CriteriaMode = attrs.field(default="auto", validator=one_of(CRITERIA_MODES))
     rel_l2: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    outlier_share: float | None = attrs.field(default=None, validator=_optional(_share))
+    outlier_share: float | None = attrs.field(default=None, validator=_optional(share))
     noise_factor: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
     calibrate: bool = attrs.field(default=False, validator=of_type(bool))
     input_generator: InputGenerator | None = attrs.field(default=None, validator=_generator_or_none)

@@ -12,7 +12,6 @@ from aitune_fp._tree import clone_value
 from aitune_fp.inputs import InputKey, Sample, as_sample
 
 __all__ = [
-    "LAYOUTS",
     "Envelope",
     "Layout",
     "beyond",
@@ -27,7 +26,6 @@ __all__ = [
 
 #: A strided tensor's layout, as the check varies it.
 Layout = Literal["contiguous", "strided", "channels_last"]
-LAYOUTS: tuple[Layout, ...] = ("contiguous", "strided", "channels_last")
 
 
 def _channels_last(dim: int) -> torch.memory_format | None:

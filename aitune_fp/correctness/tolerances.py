@@ -7,25 +7,20 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import torch
 
-from aitune_fp.core._checks import as_tuple, check_finite, finite, one_of, tuple_of
+from aitune_fp.core._checks import as_tuple, check_finite, finite, one_of, share, tuple_of
 from aitune_fp.core.accuracy import NormBudgets, rel_l2_budget
-from aitune_fp.errors import InvalidValueError
 
 __all__ = ["TIERS", "Tier", "Tolerances", "eps_of", "least_precise"]
 
 #: The precision tiers: float64, float32 (and TF32), and reduced (float16, bfloat16, float8).
 Tier: TypeAlias = Literal["float64", "float32", "reduced"]
 TIERS: tuple[Tier, ...] = ("float64", "float32", "reduced")
-#: Shares that may be None (the criterion is then off).
-_OPTIONAL = frozenset({"top1_agreement"})
 
 
-def _share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: a finite number in [0, 1] (None too, for an optional field)."""
-    if value is None and attribute.name in _OPTIONAL:
-        return
-    if check_finite(attribute.name, value, minimum=0) > 1:
-        raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
+def _off_or_share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """Validator: None (the criterion is off) or a share in ``[0, 1]``."""
+    if value is not None:
+        share(instance, attribute, value)
 
 
 def _budget(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -48,8 +43,8 @@ class Tolerances:
     float64_rel_l2: float = attrs.field(default=1e-6, validator=finite(minimum=0))
     float32_rel_l2: float = attrs.field(default=1e-3, validator=finite(minimum=0))
     reduced_rel_l2: float = attrs.field(default=2e-2, validator=finite(minimum=0))
-    outlier_share: float = attrs.field(default=1e-3, validator=_share)
-    top1_agreement: float | None = attrs.field(default=0.99, validator=_share)
+    outlier_share: float = attrs.field(default=1e-3, validator=share)
+    top1_agreement: float | None = attrs.field(default=0.99, validator=_off_or_share)
     variation: float | None = attrs.field(default=0.7, validator=_budget)
     noise_factor: float = attrs.field(default=10.0, validator=finite(minimum=0))
     norm_tiers: tuple[Tier, ...] = attrs.field(

@@ -52,7 +52,7 @@ class BaselineMeasured(Payload):
     noise_floor_note: str | Absent = ABSENT
     #: Why eager's outputs cannot tell candidates apart (constant or near zero); absent: they can.
     degenerate_outputs: str | Absent = ABSENT
-    #: What the per-candidate budget buys at eager's call time (statistical rule; issue 35).
+    #: What the per-candidate budget buys at eager's call time (statistical rule).
     budget_plan: str | Absent = ABSENT
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import attrs
 
 from aitune_fp.events.names import new_run_id
 from aitune_fp.events.sending import open_log, to_record, write_records
-from aitune_fp.events.sweep import TASK_FAILED, TASK_FINISHED, sweep_finished, sweep_started
+from aitune_fp.events.sweep import TASK_FINISHED, sweep_finished, sweep_started
 from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.spec import SweepSpec
 from aitune_fp.sweep.task import (
@@ -31,7 +31,6 @@ __all__ = [
     "ModelStatus",
     "SweepResult",
     "completed_models",
-    "read_sweep_log",
     "run_sweep",
 ]
 
@@ -80,20 +79,6 @@ class SweepResult:
     def failed(self) -> tuple[str, ...]:
         """Models that ended without a report."""
         return tuple(s.model for s in self.statuses if s.state == "failed")
-
-
-def read_sweep_log(path: str) -> list[Mapping[str, Any]]:
-    """The valid ``aitune_fp.sweep.task_*`` events of a log, in order (empty if there is none)."""
-    from aitune_fp.events.ingest import read_events
-    from aitune_fp.events.ingest.values import EventLine
-
-    if not os.path.exists(path):
-        return []
-    return [
-        item.fields
-        for item in read_events(path)
-        if isinstance(item, EventLine) and item.event in (TASK_FINISHED, TASK_FAILED)
-    ]
 
 
 def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) -> dict[str, str]:

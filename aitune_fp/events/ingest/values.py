@@ -8,10 +8,10 @@ from typing import Any
 
 import attrs
 
-from aitune_fp.core.report import CandidateFailure, TuneReport
+from aitune_fp.core.report import TuneReport
 from aitune_fp.events.kinds import Payload
 
-__all__ = ["BadLine", "EventLine", "FailureRecord", "IngestReport", "RunSummary"]
+__all__ = ["BadLine", "EventLine", "IngestReport", "RunSummary"]
 
 
 @attrs.frozen(kw_only=True)
@@ -34,8 +34,6 @@ class BadLine:
     reason: str
 
 
-#: A failed candidate read back from its event: the same record the wrapper makes.
-FailureRecord = CandidateFailure
 #: One run rebuilt from its events: the same frozen report the wrapper makes.
 RunSummary = TuneReport
 
