@@ -27,7 +27,13 @@ from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import timed_block
 from aitune_fp.profiling.interleaved import InterleavedRun
-from aitune_fp.profiling.layout import BLOCK_TARGET_S, LEAD_FROM, MAX_BLOCK_CALLS, block_calls
+from aitune_fp.profiling.layout import (
+    BLOCK_TARGET_S,
+    LEAD_FROM,
+    MAX_BLOCK_CALLS,
+    WARMUP_BLOCKS,
+    block_calls,
+)
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.testing import FakeClock
@@ -129,6 +135,41 @@ def test_a_ranged_block_comes_from_eagers_warm_up_pace() -> None:
     assert len(warmup.baseline_blocks_s) == len(warmup.candidate_blocks_s) == 10
     assert timings.baseline_s == pytest.approx([0.0005] * 10)
     assert timings.candidate_s == pytest.approx([0.0004] * 10)
+
+
+@pytest.mark.parametrize("block", [None, 2, 6])
+def test_no_arm_meets_a_fresh_value_twice(block: int | None) -> None:
+    """On fresh values, every call of a block pair (its leads, the warm-up's blocks) meets values
+    its arm never met: a candidate that answers a value it met from memory (the lead's, or an
+    earlier block's) is not faster for it, whatever it keys on."""
+    clock = FakeClock()
+    met: dict[str, list[float]] = {"baseline": [], "candidate": []}
+
+    def arm(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+        def call(x: torch.Tensor) -> torch.Tensor:
+            clock.advance(0.001)
+            met[name].append(float(x[0]))
+            return x * 2
+
+        return call
+
+    with InterleavedRun(
+        arm("baseline"),
+        arm("candidate"),
+        Sample((torch.zeros(1),)),
+        timer=clock,
+        spot_check=lambda out, ref: None,
+        fresh=lambda d: Sample((torch.full((1,), d + 1.0),)),
+        block=block,
+    ) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        assert run.extend(10) == run.extend(10) == 10
+        k = run.block
+    assert k == (block or block_calls(0.001))
+    for name, values in met.items():
+        drawn = [v for v in values if v != 0.0]  # 0: the batch of the untimed and warm-up calls
+        assert len(drawn) == len(set(drawn)), name
+        assert len(drawn) == (WARMUP_BLOCKS + 20) * (k + (k >= LEAD_FROM))
 
 
 def _worker(fn: Any, **kwargs: Any) -> Worker:

@@ -23,6 +23,7 @@ import torch
 from aitune_fp.backends.base import BackendBase
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.testing import FakeClock
 from tests.factories import tune_one
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
@@ -139,6 +140,72 @@ def test_a_memorising_candidate_is_not_accepted(name: str, decision: str, tmp_pa
     assert not any(r.passed for r in report.results), report.results
     for failure in report.failures:
         assert failure.stage == "correctness", failure
+
+
+class ClockedNet(torch.nn.Module):
+    """TinyNet's computation, each call spending ``seconds`` on a FakeClock instead of sleeping
+    (in a worker, on the worker's copy, which reports it)."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(16, 16)
+        self.clock = clock
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(self.seconds)
+        return torch.tanh(self.fc(x))
+
+
+class Halved(_ModuleBackend):
+    """Honest and twice as fast on the fake clock: computes every call."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        self.module.clock.advance(self.module.seconds / 2)
+        with torch.no_grad():
+            return torch.tanh(self.module.fc(*args))
+
+
+def _tune_in_blocks(candidate: Any, cache: Path, eager_s: float) -> Any:
+    """The report of ``candidate`` alone in workers, timed in blocks on a fake clock."""
+    clock = FakeClock()
+    return tune_one(
+        candidate,
+        ClockedNet(clock, eager_s).eval(),
+        _data(),
+        cache,
+        spec=SPEC,
+        profiling_config=attrs.evolve(CONFIG, quantity="throughput"),
+        min_speedup_threshold_percent=THRESHOLDS["statistical"],
+        timer=clock,
+    )
+
+
+#: Eager's call: blocks with a lead call (3 ms: 4 calls), and without (4 ms: 3 calls).
+BLOCK_PACES = pytest.mark.parametrize("eager_s", [0.003, 0.004])
+
+
+@BLOCK_PACES
+@pytest.mark.parametrize("name", sorted(CANDIDATES))
+def test_in_blocks_a_memorising_candidate_is_not_accepted(
+    name: str, eager_s: float, tmp_path: Path
+) -> None:
+    """Blocks (``quantity="throughput"``): no call of a block, its lead or the warm-up's blocks
+    meets values the candidate met before, so no memory answers a timed call rightly."""
+    report = _tune_in_blocks(CANDIDATES[name](), tmp_path, eager_s)
+    assert report.isolation == "process"
+    assert not any(r.passed for r in report.results), report.results
+    for failure in report.failures:
+        assert failure.stage == "correctness", failure
+
+
+@BLOCK_PACES
+def test_in_blocks_an_honest_candidate_is_accepted(eager_s: float, tmp_path: Path) -> None:
+    report = _tune_in_blocks(Halved("halved"), tmp_path, eager_s)
+    assert not report.failures, report.failures
+    (result,) = report.results
+    assert result.passed and result.latencies_block > 1
 
 
 @pytest.mark.slow

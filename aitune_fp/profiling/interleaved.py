@@ -131,15 +131,17 @@ class InterleavedRun:
     ) -> None:
         """Prepare the run (nothing is called until entered); block i's call j is call i*block+j.
 
-        Batches, ``fresh`` values and spot checks go by call; ``block`` None: ranged in the warm-up.
+        Batches and spot checks go by call; ``fresh(d)``: draw ``d``, one for each call of every
+        block pair (leads and the warm-up's blocks too), so no arm meets a value twice; ``block``
+        None: ranged in the warm-up.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
         self._multi = batches is not None and fresh is None
         self._fresh = fresh
-        self._fresh_at = -1
-        self._fresh_block: list[Sample] = []
+        self._draws = 0  # fresh values drawn so far
+        self._pair_values: list[Sample] = []  # the current block pair's, lead first
         self._pair_check = cast(ReferenceSpotCheck, spot_check) if fresh is not None else None
         self._checks = checks_per_batch(
             None if fresh is not None else spot_check, references, len(self._inputs)
@@ -247,22 +249,23 @@ class InterleavedRun:
         return self.block >= LEAD_FROM
 
     def _samples(self, arm: str, first: int) -> list[Sample]:
-        """The block's inputs from call ``first`` on (the lead runs on call ``first``'s)."""
-        calls = range(first, first + self.block)
+        """The block's inputs from call ``first`` on (batches: the lead runs on call ``first``'s)."""
         if self._fresh is not None:
-            drawn = self._drawn(first)
-            samples = [drawn[g - first] for g in calls]
-        else:
-            samples = [self._batches[arm][g % len(self._inputs)] for g in calls]
+            return list(self._pair_values)
+        calls = range(first, first + self.block)
+        samples = [self._batches[arm][g % len(self._inputs)] for g in calls]
         return samples[:1] + samples if self._lead() else samples
 
-    def _drawn(self, first: int) -> list[Sample]:
-        """A block pair's fresh values, drawn once and shared by both arms."""
-        if self._fresh_at != first:
-            assert self._fresh is not None
-            self._fresh_at = first
-            self._fresh_block = [self._fresh(g) for g in range(first, first + self.block)]
-        return self._fresh_block
+    def _new_pair(self) -> None:
+        """Draw the next block pair's fresh values, its lead's first; both arms share them.
+
+        Never a value drawn before: a candidate that answers a value it met (the lead's, or an
+        earlier block's) from memory would be faster without computing, and still right.
+        """
+        if self._fresh is not None:
+            n = self.block + self._lead()
+            self._pair_values = [self._fresh(d) for d in range(self._draws, self._draws + n)]
+            self._draws += n
 
     def _run_block(
         self, arm: str, first: int, picked: Sequence[int], keep: dict[str, dict[int, Any]] | None
@@ -365,6 +368,7 @@ class InterleavedRun:
             for _ in range(WARMUP_BLOCKS):
                 if self._past(deadline_ns):
                     break
+                self._new_pair()
                 for arm in ("baseline", "candidate"):
                     blocks[arm].append(self._run_block(arm, 0, (), None)[0])
         self._warmup = WarmupReport(
@@ -422,6 +426,7 @@ class InterleavedRun:
             call = index * k  # the block pair's first call
             mine = [j for j in range(k) if done * k + j in picked]
             keep: dict[str, dict[int, Any]] | None = {} if self._fresh is not None else None
+            self._new_pair()
             results = {arm: self._run_block(arm, call, mine, keep) for arm in (first, second)}
             if keep is not None:
                 self._compare_calls(keep, call)
