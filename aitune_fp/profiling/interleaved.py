@@ -36,6 +36,7 @@ from aitune_fp.profiling.layout import (
     LEAD_FROM,
     WARMUP_BLOCKS,
     block_calls,
+    block_fitting,
     orientation_stream,
     pair_order,
 )
@@ -355,22 +356,24 @@ class InterleavedRun:
             ):
                 converged = True
                 break
-            pace_ns = (times["baseline"][-1] + times["candidate"][-1]) * 1e9 * reserve_pairs
-            pace_ns *= self._block or block_calls(times["baseline"][-1])
+            last = (times["baseline"][-1], times["candidate"][-1])
+            pace_ns = sum(last) * 1e9 * reserve_pairs * (self._block or block_calls(max(last)))
             if deadline_ns is not None and self._clock.now_ns() + pace_ns > deadline_ns:
                 break  # what is left goes to the first look (a slow model's: issue 35)
         if self._block is None:
-            pace = sorted(times["baseline"][-size:])
-            call_s = pace[len(pace) // 2] if pace else 0.0
-            self._block = block_calls(call_s, sample_bytes(self._inputs[0]))
+            self._block = self._ranged(times, size, deadline_ns, reserve_pairs)
         blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
         if self.block > 1:
             for _ in range(WARMUP_BLOCKS):
                 if self._past(deadline_ns):
                     break
+                start = self._clock.now_ns()
                 self._new_pair()
                 for arm in ("baseline", "candidate"):
                     blocks[arm].append(self._run_block(arm, 0, (), None)[0])
+                spent = (self._clock.now_ns() - start) * (1 + reserve_pairs)
+                if self._past(None if deadline_ns is None else deadline_ns - spent):
+                    break  # one more would leave the first look's reserve_pairs no time
         self._warmup = WarmupReport(
             baseline_s=tuple(times["baseline"]),
             candidate_s=tuple(times["candidate"]),
@@ -381,6 +384,29 @@ class InterleavedRun:
             candidate_blocks_s=tuple(blocks["candidate"] if self.block > 1 else times["candidate"]),
         )
         return self._warmup
+
+    def _ranged(
+        self,
+        times: dict[str, list[float]],
+        size: int,
+        deadline_ns: int | None,
+        reserve_pairs: int,
+    ) -> int:
+        """The block from the slower arm's warm-up pace, fitted to what is left of the budget.
+
+        The pace: each arm's median over its last ``size`` calls. The warm-up's blocks and
+        ``reserve_pairs`` block pairs must end by ``deadline_ns``: a candidate ten times slower
+        than eager gets blocks a tenth as long, not ten times longer, and reaches its first look.
+        """
+        pace = []
+        for arm in ("baseline", "candidate"):
+            recent = sorted(times[arm][-size:])
+            pace.append(recent[len(recent) // 2] if recent else 0.0)
+        calls = block_calls(max(pace), sample_bytes(self._inputs[0]))
+        if deadline_ns is None:
+            return calls
+        left_s = (deadline_ns - self._clock.now_ns()) / 1e9
+        return block_fitting(calls, sum(pace), WARMUP_BLOCKS + reserve_pairs, left_s)
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
