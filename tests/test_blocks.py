@@ -1,8 +1,9 @@
 """Timed blocks (issue 48): a timed sample is a block of one arm's consecutive calls.
 
-Blocks are sized from eager's pace, run in process or in a worker in one hand-over, keep the
-carry-over from the other arm out of their time, show every picked call to the spot check,
-and the machine-moved rule judges them with a threshold from the warm-up's blocks.
+Blocks are sized from the slower arm's pace and fitted to the budget, run in process or in a
+worker in one hand-over, keep the carry-over from the other arm out of their time, meet fresh
+values no call of the arm met before, show every picked call to the spot check, and the
+machine-moved rule judges them with a threshold from the warm-up's blocks.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import torch
 from hypothesis import given
@@ -21,13 +24,20 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import PerformanceValidationResult, unstructure
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.kinds import structure
-from aitune_fp.inputs import CopyRing, Sample
+from aitune_fp.inputs import CopyRing, GraphSpec, Sample
 from aitune_fp.measure import machine
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import timed_block
 from aitune_fp.profiling.interleaved import InterleavedRun
-from aitune_fp.profiling.layout import BLOCK_TARGET_S, LEAD_FROM, MAX_BLOCK_CALLS, block_calls
+from aitune_fp.profiling.layout import (
+    BLOCK_TARGET_S,
+    LEAD_FROM,
+    MAX_BLOCK_CALLS,
+    WARMUP_BLOCKS,
+    block_calls,
+    block_fitting,
+)
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.testing import FakeClock
@@ -42,6 +52,25 @@ def test_a_block_lasts_the_target_unless_capped(call_s: float, nbytes: int) -> N
     elif k < MAX_BLOCK_CALLS and nbytes == 0:
         assert k * call_s >= BLOCK_TARGET_S * (1 - 1e-9)
         assert (k - 1) * call_s < BLOCK_TARGET_S
+
+
+@given(
+    st.integers(1, MAX_BLOCK_CALLS),
+    st.floats(1e-6, 1.0),
+    st.integers(1, 60),
+    st.floats(0.0, 100.0),
+)
+def test_a_fitted_block_is_the_longest_whose_pairs_fit(
+    calls: int, pair_call_s: float, pairs: int, left_s: float
+) -> None:
+    k = block_fitting(calls, pair_call_s, pairs, left_s)
+    assert 1 <= k <= calls
+
+    def spent(n: int) -> float:  # the pairs' time, each arm's lead call included
+        return pairs * pair_call_s * (n + (n >= LEAD_FROM))
+
+    assert k == 1 or spent(k) <= left_s * (1 + 1e-9)
+    assert all(spent(n) > left_s * (1 - 1e-9) for n in range(k + 1, calls + 1))
 
 
 def test_a_block_needs_a_timed_call() -> None:
@@ -117,18 +146,56 @@ def test_the_spot_check_sees_every_call_of_a_block_it_picks() -> None:
     assert timings.candidate_after_eager == (False,) * 4  # the lead took the switch
 
 
-def test_a_ranged_block_comes_from_eagers_warm_up_pace() -> None:
+@pytest.mark.parametrize(("eager_s", "candidate_s"), [(0.0005, 0.0004), (0.0004, 0.0005)])
+def test_a_ranged_block_comes_from_the_slower_arms_warm_up_pace(
+    eager_s: float, candidate_s: float
+) -> None:
     clock = FakeClock()
     with InterleavedRun(
-        clock.arm(0.0005), clock.arm(0.0004), Sample(), timer=clock, block=None
+        clock.arm(eager_s), clock.arm(candidate_s), Sample(), timer=clock, block=None
     ) as run:
         warmup = run.warm_up(window=3, tolerance=0.1, max_calls=8)
         run.extend(10)
         timings = run.timings()
     assert warmup.block == timings.block == block_calls(0.0005) == 20
     assert len(warmup.baseline_blocks_s) == len(warmup.candidate_blocks_s) == 10
-    assert timings.baseline_s == pytest.approx([0.0005] * 10)
-    assert timings.candidate_s == pytest.approx([0.0004] * 10)
+    assert timings.baseline_s == pytest.approx([eager_s] * 10)
+    assert timings.candidate_s == pytest.approx([candidate_s] * 10)
+
+
+@pytest.mark.parametrize("block", [None, 2, 6])
+def test_no_arm_meets_a_fresh_value_twice(block: int | None) -> None:
+    """On fresh values, every call of a block pair (its leads, the warm-up's blocks) meets values
+    its arm never met: a candidate that answers a value it met from memory (the lead's, or an
+    earlier block's) is not faster for it, whatever it keys on."""
+    clock = FakeClock()
+    met: dict[str, list[float]] = {"baseline": [], "candidate": []}
+
+    def arm(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+        def call(x: torch.Tensor) -> torch.Tensor:
+            clock.advance(0.001)
+            met[name].append(float(x[0]))
+            return x * 2
+
+        return call
+
+    with InterleavedRun(
+        arm("baseline"),
+        arm("candidate"),
+        Sample((torch.zeros(1),)),
+        timer=clock,
+        spot_check=lambda out, ref: None,
+        fresh=lambda d: Sample((torch.full((1,), d + 1.0),)),
+        block=block,
+    ) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        assert run.extend(10) == run.extend(10) == 10
+        k = run.block
+    assert k == (block or block_calls(0.001))
+    for name, values in met.items():
+        drawn = [v for v in values if v != 0.0]  # 0: the batch of the untimed and warm-up calls
+        assert len(drawn) == len(set(drawn)), name
+        assert len(drawn) == (WARMUP_BLOCKS + 20) * (k + (k >= LEAD_FROM))
 
 
 def _worker(fn: Any, **kwargs: Any) -> Worker:
@@ -196,6 +263,74 @@ def test_the_result_says_the_block_and_older_logs_read_as_single_calls() -> None
         timer=clock,
     )
     assert typical.result.latencies_block == 1
+
+
+SHORT = ProfilingConfig(
+    quantity="throughput", looks=(10,), max_seconds=1.0, warmup_window=3, warmup_max_calls=4
+)
+
+
+@pytest.mark.parametrize("eager_s", [0.0002, 0.001])
+@pytest.mark.parametrize("slower", [10.0, 40.0])
+@pytest.mark.parametrize("quantity", ["throughput", "typical"])
+def test_a_much_slower_candidate_reaches_its_first_look(
+    eager_s: float, slower: float, quantity: str
+) -> None:
+    """Blocks ranged from the slower arm: a candidate ``slower`` times slower than eager is
+    rejected at its first look within a 1 s budget, with blocks as with single calls."""
+    clock = FakeClock()
+    result = measure_speedup(
+        clock.arm(eager_s),
+        clock.arm(eager_s * slower),
+        Sample(),
+        1,
+        attrs.evolve(SHORT, quantity=quantity),
+        timer=clock,
+    ).result
+    assert result.verdict == "not_faster", result.reason
+    assert result.n_baseline is not None and result.n_baseline >= SHORT.looks[0]
+    expected = block_calls(eager_s * slower) if quantity == "throughput" else 1
+    assert result.latencies_block == expected
+
+
+def test_blocks_shrink_so_that_a_short_budget_reaches_its_first_look() -> None:
+    """1 ms calls, a 0.1 s budget: the warm-up's ten pairs of 10 ms blocks alone would outlast
+    it; blocks shrink until they and the first look fit, and a 2x candidate is faster."""
+    clock = FakeClock()
+    result = measure_speedup(
+        clock.arm(0.001),
+        clock.arm(0.0005),
+        Sample(),
+        1,
+        attrs.evolve(SHORT, looks=(10, 20), max_seconds=0.1),
+        timer=clock,
+    ).result
+    assert result.verdict == "faster", result.reason
+    assert 1 < result.latencies_block < block_calls(0.001)
+    assert result.n_baseline == 10  # the second look would not fit
+
+
+def test_through_workers_a_ten_times_slower_candidate_is_rejected_at_its_first_look(
+    tmp_path: Path,
+) -> None:
+    from tests.factories import tune_one
+    from tests.test_fake_clock_workers import Candidate, Clocked
+
+    clock = FakeClock()
+    torch.manual_seed(0)
+    report = tune_one(
+        Candidate(0.002),
+        Clocked(clock, 0.0002).eval(),
+        [Sample((torch.randn(1, 8),))],
+        tmp_path,
+        spec=GraphSpec(max_batch_size=4),
+        timer=clock,
+        profiling_config=SHORT,
+    )
+    (result,) = report.results
+    assert report.isolation == result.isolation == "process"
+    assert result.verdict == "not_faster", result.reason
+    assert result.latencies_block == block_calls(0.002)
 
 
 def test_quantity_is_checked() -> None:

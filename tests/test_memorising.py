@@ -23,6 +23,8 @@ import torch
 from aitune_fp.backends.base import BackendBase
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import GraphSpec, Sample
+from aitune_fp.profiling.layout import LEAD_FROM
+from aitune_fp.testing import FakeClock
 from tests.factories import tune_one
 from tests.validation_helpers import TinyNet, _ModuleBackend
 
@@ -141,6 +143,72 @@ def test_a_memorising_candidate_is_not_accepted(name: str, decision: str, tmp_pa
         assert failure.stage == "correctness", failure
 
 
+class ClockedNet(torch.nn.Module):
+    """TinyNet's computation, each call spending ``seconds`` on a FakeClock instead of sleeping
+    (in a worker, on the worker's copy, which reports it)."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(16, 16)
+        self.clock = clock
+        self.seconds = seconds
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.clock.advance(self.seconds)
+        return torch.tanh(self.fc(x))
+
+
+class Halved(_ModuleBackend):
+    """Honest and twice as fast on the fake clock: computes every call."""
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        self.module.clock.advance(self.module.seconds / 2)
+        with torch.no_grad():
+            return torch.tanh(self.module.fc(*args))
+
+
+def _tune_in_blocks(candidate: Any, cache: Path, eager_s: float) -> Any:
+    """The report of ``candidate`` alone in workers, timed in blocks on a fake clock."""
+    clock = FakeClock()
+    return tune_one(
+        candidate,
+        ClockedNet(clock, eager_s).eval(),
+        _data(),
+        cache,
+        spec=SPEC,
+        profiling_config=attrs.evolve(CONFIG, quantity="throughput"),
+        min_speedup_threshold_percent=THRESHOLDS["statistical"],
+        timer=clock,
+    )
+
+
+#: Eager's call: blocks with a lead call (3 ms: 4 calls), and without (4 ms: 3 calls).
+BLOCK_PACES = pytest.mark.parametrize("eager_s", [0.003, 0.004])
+
+
+@BLOCK_PACES
+@pytest.mark.parametrize("name", sorted(CANDIDATES))
+def test_in_blocks_a_memorising_candidate_is_not_accepted(
+    name: str, eager_s: float, tmp_path: Path
+) -> None:
+    """Blocks (``quantity="throughput"``): no call of a block, its lead or the warm-up's blocks
+    meets values the candidate met before, so no memory answers a timed call rightly."""
+    report = _tune_in_blocks(CANDIDATES[name](), tmp_path, eager_s)
+    assert report.isolation == "process"
+    assert not any(r.passed for r in report.results), report.results
+    for failure in report.failures:
+        assert failure.stage == "correctness", failure
+
+
+@BLOCK_PACES
+def test_in_blocks_an_honest_candidate_is_accepted(eager_s: float, tmp_path: Path) -> None:
+    report = _tune_in_blocks(Halved("halved"), tmp_path, eager_s)
+    assert not report.failures, report.failures
+    (result,) = report.results
+    assert result.passed and result.latencies_block > 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["process", "in_process"])
 @pytest.mark.parametrize("decision", DECISIONS)
@@ -233,13 +301,11 @@ class TestHeadToHeadOnFreshInputs:
     win on the rounds' repeated batches."""
 
     @staticmethod
-    def _contenders(sleep_s: float) -> list[Any]:
-        import time as _time
-
+    def _contenders(work: Callable[[], None]) -> list[Any]:
         from aitune_fp.core.selection_values import Contender
 
         def honest(x: torch.Tensor) -> torch.Tensor:
-            _time.sleep(sleep_s)
+            work()
             return x * 2
 
         seen: dict[bytes, torch.Tensor] = {}
@@ -247,28 +313,38 @@ class TestHeadToHeadOnFreshInputs:
         def memorising(x: torch.Tensor) -> torch.Tensor:
             key = x.numpy().tobytes()
             if key not in seen:
-                _time.sleep(sleep_s)
+                work()
                 seen[key] = x * 2
             return seen[key].clone()
 
         return [(Contender("honest", 0), honest), (Contender("memorising", 1), memorising)]
 
     @staticmethod
-    def _run(fresh: Any) -> Any:
+    def _run(fresh: Any, block: int = 1, clock: FakeClock | None = None) -> Any:
+        import time
+
         from aitune_fp.core.selection_values import SelectionRule
         from aitune_fp.measure.headtohead import head_to_head
 
         torch.manual_seed(0)
         batches = [Sample((torch.randn(4, 8),)) for _ in range(3)]
         return head_to_head(
-            TestHeadToHeadOnFreshInputs._contenders(0.003),
+            TestHeadToHeadOnFreshInputs._contenders(
+                (lambda: time.sleep(0.003)) if clock is None else (lambda: clock.advance(0.003))
+            ),
             batches[0],
             SelectionRule(looks=(10, 20)),
             batches=batches,
+            timer=clock,
             max_seconds=10.0,
             seed=1,
             fresh=fresh,
+            block=block,
         )
+
+    @staticmethod
+    def _fresh(r: int) -> Sample:
+        return Sample((torch.randn(4, 8, generator=torch.Generator().manual_seed(r)),))
 
     def test_on_repeated_batches_the_cache_wins(self) -> None:
         """What the fresh inputs are for: without them the memorising one is shown faster."""
@@ -277,10 +353,14 @@ class TestHeadToHeadOnFreshInputs:
         assert [e.name for e in state.eliminated] == ["honest"]
 
     def test_on_fresh_inputs_it_is_never_shown_faster(self) -> None:
-        def fresh(r: int) -> Sample:
-            return Sample((torch.randn(4, 8, generator=torch.Generator().manual_seed(r)),))
+        state = self._run(self._fresh)
+        assert "honest" not in [e.name for e in state.eliminated]
 
-        state = self._run(fresh)
+    @pytest.mark.parametrize("block", [LEAD_FROM - 1, LEAD_FROM + 2])
+    def test_in_blocks_on_fresh_inputs_it_is_never_shown_faster(self, block: int) -> None:
+        """Each call of a round's block (and its lead) on values of its own: the memorising
+        one computes every call as the honest one does (on a fake clock)."""
+        state = self._run(self._fresh, block, FakeClock())
         assert "honest" not in [e.name for e in state.eliminated]
 
 

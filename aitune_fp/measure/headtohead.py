@@ -1,6 +1,7 @@
 """Time ``k`` callables against each other in rounds and choose among them (the imperative shell).
 
 Each round times a block of every contender in a seeded random order; spot checks as the gate's.
+On fresh values each call of a round's block (its lead too) has a draw of its own.
 """
 
 from __future__ import annotations
@@ -62,25 +63,18 @@ def _release_device_memory() -> None:
 
 def _timed(
     fn: Callable[..., Any],
-    sample: Sample,
+    samples: Sequence[Sample],
     clock: Timer,
-    inspect: Callable[[Any], None] | None,
+    checks: Mapping[int, Callable[[Any], None]],
     ring: CopyRing,
-    block: int = 1,
-    every: bool = False,
+    lead: bool,
 ) -> float | _Failed:
-    """Seconds a call of ``block`` calls on ``sample``, or the error raised (never raised here).
+    """Seconds a call of a block on ``samples`` (``lead``: the first untimed), or the error raised.
 
-    ``inspect`` sees the last call's output (``every``: each call's) once the clock stopped.
+    Never raised here; ``checks[j]`` sees timed call ``j``'s output once the clock stopped.
     """
-    lead = block >= LEAD_FROM
-    checks = (
-        {} if inspect is None else {j: inspect for j in range(block) if every or j == block - 1}
-    )
     try:
-        return timed_block(
-            fn, [sample] * (block + lead), clock, None, checks, ring=ring, lead=lead
-        )[0]
+        return timed_block(fn, samples, clock, None, checks, ring=ring, lead=lead)[0]
     except InterferenceError:
         raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
@@ -138,7 +132,7 @@ class _Last:
 
     round: int
     batch: int
-    values: Sample | None
+    values: Sample | None  # the last call's fresh values
     output: Any
     checked: bool
 
@@ -160,6 +154,7 @@ class _Run:
     ) -> None:
         self.fns = fns
         self.block = block
+        self.lead = block >= LEAD_FROM
         self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
         self.n_batches = len(inputs)
@@ -196,7 +191,7 @@ class _Run:
             for j in range(calls):
                 if self.past_deadline():
                     return errors
-                blamed, result = self._time(name, self.copies[name][j % len(self.copies[name])])
+                blamed, result = self._time(name, [self.copies[name][j % len(self.copies[name])]])
                 if isinstance(result, str):
                     errors[blamed] = result
                     break
@@ -205,16 +200,15 @@ class _Run:
     def _time(
         self,
         name: str,
-        sample: Sample,
-        inspect: Callable[[Any], None] | None = None,
+        samples: Sequence[Sample],
+        checks: Mapping[int, Callable[[Any], None]] | None = None,
         *,
-        block: int = 1,
-        every: bool = False,
+        lead: bool = False,
     ) -> tuple[str, float | _Failed]:
         """One timed block of ``name``, and whom a failure is blamed on (interference: its culprit)."""
         fn, ring = self.fns[name], self.rings[name]
         try:
-            return name, _timed(fn, sample, self.clock, inspect, ring, block, every)
+            return name, _timed(fn, samples, self.clock, checks or {}, ring, lead)
         except InterferenceError as exc:
             blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
             return blamed, _error(exc)
@@ -222,41 +216,47 @@ class _Run:
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
         """Time every contender's block in a random order; keep the round for those that ran.
 
-        A checked round checks every call of the block (``fresh``: on the round's new values).
+        A checked round checks every call of the block (``fresh``: each on its own new values).
         """
         times: dict[str, float] = {}
         errors: dict[str, str] = {}
-        own = None if self.fresh is None else self.fresh.batch(self.rounds)
+        n, last = self.block + self.lead, self.block - 1
+        own = None if self.fresh is None else self.fresh.block(self.rounds, n)
         for name in self.order.sample(list(names), len(names)):
             b = self.rounds % len(self.copies[name])
+            samples = [self.copies[name][b]] * n if own is None else own
+            values = [None] * self.block if own is None else own[self.lead :]  # timed calls'
             checked = self.rounds in self.spot_rounds and name in self.checks
-            inspect = self._inspector(name, self.rounds, b, own) if checked else None
+            checks: dict[int, Callable[[Any], None]] = {}
+            for j in range(self.block) if checked else ():
+                inspect = self._inspector(name, self.rounds, b, values[j], j)
+                if inspect is not None:
+                    checks[j] = inspect
             kept: list[Any] = []
             if not isinstance(self.fns[name], Worker):  # in process: the output, kept a round
-                inspect = _keeping(kept, inspect)
-            sample = self.copies[name][b] if own is None else own
-            blamed, result = self._time(name, sample, inspect, block=self.block, every=checked)
+                checks[last] = _keeping(kept, checks.get(last))
+            blamed, result = self._time(name, samples, checks, lead=self.lead)
             if isinstance(result, str):
                 errors[blamed] = result
                 self.last.pop(name, None)
             else:
                 times[name] = result
                 output = kept[0] if kept and not checked else None  # what an end check reads
-                self.last[name] = _Last(self.rounds, b, own, output, checked)
+                self.last[name] = _Last(self.rounds, b, values[last], output, checked)
         for name, seconds in times.items():
             self.latencies[name].append(seconds)
         self.rounds += 1
         return errors
 
     def _inspector(
-        self, name: str, round_: int, b: int, own: Sample | None
+        self, name: str, round_: int, b: int, own: Sample | None, call: int
     ) -> Callable[[Any], None] | None:
-        """``name``'s spot check of round ``round_`` (on batch ``b``, or its fresh ``own``)."""
+        """``name``'s check of round ``round_``'s ``call`` (on batch ``b``, or its fresh ``own``)."""
         several = len(self.copies[name]) > 1  # numbered as the gate numbers its calls
         check = (
             self.checks[name][b]
             if own is None or self.fresh is None
-            else self.fresh.check(name, round_, own)
+            else self.fresh.check(name, (round_, call), own)
         )
         return spot_inspector(check, call=round_ + 1, batch=b if several and own is None else None)
 
@@ -274,7 +274,7 @@ class _Run:
             fn = self.fns[name]
             try:
                 output = fn.output() if isinstance(fn, Worker) else last.output
-                inspect = self._inspector(name, last.round, last.batch, last.values)
+                inspect = self._inspector(name, last.round, last.batch, last.values, self.block - 1)
                 if inspect is not None:
                     inspect(output)
             except Exception as exc:  # wrong, or the worker could not show its output
@@ -295,26 +295,32 @@ def _keeping(kept: list[Any], inspect: Callable[[Any], None] | None) -> Callable
 
 @attrs.frozen
 class Fresh:
-    """New values for every round of a head-to-head, checked against eager's output on them."""
+    """New values for every call of a head-to-head, checked against eager's output on them."""
 
     make: Callable[[int], Sample]
     reference: Callable[..., Any] | None = None
     checks: Mapping[str, ReferenceSpotCheck] = attrs.field(factory=dict)
-    _memo: dict[int, Any] = attrs.field(factory=dict, init=False)
+    _memo: dict[tuple[int, int], Any] = attrs.field(factory=dict, init=False)
 
-    def batch(self, round_: int) -> Sample:
-        """Round ``round_``'s own batch."""
-        return as_sample(self.make(round_))
+    def block(self, round_: int, calls: int) -> list[Sample]:
+        """Round ``round_``'s ``calls`` values (draws ``round_ * calls`` on), each call its own.
 
-    def check(self, name: str, round_: int, batch: Sample) -> SpotCheck | None:
-        """``name``'s check on round ``round_``'s ``batch``: against eager's output there."""
+        A contender that answered a value it met (an earlier call's) from memory would be
+        faster without computing, and still right.
+        """
+        first = round_ * calls
+        return [as_sample(self.make(d)) for d in range(first, first + calls)]
+
+    def check(self, name: str, call: tuple[int, int], batch: Sample) -> SpotCheck | None:
+        """``name``'s check of ``call`` (round, call) on ``batch``: against eager's output there."""
         check = self.checks.get(name)
         if check is None or self.reference is None:
             return None
-        if round_ not in self._memo:
-            self._memo.clear()  # one round's reference at a time
-            self._memo[round_] = batch.call(self.reference)
-        expected = self._memo[round_]
+        if call not in self._memo:
+            if any(kept[0] != call[0] for kept in self._memo):
+                self._memo.clear()  # one round's references at a time
+            self._memo[call] = batch.call(self.reference)
+        expected = self._memo[call]
         return lambda output: check(output, expected)
 
 

@@ -37,6 +37,7 @@ from aitune_fp.profiling.layout import (
     LEAD_FROM,
     WARMUP_BLOCKS,
     block_calls,
+    block_fitting,
     orientation_stream,
     pair_order,
 )
@@ -133,15 +134,17 @@ class InterleavedRun:
     ) -> None:
         """Prepare the run (nothing is called until entered); block i's call j is call i*block+j.
 
-        Batches, ``fresh`` values and spot checks go by call; ``block`` None: ranged in the warm-up.
+        Batches and spot checks go by call; ``fresh(d)``: draw ``d``, one for each call of every
+        block pair (leads and the warm-up's blocks too), so no arm meets a value twice; ``block``
+        None: ranged in the warm-up.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
         self._multi = batches is not None and fresh is None
         self._fresh = fresh
-        self._fresh_at = -1
-        self._fresh_block: list[Sample] = []
+        self._draws = 0  # fresh values drawn so far
+        self._pair_values: list[Sample] = []  # the current block pair's, lead first
         self._pair_check = cast(ReferenceSpotCheck, spot_check) if fresh is not None else None
         self._checks = checks_per_batch(
             None if fresh is not None else spot_check, references, len(self._inputs)
@@ -252,22 +255,23 @@ class InterleavedRun:
         return self.block >= LEAD_FROM
 
     def _samples(self, arm: str, first: int) -> list[Sample]:
-        """The block's inputs from call ``first`` on (the lead runs on call ``first``'s)."""
-        calls = range(first, first + self.block)
+        """The block's inputs from call ``first`` on (batches: the lead runs on call ``first``'s)."""
         if self._fresh is not None:
-            drawn = self._drawn(first)
-            samples = [drawn[g - first] for g in calls]
-        else:
-            samples = [self._batches[arm][g % len(self._inputs)] for g in calls]
+            return list(self._pair_values)
+        calls = range(first, first + self.block)
+        samples = [self._batches[arm][g % len(self._inputs)] for g in calls]
         return samples[:1] + samples if self._lead() else samples
 
-    def _drawn(self, first: int) -> list[Sample]:
-        """A block pair's fresh values, drawn once and shared by both arms."""
-        if self._fresh_at != first:
-            assert self._fresh is not None
-            self._fresh_at = first
-            self._fresh_block = [self._fresh(g) for g in range(first, first + self.block)]
-        return self._fresh_block
+    def _new_pair(self) -> None:
+        """Draw the next block pair's fresh values, its lead's first; both arms share them.
+
+        Never a value drawn before: a candidate that answers a value it met (the lead's, or an
+        earlier block's) from memory would be faster without computing, and still right.
+        """
+        if self._fresh is not None:
+            n = self.block + self._lead()
+            self._pair_values = [self._fresh(d) for d in range(self._draws, self._draws + n)]
+            self._draws += n
 
     def _run_block(
         self, arm: str, first: int, picked: Sequence[int], keep: dict[str, dict[int, Any]] | None
@@ -357,21 +361,24 @@ class InterleavedRun:
             ):
                 converged = True
                 break
-            pace_ns = (times["baseline"][-1] + times["candidate"][-1]) * 1e9 * reserve_pairs
-            pace_ns *= self._block or block_calls(times["baseline"][-1])
+            last = (times["baseline"][-1], times["candidate"][-1])
+            pace_ns = sum(last) * 1e9 * reserve_pairs * (self._block or block_calls(max(last)))
             if deadline_ns is not None and self._clock.now_ns() + pace_ns > deadline_ns:
                 break  # what is left goes to the first look (a slow model's: issue 35)
         if self._block is None:
-            pace = sorted(times["baseline"][-size:])
-            call_s = pace[len(pace) // 2] if pace else 0.0
-            self._block = block_calls(call_s, sample_bytes(self._inputs[0]))
+            self._block = self._ranged(times, size, deadline_ns, reserve_pairs)
         blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
         if self.block > 1:
             for _ in range(WARMUP_BLOCKS):
                 if self._past(deadline_ns):
                     break
+                start = self._clock.now_ns()
+                self._new_pair()
                 for arm in ("baseline", "candidate"):
                     blocks[arm].append(self._run_block(arm, 0, (), None)[0])
+                spent = (self._clock.now_ns() - start) * (1 + reserve_pairs)
+                if self._past(None if deadline_ns is None else deadline_ns - spent):
+                    break  # one more would leave the first look's reserve_pairs no time
         self._warmup = WarmupReport(
             baseline_s=tuple(times["baseline"]),
             candidate_s=tuple(times["candidate"]),
@@ -382,6 +389,29 @@ class InterleavedRun:
             candidate_blocks_s=tuple(blocks["candidate"] if self.block > 1 else times["candidate"]),
         )
         return self._warmup
+
+    def _ranged(
+        self,
+        times: dict[str, list[float]],
+        size: int,
+        deadline_ns: int | None,
+        reserve_pairs: int,
+    ) -> int:
+        """The block from the slower arm's warm-up pace, fitted to what is left of the budget.
+
+        The pace: each arm's median over its last ``size`` calls. The warm-up's blocks and
+        ``reserve_pairs`` block pairs must end by ``deadline_ns``: a candidate ten times slower
+        than eager gets blocks a tenth as long, not ten times longer, and reaches its first look.
+        """
+        pace = []
+        for arm in ("baseline", "candidate"):
+            recent = sorted(times[arm][-size:])
+            pace.append(recent[len(recent) // 2] if recent else 0.0)
+        calls = block_calls(max(pace), sample_bytes(self._inputs[0]))
+        if deadline_ns is None:
+            return calls
+        left_s = (deadline_ns - self._clock.now_ns()) / 1e9
+        return block_fitting(calls, sum(pace), WARMUP_BLOCKS + reserve_pairs, left_s)
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
@@ -427,6 +457,7 @@ class InterleavedRun:
             call = index * k  # the block pair's first call
             mine = [j for j in range(k) if done * k + j in picked]
             keep: dict[str, dict[int, Any]] | None = {} if self._fresh is not None else None
+            self._new_pair()
             results = {arm: self._run_block(arm, call, mine, keep) for arm in (first, second)}
             if keep is not None:
                 self._compare_calls(keep, call)

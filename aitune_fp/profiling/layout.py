@@ -15,6 +15,7 @@ __all__ = [
     "MAX_BLOCK_CALLS",
     "WARMUP_BLOCKS",
     "block_calls",
+    "block_fitting",
     "orientation_stream",
     "pair_order",
     "quad_orientations",
@@ -39,12 +40,28 @@ WARMUP_BLOCKS = 10
 def block_calls(call_s: float, batch_bytes: int = 0) -> int:
     """Timed calls a block: enough to last BLOCK_TARGET_S at ``call_s`` a call, one for a long call.
 
+    ``call_s``: the slower arm's pace (the faster arm's block is then shorter, never longer).
     At most MAX_BLOCK_CALLS, and no more copies of a ``batch_bytes`` batch than a ring may hold.
     """
     if not call_s > 0:
         return 1
     fits = max(1, RING_BYTES // max(batch_bytes, 1) - 2)
     return max(1, min(MAX_BLOCK_CALLS, fits, math.ceil(BLOCK_TARGET_S / call_s - 1e-9)))
+
+
+def block_fitting(calls: int, pair_call_s: float, pairs: int, left_s: float) -> int:
+    """The longest block up to ``calls`` whose ``pairs`` block pairs fit in ``left_s`` (at least 1).
+
+    ``pair_call_s``: a call of each arm; a block pair also runs each arm's lead from LEAD_FROM.
+    """
+    check_int("calls", calls, minimum=1)
+    if not (pair_call_s > 0 and pairs > 0):
+        return calls
+    most = left_s / (pairs * pair_call_s)  # calls an arm, its lead included
+    if calls + (calls >= LEAD_FROM) <= most:
+        return calls
+    k = max(1, math.floor(most))
+    return k - 1 if k > LEAD_FROM else min(k, LEAD_FROM - 1)
 
 
 def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
