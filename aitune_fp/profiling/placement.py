@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["MOVE_BYTES_MAX", "MOVE_EVERY", "Moving", "before_sample", "move_weights", "moving"]
 
@@ -30,6 +31,8 @@ def move_weights(module: torch.nn.Module) -> None:
     A pad of random size held meanwhile shifts each copy, so moves do not take turns between two
     places.
     """
+    import torch
+
     pads = []
     with torch.no_grad():
         for tensor in (*module.parameters(), *module.buffers()):
@@ -62,6 +65,8 @@ def moving(fn: Callable[..., Any], backend: Any) -> Callable[..., Any]:
 
     Also ``fn`` when the module's weights are none or above :data:`MOVE_BYTES_MAX`.
     """
+    import torch  # here: importing this module leaves torch unloaded (``check``, ``--help``)
+
     module = backend if isinstance(backend, torch.nn.Module) else getattr(backend, "module", None)
     if not isinstance(module, torch.nn.Module):
         return fn
