@@ -41,7 +41,7 @@ def vet(arena: Arena, built: Any, description: str, folder: Path) -> CandidateOu
     try:
         arena.phase(description, "correctness")
         try:
-            arena.heldout()  # drawn once per tune: a draw that fails fails this candidate
+            arena.heldout()  # the held-out draw (kept once made) fails this candidate, if at all
             changed = arena.changed()
             if changed is not None:
                 raise changed
