@@ -1,8 +1,8 @@
 """The tune's state has one writer: no module but ``pipeline/tune.py`` assigns to the session.
 
-Other modules read the session and return values (``Guards``, ``Opened``, ``EagerStart``,
-outcomes) that the session takes; an assignment, an augmented one, a subscript write or a
-mutating call on ``session.<attr>`` anywhere else is a second writer.
+Other modules take values (the ``Arena``) and return values (``Guards``, ``Opened``,
+``EagerStart``, ``Final``, outcomes) that the session takes; an assignment, an augmented one, a
+subscript write or a mutating call on ``session.<attr>`` anywhere else is a second writer.
 """
 
 from __future__ import annotations

@@ -597,13 +597,14 @@ class TestCandidatesNeverTakeTheTuneDown:
     def test_ranking_uses_the_same_window_speedup(self) -> None:
         """Gated candidates rank by speedup over eager timed alongside them, not raw throughput."""
         from aitune_fp.pipeline.values import CandidateOutcome
+        from aitune_fp.pipeline.vetting import rank
 
         fast_window = flat_result("A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster")
         slow_window = flat_result("B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster")
         module, spec, data = make_case()
         session = TuneSession.plain(TuneTarget.of(module, "m", spec, data, "cpu", "."))
-        a = session.rank(CandidateOutcome("A()", object(), result=fast_window))
-        b = session.rank(CandidateOutcome("B()", object(), result=slow_window))
+        a = rank(session.arena(), CandidateOutcome("A()", object(), result=fast_window))
+        b = rank(session.arena(), CandidateOutcome("B()", object(), result=slow_window))
         assert a is not None
         assert b is not None
         assert b > a

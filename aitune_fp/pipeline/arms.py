@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from aitune_fp.pipeline.stages import build_here
-from aitune_fp.pipeline.values import CandidateOutcome, describe
-
-if TYPE_CHECKING:
-    from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.stages import build_here, return_module
+from aitune_fp.pipeline.values import CandidateOutcome, TuneTarget, candidate_folder, describe
 
 __all__ = ["Arm", "HereArm"]
 
@@ -40,22 +37,22 @@ class Arm(Protocol):
 class HereArm:
     """A candidate built, checked and timed in this process (an :class:`~.values.Arm`)."""
 
-    def __init__(self, session: TuneSession, backend: Any, build: Callable[[Any], Any] | None):
+    def __init__(self, target: TuneTarget, backend: Any, build: Callable[[Any], Any] | None):
         """The candidate's description and folder are known here at once."""
-        self.session, self.backend, self.build_step = session, backend, build
+        self.target, self.backend, self.build_step = target, backend, build
         self.description = describe(backend)
-        self.folder = session.folder(backend, self.description)
+        self.folder = candidate_folder(target.cache_dir, backend, self.description)
 
     def open(self) -> None:
         """Nothing to start."""
 
     def build(self) -> Any:
         """The build stage, here."""
-        return build_here(self.session.target, self.backend, self.build_step)
+        return build_here(self.target, self.backend, self.build_step)
 
     def abandon(self) -> None:
         """A failed build may have moved the module: back to its device."""
-        self.session.return_module()
+        return_module(self.target)
 
     def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
         """Nothing more to find: the guards ran while it was vetted."""

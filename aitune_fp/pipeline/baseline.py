@@ -7,7 +7,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import attrs
 import torch
@@ -16,6 +16,7 @@ from aitune_fp.backends.eager import TorchEagerBackend
 from aitune_fp.core.budget import plan_budget
 from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.messages import one_line
+from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.correctness.degenerate import degenerate_outputs
 from aitune_fp.correctness.noise import eager_noise_floor
@@ -30,19 +31,18 @@ from aitune_fp.events.validation import started as started_event
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
-from aitune_fp.pipeline.stages import checked_inputs, fresh_batches, held_out
+from aitune_fp.pipeline.stages import Arena, checked_inputs, fresh_batches, held_out
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
+    TuneTarget,
+    ValidationOptions,
     append_failure_log,
     describe,
     has_lazy,
     infer_of,
 )
 from aitune_fp.profiling.threads import cpu_environment
-
-if TYPE_CHECKING:
-    from aitune_fp.pipeline.tune import TuneSession
 
 
 def _free_bytes(module: torch.nn.Module) -> float:
@@ -70,11 +70,10 @@ def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, EagerIso
         return baseline, "shared"
 
 
-def resolve_batch_size(session: TuneSession) -> int:
+def resolve_batch_size(options: ValidationOptions, target: TuneTarget) -> int:
     """The batch size to validate at: the graph spec's max, or the largest of ``batch_sizes``."""
-    assert session.options is not None
-    config = session.options.profiling_config
-    spec_max = session.target.graph_spec.get_max_batch_size()
+    config = options.profiling_config
+    spec_max = target.graph_spec.get_max_batch_size()
     if not config.batching:
         return 1
     if not config.batch_sizes:
@@ -88,33 +87,34 @@ def resolve_batch_size(session: TuneSession) -> int:
     return size
 
 
-def operating_point(session: TuneSession, batch_size: int | None) -> tuple[int, ProfilingConfig]:
+def operating_point(
+    options: ValidationOptions, target: TuneTarget, isolation: IsolationMode, batch_size: int | None
+) -> tuple[int, ProfilingConfig]:
     """The batch size to validate at and the config narrowed to it (one thread in workers)."""
-    assert session.options is not None
-    size = resolve_batch_size(session) if batch_size is None else batch_size
-    config = for_batch_size(session.options.profiling_config, size)
-    if session.isolation == "process" and config.threads is None:
+    size = resolve_batch_size(options, target) if batch_size is None else batch_size
+    config = for_batch_size(options.profiling_config, size)
+    if isolation == "process" and config.threads is None:
         # without --threads workers are forked at one thread, and eager here runs the same,
         # named (docs/threads.md: more threads in workers read sub-millisecond calls wrong)
         config = attrs.evolve(config, threads=1)
     return size, config
 
 
-def started(session: TuneSession) -> Event:
+def started(arena: Arena, strategy: str, isolation_note: str | None) -> Event:
     """The tune's ``started`` event: strategy, device, rule, gate, batch, threads, isolation."""
-    assert session.options is not None
+    assert arena.gate is not None
     return started_event(
-        session.run_id,
-        session.target.name,
-        strategy=session.strategy,
-        device=str(session.target.device),
-        decision=session.rule.name,
-        min_speedup_threshold_percent=session.options.min_speedup_threshold_percent,
-        required_speedup=session.options.required_speedup,
-        batch_size=session.batch_size,
-        cpu=cpu_environment(session.config.threads),
-        isolation=session.isolation,
-        isolation_note=session.isolation_note,
+        arena.run_id,
+        arena.target.name,
+        strategy=strategy,
+        device=str(arena.target.device),
+        decision=arena.rule.name,
+        min_speedup_threshold_percent=arena.gate.threshold_percent,
+        required_speedup=arena.gate.required_speedup,
+        batch_size=arena.batch_size,
+        cpu=cpu_environment(arena.config.threads),
+        isolation=arena.isolation,
+        isolation_note=isolation_note,
     )
 
 
@@ -149,13 +149,13 @@ class BaselineFailed:
     event: Event
 
 
-def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
-    """Build (or adopt) eager and measure it at the session's operating point; never raises.
+def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineFailed:
+    """Build (or adopt) eager and measure it at the arena's operating point; never raises.
 
-    ``baseline``: an eager baseline built elsewhere (AITune's) to adopt instead of building
-    one; None adopts one that failed to build there.
+    ``baseline``: an eager baseline built elsewhere (AITune's ``strategy``'s) to adopt instead
+    of building one; None adopts one that failed to build there.
     """
-    t = session.target
+    t = arena.target
     adopted = baseline is not BUILD
     description = (
         describe(baseline) if adopted and baseline is not None else TorchEagerBackend().describe()
@@ -165,15 +165,15 @@ def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
     try:
         if not t.data:
             raise InvalidValueError(f"data for {t.name!r} must hold at least one sample, got none")
-        assert session.batch_size is not None
-        batch = copy_sample(t.graph_spec.make_batch(as_sample(t.data[0]), session.batch_size))
+        assert arena.batch_size is not None
+        batch = copy_sample(t.graph_spec.make_batch(as_sample(t.data[0]), arena.batch_size))
         if adopted:
             if baseline is None:
                 raise InvalidStateError(
-                    f"the eager baseline of {session.strategy} failed to build (see its log)"
+                    f"the eager baseline of {strategy} failed to build (see its log)"
                 )
         else:
-            session.phase(description, "baseline_build")
+            arena.phase(description, "baseline_build")
             spec = cast(GraphSpec, t.graph_spec)  # the built-in path's own graph spec
             baseline = TorchEagerBackend().build(t.module, spec, list(t.data), t.device, folder)
         if has_lazy(t.module):  # materialise its parameters before copying them
@@ -182,32 +182,30 @@ def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
         # called by the tune, so one that changes its own state comes back as it came; with
         # workers, eager is timed in a worker started from that copy
         eager, copied = private_eager(baseline, t.module)
-        session.phase(description, "baseline_measure")
+        arena.phase(description, "baseline_measure")
         call = infer_of(eager)
-        batches = timing_batches(session, batch)
-        throughput, latencies = session.rule.measure_eager(
+        batches = timing_batches(arena, batch)
+        throughput, latencies = arena.rule.measure_eager(
             call,
             batch,
-            session.batch_size,
-            session.config,
-            timer=session.timer_on(batch),
+            arena.batch_size,
+            arena.config,
+            timer=arena.timer_on(batch),
             batches=batches,
-            fresh=fresh_batches(batch, session.heldout_seed, t.graph_spec),
+            fresh=fresh_batches(batch, arena.seed, t.graph_spec),
         )
         if not (math.isfinite(throughput) and throughput > 0):
             raise InvalidStateError(f"eager baseline throughput is {throughput!r} samples/s")
         references = tuple(reference_output(call, b) for b in batches)
         id_limits = embedding_limits(call, batch)  # before held-out draws
         # drawn now: a user's input generator that fails fails the baseline
-        heldout = checked_inputs(
-            session.closeness, t.data, session.heldout_seed, t.graph_spec, id_limits
-        )
-        shared = copied == "shared" and session.isolation != "process"
-        closeness, noise = calibrate_noise(session, shared)  # never raises: notes why not
+        heldout = checked_inputs(arena.closeness, t.data, arena.seed, t.graph_spec, id_limits)
+        shared = copied == "shared" and arena.isolation != "process"
+        closeness, noise = calibrate_noise(arena, shared)  # never raises: notes why not
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
         event = baseline_failed(
-            session.run_id,
+            arena.run_id,
             t.name,
             error_type=type(exc).__name__,
             reason=one_line(exc),
@@ -232,45 +230,45 @@ def open_eager(session: TuneSession, baseline: Any) -> Opened | BaselineFailed:
     )
 
 
-def measured(session: TuneSession, opened: Opened) -> Event:
-    """The ``baseline_measured`` event of ``opened``, as the session now holds it."""
-    assert session.batch_size is not None
+def measured(arena: Arena, opened: Opened, eager_isolation: EagerIsolation) -> Event:
+    """The ``baseline_measured`` event of ``opened``, eager run as ``eager_isolation`` says."""
+    assert arena.batch_size is not None
     eager = infer_of(opened.eager)
-    inputs = (*session.target.data, *opened.heldout)[:_DEGENERATE_INPUTS]
+    inputs = (*arena.target.data, *opened.heldout)[:_DEGENERATE_INPUTS]
     outputs = tuple(reference_output(eager, as_sample(s)) for s in inputs)
     return baseline_measured(
-        session.run_id,
-        session.target.name,
+        arena.run_id,
+        arena.target.name,
         backend_description=opened.description,
-        batch_size=session.batch_size,
+        batch_size=arena.batch_size,
         throughput_samples_per_s=opened.throughput,
         n_calls=len(opened.latencies),
         duration_s=opened.duration_s,
-        decision=session.rule.name,
-        eager_isolation=session.eager_isolation,
+        decision=arena.rule.name,
+        eager_isolation=eager_isolation,
         degenerate_outputs=degenerate_outputs(outputs, opened.closeness.budget(None)),
-        budget_plan=_plan(session, opened.latencies),
+        budget_plan=_plan(arena, opened.latencies),
         **opened.noise,
     )
 
 
-def _plan(session: TuneSession, latencies: Sequence[float]) -> str | None:
+def _plan(arena: Arena, latencies: Sequence[float]) -> str | None:
     """What each candidate's budget buys at eager's median call time (statistical rule)."""
     positive = sorted(x for x in latencies if x > 0)
-    if session.rule.name != "statistical" or not positive:
+    if arena.rule.name != "statistical" or not positive:
         return None
-    config = session.config
+    config = arena.config
     return plan_budget(
         positive[len(positive) // 2], max_seconds=config.max_seconds, looks=config.looks
     ).text()
 
 
-def calibrate_noise(session: TuneSession, shared: bool) -> tuple[Closeness, dict[str, Any]]:
+def calibrate_noise(arena: Arena, shared: bool) -> tuple[Closeness, dict[str, Any]]:
     """With ``Closeness(calibrate=True)``, adopt eager's float32-vs-float64 noise.
 
     Returns the closeness and the ``baseline_measured`` fields (why not, when not measured).
     """
-    closeness = session.closeness
+    closeness = arena.closeness
     if not closeness.calibrate:  # a floor the caller measured is recorded as it is
         given = closeness.noise_floor
         fields = (
@@ -283,7 +281,7 @@ def calibrate_noise(session: TuneSession, shared: bool) -> tuple[Closeness, dict
         return closeness, {
             "noise_floor_note": "not measured: the model is too large to copy to float64"
         }
-    t = session.target
+    t = arena.target
     try:
         floor = eager_noise_floor(t.module, list(t.data), graph_spec=t.graph_spec)
     except Exception as exc:
@@ -296,10 +294,10 @@ def calibrate_noise(session: TuneSession, shared: bool) -> tuple[Closeness, dict
     return attrs.evolve(closeness, noise_floor=floor), fields
 
 
-def timing_batches(session: TuneSession, batch: Sample) -> tuple[Sample, ...]:
+def timing_batches(arena: Arena, batch: Sample) -> tuple[Sample, ...]:
     """The timing batch and two held-out batches from it (catches replayed earlier outputs)."""
-    spec = session.target.graph_spec
-    return (batch, *held_out(heldout_batches, batch, 2, seed=session.heldout_seed, graph_spec=spec))
+    spec = arena.target.graph_spec
+    return (batch, *held_out(heldout_batches, batch, 2, seed=arena.seed, graph_spec=spec))
 
 
 #: How many of the correctness check's inputs the degenerate-output rule reads eager's outputs on.

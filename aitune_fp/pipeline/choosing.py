@@ -15,9 +15,9 @@ from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionS
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.events.candidates import headtohead_look, latency_checked, selection_decided
 from aitune_fp.measure.headtohead import head_to_head
-from aitune_fp.pipeline.stages import fresh_batches, spot_check_of
-from aitune_fp.pipeline.tune import TuneSession
+from aitune_fp.pipeline.stages import Arena, fresh_batches, release, spot_check_of
 from aitune_fp.pipeline.values import CandidateOutcome, infer_of
+from aitune_fp.pipeline.vetting import rank, recheck
 from aitune_fp.profiling.calls import SpotCheckError, time_calls
 from aitune_fp.profiling.layout import block_calls
 
@@ -26,11 +26,11 @@ __all__ = ["choose", "latency_calls", "latency_check"]
 _WARMUP_CALLS = 3
 
 
-def _point_choice(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
+def _point_choice(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """AITune's rule: the highest point estimate (ties to the earlier); the rest released."""
     scored: list[tuple[float, int, CandidateOutcome]] = []
     for i, outcome in enumerate(passing):
-        score = session.rank(outcome)
+        score = rank(arena, outcome)
         if score is not None:
             scored.append((score, i, outcome))
     if not scored:
@@ -58,8 +58,8 @@ def _distinct(descriptions: Sequence[str]) -> list[str]:
 _SELECTION_ROUNDS = 1_000_000
 
 
-def _rule(session: TuneSession) -> SelectionRule:
-    config = session.config
+def _rule(arena: Arena) -> SelectionRule:
+    config = arena.config
     return SelectionRule(
         delta=config.selection_delta_percent / 100.0,
         confidence=config.confidence,
@@ -67,31 +67,30 @@ def _rule(session: TuneSession) -> SelectionRule:
     )
 
 
-def _block(session: TuneSession) -> int:
+def _block(arena: Arena) -> int:
     """The head-to-head's block: the gate's, from eager's measured pace (1: single calls)."""
-    eager = session.baseline_latencies
-    if session.config.quantity != "throughput" or not eager:
+    eager = arena.baseline_latencies
+    if arena.config.quantity != "throughput" or not eager:
         return 1
     return block_calls(statistics.median(eager))
 
 
-def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
+def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
-    arena = session.arena()
     batch, batches, timer = arena.timing()
-    rule = _rule(session)
+    rule = _rule(arena)
     names = _distinct([o.description for o in passing])
     by_name = dict(zip(names, passing, strict=True))
     contenders = [
         (Contender(n, i, _coarse(o.build_s)), infer_of(o.backend))
         for i, (n, o) in enumerate(by_name.items())
     ]
-    name = session.target.name
+    name = arena.target.name
     references = arena.references  # eager's output on each batch: the rounds' spot checks
-    checks = {n: spot_check_of(session.closeness, o.backend) for n, o in by_name.items()}
+    checks = {n: spot_check_of(arena.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
-        session.emit(headtohead_look(session.run_id, name, state))
+        arena.emit(headtohead_look(arena.run_id, name, state))
 
     made = fresh_batches(batch, arena.seed, arena.target.graph_spec)  # values no gate pair saw
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
@@ -102,35 +101,35 @@ def _head_to_head(session: TuneSession, passing: Sequence[CandidateOutcome]) -> 
         rule,
         batches=batches,
         timer=timer,
-        max_seconds=session.config.selection_max_seconds,
-        threads=session.config.threads,
+        max_seconds=arena.config.selection_max_seconds,
+        threads=arena.config.threads,
         seed=arena.seed,
         on_look=on_look,
         spot_checks=checks if len(references) == len(batches) else None,
         references=references,
-        spot_rate=session.config.spot_rate,
+        spot_rate=arena.config.spot_rate,
         fresh=fresh,
-        reference=session.eager_arm,
-        block=_block(session),
+        reference=arena.eager_arm,
+        block=_block(arena),
     )
-    session.emit(selection_decided(session.run_id, name, state, delta=rule.delta))
+    arena.emit(selection_decided(arena.run_id, name, state, delta=rule.delta))
     for failure in state.failed:
         outcome = by_name[failure.name]
         if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
             wrong = BackendFailedError(
                 f"{failure.name} gave a wrong output while timed head-to-head: {failure.error}"
             )
-            session.record_failure(outcome.description, "correctness", wrong, outcome.log_path)
+            arena.record(outcome.description, "correctness", wrong, outcome.log_path)
             continue
         error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
-        session.record_failure(outcome.description, "profiling", error, outcome.log_path)
+        arena.record(outcome.description, "profiling", error, outcome.log_path)
     if state.chosen is None:
         return CandidateOutcome("", None)
     return by_name[state.chosen]
 
 
 def choose(
-    session: TuneSession, outcomes: Sequence[CandidateOutcome], *, activate: bool = True
+    arena: Arena, outcomes: Sequence[CandidateOutcome], *, activate: bool = True
 ) -> CandidateOutcome | None:
     """The passing candidate to keep (None when none passed); the others are released.
 
@@ -142,22 +141,22 @@ def choose(
     if len(passing) == 1:
         best = passing[0]
     elif (
-        session.gated
-        and session.decides
-        and session.rule.head_to_head
-        and session.baseline_throughput is not None
+        arena.gated
+        and arena.decides
+        and arena.rule.head_to_head
+        and arena.baseline_throughput is not None
     ):
-        best = _head_to_head(session, passing)
-        while best.ok and not session.recheck(best):  # wrong or meddling once timed at length
+        best = _head_to_head(arena, passing)
+        while best.ok and not recheck(arena, best):  # wrong or meddling once timed at length
             passing = [o for o in passing if o is not best]
             if not passing:
                 return None
-            best = _head_to_head(session, passing) if len(passing) > 1 else passing[0]
+            best = _head_to_head(arena, passing) if len(passing) > 1 else passing[0]
     else:
-        best = _point_choice(session, passing)
+        best = _point_choice(arena, passing)
     for other in passing:
         if other is not best:
-            session.release(other.backend)
+            release(arena.target, other.backend)
     if not best.ok:
         return None
     if activate:
@@ -171,7 +170,7 @@ def latency_calls(quantile: float, confidence: float) -> int:
 
 
 def latency_check(
-    session: TuneSession,
+    arena: Arena,
     outcome: CandidateOutcome,
     *,
     budget_ms: float,
@@ -179,8 +178,8 @@ def latency_check(
     calls: int | None = None,
 ) -> LatencyCheck:
     """Hold ``outcome``'s ``quantile`` latency to ``budget_ms`` (order-statistics bound)."""
-    batch, batches, timer = session.arena().timing()
-    confidence = session.config.confidence
+    batch, batches, timer = arena.timing()
+    confidence = arena.config.confidence
     n = latency_calls(quantile, confidence) if calls is None else calls
     latencies = time_calls(
         infer_of(outcome.backend),
@@ -188,7 +187,7 @@ def latency_check(
         n,
         timer=timer,
         warmup=_WARMUP_CALLS,
-        threads=session.config.threads,
+        threads=arena.config.threads,
         batches=batches,
     )
     check = LatencyCheck(
@@ -196,5 +195,5 @@ def latency_check(
         bound=quantile_upper_bound(latencies, quantile, confidence),
         budget_s=budget_ms / 1e3,
     )
-    session.emit(latency_checked(session.run_id, session.target.name, check))
+    arena.emit(latency_checked(arena.run_id, arena.target.name, check))
     return check

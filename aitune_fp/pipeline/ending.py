@@ -1,109 +1,103 @@
-"""The end of a tune: the strategy's pick (validated if new), ``selected`` and the report."""
+"""The end of a tune: the strategy's pick (validated if new) and its ``selected`` event."""
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
-from aitune_fp.core.report import TuneReport
+from aitune_fp.core.report import Outcome
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.events.sending import info_enabled
 from aitune_fp.events.validation import selected
-from aitune_fp.pipeline.values import (
-    NoValidBackendError,
-    describe,
-)
+from aitune_fp.pipeline.stages import Arena
+from aitune_fp.pipeline.values import NoValidBackendError, candidate_folder, describe
+from aitune_fp.pipeline.vetting import vet
 from aitune_fp.pipeline.workers import WorkerBackend, adopt, soaked
 
-if TYPE_CHECKING:
-    from aitune_fp.pipeline.tune import TuneSession
+
+@attrs.frozen
+class Final:
+    """How the tune ends: what it hands back, and the outcome (and reason) ``finished`` says.
+
+    ``error``: what the tune raises once finished (nothing valid and no eager to hand back).
+    """
+
+    backend: Any
+    outcome: Outcome
+    description: str | None = None
+    reason: str | None = None
+    error: Exception | None = None
 
 
-def conclude(session: TuneSession, backend: Any) -> Any:
-    """Validate the strategy's pick if it did not come through the pipeline; report it."""
+def conclude(
+    arena: Arena,
+    backend: Any,
+    validated: Sequence[tuple[Any, PerformanceValidationResult | None]],
+) -> Final:
+    """Validate the strategy's pick if it did not come through the pipeline (``validated``)."""
     if backend is None:
-        session.finish("passthrough", None, reason="the strategy returned no backend")
-        return None
-    if backend is session.baseline:
-        select(session, backend, None)
-        return backend
-    for seen, result in session.validated:
+        return Final(None, "passthrough", reason="the strategy returned no backend")
+    if backend is arena.baseline:
+        return select(arena, backend, None)
+    for seen, result in validated:
         if seen is backend:
             if isinstance(seen, WorkerBackend):  # chosen: now it may run here
-                return _adopted(session, seen, result)
-            if not soaked(session, backend):
-                return _eager_instead(session)
-            select(session, backend, result)
-            return backend
+                return _adopted(arena, seen, result)
+            if not soaked(arena, backend):
+                return _eager_instead(arena)
+            return select(arena, backend, result)
     description = describe(backend)
-    outcome = session.vet(backend, description, session.folder(backend, description))
+    folder = candidate_folder(arena.target.cache_dir, backend, description)
+    outcome = vet(arena, backend, description, folder)
     if outcome.ok:
-        select(session, backend, outcome.result)
-        return backend
-    if session.baseline is None:
-        session.finish("error", None, reason="no valid backend and no eager baseline")
-        raise NoValidBackendError(session.target.name, [outcome])
-    select(session, session.baseline, None)
-    return session.baseline
+        return select(arena, backend, outcome.result)
+    if arena.baseline is None:
+        error = NoValidBackendError(arena.target.name, [outcome])
+        return Final(None, "error", reason="no valid backend and no eager baseline", error=error)
+    return select(arena, arena.baseline, None)
 
 
 def _adopted(
-    session: TuneSession, chosen: WorkerBackend, result: PerformanceValidationResult | None
-) -> Any:
+    arena: Arena, chosen: WorkerBackend, result: PerformanceValidationResult | None
+) -> Final:
     """The chosen candidate rebuilt in the user's process; eager when that rebuild fails."""
-    built, restored, how = adopt(session, chosen)
+    built, restored, how = adopt(arena, chosen)
     if built is not None:
-        select(session, built, result, restored=restored, handed_back=how)
-        return built
-    return _eager_instead(session)
+        return select(arena, built, result, restored=restored, handed_back=how)
+    return _eager_instead(arena)
 
 
-def _eager_instead(session: TuneSession) -> Any:
+def _eager_instead(arena: Arena) -> Final:
     """Eager, handed back instead of a chosen candidate that failed its last check."""
-    if session.baseline is None:
-        session.finish("error", None, reason="the chosen backend failed its last check, no eager")
-        raise NoValidBackendError(session.target.name, [])
-    select(session, session.baseline, None)
-    return session.baseline
+    if arena.baseline is None:
+        reason = "the chosen backend failed its last check, no eager"
+        return Final(None, "error", reason=reason, error=NoValidBackendError(arena.target.name, []))
+    return select(arena, arena.baseline, None)
 
 
 def select(
-    session: TuneSession,
+    arena: Arena,
     backend: Any,
     result: PerformanceValidationResult | None,
     *,
     restored: tuple[str, ...] = (),
     handed_back: str = "",
-) -> None:
+) -> Final:
     """Emit ``selected`` for ``backend``, with what its hand-back changed and how it came back."""
-    is_baseline = backend is session.baseline
+    is_baseline = backend is arena.baseline
     description = describe(backend)
     event = selected(
-        session.run_id,
-        session.target.name,
+        arena.run_id,
+        arena.target.name,
         backend_description=description,
         is_baseline=is_baseline,
         result=result,
-        baseline_throughput=session.baseline_throughput,
+        baseline_throughput=arena.baseline_throughput,
         info_on=info_enabled(),
         restored=restored,
         handed_back=handed_back,
     )
-    session.emit(event)
-    session.finish("baseline" if is_baseline else "candidate", description)
-
-
-def report_of(session: TuneSession) -> TuneReport:
-    """The frozen report so far: the fold of every event emitted, as ``ingest`` folds them."""
-    folded = session.folded
-    return attrs.evolve(
-        folded,
-        n_events=session.n_events,
-        duration_s=(
-            folded.duration_s
-            if folded.outcome is not None
-            else time.perf_counter() - session.started
-        ),
-    )
+    arena.emit(event)
+    return Final(backend, "baseline" if is_baseline else "candidate", description)

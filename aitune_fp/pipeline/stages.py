@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
 from aitune_fp.backends.base import BUILD_LOG_NAME
+from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
@@ -16,23 +19,33 @@ from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import BackendUnavailableError, CandidateHungError, InvalidStateError
+from aitune_fp.events.kinds import Event
+from aitune_fp.events.names import Phase
+from aitune_fp.events.validation import phase as phase_event
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation.domain import heldout_domain
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
 from aitune_fp.measure.measurement import Comparison, OnLook
 from aitune_fp.measure.rules import DecisionRule
+from aitune_fp.pipeline.guarding import Guards
 from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
+    CandidateOutcome,
     ModelChangedError,
     ProcessChangedError,
     StageError,
     TuneTarget,
+    append_failure_log,
+    candidate_folder,
     declared_dtype,
+    describe,
+    failure_reason,
     infer_of,
 )
 from aitune_fp.profiling.calls import SpotCheckError
 from aitune_fp.profiling.interference import InterferenceError
-from aitune_fp.profiling.timers import Timer
+from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.watchdog import Watchdog
 from aitune_fp.profiling.workers import WorkerError
 
 __all__ = [
@@ -45,44 +58,109 @@ __all__ = [
     "check_closeness",
     "checked_inputs",
     "failure_of",
+    "folder_of",
     "fresh_batches",
     "held_out",
     "measure",
+    "release",
+    "return_module",
     "spot_check_of",
 ]
 
 
 @attrs.frozen(kw_only=True)
 class Arena:
-    """What one tune's candidates are checked and timed against, fixed once the tune is open.
+    """What one tune's candidates are checked and timed against, and what the stages report to.
 
     ``eager`` None: the baseline failed (the recorded module is the reference); ``gate`` None: off.
+    ``heldout`` draws the held-out samples (once per tune, when a check first needs them);
+    ``clock``: the injected timer, if any. The tune owns what ``guards``, ``watchdog``, ``emit``
+    and ``record`` (a failed candidate or strategy) act on; a stage only calls them.
     """
 
+    run_id: str
     target: TuneTarget
     config: ProfilingConfig
     closeness: Closeness
     rule: DecisionRule
     gate: Gate | None
+    gated: bool
+    decides: bool
+    baseline: Any | None
     eager: Any | None
     eager_arm: Callable[..., Any] | None
     batch: Sample | None
     batch_size: int | None
     batches: tuple[Sample, ...]
     references: tuple[Any, ...]
-    heldout: tuple[Sample, ...]
+    heldout: Callable[[], tuple[Sample, ...]]
+    id_limits: Mapping[InputKey, int]
     seed: int
-    timer: Timer | None
+    clock: Timer | None
     baseline_throughput: float | None
     baseline_latencies: tuple[float, ...] | None
     baseline_error: str | None
     isolation: IsolationMode
+    guards: Guards | None
+    watchdog: Watchdog
+    emit: Callable[[Event], None]
+    record: Callable[[str, Stage, BaseException, str | None], object]
+
+    def timer_on(self, batch: Sample) -> Timer:
+        """The clock for calls on ``batch``: the injected one, else the one for its device."""
+        return self.clock if self.clock is not None else timer_for(batch)
 
     def timing(self) -> tuple[Sample, tuple[Sample, ...], Timer]:
         """The batch, the batches timed in turn and the clock; an error before the tune opens."""
-        if self.batch is None or self.timer is None:
+        if self.batch is None:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
-        return self.batch, self.batches or (self.batch,), self.timer
+        return self.batch, self.batches or (self.batch,), self.timer_on(self.batch)
+
+    def changed(self) -> ModelChangedError | ProcessChangedError | None:
+        """What a candidate changed in the model, the samples or the process (restored)."""
+        return None if self.guards is None else self.guards.changed()
+
+    def phase(self, description: str, phase: Phase) -> None:
+        """Say that ``description`` enters ``phase``."""
+        self.emit(
+            phase_event(self.run_id, self.target.name, backend_description=description, phase=phase)
+        )
+
+    def failed(
+        self, description: str, stage: Stage, exc: BaseException, log: Path | None
+    ) -> CandidateOutcome:
+        """Record a failed candidate; its outcome names the stage, the reason and its log."""
+        path = None if log is None or not log.is_file() else str(log)
+        self.record(description, stage, exc, path)
+        return CandidateOutcome(
+            description, None, stage=stage, reason=failure_reason(exc), log_path=path, error=exc
+        )
+
+
+def folder_of(target: TuneTarget, name: str) -> Path:
+    """The folder in the cache dir for ``name``, made safe."""
+    return target.cache_dir / safe_folder_name(name)
+
+
+def release(target: TuneTarget, backend: Any, log: Path | None = None) -> None:
+    """Deactivate a candidate not kept, back on its device; failures go to ``log``."""
+    if log is None:
+        description = describe(backend)
+        log = candidate_folder(target.cache_dir, backend, description) / BUILD_LOG_NAME
+    try:
+        if getattr(backend, "is_active", False):
+            backend.deactivate()
+    except Exception as exc:
+        append_failure_log(log, "Releasing the backend failed", exc)
+    finally:
+        return_module(target)
+
+
+def return_module(target: TuneTarget) -> None:
+    """Move the module back to the tune's device (after a candidate moved it)."""
+    # a module that cannot move is reported by the next step that needs it
+    with contextlib.suppress(Exception):
+        target.module.to(target.device)
 
 
 #: The stages after a build whose failures :func:`failure_of` sorts.
@@ -216,7 +294,7 @@ def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], 
 
 def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
     """Closeness to eager on recorded and held-out samples in one pass (catches memorising)."""
-    t = arena.target
+    t, heldout = arena.target, arena.heldout()
     return arena.closeness.check(
         infer_of(built),
         t.module if arena.eager is None else infer_of(arena.eager),
@@ -226,8 +304,8 @@ def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
         tolerances=arena.closeness.budget(built),
         name=t.name,
         batch_sizes=arena.config.batch_sizes,
-        heldout=list(arena.heldout),
-        heldout_seed=arena.seed if arena.heldout else None,
+        heldout=list(heldout),
+        heldout_seed=arena.seed if heldout else None,
     )
 
 
@@ -245,7 +323,6 @@ def measure(
             "a candidate cannot be shown faster without one"
         )
     assert arena.gate is not None and arena.batch is not None and arena.batch_size
-    assert arena.timer is not None
     comparison = Comparison(
         eager=arena.eager_arm,
         candidate=infer_of(backend),
@@ -253,7 +330,7 @@ def measure(
         size=arena.batch_size,
         config=arena.config,
         gate=arena.gate,
-        timer=arena.timer,
+        timer=arena.timer_on(arena.batch),
         eager_latencies=arena.baseline_latencies if arena.rule.keeps_eager_latencies else None,
         description=description,
         spot_check=spot_check_of(arena.closeness, backend),

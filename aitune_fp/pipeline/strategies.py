@@ -14,6 +14,7 @@ from aitune_fp.core._checks import check_finite, check_open_interval
 from aitune_fp.core.quantiles import DEFAULT_QUANTILE
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.pipeline.choosing import choose, latency_check
+from aitune_fp.pipeline.stages import release
 from aitune_fp.pipeline.tune import TuneSession, active_session
 from aitune_fp.pipeline.values import CandidateOutcome, NoValidBackendError, TuneTarget
 
@@ -165,7 +166,7 @@ class MaxThroughputStrategy(SessionStrategy):
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen passing backend; the others are released."""
         outcomes = [session.try_candidate(b) for b in self.backends]
-        best = choose(session, outcomes)
+        best = choose(session.arena(), outcomes)
         return session.fallback(outcomes) if best is None else best.backend
 
 
@@ -207,7 +208,7 @@ class LatencyBudgetStrategy(MaxThroughputStrategy):
         """The chosen backend among those within the budget; NoValidBackendError when none is."""
         outcomes = [session.try_candidate(b) for b in self.backends]
         if not session.gated:  # nothing timed in a plain session: the budget cannot be shown
-            best = choose(session, outcomes)
+            best = choose(session.arena(), outcomes)
             return session.fallback(outcomes) if best is None else best.backend
         if not any(o.ok for o in outcomes):  # none faster than eager: eager it is
             return session.fallback(outcomes)
@@ -217,14 +218,14 @@ class LatencyBudgetStrategy(MaxThroughputStrategy):
                 kept.append(outcome)
                 continue
             check = latency_check(
-                session, outcome, budget_ms=self.budget_ms, quantile=self.quantile
+                session.arena(), outcome, budget_ms=self.budget_ms, quantile=self.quantile
             )
             if check.within:
                 kept.append(outcome)
             else:
-                session.release(outcome.backend)
+                release(session.target, outcome.backend)
                 kept.append(attrs.evolve(outcome, backend=None, stage=None, reason=check.reason))
-        best = choose(session, kept)
+        best = choose(session.arena(), kept)
         if best is None:
             raise NoValidBackendError(session.target.name, kept)
         return best.backend

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.mismatch import Mismatch
@@ -22,56 +22,55 @@ from aitune_fp.pipeline.stages import (
     check_closeness,
     failure_of,
     measure,
+    release,
 )
 from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
     append_failure_log,
+    candidate_folder,
     infer_of,
 )
 from aitune_fp.profiling.workers import Worker
 
-if TYPE_CHECKING:
-    from aitune_fp.pipeline.tune import TuneSession
 
-
-def vet(session: TuneSession, built: Any, description: str, folder: Path) -> CandidateOutcome:
+def vet(arena: Arena, built: Any, description: str, folder: Path) -> CandidateOutcome:
     """Correctness, then (validating) the timed comparison; a loser is released."""
-    t = session.target
+    t = arena.target
     log = folder / BUILD_LOG_NAME
     try:
-        session.phase(description, "correctness")
+        arena.phase(description, "correctness")
         try:
-            arena = session.arena()  # the held-out draw in it fails per candidate, if at all
-            changed = session.model_changed()
+            arena.heldout()  # the held-out draw (kept once made) fails this candidate, if at all
+            changed = arena.changed()
             if changed is not None:
                 raise changed
             what = f"the correctness check of {description}"
-            with _guarded(session, built, what):
+            with _guarded(arena, built, what):
                 mismatch = check_closeness(arena, built)
         except Exception as exc:
-            return _failed(session, built, description, folder, exc, "correctness")
+            return _failed(arena, built, description, folder, exc, "correctness")
         if mismatch is not None:
-            session.emit(
+            arena.emit(
                 correctness_checked(
-                    session.run_id, t.name, backend_description=description, mismatch=mismatch
+                    arena.run_id, t.name, backend_description=description, mismatch=mismatch
                 )
             )
-        if not session.gated:
+        if not arena.gated:
             return CandidateOutcome(description, built, mismatch=mismatch)
-        if session.baseline is None and not session.decides:  # diagnostic: nothing to compare
+        if arena.baseline is None and not arena.decides:  # diagnostic: nothing to compare
             return CandidateOutcome(description, built, mismatch=mismatch)
-        session.phase(description, "measure")
+        arena.phase(description, "measure")
         try:
-            with _guarded(session, built, f"the timing of {description}"):
-                result = _timed(session, arena, built, description, mismatch)
+            with _guarded(arena, built, f"the timing of {description}"):
+                result = _timed(arena, built, description, mismatch)
         except Exception as exc:
-            return _failed(session, built, description, folder, exc, "timing")
+            return _failed(arena, built, description, folder, exc, "timing")
     except BaseException:  # interrupted: let the candidate go, then propagate
-        session.release(built, log)
+        release(t, built, log)
         raise
-    if not result.passed and session.decides:
-        session.release(built, log)
+    if not result.passed and arena.decides:
+        release(t, built, log)
         return CandidateOutcome(
             description,
             None,
@@ -83,41 +82,41 @@ def vet(session: TuneSession, built: Any, description: str, folder: Path) -> Can
 
 
 def _failed(
-    session: TuneSession, built: Any, description: str, folder: Path, exc: Exception, step: Step
+    arena: Arena, built: Any, description: str, folder: Path, exc: Exception, step: Step
 ) -> CandidateOutcome:
     """A stage failed: its log written, the candidate released, the failure recorded."""
     failure = failure_of(exc, step)
     log = folder / failure.log_name
     append_failure_log(log, failure.heading, exc)
-    session.release(built, log)
-    return session.failed(description, failure.stage, exc, log)
+    release(arena.target, built, log)
+    return arena.failed(description, failure.stage, exc, log)
 
 
-def _guarded(session: TuneSession, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:
+def _guarded(arena: Arena, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:
     """A step's deadline per call: a worker bounds its own calls, else the watchdog does."""
     if isinstance(infer_of(built), Worker):
         return contextlib.nullcontext()
-    return per_call_step(session, what)
+    return per_call_step(arena, what)
 
 
-def per_call_step(session: TuneSession, what: str) -> contextlib.AbstractContextManager[Any]:
+def per_call_step(arena: Arena, what: str) -> contextlib.AbstractContextManager[Any]:
     """The watchdog on a step here, per call: a slow step still completing calls is not hung."""
-    deadline, note = call_deadline(session.config, session.baseline_latencies)
-    return session.watchdog.step(what, deadline, per_call=True, note=note)
+    deadline, note = call_deadline(arena.config, arena.baseline_latencies)
+    return arena.watchdog.step(what, deadline, per_call=True, note=note)
 
 
 def _timed(
-    session: TuneSession, arena: Arena, built: Any, description: str, mismatch: Mismatch | None
+    arena: Arena, built: Any, description: str, mismatch: Mismatch | None
 ) -> PerformanceValidationResult:
     """The timing stage, its looks and result emitted; a model changed meanwhile voids it."""
     start = time.perf_counter()
     config = arena.config
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
-        session.emit(
+        arena.emit(
             look(
-                session.run_id,
-                session.target.name,
+                arena.run_id,
+                arena.target.name,
                 backend_description=description,
                 n_pairs=n,
                 max_pairs=config.max_pairs,
@@ -130,20 +129,20 @@ def _timed(
         )
 
     result = measure(arena, built, description, mismatch, on_look)
-    changed = session.model_changed()  # while timing: a result that cannot stand
+    changed = arena.changed()  # while timing: a result that cannot stand
     if changed is not None:
         raise changed
-    session.emit(
+    arena.emit(
         candidate_measured(
-            session.run_id, session.target.name, result, duration_s=time.perf_counter() - start
+            arena.run_id, arena.target.name, result, duration_s=time.perf_counter() - start
         )
     )
     if not result.passed:
-        session.emit(candidate_rejected(session.run_id, session.target.name, result))
+        arena.emit(candidate_rejected(arena.run_id, arena.target.name, result))
     return result
 
 
-def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
+def rank(arena: Arena, outcome: CandidateOutcome) -> float | None:
     """How good a passing candidate is (higher is better; None when it cannot be measured).
 
     Gated: speedup over eager in the same window; plain: its own throughput.
@@ -151,32 +150,32 @@ def rank(session: TuneSession, outcome: CandidateOutcome) -> float | None:
     result = outcome.result
     if result is not None:
         return result.estimate if result.estimate is not None else result.speedup
-    t = session.target
+    t = arena.target
     try:
         size = t.graph_spec.get_max_batch_size()
         batch = t.graph_spec.make_batch(as_sample(t.data[0]), size)
         throughput, _ = measure_throughput_steady(
-            infer_of(outcome.backend), batch, size, session.config, timer=session.timer_on(batch)
+            infer_of(outcome.backend), batch, size, arena.config, timer=arena.timer_on(batch)
         )
     except Exception as exc:
-        folder = session.folder(outcome.backend, outcome.description)
+        folder = candidate_folder(t.cache_dir, outcome.backend, outcome.description)
         path = folder / PROFILING_LOG_NAME
         append_failure_log(path, "Backend profiling failed", exc)
-        session.release(outcome.backend, path)
+        release(t, outcome.backend, path)
         return None
     return throughput
 
 
-def recheck(session: TuneSession, outcome: CandidateOutcome) -> bool:
+def recheck(arena: Arena, outcome: CandidateOutcome) -> bool:
     """Whether a candidate run outside the gate is still correct; recorded and released if not."""
     try:
-        with _guarded(session, outcome.backend, f"the re-check of {outcome.description}"):
-            check_closeness(session.arena(), outcome.backend)
-        changed = session.model_changed()
+        with _guarded(arena, outcome.backend, f"the re-check of {outcome.description}"):
+            check_closeness(arena, outcome.backend)
+        changed = arena.changed()
         if changed is not None:
             raise changed
     except Exception as exc:
-        folder = session.folder(outcome.backend, outcome.description)
-        _failed(session, outcome.backend, outcome.description, folder, exc, "recheck")
+        folder = candidate_folder(arena.target.cache_dir, outcome.backend, outcome.description)
+        _failed(arena, outcome.backend, outcome.description, folder, exc, "recheck")
         return False
     return True

@@ -9,7 +9,7 @@ import random
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import torch
@@ -22,11 +22,14 @@ from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
 from aitune_fp.isolation.hygiene import Hygiene, os_state, os_state_changes, restore_os_state
 from aitune_fp.pipeline.stages import (
+    Arena,
     build_failure,
     build_here,
     call_deadline,
     checked_inputs,
+    folder_of,
     held_out,
+    release,
     spot_check_of,
 )
 from aitune_fp.pipeline.values import (
@@ -42,7 +45,7 @@ from aitune_fp.pipeline.values import (
 )
 from aitune_fp.pipeline.vetting import per_call_step
 from aitune_fp.profiling.calls import SpotCheckError
-from aitune_fp.profiling.interference import InterferenceError
+from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.placement import moving
 from aitune_fp.profiling.recipe import UnpicklableError
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
@@ -50,18 +53,13 @@ from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import Worker
 
-if TYPE_CHECKING:
-    from aitune_fp.pipeline.tune import TuneSession
-
 __all__ = [
     "EagerStart",
     "WorkerArm",
     "WorkerBackend",
     "adopt",
-    "close_workers",
     "isolation_of",
     "output_types",
-    "reported_clock",
     "soaked",
     "start_eager",
     "worker_threads",
@@ -125,12 +123,6 @@ def model_bytes(module: torch.nn.Module) -> int:
         for t in (*module.parameters(), *module.buffers())
     }
     return sum(seen.values())
-
-
-def reported_clock(options: ValidationOptions | None) -> ReportedClock | None:
-    """The injected clock workers report their calls' time on (a test's), if any."""
-    timer = None if options is None else options.timer
-    return timer if isinstance(timer, ReportedClock) else None
 
 
 def worker_threads(threads: int) -> int | None:
@@ -287,36 +279,36 @@ class EagerStart:
     failed: str | None = None
 
 
-def start_eager(session: TuneSession) -> EagerStart:
+def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
     """Start eager's worker (before any candidate ran) and read back what outputs may hold."""
-    assert session.config.threads is not None
+    config = arena.config
+    assert config.threads is not None
     try:
         worker = Worker(
-            EagerRecipe(session.eager),
+            EagerRecipe(arena.eager),
             name="eager",
             # its start: from the fork server, a fresh interpreter loads torch first (seconds
             # on a loaded machine), bounded as a candidate's build is
-            timeout_s=max(session.deadline, session.config.build_timeout_s),
-            group=session.workers,
-            allowed=output_types(session.reference_outputs),
-            threads=worker_threads(session.config.threads),
-            clock=reported_clock(session.options),
+            timeout_s=max(config.max_seconds + config.hang_grace_s, config.build_timeout_s),
+            group=group,
+            allowed=output_types(arena.references),
+            threads=worker_threads(config.threads),
+            # the injected clock workers report their calls' time on (a test's), if any
+            clock=arena.clock if isinstance(arena.clock, ReportedClock) else None,
         )
         worker.ready()
     except Exception as exc:
         return EagerStart(None, failed=f"eager's worker failed: {exc}")
-    worker.timeout_s, worker.deadline_note = call_deadline(
-        session.config, session.baseline_latencies
-    )
+    worker.timeout_s, worker.deadline_note = call_deadline(config, arena.baseline_latencies)
     server = fork_server_pid() if worker.threads > 1 else None  # later workers' parent
     pids = [os.getpid(), worker.pid, *([] if server is None else [server])]
     return EagerStart(worker, {pid: os_state(pid) for pid in pids})
 
 
-def _os_changed(session: TuneSession) -> str | None:
+def _os_changed(os_states: Mapping[int, tuple[frozenset[int], int]]) -> str | None:
     """An outside change to our or eager's CPU affinity or niceness (put back); None if none."""
     changed: list[str] = []
-    for pid, before in session.os_states.items():
+    for pid, before in os_states.items():
         try:
             now = os_state(pid)
         except OSError:
@@ -334,24 +326,32 @@ def _os_changed(session: TuneSession) -> str | None:
 class WorkerArm:
     """A candidate built, checked and timed in a worker of its own (an :class:`~.values.Arm`)."""
 
-    def __init__(self, session: TuneSession, backend: Any, build: Callable[[Any], Any] | None):
-        """Nothing starts until :meth:`open`."""
-        self.session, self.backend, self.build_step = session, backend, build
+    def __init__(
+        self,
+        arena: Arena,
+        eager: EagerStart,
+        group: WorkerGroup,
+        backend: Any,
+        build: Callable[[Any], Any] | None,
+    ):
+        """Nothing starts until :meth:`open`; ``eager``: eager's worker, started."""
+        self.arena, self.eager, self.group = arena, eager, group
+        self.backend, self.build_step = backend, build
         self.description = type(backend).__name__
-        self.folder = session.folder_of(self.description)
+        self.folder = folder_of(arena.target, self.description)
         self.worker: Worker | None = None
 
     def open(self) -> None:
         """Start the worker; it says the candidate's description and folder first."""
-        session, eager = self.session, self.session.eager_worker
+        eager, group = self.eager.worker, self.group
         assert eager is not None
         try:
             self.worker = worker = Worker(
-                CandidateRecipe(session.target, self.backend, self.build_step),
+                CandidateRecipe(self.arena.target, self.backend, self.build_step),
                 name=self.description,
-                timeout_s=session.config.build_timeout_s,
+                timeout_s=self.arena.config.build_timeout_s,
                 classify=_classify,
-                group=session.workers,
+                group=group,
                 allowed=eager.allowed,
                 threads=worker_threads(eager.threads),
                 clock=eager.clock,
@@ -359,14 +359,14 @@ class WorkerArm:
         except UnpicklableError:
             self.description = describe(self.backend)
             raise
-        session.workers.suspect(worker)
+        group.suspect(worker)
         said = worker.hear()
         self.description = worker.name = str(said.get("description", self.description))
         self.folder = Path(str(said.get("folder", self.folder)))
 
     def build(self) -> WorkerBackend:
         """Wait for the worker's build; its driver taught what it taught the worker's copy."""
-        worker, session = self.worker, self.session
+        worker, arena = self.worker, self.arena
         assert worker is not None
         try:
             info = worker.ready()
@@ -374,7 +374,7 @@ class WorkerArm:
             _teach(self.build_step, worker.said)
         tolerances = info.get("tolerances")
         worker.timeout_s, worker.deadline_note = call_deadline(
-            session.config, session.baseline_latencies
+            arena.config, arena.baseline_latencies
         )
         return WorkerBackend(
             worker,
@@ -393,16 +393,15 @@ class WorkerArm:
 
     def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
         """A candidate whose process changed another process (from outside) fails here."""
-        session = self.session
-        changed = _os_changed(session)
+        changed = _os_changed(self.eager.os_states)
         if changed is None:
             return outcome
         reached = InterferenceError(f"the candidate's process changed another process: {changed}")
         log = self.folder / BUILD_LOG_NAME
         append_failure_log(log, "Backend reached another process", reached)
         if outcome.ok:
-            session.release(outcome.backend, log)
-        return session.failed(self.description, "interference", reached, log)
+            release(self.arena.target, outcome.backend, log)
+        return self.arena.failed(self.description, "interference", reached, log)
 
 
 def _teach(build: Any, said: Mapping[str, Any]) -> None:
@@ -412,21 +411,20 @@ def _teach(build: Any, said: Mapping[str, Any]) -> None:
         learn(said["taught"])
 
 
-def adopt(session: TuneSession, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
+def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
     """The chosen candidate loaded (or rebuilt) here, checked on fresh inputs; None if it fails.
 
     Also returns the process settings its build changed (put back) and how it was handed back.
     """
     chosen.deactivate()
-    log = session.folder_of(chosen.description) / BUILD_LOG_NAME
+    log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
-    built, how = _rebuilt(session, chosen, log)
+    built, how = _rebuilt(arena, chosen, log)
     return built, _tidy(hygiene), how
 
 
-def _handed_back(session: TuneSession, chosen: WorkerBackend) -> tuple[Any, str]:
+def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
     """Load what the worker built and timed where it saved it; else build it again here."""
-    t = session.target
     if chosen.artefact and chosen.build is None:
         try:
             built = copy.deepcopy(chosen.blueprint).build(
@@ -449,56 +447,54 @@ def _tidy(hygiene: Hygiene) -> tuple[str, ...]:
     return changed + tuple(f"not put back: {text}" for text in kept)
 
 
-def _rebuilt(session: TuneSession, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
+def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
     """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
-    t = session.target
+    t, closeness = arena.target, arena.closeness
     built: Any = None
     how = ""
     try:
-        with session.watchdog.step(
-            f"the rebuild of {chosen.description}", session.config.build_timeout_s
+        with arena.watchdog.step(
+            f"the rebuild of {chosen.description}", arena.config.build_timeout_s
         ):
-            built, how = _handed_back(session, chosen)
-        changed = session.model_changed()  # before eager runs on the model it may have changed
+            built, how = _handed_back(t, chosen)
+        changed = arena.changed()  # before eager runs on the model it may have changed
         if changed is not None:
             raise changed
         seed = random.SystemRandom().randrange(2**32)
-        held = checked_inputs(session.closeness, t.data, seed, t.graph_spec, session.id_limits)
-        with per_call_step(session, f"the re-check of {chosen.description}"):
-            session.closeness.check(
+        held = checked_inputs(closeness, t.data, seed, t.graph_spec, dict(arena.id_limits))
+        with per_call_step(arena, f"the re-check of {chosen.description}"):
+            closeness.check(
                 infer_of(built),
-                infer_of(session.eager),
+                infer_of(arena.eager),
                 t.graph_spec,
                 list(t.data),
                 name=f"{t.name} (rebuilt in this process)",
                 heldout=list(held),
                 heldout_seed=seed,
                 expected_dtype=declared_dtype(built),
-                tolerances=session.closeness.budget(built),
-                batch_sizes=session.config.batch_sizes,
+                tolerances=closeness.budget(built),
+                batch_sizes=arena.config.batch_sizes,
             )
-            _soak(session, built, session.config.soak)
-        changed = session.model_changed()
+            _soak(arena, built, arena.config.soak)
+        changed = arena.changed()
         if changed is not None:
             raise changed
     except Exception as exc:
         append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
         if built is not None:
-            session.release(built, log)
-        session.record_failure(
-            chosen.description, "rebuild", exc, None if log is None else str(log)
-        )
+            release(t, built, log)
+        arena.record(chosen.description, "rebuild", exc, str(log))
         return None, how
     return built, how
 
 
-def _soak(session: TuneSession, built: Any, n: int) -> None:
+def _soak(arena: Arena, built: Any, n: int) -> None:
     """``n`` more calls of ``built`` on fresh held-out batches, spot-checked; a wrong one raises."""
-    t = session.target
+    t = arena.target
     draw = random.SystemRandom()
-    candidate, eager = infer_of(built), infer_of(session.eager)
-    check = spot_check_of(session.closeness, built)
-    size = session.batch_size or t.graph_spec.get_max_batch_size()
+    candidate, eager = infer_of(built), infer_of(arena.eager)
+    check = spot_check_of(arena.closeness, built)
+    size = arena.batch_size or t.graph_spec.get_max_batch_size()
     for call in range(1, n + 1):
         seed = draw.randrange(2**32)
         held = held_out(heldout_samples, t.data, seed=seed, graph_spec=t.graph_spec) or t.data
@@ -513,24 +509,18 @@ def _soak(session: TuneSession, built: Any, n: int) -> None:
             raise SpotCheckError(f"soak call {call} of {n}: {exc}", call=call) from exc
 
 
-def soaked(session: TuneSession, chosen: Any) -> bool:
+def soaked(arena: Arena, chosen: Any) -> bool:
     """Soak a chosen candidate in process; False (recorded, released) if it failed."""
-    if not session.config.soak:
+    if not arena.config.soak:
         return True
     description = describe(chosen)
     try:
-        with per_call_step(session, f"the soak of {description}"):
-            _soak(session, chosen, session.config.soak)
+        with per_call_step(arena, f"the soak of {description}"):
+            _soak(arena, chosen, arena.config.soak)
     except Exception as exc:
-        log = session.folder_of(description) / BUILD_LOG_NAME
+        log = folder_of(arena.target, description) / BUILD_LOG_NAME
         append_failure_log(log, "The chosen backend failed its soak", exc)
-        session.release(chosen, log)
-        session.record_failure(description, "correctness", exc, str(log))
+        release(arena.target, chosen, log)
+        arena.record(description, "correctness", exc, str(log))
         return False
     return True
-
-
-def close_workers(session: TuneSession) -> None:
-    """Close every worker the tune still has (eager's and any candidate's not chosen)."""
-    for worker in session.workers.live():
-        worker.close()

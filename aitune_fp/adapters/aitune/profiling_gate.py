@@ -28,6 +28,7 @@ from aitune_fp.core.quantiles import DEFAULT_QUANTILE
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.pipeline.choosing import choose, latency_check
+from aitune_fp.pipeline.stages import release
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import CandidateOutcome, append_failure_log
 
@@ -151,7 +152,7 @@ class ProfilingGate(AituneGate):
             result = outcome.result
             if result is None or this._baseline_result is None:
                 if outcome.backend is not None:
-                    session.release(outcome.backend)
+                    release(session.target, outcome.backend)
                 continue
             measured = True
             metric = _metric(kind, result)
@@ -175,7 +176,7 @@ class ProfilingGate(AituneGate):
             passing.append((outcome, metric))
         # none shown faster than eager: AITune's fallback to eager, even under a budget
         this._aitune_fp_eager_ok = measured and not shown_faster
-        chosen = choose(session, [o for o, _ in passing], activate=False)
+        chosen = choose(session.arena(), [o for o, _ in passing], activate=False)
         if chosen is None:
             return None
         metric = next(m for o, m in passing if o is chosen)
@@ -199,7 +200,7 @@ class ProfilingGate(AituneGate):
         this: Any = self
         try:
             check = latency_check(
-                session,
+                session.arena(),
                 outcome,
                 budget_ms=float(this.latency_budget_ms),
                 quantile=DEFAULT_QUANTILE,
@@ -214,7 +215,7 @@ class ProfilingGate(AituneGate):
                 with contextlib.suppress(OSError), log_file.open("a", encoding="utf-8") as out:
                     out.write(f"\nLatency budget not met\n{check.reason}\n")
         if not within:
-            session.release(outcome.backend, log_file)
+            release(session.target, outcome.backend, log_file)
             log_line(this, "❌ backend failed (log file: %s)", log_file, depth=2)
         return within
 
