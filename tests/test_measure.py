@@ -318,7 +318,8 @@ class TestSpotCheck:
         assert len(seen) == 2
 
     def test_a_passing_check_changes_nothing(self) -> None:
-        """A check that passes sees the first, last and ~10 % of the pairs; the verdict stands."""
+        """Single calls: a passing check sees the first, last and ~10 % of the pairs; the verdict
+        stands (blocks show it every call of a picked block: ``test_blocks.py``)."""
         clock = FakeClock()
         seen: list[Any] = []
         m = measure_speedup(
@@ -326,7 +327,7 @@ class TestSpotCheck:
             clock.arm(noisy(0.001, 2)),
             Sample(),
             1,
-            config(),
+            config(quantity="typical"),
             timer=clock,
             spot_check=seen.append,
         )

@@ -151,9 +151,13 @@ class TestMemorisingCandidate:
         )
         assert m.result.passed
 
-    @pytest.mark.parametrize("decision", ["statistical", "point"])
-    def test_three_rotating_batches_catch_it(self, decision: str) -> None:
-        """With 3 distinct batches rotating, a spot check sees a stale output and names the call."""
+    @pytest.mark.parametrize(
+        ("decision", "quantity"),
+        [("statistical", "typical"), ("statistical", "throughput"), ("point", "typical")],
+    )
+    def test_three_rotating_batches_catch_it(self, decision: str, quantity: str) -> None:
+        """With 3 distinct batches rotating, a spot check sees a stale output and names the call
+        (single calls: the first picked call on batch 1 or 2; blocks: a call of a picked block)."""
         clock, linear = FakeClock(), torch.nn.Linear(8, 8)
         data = batches_of(3)
         with torch.no_grad():
@@ -166,12 +170,14 @@ class TestMemorisingCandidate:
                 clock.arm(0.0000001, fn=Memo(linear)),
                 data[0],
                 4,
-                config(decision=decision),
+                config(decision=decision, quantity=quantity),
                 timer=clock,
                 spot_check=close,
                 batches=data,
                 references=references,
             )
+        if quantity == "throughput":
+            return  # caught and named by the match above; the call depends on the block size
         n = ProfilingConfig().point_steps if decision == "point" else config().looks[0]
         first_bad = min(j for j in spot_calls(n, DEFAULT_SPOT_RATE, 0, n_batches=3) if j % 3)
         assert (info.value.call, info.value.batch) == (first_bad + 1, first_bad % 3)
@@ -296,7 +302,7 @@ class TestSpotSchedule:
             CallCounter(clock),
             Sample(),
             1,
-            config(),
+            config(quantity="typical"),  # single calls: blocks show a picked block's every call
             timer=clock,
             spot_check=seen.append,
             spot_rate=0.5,
