@@ -646,14 +646,16 @@ def test_capture_does_not_initialise_cuda() -> None:
 # --------------------------------------------------------------------------- cost and isolated()
 
 
-def test_capture_and_compare_are_cheap() -> None:
-    ProcessState.capture()  # the flag table is built once
-    costs = []
-    for _ in range(20):
-        start = time.perf_counter()
+def test_the_flag_table_is_built_once_and_each_capture_reads_it() -> None:
+    """Enumerating torch's settings is the costly part: once per process, not per capture."""
+    from aitune_fp.isolation import flags
+
+    ProcessState.capture()
+    built = flags.tracked_flags.cache_info().misses
+    for _ in range(3):
         ProcessState.capture().changed()
-        costs.append(time.perf_counter() - start)
-    assert min(costs) < 0.010, f"capture+changed took {min(costs) * 1e3:.2f} ms"
+    assert flags.tracked_flags.cache_info().misses == built
+    assert flags.tracked_flags.cache_info().hits >= 3
 
 
 @pytest.mark.usefixtures("pristine")
