@@ -35,6 +35,16 @@ def test_a_budget_the_first_look_cannot_fit_says_so() -> None:
     assert "--max-seconds 240" in text  # 10 pairs and 2 of warm-up, 20 s a pair
 
 
+@given(st.floats(1e-5, 1.0), st.integers(2, 129))
+def test_blocks_cost_their_calls(call_s: float, calls: int) -> None:
+    """A pair of blocks of ``calls`` calls costs what a pair of calls ``calls`` times as long does."""
+    blocks = plan_budget(call_s, max_seconds=60.0, looks=LOOKS, calls=calls)
+    longer = plan_budget(call_s * calls, max_seconds=60.0, looks=LOOKS)
+    assert (blocks.pairs, blocks.looks_reached) == (longer.pairs, longer.looks_reached)
+    assert blocks.seconds_for(320) == pytest.approx(longer.seconds_for(320))
+    assert f"a call in blocks of {calls} calls: the 60 s budget" in blocks.text()
+
+
 def test_bad_values_are_named() -> None:
     with pytest.raises(InvalidValueError, match="eager_call_s"):
         plan_budget(0.0, max_seconds=60.0, looks=LOOKS)
@@ -56,8 +66,17 @@ def test_the_plan_is_consistent(call_s: float, budget: float, looks: list[int]) 
     assert plan.seconds_for(looks[0]) <= plan.seconds_for(looks[-1])
 
 
-@pytest.mark.parametrize(("decision", "stated"), [("statistical", True), ("point", False)])
-def test_a_tune_states_its_plan_up_front(decision: str, stated: bool, tmp_path: object) -> None:
+@pytest.mark.parametrize(
+    ("decision", "quantity", "stated"),
+    [
+        ("statistical", "typical", True),
+        ("statistical", "throughput", True),
+        ("point", "typical", False),
+    ],
+)
+def test_a_tune_states_its_plan_up_front(
+    decision: str, quantity: str, stated: bool, tmp_path: object
+) -> None:
     import torch
 
     from aitune_fp.adapters.validation import validation_of, with_performance_validation
@@ -69,7 +88,11 @@ def test_a_tune_states_its_plan_up_front(decision: str, stated: bool, tmp_path: 
     strategy = with_performance_validation(
         OneBackendStrategy(TorchEagerBackend()),
         profiling_config=ProfilingConfig(
-            decision=decision, looks=(10, 20), max_seconds=2.0, warmup_max_calls=8
+            decision=decision,
+            looks=(10, 20),
+            max_seconds=2.0,
+            warmup_max_calls=8,
+            quantity=quantity,
         ),
         isolation="in_process",
     )
@@ -83,5 +106,6 @@ def test_a_tune_states_its_plan_up_front(decision: str, stated: bool, tmp_path: 
         assert report.budget_plan is not None
         assert report.budget_plan.startswith("eager ")
         assert "the 2 s budget per candidate reaches all 2 looks" in report.budget_plan
+        assert ("a call in blocks of" in report.budget_plan) == (quantity == "throughput")
     else:
         assert report.budget_plan is None

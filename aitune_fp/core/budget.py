@@ -36,6 +36,8 @@ class BudgetPlan:
     pairs: int
     #: Planned looks whose pairs fit.
     looks_reached: int
+    #: Calls of each arm a pair makes: 1, or a block's (its lead included).
+    calls: int = 1
 
     @property
     def first_look_fits(self) -> bool:
@@ -44,11 +46,15 @@ class BudgetPlan:
 
     def seconds_for(self, pairs: int) -> float:
         """About how long ``pairs`` timed pairs take, the least warm-up included."""
-        return (pairs + WARMUP_PAIRS) * 2 * self.eager_call_s
+        return (pairs + WARMUP_PAIRS) * 2 * self.eager_call_s * self.calls
 
     def text(self) -> str:
         """The plan in one line, naming the flag when the budget falls short."""
-        head = f"eager {_fmt_s(self.eager_call_s)} a call: the {self.max_seconds:g} s budget per candidate"
+        blocks = f" in blocks of {self.calls} calls" if self.calls > 1 else ""
+        head = (
+            f"eager {_fmt_s(self.eager_call_s)} a call{blocks}: the {self.max_seconds:g} s "
+            "budget per candidate"
+        )
         if not self.first_look_fits:
             need = self.seconds_for(self.looks[0])
             return (
@@ -69,13 +75,18 @@ class BudgetPlan:
         )
 
 
-def plan_budget(eager_call_s: float, *, max_seconds: float, looks: tuple[int, ...]) -> BudgetPlan:
-    """The plan for a comparison of ``max_seconds`` at ``looks``, eager taking ``eager_call_s``."""
+def plan_budget(
+    eager_call_s: float, *, max_seconds: float, looks: tuple[int, ...], calls: int = 1
+) -> BudgetPlan:
+    """The plan for a comparison of ``max_seconds`` at ``looks``, eager taking ``eager_call_s``.
+
+    ``calls``: each arm's calls a pair (a timed block's, its lead included; 1 for single calls).
+    """
     if not (math.isfinite(eager_call_s) and eager_call_s > 0):
         raise InvalidValueError(f"eager_call_s must be a finite time > 0, got {eager_call_s!r}")
     if not looks:
         raise InvalidValueError("looks must hold at least one look, got none")
-    fit = math.floor(max_seconds / (2 * eager_call_s)) - WARMUP_PAIRS
+    fit = math.floor(max_seconds / (2 * eager_call_s * calls)) - WARMUP_PAIRS
     pairs = max(0, min(fit, looks[-1]))
     reached = sum(1 for look in looks if look <= pairs)
     return BudgetPlan(
@@ -84,4 +95,5 @@ def plan_budget(eager_call_s: float, *, max_seconds: float, looks: tuple[int, ..
         looks=tuple(looks),
         pairs=pairs,
         looks_reached=reached,
+        calls=calls,
     )

@@ -42,6 +42,7 @@ from aitune_fp.pipeline.values import (
     has_lazy,
     infer_of,
 )
+from aitune_fp.profiling.layout import LEAD_FROM, block_calls
 from aitune_fp.profiling.threads import cpu_environment
 
 
@@ -257,9 +258,11 @@ def _plan(arena: Arena, latencies: Sequence[float]) -> str | None:
     positive = sorted(x for x in latencies if x > 0)
     if arena.rule.name != "statistical" or not positive:
         return None
-    config = arena.config
+    config, call_s = arena.config, positive[len(positive) // 2]
+    block = block_calls(call_s) if config.quantity == "throughput" else 1
+    calls = block + (block >= LEAD_FROM)  # a block's untimed lead runs too
     return plan_budget(
-        positive[len(positive) // 2], max_seconds=config.max_seconds, looks=config.looks
+        call_s, max_seconds=config.max_seconds, looks=config.looks, calls=calls
     ).text()
 
 
