@@ -32,42 +32,55 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
     """The events of one tune (every figure plausible and schema-valid)."""
     from aitune_fp.core.mismatch import Mismatch
     from aitune_fp.core.results import PerformanceValidationResult
-    from aitune_fp.events.baseline import baseline_measured
+    from aitune_fp.events.baseline import BaselineMeasured
     from aitune_fp.events.candidates import (
-        candidate_failed,
-        candidate_measured,
-        candidate_rejected,
-        correctness_checked,
+        CandidateFailed,
+        CandidateMeasured,
+        CandidateRejected,
+        CorrectnessChecked,
     )
     from aitune_fp.events.kinds import Event
-    from aitune_fp.events.validation import finished, look, phase, selected, started
+    from aitune_fp.events.validation import Finished, Look, PhaseEntered, Selected, Started
 
     out: list[Event] = [
-        started(
-            run_id,
-            module,
+        Started(
+            run_id=run_id,
+            module_name=module,
             strategy="MaxThroughputStrategy",
             device="cpu",
             decision="statistical",
             min_speedup_threshold_percent=1.0,
             required_speedup=1.01,
             batch_size=32,
-        ),
-        phase(run_id, module, backend_description="TorchEagerBackend()", phase="baseline_build"),
-        baseline_measured(
-            run_id,
-            module,
+        ).to_event(),
+        PhaseEntered(
+            run_id=run_id,
+            module_name=module,
+            backend_description="TorchEagerBackend()",
+            phase="baseline_build",
+        ).to_event(),
+        BaselineMeasured(
+            run_id=run_id,
+            module_name=module,
             backend_description="TorchEagerBackend()",
             batch_size=32,
             throughput_samples_per_s=1000.0,
             n_calls=40,
             duration_s=1.0,
             decision="statistical",
-        ),
+        ).to_event(),
     ]
     for i, desc in enumerate(_CANDIDATES):
-        out.append(phase(run_id, module, backend_description=desc, phase="build"))
-        out.append(phase(run_id, module, backend_description=desc, phase="correctness"))
+        out.append(
+            PhaseEntered(
+                run_id=run_id, module_name=module, backend_description=desc, phase="build"
+            ).to_event()
+        )
+        out.append(
+            PhaseEntered(
+                run_id=run_id, module_name=module, backend_description=desc, phase="correctness"
+            ).to_event()
+        )
         mismatch = Mismatch(
             max_abs_error=1e-6,
             max_rel_error=1e-5,
@@ -77,13 +90,17 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             path="output",
             n_elements=4096,
         )
-        out.append(correctness_checked(run_id, module, backend_description=desc, mismatch=mismatch))
-        out.append(phase(run_id, module, backend_description=desc, phase="measure"))
+        out.append(CorrectnessChecked.of(run_id, module, desc, mismatch))
+        out.append(
+            PhaseEntered(
+                run_id=run_id, module_name=module, backend_description=desc, phase="measure"
+            ).to_event()
+        )
         for k in range(_LOOKS):
             out.append(
-                look(
-                    run_id,
-                    module,
+                Look(
+                    run_id=run_id,
+                    module_name=module,
                     backend_description=desc,
                     n_pairs=10 * (k + 1),
                     max_pairs=160,
@@ -91,7 +108,7 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
                     estimate=1.2 - 0.3 * i,
                     ci_low=1.1 - 0.3 * i,
                     ci_high=1.3 - 0.3 * i,
-                )
+                ).to_event()
             )
         faster = i == 0
         result = PerformanceValidationResult(
@@ -112,22 +129,26 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             decision="statistical",
             reason="lower bound clears the gate" if faster else "upper bound below the gate",
         )
-        out.append(candidate_measured(run_id, module, result, duration_s=3.0))
+        out.append(
+            CandidateMeasured(
+                run_id=run_id, module_name=module, result=result, duration_s=3.0
+            ).to_event()
+        )
         if not faster:
-            out.append(candidate_rejected(run_id, module, result))
+            out.append(CandidateRejected.of(run_id, module, result))
     out.append(
-        candidate_failed(
-            run_id,
-            module,
+        CandidateFailed(
+            run_id=run_id,
+            module_name=module,
             backend_description="CudaGraphBackend()",
             stage="unavailable",
             error_type="BackendUnavailableError",
             reason="no CUDA device",
             traceback_path=None,
-        )
+        ).to_event()
     )
     out.append(
-        selected(
+        Selected.of(
             run_id,
             module,
             backend_description=_CANDIDATES[0],
@@ -138,9 +159,9 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
         )
     )
     out.append(
-        finished(
-            run_id,
-            module,
+        Finished(
+            run_id=run_id,
+            module_name=module,
             outcome="candidate",
             backend_description=_CANDIDATES[0],
             n_candidates=3,
@@ -148,7 +169,7 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
             n_passed=1,
             n_failed=1,
             duration_s=9.0,
-        )
+        ).to_event()
     )
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0))
     return [

@@ -14,11 +14,13 @@ from typing import Any
 
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
-from aitune_fp.events.baseline import baseline_measured
-from aitune_fp.events.candidates import CandidateMeasured, candidate_failed, candidate_measured
+from aitune_fp.events.baseline import BaselineMeasured
+from aitune_fp.events.candidates import (
+    CandidateFailed,
+    CandidateMeasured,
+)
 from aitune_fp.events.kinds import Event, Payload
-from aitune_fp.events.validation import finished, started
-from aitune_fp.events.validation import selected as selected_event
+from aitune_fp.events.validation import Finished, Selected, Started
 
 #: A statistical ``not_faster`` record whose mean ratio (1.37) differs from its estimate (0.95).
 DEFAULT_FIELDS: dict[str, Any] = {
@@ -82,44 +84,47 @@ def fake_log(
     ``failures``: (backend, reason) pairs, failed at build (at "strategy" for backend "S").
     """
     made = [
-        started(
-            run,
-            "mlp",
+        Started(
+            run_id=run,
+            module_name="mlp",
             strategy="S",
             device="cpu",
             decision="statistical",
             min_speedup_threshold_percent=1.0,
             required_speedup=1.01,
             batch_size=32,
-        ),
-        baseline_measured(
-            run,
-            "mlp",
+        ).to_event(),
+        BaselineMeasured(
+            run_id=run,
+            module_name="mlp",
             backend_description="TorchEagerBackend()",
             batch_size=32,
             throughput_samples_per_s=baseline,
             n_calls=20,
             duration_s=0.1,
             decision="statistical",
-        ),
+        ).to_event(),
     ]
-    made += [candidate_measured(run, "mlp", r, duration_s=1.0) for r in results]
     made += [
-        candidate_failed(
-            run,
-            "mlp",
+        CandidateMeasured(run_id=run, module_name="mlp", result=r, duration_s=1.0).to_event()
+        for r in results
+    ]
+    made += [
+        CandidateFailed(
+            run_id=run,
+            module_name="mlp",
             backend_description=desc,
             stage="strategy" if desc == "S" else "build",
             error_type="RuntimeError",
             reason=reason,
             traceback_path=None,
-        )
+        ).to_event()
         for desc, reason in failures
     ]
     if selected is not None:
         chosen = next((r for r in results if r.backend_description == selected), None)
         made.append(
-            selected_event(
+            Selected.of(
                 run,
                 "mlp",
                 backend_description=selected,
@@ -130,17 +135,17 @@ def fake_log(
             )
         )
     made.append(
-        finished(
-            run,
-            "mlp",
-            outcome=outcome,  # type: ignore[arg-type]
+        Finished(
+            run_id=run,
+            module_name="mlp",
+            outcome=outcome,
             backend_description=selected,
             n_candidates=len(results) + len(failures),
             n_measured=len(results),
             n_passed=0,
             n_failed=len(failures),
             duration_s=2.0,
-        )
+        ).to_event()
     )
     return [
         event_line(e, **({"timestamp": f"2025-01-02T12:00:{i:02d}.5Z"} if stamp else {}))

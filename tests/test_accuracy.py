@@ -40,7 +40,7 @@ from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.noise import eager_noise_floor
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.candidates import correctness_checked
+from aitune_fp.events.candidates import CorrectnessChecked
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.inputs import GraphSpec, Sample
 from tests.factories import schema_errors
@@ -243,7 +243,7 @@ class TestCriteria:
     def test_the_event_carries_each_criterion(self) -> None:
         candidate, ref = _one_outlier()
         mismatch = compare_outputs(candidate, ref, expected_dtype=torch.bfloat16)
-        event = correctness_checked("r", "m", backend_description="X()", mismatch=mismatch)
+        event = CorrectnessChecked.of("r", "m", "X()", mismatch)
         line = {"event": event.name, **event.fields}
         assert [c["name"] for c in line["criteria"]] == ["rel_l2", "outlier_share"]
         assert "rel L2" in line["summary"]

@@ -21,6 +21,7 @@ from aitune_fp import NoValidBackendError, ProfilingConfig, validation_of
 from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.quantiles import quantile_upper_bound
 from aitune_fp.errors import InvalidValueError
+from aitune_fp.events.candidates import SelectionDecided
 from aitune_fp.events.ingest import ingest
 from aitune_fp.pipeline.strategies import (
     LatencyBudgetStrategy,
@@ -187,12 +188,13 @@ class TestValues:
 
     def test_selection_round_trips_through_its_event(self, tmp_path: Path) -> None:
         """A selection written as its event's JSON reads back equal, infinite bounds included."""
-        from aitune_fp.events.candidates import SelectionDecided, selection_decided
         from tests.factories import read_back
 
         _, report = _tune(gated(MaxThroughputStrategy([HalfPruned(), Pruned()])), tmp_path)
         state = report.selection
-        event = selection_decided("r", "m", state, delta=0.02)
+        event = SelectionDecided(
+            run_id="r", module_name="m", selection=state, delta=0.02
+        ).to_event()
         line = json.loads(json.dumps({"event": event.name, **event.fields}))
         payload = read_back(line)
         assert isinstance(payload, SelectionDecided) and payload.selection == state

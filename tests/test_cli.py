@@ -16,7 +16,7 @@ import pytest
 from aitune_fp.cli import main
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.check import parse_times
-from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.candidates import CandidateMeasured
 from aitune_fp.events.ingest import event_schema
 from tests.cli_checks import usage_error
 from tests.factories import flat_result
@@ -388,7 +388,9 @@ def _event_line(**fields: Any) -> str:
         required_speedup=1.01,
         verdict="faster",
     )
-    event = candidate_measured(fields.get("run", "r"), "m", result, duration_s=1.0)
+    event = CandidateMeasured(
+        run_id=fields.get("run", "r"), module_name="m", result=result, duration_s=1.0
+    ).to_event()
     return json.dumps({"event": event.name, **event.fields})
 
 

@@ -16,9 +16,8 @@ from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import TuneProgress
 from aitune_fp.cli.rendering import MAX_REASON, final_line, render_run
 from aitune_fp.core.report import CandidateFailure, TuneReport
-from aitune_fp.events.candidates import candidate_failed
-from aitune_fp.events.validation import look as look_event
-from aitune_fp.events.validation import phase
+from aitune_fp.events.candidates import CandidateFailed
+from aitune_fp.events.validation import Look, PhaseEntered
 from tests.factories import fake_log, fake_result, write_log
 
 LONG_NAME = "TorchEagerBackend(dtype=torch.bfloat16)"
@@ -134,15 +133,15 @@ def test_unavailable_reads_naturally() -> None:
         Console(file=buf, width=160, force_terminal=False), quiet=False, candidates=[]
     )
     progress(
-        candidate_failed(
-            "r",
-            "m",
+        CandidateFailed(
+            run_id="r",
+            module_name="m",
             backend_description="CudaGraphBackend()",
             stage="unavailable",
             error_type="BackendUnavailableError",
             reason="CudaGraphBackend needs a CUDA device",
             traceback_path=None,
-        )
+        ).to_event()
     )
     line = buf.getvalue().strip()
     assert "failed at unavailable" not in line
@@ -287,14 +286,18 @@ def test_the_live_display_estimates_the_time_left_to_the_last_look() -> None:
         candidates=["C()"],
         clock=lambda: now[0],
     )
-    progress(phase("r", "m", backend_description="C()", phase="measure"))
+    progress(
+        PhaseEntered(
+            run_id="r", module_name="m", backend_description="C()", phase="measure"
+        ).to_event()
+    )
     now[0] = 110.0  # 20 pairs in 10 s: 300 more take about 150 s
 
     def look(n_pairs: int) -> str:
         progress(
-            look_event(
-                "r",
-                "m",
+            Look(
+                run_id="r",
+                module_name="m",
                 backend_description="C()",
                 n_pairs=n_pairs,
                 max_pairs=320,
@@ -302,7 +305,7 @@ def test_the_live_display_estimates_the_time_left_to_the_last_look() -> None:
                 estimate=1.0,
                 ci_low=0.9,
                 ci_high=1.1,
-            )
+            ).to_event()
         )
         return str(progress.progress.tasks[0].fields["phase"])
 

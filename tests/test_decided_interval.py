@@ -16,7 +16,7 @@ from aitune_fp.cli.rendering import render_run
 from aitune_fp.core.messages import decided_interval, fmt_headline
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.candidates import CandidateMeasured
 from tests.factories import fake_result, result_of, schema_errors
 from tests.test_decision_engine import _measure, _noisy
 
@@ -73,7 +73,9 @@ class TestMeasuredResults:
     def test_the_fields_round_trip_through_the_event(self) -> None:
         """candidate_measured carries both fields, validates, and folds back into the result."""
         r = _measure(_noisy(0.002, 1), _noisy(0.002, 2)).result
-        event = candidate_measured("0123456789abcdef", "m", r, duration_s=1.0)
+        event = CandidateMeasured(
+            run_id="0123456789abcdef", module_name="m", result=r, duration_s=1.0
+        ).to_event()
         line = json.loads(json.dumps({"event": event.name, **event.fields}))
         assert schema_errors(line) == []
         assert line["result"]["decided"]["futility_high"] == r.futility_high

@@ -23,6 +23,7 @@ from aitune_fp import (
 from aitune_fp.core.report import TuneReport
 from aitune_fp.correctness.degenerate import degenerate_outputs
 from aitune_fp.correctness.tolerances import Tolerances
+from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.kinds import fold
 from tests.validation_helpers import _ModuleBackend
 
@@ -142,11 +143,10 @@ def test_a_tune_on_such_a_model_says_so(isolation: str, tmp_path: Path) -> None:
 
 
 def test_the_report_folded_from_events_keeps_it() -> None:
-    from aitune_fp.events.baseline import baseline_measured
 
-    event = baseline_measured(
-        "r",
-        "m",
+    event = BaselineMeasured(
+        run_id="r",
+        module_name="m",
         backend_description="eager",
         batch_size=1,
         throughput_samples_per_s=1.0,
@@ -154,7 +154,7 @@ def test_the_report_folded_from_events_keeps_it() -> None:
         duration_s=0.1,
         decision="statistical",
         degenerate_outputs="why",
-    )
+    ).to_event()
     assert event.fields["degenerate_outputs"] == "why"
     assert event.payload is not None
     run = fold(TuneReport(run_id="r", module_name="m"), event.payload)

@@ -1,7 +1,7 @@
 """The recipe of docs/architecture.md for an event, counted: its class, its fold line, its docs.
 
 A toy event defined here (its class, registered for these tests only; ``to_event`` makes its
-Event, as a builder would) is in the generated schema with no other edit, its payload validates
+Event, as the code that emits it does) is in the generated schema with no other edit, its payload validates
 with jsonschema and with ingest's checker, it reaches the sinks through ``emit`` and the fold
 counts it; what is left is its docs/events.md section (and regenerating the shipped file).
 """

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.candidates import CandidateMeasured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.kinds import event_names
 from aitune_fp.events.schema import build_schema
@@ -79,9 +79,12 @@ def test_the_example_line_is_what_a_tune_writes_for_its_figures() -> None:
     decided on (the estimate and its interval), not AITune's mean ratio."""
     line = _example_line()
     result = result_of(line)
-    event = candidate_measured(
-        line["run_id"], line["module_name"], result, duration_s=line["duration_s"]
-    )
+    event = CandidateMeasured(
+        run_id=line["run_id"],
+        module_name=line["module_name"],
+        result=result,
+        duration_s=line["duration_s"],
+    ).to_event()
     assert line["summary"] == event.fields["summary"]
     assert f"{line['result']['decided']['estimate']:.2f}x" in line["summary"]
 

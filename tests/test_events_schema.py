@@ -21,17 +21,19 @@ from aitune_fp.core.results import PARTS, PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import kinds
 from aitune_fp.events import schema as events_schema
-from aitune_fp.events.baseline import baseline_failed, baseline_measured
+from aitune_fp.events.baseline import (
+    BaselineFailed,
+    BaselineMeasured,
+)
 from aitune_fp.events.candidates import (
     CANDIDATE_MEASURED,
+    CandidateFailed,
     CandidateMeasured,
-    candidate_failed,
-    candidate_measured,
-    candidate_rejected,
-    correctness_checked,
-    headtohead_look,
-    latency_checked,
-    selection_decided,
+    CandidateRejected,
+    CorrectnessChecked,
+    HeadtoheadLook,
+    LatencyChecked,
+    SelectionDecided,
 )
 from aitune_fp.events.ingest import event_schema, read_events
 from aitune_fp.events.ingest.values import EventLine
@@ -50,24 +52,21 @@ from aitune_fp.events.sweep import (
     SWEEP_STARTED,
     TASK_FAILED,
     TASK_FINISHED,
-    sweep_finished,
-    sweep_started,
-    task_failed,
-    task_finished,
+    SweepFinished,
+    SweepStarted,
+    TaskFailed,
+    TaskFinished,
 )
 from aitune_fp.events.validation import (
     STARTED,
     Disabled,
+    EvalMode,
+    Finished,
     Look,
+    PhaseEntered,
+    Selected,
     Started,
-    disabled,
-    eval_mode,
-    finished,
-    phase,
-    selected,
-    started,
 )
-from aitune_fp.events.validation import look as look_event
 
 from .factories import fake_result, flat_result
 from .strategies import throughputs
@@ -113,14 +112,20 @@ def _selection_events() -> list[Event]:
     few = quantile_upper_bound([0.001] * 5, 0.99)  # too few calls: no finite bound
     many = quantile_upper_bound([0.001 + 1e-6 * i for i in range(100)], 0.9)
     return [
-        headtohead_look(RUN, MODULE, state),
-        selection_decided(RUN, MODULE, state, delta=rule.delta),
-        latency_checked(
-            RUN, MODULE, LatencyCheck(backend_description="A()", bound=few, budget_s=0.01)
-        ),
-        latency_checked(
-            RUN, MODULE, LatencyCheck(backend_description="A()", bound=many, budget_s=0.01)
-        ),
+        HeadtoheadLook.of(RUN, MODULE, state),
+        SelectionDecided(
+            run_id=RUN, module_name=MODULE, selection=state, delta=rule.delta
+        ).to_event(),
+        LatencyChecked(
+            run_id=RUN,
+            module_name=MODULE,
+            **LatencyCheck(backend_description="A()", bound=few, budget_s=0.01).to_dict(),
+        ).to_event(),
+        LatencyChecked(
+            run_id=RUN,
+            module_name=MODULE,
+            **LatencyCheck(backend_description="A()", bound=many, budget_s=0.01).to_dict(),
+        ).to_event(),
     ]
 
 
@@ -129,32 +134,32 @@ def _every_event() -> list[Event]:
     passed = _result()
     point = flat_result("X()", 90.0, 100.0, 0.9, False)
     return [
-        started(
-            RUN,
-            MODULE,
+        Started(
+            run_id=RUN,
+            module_name=MODULE,
             strategy="MaxThroughputStrategy",
             device="cpu",
             decision="statistical",
             min_speedup_threshold_percent=1.0,
             required_speedup=1.01,
             batch_size=32,
-        ),
-        started(
-            RUN,
-            MODULE,
+        ).to_event(),
+        Started(
+            run_id=RUN,
+            module_name=MODULE,
             strategy="S",
             device="cuda:0",
             decision="point",
             min_speedup_threshold_percent=-5.0,
             required_speedup=0.95,
             batch_size=None,
-        ),
-        disabled(RUN, MODULE, strategy="FirstWinsStrategy"),
+        ).to_event(),
+        Disabled(run_id=RUN, module_name=MODULE, strategy="FirstWinsStrategy").to_event(),
         *_selection_events(),
-        eval_mode(RUN, MODULE, n_training_modules=3),
-        look_event(
-            RUN,
-            MODULE,
+        EvalMode(run_id=RUN, module_name=MODULE, n_training_modules=3).to_event(),
+        Look(
+            run_id=RUN,
+            module_name=MODULE,
             backend_description="TorchCompileBackend()",
             n_pairs=10,
             max_pairs=160,
@@ -162,30 +167,42 @@ def _every_event() -> list[Event]:
             estimate=1.02,
             ci_low=0.97,
             ci_high=None,
-        ),
+        ).to_event(),
         *(
-            phase(RUN, MODULE, backend_description="TorchEagerBackend()", phase=p)
+            PhaseEntered(
+                run_id=RUN, module_name=MODULE, backend_description="TorchEagerBackend()", phase=p
+            ).to_event()
             for p in ("baseline_build", "baseline_measure", "build", "correctness", "measure")
         ),
-        baseline_measured(
-            RUN,
-            MODULE,
+        BaselineMeasured(
+            run_id=RUN,
+            module_name=MODULE,
             backend_description="TorchEagerBackend()",
             batch_size=32,
             throughput_samples_per_s=1000.0,
             n_calls=30,
             duration_s=0.5,
             decision="point",
-        ),
-        baseline_failed(
-            RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path="/tmp/tb.txt"
-        ),
-        baseline_failed(RUN, MODULE, error_type="RuntimeError", reason="boom", traceback_path=None),
-        correctness_checked(
+        ).to_event(),
+        BaselineFailed(
+            run_id=RUN,
+            module_name=MODULE,
+            error_type="RuntimeError",
+            reason="boom",
+            traceback_path="/tmp/tb.txt",
+        ).to_event(),
+        BaselineFailed(
+            run_id=RUN,
+            module_name=MODULE,
+            error_type="RuntimeError",
+            reason="boom",
+            traceback_path=None,
+        ).to_event(),
+        CorrectnessChecked.of(
             RUN,
             MODULE,
-            backend_description="Int8DynamicBackend()",
-            mismatch=Mismatch(
+            "Int8DynamicBackend()",
+            Mismatch(
                 max_abs_error=0.03,
                 max_rel_error=0.2,
                 budget_used=0.25,
@@ -195,40 +212,40 @@ def _every_event() -> list[Event]:
                 n_elements=8448,
             ),
         ),
-        correctness_checked(
-            RUN, MODULE, backend_description="X()", mismatch=Mismatch(n_elements=4)
-        ),
-        candidate_measured(RUN, MODULE, passed, duration_s=2.5),
-        candidate_measured(
-            RUN,
-            MODULE,
-            _result(max_abs_error=0.01, max_rel_error=0.5, budget_used=0.9, atol=1e-3, rtol=0.0),
+        CorrectnessChecked.of(RUN, MODULE, "X()", Mismatch(n_elements=4)),
+        CandidateMeasured(run_id=RUN, module_name=MODULE, result=passed, duration_s=2.5).to_event(),
+        CandidateMeasured(
+            run_id=RUN,
+            module_name=MODULE,
+            result=_result(
+                max_abs_error=0.01, max_rel_error=0.5, budget_used=0.9, atol=1e-3, rtol=0.0
+            ),
             duration_s=2.5,
-        ),
-        candidate_measured(RUN, MODULE, point, duration_s=0.1),
-        candidate_measured(
-            RUN,
-            MODULE,
-            _result(ci_high=None, passed=False, verdict="inconclusive", ci_low=0.0),
+        ).to_event(),
+        CandidateMeasured(run_id=RUN, module_name=MODULE, result=point, duration_s=0.1).to_event(),
+        CandidateMeasured(
+            run_id=RUN,
+            module_name=MODULE,
+            result=_result(ci_high=None, passed=False, verdict="inconclusive", ci_low=0.0),
             duration_s=1.0,
-        ),
-        candidate_rejected(
+        ).to_event(),
+        CandidateRejected.of(
             RUN, MODULE, _result(passed=False, verdict="not_faster", ci_low=0.8, ci_high=0.9)
         ),
-        candidate_rejected(RUN, MODULE, point),
+        CandidateRejected.of(RUN, MODULE, point),
         *(
-            candidate_failed(
-                RUN,
-                MODULE,
+            CandidateFailed(
+                run_id=RUN,
+                module_name=MODULE,
                 backend_description="CudaGraphBackend()",
                 stage=stage,
                 error_type="ValueError",
                 reason="bad",
                 traceback_path=None,
-            )
+            ).to_event()
             for stage in ("unavailable", "build", "correctness", "profiling", "strategy")
         ),
-        selected(
+        Selected.of(
             RUN,
             MODULE,
             backend_description="TorchCompileBackend()",
@@ -237,7 +254,7 @@ def _every_event() -> list[Event]:
             baseline_throughput=1000.0,
             info_on=True,
         ),
-        selected(
+        Selected.of(
             RUN,
             MODULE,
             backend_description="TorchEagerBackend()",
@@ -246,9 +263,9 @@ def _every_event() -> list[Event]:
             baseline_throughput=None,
             info_on=False,
         ),
-        finished(
-            RUN,
-            MODULE,
+        Finished(
+            run_id=RUN,
+            module_name=MODULE,
             outcome="candidate",
             backend_description="TorchCompileBackend()",
             n_candidates=2,
@@ -256,10 +273,10 @@ def _every_event() -> list[Event]:
             n_passed=1,
             n_failed=0,
             duration_s=12.0,
-        ),
-        finished(
-            RUN,
-            MODULE,
+        ).to_event(),
+        Finished(
+            run_id=RUN,
+            module_name=MODULE,
             outcome="error",
             backend_description=None,
             n_candidates=1,
@@ -268,11 +285,17 @@ def _every_event() -> list[Event]:
             n_failed=1,
             duration_s=0.0,
             reason="strategy raised",
-        ),
-        sweep_started(RUN, "sweep", executor="ray", models=["mlp", "convnet"], skipped=["convnet"]),
-        task_finished(
-            RUN,
-            MODULE,
+        ).to_event(),
+        SweepStarted(
+            run_id=RUN,
+            module_name="sweep",
+            executor="ray",
+            models=["mlp", "convnet"],
+            skipped_models=["convnet"],
+        ).to_event(),
+        TaskFinished(
+            run_id=RUN,
+            module_name=MODULE,
             tune_run_id="fedcba9876543210",
             outcome="candidate",
             hostname="node-1",
@@ -284,9 +307,23 @@ def _every_event() -> list[Event]:
             finished_unix_s=1_700_000_012.5,
             started_monotonic_s=100.0,
             finished_monotonic_s=112.5,
-        ),
-        task_failed(RUN, MODULE, error_type="WorkerCrashedError", reason="worker died"),
-        sweep_finished(RUN, "sweep", finished=["convnet"], failed=["mlp"], duration_s=30.0),
+            duration_s=max(112.5 - 100.0, 0.0),
+        ).to_event(),
+        TaskFailed(
+            run_id=RUN,
+            module_name=MODULE,
+            error_type="WorkerCrashedError",
+            reason="worker died",
+            tune_run_id=None,
+            hostname=None,
+        ).to_event(),
+        SweepFinished(
+            run_id=RUN,
+            module_name="sweep",
+            finished_models=["convnet"],
+            failed_models=["mlp"],
+            duration_s=30.0,
+        ).to_event(),
     ]
 
 
@@ -387,7 +424,11 @@ class TestReaderAgreesWithJsonschema:
     )
     def test_bad_values_rejected_by_both(self, part: str | None, key: str, value: Any) -> None:
         """A candidate_measured line with one bad value fails both, nested or not (None ok)."""
-        line = _line(candidate_measured(RUN, MODULE, _result(), duration_s=1.0))
+        line = _line(
+            CandidateMeasured(
+                run_id=RUN, module_name=MODULE, result=_result(), duration_s=1.0
+            ).to_event()
+        )
         if part is None:
             line[key] = value
         elif part == "":
@@ -416,7 +457,11 @@ class TestReaderAgreesWithJsonschema:
             n_candidate=n,
             verdict="faster" if passed else "not_faster",
         )
-        line = _line(candidate_measured(RUN, MODULE, result, duration_s=0.0))
+        line = _line(
+            CandidateMeasured(
+                run_id=RUN, module_name=MODULE, result=result, duration_s=0.0
+            ).to_event()
+        )
         VALIDATOR.validate(line)
         assert _reads(line)
 
@@ -442,7 +487,11 @@ class TestMeasuredSummary:
             decision="statistical",
             reason="r",
         )
-        summary = candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
+        summary = (
+            CandidateMeasured(run_id=RUN, module_name=MODULE, result=result, duration_s=1.0)
+            .to_event()
+            .fields["summary"]
+        )
         assert summary == (
             "📊 Int8DynamicBackend(): batch size=32, speedup 1.00x [0.999, 1.049] → inconclusive"
         )
@@ -452,7 +501,11 @@ class TestMeasuredSummary:
         result = flat_result(
             "X()", 200.0, 100.0, 2.0, True, batch_size=8, verdict="faster", decision="point"
         )
-        summary = candidate_measured(RUN, MODULE, result, duration_s=1.0).fields["summary"]
+        summary = (
+            CandidateMeasured(run_id=RUN, module_name=MODULE, result=result, duration_s=1.0)
+            .to_event()
+            .fields["summary"]
+        )
         assert (
             summary == "📊 X(): batch size=8, throughput=200.00 samples/s, speedup=2.00x (▲ faster)"
         )
@@ -591,7 +644,9 @@ class TestGeneratedSchema:
     def test_candidate_measured_carries_the_result_in_its_parts(self) -> None:
         """Its keys are the result and ``duration_s``; the result's are AITune's five and its parts."""
         assert CandidateMeasured.payload_keys() == ("result", "duration_s")
-        built = candidate_measured(RUN, MODULE, _result(), duration_s=1.0)
+        built = CandidateMeasured(
+            run_id=RUN, module_name=MODULE, result=_result(), duration_s=1.0
+        ).to_event()
         assert list(built.fields["result"]) == [
             a.name for a in attrs.fields(PerformanceValidationResult)
         ]
@@ -704,7 +759,7 @@ class TestPayloadClasses:
 
     def test_from_fields_refuses_unknown_and_missing_keys(self) -> None:
         """A payload with a key its class lacks, or without a required key, is refused."""
-        fields = disabled(RUN, MODULE, strategy="S").fields
+        fields = Disabled(run_id=RUN, module_name=MODULE, strategy="S").to_event().fields
         assert Disabled.from_fields(fields).strategy == "S"
         with pytest.raises(InvalidValueError, match="no key"):
             Disabled.from_fields({**fields, "extra": 1})
@@ -751,9 +806,9 @@ class TestAdditionalProperties:
         self, rel_l2: dict[str, Any], valid: bool
     ) -> None:
         """``noise_floor.rel_l2`` (any leaf name) holds non-negative numbers (jsonschema)."""
-        built = baseline_measured(
-            RUN,
-            MODULE,
+        built = BaselineMeasured(
+            run_id=RUN,
+            module_name=MODULE,
             backend_description="E()",
             batch_size=1,
             throughput_samples_per_s=1.0,
@@ -762,6 +817,6 @@ class TestAdditionalProperties:
             decision="point",
             noise_floor_rel_l2=0.01,
             noise_floor={"rel_l2": rel_l2, "n_calls": 4},
-        )
+        ).to_event()
         line = _line(built)
         assert VALIDATOR.is_valid(line) is valid

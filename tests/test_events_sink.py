@@ -23,9 +23,14 @@ from aitune_fp.cli.progress import JsonLines, TuneProgress
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.kinds import Event, registered
 from aitune_fp.events.sending import emit, sinks, to_record
-from aitune_fp.events.validation import FINISHED, PHASE, STARTED, Look, PhaseEntered, disabled
-from aitune_fp.events.validation import look as look_event
-from aitune_fp.events.validation import phase as phase_event
+from aitune_fp.events.validation import (
+    FINISHED,
+    PHASE,
+    STARTED,
+    Disabled,
+    Look,
+    PhaseEntered,
+)
 from aitune_fp.pipeline.strategies import FirstWinsStrategy, MaxThroughputStrategy
 from aitune_fp.pipeline.values import NoValidBackendError
 from aitune_fp.profiling.watchdog import _MONITOR
@@ -98,7 +103,9 @@ def test_sinks_nest_and_end_with_their_block() -> None:
     """An inner block adds to the outer sinks; after each block its sinks get nothing more."""
     outer: list[Event] = []
     inner: list[Event] = []
-    first, second, third = (disabled("r", "m", strategy=s) for s in ("1", "2", "3"))
+    first, second, third = (
+        Disabled(run_id="r", module_name="m", strategy=s).to_event() for s in ("1", "2", "3")
+    )
     with capture_events():
         with sinks(outer.append):
             with sinks(inner.append):
@@ -113,7 +120,9 @@ def test_sinks_do_not_depend_on_structlog() -> None:
     """Debug events reach a sink even when structlog drops everything; a collector too."""
     seen: list[Event] = []
     records: list[dict[str, Any]] = []
-    event = phase_event("r", "m", backend_description="A()", phase="build")
+    event = PhaseEntered(
+        run_id="r", module_name="m", backend_description="A()", phase="build"
+    ).to_event()
 
     def drop(*_: Any) -> Any:
         raise structlog.DropEvent
@@ -135,7 +144,7 @@ def test_the_watchdog_reports_in_the_tune_context() -> None:
     """An event the watchdog's thread emits for a stuck step reaches the tune's sinks."""
     seen: list[Event] = []
     done = threading.Event()
-    event = disabled("r", "m", strategy="S")
+    event = Disabled(run_id="r", module_name="m", strategy="S").to_event()
 
     def action() -> None:
         emit(event)
@@ -181,10 +190,12 @@ def test_the_progress_display_reads_typed_payloads_not_dicts() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=120)
     progress = TuneProgress(console, quiet=False, candidates=["B()"])
-    phase = phase_event("r", "m", backend_description="B()", phase="build")
-    look = look_event(
-        "r",
-        "m",
+    phase = PhaseEntered(
+        run_id="r", module_name="m", backend_description="B()", phase="build"
+    ).to_event()
+    look = Look(
+        run_id="r",
+        module_name="m",
         backend_description="B()",
         n_pairs=20,
         max_pairs=320,
@@ -192,7 +203,7 @@ def test_the_progress_display_reads_typed_payloads_not_dicts() -> None:
         estimate=1.0,
         ci_low=0.9,
         ci_high=float("inf"),
-    )
+    ).to_event()
     assert isinstance(phase.payload, PhaseEntered) and isinstance(look.payload, Look)
     with progress:
         progress(phase)

@@ -16,10 +16,10 @@ from hypothesis import given
 
 from aitune_fp import validation_of
 from aitune_fp.core.report import TuneReport
-from aitune_fp.events.candidates import CORRECTNESS_CHECKED, correctness_checked
+from aitune_fp.events.candidates import CORRECTNESS_CHECKED, CorrectnessChecked
 from aitune_fp.events.ingest import ingest
 from aitune_fp.events.kinds import fold
-from aitune_fp.events.validation import look
+from aitune_fp.events.validation import Look
 from aitune_fp.pipeline.strategies import (
     FirstWinsStrategy,
     LatencyBudgetStrategy,
@@ -64,9 +64,9 @@ def test_a_progress_event_is_counted_and_sets_nothing() -> None:
     """A look changes nothing in the report but its event count."""
 
     report = TuneReport(run_id="r", module_name="m")
-    event = look(
-        "r",
-        "m",
+    event = Look(
+        run_id="r",
+        module_name="m",
         backend_description="B()",
         n_pairs=1,
         max_pairs=2,
@@ -74,7 +74,7 @@ def test_a_progress_event_is_counted_and_sets_nothing() -> None:
         estimate=1.0,
         ci_low=0.5,
         ci_high=None,
-    )
+    ).to_event()
     assert event.payload is not None
     assert fold(report, event.payload) == TuneReport(run_id="r", module_name="m", n_events=1)
 
@@ -83,7 +83,7 @@ def test_a_progress_event_is_counted_and_sets_nothing() -> None:
 def test_a_correctness_check_folds_into_the_report_whole(mismatch: Any) -> None:
     """``correctness_checked`` carries the mismatch; the fold rebuilds it exactly, by candidate."""
 
-    event = correctness_checked("r", "m", backend_description="B()", mismatch=mismatch)
+    event = CorrectnessChecked.of("r", "m", "B()", mismatch)
     record = json.loads(json.dumps({"event": event.name, **event.fields}))  # as a log line reads
     (run,) = ingest([json.dumps(record)]).runs
     report = run

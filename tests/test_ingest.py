@@ -11,18 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp.core.results import unstructure
-from aitune_fp.events.baseline import baseline_measured
+from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
+    CandidateFailed,
     CandidateMeasured,
+    CandidateRejected,
     SelectionDecided,
-    candidate_failed,
-    candidate_measured,
-    candidate_rejected,
 )
 from aitune_fp.events.ingest import MAX_LINE_BYTES, ingest, read_events
 from aitune_fp.events.ingest.values import BadLine, EventLine
 from aitune_fp.events.kinds import Event
-from aitune_fp.events.validation import finished, phase, selected, started
+from aitune_fp.events.validation import Finished, PhaseEntered, Selected, Started
 from tests.factories import flat_result, read_back, result_of
 
 RESULT = flat_result(
@@ -64,46 +63,58 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
     """A complete tune: started, baseline, a passing and a failing candidate, a failure, selected."""
     return [
         _line(
-            started(
-                run_id,
-                module,
+            Started(
+                run_id=run_id,
+                module_name=module,
                 strategy="MaxThroughputStrategy",
                 device="cpu",
                 decision="statistical",
                 min_speedup_threshold_percent=1.0,
                 required_speedup=1.01,
                 batch_size=32,
-            )
+            ).to_event()
         ),
-        _line(phase(run_id, module, backend_description="E()", phase="baseline_build")),
         _line(
-            baseline_measured(
-                run_id,
-                module,
+            PhaseEntered(
+                run_id=run_id, module_name=module, backend_description="E()", phase="baseline_build"
+            ).to_event()
+        ),
+        _line(
+            BaselineMeasured(
+                run_id=run_id,
+                module_name=module,
                 backend_description="TorchEagerBackend()",
                 batch_size=32,
                 throughput_samples_per_s=1000.0,
                 n_calls=40,
                 duration_s=1.0,
                 decision="statistical",
-            )
+            ).to_event()
         ),
-        _line(candidate_measured(run_id, module, RESULT, duration_s=3.0)),
-        _line(candidate_measured(run_id, module, SLOW, duration_s=1.0)),
-        _line(candidate_rejected(run_id, module, SLOW)),
         _line(
-            candidate_failed(
-                run_id,
-                module,
+            CandidateMeasured(
+                run_id=run_id, module_name=module, result=RESULT, duration_s=3.0
+            ).to_event()
+        ),
+        _line(
+            CandidateMeasured(
+                run_id=run_id, module_name=module, result=SLOW, duration_s=1.0
+            ).to_event()
+        ),
+        _line(CandidateRejected.of(run_id, module, SLOW)),
+        _line(
+            CandidateFailed(
+                run_id=run_id,
+                module_name=module,
                 backend_description="CudaGraphBackend()",
                 stage="build",
                 error_type="RuntimeError",
                 reason="no CUDA",
                 traceback_path="/tmp/x.log",
-            )
+            ).to_event()
         ),
         _line(
-            selected(
+            Selected.of(
                 run_id,
                 module,
                 backend_description="TorchCompileBackend()",
@@ -114,9 +125,9 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
             )
         ),
         _line(
-            finished(
-                run_id,
-                module,
+            Finished(
+                run_id=run_id,
+                module_name=module,
                 outcome="candidate",
                 backend_description="TorchCompileBackend()",
                 n_candidates=3,
@@ -124,7 +135,7 @@ def _run_lines(run_id: str, module: str = "mlp") -> list[str]:
                 n_passed=1,
                 n_failed=1,
                 duration_s=5.0,
-            )
+            ).to_event()
         ),
     ]
 
@@ -256,7 +267,9 @@ class TestBadLines:
 class TestResultFromEvent:
     def test_roundtrip(self) -> None:
         """candidate_measured carries exactly the result it was built from, and reads back equal."""
-        event = candidate_measured("r", "m", RESULT, duration_s=1.0)
+        event = CandidateMeasured(
+            run_id="r", module_name="m", result=RESULT, duration_s=1.0
+        ).to_event()
         assert isinstance(event.payload, CandidateMeasured)
         assert event.payload.result is RESULT
         assert result_of({"event": event.name, **event.fields}) == RESULT

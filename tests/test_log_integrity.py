@@ -19,8 +19,12 @@ from aitune_fp.cli import main
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.ingest import ingest
 from aitune_fp.events.sending import open_log
-from aitune_fp.events.sweep import SWEEP_STARTED, sweep_started, task_finished
-from aitune_fp.events.validation import phase as phase_event
+from aitune_fp.events.sweep import (
+    SWEEP_STARTED,
+    SweepStarted,
+    TaskFinished,
+)
+from aitune_fp.events.validation import PhaseEntered
 from aitune_fp.sweep.run import completed_models
 from aitune_fp.sweep.spec import parse_sweep
 from tests.factories import event_line, fake_log, fake_result, write_log
@@ -28,7 +32,15 @@ from tests.factories import event_line, fake_log, fake_result, write_log
 
 def _sweep_lines(sweep: str = "s1") -> list[str]:
     return [
-        event_line(sweep_started(sweep, "nightly", executor="local", models=["mlp"], skipped=[]))
+        event_line(
+            SweepStarted(
+                run_id=sweep,
+                module_name="nightly",
+                executor="local",
+                models=["mlp"],
+                skipped_models=[],
+            ).to_event()
+        )
     ]
 
 
@@ -119,7 +131,9 @@ class TestRunIdentity:
 class TestIncompleteRuns:
     def _cut(self) -> list[str]:
         lines = fake_log(results=(fake_result("A()"),))[:-2]  # no selected, no finished
-        phase = phase_event("r1", "mlp", backend_description="Compiled()", phase="measure")
+        phase = PhaseEntered(
+            run_id="r1", module_name="mlp", backend_description="Compiled()", phase="measure"
+        ).to_event()
         return [*lines, event_line(phase)]
 
     def test_a_run_without_finished_is_incomplete_with_its_last_phase(self) -> None:
@@ -172,9 +186,9 @@ class TestCutLines:
 
     def test_resume_skips_and_names_a_cut_line(self, tmp_path: Path) -> None:
         """The finished model is found; the cut line is skipped and named by its number."""
-        finished = task_finished(
-            "s1",
-            "mlp",
+        finished = TaskFinished(
+            run_id="s1",
+            module_name="mlp",
             tune_run_id="r1",
             outcome="baseline",
             hostname="h",
@@ -186,7 +200,8 @@ class TestCutLines:
             finished_unix_s=2.0,
             started_monotonic_s=1.0,
             finished_monotonic_s=2.0,
-        )
+            duration_s=max(2.0 - 1.0, 0.0),
+        ).to_event()
         path = tmp_path / "log.jsonl"
         path.write_text(event_line(finished) + "\n" + event_line(finished)[:30], encoding="utf-8")
         skipped: list[tuple[int, str]] = []

@@ -256,11 +256,11 @@ class TestSettings:
 
 def test_each_look_event_says_what_held_it_back() -> None:
     """A look kept open by the machine says so in its ``look`` event (log pipelines read it)."""
-    from aitune_fp.events.validation import look
+    from aitune_fp.events.validation import Look
 
-    event = look(
-        "r",
-        "m",
+    event = Look(
+        run_id="r",
+        module_name="m",
         backend_description="c",
         n_pairs=10,
         max_pairs=320,
@@ -269,12 +269,12 @@ def test_each_look_event_says_what_held_it_back() -> None:
         ci_low=1.8,
         ci_high=2.0,
         held_back="machine",
-    )
+    ).to_event()
     assert event.fields["held_back"] == "machine"
     assert "held back: machine" in event.fields["summary"]
-    settled = look(
-        "r",
-        "m",
+    settled = Look(
+        run_id="r",
+        module_name="m",
         backend_description="c",
         n_pairs=10,
         max_pairs=320,
@@ -282,7 +282,7 @@ def test_each_look_event_says_what_held_it_back() -> None:
         estimate=1.9,
         ci_low=1.8,
         ci_high=2.0,
-    )
+    ).to_event()
     assert settled.fields["held_back"] is None
 
 

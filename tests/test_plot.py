@@ -28,11 +28,17 @@ from matplotlib.lines import Line2D
 from aitune_fp.cli import main
 from aitune_fp.cli.plot import NO_ESTIMATE, VERDICT_COLOURS, VERDICT_LABELS, build_figure
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.baseline import baseline_failed, baseline_measured
-from aitune_fp.events.candidates import candidate_failed, candidate_measured
+from aitune_fp.events.baseline import (
+    BaselineFailed,
+    BaselineMeasured,
+)
+from aitune_fp.events.candidates import (
+    CandidateFailed,
+    CandidateMeasured,
+)
 from aitune_fp.events.ingest import ingest
 from aitune_fp.events.ingest.values import IngestReport
-from aitune_fp.events.validation import finished, selected, started
+from aitune_fp.events.validation import Finished, Selected, Started
 from tests.factories import fake_result
 
 NEED = 1.01
@@ -83,44 +89,51 @@ def _run(
 ) -> list[str]:
     """The JSON lines ``--json-log`` writes for one run (timestamps left out)."""
     made = [
-        started(
-            run,
-            module,
+        Started(
+            run_id=run,
+            module_name=module,
             strategy="best-of",
             device="cuda:0",
             decision=decision,
             min_speedup_threshold_percent=round((need - 1) * 100, 6),
             required_speedup=need,
             batch_size=32,
-        )
+        ).to_event()
     ]
     if baseline_error is None:
         made.append(
-            baseline_measured(
-                run,
-                module,
+            BaselineMeasured(
+                run_id=run,
+                module_name=module,
                 backend_description="TorchEagerBackend()",
                 batch_size=32,
                 throughput_samples_per_s=500.0,
                 n_calls=20,
                 duration_s=0.4,
                 decision=decision,
-            )
+            ).to_event()
         )
     else:
         kind, _, why = baseline_error.partition(": ")
-        made.append(baseline_failed(run, module, error_type=kind, reason=why, traceback_path=None))
-    made += [candidate_measured(run, module, r, duration_s=3.0) for r in results]
+        made.append(
+            BaselineFailed(
+                run_id=run, module_name=module, error_type=kind, reason=why, traceback_path=None
+            ).to_event()
+        )
     made += [
-        candidate_failed(
-            run,
-            module,
+        CandidateMeasured(run_id=run, module_name=module, result=r, duration_s=3.0).to_event()
+        for r in results
+    ]
+    made += [
+        CandidateFailed(
+            run_id=run,
+            module_name=module,
             backend_description=desc,
-            stage=stage,  # type: ignore[arg-type]
+            stage=stage,
             error_type=why.partition(": ")[0],
             reason=why.partition(": ")[2],
             traceback_path=None,
-        )
+        ).to_event()
         for desc, stage, why in failures
     ]
     best = max((r for r in results if r.passed), key=lambda r: r.speedup, default=None)
@@ -133,7 +146,7 @@ def _run(
     )
     if chosen is not None:
         made.append(
-            selected(
+            Selected.of(
                 run,
                 module,
                 backend_description=chosen,
@@ -144,9 +157,9 @@ def _run(
             )
         )
     made.append(
-        finished(
-            run,
-            module,
+        Finished(
+            run_id=run,
+            module_name=module,
             outcome="error" if baseline_error else "baseline" if best is None else "candidate",
             backend_description=chosen,
             n_candidates=len(results) + len(failures),
@@ -154,7 +167,7 @@ def _run(
             n_passed=sum(r.passed for r in results),
             n_failed=len(failures),
             duration_s=30.0,
-        )
+        ).to_event()
     )
     return [json.dumps({"event": e.name, **e.fields}) for e in made]
 

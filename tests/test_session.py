@@ -301,17 +301,20 @@ class TestLookProgress:
         from rich.console import Console
 
         from aitune_fp.cli.progress import TuneProgress
-        from aitune_fp.events.validation import look
-        from aitune_fp.events.validation import phase as phase_event
+        from aitune_fp.events.validation import Look, PhaseEntered
 
         console = Console(file=io.StringIO(), force_terminal=True, width=120)
         progress = TuneProgress(console, quiet=False, candidates=["A()"])
         with progress:
-            progress(phase_event("r", "m", backend_description="A()", phase="measure"))
             progress(
-                look(
-                    "r",
-                    "m",
+                PhaseEntered(
+                    run_id="r", module_name="m", backend_description="A()", phase="measure"
+                ).to_event()
+            )
+            progress(
+                Look(
+                    run_id="r",
+                    module_name="m",
                     backend_description="A()",
                     n_pairs=20,
                     max_pairs=160,
@@ -319,7 +322,7 @@ class TestLookProgress:
                     estimate=1.0,
                     ci_low=0.95,
                     ci_high=None,
-                )
+                ).to_event()
             )
             (task,) = progress.progress.tasks
             phase = str(task.fields["phase"])

@@ -34,7 +34,7 @@ from aitune_fp.core.telemetry import (
     throttled,
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.candidates import CandidateMeasured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.sending import to_record
 from aitune_fp.measure import telemetry
@@ -359,7 +359,9 @@ class TestShell:
     def test_telemetry_reaches_the_event(self, nvml: FakeNvml) -> None:
         nvml.scripts["pids"] = [[ME, OTHER]]
         r = measured(CudaClock())
-        record = to_record(candidate_measured("0" * 16, "m", r, duration_s=0.1))
+        record = to_record(
+            CandidateMeasured(run_id="0" * 16, module_name="m", result=r, duration_s=0.1).to_event()
+        )
         jsonschema.validate(record, event_schema())
         assert record["result"]["device"]["device_isolation"] == "shared"
         assert "device_shared" in record["result"]["decided"]["flags"]

@@ -21,10 +21,10 @@ from aitune_fp.cli.rendering import render_run
 from aitune_fp.cli.tune_args import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
-from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.candidates import CandidateMeasured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.sending import to_record
-from aitune_fp.events.validation import started as started_event
+from aitune_fp.events.validation import Started
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.threads import (
@@ -202,7 +202,9 @@ class TestMeasurementCarriesIt:
         r = measure_speedup(
             clock.arm(0.002), clock.arm(0.001), ((), {}), 4, CONFIG, timer=clock
         ).result
-        record = to_record(candidate_measured("0" * 16, "m", r, duration_s=1.0))
+        record = to_record(
+            CandidateMeasured(run_id="0" * 16, module_name="m", result=r, duration_s=1.0).to_event()
+        )
         jsonschema.validate(record, event_schema())
         from tests.factories import result_of
 
@@ -215,17 +217,17 @@ class TestStartedEvent:
         env = CpuEnvironment(
             threads=2, interop_threads=2, omp_num_threads=None, cpus=2, load_avg_1m=0.5
         )
-        event = started_event(
-            "0" * 16,
-            "m",
+        event = Started(
+            run_id="0" * 16,
+            module_name="m",
             strategy="S",
             device="cpu",
             decision="statistical",
             min_speedup_threshold_percent=1.0,
             required_speedup=1.01,
             batch_size=4,
-            cpu=env,
-        )
+            **env.to_fields(),
+        ).to_event()
         record = to_record(event)
         jsonschema.validate(record, event_schema())
         assert (record["threads"], record["interop_threads"], record["omp_num_threads"]) == (

@@ -15,7 +15,7 @@ from aitune_fp.cli import main
 from aitune_fp.cli.tune_args import profiling_config
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.events.candidates import candidate_measured
+from aitune_fp.events.candidates import CandidateMeasured
 from aitune_fp.events.ingest import event_schema
 from aitune_fp.events.sending import to_record
 from aitune_fp.measure.rules import measure_speedup
@@ -136,7 +136,9 @@ class TestEvents:
         """candidate_measured carries both clocks' figures; the schema accepts them; ingest
         rebuilds the same result."""
         r = _measure(FakeClock(device_scale=1.0), EAGER, GRAPHED)
-        record = to_record(candidate_measured("0" * 16, "m", r, duration_s=0.1))
+        record = to_record(
+            CandidateMeasured(run_id="0" * 16, module_name="m", result=r, duration_s=0.1).to_event()
+        )
         jsonschema.validate(record, event_schema())
         assert record["result"]["device"]["device_estimate"] == pytest.approx(0.5 / 0.6)
         assert record["result"]["environment"]["clock"] == "host"

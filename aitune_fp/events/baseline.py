@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, TypedDict
+from typing import Annotated, Final, TypedDict
 
 import attrs
 
 from aitune_fp.core.messages import fmt_baseline_line
 from aitune_fp.core.report import TuneReport
-from aitune_fp.errors import InvalidValueError
-from aitune_fp.events.kinds import ABSENT, Absent, Event, Keywords, Payload, event
+from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import EagerIsolation
 
@@ -20,8 +19,6 @@ __all__ = [
     "BaselineFailed",
     "BaselineMeasured",
     "NoiseFloorFields",
-    "baseline_failed",
-    "baseline_measured",
 ]
 
 _MIN0: Final = {"minimum": 0}
@@ -73,49 +70,12 @@ class BaselineMeasured(Payload):
             budget_plan=None if self.budget_plan is ABSENT else self.budget_plan,
         )
 
+    def describe(self) -> str:
+        """AITune's baseline line: the batch size and eager's throughput."""
+        return fmt_baseline_line(self.batch_size, self.throughput_samples_per_s)
+
 
 BASELINE_MEASURED: Final = BaselineMeasured.event_name
-_NOISE_KEYS: Final = frozenset({"noise_floor_rel_l2", "noise_floor", "noise_floor_note"})
-
-
-def baseline_measured(
-    run_id: str,
-    module_name: str,
-    *,
-    backend_description: str,
-    batch_size: int,
-    throughput_samples_per_s: float,
-    n_calls: int,
-    duration_s: float,
-    decision: str,
-    eager_isolation: EagerIsolation = "private_copy",
-    degenerate_outputs: str | None = None,
-    budget_plan: str | None = None,
-    **noise_floor: object,
-) -> Event:
-    """The eager baseline was built and (in point mode) measured, with its noise floor if asked.
-
-    ``eager_isolation``, ``degenerate_outputs`` and ``budget_plan``: as in ``docs/events.md``.
-    """
-    unknown = set(noise_floor) - _NOISE_KEYS
-    if unknown:
-        raise InvalidValueError(f"baseline_measured has no field {sorted(unknown)}")
-    noise: dict[str, Any] = dict(noise_floor)
-    return BaselineMeasured(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=backend_description,
-        batch_size=batch_size,
-        throughput_samples_per_s=throughput_samples_per_s,
-        n_calls=n_calls,
-        duration_s=duration_s,
-        decision=decision,
-        eager_isolation=eager_isolation,
-        degenerate_outputs=ABSENT if degenerate_outputs is None else degenerate_outputs,
-        budget_plan=ABSENT if budget_plan is None else budget_plan,
-        **noise,
-        summary=fmt_baseline_line(batch_size, throughput_samples_per_s),
-    ).to_event()
 
 
 @event(_V + "baseline_failed", "error")
@@ -131,19 +91,11 @@ class BaselineFailed(Payload):
         """The report of a tune whose baseline failed."""
         return attrs.evolve(report, baseline_error=f"{self.error_type}: {self.reason}")
 
+    def describe(self) -> str:
+        """That the baseline failed, its log, and why."""
+        return (
+            f"⚠️ Performance validation baseline failed (log: {self.traceback_path}): {self.reason}"
+        )
+
 
 BASELINE_FAILED: Final = BaselineFailed.event_name
-
-
-def baseline_failed(
-    run_id: str, module_name: str, *, error_type: str, reason: str, traceback_path: str | None
-) -> Event:
-    """The eager baseline could not be built or measured; no candidate can be gated."""
-    return BaselineFailed(
-        run_id=run_id,
-        module_name=module_name,
-        error_type=error_type,
-        reason=reason,
-        traceback_path=traceback_path,
-        summary=f"⚠️ Performance validation baseline failed (log: {traceback_path}): {reason}",
-    ).to_event()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Final, TypedDict, cast
+from typing import Annotated, Final, TypedDict
 
 import attrs
 
@@ -16,6 +16,7 @@ from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection_values import SelectionState
 from aitune_fp.events.kinds import ABSENT, Absent, Event, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
+from aitune_fp.events.names import Level
 
 __all__ = [
     "CANDIDATE_FAILED",
@@ -33,14 +34,6 @@ __all__ = [
     "HeadtoheadLook",
     "LatencyChecked",
     "SelectionDecided",
-    "candidate_failed",
-    "candidate_measured",
-    "candidate_rejected",
-    "correctness_checked",
-    "failed",
-    "headtohead_look",
-    "latency_checked",
-    "selection_decided",
 ]
 
 _MIN0: Final = {"minimum": 0}
@@ -81,40 +74,37 @@ class CorrectnessChecked(Payload):
         found = (self.backend_description, Mismatch.from_fields(attrs.asdict(self)))
         return attrs.evolve(report, accuracy=(*report.accuracy, found))
 
+    def describe(self) -> str:
+        """How close it came: the worst errors against the budget, the criteria, the notes."""
+        mismatch = Mismatch.from_fields(attrs.asdict(self))
+        if mismatch.atol is None:
+            figures = "exact on every compared value"
+        else:
+            figures = (
+                f"worst abs error {mismatch.max_abs_error:.3g}, rel {mismatch.max_rel_error:.3g}, "
+                f"{mismatch.budget_used:.0%} of the budget (atol={mismatch.atol:g}, "
+                f"rtol={mismatch.rtol:g}) at {mismatch.path}"
+            )
+        if mismatch.criteria:
+            figures += f"; {mismatch.describe_criteria()}"
+        figures += "".join(f"; {note}" for note in mismatch.notes)
+        return f"✅ {self.backend_description} matches eager: {figures}"
+
+    @classmethod
+    def of(cls, run_id: str, module_name: str, description: str, mismatch: Mismatch) -> Event:
+        """The event of ``mismatch``, the worst case of ``description`` (its path: output_path)."""
+        fields = mismatch.to_dict()
+        path = fields.pop("path")
+        return cls(
+            run_id=run_id,
+            module_name=module_name,
+            backend_description=description,
+            output_path=path,
+            **fields,
+        ).to_event()
+
 
 CORRECTNESS_CHECKED: Final = CorrectnessChecked.event_name
-
-
-def correctness_checked(
-    run_id: str, module_name: str, *, backend_description: str, mismatch: Mismatch
-) -> Event:
-    """A candidate matched eager within its accuracy budget: how close it came (the worst case)."""
-    if mismatch.atol is None:
-        figures = "exact on every compared value"
-    else:
-        figures = (
-            f"worst abs error {mismatch.max_abs_error:.3g}, rel {mismatch.max_rel_error:.3g}, "
-            f"{mismatch.budget_used:.0%} of the budget (atol={mismatch.atol:g}, "
-            f"rtol={mismatch.rtol:g}) at {mismatch.path}"
-        )
-    if mismatch.criteria:
-        figures += f"; {mismatch.describe_criteria()}"
-    figures += "".join(f"; {note}" for note in mismatch.notes)
-    return CorrectnessChecked(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=backend_description,
-        max_abs_error=mismatch.max_abs_error,
-        max_rel_error=mismatch.max_rel_error,
-        budget_used=mismatch.budget_used,
-        atol=mismatch.atol,
-        rtol=mismatch.rtol,
-        output_path=mismatch.path,
-        n_elements=mismatch.n_elements,
-        criteria=[cast(CriterionFields, c.to_dict()) for c in mismatch.criteria],
-        notes=list(mismatch.notes),
-        summary=f"✅ {backend_description} matches eager: {figures}",
-    ).to_event()
 
 
 @event(_V + "candidate_measured", "info")
@@ -129,34 +119,24 @@ class CandidateMeasured(Payload):
         """The report with this result (the very record measured) appended."""
         return attrs.evolve(report, results=(*report.results, self.result))
 
-
-CANDIDATE_MEASURED: Final = CandidateMeasured.event_name
-
-
-def candidate_measured(
-    run_id: str, module_name: str, result: PerformanceValidationResult, *, duration_s: float
-) -> Event:
-    """A candidate was timed against eager; carries every figure the verdict was based on."""
-    if result.sequential:  # the figure the verdict was decided on, and the verdict
-        summary = (
-            f"📊 {result.backend_description}: batch size={result.batch_size or 1}, "
-            f"speedup {fmt_headline(result)} → {result.verdict}"
-        )
-    else:  # AITune's line, byte for byte: its ▲/▼ says whether the point rule passed
-        summary = fmt_candidate_line(
+    def describe(self) -> str:
+        """The sequential rule's figure and verdict, or AITune's line byte for byte (point rule)."""
+        result = self.result
+        if result.sequential:
+            return (
+                f"📊 {result.backend_description}: batch size={result.batch_size or 1}, "
+                f"speedup {fmt_headline(result)} → {result.verdict}"
+            )
+        return fmt_candidate_line(  # its ▲/▼ says whether the point rule passed
             result.backend_description,
             result.batch_size or 1,
             result.throughput,
             result.speedup,
             result.passed,
         )
-    return CandidateMeasured(
-        run_id=run_id,
-        module_name=module_name,
-        result=result,
-        duration_s=duration_s,
-        summary=summary,
-    ).to_event()
+
+
+CANDIDATE_MEASURED: Final = CandidateMeasured.event_name
 
 
 @event(_V + "candidate_rejected", "warning")
@@ -176,24 +156,27 @@ class CandidateRejected(Payload):
         """The report with this candidate among the rejected."""
         return attrs.evolve(report, rejected=(*report.rejected, self.backend_description))
 
+    def describe(self) -> str:
+        """The candidate, its verdict and why."""
+        return f"❌ {self.backend_description} rejected ({self.verdict}): {self.reason}"
+
+    @classmethod
+    def of(cls, run_id: str, module_name: str, result: PerformanceValidationResult) -> Event:
+        """The event of a measured ``result`` that did not clear the gate."""
+        return cls(
+            run_id=run_id,
+            module_name=module_name,
+            backend_description=result.backend_description,
+            verdict=result.verdict,
+            speedup=result.speedup,
+            ci_low=result.ci_low,
+            ci_high=result.ci_high,
+            required_speedup=result.required_speedup,
+            reason=result.reason,
+        ).to_event()
+
 
 CANDIDATE_REJECTED: Final = CandidateRejected.event_name
-
-
-def candidate_rejected(run_id: str, module_name: str, result: PerformanceValidationResult) -> Event:
-    """A measured candidate did not clear the gate; it is deactivated and not selected."""
-    return CandidateRejected(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=result.backend_description,
-        verdict=result.verdict,
-        speedup=result.speedup,
-        ci_low=result.ci_low,
-        ci_high=result.ci_high,
-        required_speedup=result.required_speedup,
-        reason=result.reason,
-        summary=f"❌ {result.backend_description} rejected ({result.verdict}): {result.reason}",
-    ).to_event()
 
 
 @event(_V + "candidate_failed", "warning")
@@ -222,39 +205,15 @@ class CandidateFailed(Payload):
         """The report with this failure appended."""
         return attrs.evolve(report, failures=(*report.failures, self.failure))
 
+    def describe(self) -> str:
+        """The candidate, the stage it failed at, its log, and the error."""
+        return (
+            f"❌ {self.backend_description} failed at {self.stage} (log file: "
+            f"{self.traceback_path}): {self.error_type}: {self.reason}"
+        )
+
 
 CANDIDATE_FAILED: Final = CandidateFailed.event_name
-
-
-def candidate_failed(
-    run_id: str,
-    module_name: str,
-    *,
-    backend_description: str,
-    stage: Stage,
-    error_type: str,
-    reason: str,
-    traceback_path: str | None,
-) -> Event:
-    """A candidate failed to build, to match eager, or to be profiled; it is rejected."""
-    return CandidateFailed(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=backend_description,
-        stage=stage,
-        error_type=error_type,
-        reason=reason,
-        traceback_path=traceback_path,
-        summary=(
-            f"❌ {backend_description} failed at {stage} (log file: {traceback_path}): "
-            f"{error_type}: {reason}"
-        ),
-    ).to_event()
-
-
-def failed(run_id: str, module_name: str, failure: CandidateFailure) -> Event:
-    """``candidate_failed`` for a recorded failure (the record's fields are the event's keys)."""
-    return candidate_failed(run_id, module_name, **attrs.asdict(failure))
 
 
 @event(_V + "headtohead_look", "debug")
@@ -267,27 +226,27 @@ class HeadtoheadLook(Payload):
     remaining: list[str]
     eliminated: list[str]
 
+    @classmethod
+    def of(cls, run_id: str, module_name: str, state: SelectionState) -> Event:
+        """Who is still in after ``state``'s look, and who lost there to whom (debug level)."""
+        lost = [e for e in state.eliminated if e.at_rounds == state.rounds]
+        gone = "".join(
+            f"; {e.name} lost to {e.lost_to} ({e.ratio:.3f}x [{e.low:.3f}, "
+            f"{'inf' if not math.isfinite(e.high) else f'{e.high:.3f}'}])"
+            for e in lost
+        )
+        return cls(
+            run_id=run_id,
+            module_name=module_name,
+            look=state.look,
+            rounds=state.rounds,
+            remaining=list(state.remaining),
+            eliminated=[e.name for e in lost],
+            summary=f"🥊 head-to-head, {state.rounds} rounds: {', '.join(state.remaining)} in{gone}",
+        ).to_event()
+
 
 HEADTOHEAD_LOOK: Final = HeadtoheadLook.event_name
-
-
-def headtohead_look(run_id: str, module_name: str, state: SelectionState) -> Event:
-    """Progress of a head-to-head selection: who is still in after one look (debug level)."""
-    lost = [e for e in state.eliminated if e.at_rounds == state.rounds]
-    gone = "".join(
-        f"; {e.name} lost to {e.lost_to} ({e.ratio:.3f}x [{e.low:.3f}, "
-        f"{'inf' if not math.isfinite(e.high) else f'{e.high:.3f}'}])"
-        for e in lost
-    )
-    return HeadtoheadLook(
-        run_id=run_id,
-        module_name=module_name,
-        look=state.look,
-        rounds=state.rounds,
-        remaining=list(state.remaining),
-        eliminated=[e.name for e in lost],
-        summary=f"🥊 head-to-head, {state.rounds} rounds: {', '.join(state.remaining)} in{gone}",
-    ).to_event()
 
 
 @event(_V + "selection_decided", "info")
@@ -302,21 +261,12 @@ class SelectionDecided(Payload):
         """The report with this selection."""
         return attrs.evolve(report, selection=self.selection)
 
+    def describe(self) -> str:
+        """Why the choice fell as it did."""
+        return f"🥇 {self.selection.reason}"
+
 
 SELECTION_DECIDED: Final = SelectionDecided.event_name
-
-
-def selection_decided(
-    run_id: str, module_name: str, state: SelectionState, *, delta: float
-) -> Event:
-    """The head-to-head's choice among passing candidates, with every elimination and why."""
-    return SelectionDecided(
-        run_id=run_id,
-        module_name=module_name,
-        delta=delta,
-        selection=state,
-        summary=f"🥇 {state.reason}",
-    ).to_event()
 
 
 @event(_V + "latency_checked", "info")
@@ -341,16 +291,13 @@ class LatencyChecked(Payload):
         check = LatencyCheck.from_dict(attrs.asdict(self))
         return attrs.evolve(report, latency_checks=(*report.latency_checks, check))
 
+    def describe(self) -> str:
+        """The candidate and the check's reason."""
+        return f"⏱️ {self.backend_description}: {self.reason}"
+
+    def level(self) -> Level:
+        """Info within the budget, warning over it."""
+        return "info" if self.within else "warning"
+
 
 LATENCY_CHECKED: Final = LatencyChecked.event_name
-
-
-def latency_checked(run_id: str, module_name: str, check: LatencyCheck) -> Event:
-    """A candidate's latency quantile held against the budget (``latency-budget``)."""
-    fields: dict[str, Any] = check.to_dict()
-    return LatencyChecked(
-        run_id=run_id,
-        module_name=module_name,
-        **fields,
-        summary=f"⏱️ {check.backend_description}: {check.reason}",
-    ).to_event("info" if check.within else "warning")

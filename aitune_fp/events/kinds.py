@@ -57,6 +57,9 @@ class Keywords(dict[str, Any]):
 _P = TypeVar("_P", bound="Payload")
 _T = TypeVar("_T")
 
+#: A payload's summary until it is written (a summary given, even empty, is kept).
+_UNWRITTEN: Final = cast(str, ABSENT)
+
 #: Event name -> its payload class, in registration order (see :func:`event`).
 _REGISTRY: dict[str, type[Payload]] = {}
 
@@ -87,7 +90,21 @@ class Payload:
 
     run_id: str = attrs.field(metadata={"minLength": 1})
     module_name: str
-    summary: str
+    #: The human line: left out, the kind writes it from its keys (:meth:`describe`).
+    summary: str = _UNWRITTEN
+
+    def __attrs_post_init__(self) -> None:
+        """Write the summary line from the keys when none was given."""
+        if self.summary is _UNWRITTEN:
+            object.__setattr__(self, "summary", self.describe())
+
+    def describe(self) -> str:
+        """The summary line this kind writes from its keys (one that writes none is given it)."""
+        raise InvalidValueError(f"{type(self).__name__} needs its summary line")
+
+    def level(self) -> Level:
+        """The level this event is logged at: its kind's usual one unless a key changes it."""
+        return self.default_level
 
     @classmethod
     def payload_keys(cls) -> tuple[str, ...]:
@@ -107,14 +124,16 @@ class Payload:
         }
 
     def to_event(self, level: Level | None = None) -> Event:
-        """The :class:`Event` to emit, at ``level`` (this kind's usual level when None)."""
-        chosen = self.default_level if level is None else level
+        """The :class:`Event` to emit, at ``level`` (:meth:`level` when None)."""
+        chosen = self.level() if level is None else level
         return Event(self.event_name, chosen, self.to_fields(), payload=self)
 
     @classmethod
     def from_fields(cls: type[_P], fields: Mapping[str, Any]) -> _P:
         """The value a JSON payload describes (the one structure); bad keys or types raise."""
         own = {k: v for k, v in fields.items() if k not in ("schema_version", "event")}
+        if "summary" not in own:  # a line is read as written: its summary is never made up
+            raise InvalidValueError(f"{cls.event_name} is missing the required keys ['summary']")
         return structure(cls, own, cls.event_name)
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Final, cast
+from typing import Final
 
 import attrs
 
@@ -20,7 +20,6 @@ from aitune_fp.core.verdict import HELD_BACK
 from aitune_fp.events.kinds import ABSENT, Absent, Event, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Level, Phase
-from aitune_fp.profiling.threads import CpuEnvironment
 
 __all__ = [
     "DISABLED",
@@ -37,17 +36,12 @@ __all__ = [
     "PhaseEntered",
     "Selected",
     "Started",
-    "disabled",
-    "eval_mode",
-    "finished",
-    "look",
-    "phase",
-    "selected",
-    "started",
 ]
 
 _MIN0: Final = {"minimum": 0}
 _MIN1: Final = {"minimum": 1}
+#: The level ``finished`` is logged at, by outcome (info otherwise).
+_FINISHED_LEVELS: Final[dict[str, Level]] = {"error": "error", "interrupted": "warning"}
 
 
 @event(_V + "started", "info")
@@ -114,39 +108,12 @@ class Started(Payload):
             isolation_note=None if self.isolation_note is ABSENT else self.isolation_note,
         )
 
+    def describe(self) -> str:
+        """What the user waits for first."""
+        return "🔄 Profiling eager baseline...please wait"
+
 
 STARTED: Final = Started.event_name
-
-
-def started(
-    run_id: str,
-    module_name: str,
-    *,
-    strategy: str,
-    device: str,
-    decision: str,
-    min_speedup_threshold_percent: float,
-    required_speedup: float,
-    batch_size: int | None,
-    cpu: CpuEnvironment | None = None,
-    isolation: IsolationMode | None = None,
-    isolation_note: str | None = None,
-) -> Event:
-    """A validating tune begins: what is tuned, where, against which gate, and on which CPU."""
-    return Started(
-        run_id=run_id,
-        module_name=module_name,
-        strategy=strategy,
-        device=device,
-        decision=decision,
-        min_speedup_threshold_percent=min_speedup_threshold_percent,
-        required_speedup=required_speedup,
-        batch_size=batch_size,
-        **({} if cpu is None else cpu.to_fields()),
-        isolation=ABSENT if isolation is None else isolation,
-        isolation_note=ABSENT if isolation_note is None else isolation_note,
-        summary="🔄 Profiling eager baseline...please wait",
-    ).to_event()
 
 
 @event(_V + "disabled", "warning")
@@ -160,15 +127,12 @@ class Disabled(Payload):
         """The report of a tune that validated nothing."""
         return attrs.evolve(report, strategy=self.strategy, disabled=True)
 
+    def describe(self) -> str:
+        """That nothing is validated."""
+        return fmt_disabled_line()
+
 
 DISABLED: Final = Disabled.event_name
-
-
-def disabled(run_id: str, module_name: str, *, strategy: str) -> Event:
-    """Validation is off for this tune: no eager build, no profiling."""
-    return Disabled(
-        run_id=run_id, module_name=module_name, strategy=strategy, summary=fmt_disabled_line()
-    ).to_event()
 
 
 @event(_V + "eval_mode", "warning")
@@ -178,21 +142,16 @@ class EvalMode(Payload):
 
     n_training_modules: int = attrs.field(metadata=_MIN1)
 
+    def describe(self) -> str:
+        """How the model was validated and how it is returned."""
+        return (
+            f"⚠️ {self.module_name} was in training mode ({self.n_training_modules} module(s)): "
+            "validated in eval mode (no dropout, running statistics not updated) and returned "
+            "in training mode"
+        )
+
 
 EVAL_MODE: Final = EvalMode.event_name
-
-
-def eval_mode(run_id: str, module_name: str, *, n_training_modules: int) -> Event:
-    """The model came in training mode: it is validated in eval mode and returned as it came."""
-    return EvalMode(
-        run_id=run_id,
-        module_name=module_name,
-        n_training_modules=n_training_modules,
-        summary=(
-            f"⚠️ {module_name} was in training mode ({n_training_modules} module(s)): validated "
-            "in eval mode (no dropout, running statistics not updated) and returned in training mode"
-        ),
-    ).to_event()
 
 
 @event(_V + "phase", "debug")
@@ -207,19 +166,12 @@ class PhaseEntered(Payload):
         """The report with where the tune is now (where an incomplete run stopped)."""
         return attrs.evolve(report, last_phase=f"{self.phase} of {self.backend_description}")
 
+    def describe(self) -> str:
+        """The backend and its phase."""
+        return f"{self.backend_description}: {self.phase.replace('_', ' ')}"
+
 
 PHASE: Final = PhaseEntered.event_name
-
-
-def phase(run_id: str, module_name: str, *, backend_description: str, phase: Phase) -> Event:
-    """Progress: a backend enters a phase (debug level; progress bars use it)."""
-    return PhaseEntered(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=backend_description,
-        phase=phase,
-        summary=f"{backend_description}: {phase.replace('_', ' ')}",
-    ).to_event()
 
 
 @event(_V + "look", "debug")
@@ -237,42 +189,18 @@ class Look(Payload):
     #: Why an inconclusive look stayed open (the first condition of ``HELD_BACK``; None: settled).
     held_back: str | None = attrs.field(default=None, metadata={"enum": list(HELD_BACK)})
 
+    def describe(self) -> str:
+        """The look's pairs, estimate, interval and verdict (and why it is held back)."""
+        high = self.ci_high
+        shown = "inf" if high is None or not math.isfinite(high) else f"{high:.3f}"
+        why = "" if self.held_back is None else f" (held back: {self.held_back})"
+        return (
+            f"🔎 {self.backend_description}: {self.n_pairs}/{self.max_pairs} pairs, "
+            f"{self.estimate:.2f}x [{self.ci_low:.3f}, {shown}] → {self.verdict}{why}"
+        )
+
 
 LOOK: Final = Look.event_name
-
-
-def look(
-    run_id: str,
-    module_name: str,
-    *,
-    backend_description: str,
-    n_pairs: int,
-    max_pairs: int,
-    verdict: str,
-    estimate: float,
-    ci_low: float,
-    ci_high: float | None,
-    held_back: str | None = None,
-) -> Event:
-    """Progress of a statistical measurement: the interval at one planned look (debug level)."""
-    high = "inf" if ci_high is None or not math.isfinite(ci_high) else f"{ci_high:.3f}"
-    why = "" if held_back is None else f" (held back: {held_back})"
-    return Look(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=backend_description,
-        n_pairs=n_pairs,
-        max_pairs=max_pairs,
-        verdict=cast(ResultVerdict, verdict),  # the schema holds it to the three verdicts
-        estimate=estimate,
-        ci_low=ci_low,
-        ci_high=ci_high,
-        held_back=held_back,
-        summary=(
-            f"🔎 {backend_description}: {n_pairs}/{max_pairs} pairs, "
-            f"{estimate:.2f}x [{ci_low:.3f}, {high}] → {verdict}{why}"
-        ),
-    ).to_event()
 
 
 @event(_V + "selected", "info")
@@ -302,49 +230,50 @@ class Selected(Payload):
             baseline_throughput=self.baseline_throughput_samples_per_s if eager is None else eager,
         )
 
+    @classmethod
+    def of(
+        cls,
+        run_id: str,
+        module_name: str,
+        *,
+        backend_description: str,
+        is_baseline: bool,
+        result: PerformanceValidationResult | None,
+        baseline_throughput: float | None,
+        info_on: bool,
+        color: bool = False,
+        restored: tuple[str, ...] = (),
+        handed_back: str = "",
+    ) -> Event:
+        """The outcome line of ``result`` (at warning level with info off, so it stays visible)."""
+        level: Level = "info" if info_on else "warning"
+        if result is not None and not is_baseline:
+            detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)
+            if info_on:
+                summary = fmt_speedup_msg_short(result.speedup, detail, color=color)
+            else:
+                summary = "[aitune_fp] " + fmt_speedup_msg(
+                    result.speedup, detail, module_name, backend_description, color=color
+                )
+        else:
+            summary = fmt_baseline_selected(backend_description, baseline_throughput)
+            if not info_on:
+                summary = "[aitune_fp] " + summary
+        return cls(
+            run_id=run_id,
+            module_name=module_name,
+            backend_description=backend_description,
+            is_baseline=is_baseline,
+            speedup=None if result is None else result.speedup,
+            throughput_samples_per_s=None if result is None else result.throughput,
+            baseline_throughput_samples_per_s=baseline_throughput,
+            restored=list(restored),
+            handed_back=handed_back,
+            summary=summary,
+        ).to_event(level)
+
 
 SELECTED: Final = Selected.event_name
-
-
-def selected(
-    run_id: str,
-    module_name: str,
-    *,
-    backend_description: str,
-    is_baseline: bool,
-    result: PerformanceValidationResult | None,
-    baseline_throughput: float | None,
-    info_on: bool,
-    color: bool = False,
-    restored: tuple[str, ...] = (),
-    handed_back: str = "",
-) -> Event:
-    """The tune's outcome line (at warning level with info off, so it stays visible)."""
-    level: Level = "info" if info_on else "warning"
-    if result is not None and not is_baseline:
-        detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)
-        if info_on:
-            summary = fmt_speedup_msg_short(result.speedup, detail, color=color)
-        else:
-            summary = "[aitune_fp] " + fmt_speedup_msg(
-                result.speedup, detail, module_name, backend_description, color=color
-            )
-    else:
-        summary = fmt_baseline_selected(backend_description, baseline_throughput)
-        if not info_on:
-            summary = "[aitune_fp] " + summary
-    return Selected(
-        run_id=run_id,
-        module_name=module_name,
-        backend_description=backend_description,
-        is_baseline=is_baseline,
-        speedup=None if result is None else result.speedup,
-        throughput_samples_per_s=None if result is None else result.throughput,
-        baseline_throughput_samples_per_s=baseline_throughput,
-        restored=list(restored),
-        handed_back=handed_back,
-        summary=summary,
-    ).to_event(level)
 
 
 @event(_V + "finished", "info")
@@ -365,42 +294,14 @@ class Finished(Payload):
         """The report of a tune that ended."""
         return attrs.evolve(report, outcome=self.outcome, duration_s=self.duration_s)
 
+    def describe(self) -> str:
+        """The outcome, the backend returned and the time taken."""
+        chosen = f" ({self.backend_description})" if self.backend_description else ""
+        return f"⏱️ Tune of {self.module_name}: {self.outcome}{chosen} in {self.duration_s:.2f}s"
+
+    def level(self) -> Level:
+        """Error for an error, warning for an interrupted tune, info otherwise."""
+        return _FINISHED_LEVELS.get(self.outcome, "info")
+
 
 FINISHED: Final = Finished.event_name
-
-
-#: The level ``finished`` is logged at, by outcome (info otherwise).
-_FINISHED_LEVELS: Final[dict[str, Level]] = {"error": "error", "interrupted": "warning"}
-
-
-def finished(
-    run_id: str,
-    module_name: str,
-    *,
-    outcome: Outcome,
-    backend_description: str | None,
-    n_candidates: int,
-    n_measured: int,
-    n_passed: int,
-    n_failed: int,
-    duration_s: float,
-    reason: str | None = None,
-) -> Event:
-    """The tune ended: what was chosen and how many candidates were measured, passed, failed."""
-    return Finished(
-        run_id=run_id,
-        module_name=module_name,
-        outcome=outcome,
-        backend_description=backend_description,
-        n_candidates=n_candidates,
-        n_measured=n_measured,
-        n_passed=n_passed,
-        n_failed=n_failed,
-        duration_s=duration_s,
-        reason=reason,
-        summary=(
-            f"⏱️ Tune of {module_name}: {outcome}"
-            + (f" ({backend_description})" if backend_description else "")
-            + f" in {duration_s:.2f}s"
-        ),
-    ).to_event(_FINISHED_LEVELS.get(outcome, "info"))

@@ -24,10 +24,11 @@ from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
 )
-from aitune_fp.events.baseline import baseline_failed, baseline_measured
-from aitune_fp.events.kinds import Event
+from aitune_fp.events.baseline import BaselineFailed as BaselineFailedEvent
+from aitune_fp.events.baseline import BaselineMeasured
+from aitune_fp.events.kinds import ABSENT, Event
 from aitune_fp.events.names import EagerIsolation
-from aitune_fp.events.validation import started as started_event
+from aitune_fp.events.validation import Started
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches
@@ -104,19 +105,19 @@ def operating_point(
 def started(arena: Arena, strategy: str, isolation_note: str | None) -> Event:
     """The tune's ``started`` event: strategy, device, rule, gate, batch, threads, isolation."""
     assert arena.gate is not None
-    return started_event(
-        arena.run_id,
-        arena.target.name,
+    return Started(
+        run_id=arena.run_id,
+        module_name=arena.target.name,
         strategy=strategy,
         device=str(arena.target.device),
         decision=arena.rule.name,
         min_speedup_threshold_percent=arena.gate.threshold_percent,
         required_speedup=arena.gate.required_speedup,
         batch_size=arena.batch_size,
-        cpu=cpu_environment(arena.config.threads),
+        **cpu_environment(arena.config.threads).to_fields(),
         isolation=arena.isolation,
-        isolation_note=isolation_note,
-    )
+        isolation_note=ABSENT if isolation_note is None else isolation_note,
+    ).to_event()
 
 
 @attrs.frozen(eq=False)
@@ -205,13 +206,13 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         closeness, noise = calibrate_noise(arena, shared)  # never raises: notes why not
     except Exception as exc:
         path = append_failure_log(folder / "error.log", "Eager baseline failed", exc)
-        event = baseline_failed(
-            arena.run_id,
-            t.name,
+        event = BaselineFailedEvent(
+            run_id=arena.run_id,
+            module_name=t.name,
             error_type=type(exc).__name__,
             reason=one_line(exc),
             traceback_path=path,
-        )
+        ).to_event()
         return BaselineFailed(f"{type(exc).__name__}: {one_line(exc)}", event)
     return Opened(
         description=description,
@@ -237,9 +238,11 @@ def measured(arena: Arena, opened: Opened, eager_isolation: EagerIsolation) -> E
     eager = infer_of(opened.eager)
     inputs = (*arena.target.data, *opened.heldout)[:_DEGENERATE_INPUTS]
     outputs = tuple(reference_output(eager, as_sample(s)) for s in inputs)
-    return baseline_measured(
-        arena.run_id,
-        arena.target.name,
+    degenerate = degenerate_outputs(outputs, opened.closeness.budget(None))
+    plan = _plan(arena, opened.latencies)
+    return BaselineMeasured(
+        run_id=arena.run_id,
+        module_name=arena.target.name,
         backend_description=opened.description,
         batch_size=arena.batch_size,
         throughput_samples_per_s=opened.throughput,
@@ -247,10 +250,10 @@ def measured(arena: Arena, opened: Opened, eager_isolation: EagerIsolation) -> E
         duration_s=opened.duration_s,
         decision=arena.rule.name,
         eager_isolation=eager_isolation,
-        degenerate_outputs=degenerate_outputs(outputs, opened.closeness.budget(None)),
-        budget_plan=_plan(arena, opened.latencies),
+        degenerate_outputs=ABSENT if degenerate is None else degenerate,
+        budget_plan=ABSENT if plan is None else plan,
         **opened.noise,
-    )
+    ).to_event()
 
 
 def _plan(arena: Arena, latencies: Sequence[float]) -> str | None:

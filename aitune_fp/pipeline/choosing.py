@@ -13,7 +13,7 @@ from aitune_fp.core.quantiles import (
 )
 from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
-from aitune_fp.events.candidates import headtohead_look, latency_checked, selection_decided
+from aitune_fp.events.candidates import HeadtoheadLook, LatencyChecked, SelectionDecided
 from aitune_fp.measure.headtohead import head_to_head
 from aitune_fp.pipeline.stages import Arena, fresh_batches, release, spot_check_of
 from aitune_fp.pipeline.values import CandidateOutcome, infer_of
@@ -90,7 +90,7 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
     checks = {n: spot_check_of(arena.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
-        arena.emit(headtohead_look(arena.run_id, name, state))
+        arena.emit(HeadtoheadLook.of(arena.run_id, name, state))
 
     made = fresh_batches(batch, arena.seed, arena.target.graph_spec)  # values no gate pair saw
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
@@ -112,7 +112,10 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
         reference=arena.eager_arm,
         block=_block(arena),
     )
-    arena.emit(selection_decided(arena.run_id, name, state, delta=rule.delta))
+    decided = SelectionDecided(
+        run_id=arena.run_id, module_name=name, delta=rule.delta, selection=state
+    )
+    arena.emit(decided.to_event())
     for failure in state.failed:
         outcome = by_name[failure.name]
         if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
@@ -195,5 +198,8 @@ def latency_check(
         bound=quantile_upper_bound(latencies, quantile, confidence),
         budget_s=budget_ms / 1e3,
     )
-    arena.emit(latency_checked(arena.run_id, arena.target.name, check))
+    fields = check.to_dict()
+    arena.emit(
+        LatencyChecked(run_id=arena.run_id, module_name=arena.target.name, **fields).to_event()
+    )
     return check

@@ -10,7 +10,7 @@ import attrs
 from aitune_fp.core.report import Outcome
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.events.sending import info_enabled
-from aitune_fp.events.validation import selected
+from aitune_fp.events.validation import Selected
 from aitune_fp.pipeline.stages import Arena
 from aitune_fp.pipeline.values import NoValidBackendError, candidate_folder, describe
 from aitune_fp.pipeline.vetting import vet
@@ -88,7 +88,7 @@ def select(
     """Emit ``selected`` for ``backend``, with what its hand-back changed and how it came back."""
     is_baseline = backend is arena.baseline
     description = describe(backend)
-    event = selected(
+    event = Selected.of(
         arena.run_id,
         arena.target.name,
         backend_description=description,

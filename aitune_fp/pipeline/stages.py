@@ -21,7 +21,7 @@ from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import BackendUnavailableError, CandidateHungError, InvalidStateError
 from aitune_fp.events.kinds import Event
 from aitune_fp.events.names import Phase
-from aitune_fp.events.validation import phase as phase_event
+from aitune_fp.events.validation import PhaseEntered
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation.domain import heldout_domain
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
@@ -122,9 +122,13 @@ class Arena:
 
     def phase(self, description: str, phase: Phase) -> None:
         """Say that ``description`` enters ``phase``."""
-        self.emit(
-            phase_event(self.run_id, self.target.name, backend_description=description, phase=phase)
+        entered = PhaseEntered(
+            run_id=self.run_id,
+            module_name=self.target.name,
+            backend_description=description,
+            phase=phase,
         )
+        self.emit(entered.to_event())
 
     def failed(
         self, description: str, stage: Stage, exc: BaseException, log: Path | None

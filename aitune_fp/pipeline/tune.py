@@ -23,12 +23,11 @@ from aitune_fp.errors import (
     CandidateHungError,
     InvalidStateError,
 )
-from aitune_fp.events.candidates import failed as failed_event
+from aitune_fp.events.candidates import CandidateFailed
 from aitune_fp.events.kinds import Event, fold
 from aitune_fp.events.names import EagerIsolation, new_run_id
 from aitune_fp.events.sending import emit as emit_event
-from aitune_fp.events.validation import disabled as disabled_event
-from aitune_fp.events.validation import eval_mode, finished
+from aitune_fp.events.validation import Disabled, EvalMode, Finished
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.measure.rules import rule_for
 from aitune_fp.pipeline.arms import Arm, HereArm
@@ -209,7 +208,8 @@ class TuneSession:
         guards = self.guards
         if guards.was_training:
             n = len(guards.was_training)
-            self.emit(eval_mode(self.run_id, self.target.name, n_training_modules=n))
+            mode = EvalMode(run_id=self.run_id, module_name=self.target.name, n_training_modules=n)
+            self.emit(mode.to_event())
         opened = open_eager(self.arena(), baseline, self.strategy)
         if isinstance(opened, BaselineFailed):  # an eager that cannot be measured is no fallback
             self.baseline_error, self.baseline, self.eager = opened.error, None, None
@@ -303,7 +303,10 @@ class TuneSession:
         if self._closed:  # the tune has ended (a hung step): nothing more is recorded
             return failure
         self.failures.append(failure)
-        self.emit(failed_event(self.run_id, self.target.name, failure))
+        fields = attrs.asdict(failure)
+        self.emit(
+            CandidateFailed(run_id=self.run_id, module_name=self.target.name, **fields).to_event()
+        )
         return failure
 
     def fallback(self, outcomes: Sequence[CandidateOutcome]) -> Any:
@@ -322,8 +325,10 @@ class TuneSession:
         """
         try:
             if not self.gated:  # the one event of a disabled tune
-                event = disabled_event(self.run_id, self.target.name, strategy=self.strategy)
-                self.emit(event, always=True)
+                off = Disabled(
+                    run_id=self.run_id, module_name=self.target.name, strategy=self.strategy
+                )
+                self.emit(off.to_event(), always=True)
                 backend = call()
                 self.finish(
                     "candidate" if backend is not None else "passthrough",
@@ -378,9 +383,9 @@ class TuneSession:
         folded = self.folded
         candidates = folded.candidate_failures
         self.emit(
-            finished(
-                self.run_id,
-                self.target.name,
+            Finished(
+                run_id=self.run_id,
+                module_name=self.target.name,
                 outcome=outcome,
                 backend_description=description,
                 n_candidates=len(folded.results) + len(candidates),
@@ -389,7 +394,7 @@ class TuneSession:
                 n_failed=len(candidates),
                 duration_s=time.perf_counter() - self.started,
                 reason=reason,
-            ),
+            ).to_event(),
             always=True,
         )
         self._closed = True

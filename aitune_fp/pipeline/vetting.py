@@ -11,8 +11,8 @@ from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.core.verdict import SpeedupDecision
-from aitune_fp.events.candidates import candidate_measured, candidate_rejected, correctness_checked
-from aitune_fp.events.validation import look
+from aitune_fp.events.candidates import CandidateMeasured, CandidateRejected, CorrectnessChecked
+from aitune_fp.events.validation import Look
 from aitune_fp.inputs import as_sample
 from aitune_fp.measure.statistical import measure_throughput_steady
 from aitune_fp.pipeline.stages import (
@@ -51,11 +51,7 @@ def vet(arena: Arena, built: Any, description: str, folder: Path) -> CandidateOu
         except Exception as exc:
             return _failed(arena, built, description, folder, exc, "correctness")
         if mismatch is not None:
-            arena.emit(
-                correctness_checked(
-                    arena.run_id, t.name, backend_description=description, mismatch=mismatch
-                )
-            )
+            arena.emit(CorrectnessChecked.of(arena.run_id, t.name, description, mismatch))
         if not arena.gated:
             return CandidateOutcome(description, built, mismatch=mismatch)
         if arena.baseline is None and not arena.decides:  # diagnostic: nothing to compare
@@ -114,9 +110,9 @@ def _timed(
 
     def on_look(n: int, decision: SpeedupDecision) -> None:
         arena.emit(
-            look(
-                arena.run_id,
-                arena.target.name,
+            Look(
+                run_id=arena.run_id,
+                module_name=arena.target.name,
                 backend_description=description,
                 n_pairs=n,
                 max_pairs=config.max_pairs,
@@ -125,20 +121,20 @@ def _timed(
                 ci_low=decision.ci_low,
                 ci_high=decision.ci_high,
                 held_back=decision.held_back,
-            )
+            ).to_event()
         )
 
     result = measure(arena, built, description, mismatch, on_look)
     changed = arena.changed()  # while timing: a result that cannot stand
     if changed is not None:
         raise changed
-    arena.emit(
-        candidate_measured(
-            arena.run_id, arena.target.name, result, duration_s=time.perf_counter() - start
-        )
+    name, duration = arena.target.name, time.perf_counter() - start
+    measured = CandidateMeasured(
+        run_id=arena.run_id, module_name=name, result=result, duration_s=duration
     )
+    arena.emit(measured.to_event())
     if not result.passed:
-        arena.emit(candidate_rejected(arena.run_id, arena.target.name, result))
+        arena.emit(CandidateRejected.of(arena.run_id, name, result))
     return result
 
 

@@ -15,7 +15,7 @@ import attrs
 
 from aitune_fp.events.names import new_run_id
 from aitune_fp.events.sending import open_log, to_record, write_records
-from aitune_fp.events.sweep import TASK_FINISHED, sweep_finished, sweep_started
+from aitune_fp.events.sweep import TASK_FINISHED, SweepFinished, SweepStarted
 from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.spec import SweepSpec
 from aitune_fp.sweep.task import (
@@ -158,13 +158,13 @@ def run_sweep(
             handle,
             [
                 to_record(
-                    sweep_started(
-                        sweep_id,
-                        spec.name,
+                    SweepStarted(
+                        run_id=sweep_id,
+                        module_name=spec.name,
                         executor=executor.name,
                         models=[t.model.name for t in tasks],
-                        skipped=sorted(statuses),
-                    )
+                        skipped_models=sorted(statuses),
+                    ).to_event()
                 )
             ],
         )
@@ -202,13 +202,13 @@ def run_sweep(
             handle,
             [
                 to_record(
-                    sweep_finished(
-                        sweep_id,
-                        spec.name,
-                        finished=[s.model for s in ordered if s.state != "failed"],
-                        failed=[s.model for s in ordered if s.state == "failed"],
+                    SweepFinished(
+                        run_id=sweep_id,
+                        module_name=spec.name,
+                        finished_models=[s.model for s in ordered if s.state != "failed"],
+                        failed_models=[s.model for s in ordered if s.state == "failed"],
                         duration_s=duration,
-                    )
+                    ).to_event()
                 )
             ],
         )

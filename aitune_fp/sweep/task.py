@@ -16,7 +16,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.report import TuneReport
 from aitune_fp.errors import BackendUnavailableError, InvalidStateError
 from aitune_fp.events.sending import sinks, to_record
-from aitune_fp.events.sweep import task_failed, task_finished
+from aitune_fp.events.sweep import TaskFailed, TaskFinished
 from aitune_fp.profiling.threads import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
@@ -139,14 +139,14 @@ def failed_outcome(
     """The outcome of a task that ended without a report: its records so far, then ``task_failed``."""
     run_id = next((str(r["run_id"]) for r in records if "run_id" in r), None)
     last = to_record(
-        task_failed(
-            task.sweep_id,
-            task.model.name,
+        TaskFailed(
+            run_id=task.sweep_id,
+            module_name=task.model.name,
             error_type=error_type,
             reason=reason,
             tune_run_id=run_id,
             hostname=hostname,
-        )
+        ).to_event()
     )
     return TaskOutcome(model=task.model.name, records=(*records, last), ok=False)
 
@@ -184,9 +184,10 @@ def run_task(task: SweepTask) -> TaskOutcome:
         return failed_outcome(
             task, type(exc).__name__, one_line(exc), records=records, hostname=hostname
         )
-    last = task_finished(
-        task.sweep_id,
-        task.model.name,
+    finished, finished_mono = time.time(), time.monotonic()
+    last = TaskFinished(
+        run_id=task.sweep_id,
+        module_name=task.model.name,
         tune_run_id=report.run_id,
         outcome=report.outcome or "error",
         hostname=hostname,
@@ -195,11 +196,12 @@ def run_task(task: SweepTask) -> TaskOutcome:
         pid=os.getpid(),
         threads=_threads(task),
         started_unix_s=started,
-        finished_unix_s=time.time(),
+        finished_unix_s=finished,
         started_monotonic_s=started_mono,
-        finished_monotonic_s=time.monotonic(),
+        finished_monotonic_s=finished_mono,
+        duration_s=max(finished_mono - started_mono, 0.0),
     )
-    records.append(to_record(last))
+    records.append(to_record(last.to_event()))
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
