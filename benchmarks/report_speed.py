@@ -111,7 +111,7 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
                 ).to_event()
             )
         faster = i == 0
-        result = PerformanceValidationResult(
+        result = PerformanceValidationResult.of_flat(
             desc,
             1200.0 - 300 * i,
             1000.0,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aitune_fp.core.report import TuneReport
-from aitune_fp.core.results import FLAT, PARTS, PerformanceValidationResult
+from aitune_fp.core.results import PerformanceValidationResult
 from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
     CandidateFailed,
@@ -43,12 +43,7 @@ def flat_result(
     desc: str, throughput: float, baseline: float, speedup: float, passed: bool, **flat: Any
 ) -> PerformanceValidationResult:
     """A result from AITune's five fields and any flat names (``ci_low=...``), put in their parts."""
-    parts: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
-    for name, value in flat.items():
-        part, field = FLAT[name]
-        parts[part][field] = value
-    built = {part: PARTS[part](**values) for part, values in parts.items()}
-    return PerformanceValidationResult(desc, throughput, baseline, speedup, passed, **built)
+    return PerformanceValidationResult.of_flat(desc, throughput, baseline, speedup, passed, **flat)
 
 
 def fake_result(desc: str = "B()", **overrides: Any) -> PerformanceValidationResult:

@@ -228,6 +228,24 @@ class PerformanceValidationResult:
         """Whether the statistical (sequential, interval) rule decided it, not the point rule."""
         return self.decided.rule == "statistical"
 
+    @classmethod
+    def of_flat(
+        cls,
+        description: str,
+        throughput: float,
+        baseline: float,
+        speedup: float,
+        passed: bool,
+        **fields: Any,
+    ) -> PerformanceValidationResult:
+        """A result from AITune's five fields and any flat names (``ci_low=...``), each in its part."""
+        parts: dict[str, dict[str, Any]] = {part: {} for part in PARTS}
+        for name, value in fields.items():
+            part, field = FLAT[name]
+            parts[part][field] = value
+        built = {part: PARTS[part](**values) for part, values in parts.items()}
+        return cls(description, throughput, baseline, speedup, passed, **built)
+
 
 def _flat(part: str, name: str) -> property:
     return property(lambda r: getattr(getattr(r, part), name), doc=f"``{part}.{name}``")
