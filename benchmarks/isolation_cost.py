@@ -78,12 +78,11 @@ def hand_over(calls: int, threads: int | None) -> tuple[float, float]:
     worker = Worker(EagerRecipe(_null), name="null", timeout_s=60, threads=threads)
     worker.ready()
     sample = Sample((torch.zeros(1),))
-    handle = worker.stage(sample)
     remote, local = [], []
     for _ in range(calls):
-        worker.prepare(handle)  # untimed, as before every timed call
+        worker.prepare_block([sample], lead=False)  # untimed, as before every timed call
         start = time.perf_counter_ns()
-        worker.run(handle)
+        worker.run_block(1)
         remote.append(time.perf_counter_ns() - start)
         start = time.perf_counter_ns()
         sample.call(_null)

@@ -18,6 +18,7 @@ from aitune_fp.isolation.heldout import (
     NOISE_SCALE,
     HeldoutUnavailableError,
     heldout_batches,
+    heldout_draws,
     heldout_samples,
 )
 
@@ -51,6 +52,14 @@ def _recorded(seed: int = 0) -> Sample:
 
 def _snapshot(sample: Sample) -> dict[Any, torch.Tensor]:
     return {k: v.clone() for k, v in _tensors(sample).items()}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 5), st.integers(0, 2**63 - 1))
+def test_a_draw_by_seed_is_the_held_out_batch_of_that_seed(recorded_seed: int, seed: int) -> None:
+    """The timed calls' draws read the inputs once, and give what heldout_batches gives."""
+    recorded = _recorded(recorded_seed)
+    assert _same_values(heldout_draws(recorded)(seed), heldout_batches(recorded, 1, seed)[0])
 
 
 class TestStructure:

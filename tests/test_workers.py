@@ -28,7 +28,13 @@ from aitune_fp.isolation.hygiene import os_state
 from aitune_fp.profiling.calls import timed_block, timed_call
 from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
-from aitune_fp.profiling.transport import dump_output, load_output, loads
+from aitune_fp.profiling.transport import (
+    dump_output,
+    dump_samples,
+    load_output,
+    load_samples,
+    loads,
+)
 from aitune_fp.profiling.workers import Worker, WorkerDiedError, WorkerError
 
 RAN: list[str] = []
@@ -134,16 +140,53 @@ def _worker(fn: Any, **kwargs: Any) -> Worker:
     return Worker(lambda say: (fn, {"pid": os.getpid()}), name="w", **kwargs)
 
 
+def _tensor_of(dtype: torch.dtype, shape: tuple[int, ...], layout: str) -> torch.Tensor:
+    made = (torch.arange(int(torch.Size(shape).numel())) % 7).reshape(shape).to(dtype)
+    if layout == "transposed" and len(shape) == 2:
+        return made.t()  # not contiguous: pickled the usual way, strides kept
+    if layout == "grad" and dtype.is_floating_point:
+        return made.requires_grad_(True)
+    return made
+
+
+tensors = st.builds(
+    _tensor_of,
+    st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.bool]),
+    st.lists(st.integers(0, 3), min_size=0, max_size=3).map(tuple),
+    st.sampled_from(["plain", "transposed", "grad"]),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.lists(tensors, max_size=3), tensors), max_size=3), st.booleans())
+def test_a_blocks_inputs_cross_to_a_worker_unchanged(
+    parts: list[tuple[list[torch.Tensor], torch.Tensor]], lead: bool
+) -> None:
+    """Every dtype, shape (empty too), layout and grad flag arrives as sent, with kwargs."""
+    samples = [Sample((*args, 3), {"x": kw, "n": None}) for args, kw in parts]
+    given_back, led = load_samples(dump_samples(samples, lead))
+    assert led is lead and len(given_back) == len(samples)
+    for sample, (args, kwargs) in zip(samples, given_back, strict=True):
+        for sent, got in zip(
+            [*sample.args, *sample.kwargs.values()], [*args, *kwargs.values()], strict=True
+        ):
+            if isinstance(sent, torch.Tensor):
+                assert got.dtype == sent.dtype and got.shape == sent.shape
+                assert got.stride() == sent.stride() and got.requires_grad == sent.requires_grad
+                assert torch.equal(got.detach(), sent.detach())
+            else:
+                assert got == sent
+
+
 def test_a_worker_runs_in_its_own_process_and_answers_with_data() -> None:
     worker = _worker(lambda x: x * 2)
     try:
         assert worker.ready()["pid"] == worker.pid != os.getpid()
         assert torch.equal(worker(torch.ones(3)), torch.full((3,), 2.0))
-        sample = Sample((torch.ones(2),))
-        handle = worker.stage(sample)
-        assert worker.stage(sample) == handle  # sent once
-        worker.run(handle)
-        assert torch.equal(worker.output(), torch.full((2,), 2.0))
+        worker.prepare_block([Sample((torch.ones(2),)), Sample((torch.zeros(2),))], lead=False)
+        worker.run_block(2)
+        assert torch.equal(worker.output(0), torch.full((2,), 2.0))
+        assert torch.equal(worker.output(), torch.zeros(2))
     finally:
         worker.close()
     assert not worker.alive
@@ -280,12 +323,14 @@ def test_the_judge_spins_on_a_timed_answer_only_with_a_core_spare(
     worker.ready()
     asked: list[float] = []
     receive = worker._receive
-    monkeypatch.setattr(worker, "_receive", lambda spin_s=0.0: asked.append(spin_s) or receive())
-    handle = worker.stage(Sample((torch.ones(4),)))
+    monkeypatch.setattr(
+        worker, "_receive", lambda spin_s=0.0, calls=1: asked.append(spin_s) or receive(calls=calls)
+    )
+    sample = Sample((torch.ones(4),))
     for _ in range(3):
-        worker.watch(during=lambda: worker.prepare(handle))
+        worker.watch(during=lambda: worker.prepare_block([sample], lead=False))
         asked.clear()
-        worker.run(handle)
+        worker.run_block(1)
         assert asked == [workers.SPIN_S if spins else 0.0]
     worker.close()
 
@@ -297,13 +342,13 @@ def test_a_spin_on_an_answer_ends_after_spin_s_and_the_wait_sleeps() -> None:
 
     worker = _worker(lambda x: time.sleep(0.1) or x)
     worker.ready()
-    handle = worker.stage(Sample((torch.ones(4),)))
+    sample = Sample((torch.ones(4),))
     cpu = 0.0
     for _ in range(3):
-        worker.prepare(handle)
+        worker.prepare_block([sample], lead=False)
         worker.spins = True
         start = time.process_time()
-        worker.run(handle)
+        worker.run_block(1)
         cpu += time.process_time() - start
     worker.close()
     assert cpu < 3 * (workers.SPIN_S + 0.01), cpu
@@ -332,7 +377,7 @@ def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_requ
     timed_call(candidate, sample, CpuTimer(), "candidate", None, ring=CopyRing())
     timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # settles it
     with pytest.raises(WorkerError, match="no digest for you"):
-        candidate.prepare(candidate.stage(sample))
+        candidate.prepare_block([sample], lead=False)
     timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # eager unharmed
     for worker in (eager, candidate):
         worker.close()
@@ -363,14 +408,15 @@ def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None
 
     worker = Worker(make, name="lazy", timeout_s=20)
     worker.ready()
-    handle = worker.stage(Sample((torch.ones(2),)))
-    worker.run(handle)
+    worker.prepare_block([Sample((torch.ones(2),))], lead=False)
+    worker.run_block(1)
     with pytest.raises(WorkerError, match="other than the one it answered"):
         worker.output()
     worker.close()
     honest = _worker(lambda x: x * 3)
     honest.ready()
-    honest.run(honest.stage(Sample((torch.ones(2),))))
+    honest.prepare_block([Sample((torch.ones(2),))], lead=False)
+    honest.run_block(1)
     assert torch.equal(honest.output(), torch.full((2,), 3.0))
     honest.close()
 

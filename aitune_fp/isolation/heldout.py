@@ -5,7 +5,7 @@ Structure, dtypes, shapes, devices, ranges and vocabularies are kept; every tens
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -20,6 +20,7 @@ __all__ = [
     "RESAMPLE_FRACTION",
     "HeldoutUnavailableError",
     "heldout_batches",
+    "heldout_draws",
     "heldout_samples",
 ]
 
@@ -257,6 +258,21 @@ def heldout_batches(
         what = f"held-out batch {index + 1} of n={count!r} distinct ones"
         derived.append(deriver.derive(gen, [sample, *derived], what))
     return tuple(derived)
+
+
+def heldout_draws(
+    batch: Sample | tuple[Any, Any],
+    *,
+    batch_axes: Mapping[InputKey, int | None] | None = None,
+) -> Callable[[int], Sample]:
+    """Seed to held-out batch: ``heldout_batches(batch, 1, seed)[0]``, the inputs read once.
+
+    For a batch a call (the timed calls' own): reading the inputs' ranges each time cost more
+    than the draw. Raises :class:`HeldoutUnavailableError` now when none can be derived.
+    """
+    sample = as_sample(batch)
+    deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
+    return lambda seed: deriver.derive(_generator(seed), [sample], "a held-out batch")
 
 
 def heldout_samples(

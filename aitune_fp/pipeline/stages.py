@@ -24,7 +24,7 @@ from aitune_fp.events.names import Phase
 from aitune_fp.events.validation import PhaseEntered
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation.domain import heldout_domain
-from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_batches
+from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_draws
 from aitune_fp.measure.measurement import Comparison, OnLook
 from aitune_fp.measure.rules import DecisionRule
 from aitune_fp.pipeline.guarding import Guards
@@ -285,15 +285,11 @@ def spot_check_of(closeness: Closeness, backend: Any) -> Callable[[Any, Any], Mi
 
 def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], Sample] | None:
     """Timed call ``i``'s own held-out batch, seeded per tune; None when no input can vary."""
-    if not held_out(heldout_batches, batch, 1, seed=seed, graph_spec=graph_spec):
+    try:
+        draw = heldout_draws(batch, batch_axes=getattr(graph_spec, "batch_axes", None))
+    except HeldoutUnavailableError:
         return None
-    axes = getattr(graph_spec, "batch_axes", None)
-
-    def fresh(index: int) -> Sample:
-        draw = (seed * 1_000_003 + index) % 2**63
-        return heldout_batches(batch, 1, draw, batch_axes=axes)[0]
-
-    return fresh
+    return lambda index: draw((seed * 1_000_003 + index) % 2**63)
 
 
 def check_closeness(arena: Arena, built: Any) -> Mismatch | None:

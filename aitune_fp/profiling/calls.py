@@ -163,7 +163,8 @@ def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: b
 
     if isinstance(fn, Worker):
         try:
-            fn.run(fn.prepare(fn.stage(batch)))
+            fn.prepare_block((batch,), lead=False)
+            fn.run_block(1)
         except WorkerError as exc:
             raise _worker_failure(exc, arm) from exc
         return None
@@ -258,10 +259,9 @@ def _block_in_worker(
     lead: bool,
 ) -> tuple[float, float | None]:
     """A block run by ``worker``, timed here around one hand-over; no device time."""
-    handles = [worker.stage(b) for b in batches]
     calls = len(batches) - lead
     try:  # the copies (and the lead call) before the clock, while the others settle
-        watched = worker.watch(during=lambda: worker.prepare_block(handles, lead))
+        watched = worker.watch(during=lambda: worker.prepare_block(batches, lead))
         timer.sync()
         start, real = timer.now_ns(), time.perf_counter_ns()
         worker.run_block(calls)

@@ -21,7 +21,7 @@ from aitune_fp.inputs import CopyRing, Sample, copy_sample
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.recipe import Packed, unpack
 from aitune_fp.profiling.timers import ReportedClock, gc_paused
-from aitune_fp.profiling.transport import digest_of, dump_output
+from aitune_fp.profiling.transport import digest_of, dump_output, load_samples
 
 __all__ = [
     "PRELOAD",
@@ -167,46 +167,34 @@ def serve(
         conn.send_bytes(_error_message(exc, classify))
         return
     conn.send_bytes(pickle.dumps(("ready", dict(info))))
-    samples: dict[int, Sample] = {}
-    prepared: dict[int, Sample] = {}
     ring = CopyRing()  # each timed call's inputs: the next of the worker's own storages
     output: Any = None
     block: list[Sample] = []  # a timed block's own copies (``B``), run by ``T``
     outputs: list[Any] = []  # the last timed block's outputs, kept for ``O``
-    # as while timing in process: collected only while the judge waits (``P``); a loop served
+    # as while timing in process: collected only while the judge waits (``B``); a loop served
     # in this process (a test's) leaves the collector as it found it
     with torch.no_grad(), gc_paused():
         while True:
             raw = conn.recv_bytes()
             kind = raw[:1]
             try:
-                if kind == b"R":  # a timed call: the output, nothing else, then its digest
-                    output = None
-                    handle = int.from_bytes(raw[1:], "little")
-                    own = prepared.pop(handle, None) or samples[handle]
-                    start = 0 if clock is None else clock.now_ns()
-                    output = own.call(fn)
-                    finished()  # the judge's clock stops at the answer: the kernels end first
-                    outputs = [output]
-                    conn.send_bytes(b"k" + _spent(clock, start))
-                    conn.send_bytes(b"d" + digest_of(output))  # while the judge times another
-                    continue
                 if kind == b"T":  # a timed block: its outputs kept, then their digests
                     output, outputs = None, []
                     start = 0 if clock is None else clock.now_ns()
                     for own in block:
                         outputs.append(own.call(fn))
-                    finished()
+                    finished()  # the judge's clock stops at the answer: the kernels end first
                     block = []
                     conn.send_bytes(b"t" + _spent(clock, start))
                     conn.send_bytes(b"d" + b"".join(digest_of(o) for o in outputs))
                     output = outputs[-1] if outputs else None
                     continue
-                if kind == b"B":  # a block's own copies before the clock; ``lead``: call 1 untimed
-                    handles, lead = pickle.loads(raw[1:])
+                if kind == b"B":  # a block's inputs, copied before the clock; ``lead``: call 1
+                    sent, lead = load_samples(raw[1:])
+                    got = [Sample(args, kwargs) for args, kwargs in sent]
                     output, outputs = None, []
-                    before_sample(fn, functools.partial(_on_copy, fn, samples[handles[0]]))
-                    block = ring.fill_block([samples[h] for h in handles])
+                    before_sample(fn, functools.partial(_on_copy, fn, got[0]))
+                    block = ring.fill_block(got)
                     if lead:
                         block.pop(0).call(fn)
                     if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
@@ -214,25 +202,9 @@ def serve(
                     finished()  # the copies' (and lead's) device work, before the clock
                     conn.send_bytes(b"b")
                     continue
-                if kind == b"P":  # the next call's own copy of a sample, made before the clock
-                    handle = int.from_bytes(raw[1:], "little")
-                    before_sample(fn, functools.partial(_on_copy, fn, samples[handle]))
-                    prepared[handle] = ring.fill(samples[handle])
-                    if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
-                        gc.collect(0)
-                    finished()
-                    conn.send_bytes(b"p")
-                    continue
                 message = pickle.loads(raw[1:])
-                if kind == b"S":  # keep a sample under a handle
-                    handle, args, kwargs = message
-                    samples[handle] = Sample(args, kwargs)
-                    reply: Any = ("ok", None)
-                elif kind == b"F":  # forget samples
-                    for handle in message:
-                        samples.pop(handle, None)
-                    reply = ("ok", None)
-                elif kind == b"O":  # the kept output (of a block's call ``message``)
+                reply: Any
+                if kind == b"O":  # the kept output (of a block's call ``message``)
                     reply = ("out", dump_output(output if message is None else outputs[message]))
                 elif kind == b"C":  # an untimed call on values sent with it, in its grad mode
                     args, kwargs, grad = message
@@ -243,8 +215,6 @@ def serve(
                         out = fn(*args, **kwargs)
                     spent = int.from_bytes(_spent(clock, start) or bytes(8), "little")
                     reply = ("call", (dump_output((out, _changed(given, before))), spent))
-                elif kind == b"Q":
-                    return
                 else:
                     reply = ("error", "ProtocolError", f"unknown request {kind!r}", "", None)
                 conn.send_bytes(pickle.dumps(reply))

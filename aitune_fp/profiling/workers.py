@@ -46,7 +46,7 @@ from aitune_fp.profiling.serving import (
     serve_sent,
 )
 from aitune_fp.profiling.timers import ReportedClock
-from aitune_fp.profiling.transport import digest_of, load_output, loads
+from aitune_fp.profiling.transport import digest_of, dump_samples, load_output, loads
 
 __all__ = ["SPIN_S", "Worker", "WorkerDiedError", "WorkerError"]
 
@@ -154,8 +154,6 @@ class Worker:
         self.deadline_note = ""  # what set ``timeout_s``, for the message of a missed one
         self.allowed = tuple(allowed)
         self._group = group
-        self._handles: dict[int, Sample] = {}  # what was staged, by handle
-        self._next = 0
         self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as sent
         self.digests: tuple[bytes, ...] = ()  # of each output of the last timed block, as sent
@@ -366,61 +364,29 @@ class Worker:
                     mine[index].copy_(value)
         return out
 
-    def stage(self, sample: Sample) -> int:
-        """A handle to ``sample`` in the worker, sent once (untimed) and kept while it lives."""
-        known = next((h for h, kept in self._handles.items() if kept is sample), None)
-        if known is not None:
-            return known
-        if len(self._handles) >= 256:  # the oldest go (a block's 129 at most stay staged)
-            dropped = list(self._handles)[:128]
-            self._request(b"F", dropped, "ok")
-            self._handles = {h: kept for h, kept in self._handles.items() if h not in dropped}
-        self._next += 1
-        self._request(b"S", (self._next, sample.args, dict(sample.kwargs)), "ok")
-        self._handles[self._next] = sample
-        return self._next
+    def prepare_block(self, samples: Sequence[Sample], lead: bool) -> None:
+        """Send a block's inputs; the worker copies each before the clock (``lead``: calls one).
 
-    def prepare(self, handle: int) -> int:
-        """Have the worker copy a staged sample for the next call on it (untimed); the handle."""
-        self._send(b"P" + handle.to_bytes(4, "little"))
-        raw = self._receive(spin_s=SPIN_S if self.spins else 0.0)  # a wake-up would dominate
-        if raw != b"p":
-            self._reply_of(raw, "p")
-        return handle
-
-    def run(self, handle: int) -> None:
-        """One call on a staged sample: the hand-over the parent times.
-
-        The request is the same for every call (nothing tells a checked call from another).
-        The worker answers, then sends the output's digest (:func:`digest_of`) while the judge
-        times another arm: a worker that answered before computing computes then, and its CPU
-        time is interference (:meth:`account`). The output stays in the worker until the next
-        call (:meth:`output` reads it, and its digest must be the one sent).
+        Untimed. The lead call takes the carry-over from the other arm out of the block's time.
         """
-        self._send(b"R" + handle.to_bytes(4, "little"))
-        raw = self._receive(spin_s=SPIN_S if self.spins else 0.0)
-        if raw[:1] != b"k" or len(raw) != (1 if self.clock is None else 9):
-            self._reply_of(raw, "k")  # raises the worker's error, or says it was no answer
-        self._digest_due = True
-        if self.clock is not None:
-            self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
-
-    def prepare_block(self, handles: Sequence[int], lead: bool) -> None:
-        """Have the worker copy each staged sample of a block (untimed); ``lead``: call the first.
-
-        The lead call takes the carry-over from the other arm out of the block's time.
-        """
-        self._send(b"B" + pickle.dumps((tuple(handles), lead)))
-        raw = self._receive(calls=len(handles))
+        self._send(b"B" + dump_samples(samples, lead))
+        raw = self._receive(calls=len(samples))
         if raw != b"b":
             self._reply_of(raw, "b")
 
     def run_block(self, calls: int) -> None:
-        """The ``calls`` prepared calls of a block, one hand-over timed by the parent (as :meth:`run`)."""
+        """The ``calls`` prepared calls of a block: the hand-over the parent times.
+
+        The request is the same for every block (nothing tells a checked call from another).
+        The worker answers, then sends its outputs' digests (:func:`digest_of`), read before
+        another arm is timed: a worker that answered before computing computes then, and its
+        CPU time is interference (:meth:`account`). The outputs stay in the worker until the
+        next block (:meth:`output` reads one, and its digest must be the one sent).
+        """
         self._send(b"T")
         raw = self._receive(spin_s=SPIN_S if self.spins else 0.0, calls=calls)
         if raw[:1] != b"t" or len(raw) != (1 if self.clock is None else 9):
-            self._reply_of(raw, "t")
+            self._reply_of(raw, "t")  # raises the worker's error, or says it was no answer
         self._digest_due = True
         if self.clock is not None:
             self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
