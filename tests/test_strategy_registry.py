@@ -47,9 +47,9 @@ def test_importing_the_registry_loads_neither_torch_nor_the_strategies() -> None
 
 
 def test_the_built_in_strategies_and_their_options() -> None:
-    """The names in ``--strategy``'s order; latency-budget alone takes options."""
-    assert strategy_names() == BUILT_IN
-    assert option_names() == ("budget_ms", "quantile")
+    """The names in ``--strategy``'s order; latency-budget alone of them takes options."""
+    assert tuple(n for n in strategy_names() if n in BUILT_IN) == BUILT_IN
+    assert option_names()[:2] == ("budget_ms", "quantile")
     assert strategy_options("latency-budget", {"budget_ms": 5}) == {
         "budget_ms": 5.0,
         "quantile": 0.9,
