@@ -21,16 +21,6 @@ from aitune_fp.measure.rules import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
 
-__all__ = [
-    "LAST_LOOK",
-    "accuracy_options",
-    "add_arguments",
-    "add_rows",
-    "default_text",
-    "profiling_config",
-    "strategy_settings",
-]
-
 #: The old flag for the last of ``--looks`` (hidden): alone it replaces the last look.
 LAST_LOOK = "--max-pairs"
 

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["mann_whitney_critical_count", "signed_rank_critical_count"]
-
 #: Largest n for which the signed-rank null distribution is computed exactly.
 _SIGNED_RANK_EXACT_MAX_N = 200
 #: Largest n*m for which the Mann-Whitney null distribution is computed exactly.

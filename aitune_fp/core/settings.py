@@ -23,21 +23,6 @@ from aitune_fp.core.config import (
     parse_looks,
 )
 
-__all__ = [
-    "ACCURACY",
-    "CHOICE",
-    "GATE",
-    "GROUPS",
-    "ISOLATION",
-    "OUTPUT",
-    "SETTINGS",
-    "STATISTICS",
-    "WHAT",
-    "Setting",
-    "rows",
-    "sweep_keys",
-]
-
 WHAT = "what to tune"
 GATE = "the gate"
 STATISTICS = "the statistics"

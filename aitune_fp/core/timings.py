@@ -13,14 +13,6 @@ from typing import Any, SupportsFloat, TypeAlias
 from aitune_fp.core._checks import check_int, check_nonnegative, check_positive
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "coefficient_of_variation",
-    "is_settled",
-    "is_steady",
-    "level_shift_index",
-    "throughput_from_latencies",
-]
-
 #: What the timing arguments accept: a 1-D sequence of real numbers (list, tuple, numpy array of
 #: any real dtype, 1-D tensor); checked at run time by :func:`timing_stats`.
 TimingStats: TypeAlias = Iterable[SupportsFloat]

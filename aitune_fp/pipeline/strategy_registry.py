@@ -19,18 +19,6 @@ if TYPE_CHECKING:
     from aitune_fp.backends.protocol import Backend
     from aitune_fp.pipeline.strategies import SessionStrategy
 
-__all__ = [
-    "STRATEGIES",
-    "StrategyEntry",
-    "StrategyOption",
-    "check_backends",
-    "make_strategy",
-    "number_check",
-    "option_names",
-    "strategy_names",
-    "strategy_options",
-]
-
 #: An option's check: ``check(spelled, value)`` returns the value to pass on or raises an
 #: :class:`InvalidValueError` / :class:`InvalidTypeError` naming ``spelled`` and the value.
 Check = Callable[[str, object], object]
