@@ -57,6 +57,15 @@ def test_the_built_in_strategies_and_their_options() -> None:
     assert strategy_options("max-throughput", {"budget_ms": None, "quantile": None}) == {}
 
 
+def test_describe_names_the_strategy_and_its_candidates() -> None:
+    """AITune's layout: name, description, then one candidate a line."""
+    built = make_strategy("latency-budget", [Pruned()], budget_ms=5)
+    assert built.describe() == (
+        "name: Latency Budget Strategy\ndescription: select the fastest backend whose p90 "
+        "latency is within 5 ms\nbackends:\n  Pruned()"
+    )
+
+
 @pytest.mark.parametrize(
     ("strategy", "given", "error", "match"),
     [

@@ -141,15 +141,11 @@ def option_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(o.name for e in STRATEGIES.values() for o in e.options))
 
 
-def _as_written(name: str) -> str:
-    return name
-
-
 def strategy_options(
     name: object,
     given: Mapping[str, object | None],
     *,
-    spell: Callable[[str], str] = _as_written,
+    spell: Callable[[str], str] = str,
 ) -> dict[str, Any]:
     """Strategy ``name``'s ``given`` options checked, defaults filled: the one place refusing them.
 
