@@ -18,22 +18,6 @@ from aitune_fp.profiling.recipe import import_file
 if TYPE_CHECKING:
     import torch
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "MODELS",
-    "EmbeddedModel",
-    "SourceKind",
-    "UserModelError",
-    "at_batch_size",
-    "convnet",
-    "load_model",
-    "load_user_model",
-    "mlp",
-    "model_source",
-    "resolve_factory",
-    "transformer",
-]
-
 DEFAULT_MODEL = "mlp"
 
 

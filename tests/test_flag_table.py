@@ -39,7 +39,7 @@ def _block(text: str) -> str:
 
 def test_docs_cli_holds_the_generated_table() -> None:
     """The table in docs/cli.md is exactly what the parser and the settings generate now."""
-    assert _block(DOC.read_text(encoding="utf-8")) == flag_table.flag_table().strip("\n"), (
+    assert _block(DOC.read_text(encoding="utf-8")) == flag_table.generated().strip("\n"), (
         "docs/cli.md's flag table is stale: run `python -m aitune_fp.cli.flag_table docs/cli.md`"
     )
 
@@ -126,7 +126,7 @@ def test_main_rewrites_the_block_and_checks_it(
     assert flag_table.main([str(page)]) == 0
     text = page.read_text(encoding="utf-8")
     assert text.startswith("# cli\n\nbefore\n\n") and text.endswith(f"{flag_table.END}\n\nafter\n")
-    assert _block(text) == flag_table.flag_table().strip("\n")
+    assert _block(text) == flag_table.generated().strip("\n")
     assert flag_table.main(["--check", str(page)]) == 0
     capsys.readouterr()
     page.write_text("# no markers\n", encoding="utf-8")

@@ -2,21 +2,20 @@
 
 ``aitune_fp.core.settings.SETTINGS`` is what the command's parser, the config built from its
 flags, the messages that name a flag and a sweep file's ``[budget]`` check read; adding a setting
-is its ProfilingConfig field, its row (with its ``--help`` group) and docs/cli.md ("Add a
-setting" in docs/architecture.md).
+is its ProfilingConfig field, its row (with its ``--help`` group) and docs/cli.md's generated
+tables ("Add a setting" in docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
-from aitune_fp.cli import build_parser
+from aitune_fp.cli import build_parser, flag_table
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.cli.tune_args import add_arguments, profiling_config
 from aitune_fp.core import settings
@@ -24,7 +23,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.settings import SETTINGS, Setting, rows, sweep_keys
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidValueError
-from aitune_fp.sweep.spec import parse_sweep
+from aitune_fp.sweep.spec import TASK_TIMEOUT_KEY, load_sweep, parse_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 _BASE: dict[str, Any] = {"models": [{"name": "mlp", "model": "embedded:mlp"}]}
@@ -66,14 +65,17 @@ def test_a_flag_with_choices_sets_its_field(setting: Setting) -> None:
         assert getattr(_tune(setting.flag, choice), setting.field) == choice
 
 
-def test_examples_sweep_file_names_every_budget_key() -> None:
-    """examples/sweep.toml's ``[budget]`` sets or lists every key a sweep file may give."""
+def test_examples_sweep_file_points_to_the_table_of_every_budget_key() -> None:
+    """examples/sweep.toml's ``[budget]`` points to docs/cli.md's generated table of its keys,
+    which names every key a sweep file may give (``test_flag_table`` keeps the page current)."""
     text = (ROOT / "examples" / "sweep.toml").read_text(encoding="utf-8")
     start = text.index("\n[budget]")
     budget = text[start : text.index("\n[", start + 1)]  # to the next table
-    named = set(re.findall(r"\b[a-z][a-z_]+\b", budget))
-    missing = [key for key in (*sweep_keys(), "task_timeout_s") if key not in named]
-    assert not missing, f"examples/sweep.toml's [budget] does not name {missing}"
+    assert "docs/cli.md" in budget
+    table = flag_table.budget_table()
+    missing = [key for key in (*sweep_keys(), TASK_TIMEOUT_KEY) if f"| `{key}` |" not in table]
+    assert not missing, f"docs/cli.md's [budget] table does not name {missing}"
+    assert load_sweep(ROOT / "examples" / "sweep.toml").profiling.max_seconds == 10.0
 
 
 def test_docs_cli_names_every_flag() -> None:

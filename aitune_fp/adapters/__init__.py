@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["is_aitune_strategy"]
-
 
 def is_aitune_strategy(target: object) -> bool:
     """Whether ``target`` (class or instance) is AITune's, by module names only (AITune not imported)."""

@@ -20,8 +20,6 @@ from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
 from aitune_fp.pipeline.workers import isolation_of
 from aitune_fp.profiling.timers import Timer
 
-__all__ = ["DecoratorOptions", "LastReport", "ReadOuts", "Validation", "last_report_of"]
-
 _T = TypeVar("_T")
 
 

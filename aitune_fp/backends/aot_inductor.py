@@ -21,8 +21,6 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["AOTI_PACKAGE_NAME", "AotInductorBackend"]
-
 #: The compiled package's file name inside ``cache_dir/<key()>/``.
 AOTI_PACKAGE_NAME = "model.pt2"
 

@@ -14,8 +14,6 @@ from aitune_fp.errors import InvalidValueError
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["ChannelsLastBackend"]
-
 _CONVOLUTIONS = (torch.nn.Conv2d, torch.nn.ConvTranspose2d)
 
 

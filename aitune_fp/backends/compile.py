@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["TorchCompileBackend"]
-
 #: Warm-up calls per batch size (reduce-overhead's CUDA graph trees record on the second call
 #: and replay from the third, so three calls leave every mode in its steady state).
 _WARMUP_CALLS_PER_BATCH_SIZE = 3

@@ -24,8 +24,6 @@ from aitune_fp.inputs import as_sample
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["CudaGraphBackend"]
-
 
 @attrs.frozen(kw_only=True)
 class _Captured:

@@ -13,8 +13,6 @@ from aitune_fp.backends.support import autocast_context, check_autocast_dtype
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["TorchEagerBackend"]
-
 
 class TorchEagerBackend(BackendBase):
     """Run the module as it is, on the device, without gradients; optionally under autocast."""

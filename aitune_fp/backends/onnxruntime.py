@@ -20,8 +20,6 @@ from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidV
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["ONNX_FILE_NAME", "OnnxRuntimeBackend"]
-
 #: The exported model's file name inside ``cache_dir/<key()>/``.
 ONNX_FILE_NAME = "model.onnx"
 

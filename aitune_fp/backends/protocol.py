@@ -12,8 +12,6 @@ import torch
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["Backend", "BackendState"]
-
 
 @runtime_checkable
 class Backend(Protocol):

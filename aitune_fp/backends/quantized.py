@@ -16,8 +16,6 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
 
-__all__ = ["INT8_SCHEMES", "Int8DynamicBackend", "Int8Scheme", "Int8WeightOnlyLinear"]
-
 #: The settings of int8 quantization: activations quantized per call, or weights only.
 Int8Scheme = Literal["dynamic", "weight-only"]
 INT8_SCHEMES: tuple[Int8Scheme, ...] = ("dynamic", "weight-only")

@@ -15,16 +15,6 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 if TYPE_CHECKING:
     from aitune_fp.inputs import Sample
 
-__all__ = [
-    "autocast_context",
-    "check_autocast_dtype",
-    "config_value_to_json",
-    "cuda_unavailable_reason",
-    "inductor_unavailable_reason",
-    "positional_sample",
-    "safe_folder_name",
-]
-
 #: Autocast dtypes a backend may declare (the reduced precisions torch autocast supports).
 _AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 

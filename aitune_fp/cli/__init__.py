@@ -26,8 +26,6 @@ from aitune_fp.cli._shared import (
 )
 from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
 
-__all__ = ["build_parser", "main"]
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse with errors as :class:`UsageError` (one line, exit 2) instead of sys.exit."""

@@ -35,8 +35,6 @@ from aitune_fp.core.speedup import (
 )
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["add_parser", "check_threshold_arg", "parse_times", "run", "threshold_warning"]
-
 
 def _refuse_constant(name: str) -> float:
     raise InvalidValueError(f"non-finite number {name}")

@@ -10,8 +10,6 @@ import math
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.core.report import TuneReport
 
-__all__ = ["choice_lines"]
-
 
 def _high(value: float) -> str:
     return "inf" if not math.isfinite(value) else f"{value:.3f}"

@@ -13,8 +13,6 @@ from aitune_fp.core.report import TuneReport
 if TYPE_CHECKING:  # ``tune`` imports this module and never reads a log
     from aitune_fp.events.ingest.values import IngestReport
 
-__all__ = ["not_tried", "run_dict", "write_report"]
-
 
 def run_dict(
     run: TuneReport,

@@ -11,8 +11,6 @@ from aitune_fp.cli.rows import fmt_flags, fmt_rate, hidden_flags, speedup_column
 from aitune_fp.core.messages import fmt_verdict_reason
 from aitune_fp.core.report import TuneReport
 
-__all__ = ["markdown_run", "md_cell", "md_table"]
-
 
 def md_cell(text: object) -> str:
     """One GFM table cell: control characters escaped, ``|`` escaped, on one line."""

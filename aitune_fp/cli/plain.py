@@ -16,8 +16,6 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Column", "Grid", "plain_lines", "print_parts"]
-
 #: Characters after which rich starts a new line or moves to a tab stop: such text goes to rich.
 _BREAKS = re.compile("[\t\n\v\f\r\x1c-\x1e\x85\u2028\u2029]")
 

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from aitune_fp.core.report import TuneReport
     from aitune_fp.events.ingest.values import IngestReport
 
-__all__ = ["NO_ESTIMATE", "VERDICT_COLOURS", "VERDICT_LABELS", "build_figure", "no_estimate_notes"]
-
 #: Legend label of each verdict.
 VERDICT_LABELS = {"faster": "faster", "not_faster": "not faster", "inconclusive": "inconclusive"}
 #: Okabe–Ito colours (told apart with colour-blindness too); each verdict has its marker shape.

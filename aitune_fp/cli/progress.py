@@ -38,8 +38,6 @@ from aitune_fp.events.kinds import Event, Payload, registered
 from aitune_fp.events.sending import timestamp, to_record, write_records
 from aitune_fp.events.validation import FINISHED, SELECTED, STARTED, Look, PhaseEntered
 
-__all__ = ["JsonLines", "TuneProgress", "configure_logging"]
-
 _PHASES = ("build", "correctness", "measure")
 _EAGER = "eager baseline"
 

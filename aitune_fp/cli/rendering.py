@@ -35,8 +35,6 @@ from aitune_fp.core.messages import (
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 
-__all__ = ["MAX_REASON", "final_line", "measured_line", "render_run"]
-
 #: Longest failure reason shown in a table (the full text and traceback are in the log file).
 MAX_REASON = 300
 

@@ -25,8 +25,6 @@ from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.rendering import render_run
 from aitune_fp.events.ingest.values import IngestReport, RunSummary
 
-__all__ = ["MAX_BAD_SHOWN", "add_parser", "plot_report", "run"]
-
 #: Bad lines listed one by one on stderr; the rest are counted.
 MAX_BAD_SHOWN = 20
 

@@ -19,18 +19,6 @@ from aitune_fp.core.messages import (
 )
 from aitune_fp.core.results import PerformanceValidationResult
 
-__all__ = [
-    "fmt_flags",
-    "fmt_rate",
-    "full_table",
-    "glance_table",
-    "hidden_flags",
-    "interval_label",
-    "record",
-    "speedup_column",
-    "verdict_text",
-]
-
 _FLAG_WORDS = {
     "warmup_not_steady": "warm-up not steady",
     "budget_spent": "budget spent",

@@ -11,8 +11,6 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-__all__ = ["SIGNALS", "Received", "Terminated", "terminate_as_interrupt"]
-
 #: The signals raised as :class:`Terminated` while a command runs.
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 

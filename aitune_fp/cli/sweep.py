@@ -29,8 +29,6 @@ from aitune_fp.cli.rendering import render_run
 from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import fmt_interval
 
-__all__ = ["add_parser", "run"]
-
 
 def _spec(path: str) -> Any:
     from aitune_fp.sweep.spec import load_sweep

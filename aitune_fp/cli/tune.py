@@ -36,8 +36,6 @@ from aitune_fp.events.sending import open_log
 from aitune_fp.events.sending import sinks as event_sinks
 from aitune_fp.profiling.threads import set_threads
 
-__all__ = ["add_parser", "run"]
-
 
 def _parse_shape(text: str) -> tuple[int, ...]:
     try:

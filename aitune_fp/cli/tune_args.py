@@ -21,15 +21,6 @@ from aitune_fp.measure.rules import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
 
-__all__ = [
-    "LAST_LOOK",
-    "accuracy_options",
-    "add_arguments",
-    "add_rows",
-    "profiling_config",
-    "strategy_settings",
-]
-
 #: The old flag for the last of ``--looks`` (hidden): alone it replaces the last look.
 LAST_LOOK = "--max-pairs"
 
@@ -64,10 +55,10 @@ def _choices(row: settings.Setting) -> tuple[str, ...] | None:
     return row.choices
 
 
-def _shown(value: object) -> str:
+def default_text(value: object) -> str:
     """A default as ``--help`` shows it: ``60.0`` -> ``60``, ``(10, 20)`` -> ``10,20``."""
     if isinstance(value, tuple):
-        return ",".join(_shown(v) for v in value)
+        return ",".join(default_text(v) for v in value)
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -76,7 +67,7 @@ def _help(text: str, default: object, modes: tuple[str, ...] | None = None) -> s
     if modes:
         text = f"{' or '.join(modes)} decision only: {text}"
     if default is not None and default is not False:
-        text = f"{text} (default: {_shown(default)})"
+        text = f"{text} (default: {default_text(default)})"
     return text.replace("%", "%%")
 
 
@@ -184,7 +175,7 @@ def _last_look(args: argparse.Namespace, looks: tuple[int, ...] | None) -> tuple
         if looks[-1] != args.max_pairs:
             raise UsageError(
                 f"{LAST_LOOK} {args.max_pairs} (an old name for the last of --looks) disagrees "
-                f"with --looks {_shown(looks)}: give --looks alone"
+                f"with --looks {default_text(looks)}: give --looks alone"
             )
         return looks
     if args.max_pairs < 2:

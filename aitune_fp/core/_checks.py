@@ -20,7 +20,7 @@ Validator: TypeAlias = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 _T = TypeVar("_T")
 
 
-def _got(value: object) -> str:
+def got(value: object) -> str:
     """``value``'s repr and type name, for a type error's message."""
     return f"{value!r} ({type(value).__name__})"
 
@@ -33,7 +33,7 @@ def _got(value: object) -> str:
 def _check_real(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a real number (int or float, not a bool), else raise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+        raise InvalidTypeError(f"{name} must be a real number, got {got(value)}")
     return float(value)
 
 
@@ -86,7 +86,7 @@ def check_open_interval(name: str, value: object, low: float, high: float) -> fl
 def check_int(name: str, value: object, *, minimum: int = 1, maximum: int | None = None) -> int:
     """Return ``value`` if it is an int (not a bool) >= ``minimum`` (and <= ``maximum``), else raise."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidTypeError(f"{name} must be an integer, got {_got(value)}")
+        raise InvalidTypeError(f"{name} must be an integer, got {got(value)}")
     if value < minimum:
         raise InvalidValueError(f"{name} must be >= {minimum}, got {value!r}")
     if maximum is not None and value > maximum:
@@ -110,7 +110,7 @@ def check_type(name: str, value: _T, *types: type) -> _T:
     refused_bool = isinstance(value, bool) and bool not in types
     if refused_bool or not isinstance(value, types):
         wanted = " or ".join(t.__name__ for t in types)
-        raise InvalidTypeError(f"{name} must be a {wanted}, got {_got(value)}")
+        raise InvalidTypeError(f"{name} must be a {wanted}, got {got(value)}")
     return value
 
 
@@ -118,7 +118,7 @@ def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
     """Return ``value`` if it is one of ``choices``; the wrong type or an unknown value raises."""
     kinds = tuple({type(choice) for choice in choices})
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
-        raise InvalidTypeError(f"{name} must be one of {choices}, got {_got(value)}")
+        raise InvalidTypeError(f"{name} must be one of {choices}, got {got(value)}")
     if value not in choices:
         raise InvalidValueError(f"{name} must be one of {choices}, got {value!r}")
     return value

@@ -15,28 +15,6 @@ import attrs
 from aitune_fp.core._checks import check_finite, finite, integer, of_type, one_of, share
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "CRITERIA",
-    "CRITERIA_MODES",
-    "RESOLUTION_ULPS",
-    "CriteriaMode",
-    "Criterion",
-    "CriterionName",
-    "LeafStats",
-    "NoiseFloor",
-    "NormBudgets",
-    "Spread",
-    "accuracy_conflict",
-    "degradation",
-    "fmt_noise_floor",
-    "judge_leaf",
-    "judge_variation",
-    "metric_criterion",
-    "rel_l2",
-    "rel_l2_budget",
-    "worst_per_criterion",
-]
-
 #: The criteria a :class:`Criterion` can name.
 CriterionName: TypeAlias = Literal[
     "rel_l2", "outlier_share", "top1_agreement", "variation", "metric"

@@ -9,8 +9,6 @@ import attrs
 from aitune_fp.core._checks import finite, of_type, tuple_of
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["WARMUP_PAIRS", "BudgetPlan", "plan_budget"]
-
 #: Fewest warm-up pairs a comparison makes (one untimed call of each arm, one timed).
 WARMUP_PAIRS = 2
 _FLAG = "--max-seconds (ProfilingConfig.max_seconds)"

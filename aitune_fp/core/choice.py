@@ -12,8 +12,6 @@ from aitune_fp.core._checks import finite, of_type
 from aitune_fp.core.quantiles import QuantileBound
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["LatencyCheck"]
-
 
 def _finite_or_none(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else value

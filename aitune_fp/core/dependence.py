@@ -10,22 +10,6 @@ from collections.abc import Sequence
 from aitune_fp.core._checks import check_int, check_open_interval
 from aitune_fp.errors import InvalidValueError
 
-__all__ = [
-    "MACHINE_CHANGE",
-    "SHIFT_ALPHA",
-    "ar1_coefficient",
-    "autocorrelation_flag_level",
-    "block_means",
-    "block_size",
-    "inflation_factor",
-    "lag1_rank_autocorrelation",
-    "machine_change_index",
-    "machine_slowdown",
-    "ratio_shift_index",
-    "shift_p_value",
-    "slowdown_limit",
-]
-
 #: Significance of the change-point test on the paired ratios (Pettitt). Strict, because every
 #: look runs it and a false flag costs a decision made on fewer pairs.
 SHIFT_ALPHA = 0.01

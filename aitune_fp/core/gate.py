@@ -7,8 +7,6 @@ import attrs
 from aitune_fp.core._checks import check_threshold
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
 
-__all__ = ["Gate"]
-
 
 def _percent(value: object) -> float:
     return check_threshold("min_speedup_threshold_percent", value)

@@ -9,8 +9,6 @@ from typing import Final
 from aitune_fp.core.dependence import block_means, block_size
 from aitune_fp.core.hodges_lehmann import log_ratio_bounds, unpaired_bounds
 
-__all__ = ["CARRYOVER_ALPHA", "throughput_log_lower"]
-
 
 def throughput_log_lower(
     base: tuple[float, ...], cand: tuple[float, ...], alpha: float, factor: float = 1.0

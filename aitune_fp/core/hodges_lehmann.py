@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["paired_log_speedup_bounds", "unpaired_log_speedup_bounds"]
-
 #: Most Walsh averages / pairwise differences that are built and sorted (numpy arrays);
 #: above, the order statistics are selected implicitly (:class:`_PairSums`).
 _MATERIALISE_MAX_PAIRS = 100_000

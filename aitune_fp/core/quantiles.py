@@ -22,16 +22,6 @@ from aitune_fp.core._checks import (
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "DEFAULT_QUANTILE",
-    "EXACT_MAX_N",
-    "QuantileBound",
-    "min_samples_for_bounds",
-    "min_samples_for_upper_bound",
-    "quantile_bounds",
-    "quantile_upper_bound",
-]
-
 #: The latency quantile a budget is held to by default (p90): ``latency-budget``'s ``quantile``.
 DEFAULT_QUANTILE: Final = 0.9
 #: Up to this many values the binomial tails are computed exactly (integers); above, in floats

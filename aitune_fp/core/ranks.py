@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import bisect
 import functools
-import itertools
 import math
 import statistics
-from collections.abc import Iterable
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -17,8 +15,6 @@ from aitune_fp.errors import InvalidValueError
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
-
-__all__ = ["mann_whitney_critical_count", "signed_rank_critical_count"]
 
 #: Largest n for which the signed-rank null distribution is computed exactly.
 _SIGNED_RANK_EXACT_MAX_N = 200
@@ -81,15 +77,6 @@ def _normal_critical(mean: float, variance: float, alpha: float, cap: int) -> in
     return max(-1, min(c, cap))
 
 
-def tie_correction(sorted_values: Iterable[float]) -> int:
-    """``sum(t**3 - t)`` over the runs of ``t`` equal values in sorted values (0 when untied)."""
-    term = 0
-    for _, run in itertools.groupby(sorted_values):
-        t = sum(1 for _ in run)
-        term += t**3 - t
-    return term
-
-
 def _check_tie_term(tie_term: object, *sizes: int) -> int:
     """Return ``tie_term`` if it is an int in ``[0, sum(s**3 - s)]`` (all of each sample tied)."""
     term = check_int("tie_term", tie_term, minimum=0)
@@ -129,7 +116,7 @@ def mann_whitney_critical_count(n: int, m: int, alpha: float, *, tie_term: int =
 
 
 def tie_correction_sorted(values: NDArray[np.float64]) -> int:
-    """:func:`tie_correction` of a sorted array, vectorised."""
+    """``sum(t**3 - t)`` over the runs of ``t`` equal values in a sorted array (0 when untied)."""
     import numpy as np
 
     if len(values) < 2:

@@ -22,8 +22,6 @@ from aitune_fp.core.selection_values import (
 from aitune_fp.core.sequential import EARLY_PAIRS, EARLY_PHI
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
-__all__ = ["choose_on_budget", "record_failures", "select_at_look", "start_selection"]
-
 # --------------------------------------------------------------------------------------------
 # Words
 # --------------------------------------------------------------------------------------------

@@ -22,18 +22,6 @@ from aitune_fp.core._checks import (
 from aitune_fp.core.sequential import look_alpha
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
-__all__ = [
-    "DEFAULT_SELECTION_LOOKS",
-    "OUTCOMES",
-    "Contender",
-    "Elimination",
-    "Failure",
-    "Outcome",
-    "PairBound",
-    "SelectionRule",
-    "SelectionState",
-]
-
 #: Round counts at which the default rule looks.
 DEFAULT_SELECTION_LOOKS: Final = (10, 20, 40, 80, 160, 320)
 Outcome = Literal["open", "one_left", "settled", "looks_spent", "budget", "unopposed", "none_ran"]

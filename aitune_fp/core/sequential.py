@@ -26,15 +26,6 @@ from aitune_fp.core.timings import TimingStats, cv, timing_stats
 from aitune_fp.core.verdict import SpeedupDecision, rule_verdict
 from aitune_fp.errors import InvalidValueError
 
-__all__ = [
-    "EARLY_PAIRS",
-    "EARLY_PHI",
-    "SPENDING_POWER",
-    "decide_at_look",
-    "decide_speedup",
-    "look_alpha",
-]
-
 
 def _confidence(name: str, value: object) -> float:
     """Return a confidence level in the open interval (0, 1), or raise."""

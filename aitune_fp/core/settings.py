@@ -23,21 +23,6 @@ from aitune_fp.core.config import (
     parse_looks,
 )
 
-__all__ = [
-    "ACCURACY",
-    "CHOICE",
-    "GATE",
-    "GROUPS",
-    "ISOLATION",
-    "OUTPUT",
-    "SETTINGS",
-    "STATISTICS",
-    "WHAT",
-    "Setting",
-    "rows",
-    "sweep_keys",
-]
-
 WHAT = "what to tune"
 GATE = "the gate"
 STATISTICS = "the statistics"
@@ -108,10 +93,6 @@ class Setting:
         return self.key
 
 
-def _row(field: str, flag: str | None, help: str, type: Any = None, **kw: Any) -> Setting:
-    return Setting(field, flag, help, type, **kw)
-
-
 _STAT = ("statistical",)
 _POINT = ("point",)
 
@@ -119,119 +100,119 @@ _POINT = ("point",)
 # fmt: off
 SETTINGS: tuple[Setting, ...] = (
     # what to tune
-    _row("model", "--model", "an embedded model or your own factory", group=WHAT,
-         into="command", key="[[models]] model", shown="mlp"),
-    _row("input_shape", "--input-shape", "the input's shape, comma-separated (8,256), for a "
-         "factory that returns only a module: a random float input whose first dimension is the "
-         "batch", metavar="SHAPE", group=WHAT, into="command", key="[[models]] input_shape"),
-    _row("batch_size", "--batch-size", "the batch, in rows, the sample is tiled to along its "
-         "first dimension for eager and every candidate; without it, the model's own (embedded: "
-         "mlp 32, convnet 8, transformer 8; a factory's: its sample's first dimension)", int,
-         metavar="ROWS", group=WHAT, into="command", key="[[models]] batch_size"),
-    _row("device", "--device", "auto (CUDA when torch sees a device, else CPU), cpu, cuda or "
-         "cuda:N", group=WHAT, into="command", key="device", shown="auto"),
-    _row("backends", "--backends", "comma-separated backend names", metavar="NAMES", group=WHAT,
-         into="command", key="[[backends]] name"),
+    Setting("model", "--model", "an embedded model or your own factory", group=WHAT,
+            into="command", key="[[models]] model", shown="mlp"),
+    Setting("input_shape", "--input-shape", "the input's shape, comma-separated (8,256), for a "
+            "factory that returns only a module: a random float input whose first dimension is the "
+            "batch", metavar="SHAPE", group=WHAT, into="command", key="[[models]] input_shape"),
+    Setting("batch_size", "--batch-size", "the batch, in rows, the sample is tiled to along its "
+            "first dimension for eager and every candidate; without it, the model's own (embedded: "
+            "mlp 32, convnet 8, transformer 8; a factory's: its sample's first dimension)", int,
+            metavar="ROWS", group=WHAT, into="command", key="[[models]] batch_size"),
+    Setting("device", "--device", "auto (CUDA when torch sees a device, else CPU), cpu, cuda or "
+            "cuda:N", group=WHAT, into="command", key="device", shown="auto"),
+    Setting("backends", "--backends", "comma-separated backend names", metavar="NAMES", group=WHAT,
+            into="command", key="[[backends]] name"),
     # the gate
-    _row("threshold", "--threshold", "the speedup over eager a candidate must show, in percent "
-         "(5: 1.05x)", float, metavar="PERCENT", group=GATE, into="command", key="threshold",
-         shown=1.0),
-    _row("decision", "--decision", "how a candidate is judged: statistical (eager and candidate "
-         "timed interleaved, decided on a confidence interval at planned looks) or point (AITune's "
-         "rule: the mean of a few timed calls per arm, eager timed once)", choices=DECISION_MODES,
-         group=GATE, into="command", key="decision", shown=DECISION_MODES[0]),
-    _row("clock", "--clock", "which clock decides: host (wall time around a synchronised call) "
-         "or device (CUDA-event time; CUDA only)", choices=CLOCKS, group=GATE, modes=_STAT),
-    _row("quantity", "--quantity", "what the verdict is about: throughput (each timed sample a "
-         "block of calls; its time over its calls, as samples per second read) or typical (single "
-         "calls: the typical call)", choices=QUANTITIES, group=GATE, modes=_STAT),
-    _row("throughput_gate", "--throughput-gate", "with --quantity typical, what a faster needs "
-         "of the mean-latency throughput ratio: estimate (the ratio itself clears the gate) or "
-         "bound (its lower bound does; throughput always needs it)", gate_name,
-         choices=THROUGHPUT_GATES, group=GATE, modes=_STAT),
-    _row("cache", "--l2-cache", "the L2 state each timed call starts from: hot, or cold (L2 "
-         "flushed before each timed call; CUDA only)", choices=CACHES, group=GATE, modes=_STAT,
-         aliases=("--cache",)),
+    Setting("threshold", "--threshold", "the speedup over eager a candidate must show, in percent "
+            "(5: 1.05x)", float, metavar="PERCENT", group=GATE, into="command", key="threshold",
+            shown=1.0),
+    Setting("decision", "--decision", "how a candidate is judged: statistical (eager and candidate "
+            "timed interleaved, decided on a confidence interval at planned looks) or point (AITune's "
+            "rule: the mean of a few timed calls per arm, eager timed once)", choices=DECISION_MODES,
+            group=GATE, into="command", key="decision", shown=DECISION_MODES[0]),
+    Setting("clock", "--clock", "which clock decides: host (wall time around a synchronised call) "
+            "or device (CUDA-event time; CUDA only)", choices=CLOCKS, group=GATE, modes=_STAT),
+    Setting("quantity", "--quantity", "what the verdict is about: throughput (each timed sample a "
+            "block of calls; its time over its calls, as samples per second read) or typical (single "
+            "calls: the typical call)", choices=QUANTITIES, group=GATE, modes=_STAT),
+    Setting("throughput_gate", "--throughput-gate", "with --quantity typical, what a faster needs "
+            "of the mean-latency throughput ratio: estimate (the ratio itself clears the gate) or "
+            "bound (its lower bound does; throughput always needs it)", gate_name,
+            choices=THROUGHPUT_GATES, group=GATE, modes=_STAT),
+    Setting("cache", "--l2-cache", "the L2 state each timed call starts from: hot, or cold (L2 "
+            "flushed before each timed call; CUDA only)", choices=CACHES, group=GATE, modes=_STAT,
+            aliases=("--cache",)),
     # the statistics
-    _row("looks", "--looks", "planned looks, in timed pairs per candidate, comma-separated; the "
-         "last is the most pairs a candidate gets", parse_looks, metavar="PAIRS,...",
-         group=STATISTICS, modes=_STAT),
-    _row("max_seconds", "--max-seconds", "time budget per candidate, in seconds", float,
-         metavar="SECONDS", group=STATISTICS, modes=_STAT),
-    _row("confidence", "--confidence", "overall guarantee against a false accept, as a fraction "
-         "(0.95: a wrong accept at most 5 % over all looks for independent or moderately "
-         "correlated timings; docs/guarantees.md)", float, metavar="FRACTION", group=STATISTICS, modes=_STAT),
-    _row("futility_margin_percent", "--futility-margin", "stop with not_faster once the upper "
-         "bound is below the required speedup + this many percentage points (0 waits for the "
-         "bound to clear the threshold)", float, metavar="POINTS", group=STATISTICS, modes=_STAT),
-    _row("futility_error", "--futility-error", "chance of calling a candidate faster than "
-         "required + margin not_faster, as a fraction", float, metavar="FRACTION",
-         group=STATISTICS, modes=_STAT),
-    _row("wait_quiet_s", "--wait-quiet", "before each look, wait up to this many seconds for the "
-         "load average to fall below the cores (0: no wait; the budget counts the wait)", float,
-         metavar="SECONDS", group=STATISTICS, modes=_STAT),
-    _row("point_warmup_calls", "--warmup-calls", "warm-up calls before the timed ones, per arm",
-         int, metavar="CALLS", group=STATISTICS, modes=_POINT),
-    _row("point_steps", "--steps", "timed calls, per arm", int, metavar="CALLS",
-         group=STATISTICS, modes=_POINT),
-    _row("warmup_max_calls", None, "calls at most while waiting for the timings to settle",
-         group=STATISTICS),
+    Setting("looks", "--looks", "planned looks, in timed pairs per candidate, comma-separated; the "
+            "last is the most pairs a candidate gets", parse_looks, metavar="PAIRS,...",
+            group=STATISTICS, modes=_STAT),
+    Setting("max_seconds", "--max-seconds", "time budget per candidate, in seconds", float,
+            metavar="SECONDS", group=STATISTICS, modes=_STAT),
+    Setting("confidence", "--confidence", "overall guarantee against a false accept, as a fraction "
+            "(0.95: a wrong accept at most 5 % over all looks for independent or moderately "
+            "correlated timings; docs/guarantees.md)", float, metavar="FRACTION", group=STATISTICS, modes=_STAT),
+    Setting("futility_margin_percent", "--futility-margin", "stop with not_faster once the upper "
+            "bound is below the required speedup + this many percentage points (0 waits for the "
+            "bound to clear the threshold)", float, metavar="POINTS", group=STATISTICS, modes=_STAT),
+    Setting("futility_error", "--futility-error", "chance of calling a candidate faster than "
+            "required + margin not_faster, as a fraction", float, metavar="FRACTION",
+            group=STATISTICS, modes=_STAT),
+    Setting("wait_quiet_s", "--wait-quiet", "before each look, wait up to this many seconds for the "
+            "load average to fall below the cores (0: no wait; the budget counts the wait)", float,
+            metavar="SECONDS", group=STATISTICS, modes=_STAT),
+    Setting("point_warmup_calls", "--warmup-calls", "warm-up calls before the timed ones, per arm",
+            int, metavar="CALLS", group=STATISTICS, modes=_POINT),
+    Setting("point_steps", "--steps", "timed calls, per arm", int, metavar="CALLS",
+            group=STATISTICS, modes=_POINT),
+    Setting("warmup_max_calls", None, "calls at most while waiting for the timings to settle",
+            group=STATISTICS),
     # choosing among faster candidates
-    _row("strategy", "--strategy", "which of the candidates shown faster is kept", group=CHOICE,
-         into="command", key="strategy", shown="max-throughput"),
-    _row("selection_delta_percent", "--delta", "candidates within this many percent of each "
-         "other count as equally fast", float, metavar="PERCENT", group=CHOICE, modes=_STAT),
-    _row("selection_max_seconds", "--selection-seconds", "time budget of the head-to-head among "
-         "the candidates shown faster, in seconds", float, metavar="SECONDS", group=CHOICE,
-         modes=_STAT),
+    Setting("strategy", "--strategy", "which of the candidates shown faster is kept", group=CHOICE,
+            into="command", key="strategy", shown="max-throughput"),
+    Setting("selection_delta_percent", "--delta", "candidates within this many percent of each "
+            "other count as equally fast", float, metavar="PERCENT", group=CHOICE, modes=_STAT),
+    Setting("selection_max_seconds", "--selection-seconds", "time budget of the head-to-head among "
+            "the candidates shown faster, in seconds", float, metavar="SECONDS", group=CHOICE,
+            modes=_STAT),
     # the accuracy
-    _row("criteria", "--accuracy", "auto (norm criteria for reduced precision and int8, "
-         "element-wise for float32 and float64), elementwise (every element within atol + "
-         "rtol*|eager|) or norm (the norm criteria in every precision tier)",
-         choices=CRITERIA_MODES, group=ACCURACY, into="closeness", shown="auto"),
-    _row("rel_l2", "--rel-l2", "relative L2 error budget, ||candidate - eager|| / ||eager||, as "
-         "a fraction, in every norm tier; without it, each tier's own", float, metavar="FRACTION",
-         group=ACCURACY, into="closeness"),
-    _row("outlier_share", "--outlier-share", "share of the elements allowed beyond their "
-         "element-wise allowance, as a fraction", float, metavar="FRACTION", group=ACCURACY,
-         into="closeness", shown=0.001),
-    _row("calibrate", "--calibrate-noise", "measure eager's own noise (float32 vs float64) once; "
-         "rel-L2 budgets are at least --noise-factor times it", group=ACCURACY, into="closeness",
-         action="store_true"),
-    _row("noise_factor", "--noise-factor", "with --calibrate-noise: how many times eager's noise "
-         "a rel-L2 budget is at least", float, metavar="TIMES", group=ACCURACY, into="closeness",
-         shown=10.0),
-    _row("spot_rate", "--spot-rate", "share of the timed calls between each look's ends whose "
-         "outputs are compared with eager's, as a fraction (both ends always are)", float,
-         metavar="FRACTION", group=ACCURACY),
-    _row("soak", "--soak", "this many more checked calls of the chosen candidate on fresh "
-         "inputs, rebuilt in this process, before it is handed back; one wrong call rejects it",
-         int, metavar="CALLS", group=ACCURACY),
+    Setting("criteria", "--accuracy", "auto (norm criteria for reduced precision and int8, "
+            "element-wise for float32 and float64), elementwise (every element within atol + "
+            "rtol*|eager|) or norm (the norm criteria in every precision tier)",
+            choices=CRITERIA_MODES, group=ACCURACY, into="closeness", shown="auto"),
+    Setting("rel_l2", "--rel-l2", "relative L2 error budget, ||candidate - eager|| / ||eager||, as "
+            "a fraction, in every norm tier; without it, each tier's own", float, metavar="FRACTION",
+            group=ACCURACY, into="closeness"),
+    Setting("outlier_share", "--outlier-share", "share of the elements allowed beyond their "
+            "element-wise allowance, as a fraction", float, metavar="FRACTION", group=ACCURACY,
+            into="closeness", shown=0.001),
+    Setting("calibrate", "--calibrate-noise", "measure eager's own noise (float32 vs float64) once; "
+            "rel-L2 budgets are at least --noise-factor times it", group=ACCURACY, into="closeness",
+            action="store_true"),
+    Setting("noise_factor", "--noise-factor", "with --calibrate-noise: how many times eager's noise "
+            "a rel-L2 budget is at least", float, metavar="TIMES", group=ACCURACY, into="closeness",
+            shown=10.0),
+    Setting("spot_rate", "--spot-rate", "share of the timed calls between each look's ends whose "
+            "outputs are compared with eager's, as a fraction (both ends always are)", float,
+            metavar="FRACTION", group=ACCURACY),
+    Setting("soak", "--soak", "this many more checked calls of the chosen candidate on fresh "
+            "inputs, rebuilt in this process, before it is handed back; one wrong call rejects it",
+            int, metavar="CALLS", group=ACCURACY),
     # isolation and threads
-    _row("isolation", "--isolation", "process: each candidate built, checked and timed in a "
-         "worker process of its own; in_process: in this process, guarded by snapshots. Without "
-         "it: process on CPU, in_process on CUDA (CUDA workers run only when asked: they are not "
-         "yet proven on a GPU); docs/guarantees.md", choices=("process", "in_process"),
-         group=ISOLATION, into="command", key="isolation",
-         aliases=("--in-process=in_process",)),
-    _row("threads", "--threads", "CPU intra-op threads for eager and every candidate, in "
-         "threads (OMP_NUM_THREADS before torch loads; workers run the same). Without it: 1 "
-         "where candidates run in worker processes, torch's own where they run in this process; "
-         "docs/threads.md", int, metavar="N", group=ISOLATION),
+    Setting("isolation", "--isolation", "process: each candidate built, checked and timed in a "
+            "worker process of its own; in_process: in this process, guarded by snapshots. Without "
+            "it: process on CPU, in_process on CUDA (CUDA workers run only when asked: they are not "
+            "yet proven on a GPU); docs/guarantees.md", choices=("process", "in_process"),
+            group=ISOLATION, into="command", key="isolation",
+            aliases=("--in-process=in_process",)),
+    Setting("threads", "--threads", "CPU intra-op threads for eager and every candidate, in "
+            "threads (OMP_NUM_THREADS before torch loads; workers run the same). Without it: 1 "
+            "where candidates run in worker processes, torch's own where they run in this process; "
+            "docs/threads.md", int, metavar="N", group=ISOLATION),
     # output
-    _row("cache_dir", "--cache-dir", "where builds and failure logs go; without it, a new "
-         "aitune_fp-* temp dir, kept so that the logs it names stay readable (its path is "
-         "printed)", metavar="DIR", group=OUTPUT, into="command"),
-    _row("json_log", "--json-log", "append every event as JSON lines to this file",
-         metavar="FILE", group=OUTPUT, into="command", key="log", aliases=("--log",)),
-    _row("format", "--format", "how the results print on stdout: table, json (one document) or "
-         "markdown (GitHub-flavoured tables)", choices=("table", "json", "markdown"),
-         group=OUTPUT, into="command", shown="table"),
-    _row("quiet", "--quiet", "no progress on stderr", group=OUTPUT, into="command",
-         action="store_true", short="-q"),
-    _row("verbose", "--verbose", "each row also shows its decided level, the futility bound's "
-         "level, the quality flags and the full reason (--format json and --json-log always hold "
-         "them)", group=OUTPUT, into="command", action="store_true", short="-v"),
+    Setting("cache_dir", "--cache-dir", "where builds and failure logs go; without it, a new "
+            "aitune_fp-* temp dir, kept so that the logs it names stay readable (its path is "
+            "printed)", metavar="DIR", group=OUTPUT, into="command"),
+    Setting("json_log", "--json-log", "append every event as JSON lines to this file",
+            metavar="FILE", group=OUTPUT, into="command", key="log", aliases=("--log",)),
+    Setting("format", "--format", "how the results print on stdout: table, json (one document) or "
+            "markdown (GitHub-flavoured tables)", choices=("table", "json", "markdown"),
+            group=OUTPUT, into="command", shown="table"),
+    Setting("quiet", "--quiet", "no progress on stderr", group=OUTPUT, into="command",
+            action="store_true", short="-q"),
+    Setting("verbose", "--verbose", "each row also shows its decided level, the futility bound's "
+            "level, the quality flags and the full reason (--format json and --json-log always hold "
+            "them)", group=OUTPUT, into="command", action="store_true", short="-v"),
 )
 # fmt: on
 

@@ -5,17 +5,6 @@ from __future__ import annotations
 from aitune_fp.core._checks import check_nonnegative, check_positive, check_threshold
 from aitune_fp.errors import InvalidValueError
 
-__all__ = [
-    "DEFAULT_CONFIDENCE",
-    "DEFAULT_THRESHOLD_PERCENT",
-    "MAX_REQUIRED_SPEEDUP",
-    "MAX_THRESHOLD_PERCENT",
-    "compute_speedup",
-    "meets_threshold",
-    "required_speedup",
-    "unreachable_threshold",
-]
-
 #: AITune's default gate: a candidate must be at least 1 % faster than eager.
 DEFAULT_THRESHOLD_PERCENT = 1.0
 #: The default guarantee against a false accept: the tune's, ``check``'s and ``decide_speedup``'s.

@@ -8,8 +8,6 @@ import random
 from aitune_fp.core._checks import check_finite, check_int, check_type
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["DEFAULT_SPOT_RATE", "detection_probability", "spot_count", "spot_positions"]
-
 #: Share of the calls between a look's first and last that are compared with eager.
 DEFAULT_SPOT_RATE = 0.10
 

@@ -9,23 +9,6 @@ import attrs
 
 from aitune_fp.core._checks import as_tuple, finite, integer, one_of, tuple_of
 
-__all__ = [
-    "CLOCK_CHANGE_SHARE",
-    "DEVICE_ISOLATIONS",
-    "GPU_IDLE",
-    "THROTTLE_REASONS",
-    "DeviceIsolation",
-    "DeviceSample",
-    "LookTelemetry",
-    "TelemetryVerdict",
-    "assess",
-    "clock_changed",
-    "device_isolation",
-    "other_processes",
-    "throttle_names",
-    "throttled",
-]
-
 DeviceIsolation = Literal["exclusive", "shared", "unknown"]
 #: ``device_isolation`` of a run: no other compute process seen at any reading, another one
 #: seen, or not known (no readings, or NVML could not list the processes).

@@ -10,16 +10,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, SupportsFloat, TypeAlias
 
-from aitune_fp.core._checks import check_int, check_nonnegative, check_positive
+from aitune_fp.core._checks import check_int, check_nonnegative, check_positive, got
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-
-__all__ = [
-    "coefficient_of_variation",
-    "is_settled",
-    "is_steady",
-    "level_shift_index",
-    "throughput_from_latencies",
-]
 
 #: What the timing arguments accept: a 1-D sequence of real numbers (list, tuple, numpy array of
 #: any real dtype, 1-D tensor); checked at run time by :func:`timing_stats`.
@@ -27,11 +19,6 @@ TimingStats: TypeAlias = Iterable[SupportsFloat]
 
 #: Most timings per arm whose standard deviation comes from the exact ``statistics.stdev``.
 _EXACT_STDEV_MAX = 100_000
-
-
-def _got(value: object) -> str:
-    """``value``'s repr and type name, for a type error's message."""
-    return f"{value!r} ({type(value).__name__})"
 
 
 def _items(name: str, values: object) -> list[Any]:
@@ -60,15 +47,15 @@ def _items(name: str, values: object) -> list[Any]:
 def _real(name: str, value: object) -> float:
     """``value`` as a float if it is a real number (also a numpy scalar, 0-d array or tensor)."""
     if isinstance(value, bool):
-        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+        raise InvalidTypeError(f"{name} must be a real number, got {got(value)}")
     if isinstance(value, (numbers.Real, decimal.Decimal)):
         number: object = value  # int, float, numpy floating/integer scalars, Fraction, Decimal
     elif getattr(value, "ndim", None) == 0 and callable(getattr(value, "tolist", None)):
         number = value.tolist()  # type: ignore[attr-defined]  # a 0-d array or tensor
         if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+            raise InvalidTypeError(f"{name} must be a real number, got {got(value)}")
     else:
-        raise InvalidTypeError(f"{name} must be a real number, got {_got(value)}")
+        raise InvalidTypeError(f"{name} must be a real number, got {got(value)}")
     try:
         return float(number)  # type: ignore[arg-type]
     except (OverflowError, ValueError):  # beyond float range; a signalling Decimal NaN

@@ -19,14 +19,6 @@ from aitune_fp.core._checks import (
 )
 from aitune_fp.errors import InvalidValueError
 
-__all__ = [
-    "HELD_BACK",
-    "METHODS",
-    "VERDICTS",
-    "SpeedupDecision",
-    "Verdict",
-]
-
 Verdict = Literal["faster", "not_faster", "inconclusive"]
 VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
 

@@ -11,8 +11,6 @@ from aitune_fp._tree import flatten_tensors
 from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.inputs import Sample
 
-__all__ = ["changed_inputs", "detached", "same_changes", "still_held", "tensor_copies"]
-
 
 def changed_inputs(batch: Sample, args: Sequence[Any], kwargs: Mapping[str, Any]) -> set[str]:
     """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place."""

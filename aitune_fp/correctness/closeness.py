@@ -17,8 +17,6 @@ from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
 
-__all__ = ["Closeness", "InputGenerator"]
-
 #: A user's own held-out inputs: ``generator(recorded_samples, seed) -> samples`` (each a
 #: ``Sample`` or an ``(args, kwargs)`` pair), checked beside the tool's own draws.
 InputGenerator = Callable[[tuple[Sample, ...], int], Iterable[Any]]

@@ -29,8 +29,6 @@ from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances, least_precise
 from aitune_fp.errors import InvalidTypeError
 
-__all__ = ["check_comparable", "check_expected_dtype", "compare_outputs", "compare_tree"]
-
 
 def compare_outputs(
     actual: Any,

@@ -11,8 +11,6 @@ import torch
 from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
 from aitune_fp.correctness.tolerances import Tolerances
 
-__all__ = ["degenerate_outputs"]
-
 #: How many near-zero leaves a reason names before it counts the rest.
 _NAMED = 3
 

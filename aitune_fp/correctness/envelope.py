@@ -11,19 +11,6 @@ import torch
 from aitune_fp._tree import clone_value
 from aitune_fp.inputs import InputKey, Sample, as_sample
 
-__all__ = [
-    "Envelope",
-    "Layout",
-    "beyond",
-    "envelope_of",
-    "fresh_copies",
-    "layout_of",
-    "plain",
-    "restyled",
-    "restyles",
-    "styled",
-]
-
 #: A strided tensor's layout, as the check varies it.
 Layout = Literal["contiguous", "strided", "channels_last"]
 

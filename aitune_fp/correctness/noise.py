@@ -17,8 +17,6 @@ from aitune_fp.correctness.failures import ReferenceFailedError
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import BatchSpec, Sample, as_sample
 
-__all__ = ["eager_noise_floor"]
-
 
 def eager_noise_floor(
     model: torch.nn.Module,

@@ -12,8 +12,6 @@ from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
 from aitune_fp.correctness._values import TF32_DEVICES, capped, tf32_allowed
 from aitune_fp.correctness.tolerances import eps_of
 
-__all__ = ["Spreads"]
-
 
 @attrs.define
 class _Group:

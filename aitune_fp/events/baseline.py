@@ -13,14 +13,6 @@ from aitune_fp.events.kinds import ABSENT, Absent, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import EagerIsolation
 
-__all__ = [
-    "BASELINE_FAILED",
-    "BASELINE_MEASURED",
-    "BaselineFailed",
-    "BaselineMeasured",
-    "NoiseFloorFields",
-]
-
 _MIN0: Final = {"minimum": 0}
 _MIN1: Final = {"minimum": 1}
 

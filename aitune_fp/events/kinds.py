@@ -19,20 +19,6 @@ from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Level
 if TYPE_CHECKING:
     from aitune_fp.core.report import TuneReport
 
-__all__ = [
-    "ABSENT",
-    "Absent",
-    "Event",
-    "Keywords",
-    "Payload",
-    "event",
-    "event_names",
-    "fold",
-    "registered",
-    "structure",
-    "unregister",
-]
-
 
 class _Absent(enum.Enum):
     """The one value of a key left out of the payload (as opposed to a key set to null)."""

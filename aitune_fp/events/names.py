@@ -5,15 +5,6 @@ from __future__ import annotations
 import uuid
 from typing import Final, Literal, TypeAlias
 
-__all__ = [
-    "LOGGER_NAME",
-    "SCHEMA_VERSION",
-    "SWEEP_PREFIX",
-    "VALIDATION_PREFIX",
-    "new_run_id",
-]
-
-
 LOGGER_NAME: Final = "aitune_fp"
 #: Bumped whenever an event's keys change (a reader refuses keys it does not know). 2: the
 #: measured and selection events carry their records nested (``result``, ``selection``).

@@ -18,16 +18,6 @@ from aitune_fp.errors import InvalidTypeError
 from aitune_fp.events.kinds import ABSENT, Keywords, Payload, registered
 from aitune_fp.events.names import SCHEMA_VERSION
 
-__all__ = [
-    "ADDED_KEYS",
-    "REGENERATE",
-    "SCHEMA_PATH",
-    "build_schema",
-    "main",
-    "property_schema",
-    "schema_text",
-]
-
 #: The shipped schema file (package data read by ``aitune_fp.events.ingest.event_schema``).
 SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.json"
 #: The command that rewrites it.

@@ -17,17 +17,6 @@ import structlog
 from aitune_fp.events.kinds import Event
 from aitune_fp.events.names import LOGGER_NAME
 
-__all__ = [
-    "EventSink",
-    "emit",
-    "info_enabled",
-    "open_log",
-    "sinks",
-    "timestamp",
-    "to_record",
-    "write_records",
-]
-
 #: A callable that receives each emitted :class:`Event` value (see :func:`sinks`).
 EventSink: TypeAlias = Callable[[Event], None]
 

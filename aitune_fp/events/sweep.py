@@ -10,17 +10,6 @@ from aitune_fp.events.kinds import Payload, event
 from aitune_fp.events.names import SWEEP_PREFIX as _S
 from aitune_fp.events.names import Level
 
-__all__ = [
-    "SWEEP_FINISHED",
-    "SWEEP_STARTED",
-    "TASK_FAILED",
-    "TASK_FINISHED",
-    "SweepFinished",
-    "SweepStarted",
-    "TaskFailed",
-    "TaskFinished",
-]
-
 _MIN0: Final = {"minimum": 0}
 
 

@@ -21,23 +21,6 @@ from aitune_fp.events.kinds import ABSENT, Absent, Event, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Level, Phase
 
-__all__ = [
-    "DISABLED",
-    "EVAL_MODE",
-    "FINISHED",
-    "LOOK",
-    "PHASE",
-    "SELECTED",
-    "STARTED",
-    "Disabled",
-    "EvalMode",
-    "Finished",
-    "Look",
-    "PhaseEntered",
-    "Selected",
-    "Started",
-]
-
 _MIN0: Final = {"minimum": 0}
 _MIN1: Final = {"minimum": 1}
 #: The level ``finished`` is logged at, by outcome (info otherwise).

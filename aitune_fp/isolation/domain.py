@@ -16,8 +16,6 @@ from aitune_fp.correctness.envelope import layout_of, restyled, styled
 from aitune_fp.inputs import InputKey, Sample, as_sample, copy_sample
 from aitune_fp.isolation.heldout import NOISE_SCALE, HeldoutUnavailableError, heldout_samples
 
-__all__ = ["ID_SHARE", "WIDE_SCALE", "WIDE_SHIFT", "embedding_limits", "heldout_domain"]
-
 #: The factor a wide draw scales floating inputs by about their recorded centre: drawn in this.
 WIDE_SCALE = (1.5, 3.0)
 #: The shift of a wide draw, in units of the recorded half-range, drawn in this (either sign).

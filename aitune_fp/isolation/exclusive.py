@@ -7,8 +7,6 @@ import threading
 import weakref
 from collections.abc import Iterator
 
-__all__ = ["exclusive_module"]
-
 _LOCKS: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
 _GUARD = threading.Lock()
 

@@ -15,15 +15,6 @@ from aitune_fp.core._checks import check_int, check_type
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, InputKey, Sample, as_sample, copy_sample
 
-__all__ = [
-    "NOISE_SCALE",
-    "RESAMPLE_FRACTION",
-    "HeldoutUnavailableError",
-    "heldout_batches",
-    "heldout_draws",
-    "heldout_samples",
-]
-
 #: Noise added to floating inputs, in units of the tensor's standard deviation.
 NOISE_SCALE = 0.05
 #: Share of the positions of an integer or bool input given a value from its vocabulary.

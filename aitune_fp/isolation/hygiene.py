@@ -20,8 +20,6 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Hygiene", "os_state", "os_state_changes", "restore_os_state"]
-
 
 @attrs.frozen
 class _Item:

@@ -23,8 +23,6 @@ from aitune_fp.isolation.values import (
     short_repr,
 )
 
-__all__ = ["ModelGuard"]
-
 #: Attributes torch itself sets on a module it wraps (``torch.compile(module)`` marks the module
 #: with ``_is_torch_compile = True``). Not a change; left as they are.
 _BENIGN = frozenset({"_is_torch_compile"})

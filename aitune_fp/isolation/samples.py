@@ -11,8 +11,6 @@ from aitune_fp.errors import InvalidStateError
 from aitune_fp.inputs import Sample
 from aitune_fp.isolation.values import ContainerState, TensorState
 
-__all__ = ["SampleGuard"]
-
 
 class _SampleFields:
     """A :class:`Sample`'s ``args`` and ``kwargs`` objects (frozen, but not beyond reach)."""

@@ -38,8 +38,6 @@ from aitune_fp.isolation.registries import (
     stack_texts,
 )
 
-__all__ = ["Isolation", "ProcessState", "isolated"]
-
 
 @attrs.frozen(eq=False)
 class ProcessState:

@@ -43,8 +43,6 @@ from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.workers import Worker
 
-__all__ = ["head_to_head"]
-
 #: A call that failed: its error as ``"Type: message"``.
 _Failed = str
 

@@ -57,12 +57,8 @@ class Stretch:
         """Whether eager ran slower over the stretch than at its fastest level, past the limit."""
         return self.slowdown > self.slowdown_limit
 
-    def usable(self, first_look: int) -> bool:
-        """Whether a verdict may rest on the stretch: long enough, on a quiet, unslowed machine."""
-        return not self.slowed and self.steady_enough(first_look)
-
     def steady_enough(self, first_look: int) -> bool:
-        """Long enough and not busy by the load: usable, or slowed only (see :func:`borne_out`)."""
+        """Long enough and not busy by the load (it may still be slowed: see :func:`borne_out`)."""
         return not self.busy_now and self.n_pairs - self.start >= first_look
 
     @property

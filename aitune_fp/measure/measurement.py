@@ -18,8 +18,6 @@ from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck
 from aitune_fp.profiling.threads import CpuEnvironment, is_oversubscribed
 from aitune_fp.profiling.timers import Timer
 
-__all__ = ["Comparison", "Measurement", "OnLook", "RunContext", "raw_latencies", "run_context"]
-
 
 @attrs.frozen(kw_only=True)
 class Measurement:

@@ -31,8 +31,6 @@ from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck, time_calls
 from aitune_fp.profiling.timers import Timer
 
-__all__ = ["CANDIDATE_DRAWS", "measure_baseline_point"]
-
 #: Where the candidate's fresh draws start: eager's up-front calls take the numbers below it
 #: (at most ``MAX_CALLS`` steps), so no two timed calls share input values.
 CANDIDATE_DRAWS = MAX_CALLS

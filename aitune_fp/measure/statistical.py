@@ -45,8 +45,6 @@ from aitune_fp.profiling.calls import time_calls
 from aitune_fp.profiling.interleaved import InterleavedRun, PairedTimings
 from aitune_fp.profiling.timers import Timer, has_device_clock
 
-__all__ = ["measure_throughput_steady"]
-
 
 def measure_throughput_steady(
     fn: Callable[..., Any],

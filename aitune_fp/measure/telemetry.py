@@ -13,16 +13,6 @@ from typing import Any
 
 from aitune_fp.core.telemetry import DeviceSample, LookTelemetry, TelemetryVerdict, assess
 
-__all__ = [
-    "NO_TELEMETRY",
-    "LookWatch",
-    "NvmlSampler",
-    "Sampler",
-    "device_identity",
-    "open_sampler",
-    "watch",
-]
-
 # NVML's constants, spelled out so a pynvml that lacks one still works
 _CLOCK_SM = 1  # NVML_CLOCK_SM
 _CLOCK_MEM = 2  # NVML_CLOCK_MEM

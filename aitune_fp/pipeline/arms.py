@@ -9,8 +9,6 @@ from typing import Any, Protocol
 from aitune_fp.pipeline.stages import build_here, return_module
 from aitune_fp.pipeline.values import CandidateOutcome, TuneTarget, candidate_folder, describe
 
-__all__ = ["Arm", "HereArm"]
-
 
 class Arm(Protocol):
     """Where a candidate is built, checked and timed: this process, or a worker of its own.

@@ -21,8 +21,6 @@ from aitune_fp.pipeline.vetting import rank, recheck
 from aitune_fp.profiling.calls import SpotCheckError, time_calls
 from aitune_fp.profiling.layout import block_calls
 
-__all__ = ["choose", "latency_calls", "latency_check"]
-
 _WARMUP_CALLS = 3
 
 

@@ -48,25 +48,6 @@ from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.watchdog import Watchdog
 from aitune_fp.profiling.workers import WorkerError
 
-__all__ = [
-    "Arena",
-    "StageFailure",
-    "Step",
-    "build_failure",
-    "build_here",
-    "call_deadline",
-    "check_closeness",
-    "checked_inputs",
-    "failure_of",
-    "folder_of",
-    "fresh_batches",
-    "held_out",
-    "measure",
-    "release",
-    "return_module",
-    "spot_check_of",
-]
-
 
 @attrs.frozen(kw_only=True)
 class Arena:

@@ -87,6 +87,15 @@ class SessionStrategy:
 
     #: The batch size the validating wrapper opens the tune at (None: the graph spec's max).
     operating_batch_size: int | None = None
+    #: ``describe()``'s name and description lines (AITune's wording).
+    title = ""
+    summary = ""
+    backends: tuple[Backend, ...] = ()
+
+    def describe(self) -> str:
+        """Human description of the strategy: its name, what it keeps and its candidates."""
+        names = "".join(f"\n  {b.describe()}" for b in self.backends)
+        return f"name: {self.title}\ndescription: {self.summary}\nbackends:{names}"
 
     def tune_session(self, session: TuneSession) -> Any:
         """Choose a backend through ``session``'s candidate pipeline."""
@@ -128,17 +137,12 @@ class OneBackendStrategy(SessionStrategy):
 class FirstWinsStrategy(SessionStrategy):
     """Try backends in order and return the first that passes; raise when none does."""
 
+    title = "First Wins Strategy"
+    summary = "evaluate backends in order, return first working backend"
+
     def __init__(self, backends: Sequence[Backend]) -> None:
         """Keep the candidates in the order they are tried."""
         self.backends = tuple(backends)
-
-    def describe(self) -> str:
-        """Human description of the strategy."""
-        names = "".join(f"\n  {b.describe()}" for b in self.backends)
-        return (
-            "name: First Wins Strategy\ndescription: evaluate backends in order, "
-            f"return first working backend\nbackends:{names}"
-        )
 
     def tune_session(self, session: TuneSession) -> Any:
         """The first passing backend; NoValidBackendError lists every failure otherwise."""
@@ -154,14 +158,12 @@ class FirstWinsStrategy(SessionStrategy):
 class MaxThroughputStrategy(SessionStrategy):
     """Keep the fastest passing backend (head-to-head when statistical), else eager."""
 
+    title = "Max Throughput Strategy"
+    summary = "select the fastest backend"
+
     def __init__(self, backends: Sequence[Backend]) -> None:
         """Keep the candidates (ties go to lower build time, then the earlier one)."""
         self.backends = tuple(backends)
-
-    def describe(self) -> str:
-        """Human description of the strategy."""
-        names = "".join(f"\n  {b.describe()}" for b in self.backends)
-        return f"name: Max Throughput Strategy\ndescription: select the fastest backend\nbackends:{names}"
 
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen passing backend; the others are released."""
@@ -175,11 +177,8 @@ class MinLatencyStrategy(MaxThroughputStrategy):
 
     #: The batch size the validating wrapper opens the tune at.
     operating_batch_size: int | None = 1
-
-    def describe(self) -> str:
-        """Human description of the strategy."""
-        names = "".join(f"\n  {b.describe()}" for b in self.backends)
-        return f"name: Min Latency Strategy\ndescription: select the lowest-latency backend\nbackends:{names}"
+    title = "Min Latency Strategy"
+    summary = "select the lowest-latency backend"
 
 
 class LatencyBudgetStrategy(MaxThroughputStrategy):
@@ -195,13 +194,10 @@ class LatencyBudgetStrategy(MaxThroughputStrategy):
         super().__init__(backends)
         self.budget_ms = check_finite("budget_ms", budget_ms, minimum=0.0, strict=True)
         self.quantile = check_open_interval("quantile", quantile, 0.0, 1.0)
-
-    def describe(self) -> str:
-        """Human description of the strategy."""
-        names = "".join(f"\n  {b.describe()}" for b in self.backends)
-        return (
-            "name: Latency Budget Strategy\ndescription: select the fastest backend whose "
-            f"p{self.quantile * 100:g} latency is within {self.budget_ms:g} ms\nbackends:{names}"
+        self.title = "Latency Budget Strategy"
+        self.summary = (
+            f"select the fastest backend whose p{self.quantile * 100:g} latency is within "
+            f"{self.budget_ms:g} ms"
         )
 
     def tune_session(self, session: TuneSession) -> Any:

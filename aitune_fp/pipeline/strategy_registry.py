@@ -19,18 +19,6 @@ if TYPE_CHECKING:
     from aitune_fp.backends.protocol import Backend
     from aitune_fp.pipeline.strategies import SessionStrategy
 
-__all__ = [
-    "STRATEGIES",
-    "StrategyEntry",
-    "StrategyOption",
-    "check_backends",
-    "make_strategy",
-    "number_check",
-    "option_names",
-    "strategy_names",
-    "strategy_options",
-]
-
 #: An option's check: ``check(spelled, value)`` returns the value to pass on or raises an
 #: :class:`InvalidValueError` / :class:`InvalidTypeError` naming ``spelled`` and the value.
 Check = Callable[[str, object], object]
@@ -153,15 +141,11 @@ def option_names() -> tuple[str, ...]:
     return tuple(dict.fromkeys(o.name for e in STRATEGIES.values() for o in e.options))
 
 
-def _as_written(name: str) -> str:
-    return name
-
-
 def strategy_options(
     name: object,
     given: Mapping[str, object | None],
     *,
-    spell: Callable[[str], str] = _as_written,
+    spell: Callable[[str], str] = str,
 ) -> dict[str, Any]:
     """Strategy ``name``'s ``given`` options checked, defaults filled: the one place refusing them.
 

@@ -53,18 +53,6 @@ from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import Worker
 
-__all__ = [
-    "EagerStart",
-    "WorkerArm",
-    "WorkerBackend",
-    "adopt",
-    "isolation_of",
-    "output_types",
-    "soaked",
-    "start_eager",
-    "worker_threads",
-]
-
 #: Types an output may be read back as without naming them (``torch.load``'s own list).
 _PLAIN = (torch.Tensor, tuple, list, dict, str, bytes, int, float, bool, type(None), torch.Size)
 

@@ -6,8 +6,6 @@ from collections.abc import Callable
 
 from aitune_fp.errors import InvalidValueError
 
-__all__ = ["FALLBACK_L2_BYTES", "l2_flusher"]
-
 #: The L2 size assumed when torch does not report one (larger than any GPU's L2 so far).
 FALLBACK_L2_BYTES = 128 * 1024 * 1024
 

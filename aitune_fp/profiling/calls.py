@@ -19,17 +19,6 @@ from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import Worker, WorkerError
 
-__all__ = [
-    "ProfilingError",
-    "ReferenceSpotCheck",
-    "SpotCheck",
-    "SpotCheckError",
-    "as_batches",
-    "judge_threads",
-    "spot_calls",
-    "time_calls",
-]
-
 #: Smallest recorded wall time (1 ns): a clock that did not move still yields a positive time.
 _MIN_NS = 1
 

@@ -14,21 +14,6 @@ from typing import Any
 
 from aitune_fp.errors import AitunefpError
 
-__all__ = [
-    "FOREIGN_SHARE",
-    "FOREIGN_SLACK_NS",
-    "QUIET_NS",
-    "QUIET_STEP_S",
-    "QUIET_WAIT_S",
-    "InterferenceError",
-    "WorkerGroup",
-    "cpu_clock",
-    "group_members",
-    "runnable_tasks",
-    "spare_after",
-    "spare_core",
-]
-
 #: Interference: CPU time of suspects while a worker is timed, allowed as a share of its timed
 #: wall time plus a fixed slack (a freed output, the kernel's own accounting).
 FOREIGN_SHARE = 0.1

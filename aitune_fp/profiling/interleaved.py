@@ -45,13 +45,6 @@ from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, Timer, gc_paused, timer_for
 from aitune_fp.profiling.workers import Worker
 
-__all__ = [
-    "InterleavedRun",
-    "PairedTimings",
-    "WarmupReport",
-    "compare",
-]
-
 
 def _against(check: ReferenceSpotCheck, reference: Any, output: Any) -> object:
     return check(output, reference)

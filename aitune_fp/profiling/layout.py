@@ -9,19 +9,6 @@ from collections.abc import Sequence
 from aitune_fp.core._checks import check_int, check_type
 from aitune_fp.inputs import RING_BYTES
 
-__all__ = [
-    "BLOCK_TARGET_S",
-    "LEAD_FROM",
-    "MAX_BLOCK_CALLS",
-    "WARMUP_BLOCKS",
-    "block_calls",
-    "block_fitting",
-    "orientation_stream",
-    "pair_order",
-    "quad_orientations",
-]
-
-
 #: A block lasts at least this long at eager's pace, so that a worker's hand-over (one round
 #: trip a block, 35-160 us on a 2-core VM) and the clock read are at most ~1.6 % of it.
 BLOCK_TARGET_S = 0.01

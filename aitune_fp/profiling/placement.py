@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["MOVE_BYTES_MAX", "MOVE_EVERY", "Moving", "before_sample", "move_weights", "moving"]
-
 #: Timed samples (calls or blocks) of eager between two moves of its weights.
 MOVE_EVERY = 20
 #: Weights above this size stay where they are: a move would cost more than a few calls, and

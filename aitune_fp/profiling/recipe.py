@@ -17,8 +17,6 @@ import attrs
 
 from aitune_fp.errors import AitunefpError
 
-__all__ = ["Packed", "UnpicklableError", "import_file", "pack", "unpack"]
-
 
 class UnpicklableError(AitunefpError, ValueError):
     """A recipe cannot be sent to a worker: something in it does not pickle."""

@@ -23,17 +23,6 @@ from aitune_fp.profiling.recipe import Packed, unpack
 from aitune_fp.profiling.timers import ReportedClock, gc_paused
 from aitune_fp.profiling.transport import digest_of, dump_output, load_samples
 
-__all__ = [
-    "PRELOAD",
-    "Make",
-    "fork_server",
-    "fork_server_pid",
-    "fork_unavailable",
-    "no_stage",
-    "serve",
-    "serve_sent",
-]
-
 #: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
 #: and the facts about it the parent reads (plain values and torch dtypes only).
 Make = Callable[[Callable[[Mapping[str, Any]], None]], tuple[Callable[..., Any], Mapping[str, Any]]]

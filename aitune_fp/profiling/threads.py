@@ -12,16 +12,6 @@ import attrs
 
 from aitune_fp.core._checks import check_int
 
-__all__ = [
-    "CpuEnvironment",
-    "cpu_environment",
-    "intra_op_threads",
-    "is_oversubscribed",
-    "load_average",
-    "set_threads",
-    "usable_cpus",
-]
-
 
 @contextlib.contextmanager
 def intra_op_threads(threads: int | None) -> Iterator[int]:

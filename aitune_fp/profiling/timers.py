@@ -16,19 +16,6 @@ from aitune_fp.inputs import Sample, as_sample
 if TYPE_CHECKING:
     import torch
 
-__all__ = [
-    "HOST_BOUND_FACTOR",
-    "CpuTimer",
-    "CudaTimer",
-    "DeviceSpan",
-    "ReportedClock",
-    "Timer",
-    "gc_paused",
-    "has_device_clock",
-    "is_host_bound",
-    "timer_for",
-]
-
 
 class DeviceSpan(Protocol):
     """Device-side interval around one call (CUDA events); read it only after ``Timer.sync``."""

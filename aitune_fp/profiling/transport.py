@@ -18,8 +18,6 @@ from typing import Any
 
 from aitune_fp.errors import InvalidTypeError
 
-__all__ = ["digest_of", "dump_output", "dump_samples", "load_output", "load_samples", "loads"]
-
 _BUILTIN: dict[str, Any] = {"builtins:tuple": tuple, "builtins:list": list, "builtins:dict": dict}
 
 

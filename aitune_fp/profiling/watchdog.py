@@ -16,8 +16,6 @@ from types import TracebackType
 
 from aitune_fp.errors import CandidateHungError, InvalidValueError
 
-__all__ = ["Watchdog", "progress"]
-
 
 def _raise_in(thread_id: int, exc_type: type[BaseException] | None) -> None:
     """Raise ``exc_type`` in thread ``thread_id`` at its next bytecode (None: cancel a pending one)."""

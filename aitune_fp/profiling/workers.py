@@ -48,8 +48,6 @@ from aitune_fp.profiling.serving import (
 from aitune_fp.profiling.timers import ReportedClock
 from aitune_fp.profiling.transport import digest_of, dump_samples, load_output, loads
 
-__all__ = ["SPIN_S", "Worker", "WorkerDiedError", "WorkerError"]
-
 #: How long one wait on a worker blocks before it looks again (a watchdog's interrupt lands then).
 _POLL_S = 0.05
 #: How long the judge spins, not sleeps, on a timed call's answer when a core is spare: waking a

@@ -18,8 +18,6 @@ from aitune_fp.sweep.task import (
     safe,
 )
 
-__all__ = ["LocalExecutor"]
-
 #: What a child process sends instead of an outcome when a KeyboardInterrupt ended its task.
 _INTERRUPTED = "interrupted"
 

@@ -15,8 +15,6 @@ import structlog
 from aitune_fp.errors import InvalidStateError
 from aitune_fp.sweep.task import SweepTask, TaskOutcome, failed_outcome, hung_outcome, run_task
 
-__all__ = ["POLL_S", "TIMING_RESOURCE", "RayExecutor", "import_ray", "task_options"]
-
 _log = structlog.get_logger("aitune_fp.sweep")
 
 #: The per-node custom resource a CPU timing task holds (each node has exactly one unit).

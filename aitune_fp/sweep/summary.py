@@ -11,8 +11,6 @@ from aitune_fp.core.messages import headline_speedup
 from aitune_fp.core.report import TuneReport
 from aitune_fp.sweep.run import ModelStatus
 
-__all__ = ["SummaryCell", "SweepSummary", "summarize_sweep"]
-
 
 @attrs.frozen(kw_only=True)
 class SummaryCell:

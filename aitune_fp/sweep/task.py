@@ -20,18 +20,6 @@ from aitune_fp.events.sweep import TaskFailed, TaskFinished
 from aitune_fp.profiling.threads import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
-__all__ = [
-    "CANCELLED",
-    "CRASHED",
-    "HUNG",
-    "SweepTask",
-    "TaskOutcome",
-    "failed_outcome",
-    "hung_outcome",
-    "make_tasks",
-    "run_task",
-]
-
 #: ``error_type`` of a model whose task was cancelled (Ctrl-C on the driver) before it ended.
 CANCELLED = "Cancelled"
 #: ``error_type`` of a model whose task ran past its deadline and was killed.

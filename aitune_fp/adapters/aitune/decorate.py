@@ -18,8 +18,6 @@ from aitune_fp.adapters.reports import DecoratorOptions
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
-__all__ = ["check_hooks", "gated"]
-
 
 def check_hooks(base: type) -> type[AituneGate]:
     """The gate class for ``base`` after checking every hook it needs exists."""

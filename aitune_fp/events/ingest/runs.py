@@ -12,8 +12,6 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.events.ingest.values import BadLine, EventLine, IngestReport
 from aitune_fp.events.kinds import fold
 
-__all__ = ["OPENINGS", "RunStretch", "summarize"]
-
 #: The events that open a tune run.
 OPENINGS: Final = frozenset({"aitune_fp.validation.started", "aitune_fp.validation.disabled"})
 _SWEEP: Final = "aitune_fp.sweep."

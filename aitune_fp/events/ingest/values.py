@@ -11,8 +11,6 @@ import attrs
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events.kinds import Payload
 
-__all__ = ["BadLine", "EventLine", "IngestReport", "RunSummary"]
-
 
 @attrs.frozen(kw_only=True)
 class EventLine:
