@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
 import random
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +25,18 @@ Latency: TypeAlias = float | Sequence[float] | Callable[[int], float]
 
 #: Clocks by key, so that an unpickled clock is the live one it was pickled from.
 _CLOCKS: weakref.WeakValueDictionary[str, FakeClock] = weakref.WeakValueDictionary()
-_KEYS = itertools.count()
+_SITES: dict[str, itertools.count[int]] = {}  # clocks made so far at each line of code
+
+
+def _site_key() -> str:
+    """Where the clock being made is made (module and line) and how many were made there before.
+
+    The same in a fork server's worker: the module it imports to unpickle a recipe makes its
+    module-level clock again, first at its line, and the recipe's pickled clock finds it there.
+    """
+    frame = sys._getframe(2)  # FakeClock.__init__'s caller
+    site = f"{frame.f_globals.get('__name__')}:{frame.f_lineno}"
+    return f"{site}#{next(_SITES.setdefault(site, itertools.count()))}"
 
 
 def _seconds(latency: Latency, call: int) -> float:
@@ -99,7 +110,7 @@ class FakeClock:
         #: How many times ``sync`` was called (all threads).
         self.syncs = 0
         self._local = threading.local()
-        self._key = f"{os.getpid()}-{next(_KEYS)}"
+        self._key = _site_key()
         _CLOCKS[self._key] = self
 
     def _state(self) -> Any:
@@ -193,7 +204,9 @@ def _clock(key: str, jitter: float, seed: int, device_scale: float | None) -> Fa
     """The live clock pickled under ``key``, or (in another process) a new one like it."""
     found = _CLOCKS.get(key)
     if found is None:  # another process (a worker): one clock for the key there too
-        found = _CLOCKS[key] = FakeClock(jitter=jitter, seed=seed, device_scale=device_scale)
+        found = FakeClock(jitter=jitter, seed=seed, device_scale=device_scale)
+        found._key = key
+        _CLOCKS[key] = found
     return found
 
 

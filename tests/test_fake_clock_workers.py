@@ -152,3 +152,20 @@ def test_a_timer_that_cannot_time_a_worker_keeps_the_tune_in_process_and_says_wh
     started = next(e for e in events if e["event"].endswith(".started"))
     assert started["isolation"] == "in_process"
     assert "ReportedClock" in started["isolation_note"]
+
+
+def test_a_model_on_its_modules_clock_is_timed_in_fork_server_workers(tmp_path: Path) -> None:
+    """A model that spends on its module's clock, not one it holds, in fork-server workers: the
+    module the worker imports to unpickle the recipe makes that clock again, and the judge's
+    clock, pickled with the recipe, is found there (it was a new one: every ratio read 1.00x)."""
+    from tests.validation_helpers import FAST_CONFIG, Pruned, gated, make_case
+
+    strategy = gated(
+        OneBackendStrategy(Pruned()), profiling_config=attrs.evolve(FAST_CONFIG, threads=2)
+    )
+    module, spec, data = make_case()
+    chosen = strategy.tune(module, "m", spec, data, "cpu", tmp_path)
+    (result,) = validation_of(strategy).last_report.results
+    assert result.isolation == "process" and result.threads == 2
+    assert result.verdict == "faster" and result.estimate > 5  # about 11x on the clock
+    assert isinstance(chosen, Pruned)
