@@ -207,7 +207,7 @@ class ProfilingConfig:
     #: What the statistical verdict is about: ``throughput`` (default), each timed sample a
     #: block of calls whose time over its calls is the mean latency there (samples per second,
     #: as users read it); ``typical``, single calls, the typical call's latency.
-    quantity: Quantity = attrs.field(default="typical", validator=one_of(QUANTITIES))
+    quantity: Quantity = attrs.field(default="throughput", validator=one_of(QUANTITIES))
 
     def __attrs_post_init__(self) -> None:
         """Cross-field check: the steadiness window must fit in the warm-up budget."""
