@@ -65,6 +65,7 @@ class TestColdCache:
         clock = CudaClock()
         r = measured(clock, cache="cold")
         assert made == [clock] and count[0] >= 2 * r.n_baseline
+        assert r.latencies_block == 1  # every timed call starts cold, not a block's first
 
     @pytest.mark.gpu
     def test_flushes_the_real_l2(self) -> None:

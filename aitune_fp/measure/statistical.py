@@ -181,7 +181,8 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             spot_seed=c.spot_seed,
             flush=flush,
             fresh=c.fresh,
-            block=None if config.quantity == "throughput" else 1,
+            # cold: every timed call starts from a flushed L2, so one call a sample
+            block=None if config.quantity == "throughput" and flush is None else 1,
         ) as run,
     ):
         warmup = run.warm_up(
