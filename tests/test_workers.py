@@ -507,3 +507,31 @@ def test_a_timed_call_on_a_device_lasts_until_its_queued_work_ends(block: bool) 
     finally:
         worker.close()
     assert 0.05 <= wall < 0.1  # its own work's wait, not the copies' (made before the clock)
+
+
+def test_the_fork_server_starts_ahead_for_cpu_workers_of_several_threads_only() -> None:
+    from aitune_fp.cli.tune import forks_from_server
+
+    assert forks_from_server(None, "auto", 2) and forks_from_server("process", "cpu", 4)
+    assert not forks_from_server(None, "auto", None)  # one thread: forked from this process
+    assert not forks_from_server(None, "cpu", 1)
+    assert not forks_from_server("in_process", "cpu", 2)
+    assert not forks_from_server(None, "cuda:0", 2)
+
+
+def test_a_fork_server_started_ahead_is_the_one_workers_come_from() -> None:
+    from aitune_fp.profiling.serving import fork_server_pid, start_fork_server
+
+    start_fork_server()
+    server = fork_server_pid()
+    assert server is not None
+    from aitune_fp.pipeline.workers import EagerRecipe
+
+    worker = Worker(EagerRecipe(torch.nn.Identity()), name="w", timeout_s=60, threads=2)
+    try:
+        worker.ready()
+        with open(f"/proc/{worker.pid}/stat", "rb") as stat:
+            parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+        assert parent == server and fork_server_pid() == server
+    finally:
+        worker.close()

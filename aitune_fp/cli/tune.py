@@ -149,14 +149,23 @@ def _cache_dir(text: str | None) -> Path:
     return path
 
 
+def forks_from_server(isolation: str | None, device: str, threads: int | None) -> bool:
+    """Whether this tune's workers start from the fork server: CPU workers of several threads."""
+    return isolation != "in_process" and not device.startswith("cuda") and (threads or 1) > 1
+
+
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
+    if config.threads is not None:  # before torch loads: the sweep's code path too
+        set_threads(config.threads)
+    if forks_from_server(args.isolation, args.device, config.threads):
+        from aitune_fp.profiling.serving import start_fork_server
+
+        start_fork_server()  # its preload runs beside this process's imports
     accuracy = accuracy_options(args)
     options = strategy_settings(args)
     threshold = check_threshold_arg(args.threshold)
-    if config.threads is not None:  # before torch loads: the sweep's code path too
-        set_threads(config.threads)
     warning = threshold_warning(threshold)
     if warning is not None:
         err.write(f"{PROG}: warning: {warning}\n")

@@ -55,6 +55,19 @@ def fork_server() -> (
     return context
 
 
+def start_fork_server() -> None:
+    """Start the fork server now, where there is one.
+
+    Its preload (torch) then runs beside the caller's own imports, not before its first worker:
+    a tune at ``--threads 2`` on 2 cores started its first worker 1.7 s later without it.
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        import multiprocessing.forkserver as forkserver
+
+        fork_server()
+        forkserver.ensure_running()
+
+
 def fork_server_pid() -> int | None:
     """The fork server's process id, once it runs (its children inherit its CPU affinity)."""
     import multiprocessing.forkserver as forkserver
