@@ -3,7 +3,7 @@
 Blocks are sized from the slower arm's pace and fitted to the budget, run in process or in a
 worker in one hand-over, keep the carry-over from the other arm out of their time, meet fresh
 values no call of the arm met before, show every picked call to the spot check, and the
-machine-moved rule judges them with a threshold from the warm-up's blocks.
+machine-moved rule counts eager's slow wander between blocks as noise.
 """
 
 from __future__ import annotations
@@ -399,12 +399,53 @@ def test_the_machine_rule_on_blocks_holds_back_a_verdict_across_a_real_change() 
             assert "no verdict from a machine that moved" in result.reason
 
 
-def test_the_change_threshold_follows_the_warm_ups_block_spread() -> None:
-    quiet = [0.001 * math.exp(0.01 * ((-1) ** i)) for i in range(10)]
-    assert machine.change_threshold(quiet) == machine.MACHINE_CHANGE
-    rng = random.Random(0)
-    wandering = [0.001 * rng.lognormvariate(0.0, 0.05) for _ in range(10)]
-    assert machine.change_threshold(wandering) > machine.MACHINE_CHANGE
-    stepped = [0.001] * 5 + [0.003] * 5  # a step in the warm-up moves one difference only
-    assert machine.change_threshold(stepped) == machine.MACHINE_CHANGE
-    assert machine.change_threshold([0.001, 0.002]) == machine.MACHINE_CHANGE
+LOOKS = ProfilingConfig().looks
+
+
+def _blocks(seed: int, sd: float, phi: float, step_at: int = 0, factor: float = 1.0) -> list[float]:
+    """Eager's block times: 10 warm-up blocks and 320 more, the log level AR(1) (marginal sd
+    ``sd``, lag-1 correlation ``phi``); ``factor`` times slower from block ``step_at`` on."""
+    rng = random.Random(seed)
+    level, out = rng.gauss(0.0, sd), []
+    for i in range(WARMUP_BLOCKS + LOOKS[-1]):
+        level = phi * level + rng.gauss(0.0, sd * math.sqrt(1.0 - phi * phi))
+        out.append(0.002 * math.exp(level) * (factor if step_at and i >= step_at else 1.0))
+    return out
+
+
+def _moved(times: list[float], looks: tuple[int, ...] = LOOKS) -> list[bool]:
+    """At each look, whether the machine-moved rule fired on blocks (a move or a slowdown)."""
+    watch = machine.MachineWatch(cpus=2, threads=1, first_load=0.0)
+    watch.wander = True  # as a tune in blocks sets it
+    warm = times[:WARMUP_BLOCKS]
+    stretches = [watch.stretch(times[WARMUP_BLOCKS : WARMUP_BLOCKS + n], warm) for n in looks]
+    return [s.changed_at is not None or s.slowed for s in stretches]
+
+
+def test_a_quiet_wandering_machine_trips_the_rule_in_at_most_a_tenth_of_runs() -> None:
+    """Eager's blocks on this project's quiet CPU wander: their log level is about AR(1), sd
+    6-10 %, phi 0.6-0.85 (eager's blocks of 11 quiet tunes). Over 100 seeded runs of 330 blocks
+    the rule fires at any of the six looks in at most 10 (sd 8 %, phi 0.75), and at each look in
+    at most 10 even at sd 10 %, phi 0.85 (the warm-up's 10 blocks set the threshold before:
+    38 % at some look, 31 % at the last)."""
+    typical = [_moved(_blocks(seed, 0.08, 0.75)) for seed in range(100)]
+    assert sum(any(looks) for looks in typical) <= 10
+    wide = [_moved(_blocks(seed, 0.10, 0.85)) for seed in range(100)]
+    assert max(sum(looks[i] for looks in wide) for i in range(len(LOOKS))) <= 10
+
+
+@pytest.mark.parametrize(
+    ("factor", "sd", "phi", "least"),
+    [(2.0, 0.08, 0.75, 100), (0.5, 0.10, 0.85, 100), (1.25, 0.03, 0.0, 95), (0.8, 0.03, 0.0, 95)],
+)
+def test_a_real_step_is_caught_at_the_first_look_ten_pairs_after_it(
+    factor: float, sd: float, phi: float, least: int
+) -> None:
+    """A step anywhere in pairs 15-300: 2x either way always, through the wander above; 25 %
+    (either way) nearly always where blocks vary like independent 3 % noise."""
+    caught = 0
+    for seed in range(100):
+        at = random.Random(seed).randrange(15, 300)
+        first = next(n for n in LOOKS if n >= at + 10)
+        caught += _moved(_blocks(seed, sd, phi, WARMUP_BLOCKS + at, factor), (first,))[0]
+    assert caught >= least

@@ -15,6 +15,12 @@ from aitune_fp.errors import InvalidValueError
 SHIFT_ALPHA = 0.01
 #: How far eager's own latency level may move (relative) before the machine counts as changed.
 MACHINE_CHANGE = 0.15
+#: Standard deviations of two window medians' difference a move must clear on top of
+#: MACHINE_CHANGE: quiet blocks wandering as measured on this project's CPU (AR(1), sd 8 %,
+#: phi 0.75) then trip the scan over every split in under 2 % of looks (tests/test_blocks.py).
+MOVE_Z = 2.0
+#: Fewest windows whose medians tell eager's wander from a step (fewer: independent noise only).
+_WANDER_WINDOWS = 6
 #: Largest lag-1 correlation the remedy corrects for; above, the widening is capped.
 _MAX_PHI = 0.9
 
@@ -130,24 +136,42 @@ def _median(ordered: Sequence[float]) -> float:
     return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2.0
 
 
+def _move_limit(times: Sequence[float], size: int, wander: bool) -> float:
+    """How far (log) eager's level may move: MACHINE_CHANGE and MOVE_Z sds of its noise.
+
+    The sd of two window medians' difference: from independent noise (successive differences: a
+    step moves one), and with ``wander`` from every two adjacent windows' medians too (a step
+    moves the few around it, a level that wanders slowly moves them all: noise too).
+    """
+    logs = [math.log(max(t, 1e-300)) for t in times]
+    steps = sorted(abs(b - a) for a, b in itertools.pairwise(logs))
+    # the median of ``size`` independent values has sd 1.2533 sigma / sqrt(size)
+    noise = 1.2533 * 1.4826 * _median(steps) / math.sqrt(size) if steps else 0.0
+    if wander and len(logs) >= _WANDER_WINDOWS * size:
+        medians = [_median(sorted(logs[k : k + size])) for k in range(len(logs) - size + 1)]
+        moves = sorted(abs(medians[k + size] - medians[k]) for k in range(len(medians) - size))
+        noise = max(noise, moves[len(moves) // 4] / 0.3186)  # |N(0, 1)|'s lower quartile
+    return math.log1p(MACHINE_CHANGE) + MOVE_Z * noise
+
+
 def machine_change_index(
-    times: Sequence[float], *, window: int = 5, ratio: float = MACHINE_CHANGE
+    times: Sequence[float], *, window: int = 5, wander: bool = False
 ) -> int | None:
-    """Where the latest stretch of a steady machine starts, read from eager's own latencies."""
+    """Where the latest stretch of a steady machine starts, read from eager's own latencies.
+
+    ``wander``: eager's slow wander is noise too (timed blocks average the per-call noise out).
+    """
     size = check_int("window", window, minimum=1)
     logs = [math.log(max(t, 1e-300)) for t in times]
     n = len(logs)
     if n < 2 * size:
         return None
-    # noise-aware: 2.5 standard errors of a window's median on top of ``ratio``, the noise read
-    # from successive differences (a step moves one of them only)
-    steps = sorted(abs(b - a) for a, b in itertools.pairwise(logs))
-    noise = 1.4826 * _median(steps) / math.sqrt(2.0)
-    limit = math.log1p(check_open_interval("ratio", ratio, 0.0, math.inf))
-    limit += 2.5 * 1.2533 * noise / math.sqrt(size)
+    limit = _move_limit(times, size, wander)
     suffix = sorted(logs[n - size :])
     for k in range(n - size, size - 1, -1):
-        if abs(_median(sorted(logs[k - size : k])) - _median(suffix)) > limit:
+        # the level before held for two windows where there are two: a burst of one is no move
+        ends = (k, k - size) if k >= 2 * size else (k,)
+        if all(abs(_median(sorted(logs[j - size : j])) - _median(suffix)) > limit for j in ends):
             return k
         bisect.insort(suffix, logs[k - 1])
     return None
@@ -167,11 +191,6 @@ def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> 
     return _median(sorted(items[start:])) / best if best > 0 else 1.0
 
 
-def slowdown_limit(times: Sequence[float], *, ratio: float = MACHINE_CHANGE) -> float:
-    """The :func:`machine_slowdown` past which the machine counts as slowed: noise-aware."""
-    logs = sorted(math.log(max(t, 1e-300)) for t in times)
-    if not logs:
-        return 1.0 + ratio
-    centre = _median(logs)
-    spread = 1.4826 * _median(sorted(abs(x - centre) for x in logs))
-    return (1.0 + ratio) * math.exp(1.5 * spread)
+def slowdown_limit(times: Sequence[float], *, wander: bool = False) -> float:
+    """The :func:`machine_slowdown` past which eager counts as slowed: a move's limit, of ``times``."""
+    return math.exp(_move_limit(times, 5, wander))

@@ -5,8 +5,6 @@ Eager's level moved, or the load was busy: a look decides on the steady stretch 
 
 from __future__ import annotations
 
-import itertools
-import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -49,7 +47,7 @@ class Stretch:
     quiet_pairs: int = 0
     #: The pairs before the move that, decided on their own, bore the verdict out (0: none).
     before_pairs: int = 0
-    #: The threshold eager's level had to move by (:func:`change_threshold`).
+    #: How far eager's level had to move: MACHINE_CHANGE beyond its noise (:func:`slowdown_limit`).
     change: float = MACHINE_CHANGE
 
     @property
@@ -129,7 +127,7 @@ class MachineWatch:
         """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads."""
         self.cpus = cpus
         self.threads = threads
-        self.change = MACHINE_CHANGE  # set from the warm-up's blocks (change_threshold)
+        self.wander = False  # timed blocks: eager's slow wander is noise (machine_change_index)
         self._last = first_load
         self._quiet_from = 0  # the first pair after the last busy look
         self._busy_load: float | None = None
@@ -176,10 +174,13 @@ class MachineWatch:
         """
         n = len(baseline_s)
         every = [*warmup_s, *baseline_s]
-        found = machine_change_index(every, ratio=self.change)
-        changed = None if found is None or found <= len(warmup_s) else found - len(warmup_s)
+        found = machine_change_index(every, wander=self.wander)
+        # found up to STEP_SLACK after a step: that early, it may be the warm-up's own (slowdown)
+        early = found is None or found - STEP_SLACK <= len(warmup_s)
+        changed = None if found is None or early else found - len(warmup_s)
         start = max(self._quiet_from, changed or 0)
         first = len(warmup_s) + min(start, n - 1)
+        limit = slowdown_limit(every, wander=self.wander)  # a move's too, from the whole run
         return Stretch(
             start=start,
             n_pairs=n,
@@ -188,31 +189,12 @@ class MachineWatch:
             cpus=self.cpus,
             busy_now=self._busy_look,
             slowdown=machine_slowdown(every, first),
-            slowdown_limit=slowdown_limit(every[first:], ratio=self.change),
-            change=self.change,
+            slowdown_limit=limit,
+            change=limit - 1.0,
             # the pairs before eager's last move (warm-up included) ran at the other level; the
             # STEP_SLACK pairs just before where it was found may already run at the new one
             quiet_pairs=first if found is None else min(max(found - STEP_SLACK, 0), first),
         )
-
-
-#: The machine-moved threshold is at least this many of eager's block-to-block spreads (robust
-#: sd of the log block times) in the warm-up, and at least ``MACHINE_CHANGE``.
-CHANGE_SPREADS = 6.0
-
-
-def change_threshold(warmup_blocks_s: Sequence[float]) -> float:
-    """How far eager's level may move before the machine counts as changed: from its warm-up blocks.
-
-    CHANGE_SPREADS of their successive-difference spread, never below MACHINE_CHANGE.
-    """
-    logs = [math.log(t) for t in warmup_blocks_s if t > 0]
-    if len(logs) < 3:
-        return MACHINE_CHANGE
-    # from successive differences: a step in the warm-up moves one of them only
-    steps = [abs(b - a) for a, b in itertools.pairwise(logs)]
-    spread = 1.4826 * statistics.median(steps) / math.sqrt(2.0)
-    return max(MACHINE_CHANGE, math.expm1(CHANGE_SPREADS * spread))
 
 
 #: Fewest pairs before a slowed stretch that can bear its verdict out.
@@ -257,7 +239,7 @@ def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, Pair
     if min(cut, stretch.n_pairs - k) < MIN_QUIET_PAIRS:
         return None
     before = from_pair(timings, 0, cut)
-    if machine_change_index(before.baseline_s, ratio=stretch.change) is not None:
+    if machine_change_index(before.baseline_s, wander=timings.block > 1) is not None:
         return None
     return before, from_pair(timings, k)
 

@@ -24,7 +24,6 @@ from aitune_fp.measure.machine import (
     MachineWatch,
     Stretch,
     borne_out,
-    change_threshold,
     from_pair,
     held,
     sides,
@@ -192,8 +191,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             deadline_ns=deadline,
             reserve_pairs=config.looks[0],
         )
-        if warmup.block > 1:  # single calls: the rule's own noise term, as before
-            watch.change = change_threshold(warmup.baseline_blocks_s)
+        watch.wander = warmup.block > 1  # single calls: their own noise is the rule's
         on_host = config.clock == "host"  # the warm-up's blocks are host-timed only
         warm = (warmup.baseline_blocks_s, warmup.candidate_blocks_s) if on_host else ((), ())
         for look_number, look in enumerate(config.looks, start=1):

@@ -19,8 +19,8 @@ MAX_BLOCK_CALLS = 128
 #: then ``1 / calls`` of the block (all of it in a one-call block, as measured by the
 #: ``carryover`` guard).
 LEAD_FROM = 4
-#: Block pairs timed after the per-call warm-up: eager's block-to-block spread there sets the
-#: machine-moved rule's threshold (:func:`aitune_fp.core.dependence.change_threshold`).
+#: Block pairs timed after the per-call warm-up: the machine-moved rule reads eager's level
+#: from them on (:func:`aitune_fp.core.dependence.machine_change_index`).
 WARMUP_BLOCKS = 10
 
 
