@@ -125,10 +125,12 @@ def _tensor(dtype: Any, shape: tuple[int, ...], data: bytes, grad: bool) -> Any:
     """A CPU tensor of ``dtype`` and ``shape`` remade from its raw bytes (in the worker)."""
     import torch
 
-    if not data:
-        return torch.empty(shape, dtype=dtype).requires_grad_(grad)
-    flat = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return flat.view(dtype).reshape(shape).requires_grad_(grad)
+    made = torch.empty(shape, dtype=dtype)  # torch's own allocation, as a loaded tensor's
+    if data:
+        made.reshape(-1).view(torch.uint8).copy_(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        )
+    return made.requires_grad_(grad)
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
