@@ -93,12 +93,18 @@ def pytest_configure(config: pytest.Config) -> None:
         # compiled kernels stay cached between sessions where they were
         "TORCHINDUCTOR_CACHE_DIR": str(SYSTEM_TEMP / f"torchinductor_{user}"),
         "TMPDIR": str(private),
+        # torch's own count, which tunes run by default, is one on any machine: workers are
+        # forked (tests of more threads ask for them); processes the tests start inherit it
+        "OMP_NUM_THREADS": "1",
     }
     for name, value in keep.items():
         _SAVED_ENV[name] = os.environ.get(name)
         if name == "TMPDIR" or name not in os.environ:
             os.environ[name] = value
     tempfile.tempdir = str(private)
+    import torch
+
+    torch.set_num_threads(1)
     if not _AUDITING:  # an audit hook cannot be removed: add it once per process
         sys.addaudithook(_watch_system_temp)
         _AUDITING.append(True)

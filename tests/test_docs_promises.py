@@ -96,12 +96,12 @@ def _help(flag: str) -> str:
 
 
 def test_threads_and_isolation_agree_in_help_and_docs() -> None:
-    """One thread in workers by default, torch's own in process: ``--help`` and the pages agree."""
-    assert "Without it: 1 where candidates run in worker processes" in _help("--threads")
+    """Torch's own thread count by default, in workers too: ``--help`` and the pages agree."""
+    assert "Without it: torch's own count" in _help("--threads")
     assert "process on CPU, in_process on CUDA" in _help("--isolation")
     threads = _text("docs/threads.md")
-    assert "processes (the default on CPU) and eager run one thread" in threads
-    assert "one intra-op thread unless `--threads N`" in _text("README.md")
+    assert "both arms run torch's own intra-op count" in threads
+    assert "torch's own intra-op thread count unless `--threads N`" in _text("README.md")
 
 
 def test_the_aitune_strategies_named_agree() -> None:

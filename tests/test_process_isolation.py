@@ -45,6 +45,7 @@ from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.flags import flushes_denormals
 from aitune_fp.pipeline.strategies import MaxThroughputStrategy, OneBackendStrategy
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
+from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.testing import capture_events
 
 #: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
@@ -735,6 +736,18 @@ def test_a_compiled_candidate_in_a_fork_server_worker_leaks_nothing_at_exit(tmp_
     )
     assert "TorchCompileBackend" in done.stdout, done.stdout + done.stderr
     assert "leaked" not in done.stderr, done.stderr
+
+
+def test_without_threads_workers_run_this_processs_thread_count(cache: Path) -> None:
+    """No thread count given: both arms run in workers at torch's own count here (two)."""
+    with intra_op_threads(2):  # this process's count while it tunes
+        _, report, events = _tune(
+            [Quick(_nothing, "quick")], cache, profiling_config=DECIDES, pause=SLOW_S
+        )
+    (result,) = report.results
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "process" and started["threads"] == 2, started
+    assert result.isolation == "process" and result.threads == 2
 
 
 def test_without_fork_workers_start_from_the_fork_server(

@@ -509,12 +509,23 @@ def test_a_timed_call_on_a_device_lasts_until_its_queued_work_ends(block: bool) 
     assert 0.05 <= wall < 0.1  # its own work's wait, not the copies' (made before the clock)
 
 
-def test_the_fork_server_starts_ahead_for_cpu_workers_of_several_threads_only() -> None:
+def test_the_fork_server_starts_ahead_for_cpu_workers_of_several_threads_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from aitune_fp.cli import tune
     from aitune_fp.cli.tune import forks_from_server
 
     assert forks_from_server(None, "auto", 2) and forks_from_server("process", "cpu", 4)
-    assert not forks_from_server(None, "auto", None)  # one thread: forked from this process
-    assert not forks_from_server(None, "cpu", 1)
+    assert not forks_from_server(None, "cpu", 1)  # one thread: forked from this process
+    # without --threads, torch's own count: OMP_NUM_THREADS where set, else the usable CPUs
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert not forks_from_server(None, "auto", None)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert forks_from_server(None, "auto", None)
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    for cpus in (1, 2):
+        monkeypatch.setattr(tune, "usable_cpus", lambda cpus=cpus: cpus)
+        assert forks_from_server(None, "auto", None) is (cpus > 1)
     assert not forks_from_server("in_process", "cpu", 2)
     assert not forks_from_server(None, "cuda:0", 2)
 

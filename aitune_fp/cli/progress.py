@@ -36,7 +36,7 @@ from aitune_fp.events.candidates import (
 )
 from aitune_fp.events.kinds import Event, Payload, registered
 from aitune_fp.events.sending import timestamp, to_record, write_records
-from aitune_fp.events.validation import FINISHED, SELECTED, STARTED, Look, PhaseEntered
+from aitune_fp.events.validation import FINISHED, SELECTED, Look, PhaseEntered
 
 _PHASES = ("build", "correctness", "measure")
 _EAGER = "eager baseline"
@@ -52,10 +52,8 @@ class TuneProgress:
         quiet: bool,
         candidates: Sequence[str],
         clock: Callable[[], float] = time.monotonic,
-        threads_given: bool = True,
     ) -> None:
         self.console = console
-        self.threads_given = threads_given  # else: say once that workers run one thread
         self.clock = clock  # the pace of the pairs, for the time left
         self._measuring: dict[str, float] = {}  # when each candidate's measure phase began
         self.quiet = quiet
@@ -123,13 +121,6 @@ class TuneProgress:
             return
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
-        if event.name == STARTED and not (self.threads_given or self.quiet):
-            self.threads_given = True  # said once
-            if event.fields.get("isolation") == "process":
-                self.console.print(
-                    "note: eager and the candidates run 1 intra-op thread each, in worker "
-                    "processes (the default; --threads N sets another count)"
-                )
         if isinstance(payload, BaselineMeasured):
             self.baseline_at = _clock(timestamp())
             self._done(_EAGER)

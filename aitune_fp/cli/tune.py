@@ -34,7 +34,7 @@ from aitune_fp.cli.tune_args import (
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.sending import open_log
 from aitune_fp.events.sending import sinks as event_sinks
-from aitune_fp.profiling.threads import set_threads
+from aitune_fp.profiling.threads import omp_threads, set_threads, usable_cpus
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -150,8 +150,12 @@ def _cache_dir(text: str | None) -> Path:
 
 
 def forks_from_server(isolation: str | None, device: str, threads: int | None) -> bool:
-    """Whether this tune's workers start from the fork server: CPU workers of several threads."""
-    return isolation != "in_process" and not device.startswith("cuda") and (threads or 1) > 1
+    """Whether this tune's workers start from the fork server: CPU workers of several threads.
+
+    Without ``--threads`` workers run torch's own count: ``OMP_NUM_THREADS``, else the usable CPUs.
+    """
+    several = (threads or omp_threads() or usable_cpus()) > 1
+    return isolation != "in_process" and not device.startswith("cuda") and several
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -230,7 +234,6 @@ def _tune(
         console,
         quiet=args.quiet,
         candidates=[describe(b) for b in backends],
-        threads_given=args.threads is not None,
     )
     sinks = [progress] + ([JsonLines(json_log)] if json_log is not None else [])
     configure_logging()  # structlog prints nothing: the sinks show and write the events

@@ -196,8 +196,8 @@ SETTINGS: tuple[Setting, ...] = (
             group=ISOLATION, into="command", key="isolation",
             aliases=("--in-process=in_process",)),
     Setting("threads", "--threads", "CPU intra-op threads for eager and every candidate, in "
-            "threads (OMP_NUM_THREADS before torch loads; workers run the same). Without it: 1 "
-            "where candidates run in worker processes, torch's own where they run in this process; "
+            "threads (OMP_NUM_THREADS before torch loads; workers run the same). Without it: "
+            "torch's own count (OMP_NUM_THREADS, else the cores), in workers as in this process; "
             "docs/threads.md", int, metavar="N", group=ISOLATION),
     # output
     Setting("cache_dir", "--cache-dir", "where builds and failure logs go; without it, a new "

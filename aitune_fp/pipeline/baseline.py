@@ -92,13 +92,11 @@ def resolve_batch_size(options: ValidationOptions, target: TuneTarget) -> int:
 def operating_point(
     options: ValidationOptions, target: TuneTarget, isolation: IsolationMode, batch_size: int | None
 ) -> tuple[int, ProfilingConfig]:
-    """The batch size to validate at and the config narrowed to it (one thread in workers)."""
+    """The batch size to validate at and the config narrowed to it (workers at torch's threads)."""
     size = resolve_batch_size(options, target) if batch_size is None else batch_size
     config = for_batch_size(options.profiling_config, size)
-    if isolation == "process" and config.threads is None:
-        # without --threads workers are forked at one thread, and eager here runs the same,
-        # named (docs/threads.md: more threads in workers read sub-millisecond calls wrong)
-        config = attrs.evolve(config, threads=1)
+    if isolation == "process" and config.threads is None:  # the count this process runs
+        config = attrs.evolve(config, threads=torch.get_num_threads())
     return size, config
 
 

@@ -59,7 +59,8 @@ def load_average() -> float | None:
         return None
 
 
-def _omp_threads() -> int | None:
+def omp_threads() -> int | None:
+    """``OMP_NUM_THREADS`` as a count (None where unset or not one number)."""
     text = os.environ.get("OMP_NUM_THREADS", "").strip()
     return int(text) if text.isdigit() and int(text) > 0 else None
 
@@ -86,7 +87,7 @@ def cpu_environment(threads: int | None = None) -> CpuEnvironment:
     return CpuEnvironment(
         threads=int(threads) if threads is not None else int(torch.get_num_threads()),
         interop_threads=int(torch.get_num_interop_threads()),
-        omp_num_threads=_omp_threads(),
+        omp_num_threads=omp_threads(),
         cpus=usable_cpus(),
         load_avg_1m=load_average(),
     )
