@@ -35,6 +35,7 @@ from aitune_fp.profiling.layout import (
     LEAD_FROM,
     MAX_BLOCK_CALLS,
     WARMUP_BLOCKS,
+    arm_calls,
     block_calls,
     block_fitting,
 )
@@ -147,9 +148,11 @@ def test_the_spot_check_sees_every_call_of_a_block_it_picks() -> None:
 
 
 @pytest.mark.parametrize(("eager_s", "candidate_s"), [(0.0005, 0.0004), (0.0004, 0.0005)])
-def test_a_ranged_block_comes_from_the_slower_arms_warm_up_pace(
+def test_a_ranged_block_lasts_as_long_for_each_arm_as_at_the_slower_arms_pace(
     eager_s: float, candidate_s: float
 ) -> None:
+    """The slower arm's block comes from its warm-up pace; the faster arm's lasts as long (a
+    block's fixed cost then weighs the same share of both arms' time)."""
     clock = FakeClock()
     with InterleavedRun(
         clock.arm(eager_s), clock.arm(candidate_s), Sample(), timer=clock, block=None
@@ -157,7 +160,9 @@ def test_a_ranged_block_comes_from_the_slower_arms_warm_up_pace(
         warmup = run.warm_up(window=3, tolerance=0.1, max_calls=8)
         run.extend(10)
         timings = run.timings()
-    assert warmup.block == timings.block == block_calls(0.0005) == 20
+    blocks = {eager_s: timings.block, candidate_s: timings.candidate_block}
+    assert warmup.block == timings.block
+    assert blocks[0.0005] == block_calls(0.0005) == 20 and blocks[0.0004] == 25
     assert len(warmup.baseline_blocks_s) == len(warmup.candidate_blocks_s) == 10
     assert timings.baseline_s == pytest.approx([eager_s] * 10)
     assert timings.candidate_s == pytest.approx([candidate_s] * 10)
@@ -290,7 +295,9 @@ def test_a_much_slower_candidate_reaches_its_first_look(
     assert result.verdict == "not_faster", result.reason
     assert result.n_baseline is not None and result.n_baseline >= SHORT.looks[0]
     expected = block_calls(eager_s * slower) if quantity == "throughput" else 1
-    assert result.latencies_block == expected
+    assert (result.candidate_latencies_block or result.latencies_block) == expected
+    eager_block = result.latencies_block  # as long as the candidate's, or as many calls
+    assert eager_block == expected or eager_block == pytest.approx(expected * slower, abs=1)
 
 
 def test_blocks_shrink_so_that_a_short_budget_reaches_its_first_look() -> None:
@@ -330,7 +337,8 @@ def test_through_workers_a_ten_times_slower_candidate_is_rejected_at_its_first_l
     (result,) = report.results
     assert report.isolation == result.isolation == "process"
     assert result.verdict == "not_faster", result.reason
-    assert result.latencies_block == block_calls(0.002)
+    assert result.candidate_latencies_block == block_calls(0.002)
+    assert result.latencies_block == 10 * block_calls(0.002)  # eager's block, as long in time
 
 
 def test_quantity_is_checked() -> None:
@@ -449,3 +457,54 @@ def test_a_real_step_is_caught_at_the_first_look_ten_pairs_after_it(
         first = next(n for n in LOOKS if n >= at + 10)
         caught += _moved(_blocks(seed, sd, phi, WARMUP_BLOCKS + at, factor), (first,))[0]
     assert caught >= least
+
+
+class _ReadCost(FakeClock):
+    """A clock whose barrier costs ``cost_s``: a fixed cost inside every timed block (a
+    worker's hand-over and wake-ups), and inside every single call of the warm-up too."""
+
+    def __init__(self, cost_s: float) -> None:
+        super().__init__()
+        self.cost_s = cost_s
+
+    def sync(self) -> None:
+        super().sync()
+        self.advance(self.cost_s)
+
+
+@pytest.mark.parametrize(("eager_s", "truth"), [(0.001, 2.0), (0.0005, 1.5), (0.004, 3.0)])
+def test_a_blocks_fixed_cost_does_not_pull_the_ratio_towards_one(
+    eager_s: float, truth: float
+) -> None:
+    """Blocks of one count for both arms read a 2x candidate 1.87x with a 0.5 ms cost a block;
+    each arm's block as long in time (ranged again from the warm-up's blocks) reads it within 1 %."""
+    clock = _ReadCost(0.0005)
+    result = measure_speedup(
+        clock.arm(eager_s),
+        clock.arm(eager_s / truth),
+        Sample(),
+        1,
+        ProfilingConfig(quantity="throughput", looks=(10,)),
+        timer=clock,
+    ).result
+    assert result.speedup == pytest.approx(truth, rel=0.01), result.raw
+    assert result.candidate_latencies_block is not None
+    assert result.candidate_latencies_block > result.latencies_block
+
+
+@given(
+    calls=st.integers(1, 64),
+    paces=st.lists(st.floats(1e-6, 1.0), min_size=2, max_size=2),
+    most=st.integers(1, 256),
+)
+def test_each_arms_block_lasts_as_long_as_the_slowest_arms(
+    calls: int, paces: list[float], most: int
+) -> None:
+    blocks = arm_calls(calls, paces, most)
+    slowest = max(paces)
+    for pace, n in zip(paces, blocks, strict=True):
+        assert 1 <= n <= max(most, calls)
+        if pace == slowest:
+            assert n == calls
+        elif n < max(most, calls) and n > 1:  # not capped: as long within half a call
+            assert abs(n * pace - calls * slowest) <= pace / 2 + 1e-12

@@ -40,7 +40,8 @@ def test_the_default_is_a_tenth_and_one_checks_every_call() -> None:
             timer=clock,
             spot_check=seen.append,
         ).result
-        counts[rate] = (len(seen), measured.n_candidate * measured.latencies_block)  # calls
+        block = measured.candidate_latencies_block or measured.latencies_block
+        counts[rate] = (len(seen), measured.n_candidate * block)  # the candidate's timed calls
     assert ProfilingConfig().spot_rate == 0.1
     checked, timed = counts[1.0]
     assert checked == timed

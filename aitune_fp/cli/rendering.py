@@ -99,7 +99,7 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
     elif run.results:
         futile = any(map(decided_by_futility, run.results))
         level = "" if verbose else "; -v shows its level"
-        blocks = max(r.latencies_block for r in run.results)
+        blocks = max(max(r.latencies_block, r.candidate_latencies_block or 0) for r in run.results)
         about = (
             f"throughput, timed in blocks of up to {blocks} calls"
             if blocks > 1

@@ -165,6 +165,8 @@ class Raw:
     )
     #: Calls each raw latency is the mean of (a timed block; 1: single calls, older logs).
     latencies_block: int = attrs.field(default=1, validator=integer(minimum=1))
+    #: The candidate's calls a block, as long in time as eager's (None: as eager's, older logs).
+    candidate_latencies_block: int | None = attrs.field(default=None, validator=_COUNT)
 
 
 #: The parts of a result, by attribute; each part's fields are also the result's flat names.

@@ -83,13 +83,18 @@ def raw_latencies(
     candidate_s: Sequence[float],
     start: int | None,
     block: int = 1,
+    candidate_block: int | None = None,
 ) -> Raw:
-    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each."""
+    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each.
+
+    ``candidate_block``: the candidate's calls a block where they differ from eager's.
+    """
     return Raw(
         latencies_from=start if baseline_s else None,
         baseline_latencies_s=tuple(baseline_s),
         candidate_latencies_s=tuple(candidate_s),
         latencies_block=block,
+        candidate_latencies_block=None if candidate_block == block else candidate_block,
     )
 
 

@@ -242,7 +242,9 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             flags=gpu.flags,
             note=gpu.note(),
             device=Device(**gpu.result_fields()),
-            raw=raw_latencies(chosen.baseline_s, chosen.candidate_s, 0, timings.block),
+            raw=raw_latencies(
+                chosen.baseline_s, chosen.candidate_s, 0, timings.block, timings.candidate_block
+            ),
         )
         return undecided_result(
             chosen,
@@ -285,6 +287,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             chosen.candidate_s,
             first + (decision.shift_index or 0),
             timings.block,
+            timings.candidate_block,
         ),
     )
     return statistical_result(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import math
 import sys
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -36,8 +37,10 @@ from aitune_fp.profiling.calls import (
 from aitune_fp.profiling.layout import (
     LEAD_FROM,
     WARMUP_BLOCKS,
+    arm_calls,
     block_calls,
     block_fitting,
+    most_calls,
     orientation_stream,
     pair_order,
 )
@@ -91,8 +94,9 @@ class PairedTimings:
     #: from eager, e.g. a cache it warmed, shows only there; a user calls the candidate after
     #: itself). Empty when not recorded.
     candidate_after_eager: tuple[bool, ...] = ()
-    #: Calls a block (1: single calls, the typical-call reading).
+    #: Calls a block (1: single calls, the typical-call reading); the candidate's, as long in time.
     block: int = 1
+    candidate_block: int = 1
 
     @property
     def n_pairs(self) -> int:
@@ -132,6 +136,8 @@ class InterleavedRun:
         None: ranged in the warm-up.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
+        self._calls: tuple[int, int] | None = None  # ranged: (baseline's, candidate's) a block
+        self._evened = False  # ranged as long in time for both arms (time allowed)
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
         self._multi = batches is not None and fresh is None
@@ -241,18 +247,26 @@ class InterleavedRun:
 
     @property
     def block(self) -> int:
-        """Timed calls a block (1 until a ranged block is set by :meth:`warm_up`)."""
+        """Timed calls a baseline block (1 until a ranged block is set by :meth:`warm_up`)."""
         return self._block or 1
 
+    @property
+    def candidate_block(self) -> int:
+        """Timed calls a candidate block: as long in time as the baseline's once ranged."""
+        return self._calls[1] if self._calls is not None else self.block
+
+    def _calls_of(self, arm: str) -> int:
+        return self.candidate_block if arm == "candidate" else self.block
+
     def _lead(self) -> bool:
-        return self.block >= LEAD_FROM
+        return min(self.block, self.candidate_block) >= LEAD_FROM
 
     def _samples(self, arm: str, first: int) -> list[Sample]:
         """The block's inputs from call ``first`` on (batches: the lead runs on call ``first``'s)."""
+        n = self._calls_of(arm)
         if self._fresh is not None:
-            return list(self._pair_values)
-        calls = range(first, first + self.block)
-        samples = [self._batches[arm][g % len(self._inputs)] for g in calls]
+            return self._pair_values[: n + self._lead()]
+        samples = [self._batches[arm][g % len(self._inputs)] for g in range(first, first + n)]
         return samples[:1] + samples if self._lead() else samples
 
     def _new_pair(self) -> None:
@@ -262,7 +276,7 @@ class InterleavedRun:
         earlier block's) from memory would be faster without computing, and still right.
         """
         if self._fresh is not None:
-            n = self.block + self._lead()
+            n = max(self.block, self.candidate_block) + self._lead()
             self._pair_values = [self._fresh(d) for d in range(self._draws, self._draws + n)]
             self._draws += n
 
@@ -271,7 +285,7 @@ class InterleavedRun:
     ) -> tuple[float, float | None]:
         """Time ``arm``'s block from call ``first``; the calls ``picked`` (in the block) checked."""
         checks: dict[int, Callable[[Any], None]] = {}
-        for j in picked:
+        for j in (j for j in picked if j < self._calls_of(arm)):
             if keep is not None:
                 checks[j] = functools.partial(keep.setdefault(arm, {}).__setitem__, j)
             elif arm == "candidate":
@@ -292,6 +306,11 @@ class InterleavedRun:
         check = self._pair_check
         for j, out in sorted(outputs.get("candidate", {}).items()):
             base = outputs.get("baseline", {}).get(j)
+            if base is None:  # past the baseline's shorter block: its output on that value, untimed
+                baseline = self._fns["baseline"]
+                base = call_arm(baseline, self._pair_values[j + self._lead()], "baseline")
+                if isinstance(baseline, Worker):
+                    base = baseline.output()
             inspect = spot_inspector(functools.partial(_against, check, base), first + j + 1)
             assert inspect is not None
             inspect(out)
@@ -359,7 +378,8 @@ class InterleavedRun:
             if deadline_ns is not None and self._clock.now_ns() + pace_ns > deadline_ns:
                 break  # what is left goes to the first look (a slow model's: issue 35)
         if self._block is None:
-            self._block = self._ranged(times, size, deadline_ns, reserve_pairs)
+            self._calls = self._ranged(times, size, deadline_ns, reserve_pairs)
+            self._block = self._calls[0]
         blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
         if self.block > 1:
             for _ in range(WARMUP_BLOCKS):
@@ -372,6 +392,9 @@ class InterleavedRun:
                 spent = (self._clock.now_ns() - start) * (1 + reserve_pairs)
                 if self._past(None if deadline_ns is None else deadline_ns - spent):
                     break  # one more would leave the first look's reserve_pairs no time
+            if self._evened and blocks["baseline"]:
+                self._calls = self._even(blocks)
+                self._block = self._calls[0]
         self._warmup = WarmupReport(
             baseline_s=tuple(times["baseline"]),
             candidate_s=tuple(times["candidate"]),
@@ -389,8 +412,8 @@ class InterleavedRun:
         size: int,
         deadline_ns: int | None,
         reserve_pairs: int,
-    ) -> int:
-        """The block from the slower arm's warm-up pace, fitted to what is left of the budget.
+    ) -> tuple[int, int]:
+        """Each arm's block, as long as the slower arm's at its warm-up pace, fitted to the budget.
 
         The pace: each arm's median over its last ``size`` calls. The warm-up's blocks and
         ``reserve_pairs`` block pairs must end by ``deadline_ns``: a candidate ten times slower
@@ -400,11 +423,29 @@ class InterleavedRun:
         for arm in ("baseline", "candidate"):
             recent = sorted(times[arm][-size:])
             pace.append(recent[len(recent) // 2] if recent else 0.0)
-        calls = block_calls(max(pace), sample_bytes(self._inputs[0]))
-        if deadline_ns is None:
-            return calls
-        left_s = (deadline_ns - self._clock.now_ns()) / 1e9
-        return block_fitting(calls, sum(pace), WARMUP_BLOCKS + reserve_pairs, left_s)
+        batch_bytes = sample_bytes(self._inputs[0])
+        calls = block_calls(max(pace), batch_bytes)
+        pairs = WARMUP_BLOCKS + reserve_pairs
+        left_s = math.inf if deadline_ns is None else (deadline_ns - self._clock.now_ns()) / 1e9
+        self._evened = pairs * calls * 2 * max(pace) <= left_s
+        if self._evened:  # each arm's block as long as the slower's
+            baseline, candidate = arm_calls(calls, pace, most_calls(batch_bytes))
+            return (baseline, candidate)
+        calls = block_fitting(calls, sum(pace), pairs, left_s)  # short of time: one count
+        return (calls, calls)
+
+    def _even(self, blocks: dict[str, list[float]]) -> tuple[int, int]:
+        """The blocks again from the warm-up blocks' pace, which single calls' hand-overs inflate.
+
+        The slower arm keeps its calls; the faster's then last as long (a block's fixed cost is
+        the same in both, so equal times in a block mean equal times in its calls).
+        """
+        assert self._calls is not None
+        pace = [sorted(blocks[arm])[len(blocks[arm]) // 2] for arm in ("baseline", "candidate")]
+        slower = self._calls[pace.index(max(pace))]
+        most = most_calls(sample_bytes(self._inputs[0]))
+        baseline, candidate = arm_calls(slower, pace, most)
+        return (baseline, candidate)
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
@@ -419,7 +460,7 @@ class InterleavedRun:
             self._counts_at_start = dynamo_counts()
         # between looks, outside any timed region: collect what the paused collector let pile up
         self._collect(deadline_ns)
-        start, k = self.n_pairs, self.block
+        start, k = self.n_pairs, max(self.block, self.candidate_block)
         picked = spot_calls(
             n_pairs * k,
             self._spot_rate,
@@ -492,6 +533,7 @@ class InterleavedRun:
             flags=tuple(flags),
             candidate_after_eager=tuple(self._after_eager),
             block=self.block,
+            candidate_block=self.candidate_block,
         )
 
 

@@ -27,13 +27,31 @@ WARMUP_BLOCKS = 10
 def block_calls(call_s: float, batch_bytes: int = 0) -> int:
     """Timed calls a block: enough to last BLOCK_TARGET_S at ``call_s`` a call, one for a long call.
 
-    ``call_s``: the slower arm's pace (the faster arm's block is then shorter, never longer).
+    ``call_s``: the slower arm's pace (:func:`arm_calls` gives the faster arm as long a block).
     At most MAX_BLOCK_CALLS, and no more copies of a ``batch_bytes`` batch than a ring may hold.
     """
     if not call_s > 0:
         return 1
-    fits = max(1, RING_BYTES // max(batch_bytes, 1) - 2)
-    return max(1, min(MAX_BLOCK_CALLS, fits, math.ceil(BLOCK_TARGET_S / call_s - 1e-9)))
+    return max(1, min(most_calls(batch_bytes), math.ceil(BLOCK_TARGET_S / call_s - 1e-9)))
+
+
+def most_calls(batch_bytes: int) -> int:
+    """The most timed calls a block: MAX_BLOCK_CALLS, or the copies of a batch a ring holds."""
+    return max(1, min(MAX_BLOCK_CALLS, RING_BYTES // max(batch_bytes, 1) - 2))
+
+
+def arm_calls(calls: int, paces: Sequence[float], most: int = MAX_BLOCK_CALLS) -> tuple[int, ...]:
+    """Each arm's calls a block: ``calls`` for the slowest, as long in time for the others.
+
+    A block's fixed cost (the hand-over, waking threads) then weighs the same share of each
+    arm's time; with one count for both it weighed more on the faster arm's shorter block and
+    pulled the ratio towards 1. Up to ``most``; ``calls`` for all where a pace is unknown.
+    """
+    check_int("calls", calls, minimum=1)
+    slowest = max(paces, default=0.0)
+    if not (slowest > 0 and all(p > 0 for p in paces)):
+        return tuple(calls for _ in paces)
+    return tuple(max(1, min(max(most, calls), round(calls * slowest / pace))) for pace in paces)
 
 
 def block_fitting(calls: int, pair_call_s: float, pairs: int, left_s: float) -> int:
