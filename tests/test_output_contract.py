@@ -158,16 +158,21 @@ class _WrongLater(_ModuleBackend):
         return out + 1.0 if self.calls > self.after else out
 
 
+#: Calls after which ``_WrongLater`` turns wrong: more than its timing can make (up to 80 block
+#: pairs of at most 128 calls, its blocks as long in time as eager's 10 ms), fewer than the soak.
+WRONG_AFTER = 20_000
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["process", "in_process"])
-@pytest.mark.parametrize("soak", [0, 300])
+@pytest.mark.parametrize("soak", [0, 30_000])
 def test_a_soak_rejects_a_candidate_wrong_only_after_many_calls(
     soak: int, isolation: str, tmp_path: Path
 ) -> None:
     # looks up to 80 pairs: a machine that moves mid-run is followed by enough steady pairs
     config = ProfilingConfig(looks=(10, 20, 40, 80), max_seconds=5.0, warmup_max_calls=8, soak=soak)
     strategy = with_performance_validation(
-        OneBackendStrategy(_WrongLater(after=200)),
+        OneBackendStrategy(_WrongLater(after=WRONG_AFTER)),
         profiling_config=config,
         isolation=isolation,  # type: ignore[arg-type]
     )
