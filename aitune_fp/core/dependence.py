@@ -5,9 +5,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 
 from aitune_fp.core._checks import check_int, check_open_interval
+from aitune_fp.core.hodges_lehmann import unpaired_bounds
 from aitune_fp.errors import InvalidValueError
 
 #: Significance of the change-point test on the paired ratios (Pettitt). Strict, because every
@@ -19,6 +21,12 @@ MACHINE_CHANGE = 0.15
 #: MACHINE_CHANGE: quiet blocks wandering as measured on this project's CPU (AR(1), sd 8 %,
 #: phi 0.75) then trip the scan over every split in under 2 % of looks (tests/test_blocks.py).
 MOVE_Z = 2.0
+#: Largest move of eager's level (either way) that the paired ratio, steady across it, lets stand:
+#: above the 20-27 % steps and the wander (2 sd: 16-20 %) of this project's quiet CPU, below the 2-3x
+#: of a busy or throttled one, whatever the ratio does then.
+RATIO_HELD_MOVE = 1.5
+#: Fewest pairs on each side of a move that tell whether the paired ratio held across it.
+MIN_SIDE_PAIRS = 8
 #: Fewest windows whose medians tell eager's wander from a step (fewer: independent noise only).
 _WANDER_WINDOWS = 6
 #: Largest lag-1 correlation the remedy corrects for; above, the widening is capped.
@@ -194,3 +202,18 @@ def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> 
 def slowdown_limit(times: Sequence[float], *, wander: bool = False) -> float:
     """The :func:`machine_slowdown` past which eager counts as slowed: a move's limit, of ``times``."""
     return math.exp(_move_limit(times, 5, wander))
+
+
+def ratio_held(base: Sequence[float], cand: Sequence[float], cut: int, start: int) -> bool:
+    """Whether eager's move, after pair ``cut`` and before pair ``start``, left the ratio where it was.
+
+    It moved by at most RATIO_HELD_MOVE; the ratios' shift across it is within its SHIFT_ALPHA bounds.
+    """
+    if min(cut, len(base) - start) < MIN_SIDE_PAIRS:
+        return False
+    jump = math.log(statistics.median(base[start:]) / statistics.median(base[:cut]))
+    if abs(jump) > math.log(RATIO_HELD_MOVE):
+        return False
+    ratios = [b / c for b, c in zip(base, cand, strict=True)]
+    _, low, high = unpaired_bounds(tuple(ratios[:cut]), tuple(ratios[start:]), SHIFT_ALPHA / 2)
+    return low <= 0.0 <= high
