@@ -455,6 +455,29 @@ def test_a_move_past_the_cut_is_judged_as_before_whatever_the_ratio() -> None:
             assert result.n_candidate not in ProfilingConfig().looks
 
 
+def _stretch(levels: list[float], seed: int = 0) -> machine.Stretch:
+    """The rule at the last look on eager's blocks at ``levels`` (10 warm-up blocks first), the
+    candidate's alike (the ratio steady), each with its own 2 % noise."""
+    rng = random.Random(seed)
+    base = [0.002 * level * rng.lognormvariate(0.0, 0.02) for level in levels]
+    cand = [0.002 * level * rng.lognormvariate(0.0, 0.02) for level in levels]
+    watch = machine.MachineWatch(cpus=2, threads=1, first_load=0.0)
+    watch.wander = True
+    stretch = watch.stretch(base[WARMUP_BLOCKS:], base[:WARMUP_BLOCKS])
+    assert stretch.changed_at is not None
+    return stretch.steady_across(base, cand, WARMUP_BLOCKS, wander=True)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_small_last_move_does_not_let_a_large_one_before_it_stand(seed: int) -> None:
+    """As the injected 2x change read on this CPU: 2x at block 80, 17 % faster at 140, 20 %
+    slower at 260, the ratio steady throughout. The last move alone would be let stand; the 2x
+    before it is past the cut, so the rule judges the run as it would without a steady ratio."""
+    injected = [1.0] * 80 + [2.0] * 60 + [1.66] * 120 + [2.0] * 70
+    assert not _stretch(injected, seed).steady_ratio
+    assert _stretch([1.0] * 260 + [1.3] * 70, seed).steady_ratio  # the small move alone
+
+
 LOOKS = ProfilingConfig().looks
 
 

@@ -251,6 +251,23 @@ class TestRatioHeld:
         assert not ratio_held(base, cand, len(ratios), len(ratios))
 
     @given(
+        st.integers(5, 40),
+        st.integers(MIN_SIDE_PAIRS, 40),
+        st.integers(MIN_SIDE_PAIRS, 40),
+        st.sampled_from([0.5, 2.0, 3.0]),
+        st.floats(0.8, 1.25),
+    )
+    def test_a_small_last_move_does_not_let_a_large_one_before_it_stand(
+        self, first: int, middle: int, last: int, large: float, small: float
+    ) -> None:
+        """Eager ``large`` times slower (or faster), then ``small``, the ratio 1 throughout: the
+        last move alone would be held, the one before it is past RATIO_HELD_MOVE."""
+        base = [1e-3] * first + [1e-3 * large] * middle + [1e-3 * large * small] * last
+        cut = first + middle
+        assert not ratio_held(base, base, cut, cut)
+        assert ratio_held(base[first:], base[first:], middle, middle)  # the last move alone
+
+    @given(
         st.integers(MIN_SIDE_PAIRS, 40),
         st.integers(MIN_SIDE_PAIRS, 40),
         st.floats(0.5, 2.0),

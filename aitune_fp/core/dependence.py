@@ -27,6 +27,9 @@ MOVE_Z = 2.0
 RATIO_HELD_MOVE = 1.5
 #: Fewest pairs on each side of a move that tell whether the paired ratio held across it.
 MIN_SIDE_PAIRS = 8
+#: Pairs just before a found move that may already run at the new level: a clean step at ``s``
+#: is found at ``s .. s + 2`` (:func:`machine_change_index`, ``window // 2``).
+STEP_SLACK = 2
 #: Fewest windows whose medians tell eager's wander from a step (fewer: independent noise only).
 _WANDER_WINDOWS = 6
 #: Largest lag-1 correlation the remedy corrects for; above, the widening is capped.
@@ -204,16 +207,22 @@ def slowdown_limit(times: Sequence[float], *, wander: bool = False) -> float:
     return math.exp(_move_limit(times, 5, wander))
 
 
-def ratio_held(base: Sequence[float], cand: Sequence[float], cut: int, start: int) -> bool:
-    """Whether eager's move, after pair ``cut`` and before pair ``start``, left the ratio where it was.
+def ratio_held(
+    base: Sequence[float], cand: Sequence[float], cut: int, start: int, *, wander: bool = False
+) -> bool:
+    """Whether eager's moves, the last after pair ``cut`` and before ``start``, left the ratio alone.
 
-    It moved by at most RATIO_HELD_MOVE; the ratios' shift across it is within its SHIFT_ALPHA bounds.
+    Each move back to the first (:func:`machine_change_index` on the pairs before the one found)
+    is at most RATIO_HELD_MOVE, and the ratios' shift across it within its SHIFT_ALPHA bounds.
     """
-    if min(cut, len(base) - start) < MIN_SIDE_PAIRS:
-        return False
-    jump = math.log(statistics.median(base[start:]) / statistics.median(base[:cut]))
-    if abs(jump) > math.log(RATIO_HELD_MOVE):
-        return False
     ratios = [b / c for b, c in zip(base, cand, strict=True)]
-    _, low, high = unpaired_bounds(tuple(ratios[:cut]), tuple(ratios[start:]), SHIFT_ALPHA / 2)
-    return low <= 0.0 <= high
+    while min(cut, len(base) - start) >= MIN_SIDE_PAIRS:
+        jump = math.log(statistics.median(base[start:]) / statistics.median(base[:cut]))
+        _, low, high = unpaired_bounds(tuple(ratios[:cut]), tuple(ratios[start:]), SHIFT_ALPHA / 2)
+        if abs(jump) > math.log(RATIO_HELD_MOVE) or not low <= 0.0 <= high:
+            return False
+        found = machine_change_index(base[:cut], wander=wander)
+        if found is None:
+            return True
+        cut, start = max(found - STEP_SLACK, 0), found
+    return False

@@ -14,6 +14,7 @@ import attrs
 from aitune_fp.core.dependence import (
     MACHINE_CHANGE,
     MIN_SIDE_PAIRS,
+    STEP_SLACK,
     machine_change_index,
     machine_slowdown,
     ratio_held,
@@ -28,9 +29,6 @@ from aitune_fp.profiling.timers import Timer
 POLL_S = 1.0
 #: What the wait sleeps with (tests replace it here).
 _sleep = time.sleep
-#: Pairs just before a found move that may already run at the new level: a clean step at ``s``
-#: is found at ``s .. s + 2`` (:func:`machine_change_index`, ``window // 2``).
-STEP_SLACK = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -68,14 +66,16 @@ class Stretch:
         """Whether anything was left out, the stretch itself ran slowed, or eager moved at all."""
         return self.start > 0 or self.slowed or self.steady_ratio
 
-    def steady_across(self, base: Sequence[float], cand: Sequence[float], warm: int) -> Stretch:
-        """Itself over every pair when eager's move left the paired ratio where it was; or as is.
+    def steady_across(
+        self, base: Sequence[float], cand: Sequence[float], warm: int, *, wander: bool
+    ) -> Stretch:
+        """Itself over every pair when eager's moves left the paired ratio where it was; or as is.
 
         ``base``, ``cand``: the warm-up's ``warm`` blocks, then the pairs (:func:`ratio_held`).
         """
         if not self.moved or self.busy_load is not None or self.busy_now:
             return self
-        if not ratio_held(base, cand, self.quiet_pairs, warm + self.start):
+        if not ratio_held(base, cand, self.quiet_pairs, warm + self.start, wander=wander):
             return self
         return attrs.evolve(self, start=0, steady_ratio=True)
 

@@ -111,7 +111,8 @@ def decide_look(
 ) -> tuple[SpeedupDecision, Stretch]:
     """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks)."""
     base, cand = [*warm[0], *timings.baseline_s], [*warm[1], *timings.candidate_s]
-    stretch = stretch.steady_across(base, cand, len(warm[0]))  # the ratio held: every pair
+    # the ratio held across eager's moves: every pair
+    stretch = stretch.steady_across(base, cand, len(warm[0]), wander=timings.block > 1)
     if stretch.steady_enough(first_look):  # nothing moved, or decide on the steady blocks after
         decision = decide(from_pair(timings, stretch.start))
         quiet = stretch.quiet_pairs  # the blocks (warm-up first) before eager moved
