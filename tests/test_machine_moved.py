@@ -230,7 +230,7 @@ class TestRatioHeld:
     """A move of eager's that the paired ratio held across (issue 48): the ratios on both sides
     agree and the move is at most RATIO_HELD_MOVE."""
 
-    @given(ratio_lists, st.floats(1 / 1.49, 1.49), st.randoms(use_true_random=False))
+    @given(ratio_lists, st.floats(1 / 1.34, 1.34), st.randoms(use_true_random=False))
     def test_the_same_ratios_on_both_sides_held_up_to_the_size_cut(
         self, ratios: list[float], factor: float, rnd: random.Random
     ) -> None:
@@ -241,7 +241,7 @@ class TestRatioHeld:
         assert ratio_held(base, cand, len(ratios), len(ratios))
         assert ratio_held(base, cand, len(ratios) - 2, len(ratios) + 2) is (len(ratios) >= 10)
 
-    @given(ratio_lists, st.sampled_from([1.52, 2.0, 3.0]), st.booleans())
+    @given(ratio_lists, st.sampled_from([1.36, 2.0, 3.0]), st.booleans())
     def test_a_larger_move_is_never_held(
         self, ratios: list[float], factor: float, faster: bool
     ) -> None:
@@ -444,16 +444,25 @@ class TestBothSidesOfTheMove:
             assert any(BOTH_SIDES in r.reason for r in results)  # type: ignore[attr-defined]
 
     def test_a_move_the_ratio_held_across_decides_on_every_pair(self) -> None:
-        """10x, both arms 40 % slower from pair 10 on: the ratio held across the move, so the
-        verdict rests on all 20 pairs of the first look, and the flag and reason say so."""
-        for seed in range(4):
-            eager, cand = _machine(10.0, _pair_call(9), seed, eager_hit=1.4, cand_hit=1.4)
+        """10x, both arms 30 % slower from pair 10 on: the ratio held across the move, so the
+        verdict rests on all 20 pairs of the first look, and the flag and reason say so (a
+        move found; single calls' noise hides one now and then)."""
+        found = 0
+        for seed in range(6):
+            eager, cand = _machine(10.0, _pair_call(9), seed, eager_hit=1.3, cand_hit=1.3)
             result = _measure(eager, cand, seed, looks=(20, 40, 80), **TINY_WARMUP)
             reason = result.reason  # type: ignore[attr-defined]
             assert result.verdict == "faster", reason  # type: ignore[attr-defined]
-            assert result.flags == ("machine_moved_ratio_steady_at_pair_11",)  # type: ignore[attr-defined]
-            assert "the paired ratio did not: decided on all 20 pairs" in reason
             assert result.n_candidate == 20  # type: ignore[attr-defined]
+            flags = result.flags  # type: ignore[attr-defined]
+            assert flags in {
+                (),
+                *((f"machine_moved_ratio_steady_at_pair_{k}",) for k in (9, 10, 11)),
+            }
+            if flags:
+                assert "the paired ratio did not: decided on all 20 pairs" in reason
+                found += 1
+        assert found >= 3
 
     def test_a_speedup_that_differs_across_the_move_gets_no_verdict(self) -> None:
         """1.5x before the move, 0.9x after it (eager 1.4x slower, the candidate 2.33x): each
