@@ -2,13 +2,18 @@
 
 Each tune is ``aitune-fp tune --backends eager`` (the candidate is eager itself) in a fresh
 process, as a user runs it; it counts ``faster`` / ``not_faster`` / ``inconclusive`` and how
-often the machine-moved rule fired (``machine_changed_at_pair_<k>`` or ``machine_slowed``: a
-false alarm on a quiet machine; ``machine_busy``, from the load, is counted apart). With
-``--inject`` a row of tunes whose model runs 2x slower from 3 s after its first call (both
-arms: a real change) shows the rule still fires. Issue 48's targets, quiet machine, 30 tunes:
-at most 3 inconclusive, 0 or 1 accepted, false alarms at most 10 %.
+often the machine-moved rule fired: a verdict held back by a move of eager's (``inconclusive``,
+"no verdict from a machine that moved"; on a quiet machine a false alarm), apart from a move
+flagged while the verdict stood (on the pairs after it, or on all pairs when the paired ratio
+held across it: ``machine_moved_ratio_steady_at_pair_<k>``); ``machine_busy``, from the load,
+is counted apart. With ``--inject`` a row of tunes whose model runs 2x slower from 3 s after
+its first call (both arms, the ratio steady, past the cut: a real change) shows the rule still
+holds the verdict back. Issue 48's targets, quiet machine, 30 tunes: at most 3 inconclusive,
+0 or 1 accepted, false alarms at most 10 %.
 
-Usage: ``python benchmarks/blocks_quiet.py [--tunes 30] [--inject 10] [--quick] [--typical]``
+Usage: ``python benchmarks/blocks_quiet.py [--tunes 30] [--inject 10] [--quick] [--typical]
+[--keep FILE]`` (``--keep``: each tune's result record appended as a JSON line, raw timings
+included).
 """
 
 from __future__ import annotations
@@ -70,25 +75,34 @@ def tune(extra: Sequence[str]) -> dict[str, object]:
     return dict(results[0])
 
 
-def row(label: str, extra: Sequence[str], tunes: int) -> None:
-    """``tunes`` tunes; one Markdown row."""
+def row(label: str, extra: Sequence[str], tunes: int, keep: Path | None = None) -> None:
+    """``tunes`` tunes; one Markdown row (each record appended to ``keep``)."""
     verdicts: collections.Counter[str] = collections.Counter()
-    alarms = busy = 0
+    held = stood = steady = busy = 0
     blocks: set[int] = set()
     start = time.perf_counter()
     loads = []
     for _ in range(tunes):
         loads.append(os.getloadavg()[0])
         result = tune(extra)
+        if keep is not None:
+            with keep.open("a", encoding="utf-8") as out:
+                out.write(json.dumps({"row": label, **result}) + "\n")
         verdicts[str(result["verdict"])] += 1
         flags = [str(f) for f in result.get("flags", [])]  # type: ignore[attr-defined]
-        alarms += any(f.startswith(("machine_changed", "machine_slowed")) for f in flags)
+        moved = any(
+            f.startswith(("machine_changed", "machine_slowed", "machine_moved")) for f in flags
+        )
+        stop = moved and "no verdict from a machine that moved" in str(result.get("reason"))
+        held += stop
+        stood += moved and not stop
+        steady += any(f.startswith("machine_moved_ratio_steady") for f in flags)
         busy += "machine_busy" in flags
         blocks.add(int(result.get("latencies_block", 1)))  # type: ignore[call-overload]
     wall = (time.perf_counter() - start) / tunes
     print(
         f"| {label} | {tunes} | {verdicts['faster']} | {verdicts['not_faster']} | "
-        f"{verdicts['inconclusive']} | {alarms} ({alarms / tunes:.0%}) | {busy} | "
+        f"{verdicts['inconclusive']} | {held} ({held / tunes:.0%}) | {stood} ({steady}) | {busy} | "
         f"{','.join(map(str, sorted(blocks)))} | {min(loads):.1f}-{max(loads):.1f} | "
         f"{wall:.1f} |",
         flush=True,
@@ -102,17 +116,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--inject", type=int, default=10, help="tunes with a real change")
     parser.add_argument("--quick", action="store_true", help="3 tunes a row, 10 s budgets")
     parser.add_argument("--typical", action="store_true", help="also a row of single calls")
+    parser.add_argument("--keep", type=Path, help="append each tune's record here (JSON lines)")
     args = parser.parse_args(argv)
     tunes, inject = (3, 2) if args.quick else (args.tunes, args.inject)
     budget = ["--max-seconds", "10"] if args.quick else []
     print(
         "| tunes of an identical candidate (MLP) | tunes | faster | not_faster | inconclusive "
-        "| machine-moved alarms | machine_busy | block | load | s a tune |"
+        "| held back by a move | move flagged, verdict stood (ratio steady) | machine_busy | block "
+        "| load | s a tune |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    row("blocks (--quantity throughput)", [*budget, "--quantity", "throughput"], tunes)
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    row("blocks (--quantity throughput)", [*budget, "--quantity", "throughput"], tunes, args.keep)
     if args.typical:
-        row("single calls (typical)", [*budget, "--quantity", "typical"], tunes)
+        row("single calls (typical)", [*budget, "--quantity", "typical"], tunes, args.keep)
     if inject:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "slowing.py"
@@ -121,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "a real change: 2x slower from 3 s",
                 [*budget, "--quantity", "throughput", "--model", f"{path}:factory"],
                 inject,
+                args.keep,
             )
     return 0
 

@@ -65,7 +65,9 @@ class Case:
     ratio is ``ratio``), "periodic" (3 % slower calls in phase with the fixed order),
     "carry" (the candidate 2 % faster on a call right after an eager call only), "machine30"
     / "machine3x" (the machine 30 % / 3x slower for both arms from a random call among the first
-    60, or from the second half of the run).
+    60, or from the second half of the run), "step25" / "eager25" (both arms, or eager alone, 25 %
+    slower from a random pair of 20-299: a step of this project's shared CPU, the ratio steady or
+    not).
     """
 
     label: str
@@ -108,6 +110,8 @@ CASES: tuple[Case, ...] = (
     Case("1.50x, machine 30 % slower from a random early call", 1.50, extra="machine30"),
     Case("1.80x, machine 3x slower for the second half", 1.80, extra="machine3x"),
     Case("A/A, machine 3x slower for the second half", 1.00, extra="machine3x"),
+    Case("1.01x, both arms 25 % slower from a random pair", 1.01, extra="step25"),
+    Case("1.01x, eager alone 25 % slower from a random pair", 1.01, extra="eager25"),
 )
 
 
@@ -130,6 +134,8 @@ class Machine:
         early = self.rng.randrange(30) * CALLS_A_PAIR[0]  # a random call of the first 30 pairs
         self.slow_from = early if case.extra == "machine30" else 10**9
         self.slow_factor = 1.3 if case.extra == "machine30" else 3.0
+        if case.extra in ("step25", "eager25"):
+            self.slow_from, self.slow_factor = self.rng.randrange(20, 300) * CALLS_A_PAIR[0], 1.25
 
     def _noise(self, arm: str) -> float:
         """One call's log-latency noise of ``arm``."""
@@ -165,7 +171,8 @@ class Machine:
         if case.extra == "wander" and arm == "candidate":
             self.walk += self.rng.gauss(0.0, 0.002 / math.sqrt(CALLS_A_PAIR[0] / 2))  # per pair
         log_t = math.log(BASE_S) + self._noise(arm)
-        speed = self.slow_factor if g >= self.slow_from else 1.0
+        hit = g >= self.slow_from and (arm == "eager" or case.extra != "eager25")
+        speed = self.slow_factor if hit else 1.0
         if case.extra == "periodic" and IN_PHASE[(g // (CALLS_A_PAIR[0] // 2)) % 8]:
             log_t += math.log(1.0 + PERIODIC_AMPLITUDE)
         if arm == "candidate":

@@ -407,6 +407,85 @@ def test_the_machine_rule_on_blocks_holds_back_a_verdict_across_a_real_change() 
             assert "no verdict from a machine that moved" in result.reason
 
 
+def _step(seed: int, at: int, eager: float, candidate: float) -> Any:
+    """An identical candidate; from block pair ``at`` (warm-up included) on, eager ``eager``
+    times slower and the candidate ``candidate`` times."""
+    start = at * 2 * (block_calls(0.001) + 1)
+
+    def hit(g: int, cand: bool) -> float:
+        return 1.0 if g < start else (candidate if cand else eager)
+
+    return _tune(*_machine(1.0, seed, hit), seed)
+
+
+@pytest.mark.usefixtures("quiet")
+@pytest.mark.parametrize("factor", [1.25, 0.8])
+def test_a_move_the_paired_ratio_held_across_lets_the_verdict_stand(factor: float) -> None:
+    """Both arms 25 % slower (or faster) from the fifth block pair of the first look on, as this
+    CPU's eager level steps for good under another tenant's load: the ratio held across it, so
+    the verdict (``not_faster``) rests on every pair, and the move is only a flag (before: held
+    back as ``machine_slowed``, ``inconclusive`` in 7 of 8)."""
+    for seed in range(8):
+        result = _step(seed, 15, factor, factor)
+        assert result.verdict == "not_faster", result.reason
+        machine_flags = [f for f in result.flags if f.startswith("machine_")]
+        assert [f.rpartition("_")[0] for f in machine_flags] == [
+            "machine_moved_ratio_steady_at_pair"
+        ]
+        assert result.n_candidate in ProfilingConfig().looks  # every pair of the deciding look
+        assert "the paired ratio did not: decided on all" in result.reason
+
+
+@pytest.mark.usefixtures("quiet")
+def test_a_move_that_moves_the_ratio_holds_the_verdict_back() -> None:
+    """Eager 25 % slower and the candidate spared (the ratio moves to 1.25x there): no verdict
+    from a machine that moved."""
+    for seed in range(8):
+        result = _step(seed, 15, 1.25, 1.0)
+        assert result.verdict == "inconclusive", result.reason
+        assert "no verdict from a machine that moved" in result.reason
+        assert not any(f.startswith("machine_moved_ratio_steady") for f in result.flags)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_a_move_past_the_cut_is_judged_as_before_whatever_the_ratio() -> None:
+    """Both arms 2x slower (past RATIO_HELD_MOVE; the ratio steady): never decided across the
+    move, which is flagged as a change (the pairs after it, borne out by those before, decide)."""
+    for seed in range(8):
+        result = _step(seed, 15, 2.0, 2.0)
+        assert result.verdict != "faster", result.reason
+        changed = [f for f in result.flags if f.startswith("machine_changed_at_pair_")]
+        assert changed and "machine_slowed" in result.flags, result.flags
+        if result.verdict == "inconclusive":
+            assert "no verdict from a machine that moved" in result.reason
+        else:  # on the pairs after the move only
+            assert "decided on pairs" in result.reason
+            assert result.n_candidate not in ProfilingConfig().looks
+
+
+def _stretch(levels: list[float], seed: int = 0) -> machine.Stretch:
+    """The rule at the last look on eager's blocks at ``levels`` (10 warm-up blocks first), the
+    candidate's alike (the ratio steady), each with its own 2 % noise."""
+    rng = random.Random(seed)
+    base = [0.002 * level * rng.lognormvariate(0.0, 0.02) for level in levels]
+    cand = [0.002 * level * rng.lognormvariate(0.0, 0.02) for level in levels]
+    watch = machine.MachineWatch(cpus=2, threads=1, first_load=0.0)
+    watch.wander = True
+    stretch = watch.stretch(base[WARMUP_BLOCKS:], base[:WARMUP_BLOCKS])
+    assert stretch.changed_at is not None
+    return stretch.steady_across(base, cand, WARMUP_BLOCKS, wander=True)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_small_last_move_does_not_let_a_large_one_before_it_stand(seed: int) -> None:
+    """As the injected 2x change read on this CPU: 2x at block 80, 17 % faster at 140, 20 %
+    slower at 260, the ratio steady throughout. The last move alone would be let stand; the 2x
+    before it is past the cut, so the rule judges the run as it would without a steady ratio."""
+    injected = [1.0] * 80 + [2.0] * 60 + [1.66] * 120 + [2.0] * 70
+    assert not _stretch(injected, seed).steady_ratio
+    assert _stretch([1.0] * 260 + [1.3] * 70, seed).steady_ratio  # the small move alone
+
+
 LOOKS = ProfilingConfig().looks
 
 

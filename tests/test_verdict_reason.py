@@ -151,6 +151,15 @@ def test_no_estimate_says_the_budget_ran_out() -> None:
             "upper bound 0.998x below 1.010x but held back: the machine moved",
         ),
         (
+            {
+                "verdict": "inconclusive",
+                "ci_low": 1.02,
+                "ci_high": 1.08,
+                "flags": ("machine_moved_ratio_steady_at_pair_40", "carryover"),
+            },
+            "lower bound 1.020x clears 1.010x but held back: carry-over from eager's call",
+        ),
+        (
             {"verdict": "faster", "estimate": 1.05, "ci_low": 1.0100004, "ci_high": 1.08},
             "lower bound 1.0100004x clears 1.0100000x",
         ),

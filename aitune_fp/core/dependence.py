@@ -5,9 +5,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import statistics
 from collections.abc import Sequence
 
 from aitune_fp.core._checks import check_int, check_open_interval
+from aitune_fp.core.hodges_lehmann import unpaired_bounds
 from aitune_fp.errors import InvalidValueError
 
 #: Significance of the change-point test on the paired ratios (Pettitt). Strict, because every
@@ -19,6 +21,16 @@ MACHINE_CHANGE = 0.15
 #: MACHINE_CHANGE: quiet blocks wandering as measured on this project's CPU (AR(1), sd 8 %,
 #: phi 0.75) then trip the scan over every split in under 2 % of looks (tests/test_blocks.py).
 MOVE_Z = 2.0
+#: Largest move of eager's level (either way, median after it over median before) that the paired
+#: ratio, steady across it, lets stand: above the 20-31 % steps of this project's shared CPU, below
+#: the 1.4-2.6x its blocks read under the injected 2x change (benchmarks/RESULTS.md) and a busy
+#: machine's 2-3x; past it the rule holds whatever the ratio does.
+RATIO_HELD_MOVE = 1.35
+#: Fewest pairs on each side of a move that tell whether the paired ratio held across it.
+MIN_SIDE_PAIRS = 8
+#: Pairs just before a found move that may already run at the new level: a clean step at ``s``
+#: is found at ``s .. s + 2`` (:func:`machine_change_index`, ``window // 2``).
+STEP_SLACK = 2
 #: Fewest windows whose medians tell eager's wander from a step (fewer: independent noise only).
 _WANDER_WINDOWS = 6
 #: Largest lag-1 correlation the remedy corrects for; above, the widening is capped.
@@ -194,3 +206,24 @@ def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> 
 def slowdown_limit(times: Sequence[float], *, wander: bool = False) -> float:
     """The :func:`machine_slowdown` past which eager counts as slowed: a move's limit, of ``times``."""
     return math.exp(_move_limit(times, 5, wander))
+
+
+def ratio_held(
+    base: Sequence[float], cand: Sequence[float], cut: int, start: int, *, wander: bool = False
+) -> bool:
+    """Whether eager's moves, the last after pair ``cut`` and before ``start``, left the ratio alone.
+
+    Each move back to the first (:func:`machine_change_index` on the pairs before the one found)
+    is at most RATIO_HELD_MOVE, and the ratios' shift across it within its SHIFT_ALPHA bounds.
+    """
+    ratios = [b / c for b, c in zip(base, cand, strict=True)]
+    while min(cut, len(base) - start) >= MIN_SIDE_PAIRS:
+        jump = math.log(statistics.median(base[start:]) / statistics.median(base[:cut]))
+        _, low, high = unpaired_bounds(tuple(ratios[:cut]), tuple(ratios[start:]), SHIFT_ALPHA / 2)
+        if abs(jump) > math.log(RATIO_HELD_MOVE) or not low <= 0.0 <= high:
+            return False
+        found = machine_change_index(base[:cut], wander=wander)
+        if found is None:
+            return True
+        cut, start = max(found - STEP_SLACK, 0), found
+    return False

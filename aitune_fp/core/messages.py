@@ -288,9 +288,10 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= 1000 else text[:999] + "…"
 
 
-#: Flags that hold a settled-looking interval back, in words (the first found is said).
-_HELD_BACK_WORDS = (
-    ("machine_", "the machine moved"),
+#: Flags that hold a settled-looking interval back, in words (the first found is said); a move the
+#: paired ratio held across (``machine_moved_ratio_steady_at_pair_<k>``) holds nothing back.
+_HELD_BACK_WORDS: tuple[tuple[str | tuple[str, ...], str], ...] = (
+    (("machine_busy", "machine_changed", "machine_slowed"), "the machine moved"),
     ("carryover", "carry-over from eager's call"),
     ("throughput_disagrees", "mean throughput below the gate"),
     ("block_bound", "the ratio drifts"),

@@ -13,8 +13,11 @@ import attrs
 
 from aitune_fp.core.dependence import (
     MACHINE_CHANGE,
+    MIN_SIDE_PAIRS,
+    STEP_SLACK,
     machine_change_index,
     machine_slowdown,
+    ratio_held,
     slowdown_limit,
 )
 from aitune_fp.core.verdict import SpeedupDecision
@@ -26,9 +29,6 @@ from aitune_fp.profiling.timers import Timer
 POLL_S = 1.0
 #: What the wait sleeps with (tests replace it here).
 _sleep = time.sleep
-#: Pairs just before a found move that may already run at the new level: a clean step at ``s``
-#: is found at ``s .. s + 2`` (:func:`machine_change_index`, ``window // 2``).
-STEP_SLACK = 2
 
 
 @attrs.frozen(kw_only=True)
@@ -49,11 +49,13 @@ class Stretch:
     before_pairs: int = 0
     #: How far eager's level had to move: MACHINE_CHANGE beyond its noise (:func:`slowdown_limit`).
     change: float = MACHINE_CHANGE
+    #: Eager moved but the paired ratio held across it (:meth:`steady_across`): every pair counts.
+    steady_ratio: bool = False
 
     @property
     def slowed(self) -> bool:
         """Whether eager ran slower over the stretch than at its fastest level, past the limit."""
-        return self.slowdown > self.slowdown_limit
+        return not self.steady_ratio and self.slowdown > self.slowdown_limit
 
     def steady_enough(self, first_look: int) -> bool:
         """Long enough and not busy by the load (it may still be slowed: see :func:`borne_out`)."""
@@ -61,15 +63,33 @@ class Stretch:
 
     @property
     def moved(self) -> bool:
-        """Whether anything was left out, or the stretch itself ran slowed."""
-        return self.start > 0 or self.slowed
+        """Whether anything was left out, the stretch itself ran slowed, or eager moved at all."""
+        return self.start > 0 or self.slowed or self.steady_ratio
+
+    def steady_across(
+        self, base: Sequence[float], cand: Sequence[float], warm: int, *, wander: bool
+    ) -> Stretch:
+        """Itself over every pair when eager's moves left the paired ratio where it was; or as is.
+
+        ``base``, ``cand``: the warm-up's ``warm`` blocks, then the pairs (:func:`ratio_held`).
+        """
+        if not self.moved or self.busy_load is not None or self.busy_now:
+            return self
+        if not ratio_held(base, cand, self.quiet_pairs, warm + self.start, wander=wander):
+            return self
+        return attrs.evolve(self, start=0, steady_ratio=True)
 
     def flags(self) -> tuple[str, ...]:
-        """``machine_busy``, ``machine_changed_at_pair_<k>`` and ``machine_slowed``, as found."""
+        """``machine_busy``, ``machine_changed_at_pair_<k>`` and ``machine_slowed``, as found.
+
+        A move the paired ratio held across: ``machine_moved_ratio_steady_at_pair_<k>`` alone.
+        """
         out = []
         if self.busy_load is not None:
             out.append("machine_busy")
-        if self.changed_at is not None:
+        if self.steady_ratio:
+            out.append(f"machine_moved_ratio_steady_at_pair_{self.changed_at or 0}")
+        elif self.changed_at is not None:
             out.append(f"machine_changed_at_pair_{self.changed_at}")
         if self.slowed:
             out.append("machine_slowed")
@@ -95,6 +115,12 @@ class Stretch:
 
     def note(self, decided: bool) -> str:
         """The note for the reason: what was decided on, or why nothing was."""
+        if self.steady_ratio:
+            return (
+                f"eager's own latency moved by more than {self.change:.0%} at pair "
+                f"{self.changed_at or 0}, the paired ratio did not: decided on all "
+                f"{self.n_pairs} pairs"
+            )
         if decided and self.before_pairs:
             return (
                 f"{self.why()}: the pairs before and after it each bear the verdict out, each "
@@ -197,10 +223,6 @@ class MachineWatch:
         )
 
 
-#: Fewest pairs before a slowed stretch that can bear its verdict out.
-MIN_QUIET_PAIRS = 8
-
-
 def borne_out(
     verdict: str,
     required: float,
@@ -212,7 +234,7 @@ def borne_out(
     Their lower (upper) quartile of speedups clears (stays below) ``required``; 8 pairs at least.
     """
     ratios = [b / c for b, c in zip(quiet_baseline_s, quiet_candidate_s, strict=True) if c > 0]
-    if len(ratios) < MIN_QUIET_PAIRS:
+    if len(ratios) < MIN_SIDE_PAIRS:
         return False
     low, _, high = statistics.quantiles(ratios, n=4)
     if verdict == "faster":
@@ -236,7 +258,7 @@ def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, Pair
     if k is None or stretch.busy_load is not None or stretch.busy_now or stretch.start != k:
         return None
     cut = k - STEP_SLACK
-    if min(cut, stretch.n_pairs - k) < MIN_QUIET_PAIRS:
+    if min(cut, stretch.n_pairs - k) < MIN_SIDE_PAIRS:
         return None
     before = from_pair(timings, 0, cut)
     if machine_change_index(before.baseline_s, wander=timings.block > 1) is not None:

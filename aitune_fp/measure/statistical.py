@@ -110,11 +110,13 @@ def decide_look(
     decide: Callable[[PairedTimings], SpeedupDecision],
 ) -> tuple[SpeedupDecision, Stretch]:
     """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks)."""
+    base, cand = [*warm[0], *timings.baseline_s], [*warm[1], *timings.candidate_s]
+    # the ratio held across eager's moves: every pair
+    stretch = stretch.steady_across(base, cand, len(warm[0]), wander=timings.block > 1)
     if stretch.steady_enough(first_look):  # nothing moved, or decide on the steady blocks after
         decision = decide(from_pair(timings, stretch.start))
         quiet = stretch.quiet_pairs  # the blocks (warm-up first) before eager moved
-        before = ([*warm[0], *timings.baseline_s][:quiet], [*warm[1], *timings.candidate_s][:quiet])
-        if stretch.slowed and not borne_out(decision.verdict, required, *before):
+        if stretch.slowed and not borne_out(decision.verdict, required, base[:quiet], cand[:quiet]):
             decision = held(decision)
         return decision, stretch
     split = sides(stretch, timings)  # no verdict across the change, unless each side gives it
