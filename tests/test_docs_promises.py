@@ -80,7 +80,7 @@ def test_the_5_percent_claim_says_under_what() -> None:
     readme = _text("README.md")
     assert "a wrong accept at most 5 % over all looks when the timings are independent or" in readme
     assert "7.8 % for an identical candidate in 90 real tunes" in readme
-    assert "4 of 138 since eager's weights move during the run" in readme
+    assert "12 of 278 since eager's weights move during the run" in readme
     assert "11 % under strong correlation" in readme
     guarantees = _text("docs/guarantees.md")
     assert (
