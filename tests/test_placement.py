@@ -60,8 +60,10 @@ def test_in_process_the_weights_move_every_so_many_samples_and_the_first_call_af
 ):
     module = _Where()
     addresses = _addresses(moving(module, module), 2 * MOVE_EVERY)
-    assert len(set(addresses)) == 3  # moved before sample MOVE_EVERY and 2 * MOVE_EVERY, apart
-    assert addresses.index(addresses[-1]) == 2 * MOVE_EVERY - 1
+    # moved before sample MOVE_EVERY and 2 * MOVE_EVERY, and nowhere else (the second move may
+    # land where the first left: the allocator decides, the random pad only makes it unlikely)
+    changes = [i for i in range(1, len(addresses)) if addresses[i] != addresses[i - 1]]
+    assert changes == [MOVE_EVERY - 1, 2 * MOVE_EVERY - 1]
     assert module.calls == 2 * MOVE_EVERY + 2  # one untimed warm call after each move
 
 
