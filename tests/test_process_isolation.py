@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import gc
 import logging
 import os
@@ -40,6 +41,7 @@ from torch.nn import functional
 import aitune_fp.core.sequential as sequential
 from aitune_fp.adapters.validation import validation_of, with_performance_validation
 from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.eager import TorchEagerBackend
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.flags import flushes_denormals
@@ -87,9 +89,20 @@ class Model(torch.nn.Module):
         return self.work(x)
 
 
-def _case(pause: float = 0.0) -> tuple[Model, GraphSpec, list[Sample]]:
+class SlowerCopies(Model):
+    """A model whose deep copies run :data:`SLOW_S` a call slower than itself (other memory)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        clone = type(self).__new__(type(self))
+        memo[id(self)] = clone
+        clone.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        clone.pause = SLOW_S
+        return clone
+
+
+def _case(pause: float = 0.0, model: type[Model] = Model) -> tuple[Model, GraphSpec, list[Sample]]:
     torch.manual_seed(1)
-    return Model(pause).eval(), GraphSpec(max_batch_size=64), [Sample((torch.randn(1, 256),))]
+    return model(pause).eval(), GraphSpec(max_batch_size=64), [Sample((torch.randn(1, 256),))]
 
 
 def _nothing(module: torch.nn.Module) -> None:
@@ -338,13 +351,14 @@ def _tune(
     seen: dict[str, Any] | None = None,
     threads: int | None = None,
     pause: float = 0.0,
+    model: type[Model] = Model,
     **kwargs: Any,
 ) -> tuple[Any, Any, list[Any]]:
-    """Tune the model with ``backends``; ``seen`` gets the process's snapshot just before.
+    """Tune a ``model`` with ``backends``; ``seen`` gets the process's snapshot just before.
 
     ``threads``: the tune's thread count (None: this process's); ``pause``: eager's own sleep.
     """
-    module, spec, data = _case(pause)
+    module, spec, data = _case(pause, model)
     if seen is not None:
         seen.update(snapshot())
     strategy: Any = (
@@ -533,6 +547,15 @@ def test_the_chosen_candidate_is_rebuilt_in_the_users_process(cache: Path, threa
     assert result.passed and result.isolation == "process"
     selected = next(e for e in events if e["event"].endswith(".selected"))
     assert selected["is_baseline"] is False
+
+
+@STARTS
+def test_eager_is_timed_on_the_model_a_candidate_is_built_on(cache: Path, threads: int) -> None:
+    """Not on a copy: where a copy's weights sit may make it slower (or faster) than the model."""
+    _, report, _ = _tune([TorchEagerBackend()], cache, threads=threads, model=SlowerCopies)
+    (result,) = report.results
+    assert result.isolation == "process"
+    assert not result.passed and result.speedup < 2, result  # eager's copy would read ~4x slower
 
 
 class SavesWhatItBuilt(Quick):

@@ -120,7 +120,11 @@ def worker_threads(threads: int) -> int | None:
 
 @attrs.frozen
 class EagerRecipe:
-    """Eager's worker: call the baseline it is sent (or, forked, inherits)."""
+    """Eager's worker: call the baseline it is sent (or, forked, inherits).
+
+    The baseline as built on the user's model, as a candidate's is: not eager's copy here,
+    which may run slower or faster than the model for where its weights sit.
+    """
 
     baseline: Any
 
@@ -273,7 +277,7 @@ def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
     assert config.threads is not None
     try:
         worker = Worker(
-            EagerRecipe(arena.eager),
+            EagerRecipe(arena.baseline),
             name="eager",
             # its start: from the fork server, a fresh interpreter loads torch first (seconds
             # on a loaded machine), bounded as a candidate's build is
