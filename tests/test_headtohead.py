@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import random
 from collections.abc import Callable
@@ -285,3 +286,38 @@ def test_spot_checks_need_references_and_known_names() -> None:
         head_to_head(pairs, BATCH, timer=clock, spot_checks={"a": _equal})
     with pytest.raises(InvalidValueError, match="no contender"):
         head_to_head(pairs, BATCH, timer=clock, spot_checks={"z": _equal}, references=[1])
+
+
+class CostlyBarrier(FakeClock):
+    """A clock whose barrier costs 0.5 ms: a fixed cost in every timed block (a worker's
+    hand-over, threads waking), which weighs more on a shorter block."""
+
+    def sync(self) -> None:
+        self.ns += 500_000
+
+
+@pytest.mark.parametrize(("fast_ms", "slow_ms"), [(0.5, 1.0), (0.25, 1.0), (1.0, 1.5)])
+def test_each_contenders_block_lasts_as_long_so_a_fixed_cost_keeps_the_gap(
+    fast_ms: float, slow_ms: float
+) -> None:
+    """With one count for both, 20 calls of a 2x faster contender read 1.95x (0.5 ms a block);
+    given each one's pace, its block is as long in time as the slowest's and reads it within 1 %."""
+    clock = CostlyBarrier()
+    log: list[tuple[str, int, Any]] = []
+    pairs = [
+        (Contender("slow", 0, 1.0), Model(clock, "slow", slow_ms, log, jitter=0.001)),
+        (Contender("fast", 1, 2.0), Model(clock, "fast", fast_ms, log, jitter=0.001)),
+    ]
+    paces = {"slow": slow_ms / 1e3, "fast": fast_ms / 1e3}
+    state = head_to_head(pairs, BATCH, timer=clock, block=20, paces=paces)
+    (lost,) = state.eliminated
+    assert (lost.name, lost.lost_to) == ("slow", "fast")
+    assert lost.ratio == pytest.approx(slow_ms / fast_ms, rel=0.01)
+    calls = collections.Counter(name for name, ns, _ in log if ns > 0)
+    assert calls["fast"] / calls["slow"] == pytest.approx(slow_ms / fast_ms, rel=0.05)
+
+
+def test_paces_name_the_contenders() -> None:
+    clock, _, pairs = setup({"a": (1.0, None), "b": (1.0, None)})
+    with pytest.raises(InvalidValueError, match="'c'"):
+        head_to_head(pairs, BATCH, timer=clock, paces={"a": 1e-3, "c": 1e-3})

@@ -24,7 +24,7 @@ from aitune_fp.core.selection import (
 from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
-from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
+from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample, sample_bytes
 from aitune_fp.profiling.calls import (
     ProfilingError,
     ReferenceSpotCheck,
@@ -38,7 +38,7 @@ from aitune_fp.profiling.calls import (
     timed_block,
 )
 from aitune_fp.profiling.interference import InterferenceError
-from aitune_fp.profiling.layout import LEAD_FROM
+from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, most_calls
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.workers import Worker
@@ -148,11 +148,10 @@ class _Run:
         checks: Mapping[str, tuple[SpotCheck | None, ...]],
         spot_rate: float,
         fresh: Fresh | None = None,
-        block: int = 1,
+        blocks: Mapping[str, int] | None = None,
     ) -> None:
         self.fns = fns
-        self.block = block
-        self.lead = block >= LEAD_FROM
+        self.blocks = dict.fromkeys(fns, 1) if blocks is None else dict(blocks)
         self.fresh = fresh
         self.copies = {name: tuple(copy_sample(b) for b in inputs) for name in fns}
         self.n_batches = len(inputs)
@@ -218,22 +217,26 @@ class _Run:
         """
         times: dict[str, float] = {}
         errors: dict[str, str] = {}
-        n, last = self.block + self.lead, self.block - 1
-        own = None if self.fresh is None else self.fresh.block(self.rounds, n)
+        most = max(k + (k >= LEAD_FROM) for k in self.blocks.values())
+        drawn = None if self.fresh is None else self.fresh.block(self.rounds, most)
         for name in self.order.sample(list(names), len(names)):
+            k = self.blocks[name]
+            lead = k >= LEAD_FROM  # an untimed first call takes the carry-over
+            n, last = k + lead, k - 1
             b = self.rounds % len(self.copies[name])
+            own = None if drawn is None else drawn[:n]
             samples = [self.copies[name][b]] * n if own is None else own
-            values = [None] * self.block if own is None else own[self.lead :]  # timed calls'
+            values = [None] * k if own is None else own[lead:]  # timed calls'
             checked = self.rounds in self.spot_rounds and name in self.checks
             checks: dict[int, Callable[[Any], None]] = {}
-            for j in range(self.block) if checked else ():
+            for j in range(k) if checked else ():
                 inspect = self._inspector(name, self.rounds, b, values[j], j)
                 if inspect is not None:
                     checks[j] = inspect
             kept: list[Any] = []
             if not isinstance(self.fns[name], Worker):  # in process: the output, kept a round
                 checks[last] = _keeping(kept, checks.get(last))
-            blamed, result = self._time(name, samples, checks, lead=self.lead)
+            blamed, result = self._time(name, samples, checks, lead=lead)
             if isinstance(result, str):
                 errors[blamed] = result
                 self.last.pop(name, None)
@@ -272,12 +275,32 @@ class _Run:
             fn = self.fns[name]
             try:
                 output = fn.output() if isinstance(fn, Worker) else last.output
-                inspect = self._inspector(name, last.round, last.batch, last.values, self.block - 1)
+                inspect = self._inspector(
+                    name, last.round, last.batch, last.values, self.blocks[name] - 1
+                )
                 if inspect is not None:
                     inspect(output)
             except Exception as exc:  # wrong, or the worker could not show its output
                 errors[name] = _error(exc)
         return errors
+
+
+def _blocks(
+    calls: int,
+    paces: Mapping[str, float] | None,
+    fns: Mapping[str, Callable[..., Any]],
+    batch: Sample,
+) -> dict[str, int]:
+    """Each contender's calls a block: ``calls`` for the slowest pace, as long for the others."""
+    if paces is None:
+        return dict.fromkeys(fns, calls)
+    unknown = sorted(set(paces) - set(fns))
+    if unknown:
+        raise InvalidValueError(f"paces names {unknown[0]!r}, which is not a contender")
+    names = list(fns)
+    known = [check_finite(f"paces[{n!r}]", paces.get(n, 0.0), minimum=0.0) for n in names]
+    counts = arm_calls(calls, known, most_calls(sample_bytes(batch)))
+    return dict(zip(names, counts, strict=True))
 
 
 def _keeping(kept: list[Any], inspect: Callable[[Any], None] | None) -> Callable[[Any], None]:
@@ -340,9 +363,12 @@ def head_to_head(
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
     block: int = 1,
+    paces: Mapping[str, float] | None = None,
 ) -> SelectionState:
-    """Time the contenders in rounds of ``block`` calls each; the final :class:`SelectionState`.
+    """Time the contenders in rounds of blocks; the final :class:`SelectionState`.
 
+    ``block``: the slowest's calls a block; ``paces`` (seconds a call, by name) give each other
+    contender a block as long in time (a block's fixed cost then weighs the same share of each).
     No round starts after ``max_seconds``; failures (raised, wrong) are in ``state.failed``.
     """
     rule = SelectionRule() if rule is None else check_type("rule", rule, SelectionRule)
@@ -363,8 +389,8 @@ def head_to_head(
             if fresh is None
             else Fresh(fresh, reference, dict(spot_checks) if spot_checks is not None else {})
         )
-        size = check_int("block", block, minimum=1)
-        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own, size)  # copies first
+        blocks = _blocks(check_int("block", block, minimum=1), paces, fns, inputs[0])
+        run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own, blocks)  # copies first
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)
         errors = run.warm_up(state.remaining, calls)
         if errors:

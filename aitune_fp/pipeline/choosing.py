@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
 from aitune_fp.core.choice import LatencyCheck
@@ -65,12 +64,12 @@ def _rule(arena: Arena) -> SelectionRule:
     )
 
 
-def _block(arena: Arena) -> int:
-    """The head-to-head's block: the gate's, from eager's measured pace (1: single calls)."""
-    eager = arena.baseline_latencies
-    if arena.config.quantity != "throughput" or not eager:
-        return 1
-    return block_calls(statistics.median(eager))
+def _paces(arena: Arena, by_name: dict[str, CandidateOutcome]) -> dict[str, float]:
+    """Each contender's seconds a call at its gate; none when the verdict is the typical call."""
+    if arena.config.quantity != "throughput" or arena.batch_size is None:
+        return {}
+    throughputs = {n: o.result.throughput if o.result else 0.0 for n, o in by_name.items()}
+    return {n: arena.batch_size / t if t > 0 else 0.0 for n, t in throughputs.items()}
 
 
 def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
@@ -90,6 +89,7 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
     def on_look(state: SelectionState) -> None:
         arena.emit(HeadtoheadLook.of(arena.run_id, name, state))
 
+    paces = _paces(arena, by_name)
     made = fresh_batches(batch, arena.seed, arena.target.graph_spec)  # values no gate pair saw
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
 
@@ -108,7 +108,8 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
         spot_rate=arena.config.spot_rate,
         fresh=fresh,
         reference=arena.eager_arm,
-        block=_block(arena),
+        block=block_calls(max(paces.values())) if paces else 1,  # the gate's at the slowest's
+        paces=paces or None,
     )
     decided = SelectionDecided(
         run_id=arena.run_id, module_name=name, delta=rule.delta, selection=state
