@@ -9,7 +9,11 @@ machine-moved rule counts eager's slow wander between blocks as noise.
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,12 +38,14 @@ from aitune_fp.profiling.layout import (
     BLOCK_TARGET_S,
     LEAD_FROM,
     MAX_BLOCK_CALLS,
+    WAIT_SHARE,
     WARMUP_BLOCKS,
     arm_calls,
     block_calls,
     block_fitting,
+    disturbed,
 )
-from aitune_fp.profiling.timers import CpuTimer
+from aitune_fp.profiling.timers import CpuTimer, others_wait_s, run_clocks, waited_on_others_s
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.testing import FakeClock
 
@@ -99,10 +105,10 @@ def test_the_lead_call_takes_the_carry_over_out_of_the_block() -> None:
     ring = CopyRing()
     batches = [Sample()] * (LEAD_FROM + 1)
     b()  # the other arm ran last
-    wall, _ = timed_block(a, batches, clock, "a", {}, ring=ring, lead=True)
+    wall, _, _ = timed_block(a, batches, clock, "a", {}, ring=ring, lead=True)
     assert wall == pytest.approx(0.001)  # the slow first call was the untimed lead
     b()
-    wall, _ = timed_block(a, batches[1:], clock, "a", {}, ring=ring, lead=False)
+    wall, _, _ = timed_block(a, batches[1:], clock, "a", {}, ring=ring, lead=False)
     assert wall == pytest.approx((0.01 + 0.001 * (LEAD_FROM - 1)) / LEAD_FROM)  # its share
 
 
@@ -119,7 +125,7 @@ def test_each_call_of_a_block_has_its_own_copy_and_checks_see_its_output() -> No
 
     batches = [Sample((torch.full((2,), float(i)),)) for i in range(6)]
     checks = {j: (lambda out, j=j: seen.__setitem__(j, out)) for j in (0, 2, 4)}
-    wall, device = timed_block(fn, batches, clock, "a", checks, ring=CopyRing(), lead=True)
+    wall, device, _ = timed_block(fn, batches, clock, "a", checks, ring=CopyRing(), lead=True)
     assert wall == pytest.approx(0.001) and device is None
     assert len(set(made)) == 6  # six copies at once, none shared
     for j, out in seen.items():  # timed call j ran on batches[j + 1] (the lead on batches[0])
@@ -217,7 +223,7 @@ def test_a_worker_runs_a_block_in_one_hand_over_and_shows_each_output() -> None:
     seen: dict[int, Any] = {}
     checks = {j: (lambda out, j=j: seen.__setitem__(j, out)) for j in range(4)}
     try:
-        wall, device = timed_block(
+        wall, device, _ = timed_block(
             worker, batches, CpuTimer(), "candidate", checks, ring=CopyRing(), lead=True
         )
     finally:
@@ -236,7 +242,7 @@ def test_a_worker_block_on_a_fake_clock_spends_the_block() -> None:
     worker.ready()
     try:
         before = clock.now_ns()
-        wall, _ = timed_block(worker, [Sample()] * 5, clock, "c", {}, ring=CopyRing(), lead=True)
+        wall, _, _ = timed_block(worker, [Sample()] * 5, clock, "c", {}, ring=CopyRing(), lead=True)
     finally:
         worker.close()
     assert wall == pytest.approx(0.002)
@@ -587,3 +593,140 @@ def test_each_arms_block_lasts_as_long_as_the_slowest_arms(
             assert n == calls
         elif n < max(most, calls) and n > 1:  # not capped: as long within half a call
             assert abs(n * pace - calls * slowest) <= pace / 2 + 1e-12
+
+
+@given(waited=st.one_of(st.none(), st.floats(0.0, 1.0)), block_s=st.floats(1e-6, 1.0))
+def test_a_block_is_disturbed_when_it_waited_for_a_cpu_past_its_share(
+    waited: float | None, block_s: float
+) -> None:
+    assert disturbed(waited, block_s) is (waited is not None and waited > WAIT_SHARE * block_s)
+    assert not disturbed(None, block_s) and not disturbed(0.0, block_s)
+
+
+def test_this_process_s_clocks_are_read_where_the_kernel_says_them() -> None:
+    first = run_clocks()
+    if not Path("/proc/self/task").is_dir():  # not Linux: nothing to read, and it says so
+        assert first is None and waited_on_others_s(first) is None
+        return
+    assert first is not None and all(isinstance(x, int) and x >= 0 for x in first)
+    second = run_clocks()
+    assert second is not None and all(b >= a for a, b in zip(first, second, strict=True))
+
+
+@given(
+    span=st.integers(1, 10**9),
+    ran_share=st.floats(0.0, 1.0),
+    wait_share=st.floats(0.0, 4.0),
+    cores=st.integers(1, 16),
+)
+def test_only_the_wait_the_arms_own_threads_do_not_explain_is_others(
+    span: int, ran_share: float, wait_share: float, cores: int
+) -> None:
+    """A team of more runnable threads than cores waits for itself: that is its speed there."""
+    ran, waited = round(ran_share * cores * span), round(wait_share * span)
+    others = others_wait_s((0, 0, 0), (span, ran, waited), cores)
+    assert 0 <= others <= waited / 1e9 + 1e-12
+    assert others <= (cores * span - ran) / 1e9 + 1e-12
+    if ran == cores * span:  # its own threads had every core it may use all along
+        assert others == 0
+    if ran + waited <= cores * span:  # idle cores enough for all it waited: others had them
+        assert others == pytest.approx(waited / 1e9)
+
+
+class _Waits:
+    """A fake CPU wait: a disturbed call makes the calling arm wait half its time for a CPU."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock, self.ns = clock, 0
+
+    def arm(self, seconds: float, disturbed_calls: range) -> Callable[..., Any]:
+        calls = [0]
+
+        def call(*args: Any) -> None:
+            calls[0] += 1
+            spent = seconds * (3 if calls[0] in disturbed_calls else 1)  # a stalled team
+            if calls[0] in disturbed_calls:
+                self.ns += round(spent * 0.5e9)
+            self.clock.advance(spent)
+
+        return call
+
+
+def test_a_pair_in_which_an_arm_waited_for_a_cpu_is_timed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No recorded block carries a stall: the pair is timed again in its order, and flagged."""
+    import aitune_fp.profiling.calls as calls
+
+    clock = FakeClock()
+    waits = _Waits(clock)
+    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waits.ns))
+    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waits.ns - before[2]) / 1e9)
+    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    eager = waits.arm(0.001, range(0))
+    candidate = waits.arm(0.001, range(61, 75))  # a few of its blocks, after the warm-up
+    with InterleavedRun(eager, candidate, Sample(), timer=clock, block=4) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        assert run.extend(20) == 20
+        timings = run.timings()
+    assert timings.candidate_s == pytest.approx([0.001] * 20)  # none of the stalled ones
+    retimed = [f for f in timings.flags if f.startswith("retimed_")]
+    assert retimed and int(retimed[0].removeprefix("retimed_")) >= 2
+
+
+def test_a_machine_too_busy_to_time_a_pair_unstalled_ends_the_look_short(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import aitune_fp.profiling.calls as calls
+
+    clock = FakeClock()
+    waits = _Waits(clock)
+    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waits.ns))
+    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waits.ns - before[2]) / 1e9)
+    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    every = range(10**9)
+    with InterleavedRun(
+        waits.arm(0.001, every), waits.arm(0.001, every), Sample(), timer=clock, block=2
+    ) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        assert run.extend(10) == 0  # at most as many pairs timed again as asked for
+        assert run.timings().flags[-1] == "retimed_11"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+@pytest.mark.parametrize("where", ["in_process", "worker"])
+def test_on_the_real_clock_a_process_sharing_the_arms_core_gets_its_pairs_timed_again(
+    where: str,
+) -> None:
+    """Another process on the very core the arms run on: every pair waits for it, none is kept."""
+    core = min(os.sched_getaffinity(0))
+    was = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(hog.pid, {core})
+        os.sched_setaffinity(0, {core})  # a worker forked now inherits it
+
+        def work(x: torch.Tensor) -> torch.Tensor:
+            end = time.perf_counter() + 0.002  # 2 ms of CPU, sharing the core with the hog
+            while time.perf_counter() < end:
+                pass
+            return x
+
+        arms: list[Any] = [work, work]
+        if where == "worker":
+            arms = [_worker(work), _worker(work)]
+            for arm in arms:
+                arm.ready()
+        with InterleavedRun(*arms, Sample((torch.ones(1),)), timer=CpuTimer(), block=2) as run:
+            run.warm_up(window=3, tolerance=0.1, max_calls=4)
+            got = run.extend(5)
+            flags = run.timings().flags
+        assert got < 5, flags
+        assert any(f.startswith("retimed_") for f in flags)
+    finally:
+        os.sched_setaffinity(0, was)
+        hog.kill()
+        hog.wait()
+        if where == "worker":
+            for arm in arms:
+                arm.close()

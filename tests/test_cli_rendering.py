@@ -239,6 +239,7 @@ class TestQualityFlags:
         assert fmt_flags(flags) == (
             "machine busy, machine changed at pair 40, machine slowed, carryover"
         )
+        assert fmt_flags(("retimed_7",)) == "7 pairs timed again (another process had a core)"
 
 
 class TestNumericEdges:

@@ -25,7 +25,7 @@ from aitune_fp.cli.signals import terminate_as_interrupt
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.isolation.hygiene import os_state
-from aitune_fp.profiling.calls import timed_block, timed_call
+from aitune_fp.profiling.calls import ProfilingError, call_arm, timed_block, timed_call
 from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.transport import (
@@ -355,8 +355,9 @@ def test_a_spin_on_an_answer_ends_after_spin_s_and_the_wait_sleeps() -> None:
 
 
 def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_request() -> None:
-    """The digest a candidate owes is read before eager's timed call; if the candidate's worker
-    raised instead, the error is its own, raised at its next request, not lost or eager's."""
+    """The digest an untimed call owes is read before eager's timed call; if the candidate's
+    worker raised instead, the error is its own, raised at its next request, not lost or eager's.
+    After a timed block the digest is read at once: the error is raised in that block."""
 
     def make(say: Any) -> Any:
         import aitune_fp.profiling.serving as serving
@@ -374,11 +375,15 @@ def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_requ
     eager.ready()
     candidate.ready()
     sample = Sample((torch.ones(4),))
-    timed_call(candidate, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+    call_arm(candidate, sample, "candidate")
     timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # settles it
     with pytest.raises(WorkerError, match="no digest for you"):
         candidate.prepare_block([sample], lead=False)
     timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # eager unharmed
+    with pytest.raises(ProfilingError, match="no digest for you") as raised:
+        timed_call(candidate, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+    assert raised.value.arm == "candidate"
+    timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())
     for worker in (eager, candidate):
         worker.close()
 
@@ -498,12 +503,12 @@ def test_a_timed_call_on_a_device_lasts_until_its_queued_work_ends(block: bool) 
         worker.ready()
         sample = Sample((torch.ones(3),))
         if block:
-            wall, _ = timed_block(
+            wall, _, _ = timed_block(
                 worker, [sample] * 2, CpuTimer(), "candidate", {}, ring=CopyRing(), lead=False
             )
             wall *= 2  # the block's two calls share one wait
         else:
-            wall, _ = timed_call(worker, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+            wall, _, _ = timed_call(worker, sample, CpuTimer(), "candidate", None, ring=CopyRing())
     finally:
         worker.close()
     assert 0.05 <= wall < 0.1  # its own work's wait, not the copies' (made before the clock)

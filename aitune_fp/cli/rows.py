@@ -37,6 +37,8 @@ def fmt_flags(flags: Iterable[str]) -> str:
         stem, _, pair = flag.rpartition("_pair_")
         if stem and pair.isdigit():  # level_shift_after_pair_12 -> "level shift at pair 12"
             words.append(f"{_AT_PAIR.get(stem, stem.removesuffix('_at').replace('_', ' '))} at pair {pair}")  # fmt: skip
+        elif flag.startswith("retimed_") and flag[8:].isdigit():
+            words.append(f"{flag[8:]} pairs timed again (another process had a core)")
         else:
             words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
     return escape_control(", ".join(words))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias, cast
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
@@ -15,7 +15,14 @@ from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
+from aitune_fp.profiling.timers import (
+    Timer,
+    gc_paused,
+    on_real_clock,
+    run_clocks,
+    timer_for,
+    waited_on_others_s,
+)
 from aitune_fp.profiling.watchdog import progress
 from aitune_fp.profiling.workers import Worker, WorkerError
 
@@ -178,6 +185,18 @@ def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: b
     )
 
 
+class Timed(NamedTuple):
+    """A timed block: wall (and device) seconds a call, and what its threads waited for a CPU.
+
+    ``waited_s``: seconds of the whole block the arm's threads were runnable but another
+    process had the core (:func:`waited_on_others_s`); None where not measured (a fake clock).
+    """
+
+    wall_s: float
+    device_s: float | None
+    waited_s: float | None = None
+
+
 def timed_call(
     fn: Callable[..., Any],
     batch: Sample,
@@ -186,7 +205,7 @@ def timed_call(
     inspect: Callable[[Any], None] | None = None,
     *,
     ring: CopyRing,
-) -> tuple[float, float | None]:
+) -> Timed:
     """Wall seconds (and device seconds, if any) of one synchronised call: a block of one."""
     checks = {} if inspect is None else {0: inspect}
     return timed_block(fn, (batch,), timer, arm, checks, ring=ring, lead=False)
@@ -201,7 +220,7 @@ def timed_block(
     *,
     ring: CopyRing,
     lead: bool,
-) -> tuple[float, float | None]:
+) -> Timed:
     """Mean wall (and device) seconds a call of a block of one arm's consecutive calls.
 
     Copies made before the clock; ``lead``: the first call untimed (the carry-over falls on it);
@@ -218,6 +237,7 @@ def timed_block(
         call_arm(fn, own.pop(0), arm, fresh=False)
         progress()
     span = timer.device_span()
+    clocks = run_clocks() if on_real_clock(timer) else None  # the arm's threads are ours
     timer.sync()
     start = timer.now_ns()
     if span is not None:
@@ -233,10 +253,11 @@ def timed_block(
         span.stop()
     timer.sync()
     stop = timer.now_ns()
+    waited = waited_on_others_s(clocks)
     for j, inspect in sorted(checks.items()):
         inspect(kept.pop(j))
     wall = max(stop - start, _MIN_NS) / 1e9 / calls
-    return wall, (span.elapsed_s() / calls if span is not None else None)
+    return Timed(wall, span.elapsed_s() / calls if span is not None else None, waited)
 
 
 def _block_in_worker(
@@ -246,8 +267,11 @@ def _block_in_worker(
     arm: str | None,
     checks: Mapping[int, Callable[[Any], None]],
     lead: bool,
-) -> tuple[float, float | None]:
-    """A block run by ``worker``, timed here around one hand-over; no device time."""
+) -> Timed:
+    """A block run by ``worker``, timed here around one hand-over; no device time.
+
+    What its threads waited for a CPU is the worker's own count, sent after its answer.
+    """
     calls = len(batches) - lead
     try:  # the copies (and the lead call) before the clock, while the others settle
         watched = worker.watch(during=lambda: worker.prepare_block(batches, lead))
@@ -260,9 +284,13 @@ def _block_in_worker(
     progress()
     wall = max(stop - start, _MIN_NS)
     worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
+    try:
+        waited = worker.waited_s()
+    except WorkerError as exc:
+        raise _worker_failure(exc, arm) from exc
     for j, inspect in sorted(checks.items()):
         inspect(worker.output(j))
-    return wall / 1e9 / calls, None
+    return Timed(wall / 1e9 / calls, None, waited)
 
 
 def time_calls(

@@ -25,6 +25,7 @@ from aitune_fp.inputs import CopyRing, Sample, copy_sample, sample_bytes
 from aitune_fp.profiling.calls import (
     ReferenceSpotCheck,
     SpotCheck,
+    Timed,
     as_batches,
     call_arm,
     checks_per_batch,
@@ -40,6 +41,7 @@ from aitune_fp.profiling.layout import (
     arm_calls,
     block_calls,
     block_fitting,
+    disturbed,
     most_calls,
     orientation_stream,
     pair_order,
@@ -174,6 +176,7 @@ class InterleavedRun:
         self._start_ns = 0
         self._counts_at_start: tuple[int, int] | None = None
         self._recompiled = False
+        self._retimed = 0  # block pairs timed again: an arm waited for a CPU (``disturbed``)
 
     def __enter__(self) -> InterleavedRun:
         """Set threads and ``no_grad``, copy the batch for each arm, start the wall clock."""
@@ -282,7 +285,7 @@ class InterleavedRun:
 
     def _run_block(
         self, arm: str, first: int, picked: Sequence[int], keep: dict[str, dict[int, Any]] | None
-    ) -> tuple[float, float | None]:
+    ) -> Timed:
         """Time ``arm``'s block from call ``first``; the calls ``picked`` (in the block) checked."""
         checks: dict[int, Callable[[Any], None]] = {}
         for j in (j for j in picked if j < self._calls_of(arm)):
@@ -451,6 +454,8 @@ class InterleavedRun:
         """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
 
         Housekeeping first, then the deadline check: no block starts after ``deadline_ns``.
+        A pair in which an arm waited for a CPU (:func:`disturbed`) is timed again, in the same
+        order, until the deadline (without one, up to ``n_pairs`` such pairs, then it returns).
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)
@@ -478,7 +483,7 @@ class InterleavedRun:
         self._untimed(second, start * k)
         self._untimed(first, start * k)
         previous = first  # the arm of the last call made
-        done = 0
+        done = again = 0
         while done < n_pairs:
             if self._past(deadline_ns):
                 break
@@ -495,7 +500,12 @@ class InterleavedRun:
             results = {arm: self._run_block(arm, call, mine, keep) for arm in (first, second)}
             if keep is not None:
                 self._compare_calls(keep, call)
-            for arm, (wall, device) in results.items():
+            if any(disturbed(t.waited_s, t.wall_s * self._calls_of(a)) for a, t in results.items()):
+                previous, again, self._retimed = second, again + 1, self._retimed + 1
+                if again > n_pairs and deadline_ns is None:
+                    break
+                continue
+            for arm, (wall, device, _) in results.items():
                 self._times[arm].append(wall)
                 if device is not None:
                     self._device[arm].append(device)
@@ -517,6 +527,8 @@ class InterleavedRun:
             flags.append("warmup_not_steady")
         if self._recompiled:
             flags.append("recompiled")
+        if self._retimed:
+            flags.append(f"retimed_{self._retimed}")
         if base:
             shift = level_shift_index([c / b for b, c in zip(base, cand, strict=True)])
             if shift is not None:

@@ -19,6 +19,10 @@ MAX_BLOCK_CALLS = 128
 #: then ``1 / calls`` of the block (all of it in a one-call block, as measured by the
 #: ``carryover`` guard).
 LEAD_FROM = 4
+#: A block whose threads waited for a CPU (another process had the core) longer than this share
+#: of its time is timed again, with its pair: a team of threads with one of them preempted
+#: stalls at each barrier (blocks of 7 ms read 28 ms so on a shared 2-core VM).
+WAIT_SHARE = 0.02
 #: Block pairs timed after the per-call warm-up: the machine-moved rule reads eager's level
 #: from them on (:func:`aitune_fp.core.dependence.machine_change_index`).
 WARMUP_BLOCKS = 10
@@ -52,6 +56,11 @@ def arm_calls(calls: int, paces: Sequence[float], most: int = MAX_BLOCK_CALLS) -
     if not (slowest > 0 and all(p > 0 for p in paces)):
         return tuple(calls for _ in paces)
     return tuple(max(1, min(max(most, calls), round(calls * slowest / pace))) for pace in paces)
+
+
+def disturbed(waited_s: float | None, block_s: float) -> bool:
+    """Whether a block of ``block_s`` seconds waited for a CPU past :data:`WAIT_SHARE` of it."""
+    return waited_s is not None and waited_s > WAIT_SHARE * block_s
 
 
 def block_fitting(calls: int, pair_call_s: float, pairs: int, left_s: float) -> int:

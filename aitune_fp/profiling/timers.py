@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -117,6 +118,51 @@ class CudaTimer:
     def device_span(self) -> DeviceSpan | None:
         """A pair of timing events on the device's current stream."""
         return _CudaEventSpan(self.device)
+
+
+def run_clocks() -> tuple[int, int, int] | None:
+    """Now, and this process's threads' CPU time and wait for a CPU while runnable (ns).
+
+    From Linux's schedstat; None where the kernel does not say. An ended thread takes its share.
+    """
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    ran = waited = 0
+    read = False
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat", "rb") as stat:
+                fields = stat.read().split()
+            ran, waited, read = ran + int(fields[0]), waited + int(fields[1]), True
+        except (OSError, IndexError, ValueError):
+            continue  # a thread that ended meanwhile
+    return (time.perf_counter_ns(), ran, waited) if read else None
+
+
+def waited_on_others_s(before: tuple[int, int, int] | None) -> float | None:
+    """Seconds since ``before`` (:func:`run_clocks`) this process waited for a CPU another had."""
+    after = None if before is None else run_clocks()
+    if before is None or after is None:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return others_wait_s(before, after, cores)
+
+
+def others_wait_s(before: tuple[int, int, int], after: tuple[int, int, int], cores: int) -> float:
+    """The wait for a CPU between two :func:`run_clocks` readings that others caused (seconds).
+
+    The wait its own threads' running explains (more runnable threads than its ``cores``) is
+    its own cost, not counted: only the wait beyond what it ran on the cores it may use.
+    """
+    span, ran, waited = (max(b - a, 0) for a, b in zip(before, after, strict=True))
+    return max(min(waited, cores * span - ran), 0) / 1e9
+
+
+def on_real_clock(timer: Timer) -> bool:
+    """Whether ``timer`` is the real clock (the only one a CPU wait can be held against)."""
+    return isinstance(timer, (CpuTimer, CudaTimer))
 
 
 def timer_for(sample: Sample | tuple[Any, Any]) -> Timer:

@@ -155,6 +155,7 @@ class Worker:
         self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as sent
         self.digests: tuple[bytes, ...] = ()  # of each output of the last timed block, as sent
+        self._waited_ns = -1  # its threads' wait for a CPU in the last timed block (-1: unknown)
         self._digest_due = False
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
@@ -284,14 +285,23 @@ class Worker:
         self._conn.send_bytes(data)
 
     def _settle(self) -> None:
-        """Read the digest the last timed call owes, before anything else is asked."""
+        """Read the digest the last timed call owes, before anything else is asked.
+
+        It comes with what the block's threads waited for a CPU (8 bytes, -1: unknown).
+        """
         if self._digest_due:
             self._digest_due = False
             raw = self._receive()
-            if raw[:1] != b"d" or len(raw) < 17 or (len(raw) - 1) % 16:
+            if raw[:1] != b"d" or len(raw) < 25 or (len(raw) - 9) % 16:
                 self._reply_of(raw, "d")
-            self.digests = tuple(raw[i : i + 16] for i in range(1, len(raw), 16))
+            self._waited_ns = int.from_bytes(raw[1:9], "little", signed=True)
+            self.digests = tuple(raw[i : i + 16] for i in range(9, len(raw), 16))
             self.last_digest = self.digests[-1]
+
+    def waited_s(self) -> float | None:
+        """Seconds the last timed block's threads waited for a CPU (None: not measured)."""
+        self._settle()
+        return None if self._waited_ns < 0 else self._waited_ns / 1e9
 
     def settle_quietly(self) -> None:
         """Read the digest owed (:meth:`_settle`) while another worker is about to be timed.
