@@ -71,6 +71,12 @@ def undecided_result(
             "of each arm could be timed",
             reason="budget_spent",
         )
+    retimed = next((f[8:] for f in timings.flags if f.startswith("retimed_")), None)
+    why = (
+        f"; {retimed} pairs were timed again, another process having an arm's core"
+        if retimed
+        else ""
+    )
     decided = Decision(
         rule="statistical",
         verdict="inconclusive",
@@ -80,8 +86,8 @@ def undecided_result(
         required_speedup=gate.required_speedup,
         reason=(
             f"budget of {config.max_seconds:g} s spent before the first look "
-            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed): too few to decide; "
-            "--max-seconds (ProfilingConfig.max_seconds) sets it"
+            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed{why}): too few to "
+            "decide; --max-seconds (ProfilingConfig.max_seconds) sets it"
         ),
         flags=(*timings.flags, "budget_spent"),
     )
