@@ -636,8 +636,13 @@ def test_only_the_wait_the_arms_own_threads_do_not_explain_is_others(
 class _Waits:
     """A fake CPU wait: a disturbed call makes the calling arm wait half its time for a CPU."""
 
-    def __init__(self, clock: FakeClock) -> None:
+    def __init__(self, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+        import aitune_fp.profiling.calls as calls
+
         self.clock, self.ns = clock, 0
+        monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, self.ns))
+        monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (self.ns - before[2]) / 1e9)
+        monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
 
     def arm(self, seconds: float, disturbed_calls: range) -> Callable[..., Any]:
         calls = [0]
@@ -656,13 +661,8 @@ def test_a_pair_in_which_an_arm_waited_for_a_cpu_is_timed_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """No recorded block carries a stall: the pair is timed again in its order, and flagged."""
-    import aitune_fp.profiling.calls as calls
-
     clock = FakeClock()
-    waits = _Waits(clock)
-    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waits.ns))
-    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waits.ns - before[2]) / 1e9)
-    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    waits = _Waits(clock, monkeypatch)
     eager = waits.arm(0.001, range(0))
     candidate = waits.arm(0.001, range(61, 75))  # a few of its blocks, after the warm-up
     with InterleavedRun(eager, candidate, Sample(), timer=clock, block=4) as run:
@@ -677,13 +677,8 @@ def test_a_pair_in_which_an_arm_waited_for_a_cpu_is_timed_again(
 def test_a_machine_too_busy_to_time_a_pair_unstalled_ends_the_look_short(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import aitune_fp.profiling.calls as calls
-
     clock = FakeClock()
-    waits = _Waits(clock)
-    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waits.ns))
-    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waits.ns - before[2]) / 1e9)
-    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    waits = _Waits(clock, monkeypatch)
     every = range(10**9)
     with InterleavedRun(
         waits.arm(0.001, every), waits.arm(0.001, every), Sample(), timer=clock, block=2
