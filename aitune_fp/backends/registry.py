@@ -74,10 +74,7 @@ class BackendEntry:
 
 
 def _lazy(module: str, cls: str, *, dtype: str = "", **fixed: object) -> Callable[..., Backend]:
-    """A factory for ``aitune_fp.backends.<module>.<cls>`` (and torch), imported when called.
-
-    ``dtype``: the name of the torch autocast dtype it is built with; ``fixed``: other options.
-    """
+    """A factory for ``aitune_fp.backends.<module>.<cls>``, imported when called."""
 
     def factory(**settings: object) -> Backend:
         options = dict(fixed)

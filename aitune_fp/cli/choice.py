@@ -1,7 +1,4 @@
-"""How the choice among passing candidates is shown: who lost to whom, by how much, and why.
-
-One list of plain lines serves the table output and the markdown output alike.
-"""
+"""The choice among passing candidates as plain lines: who lost to whom, by how much, and why."""
 
 from __future__ import annotations
 

@@ -152,10 +152,7 @@ def _drawn_by_rich(console: Console, parts: Sequence[RenderableType]) -> str:
 
 
 def print_parts(console: Console, parts: Iterable[RenderableType]) -> None:
-    """Print ``parts`` on ``console`` in one go, without rich's padding at line ends.
-
-    Nothing is cropped: a no-wrap text (a log path) is printed whole so that it can be copied.
-    """
+    """Print ``parts`` on ``console`` in one go, without rich's padding; nothing is cropped."""
     options = console.options
     own = (
         console.color_system is None

@@ -232,10 +232,7 @@ def render_run(
     not_tried: Sequence[tuple[str, str]] = (),
     verbose: bool = False,
 ) -> list[RenderableType]:
-    """Everything shown for one run, in order: header lines, tables, not tried, the final line.
-
-    ``verbose``: each row's level, quality flags and long reason (``-v``).
-    """
+    """Everything shown for one run, in order: header, tables, not tried, the final line."""
     lines = head_lines(run, baseline_at, verbose=verbose)
     parts: list[RenderableType] = [Text(line) for line in lines]
     if run.results and verbose:

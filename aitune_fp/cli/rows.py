@@ -83,10 +83,7 @@ def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, se
 
 
 def interval_label(results: Sequence[PerformanceValidationResult]) -> str | None:
-    """What the intervals of ``results`` hold at: ``"95% overall"`` (older logs: ``"98% CI"``, ``"CI"``).
-
-    None when no row has an interval (point mode).
-    """
+    """What the intervals of ``results`` hold at: ``"95% overall"``, an older log's, or None."""
     stated = [r for r in results if r.sequential]
     if not stated:
         return None

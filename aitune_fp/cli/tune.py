@@ -150,10 +150,7 @@ def _cache_dir(text: str | None) -> Path:
 
 
 def forks_from_server(isolation: str | None, device: str, threads: int | None) -> bool:
-    """Whether this tune's workers start from the fork server: CPU workers of several threads.
-
-    Without ``--threads`` workers run torch's own count: ``OMP_NUM_THREADS``, else the usable CPUs.
-    """
+    """Whether this tune's workers start from the fork server: CPU workers of several threads."""
     several = (threads or omp_threads() or usable_cpus()) > 1
     return isolation != "in_process" and not device.startswith("cuda") and several
 

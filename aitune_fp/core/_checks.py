@@ -1,8 +1,4 @@
-"""Argument checks and attrs validators shared by the package: one definition per kind of value.
-
-The wrong kind of value raises ``InvalidTypeError``; a bad value of the right kind,
-``InvalidValueError``.
-"""
+"""Argument checks and validators: wrong kind InvalidTypeError, bad value InvalidValueError."""
 
 from __future__ import annotations
 

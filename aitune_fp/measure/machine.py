@@ -250,10 +250,7 @@ def held(decision: SpeedupDecision) -> SpeedupDecision:
 
 
 def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, PairedTimings] | None:
-    """The pairs before eager's move and those after it, each to be decided on its own; or None.
-
-    None: no move of eager's, a busy look, or too few pairs on a side (STEP_SLACK left out).
-    """
+    """The pairs before eager's move and those after it, each decided on its own; or None."""
     k = stretch.changed_at
     if k is None or stretch.busy_load is not None or stretch.busy_now or stretch.start != k:
         return None

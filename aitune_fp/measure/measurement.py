@@ -38,10 +38,7 @@ OnLook = Callable[[int, SpeedupDecision], None]
 
 @attrs.frozen(kw_only=True)
 class Comparison:
-    """One candidate against eager: what every decision rule compares, on what, against which gate.
-
-    ``eager_latencies``: eager's up-front latencies (the point rule's only).
-    """
+    """One candidate against eager: what every decision rule compares, on what, at which gate."""
 
     eager: Callable[..., Any]
     candidate: Callable[..., Any]
@@ -110,10 +107,7 @@ def run_context(
     device: Device | None = None,
     raw: Raw | None = None,
 ) -> RunContext:
-    """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
-
-    ``oversubscribed`` over the load at the start (``env``) and the end (``load_end``).
-    """
+    """The CPU environment, the clock, extra flags and ``oversubscribed``, alike for every rule."""
     threads = threads if threads is not None else env.threads
     extra = list(flags)
     if is_oversubscribed((env.load_avg_1m, load_end), cpus=env.cpus, threads=threads):

@@ -52,10 +52,7 @@ def measure_baseline_point(
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
-    """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
-
-    Returns (samples/s from the mean latency, per-call latencies in seconds).
-    """
+    """AITune's point-mode arm: (samples/s from the mean latency, per-call latencies in s)."""
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
         baseline,

@@ -39,10 +39,7 @@ def _rule_name(value: object) -> str:
 
 @attrs.frozen
 class DecisionRule:
-    """How one decision mode measures: eager's up-front figure, then each candidate against eager.
-
-    Chosen once per config by :func:`rule_for`; callers never compare mode strings.
-    """
+    """How one decision mode measures: eager's up-front figure, then each candidate against it."""
 
     name: DecisionMode = attrs.field(converter=_rule_name)
     measure_eager: Callable[..., tuple[float, tuple[float, ...]]]

@@ -55,10 +55,7 @@ def measure_throughput_steady(
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
     fresh: Callable[[int], Sample] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
-    """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
-
-    Returns (samples/s, latencies in s); batches rotate, ``fresh(k)`` gives call ``k``'s values.
-    """
+    """One arm's (samples/s, latencies in s): a warm-up until steady, then ``point_steps`` calls."""
     size = check_int("batch_size", batch_size, minimum=1)
     window = config.warmup_window
     turn = [0]  # calls made so far: the next call continues the rotation (or the draws)

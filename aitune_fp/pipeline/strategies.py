@@ -80,10 +80,7 @@ def build_and_validate(
 
 
 class SessionStrategy:
-    """Base of the built-in strategies: selection logic over an explicit :class:`TuneSession`.
-
-    ``tune`` (AITune's signature) runs the same logic in a plain session.
-    """
+    """Base of the built-in strategies: selection logic over a :class:`TuneSession`."""
 
     #: The batch size the validating wrapper opens the tune at (None: the graph spec's max).
     operating_batch_size: int | None = None

@@ -319,10 +319,7 @@ class TuneSession:
     def run(
         self, call: Callable[[], Any], *, open_first: bool = True, batch_size: int | None = None
     ) -> Any:
-        """Run a strategy's own tune (``call``) in this session, from ``started`` to ``finished``.
-
-        ``open_first=False`` only takes the model (the driver opens from a hook); errors propagate.
-        """
+        """Run a strategy's own tune (``call``) in this session, ``started`` to ``finished``."""
         try:
             if not self.gated:  # the one event of a disabled tune
                 off = Disabled(

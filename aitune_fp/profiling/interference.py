@@ -41,10 +41,7 @@ def cpu_clock(pid: int) -> int:
 
 
 def runnable_tasks() -> int | None:
-    """How many tasks the kernel counts runnable right now, the caller included (``/proc/loadavg``).
-
-    None where there is no ``/proc``.
-    """
+    """Tasks the kernel counts runnable now, the caller too (``/proc/loadavg``; else None)."""
     try:
         with open("/proc/loadavg", "rb") as stat:
             return int(stat.read().split()[3].split(b"/")[0])

@@ -1,7 +1,4 @@
-"""Run a sweep: one tune task per model, one JSON-lines log for all of them, a summary at the end.
-
-The task's names (:mod:`~aitune_fp.sweep.task`) are re-exported here.
-"""
+"""Run a sweep: one tune task per model, one JSON-lines log for them all, a summary at the end."""
 
 from __future__ import annotations
 
@@ -36,10 +33,7 @@ __all__ = [
 
 
 class Executor(Protocol):
-    """Runs tasks, handing each outcome to ``on_outcome`` in completion order.
-
-    A Ctrl-C propagates as KeyboardInterrupt after outstanding work is cancelled.
-    """
+    """Runs tasks, handing each outcome to ``on_outcome`` in completion order (Ctrl-C cancels)."""
 
     name: str
 

@@ -328,10 +328,7 @@ def _list(where: str, value: object) -> Sequence[Any]:
 
 
 def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sweep") -> SweepSpec:
-    """Check a sweep description (as read from TOML) and return it as a :class:`SweepSpec`.
-
-    Relative model file paths and ``log`` are taken against ``base_dir``.
-    """
+    """Check a sweep description (TOML's) as a SweepSpec; relative paths from ``base_dir``."""
     table = _table("sweep", data)
     option_keys = strategy_registry.option_names()
     _known_keys("", table, (*_TOP_KEYS, *option_keys))
