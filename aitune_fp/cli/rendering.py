@@ -16,11 +16,10 @@ from aitune_fp.cli.plain import Column, Grid
 from aitune_fp.cli.rows import (
     fmt_flags,
     fmt_rate,
-    full_table,
-    glance_table,
     hidden_flags,
     interval_label,
     record,
+    results_table,
 )
 from aitune_fp.core.accuracy import fmt_noise_floor
 from aitune_fp.core.messages import (
@@ -235,11 +234,9 @@ def render_run(
     """Everything shown for one run, in order: header, tables, not tried, the final line."""
     lines = head_lines(run, baseline_at, verbose=verbose)
     parts: list[RenderableType] = [Text(line) for line in lines]
-    if run.results and verbose:
-        parts += [Text(""), full_table(run.results)]
-    elif run.results:
-        parts += [Text(""), glance_table(run.results)]
-        hidden = hidden_flags(run.results)
+    if run.results:
+        parts += [Text(""), results_table(run.results, verbose)]
+        hidden = None if verbose else hidden_flags(run.results)
         parts += [hidden] if hidden is not None else []
     if run.candidate_failures:
         unavailable = any(f.stage == "unavailable" for f in run.candidate_failures)
