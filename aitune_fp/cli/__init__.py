@@ -1,7 +1,4 @@
-"""``aitune-fp``: tune, check, report, sweep; results on stdout, progress on stderr.
-
-Exit codes have one meaning across commands (``_shared``, docs/cli.md).
-"""
+"""``aitune-fp``: tune, check, report, sweep; results on stdout, progress on stderr."""
 
 from __future__ import annotations
 

@@ -129,10 +129,7 @@ def _plain(cell: str | Text) -> str:
 
 
 def plain_lines(part: RenderableType, width: int) -> list[str] | None:
-    """``part``'s lines as rich prints them on a colourless console ``width`` wide, or None.
-
-    None when only rich can say (a text or a table that wraps); a no-wrap text is printed whole.
-    """
+    """``part``'s lines as rich prints them on a colourless console ``width`` wide, or None."""
     if isinstance(part, Grid):
         return part.plain_lines(width)
     if not isinstance(part, Text) or part.end != "\n" or part.justify not in (None, "default", "left"):  # fmt: skip

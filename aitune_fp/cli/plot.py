@@ -1,7 +1,4 @@
-"""The ``report --plot`` figure: every row of every run on a log speedup axis, one colour a verdict.
-
-One panel per module; a row without an estimate is a hollow marker with its reason as a note.
-"""
+"""The ``report --plot`` figure: each run's rows on a log speedup axis, one panel per module."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""How a run is shown: rich tables of results and failures, the header and the final line.
-
-One figure per result, the "speedup" the verdict was decided on (``core.messages.headline_speedup``).
-"""
+"""How a run is shown: rich tables of results and failures, the header and the final line."""
 
 from __future__ import annotations
 

@@ -236,10 +236,7 @@ def heldout_batches(
     *,
     batch_axes: Mapping[InputKey, int | None] | None = None,
 ) -> tuple[Sample, ...]:
-    """``n`` batches from ``batch`` (rows shuffled, values varied), each unlike all the others.
-
-    Same ``seed``, same batches; :class:`HeldoutUnavailableError` when none can be derived.
-    """
+    """``n`` batches from ``batch`` (rows shuffled, values varied, seeded), each unlike the rest."""
     sample = as_sample(batch)
     count = check_int("n", n, minimum=1)
     gen = _generator(seed)

@@ -69,10 +69,7 @@ class Stretch:
     def steady_across(
         self, base: Sequence[float], cand: Sequence[float], warm: int, *, wander: bool
     ) -> Stretch:
-        """Itself over every pair when eager's moves left the paired ratio where it was; or as is.
-
-        ``base``, ``cand``: the warm-up's ``warm`` blocks, then the pairs (:func:`ratio_held`).
-        """
+        """Itself over every pair when eager's moves left the paired ratio alone, or as is."""
         if not self.moved or self.busy_load is not None or self.busy_now:
             return self
         if not ratio_held(base, cand, self.quiet_pairs, warm + self.start, wander=wander):

@@ -82,10 +82,7 @@ def raw_latencies(
     block: int = 1,
     candidate_block: int | None = None,
 ) -> Raw:
-    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each.
-
-    ``candidate_block``: the candidate's calls a block where they differ from eager's.
-    """
+    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each."""
     return Raw(
         latencies_from=start if baseline_s else None,
         baseline_latencies_s=tuple(baseline_s),

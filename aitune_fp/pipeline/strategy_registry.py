@@ -1,7 +1,4 @@
-"""The built-in strategies by name: the one table the CLI, sweep files and ``make_strategy`` read.
-
-Importing it does not import torch: each factory imports its strategy when called.
-"""
+"""The built-in strategies by name (torch-free): the one table the CLI and sweep files read."""
 
 from __future__ import annotations
 

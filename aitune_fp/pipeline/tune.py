@@ -284,10 +284,7 @@ class TuneSession:
         return self._heldout_samples
 
     def _stuck(self, what: str, elapsed_s: float) -> None:
-        """The watchdog's report of a stuck step: record the candidate hung, emit ``finished``.
-
-        Runs on the watchdog's thread; a stuck thread that returns later changes nothing.
-        """
+        """The watchdog's report of a stuck step (its thread): record it hung, emit ``finished``."""
         exc = CandidateHungError(
             f"{what} is still running {elapsed_s:.0f} s after it started and could not be "
             "interrupted (stuck outside Python code)"

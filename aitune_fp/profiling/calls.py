@@ -1,7 +1,4 @@
-"""Timed calls and blocks of one callable, and the spot checks of their outputs.
-
-Every call runs on its own copy made before the clock; checks see outputs after it stops.
-"""
+"""Timed calls and blocks of one callable, each on a copy made before the clock; spot checks."""
 
 from __future__ import annotations
 

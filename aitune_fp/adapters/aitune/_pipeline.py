@@ -1,7 +1,4 @@
-"""The session's pipeline as AITune's hooks see it: AITune's graph spec and build step in.
-
-What the session finds goes back into AITune's own lists and reports, in AITune's shapes.
-"""
+"""The session's pipeline as AITune's hooks see it; what it finds goes back in AITune's shapes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
-
-OneBackend and FirstWins are gated through ``_build_validate_and_check_perf`` (:class:`MixinGate`).
-"""
+"""The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession."""
 
 from __future__ import annotations
 

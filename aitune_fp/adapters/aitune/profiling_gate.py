@@ -1,7 +1,4 @@
-"""AITune's MaxThroughput, MinLatency and LatencyBudget, gated (``docs/aitune.md``).
-
-Every candidate goes through the session's pipeline; ``choose`` picks; AITune's fallbacks stay.
-"""
+"""AITune's MaxThroughput, MinLatency and LatencyBudget, gated; their fallbacks stay."""
 
 from __future__ import annotations
 
