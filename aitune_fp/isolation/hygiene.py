@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -16,7 +17,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -235,6 +236,20 @@ def _set_streams(saved: tuple[Any, Any]) -> None:
     sys.stdout, sys.stderr = saved
 
 
+#: Hooks replaced by assignment, compared by identity.
+_HOOKS: Final = (
+    (sys, "excepthook"),
+    (threading, "excepthook"),
+    (sys, "unraisablehook"),
+    (sys, "displayhook"),
+)
+
+
+def _hook(owner: Any, name: str) -> _Item:
+    get, put = functools.partial(getattr, owner, name), functools.partial(setattr, owner, name)
+    return _Item(f"{owner.__name__}.{name}", get, put, key=id)
+
+
 def _items() -> tuple[_Item, ...]:
     items = [
         _Item("gc (enabled, thresholds)", _gc, _set_gc),
@@ -283,30 +298,7 @@ def _items() -> tuple[_Item, ...]:
         _Item("structlog's configuration", _structlog, _set_structlog, key=_structlog_key),
         _Item("numpy.geterr()", _numpy_err, _set_numpy_err),
         _Item("os.umask", _umask, os.umask),
-        _Item(
-            "sys.excepthook",
-            lambda: sys.excepthook,
-            lambda v: setattr(sys, "excepthook", v),
-            key=id,
-        ),
-        _Item(
-            "threading.excepthook",
-            lambda: threading.excepthook,
-            lambda v: setattr(threading, "excepthook", v),
-            key=id,
-        ),
-        _Item(
-            "sys.unraisablehook",
-            lambda: sys.unraisablehook,
-            lambda v: setattr(sys, "unraisablehook", v),
-            key=id,
-        ),
-        _Item(
-            "sys.displayhook",
-            lambda: sys.displayhook,
-            lambda v: setattr(sys, "displayhook", v),
-            key=id,
-        ),
+        *(_hook(owner, name) for owner, name in _HOOKS),
         _Item("sys.gettrace()", sys.gettrace, sys.settrace, key=id),
         _Item("sys.getprofile()", sys.getprofile, sys.setprofile, key=id),
         _Item(
