@@ -64,10 +64,7 @@ def _finite(value: Any) -> Any:
 
 @contextlib.contextmanager
 def sinks(*callables: EventSink, log: bool = True) -> Iterator[None]:
-    """Within the block, hand every event of this context to ``callables`` too (nested blocks add up).
-
-    ``log=False``: the sinks replace the logger (a sweep task collects its events this way).
-    """
+    """Within the block, also hand this context's events to ``callables`` (docs/architecture.md)."""
     token = _SINKS.set((*_SINKS.get(), *callables))
     logging_on = _LOG.set(_LOG.get() and log)
     try:

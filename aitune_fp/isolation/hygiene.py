@@ -1,7 +1,4 @@
-"""The interpreter's and OS's process settings a build may change (gc, signals, cwd, RNGs, ...).
-
-Read, compared and put back as a table of items; ``atexit`` can only be named.
-"""
+"""The interpreter's and OS's process settings a build may change, read and put back as a table."""
 
 from __future__ import annotations
 

@@ -57,10 +57,7 @@ def try_candidate(
     device: torch.device | str,
     cache_dir: Path | str,
 ) -> CandidateOutcome:
-    """Build a copy of ``backend``, check it against eager and, inside a validating tune, gate it.
-
-    Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate).
-    """
+    """Build a copy of ``backend``, check it and, in a validating tune, gate it; never raises."""
     session = _session(module, name, graph_spec, data, device, cache_dir)
     return session.try_candidate(backend)
 

@@ -234,10 +234,7 @@ class TuneSession:
     def try_candidate(
         self, backend: Any, *, build: Callable[[Any], Any] | None = None
     ) -> CandidateOutcome:
-        """Build a copy of ``backend``, check it against eager and, when validating, gate it.
-
-        Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate).
-        """
+        """Build a copy of ``backend``, check it and, when validating, gate it; never raises."""
         t = self.target
         if self._outcome is not None:
             raise InvalidStateError(

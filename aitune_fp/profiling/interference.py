@@ -24,10 +24,7 @@ QUIET_WAIT_S = 0.05
 
 
 class InterferenceError(AitunefpError, RuntimeError):
-    """Another candidate's process ran while a worker was timed (a thread left spinning).
-
-    ``culprit``: the worker whose process ran (the blame is its, not the timed one's).
-    """
+    """Another candidate's process ran while a worker was timed; ``culprit``: the one to blame."""
 
     def __init__(self, message: str, *, culprit: Any = None) -> None:
         """Keep the worker to blame."""

@@ -1,7 +1,4 @@
-"""The interleaved A/B run: a warm-up, then timed blocks of each arm in random ABBA / BAAB quads.
-
-A timed sample is a block of one arm's consecutive calls, each on its own copy made before it.
-"""
+"""The interleaved A/B run: a warm-up, then timed blocks of each arm in random ABBA/BAAB quads."""
 
 from __future__ import annotations
 
@@ -105,10 +102,7 @@ class PairedTimings:
 
 
 class InterleavedRun:
-    """A running A/B measurement the caller extends look by look (a context manager).
-
-    On enter: threads set, ``no_grad`` on, a copy of each batch and a copy ring per arm.
-    """
+    """A running A/B measurement the caller extends look by look (a context manager)."""
 
     def __init__(
         self,
@@ -342,10 +336,7 @@ class InterleavedRun:
         deadline_ns: int | None = None,
         reserve_pairs: int = 0,
     ) -> WarmupReport:
-        """An untimed call of each arm, timed calls until both are steady, then timed blocks.
-
-        Stops at ``deadline_ns``, or once ``reserve_pairs`` block pairs at the pace would not fit.
-        """
+        """An untimed call of each arm, timed calls until both are steady, then timed blocks."""
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
         size = max(check_int("window", window, minimum=1), 2)

@@ -80,10 +80,7 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _kill(pid: int, process: multiprocessing.process.BaseProcess | None) -> None:
-    """Kill a worker's process group (or the process) and reap it; nothing if it is gone.
-
-    ``process``: the fork server's handle of a worker it started (reaped through it).
-    """
+    """Kill a worker's process group (or the process) and reap it; nothing if it is gone."""
     try:
         os.killpg(pid, signal.SIGKILL)  # the worker leads its own group: what it started too
     except (ProcessLookupError, PermissionError):
