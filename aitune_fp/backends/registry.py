@@ -1,7 +1,4 @@
-"""The built-in backends by name: what each builds, where it runs, where it is a default.
-
-The one table the CLI reads; torch-free at import (each factory imports its backend when called).
-"""
+"""The built-in backends by name, what each builds and where (torch-free): the CLI's table."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Printing a run's parts: rich draws them, or, with no colour to write, this module's plain text.
-
-The plain text is rich's to the character (``tests/test_cli_plain.py``) and much faster on large logs.
-"""
+"""A run's parts without colour as plain text: rich's own to the character, and much faster."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``aitune-fp tune``'s parser, built from the settings rows, and the values its flags ask for.
-
-Every problem names the flag, never a field; a flag the chosen decision mode does not read is refused.
-"""
+"""``aitune-fp tune``'s parser from the settings rows; every problem names the flag, not a field."""
 
 from __future__ import annotations
 

@@ -21,9 +21,7 @@ def got(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-# --------------------------------------------------------------------------------------------
-# Checks of plain arguments
-# --------------------------------------------------------------------------------------------
+# ---- Checks of plain arguments -------------------------------------------------------------
 
 
 def _check_real(name: str, value: object) -> float:
@@ -120,9 +118,7 @@ def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
     return value
 
 
-# --------------------------------------------------------------------------------------------
-# Attrs validators (one factory per kind of field)
-# --------------------------------------------------------------------------------------------
+# ---- Attrs validators (one factory per kind of field) --------------------------------------
 
 
 def _saying(validate: Validator, **keywords: Any) -> Validator:
