@@ -144,10 +144,7 @@ def strategy_options(
     *,
     spell: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """Strategy ``name``'s ``given`` options checked, defaults filled: the one place refusing them.
-
-    Errors name the option as the user wrote it (``spell``: ``--budget-ms`` or ``budget_ms``).
-    """
+    """Strategy ``name``'s ``given`` options checked, defaults filled; errors use ``spell``."""
     entry = STRATEGIES.get(name) if isinstance(name, str) else None
     if entry is None:
         error = InvalidValueError if isinstance(name, str) else InvalidTypeError
