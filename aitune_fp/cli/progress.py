@@ -1,7 +1,4 @@
-"""``tune``'s stderr: a rich progress display and the JSON-lines log, both event sinks.
-
-On a terminal one progress task per candidate (its phase and time), else one line per phase.
-"""
+"""``tune``'s stderr: a rich progress display and the JSON-lines log, both event sinks."""
 
 from __future__ import annotations
 

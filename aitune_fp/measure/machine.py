@@ -1,7 +1,4 @@
-"""No verdict from a machine that moved: the stretch of block pairs a statistical look may rest on.
-
-Eager's level moved, or the load was busy: a look decides on the steady stretch after it, or not.
-"""
+"""No verdict from a machine that moved: a look decides on the steady stretch after it, or not."""
 
 from __future__ import annotations
 
