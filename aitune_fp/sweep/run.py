@@ -97,19 +97,12 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
 
 def _status(outcome: TaskOutcome) -> ModelStatus:
     last = outcome.records[-1] if outcome.records else {}
-    if outcome.ok:
-        return ModelStatus(
-            model=outcome.model,
-            state="finished",
-            tune_run_id=last.get("tune_run_id"),
-            hostname=last.get("hostname"),
-        )
     return ModelStatus(
         model=outcome.model,
-        state="failed",
+        state="finished" if outcome.ok else "failed",
         tune_run_id=last.get("tune_run_id"),
-        error_type=last.get("error_type"),
-        reason=last.get("reason"),
+        error_type=None if outcome.ok else last.get("error_type"),
+        reason=None if outcome.ok else last.get("reason"),
         hostname=last.get("hostname"),
     )
 
