@@ -74,10 +74,7 @@ class WarmupReport:
 
 @attrs.frozen(kw_only=True)
 class PairedTimings:
-    """Interleaved blocks side by side: ``baseline_s[i]``, ``candidate_s[i]``, seconds a call.
-
-    ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>".
-    """
+    """Interleaved blocks side by side: ``baseline_s[i]``, ``candidate_s[i]``, seconds a call."""
 
     baseline_s: tuple[float, ...]
     candidate_s: tuple[float, ...]
@@ -86,6 +83,7 @@ class PairedTimings:
     warmup: WarmupReport | None
     threads: int
     wall_s: float
+    #: ``warmup_not_steady``, ``recompiled``, ``level_shift_after_pair_<k>`` (:meth:`timings`).
     flags: tuple[str, ...]
     #: Per pair: whether the candidate's timed call came right after an eager call (a carry-over
     #: from eager, e.g. a cache it warmed, shows only there; a user calls the candidate after

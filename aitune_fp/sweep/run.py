@@ -116,10 +116,7 @@ def run_sweep(
     cache_dir: str | None = None,
     on_outcome: Callable[[TaskOutcome], None] | None = None,
 ) -> SweepResult:
-    """Run every model of ``spec`` (those already finished in the log skipped with ``resume``).
-
-    Every model ends in the log: its events, or a ``task_failed`` saying why (Ctrl-C included).
-    """
+    """Run every model of ``spec`` (``resume``: not those finished); each ends in the log."""
     executor = executor or LocalExecutor()
     start = time.time()
     sweep_id = new_run_id()
