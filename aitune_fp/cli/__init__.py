@@ -45,10 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="{tune,check,report,sweep}", parser_class=_Parser
     )
-    tune.add_parser(sub)
-    check.add_parser(sub)
-    report.add_parser(sub)
-    sweep.add_parser(sub)
+    for command in (tune, check, report, sweep):
+        command.add_parser(sub)
     return parser
 
 
