@@ -74,10 +74,10 @@ def flushes_denormals() -> bool:
     return bool((tiny * 1.0).item() == 0.0)
 
 
+#: The compilers' config modules: a build that changes one changes every later compile.
 _COMPILE_CONFIGS: Final = ("torch._dynamo.config", "torch._inductor.config")
 #: Config keys that mirror a flag named on its own (``torch.use_deterministic_algorithms``).
 _MIRRORED: Final = frozenset({"deterministic"})
-"""The compilers' config modules: a build that changes one changes every later compile."""
 
 
 def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], object]]:
