@@ -1,7 +1,4 @@
-"""Helpers over nested inputs and outputs: map tensors, copy inputs, find a module's device.
-
-Also the children of output objects torch's pytree does not know (transformers' caches).
-"""
+"""Nested inputs and outputs (pytree's, and transformers' caches): map, copy, find the device."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The library's exceptions: one base, ``AitunefpError``, each specific error also its builtin's.
-
-Pure: importing this module imports nothing else.
-"""
+"""The library's exceptions, pure: base ``AitunefpError``, each specific one also its builtin's."""
 
 from __future__ import annotations
 

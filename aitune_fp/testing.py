@@ -29,11 +29,7 @@ _SITES: dict[str, itertools.count[int]] = {}  # clocks made so far at each line 
 
 
 def _site_key() -> str:
-    """Where the clock being made is made (module and line) and how many were made there before.
-
-    The same in a fork server's worker: the module it imports to unpickle a recipe makes its
-    module-level clock again, first at its line, and the recipe's pickled clock finds it there.
-    """
+    """Where the clock being made is made (module:line#n), the same in a fork server's worker."""
     frame = sys._getframe(2)  # FakeClock.__init__'s caller
     site = f"{frame.f_globals.get('__name__')}:{frame.f_lineno}"
     return f"{site}#{next(_SITES.setdefault(site, itertools.count()))}"

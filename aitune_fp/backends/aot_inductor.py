@@ -1,7 +1,4 @@
-"""``AotInductorBackend``: ``torch.export`` the module, compile it ahead of time with AOTInductor.
-
-The compiled package is written to the candidate's cache folder and loaded back for inference.
-"""
+"""``AotInductorBackend``: ``torch.export``, AOTInductor into the cache folder, loaded back."""
 
 from __future__ import annotations
 

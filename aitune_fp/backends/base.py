@@ -218,13 +218,8 @@ class BackendBase:
     ) -> _BackendT:
         """Build once for ``module`` and return self, active; log to ``cache_dir/<key()>/build.log``.
 
-        ``load``: the digest (:func:`artefact_digest`) of the artefact a build in another process
-        left there: it is loaded instead, and refused (:class:`ArtefactChangedError`) if it differs.
-
-        A backend that cannot run here (:meth:`unavailable_reason`) fails first, with
-        :class:`BackendUnavailableError`. On failure the backend is left failed (not active), the
-        module goes back to the device it was on, the log records the exception and traceback,
-        and the exception propagates.
+        ``load``: the digest of another process's artefact there, loaded instead (refused if it
+        differs). On failure: the backend failed, the module back on its device, the error raised.
         """
         if self.__state is not BackendState.INIT:
             raise InvalidStateError(

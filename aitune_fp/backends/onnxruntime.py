@@ -1,7 +1,4 @@
-"""``OnnxRuntimeBackend``: export the module to ONNX and run it in an ONNX Runtime session.
-
-Needs the ``onnx`` extra, imported only at build, so a missing package is a build failure.
-"""
+"""``OnnxRuntimeBackend``: ONNX export run in an ONNX Runtime session (``onnx`` extra, at build)."""
 
 from __future__ import annotations
 

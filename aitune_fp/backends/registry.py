@@ -1,7 +1,4 @@
-"""The built-in backends by name: what each builds, where it runs, where it is a default.
-
-The one table the CLI reads; torch-free at import (each factory imports its backend when called).
-"""
+"""The built-in backends by name, what each builds and where (torch-free): the CLI's table."""
 
 from __future__ import annotations
 
@@ -74,10 +71,7 @@ class BackendEntry:
 
 
 def _lazy(module: str, cls: str, *, dtype: str = "", **fixed: object) -> Callable[..., Backend]:
-    """A factory for ``aitune_fp.backends.<module>.<cls>`` (and torch), imported when called.
-
-    ``dtype``: the name of the torch autocast dtype it is built with; ``fixed``: other options.
-    """
+    """A factory for ``aitune_fp.backends.<module>.<cls>``, imported when called."""
 
     def factory(**settings: object) -> Backend:
         options = dict(fixed)

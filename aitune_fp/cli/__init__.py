@@ -1,7 +1,4 @@
-"""``aitune-fp``: tune, check, report, sweep; results on stdout, progress on stderr.
-
-Exit codes have one meaning across commands (``_shared``, docs/cli.md).
-"""
+"""``aitune-fp``: tune, check, report, sweep; results on stdout, progress on stderr."""
 
 from __future__ import annotations
 
@@ -48,10 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="{tune,check,report,sweep}", parser_class=_Parser
     )
-    tune.add_parser(sub)
-    check.add_parser(sub)
-    report.add_parser(sub)
-    sweep.add_parser(sub)
+    for command in (tune, check, report, sweep):
+        command.add_parser(sub)
     return parser
 
 

@@ -95,10 +95,7 @@ PIPE_WIDTH = 160
 
 
 def make_console(stream: IO[str]) -> Console:
-    """A rich console on ``stream``: markup, emoji and highlighting off (user text printed as it is).
-
-    Not a terminal: ``COLUMNS`` or 160 columns wide.
-    """
+    """A rich console on ``stream``, markup, emoji and highlighting off; 160 wide off a terminal."""
     isatty = getattr(stream, "isatty", None)
     try:
         tty = bool(isatty()) if isatty is not None else False

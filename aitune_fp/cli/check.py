@@ -1,7 +1,4 @@
-"""``aitune-fp check``: the pure gate for CI scripts, on two throughputs or two latency files.
-
-Exit 0 met / faster, 1 not met / not faster, 3 inconclusive, 2 bad input. No torch import.
-"""
+"""``aitune-fp check``: the pure gate for CI, on two throughputs or two latency files (no torch)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""How the choice among passing candidates is shown: who lost to whom, by how much, and why.
-
-One list of plain lines serves the table output and the markdown output alike.
-"""
+"""The choice among passing candidates as plain lines: who lost to whom, by how much, and why."""
 
 from __future__ import annotations
 
@@ -17,9 +14,7 @@ def _high(value: float) -> str:
 
 def choice_lines(run: TuneReport) -> list[str]:
     """The head-to-head and the latency checks of ``run`` as lines (none when neither ran)."""
-    lines: list[str] = []
-    for check in run.latency_checks:
-        lines.append(f"{escape_control(check.backend_description)}: {check.reason}")
+    lines = [f"{escape_control(c.backend_description)}: {c.reason}" for c in run.latency_checks]
     state = run.selection
     if state is None:
         return lines

@@ -1,7 +1,4 @@
-"""docs/cli.md's tables: ``tune``'s flags, and a sweep file's ``[budget]`` keys with their meaning.
-
-Generated from the settings rows: ``python -m aitune_fp.cli.flag_table docs/cli.md`` rewrites them.
-"""
+"""docs/cli.md's tables of ``tune``'s flags and ``[budget]`` keys, from the settings rows."""
 
 from __future__ import annotations
 

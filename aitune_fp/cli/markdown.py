@@ -39,10 +39,7 @@ def markdown_run(
     title: str | None = None,
     verbose: bool = False,
 ) -> str:
-    """One run as markdown: a heading, the gate, the results and failures tables, the outcome.
-
-    As the table: the one-line reason by default; ``verbose`` the quality flags and full reason.
-    """
+    """One run as markdown: heading, gate, results and failures tables, outcome (``-v``)."""
     parts = [f"### {md_cell(title or run.module_name)}", ""]
     parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at, verbose=verbose)]
     if run.results:

@@ -1,7 +1,4 @@
-"""Printing a run's parts: rich draws them, or, with no colour to write, this module's plain text.
-
-The plain text is rich's to the character (``tests/test_cli_plain.py``) and much faster on large logs.
-"""
+"""A run's parts without colour as plain text: rich's own to the character, and much faster."""
 
 from __future__ import annotations
 
@@ -129,10 +126,7 @@ def _plain(cell: str | Text) -> str:
 
 
 def plain_lines(part: RenderableType, width: int) -> list[str] | None:
-    """``part``'s lines as rich prints them on a colourless console ``width`` wide, or None.
-
-    None when only rich can say (a text or a table that wraps); a no-wrap text is printed whole.
-    """
+    """``part``'s lines as rich prints them on a colourless console ``width`` wide, or None."""
     if isinstance(part, Grid):
         return part.plain_lines(width)
     if not isinstance(part, Text) or part.end != "\n" or part.justify not in (None, "default", "left"):  # fmt: skip
@@ -152,10 +146,7 @@ def _drawn_by_rich(console: Console, parts: Sequence[RenderableType]) -> str:
 
 
 def print_parts(console: Console, parts: Iterable[RenderableType]) -> None:
-    """Print ``parts`` on ``console`` in one go, without rich's padding at line ends.
-
-    Nothing is cropped: a no-wrap text (a log path) is printed whole so that it can be copied.
-    """
+    """Print ``parts`` on ``console`` in one go, without rich's padding; nothing is cropped."""
     options = console.options
     own = (
         console.color_system is None

@@ -1,7 +1,4 @@
-"""The ``report --plot`` figure: every row of every run on a log speedup axis, one colour a verdict.
-
-One panel per module; a row without an estimate is a hollow marker with its reason as a note.
-"""
+"""The ``report --plot`` figure: each run's rows on a log speedup axis, one panel per module."""
 
 from __future__ import annotations
 
@@ -65,10 +62,7 @@ def _tag(run: TuneReport) -> str:
 
 
 def _rows_of(run: TuneReport, tagged: bool) -> list[_Row]:
-    """One row per result and per failed candidate; a run with neither is one row.
-
-    ``tagged``: the row labels name the run (a panel holding more than one run).
-    """
+    """One row per result and per failed candidate, else one; ``tagged``: labels name the run."""
     tag = _tag(run)
     where = f"{_label(run.module_name)} · {tag}"
 
@@ -312,10 +306,7 @@ def _legend_handles(panels: dict[str, list[_Row]]) -> list[object]:
 
 
 def build_figure(report: IngestReport) -> Figure:
-    """The plot ``report --plot`` writes: one panel per module, every row of every run.
-
-    Rows are horizontal, so the figure grows in height, not width.
-    """
+    """The plot ``report --plot`` writes: one panel per module, every row of every run."""
     from matplotlib.figure import Figure
 
     panels = _panels(report)

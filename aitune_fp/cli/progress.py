@@ -1,8 +1,4 @@
-"""``tune``'s stderr: a rich progress display and the JSON-lines log, both event sinks.
-
-The display reads each event's typed payload (a measured result, a failure record); on a
-terminal one progress task per candidate shows its phase and time, otherwise one line per phase.
-"""
+"""``tune``'s stderr: a rich progress display and the JSON-lines log, both event sinks."""
 
 from __future__ import annotations
 
@@ -181,10 +177,7 @@ def _payload(event: Event) -> Payload | None:
 
 
 def _look(look: Look, spent_s: float | None = None) -> str:
-    """The measure phase so far: ``measure 20/320 pairs [0.9, 1.1]``.
-
-    With ``spent_s``, the time the pairs left take at that pace (a look may decide sooner).
-    """
+    """The measure phase so far: ``measure 20/320 pairs [0.9, 1.1]``, the time left at its pace."""
     high = look.ci_high
     shown_high = f"{high:.3f}" if high is not None and math.isfinite(high) else "∞"
     interval = f" [{look.ci_low:.3f}, {shown_high}]" if math.isfinite(look.ci_low) else ""
@@ -202,10 +195,7 @@ def _clock(timestamp: str) -> str | None:
 
 
 class JsonLines:
-    """An event sink writing each event as one JSON line (the one writer's, as a sweep's log).
-
-    The line is :func:`aitune_fp.events.sending.to_record`, written by ``write_records``.
-    """
+    """An event sink writing each event as one JSON line by ``write_records`` (as a sweep's log)."""
 
     def __init__(self, handle: IO[str]) -> None:
         self.handle = handle
@@ -222,10 +212,7 @@ def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any
 
 
 def configure_logging(processors: Sequence[Callable[..., Any]] = ()) -> None:
-    """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up.
-
-    With none given, structlog prints nothing: the sinks show the events.
-    """
+    """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up."""
     import structlog
 
     chain: list[Any] = [

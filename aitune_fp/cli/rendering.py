@@ -1,7 +1,4 @@
-"""How a run is shown: rich tables of results and failures, the header and the final line.
-
-One figure per result, the "speedup" the verdict was decided on (``core.messages.headline_speedup``).
-"""
+"""How a run is shown: rich tables of results and failures, the header and the final line."""
 
 from __future__ import annotations
 
@@ -16,11 +13,10 @@ from aitune_fp.cli.plain import Column, Grid
 from aitune_fp.cli.rows import (
     fmt_flags,
     fmt_rate,
-    full_table,
-    glance_table,
     hidden_flags,
     interval_label,
     record,
+    results_table,
 )
 from aitune_fp.core.accuracy import fmt_noise_floor
 from aitune_fp.core.messages import (
@@ -232,17 +228,12 @@ def render_run(
     not_tried: Sequence[tuple[str, str]] = (),
     verbose: bool = False,
 ) -> list[RenderableType]:
-    """Everything shown for one run, in order: header lines, tables, not tried, the final line.
-
-    ``verbose``: each row's level, quality flags and long reason (``-v``).
-    """
+    """Everything shown for one run, in order: header, tables, not tried, the final line."""
     lines = head_lines(run, baseline_at, verbose=verbose)
     parts: list[RenderableType] = [Text(line) for line in lines]
-    if run.results and verbose:
-        parts += [Text(""), full_table(run.results)]
-    elif run.results:
-        parts += [Text(""), glance_table(run.results)]
-        hidden = hidden_flags(run.results)
+    if run.results:
+        parts += [Text(""), results_table(run.results, verbose)]
+        hidden = None if verbose else hidden_flags(run.results)
         parts += [hidden] if hidden is not None else []
     if run.candidate_failures:
         unavailable = any(f.stage == "unavailable" for f in run.candidate_failures)

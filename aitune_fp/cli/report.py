@@ -1,7 +1,4 @@
-"""``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file.
-
-A file with no tune event is an input error (exit 2); every string from the log is escaped.
-"""
+"""``aitune-fp report``: tables (and a plot) from a ``--json-log`` event file, strings escaped."""
 
 from __future__ import annotations
 

@@ -85,10 +85,7 @@ def _speed_head(results: Sequence[PerformanceValidationResult]) -> tuple[str, se
 
 
 def interval_label(results: Sequence[PerformanceValidationResult]) -> str | None:
-    """What the intervals of ``results`` hold at: ``"95% overall"`` (older logs: ``"98% CI"``, ``"CI"``).
-
-    None when no row has an interval (point mode).
-    """
+    """What the intervals of ``results`` hold at: ``"95% overall"``, an older log's, or None."""
     stated = [r for r in results if r.sequential]
     if not stated:
         return None
@@ -122,29 +119,37 @@ def _lead_columns(names: Sequence[str], speed_head: str) -> list[Column]:
     ]
 
 
-def glance_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
-    """One line per candidate: the throughput pair, the speedup, the verdict, the short reason."""
-    speed_head, figures = speedup_column(results)
+def results_table(
+    results: Sequence[PerformanceValidationResult], verbose: bool = False
+) -> RenderableType:
+    """One line per candidate: throughputs, speedup, verdict, reason (``verbose``: quality too)."""
+    speed_head, figures = speedup_column(results, verbose=verbose)
     names = [escape_control(r.backend_description) for r in results]
-    columns = [*_lead_columns(names, speed_head), Column("Reason", overflow="fold", ratio=1)]
+    # names and figures are never split (a backend name cut mid-word cannot be read or copied);
+    # the quality flags and the reason wrap on words, and take the width that is left
+    quality_column = [Column("Quality", overflow="fold", max_width=24)] if verbose else []
+    columns = [
+        *_lead_columns(names, speed_head),
+        *quality_column,
+        Column("Reason", overflow="fold", ratio=1),
+    ]
     records: list[RenderableType] = []
     rows: list[tuple[str | Text, ...]] = []
     for r, name, figure in zip(results, names, figures, strict=True):
         eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
-        verdict, reason = verdict_text(r), fmt_verdict_reason(r)
-        rows.append((name, eager, candidate, figure, verdict, reason))
-        records.append(
-            record(
-                name,
-                [
-                    ("eager → candidate", f"{eager} → {candidate} samples/s"),
-                    (speed_head, figure),
-                    ("verdict", verdict.plain),
-                    ("reason", reason),
-                ],
-            )
-        )
-    return Grid(columns, rows, records, wrapping=20)
+        verdict = verdict_text(r)
+        reason = escape_control(r.reason or "") if verbose else fmt_verdict_reason(r)
+        quality = [("quality", fmt_flags(r.flags) or "ok")] if verbose else []
+        rows.append((name, eager, candidate, figure, verdict, *(q for _, q in quality), reason))
+        fields = [
+            ("eager → candidate", f"{eager} → {candidate} samples/s"),
+            (speed_head, figure),
+            ("verdict", verdict.plain),
+            *quality,
+            ("reason", reason),
+        ]
+        records.append(record(name, fields))
+    return Grid(columns, rows, records, wrapping=8 * verbose + 20)
 
 
 def hidden_flags(results: Sequence[PerformanceValidationResult]) -> Text | None:
@@ -157,35 +162,3 @@ def hidden_flags(results: Sequence[PerformanceValidationResult]) -> Text | None:
         f"{rows} quality flags (what may weaken a measurement): -v shows them, with each "
         "row's level and full reason"
     )
-
-
-def full_table(results: Sequence[PerformanceValidationResult]) -> RenderableType:
-    """``verbose``'s table: each row's level where they differ, its quality and long reason."""
-    speed_head, figures = speedup_column(results, verbose=True)
-    names = [escape_control(r.backend_description) for r in results]
-    # names and figures are never split (a backend name cut mid-word cannot be read or copied);
-    # the quality flags and the reason wrap on words, and take the width that is left
-    columns = [
-        *_lead_columns(names, speed_head),
-        Column("Quality", overflow="fold", max_width=24),
-        Column("Reason", overflow="fold", ratio=1),
-    ]
-    records: list[RenderableType] = []
-    rows: list[tuple[str | Text, ...]] = []
-    for r, name, figure in zip(results, names, figures, strict=True):
-        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
-        quality, reason, verdict = fmt_flags(r.flags) or "ok", escape_control(r.reason or ""), verdict_text(r)  # fmt: skip
-        rows.append((name, eager, candidate, figure, verdict, quality, reason))
-        records.append(
-            record(
-                name,
-                [
-                    ("eager → candidate", f"{eager} → {candidate} samples/s"),
-                    (speed_head, figure),
-                    ("verdict", verdict.plain),
-                    ("quality", quality),
-                    ("reason", reason),
-                ],
-            )
-        )
-    return Grid(columns, rows, records, wrapping=8 + 20)

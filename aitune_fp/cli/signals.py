@@ -43,10 +43,7 @@ class Received:
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[Received]:
-    """While the block runs, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread.
-
-    A second one takes the default action; an ignored one stays ignored; yields what arrived.
-    """
+    """While the block runs, SIGTERM and SIGHUP raise Terminated in the main thread (once)."""
     received = Received()
     if threading.current_thread() is not threading.main_thread():
         yield received

@@ -150,10 +150,7 @@ def _cache_dir(text: str | None) -> Path:
 
 
 def forks_from_server(isolation: str | None, device: str, threads: int | None) -> bool:
-    """Whether this tune's workers start from the fork server: CPU workers of several threads.
-
-    Without ``--threads`` workers run torch's own count: ``OMP_NUM_THREADS``, else the usable CPUs.
-    """
+    """Whether this tune's workers start from the fork server: CPU workers of several threads."""
     several = (threads or omp_threads() or usable_cpus()) > 1
     return isolation != "in_process" and not device.startswith("cuda") and several
 
@@ -261,27 +258,13 @@ def _tune(
         if error is not None:
             doc["error"] = str(error)
         out.write(json_text(doc) + "\n")
-    elif args.format == "markdown":
-        message = None if error is None else str(error)
-        out.write(
-            markdown_run(
-                report,
-                error=message,
-                baseline_at=progress.baseline_at,
-                not_tried=skipped,
-                verbose=args.verbose,
-            )
-        )
     else:
         message = None if error is None else str(error)
-        parts = render_run(
-            report,
-            error=message,
-            baseline_at=progress.baseline_at,
-            not_tried=skipped,
-            verbose=args.verbose,
-        )
-        print_parts(make_console(out), parts)
+        shown = {"baseline_at": progress.baseline_at, "not_tried": skipped, "verbose": args.verbose}
+        if args.format == "markdown":
+            out.write(markdown_run(report, error=message, **shown))
+        else:
+            print_parts(make_console(out), render_run(report, error=message, **shown))
     out.flush()
     if report.baseline_error and not report.disabled:
         err.write(

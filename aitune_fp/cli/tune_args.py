@@ -1,12 +1,10 @@
-"""``aitune-fp tune``'s parser, built from the settings rows, and the values its flags ask for.
-
-Every problem names the flag, never a field; a flag the chosen decision mode does not read is refused.
-"""
+"""``aitune-fp tune``'s parser from the settings rows; every problem names the flag, not a field."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -163,8 +161,11 @@ def add_arguments(sub: Any) -> Any:
     return tune
 
 
-def _plain(message: str, field: str, flag: str) -> str:
-    return re.sub(rf"\b{field}\b", flag, message)
+def _plain(message: str, flags: Mapping[str, str]) -> str:
+    """``message`` with each field name it holds spelled as the flag that sets it."""
+    for field, flag in flags.items():
+        message = re.sub(rf"\b{field}\b", flag, message)
+    return message
 
 
 def _last_look(args: argparse.Namespace, looks: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -207,14 +208,11 @@ def profiling_config(args: argparse.Namespace) -> Any:
         try:
             ProfilingConfig(**{field: value})
         except (TypeError, ValueError) as exc:
-            raise UsageError(f"{flags[field]}: {_plain(str(exc), field, flags[field])}") from exc
+            raise UsageError(f"{flags[field]}: {_plain(str(exc), {field: flags[field]})}") from exc
     try:
         return ProfilingConfig(decision=args.decision, **kwargs)
     except (TypeError, ValueError) as exc:
-        message = str(exc)
-        for field, flag in flags.items():
-            message = _plain(message, field, flag)
-        raise UsageError(message) from exc
+        raise UsageError(_plain(str(exc), flags)) from exc
 
 
 def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -230,10 +228,7 @@ def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     try:
         Closeness(**kwargs)
     except (TypeError, ValueError) as exc:
-        message = str(exc)
-        for field, flag in flags.items():
-            message = _plain(message, field, flag)
-        raise UsageError(message) from exc
+        raise UsageError(_plain(str(exc), flags)) from exc
     return kwargs
 
 

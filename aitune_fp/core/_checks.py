@@ -1,8 +1,4 @@
-"""Argument checks and attrs validators shared by the package: one definition per kind of value.
-
-The wrong kind of value raises ``InvalidTypeError``; a bad value of the right kind,
-``InvalidValueError``.
-"""
+"""Argument checks and validators: wrong kind InvalidTypeError, bad value InvalidValueError."""
 
 from __future__ import annotations
 
@@ -25,9 +21,7 @@ def got(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-# --------------------------------------------------------------------------------------------
-# Checks of plain arguments
-# --------------------------------------------------------------------------------------------
+# ---- Checks of plain arguments -------------------------------------------------------------
 
 
 def _check_real(name: str, value: object) -> float:
@@ -124,9 +118,7 @@ def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
     return value
 
 
-# --------------------------------------------------------------------------------------------
-# Attrs validators (one factory per kind of field)
-# --------------------------------------------------------------------------------------------
+# ---- Attrs validators (one factory per kind of field) --------------------------------------
 
 
 def _saying(validate: Validator, **keywords: Any) -> Validator:

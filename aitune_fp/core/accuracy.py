@@ -1,7 +1,4 @@
-"""Norm-based accuracy criteria: each figure a check measured, held against its budget.
-
-Pure: statistics the shell reduced (sums, counts) in, values out.
-"""
+"""Norm-based accuracy criteria, pure: each figure a check reduced, held against its budget."""
 
 from __future__ import annotations
 

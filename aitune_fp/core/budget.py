@@ -76,10 +76,7 @@ class BudgetPlan:
 def plan_budget(
     eager_call_s: float, *, max_seconds: float, looks: tuple[int, ...], calls: int = 1
 ) -> BudgetPlan:
-    """The plan for a comparison of ``max_seconds`` at ``looks``, eager taking ``eager_call_s``.
-
-    ``calls``: each arm's calls a pair (a timed block's, its lead included; 1 for single calls).
-    """
+    """The plan for ``max_seconds`` at ``looks``, eager taking ``eager_call_s`` a call."""
     if not (math.isfinite(eager_call_s) and eager_call_s > 0):
         raise InvalidValueError(f"eager_call_s must be a finite time > 0, got {eager_call_s!r}")
     if not looks:

@@ -117,12 +117,9 @@ def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[
 
 @attrs.frozen(kw_only=True)
 class ProfilingConfig:
-    """How a candidate is warmed up, timed and decided; one value shared by baseline and candidates.
+    """How a candidate is warmed up, timed and decided; one value for baseline and candidates."""
 
-    ``statistical`` decides on a confidence interval at planned looks; ``point`` is AITune's rule.
-    """
-
-    #: The decision rule's name; that it is registered is checked where the config enters the shell.
+    #: The rule's name (``statistical``: an interval at planned looks; ``point``: AITune's rule).
     decision: DecisionMode = attrs.field(default="statistical", validator=_a_rule_name)
     #: Batch sizes to profile; empty: the graph spec's max batch size (:func:`for_batch_size`).
     batch_sizes: tuple[int, ...] = attrs.field(

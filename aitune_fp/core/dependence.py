@@ -151,9 +151,7 @@ def _median(ordered: Sequence[float]) -> float:
 def _move_limit(times: Sequence[float], size: int, wander: bool) -> float:
     """How far (log) eager's level may move: MACHINE_CHANGE and MOVE_Z sds of its noise.
 
-    The sd of two window medians' difference: from independent noise (successive differences: a
-    step moves one), and with ``wander`` from every two adjacent windows' medians too (a step
-    moves the few around it, a level that wanders slowly moves them all: noise too).
+    Noise from successive differences; with ``wander``, from adjacent windows' medians too.
     """
     logs = [math.log(max(t, 1e-300)) for t in times]
     steps = sorted(abs(b - a) for a, b in itertools.pairwise(logs))
@@ -169,10 +167,7 @@ def _move_limit(times: Sequence[float], size: int, wander: bool) -> float:
 def machine_change_index(
     times: Sequence[float], *, window: int = 5, wander: bool = False
 ) -> int | None:
-    """Where the latest stretch of a steady machine starts, read from eager's own latencies.
-
-    ``wander``: eager's slow wander is noise too (timed blocks average the per-call noise out).
-    """
+    """Where the latest steady stretch starts, from eager's latencies (``wander``: noise too)."""
     size = check_int("window", window, minimum=1)
     logs = [math.log(max(t, 1e-300)) for t in times]
     n = len(logs)

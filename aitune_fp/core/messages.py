@@ -168,9 +168,7 @@ def fmt_disabled_line() -> str:
     return "⚠️ Performance validation against eager baseline is disabled."
 
 
-# --------------------------------------------------------------------------------------------
-# The headline: the one speedup figure shown for a result, consistent with its verdict
-# --------------------------------------------------------------------------------------------
+# ---- The headline: the one speedup figure shown for a result, consistent with its verdict ----
 
 
 def headline_speedup(result: PerformanceValidationResult) -> float | None:

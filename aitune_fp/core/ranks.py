@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import math
 import statistics
 from fractions import Fraction
@@ -36,12 +37,7 @@ def _signed_rank_lower_cdf(n: int) -> tuple[int, ...]:
         if k > top:
             break
         counts = counts[:k] + [a + b for a, b in zip(counts[k:], counts, strict=False)]
-    cumulative: list[int] = []
-    total = 0
-    for value in counts:
-        total += value
-        cumulative.append(total)
-    return tuple(cumulative)
+    return tuple(itertools.accumulate(counts))
 
 
 @functools.lru_cache(maxsize=64)
@@ -56,12 +52,7 @@ def _mann_whitney_lower_cdf(n: int, m: int) -> tuple[int, ...]:
             coeffs[t] -= coeffs[t - step]
         for t in range(i, top + 1):  # divide by (1 - q^i)
             coeffs[t] += coeffs[t - i]
-    cumulative: list[int] = []
-    total = 0
-    for value in coeffs:
-        total += value
-        cumulative.append(total)
-    return tuple(cumulative)
+    return tuple(itertools.accumulate(coeffs))
 
 
 def _exact_critical(cumulative: tuple[int, ...], total: int, alpha: float) -> int:

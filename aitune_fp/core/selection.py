@@ -22,9 +22,7 @@ from aitune_fp.core.selection_values import (
 from aitune_fp.core.sequential import EARLY_PAIRS, EARLY_PHI
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
-# --------------------------------------------------------------------------------------------
-# Words
-# --------------------------------------------------------------------------------------------
+# ---- Words ---------------------------------------------------------------------------------
 
 
 def _pct(fraction: float) -> str:
@@ -81,9 +79,7 @@ def _losses(state: SelectionState) -> str:
     return "; ".join(parts)
 
 
-# --------------------------------------------------------------------------------------------
-# State changes
-# --------------------------------------------------------------------------------------------
+# ---- State changes -------------------------------------------------------------------------
 
 
 def _by_name(state: SelectionState) -> dict[str, Contender]:

@@ -129,10 +129,7 @@ class Failure:
 
 @attrs.frozen(kw_only=True)
 class SelectionState:
-    """Where a head-to-head stands: who is in, who lost to whom, and the choice.
-
-    ``gap_bound``: the fastest is at most this many times faster than ``chosen`` (inf: unknown).
-    """
+    """Where a head-to-head stands: who is in, who lost to whom, and the choice."""
 
     contenders: tuple[Contender, ...] = attrs.field(validator=tuple_of(of_type(Contender)))
     remaining: tuple[str, ...] = attrs.field(validator=tuple_of(of_type(str)))
@@ -147,6 +144,7 @@ class SelectionState:
     chosen: str | None = attrs.field(default=None)
     outcome: Outcome = attrs.field(default="open", validator=one_of(OUTCOMES))
     reason: str = attrs.field(default="", validator=of_type(str))
+    #: The fastest is at most this many times faster than ``chosen`` (inf: unknown).
     gap_bound: float = attrs.field(default=math.inf, validator=not_nan())
     confidence: float = attrs.field(default=0.95, validator=open_interval(0.5, 1.0))
 

@@ -124,11 +124,7 @@ def _decide(
     throughput_bound: bool = False,
     after_eager: tuple[bool, ...] | None = None,
 ) -> SpeedupDecision:
-    """One look's decision, and the first condition that held it back.
-
-    ``sequential`` (a look of the tune): widening guards always widen and block-guard a ``faster``,
-    which also needs the throughput ratio to agree.
-    """
+    """One look's decision, and the first condition that held it back (``sequential``: a tune's)."""
     always_widen = sequential and guard_serial
     flags: list[str] = []
     whole = _segment_bounds(
@@ -278,14 +274,8 @@ def decide_speedup(
 ) -> SpeedupDecision:
     """Decide, in one look, whether the candidate is faster than eager by the threshold.
 
-    The defaults are ``check --paired``'s and the tune's gate, confidence and dependence guards.
-    For latencies in seconds at one batch size. The interval is two-sided at ``confidence``:
-    Wilcoxon/HL on the paired log ratios when ``paired`` (timing ``i`` of both arms taken
-    together, interleaved), Mann-Whitney/HL on two independent samples otherwise. ``faster`` iff
-    ``ci_low > 1 + pct/100``, ``not_faster`` iff ``ci_high < 1 + pct/100`` (or, with a futility
-    margin, the estimate is below and ``ci_high`` below ``1 + (pct + margin)/100``), else
-    ``inconclusive``. ``guard_dependence`` (paired only) applies the serial-correlation and
-    ratio-shift remedies of :mod:`aitune_fp.core.dependence`. O(n log n).
+    Latencies in s; a two-sided HL interval (Wilcoxon paired, Mann-Whitney not); ``faster`` iff
+    ``ci_low > 1 + pct/100``, ``not_faster`` iff ``ci_high`` is below it; defaults: docs/api.md.
     """
     check_type("paired", paired, bool)
     check_type("guard_dependence", guard_dependence, bool)

@@ -1,7 +1,4 @@
-"""Every setting of a tune, one row each: where its value lands, its flag, help, group and modes.
-
-``tune``'s parser, sweep files' keys and docs/cli.md's flag table are read from these rows.
-"""
+"""Every setting of a tune, one row each: read by ``tune``'s parser, sweep files and docs/cli.md."""
 
 from __future__ import annotations
 

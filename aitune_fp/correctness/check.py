@@ -69,10 +69,7 @@ def check_correctness(
     heldout: Sequence[Sample] = (),
     heldout_seed: int | None = None,
 ) -> Mismatch:
-    """Check ``candidate`` against ``reference`` on every sample at every batch size it serves.
-
-    Returns the worst mismatch; raises CorrectnessError, or ReferenceFailedError when eager fails.
-    """
+    """Check ``candidate`` against ``reference`` on every sample and batch size: worst mismatch."""
     check_expected_dtype(expected_dtype)
     _check_metric(accuracy, max_degradation)
     data_value: object = data

@@ -22,22 +22,16 @@ from aitune_fp.inputs import BatchSpec, Sample, as_sample
 InputGenerator = Callable[[tuple[Sample, ...], int], Iterable[Any]]
 
 
-def _metric_or_none(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: None or a callable."""
-    if value is not None and not callable(value):
-        raise InvalidTypeError(
-            f"{attribute.name} must be None or a callable(reference_outputs, candidate_outputs) "
-            f"-> float, got {value!r}"
-        )
+def _callable_or_none(signature: str) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    """Validator: None or a callable ``signature`` (named in the error)."""
 
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and not callable(value):
+            raise InvalidTypeError(
+                f"{attribute.name} must be None or a callable{signature}, got {value!r}"
+            )
 
-def _generator_or_none(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: None or a callable."""
-    if value is not None and not callable(value):
-        raise InvalidTypeError(
-            f"input_generator must be None or a callable(recorded_samples, seed) -> samples, "
-            f"got {value!r}"
-        )
+    return check
 
 
 _optional = attrs.validators.optional
@@ -56,14 +50,18 @@ class Closeness:
     noise_floor: NoiseFloor | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(NoiseFloor))
     )
-    accuracy: AccuracyMetric | None = attrs.field(default=None, validator=_metric_or_none)
+    accuracy: AccuracyMetric | None = attrs.field(
+        default=None, validator=_callable_or_none("(reference_outputs, candidate_outputs) -> float")
+    )
     max_degradation: float = attrs.field(default=0.0, validator=finite(minimum=0))
     criteria: CriteriaMode = attrs.field(default="auto", validator=one_of(CRITERIA_MODES))
     rel_l2: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
     outlier_share: float | None = attrs.field(default=None, validator=_optional(share))
     noise_factor: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
     calibrate: bool = attrs.field(default=False, validator=of_type(bool))
-    input_generator: InputGenerator | None = attrs.field(default=None, validator=_generator_or_none)
+    input_generator: InputGenerator | None = attrs.field(
+        default=None, validator=_callable_or_none("(recorded_samples, seed) -> samples")
+    )
 
     def __attrs_post_init__(self) -> None:
         """Refuse settings that would do nothing (``rel_l2`` with element-wise criteria)."""

@@ -25,7 +25,7 @@ from aitune_fp.correctness._leaves import (
     unravel,
 )
 from aitune_fp.correctness._values import Walk, capped, compare_floats
-from aitune_fp.correctness.failures import CorrectnessError
+from aitune_fp.correctness.failures import CheckName, CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances, least_precise
 from aitune_fp.errors import InvalidTypeError
 
@@ -65,6 +65,11 @@ def check_comparable(output: Any, *, path: str = "output") -> None:
         raise uncomparable(leaf, leaf_path)
 
 
+def _differs(path: str, check: CheckName, what: str) -> CorrectnessError:
+    """The :class:`CorrectnessError` of output ``path`` failing ``check``: ``path: what``."""
+    return CorrectnessError(f"{path}: {what}", path=path, check=check)
+
+
 def check_expected_dtype(expected_dtype: object) -> None:
     """Refuse an ``expected_dtype`` that is not None or a floating torch dtype."""
     if expected_dtype is None:
@@ -86,11 +91,7 @@ def _compare(
     expected = as_tensor_if_array(expected)
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
-            raise CorrectnessError(
-                f"{path}: expected {kind(expected)} but got {kind(actual)}",
-                path=path,
-                check="type",
-            )
+            raise _differs(path, "type", f"expected {kind(expected)} but got {kind(actual)}")
         _compare_tensors(actual, expected, path, walk)
         return
     if isinstance(expected, Mapping):
@@ -98,17 +99,15 @@ def _compare(
         return
     if isinstance(expected, (tuple, list)):
         if type(actual) is not type(expected):
-            raise CorrectnessError(
-                f"{path}: expected a {type(expected).__name__} of {len(expected)} items but got "
+            raise _differs(
+                path,
+                "structure",
+                f"expected a {type(expected).__name__} of {len(expected)} items but got "
                 f"{kind(actual)}",
-                path=path,
-                check="structure",
             )
         if len(actual) != len(expected):
-            raise CorrectnessError(
-                f"{path}: expected {len(expected)} items but got {len(actual)}",
-                path=path,
-                check="structure",
+            raise _differs(
+                path, "structure", f"expected {len(expected)} items but got {len(actual)}"
             )
         for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
             _compare(a, e, item_path(expected, path, index), walk)
@@ -130,27 +129,25 @@ def _compare_nodes(
     """A dataclass or registered pytree node: same type, same non-tensor part, same children."""
     label = type(expected).__name__
     if type(actual) is not type(expected):
-        raise CorrectnessError(
-            f"{path}: expected a {label} but got {kind(actual)}", path=path, check="structure"
-        )
+        raise _differs(path, "structure", f"expected a {label} but got {kind(actual)}")
     found = children(actual)
     assert found is not None  # the same type flattens the same way
     (expected_children, expected_context), (actual_children, actual_context) = node, found
     if not same(actual_context, expected_context):
-        raise CorrectnessError(
-            f"{path}: the {label}'s non-tensor part (its pytree context) differs from eager's: "
+        raise _differs(
+            path,
+            "structure",
+            f"the {label}'s non-tensor part (its pytree context) differs from eager's: "
             f"expected {reprlib.repr(expected_context)}, got {reprlib.repr(actual_context)}",
-            path=path,
-            check="structure",
         )
     expected_names = [suffix for suffix, _, _ in expected_children]
     actual_names = [suffix for suffix, _, _ in actual_children]
     if actual_names != expected_names:
-        raise CorrectnessError(
-            f"{path}: expected a {label} with children {', '.join(expected_names)} but got "
+        raise _differs(
+            path,
+            "structure",
+            f"expected a {label} with children {', '.join(expected_names)} but got "
             f"{', '.join(actual_names) or 'none'}",
-            path=path,
-            check="structure",
         )
     for (suffix, _, a), (_, _, e) in zip(actual_children, expected_children, strict=True):
         _compare(a, e, f"{path}{suffix}", walk)
@@ -164,11 +161,11 @@ def _compare_mappings(
 ) -> None:
     """Mappings must have the same keys (any order); values are compared key by key."""
     if not isinstance(actual, Mapping):
-        raise CorrectnessError(
-            f"{path}: expected a mapping ({type(expected).__name__}) with keys "
+        raise _differs(
+            path,
+            "structure",
+            f"expected a mapping ({type(expected).__name__}) with keys "
             f"{sorted(map(repr, expected))} but got {kind(actual)}",
-            path=path,
-            check="structure",
         )
     missing = [key for key in expected if key not in actual]
     extra = [key for key in actual if key not in expected]
@@ -178,7 +175,7 @@ def _compare_mappings(
             parts.append(f"missing keys {missing!r}")
         if extra:
             parts.append(f"unexpected keys {extra!r}")
-        raise CorrectnessError(f"{path}: {' and '.join(parts)}", path=path, check="structure")
+        raise _differs(path, "structure", " and ".join(parts))
     for key, value in expected.items():
         _compare(actual[key], value, f"{path}[{key!r}]", walk)
 
@@ -192,36 +189,28 @@ def _compare_scalars(
     """None, bool, int, str, bytes and float leaves; anything else is refused explicitly."""
     if expected is None:
         if actual is not None:
-            raise CorrectnessError(
-                f"{path}: expected None but got {kind(actual)}", path=path, check="type"
-            )
+            raise _differs(path, "type", f"expected None but got {kind(actual)}")
         return
     if isinstance(expected, EXACT_SCALARS):
         if type(actual) is not type(expected):
-            raise CorrectnessError(
-                f"{path}: expected {type(expected).__name__} but got {kind(actual)}",
-                path=path,
-                check="type",
+            raise _differs(
+                path, "type", f"expected {type(expected).__name__} but got {kind(actual)}"
             )
         if actual != expected:
-            raise CorrectnessError(
-                f"{path}: expected {expected!r} but got {actual!r}", path=path, check="values"
-            )
+            raise _differs(path, "values", f"expected {expected!r} but got {actual!r}")
         return
     if isinstance(expected, float):
         if not isinstance(actual, float):
-            raise CorrectnessError(
-                f"{path}: expected float but got {kind(actual)}", path=path, check="type"
-            )
+            raise _differs(path, "type", f"expected float but got {kind(actual)}")
         atol, rtol = walk.tol.for_dtype(least_precise(torch.float32, walk.expected_dtype))
         error = abs(actual - expected)
         limit = atol + rtol * abs(expected)
         if not math.isfinite(expected) or error > limit:
-            raise CorrectnessError(
-                f"{path}: expected {expected!r} but got {actual!r} (abs error {error:.3g}, "
+            raise _differs(
+                path,
+                "values",
+                f"expected {expected!r} but got {actual!r} (abs error {error:.3g}, "
                 f"atol={atol:g}, rtol={rtol:g})",
-                path=path,
-                check="values",
             )
         walk.tally.append(
             Mismatch(
@@ -246,32 +235,24 @@ def _compare_tensors(
 ) -> None:
     """Shape, dtype and values (allclose in float32/64 with the tier's tolerances)."""
     if tuple(actual.shape) != tuple(expected.shape):
-        raise CorrectnessError(
-            f"{path}: expected shape {tuple(expected.shape)} but got {tuple(actual.shape)}",
-            path=path,
-            check="shape",
+        raise _differs(
+            path, "shape", f"expected shape {tuple(expected.shape)} but got {tuple(actual.shape)}"
         )
     if actual.device != expected.device:
-        raise CorrectnessError(
-            f"{path}: expected device {expected.device} but got {actual.device}",
-            path=path,
-            check="device",
-        )
+        raise _differs(path, "device", f"expected device {expected.device} but got {actual.device}")
     if actual.requires_grad != expected.requires_grad:
-        raise CorrectnessError(
-            f"{path}: expected requires_grad={expected.requires_grad} but got "
+        raise _differs(
+            path,
+            "requires_grad",
+            f"expected requires_grad={expected.requires_grad} but got "
             f"requires_grad={actual.requires_grad} (an output that holds an autograd graph)",
-            path=path,
-            check="requires_grad",
         )
     allowed = {expected.dtype}
     if walk.expected_dtype is not None and expected.dtype.is_floating_point:
         allowed.add(walk.expected_dtype)
     if actual.dtype not in allowed:
         wanted = " or ".join(sorted(str(d) for d in allowed))
-        raise CorrectnessError(
-            f"{path}: expected dtype {wanted} but got {actual.dtype}", path=path, check="dtype"
-        )
+        raise _differs(path, "dtype", f"expected dtype {wanted} but got {actual.dtype}")
     if expected.numel() == 0:
         return
     a = actual.detach().to(expected.device)
@@ -280,12 +261,12 @@ def _compare_tensors(
         bad = a != e
         if bool(bad.any()):
             index = unravel(int(bad.reshape(-1).nonzero()[0]), tuple(e.shape))
-            raise CorrectnessError(
-                f"{path}: values differ from the eager reference (exact comparison for "
+            raise _differs(
+                path,
+                "values",
+                "values differ from the eager reference (exact comparison for "
                 f"{e.dtype}): {int(bad.sum())} of {e.numel()} elements; first at index {index}: "
                 f"got {a[index].item()!r}, expected {e[index].item()!r}",
-                path=path,
-                check="values",
             )
         walk.tally.append(Mismatch(path=path, n_elements=e.numel()))
         return

@@ -67,9 +67,6 @@ class BaselineMeasured(Payload):
         return fmt_baseline_line(self.batch_size, self.throughput_samples_per_s)
 
 
-BASELINE_MEASURED: Final = BaselineMeasured.event_name
-
-
 @event(_V + "baseline_failed", "error")
 @attrs.frozen(kw_only=True)
 class BaselineFailed(Payload):
@@ -88,6 +85,3 @@ class BaselineFailed(Payload):
         return (
             f"⚠️ Performance validation baseline failed (log: {self.traceback_path}): {self.reason}"
         )
-
-
-BASELINE_FAILED: Final = BaselineFailed.event_name

@@ -192,13 +192,9 @@ class CandidateFailed(Payload):
 
     @property
     def failure(self) -> CandidateFailure:
-        """The failure record this event carries."""
+        """The failure record this event carries (its fields are the record's)."""
         return CandidateFailure(
-            backend_description=self.backend_description,
-            stage=self.stage,
-            error_type=self.error_type,
-            reason=self.reason,
-            traceback_path=self.traceback_path,
+            **{f.name: getattr(self, f.name) for f in attrs.fields(CandidateFailure)}
         )
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:

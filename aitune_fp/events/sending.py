@@ -39,10 +39,7 @@ def to_record(event: Event) -> dict[str, Any]:
 
 
 def write_records(handle: IO[str], records: Iterable[Mapping[str, Any]]) -> None:
-    """Write ``records`` one JSON line each (non-finite numbers as null), then flush.
-
-    Every log line is made here; line breaks JSON leaves raw are escaped.
-    """
+    """Write ``records`` one JSON line each (the only writer; non-finite as null), then flush."""
     for record in records:
         line = json.dumps(_finite(record), ensure_ascii=False, allow_nan=False, default=str)
         handle.write(line.translate(_LINE_BREAKS) + "\n")
@@ -67,10 +64,7 @@ def _finite(value: Any) -> Any:
 
 @contextlib.contextmanager
 def sinks(*callables: EventSink, log: bool = True) -> Iterator[None]:
-    """Within the block, hand every event of this context to ``callables`` too (nested blocks add up).
-
-    ``log=False``: the sinks replace the logger (a sweep task collects its events this way).
-    """
+    """Within the block, also hand this context's events to ``callables`` (docs/architecture.md)."""
     token = _SINKS.set((*_SINKS.get(), *callables))
     logging_on = _LOG.set(_LOG.get() and log)
     try:

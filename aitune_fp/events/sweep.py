@@ -36,8 +36,7 @@ SWEEP_STARTED: Final = SweepStarted.event_name
 class TaskFinished(Payload):
     """One model's tune task ended with a report (its verdicts are the run ``tune_run_id``).
 
-    Wall-clock times place the task across hosts; monotonic ones (comparable on one host only)
-    give its duration and order tasks on a host even when the wall clock is stepped.
+    Wall-clock times place it across hosts; monotonic ones order it on a host (wall clock stepped).
     """
 
     tune_run_id: str = attrs.field(metadata={"minLength": 1})

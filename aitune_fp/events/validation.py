@@ -115,9 +115,6 @@ class Disabled(Payload):
         return fmt_disabled_line()
 
 
-DISABLED: Final = Disabled.event_name
-
-
 @event(_V + "eval_mode", "warning")
 @attrs.frozen(kw_only=True)
 class EvalMode(Payload):
@@ -132,9 +129,6 @@ class EvalMode(Payload):
             "validated in eval mode (no dropout, running statistics not updated) and returned "
             "in training mode"
         )
-
-
-EVAL_MODE: Final = EvalMode.event_name
 
 
 @event(_V + "phase", "debug")
@@ -181,9 +175,6 @@ class Look(Payload):
             f"🔎 {self.backend_description}: {self.n_pairs}/{self.max_pairs} pairs, "
             f"{self.estimate:.2f}x [{self.ci_low:.3f}, {shown}] → {self.verdict}{why}"
         )
-
-
-LOOK: Final = Look.event_name
 
 
 @event(_V + "selected", "info")

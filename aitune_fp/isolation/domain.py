@@ -1,7 +1,4 @@
-"""Held-out inputs across the user's domain, beyond the recorded envelope (wide, layout, grad).
-
-Catches a candidate wrong only outside the recorded range; the draws are listed in docs/accuracy.md.
-"""
+"""Held-out inputs across the user's domain, beyond the recorded envelope (docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -155,10 +152,7 @@ def heldout_domain(
     batch_axes: Mapping[InputKey, int | None] | None = None,
     id_limits: Mapping[InputKey, int] | None = None,
 ) -> tuple[Sample, ...]:
-    """A tune's held-out inputs: the near draws, then each sample's domain variants (seeded).
-
-    ``id_limits``: per input, the rows of the embedding table that reads it.
-    """
+    """A tune's held-out inputs: the near draws, then each sample's domain variants (seeded)."""
     recorded = [as_sample(s) for s in samples]
     limits = dict(id_limits or {})
     try:
@@ -218,10 +212,7 @@ def _reads_input(ids: torch.Tensor, value: torch.Tensor) -> bool:
 def embedding_limits(
     call: Callable[..., Any], sample: Sample | tuple[Any, Any]
 ) -> dict[InputKey, int]:
-    """Per integer input an embedding reads: the rows of the smallest table reading it.
-
-    Found by one no-grad eager call on a copy of ``sample``; none: ids stay in the recorded range.
-    """
+    """Per integer input an embedding reads, the rows of its smallest table (one eager call)."""
     given = copy_sample(as_sample(sample))
     ints = {
         key: value

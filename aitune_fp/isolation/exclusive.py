@@ -13,10 +13,7 @@ _GUARD = threading.Lock()
 
 @contextlib.contextmanager
 def exclusive_module(module: object) -> Iterator[None]:
-    """Hold ``module`` for one tune (re-entrant, weakly keyed); another thread's tune of it waits.
-
-    An object that cannot be weakly referenced is not locked.
-    """
+    """Hold ``module`` for one tune (re-entrant, weakly keyed); another thread's tune waits."""
     try:
         with _GUARD:
             lock = _LOCKS.setdefault(module, threading.RLock())

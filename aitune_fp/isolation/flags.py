@@ -1,14 +1,14 @@
 """Torch's process- and thread-wide settings as a table of flags to read and put back.
 
-Found by enumerating torch once per process; only getters that read a global run (no CUDA init).
+A curated table: only getters that read a global are listed, so reading them starts no device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
-import types
 import warnings
 from collections.abc import Callable
 from typing import Any, Final
@@ -18,32 +18,6 @@ import torch
 
 PUT_BACK_ROUNDS: Final = 3
 """Flags are views of shared state (``allow_tf32`` and ``fp32_precision``): set until stable."""
-
-_C_SKIPPED: Final = frozenset(
-    {
-        # need arguments, or are not settings
-        "_get_dispatch_mode",
-        "_get_tensor_metadata",
-        "_get_value_trace",
-        "_get_thread_name",
-        "_get_tracing_state",
-        "_get_graph_exec_group",
-        # may ask the GPU runtime about its devices on ROCm builds
-        "_get_blas_preferred_backend",
-        "_get_rocm_fa_preferred_backend",
-        # read through their public API (the _C setters would reset a companion flag)
-        "_get_deterministic_algorithms",
-        "_get_float32_matmul_precision",
-        "_get_warnAlways",
-        "_get_linalg_preferred_backend",
-        "_get_qengine",
-        "_get_math_sdp_allow_fp16_bf16_reduction",
-    }
-)
-"""``torch._C`` getters that the generic ``_get_X``/``_set_X`` sweep leaves out, and why."""
-
-_DEVICE_RUNTIMES: Final = ("cuda", "cudnn", "cublas", "miopen", "rocm", "hip", "mps", "xpu")
-"""Names in a ``torch._C`` getter that the generic sweep does not call: a device runtime's."""
 
 _CUBLAS: Final = (
     "allow_tf32",
@@ -94,35 +68,16 @@ def _spread(setter: Callable[..., object]) -> Callable[[Any], object]:
     return put
 
 
-def _is_simple(value: object) -> bool:
-    """Whether a value is a plain setting (bool, number, text, enum, dtype or a list of them)."""
-    if value is None or isinstance(value, bool | int | float | str | torch.dtype):
-        return True
-    if isinstance(value, list | tuple):
-        return all(_is_simple(v) for v in value)
-    return hasattr(type(value), "__members__") and type(value).__module__.startswith("torch")
-
-
-def _no_required_args(fn: Callable[..., object]) -> bool:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return all(
-        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params
-    )
-
-
 def flushes_denormals() -> bool:
     """Whether the CPU flushes denormal floats to zero (``torch.set_flush_denormal``: no getter)."""
     tiny = torch.tensor([1e-39], dtype=torch.float32)
     return bool((tiny * 1.0).item() == 0.0)
 
 
+#: The compilers' config modules: a build that changes one changes every later compile.
 _COMPILE_CONFIGS: Final = ("torch._dynamo.config", "torch._inductor.config")
 #: Config keys that mirror a flag named on its own (``torch.use_deterministic_algorithms``).
 _MIRRORED: Final = frozenset({"deterministic"})
-"""The compilers' config modules: a build that changes one changes every later compile."""
 
 
 def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], object]]:
@@ -155,58 +110,44 @@ def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], obj
     return get, put
 
 
+def _named(get: Callable[[], object], put: Callable[[Any], object] | None, why: str = "") -> _Flag:
+    """A flag named after its ``torch.<getter>()``."""
+    return _Flag(f"torch.{get.__name__}()", get, put, why)
+
+
 def _core_flags() -> list[_Flag]:
     """The named settings: threads, autograd modes, dtype, determinism, precision, autocast."""
     t = torch
     flags = [
-        _Flag("torch.get_num_threads()", t.get_num_threads, t.set_num_threads),
-        _Flag(
-            "torch.get_num_interop_threads()",
-            t.get_num_interop_threads,
-            t.set_num_interop_threads,
-            _INTEROP_WHY,
-        ),
-        _Flag("torch.is_grad_enabled()", t.is_grad_enabled, t._C._set_grad_enabled),
-        _Flag(
-            "torch.is_inference_mode_enabled()", t.is_inference_mode_enabled, None, _INFERENCE_WHY
-        ),
-        _Flag("torch.get_default_dtype()", t.get_default_dtype, t.set_default_dtype),
-        _Flag(
-            "torch.are_deterministic_algorithms_enabled()",
+        _named(t.get_num_threads, t.set_num_threads),
+        _named(t.get_num_interop_threads, t.set_num_interop_threads, _INTEROP_WHY),
+        _named(t.is_grad_enabled, t._C._set_grad_enabled),
+        _named(t.is_inference_mode_enabled, None, _INFERENCE_WHY),
+        _named(t.get_default_dtype, t.set_default_dtype),
+        _named(
             t.are_deterministic_algorithms_enabled,
             lambda v: t.use_deterministic_algorithms(
                 v, warn_only=t.is_deterministic_algorithms_warn_only_enabled()
             ),
         ),
-        _Flag(
-            "torch.is_deterministic_algorithms_warn_only_enabled()",
+        _named(
             t.is_deterministic_algorithms_warn_only_enabled,
             lambda v: t.use_deterministic_algorithms(
                 t.are_deterministic_algorithms_enabled(), warn_only=v
             ),
         ),
-        _Flag(
-            "torch.get_float32_matmul_precision()",
-            t.get_float32_matmul_precision,
-            t.set_float32_matmul_precision,
-        ),
-        _Flag(
-            "torch.is_anomaly_enabled()",
+        _named(t.get_float32_matmul_precision, t.set_float32_matmul_precision),
+        _named(
             t.is_anomaly_enabled,
             lambda v: t.set_anomaly_enabled(v, t.is_anomaly_check_nan_enabled()),
         ),
-        _Flag(
-            "torch.is_anomaly_check_nan_enabled()",
+        _named(
             t.is_anomaly_check_nan_enabled,
             lambda v: t.set_anomaly_enabled(t.is_anomaly_enabled(), v),
         ),
-        _Flag("torch.is_warn_always_enabled()", t.is_warn_always_enabled, t.set_warn_always),
+        _named(t.is_warn_always_enabled, t.set_warn_always),
         _Flag("torch.set_flush_denormal()", flushes_denormals, t.set_flush_denormal),
-        _Flag(
-            "torch.is_autocast_cache_enabled()",
-            t.is_autocast_cache_enabled,
-            t.set_autocast_cache_enabled,
-        ),
+        _named(t.is_autocast_cache_enabled, t.set_autocast_cache_enabled),
         _Flag(
             "torch.backends.cuda.preferred_linalg_library()",
             t._C._get_linalg_preferred_backend,
@@ -233,127 +174,116 @@ def _core_flags() -> list[_Flag]:
     return flags
 
 
-def _backend_modules() -> list[tuple[str, Any]]:
-    backends: Any = torch.backends
-    subs = [("torch.backends", backends)]
-    for name in sorted(dir(backends)):
-        sub = getattr(backends, name, None)
-        if not name.startswith("_") and name != "m" and isinstance(sub, types.ModuleType):
-            subs.append((f"torch.backends.{name}", sub))
-    return subs
+#: Attribute settings by owner; a ``ContextProp`` is read and set through its raw getter/setter,
+#: so that a ``disable_global_flags()`` freeze cannot block a restore.
+_ATTRIBUTES: Final = {
+    "torch.backends": ("fp32_precision",),
+    "torch.backends.cudnn": (
+        "enabled",
+        "deterministic",
+        "benchmark",
+        "allow_tf32",
+        "conv.fp32_precision",
+        "fp32_precision",
+        "depthwise_kernel",
+        "benchmark_limit",
+    ),
+    "torch.backends.miopen": ("immediate",),
+    "torch.backends.mkldnn": (
+        "enabled",
+        "deterministic",
+        "allow_tf32",
+        "matmul.fp32_precision",
+        "conv.fp32_precision",
+        "rnn.fp32_precision",
+        "fp32_precision",
+    ),
+    "torch.backends.opt_einsum": ("enabled", "strategy"),
+    "torch.backends.quantized": ("engine",),
+    "torch.backends.cuda.matmul": ("fp32_precision",),
+}
+
+#: Getter -> setter functions under ``torch.backends``.
+_CALLS: Final = {
+    "torch.backends.cuda": (
+        ("cudnn_sdp_enabled", "enable_cudnn_sdp"),
+        ("flash_sdp_enabled", "enable_flash_sdp"),
+        ("fp16_bf16_reduction_math_sdp_allowed", "allow_fp16_bf16_reduction_math_sdp"),
+        ("math_sdp_enabled", "enable_math_sdp"),
+        ("mem_efficient_sdp_enabled", "enable_mem_efficient_sdp"),
+    ),
+    "torch.backends.mha": (("get_fastpath_enabled", "set_fastpath_enabled"),),
+}
+
+#: The rest of torch's globals: ``torch._C`` getters whose setter is ``_set_<stem>``. Left out:
+#: the device runtimes' (reading one may start it) and those read through a public API above.
+_C_GETTERS: Final = (
+    "_get_autograd_fallback_mode",
+    "_get_backcompat_broadcast_warn",
+    "_get_backcompat_keepdim_warn",
+    "_get_cpu_allow_fp16_reduced_precision_reduction",
+    "_get_deterministic_fill_uninitialized_memory",
+    "_get_dtensor_allow_implicit_replication",
+    "_get_graph_executor_optimize",
+    "_get_nnpack_enabled",
+    "_get_sdp_priority_order",
+    "_get_sm_carveout_experimental",
+    "_get_torch_function_state",
+    "_is_fwd_grad_enabled",
+    "_is_grad_layout_enforcement_enabled",
+    "_is_multithreading_enabled",
+    "_is_view_replay_enabled",
+)
 
 
-def _backend_flags(seen: set[str]) -> list[_Flag]:
-    """Every simple setting under ``torch.backends``; ``torch._C`` getters met go into ``seen``.
+def _resolve(path: str) -> Any:
+    """The object at dotted ``path`` below ``torch`` (AttributeError: not in this torch)."""
+    obj: Any = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
 
-    ``ContextProp`` flags use their raw getter/setter: ``disable_global_flags()`` cannot block it.
-    """
+
+def _table_flags() -> list[_Flag]:
+    """The tables' settings under ``torch.backends`` and ``torch._C`` that this torch has."""
     context_prop: Any = getattr(torch.backends, "ContextProp", ())
     flags: list[_Flag] = []
-    for label, sub in _backend_modules():
-        cls_dict: dict[str, Any] = {}
-        if isinstance(getattr(sub, "m", None), types.ModuleType):  # a PropModule
-            for klass in reversed(type(sub).__mro__):
-                cls_dict.update(vars(klass))
-        module_dict = dict(vars(getattr(sub, "m", sub)))
-        done: set[str] = set()
-        for name, value in cls_dict.items():
-            if name.startswith("_"):
-                continue
-            if context_prop and isinstance(value, context_prop):
-                flags.append(_Flag(f"{label}.{name}", value.getter, value.setter))
-                seen.add(getattr(value.getter, "__name__", ""))
-                done.add(name)
-            elif not callable(value) and not isinstance(value, types.ModuleType | str):
-                precision = read_flag(
-                    _Flag("", functools.partial(getattr, value, "fp32_precision"), None)
-                )
-                if isinstance(precision, str):
-                    flags.append(
-                        _Flag(
-                            f"{label}.{name}.fp32_precision",
-                            functools.partial(getattr, value, "fp32_precision"),
-                            functools.partial(setattr, value, "fp32_precision"),
-                        )
-                    )
-        for name in sorted(set(module_dict) | set(cls_dict) | set(vars(sub))):
-            if name.startswith("_") or name.isupper() or name in done:
-                continue
-            value = read_flag(_Flag("", functools.partial(getattr, sub, name), None))
-            if _is_simple(value) and not isinstance(value, list | tuple):
-                flags.append(
-                    _Flag(
-                        f"{label}.{name}",
-                        functools.partial(getattr, sub, name),
-                        functools.partial(setattr, sub, name),
-                    )
-                )
-        for name, getter in sorted(module_dict.items()):
-            setter_name = ""
-            if name.startswith("get_"):
-                setter_name = "set_" + name[4:]
-            elif name.endswith("_enabled"):
-                setter_name = "enable_" + name[: -len("_enabled")]
-            elif name.endswith("_allowed"):
-                setter_name = "allow_" + name[: -len("_allowed")]
-            setter = module_dict.get(setter_name)
-            if setter_name and callable(getter) and callable(setter) and _no_required_args(getter):
-                flags.append(_Flag(f"{label}.{name}()", getter, setter))
-    matmul = torch.backends.cuda.matmul
-    for name in _CUBLAS:
-        getter = getattr(torch._C, f"_get_cublas_{name}", None)
-        setter = getattr(torch._C, f"_set_cublas_{name}", None)
-        if getter is not None and setter is not None:
-            flags.append(_Flag(f"torch.backends.cuda.matmul.{name}", getter, _spread(setter)))
-            seen.add(getter.__name__)
-    flags.append(
-        _Flag(
-            "torch.backends.cuda.matmul.fp32_precision",
-            functools.partial(getattr, matmul, "fp32_precision"),
-            functools.partial(setattr, matmul, "fp32_precision"),
-        )
-    )
-    return flags
-
-
-def _c_flags(seen: set[str]) -> list[_Flag]:
-    """The rest of torch's globals: ``torch._C``'s getter/setter pairs, less ``seen``."""
+    for owner_path, names in _ATTRIBUTES.items():
+        for path in names:
+            with contextlib.suppress(AttributeError):
+                owner_name, _, name = f"{owner_path}.{path}".rpartition(".")
+                owner = _resolve(owner_name)
+                raw = inspect.getattr_static(owner, name, None)
+                if context_prop and isinstance(raw, context_prop):
+                    get, put = raw.getter, raw.setter
+                else:
+                    getattr(owner, name)
+                    get = functools.partial(getattr, owner, name)
+                    put = functools.partial(setattr, owner, name)
+                flags.append(_Flag(f"{owner_path}.{path}", get, put))
+    for owner_path, pairs in _CALLS.items():
+        for get_name, set_name in pairs:
+            with contextlib.suppress(AttributeError):
+                owner = _resolve(owner_path)
+                get, put = getattr(owner, get_name), getattr(owner, set_name)
+                flags.append(_Flag(f"{owner_path}.{get_name}()", get, put))
     c: Any = torch._C
-    names = set(dir(c))
-    flags: list[_Flag] = []
-    for name in sorted(names):
-        if name.startswith("_get_"):
-            stem = name[len("_get_") :]
-        elif name.startswith("_is_"):
-            stem = name[len("_is_") :]
-        else:
-            continue
-        if name in _C_SKIPPED or name in seen or f"_set_{stem}" not in names:
-            continue
-        if any(runtime in stem for runtime in _DEVICE_RUNTIMES):
-            continue  # read through torch.backends only, where reading is known not to start one
-        getter = getattr(c, name)
-        try:
-            value = getter()
-        except Exception:  # a getter that needs arguments is not a setting
-            continue
-        if _is_simple(value):
-            flags.append(_Flag(f"torch._C.{name}()", getter, _spread(getattr(c, f"_set_{stem}"))))
+    rows = [
+        (f"torch.backends.cuda.matmul.{n}", f"_get_cublas_{n}", f"_set_cublas_{n}") for n in _CUBLAS
+    ]
+    rows += [(f"torch._C.{n}()", n, "_set_" + n.split("_", 2)[2]) for n in _C_GETTERS]
+    for label, get_name, set_name in rows:
+        with contextlib.suppress(AttributeError):
+            flags.append(_Flag(label, getattr(c, get_name), _spread(getattr(c, set_name))))
     return flags
 
 
 @functools.cache
 def tracked_flags() -> tuple[_Flag, ...]:
-    """The flag table, built once per process (it enumerates torch; reading it is cheap)."""
-    seen: set[str] = set()
+    """The flag table, built once per process (reading it is cheap)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        flags = _core_flags() + _backend_flags(seen)
-        flags += _c_flags(seen)
-    unique: dict[str, _Flag] = {}
-    for flag in flags:
-        unique.setdefault(flag.name, flag)
-    return tuple(unique.values())
+        return tuple(_core_flags() + _table_flags())
 
 
 def settings_now() -> tuple[object, ...]:

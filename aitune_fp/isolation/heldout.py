@@ -236,10 +236,7 @@ def heldout_batches(
     *,
     batch_axes: Mapping[InputKey, int | None] | None = None,
 ) -> tuple[Sample, ...]:
-    """``n`` batches from ``batch`` (rows shuffled, values varied), each unlike all the others.
-
-    Same ``seed``, same batches; :class:`HeldoutUnavailableError` when none can be derived.
-    """
+    """``n`` batches from ``batch`` (rows shuffled, values varied, seeded), each unlike the rest."""
     sample = as_sample(batch)
     count = check_int("n", n, minimum=1)
     gen = _generator(seed)
@@ -258,8 +255,7 @@ def heldout_draws(
 ) -> Callable[[int], Sample]:
     """Seed to held-out batch: ``heldout_batches(batch, 1, seed)[0]``, the inputs read once.
 
-    For a batch a call (the timed calls' own): reading the inputs' ranges each time cost more
-    than the draw. Raises :class:`HeldoutUnavailableError` now when none can be derived.
+    For a batch a call (the timed calls'); HeldoutUnavailableError now if none can be derived.
     """
     sample = as_sample(batch)
     deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
@@ -272,10 +268,7 @@ def heldout_samples(
     *,
     batch_axes: Mapping[InputKey, int | None] | None = None,
 ) -> tuple[Sample, ...]:
-    """One sample derived from each recorded sample, in order, by :func:`heldout_batches`' rules.
-
-    Raises :class:`HeldoutUnavailableError` naming a sample that cannot be varied.
-    """
+    """One sample derived from each recorded sample, in order, by :func:`heldout_batches`' rules."""
     if isinstance(samples, (str, bytes, Sample)) or not isinstance(samples, Iterable):
         raise InvalidTypeError(f"samples must be a sequence of samples, got {samples!r:.200}")
     recorded = [as_sample(sample) for sample in samples]

@@ -1,12 +1,10 @@
-"""The interpreter's and OS's process settings a build may change (gc, signals, cwd, RNGs, ...).
-
-Read, compared and put back as a table of items; ``atexit`` can only be named.
-"""
+"""The interpreter's and OS's process settings a build may change, read and put back as a table."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -16,7 +14,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -126,42 +124,34 @@ def _set_gc(saved: tuple[bool, tuple[int, ...]]) -> None:
     (gc.enable if enabled else gc.disable)()
 
 
-def _torch_rng() -> Any:
-    torch = sys.modules.get("torch")
-    return None if torch is None else torch.get_rng_state()
+def _if_loaded(
+    module: str, get: Callable[[Any], Any], put: Callable[[Any, Any], object]
+) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+    """Read and put back through ``module`` once something imported it (None before: no import)."""
+
+    def read() -> Any:
+        loaded = sys.modules.get(module)
+        return None if loaded is None else get(loaded)
+
+    def write(saved: Any) -> None:
+        loaded = sys.modules.get(module)
+        if loaded is not None and saved is not None:
+            put(loaded, saved)
+
+    return read, write
+
+
+def _cuda_rng(torch: Any) -> Any:
+    """Every GPU's RNG state, once CUDA is initialised (reading never initialises it)."""
+    return tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else None
 
 
 def _torch_rng_key(state: Any) -> Hashable:
     return None if state is None else bytes(state.numpy().tobytes())
 
 
-def _set_torch_rng(state: Any) -> None:
-    torch = sys.modules.get("torch")
-    if torch is not None and state is not None:
-        torch.set_rng_state(state)
-
-
-def _cuda_rng() -> Any:
-    """Every GPU's RNG state, once CUDA is initialised (reading never initialises it)."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return None
-    return tuple(torch.cuda.get_rng_state_all())
-
-
 def _cuda_rng_key(states: Any) -> Hashable:
     return None if states is None else tuple(bytes(s.numpy().tobytes()) for s in states)
-
-
-def _set_cuda_rng(states: Any) -> None:
-    torch = sys.modules.get("torch")
-    if torch is not None and states is not None:
-        torch.cuda.set_rng_state_all(list(states))
-
-
-def _numpy_rng() -> Any:
-    numpy = sys.modules.get("numpy")
-    return None if numpy is None else numpy.random.get_state()
 
 
 def _numpy_rng_key(state: Any) -> Hashable:
@@ -171,38 +161,10 @@ def _numpy_rng_key(state: Any) -> Hashable:
     return kind, bytes(keys.tobytes()), pos, has_gauss, gauss
 
 
-def _set_numpy_rng(state: Any) -> None:
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and state is not None:
-        numpy.random.set_state(state)
-
-
-def _numpy_err() -> Any:
-    numpy = sys.modules.get("numpy")
-    return None if numpy is None else tuple(sorted(numpy.geterr().items()))
-
-
-def _set_numpy_err(saved: Any) -> None:
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and saved is not None:
-        numpy.seterr(**dict(saved))
-
-
-def _structlog() -> Any:
-    structlog = sys.modules.get("structlog")
-    return None if structlog is None else structlog.get_config()
-
-
 def _structlog_key(config: Any) -> Hashable:
     if config is None:
         return None
     return tuple(sorted((k, repr(v) if isinstance(v, list) else id(v)) for k, v in config.items()))
-
-
-def _set_structlog(config: Any) -> None:
-    structlog = sys.modules.get("structlog")
-    if structlog is not None and config is not None:
-        structlog.configure(**config)
 
 
 def os_state(pid: int = 0) -> tuple[frozenset[int], int]:
@@ -235,6 +197,20 @@ def _set_streams(saved: tuple[Any, Any]) -> None:
     sys.stdout, sys.stderr = saved
 
 
+#: Hooks replaced by assignment, compared by identity.
+_HOOKS: Final = (
+    (sys, "excepthook"),
+    (threading, "excepthook"),
+    (sys, "unraisablehook"),
+    (sys, "displayhook"),
+)
+
+
+def _hook(owner: Any, name: str) -> _Item:
+    get, put = functools.partial(getattr, owner, name), functools.partial(setattr, owner, name)
+    return _Item(f"{owner.__name__}.{name}", get, put, key=id)
+
+
 def _items() -> tuple[_Item, ...]:
     items = [
         _Item("gc (enabled, thresholds)", _gc, _set_gc),
@@ -258,9 +234,23 @@ def _items() -> tuple[_Item, ...]:
             key=lambda v: tuple(sorted(v.items())),
         ),
         _Item("random's state", random.getstate, random.setstate),
-        _Item("numpy.random's state", _numpy_rng, _set_numpy_rng, key=_numpy_rng_key),
-        _Item("torch's CPU RNG state", _torch_rng, _set_torch_rng, key=_torch_rng_key),
-        _Item("torch's CUDA RNG states", _cuda_rng, _set_cuda_rng, key=_cuda_rng_key),
+        _Item(
+            "numpy.random's state",
+            *_if_loaded(
+                "numpy", lambda np: np.random.get_state(), lambda np, s: np.random.set_state(s)
+            ),
+            key=_numpy_rng_key,
+        ),
+        _Item(
+            "torch's CPU RNG state",
+            *_if_loaded("torch", lambda t: t.get_rng_state(), lambda t, s: t.set_rng_state(s)),
+            key=_torch_rng_key,
+        ),
+        _Item(
+            "torch's CUDA RNG states",
+            *_if_loaded("torch", _cuda_rng, lambda t, s: t.cuda.set_rng_state_all(list(s))),
+            key=_cuda_rng_key,
+        ),
         _Item(
             "warnings.filters",
             lambda: tuple(warnings.filters),
@@ -280,33 +270,21 @@ def _items() -> tuple[_Item, ...]:
                 sorted((n, s[0], tuple(map(id, s[1])), *s[2:]) for n, s in v.items())
             ),
         ),
-        _Item("structlog's configuration", _structlog, _set_structlog, key=_structlog_key),
-        _Item("numpy.geterr()", _numpy_err, _set_numpy_err),
+        _Item(
+            "structlog's configuration",
+            *_if_loaded("structlog", lambda m: m.get_config(), lambda m, c: m.configure(**c)),
+            key=_structlog_key,
+        ),
+        _Item(
+            "numpy.geterr()",
+            *_if_loaded(
+                "numpy",
+                lambda np: tuple(sorted(np.geterr().items())),
+                lambda np, s: np.seterr(**dict(s)),
+            ),
+        ),
         _Item("os.umask", _umask, os.umask),
-        _Item(
-            "sys.excepthook",
-            lambda: sys.excepthook,
-            lambda v: setattr(sys, "excepthook", v),
-            key=id,
-        ),
-        _Item(
-            "threading.excepthook",
-            lambda: threading.excepthook,
-            lambda v: setattr(threading, "excepthook", v),
-            key=id,
-        ),
-        _Item(
-            "sys.unraisablehook",
-            lambda: sys.unraisablehook,
-            lambda v: setattr(sys, "unraisablehook", v),
-            key=id,
-        ),
-        _Item(
-            "sys.displayhook",
-            lambda: sys.displayhook,
-            lambda v: setattr(sys, "displayhook", v),
-            key=id,
-        ),
+        *(_hook(owner, name) for owner, name in _HOOKS),
         _Item("sys.gettrace()", sys.gettrace, sys.settrace, key=id),
         _Item("sys.getprofile()", sys.getprofile, sys.setprofile, key=id),
         _Item(

@@ -1,7 +1,4 @@
-"""The model guard: a whole module object, kept before a tune and checked and restored after.
-
-Attributes torch itself sets on a module it wraps, and device moves, are not changes.
-"""
+"""The model guard: a module object kept before a tune, checked and restored after it."""
 
 from __future__ import annotations
 

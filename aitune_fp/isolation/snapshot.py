@@ -41,10 +41,7 @@ from aitune_fp.isolation.registries import (
 
 @attrs.frozen(eq=False)
 class ProcessState:
-    """What a candidate may change in the process, as it was at :meth:`capture`.
-
-    Holds references to the original callables and hooks, never copies of them.
-    """
+    """What a candidate may change in the process, as it was at :meth:`capture` (by reference)."""
 
     _flag_values: tuple[object, ...]
     _device: tuple[object, object]

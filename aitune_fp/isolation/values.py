@@ -1,7 +1,4 @@
-"""What a guard keeps of one value, container or tensor, and how it compares and puts it back.
-
-Plain values by value, containers by a shallow copy, tensors by a host copy compared bit for bit.
-"""
+"""What a guard keeps of one value, container or tensor, and how it compares and puts it back."""
 
 from __future__ import annotations
 

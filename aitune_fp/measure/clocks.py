@@ -31,10 +31,7 @@ def two_clocks(
     clock: str,
     decide: Callable[[Sequence[float], Sequence[float]], SpeedupDecision],
 ) -> tuple[dict[str, Any], list[str], str | None]:
-    """With device time: both clocks' figures (medians over the pairs used), ``host_bound``, a note.
-
-    The other clock's estimate is its own decision on the same pairs; nothing on CPU.
-    """
+    """With device time: both clocks' figures over the pairs used, ``host_bound``, a note."""
     if timings.baseline_device_s is None or timings.candidate_device_s is None:
         return {}, [], None
     used = slice(decision.shift_index or 0, n_pairs)

@@ -1,7 +1,4 @@
-"""No verdict from a machine that moved: the stretch of block pairs a statistical look may rest on.
-
-Eager's level moved, or the load was busy: a look decides on the steady stretch after it, or not.
-"""
+"""No verdict from a machine that moved: a look decides on the steady stretch after it, or not."""
 
 from __future__ import annotations
 
@@ -69,10 +66,7 @@ class Stretch:
     def steady_across(
         self, base: Sequence[float], cand: Sequence[float], warm: int, *, wander: bool
     ) -> Stretch:
-        """Itself over every pair when eager's moves left the paired ratio where it was; or as is.
-
-        ``base``, ``cand``: the warm-up's ``warm`` blocks, then the pairs (:func:`ratio_held`).
-        """
+        """Itself over every pair when eager's moves left the paired ratio alone, or as is."""
         if not self.moved or self.busy_load is not None or self.busy_now:
             return self
         if not ratio_held(base, cand, self.quiet_pairs, warm + self.start, wander=wander):
@@ -250,10 +244,7 @@ def held(decision: SpeedupDecision) -> SpeedupDecision:
 
 
 def sides(stretch: Stretch, timings: PairedTimings) -> tuple[PairedTimings, PairedTimings] | None:
-    """The pairs before eager's move and those after it, each to be decided on its own; or None.
-
-    None: no move of eager's, a busy look, or too few pairs on a side (STEP_SLACK left out).
-    """
+    """The pairs before eager's move and those after it, each decided on its own; or None."""
     k = stretch.changed_at
     if k is None or stretch.busy_load is not None or stretch.busy_now or stretch.start != k:
         return None

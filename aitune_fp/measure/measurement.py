@@ -38,10 +38,7 @@ OnLook = Callable[[int, SpeedupDecision], None]
 
 @attrs.frozen(kw_only=True)
 class Comparison:
-    """One candidate against eager: what every decision rule compares, on what, against which gate.
-
-    ``eager_latencies``: eager's up-front latencies (the point rule's only).
-    """
+    """One candidate against eager: what every decision rule compares, on what, at which gate."""
 
     eager: Callable[..., Any]
     candidate: Callable[..., Any]
@@ -85,10 +82,7 @@ def raw_latencies(
     block: int = 1,
     candidate_block: int | None = None,
 ) -> Raw:
-    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each.
-
-    ``candidate_block``: the candidate's calls a block where they differ from eager's.
-    """
+    """A comparison's raw timings, from pair ``start`` (None: unpaired), ``block`` calls each."""
     return Raw(
         latencies_from=start if baseline_s else None,
         baseline_latencies_s=tuple(baseline_s),
@@ -110,10 +104,7 @@ def run_context(
     device: Device | None = None,
     raw: Raw | None = None,
 ) -> RunContext:
-    """The CPU environment, the clock, extra flags and ``oversubscribed``, the same for every rule.
-
-    ``oversubscribed`` over the load at the start (``env``) and the end (``load_end``).
-    """
+    """The CPU environment, the clock, extra flags and ``oversubscribed``, alike for every rule."""
     threads = threads if threads is not None else env.threads
     extra = list(flags)
     if is_oversubscribed((env.load_avg_1m, load_end), cpus=env.cpus, threads=threads):

@@ -1,7 +1,4 @@
-"""The point rule, AITune's: eager measured once up front, the candidate the same way later.
-
-Warm-up and timed calls per arm, throughput from the mean latency; no looks, no interval.
-"""
+"""The point rule, AITune's: eager measured once up front, the candidate later; no interval."""
 
 from __future__ import annotations
 
@@ -52,10 +49,7 @@ def measure_baseline_point(
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
-    """AITune's point-mode arm: ``point_warmup_calls`` untimed, ``point_steps`` timed calls.
-
-    Returns (samples/s from the mean latency, per-call latencies in seconds).
-    """
+    """AITune's point-mode arm: (samples/s from the mean latency, per-call latencies in s)."""
     size = check_int("batch_size", batch_size, minimum=1)
     latencies = time_calls(
         baseline,
@@ -84,10 +78,7 @@ def _candidate_draws(fresh: Callable[[int], Sample] | None) -> Callable[[int], S
 
 
 def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
-    """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later.
-
-    No looks (``on_look`` is never called); ``fresh``: a draw of its own for every timed call.
-    """
+    """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later."""
     eager, candidate, batch, size, config = c.eager, c.candidate, c.batch, c.size, c.config
     gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies
     spot_check, batches, references = c.spot_check, c.batches, c.references

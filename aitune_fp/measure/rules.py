@@ -1,7 +1,4 @@
-"""The decision rules by name, and :func:`measure_speedup`, which runs the one a config names.
-
-A new rule is its module plus one :func:`register` line.
-"""
+"""The decision rules by name, and :func:`measure_speedup`, which runs the one a config names."""
 
 from __future__ import annotations
 
@@ -39,10 +36,7 @@ def _rule_name(value: object) -> str:
 
 @attrs.frozen
 class DecisionRule:
-    """How one decision mode measures: eager's up-front figure, then each candidate against eager.
-
-    Chosen once per config by :func:`rule_for`; callers never compare mode strings.
-    """
+    """How one decision mode measures: eager's up-front figure, then each candidate against it."""
 
     name: DecisionMode = attrs.field(converter=_rule_name)
     measure_eager: Callable[..., tuple[float, tuple[float, ...]]]
@@ -100,10 +94,7 @@ def measure_speedup(
     spot_rate: float | None = None,
     spot_seed: int = 0,
 ) -> Measurement:
-    """Measure ``candidate`` against ``baseline`` on ``batch`` and decide "faster" per ``config``.
-
-    Batches rotate by call; ``spot_check`` sees outputs untimed; failures raise ProfilingError.
-    """
+    """Measure ``candidate`` against ``baseline`` on ``batch``; decide "faster" per ``config``."""
     size = check_int("batch_size", batch_size, minimum=1)
     gate = Gate(min_speedup_threshold_percent)  # the edge of this public function
     sample = as_sample(batch)

@@ -32,6 +32,7 @@ from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
     OnLook,
+    RunContext,
     closeness_of,
     collecting,
     raw_latencies,
@@ -55,10 +56,7 @@ def measure_throughput_steady(
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
     fresh: Callable[[int], Sample] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
-    """One arm's throughput after a warm-up until steady, then ``point_steps`` timed calls.
-
-    Returns (samples/s, latencies in s); batches rotate, ``fresh(k)`` gives call ``k``'s values.
-    """
+    """One arm's (samples/s, latencies in s): a warm-up until steady, then ``point_steps`` calls."""
     size = check_int("batch_size", batch_size, minimum=1)
     window = config.warmup_window
     turn = [0]  # calls made so far: the next call continues the rotation (or the draws)
@@ -234,20 +232,23 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     load_end = host.load_average()
     chosen = on_clock(timings, config.clock)
     closeness = closeness_of(c, seen)
-    if decision is None:
-        context = run_context(
+
+    def context(flags: Sequence[str], note: str | None, start: int, **fields: Any) -> RunContext:
+        return run_context(
             env,
             load_end,
             timings.threads,
             clock=config.clock,
             isolation=c.isolation,
-            flags=gpu.flags,
-            note=gpu.note(),
-            device=Device(**gpu.result_fields()),
+            flags=flags,
+            note=note,
+            device=Device(**fields, **gpu.result_fields()),
             raw=raw_latencies(
-                chosen.baseline_s, chosen.candidate_s, 0, timings.block, timings.candidate_block
+                chosen.baseline_s, chosen.candidate_s, start, timings.block, timings.candidate_block
             ),
         )
+
+    if decision is None:
         return undecided_result(
             chosen,
             warmup.baseline_s,
@@ -257,7 +258,7 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
             gate,
             c.description,
             wall_s,
-            context,
+            context(gpu.flags, gpu.note(), 0),
             closeness,
         )
     first, machine_note = 0, None
@@ -275,23 +276,6 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         lambda base_s, cand_s: decide(base_s, cand_s, decided_look),
     )
     notes = "; ".join(n for n in (machine_note, note, gpu.note()) if n) or None
-    context = run_context(
-        env,
-        load_end,
-        timings.threads,
-        clock=config.clock,
-        isolation=c.isolation,
-        flags=[*machine_flags, *flags, *gpu.flags],
-        note=notes,
-        device=Device(**fields, **gpu.result_fields()),
-        raw=raw_latencies(
-            chosen.baseline_s,
-            chosen.candidate_s,
-            first + (decision.shift_index or 0),
-            timings.block,
-            timings.candidate_block,
-        ),
-    )
     return statistical_result(
         decision,
         decided_at - first,
@@ -301,7 +285,12 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         budget_spent,
         wall_s,
         c.description,
-        context,
+        context(
+            [*machine_flags, *flags, *gpu.flags],
+            notes,
+            first + (decision.shift_index or 0),
+            **fields,
+        ),
         closeness,
     )
 

@@ -1,7 +1,4 @@
-"""NVML readings of the CUDA device being timed: clocks, temperature, power, throttles, processes.
-
-Advisory: read around each look, untimed; without NVML nothing is read and nothing raises.
-"""
+"""Advisory NVML readings of the CUDA device timed, around each look (without NVML: none)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,7 @@ from aitune_fp.pipeline.values import CandidateOutcome, TuneTarget, candidate_fo
 
 
 class Arm(Protocol):
-    """Where a candidate is built, checked and timed: this process, or a worker of its own.
-
-    Called in order: :meth:`open`, :meth:`build` (watchdog on), :meth:`abandon` or :meth:`settle`.
-    """
+    """Where a candidate is built, checked and timed: open, build, then abandon or settle."""
 
     description: str
     folder: Path

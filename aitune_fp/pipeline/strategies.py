@@ -57,10 +57,7 @@ def try_candidate(
     device: torch.device | str,
     cache_dir: Path | str,
 ) -> CandidateOutcome:
-    """Build a copy of ``backend``, check it against eager and, inside a validating tune, gate it.
-
-    Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate).
-    """
+    """Build a copy of ``backend``, check it and, in a validating tune, gate it; never raises."""
     session = _session(module, name, graph_spec, data, device, cache_dir)
     return session.try_candidate(backend)
 
@@ -80,10 +77,7 @@ def build_and_validate(
 
 
 class SessionStrategy:
-    """Base of the built-in strategies: selection logic over an explicit :class:`TuneSession`.
-
-    ``tune`` (AITune's signature) runs the same logic in a plain session.
-    """
+    """Base of the built-in strategies: selection logic over a :class:`TuneSession`."""
 
     #: The batch size the validating wrapper opens the tune at (None: the graph spec's max).
     operating_batch_size: int | None = None

@@ -1,7 +1,4 @@
-"""The built-in strategies by name: the one table the CLI, sweep files and ``make_strategy`` read.
-
-Importing it does not import torch: each factory imports its strategy when called.
-"""
+"""The built-in strategies by name (torch-free): the one table the CLI and sweep files read."""
 
 from __future__ import annotations
 
@@ -147,10 +144,7 @@ def strategy_options(
     *,
     spell: Callable[[str], str] = str,
 ) -> dict[str, Any]:
-    """Strategy ``name``'s ``given`` options checked, defaults filled: the one place refusing them.
-
-    Errors name the option as the user wrote it (``spell``: ``--budget-ms`` or ``budget_ms``).
-    """
+    """Strategy ``name``'s ``given`` options checked, defaults filled; errors use ``spell``."""
     entry = STRATEGIES.get(name) if isinstance(name, str) else None
     if entry is None:
         error = InvalidValueError if isinstance(name, str) else InvalidTypeError

@@ -234,10 +234,7 @@ class TuneSession:
     def try_candidate(
         self, backend: Any, *, build: Callable[[Any], Any] | None = None
     ) -> CandidateOutcome:
-        """Build a copy of ``backend``, check it against eager and, when validating, gate it.
-
-        Never raises for a failing candidate (``KeyboardInterrupt``/``SystemExit`` propagate).
-        """
+        """Build a copy of ``backend``, check it and, when validating, gate it; never raises."""
         t = self.target
         if self._outcome is not None:
             raise InvalidStateError(
@@ -284,10 +281,7 @@ class TuneSession:
         return self._heldout_samples
 
     def _stuck(self, what: str, elapsed_s: float) -> None:
-        """The watchdog's report of a stuck step: record the candidate hung, emit ``finished``.
-
-        Runs on the watchdog's thread; a stuck thread that returns later changes nothing.
-        """
+        """The watchdog's report of a stuck step (its thread): record it hung, emit ``finished``."""
         exc = CandidateHungError(
             f"{what} is still running {elapsed_s:.0f} s after it started and could not be "
             "interrupted (stuck outside Python code)"
@@ -319,10 +313,7 @@ class TuneSession:
     def run(
         self, call: Callable[[], Any], *, open_first: bool = True, batch_size: int | None = None
     ) -> Any:
-        """Run a strategy's own tune (``call``) in this session, from ``started`` to ``finished``.
-
-        ``open_first=False`` only takes the model (the driver opens from a hook); errors propagate.
-        """
+        """Run a strategy's own tune (``call``) in this session, ``started`` to ``finished``."""
         try:
             if not self.gated:  # the one event of a disabled tune
                 off = Disabled(

@@ -45,10 +45,7 @@ def _a_registered_rule(instance: object, attribute: attrs.Attribute[Any], value:
 
 @attrs.frozen(kw_only=True)
 class ValidationOptions:
-    """How a wrapped strategy validates: the gate, how to measure, whether it is on, which clock.
-
-    ``timer``: the clock of every timed call (None: the device's); tests inject a fake one.
-    """
+    """How a wrapped strategy validates: the gate, how to measure, whether it is on, which clock."""
 
     min_speedup_threshold_percent: float = attrs.field(
         default=DEFAULT_THRESHOLD_PERCENT, converter=_threshold

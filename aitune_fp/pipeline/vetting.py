@@ -139,10 +139,7 @@ def _timed(
 
 
 def rank(arena: Arena, outcome: CandidateOutcome) -> float | None:
-    """How good a passing candidate is (higher is better; None when it cannot be measured).
-
-    Gated: speedup over eager in the same window; plain: its own throughput.
-    """
+    """How good a passing candidate is: gated, its speedup; plain, its throughput; or None."""
     result = outcome.result
     if result is not None:
         return result.estimate if result.estimate is not None else result.speedup

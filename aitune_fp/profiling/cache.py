@@ -11,10 +11,7 @@ FALLBACK_L2_BYTES = 128 * 1024 * 1024
 
 
 def l2_flusher(timer: object) -> Callable[[], None]:
-    """A function overwriting the L2 of ``timer``'s CUDA device with a buffer allocated once now.
-
-    Raises :class:`InvalidValueError` naming ``cache`` when ``timer`` times no CUDA device.
-    """
+    """A function overwriting the L2 of ``timer``'s CUDA device with a buffer allocated once now."""
     device = getattr(timer, "device", None)
     if getattr(device, "type", None) != "cuda":
         raise InvalidValueError(

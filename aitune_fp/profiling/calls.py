@@ -1,7 +1,4 @@
-"""Timed calls and blocks of one callable, and the spot checks of their outputs.
-
-Every call runs on its own copy made before the clock; checks see outputs after it stops.
-"""
+"""Timed calls and blocks of one callable, each on a copy made before the clock; spot checks."""
 
 from __future__ import annotations
 
@@ -97,10 +94,7 @@ def checks_per_batch(
     references: Sequence[Any] | None,
     n_batches: int,
 ) -> tuple[SpotCheck | None, ...]:
-    """One one-argument check per batch: ``spot_check(output, references[b])`` on batch ``b``.
-
-    Without ``references``, ``spot_check(output)`` (one batch only).
-    """
+    """One check per batch: ``spot_check(output, references[b])``, or ``spot_check(output)``."""
     if references is not None and len(references) != n_batches:
         raise InvalidValueError(
             f"references must hold eager's output on each batch: {n_batches} expected, "
@@ -151,10 +145,7 @@ def _worker_failure(exc: WorkerError, arm: str | None) -> ProfilingError:
 
 
 def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: bool = True) -> Any:
-    """Call ``fn`` on a fresh copy of ``batch`` (``fresh=False``: its own already); failures raise.
-
-    As :class:`ProfilingError` (out of memory: the cache emptied); a Worker keeps its output.
-    """
+    """Call ``fn`` on a fresh copy of ``batch`` (unless ``fresh=False``); raises ProfilingError."""
     import torch
 
     if isinstance(fn, Worker):
@@ -223,8 +214,7 @@ def timed_block(
 ) -> Timed:
     """Mean wall (and device) seconds a call of a block of one arm's consecutive calls.
 
-    Copies made before the clock; ``lead``: the first call untimed (the carry-over falls on it);
-    ``checks[j]`` see outputs after it stops. A Worker runs the block in one hand-over.
+    ``lead``: the first call untimed (the carry-over falls on it); ``checks[j]`` run after.
     """
     calls = len(batches) - lead
     if calls < 1:
@@ -310,10 +300,7 @@ def time_calls(
     fresh: Callable[[int], Sample] | None = None,
     reference: Callable[..., Any] | None = None,
 ) -> tuple[float, ...]:
-    """Per-call wall latencies (s) of ``n`` timed calls of one arm, after ``warmup`` untimed ones.
-
-    Batches rotate (``fresh``: new values a call); the spot checks as :func:`spot_calls` picks.
-    """
+    """Per-call wall latencies (s) of ``n`` timed calls of one arm after ``warmup`` untimed."""
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
     import torch

@@ -1,8 +1,6 @@
-"""Interference: CPU time another candidate's process spends while a worker is timed.
+"""Interference: CPU time another candidate's process group spends while a worker is timed.
 
-Read from the kernel (each process's CPU-time clock, its process group included), never from
-the process itself; a share of the timed wall time above :data:`FOREIGN_SHARE` (plus
-:data:`FOREIGN_SLACK_NS`) is a candidate's own work running beside another's timing.
+Read from the kernel, never from the process; over :data:`FOREIGN_SHARE` it rejects the candidate.
 """
 
 from __future__ import annotations
@@ -26,10 +24,7 @@ QUIET_WAIT_S = 0.05
 
 
 class InterferenceError(AitunefpError, RuntimeError):
-    """Another candidate's process ran while a worker was timed (a thread left spinning).
-
-    ``culprit``: the worker whose process ran (the blame is its, not the timed one's).
-    """
+    """Another candidate's process ran while a worker was timed; ``culprit``: the one to blame."""
 
     def __init__(self, message: str, *, culprit: Any = None) -> None:
         """Keep the worker to blame."""
@@ -43,10 +38,7 @@ def cpu_clock(pid: int) -> int:
 
 
 def runnable_tasks() -> int | None:
-    """How many tasks the kernel counts runnable right now, the caller included (``/proc/loadavg``).
-
-    None where there is no ``/proc``.
-    """
+    """Tasks the kernel counts runnable now, the caller too (``/proc/loadavg``; else None)."""
     try:
         with open("/proc/loadavg", "rb") as stat:
             return int(stat.read().split()[3].split(b"/")[0])
@@ -55,13 +47,9 @@ def runnable_tasks() -> int | None:
 
 
 def spare_core(earlier: int | None, threads: int = 1) -> bool:
-    """Whether a core is free for the judge to spin on beside the worker it is about to time.
+    """Whether a core is free for the judge to spin on beside a worker of ``threads`` threads.
 
-    Anything else runnable, at ``earlier`` (a :func:`runnable_tasks` reading) and now, would
-    compete with the worker for it (one busy job beside took a 1 ms pair's spread from 0.06-0.09
-    to 0.19-0.28: ``benchmarks/RESULTS.md``); two reads, as a worker just settling is runnable
-    for a moment. The worker's call takes ``threads`` cores: a judge spinning beside a
-    two-thread worker on two cores took one of them (int8 read 0.59x where it is 1.7x).
+    Runnable tasks are read at ``earlier`` and now (a settling worker is runnable for a moment).
     """
     now = runnable_tasks()
     if earlier is None or now is None:
@@ -97,11 +85,7 @@ def group_members(pgid: int) -> list[int]:
 
 
 class WorkerGroup:
-    """The workers of one tune, and which of them are suspects (candidates, not eager).
-
-    Before a worker is timed every other live worker settles; the CPU time of every other live
-    suspect is read before and after (:meth:`watch`, :meth:`account`).
-    """
+    """The workers of one tune, and which of them are suspects (candidates, not eager)."""
 
     def __init__(self) -> None:
         """No worker yet."""
@@ -129,14 +113,7 @@ class WorkerGroup:
     def watch(self, worker: Any, during: Callable[[], object]) -> list[tuple[Any, int]]:
         """Wait until every worker but ``worker`` is idle, then read the suspects' CPU clocks.
 
-        Every arm is timed alone and after the same wait: each other worker's owed digest is
-        read first (an honest worker is then idle), and eager's worker is waited for too, though
-        only suspects are accounted. ``during`` (the timed worker's copy of its inputs) runs in
-        the first step of the wait; with a core spare (:func:`spare_core`) the judge spins
-        through the steps and on the call's answer (a sleep costs a wake-up).
-        A backend whose threads spin a while after each call (ONNX Runtime's pool) settles
-        first, untimed (at most ``QUIET_WAIT_S``); one that never settles (a thread left
-        running) is timed beside and shows as interference.
+        ``during`` (the timed worker's input copy) runs in the wait; docs/architecture.md: why.
         """
         others = [w for w in self.live() if w is not worker]
         for other in others:
@@ -161,12 +138,7 @@ class WorkerGroup:
         return [(w, at) for w, at in zip(others, before, strict=True) if w in suspects]
 
     def account(self, worker: Any, before: list[tuple[Any, int]]) -> None:
-        """Add the suspects' CPU time since ``before`` to ``worker``'s interference.
-
-        Raises :class:`InterferenceError` naming the busiest suspect once the suspects' CPU time
-        while ``worker`` was timed passes :data:`FOREIGN_SHARE` of its timed wall time (plus
-        :data:`FOREIGN_SLACK_NS`).
-        """
+        """Add the suspects' CPU time since ``before`` to ``worker``'s; past the share, raise."""
         if not before:
             return
         spent = [(w, max(w.cpu_ns() - at, 0)) for w, at in before]

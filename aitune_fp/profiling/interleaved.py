@@ -1,7 +1,4 @@
-"""The interleaved A/B run: a warm-up, then timed blocks of each arm in random ABBA / BAAB quads.
-
-A timed sample is a block of one arm's consecutive calls, each on its own copy made before it.
-"""
+"""The interleaved A/B run: a warm-up, then timed blocks of each arm in random ABBA/BAAB quads."""
 
 from __future__ import annotations
 
@@ -79,10 +76,7 @@ class WarmupReport:
 
 @attrs.frozen(kw_only=True)
 class PairedTimings:
-    """Interleaved blocks side by side: ``baseline_s[i]``, ``candidate_s[i]``, seconds a call.
-
-    ``flags``: "warmup_not_steady", "recompiled", "level_shift_after_pair_<k>".
-    """
+    """Interleaved blocks side by side: ``baseline_s[i]``, ``candidate_s[i]``, seconds a call."""
 
     baseline_s: tuple[float, ...]
     candidate_s: tuple[float, ...]
@@ -91,6 +85,7 @@ class PairedTimings:
     warmup: WarmupReport | None
     threads: int
     wall_s: float
+    #: ``warmup_not_steady``, ``recompiled``, ``level_shift_after_pair_<k>`` (:meth:`timings`).
     flags: tuple[str, ...]
     #: Per pair: whether the candidate's timed call came right after an eager call (a carry-over
     #: from eager, e.g. a cache it warmed, shows only there; a user calls the candidate after
@@ -107,10 +102,7 @@ class PairedTimings:
 
 
 class InterleavedRun:
-    """A running A/B measurement the caller extends look by look (a context manager).
-
-    On enter: threads set, ``no_grad`` on, a copy of each batch and a copy ring per arm.
-    """
+    """A running A/B measurement the caller extends look by look (a context manager)."""
 
     def __init__(
         self,
@@ -131,11 +123,9 @@ class InterleavedRun:
         fresh: Callable[[int], Sample] | None = None,
         block: int | None = 1,
     ) -> None:
-        """Prepare the run (nothing is called until entered); block i's call j is call i*block+j.
+        """Prepare the run (nothing called until entered); block i's call j is call i*block+j.
 
-        Batches and spot checks go by call; ``fresh(d)``: draw ``d``, one for each call of every
-        block pair (leads and the warm-up's blocks too), so no arm meets a value twice; ``block``
-        None: ranged in the warm-up.
+        ``fresh(d)``: draw ``d``, one a call of every block pair, leads too; ``block`` None: ranged.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
         self._calls: tuple[int, int] | None = None  # ranged: (baseline's, candidate's) a block
@@ -273,10 +263,9 @@ class InterleavedRun:
         return samples[:1] + samples if self._lead() else samples
 
     def _new_pair(self) -> None:
-        """Draw the next block pair's fresh values, its lead's first; both arms share them.
+        """Draw the next block pair's fresh values, lead's first, shared by both arms.
 
-        Never a value drawn before: a candidate that answers a value it met (the lead's, or an
-        earlier block's) from memory would be faster without computing, and still right.
+        Never one drawn before: a candidate answering a value it met from memory would be faster.
         """
         if self._fresh is not None:
             n = max(self.block, self.candidate_block) + self._lead()
@@ -322,10 +311,7 @@ class InterleavedRun:
         return deadline_ns is not None and self._clock.now_ns() >= deadline_ns
 
     def _collect(self, deadline_ns: int | None, *, first: bool = False) -> None:
-        """Collect the young generation the paused collector let pile up, when due and if it fits.
-
-        Its predicted cost must end before ``deadline_ns``; never a full collection.
-        """
+        """Collect the paused collector's young generation when due and done by ``deadline_ns``."""
         if not self._gc_was_enabled:
             return  # the caller turned the collector off: collect nothing
         young = gc.get_count()[0]
@@ -351,10 +337,7 @@ class InterleavedRun:
         deadline_ns: int | None = None,
         reserve_pairs: int = 0,
     ) -> WarmupReport:
-        """An untimed call of each arm, timed calls until both are steady, then timed blocks.
-
-        Stops at ``deadline_ns``, or once ``reserve_pairs`` block pairs at the pace would not fit.
-        """
+        """An untimed call of each arm, timed calls until both are steady, then timed blocks."""
         self._require_entered()
         check_int("max_calls", max_calls, minimum=1)
         size = max(check_int("window", window, minimum=1), 2)
@@ -418,9 +401,7 @@ class InterleavedRun:
     ) -> tuple[int, int]:
         """Each arm's block, as long as the slower arm's at its warm-up pace, fitted to the budget.
 
-        The pace: each arm's median over its last ``size`` calls. The warm-up's blocks and
-        ``reserve_pairs`` block pairs must end by ``deadline_ns``: a candidate ten times slower
-        than eager gets blocks a tenth as long, not ten times longer, and reaches its first look.
+        Warm-up blocks and ``reserve_pairs`` pairs end by ``deadline_ns``: a slow candidate looks.
         """
         pace = []
         for arm in ("baseline", "candidate"):
@@ -438,11 +419,7 @@ class InterleavedRun:
         return (calls, calls)
 
     def _even(self, blocks: dict[str, list[float]]) -> tuple[int, int]:
-        """The blocks again from the warm-up blocks' pace, which single calls' hand-overs inflate.
-
-        The slower arm keeps its calls; the faster's then last as long (a block's fixed cost is
-        the same in both, so equal times in a block mean equal times in its calls).
-        """
+        """The blocks again from the warm-up blocks' pace (single calls' hand-overs inflate it)."""
         assert self._calls is not None
         pace = [sorted(blocks[arm])[len(blocks[arm]) // 2] for arm in ("baseline", "candidate")]
         slower = self._calls[pace.index(max(pace))]
@@ -451,11 +428,10 @@ class InterleavedRun:
         return (baseline, candidate)
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
-        """Time ``n_pairs`` more block pairs after one untimed call per arm; return how many.
+        """Time up to ``n_pairs`` more block pairs (none starts after ``deadline_ns``); how many.
 
-        Housekeeping first, then the deadline check: no block starts after ``deadline_ns``.
-        A pair in which an arm waited for a CPU (:func:`disturbed`) is timed again, in the same
-        order, until the deadline (without one, up to ``n_pairs`` such pairs, then it returns).
+        A pair in which an arm waited for a CPU (:func:`disturbed`) is timed again, in its order,
+        until the deadline (without one, up to ``n_pairs`` such pairs).
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)

@@ -31,11 +31,7 @@ WARMUP_BLOCKS = 10
 
 
 def block_calls(call_s: float, batch_bytes: int = 0) -> int:
-    """Timed calls a block: enough to last BLOCK_TARGET_S at ``call_s`` a call, one for a long call.
-
-    ``call_s``: the slower arm's pace (:func:`arm_calls` gives the faster arm as long a block).
-    At most MAX_BLOCK_CALLS, and no more copies of a ``batch_bytes`` batch than a ring may hold.
-    """
+    """Timed calls a block: BLOCK_TARGET_S at the slower arm's ``call_s``, up to most_calls."""
     if not call_s > 0:
         return 1
     return max(1, min(most_calls(batch_bytes), math.ceil(BLOCK_TARGET_S / call_s - 1e-9)))
@@ -49,9 +45,7 @@ def most_calls(batch_bytes: int) -> int:
 def arm_calls(calls: int, paces: Sequence[float], most: int = MAX_BLOCK_CALLS) -> tuple[int, ...]:
     """Each arm's calls a block: ``calls`` for the slowest, as long in time for the others.
 
-    A block's fixed cost (the hand-over, waking threads) then weighs the same share of each
-    arm's time; with one count for both it weighed more on the faster arm's shorter block and
-    pulled the ratio towards 1. Up to ``most``; ``calls`` for all where a pace is unknown.
+    One count for both weighed a block's fixed cost more on the faster arm, pulling the ratio to 1.
     """
     check_int("calls", calls, minimum=1)
     slowest = max(paces, default=0.0)
@@ -66,10 +60,7 @@ def disturbed(waited_s: float | None, block_s: float) -> bool:
 
 
 def block_fitting(calls: int, pair_call_s: float, pairs: int, left_s: float) -> int:
-    """The longest block up to ``calls`` whose ``pairs`` block pairs fit in ``left_s`` (at least 1).
-
-    ``pair_call_s``: a call of each arm; a block pair also runs each arm's lead from LEAD_FROM.
-    """
+    """The longest block up to ``calls`` whose ``pairs`` pairs, leads too, fit in ``left_s``."""
     check_int("calls", calls, minimum=1)
     if not (pair_call_s > 0 and pairs > 0):
         return calls

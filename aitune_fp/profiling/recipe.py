@@ -1,7 +1,4 @@
-"""A callable's recipe pickled to bytes for a worker started from the fork server.
-
-Tensors go as byte copies (no shared memory); module files are re-imported from their paths.
-"""
+"""A callable's recipe pickled to bytes for a fork-server worker (docs/architecture.md)."""
 
 from __future__ import annotations
 

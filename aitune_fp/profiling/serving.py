@@ -56,10 +56,9 @@ def fork_server() -> (
 
 
 def start_fork_server() -> None:
-    """Start the fork server now, where there is one.
+    """Start the fork server now, where there is one: its torch preload overlaps our imports.
 
-    Its preload (torch) then runs beside the caller's own imports, not before its first worker:
-    a tune at ``--threads 2`` on 2 cores started its first worker 1.7 s later without it.
+    A tune at ``--threads 2`` on 2 cores started its first worker 1.7 s later without it.
     """
     if "forkserver" in multiprocessing.get_all_start_methods():
         import multiprocessing.forkserver as forkserver
@@ -138,10 +137,7 @@ def serve(
     threads: int,
     clock: ReportedClock | None = None,
 ) -> None:
-    """The worker's loop: make the callable, report, then answer requests until told to stop.
-
-    ``clock``: an injected clock the calls move; each call's time on it is sent with the answer.
-    """
+    """The worker's loop: make the callable, report, then answer requests until told to stop."""
     import torch
 
     from aitune_fp._tree import flatten_tensors

@@ -94,10 +94,7 @@ def cpu_environment(threads: int | None = None) -> CpuEnvironment:
 
 
 def is_oversubscribed(loads: Iterable[float | None], *, cpus: int, threads: int) -> bool:
-    """Whether a measurement ran with less CPU than its threads need (the ``oversubscribed`` flag).
-
-    True when any 1-minute load > ``cpus`` or ``threads > cpus``; a None load flags nothing.
-    """
+    """Whether any 1-minute load > ``cpus`` or ``threads > cpus`` (the ``oversubscribed`` flag)."""
     if threads > cpus:
         return True
     return any(load is not None and load - threads > cpus - threads for load in loads)

@@ -1,7 +1,4 @@
-"""The clocks of a measurement: the :class:`Timer` protocol, CPU and CUDA timers, ``host_bound``.
-
-Injected, so the CUDA paths and the loop are testable on CPU with a fake clock.
-"""
+"""The clocks of a measurement (injected): the Timer protocol, CPU and CUDA timers, host_bound."""
 
 from __future__ import annotations
 

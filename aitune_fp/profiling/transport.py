@@ -1,11 +1,6 @@
 """What crosses from a worker process to the judging one: plain data, never code.
 
-A worker's messages are unpickled with a restricted unpickler (containers, numbers, text,
-bytes, torch dtypes). Its outputs travel as a plain form (tensors, lists, dicts, text, and the
-types of objects by name) saved with ``torch.save`` and read back with
-``torch.load(weights_only=True)``; objects are remade only of the types eager's own outputs use,
-with ``object.__new__`` and the builtin containers' own methods, so no ``__reduce__``,
-``__init__``, ``__setstate__`` or ``__setitem__`` of the worker's choosing runs in the judge.
+How messages and outputs are read back with no code of the worker's running: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -69,11 +64,7 @@ def _pairs(mapping: Mapping[Any, Any]) -> list[list[Any]]:
 
 
 def _decode(value: Any, allowed: Mapping[str, type]) -> Any:
-    """In the parent: the plain data back as objects, of ``allowed`` types only; no code runs.
-
-    Instances are made with ``object.__new__`` / the builtin container and filled directly:
-    no ``__init__``, ``__setstate__`` or ``__setitem__`` of theirs is called.
-    """
+    """In the parent: the plain data as objects of ``allowed`` types; none of their code runs."""
     import torch
 
     if not isinstance(value, list):
@@ -161,10 +152,7 @@ class _RawTensors(pickle.Pickler):
 
 
 def dump_samples(samples: Iterable[Any], lead: bool) -> bytes:
-    """The judge's inputs for a worker's block (each a ``Sample``), and whether it leads.
-
-    The worker trusts the judge: it loads them with the plain unpickler (:func:`load_samples`).
-    """
+    """The judge's inputs for a worker's block, and whether it leads (the worker trusts them)."""
     buffer = io.BytesIO()
     _RawTensors(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(
         ([(s.args, dict(s.kwargs)) for s in samples], lead)
@@ -216,9 +204,7 @@ def _tensors(value: Any, seen: set[int]) -> list[Any]:
 def digest_of(output: Any) -> bytes:
     """A 16-byte hash of every tensor of an output (dtype, shape, bytes), in a fixed order.
 
-    A worker sends it with every timed call's answer, computed while timed; when the output is
-    read afterwards (a spot check), its digest must be the same: a worker cannot answer first
-    and compute later, nor show a checked call an output other than the one it timed.
+    Sent with each timed answer: an output read later must match, so none is computed after.
     """
     import hashlib
 

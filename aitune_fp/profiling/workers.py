@@ -1,13 +1,6 @@
 """The judge's side of a worker: a callable in a process of its own, timed from here, killed with it.
 
-Whatever the callable's code does to its interpreter (patched functions, globals, ``gc``, signal
-handlers, threads, RNG, a swallowed interrupt, ``SystemExit``) stays in the worker and ends with
-it. The judge times each call from outside, around the hand-over through a pipe, and reads what
-a worker sends as data only (``transport.py``). A worker starts one of two ways into the same
-loop: forked (nothing pickled), running one intra-op thread, since a forked child cannot use its
-parent's OpenMP team; or from a fork server that never ran an OpenMP team nor touched CUDA, sent
-its recipe pickled (``recipe.py``), running the threads asked for. CPU time a worker spends
-while another is timed is read from the kernel (its process CPU clock), never from the worker.
+What it guarantees, and how it starts (forked, or from the fork server): ``docs/guarantees.md``.
 """
 
 from __future__ import annotations
@@ -77,12 +70,7 @@ class WorkerDiedError(WorkerError):
 
 @contextlib.contextmanager
 def _main_hidden() -> Iterator[None]:
-    """While a worker starts: a main module that names no script, so the worker imports none.
-
-    ``multiprocessing`` re-imports the main script in a child it starts (its ``__main__`` guard
-    is all that keeps its top-level code from running again); a recipe that names nothing of
-    the script does not need it.
-    """
+    """While a worker starts: a main module that names no script, so the worker re-imports none."""
     main = sys.modules["__main__"]
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
@@ -92,10 +80,7 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _kill(pid: int, process: multiprocessing.process.BaseProcess | None) -> None:
-    """Kill a worker's process group (or the process) and reap it; nothing if it is gone.
-
-    ``process``: the fork server's handle of a worker it started (reaped through it).
-    """
+    """Kill a worker's process group (or the process) and reap it; nothing if it is gone."""
     try:
         os.killpg(pid, signal.SIGKILL)  # the worker leads its own group: what it started too
     except (ProcessLookupError, PermissionError):
@@ -112,15 +97,9 @@ def _kill(pid: int, process: multiprocessing.process.BaseProcess | None) -> None
 class Worker:
     """A process holding one callable; the parent times its calls from outside.
 
-    ``make(say)`` runs in the child and returns the callable and a mapping of plain facts about
-    it, which :meth:`ready` returns; facts it passes to ``say`` first (its description, before a
-    long build) are what :meth:`hear` returns. ``classify`` (also in the child) names
-    the stage an exception from ``make`` belongs to. ``timeout_s`` bounds every wait (then the
-    worker is killed and :class:`CandidateHungError` raised). ``allowed``: types an output may
-    hold besides tensors and plain containers (those eager's outputs use). ``threads``: None
-    forks the worker (one intra-op thread, ``make`` inherited); a count starts it from the
-    :func:`fork_server` with that many (``make`` and ``classify`` pickled:
-    :class:`~aitune_fp.profiling.recipe.UnpicklableError` when they cannot be).
+    ``make(say)`` (in the child) returns the callable and its facts (:meth:`ready`; what it says
+    first: :meth:`hear`); ``classify`` names an error's stage; ``timeout_s`` bounds every wait;
+    ``allowed``: an output's other types; ``threads`` None forks, a count uses the fork server.
     """
 
     def __init__(
@@ -135,11 +114,7 @@ class Worker:
         threads: int | None = None,
         clock: ReportedClock | None = None,
     ) -> None:
-        """Start the worker; it starts making its callable at once.
-
-        ``clock``: an injected clock the worker's calls move (a test's); each call's time on
-        it comes back with the answer and is spent on this one (:class:`ReportedClock`).
-        """
+        """Start the worker, making its callable at once; ``clock``: a test's ReportedClock."""
         if threads is None:
             reason = fork_unavailable()
             if reason is not None:
@@ -200,11 +175,7 @@ class Worker:
         return self._conn is not None
 
     def cpu_ns(self) -> int:
-        """CPU time so far of the worker and the processes it started (its process group).
-
-        All their threads, as the kernel counts it; the group is looked up again at most every
-        half second (a process that left the group is not seen: ``docs/guarantees.md``).
-        """
+        """CPU time so far of the worker's process group, all threads (members read each 0.5 s)."""
         now = time.monotonic()
         if now - self._family_at > 0.5:
             self._family = [(p, cpu_clock(p)) for p in group_members(self.pid) if p != self.pid]
@@ -223,10 +194,7 @@ class Worker:
         self._finalizer()
 
     def _receive(self, spin_s: float = 0.0, calls: int = 1) -> bytes:
-        """The worker's next message, spun for ``spin_s`` before blocking, ``calls`` calls' time.
-
-        The worker is killed on a timeout, a death or an interrupt.
-        """
+        """The worker's next message (spun ``spin_s``, then blocked); killed on timeout or death."""
         conn = self._conn
         if conn is None:
             raise InvalidStateError(f"the worker of {self.name} was closed")
@@ -304,11 +272,7 @@ class Worker:
         return None if self._waited_ns < 0 else self._waited_ns / 1e9
 
     def settle_quietly(self) -> None:
-        """Read the digest owed (:meth:`_settle`) while another worker is about to be timed.
-
-        A failure here (a death, a hang, an error it sent) is raised at this worker's own next
-        request, so the blame stays with it.
-        """
+        """Read the digest owed before another is timed; a failure is raised at its next request."""
         try:
             self._settle()
         except Exception as exc:
@@ -323,10 +287,7 @@ class Worker:
         return self._facts("said")
 
     def ready(self) -> dict[str, Any]:
-        """Wait until the callable is made: the facts ``make`` returned (its error raised).
-
-        Facts it says meanwhile are kept in :attr:`said` (read them when it failed, too).
-        """
+        """Wait until the callable is made: the facts ``make`` returned (said: :attr:`said`)."""
         while True:
             raw = self._receive()
             try:
@@ -373,10 +334,7 @@ class Worker:
         return out
 
     def prepare_block(self, samples: Sequence[Sample], lead: bool) -> None:
-        """Send a block's inputs; the worker copies each before the clock (``lead``: calls one).
-
-        Untimed. The lead call takes the carry-over from the other arm out of the block's time.
-        """
+        """Send a block's inputs, untimed; the worker copies each before the clock."""
         self._send(b"B" + dump_samples(samples, lead))
         raw = self._receive(calls=len(samples))
         if raw != b"b":
@@ -385,11 +343,7 @@ class Worker:
     def run_block(self, calls: int) -> None:
         """The ``calls`` prepared calls of a block: the hand-over the parent times.
 
-        The request is the same for every block (nothing tells a checked call from another).
-        The worker answers, then sends its outputs' digests (:func:`digest_of`), read before
-        another arm is timed: a worker that answered before computing computes then, and its
-        CPU time is interference (:meth:`account`). The outputs stay in the worker until the
-        next block (:meth:`output` reads one, and its digest must be the one sent).
+        The same request every block; the digests that follow are read before another arm runs.
         """
         self._send(b"T")
         raw = self._receive(spin_s=SPIN_S if self.spins else 0.0, calls=calls)
@@ -400,11 +354,7 @@ class Worker:
             self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
 
     def output(self, index: int | None = None) -> Any:
-        """The output of the last timed call (or the block's call ``index``), read back as data.
-
-        Its digest must be the one the worker answered while timed: an output made afterwards
-        (a worker that answers first and computes when asked) is a :class:`WorkerError`.
-        """
+        """The last timed call's output (or call ``index``'s), as data, with the digest it sent."""
         output = self._load(self._request(b"O", index, "out"))  # the digest is read first
         sent = self.last_digest if index is None else self.digests[index]
         if digest_of(output) != sent:
@@ -430,10 +380,7 @@ class Worker:
             ) from None
 
     def watch(self, during: Callable[[], object]) -> list[tuple[Worker, int]]:
-        """Before a timed call: the others settle; the suspects' clocks (:meth:`WorkerGroup.watch`).
-
-        ``during`` (the call's :meth:`prepare`) runs while they are watched going quiet.
-        """
+        """Before a timed call, ``during`` it: the others settle (:meth:`WorkerGroup.watch`)."""
         if self._group is None:
             self.spins = spare_after(during, self.threads)
             return []

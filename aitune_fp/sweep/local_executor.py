@@ -43,10 +43,7 @@ def _stop(process: multiprocessing.process.BaseProcess) -> None:
 
 
 class LocalExecutor:
-    """Runs the tasks one after another on this machine: no extra dependency, no overlap.
-
-    A task with a deadline runs in a forkserver child killed at it; else (or ``in_process=True``) here.
-    """
+    """Runs the tasks one after another here; one with a deadline in a child killed at it."""
 
     name = "local"
 

@@ -1,7 +1,4 @@
-"""Run sweep tasks as Ray tasks, each holding a whole device (``pip install 'aitune-fp[ray]'``).
-
-Ray is imported here only; a task past its deadline is cancelled (``ray.cancel(force=True)``).
-"""
+"""Sweep tasks as Ray tasks (Ray imported here only), each holding a whole device."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Run a sweep: one tune task per model, one JSON-lines log for all of them, a summary at the end.
-
-The task's names (:mod:`~aitune_fp.sweep.task`) are re-exported here.
-"""
+"""Run a sweep: one tune task per model, one JSON-lines log for them all, a summary at the end."""
 
 from __future__ import annotations
 
@@ -36,10 +33,7 @@ __all__ = [
 
 
 class Executor(Protocol):
-    """Runs tasks, handing each outcome to ``on_outcome`` in completion order.
-
-    A Ctrl-C propagates as KeyboardInterrupt after outstanding work is cancelled.
-    """
+    """Runs tasks, handing each outcome to ``on_outcome`` in completion order (Ctrl-C cancels)."""
 
     name: str
 
@@ -103,19 +97,12 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
 
 def _status(outcome: TaskOutcome) -> ModelStatus:
     last = outcome.records[-1] if outcome.records else {}
-    if outcome.ok:
-        return ModelStatus(
-            model=outcome.model,
-            state="finished",
-            tune_run_id=last.get("tune_run_id"),
-            hostname=last.get("hostname"),
-        )
     return ModelStatus(
         model=outcome.model,
-        state="failed",
+        state="finished" if outcome.ok else "failed",
         tune_run_id=last.get("tune_run_id"),
-        error_type=last.get("error_type"),
-        reason=last.get("reason"),
+        error_type=None if outcome.ok else last.get("error_type"),
+        reason=None if outcome.ok else last.get("reason"),
         hostname=last.get("hostname"),
     )
 
@@ -129,10 +116,7 @@ def run_sweep(
     cache_dir: str | None = None,
     on_outcome: Callable[[TaskOutcome], None] | None = None,
 ) -> SweepResult:
-    """Run every model of ``spec`` (those already finished in the log skipped with ``resume``).
-
-    Every model ends in the log: its events, or a ``task_failed`` saying why (Ctrl-C included).
-    """
+    """Run every model of ``spec`` (``resume``: not those finished); each ends in the log."""
     executor = executor or LocalExecutor()
     start = time.time()
     sweep_id = new_run_id()

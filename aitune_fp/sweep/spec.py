@@ -1,7 +1,4 @@
-"""A sweep description (models × backends, one gate, one budget) as frozen values, checked up front.
-
-Every problem names the entry and field (``models[2].input_shape``).
-"""
+"""A sweep description as frozen values, checked up front: a problem names its entry and field."""
 
 from __future__ import annotations
 
@@ -328,10 +325,7 @@ def _list(where: str, value: object) -> Sequence[Any]:
 
 
 def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sweep") -> SweepSpec:
-    """Check a sweep description (as read from TOML) and return it as a :class:`SweepSpec`.
-
-    Relative model file paths and ``log`` are taken against ``base_dir``.
-    """
+    """Check a sweep description (TOML's) as a SweepSpec; relative paths from ``base_dir``."""
     table = _table("sweep", data)
     option_keys = strategy_registry.option_names()
     _known_keys("", table, (*_TOP_KEYS, *option_keys))
@@ -423,10 +417,7 @@ def load_sweep(path: str | os.PathLike[str]) -> SweepSpec:
 
 
 def check_models(spec: SweepSpec) -> None:
-    """Import every user model's file or module and find its factory (never called), before any task.
-
-    A problem is an :class:`InvalidValueError` naming the entry (``models[1].model: ...``).
-    """
+    """Import every user model and find its factory (never called) before any task runs."""
     from aitune_fp.models import MODELS, UserModelError, resolve_factory
 
     for i, entry in enumerate(spec.models):

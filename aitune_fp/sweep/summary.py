@@ -77,10 +77,7 @@ def _cells(model: str, report: TuneReport) -> list[SummaryCell]:
 def summarize_sweep(
     statuses: Sequence[ModelStatus], reports: Mapping[str, TuneReport]
 ) -> SweepSummary:
-    """The summary of ``statuses``, each finished model's verdicts read from ``reports`` (by run id).
-
-    A finished model whose run is missing is listed as failed.
-    """
+    """The summary of ``statuses``, verdicts from ``reports`` by run id (none: failed)."""
     cells: list[SummaryCell] = []
     failed: list[ModelStatus] = []
     for status in statuses:

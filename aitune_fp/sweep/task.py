@@ -150,10 +150,7 @@ def hung_outcome(task: SweepTask) -> TaskOutcome:
 
 
 def run_task(task: SweepTask) -> TaskOutcome:
-    """Tune one model on this process's device; never raises (a failure is the outcome).
-
-    Every event is tagged with the sweep, the host and the device.
-    """
+    """Tune one model on this process's device, events tagged; never raises (failure: outcome)."""
     started, started_mono = time.time(), time.monotonic()
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
@@ -199,10 +196,7 @@ def _all_cores(task: SweepTask) -> int:
 
 
 def _process_threads(task: SweepTask) -> int | None:
-    """The threads the task's process runs with (None: leave them).
-
-    All cores for a CPU task that holds its node, else the budget's ``threads``.
-    """
+    """The task's threads: all cores for a CPU task holding its node, else the budget's, or None."""
     if task.use_all_cores and task.device == "cpu":
         return _all_cores(task)
     return task.profiling.threads

@@ -1,7 +1,4 @@
-"""The session's pipeline as AITune's hooks see it: AITune's graph spec and build step in.
-
-What the session finds goes back into AITune's own lists and reports, in AITune's shapes.
-"""
+"""The session's pipeline as AITune's hooks see it; what it finds goes back in AITune's shapes."""
 
 from __future__ import annotations
 
@@ -26,10 +23,7 @@ from aitune_fp.pipeline.values import describe
 
 
 class AituneSpec:
-    """AITune's graph spec at the operating point ``_pre_tune`` resolved (``at``).
-
-    Without a batch axis a "batch" is the recorded sample itself.
-    """
+    """AITune's graph spec at the operating point ``_pre_tune`` resolved (``at``)."""
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec
@@ -148,10 +142,7 @@ def per_call_ms(throughput: float, batch_size: int) -> float:
 def record(
     strategy: Any, result: PerformanceValidationResult, record_type: Any, *, latency: bool = False
 ) -> None:
-    """Append AITune's own record of ``result`` to its list and report its metric.
-
-    Latencies of one call in ms when ``latency`` (MinLatency), else throughputs in samples/s.
-    """
+    """Append AITune's record of ``result``: latencies in ms if ``latency``, else samples/s."""
     value, baseline = result.throughput, result.baseline_throughput
     if latency:
         size = result.batch_size or 1

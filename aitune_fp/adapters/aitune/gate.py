@@ -1,7 +1,4 @@
-"""The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession.
-
-OneBackend and FirstWins are gated through ``_build_validate_and_check_perf`` (:class:`MixinGate`).
-"""
+"""The gate before an AITune strategy class: AITune's ``tune`` inside a TuneSession."""
 
 from __future__ import annotations
 
@@ -83,10 +80,7 @@ class AituneGate:
         )
 
     def _aitune_fp_operating_point(self, graph_spec: Any) -> tuple[int, bool]:
-        """AITune's batch size for the comparison and whether inputs are batched at it.
-
-        The profiling strategies': their largest batch size; other kinds say their own.
-        """
+        """AITune's batch size for the comparison and whether inputs are batched at it."""
         size = int(graph_spec.get_max_batch_size())
         return size, bool(graph_spec.input_spec.has_batch_axis()) and size > 1
 
@@ -156,10 +150,7 @@ class MixinGate(AituneGate):
         *,
         raise_on_failure: bool = False,
     ) -> Any:
-        """The session's pipeline for one candidate, with AITune's return contract.
-
-        The built backend, or None when it failed (raised if ``raise_on_failure``) or lost.
-        """
+        """The session's pipeline for one candidate: the built backend, or None (AITune's)."""
         target = (module, name, graph_spec, samples, device, cache_dir)
         if mode_of(self) == "disabled":  # AITune's own method: with validation off it only builds
             return super()._build_validate_and_check_perf(  # type: ignore[misc]

@@ -1,7 +1,4 @@
-"""AITune's MaxThroughput, MinLatency and LatencyBudget, gated (``docs/aitune.md``).
-
-Every candidate goes through the session's pipeline; ``choose`` picks; AITune's fallbacks stay.
-"""
+"""AITune's MaxThroughput, MinLatency and LatencyBudget, gated; their fallbacks stay."""
 
 from __future__ import annotations
 
@@ -220,10 +217,7 @@ class ProfilingGate(AituneGate):
         return within
 
     def _resolve_winner(self, best: Any) -> Any:
-        """The gate's winner as it is; else AITune's fallbacks.
-
-        None shown faster: eager, for every kind; none within the budget: LatencyBudget's error.
-        """
+        """The gate's winner as it is; else AITune's fallbacks (eager, or LatencyBudget's error)."""
         eager_ok = vars(self).pop("_aitune_fp_eager_ok", False)
         if mode_of(self) == "enabled" and best is not None:
             return best
