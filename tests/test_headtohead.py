@@ -321,3 +321,31 @@ def test_paces_name_the_contenders() -> None:
     clock, _, pairs = setup({"a": (1.0, None), "b": (1.0, None)})
     with pytest.raises(InvalidValueError, match="'c'"):
         head_to_head(pairs, BATCH, timer=clock, paces={"a": 1e-3, "c": 1e-3})
+
+
+def test_a_round_in_which_a_contender_waited_for_a_cpu_is_timed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the gate's pairs: no kept round carries a stall another process caused."""
+    import aitune_fp.profiling.calls as calls
+
+    waited = [0]
+    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waited[0]))
+    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waited[0] - before[2]) / 1e9)
+    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    clock, log, pairs = setup({"a": (1.0, 1.0), "b": (0.5, 2.0)}, a={"jitter": 0.0})
+    slow = pairs[0][1]
+    plain = slow.__call__
+
+    def stalled(x: torch.Tensor) -> torch.Tensor:  # calls 2-7 of "a" wait, and run 3x long
+        if 2 <= slow.calls < 8:
+            waited[0] += 1_000_000
+            clock.ns += 2_000_000
+        return plain(x)
+
+    pairs[0] = (pairs[0][0], stalled)
+    state = head_to_head(pairs, BATCH, timer=clock, warmup_calls=0)
+    (lost,) = state.eliminated
+    assert lost.ratio == pytest.approx(2.0, rel=0.02)  # 3x blocks of "a" would pull it up
+    seen = [ns for name, ns, _ in log if name == "a"]
+    assert len(seen) > state.rounds  # the stalled ones ran, and were timed again

@@ -30,6 +30,7 @@ from aitune_fp.profiling.calls import (
     ReferenceSpotCheck,
     SpotCheck,
     SpotCheckError,
+    Timed,
     as_batches,
     checks_per_batch,
     judge_threads,
@@ -38,7 +39,7 @@ from aitune_fp.profiling.calls import (
     timed_block,
 )
 from aitune_fp.profiling.interference import InterferenceError
-from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, most_calls
+from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, disturbed, most_calls
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.workers import Worker
@@ -66,13 +67,13 @@ def _timed(
     checks: Mapping[int, Callable[[Any], None]],
     ring: CopyRing,
     lead: bool,
-) -> float | _Failed:
-    """Seconds a call of a block on ``samples`` (``lead``: the first untimed), or the error raised.
+) -> Timed | _Failed:
+    """A block on ``samples`` timed (``lead``: the first call untimed), or the error raised.
 
     Never raised here; ``checks[j]`` sees timed call ``j``'s output once the clock stopped.
     """
     try:
-        return timed_block(fn, samples, clock, None, checks, ring=ring, lead=lead)[0]
+        return timed_block(fn, samples, clock, None, checks, ring=ring, lead=lead)
     except InterferenceError:
         raise  # the caller blames the contender whose process ran
     except SpotCheckError as exc:  # the output was wrong: nothing to release
@@ -160,7 +161,9 @@ class _Run:
         self.deadline_ns = deadline_ns
         self.order = random.Random(f"aitune_fp head-to-head order {seed}")
         self.latencies: dict[str, list[float]] = {name: [] for name in fns}
-        self.rounds = 0
+        self.rounds = 0  # kept rounds
+        self.attempts = 0  # rounds run, those timed again too: each draws values of its own
+        self.retimed = 0  # rounds timed again: a contender waited for a CPU (``disturbed``)
         self.checks = checks
         self.spot_rate = spot_rate
         self.seed = seed
@@ -201,7 +204,7 @@ class _Run:
         checks: Mapping[int, Callable[[Any], None]] | None = None,
         *,
         lead: bool = False,
-    ) -> tuple[str, float | _Failed]:
+    ) -> tuple[str, Timed | _Failed]:
         """One timed block of ``name``, and whom a failure is blamed on (interference: its culprit)."""
         fn, ring = self.fns[name], self.rings[name]
         try:
@@ -215,10 +218,10 @@ class _Run:
 
         A checked round checks every call of the block (``fresh``: each on its own new values).
         """
-        times: dict[str, float] = {}
+        times: dict[str, Timed] = {}
         errors: dict[str, str] = {}
         most = max(k + (k >= LEAD_FROM) for k in self.blocks.values())
-        drawn = None if self.fresh is None else self.fresh.block(self.rounds, most)
+        drawn = None if self.fresh is None else self.fresh.block(self.attempts, most)
         for name in self.order.sample(list(names), len(names)):
             k = self.blocks[name]
             lead = k >= LEAD_FROM  # an untimed first call takes the carry-over
@@ -230,7 +233,7 @@ class _Run:
             checked = self.rounds in self.spot_rounds and name in self.checks
             checks: dict[int, Callable[[Any], None]] = {}
             for j in range(k) if checked else ():
-                inspect = self._inspector(name, self.rounds, b, values[j], j)
+                inspect = self._inspector(name, self.attempts, b, values[j], j)
                 if inspect is not None:
                     checks[j] = inspect
             kept: list[Any] = []
@@ -243,9 +246,13 @@ class _Run:
             else:
                 times[name] = result
                 output = kept[0] if kept and not checked else None  # what an end check reads
-                self.last[name] = _Last(self.rounds, b, values[last], output, checked)
-        for name, seconds in times.items():
-            self.latencies[name].append(seconds)
+                self.last[name] = _Last(self.attempts, b, values[last], output, checked)
+        self.attempts += 1
+        if any(disturbed(t.waited_s, t.wall_s * self.blocks[n]) for n, t in times.items()):
+            self.retimed += 1  # timed again, as the gate's pairs are
+            return errors
+        for name, timed in times.items():
+            self.latencies[name].append(timed.wall_s)
         self.rounds += 1
         return errors
 
