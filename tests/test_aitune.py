@@ -16,7 +16,7 @@ import logging
 import os
 import pickle
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -329,12 +329,10 @@ STRATEGIES = {
 }
 
 
-def make(kind: str, backends: list[Any], mixin: type | None = None, **options: Any) -> Any:
-    """A gated, quiet strategy of ``kind`` over ``backends`` (``mixin`` placed before it)."""
+def make(kind: str, backends: list[Any], cls: type | None = None, **options: Any) -> Any:
+    """A gated, quiet strategy of ``kind`` over ``backends`` (of ``cls``, a gated class, if given)."""
     aitune_class, arguments = STRATEGIES[kind]
-    cls = gated(aitune_class, **options)
-    if mixin is not None:
-        cls = type(cls.__name__, (mixin, cls), {})
+    cls = gated(aitune_class, **options) if cls is None else cls
     return quiet(cls(**arguments(backends)))
 
 
@@ -391,12 +389,28 @@ class _Spy:
         return super().tune(module, *args)  # type: ignore[misc]
 
 
+# Module-level, so that a worker started from the fork server can be sent the strategy.
+class SpiedOne(_Spy, gated(ait.OneBackendStrategy)):  # type: ignore[misc]
+    """OneBackend gated, spied on."""
+
+
+class SpiedFirstWins(_Spy, gated(ait.FirstWinsStrategy)):  # type: ignore[misc]
+    """FirstWins gated, spied on."""
+
+
+class SpiedMaxThroughput(_Spy, gated(ait.MaxThroughputStrategy)):  # type: ignore[misc]
+    """MaxThroughput gated, spied on."""
+
+
+SPIED = {"one": SpiedOne, "first-wins": SpiedFirstWins, "max-throughput": SpiedMaxThroughput}
+
+
 @pytest.mark.parametrize("kind", STRATEGIES)
 def test_a_training_model_is_validated_in_eval_and_handed_back_in_training(
     kind: str, logs: LogCapture
 ) -> None:
     model = WastefulBN().train()
-    strategy = make(kind, [PrunedEager()], mixin=_Spy)
+    strategy = make(kind, [PrunedEager()], cls=SPIED[kind])
     run_tune(strategy, model=model, smallest=2)  # AITune records in training mode: BN needs 2
     assert model.training and all(m.training for m in model.modules())
     assert_same(model, strategy.seen)  # BatchNorm statistics untouched by the tune
@@ -720,13 +734,30 @@ class _AsFastAsEager(_Eager):
             return self._orig_module.useful_forward(*args)
 
 
-def _attacker(attack: Any) -> Any:
-    def _build(self: Any, module: Any, *args: Any) -> Any:
-        attack(module)
-        return _AsFastAsEager._build(self, module, *args)
+class Attacker(_AsFastAsEager):
+    """As fast as eager; its build first runs ``attack`` on the module it is given.
 
-    namespace = {"_build": _build, "_execution_modes": MODES, "_build_mode": BUILD}
-    return type("Attacker", (_AsFastAsEager,), namespace)()
+    Module-level, as its ``attack`` is: at several threads a worker starts from the fork server
+    and gets its candidate pickled (a local one would fail at build, testing nothing).
+    """
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def __init__(self, attack: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.attack = attack
+
+    def _build(self, module: Any, *args: Any) -> Any:
+        self.attack(module)
+        return super()._build(module, *args)
+
+
+def _pre_hook(module: Any) -> None:
+    module.register_forward_pre_hook(_slow_down)
+
+
+def _global_hook(module: Any) -> None:
+    torch.nn.modules.module.register_module_forward_pre_hook(_slow_down)
 
 
 def _patch_linear(module: Any) -> None:
@@ -739,13 +770,15 @@ def _patch_linear(module: Any) -> None:
     torch.nn.functional.linear = linear
 
 
+def _other_thread_count(module: Any) -> None:
+    torch.set_num_threads(1 if torch.get_num_threads() > 1 else 2)
+
+
 AITUNE_ATTACKS = {
-    "pre-hook": lambda module: module.register_forward_pre_hook(lambda m, a: _slow_down()),
-    "global hook": lambda module: torch.nn.modules.module.register_module_forward_pre_hook(
-        lambda m, a: _slow_down()
-    ),
+    "pre-hook": _pre_hook,
+    "global hook": _global_hook,
     "functional": _patch_linear,
-    "threads": lambda module: torch.set_num_threads(1),
+    "threads": _other_thread_count,
 }
 
 
@@ -753,7 +786,7 @@ AITUNE_ATTACKS = {
 def test_slowing_eager_down_is_never_accepted_through_aitune(attack: str) -> None:
     linear, threads = torch.nn.functional.linear, torch.get_num_threads()
     hooks = dict(torch.nn.modules.module._global_forward_pre_hooks)
-    strategy = quiet(gated(ait.FirstWinsStrategy(backends=[_attacker(AITUNE_ATTACKS[attack])])))
+    strategy = quiet(gated(ait.FirstWinsStrategy(backends=[Attacker(AITUNE_ATTACKS[attack])])))
     model = Wasteful().eval()
     try:
         with pytest.raises(RuntimeError, match="There is no valid backend"):
@@ -762,7 +795,16 @@ def test_slowing_eager_down_is_never_accepted_through_aitune(attack: str) -> Non
         assert torch.get_num_threads() == threads
         assert dict(torch.nn.modules.module._global_forward_pre_hooks) == hooks
         assert not model._forward_pre_hooks
-        assert not any(r.passed for r in validation_of(strategy).perf_validation_results)
+        view = validation_of(strategy)
+        assert not any(r.passed for r in view.perf_validation_results)
+        if attack == "threads":  # a process-wide setting: refused at build, in a worker too
+            assert view.perf_validation_results == ()
+            assert (view.candidate_failures[0].stage, view.candidate_failures[0].error_type) == (
+                "build",
+                "ProcessChangedError",
+            )
+        else:  # built and measured
+            assert [r.backend_description for r in view.perf_validation_results] == ["Attacker()"]
     finally:
         torch.nn.functional.linear = linear
         torch.set_num_threads(threads)
@@ -808,18 +850,34 @@ class Sabotaged(Wasteful):
 
 
 def _hook_through_gc(module: Any) -> None:
-    """Find every other copy of the model through ``gc`` (eager's, in one process) and slow it."""
+    """Find every other copy of the model through ``gc`` (eager's, in one process) and slow it.
+
+    ``type``, not ``isinstance``: AITune's lazy proxy of ``tensorrt`` imports it when asked its
+    class (a fork-server worker's ``gc`` sees it; the test process froze it out of view).
+    """
     for found in gc.get_objects():
-        if isinstance(found, Sabotaged) and found is not module:
+        if issubclass(type(found), Sabotaged) and found is not module:
             found.register_forward_pre_hook(lambda m, a: [m.wasted() for _ in range(10)])
+
+
+def _slow_the_class(module: Any) -> None:
+    Sabotaged.slowed = True
+
+
+def _flush_denormals(module: Any) -> None:
+    torch.set_flush_denormal(True)
+
+
+def _recompile_once(module: Any) -> None:
+    torch._dynamo.config.recompile_limit = 1
 
 
 #: What a build may do to reach eager or the user's process beyond its own module.
 IN_WORKER_ATTACKS = {
-    "class attribute": lambda module: setattr(Sabotaged, "slowed", True),
+    "class attribute": _slow_the_class,
     "hook through gc": _hook_through_gc,
-    "flush denormal": lambda module: torch.set_flush_denormal(True),
-    "compiler config": lambda module: setattr(torch._dynamo.config, "recompile_limit", 1),
+    "flush denormal": _flush_denormals,
+    "compiler config": _recompile_once,
 }
 
 
@@ -842,7 +900,7 @@ def test_through_aitune_a_build_reaches_neither_eager_nor_the_users_process(
     reaches the user's process (in one process the first two read 11x faster)."""
     model = Sabotaged().eval()
     before = _process_now(model)
-    strategy = make(kind, [_attacker(IN_WORKER_ATTACKS[attack])])
+    strategy = make(kind, [Attacker(IN_WORKER_ATTACKS[attack])])
     try:
         with contextlib.suppress(RuntimeError):  # AITune: "no valid backend" when none is kept
             run_tune(strategy, model=model)
@@ -856,12 +914,24 @@ def test_through_aitune_a_build_reaches_neither_eager_nor_the_users_process(
     assert all(r.isolation == "process" for r in report.results)
     assert not any(r.passed for r in report.results), report.results
     assert all(r.estimate == pytest.approx(1.0, rel=0.05) for r in report.results)
-    if attack in ("flush denormal", "compiler config"):
-        assert any(f.stage == "build" for f in report.failures), report.failures
+    if attack in ("flush denormal", "compiler config"):  # refused for what its build changed
+        assert report.results == ()
+        assert any(
+            (f.stage, f.error_type) == ("build", "ProcessChangedError") for f in report.failures
+        ), report.failures
+    else:  # built and measured, as fast as eager
+        assert [r.backend_description for r in report.results] == ["Attacker()"]
 
 
 #: The lines AITune's build of a candidate logs (its profiling lines carry measured figures).
 BUILD_LINES = ("🤖 backend", "✅ backend built", "✅ backend validated", "❌ backend")
+
+
+class Lines(list[str]):
+    """AITune's log sink, keeping each line (module-level: a worker's copy of the strategy holds it)."""
+
+    def __call__(self, msg: Any, *args: Any) -> None:
+        self.append(str(msg) % args)
 
 
 @pytest.mark.parametrize("kind", STRATEGIES)
@@ -871,8 +941,7 @@ def test_the_strategy_learns_from_a_worker_what_it_learns_in_process(kind: str) 
     seen: dict[str, Any] = {}
     for isolation in ("in_process", "process"):
         strategy = make(kind, [BrokenEager(), PrunedEager()], isolation=isolation)
-        lines: list[str] = []
-        strategy._sink = lambda msg, *args, _lines=lines: _lines.append(str(msg) % args)
+        strategy._sink = lines = Lines()
         with contextlib.suppress(RuntimeError):  # OneBackend: its one candidate failed to build
             run_tune(strategy)
         seen[isolation] = (  # the build's records and lines; the timings differ by run
