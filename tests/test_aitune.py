@@ -652,6 +652,33 @@ def test_process_isolation_is_refused_by_name_where_it_cannot_hold(
     assert started["isolation_note"] == "a distributed run of 2 ranks", started
 
 
+@pytest.mark.parametrize("isolation", [None, "process"])
+def test_a_strategy_that_does_not_pickle_at_two_threads_runs_in_process_or_is_refused(
+    isolation: str | None, logs: LogCapture
+) -> None:
+    """At two threads workers are sent the strategy pickled: one that cannot be (a local sink)
+    keeps the tune in process, saying why, and ``isolation='process'`` is refused by name; at
+    one thread its workers are forked, and nothing is pickled."""
+    own = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        options = {} if isolation is None else {"isolation": isolation}
+        strategy = make("one", [PrunedEager()], **options)
+        strategy._sink = lambda msg, *args: None
+        if isolation == "process":
+            with pytest.raises(ValueError, match=r"isolation='process'.*does not pickle"):
+                run_tune(strategy)
+            assert validation_of(strategy).last_report is None and names(logs) == []
+            return
+        run_tune(strategy)
+    finally:
+        torch.set_num_threads(own)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert (result.isolation, result.verdict) == ("in_process", "faster")
+    started = next(e for e in logs.entries if e["event"].endswith(".started"))
+    assert "does not pickle" in started["isolation_note"], started
+
+
 def test_closeness_beyond_tolerances_is_refused_by_name() -> None:
     """The decorator's closeness on an AITune strategy: what it cannot honour is named."""
     from aitune_fp.correctness.closeness import Closeness
