@@ -979,3 +979,48 @@ def test_the_strategy_learns_from_a_worker_what_it_learns_in_process(kind: str) 
     results, lines = seen["process"]
     assert {"backend": "BrokenEager()", "success": False} in results
     assert any("BrokenEager()" in line for line in lines)
+
+
+# -- at torch's own thread count: workers from the fork server ----------------------------------
+
+
+def _slow_eager_twice(module: Any) -> None:
+    """Both ways a build could slow eager in one process: its class, and a hook found in ``gc``."""
+    _slow_the_class(module)
+    _hook_through_gc(module)
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["forked", "fork-server"])
+def test_at_two_threads_workers_hold_and_teach_as_they_do_at_one(
+    threads: int, logs: LogCapture
+) -> None:
+    """At two threads (torch's count on 2+ cores) each worker starts from the fork server, sent
+    its recipe pickled; at one it is forked. Either way a build that slows eager through its
+    class and through ``gc`` is measured as fast as eager, nothing of it reaches this process,
+    and AITune learns the same records and log lines from the worker."""
+    own = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    model = Sabotaged().eval()
+    before = _process_now(model)
+    strategy = make("first-wins", [Attacker(_slow_eager_twice)])
+    strategy._sink = lines = Lines()
+    try:
+        with pytest.raises(RuntimeError, match="There is no valid backend"):
+            run_tune(strategy, model=model)
+        assert _process_now(model) == before
+    finally:
+        Sabotaged.slowed = False
+        torch.set_num_threads(own)
+    (started,) = [e for e in logs.entries if e["event"] == PREFIX + "started"]
+    assert (started["threads"], started["isolation"]) == (threads, "process")
+    (result,) = validation_of(strategy).perf_validation_results
+    assert (result.environment.threads, result.isolation) == (threads, "process")
+    assert result.verdict == "not_faster" and result.estimate == pytest.approx(1.0, rel=0.05)
+    (record,) = strategy.perf_validation_results  # AITune's own list
+    assert (record.backend_description, record.passed) == ("Attacker()", False)
+    assert strategy.backend_results == [{"backend": "Attacker()", "success": True}]
+    assert [line.strip() for line in lines if line.strip().startswith(BUILD_LINES)] == [
+        "🤖 backend: Attacker()",
+        "✅ backend built",
+        "✅ backend validated",
+    ]
