@@ -9,6 +9,9 @@ The system temp dir is pointed at a folder of pytest's own temp dir for the whol
 this process and every process it starts), so the ``aitune_fp-*`` folders a tune or a sweep
 keeps by default stay in pytest's temp dir, which pytest rotates; a test that still leaves one
 in the real system temp dir fails.
+
+The session runs torch at one intra-op thread (workers forked); ``AITUNE_FP_TEST_THREADS=2``
+runs it at two, where workers start from the fork server and are sent what they run pickled.
 """
 
 from __future__ import annotations
@@ -75,10 +78,32 @@ def _watch_system_temp(event: str, args: tuple[Any, ...]) -> None:
         return
 
 
+#: What AITune's import spends most of its time on, minus AITune itself (it needs the GPU
+#: placeholders): a worker sent an AITune candidate from the fork server imports AITune afresh.
+AITUNE_PRELOAD = ("torch._dynamo", "transformers", "onnx")
+
+
+def session_threads() -> int:
+    """The session's torch thread count: ``AITUNE_FP_TEST_THREADS`` (a positive int), else 1."""
+    text = os.environ.get("AITUNE_FP_TEST_THREADS", "1")
+    if not text.isdigit() or int(text) < 1:
+        raise pytest.UsageError(f"AITUNE_FP_TEST_THREADS must be a positive integer, not {text!r}")
+    return int(text)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Freeze what the imports made out of the collector's view (see the module doc)."""
+    """Freeze what the imports made out of the collector's view (see the module doc).
+
+    At several threads, where AITune tests run, the fork server also preloads
+    :data:`AITUNE_PRELOAD`: each of their workers then starts in under 1 s, not 3-4 s, for 2-4 s
+    more at the server's one start (a wash at one thread, where one test starts two such workers).
+    """
     gc.collect()
     gc.freeze()
+    if session_threads() > 1 and any("aitune" in item.keywords for item in session.items):
+        from aitune_fp.profiling import serving
+
+        serving.PRELOAD = (*serving.PRELOAD, *AITUNE_PRELOAD)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's tmp_path plugin has set up its factory
@@ -94,8 +119,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "TORCHINDUCTOR_CACHE_DIR": str(SYSTEM_TEMP / f"torchinductor_{user}"),
         "TMPDIR": str(private),
         # torch's own count, which tunes run by default, is one on any machine: workers are
-        # forked (tests of more threads ask for them); processes the tests start inherit it
-        "OMP_NUM_THREADS": "1",
+        # forked (tests of more threads ask for them); processes the tests start inherit it.
+        # AITUNE_FP_TEST_THREADS=2 runs the session at two (workers from the fork server)
+        "OMP_NUM_THREADS": str(session_threads()),
     }
     for name, value in keep.items():
         _SAVED_ENV[name] = os.environ.get(name)
@@ -104,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
     tempfile.tempdir = str(private)
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(session_threads())
     if not _AUDITING:  # an audit hook cannot be removed: add it once per process
         sys.addaudithook(_watch_system_temp)
         _AUDITING.append(True)

@@ -16,7 +16,7 @@ import logging
 import os
 import pickle
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jsonschema
@@ -329,12 +329,10 @@ STRATEGIES = {
 }
 
 
-def make(kind: str, backends: list[Any], mixin: type | None = None, **options: Any) -> Any:
-    """A gated, quiet strategy of ``kind`` over ``backends`` (``mixin`` placed before it)."""
+def make(kind: str, backends: list[Any], cls: type | None = None, **options: Any) -> Any:
+    """A gated, quiet strategy of ``kind`` over ``backends`` (of ``cls``, a gated class, if given)."""
     aitune_class, arguments = STRATEGIES[kind]
-    cls = gated(aitune_class, **options)
-    if mixin is not None:
-        cls = type(cls.__name__, (mixin, cls), {})
+    cls = gated(aitune_class, **options) if cls is None else cls
     return quiet(cls(**arguments(backends)))
 
 
@@ -391,12 +389,28 @@ class _Spy:
         return super().tune(module, *args)  # type: ignore[misc]
 
 
+# Module-level, so that a worker started from the fork server can be sent the strategy.
+class SpiedOne(_Spy, gated(ait.OneBackendStrategy)):  # type: ignore[misc]
+    """OneBackend gated, spied on."""
+
+
+class SpiedFirstWins(_Spy, gated(ait.FirstWinsStrategy)):  # type: ignore[misc]
+    """FirstWins gated, spied on."""
+
+
+class SpiedMaxThroughput(_Spy, gated(ait.MaxThroughputStrategy)):  # type: ignore[misc]
+    """MaxThroughput gated, spied on."""
+
+
+SPIED = {"one": SpiedOne, "first-wins": SpiedFirstWins, "max-throughput": SpiedMaxThroughput}
+
+
 @pytest.mark.parametrize("kind", STRATEGIES)
 def test_a_training_model_is_validated_in_eval_and_handed_back_in_training(
     kind: str, logs: LogCapture
 ) -> None:
     model = WastefulBN().train()
-    strategy = make(kind, [PrunedEager()], mixin=_Spy)
+    strategy = make(kind, [PrunedEager()], cls=SPIED[kind])
     run_tune(strategy, model=model, smallest=2)  # AITune records in training mode: BN needs 2
     assert model.training and all(m.training for m in model.modules())
     assert_same(model, strategy.seen)  # BatchNorm statistics untouched by the tune
@@ -638,6 +652,33 @@ def test_process_isolation_is_refused_by_name_where_it_cannot_hold(
     assert started["isolation_note"] == "a distributed run of 2 ranks", started
 
 
+@pytest.mark.parametrize("isolation", [None, "process"])
+def test_a_strategy_that_does_not_pickle_at_two_threads_runs_in_process_or_is_refused(
+    isolation: str | None, logs: LogCapture
+) -> None:
+    """At two threads workers are sent the strategy pickled: one that cannot be (a local sink)
+    keeps the tune in process, saying why, and ``isolation='process'`` is refused by name; at
+    one thread its workers are forked, and nothing is pickled."""
+    own = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        options = {} if isolation is None else {"isolation": isolation}
+        strategy = make("one", [PrunedEager()], **options)
+        strategy._sink = lambda msg, *args: None
+        if isolation == "process":
+            with pytest.raises(ValueError, match=r"isolation='process'.*does not pickle"):
+                run_tune(strategy)
+            assert validation_of(strategy).last_report is None and names(logs) == []
+            return
+        run_tune(strategy)
+    finally:
+        torch.set_num_threads(own)
+    (result,) = validation_of(strategy).perf_validation_results
+    assert (result.isolation, result.verdict) == ("in_process", "faster")
+    started = next(e for e in logs.entries if e["event"].endswith(".started"))
+    assert "does not pickle" in started["isolation_note"], started
+
+
 def test_closeness_beyond_tolerances_is_refused_by_name() -> None:
     """The decorator's closeness on an AITune strategy: what it cannot honour is named."""
     from aitune_fp.correctness.closeness import Closeness
@@ -720,13 +761,30 @@ class _AsFastAsEager(_Eager):
             return self._orig_module.useful_forward(*args)
 
 
-def _attacker(attack: Any) -> Any:
-    def _build(self: Any, module: Any, *args: Any) -> Any:
-        attack(module)
-        return _AsFastAsEager._build(self, module, *args)
+class Attacker(_AsFastAsEager):
+    """As fast as eager; its build first runs ``attack`` on the module it is given.
 
-    namespace = {"_build": _build, "_execution_modes": MODES, "_build_mode": BUILD}
-    return type("Attacker", (_AsFastAsEager,), namespace)()
+    Module-level, as its ``attack`` is: at several threads a worker starts from the fork server
+    and gets its candidate pickled (a local one would fail at build, testing nothing).
+    """
+
+    _execution_modes, _build_mode = MODES, BUILD
+
+    def __init__(self, attack: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.attack = attack
+
+    def _build(self, module: Any, *args: Any) -> Any:
+        self.attack(module)
+        return super()._build(module, *args)
+
+
+def _pre_hook(module: Any) -> None:
+    module.register_forward_pre_hook(_slow_down)
+
+
+def _global_hook(module: Any) -> None:
+    torch.nn.modules.module.register_module_forward_pre_hook(_slow_down)
 
 
 def _patch_linear(module: Any) -> None:
@@ -739,13 +797,15 @@ def _patch_linear(module: Any) -> None:
     torch.nn.functional.linear = linear
 
 
+def _other_thread_count(module: Any) -> None:
+    torch.set_num_threads(1 if torch.get_num_threads() > 1 else 2)
+
+
 AITUNE_ATTACKS = {
-    "pre-hook": lambda module: module.register_forward_pre_hook(lambda m, a: _slow_down()),
-    "global hook": lambda module: torch.nn.modules.module.register_module_forward_pre_hook(
-        lambda m, a: _slow_down()
-    ),
+    "pre-hook": _pre_hook,
+    "global hook": _global_hook,
     "functional": _patch_linear,
-    "threads": lambda module: torch.set_num_threads(1),
+    "threads": _other_thread_count,
 }
 
 
@@ -753,7 +813,7 @@ AITUNE_ATTACKS = {
 def test_slowing_eager_down_is_never_accepted_through_aitune(attack: str) -> None:
     linear, threads = torch.nn.functional.linear, torch.get_num_threads()
     hooks = dict(torch.nn.modules.module._global_forward_pre_hooks)
-    strategy = quiet(gated(ait.FirstWinsStrategy(backends=[_attacker(AITUNE_ATTACKS[attack])])))
+    strategy = quiet(gated(ait.FirstWinsStrategy(backends=[Attacker(AITUNE_ATTACKS[attack])])))
     model = Wasteful().eval()
     try:
         with pytest.raises(RuntimeError, match="There is no valid backend"):
@@ -762,7 +822,16 @@ def test_slowing_eager_down_is_never_accepted_through_aitune(attack: str) -> Non
         assert torch.get_num_threads() == threads
         assert dict(torch.nn.modules.module._global_forward_pre_hooks) == hooks
         assert not model._forward_pre_hooks
-        assert not any(r.passed for r in validation_of(strategy).perf_validation_results)
+        view = validation_of(strategy)
+        assert not any(r.passed for r in view.perf_validation_results)
+        if attack == "threads":  # a process-wide setting: refused at build, in a worker too
+            assert view.perf_validation_results == ()
+            assert (view.candidate_failures[0].stage, view.candidate_failures[0].error_type) == (
+                "build",
+                "ProcessChangedError",
+            )
+        else:  # built and measured
+            assert [r.backend_description for r in view.perf_validation_results] == ["Attacker()"]
     finally:
         torch.nn.functional.linear = linear
         torch.set_num_threads(threads)
@@ -808,18 +877,34 @@ class Sabotaged(Wasteful):
 
 
 def _hook_through_gc(module: Any) -> None:
-    """Find every other copy of the model through ``gc`` (eager's, in one process) and slow it."""
+    """Find every other copy of the model through ``gc`` (eager's, in one process) and slow it.
+
+    ``type``, not ``isinstance``: AITune's lazy proxy of ``tensorrt`` imports it when asked its
+    class (a fork-server worker's ``gc`` sees it; the test process froze it out of view).
+    """
     for found in gc.get_objects():
-        if isinstance(found, Sabotaged) and found is not module:
+        if issubclass(type(found), Sabotaged) and found is not module:
             found.register_forward_pre_hook(lambda m, a: [m.wasted() for _ in range(10)])
+
+
+def _slow_the_class(module: Any) -> None:
+    Sabotaged.slowed = True
+
+
+def _flush_denormals(module: Any) -> None:
+    torch.set_flush_denormal(True)
+
+
+def _recompile_once(module: Any) -> None:
+    torch._dynamo.config.recompile_limit = 1
 
 
 #: What a build may do to reach eager or the user's process beyond its own module.
 IN_WORKER_ATTACKS = {
-    "class attribute": lambda module: setattr(Sabotaged, "slowed", True),
+    "class attribute": _slow_the_class,
     "hook through gc": _hook_through_gc,
-    "flush denormal": lambda module: torch.set_flush_denormal(True),
-    "compiler config": lambda module: setattr(torch._dynamo.config, "recompile_limit", 1),
+    "flush denormal": _flush_denormals,
+    "compiler config": _recompile_once,
 }
 
 
@@ -842,7 +927,7 @@ def test_through_aitune_a_build_reaches_neither_eager_nor_the_users_process(
     reaches the user's process (in one process the first two read 11x faster)."""
     model = Sabotaged().eval()
     before = _process_now(model)
-    strategy = make(kind, [_attacker(IN_WORKER_ATTACKS[attack])])
+    strategy = make(kind, [Attacker(IN_WORKER_ATTACKS[attack])])
     try:
         with contextlib.suppress(RuntimeError):  # AITune: "no valid backend" when none is kept
             run_tune(strategy, model=model)
@@ -856,12 +941,24 @@ def test_through_aitune_a_build_reaches_neither_eager_nor_the_users_process(
     assert all(r.isolation == "process" for r in report.results)
     assert not any(r.passed for r in report.results), report.results
     assert all(r.estimate == pytest.approx(1.0, rel=0.05) for r in report.results)
-    if attack in ("flush denormal", "compiler config"):
-        assert any(f.stage == "build" for f in report.failures), report.failures
+    if attack in ("flush denormal", "compiler config"):  # refused for what its build changed
+        assert report.results == ()
+        assert any(
+            (f.stage, f.error_type) == ("build", "ProcessChangedError") for f in report.failures
+        ), report.failures
+    else:  # built and measured, as fast as eager
+        assert [r.backend_description for r in report.results] == ["Attacker()"]
 
 
 #: The lines AITune's build of a candidate logs (its profiling lines carry measured figures).
 BUILD_LINES = ("🤖 backend", "✅ backend built", "✅ backend validated", "❌ backend")
+
+
+class Lines(list[str]):
+    """AITune's log sink, keeping each line (module-level: a worker's copy of the strategy holds it)."""
+
+    def __call__(self, msg: Any, *args: Any) -> None:
+        self.append(str(msg) % args)
 
 
 @pytest.mark.parametrize("kind", STRATEGIES)
@@ -871,8 +968,7 @@ def test_the_strategy_learns_from_a_worker_what_it_learns_in_process(kind: str) 
     seen: dict[str, Any] = {}
     for isolation in ("in_process", "process"):
         strategy = make(kind, [BrokenEager(), PrunedEager()], isolation=isolation)
-        lines: list[str] = []
-        strategy._sink = lambda msg, *args, _lines=lines: _lines.append(str(msg) % args)
+        strategy._sink = lines = Lines()
         with contextlib.suppress(RuntimeError):  # OneBackend: its one candidate failed to build
             run_tune(strategy)
         seen[isolation] = (  # the build's records and lines; the timings differ by run
@@ -883,3 +979,48 @@ def test_the_strategy_learns_from_a_worker_what_it_learns_in_process(kind: str) 
     results, lines = seen["process"]
     assert {"backend": "BrokenEager()", "success": False} in results
     assert any("BrokenEager()" in line for line in lines)
+
+
+# -- at torch's own thread count: workers from the fork server ----------------------------------
+
+
+def _slow_eager_twice(module: Any) -> None:
+    """Both ways a build could slow eager in one process: its class, and a hook found in ``gc``."""
+    _slow_the_class(module)
+    _hook_through_gc(module)
+
+
+@pytest.mark.parametrize("threads", [1, 2], ids=["forked", "fork-server"])
+def test_at_two_threads_workers_hold_and_teach_as_they_do_at_one(
+    threads: int, logs: LogCapture
+) -> None:
+    """At two threads (torch's count on 2+ cores) each worker starts from the fork server, sent
+    its recipe pickled; at one it is forked. Either way a build that slows eager through its
+    class and through ``gc`` is measured as fast as eager, nothing of it reaches this process,
+    and AITune learns the same records and log lines from the worker."""
+    own = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    model = Sabotaged().eval()
+    before = _process_now(model)
+    strategy = make("first-wins", [Attacker(_slow_eager_twice)])
+    strategy._sink = lines = Lines()
+    try:
+        with pytest.raises(RuntimeError, match="There is no valid backend"):
+            run_tune(strategy, model=model)
+        assert _process_now(model) == before
+    finally:
+        Sabotaged.slowed = False
+        torch.set_num_threads(own)
+    (started,) = [e for e in logs.entries if e["event"] == PREFIX + "started"]
+    assert (started["threads"], started["isolation"]) == (threads, "process")
+    (result,) = validation_of(strategy).perf_validation_results
+    assert (result.environment.threads, result.isolation) == (threads, "process")
+    assert result.verdict == "not_faster" and result.estimate == pytest.approx(1.0, rel=0.05)
+    (record,) = strategy.perf_validation_results  # AITune's own list
+    assert (record.backend_description, record.passed) == ("Attacker()", False)
+    assert strategy.backend_results == [{"backend": "Attacker()", "success": True}]
+    assert [line.strip() for line in lines if line.strip().startswith(BUILD_LINES)] == [
+        "🤖 backend: Attacker()",
+        "✅ backend built",
+        "✅ backend validated",
+    ]

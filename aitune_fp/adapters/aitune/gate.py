@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import torch
 
 from aitune_fp.adapters.aitune._names import MIXIN_MODULE, MIXIN_STATE, aitune, check_state
 from aitune_fp.adapters.aitune._names import log as log_line
@@ -22,6 +23,8 @@ from aitune_fp.adapters.reports import DecoratorOptions, LastReport, last_report
 from aitune_fp.isolation.exclusive import exclusive_module
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import StageError, TuneTarget, ValidationOptions
+from aitune_fp.pipeline.workers import isolation_of, worker_threads
+from aitune_fp.profiling.recipe import UnpicklableError, pack
 
 
 class AituneGate:
@@ -50,7 +53,10 @@ class AituneGate:
         check_state(self, self._aitune_fp_state)
         target = TuneTarget.of(module, name, AituneSpec(graph_spec), samples, device, cache_dir)
         options = self._aitune_fp_session_options()
-        self._aitune_fp_options.check_isolation(options, target, distributed())
+        why = distributed() or unpicklable((self, graph_spec, samples), options, target)
+        self._aitune_fp_options.check_isolation(options, target, why)
+        if why is not None and options.isolation is None:  # left unset: in process, saying why
+            options = attrs.evolve(options, isolation="in_process", in_process_why=why)
         session = TuneSession(
             target, options, strategy=type(self).__name__, decides=mode_of(self) != "diagnostic"
         )
@@ -116,6 +122,24 @@ def distributed() -> str | None:
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return f"a distributed run of {dist.get_world_size()} ranks (a worker cannot join them)"
+    return None
+
+
+def unpicklable(
+    build: tuple[Any, ...], options: ValidationOptions, target: TuneTarget
+) -> str | None:
+    """Why ``build`` (the strategy, its graph spec and samples) cannot go to a candidate's worker.
+
+    None if it can, or need not: only a worker from the fork server (several threads) is sent it.
+    """
+    if isolation_of(options, target)[0] != "process":
+        return None
+    if worker_threads(options.profiling_config.threads or torch.get_num_threads()) is None:
+        return None
+    try:
+        pack(build, f"{type(build[0]).__name__} with its graph spec and samples")
+    except UnpicklableError as exc:
+        return str(exc)
     return None
 
 
