@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from aitune_fp.core._checks import check_int, check_positive
-from aitune_fp.core.dependence import ar1_coefficient, inflation_factor, lag1_rank_autocorrelation
+from aitune_fp.core.dependence import lag1_rank_autocorrelation
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.core.selection_values import (
     Contender,
@@ -19,7 +19,7 @@ from aitune_fp.core.selection_values import (
     SelectionRule,
     SelectionState,
 )
-from aitune_fp.core.sequential import EARLY_PAIRS, EARLY_PHI
+from aitune_fp.core.sequential import log_ratios, precaution_factor, saturating_exp
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
 # ---- Words ---------------------------------------------------------------------------------
@@ -186,13 +186,6 @@ def _latencies(
     return result
 
 
-def _exp(x: float) -> float:
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return math.inf
-
-
 def _pair(
     first: str, second: str, lat: Mapping[str, tuple[float, ...]], alpha: float, rule: SelectionRule
 ) -> PairBound:
@@ -200,16 +193,14 @@ def _pair(
     est, low, high = paired_log_speedup_bounds(lat[second], lat[first], alpha)
     factor = 1.0
     if rule.guard_serial_correlation:
-        logs = [math.log(s / f) for f, s in zip(lat[first], lat[second], strict=True)]
-        n = len(logs)
-        phi = max(ar1_coefficient(lag1_rank_autocorrelation(logs), n), 0.0)
-        factor = inflation_factor(max(phi, EARLY_PHI) if n < EARLY_PAIRS else phi)
+        logs = log_ratios(lat[second], lat[first])
+        factor = precaution_factor(lag1_rank_autocorrelation(logs), len(logs))
         low, high = est - factor * (est - low), est + factor * (high - est)
-    low_r, high_r = _exp(low), _exp(high)
+    low_r, high_r = saturating_exp(low), saturating_exp(high)
     return PairBound(
         first=first,
         second=second,
-        ratio=min(max(_exp(est), low_r), high_r),
+        ratio=min(max(saturating_exp(est), low_r), high_r),
         low=low_r,
         high=high_r,
         level=1.0 - 2.0 * alpha,
