@@ -20,9 +20,8 @@ from aitune_fp.core.gate import Gate
 from aitune_fp.core.results import Decision
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, RunContext
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, RunContext, assemble
 from aitune_fp.measure.point import measure_baseline_point
-from aitune_fp.measure.results import assemble
 from aitune_fp.measure.rules import DecisionRule, decision_modes, register, rule_for, unregister
 from aitune_fp.pipeline.strategies import FirstWinsStrategy
 from aitune_fp.profiling.calls import time_calls

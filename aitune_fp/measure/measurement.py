@@ -10,8 +10,17 @@ import attrs
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.results import Device, Environment, PerformanceValidationResult, Raw
+from aitune_fp.core.results import (
+    Accuracy,
+    Decision,
+    Device,
+    Environment,
+    PerformanceValidationResult,
+    Raw,
+)
+from aitune_fp.core.speedup import compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
+from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck
@@ -146,3 +155,32 @@ def closeness_of(c: Comparison, seen: Sequence[Mismatch]) -> Mismatch | None:
     """The worst of the comparison's own ``mismatch`` and the spot checks' (None: neither)."""
     parts = [*([] if c.mismatch is None else [c.mismatch]), *seen]
     return Mismatch.combine(parts) if parts else None
+
+
+def assemble(
+    description: str,
+    base_s: Sequence[float],
+    cand_s: Sequence[float],
+    size: int,
+    decided: Decision,
+    context: RunContext,
+    mismatch: Mismatch | None,
+) -> PerformanceValidationResult:
+    """The one result of a comparison from its parts; the context's flags and note join the decision's."""
+    baseline_throughput = throughput_from_latencies(base_s, size)
+    throughput = throughput_from_latencies(cand_s, size)
+    note, reason = context.note, decided.reason
+    if note is not None:
+        reason = f"{reason} ({note})" if reason else note
+    return PerformanceValidationResult(
+        description,
+        throughput,
+        baseline_throughput,
+        compute_speedup(throughput, baseline_throughput),
+        decided.verdict == "faster",
+        decided=attrs.evolve(decided, reason=reason, flags=(*decided.flags, *context.flags)),
+        environment=context.environment,
+        device=context.device,
+        accuracy=Accuracy() if mismatch is None else mismatch.accuracy(),
+        raw=context.raw,
+    )

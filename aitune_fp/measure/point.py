@@ -18,12 +18,12 @@ from aitune_fp.measure.measurement import (
     Comparison,
     Measurement,
     OnLook,
+    assemble,
     closeness_of,
     collecting,
     raw_latencies,
     run_context,
 )
-from aitune_fp.measure.results import assemble
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck, time_calls
 from aitune_fp.profiling.timers import Timer

@@ -1,52 +1,148 @@
-"""A measured candidate's result, assembled once from its parts; the statistical rule's two outcomes."""
+"""The statistical rule's result: the reason sentence, both clocks' figures, decided or not."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.gate import Gate
+from aitune_fp.core.messages import fmt_apart, ruled_out
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.results import Accuracy, Decision, PerformanceValidationResult
-from aitune_fp.core.speedup import compute_speedup
-from aitune_fp.core.timings import throughput_from_latencies
+from aitune_fp.core.results import Decision
 from aitune_fp.core.verdict import SpeedupDecision
-from aitune_fp.measure.measurement import Measurement, RunContext
-from aitune_fp.measure.reasons import reason_text
+from aitune_fp.measure.measurement import Measurement, RunContext, assemble
 from aitune_fp.profiling.calls import ProfilingError
 from aitune_fp.profiling.interleaved import PairedTimings
+from aitune_fp.profiling.timers import is_host_bound
 
 
-def assemble(
-    description: str,
-    base_s: Sequence[float],
-    cand_s: Sequence[float],
-    size: int,
-    decided: Decision,
-    context: RunContext,
-    mismatch: Mismatch | None,
-) -> PerformanceValidationResult:
-    """The one result of a comparison from its parts; the context's flags and note join the decision's."""
-    baseline_throughput = throughput_from_latencies(base_s, size)
-    throughput = throughput_from_latencies(cand_s, size)
-    note, reason = context.note, decided.reason
-    if note is not None:
-        reason = f"{reason} ({note})" if reason else note
-    return PerformanceValidationResult(
-        description,
-        throughput,
-        baseline_throughput,
-        compute_speedup(throughput, baseline_throughput),
-        decided.verdict == "faster",
-        decided=attrs.evolve(decided, reason=reason, flags=(*decided.flags, *context.flags)),
-        environment=context.environment,
-        device=context.device,
-        accuracy=Accuracy() if mismatch is None else mismatch.accuracy(),
-        raw=context.raw,
+def fmt_figure(x: float) -> str:
+    return f"{x:.3f}x"
+
+
+def reason_text(
+    decision: SpeedupDecision, n_pairs: int, *, budget_s: float | None, last_look: bool
+) -> str:
+    """One sentence saying why the statistical verdict is what it is, and what it rules out."""
+    req = fmt_figure(decision.required_speedup)
+    interval = f"[{fmt_figure(decision.ci_low)}, {fmt_figure(decision.ci_high)}]"
+    if decision.verdict == "faster":
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        what = "" if "throughput_bound" in decision.flags else " (typical call)"
+        text = f"lower bound {low}x{what} clears required {need}x at {n_pairs} pairs"
+    elif decision.verdict == "not_faster" and decision.ci_high < decision.required_speedup:
+        high, need = fmt_apart(decision.ci_high, decision.required_speedup)
+        text = f"upper bound {high}x is below required {need}x at {n_pairs} pairs"
+    elif decision.verdict == "not_faster":
+        limit = decision.required_speedup + decision.futility_margin
+        high, edge = fmt_apart(decision.upper_for_futility, limit)
+        text = (
+            f"estimate {fmt_figure(decision.speedup)} is below required {req} and the upper bound "
+            f"{high}x is below {edge}x (required + {decision.futility_margin * 100:g} pt futility "
+            f"margin) at {n_pairs} pairs: not faster by a margin that matters"
+        )
+    elif decision.held_back == "carryover":  # the note says by how much
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        text = (
+            f"lower bound {low}x clears required {need}x but not on the pairs where the "
+            f"candidate ran after itself ({n_pairs} pairs): not called faster; {ruled_out(decision)}"
+        )
+    elif decision.held_back == "machine":  # the note says what moved
+        text = (
+            f"no verdict from pairs taken across a change of the machine ({n_pairs} pairs); "
+            f"{ruled_out(decision)}"
+        )
+    elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
+        low, need = fmt_apart(decision.ci_low, decision.required_speedup)
+        where = f"budget of {budget_s:g} s spent" if budget_s is not None else "held back"
+        text = (
+            f"lower bound {low}x clears required {need}x but the mean-latency throughput ratio "
+            f"of the same pairs does not ({where} at {n_pairs} pairs): not called faster; "
+            f"{ruled_out(decision)}"
+        )
+    elif budget_s is not None:
+        text = (
+            f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
+            f"interval {interval} straddles required {req}; {ruled_out(decision)}"
+        )
+    else:
+        where = "after the last look" if last_look else "when sampling stopped"
+        text = (
+            f"interval {interval} still straddles required {req} {where} ({n_pairs} pairs); "
+            f"{ruled_out(decision)}"
+        )
+    notes = []
+    if decision.shift_index is not None:
+        notes.append(
+            f"the ratio shifted at pair {decision.shift_index}: the estimate and throughputs are "
+            "from the pairs after it, and the verdict needed them and the whole run to agree"
+        )
+    if "carryover" in decision.flags and decision.carryover is not None:
+        notes.append(
+            f"carry-over: the candidate ran {(decision.carryover - 1.0) * 100:+.1f}% right after "
+            "an eager call against after itself; a faster needs the pairs after itself to clear "
+            "the gate alone"
+        )
+    if "serial_correlation" in decision.flags and decision.autocorrelation is not None:
+        notes.append(
+            f"interval widened for serial correlation (lag-1 {decision.autocorrelation:.2f})"
+        )
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def on_clock(timings: PairedTimings, clock: str) -> PairedTimings:
+    """``timings`` with the latencies of ``clock``: host wall times, or the device times."""
+    if clock != "device" or timings.baseline_device_s is None:
+        return timings
+    assert timings.candidate_device_s is not None
+    return attrs.evolve(
+        timings, baseline_s=timings.baseline_device_s, candidate_s=timings.candidate_device_s
     )
+
+
+def two_clocks(
+    timings: PairedTimings,
+    decision: SpeedupDecision,
+    n_pairs: int,
+    clock: str,
+    decide: Callable[[Sequence[float], Sequence[float]], SpeedupDecision],
+) -> tuple[dict[str, Any], list[str], str | None]:
+    """With device time: both clocks' figures over the pairs used, ``host_bound``, a note."""
+    if timings.baseline_device_s is None or timings.candidate_device_s is None:
+        return {}, [], None
+    used = slice(decision.shift_index or 0, n_pairs)
+    other_clock = "host" if clock == "device" else "device"
+    if other_clock == "device":
+        other_times = (timings.baseline_device_s, timings.candidate_device_s)
+    else:
+        other_times = (timings.baseline_s, timings.candidate_s)
+    other = decide(other_times[0][:n_pairs], other_times[1][:n_pairs]).speedup
+    fields = {
+        "host_estimate": decision.speedup if clock == "host" else other,
+        "device_estimate": decision.speedup if clock == "device" else other,
+        "baseline_host_latency_s": statistics.median(timings.baseline_s[used]),
+        "candidate_host_latency_s": statistics.median(timings.candidate_s[used]),
+        "baseline_device_latency_s": statistics.median(timings.baseline_device_s[used]),
+        "candidate_device_latency_s": statistics.median(timings.candidate_device_s[used]),
+    }
+    note = f"{clock} clock decided; {other_clock} clock estimate {fmt_figure(other)}"
+    arms = (
+        ("eager", fields["baseline_host_latency_s"], fields["baseline_device_latency_s"]),
+        ("the candidate", fields["candidate_host_latency_s"], fields["candidate_device_latency_s"]),
+    )
+    bound = [
+        f"{arm}'s host time is {host / device:.1f}x its device time"
+        for arm, host, device in arms
+        if is_host_bound(host, device)
+    ]
+    if bound:
+        note += f"; host-bound: {' and '.join(bound)}"
+    return fields, (["host_bound"] if bound else []), note
 
 
 def undecided_result(

@@ -19,7 +19,6 @@ from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure import telemetry
-from aitune_fp.measure.clocks import on_clock, two_clocks
 from aitune_fp.measure.machine import (
     MachineWatch,
     Stretch,
@@ -38,7 +37,7 @@ from aitune_fp.measure.measurement import (
     raw_latencies,
     run_context,
 )
-from aitune_fp.measure.results import statistical_result, undecided_result
+from aitune_fp.measure.results import on_clock, statistical_result, two_clocks, undecided_result
 from aitune_fp.profiling import cache as l2_cache
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import time_calls
