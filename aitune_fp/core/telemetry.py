@@ -37,20 +37,27 @@ _COUNTED = sum(THROTTLE_REASONS)
 CLOCK_CHANGE_SHARE = 0.05
 
 _optional = attrs.validators.optional
+_COUNT = _optional(integer(minimum=0))
+
+
+def _count() -> Any:
+    return attrs.field(default=None, validator=_COUNT)
+
+
+def _watts() -> Any:
+    return attrs.field(default=None, validator=_optional(finite(minimum=0)))
 
 
 @attrs.frozen(kw_only=True)
 class DeviceSample:
     """One NVML reading of the timed device; None where the value could not be read."""
 
-    sm_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
-    mem_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
-    temperature_c: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
-    power_w: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    throttle_reasons: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    violation_ns: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
+    sm_clock_mhz: int | None = _count()
+    mem_clock_mhz: int | None = _count()
+    temperature_c: int | None = _count()
+    power_w: float | None = _watts()
+    throttle_reasons: int | None = _count()
+    violation_ns: int | None = _count()
     pids: tuple[int, ...] | None = attrs.field(
         default=None, converter=as_tuple, validator=_optional(tuple_of(integer()))
     )
@@ -133,45 +140,30 @@ class TelemetryVerdict:
     reasons: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(one_of(tuple(THROTTLE_REASONS.values())))
     )
-    sm_clock_mhz_min: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    sm_clock_mhz_max: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    temperature_c_max: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    power_w_max: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    sm_clock_mhz_min: int | None = _count()
+    sm_clock_mhz_max: int | None = _count()
+    temperature_c_max: int | None = _count()
+    power_w_max: float | None = _watts()
 
     def result_fields(self) -> dict[str, Any]:
         """The values a result records (``device_isolation`` and the figures)."""
-        return {
-            "device_isolation": self.device_isolation,
-            "sm_clock_mhz_min": self.sm_clock_mhz_min,
-            "sm_clock_mhz_max": self.sm_clock_mhz_max,
-            "temperature_c_max": self.temperature_c_max,
-            "power_w_max": self.power_w_max,
-        }
+        names = ("device_isolation", "sm_clock_mhz_min", "sm_clock_mhz_max", "temperature_c_max")
+        return {name: getattr(self, name) for name in (*names, "power_w_max")}
 
     def note(self) -> str | None:
         """The words a result's reason gets for the flags raised (None: none raised)."""
         parts = []
         if self.throttled_looks:
             why = ", ".join(self.reasons) or "power/thermal violation time grew"
-            parts.append(f"throttled ({why}) at look {_looks(self.throttled_looks)}")
+            parts.append(f"throttled ({why}) at look {', '.join(map(str, self.throttled_looks))}")
         if self.clock_changed_looks:
             parts.append(
                 f"SM clock moved {self.sm_clock_mhz_min}-{self.sm_clock_mhz_max} MHz "
-                f"(> {CLOCK_CHANGE_SHARE:.0%} within look {_looks(self.clock_changed_looks)})"
+                f"(> {CLOCK_CHANGE_SHARE:.0%} within look {', '.join(map(str, self.clock_changed_looks))})"
             )
         if "device_shared" in self.flags:
             parts.append("another process computed on the device")
         return "; ".join(parts) or None
-
-
-def _looks(numbers: tuple[int, ...]) -> str:
-    return ", ".join(str(n) for n in numbers)
 
 
 def _extreme(values: Sequence[Any], pick: Any) -> Any:

@@ -5,7 +5,6 @@ The budget is hard: no call starts after ``max_seconds``; the last completed loo
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -90,14 +89,6 @@ def measure_throughput_steady(
     return throughput_from_latencies(latencies, size), latencies
 
 
-def _decide_timings(
-    decide: Callable[[Sequence[float], Sequence[float], int, Sequence[bool]], SpeedupDecision],
-    look: int,
-    timings: PairedTimings,
-) -> SpeedupDecision:
-    return decide(timings.baseline_s, timings.candidate_s, look, timings.candidate_after_eager)
-
-
 def decide_look(
     timings: PairedTimings,
     warm: tuple[Sequence[float], Sequence[float]],
@@ -124,7 +115,13 @@ def decide_look(
     return held(decide(timings)), stretch
 
 
-def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
+def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
+    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
+    if c.eager_latencies is not None:
+        raise InvalidValueError(
+            "baseline_latencies is for decision='point' only; the statistical mode times "
+            "the baseline interleaved with the candidate"
+        )
     config, gate, clock = c.config, c.gate, c.timer
     if config.clock == "device" and not has_device_clock(clock):
         raise InvalidValueError(
@@ -218,7 +215,9 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
                 watch.stretch(timings.baseline_s, warm[0]),
                 config.looks[0],
                 gate.required_speedup,
-                functools.partial(_decide_timings, decide, look_number),
+                lambda t, k=look_number: decide(
+                    t.baseline_s, t.candidate_s, k, t.candidate_after_eager
+                ),
             )
             decided_look, decided_at = look_number, run.n_pairs
             if on_look is not None:
@@ -292,13 +291,3 @@ def _statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         ),
         closeness,
     )
-
-
-def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measurement:
-    """Eager timed again, interleaved with the candidate (``eager_latencies`` must be None)."""
-    if c.eager_latencies is not None:
-        raise InvalidValueError(
-            "baseline_latencies is for decision='point' only; the statistical mode times "
-            "the baseline interleaved with the candidate"
-        )
-    return _statistical(c, on_look)
