@@ -19,12 +19,9 @@ CriterionName: TypeAlias = Literal[
 CRITERIA: tuple[CriterionName, ...] = (
     "rel_l2", "outlier_share", "top1_agreement", "variation", "metric"
 )  # fmt: skip
-#: Eager's output varies across inputs by no more than this many units of its rounding
-#: (relative to its RMS): too little for the variation criterion to judge.
+#: Eager varying within this many units of its rounding is too flat for the variation criterion.
 RESOLUTION_ULPS = 16
-#: Which check decides a floating leaf: each backend's default tiers (``auto``: the norm
-#: criteria for reduced precision and int8, element-wise otherwise), the element-wise check
-#: everywhere, or the norm criteria everywhere.
+#: Which check decides a floating leaf (``auto``: norm for reduced precision and int8).
 CriteriaMode: TypeAlias = Literal["auto", "elementwise", "norm"]
 CRITERIA_MODES: tuple[CriteriaMode, ...] = ("auto", "elementwise", "norm")
 #: The settings that only the norm criteria read.

@@ -42,16 +42,14 @@ Clock = Literal["host", "device"]
 CLOCKS: tuple[Clock, ...] = ("host", "device")
 ThroughputGate = Literal["estimate", "bound"]
 Quantity = Literal["throughput", "typical"]
-#: What the throughput condition compares (``ProfilingConfig.throughput_gate``; "point", its old
-#: name for "estimate", is still read).
+#: What the throughput condition compares ("point", the old name of "estimate", is still read).
 THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("estimate", "bound")
 #: What the statistical verdict is about (``ProfilingConfig.quantity``).
 QUANTITIES: tuple[Quantity, ...] = ("throughput", "typical")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
-#: A decision rule's name: one of the built-in rules, or one registered since
-#: (``aitune_fp.measure.rules.register``, the registry of the shell).
+#: A decision rule's name: a built-in one, or one registered since (``measure.rules.register``).
 DecisionMode = str
 #: The built-in decision rules; ``aitune_fp.measure.rules.decision_modes()`` adds any registered since.
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
@@ -127,8 +125,7 @@ class ProfilingConfig:
     )
     #: Whether inputs are batched along their batch axis (False: the raw sample, batch size 1).
     batching: bool = attrs.field(default=True, validator=of_type(bool))
-    #: Warm-up is steady when the last ``warmup_window`` calls lie within ``warmup_tolerance`` of
-    #: their median, or the last two windows differ by no more than noise (``stats.is_settled``).
+    #: Warm-up is steady when the last ``warmup_window`` calls settle (``timings.is_settled``).
     warmup_window: int = attrs.field(default=5, validator=integer(minimum=2, maximum=MAX_CALLS))
     warmup_tolerance: float = attrs.field(
         default=0.10, validator=finite(minimum=0, strict=True, maximum=100.0)
@@ -164,8 +161,7 @@ class ProfilingConfig:
         default=10, validator=integer(minimum=1, maximum=MAX_CALLS)
     )
     point_steps: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
-    #: A call not returned after 20x eager's slowest and at least this is hung; a build after
-    #: ``build_timeout_s``.
+    #: A call not returned after 20x eager's slowest and at least this is hung.
     hang_grace_s: float = attrs.field(
         default=30.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
@@ -196,14 +192,11 @@ class ProfilingConfig:
     soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))
     #: Wait up to this many seconds before each look for the load average to fall below the cores.
     wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0, maximum=MAX_SECONDS))
-    #: With ``quantity="typical"``, what a ``faster`` needs of the mean-latency throughput ratio:
-    #: ``estimate`` clears the gate, or its ``bound``; ``quantity="throughput"`` needs the bound.
+    #: With ``quantity="typical"``: must the throughput ratio's ``estimate`` or ``bound`` clear it.
     throughput_gate: ThroughputGate = attrs.field(
         default="estimate", converter=gate_name, validator=one_of(THROUGHPUT_GATES)
     )
-    #: What the statistical verdict is about: ``throughput`` (default), each timed sample a
-    #: block of calls whose time over its calls is the mean latency there (samples per second,
-    #: as users read it); ``typical``, single calls, the typical call's latency.
+    #: What the verdict is about: ``throughput`` (blocks of calls) or the ``typical`` single call.
     quantity: Quantity = attrs.field(default="throughput", validator=one_of(QUANTITIES))
 
     def __attrs_post_init__(self) -> None:

@@ -20,8 +20,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-#: Most Walsh averages / pairwise differences that are built and sorted (numpy arrays);
-#: above, the order statistics are selected implicitly (:class:`_PairSums`).
+#: Most Walsh averages / differences built and sorted; above, selected by :class:`_PairSums`.
 _MATERIALISE_MAX_PAIRS = 100_000
 
 

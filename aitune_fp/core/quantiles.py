@@ -24,8 +24,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 #: The latency quantile a budget is held to by default (p90): ``latency-budget``'s ``quantile``.
 DEFAULT_QUANTILE: Final = 0.9
-#: Up to this many values the binomial tails are computed exactly (integers); above, in floats
-#: with :data:`_FLOAT_MARGIN` of slack always taken on the safe side.
+#: Up to this many values the binomial tails are exact; above, floats with a safe-side margin.
 EXACT_MAX_N: Final = 2000
 _FLOAT_MARGIN: Final = 1e-9
 

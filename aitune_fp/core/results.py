@@ -38,8 +38,7 @@ __all__ = [
     "unstructure",
 ]
 
-#: Where a candidate ran until it was chosen: a worker process of its own (eager in another), or
-#: the user's process, guarded by snapshots (``docs/guarantees.md`` says what each promises).
+#: Where a candidate ran until it was chosen (``docs/guarantees.md`` says what each promises).
 IsolationMode = Literal["process", "in_process"]
 ISOLATION_MODES: tuple[IsolationMode, ...] = ("process", "in_process")
 ResultVerdict = Literal["faster", "not_faster", "inconclusive"]

@@ -25,10 +25,7 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 #: Round counts at which the default rule looks.
 DEFAULT_SELECTION_LOOKS: Final = (10, 20, 40, 80, 160, 320)
 Outcome = Literal["open", "one_left", "settled", "looks_spent", "budget", "unopposed", "none_ran"]
-#: ``open``: no choice yet. ``one_left``: the others were eliminated (or failed). ``settled``: the
-#: remaining ones are within ``delta`` of each other. ``looks_spent`` / ``budget``: the rounds or
-#: the time ran out first. ``unopposed``: every other contender failed before any comparison.
-#: ``none_ran``: every contender failed.
+#: How a head-to-head stands or ended (docs/architecture.md says what each means).
 OUTCOMES: Final = ("open", "one_left", "settled", "looks_spent", "budget", "unopposed", "none_ran")
 
 

@@ -10,14 +10,10 @@ import attrs
 from aitune_fp.core._checks import as_tuple, finite, integer, one_of, tuple_of
 
 DeviceIsolation = Literal["exclusive", "shared", "unknown"]
-#: ``device_isolation`` of a run: no other compute process seen at any reading, another one
-#: seen, or not known (no readings, or NVML could not list the processes).
+#: ``device_isolation`` of a run: no other compute process seen, another one seen, or not known.
 DEVICE_ISOLATIONS: tuple[DeviceIsolation, ...] = ("exclusive", "shared", "unknown")
 
-#: The NVML throttle ("clocks event") reason bits counted as a throttle, with why each counts.
-#: Each lowers the SM clock below what the load asks for because of heat or power, so it slows
-#: whichever arm runs under it; a heavier arm draws more power and is slowed more, so even a
-#: throttle spanning both arms biases the ratio.
+#: The NVML throttle ("clocks event") reason bits counted as a throttle (docs/architecture.md).
 THROTTLE_REASONS: dict[int, str] = {
     0x04: "SW power cap",  # the driver holds board power under its limit by lowering clocks
     0x08: "HW slowdown",  # hardware halves clocks or more: over temperature or power supply
@@ -25,15 +21,11 @@ THROTTLE_REASONS: dict[int, str] = {
     0x40: "HW thermal",  # hardware slowdown because the GPU is too hot
     0x80: "HW power brake",  # an external power-brake signal (the node's power supply)
 }
-#: Not counted: 0x01 GPU idle (nothing to run, normal between calls), 0x02 application clocks
-#: setting (clocks held where ``nvidia-smi -ac`` or ``-lgc`` put them: what locking asks for),
-#: 0x10 sync boost (held with other GPUs of a group), 0x100 display clock setting.
+#: Not counted: 0x01 GPU idle, 0x02 application clocks, 0x10 sync boost, 0x100 display clock.
 GPU_IDLE = 0x01
 _COUNTED = sum(THROTTLE_REASONS)
 
-#: ``clock_changed``: the SM clock's readings within one look spread by more than this share of
-#: the highest one ((max - min) / max). 5 %: boost bins are 15 MHz (under 1 % of a ~1.5 GHz
-#: clock), so this is several bins, and a 5 % slower clock is a 5 % slower kernel.
+#: ``clock_changed``: the SM clock's readings within one look spread by more than this share.
 CLOCK_CHANGE_SHARE = 0.05
 
 _optional = attrs.validators.optional

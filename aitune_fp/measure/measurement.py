@@ -66,10 +66,7 @@ class Comparison:
     mismatch: Mismatch | None = None
     #: Where the candidate runs (``process``: both arms are workers; the result records it).
     isolation: str | None = None
-    #: New values for every timed call, by draw number (the statistical rule: pair ``i`` on
-    #: draw ``i``; the point rule: each call of either arm its own draw): a candidate that
-    #: memorised what it saw meets inputs it never saw; the spot checks then compare with
-    #: eager's own output on the same values. None: the ``batches`` in turn.
+    #: New values for every timed call, by draw number (None: the ``batches`` in turn).
     fresh: Callable[[int], Sample] | None = None
 
 
