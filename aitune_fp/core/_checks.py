@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias, TypeVar
@@ -201,6 +202,14 @@ def share(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
     """Validator: a finite number in ``[0, 1]``."""
     if check_finite(attribute.name, value, minimum=0) > 1:
         raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
+
+
+def increasing(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: looks, at least one, in strictly increasing order."""
+    if not isinstance(value, tuple) or not value:
+        raise InvalidValueError(f"{attribute.name} must hold at least one look, got {value!r}")
+    if any(b <= a for a, b in itertools.pairwise(value)):
+        raise InvalidValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
 
 
 def tuple_of(member: Validator) -> Validator:

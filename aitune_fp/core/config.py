@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Final, Literal
 
 import attrs
@@ -12,6 +11,7 @@ from aitune_fp.core._checks import (
     check_int,
     check_type,
     finite,
+    increasing,
     integer,
     of_type,
     one_of,
@@ -105,14 +105,6 @@ def _at_most_one(instance: object, attribute: attrs.Attribute[Any], value: float
         raise InvalidValueError(f"{attribute.name} must be at most 1 (a share), got {value!r}")
 
 
-def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
-    """Validator: at least one look, in strictly increasing order."""
-    if not value:
-        raise InvalidValueError(f"{attribute.name} must name at least one look, got {value!r}")
-    if any(b <= a for a, b in itertools.pairwise(value)):
-        raise InvalidValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class ProfilingConfig:
     """How a candidate is warmed up, timed and decided; one value for baseline and candidates."""
@@ -137,7 +129,7 @@ class ProfilingConfig:
         default=(10, 20, 40, 80, 160, 320),
         converter=as_tuple,
         validator=attrs.validators.and_(
-            tuple_of(integer(minimum=2, maximum=MAX_CALLS)), _increasing
+            tuple_of(integer(minimum=2, maximum=MAX_CALLS)), increasing
         ),
     )
     #: ``1 - confidence``: the false-accept rate allowed over all looks, split evenly per look.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any, Final, Literal
 
@@ -12,6 +11,7 @@ from aitune_fp.core._checks import (
     as_tuple,
     check_int,
     finite,
+    increasing,
     integer,
     not_nan,
     of_type,
@@ -27,13 +27,6 @@ DEFAULT_SELECTION_LOOKS: Final = (10, 20, 40, 80, 160, 320)
 Outcome = Literal["open", "one_left", "settled", "looks_spent", "budget", "unopposed", "none_ran"]
 #: How a head-to-head stands or ended (docs/architecture.md says what each means).
 OUTCOMES: Final = ("open", "one_left", "settled", "looks_spent", "budget", "unopposed", "none_ran")
-
-
-def _increasing(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, tuple) or not value:
-        raise InvalidValueError(f"{attribute.name} must hold at least one look, got {value!r}")
-    if any(b <= a for a, b in itertools.pairwise(value)):
-        raise InvalidValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
 
 
 def _name(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -52,7 +45,7 @@ class SelectionRule:
     looks: tuple[int, ...] = attrs.field(
         default=DEFAULT_SELECTION_LOOKS,
         converter=as_tuple,
-        validator=[tuple_of(integer(minimum=2)), _increasing],
+        validator=[tuple_of(integer(minimum=2)), increasing],
     )
     guard_serial_correlation: bool = attrs.field(default=True, validator=of_type(bool))
 

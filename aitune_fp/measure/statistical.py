@@ -95,9 +95,14 @@ def decide_look(
     stretch: Stretch,
     first_look: int,
     required: float,
-    decide: Callable[[PairedTimings], SpeedupDecision],
+    rule: Callable[[Sequence[float], Sequence[float], int, Sequence[bool]], SpeedupDecision],
+    look: int,
 ) -> tuple[SpeedupDecision, Stretch]:
-    """One look's decision on the blocks the machine allows (``warm``: the warm-up's blocks)."""
+    """Look ``look``'s decision on the blocks the machine allows (``warm``: the warm-up's)."""
+
+    def decide(t: PairedTimings) -> SpeedupDecision:
+        return rule(t.baseline_s, t.candidate_s, look, t.candidate_after_eager)
+
     base, cand = [*warm[0], *timings.baseline_s], [*warm[1], *timings.candidate_s]
     # the ratio held across eager's moves: every pair
     stretch = stretch.steady_across(base, cand, len(warm[0]), wander=timings.block > 1)
@@ -215,9 +220,8 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
                 watch.stretch(timings.baseline_s, warm[0]),
                 config.looks[0],
                 gate.required_speedup,
-                lambda t, k=look_number: decide(
-                    t.baseline_s, t.candidate_s, k, t.candidate_after_eager
-                ),
+                decide,
+                look_number,
             )
             decided_look, decided_at = look_number, run.n_pairs
             if on_look is not None:
