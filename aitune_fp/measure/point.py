@@ -70,49 +70,38 @@ def measure_baseline_point(
     return throughput_from_latencies(latencies, size), latencies
 
 
-def _candidate_draws(fresh: Callable[[int], Sample] | None) -> Callable[[int], Sample] | None:
-    """The candidate's timed call ``i`` on draw ``CANDIDATE_DRAWS + i`` (None: no fresh inputs)."""
-    if fresh is None:
-        return None
-    return lambda i: fresh(CANDIDATE_DRAWS + i)
-
-
 def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later."""
-    eager, candidate, batch, size, config = c.eager, c.candidate, c.batch, c.size, c.config
-    gate, timer, description, eager_latencies = c.gate, c.timer, c.description, c.eager_latencies
-    spot_check, batches, references = c.spot_check, c.batches, c.references
-    spot_rate, spot_seed = c.spot_rate, c.spot_seed
+    size, config, timer = c.size, c.config, c.timer
     env = host.cpu_environment(config.threads)
     start = timer.now_ns()
-    if eager_latencies is None:
+    base = c.eager_latencies
+    if base is None:
         _, base = measure_baseline_point(
-            eager, batch, size, config, timer=timer, batches=batches, fresh=c.fresh
+            c.eager, c.batch, size, config, timer=timer, batches=c.batches, fresh=c.fresh
         )
-    else:
-        base = tuple(eager_latencies)
-    baseline_throughput = throughput_from_latencies(base, size)
+    base = tuple(base)
+    baseline_throughput = throughput_from_latencies(base, size)  # checked before the candidate
     seen: list[Mismatch] = []  # how close each spot check came
+    fresh = c.fresh  # the candidate's timed call ``i`` on draw ``CANDIDATE_DRAWS + i``
     _, cand = measure_baseline_point(
-        candidate,
-        batch,
+        c.candidate,
+        c.batch,
         size,
         config,
         timer=timer,
         arm="candidate",
-        spot_check=collecting(spot_check, seen),
-        batches=batches,
-        references=references,
-        spot_rate=spot_rate,
-        spot_seed=spot_seed,
-        fresh=_candidate_draws(c.fresh),
-        reference=eager,
+        spot_check=collecting(c.spot_check, seen),
+        batches=c.batches,
+        references=c.references,
+        spot_rate=c.spot_rate,
+        spot_seed=c.spot_seed,
+        fresh=None if fresh is None else (lambda i: fresh(CANDIDATE_DRAWS + i)),
+        reference=c.eager,
     )
-    throughput = throughput_from_latencies(cand, size)
-    speedup = compute_speedup(throughput, baseline_throughput)
-    passed = gate.passes(speedup)
-    required = gate.required_speedup
-    shown, need = fmt_apart(speedup, required)
+    speedup = compute_speedup(throughput_from_latencies(cand, size), baseline_throughput)
+    passed = c.gate.passes(speedup)
+    shown, need = fmt_apart(speedup, c.gate.required_speedup)
     import torch
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
@@ -125,11 +114,11 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
         n_baseline=len(base),
         n_candidate=len(cand),
         batch_size=size,
-        required_speedup=required,
+        required_speedup=c.gate.required_speedup,
         reason=(
             f"point speedup {shown}x {'>=' if passed else '<'} required {need}x "
             f"({len(cand)} timed calls, baseline measured once before the candidate)"
         ),
     )
-    result = assemble(description, base, cand, size, decided, context, closeness_of(c, seen))
+    result = assemble(c.description, base, cand, size, decided, context, closeness_of(c, seen))
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=threads)
