@@ -206,17 +206,15 @@ def statistical_result(
     """The result of a decided look: throughputs from the pairs the decision used."""
     first = decision.shift_index or 0
     base, cand = timings.baseline_s[first:n_pairs], timings.candidate_s[first:n_pairs]
-    flags = list(timings.flags)
-    if decision.shift_index is not None:
-        flags.append(f"ratio_shift_at_pair_{decision.shift_index}")
-    if "serial_correlation" in decision.flags:
-        flags.append("serial_correlation")
-    for flag in ("throughput_disagrees", "block_bound", "carryover"):
-        if flag in decision.flags:
-            flags.append(flag)
-    if budget_spent:
-        flags.append("budget_spent")
-    high, level = _futility(decision, config)
+    shift = () if decision.shift_index is None else (f"ratio_shift_at_pair_{first}",)
+    kept = ("serial_correlation", "throughput_disagrees", "block_bound", "carryover")
+    found = tuple(flag for flag in kept if flag in decision.flags)
+    flags = (*timings.flags, *shift, *found, *(("budget_spent",) if budget_spent else ()))
+    high = decision.upper_for_futility  # the futility bound compared, at its one-sided level
+    if decision.futility_high is None:
+        level = 1.0 - (1.0 - decision.confidence) / 2.0
+    else:
+        level = 1.0 - config.futility_error / len(config.looks)
     decided = Decision(
         rule="statistical",
         verdict=decision.verdict,
@@ -225,7 +223,7 @@ def statistical_result(
         ci_high=decision.ci_high if math.isfinite(decision.ci_high) else None,
         confidence=decision.confidence,
         guarantee=decision.overall,
-        futility_high=high,
+        futility_high=high if math.isfinite(high) else None,
         futility_level=level,
         futility_margin_percent=decision.futility_margin * 100.0,
         method=decision.method,
@@ -244,13 +242,3 @@ def statistical_result(
     )
     result = assemble(description, base, cand, size, decided, context, mismatch)
     return Measurement(result=result, decision=decision, wall_s=wall_s, threads=timings.threads)
-
-
-def _futility(decision: SpeedupDecision, config: ProfilingConfig) -> tuple[float | None, float]:
-    """The futility bound the rule compared and its one-sided level at one look."""
-    high = decision.upper_for_futility
-    if decision.futility_high is None:
-        level = 1.0 - (1.0 - decision.confidence) / 2.0
-    else:
-        level = 1.0 - config.futility_error / len(config.looks)
-    return (high if math.isfinite(high) else None), level
