@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from aitune_fp.core._checks import check_threshold
-from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, required_speedup
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
 
 
 def _percent(value: object) -> float:
@@ -21,7 +21,7 @@ class Gate:
 
     @required_speedup.default
     def _required(self) -> float:
-        return required_speedup(self.threshold_percent)
+        return 1.0 + self.threshold_percent / 100.0  # the threshold is checked: no second check
 
     def passes(self, speedup: float) -> bool:
         """AITune's point rule: ``speedup >= required_speedup`` (exactly at the gate passes)."""
