@@ -63,19 +63,6 @@ class QuantileBound:
         """Whether the quantile is shown to be at most ``budget`` (``high <= budget``)."""
         return self.high <= budget
 
-    def to_dict(self) -> dict[str, object]:
-        """Plain JSON-ready fields (an infinite bound becomes ``None``)."""
-        return {
-            "q": self.q,
-            "confidence": self.confidence,
-            "sided": self.sided,
-            "n": self.n,
-            "estimate": self.estimate,
-            "low": self.low if math.isfinite(self.low) else None,
-            "high": self.high if math.isfinite(self.high) else None,
-            "coverage": self.coverage,
-        }
-
 
 # ---- Checks --------------------------------------------------------------------------------
 
