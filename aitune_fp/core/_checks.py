@@ -22,9 +22,6 @@ def got(value: object) -> str:
     return f"{value!r} ({type(value).__name__})"
 
 
-# ---- Checks of plain arguments -------------------------------------------------------------
-
-
 def _check_real(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a real number (int or float, not a bool), else raise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -117,9 +114,6 @@ def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
     if value not in choices:
         raise InvalidValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
-
-
-# ---- Attrs validators (one factory per kind of field) --------------------------------------
 
 
 def _saying(validate: Validator, **keywords: Any) -> Validator:

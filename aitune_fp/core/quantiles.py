@@ -64,9 +64,6 @@ class QuantileBound:
         return self.high <= budget
 
 
-# ---- Checks --------------------------------------------------------------------------------
-
-
 def _values(values: object) -> tuple[float, ...]:
     """``values`` as finite floats (at least one), or an error naming the bad item."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
@@ -92,9 +89,6 @@ def _values(values: object) -> tuple[float, ...]:
 def _level(name: str, value: object, low: float = 0.0) -> Fraction:
     """A probability in (low, 1) as the fraction its shortest decimal spells (0.9 -> 9/10)."""
     return Fraction(repr(check_open_interval(name, value, low, 1.0)))
-
-
-# ---- Binomial tails and ranks --------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=256)

@@ -22,8 +22,6 @@ from aitune_fp.core.selection_values import (
 from aitune_fp.core.sequential import log_ratios, precaution_factor, saturating_exp
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
-# ---- Words ---------------------------------------------------------------------------------
-
 
 def _pct(fraction: float) -> str:
     return f"{fraction * 100:.3g} %"
@@ -77,9 +75,6 @@ def _losses(state: SelectionState) -> str:
     ]
     parts += [f"{f.name} failed ({f.error})" for f in state.failed]
     return "; ".join(parts)
-
-
-# ---- State changes -------------------------------------------------------------------------
 
 
 def _by_name(state: SelectionState) -> dict[str, Contender]:
