@@ -21,7 +21,7 @@ import torch
 
 from aitune_fp.adapters.validation import validation_of
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.measure.headtohead import head_to_head

@@ -302,7 +302,7 @@ class TestHeadToHeadOnFreshInputs:
 
     @staticmethod
     def _contenders(work: Callable[[], None]) -> list[Any]:
-        from aitune_fp.core.selection_values import Contender
+        from aitune_fp.core.selection import Contender
 
         def honest(x: torch.Tensor) -> torch.Tensor:
             work()
@@ -323,7 +323,7 @@ class TestHeadToHeadOnFreshInputs:
     def _run(fresh: Any, block: int = 1, clock: FakeClock | None = None) -> Any:
         import time
 
-        from aitune_fp.core.selection_values import SelectionRule
+        from aitune_fp.core.selection import SelectionRule
         from aitune_fp.measure.headtohead import head_to_head
 
         torch.manual_seed(0)

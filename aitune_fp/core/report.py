@@ -11,7 +11,7 @@ from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import PerformanceValidationResult, unstructure
-from aitune_fp.core.selection_values import SelectionState
+from aitune_fp.core.selection import SelectionState
 from aitune_fp.errors import error_name
 
 __all__ = [

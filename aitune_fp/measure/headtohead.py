@@ -16,12 +16,14 @@ import attrs
 
 from aitune_fp.core._checks import check_finite, check_int, check_type
 from aitune_fp.core.selection import (
+    Contender,
+    SelectionRule,
+    SelectionState,
     choose_on_budget,
     record_failures,
     select_at_look,
     start_selection,
 )
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample, sample_bytes
