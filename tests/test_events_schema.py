@@ -96,8 +96,7 @@ def _result(**overrides: Any) -> PerformanceValidationResult:
 
 def _selection_events() -> list[Event]:
     """A head-to-head look and its choice (one eliminated), and two latency checks."""
-    from aitune_fp.core.choice import LatencyCheck
-    from aitune_fp.core.quantiles import quantile_upper_bound
+    from aitune_fp.core.quantiles import LatencyCheck, quantile_upper_bound
     from aitune_fp.core.selection import Contender, SelectionRule, select_at_look
 
     rule = SelectionRule()

@@ -7,9 +7,9 @@ from typing import Any, Literal, get_args
 import attrs
 
 from aitune_fp.core._checks import of_type, one_of
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.quantiles import LatencyCheck
 from aitune_fp.core.results import PerformanceValidationResult, unstructure
 from aitune_fp.core.selection import SelectionState
 from aitune_fp.errors import error_name

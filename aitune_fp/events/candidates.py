@@ -8,9 +8,9 @@ from typing import Annotated, Final, TypedDict
 import attrs
 
 from aitune_fp.core.accuracy import CriterionName
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import fmt_candidate_line, fmt_headline
 from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.quantiles import LatencyCheck
 from aitune_fp.core.report import CandidateFailure, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.quantiles import (
     DEFAULT_QUANTILE,
+    LatencyCheck,
     min_samples_for_upper_bound,
     quantile_upper_bound,
 )
