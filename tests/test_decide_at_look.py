@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import EARLY_PAIRS, decide_at_look, look_alpha
+from aitune_fp.core.speedup import Gate
 from aitune_fp.errors import InvalidValueError
 
 

@@ -16,8 +16,8 @@ import pytest
 from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.cli import build_parser
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.results import Decision
+from aitune_fp.core.speedup import Gate
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, RunContext, assemble

@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.core import hodges_lehmann, ranks, timings
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.hodges_lehmann import (
     _PairSums,
     paired_log_speedup_bounds,
@@ -28,6 +27,7 @@ from aitune_fp.core.hodges_lehmann import (
 )
 from aitune_fp.core.ranks import mann_whitney_critical_count, signed_rank_critical_count
 from aitune_fp.core.sequential import decide_at_look, decide_speedup
+from aitune_fp.core.speedup import Gate
 from aitune_fp.core.timings import (
     coefficient_of_variation,
     is_steady,

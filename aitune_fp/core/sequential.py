@@ -17,14 +17,13 @@ from aitune_fp.core.dependence import (
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.hodges_lehmann import (
     log_ratio_bounds,
     paired_bounds,
     paired_lengths,
     unpaired_bounds,
 )
-from aitune_fp.core.speedup import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.core.speedup import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD_PERCENT, Gate
 from aitune_fp.core.timings import TimingStats, cv, timing_stats
 from aitune_fp.core.verdict import SpeedupDecision, rule_verdict
 from aitune_fp.errors import InvalidValueError

@@ -8,7 +8,6 @@ from typing import Any
 import attrs
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import (
     Accuracy,
@@ -18,7 +17,7 @@ from aitune_fp.core.results import (
     PerformanceValidationResult,
     Raw,
 )
-from aitune_fp.core.speedup import compute_speedup
+from aitune_fp.core.speedup import Gate, compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision

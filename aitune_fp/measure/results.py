@@ -10,10 +10,10 @@ from typing import Any
 import attrs
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import fmt_apart, ruled_out
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import Decision
+from aitune_fp.core.speedup import Gate
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.measure.measurement import Measurement, RunContext, assemble
 from aitune_fp.profiling.calls import ProfilingError

@@ -9,8 +9,7 @@ import attrs
 
 from aitune_fp.core._checks import check_choice, check_int
 from aitune_fp.core.config import DECISION_MODES, DecisionMode, ProfilingConfig, check_rule_name
-from aitune_fp.core.gate import Gate
-from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, Gate
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import Sample, as_sample
 from aitune_fp.measure.measurement import Comparison, Measurement, OnLook
