@@ -209,7 +209,7 @@ def test_a_statistical_result_carries_its_decision_detail_as_fields() -> None:
     from aitune_fp.core.sequential import decide_at_look
     from aitune_fp.core.speedup import Gate
     from aitune_fp.measure.measurement import RunContext
-    from aitune_fp.measure.results import statistical_result
+    from aitune_fp.measure.statistical import statistical_result
     from aitune_fp.profiling.interleaved import PairedTimings
 
     base = [1.0 + 0.01 * (i % 7) for i in range(40)]
