@@ -16,8 +16,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import unstructure
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.point import measure_baseline_point
-from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.measure.rules import measure_baseline_point, measure_speedup
 from aitune_fp.profiling.calls import ProfilingError, SpotCheckError
 from aitune_fp.testing import FakeClock
 
