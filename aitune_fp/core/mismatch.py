@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -52,7 +53,7 @@ class Mismatch:
         """The mismatch of both checks together: worst errors, the tolerances of the worst use."""
         if not isinstance(other, Mismatch):
             raise InvalidTypeError(f"can only merge a Mismatch, got {other!r}")
-        worst = other if _ranks_above(other, self) else self
+        worst = other if _rank(other) > _rank(self) else self
         return Mismatch(
             max_abs_error=max(self.max_abs_error, other.max_abs_error),
             max_rel_error=max(self.max_rel_error, other.max_rel_error),
@@ -68,10 +69,7 @@ class Mismatch:
     @classmethod
     def combine(cls, parts: Iterable[Mismatch]) -> Mismatch:
         """Merge any number of mismatches (an empty one when there are none)."""
-        total = cls()
-        for part in parts:
-            total = total.merge(part)
-        return total
+        return functools.reduce(cls.merge, parts, cls())
 
     @property
     def failed_criteria(self) -> tuple[Criterion, ...]:
@@ -127,8 +125,3 @@ def _rank(m: Mismatch) -> tuple[float, bool, float, bool, float, bool, str]:
         m.path is not None,
         m.path or "",
     )
-
-
-def _ranks_above(a: Mismatch, b: Mismatch) -> bool:
-    """Whether ``a`` is the worse use of the budget."""
-    return _rank(a) > _rank(b)

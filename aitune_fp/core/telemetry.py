@@ -174,15 +174,9 @@ def assess(
     seen = 0
     for s in samples:
         seen |= s.throttle_reasons or 0
-    flags = [
-        name
-        for name, raised in (
-            ("throttled", bool(throttled_looks)),
-            ("clock_changed", bool(changed_looks)),
-            ("device_shared", isolation == "shared"),
-        )
-        if raised
-    ]
+    flags = ["throttled"] if throttled_looks else []
+    flags += ["clock_changed"] if changed_looks else []
+    flags += ["device_shared"] if isolation == "shared" else []
     return TelemetryVerdict(
         flags=tuple(flags),
         device_isolation=isolation,
