@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import attrs
@@ -66,6 +67,10 @@ class CandidateFailure:
         )
 
 
+def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class TuneReport:
     """Everything one tune call decided and measured, as plain values (the fold of its events)."""
@@ -91,9 +96,9 @@ class TuneReport:
     isolation: str | None = None
     isolation_note: str | None = None
     disabled: bool = False
-    results: tuple[PerformanceValidationResult, ...] = attrs.field(default=(), converter=tuple)
-    rejected: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    failures: tuple[CandidateFailure, ...] = attrs.field(default=(), converter=tuple)
+    results: tuple[PerformanceValidationResult, ...] = attrs.field(default=(), converter=_tuple)
+    rejected: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    failures: tuple[CandidateFailure, ...] = attrs.field(default=(), converter=_tuple)
     selected_backend: str | None = None
     selected_is_baseline: bool | None = None
     selected_summary: str | None = None
@@ -101,9 +106,9 @@ class TuneReport:
     duration_s: float | None = None
     n_events: int = 0
     selection: SelectionState | None = None
-    latency_checks: tuple[LatencyCheck, ...] = attrs.field(default=(), converter=tuple)
+    latency_checks: tuple[LatencyCheck, ...] = attrs.field(default=(), converter=_tuple)
     #: How close each candidate that passed the correctness check came to eager, by description.
-    accuracy: tuple[tuple[str, Mismatch], ...] = attrs.field(default=(), converter=tuple)
+    accuracy: tuple[tuple[str, Mismatch], ...] = attrs.field(default=(), converter=_tuple)
     #: The ``timestamp`` of the ``started`` and ``baseline_measured`` events (None: unstamped).
     started_at: str | None = None
     baseline_at: str | None = None
