@@ -206,6 +206,11 @@ def increasing(instance: object, attribute: attrs.Attribute[Any], value: Any) ->
         raise InvalidValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
 
 
+def optional(member: Validator) -> Any:
+    """A field that is None by default, else passes ``member``."""
+    return attrs.field(default=None, validator=attrs.validators.optional(member))
+
+
 def tuple_of(member: Validator) -> Validator:
     """Validator: a tuple whose every item passes ``member`` (see :func:`as_tuple` to convert)."""
     return attrs.validators.deep_iterable(

@@ -17,6 +17,7 @@ from aitune_fp.core._checks import (
     of_type,
     one_of,
     open_interval,
+    optional,
     tuple_of,
 )
 from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
@@ -162,9 +163,7 @@ class ProfilingConfig:
         default=1800.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
     #: CPU intra-op threads for both arms (None: 1 in worker processes, else torch's own).
-    threads: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(integer(minimum=1, maximum=MAX_THREADS))
-    )
+    threads: int | None = optional(integer(minimum=1, maximum=MAX_THREADS))
     #: The clock the statistical decision reads: ``host`` wall time or ``device`` CUDA events.
     clock: Clock = attrs.field(default="host", validator=one_of(CLOCKS))
     #: ``cold``: L2 flushed before each timed call (CUDA, statistical mode; docs/gpu.md).

@@ -8,14 +8,12 @@ from typing import Any
 
 import attrs
 
-from aitune_fp.core._checks import as_tuple, finite, integer, of_type, tuple_of
+from aitune_fp.core._checks import as_tuple, finite, integer, of_type, optional, tuple_of
 from aitune_fp.core.accuracy import Criterion, worst_per_criterion
 from aitune_fp.core.results import Accuracy
 from aitune_fp.errors import InvalidTypeError
 
 __all__ = ["Mismatch"]
-
-_optional = attrs.validators.optional
 
 
 def _sorted_notes(value: object) -> Any:
@@ -33,9 +31,9 @@ class Mismatch:
     max_abs_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
     max_rel_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
     budget_used: float = attrs.field(default=0.0, validator=finite(minimum=0))
-    atol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    rtol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    path: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+    atol: float | None = optional(finite(minimum=0))
+    rtol: float | None = optional(finite(minimum=0))
+    path: str | None = optional(of_type(str))
     n_elements: int = attrs.field(default=0, validator=integer(minimum=0))
     criteria: tuple[Criterion, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(Criterion))

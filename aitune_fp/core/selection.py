@@ -19,6 +19,7 @@ from aitune_fp.core._checks import (
     of_type,
     one_of,
     open_interval,
+    optional,
     tuple_of,
 )
 from aitune_fp.core.dependence import lag1_rank_autocorrelation
@@ -65,10 +66,7 @@ class Contender:
 
     name: str = attrs.field(validator=_name)
     order: int = attrs.field(validator=integer(minimum=0))
-    build_s: float | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(finite(minimum=0.0)),
-    )
+    build_s: float | None = optional(finite(minimum=0.0))
 
 
 @attrs.frozen(kw_only=True)

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import attrs
 
-from aitune_fp.core._checks import as_tuple, finite, integer, one_of, tuple_of
+from aitune_fp.core._checks import as_tuple, finite, integer, one_of, optional, tuple_of
 
 DeviceIsolation = Literal["exclusive", "shared", "unknown"]
 #: ``device_isolation`` of a run: no other compute process seen, another one seen, or not known.
@@ -29,15 +29,14 @@ _COUNTED = sum(THROTTLE_REASONS)
 CLOCK_CHANGE_SHARE = 0.05
 
 _optional = attrs.validators.optional
-_COUNT = _optional(integer(minimum=0))
 
 
 def _count() -> Any:
-    return attrs.field(default=None, validator=_COUNT)
+    return optional(integer(minimum=0))
 
 
 def _watts() -> Any:
-    return attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    return optional(finite(minimum=0))
 
 
 @attrs.frozen(kw_only=True)

@@ -15,6 +15,7 @@ from aitune_fp.core._checks import (
     of_type,
     one_of,
     open_interval,
+    optional,
     tuple_of,
 )
 from aitune_fp.errors import InvalidValueError
@@ -60,35 +61,23 @@ class SpeedupDecision:
     cv_baseline: float = attrs.field(validator=finite(minimum=0))
     cv_candidate: float = attrs.field(validator=finite(minimum=0))
     #: Overall one-sided level of each error (None: this look alone, ``1 - (1 - confidence) / 2``).
-    guarantee: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(open_interval(0, 1))
-    )
+    guarantee: float | None = optional(open_interval(0, 1))
     #: How far above the required speedup a ``not_faster`` may be (speedup units: 0.01 = 1 pt).
     futility_margin: float = attrs.field(default=0.0, validator=finite(minimum=0))
     #: Upper bound at the (looser) futility level; None when it is ``ci_high``.
-    futility_high: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(not_nan())
-    )
+    futility_high: float | None = optional(not_nan())
     #: Lag-1 rank autocorrelation of the paired log ratios (None: unpaired).
-    autocorrelation: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(finite(minimum=-1, strict=True))
-    )
+    autocorrelation: float | None = optional(finite(minimum=-1, strict=True))
     #: Pair index where the ratio shifted (None: none found); the estimate is the later pairs'.
-    shift_index: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(integer(minimum=0))
-    )
+    shift_index: int | None = optional(integer(minimum=0))
     #: What the checks found: ``serial_correlation``, ``ratio_shift``, ``block_bound``, ...
     flags: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(str))
     )
     #: The first condition of :data:`HELD_BACK` that held an ``inconclusive`` look open.
-    held_back: str | None = attrs.field(
-        default=None, validator=attrs.validators.optional(one_of(HELD_BACK))
-    )
+    held_back: str | None = optional(one_of(HELD_BACK))
     #: How much faster the candidate ran right after an eager call than after its own (ratio).
-    carryover: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(finite(minimum=0, strict=True))
-    )
+    carryover: float | None = optional(finite(minimum=0, strict=True))
 
     def __attrs_post_init__(self) -> None:
         """Check that the interval holds the estimate and that the verdict follows the rule."""
