@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final, Literal
@@ -12,6 +11,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from aitune_fp.core._checks import (
+    check_finite,
     check_open_interval,
     finite,
     integer,
@@ -20,7 +20,8 @@ from aitune_fp.core._checks import (
     one_of,
     open_interval,
 )
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.core.timings import real_number, sequence_items
+from aitune_fp.errors import InvalidValueError
 
 #: The latency quantile a budget is held to by default (p90): ``latency-budget``'s ``quantile``.
 DEFAULT_QUANTILE: Final = 0.9
@@ -66,24 +67,12 @@ class QuantileBound:
 
 def _values(values: object) -> tuple[float, ...]:
     """``values`` as finite floats (at least one), or an error naming the bad item."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        to_list = getattr(values, "tolist", None)
-        if getattr(values, "ndim", None) == 1 and callable(to_list):
-            values = to_list()  # a 1-D numpy array or tensor
-        else:
-            raise InvalidTypeError(f"values must be a sequence of numbers, got {values!r}")
-    assert isinstance(values, Sequence)
-    if len(values) == 0:
+    items = sequence_items("values", values)
+    if not items:
         raise InvalidValueError("values must hold at least one value, got none")
-    result = []
-    for i, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise InvalidTypeError(f"values[{i}] must be a real number, got {value!r}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise InvalidValueError(f"values[{i}] must be finite, got {value!r}")
-        result.append(number)
-    return tuple(result)
+    return tuple(
+        check_finite(f"values[{i}]", real_number(f"values[{i}]", v)) for i, v in enumerate(items)
+    )
 
 
 def _level(name: str, value: object, low: float = 0.0) -> Fraction:

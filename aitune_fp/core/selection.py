@@ -11,7 +11,6 @@ import attrs
 from aitune_fp.core._checks import (
     as_tuple,
     check_int,
-    check_positive,
     finite,
     increasing,
     integer,
@@ -25,6 +24,7 @@ from aitune_fp.core._checks import (
 from aitune_fp.core.dependence import lag1_rank_autocorrelation
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.core.sequential import log_ratios, look_alpha, precaution_factor, saturating_exp
+from aitune_fp.core.timings import timing_stats
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
 #: Round counts at which the default rule looks.
@@ -298,12 +298,7 @@ def _latencies(
     for name in names:
         if name not in latencies:
             raise InvalidValueError(f"latencies has no entry for the remaining {name!r}")
-        values = latencies[name]
-        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-            raise InvalidTypeError(f"latencies[{name!r}] must be a sequence, got {values!r}")
-        result[name] = tuple(
-            check_positive(f"latencies[{name!r}][{i}]", v) for i, v in enumerate(values)
-        )
+        result[name] = timing_stats(f"latencies[{name!r}]", latencies[name], minimum=0)
     lengths = {len(v) for v in result.values()}
     if len(lengths) != 1:
         shown = {n: len(v) for n, v in result.items()}
