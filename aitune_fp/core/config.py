@@ -83,11 +83,6 @@ def check_rule_name(name: str, value: object) -> str:
     return word
 
 
-def _a_rule_name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: one word; the rule registry (the shell's) refuses a name it does not hold."""
-    check_rule_name(attribute.name, value)
-
-
 #: The stated ranges of the settings: beyond them a setting is a mistake, not a budget.
 MAX_CALLS: Final = 1_000_000
 MAX_SECONDS: Final = 30 * 24 * 3600.0
@@ -112,7 +107,9 @@ class ProfilingConfig:
     """How a candidate is warmed up, timed and decided; one value for baseline and candidates."""
 
     #: The rule's name (``statistical``: an interval at planned looks; ``point``: AITune's rule).
-    decision: DecisionMode = attrs.field(default="statistical", validator=_a_rule_name)
+    decision: DecisionMode = attrs.field(
+        default="statistical", validator=lambda _, a, v: check_rule_name(a.name, v)
+    )
     #: Batch sizes to profile; empty: the graph spec's max batch size (:func:`for_batch_size`).
     batch_sizes: tuple[int, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(integer(minimum=1, maximum=MAX_BATCH))
