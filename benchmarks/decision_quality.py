@@ -53,8 +53,7 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import PerformanceValidationResult as Measurement
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.point import measure_baseline_point
-from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.measure.rules import measure_baseline_point, measure_speedup
 from aitune_fp.profiling.interleaved import InterleavedRun
 
 #: (label, kind, nominal speedup): kind "same", "extra" (slower) or "narrow" (faster).

@@ -34,8 +34,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from aitune_fp.core.selection import select_at_look
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState, select_at_look
 
 NOISES = ("lognormal", "spikes")
 KS = (2, 3, 4, 5)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.core.budget import BudgetPlan, plan_budget
+from aitune_fp.core.config import BudgetPlan, plan_budget
 from aitune_fp.errors import InvalidValueError
 
 LOOKS = (10, 20, 40, 80, 160, 320)

@@ -18,8 +18,7 @@ import pytest
 import torch
 
 from aitune_fp import NoValidBackendError, ProfilingConfig, validation_of
-from aitune_fp.core.choice import LatencyCheck
-from aitune_fp.core.quantiles import quantile_upper_bound
+from aitune_fp.core.quantiles import LatencyCheck, quantile_upper_bound
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.candidates import SelectionDecided
 from aitune_fp.events.ingest import ingest

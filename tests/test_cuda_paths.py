@@ -27,7 +27,7 @@ from aitune_fp.backends.cuda_graph import CudaGraphBackend
 from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
 from aitune_fp.backends.support import cuda_unavailable_reason, inductor_unavailable_reason
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.selection_values import Contender
+from aitune_fp.core.selection import Contender
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.measure import headtohead, telemetry

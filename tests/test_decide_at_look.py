@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import EARLY_PAIRS, decide_at_look, look_alpha
+from aitune_fp.core.speedup import Gate
 from aitune_fp.errors import InvalidValueError
 
 
@@ -64,7 +64,7 @@ def test_early_looks_are_widened_and_spend_little() -> None:
 
 def test_a_held_back_verdict_says_why_and_never_that_the_interval_straddles() -> None:
     """The reason of a look held back by the throughput names the throughput, not a straddle."""
-    from aitune_fp.measure.reasons import reason_text
+    from aitune_fp.measure.statistical import reason_text
 
     base, cand = _pairs([1.3] * 36 + [0.25] * 4)
     decision = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)

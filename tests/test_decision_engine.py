@@ -26,9 +26,9 @@ from aitune_fp.core.dependence import (
     ratio_shift_index,
     shift_p_value,
 )
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import fmt_level, ruled_out, ruled_out_statement
 from aitune_fp.core.sequential import decide_at_look, decide_speedup
+from aitune_fp.core.speedup import Gate
 from aitune_fp.core.timings import is_settled, is_steady
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample

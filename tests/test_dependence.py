@@ -14,8 +14,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.core.dependence import block_means, block_size
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.sequential import decide_at_look
+from aitune_fp.core.speedup import Gate
 from aitune_fp.core.verdict import SpeedupDecision
 
 #: The production options (``measure``'s).

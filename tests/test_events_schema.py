@@ -96,10 +96,8 @@ def _result(**overrides: Any) -> PerformanceValidationResult:
 
 def _selection_events() -> list[Event]:
     """A head-to-head look and its choice (one eliminated), and two latency checks."""
-    from aitune_fp.core.choice import LatencyCheck
-    from aitune_fp.core.quantiles import quantile_upper_bound
-    from aitune_fp.core.selection import select_at_look
-    from aitune_fp.core.selection_values import Contender, SelectionRule
+    from aitune_fp.core.quantiles import LatencyCheck, quantile_upper_bound
+    from aitune_fp.core.selection import Contender, SelectionRule, select_at_look
 
     rule = SelectionRule()
     contenders = [Contender("A()", 0, 1.5), Contender("B()", 1, None)]

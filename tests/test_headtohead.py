@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 import torch
 
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import RING_SLOTS, Sample
 from aitune_fp.measure.headtohead import head_to_head

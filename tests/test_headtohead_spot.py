@@ -21,8 +21,8 @@ import torch
 
 from aitune_fp.adapters.validation import validation_of
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
-from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_count
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.measure.headtohead import head_to_head
 from aitune_fp.profiling.workers import Worker
@@ -177,7 +177,7 @@ def test_wrong_one_call_in_thirty_is_caught_where_a_checked_round_meets_it() -> 
         for start, end in zip([0, *looks], looks, strict=False):
             inside = [r for r in rounds if start <= r < end]
             assert inside[0] == start and inside[-1] == end - 1  # both ends of the look
-            assert len(inside) == spot_count(end - start, DEFAULT_SPOT_RATE)
+            assert len(inside) == len(spot_positions(end - start, DEFAULT_SPOT_RATE, 0))
     assert len(schedules) == 12  # unpredictable: each seed its own rounds
     assert 3 <= caught < 12  # a rate, not every round: some runs miss it
 

@@ -10,9 +10,8 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp.core.gate import Gate
-from aitune_fp.core.guards import throughput_log_lower
-from aitune_fp.core.sequential import decide_at_look
+from aitune_fp.core.sequential import decide_at_look, throughput_log_lower
+from aitune_fp.core.speedup import Gate
 from aitune_fp.core.verdict import HELD_BACK
 
 V31 = {

@@ -14,10 +14,9 @@ import torch
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import unstructure
-from aitune_fp.core.spot import spot_count
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.point import measure_baseline_point
-from aitune_fp.measure.rules import measure_speedup
+from aitune_fp.measure.rules import measure_baseline_point, measure_speedup
 from aitune_fp.profiling.calls import ProfilingError, SpotCheckError
 from aitune_fp.testing import FakeClock
 
@@ -332,7 +331,9 @@ class TestSpotCheck:
             spot_check=seen.append,
         )
         assert m.result.verdict == "faster"
-        assert len(seen) == spot_count(10) == 3  # one look of 10 pairs: ends + one inner
+        assert (
+            len(seen) == len(spot_positions(10, DEFAULT_SPOT_RATE, 0)) == 3
+        )  # one look of 10 pairs: ends + one inner
 
 
 class Repeat(torch.nn.Module):

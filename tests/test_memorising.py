@@ -302,7 +302,7 @@ class TestHeadToHeadOnFreshInputs:
 
     @staticmethod
     def _contenders(work: Callable[[], None]) -> list[Any]:
-        from aitune_fp.core.selection_values import Contender
+        from aitune_fp.core.selection import Contender
 
         def honest(x: torch.Tensor) -> torch.Tensor:
             work()
@@ -323,7 +323,7 @@ class TestHeadToHeadOnFreshInputs:
     def _run(fresh: Any, block: int = 1, clock: FakeClock | None = None) -> Any:
         import time
 
-        from aitune_fp.core.selection_values import SelectionRule
+        from aitune_fp.core.selection import SelectionRule
         from aitune_fp.measure.headtohead import head_to_head
 
         torch.manual_seed(0)
@@ -367,7 +367,7 @@ class TestHeadToHeadOnFreshInputs:
 def test_the_point_rule_times_every_call_on_a_draw_of_its_own() -> None:
     """Point rule: each of eager's timed calls and of the candidate's runs on its own draw,
     no value shared; a checked call compares with eager's output on the same draw (untimed)."""
-    from aitune_fp.core.gate import Gate
+    from aitune_fp.core.speedup import Gate
     from aitune_fp.measure.measurement import Comparison
     from aitune_fp.measure.rules import rule_for
     from aitune_fp.testing import FakeClock

@@ -20,7 +20,7 @@ HOMES: dict[str, tuple[str, tuple[str, ...]]] = {
         ("throughput_from_latencies", "coefficient_of_variation", "is_steady", "is_settled"),
     ),
     "critical counts of the rank tests": (
-        "core/ranks.py",
+        "core/hodges_lehmann.py",
         ("signed_rank_critical_count", "mann_whitney_critical_count"),
     ),
     "Hodges-Lehmann bounds": (

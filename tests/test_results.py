@@ -206,10 +206,10 @@ class TestFlags:
 def test_a_statistical_result_carries_its_decision_detail_as_fields() -> None:
     """Margin, method and autocorrelation reach the result (and its event), not only the text."""
     from aitune_fp.core.config import ProfilingConfig
-    from aitune_fp.core.gate import Gate
     from aitune_fp.core.sequential import decide_at_look
+    from aitune_fp.core.speedup import Gate
     from aitune_fp.measure.measurement import RunContext
-    from aitune_fp.measure.results import statistical_result
+    from aitune_fp.measure.statistical import statistical_result
     from aitune_fp.profiling.interleaved import PairedTimings
 
     base = [1.0 + 0.01 * (i % 7) for i in range(40)]

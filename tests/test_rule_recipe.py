@@ -16,14 +16,19 @@ import pytest
 from aitune_fp.adapters.validation import with_performance_validation
 from aitune_fp.cli import build_parser
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.results import Decision
+from aitune_fp.core.speedup import Gate
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import Sample
-from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, RunContext
-from aitune_fp.measure.point import measure_baseline_point
-from aitune_fp.measure.results import assemble
-from aitune_fp.measure.rules import DecisionRule, decision_modes, register, rule_for, unregister
+from aitune_fp.measure.measurement import Comparison, Measurement, OnLook, RunContext, assemble
+from aitune_fp.measure.rules import (
+    DecisionRule,
+    decision_modes,
+    measure_baseline_point,
+    register,
+    rule_for,
+    unregister,
+)
 from aitune_fp.pipeline.strategies import FirstWinsStrategy
 from aitune_fp.profiling.calls import time_calls
 from aitune_fp.sweep.spec import parse_sweep

@@ -11,12 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.core.selection import (
+    Contender,
+    SelectionRule,
+    SelectionState,
     choose_on_budget,
     record_failures,
     select_at_look,
     start_selection,
 )
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
 
 RULE = SelectionRule()

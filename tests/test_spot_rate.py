@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.spot import spot_count
+from aitune_fp.core.spot import spot_positions
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import measure_speedup
@@ -45,7 +45,8 @@ def test_the_default_is_a_tenth_and_one_checks_every_call() -> None:
     assert ProfilingConfig().spot_rate == 0.1
     checked, timed = counts[1.0]
     assert checked == timed
-    assert counts[None] == (spot_count(timed, 0.1), timed) and spot_count(timed, 0.1) < timed
+    expected = len(spot_positions(timed, 0.1, 0))
+    assert counts[None] == (expected, timed) and expected < timed
 
 
 @pytest.mark.parametrize(

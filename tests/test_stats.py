@@ -19,15 +19,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp.core import hodges_lehmann, ranks, timings
-from aitune_fp.core.gate import Gate
+from aitune_fp.core import hodges_lehmann, timings
 from aitune_fp.core.hodges_lehmann import (
     _PairSums,
+    mann_whitney_critical_count,
     paired_log_speedup_bounds,
+    signed_rank_critical_count,
     unpaired_log_speedup_bounds,
 )
-from aitune_fp.core.ranks import mann_whitney_critical_count, signed_rank_critical_count
 from aitune_fp.core.sequential import decide_at_look, decide_speedup
+from aitune_fp.core.speedup import Gate
 from aitune_fp.core.timings import (
     coefficient_of_variation,
     is_steady,
@@ -907,7 +908,7 @@ class TestImplicitSelection:
         """The vectorised tie term equals the pure one: sum(t**3 - t) over runs of equal values."""
         ordered = sorted(values)
         expected = sum(t**3 - t for t in (ordered.count(v) for v in set(ordered)))
-        assert ranks.tie_correction_sorted(np.array(ordered, dtype=np.float64)) == expected
+        assert hodges_lehmann.tie_correction_sorted(np.array(ordered, dtype=np.float64)) == expected
 
 
 # ---------------------------------------------------------------------------------------------
@@ -950,7 +951,7 @@ class TestTieCorrection:
             (sum(1 for w in values if w < v) + 1 + sum(1 for w in values if w <= v)) / 2
             for v in values
         ]
-        tie_term = ranks.tie_correction_sorted(np.array(sorted(values), dtype=np.float64))
+        tie_term = hodges_lehmann.tie_correction_sorted(np.array(sorted(values), dtype=np.float64))
         assert sum(r * r for r in midranks) / 4 == pytest.approx(
             n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
         )

@@ -15,8 +15,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds, unpaired_log_speedup_bounds
-from aitune_fp.core.ranks import mann_whitney_critical_count, signed_rank_critical_count
+from aitune_fp.core.hodges_lehmann import (
+    mann_whitney_critical_count,
+    paired_log_speedup_bounds,
+    signed_rank_critical_count,
+    unpaired_log_speedup_bounds,
+)
 from aitune_fp.core.sequential import decide_speedup
 
 N = 20_000

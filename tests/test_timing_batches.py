@@ -6,6 +6,7 @@ Fake clocks make the schedules and budgets deterministic; one test sleeps for re
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.spot import DEFAULT_SPOT_RATE, detection_probability, spot_count, spot_positions
+from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.measure.statistical import measure_throughput_steady
@@ -287,14 +288,14 @@ class TestSpotSchedule:
         assert m.result.n_baseline == 40  # a close call: every look was taken
         at = 0
         for k, n in enumerate((10, 10, 20)):  # pairs added by each look
-            chunk = seen[at : at + spot_count(n)]
-            at += spot_count(n)
+            chunk = seen[at : at + len(spot_positions(n, DEFAULT_SPOT_RATE, 0))]
+            at += len(spot_positions(n, DEFAULT_SPOT_RATE, 0))
             # a look's timed candidate calls are consecutive: offsets from its first call
             assert tuple(c - chunk[0] for c in chunk) == spot_positions(n, DEFAULT_SPOT_RATE, 5 + k)
         assert at == len(seen)
 
     def test_spot_rate_is_a_keyword(self) -> None:
-        """A higher rate checks more calls: spot_count(n, rate) per look."""
+        """A higher rate checks more calls: len(spot_positions(n, rate, 0)) per look."""
         clock = FakeClock()
         seen: list[int] = []
         measure_speedup(
@@ -307,7 +308,7 @@ class TestSpotSchedule:
             spot_check=seen.append,
             spot_rate=0.5,
         )
-        assert len(seen) == spot_count(10, 0.5) == 6
+        assert len(seen) == len(spot_positions(10, 0.5, 0)) == 6
 
     def test_single_batch_is_exactly_spot_positions(self) -> None:
         """With one batch the schedule is spot_positions; with several, every batch is covered."""
@@ -316,11 +317,11 @@ class TestSpotSchedule:
             picked = spot_calls(40, 0.1, seed, first_pair=7, n_batches=4)
             assert picked >= set(spot_positions(40, 0.1, seed))
             assert {(7 + j) % 4 for j in picked} == {0, 1, 2, 3}
-            assert len(picked) <= spot_count(40, 0.1) + 3
+            assert len(picked) <= len(spot_positions(40, 0.1, 0)) + 3
 
     def test_periodic_fault_is_caught_as_often_as_predicted(self) -> None:
-        """A candidate wrong on every 5th timed call is caught in the share of seeds
-        detection_probability predicts (phases cycled, seeds 0..S-1)."""
+        """A candidate wrong on every 5th timed call is caught in the share of seeds the draw
+        predicts (phases cycled, seeds 0..S-1)."""
         n, period, runs = 40, 5, 600
         caught_calls: list[tuple[int, int]] = []
         for seed in range(runs):
@@ -338,7 +339,8 @@ class TestSpotSchedule:
                     run.extend(n)
                 except SpotCheckError as exc:
                     caught_calls.append((exc.call, phase))
-        expected = detection_probability(n, DEFAULT_SPOT_RATE, period)
+        # the ends catch phases 0 and 4; another is missed when the 4 inner draws of 38 miss its 8
+        expected = (2 + 3 * (1 - math.comb(30, 4) / math.comb(38, 4))) / period
         assert 0.7 < expected < 0.85  # the ends catch 2 phases of 5, the inner draw some more
         assert all((call - 1) % period == phase for call, phase in caught_calls)
         assert len(caught_calls) / runs == pytest.approx(expected, abs=0.06)

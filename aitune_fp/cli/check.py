@@ -20,7 +20,6 @@ from aitune_fp.cli._shared import (
 )
 from aitune_fp.cli.markdown import md_cell, md_table
 from aitune_fp.cli.rows import fmt_flags
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import (
     fmt_level,
     fmt_speedup_msg_short,
@@ -28,6 +27,7 @@ from aitune_fp.core.messages import (
     ruled_out,
 )
 from aitune_fp.core.speedup import (
+    Gate,
     unreachable_threshold,
 )
 from aitune_fp.errors import InvalidValueError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias, TypeVar
@@ -19,9 +20,6 @@ _T = TypeVar("_T")
 def got(value: object) -> str:
     """``value``'s repr and type name, for a type error's message."""
     return f"{value!r} ({type(value).__name__})"
-
-
-# ---- Checks of plain arguments -------------------------------------------------------------
 
 
 def _check_real(name: str, value: object) -> float:
@@ -118,9 +116,6 @@ def check_choice(name: str, value: _T, choices: tuple[Any, ...]) -> _T:
     return value
 
 
-# ---- Attrs validators (one factory per kind of field) --------------------------------------
-
-
 def _saying(validate: Validator, **keywords: Any) -> Validator:
     """``validate``, carrying the JSON Schema keywords it enforces (see :func:`schema_keywords`)."""
     validate.__dict__["json_schema"] = keywords
@@ -201,6 +196,19 @@ def share(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
     """Validator: a finite number in ``[0, 1]``."""
     if check_finite(attribute.name, value, minimum=0) > 1:
         raise InvalidValueError(f"{attribute.name} must be at most 1, got {value!r}")
+
+
+def increasing(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: looks, at least one, in strictly increasing order."""
+    if not isinstance(value, tuple) or not value:
+        raise InvalidValueError(f"{attribute.name} must hold at least one look, got {value!r}")
+    if any(b <= a for a, b in itertools.pairwise(value)):
+        raise InvalidValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
+
+
+def optional(member: Validator) -> Any:
+    """A field that is None by default, else passes ``member``."""
+    return attrs.field(default=None, validator=attrs.validators.optional(member))
 
 
 def tuple_of(member: Validator) -> Validator:

@@ -9,7 +9,7 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
-from aitune_fp.core._checks import check_finite, finite, integer, of_type, one_of, share
+from aitune_fp.core._checks import check_finite, finite, integer, of_type, one_of, optional, share
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 #: The criteria a :class:`Criterion` can name.
@@ -19,12 +19,9 @@ CriterionName: TypeAlias = Literal[
 CRITERIA: tuple[CriterionName, ...] = (
     "rel_l2", "outlier_share", "top1_agreement", "variation", "metric"
 )  # fmt: skip
-#: Eager's output varies across inputs by no more than this many units of its rounding
-#: (relative to its RMS): too little for the variation criterion to judge.
+#: Eager varying within this many units of its rounding is too flat for the variation criterion.
 RESOLUTION_ULPS = 16
-#: Which check decides a floating leaf: each backend's default tiers (``auto``: the norm
-#: criteria for reduced precision and int8, element-wise otherwise), the element-wise check
-#: everywhere, or the norm criteria everywhere.
+#: Which check decides a floating leaf (``auto``: norm for reduced precision and int8).
 CriteriaMode: TypeAlias = Literal["auto", "elementwise", "norm"]
 CRITERIA_MODES: tuple[CriteriaMode, ...] = ("auto", "elementwise", "norm")
 #: The settings that only the norm criteria read.
@@ -32,8 +29,6 @@ _NORM_ONLY: tuple[str, ...] = ("rel_l2", "outlier_share", "calibrate")
 
 #: Criteria where a larger value is better (the budget is a floor, not a ceiling).
 _FLOORS = frozenset({"top1_agreement"})
-
-_optional = attrs.validators.optional
 
 
 def _capped(value: float) -> float:
@@ -53,7 +48,7 @@ class Criterion:
     name: CriterionName = attrs.field(validator=one_of(CRITERIA))
     value: float = attrs.field(converter=_cap_inf, validator=finite(minimum=0))
     budget: float = attrs.field(validator=finite(minimum=0))
-    path: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+    path: str | None = optional(of_type(str))
 
     def __attrs_post_init__(self) -> None:
         """A share (top-1 agreement) lies in [0, 1]."""
@@ -120,7 +115,7 @@ class NormBudgets:
 
     rel_l2: float = attrs.field(validator=finite(minimum=0))
     outlier_share: float = attrs.field(validator=share)
-    top1_agreement: float | None = attrs.field(default=None, validator=_optional(share))
+    top1_agreement: float | None = optional(share)
 
 
 @attrs.frozen(kw_only=True)

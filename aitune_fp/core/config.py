@@ -1,8 +1,8 @@
-"""Profiling configuration: how to warm up, time and decide, as one frozen value."""
+"""Profiling configuration: how to warm up, time and decide; what its time budget buys."""
 
 from __future__ import annotations
 
-import itertools
+import math
 from typing import Any, Final, Literal
 
 import attrs
@@ -12,10 +12,12 @@ from aitune_fp.core._checks import (
     check_int,
     check_type,
     finite,
+    increasing,
     integer,
     of_type,
     one_of,
     open_interval,
+    optional,
     tuple_of,
 )
 from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
@@ -42,16 +44,14 @@ Clock = Literal["host", "device"]
 CLOCKS: tuple[Clock, ...] = ("host", "device")
 ThroughputGate = Literal["estimate", "bound"]
 Quantity = Literal["throughput", "typical"]
-#: What the throughput condition compares (``ProfilingConfig.throughput_gate``; "point", its old
-#: name for "estimate", is still read).
+#: What the throughput condition compares ("point", the old name of "estimate", is still read).
 THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("estimate", "bound")
 #: What the statistical verdict is about (``ProfilingConfig.quantity``).
 QUANTITIES: tuple[Quantity, ...] = ("throughput", "typical")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")
-#: A decision rule's name: one of the built-in rules, or one registered since
-#: (``aitune_fp.measure.rules.register``, the registry of the shell).
+#: A decision rule's name: a built-in one, or one registered since (``measure.rules.register``).
 DecisionMode = str
 #: The built-in decision rules; ``aitune_fp.measure.rules.decision_modes()`` adds any registered since.
 DECISION_MODES: tuple[DecisionMode, ...] = ("statistical", "point")
@@ -83,11 +83,6 @@ def check_rule_name(name: str, value: object) -> str:
     return word
 
 
-def _a_rule_name(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: one word; the rule registry (the shell's) refuses a name it does not hold."""
-    check_rule_name(attribute.name, value)
-
-
 #: The stated ranges of the settings: beyond them a setting is a mistake, not a budget.
 MAX_CALLS: Final = 1_000_000
 MAX_SECONDS: Final = 30 * 24 * 3600.0
@@ -107,28 +102,21 @@ def _at_most_one(instance: object, attribute: attrs.Attribute[Any], value: float
         raise InvalidValueError(f"{attribute.name} must be at most 1 (a share), got {value!r}")
 
 
-def _increasing(instance: object, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
-    """Validator: at least one look, in strictly increasing order."""
-    if not value:
-        raise InvalidValueError(f"{attribute.name} must name at least one look, got {value!r}")
-    if any(b <= a for a, b in itertools.pairwise(value)):
-        raise InvalidValueError(f"{attribute.name} must be strictly increasing, got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class ProfilingConfig:
     """How a candidate is warmed up, timed and decided; one value for baseline and candidates."""
 
     #: The rule's name (``statistical``: an interval at planned looks; ``point``: AITune's rule).
-    decision: DecisionMode = attrs.field(default="statistical", validator=_a_rule_name)
+    decision: DecisionMode = attrs.field(
+        default="statistical", validator=lambda _, a, v: check_rule_name(a.name, v)
+    )
     #: Batch sizes to profile; empty: the graph spec's max batch size (:func:`for_batch_size`).
     batch_sizes: tuple[int, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(integer(minimum=1, maximum=MAX_BATCH))
     )
     #: Whether inputs are batched along their batch axis (False: the raw sample, batch size 1).
     batching: bool = attrs.field(default=True, validator=of_type(bool))
-    #: Warm-up is steady when the last ``warmup_window`` calls lie within ``warmup_tolerance`` of
-    #: their median, or the last two windows differ by no more than noise (``stats.is_settled``).
+    #: Warm-up is steady when the last ``warmup_window`` calls settle (``timings.is_settled``).
     warmup_window: int = attrs.field(default=5, validator=integer(minimum=2, maximum=MAX_CALLS))
     warmup_tolerance: float = attrs.field(
         default=0.10, validator=finite(minimum=0, strict=True, maximum=100.0)
@@ -140,7 +128,7 @@ class ProfilingConfig:
         default=(10, 20, 40, 80, 160, 320),
         converter=as_tuple,
         validator=attrs.validators.and_(
-            tuple_of(integer(minimum=2, maximum=MAX_CALLS)), _increasing
+            tuple_of(integer(minimum=2, maximum=MAX_CALLS)), increasing
         ),
     )
     #: ``1 - confidence``: the false-accept rate allowed over all looks, split evenly per look.
@@ -164,8 +152,7 @@ class ProfilingConfig:
         default=10, validator=integer(minimum=1, maximum=MAX_CALLS)
     )
     point_steps: int = attrs.field(default=20, validator=integer(minimum=1, maximum=MAX_CALLS))
-    #: A call not returned after 20x eager's slowest and at least this is hung; a build after
-    #: ``build_timeout_s``.
+    #: A call not returned after 20x eager's slowest and at least this is hung.
     hang_grace_s: float = attrs.field(
         default=30.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
@@ -173,9 +160,7 @@ class ProfilingConfig:
         default=1800.0, validator=finite(minimum=0, strict=True, maximum=MAX_SECONDS)
     )
     #: CPU intra-op threads for both arms (None: 1 in worker processes, else torch's own).
-    threads: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(integer(minimum=1, maximum=MAX_THREADS))
-    )
+    threads: int | None = optional(integer(minimum=1, maximum=MAX_THREADS))
     #: The clock the statistical decision reads: ``host`` wall time or ``device`` CUDA events.
     clock: Clock = attrs.field(default="host", validator=one_of(CLOCKS))
     #: ``cold``: L2 flushed before each timed call (CUDA, statistical mode; docs/gpu.md).
@@ -196,14 +181,11 @@ class ProfilingConfig:
     soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))
     #: Wait up to this many seconds before each look for the load average to fall below the cores.
     wait_quiet_s: float = attrs.field(default=0.0, validator=finite(minimum=0, maximum=MAX_SECONDS))
-    #: With ``quantity="typical"``, what a ``faster`` needs of the mean-latency throughput ratio:
-    #: ``estimate`` clears the gate, or its ``bound``; ``quantity="throughput"`` needs the bound.
+    #: With ``quantity="typical"``: must the throughput ratio's ``estimate`` or ``bound`` clear it.
     throughput_gate: ThroughputGate = attrs.field(
         default="estimate", converter=gate_name, validator=one_of(THROUGHPUT_GATES)
     )
-    #: What the statistical verdict is about: ``throughput`` (default), each timed sample a
-    #: block of calls whose time over its calls is the mean latency there (samples per second,
-    #: as users read it); ``typical``, single calls, the typical call's latency.
+    #: What the verdict is about: ``throughput`` (blocks of calls) or the ``typical`` single call.
     quantity: Quantity = attrs.field(default="throughput", validator=one_of(QUANTITIES))
 
     def __attrs_post_init__(self) -> None:
@@ -251,4 +233,89 @@ def for_batch_size(
         config,
         batch_sizes=(batch_size,),
         batching=config.batching if batching is None else batching,
+    )
+
+
+#: Fewest warm-up pairs a comparison makes (one untimed call of each arm, one timed).
+WARMUP_PAIRS = 2
+_FLAG = "--max-seconds (ProfilingConfig.max_seconds)"
+
+
+def _fmt_s(seconds: float) -> str:
+    """``2.1 s``, ``240 s``, ``35 ms``, ``80 µs``: two significant figures, whole above 10."""
+    scale, unit = next(
+        ((s, u) for s, u in ((1.0, "s"), (1e-3, "ms")) if seconds >= s), (1e-6, "µs")
+    )
+    value = seconds / scale
+    return f"{value:.0f} {unit}" if value >= 10 else f"{value:.2g} {unit}"
+
+
+@attrs.frozen(kw_only=True)
+class BudgetPlan:
+    """What ``max_seconds`` buys at eager's call time: pairs, looks reached, what more costs."""
+
+    eager_call_s: float = attrs.field(validator=finite(minimum=0, strict=True))
+    max_seconds: float = attrs.field(validator=finite(minimum=0, strict=True))
+    looks: tuple[int, ...] = attrs.field(validator=tuple_of(of_type(int)))
+    #: Timed pairs the budget allows (capped at the last look).
+    pairs: int
+    #: Planned looks whose pairs fit.
+    looks_reached: int
+    #: Calls of each arm a pair makes: 1, or a block's (its lead included).
+    calls: int = 1
+
+    @property
+    def first_look_fits(self) -> bool:
+        """Whether the budget reaches the first look."""
+        return self.looks_reached >= 1
+
+    def seconds_for(self, pairs: int) -> float:
+        """About how long ``pairs`` timed pairs take, the least warm-up included."""
+        return (pairs + WARMUP_PAIRS) * 2 * self.eager_call_s * self.calls
+
+    def text(self) -> str:
+        """The plan in one line, naming the flag when the budget falls short."""
+        blocks = f" in blocks of {self.calls} calls" if self.calls > 1 else ""
+        head = (
+            f"eager {_fmt_s(self.eager_call_s)} a call{blocks}: the {self.max_seconds:g} s "
+            "budget per candidate"
+        )
+        if not self.first_look_fits:
+            need = self.seconds_for(self.looks[0])
+            return (
+                f"{head} is too short for the first look: its {self.looks[0]} pairs take about "
+                f"{_fmt_s(need)} with the warm-up; raise it with --max-seconds "
+                f"{math.ceil(need)} (ProfilingConfig.max_seconds)"
+            )
+        if self.looks_reached == len(self.looks):
+            return (
+                f"{head} reaches all {len(self.looks)} looks (up to {self.looks[-1]} pairs, "
+                f"about {_fmt_s(self.seconds_for(self.looks[-1]))})"
+            )
+        following = self.looks[self.looks_reached]
+        return (
+            f"{head} allows about {self.pairs} pairs ({self.looks_reached} of "
+            f"{len(self.looks)} looks); the next look ({following} pairs) needs about "
+            f"{_fmt_s(self.seconds_for(following))}: {_FLAG}"
+        )
+
+
+def plan_budget(
+    eager_call_s: float, *, max_seconds: float, looks: tuple[int, ...], calls: int = 1
+) -> BudgetPlan:
+    """The plan for ``max_seconds`` at ``looks``, eager taking ``eager_call_s`` a call."""
+    if not (math.isfinite(eager_call_s) and eager_call_s > 0):
+        raise InvalidValueError(f"eager_call_s must be a finite time > 0, got {eager_call_s!r}")
+    if not looks:
+        raise InvalidValueError("looks must hold at least one look, got none")
+    fit = math.floor(max_seconds / (2 * eager_call_s * calls)) - WARMUP_PAIRS
+    pairs = max(0, min(fit, looks[-1]))
+    reached = sum(1 for look in looks if look <= pairs)
+    return BudgetPlan(
+        eager_call_s=eager_call_s,
+        max_seconds=max_seconds,
+        looks=tuple(looks),
+        pairs=pairs,
+        looks_reached=reached,
+        calls=calls,
     )

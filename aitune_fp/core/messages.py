@@ -75,8 +75,10 @@ def _amount(name: str, value: object) -> float:
 
 def fmt_throughput_detail(baseline_throughput: float, throughput: float) -> str:
     """Return ``"<baseline> → <throughput> samples/s"`` with two decimals (arrow U+2192)."""
-    base = _amount("baseline_throughput", baseline_throughput)
-    value = _amount("throughput", throughput)
+    base, value = (
+        _amount("baseline_throughput", baseline_throughput),
+        _amount("throughput", throughput),
+    )
     return f"{base:.2f} → {value:.2f} samples/s"
 
 
@@ -91,23 +93,20 @@ def fmt_mean_apart(ratio: float, low: float | None, high: float | None) -> str:
 
 def fmt_speedup_msg_short(speedup: float, detail: str, *, color: bool = False) -> str:
     """Return the short summary ``"⚡ speedup: 2.00x (<detail>)"`` (no module or backend name)."""
-    value = _amount("speedup", speedup)
-    emoji = _paint(_LIGHTNING, ANSI_EMOJI, color)
-    text = _paint(f"{value:.2f}x", ANSI_SPEEDUP, color)
-    return f"{emoji} speedup: {text} ({detail})"
+    text = _paint(f"{_amount('speedup', speedup):.2f}x", ANSI_SPEEDUP, color)
+    return f"{_paint(_LIGHTNING, ANSI_EMOJI, color)} speedup: {text} ({detail})"
 
 
 def fmt_speedup_msg(
     speedup: float, detail: str, name: str, backend_desc: str, *, color: bool = False
 ) -> str:
     """Return the full summary ``"⚡ <name> | backend: <desc> | speedup: 2.00x (<detail>)"``."""
-    value = _amount("speedup", speedup)
-    emoji = _paint(_LIGHTNING, ANSI_EMOJI, color)
-    text = _paint(f"{value:.2f}x", ANSI_SPEEDUP, color)
-    return (
-        f"{emoji} {_paint(name, ANSI_BOLD, color)} | backend: "
-        f"{_paint(backend_desc, ANSI_BACKEND, color)} | speedup: {text} ({detail})"
+    short = fmt_speedup_msg_short(speedup, detail, color=color)
+    emoji, _, rest = short.partition(" ")
+    named = (
+        f"{_paint(name, ANSI_BOLD, color)} | backend: {_paint(backend_desc, ANSI_BACKEND, color)}"
     )
+    return f"{emoji} {named} | {rest}"
 
 
 def fmt_indicator(passed: bool, *, color: bool = False) -> str:
@@ -127,20 +126,21 @@ def fmt_candidate_line(
     color: bool = False,
 ) -> str:
     """Return the per-candidate line of AITune, e.g. ``"📊 X: batch size=8, ... (▲ faster)"``."""
-    size = _count("batch_size", batch_size)
-    value = _amount("throughput", throughput)
     ratio = _amount("speedup", speedup)
     return (
-        f"📊 {backend_desc}: batch size={size}, throughput={value:.2f} samples/s, "
+        f"📊 {backend_desc}: {_batch_and_throughput(batch_size, throughput)}, "
         f"speedup={ratio:.2f}x ({fmt_indicator(passed, color=color)})"
     )
 
 
+def _batch_and_throughput(batch_size: int, throughput: float) -> str:
+    size, value = _count("batch_size", batch_size), _amount("throughput", throughput)
+    return f"batch size={size}, throughput={value:.2f} samples/s"
+
+
 def fmt_baseline_line(batch_size: int, throughput: float) -> str:
     """Return ``"📊 Eager baseline: batch size=8, throughput=123.45 samples/s"``."""
-    size = _count("batch_size", batch_size)
-    value = _amount("throughput", throughput)
-    return f"📊 Eager baseline: batch size={size}, throughput={value:.2f} samples/s"
+    return f"📊 Eager baseline: {_batch_and_throughput(batch_size, throughput)}"
 
 
 def fmt_baseline_selected(backend_desc: str, baseline_throughput: float | None = None) -> str:

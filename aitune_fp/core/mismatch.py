@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
-from aitune_fp.core._checks import as_tuple, finite, integer, of_type, tuple_of
+from aitune_fp.core._checks import as_tuple, finite, integer, of_type, optional, tuple_of
 from aitune_fp.core.accuracy import Criterion, worst_per_criterion
 from aitune_fp.core.results import Accuracy
 from aitune_fp.errors import InvalidTypeError
 
 __all__ = ["Mismatch"]
-
-_optional = attrs.validators.optional
 
 
 def _sorted_notes(value: object) -> Any:
@@ -32,9 +31,9 @@ class Mismatch:
     max_abs_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
     max_rel_error: float = attrs.field(default=0.0, validator=finite(minimum=0))
     budget_used: float = attrs.field(default=0.0, validator=finite(minimum=0))
-    atol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    rtol: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    path: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+    atol: float | None = optional(finite(minimum=0))
+    rtol: float | None = optional(finite(minimum=0))
+    path: str | None = optional(of_type(str))
     n_elements: int = attrs.field(default=0, validator=integer(minimum=0))
     criteria: tuple[Criterion, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(Criterion))
@@ -52,7 +51,7 @@ class Mismatch:
         """The mismatch of both checks together: worst errors, the tolerances of the worst use."""
         if not isinstance(other, Mismatch):
             raise InvalidTypeError(f"can only merge a Mismatch, got {other!r}")
-        worst = other if _ranks_above(other, self) else self
+        worst = other if _rank(other) > _rank(self) else self
         return Mismatch(
             max_abs_error=max(self.max_abs_error, other.max_abs_error),
             max_rel_error=max(self.max_rel_error, other.max_rel_error),
@@ -68,10 +67,7 @@ class Mismatch:
     @classmethod
     def combine(cls, parts: Iterable[Mismatch]) -> Mismatch:
         """Merge any number of mismatches (an empty one when there are none)."""
-        total = cls()
-        for part in parts:
-            total = total.merge(part)
-        return total
+        return functools.reduce(cls.merge, parts, cls())
 
     @property
     def failed_criteria(self) -> tuple[Criterion, ...]:
@@ -127,8 +123,3 @@ def _rank(m: Mismatch) -> tuple[float, bool, float, bool, float, bool, str]:
         m.path is not None,
         m.path or "",
     )
-
-
-def _ranks_above(a: Mismatch, b: Mismatch) -> bool:
-    """Whether ``a`` is the worse use of the budget."""
-    return _rank(a) > _rank(b)

@@ -1,17 +1,17 @@
-"""Distribution-free confidence bounds for a latency quantile, from order statistics."""
+"""Distribution-free bounds of a latency quantile (order statistics); the latency-budget check."""
 
 from __future__ import annotations
 
 import functools
 import math
-import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import attrs
 
 from aitune_fp.core._checks import (
+    check_finite,
     check_open_interval,
     finite,
     integer,
@@ -20,12 +20,12 @@ from aitune_fp.core._checks import (
     one_of,
     open_interval,
 )
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
+from aitune_fp.core.timings import real_number, sequence_items
+from aitune_fp.errors import InvalidValueError
 
 #: The latency quantile a budget is held to by default (p90): ``latency-budget``'s ``quantile``.
 DEFAULT_QUANTILE: Final = 0.9
-#: Up to this many values the binomial tails are computed exactly (integers); above, in floats
-#: with :data:`_FLOAT_MARGIN` of slack always taken on the safe side.
+#: Up to this many values the binomial tails are exact; above, floats with a safe-side margin.
 EXACT_MAX_N: Final = 2000
 _FLOAT_MARGIN: Final = 1e-9
 
@@ -64,51 +64,20 @@ class QuantileBound:
         """Whether the quantile is shown to be at most ``budget`` (``high <= budget``)."""
         return self.high <= budget
 
-    def to_dict(self) -> dict[str, object]:
-        """Plain JSON-ready fields (an infinite bound becomes ``None``)."""
-        return {
-            "q": self.q,
-            "confidence": self.confidence,
-            "sided": self.sided,
-            "n": self.n,
-            "estimate": self.estimate,
-            "low": self.low if math.isfinite(self.low) else None,
-            "high": self.high if math.isfinite(self.high) else None,
-            "coverage": self.coverage,
-        }
-
-
-# ---- Checks --------------------------------------------------------------------------------
-
 
 def _values(values: object) -> tuple[float, ...]:
     """``values`` as finite floats (at least one), or an error naming the bad item."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        to_list = getattr(values, "tolist", None)
-        if getattr(values, "ndim", None) == 1 and callable(to_list):
-            values = to_list()  # a 1-D numpy array or tensor
-        else:
-            raise InvalidTypeError(f"values must be a sequence of numbers, got {values!r}")
-    assert isinstance(values, Sequence)
-    if len(values) == 0:
+    items = sequence_items("values", values)
+    if not items:
         raise InvalidValueError("values must hold at least one value, got none")
-    result = []
-    for i, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise InvalidTypeError(f"values[{i}] must be a real number, got {value!r}")
-        number = float(value)
-        if not math.isfinite(number):
-            raise InvalidValueError(f"values[{i}] must be finite, got {value!r}")
-        result.append(number)
-    return tuple(result)
+    return tuple(
+        check_finite(f"values[{i}]", real_number(f"values[{i}]", v)) for i, v in enumerate(items)
+    )
 
 
 def _level(name: str, value: object, low: float = 0.0) -> Fraction:
     """A probability in (low, 1) as the fraction its shortest decimal spells (0.9 -> 9/10)."""
     return Fraction(repr(check_open_interval(name, value, low, 1.0)))
-
-
-# ---- Binomial tails and ranks --------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=256)
@@ -250,3 +219,85 @@ def min_samples_for_bounds(q: float, confidence: float = 0.95) -> int:
     level_q = _level("q", q)
     alpha = (1 - _level("confidence", confidence, 0.5)) / 2
     return max(_min_n(level_q, alpha), _min_n(1 - level_q, alpha))
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else value
+
+
+def _float(value: Any, missing: float) -> float:
+    return missing if value is None else float(value)
+
+
+@attrs.frozen(kw_only=True)
+class LatencyCheck:
+    """One candidate's upper bound on a latency quantile held against a budget."""
+
+    backend_description: str = attrs.field(validator=of_type(str))
+    bound: QuantileBound = attrs.field(validator=of_type(QuantileBound))
+    budget_s: float = attrs.field(validator=finite(minimum=0.0, strict=True))
+
+    @property
+    def within(self) -> bool:
+        """Whether the quantile is shown to be within the budget."""
+        return self.bound.within(self.budget_s)
+
+    @property
+    def reason(self) -> str:
+        """One line: the quantile, its bound against the budget, and the verdict."""
+        q = f"p{self.bound.q * 100:g}"
+        level = f"{self.bound.confidence * 100:g} %"
+        budget = f"{self.budget_s * 1e3:.3f} ms"
+        if not self.bound.bounded:
+            return (
+                f"{q} latency cannot be bounded at {level} from {self.bound.n} calls; "
+                f"budget {budget} not shown to hold"
+            )
+        high = f"{self.bound.high * 1e3:.3f} ms"
+        estimate = f"{self.bound.estimate * 1e3:.3f} ms"
+        verdict = "within" if self.within else "over"
+        return (
+            f"{q} latency {estimate} (at most {high} at {level}, {self.bound.n} calls): "
+            f"{verdict} the budget of {budget}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields: the bound's, in seconds, plus the budget and the verdict."""
+        bound = self.bound
+        return {
+            "backend_description": self.backend_description,
+            "quantile": bound.q,
+            "confidence": bound.confidence,
+            "n_calls": bound.n,
+            "estimate_s": bound.estimate,
+            "upper_s": _finite_or_none(bound.high),
+            "upper_rank": bound.high_rank,
+            "coverage": bound.coverage,
+            "budget_s": self.budget_s,
+            "within": self.within,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LatencyCheck:
+        """The check :meth:`to_dict` (or a ``latency_checked`` event) describes."""
+        try:
+            bound = QuantileBound(
+                q=data["quantile"],
+                confidence=data["confidence"],
+                sided="upper",
+                n=data["n_calls"],
+                estimate=data["estimate_s"],
+                low=-math.inf,
+                high=_float(data["upper_s"], math.inf),
+                low_rank=None,
+                high_rank=data.get("upper_rank"),
+                coverage=float(data["coverage"]),
+            )
+            return cls(
+                backend_description=data["backend_description"],
+                bound=bound,
+                budget_s=data["budget_s"],
+            )
+        except KeyError as exc:
+            raise InvalidValueError(f"a latency check needs the key {exc.args[0]!r}") from None

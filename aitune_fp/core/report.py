@@ -8,11 +8,11 @@ from typing import Any, Literal, get_args
 import attrs
 
 from aitune_fp.core._checks import of_type, one_of
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.quantiles import LatencyCheck
 from aitune_fp.core.results import PerformanceValidationResult, unstructure
-from aitune_fp.core.selection_values import SelectionState
+from aitune_fp.core.selection import SelectionState
 from aitune_fp.errors import error_name
 
 __all__ = [
@@ -24,8 +24,7 @@ __all__ = [
     "TuneReport",
 ]
 
-#: Where a candidate (or the strategy itself) failed. ``unavailable``: the backend cannot run on
-#: this machine or device (a missing optional package, no CUDA, no CUDA provider); nothing built.
+#: Where a candidate (or the strategy itself) failed (docs/architecture.md says what each means).
 Stage = Literal[
     "unavailable",
     "build",
@@ -36,12 +35,8 @@ Stage = Literal[
     "rebuild",
     "strategy",
 ]
-#: ``interference``: the candidate's process ran while another arm was timed; ``rebuild``: the
-#: chosen candidate, rebuilt in the user's process, failed there or differed from its worker's.
 STAGES: tuple[Stage, ...] = get_args(Stage)
-#: How a tune ended: a candidate selected, the eager baseline, the strategy's own pick passed
-#: through (validation disabled or nothing returned), an error, or interrupted (Ctrl-C, SIGTERM,
-#: SIGHUP, any other ``BaseException``: the tune was stopped, nothing in it failed).
+#: How a tune ended (docs/architecture.md says what each means).
 Outcome = Literal["candidate", "baseline", "passthrough", "error", "interrupted"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
@@ -91,8 +86,7 @@ class TuneReport:
     baseline_backend: str | None = None
     baseline_throughput: float | None = None
     baseline_error: str | None = None
-    #: Eager's own noise floor (the largest rel-L2 of float32 eager against float64 over the
-    #: output leaves) when the tune measured it (``Closeness(calibrate=True)``) or was given one.
+    #: Eager's own noise floor (largest rel-L2, float32 against float64), measured or given.
     noise_floor_rel_l2: float | None = None
     #: Why eager's outputs cannot tell candidates apart (constant or near zero); None: they can.
     degenerate_outputs: str | None = None
@@ -113,11 +107,9 @@ class TuneReport:
     n_events: int = 0
     selection: SelectionState | None = None
     latency_checks: tuple[LatencyCheck, ...] = attrs.field(default=(), converter=_tuple)
-    #: How close each candidate that passed the correctness check came to eager, by its
-    #: description: the worst mismatch and each accuracy criterion against its budget.
+    #: How close each candidate that passed the correctness check came to eager, by description.
     accuracy: tuple[tuple[str, Mismatch], ...] = attrs.field(default=(), converter=_tuple)
-    #: When a log writer stamped the run's ``started`` and ``baseline_measured`` events (their
-    #: ``timestamp``, as written; None where nothing stamped them, as in the session itself).
+    #: The ``timestamp`` of the ``started`` and ``baseline_measured`` events (None: unstamped).
     started_at: str | None = None
     baseline_at: str | None = None
     #: The last progress phase seen (``"measure of B()"``): where an incomplete run stopped.

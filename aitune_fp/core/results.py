@@ -15,6 +15,7 @@ from aitune_fp.core._checks import (
     of_type,
     one_of,
     open_interval,
+    optional,
     tuple_of,
 )
 from aitune_fp.core.telemetry import DEVICE_ISOLATIONS
@@ -38,15 +39,11 @@ __all__ = [
     "unstructure",
 ]
 
-#: Where a candidate ran until it was chosen: a worker process of its own (eager in another), or
-#: the user's process, guarded by snapshots (``docs/guarantees.md`` says what each promises).
+#: Where a candidate ran until it was chosen (``docs/guarantees.md`` says what each promises).
 IsolationMode = Literal["process", "in_process"]
 ISOLATION_MODES: tuple[IsolationMode, ...] = ("process", "in_process")
 ResultVerdict = Literal["faster", "not_faster", "inconclusive"]
 RESULT_VERDICTS: tuple[ResultVerdict, ...] = ("faster", "not_faster", "inconclusive")
-
-
-_optional = attrs.validators.optional
 
 
 def unstructure(value: Any) -> Any:
@@ -62,40 +59,33 @@ def unstructure(value: Any) -> Any:
     return value
 
 
-_NUMBER = _optional(finite(minimum=0))
-_COUNT = _optional(integer(minimum=0))
-_LEVEL = _optional(open_interval(0, 1))
-
-
 def _number() -> Any:
-    return attrs.field(default=None, validator=_NUMBER)
+    return optional(finite(minimum=0))
 
 
 @attrs.frozen(kw_only=True)
 class Decision:
     """How the rule decided: the verdict, the figure and interval it rests on, the gate, why."""
 
-    rule: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+    rule: str | None = optional(of_type(str))
     verdict: ResultVerdict | None = attrs.field(
-        default=None, validator=_optional(one_of(RESULT_VERDICTS))
+        default=None, validator=attrs.validators.optional(one_of(RESULT_VERDICTS))
     )
     estimate: float | None = _number()
     ci_low: float | None = _number()
     ci_high: float | None = _number()
-    confidence: float | None = attrs.field(default=None, validator=_LEVEL)
-    guarantee: float | None = attrs.field(default=None, validator=_LEVEL)
+    confidence: float | None = optional(open_interval(0, 1))
+    guarantee: float | None = optional(open_interval(0, 1))
     futility_high: float | None = _number()
-    futility_level: float | None = attrs.field(default=None, validator=_LEVEL)
+    futility_level: float | None = optional(open_interval(0, 1))
     futility_margin_percent: float | None = _number()
-    method: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
-    autocorrelation: float | None = attrs.field(
-        default=None, validator=_optional(finite(minimum=-1, strict=True))
-    )
-    n_baseline: int | None = attrs.field(default=None, validator=_COUNT)
-    n_candidate: int | None = attrs.field(default=None, validator=_COUNT)
-    batch_size: int | None = attrs.field(default=None, validator=_optional(integer(minimum=1)))
+    method: str | None = optional(of_type(str))
+    autocorrelation: float | None = optional(finite(minimum=-1, strict=True))
+    n_baseline: int | None = optional(integer(minimum=0))
+    n_candidate: int | None = optional(integer(minimum=0))
+    batch_size: int | None = optional(integer(minimum=1))
     required_speedup: float | None = _number()
-    reason: str | None = attrs.field(default=None, validator=_optional(of_type(str)))
+    reason: str | None = optional(of_type(str))
     flags: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(str))
     )
@@ -112,14 +102,14 @@ class Decision:
 class Environment:
     """Where and how the comparison ran: threads, cores, load, isolation, the deciding clock."""
 
-    threads: int | None = attrs.field(default=None, validator=_optional(integer(minimum=1)))
-    interop_threads: int | None = attrs.field(default=None, validator=_optional(integer(minimum=1)))
-    omp_num_threads: int | None = attrs.field(default=None, validator=_optional(integer(minimum=1)))
-    cpus: int | None = attrs.field(default=None, validator=_optional(integer(minimum=1)))
+    threads: int | None = optional(integer(minimum=1))
+    interop_threads: int | None = optional(integer(minimum=1))
+    omp_num_threads: int | None = optional(integer(minimum=1))
+    cpus: int | None = optional(integer(minimum=1))
     load_avg_start: float | None = _number()
     load_avg_end: float | None = _number()
-    isolation: str | None = attrs.field(default=None, validator=_optional(one_of(ISOLATION_MODES)))
-    clock: str | None = attrs.field(default=None, validator=_optional(one_of(("host", "device"))))
+    isolation: str | None = optional(one_of(ISOLATION_MODES))
+    clock: str | None = optional(one_of(("host", "device")))
 
 
 @attrs.frozen(kw_only=True)
@@ -132,12 +122,10 @@ class Device:
     candidate_host_latency_s: float | None = _number()
     baseline_device_latency_s: float | None = _number()
     candidate_device_latency_s: float | None = _number()
-    device_isolation: str | None = attrs.field(
-        default=None, validator=_optional(one_of(DEVICE_ISOLATIONS))
-    )
-    sm_clock_mhz_min: int | None = attrs.field(default=None, validator=_COUNT)
-    sm_clock_mhz_max: int | None = attrs.field(default=None, validator=_COUNT)
-    temperature_c_max: int | None = attrs.field(default=None, validator=_COUNT)
+    device_isolation: str | None = optional(one_of(DEVICE_ISOLATIONS))
+    sm_clock_mhz_min: int | None = optional(integer(minimum=0))
+    sm_clock_mhz_max: int | None = optional(integer(minimum=0))
+    temperature_c_max: int | None = optional(integer(minimum=0))
     power_w_max: float | None = _number()
 
 
@@ -156,7 +144,7 @@ class Accuracy:
 class Raw:
     """Each arm's seconds per call in the order timed, and the first pair the figures rest on."""
 
-    latencies_from: int | None = attrs.field(default=None, validator=_COUNT)
+    latencies_from: int | None = optional(integer(minimum=0))
     baseline_latencies_s: tuple[float, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(finite(minimum=0))
     )
@@ -166,7 +154,7 @@ class Raw:
     #: Calls each raw latency is the mean of (a timed block; 1: single calls, older logs).
     latencies_block: int = attrs.field(default=1, validator=integer(minimum=1))
     #: The candidate's calls a block, as long in time as eager's (None: as eager's, older logs).
-    candidate_latencies_block: int | None = attrs.field(default=None, validator=_COUNT)
+    candidate_latencies_block: int | None = optional(integer(minimum=0))
 
 
 #: The parts of a result, by attribute; each part's fields are also the result's flat names.

@@ -4,35 +4,41 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Final, NamedTuple
 
 from aitune_fp.core._checks import check_finite, check_int, check_open_interval, check_type
 from aitune_fp.core.dependence import (
     ar1_coefficient,
     autocorrelation_flag_level,
+    block_means,
+    block_size,
     inflation_factor,
     lag1_rank_autocorrelation,
     ratio_shift_index,
 )
-from aitune_fp.core.gate import Gate
-from aitune_fp.core.guards import block_lower, carryover_bound, throughput_log_lower
 from aitune_fp.core.hodges_lehmann import (
+    log_ratio_bounds,
     paired_bounds,
     paired_lengths,
     unpaired_bounds,
 )
-from aitune_fp.core.speedup import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.core.speedup import DEFAULT_CONFIDENCE, DEFAULT_THRESHOLD_PERCENT, Gate
 from aitune_fp.core.timings import TimingStats, cv, timing_stats
 from aitune_fp.core.verdict import SpeedupDecision, rule_verdict
 from aitune_fp.errors import InvalidValueError
 
+#: Below this many pairs correlation cannot be seen, and at least :data:`EARLY_PHI` is assumed.
+EARLY_PAIRS: Final = 40
+EARLY_PHI: Final = 0.2
+#: The exponent of the error-spending function ``alpha * (k / K) ** SPENDING_POWER``.
+SPENDING_POWER: Final = 2.0
+#: One-sided level of the carry-over test: found, a ``faster`` needs the pairs after the
+#: candidate's own call to clear the gate alone.
+CARRYOVER_ALPHA: Final = 0.01
 
-def _confidence(name: str, value: object) -> float:
-    """Return a confidence level in the open interval (0, 1), or raise."""
-    return check_open_interval(name, value, 0.0, 1.0)
 
-
-def _exp(x: float) -> float:
+def saturating_exp(x: float) -> float:
     """``math.exp`` that saturates to ``inf`` instead of raising on overflow."""
     try:
         return math.exp(x)
@@ -40,10 +46,52 @@ def _exp(x: float) -> float:
         return math.inf
 
 
-def _bounds(
-    base: tuple[float, ...], cand: tuple[float, ...], alpha: float, *, paired: bool
-) -> tuple[float, float, float]:
-    return (paired_bounds if paired else unpaired_bounds)(base, cand, alpha)
+def log_ratios(base: Sequence[float], cand: Sequence[float]) -> list[float]:
+    """``ln(base[i] / cand[i])`` of paired timings: each pair's log speedup."""
+    return [math.log(b / c) for b, c in zip(base, cand, strict=True)]
+
+
+def precaution_factor(rho: float, n: int) -> float:
+    """The widening a tune always applies: AR(1)'s, at least :data:`EARLY_PHI`'s when few pairs."""
+    phi = ar1_coefficient(rho, n)
+    return inflation_factor(max(phi, EARLY_PHI) if n < EARLY_PAIRS else phi)
+
+
+def throughput_log_lower(
+    base: tuple[float, ...], cand: tuple[float, ...], alpha: float, factor: float = 1.0
+) -> float:
+    """One-sided lower bound of ``ln(sum(base) / sum(cand))``, the mean-latency throughput ratio."""
+    n = len(base)
+    mean_b, mean_c = math.fsum(base) / n, math.fsum(cand) / n
+    d = [b / mean_b - c / mean_c for b, c in zip(base, cand, strict=True)]
+    centre = math.fsum(d) / n
+    variance = math.fsum((x - centre) ** 2 for x in d) / max(n - 1, 1)
+    se = math.sqrt(variance / n)
+    return math.log(mean_b / mean_c) - NormalDist().inv_cdf(1.0 - alpha) * se * factor
+
+
+def _carryover(
+    logs: list[float], after_eager: tuple[bool, ...], alpha: float, factor: float
+) -> tuple[float, bool, float] | None:
+    """Carry-over from eager: (log shift, found, log lower bound of the pairs after itself)."""
+    after = [x for x, e in zip(logs, after_eager, strict=True) if e]
+    own = [x for x, e in zip(logs, after_eager, strict=True) if not e]
+    if len(after) < 2 or len(own) < 2:
+        return None
+    shift, low, _ = unpaired_bounds(
+        tuple(map(math.exp, after)), tuple(map(math.exp, own)), CARRYOVER_ALPHA
+    )
+    estimate, lower, _ = log_ratio_bounds(own, alpha)
+    return shift, low > 0.0, estimate - factor * (estimate - lower)
+
+
+def _block_lower(logs: list[float], alpha: float) -> float | None:
+    """Log lower bound from the block means of the log ratios, at one-sided ``alpha``."""
+    size = block_size(len(logs))
+    if size < 2:
+        return None
+    lower = log_ratio_bounds(block_means(logs, size), alpha)[1]
+    return None if lower == -math.inf else lower
 
 
 def _widen(bounds: tuple[float, float, float], factor: float) -> tuple[float, float, float]:
@@ -66,7 +114,7 @@ class _Segment(NamedTuple):
     factor: float
 
 
-def _segment_bounds(
+def _segment(
     base: tuple[float, ...],
     cand: tuple[float, ...],
     alpha: float,
@@ -74,29 +122,24 @@ def _segment_bounds(
     *,
     paired: bool,
     guard_serial: bool,
-    always_widen: bool,
+    precaution: bool,
 ) -> _Segment:
-    """Log bounds of one stretch of pairs, widened by ``factor`` (``always_widen``: even unflagged)."""
+    """Log bounds of one stretch of pairs, widened when correlated (``precaution``: always)."""
     rho: float | None = None
-    factor = 1.0
-    flagged = False
+    factor, flagged = 1.0, False
     if paired:
-        rho = lag1_rank_autocorrelation([math.log(b / c) for b, c in zip(base, cand, strict=True)])
-        flagged = rho > autocorrelation_flag_level(len(base))
-        if guard_serial and flagged:
-            factor = inflation_factor(ar1_coefficient(rho, len(base)))
-        elif not always_widen:
-            flagged = False  # found, but neither remedy asked for: nothing widened
-        if always_widen:
-            phi = max(ar1_coefficient(rho, len(base)), 0.0)
-            if len(base) < EARLY_PAIRS:
-                phi = max(phi, EARLY_PHI)
-            factor = max(factor, inflation_factor(phi))
-    estimate, lower, upper = _widen(_bounds(base, cand, alpha, paired=paired), factor)
+        n = len(base)
+        rho = lag1_rank_autocorrelation(log_ratios(base, cand))
+        flagged = guard_serial and rho > autocorrelation_flag_level(n)
+        if precaution:
+            factor = precaution_factor(rho, n)
+        elif flagged:
+            factor = inflation_factor(ar1_coefficient(rho, n))
+    bounds = paired_bounds if paired else unpaired_bounds
+    estimate, lower, upper = _widen(bounds(base, cand, alpha), factor)
     fut_upper = None
     if alpha_futility is not None and alpha_futility != alpha:
-        _, _, fut_upper = _widen(_bounds(base, cand, alpha_futility, paired=paired), factor)
-    # widened as a precaution only (always_widen, nothing flagged): not a finding to show
+        fut_upper = _widen(bounds(base, cand, alpha_futility), factor)[2]
     return _Segment(estimate, lower, upper, fut_upper, rho, flagged and factor > 1.0, factor)
 
 
@@ -125,41 +168,29 @@ def _decide(
     after_eager: tuple[bool, ...] | None = None,
 ) -> SpeedupDecision:
     """One look's decision, and the first condition that held it back (``sequential``: a tune's)."""
-    always_widen = sequential and guard_serial
+    precaution = sequential and guard_serial  # a tune always widens, and checks the blocks
     flags: list[str] = []
-    whole = _segment_bounds(
-        base,
-        cand,
-        alpha,
-        alpha_futility,
-        paired=paired,
-        guard_serial=guard_serial,
-        always_widen=always_widen,
-    )
+    whole = _segment(
+        base, cand, alpha, alpha_futility, paired=paired, guard_serial=guard_serial,
+        precaution=precaution,
+    )  # fmt: skip
     estimate, lower, upper, fut_upper, rho, widened = whole[:6]
 
     def verdict_of(low: float, high: float, fut: float | None, est: float) -> str:
-        lo, hi = _exp(low), _exp(high)
-        point = min(max(_exp(est), lo), hi)
-        f_high = hi if fut is None else max(_exp(fut), point)
+        lo, hi = saturating_exp(low), saturating_exp(high)
+        point = min(max(saturating_exp(est), lo), hi)
+        f_high = hi if fut is None else max(saturating_exp(fut), point)
         return rule_verdict(lo, hi, required, speedup=point, futility_high=f_high, margin=margin)
 
     stages = [("interval", verdict_of(*_unwidened(whole), estimate))]
     stages.append(("widening", verdict_of(lower, upper, fut_upper, estimate)))
-    shift = None
-    if paired and guard_shift:
-        shift = ratio_shift_index([math.log(b / c) for b, c in zip(base, cand, strict=True)])
+    shift = ratio_shift_index(log_ratios(base, cand)) if paired and guard_shift else None
     if shift is not None:
         flags.append("ratio_shift")
-        tail = _segment_bounds(
-            base[shift:],
-            cand[shift:],
-            alpha,
-            alpha_futility,
-            paired=True,
-            guard_serial=guard_serial,
-            always_widen=always_widen,
-        )
+        tail = _segment(
+            base[shift:], cand[shift:], alpha, alpha_futility, paired=True,
+            guard_serial=guard_serial, precaution=precaution,
+        )  # fmt: skip
         estimate, lower, upper = tail.estimate, min(lower, tail.lower), max(upper, tail.upper)
         if fut_upper is not None and tail.fut_upper is not None:
             fut_upper = max(fut_upper, tail.fut_upper)
@@ -167,52 +198,43 @@ def _decide(
         stages.append(("shift", verdict_of(lower, upper, fut_upper, estimate)))
     if widened:
         flags.append("serial_correlation")
-    ci_low, ci_high = _exp(lower), _exp(upper)
-    speedup = min(max(_exp(estimate), ci_low), ci_high)
-    futility_high = None if fut_upper is None else max(_exp(fut_upper), speedup)
+    ci_low, ci_high = saturating_exp(lower), saturating_exp(upper)
+    speedup = min(max(saturating_exp(estimate), ci_low), ci_high)
+    futility_high = None if fut_upper is None else max(saturating_exp(fut_upper), speedup)
     upper_for_futility = ci_high if futility_high is None else futility_high
     verdict = rule_verdict(
         ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility, margin=margin
     )
-    if always_widen and verdict == "faster":
-        first = shift or 0  # after a shift, the blocks of the regime the estimate speaks for
-        logs = [math.log(b / c) for b, c in zip(base[first:], cand[first:], strict=True)]
-        block_low = block_lower(logs, alpha)
-        if block_low is not None and not _exp(block_low) > required:
-            ci_low = min(ci_low, _exp(block_low))  # the blocks do not clear it: held back
+    first = shift or 0  # after a shift, the pairs of the regime the estimate speaks for
+    b, c = base[first:], cand[first:]
+    if precaution and verdict == "faster":
+        block_low = _block_lower(log_ratios(b, c), alpha)
+        if block_low is not None and not saturating_exp(block_low) > required:
+            ci_low = min(ci_low, saturating_exp(block_low))  # the blocks do not clear it
             flags.append("block_bound")
             verdict = rule_verdict(
-                ci_low,
-                ci_high,
-                required,
-                speedup=speedup,
-                futility_high=upper_for_futility,
+                ci_low, ci_high, required, speedup=speedup, futility_high=upper_for_futility,
                 margin=margin,
-            )
+            )  # fmt: skip
             stages.append(("block", verdict))
     if sequential and verdict == "faster":
-        first = shift or 0
-        b, c = base[first:], cand[first:]
         if throughput_bound:  # a bound on the throughput ratio at the look's level
             low = throughput_log_lower(b, c, alpha, whole.factor)
             flags.append("throughput_bound")
         else:  # the point: the verdict is about the typical call
             low = math.log(math.fsum(b) / math.fsum(c))
-        if not _exp(low) > required:
+        if not saturating_exp(low) > required:
             verdict = "inconclusive"  # the typical call is faster, the throughput is not (yet)
             flags.append("throughput_disagrees")
             stages.append(("throughput", verdict))
     carryover = None
     if after_eager is not None:
-        first = shift or 0
-        found = carryover_bound(
-            base[first:], cand[first:], after_eager[first:], alpha, whole.factor
-        )
+        found = _carryover(log_ratios(b, c), after_eager[first:], alpha, whole.factor)
         if found is not None:
-            carryover = _exp(found[0])
+            carryover = saturating_exp(found[0])
             if found[1]:
                 flags.append("carryover")
-                if verdict == "faster" and not _exp(found[2]) > required:
+                if verdict == "faster" and not saturating_exp(found[2]) > required:
                     verdict = "inconclusive"  # the pairs a user gets do not clear it alone
                     stages.append(("carryover", verdict))
     if verdict == "faster" and len(base) < min_accept_pairs:
@@ -287,7 +309,7 @@ def decide_speedup(
             f"candidate_times has {len(cand)}; pass paired=False for two independent recordings"
         )
     required = Gate(min_speedup_threshold_percent).required_speedup  # the edge of this function
-    level = _confidence("confidence", confidence)
+    level = check_open_interval("confidence", confidence, 0.0, 1.0)
     return _decide(
         base,
         cand,
@@ -321,7 +343,7 @@ def decide_at_look(
     cand = timing_stats("candidate_times", candidate_times)
     paired_lengths(base, cand)
     required = check_type("gate", gate, Gate).required_speedup
-    level = _confidence("confidence", confidence)
+    level = check_open_interval("confidence", confidence, 0.0, 1.0)
     looks = check_int("n_looks", n_looks, minimum=1)
     check_type("guard_serial_correlation", guard_serial_correlation, bool)
     check_type("guard_shift", guard_shift, bool)
@@ -355,13 +377,6 @@ def decide_at_look(
         throughput_bound=check_type("throughput_bound", throughput_bound, bool),
         after_eager=_after_eager(candidate_after_eager, len(base)),
     )
-
-
-#: Below this many pairs correlation cannot be seen, and at least :data:`EARLY_PHI` is assumed.
-EARLY_PAIRS: Final = 40
-EARLY_PHI: Final = 0.2
-#: The exponent of the error-spending function ``alpha * (k / K) ** SPENDING_POWER``.
-SPENDING_POWER: Final = 2.0
 
 
 def look_alpha(total_alpha: float, look: int, n_looks: int) -> float:

@@ -1,6 +1,8 @@
-"""Speedup arithmetic: the ratio of throughputs and AITune's threshold rule, with checked inputs."""
+"""Speedup arithmetic and the gate: the ratio of throughputs, AITune's threshold rule, ``Gate``."""
 
 from __future__ import annotations
+
+import attrs
 
 from aitune_fp.core._checks import check_nonnegative, check_positive, check_threshold
 from aitune_fp.errors import InvalidValueError
@@ -39,9 +41,8 @@ def compute_speedup(throughput: float, baseline_throughput: float) -> float:
 
 
 def required_speedup(min_speedup_threshold_percent: float) -> float:
-    """Return the speedup a candidate must reach: ``1 + pct / 100``."""
-    pct = check_threshold("min_speedup_threshold_percent", min_speedup_threshold_percent)
-    return 1.0 + pct / 100.0
+    """Return the speedup a candidate must reach: ``1 + pct / 100`` (the :class:`Gate`'s)."""
+    return Gate(min_speedup_threshold_percent).required_speedup
 
 
 def meets_threshold(
@@ -50,3 +51,23 @@ def meets_threshold(
     """Return whether ``speedup >= 1 + pct / 100`` (AITune's rule: exactly at the threshold passes)."""
     value = check_nonnegative("speedup", speedup)
     return value >= required_speedup(min_speedup_threshold_percent)
+
+
+def _percent(value: object) -> float:
+    return check_threshold("min_speedup_threshold_percent", value)
+
+
+@attrs.frozen
+class Gate:
+    """``threshold_percent`` (> -100, finite) and ``required_speedup`` (``1 + pct / 100``)."""
+
+    threshold_percent: float = attrs.field(default=DEFAULT_THRESHOLD_PERCENT, converter=_percent)
+    required_speedup: float = attrs.field(init=False)
+
+    @required_speedup.default
+    def _required(self) -> float:
+        return 1.0 + self.threshold_percent / 100.0
+
+    def passes(self, speedup: float) -> bool:
+        """AITune's point rule: ``speedup >= required_speedup`` (exactly at the gate passes)."""
+        return speedup >= self.required_speedup

@@ -7,17 +7,13 @@ from typing import Any, Literal
 
 import attrs
 
-from aitune_fp.core._checks import as_tuple, finite, integer, one_of, tuple_of
+from aitune_fp.core._checks import as_tuple, finite, integer, one_of, optional, tuple_of
 
 DeviceIsolation = Literal["exclusive", "shared", "unknown"]
-#: ``device_isolation`` of a run: no other compute process seen at any reading, another one
-#: seen, or not known (no readings, or NVML could not list the processes).
+#: ``device_isolation`` of a run: no other compute process seen, another one seen, or not known.
 DEVICE_ISOLATIONS: tuple[DeviceIsolation, ...] = ("exclusive", "shared", "unknown")
 
-#: The NVML throttle ("clocks event") reason bits counted as a throttle, with why each counts.
-#: Each lowers the SM clock below what the load asks for because of heat or power, so it slows
-#: whichever arm runs under it; a heavier arm draws more power and is slowed more, so even a
-#: throttle spanning both arms biases the ratio.
+#: The NVML throttle ("clocks event") reason bits counted as a throttle (docs/architecture.md).
 THROTTLE_REASONS: dict[int, str] = {
     0x04: "SW power cap",  # the driver holds board power under its limit by lowering clocks
     0x08: "HW slowdown",  # hardware halves clocks or more: over temperature or power supply
@@ -25,32 +21,34 @@ THROTTLE_REASONS: dict[int, str] = {
     0x40: "HW thermal",  # hardware slowdown because the GPU is too hot
     0x80: "HW power brake",  # an external power-brake signal (the node's power supply)
 }
-#: Not counted: 0x01 GPU idle (nothing to run, normal between calls), 0x02 application clocks
-#: setting (clocks held where ``nvidia-smi -ac`` or ``-lgc`` put them: what locking asks for),
-#: 0x10 sync boost (held with other GPUs of a group), 0x100 display clock setting.
+#: Not counted: 0x01 GPU idle, 0x02 application clocks, 0x10 sync boost, 0x100 display clock.
 GPU_IDLE = 0x01
 _COUNTED = sum(THROTTLE_REASONS)
 
-#: ``clock_changed``: the SM clock's readings within one look spread by more than this share of
-#: the highest one ((max - min) / max). 5 %: boost bins are 15 MHz (under 1 % of a ~1.5 GHz
-#: clock), so this is several bins, and a 5 % slower clock is a 5 % slower kernel.
+#: ``clock_changed``: the SM clock's readings within one look spread by more than this share.
 CLOCK_CHANGE_SHARE = 0.05
 
 _optional = attrs.validators.optional
+
+
+def _count() -> Any:
+    return optional(integer(minimum=0))
+
+
+def _watts() -> Any:
+    return optional(finite(minimum=0))
 
 
 @attrs.frozen(kw_only=True)
 class DeviceSample:
     """One NVML reading of the timed device; None where the value could not be read."""
 
-    sm_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
-    mem_clock_mhz: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
-    temperature_c: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
-    power_w: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    throttle_reasons: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    violation_ns: int | None = attrs.field(default=None, validator=_optional(integer(minimum=0)))
+    sm_clock_mhz: int | None = _count()
+    mem_clock_mhz: int | None = _count()
+    temperature_c: int | None = _count()
+    power_w: float | None = _watts()
+    throttle_reasons: int | None = _count()
+    violation_ns: int | None = _count()
     pids: tuple[int, ...] | None = attrs.field(
         default=None, converter=as_tuple, validator=_optional(tuple_of(integer()))
     )
@@ -133,45 +131,30 @@ class TelemetryVerdict:
     reasons: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(one_of(tuple(THROTTLE_REASONS.values())))
     )
-    sm_clock_mhz_min: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    sm_clock_mhz_max: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    temperature_c_max: int | None = attrs.field(
-        default=None, validator=_optional(integer(minimum=0))
-    )
-    power_w_max: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    sm_clock_mhz_min: int | None = _count()
+    sm_clock_mhz_max: int | None = _count()
+    temperature_c_max: int | None = _count()
+    power_w_max: float | None = _watts()
 
     def result_fields(self) -> dict[str, Any]:
         """The values a result records (``device_isolation`` and the figures)."""
-        return {
-            "device_isolation": self.device_isolation,
-            "sm_clock_mhz_min": self.sm_clock_mhz_min,
-            "sm_clock_mhz_max": self.sm_clock_mhz_max,
-            "temperature_c_max": self.temperature_c_max,
-            "power_w_max": self.power_w_max,
-        }
+        names = ("device_isolation", "sm_clock_mhz_min", "sm_clock_mhz_max", "temperature_c_max")
+        return {name: getattr(self, name) for name in (*names, "power_w_max")}
 
     def note(self) -> str | None:
         """The words a result's reason gets for the flags raised (None: none raised)."""
         parts = []
         if self.throttled_looks:
             why = ", ".join(self.reasons) or "power/thermal violation time grew"
-            parts.append(f"throttled ({why}) at look {_looks(self.throttled_looks)}")
+            parts.append(f"throttled ({why}) at look {', '.join(map(str, self.throttled_looks))}")
         if self.clock_changed_looks:
             parts.append(
                 f"SM clock moved {self.sm_clock_mhz_min}-{self.sm_clock_mhz_max} MHz "
-                f"(> {CLOCK_CHANGE_SHARE:.0%} within look {_looks(self.clock_changed_looks)})"
+                f"(> {CLOCK_CHANGE_SHARE:.0%} within look {', '.join(map(str, self.clock_changed_looks))})"
             )
         if "device_shared" in self.flags:
             parts.append("another process computed on the device")
         return "; ".join(parts) or None
-
-
-def _looks(numbers: tuple[int, ...]) -> str:
-    return ", ".join(str(n) for n in numbers)
 
 
 def _extreme(values: Sequence[Any], pick: Any) -> Any:
@@ -190,15 +173,9 @@ def assess(
     seen = 0
     for s in samples:
         seen |= s.throttle_reasons or 0
-    flags = [
-        name
-        for name, raised in (
-            ("throttled", bool(throttled_looks)),
-            ("clock_changed", bool(changed_looks)),
-            ("device_shared", isolation == "shared"),
-        )
-        if raised
-    ]
+    flags = ["throttled"] if throttled_looks else []
+    flags += ["clock_changed"] if changed_looks else []
+    flags += ["device_shared"] if isolation == "shared" else []
     return TelemetryVerdict(
         flags=tuple(flags),
         device_isolation=isolation,

@@ -21,7 +21,7 @@ TimingStats: TypeAlias = Iterable[SupportsFloat]
 _EXACT_STDEV_MAX = 100_000
 
 
-def _items(name: str, values: object) -> list[Any]:
+def sequence_items(name: str, values: object) -> list[Any]:
     """The items of a 1-D sequence, array or tensor (arrays and tensors via ``.tolist()``)."""
     if isinstance(values, (str, bytes)):
         raise InvalidTypeError(f"{name} must be a sequence of numbers, got {values!r}")
@@ -44,7 +44,7 @@ def _items(name: str, values: object) -> list[Any]:
     return list(values)
 
 
-def _real(name: str, value: object) -> float:
+def real_number(name: str, value: object) -> float:
     """``value`` as a float if it is a real number (also a numpy scalar, 0-d array or tensor)."""
     if isinstance(value, bool):
         raise InvalidTypeError(f"{name} must be a real number, got {got(value)}")
@@ -64,7 +64,7 @@ def _real(name: str, value: object) -> float:
 
 def timing_stats(name: str, values: object, *, minimum: int = 2) -> tuple[float, ...]:
     """Return ``values`` as a tuple of finite, positive floats, at least ``minimum`` of them."""
-    items = _items(name, values)
+    items = sequence_items(name, values)
     if all(issubclass(kind, (float, int)) and kind is not bool for kind in set(map(type, items))):
         try:
             floats = list(map(float, items))
@@ -74,7 +74,7 @@ def timing_stats(name: str, values: object, *, minimum: int = 2) -> tuple[float,
         if ok and (not floats or min(floats) > 0):
             return tuple(floats)
     result = tuple(
-        check_positive(f"{name}[{i}]", _real(f"{name}[{i}]", v)) for i, v in enumerate(items)
+        check_positive(f"{name}[{i}]", real_number(f"{name}[{i}]", v)) for i, v in enumerate(items)
     )
     if len(result) < minimum:
         raise InvalidValueError(

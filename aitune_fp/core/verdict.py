@@ -15,6 +15,7 @@ from aitune_fp.core._checks import (
     of_type,
     one_of,
     open_interval,
+    optional,
     tuple_of,
 )
 from aitune_fp.errors import InvalidValueError
@@ -23,11 +24,6 @@ Verdict = Literal["faster", "not_faster", "inconclusive"]
 VERDICTS: tuple[Verdict, ...] = ("faster", "not_faster", "inconclusive")
 
 #: Why a look stayed open: the first condition that held it back, in the order they apply.
-#: ``interval``: the data alone straddle the gate; ``widening``: the widening for serial
-#: correlation; ``shift``: the ratio-shift guard; ``block``: the block guard; ``throughput``:
-#: the mean-latency throughput ratio; ``carryover``: the candidate ran faster right after an
-#: eager call and its pairs after itself do not clear the gate alone; ``early``: no ``faster`` before the minimum pairs;
-#: ``machine``: the machine moved or was busy under the measurement (set by the measuring loop).
 HELD_BACK: tuple[str, ...] = (
     "interval",
     "widening",
@@ -38,8 +34,7 @@ HELD_BACK: tuple[str, ...] = (
     "early",
     "machine",
 )
-#: The conditions that overrule the interval: with them, ``inconclusive`` may stand where the
-#: bounds alone would have settled the question.
+#: The conditions that overrule the interval: ``inconclusive`` may stand where the bounds settle.
 _OVERRULING = ("throughput", "carryover", "early", "machine")
 
 #: Names of the two interval methods, as written in :attr:`SpeedupDecision.method`.
@@ -66,40 +61,23 @@ class SpeedupDecision:
     cv_baseline: float = attrs.field(validator=finite(minimum=0))
     cv_candidate: float = attrs.field(validator=finite(minimum=0))
     #: Overall one-sided level of each error (None: this look alone, ``1 - (1 - confidence) / 2``).
-    guarantee: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(open_interval(0, 1))
-    )
-    #: How far above the required speedup a candidate may be and still be called ``not_faster``
-    #: (speedup units; 0.01 is one percentage point).
+    guarantee: float | None = optional(open_interval(0, 1))
+    #: How far above the required speedup a ``not_faster`` may be (speedup units: 0.01 = 1 pt).
     futility_margin: float = attrs.field(default=0.0, validator=finite(minimum=0))
     #: Upper bound at the (looser) futility level; None when it is ``ci_high``.
-    futility_high: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(not_nan())
-    )
+    futility_high: float | None = optional(not_nan())
     #: Lag-1 rank autocorrelation of the paired log ratios (None: unpaired).
-    autocorrelation: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(finite(minimum=-1, strict=True))
-    )
-    #: Pair index where the ratio shifted (None: none found); the interval then covers both the
-    #: whole run's and the later pairs' intervals, and the estimate is the later pairs'.
-    shift_index: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(integer(minimum=0))
-    )
-    #: What the dependence checks found: ``serial_correlation`` (interval widened),
-    #: ``ratio_shift`` (a verdict needs the whole run and the pairs after the shift to agree).
+    autocorrelation: float | None = optional(finite(minimum=-1, strict=True))
+    #: Pair index where the ratio shifted (None: none found); the estimate is the later pairs'.
+    shift_index: int | None = optional(integer(minimum=0))
+    #: What the checks found: ``serial_correlation``, ``ratio_shift``, ``block_bound``, ...
     flags: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(of_type(str))
     )
-    #: Why an ``inconclusive`` look stayed open: the first condition of :data:`HELD_BACK` that
-    #: held it back (None: settled, or not recorded).
-    held_back: str | None = attrs.field(
-        default=None, validator=attrs.validators.optional(one_of(HELD_BACK))
-    )
-    #: How much faster (ratio) the candidate's calls right after an eager call were than those
-    #: right after its own (Hodges-Lehmann between the two groups of pairs; None: not measured).
-    carryover: float | None = attrs.field(
-        default=None, validator=attrs.validators.optional(finite(minimum=0, strict=True))
-    )
+    #: The first condition of :data:`HELD_BACK` that held an ``inconclusive`` look open.
+    held_back: str | None = optional(one_of(HELD_BACK))
+    #: How much faster the candidate ran right after an eager call than after its own (ratio).
+    carryover: float | None = optional(finite(minimum=0, strict=True))
 
     def __attrs_post_init__(self) -> None:
         """Check that the interval holds the estimate and that the verdict follows the rule."""

@@ -8,12 +8,12 @@ from typing import Annotated, Final, TypedDict
 import attrs
 
 from aitune_fp.core.accuracy import CriterionName
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.messages import fmt_candidate_line, fmt_headline
 from aitune_fp.core.mismatch import Mismatch
+from aitune_fp.core.quantiles import LatencyCheck
 from aitune_fp.core.report import CandidateFailure, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
-from aitune_fp.core.selection_values import SelectionState
+from aitune_fp.core.selection import SelectionState
 from aitune_fp.events.kinds import ABSENT, Absent, Event, Keywords, Payload, event
 from aitune_fp.events.names import VALIDATION_PREFIX as _V
 from aitune_fp.events.names import Level

@@ -1,7 +1,6 @@
-"""Time ``k`` callables against each other in rounds and choose among them (the imperative shell).
+"""Time ``k`` callables against each other in rounds of blocks (seeded random order); choose.
 
-Each round times a block of every contender in a seeded random order; spot checks as the gate's.
-On fresh values each call of a round's block (its lead too) has a draw of its own.
+Spot checks as the gate's; on fresh values each call of a round's block has a draw of its own.
 """
 
 from __future__ import annotations
@@ -16,12 +15,14 @@ import attrs
 
 from aitune_fp.core._checks import check_finite, check_int, check_type
 from aitune_fp.core.selection import (
+    Contender,
+    SelectionRule,
+    SelectionState,
     choose_on_budget,
     record_failures,
     select_at_look,
     start_selection,
 )
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample, sample_bytes
@@ -68,10 +69,7 @@ def _timed(
     ring: CopyRing,
     lead: bool,
 ) -> Timed | _Failed:
-    """A block on ``samples`` timed (``lead``: the first call untimed), or the error raised.
-
-    Never raised here; ``checks[j]`` sees timed call ``j``'s output once the clock stopped.
-    """
+    """A block on ``samples`` timed (``lead``: the first call untimed), or the error (not raised)."""
     try:
         return timed_block(fn, samples, clock, None, checks, ring=ring, lead=lead)
     except InterferenceError:
@@ -214,10 +212,7 @@ class _Run:
             return blamed, _error(exc)
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
-        """Time every contender's block in a random order; keep the round for those that ran.
-
-        A checked round checks every call of the block (``fresh``: each on its own new values).
-        """
+        """Time every contender's block in a random order; keep the round for those that ran."""
         times: dict[str, Timed] = {}
         errors: dict[str, str] = {}
         most = max(k + (k >= LEAD_FROM) for k in self.blocks.values())
@@ -269,10 +264,7 @@ class _Run:
         return spot_inspector(check, call=round_ + 1, batch=b if several and own is None else None)
 
     def check_ends(self, names: Sequence[str]) -> dict[str, str]:
-        """Check each of ``names`` on the last round it ran, where that was not checked yet.
-
-        A head-to-head that ends before a look's last round ends that look there.
-        """
+        """Check each of ``names`` on the last round it ran, where that was not checked yet."""
         errors: dict[str, str] = {}
         for name in names:
             last = self.last.get(name)
@@ -331,11 +323,7 @@ class Fresh:
     _memo: dict[tuple[int, int], Any] = attrs.field(factory=dict, init=False)
 
     def block(self, round_: int, calls: int) -> list[Sample]:
-        """Round ``round_``'s ``calls`` values (draws ``round_ * calls`` on), each call its own.
-
-        A contender that answered a value it met (an earlier call's) from memory would be
-        faster without computing, and still right.
-        """
+        """Round ``round_``'s ``calls`` values (draws ``round_ * calls`` on): none met before."""
         first = round_ * calls
         return [as_sample(self.make(d)) for d in range(first, first + calls)]
 

@@ -8,10 +8,18 @@ from typing import Any
 import attrs
 
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.core.results import Device, Environment, PerformanceValidationResult, Raw
+from aitune_fp.core.results import (
+    Accuracy,
+    Decision,
+    Device,
+    Environment,
+    PerformanceValidationResult,
+    Raw,
+)
+from aitune_fp.core.speedup import Gate, compute_speedup
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
+from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck
@@ -57,10 +65,7 @@ class Comparison:
     mismatch: Mismatch | None = None
     #: Where the candidate runs (``process``: both arms are workers; the result records it).
     isolation: str | None = None
-    #: New values for every timed call, by draw number (the statistical rule: pair ``i`` on
-    #: draw ``i``; the point rule: each call of either arm its own draw): a candidate that
-    #: memorised what it saw meets inputs it never saw; the spot checks then compare with
-    #: eager's own output on the same values. None: the ``batches`` in turn.
+    #: New values for every timed call, by draw number (None: the ``batches`` in turn).
     fresh: Callable[[int], Sample] | None = None
 
 
@@ -146,3 +151,32 @@ def closeness_of(c: Comparison, seen: Sequence[Mismatch]) -> Mismatch | None:
     """The worst of the comparison's own ``mismatch`` and the spot checks' (None: neither)."""
     parts = [*([] if c.mismatch is None else [c.mismatch]), *seen]
     return Mismatch.combine(parts) if parts else None
+
+
+def assemble(
+    description: str,
+    base_s: Sequence[float],
+    cand_s: Sequence[float],
+    size: int,
+    decided: Decision,
+    context: RunContext,
+    mismatch: Mismatch | None,
+) -> PerformanceValidationResult:
+    """The one result of a comparison from its parts; the context's flags and note join the decision's."""
+    baseline_throughput = throughput_from_latencies(base_s, size)
+    throughput = throughput_from_latencies(cand_s, size)
+    note, reason = context.note, decided.reason
+    if note is not None:
+        reason = f"{reason} ({note})" if reason else note
+    return PerformanceValidationResult(
+        description,
+        throughput,
+        baseline_throughput,
+        compute_speedup(throughput, baseline_throughput),
+        decided.verdict == "faster",
+        decided=attrs.evolve(decided, reason=reason, flags=(*decided.flags, *context.flags)),
+        environment=context.environment,
+        device=context.device,
+        accuracy=Accuracy() if mismatch is None else mismatch.accuracy(),
+        raw=context.raw,
+    )

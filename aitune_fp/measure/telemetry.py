@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 from aitune_fp.core.telemetry import DeviceSample, LookTelemetry, TelemetryVerdict, assess
@@ -27,19 +27,6 @@ class Sampler:
 
     def close(self) -> None:
         """Release NVML (nothing to release here)."""
-
-    def __enter__(self) -> Sampler:
-        """Use as a context manager: :meth:`close` on exit."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close."""
-        self.close()
 
 
 #: The sampler of a run without telemetry.
@@ -132,12 +119,8 @@ def device_identity(device: Any) -> tuple[str | None, str | None]:
 def _handle(nvml: ModuleType, device: Any) -> Any:
     """NVML's handle of ``device`` (by UUID, PCI bus id, or the only device), or None."""
     uuid, bus = device_identity(device)
-    if uuid is not None:
-        found = _read(nvml, "nvmlDeviceGetHandleByUUID", uuid)
-        if found is not None:
-            return found
-    if bus is not None:
-        found = _read(nvml, "nvmlDeviceGetHandleByPciBusId", bus)
+    for name, key in (("nvmlDeviceGetHandleByUUID", uuid), ("nvmlDeviceGetHandleByPciBusId", bus)):
+        found = None if key is None else _read(nvml, name, key)
         if found is not None:
             return found
     if _read(nvml, "nvmlDeviceGetCount") == 1:

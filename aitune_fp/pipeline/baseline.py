@@ -13,8 +13,7 @@ import attrs
 import torch
 
 from aitune_fp.backends.eager import TorchEagerBackend
-from aitune_fp.core.budget import plan_budget
-from aitune_fp.core.config import ProfilingConfig, for_batch_size
+from aitune_fp.core.config import ProfilingConfig, for_batch_size, plan_budget
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aitune_fp.core.choice import LatencyCheck
 from aitune_fp.core.quantiles import (
     DEFAULT_QUANTILE,
+    LatencyCheck,
     min_samples_for_upper_bound,
     quantile_upper_bound,
 )
-from aitune_fp.core.selection_values import Contender, SelectionRule, SelectionState
+from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.events.candidates import HeadtoheadLook, LatencyChecked, SelectionDecided
 from aitune_fp.measure.headtohead import head_to_head

@@ -13,10 +13,10 @@ import attrs
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import STAGES, Stage
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
+from aitune_fp.core.speedup import Gate
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import BackendUnavailableError, CandidateHungError, InvalidStateError
 from aitune_fp.events.kinds import Event

@@ -14,12 +14,11 @@ from aitune_fp._tree import flatten_tensors, to_device
 from aitune_fp.backends.support import safe_folder_name
 from aitune_fp.core._checks import check_threshold, of_type, one_of
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.report import Stage
 from aitune_fp.core.results import ISOLATION_MODES, IsolationMode, PerformanceValidationResult
-from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT
+from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, Gate
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import (
     AitunefpError,
