@@ -38,6 +38,7 @@ from aitune_fp.profiling.layout import (
     BLOCK_TARGET_S,
     LEAD_FROM,
     MAX_BLOCK_CALLS,
+    RETIME_FLOOR,
     WAIT_SHARE,
     WARMUP_BLOCKS,
     arm_calls,
@@ -684,8 +685,55 @@ def test_a_machine_too_busy_to_time_a_pair_unstalled_ends_the_look_short(
         waits.arm(0.001, every), waits.arm(0.001, every), Sample(), timer=clock, block=2
     ) as run:
         run.warm_up(window=3, tolerance=0.1, max_calls=6)
-        assert run.extend(10) == 0  # at most as many pairs timed again as asked for
-        assert run.timings().flags[-1] == "retimed_11"
+        assert run.extend(10) == 0  # the look ends past RETIME_FLOOR pairs timed again
+        assert run.timings().flags[-2:] == (f"retimed_{RETIME_FLOOR + 1}", "machine_too_busy")
+
+
+def test_a_machine_too_busy_ends_the_look_long_before_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deadline does not lift the cap: a busy machine costs a few pairs, not the budget."""
+    clock = FakeClock()
+    waits = _Waits(clock, monkeypatch)
+    every = range(10**9)
+    with InterleavedRun(
+        waits.arm(0.001, every), waits.arm(0.001, every), Sample(), timer=clock, block=2
+    ) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        start = clock.now_ns()
+        assert run.extend(40, deadline_ns=start + 600 * 10**9) == 0
+        assert (clock.now_ns() - start) / 1e9 < 5.0  # of a 600 s budget
+        assert run.timings().flags[-2:] == (f"retimed_{4 * 40 + 1}", "machine_too_busy")
+
+
+def test_a_burst_of_stalls_shorter_than_the_cap_is_waited_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    waits = _Waits(clock, monkeypatch)
+    burst = range(40, 40 + 2 * (RETIME_FLOOR - 5))  # more stalled pairs than asked, under the cap
+    with InterleavedRun(
+        waits.arm(0.001, range(0)), waits.arm(0.001, burst), Sample(), timer=clock, block=2
+    ) as run:
+        run.warm_up(window=3, tolerance=0.1, max_calls=6)
+        assert run.extend(10, deadline_ns=clock.now_ns() + 600 * 10**9) == 10
+        assert "machine_too_busy" not in run.timings().flags
+
+
+def test_through_the_loop_a_machine_too_busy_says_so_and_not_that_the_budget_ran_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = FakeClock()
+    waits = _Waits(clock, monkeypatch)
+    every = range(10**9)
+    config = ProfilingConfig(quantity="throughput", max_seconds=600.0)
+    result = measure_speedup(
+        waits.arm(0.001, every), waits.arm(0.001, every), Sample(), 1, config, timer=clock
+    ).result
+    assert result.verdict == "inconclusive"
+    assert "machine_too_busy" in result.flags and "budget_spent" not in result.flags
+    assert "too busy" in result.reason and "budget" not in result.reason
+    assert clock.now_ns() / 1e9 < 60.0  # of the 600 s budget
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")

@@ -68,6 +68,6 @@ def test_a_held_back_verdict_says_why_and_never_that_the_interval_straddles() ->
 
     base, cand = _pairs([1.3] * 36 + [0.25] * 4)
     decision = decide_at_look(base, cand, Gate(1.0), confidence=0.95, n_looks=6)
-    text = reason_text(decision, 40, budget_s=None, last_look=True)
+    text = reason_text(decision, 40, stopped=None, last_look=True)
     assert "straddles" not in text
     assert "clears required" in text and "throughput ratio" in text and "not called faster" in text

@@ -15,6 +15,7 @@ from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import RING_SLOTS, Sample
 from aitune_fp.measure.headtohead import head_to_head
+from aitune_fp.profiling.layout import RETIME_FLOOR
 
 
 class FakeClock:
@@ -349,3 +350,30 @@ def test_a_round_in_which_a_contender_waited_for_a_cpu_is_timed_again(
     assert lost.ratio == pytest.approx(2.0, rel=0.02)  # 3x blocks of "a" would pull it up
     seen = [ns for name, ns, _ in log if name == "a"]
     assert len(seen) > state.rounds  # the stalled ones ran, and were timed again
+
+
+def test_a_machine_too_busy_ends_the_look_and_not_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every round stalled: the look gives up after RETIME_FLOOR rounds timed again, no verdict."""
+    import aitune_fp.profiling.calls as calls
+
+    waited = [0]
+    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waited[0]))
+    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waited[0] - before[2]) / 1e9)
+    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    clock, log, pairs = setup({"a": (1.0, 1.0), "b": (0.5, 2.0)}, a={"jitter": 0.0})
+    busy = pairs[0][1]
+
+    def stalled(x: torch.Tensor) -> torch.Tensor:
+        waited[0] += 1_000_000
+        clock.ns += 2_000_000
+        return busy(x)
+
+    pairs[0] = (pairs[0][0], stalled)
+    start = clock.ns
+    state = head_to_head(pairs, BATCH, timer=clock, warmup_calls=0, max_seconds=600.0)
+    assert state.rounds == 0 and not state.eliminated
+    assert state.reason is not None and "too busy" in state.reason
+    assert (clock.ns - start) / 1e9 < 5.0  # of a 600 s budget
+    assert sum(1 for name, ns, _ in log if name == "a" and ns > 0) <= 2 * (RETIME_FLOOR + 2) * 20

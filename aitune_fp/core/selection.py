@@ -469,10 +469,12 @@ def _unresolved(
     )
 
 
-def choose_on_budget(state: SelectionState, rule: SelectionRule) -> SelectionState:
-    """Choose when the time budget ran out with several still in; the reason says how close."""
+def choose_on_budget(
+    state: SelectionState, rule: SelectionRule, cause: str = "the time budget ran out"
+) -> SelectionState:
+    """Choose when the budget ran out (or the machine was too busy) with several still in."""
     if state.done:
         return state
     if len(state.remaining) == 1:
         return _one_left(state)
-    return _unresolved(state, rule, "budget", "the time budget ran out")
+    return _unresolved(state, rule, "budget", cause)

@@ -40,7 +40,7 @@ from aitune_fp.profiling.calls import (
     timed_block,
 )
 from aitune_fp.profiling.interference import InterferenceError
-from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, disturbed, most_calls
+from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, disturbed, most_calls, too_busy
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
 from aitune_fp.profiling.workers import Worker
@@ -390,11 +390,17 @@ def head_to_head(
         errors = run.warm_up(state.remaining, calls)
         if errors:
             state = record_failures(state, errors, at_rounds=0)
+        busy = ""  # why a look ended before the deadline: too many rounds timed again
         for look, target in enumerate(rule.looks, 1):
             if state.done:
                 return state
             run.plan_spots(look, target)
-            while run.rounds < target and not run.past_deadline():
+            asked, retimed = target - run.rounds, run.retimed  # a busy machine ends it: too_busy
+            while (
+                run.rounds < target
+                and not run.past_deadline()
+                and not too_busy(run.retimed - retimed, asked)
+            ):
                 errors = run.one_round(state.remaining)
                 if errors:
                     left = [n for n in state.remaining if n not in errors]
@@ -404,6 +410,11 @@ def head_to_head(
                     if state.done:
                         return state
             out_of_time = run.rounds < target
+            if out_of_time and not run.past_deadline():
+                busy = (
+                    f"the machine was too busy to go on ({run.retimed} rounds timed again, "
+                    "another process having a contender's core)"
+                )
             ends = run.check_ends(state.remaining) if out_of_time else {}
             if ends:  # the look's planned last round never came: its end is the last one run
                 state = record_failures(state, ends, at_rounds=run.rounds - 1)
@@ -421,4 +432,4 @@ def head_to_head(
                 break
             if collect:  # between looks, outside any timed call
                 gc.collect(0)
-    return choose_on_budget(state, rule)
+    return choose_on_budget(state, rule, *((busy,) if busy else ()))

@@ -56,9 +56,12 @@ def fmt_figure(x: float) -> str:
 
 
 def reason_text(
-    decision: SpeedupDecision, n_pairs: int, *, budget_s: float | None, last_look: bool
+    decision: SpeedupDecision, n_pairs: int, *, stopped: str | None, last_look: bool
 ) -> str:
-    """One sentence saying why the statistical verdict is what it is, and what it rules out."""
+    """One sentence saying why the statistical verdict is what it is, and what it rules out.
+
+    ``stopped``: what ended the sampling before the last look (:func:`stopped_by`), if anything.
+    """
     req = fmt_figure(decision.required_speedup)
     interval = f"[{fmt_figure(decision.ci_low)}, {fmt_figure(decision.ci_high)}]"
     if decision.verdict == "faster":
@@ -89,15 +92,15 @@ def reason_text(
         )
     elif "throughput_disagrees" in decision.flags:  # the interval clears it; throughput not
         low, need = fmt_apart(decision.ci_low, decision.required_speedup)
-        where = f"budget of {budget_s:g} s spent" if budget_s is not None else "held back"
+        where = stopped or "held back"
         text = (
             f"lower bound {low}x clears required {need}x but the mean-latency throughput ratio "
             f"of the same pairs does not ({where} at {n_pairs} pairs): not called faster; "
             f"{ruled_out(decision)}"
         )
-    elif budget_s is not None:
+    elif stopped is not None:
         text = (
-            f"budget of {budget_s:g} s spent at {n_pairs} pairs, "
+            f"{stopped} at {n_pairs} pairs, "
             f"interval {interval} straddles required {req}; {ruled_out(decision)}"
         )
     else:
@@ -175,6 +178,21 @@ def two_clocks(
     return fields, (["host_bound"] if bound else []), note
 
 
+def stopped_by(timings: PairedTimings, config: ProfilingConfig) -> tuple[str, str]:
+    """What ended the sampling early, as a flag to add ("" if timed) and a phrase for the reason.
+
+    The budget, or a machine too busy to time a pair that no other process stalled.
+    """
+    retimed = next((f[8:] for f in timings.flags if f.startswith("retimed_")), None)
+    if "machine_too_busy" in timings.flags:
+        return "", (
+            f"the machine was too busy to go on: {retimed} pairs were timed again, another "
+            "process having an arm's core"
+        )
+    again = f", {retimed} pairs timed again (another process had an arm's core)" if retimed else ""
+    return "budget_spent", f"budget of {config.max_seconds:g} s spent{again}"
+
+
 def undecided_result(
     timings: PairedTimings,
     warmup_baseline_s: tuple[float, ...],
@@ -197,12 +215,7 @@ def undecided_result(
             "of each arm could be timed",
             reason="budget_spent",
         )
-    retimed = next((f[8:] for f in timings.flags if f.startswith("retimed_")), None)
-    why = (
-        f"; {retimed} pairs were timed again, another process having an arm's core"
-        if retimed
-        else ""
-    )
+    flag, stopped = stopped_by(timings, config)
     decided = Decision(
         rule="statistical",
         verdict="inconclusive",
@@ -211,11 +224,15 @@ def undecided_result(
         batch_size=size,
         required_speedup=gate.required_speedup,
         reason=(
-            f"budget of {config.max_seconds:g} s spent before the first look "
-            f"({len(timings.baseline_s)} of {config.looks[0]} pairs timed{why}): too few to "
-            "decide; --max-seconds (ProfilingConfig.max_seconds) sets it"
+            f"{stopped} before the first look ({len(timings.baseline_s)} of "
+            f"{config.looks[0]} pairs kept): too few to decide; "
+            + (
+                "--wait-quiet SECONDS waits for the load to fall"
+                if not flag
+                else "--max-seconds (ProfilingConfig.max_seconds) sets it"
+            )
         ),
-        flags=(*timings.flags, "budget_spent"),
+        flags=(*timings.flags, *((flag,) if flag else ())),
     )
     result = assemble(description, base, cand, size, decided, context, mismatch)
     return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
@@ -239,7 +256,8 @@ def statistical_result(
     shift = () if decision.shift_index is None else (f"ratio_shift_at_pair_{first}",)
     kept = ("serial_correlation", "throughput_disagrees", "block_bound", "carryover")
     found = tuple(flag for flag in kept if flag in decision.flags)
-    flags = (*timings.flags, *shift, *found, *(("budget_spent",) if budget_spent else ()))
+    flag, stopped = stopped_by(timings, config)
+    flags = (*timings.flags, *shift, *found, *((flag,) if budget_spent and flag else ()))
     high = decision.upper_for_futility  # the futility bound compared, at its one-sided level
     if decision.futility_high is None:
         level = 1.0 - (1.0 - decision.confidence) / 2.0
@@ -265,7 +283,7 @@ def statistical_result(
         reason=reason_text(
             decision,
             n_pairs,
-            budget_s=config.max_seconds if budget_spent else None,
+            stopped=stopped if budget_spent else None,
             last_look=n_pairs >= config.max_pairs,
         ),
         flags=flags,

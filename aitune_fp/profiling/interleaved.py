@@ -42,6 +42,7 @@ from aitune_fp.profiling.layout import (
     most_calls,
     orientation_stream,
     pair_order,
+    too_busy,
 )
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, Timer, gc_paused, timer_for
@@ -167,6 +168,7 @@ class InterleavedRun:
         self._counts_at_start: tuple[int, int] | None = None
         self._recompiled = False
         self._retimed = 0  # block pairs timed again: an arm waited for a CPU (``disturbed``)
+        self._too_busy = False  # a look gave up: too many of its pairs were timed again
 
     def __enter__(self) -> InterleavedRun:
         """Set threads and ``no_grad``, copy the batch for each arm, start the wall clock."""
@@ -431,7 +433,7 @@ class InterleavedRun:
         """Time up to ``n_pairs`` more block pairs (none starts after ``deadline_ns``); how many.
 
         A pair in which an arm waited for a CPU (:func:`disturbed`) is timed again, in its order,
-        until the deadline (without one, up to ``n_pairs`` such pairs).
+        until the deadline or :func:`too_busy` (then flagged ``machine_too_busy``).
         """
         self._require_entered()
         check_int("n_pairs", n_pairs, minimum=0)
@@ -478,7 +480,8 @@ class InterleavedRun:
                 self._compare_calls(keep, call)
             if any(disturbed(t.waited_s, t.wall_s * self._calls_of(a)) for a, t in results.items()):
                 previous, again, self._retimed = second, again + 1, self._retimed + 1
-                if again > n_pairs and deadline_ns is None:
+                if too_busy(again, n_pairs):
+                    self._too_busy = True
                     break
                 continue
             for arm, (wall, device, _) in results.items():
@@ -505,6 +508,8 @@ class InterleavedRun:
             flags.append("recompiled")
         if self._retimed:
             flags.append(f"retimed_{self._retimed}")
+        if self._too_busy:
+            flags.append("machine_too_busy")
         if base:
             shift = level_shift_index([c / b for b, c in zip(base, cand, strict=True)])
             if shift is not None:

@@ -25,6 +25,12 @@ LEAD_FROM = 4
 #: arms' blocks (as long in time) alike, stay in as noise: timing them again would leave a
 #: loaded machine no pairs at all.
 WAIT_SHARE = 0.05
+#: A look gives up once it timed again ``RETIMES_PER_PAIR`` times the pairs it asked for, and
+#: over ``RETIME_FLOOR``: a machine that stalls four pairs in five costs a second and says so
+#: (``machine_too_busy``), not the whole budget (at load 4.6 a tune retimed 2,379 pairs in its
+#: 60 s and kept 7); a burst shorter than that is waited out.
+RETIMES_PER_PAIR = 4
+RETIME_FLOOR = 40
 #: Block pairs timed after the per-call warm-up: the machine-moved rule reads eager's level
 #: from them on (:func:`aitune_fp.core.dependence.machine_change_index`).
 WARMUP_BLOCKS = 10
@@ -57,6 +63,11 @@ def arm_calls(calls: int, paces: Sequence[float], most: int = MAX_BLOCK_CALLS) -
 def disturbed(waited_s: float | None, block_s: float) -> bool:
     """Whether a block of ``block_s`` seconds waited for a CPU past :data:`WAIT_SHARE` of it."""
     return waited_s is not None and waited_s > WAIT_SHARE * block_s
+
+
+def too_busy(retimed: int, asked: int) -> bool:
+    """Whether a look that asked for ``asked`` pairs has timed too many again to go on."""
+    return retimed > max(RETIMES_PER_PAIR * asked, RETIME_FLOOR)
 
 
 def block_fitting(calls: int, pair_call_s: float, pairs: int, left_s: float) -> int:
