@@ -130,6 +130,20 @@ def test_no_estimate_says_the_budget_ran_out() -> None:
     )
 
 
+def test_no_estimate_from_a_machine_too_busy_says_so_and_not_the_budget() -> None:
+    r = fake_result(
+        estimate=None,
+        ci_low=None,
+        ci_high=None,
+        verdict="inconclusive",
+        n_baseline=2,
+        flags=("retimed_41", "machine_too_busy"),
+    )
+    assert fmt_verdict_reason(r) == (
+        "no estimate: the machine was too busy before the first look (2 pairs, 41 timed again)"
+    )
+
+
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [

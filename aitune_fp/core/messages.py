@@ -321,6 +321,12 @@ def fmt_verdict_reason(result: PerformanceValidationResult) -> str:
     pairs = (result.latencies_from or 0) + (result.n_baseline or 0)
     low, high = result.ci_low, result.ci_high
     if result.estimate is None or low is None:
+        if "machine_too_busy" in result.flags:
+            again = next((f[8:] for f in result.flags if f.startswith("retimed_")), "?")
+            return (
+                "no estimate: the machine was too busy before the first look "
+                f"({pairs} pairs, {again} timed again)"
+            )
         return f"no estimate: the budget ran out before the first look ({pairs} pairs)"
     if verdict == "not_faster" and (high is None or high >= need):  # the futility stop
         bound = high if result.futility_high is None else result.futility_high
@@ -340,4 +346,5 @@ def fmt_verdict_reason(result: PerformanceValidationResult) -> str:
     digits = _digits_apart(need, low, *(() if high is None else (high,)))
     text = f"interval {fmt_interval(low, high, digits)} straddles {need:.{digits}f}x"
     text += f" after {pairs} pairs"
-    return text + (" (budget spent)" if "budget_spent" in result.flags else "")
+    stopped = {"budget_spent": " (budget spent)", "machine_too_busy": " (machine too busy)"}
+    return text + "".join(v for k, v in stopped.items() if k in result.flags)
