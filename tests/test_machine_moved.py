@@ -23,7 +23,7 @@ from aitune_fp.core.dependence import (
     slowdown_limit,
 )
 from aitune_fp.inputs import Sample
-from aitune_fp.measure import machine
+from aitune_fp.measure import machine, statistical
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling import threads as host
 from aitune_fp.testing import FakeClock
@@ -164,6 +164,24 @@ class TestBusyMachine:
         reason = result.reason  # type: ignore[attr-defined]
         assert "the machine was busy: load 5.8 on 2 cores" in reason
         assert "rerun when quiet or pin --threads 1" in reason
+
+    def test_where_each_block_reads_its_wait_for_a_cpu_the_load_holds_nothing_back(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Load 5.8 on 2 cores, but no block waited for a core (schedstat, on the real clock):
+        the pairs carry the verdict; the load is only said (``oversubscribed``)."""
+        import aitune_fp.profiling.calls as calls
+
+        _loads(monkeypatch, [5.8])
+        monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, 0))
+        monkeypatch.setattr(calls, "waited_on_others_s", lambda before: 0.0)
+        monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+        monkeypatch.setattr(statistical, "reads_waits", lambda timer: True)
+        eager, cand = _machine(2.0, 10**9, 0)
+        result = _measure(eager, cand, threads=1)
+        assert result.verdict == "faster"  # type: ignore[attr-defined]
+        assert "machine_busy" not in result.flags  # type: ignore[attr-defined]
+        assert "oversubscribed" in result.flags  # type: ignore[attr-defined]
 
     def test_wait_quiet_waits_for_the_load_to_fall(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """--wait-quiet: busy at first, quiet after two polls; the pairs after decide."""

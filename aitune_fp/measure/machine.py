@@ -143,10 +143,16 @@ class Stretch:
 class MachineWatch:
     """Load readings around each look and eager's level: the steady stretch at each look."""
 
-    def __init__(self, *, cpus: int, threads: int, first_load: float | None) -> None:
-        """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads."""
+    def __init__(
+        self, *, cpus: int, threads: int, first_load: float | None, by_load: bool = True
+    ) -> None:
+        """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads.
+
+        ``by_load``: a busy load drops a look's pairs; off where each block reads its own wait.
+        """
         self.cpus = cpus
         self.threads = threads
+        self.by_load = by_load
         self.wander = False  # timed blocks: eager's slow wander is noise (machine_change_index)
         self._last = first_load
         self._quiet_from = 0  # the first pair after the last busy look
@@ -181,7 +187,7 @@ class MachineWatch:
     def after_look(self, before: float | None, n_pairs: int) -> None:
         """A look's pairs are done: when the load before or after them was busy, drop them."""
         after = self.read()
-        loads = [x for x in (before, after) if x is not None and self._busy(x)]
+        loads = [x for x in (before, after) if x is not None and self._busy(x) and self.by_load]
         self._busy_look = bool(loads)
         if loads:
             self._quiet_from = n_pairs

@@ -48,7 +48,7 @@ from aitune_fp.profiling import cache as l2_cache
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import ProfilingError, time_calls
 from aitune_fp.profiling.interleaved import InterleavedRun, PairedTimings
-from aitune_fp.profiling.timers import Timer, has_device_clock, is_host_bound
+from aitune_fp.profiling.timers import Timer, has_device_clock, is_host_bound, reads_waits
 
 
 def fmt_figure(x: float) -> str:
@@ -412,7 +412,12 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
     decided_look = decided_at = sampling_ns = 0
     budget_spent = False
     seen: list[Mismatch] = []  # how close each spot check came
-    watch = MachineWatch(cpus=env.cpus, threads=env.threads, first_load=env.load_avg_1m)
+    watch = MachineWatch(
+        cpus=env.cpus,
+        threads=env.threads,
+        first_load=env.load_avg_1m,
+        by_load=not reads_waits(clock),  # else a block that waited is timed again instead
+    )
     stretch: Stretch | None = None  # the steady pairs of the deciding look
     with (
         telemetry.watch(clock) as device,

@@ -157,6 +157,11 @@ def others_wait_s(before: tuple[int, int, int], after: tuple[int, int, int], cor
     return max(min(waited, cores * span - ran), 0) / 1e9
 
 
+def reads_waits(timer: Timer) -> bool:
+    """Whether each timed block reads its wait for a CPU (schedstat, on the real clock)."""
+    return on_real_clock(timer) and run_clocks() is not None
+
+
 def on_real_clock(timer: Timer) -> bool:
     """Whether ``timer`` is the real clock (the only one a CPU wait can be held against)."""
     return isinstance(timer, (CpuTimer, CudaTimer))
