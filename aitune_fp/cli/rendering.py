@@ -57,10 +57,13 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
         lines.append("Performance validation was disabled for this run.")
     if run.baseline_throughput is not None:
         when = f" at {baseline_at}" if baseline_at else ""
+        # its mean-latency rate is what point rows compare with; statistical rows time eager
+        # alongside, and the budget quotes the median call: one eager rate in a header
+        rate = "" if run.sequential else f": {fmt_rate(run.baseline_throughput)} samples/s"
         lines.append(
             f"Eager baseline: {escape_control(run.baseline_backend or 'eager')}, batch size "
-            f"{_int(run.batch_size)}; up-front check{when}: {fmt_rate(run.baseline_throughput)} "
-            f"samples/s{fmt_noise_floor(run.noise_floor_rel_l2)}"
+            f"{_int(run.batch_size)}; up-front check{when}{rate}"
+            f"{fmt_noise_floor(run.noise_floor_rel_l2)}"
         )
     if run.baseline_error:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
