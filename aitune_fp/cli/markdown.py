@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from aitune_fp.cli._shared import escape_control
-from aitune_fp.cli.choice import choice_lines
-from aitune_fp.cli.rendering import final_line, head_lines, short_text
+from aitune_fp.cli.rendering import choice_lines, final_line, head_lines, short_text
 from aitune_fp.cli.rows import fmt_flags, fmt_rate, hidden_flags, speedup_column, verdict_text
 from aitune_fp.core.messages import fmt_verdict_reason
 from aitune_fp.core.report import TuneReport

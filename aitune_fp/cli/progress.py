@@ -21,7 +21,7 @@ from rich.progress import (
 )
 
 from aitune_fp.cli._shared import escape_control
-from aitune_fp.cli.rendering import measured_line
+from aitune_fp.cli.rendering import fmt_clock, measured_line
 from aitune_fp.core.report import CandidateFailure
 from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
@@ -118,7 +118,7 @@ class TuneProgress:
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
         if isinstance(payload, BaselineMeasured):
-            self.baseline_at = _clock(timestamp())
+            self.baseline_at = fmt_clock(timestamp())
             self._done(_EAGER)
         if isinstance(payload, PhaseEntered):
             if payload.phase == "measure":
@@ -186,12 +186,6 @@ def _look(look: Look, spent_s: float | None = None) -> str:
     if spent_s is not None and look.n_pairs > 0 and left > 0:
         eta = f", at most about {spent_s / look.n_pairs * left:.0f} s left"
     return f"measure {look.n_pairs}/{look.max_pairs} pairs{interval}{eta}"
-
-
-def _clock(timestamp: str) -> str | None:
-    if "T" not in timestamp:
-        return None
-    return escape_control(timestamp.replace("T", " ")[:19] + " UTC")
 
 
 class JsonLines:

@@ -1,14 +1,15 @@
-"""How a run is shown: rich tables of results and failures, the header and the final line."""
+"""How a run is shown: the header, tables, head-to-head lines, final line and JSON document."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from rich.text import Text
 
-from aitune_fp.cli._shared import escape_control
-from aitune_fp.cli.choice import choice_lines
+from aitune_fp.cli._shared import escape_control, json_text
 from aitune_fp.cli.plain import Column, Grid
 from aitune_fp.cli.rows import (
     fmt_flags,
@@ -31,12 +32,27 @@ from aitune_fp.core.messages import (
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 
+if TYPE_CHECKING:  # ``tune`` imports this module and never reads a log
+    from aitune_fp.events.ingest.values import IngestReport
+
 #: Longest failure reason shown in a table (the full text and traceback are in the log file).
 MAX_REASON = 300
 
 
 def _int(value: float | None) -> str:
     return "—" if value is None else f"{int(value)}"
+
+
+def fmt_clock(timestamp: str) -> str:
+    """``2025-01-02T12:01:02.123Z`` -> ``2025-01-02 12:01:02 UTC`` (as written, escaped)."""
+    date, _, time = timestamp.partition("T")
+    return escape_control(f"{date} {time[:8]} UTC" if time else timestamp[:40])
+
+
+def run_title(run: TuneReport, *more: str) -> Text:
+    """A run's title line: its id, module, strategy and device, then ``more``."""
+    parts = [f"Run {run.run_id}", run.module_name, *(x for x in (run.strategy, run.device) if x)]
+    return Text(" · ".join([*map(escape_control, parts), *more]))
 
 
 def measured_line(result: PerformanceValidationResult) -> str:
@@ -256,3 +272,88 @@ def render_run(
         parts += [Text(f"{name} not tried: {why}") for name, why in not_tried]
     parts += [Text(""), final_line(run, error=error, baseline_at=baseline_at)]
     return parts
+
+
+def _high(value: float) -> str:
+    return "inf" if not math.isfinite(value) else f"{value:.3f}"
+
+
+def choice_lines(run: TuneReport) -> list[str]:
+    """The head-to-head and the latency checks of ``run`` as lines (none when neither ran)."""
+    lines = [f"{escape_control(c.backend_description)}: {c.reason}" for c in run.latency_checks]
+    state = run.selection
+    if state is None:
+        return lines
+    names = ", ".join(escape_control(c.name) for c in state.contenders)
+    lines.append(f"Head-to-head among {names} ({state.rounds} rounds, interleaved):")
+    for e in state.eliminated:
+        lines.append(
+            f"  {escape_control(e.name)} lost to {escape_control(e.lost_to)}: "
+            f"{e.ratio:.3f}x [{e.low:.3f}, {_high(e.high)}] faster, after {e.at_rounds} rounds"
+        )
+    for f in state.failed:
+        lines.append(f"  {escape_control(f.name)} failed: {escape_control(f.error)}")
+    if state.outcome != "one_left":  # a tie-break or a budget: the reason says how it was made
+        lines.append(f"  {escape_control(state.reason)}")
+    if state.chosen is None:
+        return lines
+    level = f"{state.confidence * 100:g} %"
+    chosen = escape_control(state.chosen)
+    if not math.isfinite(state.gap_bound):
+        lines.append(f"  {chosen} kept; no guarantee at {level}: the head-to-head ended first")
+    elif state.gap_bound <= 1.0:
+        lines.append(f"  {chosen} kept: shown the fastest (no contender faster, at {level})")
+    else:
+        gap = (state.gap_bound - 1.0) * 100
+        lines.append(f"  {chosen} kept: no contender is more than {gap:.1f} % faster (at {level})")
+    return lines
+
+
+def run_dict(
+    run: TuneReport,
+    *,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """``run.to_dict()`` for ``--format json``, its ``selected_summary`` the tables' final line.
+
+    ``selected_summary_aitune`` keeps AITune's line; ``not_tried``: the candidates never tried, and why.
+    """
+    data = run.to_dict()
+    data["not_tried"] = [{"backend_description": n, "reason": why} for n, why in not_tried]
+    data["selected_summary_aitune"] = run.selected_summary
+    data["selected_estimate"] = data["selected_speedup"] = None
+    if run.selected_backend is not None:
+        data["selected_summary"] = final_line(run, baseline_at=baseline_at).plain
+        if not run.selected_is_baseline:
+            match = [r for r in run.results if r.backend_description == run.selected_backend]
+            picked = ([r for r in match if r.passed] or match)[-1:]
+            if picked:
+                data["selected_estimate"] = headline_speedup(picked[0])
+                data["selected_speedup"] = picked[0].speedup
+    return data
+
+
+def write_report(
+    report: IngestReport, out: IO[str], baseline_at: Callable[[TuneReport], str | None]
+) -> None:
+    """``report --format json``: one document, written run by run so only one run's dict is held."""
+    out.write(json_text({"command": "report"})[:-1] + ', "runs": [')
+    for i, run in enumerate(report.runs):
+        text = json_text(run_dict(run, baseline_at=baseline_at(run)))
+        out.write(f", {text}" if i else text)
+    out.write("], " + json_text(report.rest_dict())[1:] + "\n")
+
+
+def not_tried(run: TuneReport, candidates: Sequence[str], strategy: str) -> list[tuple[str, str]]:
+    """The candidates the strategy never built or timed, each with why (``first-wins`` stops early)."""
+    tried = {r.backend_description for r in run.results}
+    tried |= {f.backend_description for f in run.failures}
+    missing = [c for c in candidates if c not in tried]
+    if not missing:
+        return []
+    if run.selected_backend is not None and not run.selected_is_baseline:
+        why = f"{strategy} stopped at {escape_control(run.selected_backend)}"
+    else:
+        why = f"{strategy} stopped before it"
+    return [(escape_control(c), why) for c in missing]
