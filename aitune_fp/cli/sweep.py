@@ -121,8 +121,7 @@ def _summary_markdown(name: str, summary: Any) -> str:
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``sweep`` with parsed ``args``; return its exit code."""
     from aitune_fp.events import ingest
-    from aitune_fp.sweep.run import run_sweep
-    from aitune_fp.sweep.summary import summarize_sweep
+    from aitune_fp.sweep.run import run_sweep, summarize_sweep
 
     spec = _spec(args.sweep)
     warning = threshold_warning(spec.threshold, "threshold")

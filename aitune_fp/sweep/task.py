@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import platform
 import socket
@@ -210,35 +209,62 @@ def _threads(task: SweepTask) -> int:
 
 
 def _tune(task: SweepTask, device: str) -> TuneReport:
-    import torch
-
-    from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
-    from aitune_fp.correctness.closeness import Closeness
     from aitune_fp.models import at_batch_size, load_model
-    from aitune_fp.pipeline.strategy_registry import make_strategy
-    from aitune_fp.pipeline.values import NoValidBackendError
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)
     if task.model.batch_size is not None:
         model = at_batch_size(model, task.model.batch_size, name=f"{task.model.name}: batch_size")
     backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]
-    strategy = with_performance_validation(
-        make_strategy(task.strategy, backends, **dict(task.strategy_options)),
-        min_speedup_threshold_percent=task.threshold,
-        profiling_config=task.profiling,
-        closeness=Closeness(**dict(task.accuracy)),
-        isolation="in_process" if task.isolation == "in_process" else None,
-    )
     os.makedirs(task.cache_dir, exist_ok=True)
+    isolation = "in_process" if task.isolation == "in_process" else None
+    return tune_model(
+        model, task.model.name, backends, task.strategy, dict(task.strategy_options), device,
+        task.cache_dir, threshold=task.threshold, profiling=task.profiling,
+        accuracy=dict(task.accuracy), isolation=isolation,
+    )[0]  # fmt: skip
+
+
+def tune_model(
+    model: Any,
+    name: str,
+    backends: Sequence[Any],
+    strategy_name: str,
+    options: Mapping[str, Any],
+    device: str,
+    cache_dir: Any,
+    *,
+    threshold: float,
+    profiling: ProfilingConfig,
+    accuracy: Mapping[str, Any],
+    isolation: Any,
+) -> tuple[TuneReport, Exception | None]:
+    """Tune a loaded model (``models.load_model``'s) as ``name`` over ``backends`` (``tune``, a sweep task).
+
+    Returns the report and the ``NoValidBackendError`` of a strategy that found none (first-wins).
+    """
+    import torch
+
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
+    from aitune_fp.correctness.closeness import Closeness
+    from aitune_fp.pipeline.strategy_registry import make_strategy
+    from aitune_fp.pipeline.values import NoValidBackendError
+
+    strategy = with_performance_validation(
+        make_strategy(strategy_name, backends, **options),
+        min_speedup_threshold_percent=threshold,
+        profiling_config=profiling,
+        closeness=Closeness(**accuracy),
+        isolation=isolation,
+    )
+    error: Exception | None = None
     with torch.no_grad():
         module = model.module.to(device)
-        # first-wins with nothing passing raises; the report has every candidate's reason
-        with contextlib.suppress(NoValidBackendError):
-            strategy.tune(
-                module, task.model.name, model.graph_spec, [model.sample], device, task.cache_dir
-            )
+        try:
+            strategy.tune(module, name, model.graph_spec, [model.sample], device, cache_dir)
+        except NoValidBackendError as exc:  # the report has every candidate's reason
+            error = exc
     report = validation_of(strategy).last_report
     if report is None:  # pragma: no cover - the wrapper leaves a report for every tune
         raise InvalidStateError("the tune left no report")
-    return report
+    return report, error
