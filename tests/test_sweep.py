@@ -65,7 +65,7 @@ class TestSpec:
     def test_example_file_parses(self) -> None:
         """README's example: three models, two CPU backends, its log next to it."""
         spec = load_sweep(EXAMPLE)
-        assert spec.model_names() == ("mlp", "convnet", "tiny-linear")
+        assert tuple(m.name for m in spec.models) == ("mlp", "convnet", "tiny-linear")
         assert spec.backend_names() == ("eager-bf16", "int8-dynamic")
         assert spec.models[2].model == f"{EXAMPLE.parent / 'tiny_model.py'}:make"
         assert spec.models[2].input_shape == (16, 64)
@@ -98,7 +98,7 @@ class TestSpec:
         spec = parse_sweep(
             {"models": ["mlp"], "backends": [{"name": "compile", "settings": {"mode": "default"}}]}
         )
-        assert spec.backends[0].settings_dict() == {"mode": "default"}
+        assert dict(spec.backends[0].settings) == {"mode": "default"}
         assert spec.backends[0].label() == "compile(mode=default)"
 
     @pytest.mark.parametrize(
@@ -179,7 +179,9 @@ class TestSpec:
         data = {"models": [{"name": n, "model": "mlp"} for n in names], "threshold": threshold}
         if len(set(names)) == len(names):
             spec = parse_sweep(data)
-            assert spec.model_names() == tuple(names) and spec.threshold == threshold
+            assert (
+                tuple(m.name for m in spec.models) == tuple(names) and spec.threshold == threshold
+            )
         else:
             first = next(i for i, n in enumerate(names) if n in names[:i])
             with pytest.raises(InvalidValueError, match=rf"models\[{first}\]\.name"):

@@ -108,17 +108,6 @@ def speedup_column(
     return ("Speedup" if label is None else f"Speedup [{label}]"), list(map(fmt_headline, results))
 
 
-def _lead_columns(names: Sequence[str], speed_head: str) -> list[Column]:
-    """The columns both tables start with: backend, the throughput pair, speedup, verdict."""
-    return [
-        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
-        Column("Eager/s", justify="right", no_wrap=True),
-        Column("Candidate/s", justify="right", no_wrap=True),
-        Column(Text(speed_head), no_wrap=True),
-        Column("Verdict", no_wrap=True),
-    ]
-
-
 def results_table(
     results: Sequence[PerformanceValidationResult], verbose: bool = False
 ) -> RenderableType:
@@ -129,7 +118,11 @@ def results_table(
     # the quality flags and the reason wrap on words, and take the width that is left
     quality_column = [Column("Quality", overflow="fold", max_width=24)] if verbose else []
     columns = [
-        *_lead_columns(names, speed_head),
+        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
+        Column("Eager/s", justify="right", no_wrap=True),
+        Column("Candidate/s", justify="right", no_wrap=True),
+        Column(Text(speed_head), no_wrap=True),
+        Column("Verdict", no_wrap=True),
         *quality_column,
         Column("Reason", overflow="fold", ratio=1),
     ]

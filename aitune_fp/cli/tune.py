@@ -19,7 +19,7 @@ from aitune_fp.cli._shared import (
     make_console,
     stdout_to_stderr,
 )
-from aitune_fp.cli.check import check_threshold_arg, threshold_warning
+from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
@@ -165,10 +165,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         start_fork_server()  # its preload runs beside this process's imports
     accuracy = accuracy_options(args)
     options = strategy_settings(args)
-    threshold = check_threshold_arg(args.threshold)
-    warning = threshold_warning(threshold)
-    if warning is not None:
-        err.write(f"{PROG}: warning: {warning}\n")
+    threshold = check_threshold_arg(args.threshold, err)
     json_log: IO[str] | None = None
     if args.json_log is not None:
         try:

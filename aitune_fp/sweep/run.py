@@ -133,7 +133,7 @@ def run_sweep(
     statuses: dict[str, ModelStatus] = {
         name: ModelStatus(model=name, state="skipped", tune_run_id=run_id)
         for name, run_id in done.items()
-        if name in spec.model_names()
+        if name in {m.name for m in spec.models}
     }
     by = ""  # what interrupted the sweep (empty: nothing)
     with open_log(log_path) as handle:

@@ -78,10 +78,6 @@ class BackendChoice:
     name: str
     settings: tuple[tuple[str, Any], ...] = ()
 
-    def settings_dict(self) -> dict[str, Any]:
-        """The settings as keyword arguments for ``registry.make_backend``."""
-        return dict(self.settings)
-
     def label(self) -> str:
         """``compile`` or ``compile(mode=max-autotune)``: how tables name the choice."""
         if not self.settings:
@@ -127,10 +123,6 @@ class SweepSpec:
             return tuple(b.name for b in self.backends)
         return registry.default_backends(self.device)
 
-    def model_names(self) -> tuple[str, ...]:
-        """The model labels, in file order."""
-        return tuple(m.name for m in self.models)
-
 
 def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
     """A task's default deadline: 600 s, plus one build and two checked steps for eager and each candidate.
@@ -139,14 +131,6 @@ def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
     """
     per_step = profiling.max_seconds + profiling.hang_grace_s
     return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
-
-
-def _task_timeout(value: object) -> float:
-    where = f"budget.{TASK_TIMEOUT_KEY}"
-    seconds = _number(where, value)
-    if seconds <= 0:
-        raise InvalidValueError(f"{where} must be > 0 (seconds), got {value!r}")
-    return seconds
 
 
 def _type_name(value: object) -> str:
@@ -175,13 +159,10 @@ def _table(where: str, value: object) -> Mapping[str, Any]:
 
 
 def _known_keys(where: str, table: Mapping[str, Any], keys: Sequence[str]) -> None:
-    for key in table:
-        if key not in keys:
-            raise InvalidValueError(
-                f"{where}: unknown key {key!r} (known: {', '.join(keys)})"
-                if where
-                else f"unknown key {key!r} (known: {', '.join(keys)})"
-            )
+    key = next((k for k in table if k not in keys), None)
+    if key is not None:
+        at = f"{where}: " if where else ""
+        raise InvalidValueError(f"{at}unknown key {key!r} (known: {', '.join(keys)})")
 
 
 def _shape(where: str, value: object) -> tuple[int, ...]:
@@ -342,7 +323,10 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         raise InvalidValueError(problem)
     budget = _table("budget", table.get("budget", {}))
     profiling = _profiling(budget, decision)
-    task_timeout = _task_timeout(budget[TASK_TIMEOUT_KEY]) if TASK_TIMEOUT_KEY in budget else None
+    raw = budget.get(TASK_TIMEOUT_KEY)
+    task_timeout = None if raw is None else _number(f"budget.{TASK_TIMEOUT_KEY}", raw)
+    if task_timeout is not None and task_timeout <= 0:
+        raise InvalidValueError(f"budget.{TASK_TIMEOUT_KEY} must be > 0 (seconds), got {raw!r}")
     if profiling.clock == "device" and device != "cuda":
         raise InvalidValueError(
             f'budget.clock "device" needs device = "cuda" (CUDA events), got device {device!r}'

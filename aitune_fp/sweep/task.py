@@ -101,6 +101,12 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _device_identity(device: str) -> tuple[str, str]:
     """The device string the tune uses and the device's name (GPU model or CPU model)."""
     import torch
@@ -125,16 +131,9 @@ def failed_outcome(
 ) -> TaskOutcome:
     """The outcome of a task that ended without a report: its records so far, then ``task_failed``."""
     run_id = next((str(r["run_id"]) for r in records if "run_id" in r), None)
-    last = to_record(
-        TaskFailed(
-            run_id=task.sweep_id,
-            module_name=task.model.name,
-            error_type=error_type,
-            reason=reason,
-            tune_run_id=run_id,
-            hostname=hostname,
-        ).to_event()
-    )
+    ids = {"run_id": task.sweep_id, "module_name": task.model.name}
+    failed = TaskFailed(**ids, error_type=error_type, reason=reason, tune_run_id=run_id, hostname=hostname)  # fmt: skip
+    last = to_record(failed.to_event())
     return TaskOutcome(model=task.model.name, records=(*records, last), ok=False)
 
 
@@ -154,7 +153,9 @@ def run_task(task: SweepTask) -> TaskOutcome:
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
     try:
-        threads = _process_threads(task)
+        threads = task.profiling.threads
+        if task.use_all_cores and task.device == "cpu":  # it holds its node: every CPU
+            threads = threads or len(os.sched_getaffinity(0))
         if threads is not None:  # the one code path of ``tune --threads``
             set_threads(threads)
         device, device_name = _device_identity(task.device)
@@ -178,7 +179,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         device=device,
         device_name=device_name,
         pid=os.getpid(),
-        threads=_threads(task),
+        threads=task.profiling.threads or _torch_threads(),
         started_unix_s=started,
         finished_unix_s=finished,
         started_monotonic_s=started_mono,
@@ -189,25 +190,6 @@ def run_task(task: SweepTask) -> TaskOutcome:
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
-def _all_cores(task: SweepTask) -> int:
-    """Intra-op threads for a task that holds its node: the budget's ``threads``, else every CPU."""
-    return task.profiling.threads or len(os.sched_getaffinity(0))
-
-
-def _process_threads(task: SweepTask) -> int | None:
-    """The task's threads: all cores for a CPU task holding its node, else the budget's, or None."""
-    if task.use_all_cores and task.device == "cpu":
-        return _all_cores(task)
-    return task.profiling.threads
-
-
-def _threads(task: SweepTask) -> int:
-    """The intra-op threads the task timed with: the budget's ``threads``, else torch's setting."""
-    import torch
-
-    return task.profiling.threads or int(torch.get_num_threads())
-
-
 def _tune(task: SweepTask, device: str) -> TuneReport:
     from aitune_fp.backends import registry
     from aitune_fp.models import at_batch_size, load_model
@@ -215,7 +197,7 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
     model = load_model(task.model.model, input_shape=task.model.input_shape)
     if task.model.batch_size is not None:
         model = at_batch_size(model, task.model.batch_size, name=f"{task.model.name}: batch_size")
-    backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]
+    backends = [registry.make_backend(b.name, device, dict(b.settings)) for b in task.backends]
     os.makedirs(task.cache_dir, exist_ok=True)
     isolation = "in_process" if task.isolation == "in_process" else None
     return tune_model(
