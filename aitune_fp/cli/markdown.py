@@ -6,8 +6,7 @@ from collections.abc import Iterable, Sequence
 
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.rendering import choice_lines, final_line, head_lines, short_text
-from aitune_fp.cli.rows import fmt_flags, fmt_rate, hidden_flags, speedup_column, verdict_text
-from aitune_fp.core.messages import fmt_verdict_reason
+from aitune_fp.cli.rows import hidden_flags, result_rows
 from aitune_fp.core.report import TuneReport
 
 
@@ -42,21 +41,7 @@ def markdown_run(
     parts = [f"### {md_cell(title or run.module_name)}", ""]
     parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at, verbose=verbose)]
     if run.results:
-        speed, figures = speedup_column(run.results, verbose=verbose)
-        rows = [
-            (
-                r.backend_description,
-                fmt_rate(r.baseline_throughput),
-                fmt_rate(r.throughput),
-                figure,
-                verdict_text(r).plain,
-                *((fmt_flags(r.flags) or "ok", r.reason or "") if verbose else ()),
-                *(() if verbose else (fmt_verdict_reason(r),)),
-            )
-            for r, figure in zip(run.results, figures, strict=True)
-        ]
-        quality = ("Quality",) if verbose else ()
-        head = ("Backend", "Eager/s", "Candidate/s", speed, "Verdict", *quality, "Reason")
+        head, rows = result_rows(run.results, verbose)
         parts += ["", md_table(head, rows, right=(1, 2))]
         hidden = None if verbose else hidden_flags(run.results)
         parts += ["", md_cell(hidden.plain)] if hidden is not None else []

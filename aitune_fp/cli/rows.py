@@ -108,41 +108,57 @@ def speedup_column(
     return ("Speedup" if label is None else f"Speedup [{label}]"), list(map(fmt_headline, results))
 
 
+def result_rows(
+    results: Sequence[PerformanceValidationResult], verbose: bool = False
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The results table's head and cells as text (``verbose``: the quality and full reason)."""
+    speed_head, figures = speedup_column(results, verbose=verbose)
+    quality = ("Quality",) if verbose else ()
+    rows = [
+        (
+            escape_control(r.backend_description),
+            fmt_rate(r.baseline_throughput),
+            fmt_rate(r.throughput),
+            figure,
+            verdict_text(r).plain,
+            *((fmt_flags(r.flags) or "ok",) if verbose else ()),
+            escape_control(r.reason or "") if verbose else fmt_verdict_reason(r),
+        )
+        for r, figure in zip(results, figures, strict=True)
+    ]
+    return ("Backend", "Eager/s", "Candidate/s", speed_head, "Verdict", *quality, "Reason"), rows
+
+
 def results_table(
     results: Sequence[PerformanceValidationResult], verbose: bool = False
 ) -> RenderableType:
     """One line per candidate: throughputs, speedup, verdict, reason (``verbose``: quality too)."""
-    speed_head, figures = speedup_column(results, verbose=verbose)
-    names = [escape_control(r.backend_description) for r in results]
+    head, rows = result_rows(results, verbose)
     # names and figures are never split (a backend name cut mid-word cannot be read or copied);
     # the quality flags and the reason wrap on words, and take the width that is left
     quality_column = [Column("Quality", overflow="fold", max_width=24)] if verbose else []
     columns = [
-        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
+        Column("Backend", no_wrap=True, min_width=max((len(r[0]) for r in rows), default=7)),
         Column("Eager/s", justify="right", no_wrap=True),
         Column("Candidate/s", justify="right", no_wrap=True),
-        Column(Text(speed_head), no_wrap=True),
+        Column(Text(head[3]), no_wrap=True),
         Column("Verdict", no_wrap=True),
         *quality_column,
         Column("Reason", overflow="fold", ratio=1),
     ]
     records: list[RenderableType] = []
-    rows: list[tuple[str | Text, ...]] = []
-    for r, name, figure in zip(results, names, figures, strict=True):
-        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
-        verdict = verdict_text(r)
-        reason = escape_control(r.reason or "") if verbose else fmt_verdict_reason(r)
-        quality = [("quality", fmt_flags(r.flags) or "ok")] if verbose else []
-        rows.append((name, eager, candidate, figure, verdict, *(q for _, q in quality), reason))
+    cells: list[tuple[str | Text, ...]] = []
+    for r, (name, eager, candidate, figure, verdict, *rest) in zip(results, rows, strict=True):
+        cells.append((name, eager, candidate, figure, verdict_text(r), *rest))
         fields = [
             ("eager → candidate", f"{eager} → {candidate} samples/s"),
-            (speed_head, figure),
-            ("verdict", verdict.plain),
-            *quality,
-            ("reason", reason),
+            (head[3], figure),
+            ("verdict", verdict),
+            *([("quality", rest[0])] if verbose else []),
+            ("reason", rest[-1]),
         ]
         records.append(record(name, fields))
-    return Grid(columns, rows, records, wrapping=8 * verbose + 20)
+    return Grid(columns, cells, records, wrapping=8 * verbose + 20)
 
 
 def hidden_flags(results: Sequence[PerformanceValidationResult]) -> Text | None:
