@@ -157,8 +157,7 @@ def write_log(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path
 
 def read_back(line: dict[str, Any]) -> Payload:
     """The typed payload ingest reads from ``line`` (a JSON object with its ``event`` key)."""
-    from aitune_fp.events.ingest import read_events
-    from aitune_fp.events.ingest.values import EventLine
+    from aitune_fp.events.ingest import EventLine, read_events
 
     (item,) = read_events([json.dumps(line)])
     assert isinstance(item, EventLine), item

@@ -35,8 +35,7 @@ from aitune_fp.events.candidates import (
     LatencyChecked,
     SelectionDecided,
 )
-from aitune_fp.events.ingest import event_schema, read_events
-from aitune_fp.events.ingest.values import EventLine
+from aitune_fp.events.ingest import EventLine, event_schema, read_events
 from aitune_fp.events.kinds import Event, Payload, event_names
 from aitune_fp.events.kinds import event as event_kind
 from aitune_fp.events.names import SCHEMA_VERSION, SWEEP_PREFIX

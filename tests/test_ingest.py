@@ -18,8 +18,7 @@ from aitune_fp.events.candidates import (
     CandidateRejected,
     SelectionDecided,
 )
-from aitune_fp.events.ingest import MAX_LINE_BYTES, ingest, read_events
-from aitune_fp.events.ingest.values import BadLine, EventLine
+from aitune_fp.events.ingest import MAX_LINE_BYTES, BadLine, EventLine, ingest, read_events
 from aitune_fp.events.kinds import Event
 from aitune_fp.events.validation import Finished, PhaseEntered, Selected, Started
 from tests.factories import flat_result, read_back, result_of

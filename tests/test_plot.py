@@ -36,8 +36,7 @@ from aitune_fp.events.candidates import (
     CandidateFailed,
     CandidateMeasured,
 )
-from aitune_fp.events.ingest import ingest
-from aitune_fp.events.ingest.values import IngestReport
+from aitune_fp.events.ingest import IngestReport, ingest
 from aitune_fp.events.validation import Finished, Selected, Started
 from tests.factories import fake_result
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from aitune_fp.core.report import TuneReport
-    from aitune_fp.events.ingest.values import IngestReport
+    from aitune_fp.events.ingest import IngestReport
 
 #: Legend label of each verdict.
 VERDICT_LABELS = {"faster": "faster", "not_faster": "not faster", "inconclusive": "inconclusive"}

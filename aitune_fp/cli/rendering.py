@@ -33,7 +33,7 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 
 if TYPE_CHECKING:  # ``tune`` imports this module and never reads a log
-    from aitune_fp.events.ingest.values import IngestReport
+    from aitune_fp.events.ingest import IngestReport
 
 #: Longest failure reason shown in a table (the full text and traceback are in the log file).
 MAX_REASON = 300

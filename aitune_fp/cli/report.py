@@ -17,7 +17,7 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.rendering import fmt_clock, render_run, run_title, write_report
-from aitune_fp.events.ingest.values import IngestReport, RunSummary
+from aitune_fp.events.ingest import IngestReport, RunSummary
 
 #: Bad lines listed one by one on stderr; the rest are counted.
 MAX_BAD_SHOWN = 20
@@ -25,10 +25,9 @@ MAX_BAD_SHOWN = 20
 
 def _read(path: str) -> IngestReport:
     from aitune_fp.events import ingest
-    from aitune_fp.events.ingest.runs import summarize
 
     try:
-        return summarize(ingest.read_events(path))
+        return ingest.summarize(ingest.read_events(path))
     except OSError as exc:
         why = exc.strerror or exc
         raise UsageError(f"cannot read {escape_control(path)!r}: {why}") from exc

@@ -85,8 +85,7 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
 
     ``skipped`` collects the lines that are not events (a line cut mid-event): number and why.
     """
-    from aitune_fp.events.ingest import read_events
-    from aitune_fp.events.ingest.values import BadLine
+    from aitune_fp.events.ingest import BadLine, read_events
 
     done: dict[str, str] = {}
     if not os.path.exists(path):
