@@ -205,19 +205,12 @@ def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any
     raise structlog.DropEvent
 
 
-def configure_logging(processors: Sequence[Callable[..., Any]] = ()) -> None:
-    """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up."""
+def configure_logging() -> None:
+    """Structlog drops every event (the sinks show and write them); stdlib logging to stderr."""
     import structlog
 
-    chain: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
-        *processors,
-        _drop,
-    ]
     structlog.configure(
-        processors=chain,
+        processors=[_drop],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,

@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write the event log {log_path!r}: {exc.strerror}") from exc
     executor = _executor(args, spec)
-    configure_logging([])  # tasks collect their events into the log; nothing else is printed
+    configure_logging()  # tasks collect their events into the log; nothing else is printed
     console = make_console(err)
     if not args.quiet:
         where = "Ray" + (f" at {args.ray}" if args.ray not in (None, "local") else " (local)")
