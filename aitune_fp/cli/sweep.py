@@ -200,8 +200,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             if one is None:
                 continue
             skipped = ["from an earlier sweep (--resume)"] if status.state == "skipped" else []
-            title = run_title(one, *skipped)
-            print_parts(console_out, [title, *render_run(one, verbose=args.verbose)])
+            parts = [run_title(one, *skipped), *render_run(one, verbose=args.verbose)]
+            print_parts(console_out, parts)
             out.write("\n")
         names = ", ".join(escape_control(s.model) for s in summary.failed)
         last = (
