@@ -14,13 +14,12 @@ from typing import Any
 
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
     CandidateFailed,
     CandidateMeasured,
 )
 from aitune_fp.events.kinds import Event, Payload
-from aitune_fp.events.validation import Finished, Selected, Started
+from aitune_fp.events.validation import BaselineMeasured, Finished, Selected, Started
 
 #: A statistical ``not_faster`` record whose mean ratio (1.37) differs from its estimate (0.95).
 DEFAULT_FIELDS: dict[str, Any] = {

@@ -199,7 +199,7 @@ def _gfm_tables(text: str) -> list[list[list[str]]]:
 
 
 def test_markdown_run_is_a_gfm_table() -> None:
-    from aitune_fp.cli.markdown import markdown_run
+    from aitune_fp.cli.rendering import markdown_run
 
     run = _run(reason="a | pipe\nand a newline")
     text = markdown_run(run, not_tried=[("X()", "first-wins stopped at Y()")])

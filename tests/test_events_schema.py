@@ -21,10 +21,6 @@ from aitune_fp.core.results import PARTS, PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import kinds
 from aitune_fp.events import schema as events_schema
-from aitune_fp.events.baseline import (
-    BaselineFailed,
-    BaselineMeasured,
-)
 from aitune_fp.events.candidates import (
     CANDIDATE_MEASURED,
     CandidateFailed,
@@ -58,6 +54,8 @@ from aitune_fp.events.sweep import (
 )
 from aitune_fp.events.validation import (
     STARTED,
+    BaselineFailed,
+    BaselineMeasured,
     Disabled,
     EvalMode,
     Finished,

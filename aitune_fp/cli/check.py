@@ -18,7 +18,7 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
 )
-from aitune_fp.cli.markdown import md_cell, md_table
+from aitune_fp.cli.rendering import md_cell, md_table
 from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.core.gate import Gate
 from aitune_fp.core.messages import (

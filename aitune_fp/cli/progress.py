@@ -23,7 +23,6 @@ from rich.progress import (
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.rendering import fmt_clock, measured_line
 from aitune_fp.core.report import CandidateFailure
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
     CANDIDATE_REJECTED,
     CORRECTNESS_CHECKED,
@@ -32,7 +31,7 @@ from aitune_fp.events.candidates import (
 )
 from aitune_fp.events.kinds import Event, Payload, registered
 from aitune_fp.events.sending import timestamp, to_record, write_records
-from aitune_fp.events.validation import FINISHED, SELECTED, Look, PhaseEntered
+from aitune_fp.events.validation import FINISHED, SELECTED, BaselineMeasured, Look, PhaseEntered
 
 _PHASES = ("build", "correctness", "measure")
 _EAGER = "eager baseline"

@@ -1,9 +1,9 @@
-"""How a run is shown: the header, tables, head-to-head lines, final line and JSON document."""
+"""How a run is shown: header, tables, head-to-head lines, final line; as GFM; the JSON document."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import RenderableType
@@ -17,6 +17,7 @@ from aitune_fp.cli.rows import (
     hidden_flags,
     interval_label,
     record,
+    result_rows,
     results_table,
 )
 from aitune_fp.core.accuracy import fmt_noise_floor
@@ -357,3 +358,61 @@ def not_tried(run: TuneReport, candidates: Sequence[str], strategy: str) -> list
     else:
         why = f"{strategy} stopped before it"
     return [(escape_control(c), why) for c in missing]
+
+
+# ---- --format markdown: the tables' figures and words as GFM, cells escaped, one line each
+
+
+def md_cell(text: object) -> str:
+    """One GFM table cell: control characters escaped, ``|`` escaped, on one line."""
+    value = escape_control(str(text)).replace("\\n", " ")
+    return value.replace("\\", "\\\\").replace("|", "\\|").strip() or " "
+
+
+def md_table(
+    head: Sequence[str], rows: Iterable[Sequence[object]], right: Sequence[int] = ()
+) -> str:
+    """A GFM table; the columns numbered in ``right`` are right-aligned."""
+    lines = [
+        "| " + " | ".join(md_cell(h) for h in head) + " |",
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|",
+    ]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown_run(
+    run: TuneReport,
+    *,
+    error: str | None = None,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
+    title: str | None = None,
+    verbose: bool = False,
+) -> str:
+    """One run as markdown: heading, gate, results and failures tables, outcome (``-v``)."""
+    parts = [f"### {md_cell(title or run.module_name)}", ""]
+    parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at, verbose=verbose)]
+    if run.results:
+        head, rows = result_rows(run.results, verbose)
+        parts += ["", md_table(head, rows, right=(1, 2))]
+        hidden = None if verbose else hidden_flags(run.results)
+        parts += ["", md_cell(hidden.plain)] if hidden is not None else []
+    if run.candidate_failures:
+        failed = [
+            (
+                f.backend_description,
+                f.stage,
+                f.error_type,
+                short_text(f.reason),
+                f.traceback_path or "—",
+            )
+            for f in run.candidate_failures
+        ]
+        parts += ["", md_table(("Failed", "Stage", "Error", "Reason", "Log"), failed)]
+    if choice := choice_lines(run):
+        parts += [""] + [f"{md_cell(line.strip())}  " for line in choice]
+    if not_tried:
+        parts += [""] + [f"- {md_cell(n)} not tried: {md_cell(w)}" for n, w in not_tried]
+    parts += ["", f"**{md_cell(final_line(run, error=error, baseline_at=baseline_at).plain)}**"]
+    return "\n".join(parts) + "\n"

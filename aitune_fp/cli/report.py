@@ -14,9 +14,8 @@ from aitune_fp.cli._shared import (
     escape_control,
     make_console,
 )
-from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.plain import print_parts
-from aitune_fp.cli.rendering import fmt_clock, render_run, run_title, write_report
+from aitune_fp.cli.rendering import fmt_clock, markdown_run, render_run, run_title, write_report
 from aitune_fp.events.ingest import IngestReport, RunSummary
 
 #: Bad lines listed one by one on stderr; the rest are counted.

@@ -22,10 +22,9 @@ from aitune_fp.cli._shared import (
     stdout_to_stderr,
 )
 from aitune_fp.cli.check import threshold_warning
-from aitune_fp.cli.markdown import markdown_run, md_table
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import configure_logging
-from aitune_fp.cli.rendering import render_run, run_dict, run_title
+from aitune_fp.cli.rendering import markdown_run, md_table, render_run, run_dict, run_title
 from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import fmt_interval
 

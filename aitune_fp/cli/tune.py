@@ -20,10 +20,9 @@ from aitune_fp.cli._shared import (
     stdout_to_stderr,
 )
 from aitune_fp.cli.check import check_threshold_arg
-from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
-from aitune_fp.cli.rendering import not_tried, render_run, run_dict
+from aitune_fp.cli.rendering import markdown_run, not_tried, render_run, run_dict
 from aitune_fp.cli.tune_args import (
     accuracy_options,
     add_arguments,
