@@ -23,11 +23,10 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import ingest
 from aitune_fp.events.ingest import event_schema
-from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
 from aitune_fp.sweep.run import completed_models, run_sweep, summarize_sweep
 from aitune_fp.sweep.spec import SweepSpec, check_models, load_sweep, parse_sweep
-from aitune_fp.sweep.task import CANCELLED, HUNG, TaskOutcome, make_tasks, run_task
+from aitune_fp.sweep.task import CANCELLED, HUNG, LocalExecutor, TaskOutcome, make_tasks, run_task
 
 from .strategies import threshold_percents
 from .sweep_models import tiny_and_broken_toml

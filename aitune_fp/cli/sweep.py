@@ -42,7 +42,7 @@ def _spec(path: str) -> Any:
 
 def _executor(args: argparse.Namespace, spec: Any) -> Any:
     if args.ray is None:
-        from aitune_fp.sweep.local_executor import LocalExecutor
+        from aitune_fp.sweep.task import LocalExecutor
 
         return LocalExecutor()
     from aitune_fp.sweep.ray_executor import RayExecutor, import_ray

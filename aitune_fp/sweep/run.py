@@ -15,10 +15,10 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.events.names import new_run_id
 from aitune_fp.events.sending import open_log, to_record, write_records
 from aitune_fp.events.sweep import TASK_FINISHED, SweepFinished, SweepStarted
-from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.spec import SweepSpec
 from aitune_fp.sweep.task import (
     CANCELLED,
+    LocalExecutor,
     SweepTask,
     TaskOutcome,
     failed_outcome,

@@ -1,12 +1,14 @@
-"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it."""
+"""One sweep task: one model's tune as a picklable value; the local executor runs tasks in turn."""
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -16,6 +18,7 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.errors import BackendUnavailableError, InvalidStateError
 from aitune_fp.events.sending import sinks, to_record
 from aitune_fp.events.sweep import TaskFailed, TaskFinished
+from aitune_fp.profiling.serving import fork_server
 from aitune_fp.profiling.threads import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
@@ -250,3 +253,82 @@ def tune_model(
     if report is None:  # pragma: no cover - the wrapper leaves a report for every tune
         raise InvalidStateError("the tune left no report")
     return report, error
+
+
+#: What a child process sends instead of an outcome when a KeyboardInterrupt ended its task.
+_INTERRUPTED = "interrupted"
+
+
+def _child_main(conn: multiprocessing.connection.Connection, task: SweepTask) -> None:
+    """A task's child process: run it, send its outcome (or that Ctrl-C stopped it) back."""
+    try:
+        result: TaskOutcome | str = run_task(task)
+    except KeyboardInterrupt:
+        result = _INTERRUPTED
+    conn.send(result)
+    conn.close()
+
+
+def _stop(process: multiprocessing.process.BaseProcess) -> None:
+    """End a child process: SIGTERM, then SIGKILL if it is still there 5 s later."""
+    if process.is_alive():
+        process.terminate()
+        process.join(5.0)
+    if process.is_alive():
+        process.kill()
+    process.join()
+
+
+class LocalExecutor:
+    """Runs the tasks one after another here; one with a deadline in a child killed at it."""
+
+    name = "local"
+
+    def __init__(self, *, in_process: bool = False) -> None:
+        """``in_process``: run every task in this process, deadlines ignored."""
+        self.in_process = in_process
+
+    def run(self, tasks: Sequence[SweepTask], on_outcome: Callable[[TaskOutcome], None]) -> None:
+        """Run each task in turn (a Ctrl-C stops at the task in progress, killing its process)."""
+        for task in tasks:
+            if self.in_process or task.task_timeout_s is None:
+                on_outcome(run_task(task))
+            else:
+                on_outcome(self._in_child(task, task.task_timeout_s))
+
+    @staticmethod
+    def _in_child(task: SweepTask, timeout_s: float) -> TaskOutcome:
+        context = fork_server()
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_child_main, args=(send, task), name=f"aitune_fp-task-{safe(task.model.name)}"
+        )
+        try:
+            process.start()
+            send.close()  # the child holds the only writer: its death reads as end of file
+            deadline = time.monotonic() + timeout_s
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return hung_outcome(task)
+                ready = multiprocessing.connection.wait([receive, process.sentinel], left)
+                if receive in ready:
+                    try:
+                        result = receive.recv()
+                    except EOFError:
+                        break
+                    if result == _INTERRUPTED:
+                        raise KeyboardInterrupt
+                    assert isinstance(result, TaskOutcome)
+                    return result
+                if process.sentinel in ready and not receive.poll():
+                    break
+        finally:
+            _stop(process)
+            send.close()
+            receive.close()
+        return failed_outcome(
+            task,
+            CRASHED,
+            f"the task's process died unexpectedly (exit code {process.exitcode})",
+        )
