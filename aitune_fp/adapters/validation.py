@@ -212,7 +212,7 @@ def validation_of(strategy: object) -> Validation:
 def _apply(target: Any, options: DecoratorOptions) -> Any:
     """``target`` (class or instance) validating with ``options``."""
     if is_aitune_strategy(target):
-        from aitune_fp.adapters.aitune.decorate import gated  # AITune's own: through its hooks
+        from aitune_fp.adapters.aitune import gated  # AITune's own: through its hooks
 
         return gated(target, options)
     if isinstance(target, type):
