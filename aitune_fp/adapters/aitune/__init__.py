@@ -1,7 +1,4 @@
-"""Gate NVIDIA AITune's own strategies with aitune_fp's interleaved statistical decision.
-
-A gated strategy is a trivial subclass of its AITune class with the gate of its kind before it.
-"""
+"""Gate AITune's own strategies: a trivial subclass of the AITune class, its kind's gate first."""
 
 from __future__ import annotations
 
