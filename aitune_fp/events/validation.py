@@ -98,9 +98,6 @@ class Started(Payload):
         return "🔄 Profiling eager baseline...please wait"
 
 
-STARTED: Final = Started.event_name
-
-
 class NoiseFloorFields(TypedDict):
     """Eager's own noise floor (``baseline_measured.noise_floor``): rel. L2 per output leaf."""
 
@@ -220,9 +217,6 @@ class PhaseEntered(Payload):
         return f"{self.backend_description}: {self.phase.replace('_', ' ')}"
 
 
-PHASE: Final = PhaseEntered.event_name
-
-
 @event(_V + "look", "debug")
 @attrs.frozen(kw_only=True)
 class Look(Payload):
@@ -319,9 +313,6 @@ class Selected(Payload):
         ).to_event(level)
 
 
-SELECTED: Final = Selected.event_name
-
-
 @event(_V + "finished", "info")
 @attrs.frozen(kw_only=True)
 class Finished(Payload):
@@ -350,4 +341,8 @@ class Finished(Payload):
         return _FINISHED_LEVELS.get(self.outcome, "info")
 
 
+#: The registered event names, for readers that match on them.
+STARTED: Final = Started.event_name
+PHASE: Final = PhaseEntered.event_name
+SELECTED: Final = Selected.event_name
 FINISHED: Final = Finished.event_name
