@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 _MIN0: Final = {"minimum": 0}
-_COUNT = Annotated[int, Keywords(_MIN0)]
 _SHARE: Final = {"exclusiveMinimum": 0, "exclusiveMaximum": 1}
 _CONFIDENCE: Final = {"exclusiveMinimum": 0.5, "exclusiveMaximum": 1}
 
