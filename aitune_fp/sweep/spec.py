@@ -133,13 +133,9 @@ def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
     return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
 def _str(where: str, value: object) -> str:
     if not isinstance(value, str):
-        raise InvalidTypeError(f"{where} must be a string, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a string, got {type(value).__name__} {value!r}")
     if not value.strip():
         raise InvalidValueError(f"{where} must not be empty")
     return value
@@ -154,7 +150,7 @@ def _choice(where: str, value: object, choices: Sequence[str]) -> str:
 
 def _table(where: str, value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise InvalidTypeError(f"{where} must be a table, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a table, got {type(value).__name__} {value!r}")
     return value
 
 
@@ -244,7 +240,7 @@ def _file_name(where: str, value: object) -> str:
 
 def _number(where: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidTypeError(f"{where} must be a number, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a number, got {type(value).__name__} {value!r}")
     if not math.isfinite(value):
         raise InvalidValueError(f"{where} must be a finite number, got {value!r}")
     return float(value)
@@ -301,7 +297,7 @@ def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def _list(where: str, value: object) -> Sequence[Any]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise InvalidTypeError(f"{where} must be a list, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a list, got {type(value).__name__} {value!r}")
     return value
 
 
@@ -337,14 +333,11 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     if not raw_models:
         raise InvalidValueError("models must list at least one model")
     models = tuple(_model(i, m, base_dir) for i, m in enumerate(raw_models))
-    seen: dict[str, int] = {}
-    for i, m in enumerate(models):
-        if m.name in seen:
-            raise InvalidValueError(
-                f"models[{i}].name {m.name!r} repeats models[{seen[m.name]}]: "
-                "give each entry its own name"
-            )
-        seen[m.name] = i
+    names = [m.name for m in models]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            first = names.index(name)
+            raise InvalidValueError(f"models[{i}].name {name!r} repeats models[{first}]: give each entry its own name")  # fmt: skip
     backends = tuple(
         _backend(i, b, device) for i, b in enumerate(_list("backends", table.get("backends", [])))
     )
