@@ -32,7 +32,6 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
     """The events of one tune (every figure plausible and schema-valid)."""
     from aitune_fp.core.mismatch import Mismatch
     from aitune_fp.core.results import PerformanceValidationResult
-    from aitune_fp.events.baseline import BaselineMeasured
     from aitune_fp.events.candidates import (
         CandidateFailed,
         CandidateMeasured,
@@ -40,7 +39,14 @@ def _run_events(run_id: str, module: str, t0: float) -> list[dict[str, Any]]:
         CorrectnessChecked,
     )
     from aitune_fp.events.kinds import Event
-    from aitune_fp.events.validation import Finished, Look, PhaseEntered, Selected, Started
+    from aitune_fp.events.validation import (
+        BaselineMeasured,
+        Finished,
+        Look,
+        PhaseEntered,
+        Selected,
+        Started,
+    )
 
     out: list[Event] = [
         Started(

@@ -29,10 +29,10 @@ from collections import Counter
 from typing import Any
 
 from aitune_fp.events import ingest
-from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
 from aitune_fp.sweep.run import run_sweep
 from aitune_fp.sweep.spec import parse_sweep
+from aitune_fp.sweep.task import LocalExecutor
 
 VERDICTS = ("faster", "not_faster", "inconclusive", "failed")
 

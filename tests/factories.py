@@ -14,13 +14,12 @@ from typing import Any
 
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
     CandidateFailed,
     CandidateMeasured,
 )
 from aitune_fp.events.kinds import Event, Payload
-from aitune_fp.events.validation import Finished, Selected, Started
+from aitune_fp.events.validation import BaselineMeasured, Finished, Selected, Started
 
 #: A statistical ``not_faster`` record whose mean ratio (1.37) differs from its estimate (0.95).
 DEFAULT_FIELDS: dict[str, Any] = {
@@ -157,8 +156,7 @@ def write_log(tmp_path: Path, lines: list[str], name: str = "log.jsonl") -> Path
 
 def read_back(line: dict[str, Any]) -> Payload:
     """The typed payload ingest reads from ``line`` (a JSON object with its ``event`` key)."""
-    from aitune_fp.events.ingest import read_events
-    from aitune_fp.events.ingest.values import EventLine
+    from aitune_fp.events.ingest import EventLine, read_events
 
     (item,) = read_events([json.dumps(line)])
     assert isinstance(item, EventLine), item

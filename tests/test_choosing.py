@@ -331,7 +331,7 @@ def test_a_candidate_wrong_while_timed_head_to_head_is_caught_there(
 class TestShown:
     def test_the_table_says_who_lost_to_whom_and_what_was_kept(self, tmp_path: Path) -> None:
         """Each elimination with its interval, then the kept one and its guarantee."""
-        from aitune_fp.cli.choice import choice_lines
+        from aitune_fp.cli.rows import choice_lines
 
         _, report = _tune(gated(MaxThroughputStrategy([HalfPruned(), Pruned()])), tmp_path)
         lines = choice_lines(report)
@@ -343,7 +343,7 @@ class TestShown:
 
     def test_a_tie_says_how_it_was_broken(self, tmp_path: Path) -> None:
         """Within delta of each other: the reason names the tie-break; the gap bound is stated."""
-        from aitune_fp.cli.choice import choice_lines
+        from aitune_fp.cli.rows import choice_lines
 
         _, report = _tune(gated(MaxThroughputStrategy([Pruned("a"), Pruned("b")])), tmp_path)
         lines = choice_lines(report)

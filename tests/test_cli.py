@@ -465,7 +465,7 @@ class TestUnexpectedFailure:
         def boom(*args: object) -> None:
             raise RuntimeError("kaboom")
 
-        monkeypatch.setattr("aitune_fp.events.ingest.runs.summarize", boom)
+        monkeypatch.setattr("aitune_fp.events.ingest.summarize", boom)
         path = tmp_path / "log.jsonl"
         path.write_text("")
         assert main(["report", str(path)]) == 70

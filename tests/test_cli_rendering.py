@@ -131,6 +131,25 @@ class TestBaselineFigure:
         line = final_line(report, baseline_at="2025-01-02 12:00:01 UTC").plain
         assert line.endswith("(up-front check at 2025-01-02 12:00:01 UTC: 518 samples/s)")
 
+    @pytest.mark.parametrize("decision", ["statistical", "point"])
+    def test_header_quotes_one_eager_rate(self, decision: str) -> None:
+        """Issue 47: the statistical header leaves out the up-front mean-latency rate (8,889
+        samples/s) the budget's median call (870 µs) contradicts; point mode, whose rows compare
+        with that very figure, keeps it."""
+        report = TuneReport(
+            run_id="r",
+            module_name="m",
+            batch_size=32,
+            baseline_throughput=8889.0,
+            decision=decision,
+            budget_plan="eager 870 µs a call in blocks of 14 calls: enough"
+            if decision == "statistical"
+            else None,
+        )
+        head = render_run(report, baseline_at="2025-01-02 12:00:01 UTC")[0].plain  # type: ignore[union-attr]
+        assert head.startswith("Eager baseline: eager, batch size 32; up-front check at 2025-01-02")
+        assert ("8,889" in head) == (decision == "point")
+
 
 @pytest.mark.slow
 class TestEagerFailureStopsTheTune:

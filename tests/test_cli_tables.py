@@ -11,10 +11,9 @@ import pytest
 from rich.console import Console
 
 from aitune_fp.cli import main
-from aitune_fp.cli.documents import run_dict
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import TuneProgress
-from aitune_fp.cli.rendering import MAX_REASON, final_line, render_run
+from aitune_fp.cli.rendering import MAX_REASON, final_line, render_run, run_dict
 from aitune_fp.core.report import CandidateFailure, TuneReport
 from aitune_fp.events.candidates import CandidateFailed
 from aitune_fp.events.validation import Look, PhaseEntered
@@ -149,7 +148,7 @@ def test_unavailable_reads_naturally() -> None:
 
 
 def test_first_wins_says_what_it_did_not_try() -> None:
-    from aitune_fp.cli.documents import not_tried
+    from aitune_fp.cli.rendering import not_tried
 
     fast = fake_result(
         "OnnxRuntimeBackend()", estimate=1.5, ci_low=1.4, ci_high=1.6, verdict="faster"
@@ -200,7 +199,7 @@ def _gfm_tables(text: str) -> list[list[list[str]]]:
 
 
 def test_markdown_run_is_a_gfm_table() -> None:
-    from aitune_fp.cli.markdown import markdown_run
+    from aitune_fp.cli.rendering import markdown_run
 
     run = _run(reason="a | pipe\nand a newline")
     text = markdown_run(run, not_tried=[("X()", "first-wins stopped at Y()")])

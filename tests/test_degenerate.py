@@ -23,8 +23,8 @@ from aitune_fp import (
 from aitune_fp.core.report import TuneReport
 from aitune_fp.correctness.degenerate import degenerate_outputs
 from aitune_fp.correctness.tolerances import Tolerances
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.kinds import fold
+from aitune_fp.events.validation import BaselineMeasured
 from tests.validation_helpers import _ModuleBackend
 
 

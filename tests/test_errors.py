@@ -345,7 +345,7 @@ INTERNAL_RAISES = {
     ("__init__.py", "__getattr__", "AttributeError"),  # a module __getattr__ must raise it
     ("cli/_shared.py", "on_broken_pipe", "BrokenPipeError"),  # re-raised to the interpreter
     # a Ctrl-C passed on to the parent
-    ("sweep/local_executor.py", "_in_child", "KeyboardInterrupt"),
+    ("sweep/task.py", "_in_child", "KeyboardInterrupt"),
     # abstract methods: a subclass that forgets one is a programming error, not a user's
     ("backends/base.py", "_build", "NotImplementedError"),
     ("backends/base.py", "_infer", "NotImplementedError"),

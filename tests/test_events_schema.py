@@ -21,10 +21,6 @@ from aitune_fp.core.results import PARTS, PerformanceValidationResult
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import kinds
 from aitune_fp.events import schema as events_schema
-from aitune_fp.events.baseline import (
-    BaselineFailed,
-    BaselineMeasured,
-)
 from aitune_fp.events.candidates import (
     CANDIDATE_MEASURED,
     CandidateFailed,
@@ -35,8 +31,7 @@ from aitune_fp.events.candidates import (
     LatencyChecked,
     SelectionDecided,
 )
-from aitune_fp.events.ingest import event_schema, read_events
-from aitune_fp.events.ingest.values import EventLine
+from aitune_fp.events.ingest import EventLine, event_schema, read_events
 from aitune_fp.events.kinds import Event, Payload, event_names
 from aitune_fp.events.kinds import event as event_kind
 from aitune_fp.events.names import SCHEMA_VERSION, SWEEP_PREFIX
@@ -59,6 +54,8 @@ from aitune_fp.events.sweep import (
 )
 from aitune_fp.events.validation import (
     STARTED,
+    BaselineFailed,
+    BaselineMeasured,
     Disabled,
     EvalMode,
     Finished,

@@ -11,17 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from aitune_fp.core.results import unstructure
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
     CandidateFailed,
     CandidateMeasured,
     CandidateRejected,
     SelectionDecided,
 )
-from aitune_fp.events.ingest import MAX_LINE_BYTES, ingest, read_events
-from aitune_fp.events.ingest.values import BadLine, EventLine
+from aitune_fp.events.ingest import MAX_LINE_BYTES, BadLine, EventLine, ingest, read_events
 from aitune_fp.events.kinds import Event
-from aitune_fp.events.validation import Finished, PhaseEntered, Selected, Started
+from aitune_fp.events.validation import BaselineMeasured, Finished, PhaseEntered, Selected, Started
 from tests.factories import flat_result, read_back, result_of
 
 RESULT = flat_result(

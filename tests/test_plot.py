@@ -28,17 +28,18 @@ from matplotlib.lines import Line2D
 from aitune_fp.cli import main
 from aitune_fp.cli.plot import NO_ESTIMATE, VERDICT_COLOURS, VERDICT_LABELS, build_figure
 from aitune_fp.core.results import PerformanceValidationResult
-from aitune_fp.events.baseline import (
-    BaselineFailed,
-    BaselineMeasured,
-)
 from aitune_fp.events.candidates import (
     CandidateFailed,
     CandidateMeasured,
 )
-from aitune_fp.events.ingest import ingest
-from aitune_fp.events.ingest.values import IngestReport
-from aitune_fp.events.validation import Finished, Selected, Started
+from aitune_fp.events.ingest import IngestReport, ingest
+from aitune_fp.events.validation import (
+    BaselineFailed,
+    BaselineMeasured,
+    Finished,
+    Selected,
+    Started,
+)
 from tests.factories import fake_result
 
 NEED = 1.01

@@ -17,7 +17,7 @@ import pytest
 
 from aitune_fp.cli import report
 from aitune_fp.cli._shared import json_text
-from aitune_fp.cli.documents import run_dict
+from aitune_fp.cli.rendering import fmt_clock, run_dict
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events import ingest
 from tests.factories import fake_log, fake_result, write_log
@@ -50,7 +50,7 @@ def _whole_document(path: Path) -> str:
     read = ingest.ingest(path)
     runs = []
     for one in read.runs:
-        at = None if one.baseline_at is None else report._clock(one.baseline_at)
+        at = None if one.baseline_at is None else fmt_clock(one.baseline_at)
         runs.append(run_dict(one, baseline_at=at))
     return json_text({"command": "report", **read.to_dict(), "runs": runs}) + "\n"
 

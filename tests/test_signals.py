@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from aitune_fp.cli import main
-from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
+from aitune_fp.cli import Terminated, main, terminate_as_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {

@@ -23,12 +23,10 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.events import ingest
 from aitune_fp.events.ingest import event_schema
-from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, task_options
-from aitune_fp.sweep.run import completed_models, run_sweep
+from aitune_fp.sweep.run import completed_models, run_sweep, summarize_sweep
 from aitune_fp.sweep.spec import SweepSpec, check_models, load_sweep, parse_sweep
-from aitune_fp.sweep.summary import summarize_sweep
-from aitune_fp.sweep.task import CANCELLED, HUNG, TaskOutcome, make_tasks, run_task
+from aitune_fp.sweep.task import CANCELLED, HUNG, LocalExecutor, TaskOutcome, make_tasks, run_task
 
 from .strategies import threshold_percents
 from .sweep_models import tiny_and_broken_toml
@@ -66,7 +64,7 @@ class TestSpec:
     def test_example_file_parses(self) -> None:
         """README's example: three models, two CPU backends, its log next to it."""
         spec = load_sweep(EXAMPLE)
-        assert spec.model_names() == ("mlp", "convnet", "tiny-linear")
+        assert tuple(m.name for m in spec.models) == ("mlp", "convnet", "tiny-linear")
         assert spec.backend_names() == ("eager-bf16", "int8-dynamic")
         assert spec.models[2].model == f"{EXAMPLE.parent / 'tiny_model.py'}:make"
         assert spec.models[2].input_shape == (16, 64)
@@ -99,7 +97,7 @@ class TestSpec:
         spec = parse_sweep(
             {"models": ["mlp"], "backends": [{"name": "compile", "settings": {"mode": "default"}}]}
         )
-        assert spec.backends[0].settings_dict() == {"mode": "default"}
+        assert dict(spec.backends[0].settings) == {"mode": "default"}
         assert spec.backends[0].label() == "compile(mode=default)"
 
     @pytest.mark.parametrize(
@@ -180,7 +178,9 @@ class TestSpec:
         data = {"models": [{"name": n, "model": "mlp"} for n in names], "threshold": threshold}
         if len(set(names)) == len(names):
             spec = parse_sweep(data)
-            assert spec.model_names() == tuple(names) and spec.threshold == threshold
+            assert (
+                tuple(m.name for m in spec.models) == tuple(names) and spec.threshold == threshold
+            )
         else:
             first = next(i for i, n in enumerate(names) if n in names[:i])
             with pytest.raises(InvalidValueError, match=rf"models\[{first}\]\.name"):

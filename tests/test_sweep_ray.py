@@ -19,9 +19,8 @@ import ray  # the ray extra: in the development install (README) and CI
 
 from aitune_fp.events import ingest
 from aitune_fp.sweep.ray_executor import TIMING_RESOURCE, RayExecutor
-from aitune_fp.sweep.run import run_sweep
+from aitune_fp.sweep.run import run_sweep, summarize_sweep
 from aitune_fp.sweep.spec import parse_sweep
-from aitune_fp.sweep.summary import summarize_sweep
 from aitune_fp.sweep.task import CANCELLED, HUNG, TaskOutcome
 
 from .sweep_models import tiny_and_broken_toml

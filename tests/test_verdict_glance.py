@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from aitune_fp.cli import main
-from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.plain import print_parts
-from aitune_fp.cli.rendering import final_line, render_run
+from aitune_fp.cli.rendering import final_line, markdown_run, render_run
 from aitune_fp.cli.tune_args import add_arguments
 from aitune_fp.core.messages import fmt_headline, fmt_verdict_reason
 from aitune_fp.core.report import TuneReport

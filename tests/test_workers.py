@@ -21,7 +21,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aitune_fp.cli.signals import terminate_as_interrupt
+from aitune_fp.cli import terminate_as_interrupt
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.isolation.hygiene import os_state

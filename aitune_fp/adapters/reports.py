@@ -202,11 +202,3 @@ class Validation(ReadOuts):
     def min_speedup_threshold_percent(self) -> float:
         """The gate in percent: a candidate must be this much faster than eager."""
         return self._aitune_fp_session_options().min_speedup_threshold_percent
-
-    def tune(self, *args: Any) -> Any:
-        """The strategy's validating ``tune``."""
-        return self.strategy.tune(*args)
-
-    def enable_performance_validation(self, enable: Any = True) -> Any:
-        """The strategy's own switch; returns the strategy."""
-        return self.strategy.enable_performance_validation(enable)

@@ -9,7 +9,7 @@ import copy
 import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, overload
 
 import attrs
 import torch
@@ -33,6 +33,9 @@ from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import TuneTarget, ValidationOptions
 from aitune_fp.profiling.timers import Timer
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Validation", "is_validating", "validation_of", "with_performance_validation"]
 
@@ -209,7 +212,7 @@ def validation_of(strategy: object) -> Validation:
 def _apply(target: Any, options: DecoratorOptions) -> Any:
     """``target`` (class or instance) validating with ``options``."""
     if is_aitune_strategy(target):
-        from aitune_fp.adapters.aitune.decorate import gated  # AITune's own: through its hooks
+        from aitune_fp.adapters.aitune import gated  # AITune's own: through its hooks
 
         return gated(target, options)
     if isinstance(target, type):
@@ -231,6 +234,17 @@ def _apply(target: Any, options: DecoratorOptions) -> Any:
     return Validated(target.__wrapped__ if isinstance(target, Validated) else target, options)
 
 
+class _Options(TypedDict, total=False):
+    """``with_performance_validation``'s keyword arguments, for its overloads."""
+
+    min_speedup_threshold_percent: float | None
+    profiling_config: ProfilingConfig | None
+    enabled: bool
+    timer: Timer | None
+    closeness: Closeness | None
+    isolation: IsolationMode | None
+
+
 class _Decorator(Protocol):
     @overload
     def __call__(self, target: type[S], /) -> type[S]: ...
@@ -239,40 +253,12 @@ class _Decorator(Protocol):
 
 
 @overload
-def with_performance_validation(
-    target: type[S],
-    /,
-    *,
-    min_speedup_threshold_percent: float | None = ...,
-    profiling_config: ProfilingConfig | None = ...,
-    enabled: bool = ...,
-    timer: Timer | None = ...,
-    closeness: Closeness | None = ...,
-    isolation: IsolationMode | None = ...,
-) -> type[S]: ...
+def with_performance_validation(target: type[S], /, **options: Unpack[_Options]) -> type[S]: ...
+@overload
+def with_performance_validation(target: S, /, **options: Unpack[_Options]) -> S: ...
 @overload
 def with_performance_validation(
-    target: S,
-    /,
-    *,
-    min_speedup_threshold_percent: float | None = ...,
-    profiling_config: ProfilingConfig | None = ...,
-    enabled: bool = ...,
-    timer: Timer | None = ...,
-    closeness: Closeness | None = ...,
-    isolation: IsolationMode | None = ...,
-) -> S: ...
-@overload
-def with_performance_validation(
-    target: None = None,
-    /,
-    *,
-    min_speedup_threshold_percent: float | None = ...,
-    profiling_config: ProfilingConfig | None = ...,
-    enabled: bool = ...,
-    timer: Timer | None = ...,
-    closeness: Closeness | None = ...,
-    isolation: IsolationMode | None = ...,
+    target: None = None, /, **options: Unpack[_Options]
 ) -> _Decorator: ...
 def with_performance_validation(
     target: Any = None,

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import sys
 import tempfile
+import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import Any
 
 from aitune_fp.cli import check, report, sweep, tune
@@ -21,7 +24,58 @@ from aitune_fp.cli._shared import (
     UsageError,
     escape_control,
 )
-from aitune_fp.cli.signals import Terminated, terminate_as_interrupt
+
+#: The signals raised as :class:`Terminated` while a command runs.
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(KeyboardInterrupt):
+    """A SIGTERM or SIGHUP arrived; the command exits with ``128 + signum``, as a shell reports."""
+
+    def __init__(self, signum: int) -> None:
+        """Name the signal: ``str()`` is ``SIGTERM`` or ``SIGHUP``."""
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number: what a shell reports for a process the signal ended."""
+        return 128 + self.signum
+
+
+class Received:
+    """The exit code of whichever of :data:`SIGNALS` arrived while the guard was on (None: none)."""
+
+    exit_code: int | None = None
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[Received]:
+    """While the block runs, SIGTERM and SIGHUP raise Terminated in the main thread (once).
+
+    So a tune kills its workers and closes its log with ``finished``; the library never installs this.
+    """
+    received = Received()
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        received.exit_code = 128 + signum
+        for each in SIGNALS:
+            if signal.getsignal(each) is handler:
+                signal.signal(each, signal.SIG_DFL)
+        raise Terminated(signum)
+
+    saved = {each: signal.getsignal(each) for each in SIGNALS}
+    try:
+        for each, before in saved.items():
+            if before is not signal.SIG_IGN:
+                signal.signal(each, handler)
+        yield received
+    finally:
+        for each, before in saved.items():
+            signal.signal(each, before if before is not None else signal.SIG_DFL)
 
 
 class _Parser(argparse.ArgumentParser):

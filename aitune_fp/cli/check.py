@@ -18,7 +18,7 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
 )
-from aitune_fp.cli.markdown import md_cell, md_table
+from aitune_fp.cli.rendering import md_cell, md_table
 from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.core.messages import (
     fmt_level,
@@ -103,14 +103,17 @@ def _read_times(path: str, flag: str) -> list[float]:
     return values
 
 
-def check_threshold_arg(value: float | None, flag: str = "--threshold") -> float:
-    """``--threshold`` as a percent: finite, > -100 and at most :data:`MAX_THRESHOLD_PERCENT`."""
+def check_threshold_arg(value: float | None, err: IO[str], flag: str = "--threshold") -> float:
+    """``--threshold`` as a percent (finite, > -100, reachable); a negative one warned on ``err``."""
     threshold = finite_arg(flag, value)
     if threshold <= -100:
         raise UsageError(f"{flag} must be > -100 (percent), got {threshold:.4g}")
     problem = unreachable_threshold(flag, threshold)
     if problem is not None:
         raise UsageError(problem)
+    warning = threshold_warning(threshold, flag)
+    if warning is not None:
+        err.write(f"{PROG}: warning: {warning}\n")
     return threshold
 
 
@@ -279,10 +282,7 @@ def _latencies(args: argparse.Namespace, threshold: float, out: IO[str]) -> int:
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``check`` with parsed ``args``; return its exit code."""
-    threshold = check_threshold_arg(args.threshold)
-    warning = threshold_warning(threshold)
-    if warning is not None:
-        err.write(f"{PROG}: warning: {warning}\n")
+    threshold = check_threshold_arg(args.threshold, err)
     has_tp = args.baseline is not None or args.candidate is not None
     has_times = args.baseline_times is not None or args.candidate_times is not None
     if has_tp == has_times:

@@ -57,15 +57,7 @@ class Grid:
         """The rich table (simple head, no edges), made when rich draws it."""
         table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for c in self.columns:
-            table.add_column(
-                c.header,
-                justify=c.justify,
-                no_wrap=c.no_wrap,
-                overflow=c.overflow,
-                min_width=c.min_width,
-                max_width=c.max_width,
-                ratio=c.ratio,
-            )
+            table.add_column(**attrs.asdict(c, recurse=False))
         for row in self.rows:
             table.add_row(*row)
         return table

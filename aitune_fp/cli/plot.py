@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from aitune_fp.cli._shared import escape_control
+from aitune_fp.cli.rendering import short_text
 from aitune_fp.core.messages import fmt_headline, headline_speedup
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from aitune_fp.core.report import TuneReport
-    from aitune_fp.events.ingest.values import IngestReport
+    from aitune_fp.events.ingest import IngestReport
 
 #: Legend label of each verdict.
 VERDICT_LABELS = {"faster": "faster", "not_faster": "not faster", "inconclusive": "inconclusive"}
@@ -50,11 +51,8 @@ def _label(text: str, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _short(text: str) -> str:
-    text = escape_control(text)
-    if len(text) <= _NOTE_LIMIT:
-        return text
-    return text[: _NOTE_LIMIT - len(_WHERE) - 2].rstrip() + "… " + _WHERE
+def _short_note(text: str) -> str:
+    return short_text(text, _NOTE_LIMIT, _WHERE)
 
 
 def _tag(run: TuneReport) -> str:
@@ -75,7 +73,7 @@ def _rows_of(run: TuneReport, tagged: bool) -> list[_Row]:
         need = r.required_speedup if r.required_speedup is not None else run.required_speedup
         value = headline_speedup(r)
         if value is None:
-            why = _short(r.reason or "no decision was reached")
+            why = _short_note(r.reason or "no decision was reached")
             who = f"{where} · {_label(r.backend_description)}"
             rows.append(_Row(name, None, need=need, note=why, who=who))
             continue
@@ -88,7 +86,7 @@ def _rows_of(run: TuneReport, tagged: bool) -> list[_Row]:
         figure = escape_control(fmt_headline(r))
         rows.append(_Row(name, verdict, value, low, high, open_above, need, figure))
     for f in run.candidate_failures:
-        why = _short(f"failed at {f.stage}: {f.error_type}: {f.reason}")
+        why = _short_note(f"failed at {f.stage}: {f.error_type}: {f.reason}")
         who = f"{where} · {_label(f.backend_description)}"
         rows.append(
             _Row(named(f.backend_description), None, need=run.required_speedup, note=why, who=who)
@@ -104,7 +102,7 @@ def _rows_of(run: TuneReport, tagged: bool) -> list[_Row]:
         else:
             why = "no candidate was measured"
         name = f"{tag} (whole run)"
-        rows.append(_Row(name, None, need=run.required_speedup, note=_short(why), who=where))
+        rows.append(_Row(name, None, need=run.required_speedup, note=_short_note(why), who=where))
     return rows
 
 

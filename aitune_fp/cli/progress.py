@@ -21,9 +21,8 @@ from rich.progress import (
 )
 
 from aitune_fp.cli._shared import escape_control
-from aitune_fp.cli.rendering import measured_line
+from aitune_fp.cli.rendering import fmt_clock, measured_line
 from aitune_fp.core.report import CandidateFailure
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.candidates import (
     CANDIDATE_REJECTED,
     CORRECTNESS_CHECKED,
@@ -32,7 +31,7 @@ from aitune_fp.events.candidates import (
 )
 from aitune_fp.events.kinds import Event, Payload, registered
 from aitune_fp.events.sending import timestamp, to_record, write_records
-from aitune_fp.events.validation import FINISHED, SELECTED, Look, PhaseEntered
+from aitune_fp.events.validation import FINISHED, SELECTED, BaselineMeasured, Look, PhaseEntered
 
 _PHASES = ("build", "correctness", "measure")
 _EAGER = "eager baseline"
@@ -118,7 +117,7 @@ class TuneProgress:
         payload = _payload(event)
         description = str(getattr(payload, "backend_description", ""))
         if isinstance(payload, BaselineMeasured):
-            self.baseline_at = _clock(timestamp())
+            self.baseline_at = fmt_clock(timestamp())
             self._done(_EAGER)
         if isinstance(payload, PhaseEntered):
             if payload.phase == "measure":
@@ -188,12 +187,6 @@ def _look(look: Look, spent_s: float | None = None) -> str:
     return f"measure {look.n_pairs}/{look.max_pairs} pairs{interval}{eta}"
 
 
-def _clock(timestamp: str) -> str | None:
-    if "T" not in timestamp:
-        return None
-    return escape_control(timestamp.replace("T", " ")[:19] + " UTC")
-
-
 class JsonLines:
     """An event sink writing each event as one JSON line by ``write_records`` (as a sweep's log)."""
 
@@ -211,19 +204,12 @@ def _drop(logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> Any
     raise structlog.DropEvent
 
 
-def configure_logging(processors: Sequence[Callable[..., Any]] = ()) -> None:
-    """Route structlog through ``processors`` (then drop); stdlib logging to stderr, warnings up."""
+def configure_logging() -> None:
+    """Structlog drops every event (the sinks show and write them); stdlib logging to stderr."""
     import structlog
 
-    chain: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
-        *processors,
-        _drop,
-    ]
     structlog.configure(
-        processors=chain,
+        processors=[_drop],
         wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,

@@ -1,21 +1,23 @@
-"""How a run is shown: rich tables of results and failures, the header and the final line."""
+"""How a run is shown: the header, tables and final line; as GFM; the JSON document."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import RenderableType
 from rich.text import Text
 
-from aitune_fp.cli._shared import escape_control
-from aitune_fp.cli.choice import choice_lines
+from aitune_fp.cli._shared import escape_control, json_text
 from aitune_fp.cli.plain import Column, Grid
 from aitune_fp.cli.rows import (
+    choice_lines,
     fmt_flags,
     fmt_rate,
     hidden_flags,
     interval_label,
     record,
+    result_rows,
     results_table,
 )
 from aitune_fp.core.accuracy import fmt_noise_floor
@@ -31,12 +33,27 @@ from aitune_fp.core.messages import (
 from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 
+if TYPE_CHECKING:  # ``tune`` imports this module and never reads a log
+    from aitune_fp.events.ingest import IngestReport
+
 #: Longest failure reason shown in a table (the full text and traceback are in the log file).
 MAX_REASON = 300
 
 
 def _int(value: float | None) -> str:
     return "—" if value is None else f"{int(value)}"
+
+
+def fmt_clock(timestamp: str) -> str:
+    """``2025-01-02T12:01:02.123Z`` -> ``2025-01-02 12:01:02 UTC`` (as written, escaped)."""
+    date, _, time = timestamp.partition("T")
+    return escape_control(f"{date} {time[:8]} UTC" if time else timestamp[:40])
+
+
+def run_title(run: TuneReport, *more: str) -> Text:
+    """A run's title line: its id, module, strategy and device, then ``more``."""
+    parts = [f"Run {run.run_id}", run.module_name, *(x for x in (run.strategy, run.device) if x)]
+    return Text(" · ".join([*map(escape_control, parts), *more]))
 
 
 def measured_line(result: PerformanceValidationResult) -> str:
@@ -57,10 +74,13 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
         lines.append("Performance validation was disabled for this run.")
     if run.baseline_throughput is not None:
         when = f" at {baseline_at}" if baseline_at else ""
+        # its mean-latency rate is what point rows compare with; statistical rows time eager
+        # alongside, and the budget quotes the median call: one eager rate in a header
+        rate = "" if run.sequential else f": {fmt_rate(run.baseline_throughput)} samples/s"
         lines.append(
             f"Eager baseline: {escape_control(run.baseline_backend or 'eager')}, batch size "
-            f"{_int(run.batch_size)}; up-front check{when}: {fmt_rate(run.baseline_throughput)} "
-            f"samples/s{fmt_noise_floor(run.noise_floor_rel_l2)}"
+            f"{_int(run.batch_size)}; up-front check{when}{rate}"
+            f"{fmt_noise_floor(run.noise_floor_rel_l2)}"
         )
     if run.baseline_error:
         lines.append(f"Eager baseline failed: {escape_control(run.baseline_error)}")
@@ -253,3 +273,111 @@ def render_run(
         parts += [Text(f"{name} not tried: {why}") for name, why in not_tried]
     parts += [Text(""), final_line(run, error=error, baseline_at=baseline_at)]
     return parts
+
+
+def run_dict(
+    run: TuneReport,
+    *,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    """``run.to_dict()`` for ``--format json``, its ``selected_summary`` the tables' final line.
+
+    ``selected_summary_aitune`` keeps AITune's line; ``not_tried``: the candidates never tried, and why.
+    """
+    data = run.to_dict()
+    data["not_tried"] = [{"backend_description": n, "reason": why} for n, why in not_tried]
+    data["selected_summary_aitune"] = run.selected_summary
+    data["selected_estimate"] = data["selected_speedup"] = None
+    if run.selected_backend is not None:
+        data["selected_summary"] = final_line(run, baseline_at=baseline_at).plain
+        if not run.selected_is_baseline:
+            match = [r for r in run.results if r.backend_description == run.selected_backend]
+            picked = ([r for r in match if r.passed] or match)[-1:]
+            if picked:
+                data["selected_estimate"] = headline_speedup(picked[0])
+                data["selected_speedup"] = picked[0].speedup
+    return data
+
+
+def write_report(
+    report: IngestReport, out: IO[str], baseline_at: Callable[[TuneReport], str | None]
+) -> None:
+    """``report --format json``: one document, written run by run so only one run's dict is held."""
+    out.write(json_text({"command": "report"})[:-1] + ', "runs": [')
+    for i, run in enumerate(report.runs):
+        text = json_text(run_dict(run, baseline_at=baseline_at(run)))
+        out.write(f", {text}" if i else text)
+    out.write("], " + json_text(report.rest_dict())[1:] + "\n")
+
+
+def not_tried(run: TuneReport, candidates: Sequence[str], strategy: str) -> list[tuple[str, str]]:
+    """The candidates the strategy never built or timed, each with why (``first-wins`` stops early)."""
+    tried = {r.backend_description for r in run.results}
+    tried |= {f.backend_description for f in run.failures}
+    missing = [c for c in candidates if c not in tried]
+    if not missing:
+        return []
+    if run.selected_backend is not None and not run.selected_is_baseline:
+        why = f"{strategy} stopped at {escape_control(run.selected_backend)}"
+    else:
+        why = f"{strategy} stopped before it"
+    return [(escape_control(c), why) for c in missing]
+
+
+# ---- --format markdown: the tables' figures and words as GFM, cells escaped, one line each
+
+
+def md_cell(text: object) -> str:
+    """One GFM table cell: control characters escaped, ``|`` escaped, on one line."""
+    value = escape_control(str(text)).replace("\\n", " ")
+    return value.replace("\\", "\\\\").replace("|", "\\|").strip() or " "
+
+
+def md_table(
+    head: Sequence[str], rows: Iterable[Sequence[object]], right: Sequence[int] = ()
+) -> str:
+    """A GFM table; the columns numbered in ``right`` are right-aligned."""
+    lines = [
+        "| " + " | ".join(md_cell(h) for h in head) + " |",
+        "|" + "|".join("---:" if i in right else "---" for i in range(len(head))) + "|",
+    ]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def markdown_run(
+    run: TuneReport,
+    *,
+    error: str | None = None,
+    baseline_at: str | None = None,
+    not_tried: Sequence[tuple[str, str]] = (),
+    title: str | None = None,
+    verbose: bool = False,
+) -> str:
+    """One run as markdown: heading, gate, results and failures tables, outcome (``-v``)."""
+    parts = [f"### {md_cell(title or run.module_name)}", ""]
+    parts += [f"{md_cell(line)}  " for line in head_lines(run, baseline_at, verbose=verbose)]
+    if run.results:
+        head, rows = result_rows(run.results, verbose)
+        parts += ["", md_table(head, rows, right=(1, 2))]
+        hidden = None if verbose else hidden_flags(run.results)
+        parts += ["", md_cell(hidden.plain)] if hidden is not None else []
+    if run.candidate_failures:
+        failed = [
+            (
+                f.backend_description,
+                f.stage,
+                f.error_type,
+                short_text(f.reason),
+                f.traceback_path or "—",
+            )
+            for f in run.candidate_failures
+        ]
+        parts += ["", md_table(("Failed", "Stage", "Error", "Reason", "Log"), failed)]
+    if choice := choice_lines(run):
+        parts += [""] + [f"{md_cell(line.strip())}  " for line in choice]
+    if not_tried:
+        parts += [""] + [f"- {md_cell(n)} not tried: {md_cell(w)}" for n, w in not_tried]
+    parts += ["", f"**{md_cell(final_line(run, error=error, baseline_at=baseline_at).plain)}**"]
+    return "\n".join(parts) + "\n"

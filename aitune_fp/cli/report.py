@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from rich.text import Text
-
 from aitune_fp.cli._shared import (
     EXIT_OK,
     VERBOSE_HELP,
@@ -16,37 +14,26 @@ from aitune_fp.cli._shared import (
     escape_control,
     make_console,
 )
-from aitune_fp.cli.documents import write_report
-from aitune_fp.cli.markdown import markdown_run
 from aitune_fp.cli.plain import print_parts
-from aitune_fp.cli.rendering import render_run
-from aitune_fp.events.ingest.values import IngestReport, RunSummary
+from aitune_fp.cli.rendering import fmt_clock, markdown_run, render_run, run_title, write_report
+from aitune_fp.events.ingest import IngestReport, RunSummary
 
 #: Bad lines listed one by one on stderr; the rest are counted.
 MAX_BAD_SHOWN = 20
 
 
-def _clock(timestamp: str) -> str:
-    """``2025-01-02T12:01:02.123Z`` -> ``2025-01-02 12:01:02 UTC`` (as written, escaped)."""
-    date, _, time = timestamp.partition("T")
-    if not time:
-        return escape_control(timestamp[:40])
-    return escape_control(f"{date} {time[:8]} UTC")
-
-
 def _read(path: str) -> IngestReport:
     from aitune_fp.events import ingest
-    from aitune_fp.events.ingest.runs import summarize
 
     try:
-        return summarize(ingest.read_events(path))
+        return ingest.summarize(ingest.read_events(path))
     except OSError as exc:
         why = exc.strerror or exc
         raise UsageError(f"cannot read {escape_control(path)!r}: {why}") from exc
 
 
 def _baseline_at(run: RunSummary) -> str | None:
-    return None if run.baseline_at is None else _clock(run.baseline_at)
+    return None if run.baseline_at is None else fmt_clock(run.baseline_at)
 
 
 def _bad_lines(report: IngestReport, err: IO[str]) -> None:
@@ -82,7 +69,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             f"{n} repeated event(s) left out\n"
         )
     for run_id, n in report.shared_run_ids:
-        starts = [_clock(r.started_at) for r in report.runs if r.run_id == run_id and r.started_at]
+        starts = [
+            fmt_clock(r.started_at) for r in report.runs if r.run_id == run_id and r.started_at
+        ]
         when = f" (started {', '.join(starts)})" if starts else ""
         err.write(
             f"warning: run id {escape_control(run_id)} is shared by {n} different runs in the "
@@ -102,19 +91,19 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         for i, one in enumerate(report.runs):
             if i:
                 out.write("\n")
-            head = f"Run {escape_control(one.run_id)} · {escape_control(one.module_name)}"
-            started = None if one.started_at is None else f"started {_clock(one.started_at)}"
-            extras = [escape_control(x) for x in (one.strategy, one.device) if x]
-            extras += [started] if started else []
+            started = [] if one.started_at is None else [f"started {fmt_clock(one.started_at)}"]
             parts = render_run(one, baseline_at=_baseline_at(one), verbose=args.verbose)
-            print_parts(console, [Text(" · ".join([head, *extras])), *parts])
+            print_parts(console, [run_title(one, *started), *parts])
     out.flush()
     _bad_lines(report, err)
     if args.plot is not None:
         if not report.runs:
             err.write("no tune run in the log: no plot written\n")
         else:
-            missing = plot_report(report, args.plot)
+            from aitune_fp.cli.plot import build_figure, no_estimate_notes
+
+            build_figure(report).savefig(args.plot)
+            missing = len(no_estimate_notes(report))
             rows = "row" if missing == 1 else "rows"
             why = (
                 f" ({missing} {rows} without an estimate: see the notes under it)"
@@ -146,14 +135,6 @@ def _check_plot_target(path: str) -> None:
         raise UsageError(
             "--plot needs matplotlib: pip install 'aitune-fp[plot]' (or pip install matplotlib)"
         ) from None
-
-
-def plot_report(report: IngestReport, path: str) -> int:
-    """Save :func:`aitune_fp.cli.plot.build_figure` to ``path``; return the rows with no estimate."""
-    from aitune_fp.cli.plot import build_figure, no_estimate_notes
-
-    build_figure(report).savefig(path)
-    return len(no_estimate_notes(report))
 
 
 def add_parser(sub: Any) -> None:

@@ -1,7 +1,8 @@
-"""The results table: one row per measured candidate, at a glance or in full (``-v``)."""
+"""The results table, at a glance or in full (``-v``), and the head-to-head's lines below it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from rich.console import Group, RenderableType
@@ -17,6 +18,7 @@ from aitune_fp.core.messages import (
     fmt_level,
     fmt_verdict_reason,
 )
+from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PerformanceValidationResult
 
 _FLAG_WORDS = {
@@ -108,48 +110,57 @@ def speedup_column(
     return ("Speedup" if label is None else f"Speedup [{label}]"), list(map(fmt_headline, results))
 
 
-def _lead_columns(names: Sequence[str], speed_head: str) -> list[Column]:
-    """The columns both tables start with: backend, the throughput pair, speedup, verdict."""
-    return [
-        Column("Backend", no_wrap=True, min_width=max(map(len, names), default=7)),
-        Column("Eager/s", justify="right", no_wrap=True),
-        Column("Candidate/s", justify="right", no_wrap=True),
-        Column(Text(speed_head), no_wrap=True),
-        Column("Verdict", no_wrap=True),
+def result_rows(
+    results: Sequence[PerformanceValidationResult], verbose: bool = False
+) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The results table's head and cells as text (``verbose``: the quality and full reason)."""
+    speed_head, figures = speedup_column(results, verbose=verbose)
+    quality = ("Quality",) if verbose else ()
+    rows = [
+        (
+            escape_control(r.backend_description),
+            fmt_rate(r.baseline_throughput),
+            fmt_rate(r.throughput),
+            figure,
+            verdict_text(r).plain,
+            *((fmt_flags(r.flags) or "ok",) if verbose else ()),
+            escape_control(r.reason or "") if verbose else fmt_verdict_reason(r),
+        )
+        for r, figure in zip(results, figures, strict=True)
     ]
+    return ("Backend", "Eager/s", "Candidate/s", speed_head, "Verdict", *quality, "Reason"), rows
 
 
 def results_table(
     results: Sequence[PerformanceValidationResult], verbose: bool = False
 ) -> RenderableType:
     """One line per candidate: throughputs, speedup, verdict, reason (``verbose``: quality too)."""
-    speed_head, figures = speedup_column(results, verbose=verbose)
-    names = [escape_control(r.backend_description) for r in results]
+    head, rows = result_rows(results, verbose)
     # names and figures are never split (a backend name cut mid-word cannot be read or copied);
     # the quality flags and the reason wrap on words, and take the width that is left
     quality_column = [Column("Quality", overflow="fold", max_width=24)] if verbose else []
     columns = [
-        *_lead_columns(names, speed_head),
+        Column("Backend", no_wrap=True, min_width=max((len(r[0]) for r in rows), default=7)),
+        Column("Eager/s", justify="right", no_wrap=True),
+        Column("Candidate/s", justify="right", no_wrap=True),
+        Column(Text(head[3]), no_wrap=True),
+        Column("Verdict", no_wrap=True),
         *quality_column,
         Column("Reason", overflow="fold", ratio=1),
     ]
     records: list[RenderableType] = []
-    rows: list[tuple[str | Text, ...]] = []
-    for r, name, figure in zip(results, names, figures, strict=True):
-        eager, candidate = fmt_rate(r.baseline_throughput), fmt_rate(r.throughput)
-        verdict = verdict_text(r)
-        reason = escape_control(r.reason or "") if verbose else fmt_verdict_reason(r)
-        quality = [("quality", fmt_flags(r.flags) or "ok")] if verbose else []
-        rows.append((name, eager, candidate, figure, verdict, *(q for _, q in quality), reason))
+    cells: list[tuple[str | Text, ...]] = []
+    for r, (name, eager, candidate, figure, verdict, *rest) in zip(results, rows, strict=True):
+        cells.append((name, eager, candidate, figure, verdict_text(r), *rest))
         fields = [
             ("eager → candidate", f"{eager} → {candidate} samples/s"),
-            (speed_head, figure),
-            ("verdict", verdict.plain),
-            *quality,
-            ("reason", reason),
+            (head[3], figure),
+            ("verdict", verdict),
+            *([("quality", rest[0])] if verbose else []),
+            ("reason", rest[-1]),
         ]
         records.append(record(name, fields))
-    return Grid(columns, rows, records, wrapping=8 * verbose + 20)
+    return Grid(columns, cells, records, wrapping=8 * verbose + 20)
 
 
 def hidden_flags(results: Sequence[PerformanceValidationResult]) -> Text | None:
@@ -162,3 +173,38 @@ def hidden_flags(results: Sequence[PerformanceValidationResult]) -> Text | None:
         f"{rows} quality flags (what may weaken a measurement): -v shows them, with each "
         "row's level and full reason"
     )
+
+
+def _high(value: float) -> str:
+    return "inf" if not math.isfinite(value) else f"{value:.3f}"
+
+
+def choice_lines(run: TuneReport) -> list[str]:
+    """The head-to-head and the latency checks of ``run`` as lines (none when neither ran)."""
+    lines = [f"{escape_control(c.backend_description)}: {c.reason}" for c in run.latency_checks]
+    state = run.selection
+    if state is None:
+        return lines
+    names = ", ".join(escape_control(c.name) for c in state.contenders)
+    lines.append(f"Head-to-head among {names} ({state.rounds} rounds, interleaved):")
+    for e in state.eliminated:
+        lines.append(
+            f"  {escape_control(e.name)} lost to {escape_control(e.lost_to)}: "
+            f"{e.ratio:.3f}x [{e.low:.3f}, {_high(e.high)}] faster, after {e.at_rounds} rounds"
+        )
+    for f in state.failed:
+        lines.append(f"  {escape_control(f.name)} failed: {escape_control(f.error)}")
+    if state.outcome != "one_left":  # a tie-break or a budget: the reason says how it was made
+        lines.append(f"  {escape_control(state.reason)}")
+    if state.chosen is None:
+        return lines
+    level = f"{state.confidence * 100:g} %"
+    chosen = escape_control(state.chosen)
+    if not math.isfinite(state.gap_bound):
+        lines.append(f"  {chosen} kept; no guarantee at {level}: the head-to-head ended first")
+    elif state.gap_bound <= 1.0:
+        lines.append(f"  {chosen} kept: shown the fastest (no contender faster, at {level})")
+    else:
+        gap = (state.gap_bound - 1.0) * 100
+        lines.append(f"  {chosen} kept: no contender is more than {gap:.1f} % faster (at {level})")
+    return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
+import attrs
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -21,11 +22,9 @@ from aitune_fp.cli._shared import (
     stdout_to_stderr,
 )
 from aitune_fp.cli.check import threshold_warning
-from aitune_fp.cli.documents import run_dict
-from aitune_fp.cli.markdown import markdown_run, md_table
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import configure_logging
-from aitune_fp.cli.rendering import render_run
+from aitune_fp.cli.rendering import markdown_run, md_table, render_run, run_dict, run_title
 from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import fmt_interval
 
@@ -43,7 +42,7 @@ def _spec(path: str) -> Any:
 
 def _executor(args: argparse.Namespace, spec: Any) -> Any:
     if args.ray is None:
-        from aitune_fp.sweep.local_executor import LocalExecutor
+        from aitune_fp.sweep.task import LocalExecutor
 
         return LocalExecutor()
     from aitune_fp.sweep.ray_executor import RayExecutor, import_ray
@@ -83,46 +82,45 @@ def _cell_text(cell: Any) -> Text:
     return Text(f"{cell.verdict} {figure}", style=style)
 
 
-def _summary_table(summary: Any) -> Table:
-    """Models as rows, backends as columns; a failed model's reason fills its row."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    table.add_column("Model", no_wrap=True)
+def _summary_rows(summary: Any) -> tuple[list[str], list[list[str | Text]]]:
+    """Models as rows, backends as columns; a failed model's reason fills its first cell."""
     columns = list(summary.backends) or ["Result"]
-    for backend in columns:
-        table.add_column(escape_control(backend), overflow="fold")
     failed = {s.model: s for s in summary.failed}
+    rows: list[list[str | Text]] = []
     for model in summary.models:
         f = failed.get(model)
         if f is not None:
             why = f"failed: {escape_control(str(f.error_type))}: {escape_control(str(f.reason))}"
-            blank: list[Any] = [""] * (len(columns) - 1)
-            table.add_row(escape_control(model), Text(why[:300], style="red"), *blank)
+            cells: list[str | Text] = [Text(why[:300], style="red"), *[""] * (len(columns) - 1)]
         else:
-            cells = [_cell_text(summary.cell(model, b)) for b in summary.backends]
-            table.add_row(escape_control(model), *cells)
+            cells = [_cell_text(summary.cell(model, b)) for b in columns]
+        rows.append([escape_control(model), *cells])
+    return columns, rows
+
+
+def _summary_table(summary: Any) -> Table:
+    """The models × backends summary as a rich table."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    columns, rows = _summary_rows(summary)
+    table.add_column("Model", no_wrap=True)
+    for backend in columns:
+        table.add_column(escape_control(backend), overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
 def _summary_markdown(name: str, summary: Any) -> str:
-    """The models × backends summary as a GFM table (a failed model's reason in its first cell)."""
-    columns = list(summary.backends) or ["Result"]
-    failed = {s.model: s for s in summary.failed}
-    rows = []
-    for model in summary.models:
-        f = failed.get(model)
-        if f is not None:
-            why = f"failed: {f.error_type}: {f.reason}"[:300]
-            rows.append([model, why, *[""] * (len(columns) - 1)])
-        else:
-            rows.append([model, *[_cell_text(summary.cell(model, b)).plain for b in columns]])
-    return f"### Sweep {name}\n\n" + md_table(["Model", *columns], rows)
+    """The models × backends summary as a GFM table."""
+    columns, rows = _summary_rows(summary)
+    cells = [[c.plain if isinstance(c, Text) else c for c in row] for row in rows]
+    return f"### Sweep {name}\n\n" + md_table(["Model", *columns], cells)
 
 
 def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``sweep`` with parsed ``args``; return its exit code."""
     from aitune_fp.events import ingest
-    from aitune_fp.sweep.run import run_sweep
-    from aitune_fp.sweep.summary import summarize_sweep
+    from aitune_fp.sweep.run import run_sweep, summarize_sweep
 
     spec = _spec(args.sweep)
     warning = threshold_warning(spec.threshold, "threshold")
@@ -134,7 +132,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write the event log {log_path!r}: {exc.strerror}") from exc
     executor = _executor(args, spec)
-    configure_logging([])  # tasks collect their events into the log; nothing else is printed
+    configure_logging()  # tasks collect their events into the log; nothing else is printed
     console = make_console(err)
     if not args.quiet:
         where = "Ray" + (f" at {args.ray}" if args.ray not in (None, "local") else " (local)")
@@ -185,7 +183,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             "executor": result.executor,
             "interrupted": result.interrupted,
             "duration_s": result.duration_s,
-            "statuses": [_status(s) for s in result.statuses],
+            "statuses": [attrs.asdict(s) for s in result.statuses],
             "summary": summary.to_dict(),
             "runs": [
                 run_dict(reports[s.tune_run_id])
@@ -200,45 +198,24 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             one = reports.get(status.tune_run_id or "")
             if one is None:
                 continue
-            head = f"Run {escape_control(one.run_id)} · {escape_control(one.module_name)}"
-            extras = [escape_control(x) for x in (one.strategy, one.device) if x]
             skipped = ["from an earlier sweep (--resume)"] if status.state == "skipped" else []
-            print_parts(
-                console_out,
-                [
-                    Text(" · ".join([head, *extras, *skipped])),
-                    *render_run(one, verbose=args.verbose),
-                ],
-            )
+            parts = [run_title(one, *skipped), *render_run(one, verbose=args.verbose)]
+            print_parts(console_out, parts)
             out.write("\n")
-        print_parts(
-            console_out,
-            [
-                Text(
-                    f"Sweep {escape_control(spec.name)} ({result.executor}, {result.duration_s:.1f}s):"
-                ),
-                _summary_table(summary),
-            ],
+        names = ", ".join(escape_control(s.model) for s in summary.failed)
+        last = (
+            Text(f"❌ {len(summary.failed)} model(s) failed: {names}", style="red")
+            if summary.failed
+            else Text(f"✅ all {len(summary.models)} model(s) have a report")
         )
-        if summary.failed:
-            names = ", ".join(escape_control(s.model) for s in summary.failed)
-            print_parts(
-                console_out,
-                [Text(f"❌ {len(summary.failed)} model(s) failed: {names}", style="red")],
-            )
-        else:
-            print_parts(console_out, [Text(f"✅ all {len(summary.models)} model(s) have a report")])
+        name = escape_control(spec.name)
+        head = f"Sweep {name} ({result.executor}, {result.duration_s:.1f}s):"
+        print_parts(console_out, [Text(head), _summary_table(summary), last])
     out.flush()
     if result.interrupted:
         err.write(f"{PROG}: interrupted: what finished is in {log_path}; rerun with --resume\n")
         return EXIT_INTERRUPTED
     return EXIT_PARTIAL if summary.failed else EXIT_OK
-
-
-def _status(status: Any) -> dict[str, Any]:
-    import attrs
-
-    return attrs.asdict(status)
 
 
 def add_parser(sub: Any) -> None:

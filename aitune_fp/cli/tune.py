@@ -19,12 +19,10 @@ from aitune_fp.cli._shared import (
     make_console,
     stdout_to_stderr,
 )
-from aitune_fp.cli.check import check_threshold_arg, threshold_warning
-from aitune_fp.cli.documents import not_tried, run_dict
-from aitune_fp.cli.markdown import markdown_run
+from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import JsonLines, TuneProgress, configure_logging
-from aitune_fp.cli.rendering import render_run
+from aitune_fp.cli.rendering import markdown_run, not_tried, render_run, run_dict
 from aitune_fp.cli.tune_args import (
     accuracy_options,
     add_arguments,
@@ -166,10 +164,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         start_fork_server()  # its preload runs beside this process's imports
     accuracy = accuracy_options(args)
     options = strategy_settings(args)
-    threshold = check_threshold_arg(args.threshold)
-    warning = threshold_warning(threshold)
-    if warning is not None:
-        err.write(f"{PROG}: warning: {warning}\n")
+    threshold = check_threshold_arg(args.threshold, err)
     json_log: IO[str] | None = None
     if args.json_log is not None:
         try:
@@ -193,12 +188,9 @@ def _tune(
     out: IO[str],
     err: IO[str],
 ) -> int:
-    import torch
-
-    from aitune_fp.adapters.validation import validation_of, with_performance_validation
-    from aitune_fp.correctness.closeness import Closeness
-    from aitune_fp.pipeline.strategy_registry import check_backends, make_strategy
-    from aitune_fp.pipeline.values import NoValidBackendError, describe
+    from aitune_fp.pipeline.strategy_registry import check_backends
+    from aitune_fp.pipeline.values import describe
+    from aitune_fp.sweep.task import tune_model
 
     device = _resolve_device(args.device)
     if config.clock == "device" and not device.startswith("cuda"):
@@ -218,20 +210,8 @@ def _tune(
         err.write(f"note: {args.model} came in training mode; it is validated in eval mode\n")
     # a backend this machine cannot run (no CUDA, a missing extra) is recorded as unavailable
     backends = [registry.make_candidate(n, device) for n in names]
-    inner = make_strategy(args.strategy, backends, **options)
-    strategy = with_performance_validation(
-        inner,
-        min_speedup_threshold_percent=threshold,
-        profiling_config=config,
-        closeness=Closeness(**accuracy),
-        isolation=args.isolation,
-    )
     console = make_console(err)
-    progress = TuneProgress(
-        console,
-        quiet=args.quiet,
-        candidates=[describe(b) for b in backends],
-    )
+    progress = TuneProgress(console, quiet=args.quiet, candidates=[describe(b) for b in backends])
     sinks = [progress] + ([JsonLines(json_log)] if json_log is not None else [])
     configure_logging()  # structlog prints nothing: the sinks show and write the events
     if not args.quiet:
@@ -239,15 +219,11 @@ def _tune(
             f"{PROG}: tuning {escape_control(model.name)} on {device} "
             f"({', '.join(names)}; {args.strategy}; {config.decision}; cache {cache_dir})"
         )
-    error: NoValidBackendError | None = None
-    with stdout_to_stderr(), torch.no_grad(), progress, event_sinks(*sinks):
-        module = model.module.to(device)
-        try:
-            strategy.tune(module, model.name, model.graph_spec, [model.sample], device, cache_dir)
-        except NoValidBackendError as exc:
-            error = exc
-    report = validation_of(strategy).last_report
-    assert report is not None  # the wrapper leaves a report for every tune, failed or not
+    with stdout_to_stderr(), progress, event_sinks(*sinks):
+        report, error = tune_model(
+            model, model.name, backends, args.strategy, options, device, cache_dir,
+            threshold=threshold, profiling=config, accuracy=accuracy, isolation=args.isolation,
+        )  # fmt: skip
     skipped = not_tried(report, [describe(b) for b in backends], args.strategy)
     if args.format == "json":
         doc: dict[str, Any] = {

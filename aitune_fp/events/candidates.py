@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 _MIN0: Final = {"minimum": 0}
-_COUNT = Annotated[int, Keywords(_MIN0)]
 _SHARE: Final = {"exclusiveMinimum": 0, "exclusiveMaximum": 1}
 _CONFIDENCE: Final = {"exclusiveMinimum": 0.5, "exclusiveMaximum": 1}
 
@@ -104,9 +103,6 @@ class CorrectnessChecked(Payload):
         ).to_event()
 
 
-CORRECTNESS_CHECKED: Final = CorrectnessChecked.event_name
-
-
 @event(_V + "candidate_measured", "info")
 @attrs.frozen(kw_only=True)
 class CandidateMeasured(Payload):
@@ -134,9 +130,6 @@ class CandidateMeasured(Payload):
             result.speedup,
             result.passed,
         )
-
-
-CANDIDATE_MEASURED: Final = CandidateMeasured.event_name
 
 
 @event(_V + "candidate_rejected", "warning")
@@ -176,9 +169,6 @@ class CandidateRejected(Payload):
         ).to_event()
 
 
-CANDIDATE_REJECTED: Final = CandidateRejected.event_name
-
-
 @event(_V + "candidate_failed", "warning")
 @attrs.frozen(kw_only=True)
 class CandidateFailed(Payload):
@@ -207,9 +197,6 @@ class CandidateFailed(Payload):
             f"❌ {self.backend_description} failed at {self.stage} (log file: "
             f"{self.traceback_path}): {self.error_type}: {self.reason}"
         )
-
-
-CANDIDATE_FAILED: Final = CandidateFailed.event_name
 
 
 @event(_V + "headtohead_look", "debug")
@@ -242,9 +229,6 @@ class HeadtoheadLook(Payload):
         ).to_event()
 
 
-HEADTOHEAD_LOOK: Final = HeadtoheadLook.event_name
-
-
 @event(_V + "selection_decided", "info")
 @attrs.frozen(kw_only=True)
 class SelectionDecided(Payload):
@@ -260,9 +244,6 @@ class SelectionDecided(Payload):
     def describe(self) -> str:
         """Why the choice fell as it did."""
         return f"🥇 {self.selection.reason}"
-
-
-SELECTION_DECIDED: Final = SelectionDecided.event_name
 
 
 @event(_V + "latency_checked", "info")
@@ -296,4 +277,11 @@ class LatencyChecked(Payload):
         return "info" if self.within else "warning"
 
 
+#: The registered event names, for readers that match on them.
+CORRECTNESS_CHECKED: Final = CorrectnessChecked.event_name
+CANDIDATE_MEASURED: Final = CandidateMeasured.event_name
+CANDIDATE_REJECTED: Final = CandidateRejected.event_name
+CANDIDATE_FAILED: Final = CandidateFailed.event_name
+HEADTOHEAD_LOOK: Final = HeadtoheadLook.event_name
+SELECTION_DECIDED: Final = SelectionDecided.event_name
 LATENCY_CHECKED: Final = LatencyChecked.event_name

@@ -28,9 +28,6 @@ class SweepStarted(Payload):
         return f"🧹 Sweep {self.module_name}: {len(self.models)} model(s) on {self.executor}{done}"
 
 
-SWEEP_STARTED: Final = SweepStarted.event_name
-
-
 @event(_S + "task_finished", "info")
 @attrs.frozen(kw_only=True)
 class TaskFinished(Payload):
@@ -59,9 +56,6 @@ class TaskFinished(Payload):
         )
 
 
-TASK_FINISHED: Final = TaskFinished.event_name
-
-
 @event(_S + "task_failed", "error")
 @attrs.frozen(kw_only=True)
 class TaskFailed(Payload):
@@ -75,9 +69,6 @@ class TaskFailed(Payload):
     def describe(self) -> str:
         """The model and the error."""
         return f"❌ {self.module_name}: {self.error_type}: {self.reason}"
-
-
-TASK_FAILED: Final = TaskFailed.event_name
 
 
 @event(_S + "finished", "info")
@@ -103,4 +94,8 @@ class SweepFinished(Payload):
         return "error" if self.failed_models else "info"
 
 
+#: The registered event names, for readers that match on them.
+SWEEP_STARTED: Final = SweepStarted.event_name
+TASK_FINISHED: Final = TaskFinished.event_name
+TASK_FAILED: Final = TaskFailed.event_name
 SWEEP_FINISHED: Final = SweepFinished.event_name

@@ -23,11 +23,10 @@ from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
 )
-from aitune_fp.events.baseline import BaselineFailed as BaselineFailedEvent
-from aitune_fp.events.baseline import BaselineMeasured
 from aitune_fp.events.kinds import ABSENT, Event
 from aitune_fp.events.names import EagerIsolation
-from aitune_fp.events.validation import Started
+from aitune_fp.events.validation import BaselineFailed as BaselineFailedEvent
+from aitune_fp.events.validation import BaselineMeasured, Started
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample
 from aitune_fp.isolation.domain import embedding_limits
 from aitune_fp.isolation.heldout import heldout_batches

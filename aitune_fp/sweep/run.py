@@ -1,22 +1,24 @@
-"""Run a sweep: one tune task per model, one JSON-lines log for them all, a summary at the end."""
+"""Run a sweep: one tune task per model, one JSON-lines log for them all, a summary as values."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 import attrs
 
+from aitune_fp.core.messages import headline_speedup
+from aitune_fp.core.report import TuneReport
 from aitune_fp.events.names import new_run_id
 from aitune_fp.events.sending import open_log, to_record, write_records
 from aitune_fp.events.sweep import TASK_FINISHED, SweepFinished, SweepStarted
-from aitune_fp.sweep.local_executor import LocalExecutor
 from aitune_fp.sweep.spec import SweepSpec
 from aitune_fp.sweep.task import (
     CANCELLED,
+    LocalExecutor,
     SweepTask,
     TaskOutcome,
     failed_outcome,
@@ -26,9 +28,12 @@ from aitune_fp.sweep.task import (
 __all__ = [
     "Executor",
     "ModelStatus",
+    "SummaryCell",
     "SweepResult",
+    "SweepSummary",
     "completed_models",
     "run_sweep",
+    "summarize_sweep",
 ]
 
 
@@ -80,8 +85,7 @@ def completed_models(path: str, skipped: list[tuple[int, str]] | None = None) ->
 
     ``skipped`` collects the lines that are not events (a line cut mid-event): number and why.
     """
-    from aitune_fp.events.ingest import read_events
-    from aitune_fp.events.ingest.values import BadLine
+    from aitune_fp.events.ingest import BadLine, read_events
 
     done: dict[str, str] = {}
     if not os.path.exists(path):
@@ -122,36 +126,20 @@ def run_sweep(
     sweep_id = new_run_id()
     skipped_lines: list[tuple[int, str]] = []
     done = completed_models(log_path, skipped_lines) if resume else {}
-    todo = [m for m in spec.models if m.name not in done]
+    todo = {m.name for m in spec.models if m.name not in done}
     cache = cache_dir or (tempfile.mkdtemp(prefix="aitune_fp-sweep-") if todo else None)
-    todo_names = {m.name for m in todo}
-    tasks = (
-        [t for t in make_tasks(spec, sweep_id, cache) if t.model.name in todo_names]
-        if cache is not None
-        else []
-    )
+    tasks = [t for t in make_tasks(spec, sweep_id, cache) if t.model.name in todo] if cache else []
     statuses: dict[str, ModelStatus] = {
         name: ModelStatus(model=name, state="skipped", tune_run_id=run_id)
         for name, run_id in done.items()
-        if name in spec.model_names()
+        if name in {m.name for m in spec.models}
     }
-    interrupted = False
-    by = ""
+    by = ""  # what interrupted the sweep (empty: nothing)
     with open_log(log_path) as handle:
-        write_records(
-            handle,
-            [
-                to_record(
-                    SweepStarted(
-                        run_id=sweep_id,
-                        module_name=spec.name,
-                        executor=executor.name,
-                        models=[t.model.name for t in tasks],
-                        skipped_models=sorted(statuses),
-                    ).to_event()
-                )
-            ],
-        )
+        ids = {"run_id": sweep_id, "module_name": spec.name}
+        models = [t.model.name for t in tasks]
+        started = SweepStarted(**ids, executor=executor.name, models=models, skipped_models=sorted(statuses))  # fmt: skip
+        write_records(handle, [to_record(started.to_event())])
 
         def accept(outcome: TaskOutcome) -> None:
             if outcome.model in statuses:
@@ -165,13 +153,12 @@ def run_sweep(
         try:
             executor.run(tasks, accept)
         except KeyboardInterrupt as exc:  # Ctrl-C, or a signal an application raises as one
-            interrupted = True
             by = str(exc) or "Ctrl-C"
         except Exception as exc:  # the executor itself failed (no cluster, no slot): record it
             broken = exc
         for task in tasks:
             if task.model.name not in statuses:
-                if interrupted:
+                if by:
                     kind = CANCELLED
                     why = f"cancelled: the sweep was interrupted ({by}) before this model finished"
                 elif broken is not None:
@@ -182,27 +169,99 @@ def run_sweep(
                 accept(failed_outcome(task, kind, why))
         ordered = tuple(statuses[m.name] for m in spec.models if m.name in statuses)
         duration = time.time() - start
-        write_records(
-            handle,
-            [
-                to_record(
-                    SweepFinished(
-                        run_id=sweep_id,
-                        module_name=spec.name,
-                        finished_models=[s.model for s in ordered if s.state != "failed"],
-                        failed_models=[s.model for s in ordered if s.state == "failed"],
-                        duration_s=duration,
-                    ).to_event()
-                )
-            ],
-        )
+        failed = [s.model for s in ordered if s.state == "failed"]
+        kept = [s.model for s in ordered if s.state != "failed"]
+        finished = SweepFinished(**ids, finished_models=kept, failed_models=failed, duration_s=duration)  # fmt: skip
+        write_records(handle, [to_record(finished.to_event())])
     return SweepResult(
         sweep_id=sweep_id,
         log_path=log_path,
         executor=executor.name,
         statuses=ordered,
         duration_s=duration,
-        interrupted=interrupted,
+        interrupted=bool(by),
         cache_dir=cache,
         skipped_lines=tuple(skipped_lines),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class SummaryCell:
+    """One model × backend: the verdict, the headline estimate and its interval (None: none)."""
+
+    model: str
+    backend: str
+    verdict: str
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    note: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class SweepSummary:
+    """Models (rows, sweep order), backends (columns, first-seen order), cells, failed models."""
+
+    models: tuple[str, ...]
+    backends: tuple[str, ...]
+    cells: tuple[SummaryCell, ...]
+    failed: tuple[ModelStatus, ...]
+
+    def cell(self, model: str, backend: str) -> SummaryCell | None:
+        """The cell for ``model`` × ``backend`` (None when that pair has none)."""
+        return next((c for c in self.cells if c.model == model and c.backend == backend), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "models": list(self.models),
+            "backends": list(self.backends),
+            "cells": [attrs.asdict(c) for c in self.cells],
+            "failed": [attrs.asdict(s) for s in self.failed],
+        }
+
+
+def summarize_sweep(
+    statuses: Sequence[ModelStatus], reports: Mapping[str, TuneReport]
+) -> SweepSummary:
+    """The summary of ``statuses``, verdicts from ``reports`` by run id (none: failed)."""
+    cells: list[SummaryCell] = []
+    failed: list[ModelStatus] = []
+    for status in statuses:
+        model, report = status.model, reports.get(status.tune_run_id or "")
+        if status.state == "failed":
+            failed.append(status)
+        elif report is None or report.baseline_error:
+            kind, why = (
+                ("MissingRun", f"run {status.tune_run_id} is not in the log")
+                if report is None
+                else ("BaselineFailed", report.baseline_error)
+            )
+            failed.append(attrs.evolve(status, state="failed", error_type=kind, reason=why))
+        else:
+            for r in report.results:
+                verdict = r.verdict or ("faster" if r.passed else "not_faster")
+                estimate = headline_speedup(r)
+                cells.append(
+                    SummaryCell(
+                        model=model,
+                        backend=r.backend_description,
+                        verdict=verdict,
+                        estimate=estimate,
+                        ci_low=r.ci_low,
+                        ci_high=r.ci_high,
+                    )
+                )
+            for f in report.candidate_failures:
+                note = f"{f.stage}: {f.error_type}"
+                cells.append(
+                    SummaryCell(
+                        model=model, backend=f.backend_description, verdict="failed", note=note
+                    )
+                )
+    return SweepSummary(
+        models=tuple(s.model for s in statuses),
+        backends=tuple(dict.fromkeys(c.backend for c in cells)),
+        cells=tuple(cells),
+        failed=tuple(failed),
     )

@@ -78,10 +78,6 @@ class BackendChoice:
     name: str
     settings: tuple[tuple[str, Any], ...] = ()
 
-    def settings_dict(self) -> dict[str, Any]:
-        """The settings as keyword arguments for ``registry.make_backend``."""
-        return dict(self.settings)
-
     def label(self) -> str:
         """``compile`` or ``compile(mode=max-autotune)``: how tables name the choice."""
         if not self.settings:
@@ -127,10 +123,6 @@ class SweepSpec:
             return tuple(b.name for b in self.backends)
         return registry.default_backends(self.device)
 
-    def model_names(self) -> tuple[str, ...]:
-        """The model labels, in file order."""
-        return tuple(m.name for m in self.models)
-
 
 def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
     """A task's default deadline: 600 s, plus one build and two checked steps for eager and each candidate.
@@ -141,21 +133,9 @@ def default_task_timeout_s(profiling: ProfilingConfig, backends: int) -> float:
     return TASK_TIMEOUT_SLACK_S + (backends + 1) * (profiling.build_timeout_s + 2 * per_step)
 
 
-def _task_timeout(value: object) -> float:
-    where = f"budget.{TASK_TIMEOUT_KEY}"
-    seconds = _number(where, value)
-    if seconds <= 0:
-        raise InvalidValueError(f"{where} must be > 0 (seconds), got {value!r}")
-    return seconds
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
 def _str(where: str, value: object) -> str:
     if not isinstance(value, str):
-        raise InvalidTypeError(f"{where} must be a string, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a string, got {type(value).__name__} {value!r}")
     if not value.strip():
         raise InvalidValueError(f"{where} must not be empty")
     return value
@@ -170,18 +150,15 @@ def _choice(where: str, value: object, choices: Sequence[str]) -> str:
 
 def _table(where: str, value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise InvalidTypeError(f"{where} must be a table, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a table, got {type(value).__name__} {value!r}")
     return value
 
 
 def _known_keys(where: str, table: Mapping[str, Any], keys: Sequence[str]) -> None:
-    for key in table:
-        if key not in keys:
-            raise InvalidValueError(
-                f"{where}: unknown key {key!r} (known: {', '.join(keys)})"
-                if where
-                else f"unknown key {key!r} (known: {', '.join(keys)})"
-            )
+    key = next((k for k in table if k not in keys), None)
+    if key is not None:
+        at = f"{where}: " if where else ""
+        raise InvalidValueError(f"{at}unknown key {key!r} (known: {', '.join(keys)})")
 
 
 def _shape(where: str, value: object) -> tuple[int, ...]:
@@ -263,7 +240,7 @@ def _file_name(where: str, value: object) -> str:
 
 def _number(where: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidTypeError(f"{where} must be a number, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a number, got {type(value).__name__} {value!r}")
     if not math.isfinite(value):
         raise InvalidValueError(f"{where} must be a finite number, got {value!r}")
     return float(value)
@@ -320,7 +297,7 @@ def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def _list(where: str, value: object) -> Sequence[Any]:
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise InvalidTypeError(f"{where} must be a list, got {_type_name(value)} {value!r}")
+        raise InvalidTypeError(f"{where} must be a list, got {type(value).__name__} {value!r}")
     return value
 
 
@@ -342,7 +319,10 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         raise InvalidValueError(problem)
     budget = _table("budget", table.get("budget", {}))
     profiling = _profiling(budget, decision)
-    task_timeout = _task_timeout(budget[TASK_TIMEOUT_KEY]) if TASK_TIMEOUT_KEY in budget else None
+    raw = budget.get(TASK_TIMEOUT_KEY)
+    task_timeout = None if raw is None else _number(f"budget.{TASK_TIMEOUT_KEY}", raw)
+    if task_timeout is not None and task_timeout <= 0:
+        raise InvalidValueError(f"budget.{TASK_TIMEOUT_KEY} must be > 0 (seconds), got {raw!r}")
     if profiling.clock == "device" and device != "cuda":
         raise InvalidValueError(
             f'budget.clock "device" needs device = "cuda" (CUDA events), got device {device!r}'
@@ -353,14 +333,11 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     if not raw_models:
         raise InvalidValueError("models must list at least one model")
     models = tuple(_model(i, m, base_dir) for i, m in enumerate(raw_models))
-    seen: dict[str, int] = {}
-    for i, m in enumerate(models):
-        if m.name in seen:
-            raise InvalidValueError(
-                f"models[{i}].name {m.name!r} repeats models[{seen[m.name]}]: "
-                "give each entry its own name"
-            )
-        seen[m.name] = i
+    names = [m.name for m in models]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            first = names.index(name)
+            raise InvalidValueError(f"models[{i}].name {name!r} repeats models[{first}]: give each entry its own name")  # fmt: skip
     backends = tuple(
         _backend(i, b, device) for i, b in enumerate(_list("backends", table.get("backends", [])))
     )

@@ -1,13 +1,14 @@
-"""One sweep task: one model's tune as a picklable value, run wherever an executor puts it."""
+"""One sweep task: one model's tune as a picklable value; the local executor runs tasks in turn."""
 
 from __future__ import annotations
 
-import contextlib
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,6 +18,7 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.errors import BackendUnavailableError, InvalidStateError
 from aitune_fp.events.sending import sinks, to_record
 from aitune_fp.events.sweep import TaskFailed, TaskFinished
+from aitune_fp.profiling.serving import fork_server
 from aitune_fp.profiling.threads import set_threads
 from aitune_fp.sweep.spec import BackendChoice, ModelEntry, SweepSpec
 
@@ -102,6 +104,12 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def _torch_threads() -> int:
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _device_identity(device: str) -> tuple[str, str]:
     """The device string the tune uses and the device's name (GPU model or CPU model)."""
     import torch
@@ -126,16 +134,9 @@ def failed_outcome(
 ) -> TaskOutcome:
     """The outcome of a task that ended without a report: its records so far, then ``task_failed``."""
     run_id = next((str(r["run_id"]) for r in records if "run_id" in r), None)
-    last = to_record(
-        TaskFailed(
-            run_id=task.sweep_id,
-            module_name=task.model.name,
-            error_type=error_type,
-            reason=reason,
-            tune_run_id=run_id,
-            hostname=hostname,
-        ).to_event()
-    )
+    ids = {"run_id": task.sweep_id, "module_name": task.model.name}
+    failed = TaskFailed(**ids, error_type=error_type, reason=reason, tune_run_id=run_id, hostname=hostname)  # fmt: skip
+    last = to_record(failed.to_event())
     return TaskOutcome(model=task.model.name, records=(*records, last), ok=False)
 
 
@@ -155,7 +156,9 @@ def run_task(task: SweepTask) -> TaskOutcome:
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
     try:
-        threads = _process_threads(task)
+        threads = task.profiling.threads
+        if task.use_all_cores and task.device == "cpu":  # it holds its node: every CPU
+            threads = threads or len(os.sched_getaffinity(0))
         if threads is not None:  # the one code path of ``tune --threads``
             set_threads(threads)
         device, device_name = _device_identity(task.device)
@@ -179,7 +182,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         device=device,
         device_name=device_name,
         pid=os.getpid(),
-        threads=_threads(task),
+        threads=task.profiling.threads or _torch_threads(),
         started_unix_s=started,
         finished_unix_s=finished,
         started_monotonic_s=started_mono,
@@ -190,55 +193,142 @@ def run_task(task: SweepTask) -> TaskOutcome:
     return TaskOutcome(model=task.model.name, records=tuple(records), ok=True)
 
 
-def _all_cores(task: SweepTask) -> int:
-    """Intra-op threads for a task that holds its node: the budget's ``threads``, else every CPU."""
-    return task.profiling.threads or len(os.sched_getaffinity(0))
-
-
-def _process_threads(task: SweepTask) -> int | None:
-    """The task's threads: all cores for a CPU task holding its node, else the budget's, or None."""
-    if task.use_all_cores and task.device == "cpu":
-        return _all_cores(task)
-    return task.profiling.threads
-
-
-def _threads(task: SweepTask) -> int:
-    """The intra-op threads the task timed with: the budget's ``threads``, else torch's setting."""
-    import torch
-
-    return task.profiling.threads or int(torch.get_num_threads())
-
-
 def _tune(task: SweepTask, device: str) -> TuneReport:
-    import torch
-
-    from aitune_fp.adapters.validation import validation_of, with_performance_validation
     from aitune_fp.backends import registry
-    from aitune_fp.correctness.closeness import Closeness
     from aitune_fp.models import at_batch_size, load_model
-    from aitune_fp.pipeline.strategy_registry import make_strategy
-    from aitune_fp.pipeline.values import NoValidBackendError
 
     model = load_model(task.model.model, input_shape=task.model.input_shape)
     if task.model.batch_size is not None:
         model = at_batch_size(model, task.model.batch_size, name=f"{task.model.name}: batch_size")
-    backends = [registry.make_backend(b.name, device, b.settings_dict()) for b in task.backends]
-    strategy = with_performance_validation(
-        make_strategy(task.strategy, backends, **dict(task.strategy_options)),
-        min_speedup_threshold_percent=task.threshold,
-        profiling_config=task.profiling,
-        closeness=Closeness(**dict(task.accuracy)),
-        isolation="in_process" if task.isolation == "in_process" else None,
-    )
+    backends = [registry.make_backend(b.name, device, dict(b.settings)) for b in task.backends]
     os.makedirs(task.cache_dir, exist_ok=True)
+    isolation = "in_process" if task.isolation == "in_process" else None
+    return tune_model(
+        model, task.model.name, backends, task.strategy, dict(task.strategy_options), device,
+        task.cache_dir, threshold=task.threshold, profiling=task.profiling,
+        accuracy=dict(task.accuracy), isolation=isolation,
+    )[0]  # fmt: skip
+
+
+def tune_model(
+    model: Any,
+    name: str,
+    backends: Sequence[Any],
+    strategy_name: str,
+    options: Mapping[str, Any],
+    device: str,
+    cache_dir: Any,
+    *,
+    threshold: float,
+    profiling: ProfilingConfig,
+    accuracy: Mapping[str, Any],
+    isolation: Any,
+) -> tuple[TuneReport, Exception | None]:
+    """Tune a loaded model (``models.load_model``'s) as ``name`` over ``backends`` (``tune``, a sweep task).
+
+    Returns the report and the ``NoValidBackendError`` of a strategy that found none (first-wins).
+    """
+    import torch
+
+    from aitune_fp.adapters.validation import validation_of, with_performance_validation
+    from aitune_fp.correctness.closeness import Closeness
+    from aitune_fp.pipeline.strategy_registry import make_strategy
+    from aitune_fp.pipeline.values import NoValidBackendError
+
+    strategy = with_performance_validation(
+        make_strategy(strategy_name, backends, **options),
+        min_speedup_threshold_percent=threshold,
+        profiling_config=profiling,
+        closeness=Closeness(**accuracy),
+        isolation=isolation,
+    )
+    error: Exception | None = None
     with torch.no_grad():
         module = model.module.to(device)
-        # first-wins with nothing passing raises; the report has every candidate's reason
-        with contextlib.suppress(NoValidBackendError):
-            strategy.tune(
-                module, task.model.name, model.graph_spec, [model.sample], device, task.cache_dir
-            )
+        try:
+            strategy.tune(module, name, model.graph_spec, [model.sample], device, cache_dir)
+        except NoValidBackendError as exc:  # the report has every candidate's reason
+            error = exc
     report = validation_of(strategy).last_report
     if report is None:  # pragma: no cover - the wrapper leaves a report for every tune
         raise InvalidStateError("the tune left no report")
-    return report
+    return report, error
+
+
+#: What a child process sends instead of an outcome when a KeyboardInterrupt ended its task.
+_INTERRUPTED = "interrupted"
+
+
+def _child_main(conn: multiprocessing.connection.Connection, task: SweepTask) -> None:
+    """A task's child process: run it, send its outcome (or that Ctrl-C stopped it) back."""
+    try:
+        result: TaskOutcome | str = run_task(task)
+    except KeyboardInterrupt:
+        result = _INTERRUPTED
+    conn.send(result)
+    conn.close()
+
+
+def _stop(process: multiprocessing.process.BaseProcess) -> None:
+    """End a child process: SIGTERM, then SIGKILL if it is still there 5 s later."""
+    if process.is_alive():
+        process.terminate()
+        process.join(5.0)
+    if process.is_alive():
+        process.kill()
+    process.join()
+
+
+class LocalExecutor:
+    """Runs the tasks one after another here; one with a deadline in a child killed at it."""
+
+    name = "local"
+
+    def __init__(self, *, in_process: bool = False) -> None:
+        """``in_process``: run every task in this process, deadlines ignored."""
+        self.in_process = in_process
+
+    def run(self, tasks: Sequence[SweepTask], on_outcome: Callable[[TaskOutcome], None]) -> None:
+        """Run each task in turn (a Ctrl-C stops at the task in progress, killing its process)."""
+        for task in tasks:
+            if self.in_process or task.task_timeout_s is None:
+                on_outcome(run_task(task))
+            else:
+                on_outcome(self._in_child(task, task.task_timeout_s))
+
+    @staticmethod
+    def _in_child(task: SweepTask, timeout_s: float) -> TaskOutcome:
+        context = fork_server()
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_child_main, args=(send, task), name=f"aitune_fp-task-{safe(task.model.name)}"
+        )
+        try:
+            process.start()
+            send.close()  # the child holds the only writer: its death reads as end of file
+            deadline = time.monotonic() + timeout_s
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return hung_outcome(task)
+                ready = multiprocessing.connection.wait([receive, process.sentinel], left)
+                if receive in ready:
+                    try:
+                        result = receive.recv()
+                    except EOFError:
+                        break
+                    if result == _INTERRUPTED:
+                        raise KeyboardInterrupt
+                    assert isinstance(result, TaskOutcome)
+                    return result
+                if process.sentinel in ready and not receive.poll():
+                    break
+        finally:
+            _stop(process)
+            send.close()
+            receive.close()
+        return failed_outcome(
+            task,
+            CRASHED,
+            f"the task's process died unexpectedly (exit code {process.exitcode})",
+        )

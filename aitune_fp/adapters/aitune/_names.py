@@ -42,22 +42,14 @@ MODULE_NAMES: Final = {
     LOGGING_MODULE: ("log",),
 }
 #: Strategy state AITune sets in ``__init__``/``_pre_tune`` and the adapter reads, per kind.
-MIXIN_STATE: Final = (
+_STATE: Final = (
     "perf_validation_results",
     "_performance_validation_mode",
     "_baseline_backend",
-    "_resolved_batch_size",
     "_sink",
 )
-PROFILING_STATE: Final = (
-    "perf_validation_results",
-    "_performance_validation_mode",
-    "_baseline_backend",
-    "_baseline_result",
-    "_backends",
-    "_metric_label",
-    "_sink",
-)
+MIXIN_STATE: Final = (*_STATE, "_resolved_batch_size")
+PROFILING_STATE: Final = (*_STATE, "_baseline_result", "_backends", "_metric_label")
 
 
 class AituneVersionError(AitunefpError, RuntimeError):

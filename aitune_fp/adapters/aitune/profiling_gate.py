@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any, Final
 
@@ -34,33 +35,27 @@ _STRATEGIES: Final = "aitune.torch.tune_strategy."
 
 @attrs.frozen
 class Kind:
-    """One of AITune's profiling strategies: its class, its metric object, how it compares."""
+    """One of AITune's profiling strategies by class name; its module and metric class follow it."""
 
-    module: str
     name: str
-    result: str  # the class of its metric object (``BackendProfilingResult``)
     batch_one: bool = False  # compared at batch size 1 (MinLatency)
     budget: bool = False  # candidates held to ``latency_budget_ms`` (LatencyBudget)
 
+    @property
+    def module(self) -> str:
+        """``MaxThroughputStrategy``'s is ``aitune.torch.tune_strategy.max_throughput_strategy``."""
+        return _STRATEGIES + re.sub(r"(?<!^)(?=[A-Z])", "_", self.name).lower()
+
+    @property
+    def result(self) -> str:
+        """The class of its metric object: ``MaxThroughputProfilingResult``."""
+        return self.name.replace("Strategy", "ProfilingResult")
+
 
 KINDS: Final = (
-    Kind(
-        _STRATEGIES + "max_throughput_strategy",
-        "MaxThroughputStrategy",
-        "MaxThroughputProfilingResult",
-    ),
-    Kind(
-        _STRATEGIES + "min_latency_strategy",
-        "MinLatencyStrategy",
-        "MinLatencyProfilingResult",
-        batch_one=True,
-    ),
-    Kind(
-        _STRATEGIES + "latency_budget_strategy",
-        "LatencyBudgetStrategy",
-        "LatencyBudgetProfilingResult",
-        budget=True,
-    ),
+    Kind("MaxThroughputStrategy"),
+    Kind("MinLatencyStrategy", batch_one=True),
+    Kind("LatencyBudgetStrategy", budget=True),
 )
 #: The methods that say how a profiling strategy measures and picks: a subclass may not change one.
 _MEASURING: Final = (

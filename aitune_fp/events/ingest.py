@@ -1,30 +1,40 @@
-"""Read aitune_fp event logs back into typed events and one report per run (nothing executed)."""
+"""Read aitune_fp event logs back into typed events and one report per run (nothing executed).
+
+Runs are grouped by ``run_id`` and content (``docs/events.md``, "what a run is").
+"""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.resources
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any, Final, TypeAlias
 
 import attrs
 
+from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PARTS
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.candidates import CANDIDATE_MEASURED, SELECTION_DECIDED
-from aitune_fp.events.ingest.runs import summarize
-from aitune_fp.events.ingest.values import (
-    BadLine,
-    EventLine,
-    IngestReport,
-)
-from aitune_fp.events.kinds import Payload, registered
+from aitune_fp.events.kinds import Payload, fold, registered
 from aitune_fp.events.names import SCHEMA_VERSION
 from aitune_fp.events.schema import ADDED_KEYS
 
-__all__ = ["MAX_LINE_BYTES", "event_schema", "ingest", "read_events"]
+__all__ = [
+    "MAX_LINE_BYTES",
+    "BadLine",
+    "EventLine",
+    "IngestReport",
+    "RunSummary",
+    "event_schema",
+    "ingest",
+    "read_events",
+    "summarize",
+]
 
 #: Longest line read as an event; longer lines are reported as bad and skipped.
 MAX_LINE_BYTES = 1 << 20
@@ -34,7 +44,60 @@ _PREFIX = "aitune_fp."
 Source: TypeAlias = "str | os.PathLike[str] | Iterable[str] | Iterable[bytes]"
 
 
-# ---- Reading -------------------------------------------------------------------------------
+@attrs.frozen(kw_only=True)
+class EventLine:
+    """One valid event read from a log: its 1-based line number, JSON object and typed payload."""
+
+    line_no: int
+    event: str
+    fields: Mapping[str, Any]
+    payload: Payload = attrs.field(eq=False, repr=False)
+    #: The line as read (stripped): what a run's content hash is made of.
+    text: str = attrs.field(default="", eq=False, repr=False)
+
+
+@attrs.frozen(kw_only=True)
+class BadLine:
+    """A line that is not a valid aitune_fp event: its 1-based number and why."""
+
+    line_no: int
+    reason: str
+
+
+#: One run rebuilt from its events: the same frozen report the wrapper makes.
+RunSummary = TuneReport
+
+
+@attrs.frozen(kw_only=True)
+class IngestReport:
+    """The runs found in a log (in order of first event) and the lines that were not events."""
+
+    runs: tuple[RunSummary, ...]
+    bad_lines: tuple[tuple[int, str], ...]
+    n_lines: int
+    n_events: int
+    #: Runs found more than once in the log (by id and content): the events left out per id.
+    repeats: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def shared_run_ids(self) -> tuple[tuple[str, int], ...]:
+        """Run ids that more than one run carries (other content under one id), with how many."""
+        counts = Counter(run.run_id for run in self.runs)
+        return tuple((run_id, n) for run_id, n in counts.items() if n > 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the whole report."""
+        return {"runs": [run.to_dict() for run in self.runs], **self.rest_dict()}
+
+    def rest_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of all but the runs (bad lines, counts, repeats): written after them."""
+        return {
+            "bad_lines": [{"line_no": n, "reason": why} for n, why in self.bad_lines],
+            "n_lines": self.n_lines,
+            "n_events": self.n_events,
+            "repeats": [{"run_id": r, "n_events_left_out": n} for r, n in self.repeats],
+            "shared_run_ids": [{"run_id": r, "n_runs": n} for r, n in self.shared_run_ids],
+        }
 
 
 def _refuse_constant(name: str) -> float:
@@ -194,3 +257,70 @@ def read_events(source: Source) -> Iterator[EventLine | BadLine]:
 def ingest(source: Source) -> IngestReport:
     """Read a JSON-lines event log (a path or lines) into one :class:`RunSummary` per run."""
     return summarize(read_events(source))
+
+
+#: The events that open a tune run.
+OPENINGS: Final = frozenset({"aitune_fp.validation.started", "aitune_fp.validation.disabled"})
+_SWEEP: Final = "aitune_fp.sweep."
+
+
+@attrs.define
+class RunStretch:
+    """The events of one run id between two openings: its report so far and its running hash."""
+
+    report: TuneReport
+    first: str
+    digest: Any = attrs.field(factory=hashlib.sha256)
+    n_events: int = 0
+
+
+def summarize(items: Iterable[EventLine | BadLine]) -> IngestReport:
+    """Group events into runs (a repeated run counted once); sweep events make no run."""
+    stretches: list[tuple[str, RunStretch]] = []
+    current: dict[str, RunStretch] = {}
+    bad: list[tuple[int, str]] = []
+    n_lines = n_events = n_sweep = 0
+    for item in items:
+        n_lines = max(n_lines, item.line_no)
+        if isinstance(item, BadLine):
+            bad.append((item.line_no, item.reason))
+            continue
+        if item.event.startswith(_SWEEP):  # a sweep's own bookkeeping, not part of a tune run
+            n_sweep += 1
+            continue
+        fields = item.fields
+        run_id = fields["run_id"]
+        stretch = current.get(run_id)
+        if stretch is None or (
+            stretch.n_events and (item.event in OPENINGS or item.text == stretch.first)
+        ):
+            stretch = RunStretch(
+                TuneReport(run_id=run_id, module_name=fields["module_name"]), item.text
+            )
+            current[run_id] = stretch
+            stretches.append((run_id, stretch))
+        stamp = fields.get("timestamp")
+        stretch.report = fold(
+            stretch.report, item.payload, stamp if isinstance(stamp, str) else None
+        )
+        stretch.digest.update(item.text.encode("utf-8", "surrogatepass") + b"\n")
+        stretch.n_events += 1
+    runs: list[TuneReport] = []
+    seen: set[tuple[str, bytes]] = set()
+    repeats: dict[str, int] = {}
+    for run_id, stretch in stretches:
+        key = (run_id, stretch.digest.digest())
+        if key in seen:
+            repeats[run_id] = repeats.get(run_id, 0) + stretch.n_events
+            continue
+        seen.add(key)
+        if stretch.n_events:
+            runs.append(stretch.report)
+            n_events += stretch.n_events
+    return IngestReport(
+        runs=tuple(runs),
+        bad_lines=tuple(bad),
+        n_lines=n_lines,
+        n_events=n_events + n_sweep,
+        repeats=tuple(repeats.items()),
+    )
