@@ -726,13 +726,15 @@ def test_through_the_loop_a_machine_too_busy_says_so_and_not_that_the_budget_ran
     clock = FakeClock()
     waits = _Waits(clock, monkeypatch)
     every = range(10**9)
-    config = ProfilingConfig(quantity="throughput", max_seconds=600.0)
+    monkeypatch.setattr(host, "usable_cpus", lambda: 2)
+    config = ProfilingConfig(quantity="throughput", max_seconds=600.0, threads=2)
     result = measure_speedup(
         waits.arm(0.001, every), waits.arm(0.001, every), Sample(), 1, config, timer=clock
     ).result
     assert result.verdict == "inconclusive"
     assert "machine_too_busy" in result.flags and "budget_spent" not in result.flags
     assert "too busy" in result.reason and "budget" not in result.reason
+    assert "a team of 2 threads on 2 cores" in result.reason and "--threads 1" in result.reason
     assert clock.now_ns() / 1e9 < 60.0  # of the 600 s budget
 
 

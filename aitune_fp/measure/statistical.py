@@ -185,9 +185,16 @@ def stopped_by(timings: PairedTimings, config: ProfilingConfig) -> tuple[str, st
     """
     retimed = next((f[8:] for f in timings.flags if f.startswith("retimed_")), None)
     if "machine_too_busy" in timings.flags:
+        cpus = host.usable_cpus()
+        team = (
+            f" (a team of {timings.threads} threads on {cpus} cores stalls whenever anything "
+            f"else runs: --threads {max(cpus - 1, 1)} leaves a core to it)"
+            if timings.threads >= cpus
+            else ""
+        )
         return "", (
             f"the machine was too busy to go on: {retimed} pairs were timed again, another "
-            "process having an arm's core"
+            f"process having an arm's core{team}"
         )
     again = f", {retimed} pairs timed again (another process had an arm's core)" if retimed else ""
     return "budget_spent", f"budget of {config.max_seconds:g} s spent{again}"
