@@ -71,6 +71,7 @@ class BackendBase:
     #: None for the library's default tiers (exact up to float rounding). Reduced precision and
     #: int8 backends declare a wider one, with the reason in their docstring.
     default_tolerances: ClassVar[Tolerances | None] = None
+    _dtype: torch.dtype | None = None
 
     # ---- what subclasses implement -------------------------------------------------------
 
@@ -114,8 +115,8 @@ class BackendBase:
 
     @property
     def dtype(self) -> torch.dtype | None:
-        """The reduced (autocast) dtype the backend computes in, or None (the default)."""
-        return None
+        """The reduced (autocast) dtype the backend computes in (``_dtype``), or None."""
+        return self._dtype
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """Why this backend cannot run on ``device`` on this machine, or None when it can."""

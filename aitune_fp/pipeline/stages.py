@@ -97,9 +97,11 @@ class Arena:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
         return self.batch, self.batches or (self.batch,), self.timer_on(self.batch)
 
-    def changed(self) -> ModelChangedError | ProcessChangedError | None:
-        """What a candidate changed in the model, the samples or the process (restored)."""
-        return None if self.guards is None else self.guards.changed()
+    def unchanged(self) -> None:
+        """Raise what a candidate changed in the model, the samples or the process (restored)."""
+        changed = None if self.guards is None else self.guards.changed()
+        if changed is not None:
+            raise changed
 
     def phase(self, description: str, phase: Phase) -> None:
         """Say that ``description`` enters ``phase``."""

@@ -161,9 +161,13 @@ class MaxThroughputStrategy(SessionStrategy):
 
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen passing backend; the others are released."""
-        outcomes = [session.try_candidate(b) for b in self.backends]
-        best = choose(session.arena(), outcomes)
-        return session.fallback(outcomes) if best is None else best.backend
+        return _pick(session, [session.try_candidate(b) for b in self.backends])
+
+
+def _pick(session: TuneSession, outcomes: list[CandidateOutcome]) -> Any:
+    """The chosen passing backend, else the eager baseline (NoValidBackendError if none)."""
+    best = choose(session.arena(), outcomes)
+    return session.fallback(outcomes) if best is None else best.backend
 
 
 class MinLatencyStrategy(MaxThroughputStrategy):
@@ -197,20 +201,15 @@ class LatencyBudgetStrategy(MaxThroughputStrategy):
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen backend among those within the budget; NoValidBackendError when none is."""
         outcomes = [session.try_candidate(b) for b in self.backends]
-        if not session.gated:  # nothing timed in a plain session: the budget cannot be shown
-            best = choose(session.arena(), outcomes)
-            return session.fallback(outcomes) if best is None else best.backend
-        if not any(o.ok for o in outcomes):  # none faster than eager: eager it is
-            return session.fallback(outcomes)
+        # a plain session times nothing (the budget cannot be shown); none faster: eager it is
+        if not session.gated or not any(o.ok for o in outcomes):
+            return _pick(session, outcomes)
         kept: list[CandidateOutcome] = []
         for outcome in outcomes:
-            if not outcome.ok:
-                kept.append(outcome)
-                continue
-            check = latency_check(
+            check = outcome.ok and latency_check(
                 session.arena(), outcome, budget_ms=self.budget_ms, quantile=self.quantile
             )
-            if check.within:
+            if not check or check.within:
                 kept.append(outcome)
             else:
                 release(session.target, outcome.backend)

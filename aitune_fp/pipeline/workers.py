@@ -449,9 +449,7 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
             f"the rebuild of {chosen.description}", arena.config.build_timeout_s
         ):
             built, how = _handed_back(t, chosen)
-        changed = arena.changed()  # before eager runs on the model it may have changed
-        if changed is not None:
-            raise changed
+        arena.unchanged()  # before eager runs on the model it may have changed
         seed = random.SystemRandom().randrange(2**32)
         held = checked_inputs(closeness, t.data, seed, t.graph_spec, dict(arena.id_limits))
         with per_call_step(arena, f"the re-check of {chosen.description}"):
@@ -468,9 +466,7 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
                 batch_sizes=arena.config.batch_sizes,
             )
             _soak(arena, built, arena.config.soak)
-        changed = arena.changed()
-        if changed is not None:
-            raise changed
+        arena.unchanged()
     except Exception as exc:
         append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
         if built is not None:
