@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.utils import _pytree
 
 from aitune_fp._tree import flatten_tensors
 from aitune_fp.correctness.failures import CorrectnessError
@@ -39,8 +40,6 @@ def same_changes(candidate: set[str], eager: set[str]) -> None:
 
 def tensor_copies(value: Any) -> list[torch.Tensor]:
     """A copy of every tensor in an output, to tell later whether the output still holds."""
-    from torch.utils import _pytree
-
     return [t.detach().clone() for t in _pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
@@ -48,8 +47,6 @@ def still_held(kept: tuple[Any, list[torch.Tensor], str] | None, prefix: str) ->
     """Raise when an output the caller kept changed under the next call (a static buffer)."""
     if kept is None:
         return
-    from torch.utils import _pytree
-
     output, copies, where = kept
     now = [t for t in _pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
     if len(now) != len(copies) or any(
@@ -67,6 +64,4 @@ def still_held(kept: tuple[Any, list[torch.Tensor], str] | None, prefix: str) ->
 
 def detached(value: Any) -> Any:
     """``value`` with every tensor in it detached (an output computed with grad enabled)."""
-    from torch.utils import _pytree
-
     return _pytree.tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)

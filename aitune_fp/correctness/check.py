@@ -86,9 +86,7 @@ def check_correctness(
             f"(graph spec {graph_spec.name!r}), got none"
         )
     walk = Walk(
-        tol=tolerances if tolerances is not None else Tolerances(),
-        expected_dtype=expected_dtype,
-        noise_floor=noise_floor,
+        tol=tolerances or Tolerances(), expected_dtype=expected_dtype, noise_floor=noise_floor
     )
     prefix = f"{name}: " if name else ""
     sizes = served_batch_sizes(

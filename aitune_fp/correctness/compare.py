@@ -42,9 +42,7 @@ def compare_outputs(
     """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``."""
     check_expected_dtype(expected_dtype)
     walk = Walk(
-        tol=tolerances if tolerances is not None else Tolerances(),
-        expected_dtype=expected_dtype,
-        noise_floor=noise_floor,
+        tol=tolerances or Tolerances(), expected_dtype=expected_dtype, noise_floor=noise_floor
     )
     compare_tree(actual, expected, path, walk)
     return Mismatch.combine(walk.tally)
