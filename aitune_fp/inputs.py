@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import attrs
@@ -57,6 +57,13 @@ class Sample:
         """Call ``fn(*args, **kwargs)`` and return its result."""
         return fn(*self.args, **self.kwargs)
 
+    def map(self, fn: Callable[[InputKey, Any], Any]) -> Sample:
+        """A new sample holding ``fn(key, value)`` for each top-level input."""
+        return Sample(
+            tuple(fn(i, v) for i, v in enumerate(self.args)),
+            {k: fn(k, v) for k, v in self.kwargs.items()},
+        )
+
 
 def as_sample(value: object) -> Sample:
     """Return ``value`` as a :class:`Sample`: a Sample as is, or a plain ``(args, kwargs)`` pair."""
@@ -91,10 +98,7 @@ def copy_sample(sample: Sample) -> Sample:
     def clone(value: Any) -> Any:
         return value.clone() if _is_tensor(value) else value
 
-    return Sample(
-        tuple(tree_map(clone, v) for v in sample.args),
-        {k: tree_map(clone, v) for k, v in sample.kwargs.items()},
-    )
+    return sample.map(lambda _, v: tree_map(clone, v))
 
 
 #: Most storages a :class:`CopyRing` keeps, and the bytes they may hold together (one arm).
@@ -161,10 +165,7 @@ class CopyRing:
             used.append(copy)
             return copy
 
-        filled = Sample(
-            tuple(tree_map(put, v) for v in sample.args),
-            {k: tree_map(put, v) for k, v in sample.kwargs.items()},
-        )
+        filled = sample.map(lambda _, v: tree_map(put, v))
         self._slots[self._next] = used
         self._next = (self._next + 1) % len(self._slots)
         return filled
@@ -273,10 +274,7 @@ class GraphSpec:
                 return _tile(value, axis, n, size)
             return value.clone() if _is_tensor(value) else value
 
-        return Sample(
-            tuple(convert(i, v) for i, v in enumerate(sample.args)),
-            {k: convert(k, v) for k, v in sample.kwargs.items()},
-        )
+        return sample.map(convert)
 
     def _batched(self, sample: Sample) -> dict[InputKey, tuple[int, int]]:
         """Batched tensor inputs: key -> (normalised axis, batch dimension), all dims checked equal."""

@@ -98,10 +98,7 @@ def _wide(sample: Sample, limits: Mapping[InputKey, int], gen: torch.Generator) 
         changed = changed or out is not None
         return styled(source if out is None else out, "contiguous", value.requires_grad)
 
-    wide = Sample(
-        tuple(convert(i, v) for i, v in enumerate(sample.args)),
-        {k: convert(k, v) for k, v in sample.kwargs.items()},
-    )
+    wide = sample.map(convert)
     return wide if changed else None
 
 
@@ -111,7 +108,7 @@ def _variant(
     """``sample`` with ``change`` applied to its top-level tensors (None: it changed none)."""
     changed = False
 
-    def convert(value: Any) -> Any:
+    def convert(_: InputKey, value: Any) -> Any:
         nonlocal changed
         if not isinstance(value, torch.Tensor):
             return value
@@ -121,9 +118,7 @@ def _variant(
         changed = True
         return out
 
-    made = Sample(
-        tuple(convert(v) for v in sample.args), {k: convert(v) for k, v in sample.kwargs.items()}
-    )
+    made = sample.map(convert)
     return made if changed else None
 
 
