@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard
 
 import attrs
 
@@ -69,16 +69,21 @@ def as_sample(value: object) -> Sample:
     """Return ``value`` as a :class:`Sample`: a Sample as is, or a plain ``(args, kwargs)`` pair."""
     if isinstance(value, Sample):
         return value
-    if (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and isinstance(value[0], (tuple, list))
-        and isinstance(value[1], Mapping)
-    ):
+    if is_pair(value):
         return Sample(value[0], value[1])
     raise InvalidTypeError(
         f"a sample must be a Sample or an (args, kwargs) tuple, got {type(value).__name__}: "
         f"{value!r:.200}"
+    )
+
+
+def is_pair(value: object) -> TypeGuard[tuple[Sequence[Any], Mapping[str, Any]]]:
+    """Whether ``value`` is an ``(args, kwargs)`` pair, as :func:`as_sample` reads one."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], Mapping)
     )
 
 

@@ -16,6 +16,8 @@ from typing import Any, Final
 import attrs
 import torch
 
+from aitune_fp.isolation.namespaces import resolve
+
 PUT_BACK_ROUNDS: Final = 3
 """Flags are views of shared state (``allow_tf32`` and ``fp32_precision``): set until stable."""
 
@@ -236,14 +238,6 @@ _C_GETTERS: Final = (
 )
 
 
-def _resolve(path: str) -> Any:
-    """The object at dotted ``path`` below ``torch`` (AttributeError: not in this torch)."""
-    obj: Any = torch
-    for part in path.split(".")[1:]:
-        obj = getattr(obj, part)
-    return obj
-
-
 def _table_flags() -> list[_Flag]:
     """The tables' settings under ``torch.backends`` and ``torch._C`` that this torch has."""
     context_prop: Any = getattr(torch.backends, "ContextProp", ())
@@ -252,7 +246,7 @@ def _table_flags() -> list[_Flag]:
         for path in names:
             with contextlib.suppress(AttributeError):
                 owner_name, _, name = f"{owner_path}.{path}".rpartition(".")
-                owner = _resolve(owner_name)
+                owner = resolve(owner_name)
                 raw = inspect.getattr_static(owner, name, None)
                 if context_prop and isinstance(raw, context_prop):
                     get, put = raw.getter, raw.setter
@@ -264,7 +258,7 @@ def _table_flags() -> list[_Flag]:
     for owner_path, pairs in _CALLS.items():
         for get_name, set_name in pairs:
             with contextlib.suppress(AttributeError):
-                owner = _resolve(owner_path)
+                owner = resolve(owner_path)
                 get, put = getattr(owner, get_name), getattr(owner, set_name)
                 flags.append(_Flag(f"{owner_path}.{get_name}()", get, put))
     c: Any = torch._C

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from aitune_fp.errors import InvalidStateError
-from aitune_fp.inputs import Sample
+from aitune_fp.inputs import Sample, is_pair
 from aitune_fp.isolation.values import ContainerState, TensorState
 
 
@@ -47,16 +47,6 @@ class _SampleTensor(TensorState):
         return None if what is None else f"{self.name}: {what}"
 
 
-def _is_pair(value: object) -> bool:
-    """Whether ``value`` is an ``(args, kwargs)`` pair, as ``as_sample`` reads one."""
-    return (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and isinstance(value[0], (tuple, list))
-        and isinstance(value[1], Mapping)
-    )
-
-
 class SampleGuard:
     """A snapshot of the caller's samples (tensors by host copy, containers shallowly)."""
 
@@ -80,7 +70,8 @@ class SampleGuard:
             if id(value) in self._seen:  # shared, or a cycle
                 return
             self._seen.add(id(value))
-        if isinstance(value, Sample) or _is_pair(value):
+        if isinstance(value, Sample) or is_pair(value):
+            args: Sequence[Any]
             if isinstance(value, Sample):
                 self._states.append(_SampleFields(label, value))
                 args, kwargs = value.args, value.kwargs
