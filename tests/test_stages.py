@@ -37,7 +37,7 @@ _EXCEPTIONS = [
 
 
 @pytest.mark.parametrize(
-    "module", ["arms", "baseline", "choosing", "ending", "stages", "vetting", "workers"]
+    "module", ["baseline", "choosing", "ending", "stages", "vetting", "workers"]
 )
 def test_no_stage_reads_the_session(module: str) -> None:
     """A stage names no TuneSession: what it may touch is what it is handed (an Arena, values)."""

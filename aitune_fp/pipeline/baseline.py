@@ -18,8 +18,7 @@ from aitune_fp.core.config import ProfilingConfig, for_batch_size
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness
-from aitune_fp.correctness.degenerate import degenerate_outputs
-from aitune_fp.correctness.noise import eager_noise_floor
+from aitune_fp.correctness.noise import degenerate_outputs, eager_noise_floor
 from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,

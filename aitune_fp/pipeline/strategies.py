@@ -86,6 +86,10 @@ class SessionStrategy:
     summary = ""
     backends: tuple[Backend, ...] = ()
 
+    def __init__(self, backends: Sequence[Backend] = ()) -> None:
+        """Keep the candidates in the order they are tried (a tie goes to the earlier one)."""
+        self.backends = tuple(backends)
+
     def describe(self) -> str:
         """Human description of the strategy: its name, what it keeps and its candidates."""
         names = "".join(f"\n  {b.describe()}" for b in self.backends)
@@ -134,10 +138,6 @@ class FirstWinsStrategy(SessionStrategy):
     title = "First Wins Strategy"
     summary = "evaluate backends in order, return first working backend"
 
-    def __init__(self, backends: Sequence[Backend]) -> None:
-        """Keep the candidates in the order they are tried."""
-        self.backends = tuple(backends)
-
     def tune_session(self, session: TuneSession) -> Any:
         """The first passing backend; NoValidBackendError lists every failure otherwise."""
         outcomes = []
@@ -154,10 +154,6 @@ class MaxThroughputStrategy(SessionStrategy):
 
     title = "Max Throughput Strategy"
     summary = "select the fastest backend"
-
-    def __init__(self, backends: Sequence[Backend]) -> None:
-        """Keep the candidates (ties go to lower build time, then the earlier one)."""
-        self.backends = tuple(backends)
 
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen passing backend; the others are released."""

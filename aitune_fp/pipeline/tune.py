@@ -30,7 +30,6 @@ from aitune_fp.events.sending import emit as emit_event
 from aitune_fp.events.validation import Disabled, EvalMode, Finished
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import rule_for
-from aitune_fp.pipeline.arms import Arm, HereArm
 from aitune_fp.pipeline.baseline import (
     BaselineFailed,
     Opened,
@@ -40,8 +39,7 @@ from aitune_fp.pipeline.baseline import (
     started,
 )
 from aitune_fp.pipeline.ending import conclude
-from aitune_fp.pipeline.guarding import Guards
-from aitune_fp.pipeline.stages import Arena, build_failure, checked_inputs
+from aitune_fp.pipeline.stages import Arena, Arm, Guards, HereArm, build_failure, checked_inputs
 from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,

@@ -205,31 +205,21 @@ def output_types(references: tuple[Any, ...]) -> frozenset[type]:
     return frozenset(found)
 
 
+@attrs.define(eq=False, slots=False)
 class WorkerBackend:
     """A candidate that lives in its worker: called there, timed from here, closed with it.
 
-    ``artefact``: the digest of what its build saved ("": none), loaded by :meth:`adopt`.
+    ``blueprint`` and ``build`` rebuild it; ``artefact``: the digest of what its build saved
+    ("": none), loaded by :func:`adopt`.
     """
 
-    def __init__(
-        self,
-        worker: Worker,
-        *,
-        description: str,
-        blueprint: Any,
-        build: Callable[[Any], Any] | None,
-        dtype: torch.dtype | None,
-        tolerances: Tolerances | None,
-        artefact: str = "",
-    ) -> None:
-        """Hold the worker and what a rebuild needs."""
-        self.artefact = artefact
-        self.worker = worker
-        self.description = description
-        self.blueprint = blueprint
-        self.build = build
-        self.dtype = dtype
-        self.tolerances = tolerances
+    worker: Worker
+    description: str
+    blueprint: Any
+    build: Callable[[Any], Any] | None
+    dtype: torch.dtype | None
+    tolerances: Tolerances | None
+    artefact: str = ""
 
     @property
     def infer(self) -> Worker:
@@ -316,7 +306,7 @@ def _os_changed(os_states: Mapping[int, tuple[frozenset[int], int]]) -> str | No
 
 
 class WorkerArm:
-    """A candidate built, checked and timed in a worker of its own (an :class:`~.values.Arm`)."""
+    """A candidate built, checked and timed in a worker of its own (an :class:`~.stages.Arm`)."""
 
     def __init__(
         self,
@@ -412,7 +402,8 @@ def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, .
     log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
     built, how = _rebuilt(arena, chosen, log)
-    return built, _tidy(hygiene), how
+    changed = hygiene.changed()  # put back, and what could not be said so
+    return built, changed + tuple(f"not put back: {text}" for text in hygiene.restore()), how
 
 
 def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
@@ -430,13 +421,6 @@ def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
     record = getattr(chosen.build, "record", None)  # its driver learned it already
     with contextlib.nullcontext() if record is None else record():
         return build_here(t, chosen.blueprint, chosen.build), note
-
-
-def _tidy(hygiene: Hygiene) -> tuple[str, ...]:
-    """What changed since ``hygiene`` was taken, put back; what could not be, said so."""
-    changed = hygiene.changed()
-    kept = hygiene.restore()
-    return changed + tuple(f"not put back: {text}" for text in kept)
 
 
 def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
