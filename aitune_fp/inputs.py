@@ -87,6 +87,12 @@ def is_pair(value: object) -> TypeGuard[tuple[Sequence[Any], Mapping[str, Any]]]
     )
 
 
+def check_samples(name: str, value: object) -> None:
+    """Refuse a ``value`` that is not a sequence of samples (a str or bytes is not one)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidTypeError(f"{name} must be a sequence of samples, got {type(value).__name__}")
+
+
 def _is_tensor(value: object) -> bool:
     """Whether ``value`` is a torch tensor, without importing torch if nobody has."""
     torch_module = sys.modules.get("torch")

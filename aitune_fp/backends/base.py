@@ -32,6 +32,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     InvalidValueError,
 )
+from aitune_fp.inputs import check_samples
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -231,9 +232,7 @@ class BackendBase:
             raise InvalidTypeError(
                 f"module must be a torch.nn.Module, got {module!r} ({type(module).__name__})"
             )
-        data_value: object = data
-        if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
-            raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+        check_samples("data", data)
         target = torch.device(device)
         log_dir = Path(cache_dir) / safe_folder_name(self.key())
         log_dir.mkdir(parents=True, exist_ok=True)

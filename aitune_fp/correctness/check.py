@@ -41,7 +41,7 @@ from aitune_fp.correctness.envelope import (
 from aitune_fp.correctness.failures import CorrectnessError, ReferenceFailedError
 from aitune_fp.correctness.tolerances import Tolerances, eps_of
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
-from aitune_fp.inputs import BatchSpec, Sample, as_sample
+from aitune_fp.inputs import BatchSpec, Sample, as_sample, check_samples
 from aitune_fp.profiling.watchdog import progress
 
 __all__ = ["AccuracyMetric", "check_correctness", "metric_name", "served_batch_sizes"]
@@ -71,14 +71,8 @@ def check_correctness(
     """Check ``candidate`` against ``reference`` on every sample and batch size: worst mismatch."""
     check_expected_dtype(expected_dtype)
     _check_metric(accuracy, max_degradation)
-    data_value: object = data
-    if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
-        raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
-    held_value: object = heldout
-    if isinstance(held_value, (str, bytes)) or not isinstance(held_value, Sequence):
-        raise InvalidTypeError(
-            f"heldout must be a sequence of samples, got {type(heldout).__name__}"
-        )
+    check_samples("data", data)
+    check_samples("heldout", heldout)
     if not data:
         raise InvalidValueError(
             f"data must hold at least one sample for the correctness check "

@@ -257,11 +257,11 @@ class ProcessState:
                 if isinstance(value, Unreadable) or read_flag(flag) == value:
                     continue
                 stable = False
-                if flag.put is None:
+                if flag.write is None:
                     errors[flag.name] = flag.why
                     continue
                 try:
-                    flag.put(value)
+                    flag.write(value)
                 except Exception as exc:  # record it: restore never raises half-way
                     errors[flag.name] = flag.why or f"setting it failed: {exc}".splitlines()[0]
             if stable:

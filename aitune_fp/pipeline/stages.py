@@ -355,7 +355,7 @@ def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], 
     return lambda index: draw((seed * 1_000_003 + index) % 2**63)
 
 
-def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
+def check_closeness(arena: Arena, built: Any, name: str = "") -> Mismatch | None:
     """Closeness to eager on recorded and held-out samples in one pass (catches memorising)."""
     t, heldout = arena.target, arena.heldout()
     return arena.closeness.check(
@@ -365,7 +365,7 @@ def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
         list(t.data),
         expected_dtype=declared_dtype(built),
         tolerances=arena.closeness.budget(built),
-        name=t.name,
+        name=name or t.name,
         batch_sizes=arena.config.batch_sizes,
         heldout=list(heldout),
         heldout_seed=arena.seed if heldout else None,

@@ -26,6 +26,7 @@ from aitune_fp.pipeline.stages import (
     build_failure,
     build_here,
     call_deadline,
+    check_closeness,
     checked_inputs,
     folder_of,
     held_out,
@@ -436,19 +437,9 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
         arena.unchanged()  # before eager runs on the model it may have changed
         seed = random.SystemRandom().randrange(2**32)
         held = checked_inputs(closeness, t.data, seed, t.graph_spec, dict(arena.id_limits))
+        fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
         with per_call_step(arena, f"the re-check of {chosen.description}"):
-            closeness.check(
-                infer_of(built),
-                infer_of(arena.eager),
-                t.graph_spec,
-                list(t.data),
-                name=f"{t.name} (rebuilt in this process)",
-                heldout=list(held),
-                heldout_seed=seed,
-                expected_dtype=declared_dtype(built),
-                tolerances=closeness.budget(built),
-                batch_sizes=arena.config.batch_sizes,
-            )
+            check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
             _soak(arena, built, arena.config.soak)
         arena.unchanged()
     except Exception as exc:
