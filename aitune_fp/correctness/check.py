@@ -27,8 +27,15 @@ from aitune_fp.core.accuracy import (
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
-from aitune_fp.correctness._values import TF32_DEVICES, Walk, capped, tf32_allowed
-from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs, compare_tree
+from aitune_fp.correctness.compare import (
+    TF32_DEVICES,
+    Walk,
+    capped,
+    check_expected_dtype,
+    compare_outputs,
+    compare_tree,
+    tf32_allowed,
+)
 from aitune_fp.correctness.envelope import (
     Envelope,
     beyond,

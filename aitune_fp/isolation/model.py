@@ -1,8 +1,14 @@
-"""The model and sample guards: the caller's objects kept before a tune, checked and restored after."""
+"""The model and sample guards: the caller's objects kept before a tune, checked and restored after.
+
+Also one tune per module object at a time (``exclusive_module``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -319,3 +325,20 @@ def _restore_all(states: Sequence[Any], what: str) -> None:
         state.restore(failures)
     if failures:
         raise InvalidStateError(f"{what} could not be fully restored: " + "; ".join(failures))
+
+
+_LOCKS: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
+_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def exclusive_module(module: object) -> Iterator[None]:
+    """Hold ``module`` for one tune (re-entrant, weakly keyed); another thread's tune waits."""
+    try:
+        with _GUARD:
+            lock = _LOCKS.setdefault(module, threading.RLock())
+    except TypeError:
+        yield
+        return
+    with lock:
+        yield
