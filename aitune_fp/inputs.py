@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeGuard
 
 import attrs
 
@@ -57,22 +57,40 @@ class Sample:
         """Call ``fn(*args, **kwargs)`` and return its result."""
         return fn(*self.args, **self.kwargs)
 
+    def map(self, fn: Callable[[InputKey, Any], Any]) -> Sample:
+        """A new sample holding ``fn(key, value)`` for each top-level input."""
+        return Sample(
+            tuple(fn(i, v) for i, v in enumerate(self.args)),
+            {k: fn(k, v) for k, v in self.kwargs.items()},
+        )
+
 
 def as_sample(value: object) -> Sample:
     """Return ``value`` as a :class:`Sample`: a Sample as is, or a plain ``(args, kwargs)`` pair."""
     if isinstance(value, Sample):
         return value
-    if (
-        isinstance(value, tuple)
-        and len(value) == 2
-        and isinstance(value[0], (tuple, list))
-        and isinstance(value[1], Mapping)
-    ):
+    if is_pair(value):
         return Sample(value[0], value[1])
     raise InvalidTypeError(
         f"a sample must be a Sample or an (args, kwargs) tuple, got {type(value).__name__}: "
         f"{value!r:.200}"
     )
+
+
+def is_pair(value: object) -> TypeGuard[tuple[Sequence[Any], Mapping[str, Any]]]:
+    """Whether ``value`` is an ``(args, kwargs)`` pair, as :func:`as_sample` reads one."""
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], Mapping)
+    )
+
+
+def check_samples(name: str, value: object) -> None:
+    """Refuse a ``value`` that is not a sequence of samples (a str or bytes is not one)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidTypeError(f"{name} must be a sequence of samples, got {type(value).__name__}")
 
 
 def _is_tensor(value: object) -> bool:
@@ -91,10 +109,7 @@ def copy_sample(sample: Sample) -> Sample:
     def clone(value: Any) -> Any:
         return value.clone() if _is_tensor(value) else value
 
-    return Sample(
-        tuple(tree_map(clone, v) for v in sample.args),
-        {k: tree_map(clone, v) for k, v in sample.kwargs.items()},
-    )
+    return sample.map(lambda _, v: tree_map(clone, v))
 
 
 #: Most storages a :class:`CopyRing` keeps, and the bytes they may hold together (one arm).
@@ -161,10 +176,7 @@ class CopyRing:
             used.append(copy)
             return copy
 
-        filled = Sample(
-            tuple(tree_map(put, v) for v in sample.args),
-            {k: tree_map(put, v) for k, v in sample.kwargs.items()},
-        )
+        filled = sample.map(lambda _, v: tree_map(put, v))
         self._slots[self._next] = used
         self._next = (self._next + 1) % len(self._slots)
         return filled
@@ -273,10 +285,7 @@ class GraphSpec:
                 return _tile(value, axis, n, size)
             return value.clone() if _is_tensor(value) else value
 
-        return Sample(
-            tuple(convert(i, v) for i, v in enumerate(sample.args)),
-            {k: convert(k, v) for k, v in sample.kwargs.items()},
-        )
+        return sample.map(convert)
 
     def _batched(self, sample: Sample) -> dict[InputKey, tuple[int, int]]:
         """Batched tensor inputs: key -> (normalised axis, batch dimension), all dims checked equal."""

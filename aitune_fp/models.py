@@ -193,8 +193,8 @@ def _import_module(name: str) -> Any:
     """Import ``name`` from ``sys.path``; a module that is not there says how to make it so."""
     try:
         return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
+    except Exception as exc:
+        missing = (isinstance(exc, ModuleNotFoundError) and exc.name) or ""
         if missing and (name == missing or name.startswith(f"{missing}.")):
             raise UserModelError(
                 f"cannot import module {name!r} for the model: no module named {missing!r} "
@@ -203,10 +203,6 @@ def _import_module(name: str) -> Any:
             ) from exc
         raise UserModelError(
             f"importing model module {name!r} failed: {type(exc).__name__}: {exc}{_extra_hint(exc)}"
-        ) from exc
-    except Exception as exc:
-        raise UserModelError(
-            f"importing model module {name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
 
 

@@ -8,6 +8,7 @@ import logging
 import random
 import sys
 import threading
+import types
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeAlias
@@ -206,19 +207,9 @@ def _clock(key: str, jitter: float, seed: int, device_scale: float | None) -> Fa
     return found
 
 
-class _Named:
+def _named_logger(*args: Any) -> Any:
     """The logger a captured event came through: only its name matters."""
-
-    def __init__(self, name: str | None) -> None:
-        self.name = name
-
-
-def _named_logger(*args: Any) -> _Named:
-    return _Named(args[0] if args and isinstance(args[0], str) else None)
-
-
-def _ours(name: str | None) -> bool:
-    return name is not None and (name == LOGGER_NAME or name.startswith(LOGGER_NAME + "."))
+    return types.SimpleNamespace(name=args[0] if args and isinstance(args[0], str) else None)
 
 
 @contextlib.contextmanager
@@ -227,7 +218,8 @@ def capture_events(level: int = logging.DEBUG) -> Iterator[list[dict[str, Any]]]
     captured: list[dict[str, Any]] = []
 
     def keep(logger: Any, method_name: str, event_dict: Any) -> Any:
-        if _ours(getattr(logger, "name", None)):
+        name = getattr(logger, "name", None) or ""
+        if name == LOGGER_NAME or name.startswith(LOGGER_NAME + "."):
             event_dict["log_level"] = {"warn": "warning", "exception": "error"}.get(
                 method_name, method_name
             )

@@ -21,7 +21,7 @@ from aitune_fp import (
     with_performance_validation,
 )
 from aitune_fp.core.report import TuneReport
-from aitune_fp.correctness.degenerate import degenerate_outputs
+from aitune_fp.correctness.noise import degenerate_outputs
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.events.kinds import fold
 from aitune_fp.events.validation import BaselineMeasured

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from structlog.testing import LogCapture
 
 from aitune_fp.inputs import GraphSpec, Sample, copy_sample
-from aitune_fp.isolation.model import ModelGuard
-from aitune_fp.isolation.samples import SampleGuard
+from aitune_fp.isolation.model import ModelGuard, SampleGuard
 from aitune_fp.pipeline.strategies import FirstWinsStrategy, OneBackendStrategy
 from tests.validation_helpers import CLOCK, FAST_CONFIG, Pruned, Slower, gated, make_case
 

@@ -270,10 +270,10 @@ def test_float32_on_cuda_with_tf32_is_held_to_the_reduced_tier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two correct kernels differ at TF32 precision (cuDNN's default): not a wrong candidate."""
-    from aitune_fp.correctness import _values
+    from aitune_fp.correctness import compare
     from aitune_fp.correctness.compare import compare_outputs
 
-    monkeypatch.setattr(_values, "TF32_DEVICES", frozenset({"cpu"}))  # CPU stands in for CUDA
+    monkeypatch.setattr(compare, "TF32_DEVICES", frozenset({"cpu"}))  # CPU stands in for CUDA
     torch.manual_seed(0)
     expected = torch.randn(64, 10)
     actual = expected * (1 + 2e-3 * torch.randn(64, 10))  # TF32-sized rounding
@@ -321,7 +321,7 @@ def test_float32_on_a_real_gpu_with_tf32_is_held_to_the_reduced_tier() -> None:
 )
 def test_top1_agreement_is_for_class_scores_only(path: str, scores: bool) -> None:
     """Accuracy criteria fit the output: an embedding is not judged by its argmax."""
-    from aitune_fp.correctness._values import class_scores
+    from aitune_fp.correctness.compare import class_scores
 
     assert class_scores(path) is scores
 

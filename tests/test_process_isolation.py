@@ -172,11 +172,11 @@ def _reach_session(module: torch.nn.Module) -> None:
     from aitune_fp.pipeline.tune import TuneSession
 
     for obj in gc.get_objects():
-        if isinstance(obj, TuneSession):
-            eager = obj.eager
+        if isinstance(obj, TuneSession) and obj.opened is not None:
+            eager = obj.opened.eager
             slow = type(module)
             slow.slow = True  # type: ignore[attr-defined]
-            obj.eager = eager
+            obj.opened = attrs.evolve(obj.opened, eager=eager)
 
 
 def _process_state(module: torch.nn.Module) -> None:

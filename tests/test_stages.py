@@ -37,7 +37,7 @@ _EXCEPTIONS = [
 
 
 @pytest.mark.parametrize(
-    "module", ["arms", "baseline", "choosing", "ending", "stages", "vetting", "workers"]
+    "module", ["baseline", "choosing", "ending", "stages", "vetting", "workers"]
 )
 def test_no_stage_reads_the_session(module: str) -> None:
     """A stage names no TuneSession: what it may touch is what it is handed (an Arena, values)."""
@@ -158,4 +158,4 @@ def test_ranking_a_candidate_on_its_own_leaves_the_tunes_batch_alone(tmp_path: P
     assert outcome.ok and outcome.result is None
     rank = vetting.rank(session.arena(), outcome)
     assert rank is not None and rank > 0
-    assert session.batch is None
+    assert session.arena().batch is None

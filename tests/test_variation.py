@@ -21,10 +21,9 @@ from hypothesis import strategies as st
 
 from aitune_fp.core.accuracy import RESOLUTION_ULPS, Criterion, Spread, judge_variation
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.correctness.check import check_correctness
+from aitune_fp.correctness.check import Spreads, check_correctness
 from aitune_fp.correctness.failures import CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances
-from aitune_fp.correctness.variation import Spreads
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.heldout import heldout_samples
 from tests.factories import tune_one

@@ -28,7 +28,7 @@ from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import GraphSpec, Sample
-from aitune_fp.isolation.exclusive import exclusive_module
+from aitune_fp.isolation.model import exclusive_module
 from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import TuneTarget, ValidationOptions

@@ -32,6 +32,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     InvalidValueError,
 )
+from aitune_fp.inputs import check_samples
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -71,6 +72,7 @@ class BackendBase:
     #: None for the library's default tiers (exact up to float rounding). Reduced precision and
     #: int8 backends declare a wider one, with the reason in their docstring.
     default_tolerances: ClassVar[Tolerances | None] = None
+    _dtype: torch.dtype | None = None
 
     # ---- what subclasses implement -------------------------------------------------------
 
@@ -114,8 +116,8 @@ class BackendBase:
 
     @property
     def dtype(self) -> torch.dtype | None:
-        """The reduced (autocast) dtype the backend computes in, or None (the default)."""
-        return None
+        """The reduced (autocast) dtype the backend computes in (``_dtype``), or None."""
+        return self._dtype
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """Why this backend cannot run on ``device`` on this machine, or None when it can."""
@@ -230,9 +232,7 @@ class BackendBase:
             raise InvalidTypeError(
                 f"module must be a torch.nn.Module, got {module!r} ({type(module).__name__})"
             )
-        data_value: object = data
-        if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
-            raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
+        check_samples("data", data)
         target = torch.device(device)
         log_dir = Path(cache_dir) / safe_folder_name(self.key())
         log_dir.mkdir(parents=True, exist_ok=True)

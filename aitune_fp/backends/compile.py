@@ -11,12 +11,12 @@ import torch
 from aitune_fp._tree import map_tensors, to_device
 from aitune_fp.backends.base import BackendBase
 from aitune_fp.backends.support import (
+    all_samples,
     autocast_context,
     check_autocast_dtype,
     inductor_unavailable_reason,
 )
-from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.inputs import as_sample
+from aitune_fp.errors import InvalidTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,11 +90,6 @@ class TorchCompileBackend(BackendBase):
             "dtype": self._dtype,
         }
 
-    @property
-    def dtype(self) -> torch.dtype | None:
-        """The autocast dtype, or None."""
-        return self._dtype
-
     def _build(
         self,
         module: torch.nn.Module,
@@ -103,14 +98,9 @@ class TorchCompileBackend(BackendBase):
         device: torch.device,
     ) -> None:
         """Move the module to the device, compile it and warm it up at min and max batch size."""
-        if not data:
-            raise InvalidValueError(
-                f"data must hold at least one sample to warm up {self.describe()} "
-                f"(graph spec {graph_spec.name!r}), got none"
-            )
+        self._samples = all_samples(data, f"warm up {self.describe()}", graph_spec)
         module.to(device)
         self._module = module
-        self._samples = [as_sample(item) for item in data]
         self._graph_spec = graph_spec
         self._compile_and_warm_up()
 

@@ -16,10 +16,9 @@ from aitune_fp._tree import (
     to_device,
 )
 from aitune_fp.backends.base import BackendBase
-from aitune_fp.backends.support import autocast_context, check_autocast_dtype
+from aitune_fp.backends.support import all_samples, autocast_context, check_autocast_dtype
 from aitune_fp.core._checks import check_int
-from aitune_fp.errors import BackendFailedError, InvalidValueError
-from aitune_fp.inputs import as_sample
+from aitune_fp.errors import BackendFailedError
 
 if TYPE_CHECKING:
     from aitune_fp.inputs import GraphSpec, Sample
@@ -51,11 +50,6 @@ class CudaGraphBackend(BackendBase):
         return {"dtype": self._dtype, "warmup_calls": self._warmup_calls}
 
     @property
-    def dtype(self) -> torch.dtype | None:
-        """The autocast dtype, or None."""
-        return self._dtype
-
-    @property
     def num_graphs(self) -> int:
         """How many graphs are captured right now (one per distinct input shape)."""
         return len(self._graphs)
@@ -79,15 +73,10 @@ class CudaGraphBackend(BackendBase):
         device: torch.device,
     ) -> None:
         """Move the module to the device and capture the min/max batch graphs."""
-        if not data:
-            raise InvalidValueError(
-                f"data must hold at least one sample to capture {self.describe()} "
-                f"(graph spec {graph_spec.name!r}), got none"
-            )
+        self._samples = all_samples(data, f"capture {self.describe()}", graph_spec)
         module.to(device)
         self._module = module
         self._graph_spec = graph_spec
-        self._samples = [as_sample(item) for item in data]
         self._capture_spec_boundaries()
 
     def _capture_spec_boundaries(self) -> None:

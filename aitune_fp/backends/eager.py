@@ -27,11 +27,6 @@ class TorchEagerBackend(BackendBase):
         return {"dtype": self._dtype}
 
     @property
-    def dtype(self) -> torch.dtype | None:
-        """The autocast dtype, or None."""
-        return self._dtype
-
-    @property
     def module(self) -> torch.nn.Module | None:
         """The module this backend runs (the caller's object, not a copy); None before the build."""
         return self._module

@@ -193,14 +193,20 @@ def default_backends(device_kind: str) -> tuple[str, ...]:
 def check_backend(name: str, device_kind: str) -> BackendEntry:
     """The entry for ``name`` if it exists and runs on ``device_kind``; else BackendChoiceError."""
     kind = _device_kind(device_kind)
+    entry = _entry(name)
+    if kind not in entry.devices:
+        raise BackendChoiceError(
+            f"backend {name!r} runs on {' or '.join(sorted(entry.devices))} only, not on {kind}"
+        )
+    return entry
+
+
+def _entry(name: str) -> BackendEntry:
+    """The entry for ``name``; BackendChoiceError naming the choices when there is none."""
     entry = BACKENDS.get(name)
     if entry is None:
         raise BackendChoiceError(
             f"unknown backend {name!r}; choose from {', '.join(backend_names())}"
-        )
-    if kind not in entry.devices:
-        raise BackendChoiceError(
-            f"backend {name!r} runs on {' or '.join(sorted(entry.devices))} only, not on {kind}"
         )
     return entry
 
@@ -212,11 +218,7 @@ def _same(a: object, b: object) -> bool:
 
 def check_settings(name: str, settings: Mapping[str, object]) -> None:
     """Refuse settings ``name`` does not take, or values it does not allow (BackendChoiceError)."""
-    entry = BACKENDS.get(name)
-    if entry is None:
-        raise BackendChoiceError(
-            f"unknown backend {name!r}; choose from {', '.join(backend_names())}"
-        )
+    entry = _entry(name)
     for key, value in settings.items():
         allowed = entry.settings.get(key)
         if allowed is None:

@@ -31,6 +31,17 @@ def positional_sample(data: Sequence[Sample], who: str) -> Sample:
     return sample
 
 
+def all_samples(data: Sequence[Sample], why: str, graph_spec: Any) -> list[Sample]:
+    """Every sample as a ``Sample``; an error naming the graph spec when there are none."""
+    from aitune_fp.inputs import as_sample
+
+    if not data:
+        raise InvalidValueError(
+            f"data must hold at least one sample to {why} (graph spec {graph_spec.name!r}), got none"
+        )
+    return [as_sample(item) for item in data]
+
+
 def cuda_unavailable_reason(device: torch.device) -> str | None:
     """Why a CUDA ``device`` cannot be used on this machine, or None (also None for CPU)."""
     if device.type != "cuda":

@@ -1,34 +1,41 @@
-"""The correctness check a candidate must pass before it is timed."""
+"""The correctness check a candidate must pass before it is timed.
+
+Each call must also not change its inputs in place (where eager does not) or reuse its outputs;
+the candidate's error is also held to eager's variation across the inputs.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 import torch
+from torch.utils import _pytree
 
 from aitune_fp._tree import flatten_tensors
 from aitune_fp.core._checks import check_finite
 from aitune_fp.core.accuracy import (
     Criterion,
     NoiseFloor,
+    Spread,
     judge_variation,
     metric_criterion,
     worst_per_criterion,
 )
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
-from aitune_fp.correctness._values import Walk
-from aitune_fp.correctness.calls import (
-    changed_inputs,
-    detached,
-    same_changes,
-    still_held,
-    tensor_copies,
+from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
+from aitune_fp.correctness.compare import (
+    TF32_DEVICES,
+    Walk,
+    capped,
+    check_expected_dtype,
+    compare_outputs,
+    compare_tree,
+    tf32_allowed,
 )
-from aitune_fp.correctness.compare import check_expected_dtype, compare_outputs, compare_tree
 from aitune_fp.correctness.envelope import (
     Envelope,
     beyond,
@@ -39,10 +46,9 @@ from aitune_fp.correctness.envelope import (
     restyles,
 )
 from aitune_fp.correctness.failures import CorrectnessError, ReferenceFailedError
-from aitune_fp.correctness.tolerances import Tolerances
-from aitune_fp.correctness.variation import Spreads
+from aitune_fp.correctness.tolerances import Tolerances, eps_of
 from aitune_fp.errors import InvalidTypeError, InvalidValueError, error_name
-from aitune_fp.inputs import BatchSpec, Sample, as_sample
+from aitune_fp.inputs import BatchSpec, Sample, as_sample, check_samples
 from aitune_fp.profiling.watchdog import progress
 
 __all__ = ["AccuracyMetric", "check_correctness", "metric_name", "served_batch_sizes"]
@@ -72,23 +78,15 @@ def check_correctness(
     """Check ``candidate`` against ``reference`` on every sample and batch size: worst mismatch."""
     check_expected_dtype(expected_dtype)
     _check_metric(accuracy, max_degradation)
-    data_value: object = data
-    if isinstance(data_value, (str, bytes)) or not isinstance(data_value, Sequence):
-        raise InvalidTypeError(f"data must be a sequence of samples, got {type(data).__name__}")
-    held_value: object = heldout
-    if isinstance(held_value, (str, bytes)) or not isinstance(held_value, Sequence):
-        raise InvalidTypeError(
-            f"heldout must be a sequence of samples, got {type(heldout).__name__}"
-        )
+    check_samples("data", data)
+    check_samples("heldout", heldout)
     if not data:
         raise InvalidValueError(
             f"data must hold at least one sample for the correctness check "
             f"(graph spec {graph_spec.name!r}), got none"
         )
     walk = Walk(
-        tol=tolerances if tolerances is not None else Tolerances(),
-        expected_dtype=expected_dtype,
-        noise_floor=noise_floor,
+        tol=tolerances or Tolerances(), expected_dtype=expected_dtype, noise_floor=noise_floor
     )
     prefix = f"{name}: " if name else ""
     sizes = served_batch_sizes(
@@ -315,3 +313,148 @@ def served_batch_sizes(low: int, high: int, extra: Sequence[int] = ()) -> list[i
             sizes.add(power)
         power *= 2
     return sorted(sizes)
+
+
+def changed_inputs(batch: Sample, args: Sequence[Any], kwargs: Mapping[str, Any]) -> set[str]:
+    """The inputs (``args[i]``, ``kwargs['k']``) whose tensors a call changed in place."""
+    given = Sample(tuple(args), kwargs)
+    return {
+        f"args[{key}]" if isinstance(key, int) else f"kwargs[{key!r}]"
+        for (key, before), (_, after) in zip(batch.items(), given.items(), strict=True)
+        if any(
+            a.shape != b.shape or not torch.equal(a.detach(), b.detach())
+            for a, b in zip(flatten_tensors(after), flatten_tensors(before), strict=False)
+        )
+    }
+
+
+def same_changes(candidate: set[str], eager: set[str]) -> None:
+    """Raise when the candidate changed an input in place that eager leaves alone."""
+    extra = sorted(candidate - eager)
+    if extra:
+        raise CorrectnessError(
+            f"input {extra[0]}: the candidate changes it in place where eager does not (a "
+            "caller's tensor would change under it)",
+            path=f"input {extra[0]}",
+            check="inputs",
+        )
+
+
+def tensor_copies(value: Any) -> list[torch.Tensor]:
+    """A copy of every tensor in an output, to tell later whether the output still holds."""
+    return [t.detach().clone() for t in _pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def still_held(kept: tuple[Any, list[torch.Tensor], str] | None, prefix: str) -> None:
+    """Raise when an output the caller kept changed under the next call (a static buffer)."""
+    if kept is None:
+        return
+    output, copies, where = kept
+    now = [t for t in _pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
+    if len(now) != len(copies) or any(
+        a.shape != b.shape or not torch.equal(a.detach(), b)
+        for a, b in zip(now, copies, strict=True)
+    ):
+        raise CorrectnessError(
+            f"{prefix}output: the output of {where} changed when the candidate was called again "
+            "(it returns a buffer that the next call overwrites: a caller keeping an output "
+            "would see it change)",
+            path="output",
+            check="aliasing",
+        )
+
+
+def detached(value: Any) -> Any:
+    """``value`` with every tensor in it detached (an output computed with grad enabled)."""
+    return _pytree.tree_map(lambda x: x.detach() if isinstance(x, torch.Tensor) else x, value)
+
+
+@attrs.define
+class _Group:
+    """The rows of one leaf that share a shape: sums about ``shift``, per position."""
+
+    shift: torch.Tensor
+    count: torch.Tensor
+    total: torch.Tensor
+    squares: torch.Tensor
+    rows: int = 0
+    diff_sq: float = 0.0
+    ref_sq: float = 0.0
+
+    def add(self, a: torch.Tensor, e: torch.Tensor) -> None:
+        """Add rows ``e`` of eager and ``a`` of the candidate (2-D: rows by positions)."""
+        finite = torch.isfinite(e)
+        centred = torch.where(finite, e - self.shift, 0)
+        self.count += finite.sum(dim=0)
+        self.total += centred.sum(dim=0)
+        self.squares += centred.abs().square().sum(dim=0)
+        self.rows += e.shape[0]
+        self.diff_sq = capped(
+            self.diff_sq + float(torch.where(finite, a - e, 0).abs().square().sum())
+        )
+        self.ref_sq = capped(self.ref_sq + float(torch.where(finite, e, 0).abs().square().sum()))
+
+    def spread_sq(self) -> float:
+        """``sum |e - mean|^2`` over the rows, the mean taken per position."""
+        mean_sq = self.total.abs().square() / self.count.clamp_min(1)
+        return capped(float((self.squares - mean_sq).clamp_min(0).sum()))
+
+
+@attrs.define
+class Spreads:
+    """What one check saw of each floating leaf, over its calls (mutable; it stays in the check)."""
+
+    groups: dict[tuple[str, tuple[int, ...]], _Group] = attrs.field(factory=dict)
+    eps: dict[str, float] = attrs.field(factory=dict)
+
+    def add(self, actual: Any, expected: Any, batch_size: int) -> None:
+        """One call's outputs (already compared: the same structure and shapes)."""
+        found = {path: leaf for path, _, leaf in leaves(actual, "output", [])}
+        for path, _, leaf in leaves(expected, "output", []):
+            e = as_tensor_if_array(leaf)
+            a = as_tensor_if_array(found.get(path))
+            if not (isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)):
+                continue
+            if not (e.is_floating_point() or e.is_complex()) or not e.numel():
+                continue
+            self.eps[path] = max(self.eps.get(path, 0.0), _rounding(e))
+            wide = torch.complex128 if e.is_complex() or a.is_complex() else torch.float64
+            e_w, a_w = e.detach().to(wide), a.detach().to(e.device, wide)
+            batched = e.ndim >= 1 and e.shape[0] == batch_size
+            n = batch_size if batched else 1
+            rows_e, rows_a = e_w.reshape(n, -1), a_w.reshape(n, -1)
+            key = (path, tuple(e.shape[1:]) if batched else tuple(e.shape))
+            group = self.groups.get(key)
+            if group is None:
+                first = rows_e[0]
+                shift = torch.where(torch.isfinite(first), first, 0)
+                zeros = torch.zeros_like(shift)
+                group = _Group(
+                    shift=shift,
+                    count=torch.zeros(shift.shape, dtype=torch.int64, device=shift.device),
+                    total=zeros.clone(),
+                    squares=torch.zeros(shift.shape, dtype=torch.float64, device=shift.device),
+                )
+                self.groups[key] = group
+            group.add(rows_a, rows_e)
+
+    def by_leaf(self) -> dict[str, Spread]:
+        """Each leaf's :class:`Spread`, its groups summed, in the order first seen."""
+        found: dict[str, Spread] = {}
+        for (path, _), group in self.groups.items():
+            held = found.get(path)
+            found[path] = Spread(
+                n_inputs=group.rows + (held.n_inputs if held else 0),
+                diff_sq=capped(group.diff_sq + (held.diff_sq if held else 0.0)),
+                spread_sq=capped(group.spread_sq() + (held.spread_sq if held else 0.0)),
+                ref_sq=capped(group.ref_sq + (held.ref_sq if held else 0.0)),
+                eps=self.eps[path],
+            )
+        return found
+
+
+def _rounding(e: torch.Tensor) -> float:
+    """The rounding unit of eager's values (float32 on CUDA with TF32 allowed: float16's)."""
+    if e.dtype == torch.float32 and e.device.type in TF32_DEVICES and tf32_allowed():
+        return eps_of(torch.float16)
+    return eps_of(e.dtype)

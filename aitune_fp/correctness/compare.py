@@ -1,15 +1,21 @@
-"""A candidate's outputs against eager's, leaf by leaf: structure, type, shape, dtype, values."""
+"""A candidate's outputs against eager's, leaf by leaf: structure, type, shape, dtype, values.
+
+A floating leaf is held element-wise, or by its tier's norm criteria (``compare_floats``).
+"""
 
 from __future__ import annotations
 
 import math
+import re
 import reprlib
+import sys
 from collections.abc import Mapping
 from typing import Any
 
+import attrs
 import torch
 
-from aitune_fp.core.accuracy import NoiseFloor
+from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, judge_leaf
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._leaves import (
     EXACT_SCALARS,
@@ -24,7 +30,6 @@ from aitune_fp.correctness._leaves import (
     uncomparable,
     unravel,
 )
-from aitune_fp.correctness._values import Walk, capped, compare_floats
 from aitune_fp.correctness.failures import CheckName, CorrectnessError
 from aitune_fp.correctness.tolerances import Tolerances, least_precise
 from aitune_fp.errors import InvalidTypeError
@@ -42,9 +47,7 @@ def compare_outputs(
     """Raise :class:`CorrectnessError` unless ``actual`` matches the reference ``expected``."""
     check_expected_dtype(expected_dtype)
     walk = Walk(
-        tol=tolerances if tolerances is not None else Tolerances(),
-        expected_dtype=expected_dtype,
-        noise_floor=noise_floor,
+        tol=tolerances or Tolerances(), expected_dtype=expected_dtype, noise_floor=noise_floor
     )
     compare_tree(actual, expected, path, walk)
     return Mismatch.combine(walk.tally)
@@ -271,3 +274,223 @@ def _compare_tensors(
         walk.tally.append(Mismatch(path=path, n_elements=e.numel()))
         return
     compare_floats(a, e, path, least_precise(a.dtype, e.dtype, walk.expected_dtype), walk)
+
+
+#: The device types whose float32 math torch's TF32 flags govern.
+TF32_DEVICES = frozenset({"cuda"})
+
+
+def tf32_allowed() -> bool:
+    """Whether torch may run float32 matmuls or convolutions on CUDA in TF32 (10-bit mantissa)."""
+    return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
+
+
+@attrs.define
+class Walk:
+    """The state of one comparison walk: the budget, the declared dtype, what passed so far."""
+
+    tol: Tolerances
+    expected_dtype: torch.dtype | None = None
+    noise_floor: NoiseFloor | None = None
+    tally: list[Mismatch] = attrs.field(factory=list)
+    tf32: bool = attrs.field(factory=tf32_allowed)
+
+
+def compare_floats(
+    a: torch.Tensor, e: torch.Tensor, path: str, tier: torch.dtype, walk: Walk
+) -> None:
+    """Hold one floating leaf to its tier's budget: element-wise, or by the norm criteria."""
+    tol = walk.tol
+    label = str(tier)
+    if walk.tf32 and tier == torch.float32 and e.device.type in TF32_DEVICES:
+        # float32 math in TF32 has float16's epsilon: hold the leaf to that tier
+        tier, label = torch.float16, "TF32 (float32 on CUDA with TF32 allowed)"
+    atol, rtol = tol.for_dtype(tier)
+    wide = a.dtype in (torch.float64, torch.complex128) or e.dtype in (
+        torch.float64,
+        torch.complex128,
+    )
+    if a.is_complex() or e.is_complex():
+        compute = torch.complex128 if wide else torch.complex64
+    else:
+        compute = torch.float64 if wide else torch.float32
+    a_c, e_c = a.to(compute), e.to(compute)
+    diff = (a_c - e_c).abs()
+    magnitude = e_c.abs()
+    if tol.scale_atol and atol and e_c.numel():  # exact tiers (atol 0) stay exact
+        finite = magnitude[torch.isfinite(magnitude)]
+        rms = float(finite.double().square().mean().sqrt()) if finite.numel() else 0.0
+        atol += tol.scale_atol * rms
+    limit = atol + rtol * magnitude
+    reference_bad = ~torch.isfinite(e_c)
+    if tol.norm_decides(tier):
+        _judge_norms(a_c, e_c, diff, limit, reference_bad, (atol, rtol), path, (tier, label), walk)
+        return
+    bad = (diff > limit) | reference_bad
+    count = int(bad.sum())
+    if not count:
+        walk.tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
+        return
+    raise CorrectnessError(
+        f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
+        f"({label} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
+        f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
+        path=path,
+        check="values",
+    )
+
+
+def _worst(
+    a_c: torch.Tensor,
+    e_c: torch.Tensor,
+    diff: torch.Tensor,
+    limit: torch.Tensor,
+    reference_bad: torch.Tensor,
+) -> str:
+    """Where a failing leaf is worst: the element most over its allowance, max abs and rel."""
+    shape = tuple(e_c.shape)
+    magnitude = e_c.abs()
+    flat_diff = torch.where(reference_bad, torch.inf, diff).reshape(-1)
+    excess = (flat_diff - limit.reshape(-1)).nan_to_num(nan=torch.inf)
+    worst = unravel(int(excess.argmax()), shape)
+    rel = torch.where(
+        magnitude > 0, diff / magnitude, torch.where(diff > 0, torch.inf, 0.0)
+    ).reshape(-1)
+    finite_diff = diff.reshape(-1).nan_to_num(nan=torch.inf)
+    max_abs_index = unravel(int(finite_diff.argmax()), shape)
+    max_rel_index = unravel(int(rel.nan_to_num(nan=torch.inf).argmax()), shape)
+    note = ""
+    if bool(reference_bad.any()):
+        note = f"; the eager reference itself is non-finite at {int(reference_bad.sum())} elements"
+    return (
+        f"worst at index {worst}: got {_fmt_scalar(a_c[worst])}, expected {_fmt_scalar(e_c[worst])}; "
+        f"max abs error {float(finite_diff.max()):.4g} at index {max_abs_index}; "
+        f"max rel error {float(rel.nan_to_num(nan=torch.inf).max()):.4g} at index "
+        f"{max_rel_index}{note}"
+    )
+
+
+def _judge_norms(
+    a_c: torch.Tensor,
+    e_c: torch.Tensor,
+    diff: torch.Tensor,
+    limit: torch.Tensor,
+    reference_bad: torch.Tensor,
+    tolerances: tuple[float, float],
+    path: str,
+    tier_label: tuple[torch.dtype, str],
+    walk: Walk,
+) -> None:
+    """Reduce the leaf to norms and counts, judge them in the core; raise on a miss."""
+    tier, label = tier_label
+    ok = ~reference_bad
+    n_ok = int(ok.sum())
+    diff_sq = capped(float(diff[ok].double().square().sum()))
+    ref_sq = capped(float(e_c.abs()[ok].double().square().sum()))
+    noise = walk.noise_floor.of(path) if walk.noise_floor is not None else None
+    budgets = walk.tol.norm_budgets(tier, noise)
+    rms = math.sqrt(ref_sq / n_ok) if n_ok else 0.0
+    # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
+    widened = limit + budgets.rel_l2 * rms
+    outliers = int(((diff > widened) | reference_bad).sum())
+    rows, agreeing = _top1(a_c, e_c, widened, budgets) if class_scores(path) else (0, 0)
+    stats = LeafStats(
+        n_elements=e_c.numel(),
+        diff_sq=diff_sq,
+        ref_sq=ref_sq,
+        outliers=outliers,
+        rows=rows,
+        rows_agreeing=agreeing,
+    )
+    criteria = judge_leaf(stats, budgets, path)
+    atol, rtol = tolerances
+    measured = attrs.evolve(
+        _measured(diff, e_c.abs(), limit, atol, rtol, path),
+        budget_used=max(c.used for c in criteria),
+        criteria=criteria,
+    )
+    failed = [c for c in criteria if not c.passed]
+    if not failed:
+        walk.tally.append(measured)
+        return
+    beyond = int(((diff > limit) | reference_bad).sum())
+    raise CorrectnessError(
+        f"{path}: values differ from the eager reference beyond the norm criteria ({label} "
+        f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
+        f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
+        path=path,
+        check="values",
+        mismatch=measured,
+    )
+
+
+#: The last name in an output path: ``.logits`` or ``['logits']`` (an index like ``[0]`` is none).
+_LAST_NAME = re.compile(r"""(?:\.(\w+)|\[(?:'([^']*)'|"([^"]*)")\])$""")
+
+
+def class_scores(path: str) -> bool:
+    """Whether the leaf at ``path`` may be class scores, to judge by top-1 agreement."""
+    found = _LAST_NAME.search(path)
+    if found is None:
+        return True
+    name = next(g for g in found.groups() if g is not None).lower()
+    return "logit" in name or "score" in name
+
+
+def _top1(
+    a_c: torch.Tensor, e_c: torch.Tensor, widened: torch.Tensor, budgets: NormBudgets
+) -> tuple[int, int]:
+    """Rows of a 2-D real leaf (classifier logits), and those whose top-1 agrees with eager's."""
+    if budgets.top1_agreement is None or e_c.ndim != 2 or e_c.shape[1] < 2 or e_c.is_complex():
+        return 0, 0
+    keep = torch.isfinite(e_c).all(dim=1)
+    a_r, e_r, w_r = a_c[keep], e_c[keep], widened[keep]
+    if not e_r.shape[0]:
+        return 0, 0
+    mine = e_r.argmax(dim=1, keepdim=True)
+    theirs = a_r.argmax(dim=1, keepdim=True)
+    gap = e_r.gather(1, mine) - e_r.gather(1, theirs)
+    slack = w_r.gather(1, mine) + w_r.gather(1, theirs)
+    agree = (mine == theirs) | (gap <= slack)
+    return int(e_r.shape[0]), int(agree.sum())
+
+
+def _measured(
+    diff: torch.Tensor,
+    magnitude: torch.Tensor,
+    limit: torch.Tensor,
+    atol: float,
+    rtol: float,
+    path: str,
+) -> Mismatch:
+    """The worst errors of a leaf that passed, and the largest share of its allowance used."""
+    finite = torch.isfinite(diff)
+    if not bool(finite.all()):  # a non-finite reference the norm criteria left out
+        diff, magnitude, limit = diff[finite], magnitude[finite], limit[finite]
+    if not diff.numel():
+        return Mismatch(atol=atol, rtol=rtol, path=path, n_elements=int(finite.numel()))
+    used = torch.where(limit > 0, diff / limit.clamp_min(torch.finfo(limit.dtype).tiny), 0.0)
+    nonzero = magnitude > 0
+    rel = diff[nonzero].double() / magnitude[nonzero].double()
+    return Mismatch(
+        max_abs_error=capped(float(diff.max())),
+        max_rel_error=capped(float(rel.max())) if rel.numel() else 0.0,
+        budget_used=capped(float(used.max())),
+        atol=atol,
+        rtol=rtol,
+        path=path,
+        n_elements=int(finite.numel()),
+    )
+
+
+def capped(value: float) -> float:
+    """A finite error figure (a relative error next to a denormal reference may overflow)."""
+    return value if math.isfinite(value) else sys.float_info.max
+
+
+def _fmt_scalar(value: torch.Tensor) -> str:
+    """Format one element for a message."""
+    item = value.item()
+    if isinstance(item, complex):
+        return f"{item:.6g}"
+    return f"{float(item):.6g}"

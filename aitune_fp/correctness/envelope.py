@@ -68,21 +68,19 @@ def restyled(batch: Sample, like: Sample | tuple[Any, Any]) -> Sample:
             return styled(value, *styles[key])
         return value
 
-    return Sample(
-        tuple(convert(i, v) for i, v in enumerate(batch.args)),
-        {k: convert(k, v) for k, v in batch.kwargs.items()},
-    )
+    return batch.map(convert)
 
 
 def fresh_copies(batch: Sample) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """New copies of ``batch``'s inputs for one call: top-level tensors keep their style."""
 
-    def convert(value: Any) -> Any:
+    def convert(_: InputKey, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             return styled(value, *_style(value))
         return clone_value(value)
 
-    return tuple(convert(v) for v in batch.args), {k: convert(v) for k, v in batch.kwargs.items()}
+    copies = batch.map(convert)
+    return copies.args, dict(copies.kwargs)
 
 
 def plain(batch: Sample, envelope: Envelope) -> Sample:
@@ -93,10 +91,7 @@ def plain(batch: Sample, envelope: Envelope) -> Sample:
             return value
         return styled(value, *envelope.styles.get(key, ("contiguous", False)))
 
-    return Sample(
-        tuple(convert(i, v) for i, v in enumerate(batch.args)),
-        {k: convert(k, v) for k, v in batch.kwargs.items()},
-    )
+    return batch.map(convert)
 
 
 @attrs.frozen

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal, TypeAlias, get_args
 
 from aitune_fp.core._checks import check_choice
@@ -53,30 +54,9 @@ class CorrectnessError(AitunefpError, RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickle with the keyword attributes (exceptions pickle only ``args`` by default)."""
-        return (
-            _rebuild_error,
-            (str(self), self.path, self.check, self.sample_index, self.batch_size, self.mismatch),
-        )
+        keywords = {k: getattr(self, k) for k in ("path", "check", "sample_index", "batch_size")}
+        return functools.partial(CorrectnessError, mismatch=self.mismatch, **keywords), (str(self),)
 
 
 class ReferenceFailedError(AitunefpError, RuntimeError):
     """The eager reference itself failed on a sample, so nothing can be compared."""
-
-
-def _rebuild_error(
-    message: str,
-    path: str,
-    check: CheckName,
-    sample_index: int | None,
-    batch_size: int | None,
-    mismatch: Mismatch | None = None,
-) -> CorrectnessError:
-    """Unpickle a :class:`CorrectnessError`."""
-    return CorrectnessError(
-        message,
-        path=path,
-        check=check,
-        sample_index=sample_index,
-        batch_size=batch_size,
-        mismatch=mismatch,
-    )

@@ -7,7 +7,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 import torch
 
-from aitune_fp.core._checks import as_tuple, check_finite, finite, one_of, share, tuple_of
+from aitune_fp.core._checks import as_tuple, finite, one_of, share, tuple_of
 from aitune_fp.core.accuracy import NormBudgets, rel_l2_budget
 
 __all__ = ["TIERS", "Tier", "Tolerances", "eps_of", "least_precise"]
@@ -15,18 +15,7 @@ __all__ = ["TIERS", "Tier", "Tolerances", "eps_of", "least_precise"]
 #: The precision tiers: float64, float32 (and TF32), and reduced (float16, bfloat16, float8).
 Tier: TypeAlias = Literal["float64", "float32", "reduced"]
 TIERS: tuple[Tier, ...] = ("float64", "float32", "reduced")
-
-
-def _off_or_share(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: None (the criterion is off) or a share in ``[0, 1]``."""
-    if value is not None:
-        share(instance, attribute, value)
-
-
-def _budget(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    """Validator: None (the criterion is off) or a finite number >= 0."""
-    if value is not None:
-        check_finite(attribute.name, value, minimum=0)
+_optional: Any = attrs.validators.optional  # None: the criterion is off
 
 
 @attrs.frozen(kw_only=True)
@@ -44,8 +33,8 @@ class Tolerances:
     float32_rel_l2: float = attrs.field(default=1e-3, validator=finite(minimum=0))
     reduced_rel_l2: float = attrs.field(default=2e-2, validator=finite(minimum=0))
     outlier_share: float = attrs.field(default=1e-3, validator=share)
-    top1_agreement: float | None = attrs.field(default=0.99, validator=_off_or_share)
-    variation: float | None = attrs.field(default=0.7, validator=_budget)
+    top1_agreement: float | None = attrs.field(default=0.99, validator=_optional(share))
+    variation: float | None = attrs.field(default=0.7, validator=_optional(finite(minimum=0)))
     noise_factor: float = attrs.field(default=10.0, validator=finite(minimum=0))
     norm_tiers: tuple[Tier, ...] = attrs.field(
         default=("reduced",), converter=as_tuple, validator=tuple_of(one_of(TIERS))

@@ -11,7 +11,14 @@ from torch.overrides import TorchFunctionMode
 
 from aitune_fp.correctness.envelope import layout_of, restyled, styled
 from aitune_fp.inputs import InputKey, Sample, as_sample, copy_sample
-from aitune_fp.isolation.heldout import NOISE_SCALE, HeldoutUnavailableError, heldout_samples
+from aitune_fp.isolation.heldout import (
+    NOISE_SCALE,
+    HeldoutUnavailableError,
+    _as_real,
+    _compute_dtype,
+    _generator,
+    heldout_samples,
+)
 
 #: The factor a wide draw scales floating inputs by about their recorded centre: drawn in this.
 WIDE_SCALE = (1.5, 3.0)
@@ -30,8 +37,8 @@ def _uniform(gen: torch.Generator, bounds: tuple[float, float]) -> float:
 
 def _wide_float(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor | None:
     """``value`` scaled and shifted beyond its range (None: nothing to widen)."""
-    real = torch.view_as_real(value.resolve_conj()) if value.is_complex() else value
-    work = real.to(torch.float64 if real.dtype == torch.float64 else torch.float32)
+    real = _as_real(value.resolve_conj())
+    work = real.to(_compute_dtype(real.dtype))
     finite = work[torch.isfinite(work)]
     if finite.numel() == 0 or float(finite.min()) == float(finite.max()):
         return None
@@ -98,10 +105,7 @@ def _wide(sample: Sample, limits: Mapping[InputKey, int], gen: torch.Generator) 
         changed = changed or out is not None
         return styled(source if out is None else out, "contiguous", value.requires_grad)
 
-    wide = Sample(
-        tuple(convert(i, v) for i, v in enumerate(sample.args)),
-        {k: convert(k, v) for k, v in sample.kwargs.items()},
-    )
+    wide = sample.map(convert)
     return wide if changed else None
 
 
@@ -111,7 +115,7 @@ def _variant(
     """``sample`` with ``change`` applied to its top-level tensors (None: it changed none)."""
     changed = False
 
-    def convert(value: Any) -> Any:
+    def convert(_: InputKey, value: Any) -> Any:
         nonlocal changed
         if not isinstance(value, torch.Tensor):
             return value
@@ -121,9 +125,7 @@ def _variant(
         changed = True
         return out
 
-    made = Sample(
-        tuple(convert(v) for v in sample.args), {k: convert(v) for k, v in sample.kwargs.items()}
-    )
+    made = sample.map(convert)
     return made if changed else None
 
 
@@ -164,8 +166,7 @@ def heldout_domain(
         ]
     except HeldoutUnavailableError:
         near = []
-    gen = torch.Generator(device="cpu")
-    gen.manual_seed((seed * 7919 + 1) % 2**64)
+    gen = _generator(seed * 7919 + 1)
     found: list[Sample] = list(near)
     for index, sample in enumerate(recorded):
         base = near[index] if near else sample

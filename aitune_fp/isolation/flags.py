@@ -16,6 +16,9 @@ from typing import Any, Final
 import attrs
 import torch
 
+from aitune_fp.isolation.hygiene import Setting
+from aitune_fp.isolation.namespaces import resolve
+
 PUT_BACK_ROUNDS: Final = 3
 """Flags are views of shared state (``allow_tf32`` and ``fp32_precision``): set until stable."""
 
@@ -41,20 +44,9 @@ class Unreadable:
         return f"<unreadable: {self.reason}>"
 
 
-@attrs.frozen
-class _Flag:
-    """One process-wide (or thread-wide) setting: how to read it and how to put it back."""
-
-    name: str
-    get: Callable[[], object]
-    put: Callable[[Any], object] | None
-    why: str = ""
-    """Why putting it back may fail (shown with a flag that could not be restored)."""
-
-
-def read_flag(flag: _Flag) -> object:
+def read_flag(flag: Setting) -> object:
     try:
-        return flag.get()
+        return flag.read()
     except Exception as exc:  # a getter that cannot answer now is a state of its own
         return Unreadable(str(exc).strip().splitlines()[0][:120] if str(exc).strip() else "")
 
@@ -110,12 +102,14 @@ def _config_module(name: str) -> tuple[Callable[[], object], Callable[[Any], obj
     return get, put
 
 
-def _named(get: Callable[[], object], put: Callable[[Any], object] | None, why: str = "") -> _Flag:
+def _named(
+    get: Callable[[], object], put: Callable[[Any], object] | None, why: str = ""
+) -> Setting:
     """A flag named after its ``torch.<getter>()``."""
-    return _Flag(f"torch.{get.__name__}()", get, put, why)
+    return Setting(f"torch.{get.__name__}()", get, put, why=why)
 
 
-def _core_flags() -> list[_Flag]:
+def _core_flags() -> list[Setting]:
     """The named settings: threads, autograd modes, dtype, determinism, precision, autocast."""
     t = torch
     flags = [
@@ -146,26 +140,26 @@ def _core_flags() -> list[_Flag]:
             lambda v: t.set_anomaly_enabled(t.is_anomaly_enabled(), v),
         ),
         _named(t.is_warn_always_enabled, t.set_warn_always),
-        _Flag("torch.set_flush_denormal()", flushes_denormals, t.set_flush_denormal),
+        Setting("torch.set_flush_denormal()", flushes_denormals, t.set_flush_denormal),
         _named(t.is_autocast_cache_enabled, t.set_autocast_cache_enabled),
-        _Flag(
+        Setting(
             "torch.backends.cuda.preferred_linalg_library()",
             t._C._get_linalg_preferred_backend,
             t._C._set_linalg_preferred_backend,
         ),
     ]
     flags += [
-        _Flag(f"{name} (settings off their defaults)", *_config_module(name))
+        Setting(f"{name} (settings off their defaults)", *_config_module(name))
         for name in _COMPILE_CONFIGS
     ]
     for dev in ("cpu", "cuda"):  # thread-local dispatch keys: reading them starts no device
         flags += [
-            _Flag(
+            Setting(
                 f"torch.is_autocast_enabled({dev!r})",
                 functools.partial(t.is_autocast_enabled, dev),
                 functools.partial(t.set_autocast_enabled, dev),
             ),
-            _Flag(
+            Setting(
                 f"torch.get_autocast_dtype({dev!r})",
                 functools.partial(t.get_autocast_dtype, dev),
                 functools.partial(t.set_autocast_dtype, dev),
@@ -236,23 +230,15 @@ _C_GETTERS: Final = (
 )
 
 
-def _resolve(path: str) -> Any:
-    """The object at dotted ``path`` below ``torch`` (AttributeError: not in this torch)."""
-    obj: Any = torch
-    for part in path.split(".")[1:]:
-        obj = getattr(obj, part)
-    return obj
-
-
-def _table_flags() -> list[_Flag]:
+def _table_flags() -> list[Setting]:
     """The tables' settings under ``torch.backends`` and ``torch._C`` that this torch has."""
     context_prop: Any = getattr(torch.backends, "ContextProp", ())
-    flags: list[_Flag] = []
+    flags: list[Setting] = []
     for owner_path, names in _ATTRIBUTES.items():
         for path in names:
             with contextlib.suppress(AttributeError):
                 owner_name, _, name = f"{owner_path}.{path}".rpartition(".")
-                owner = _resolve(owner_name)
+                owner = resolve(owner_name)
                 raw = inspect.getattr_static(owner, name, None)
                 if context_prop and isinstance(raw, context_prop):
                     get, put = raw.getter, raw.setter
@@ -260,13 +246,13 @@ def _table_flags() -> list[_Flag]:
                     getattr(owner, name)
                     get = functools.partial(getattr, owner, name)
                     put = functools.partial(setattr, owner, name)
-                flags.append(_Flag(f"{owner_path}.{path}", get, put))
+                flags.append(Setting(f"{owner_path}.{path}", get, put))
     for owner_path, pairs in _CALLS.items():
         for get_name, set_name in pairs:
             with contextlib.suppress(AttributeError):
-                owner = _resolve(owner_path)
+                owner = resolve(owner_path)
                 get, put = getattr(owner, get_name), getattr(owner, set_name)
-                flags.append(_Flag(f"{owner_path}.{get_name}()", get, put))
+                flags.append(Setting(f"{owner_path}.{get_name}()", get, put))
     c: Any = torch._C
     rows = [
         (f"torch.backends.cuda.matmul.{n}", f"_get_cublas_{n}", f"_set_cublas_{n}") for n in _CUBLAS
@@ -274,12 +260,12 @@ def _table_flags() -> list[_Flag]:
     rows += [(f"torch._C.{n}()", n, "_set_" + n.split("_", 2)[2]) for n in _C_GETTERS]
     for label, get_name, set_name in rows:
         with contextlib.suppress(AttributeError):
-            flags.append(_Flag(label, getattr(c, get_name), _spread(getattr(c, set_name))))
+            flags.append(Setting(label, getattr(c, get_name), _spread(getattr(c, set_name))))
     return flags
 
 
 @functools.cache
-def tracked_flags() -> tuple[_Flag, ...]:
+def tracked_flags() -> tuple[Setting, ...]:
     """The flag table, built once per process (reading it is cheap)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -163,10 +163,7 @@ class _Deriver:
                 return _clone_nested(value)
             return _vary(value, plan, perm, gen, boost, widen=self.widen)
 
-        return Sample(
-            tuple(convert(i, v) for i, v in enumerate(self.sample.args)),
-            {k: convert(k, v) for k, v in self.sample.kwargs.items()},
-        )
+        return self.sample.map(convert)
 
 
 def _input(sample: Sample, key: InputKey) -> Any:

@@ -20,13 +20,17 @@ import attrs
 
 
 @attrs.frozen
-class _Item:
-    """One setting: how to read it, a comparable key of a reading, how to put a reading back."""
+class Setting:
+    """One process- or thread-wide setting: read it, compare readings by ``key``, ``write`` one back.
+
+    ``write`` None: it cannot be put back; ``why``: why putting it back may fail.
+    """
 
     name: str
     read: Callable[[], Any]
-    write: Callable[[Any], object] | None  # None: it cannot be put back (listed only)
+    write: Callable[[Any], object] | None
     key: Callable[[Any], Hashable] = attrs.field(default=lambda value: value)
+    why: str = ""
 
 
 def _umask() -> int:
@@ -206,63 +210,63 @@ _HOOKS: Final = (
 )
 
 
-def _hook(owner: Any, name: str) -> _Item:
+def _hook(owner: Any, name: str) -> Setting:
     get, put = functools.partial(getattr, owner, name), functools.partial(setattr, owner, name)
-    return _Item(f"{owner.__name__}.{name}", get, put, key=id)
+    return Setting(f"{owner.__name__}.{name}", get, put, key=id)
 
 
-def _items() -> tuple[_Item, ...]:
+def _items() -> tuple[Setting, ...]:
     items = [
-        _Item("gc (enabled, thresholds)", _gc, _set_gc),
-        _Item("sys.getswitchinterval()", sys.getswitchinterval, sys.setswitchinterval),
-        _Item("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
-        _Item(
+        Setting("gc (enabled, thresholds)", _gc, _set_gc),
+        Setting("sys.getswitchinterval()", sys.getswitchinterval, sys.setswitchinterval),
+        Setting("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
+        Setting(
             "sys.get_int_max_str_digits()", sys.get_int_max_str_digits, sys.set_int_max_str_digits
         ),
-        _Item(
+        Setting(
             "signal handlers",
             _handlers,
             _set_handlers,
             key=lambda v: tuple((s, id(h)) for s, h in v),
         ),
-        _Item("working directory", os.getcwd, os.chdir),
-        _Item("sys.path", lambda: tuple(sys.path), _set_path),
-        _Item(
+        Setting("working directory", os.getcwd, os.chdir),
+        Setting("sys.path", lambda: tuple(sys.path), _set_path),
+        Setting(
             "os.environ",
             lambda: dict(os.environ),
             _set_environ,
             key=lambda v: tuple(sorted(v.items())),
         ),
-        _Item("random's state", random.getstate, random.setstate),
-        _Item(
+        Setting("random's state", random.getstate, random.setstate),
+        Setting(
             "numpy.random's state",
             *_if_loaded(
                 "numpy", lambda np: np.random.get_state(), lambda np, s: np.random.set_state(s)
             ),
             key=_numpy_rng_key,
         ),
-        _Item(
+        Setting(
             "torch's CPU RNG state",
             *_if_loaded("torch", lambda t: t.get_rng_state(), lambda t, s: t.set_rng_state(s)),
             key=_torch_rng_key,
         ),
-        _Item(
+        Setting(
             "torch's CUDA RNG states",
             *_if_loaded("torch", _cuda_rng, lambda t, s: t.cuda.set_rng_state_all(list(s))),
             key=_cuda_rng_key,
         ),
-        _Item(
+        Setting(
             "warnings.filters",
             lambda: tuple(warnings.filters),
             lambda v: setattr(warnings, "filters", list(v)),
         ),
-        _Item(
+        Setting(
             "the root logger (level, handlers, logging.disable)",
             _root_logger,
             _set_root_logger,
             key=lambda v: (v[0], tuple(map(id, v[1])), v[2]),
         ),
-        _Item(
+        Setting(
             "named loggers",
             _named_loggers,
             _set_named_loggers,
@@ -270,12 +274,12 @@ def _items() -> tuple[_Item, ...]:
                 sorted((n, s[0], tuple(map(id, s[1])), *s[2:]) for n, s in v.items())
             ),
         ),
-        _Item(
+        Setting(
             "structlog's configuration",
             *_if_loaded("structlog", lambda m: m.get_config(), lambda m, c: m.configure(**c)),
             key=_structlog_key,
         ),
-        _Item(
+        Setting(
             "numpy.geterr()",
             *_if_loaded(
                 "numpy",
@@ -283,22 +287,22 @@ def _items() -> tuple[_Item, ...]:
                 lambda np, s: np.seterr(**dict(s)),
             ),
         ),
-        _Item("os.umask", _umask, os.umask),
+        Setting("os.umask", _umask, os.umask),
         *(_hook(owner, name) for owner, name in _HOOKS),
-        _Item("sys.gettrace()", sys.gettrace, sys.settrace, key=id),
-        _Item("sys.getprofile()", sys.getprofile, sys.setprofile, key=id),
-        _Item(
+        Setting("sys.gettrace()", sys.gettrace, sys.settrace, key=id),
+        Setting("sys.getprofile()", sys.getprofile, sys.setprofile, key=id),
+        Setting(
             "sys.stdout, sys.stderr",
             lambda: (sys.stdout, sys.stderr),
             _set_streams,
             key=lambda v: tuple(map(id, v)),
         ),
-        _Item("atexit callbacks (count)", atexit._ncallbacks, None),
+        Setting("atexit callbacks (count)", atexit._ncallbacks, None),
     ]
     if hasattr(os, "sched_getaffinity"):
-        items.append(_Item("CPU affinity and niceness", os_state, restore_os_state))
+        items.append(Setting("CPU affinity and niceness", os_state, restore_os_state))
     if sys.platform != "win32":
-        items.append(_Item("resource limits", _rlimits, _set_rlimits))
+        items.append(Setting("resource limits", _rlimits, _set_rlimits))
     return tuple(items)
 
 

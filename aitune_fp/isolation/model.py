@@ -1,14 +1,23 @@
-"""The model guard: a module object kept before a tune, checked and restored after it."""
+"""The model and sample guards: the caller's objects kept before a tune, checked and restored after.
+
+Also one tune per module object at a time (``exclusive_module``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from aitune_fp.errors import InvalidStateError
+from aitune_fp.inputs import Sample, is_pair
 from aitune_fp.isolation.values import (
     MISSING,
+    ContainerState,
     TensorState,
     contents_change,
     contents_of,
@@ -207,15 +216,129 @@ class ModelGuard:
 
     def restore(self) -> None:
         """Put back all the snapshot holds; :class:`InvalidStateError` names what could not be."""
-        failures: list[str] = []
-        for state in self._modules:
-            state.restore(failures)
-        for tensor in self._tensors:
-            tensor.restore(failures)
-        if failures:
-            raise InvalidStateError("the model could not be fully restored: " + "; ".join(failures))
+        _restore_all([*self._modules, *self._tensors], "the model")
 
     @staticmethod
     def training_modules(module: torch.nn.Module) -> list[Any]:
         """The submodules (the module included) that are in training mode."""
         return [m for m in module.modules() if m.training]
+
+
+class _SampleFields:
+    """A :class:`Sample`'s ``args`` and ``kwargs`` objects (frozen, but not beyond reach)."""
+
+    __slots__ = ("args", "kwargs", "label", "sample")
+
+    def __init__(self, label: str, sample: Sample) -> None:
+        self.label = label
+        self.sample = sample
+        self.args, self.kwargs = sample.args, sample.kwargs
+
+    def changed(self) -> str | None:
+        """Which field was swapped for another object, or None."""
+        for field in ("args", "kwargs"):
+            if getattr(self.sample, field) is not getattr(self, field):
+                return f"{self.label}: {field} replaced"
+        return None
+
+    def restore(self, failures: list[str]) -> None:
+        """Put the original ``args`` and ``kwargs`` objects back (past the frozen class)."""
+        for field in ("args", "kwargs"):
+            if getattr(self.sample, field) is not getattr(self, field):
+                object.__setattr__(self.sample, field, getattr(self, field))
+
+
+class _SampleTensor(TensorState):
+    """A tensor inside a sample, named by where it sits."""
+
+    __slots__ = ()
+
+    def changed(self) -> str | None:
+        """What changed, prefixed with where the tensor sits in the samples."""
+        what = super().changed()
+        return None if what is None else f"{self.name}: {what}"
+
+
+class SampleGuard:
+    """A snapshot of the caller's samples (tensors by host copy, containers shallowly)."""
+
+    def __init__(self, samples: Sequence[Any]) -> None:
+        """Take the snapshot now (a host copy of every tensor's values)."""
+        self.samples = samples
+        self._states: list[_SampleFields | ContainerState | _SampleTensor] = []
+        self._seen: set[int] = set()
+        for i, sample in enumerate(samples):
+            self._walk(sample, f"sample {i}")
+        del self._seen
+
+    def _walk(self, value: Any, label: str) -> None:
+        """Record ``value`` (a tensor, or the containers and tensors it holds) under ``label``."""
+        if isinstance(value, torch.Tensor):
+            if id(value) not in self._seen:
+                self._seen.add(id(value))
+                self._states.append(_SampleTensor(label, value))
+            return
+        if isinstance(value, (list, dict, tuple, Sample)):
+            if id(value) in self._seen:  # shared, or a cycle
+                return
+            self._seen.add(id(value))
+        if isinstance(value, Sample) or is_pair(value):
+            args: Sequence[Any]
+            if isinstance(value, Sample):
+                self._states.append(_SampleFields(label, value))
+                args, kwargs = value.args, value.kwargs
+            else:
+                args, kwargs = value
+                self._walk_container(args, f"{label}, args")
+                self._walk_container(kwargs, f"{label}, kwargs")
+            for index, arg in enumerate(args):
+                self._walk(arg, f"{label}, arg {index}")
+            for key, kwarg in kwargs.items():
+                self._walk(kwarg, f"{label}, kwarg {key!r}")
+            return
+        self._walk_container(value, label)
+        if isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                self._walk(item, f"{label}[{index}]")
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                self._walk(item, f"{label}[{key!r}]")
+
+    def _walk_container(self, value: Any, label: str) -> None:
+        """Record a mutable list or dict's contents (an immutable container needs nothing)."""
+        if isinstance(value, (list, dict)):
+            self._states.append(ContainerState(label, value))
+
+    def changed(self) -> str | None:
+        """The first input that differs from the snapshot, named, or None."""
+        return next((what for state in self._states if (what := state.changed())), None)
+
+    def restore(self) -> None:
+        """Put back every container entry and tensor in place; :class:`InvalidStateError` if not."""
+        _restore_all(self._states, "the samples")
+
+
+def _restore_all(states: Sequence[Any], what: str) -> None:
+    """Restore each state; :class:`InvalidStateError` names what could not be put back."""
+    failures: list[str] = []
+    for state in states:
+        state.restore(failures)
+    if failures:
+        raise InvalidStateError(f"{what} could not be fully restored: " + "; ".join(failures))
+
+
+_LOCKS: weakref.WeakKeyDictionary[object, threading.RLock] = weakref.WeakKeyDictionary()
+_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def exclusive_module(module: object) -> Iterator[None]:
+    """Hold ``module`` for one tune (re-entrant, weakly keyed); another thread's tune waits."""
+    try:
+        with _GUARD:
+            lock = _LOCKS.setdefault(module, threading.RLock())
+    except TypeError:
+        yield
+        return
+    with lock:
+        yield

@@ -108,7 +108,8 @@ def space_edits(then: Space, now: Mapping[str, object]) -> list[_Edit]:
     return sorted(edits, key=lambda e: e.name)
 
 
-def _resolve(dotted: str) -> Any:
+def resolve(dotted: str) -> Any:
+    """The object at dotted ``path`` below ``torch`` (AttributeError: not in this torch)."""
     obj: Any = torch
     for part in dotted.split(".")[1:]:
         obj = getattr(obj, part)
@@ -124,7 +125,7 @@ def _label(obj: object) -> str:
 
 
 def default_spaces(extra: Iterable[object]) -> list[tuple[str, Any]]:
-    found = [(name, _resolve(name)) for name in NAMESPACES]
+    found = [(name, resolve(name)) for name in NAMESPACES]
     module = torch.nn.Module
     found += [
         (f"torch.nn.{name}", cls)

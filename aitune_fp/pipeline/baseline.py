@@ -17,8 +17,7 @@ from aitune_fp.core.config import ProfilingConfig, for_batch_size, plan_budget
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness
-from aitune_fp.correctness.degenerate import degenerate_outputs
-from aitune_fp.correctness.noise import eager_noise_floor
+from aitune_fp.correctness.noise import degenerate_outputs, eager_noise_floor
 from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
@@ -182,7 +181,11 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         eager, copied = private_eager(baseline, t.module)
         arena.phase(description, "baseline_measure")
         call = infer_of(eager)
-        batches = timing_batches(arena, batch)
+        # the timing batch and two held-out ones from it (catches replayed earlier outputs)
+        batches = (
+            batch,
+            *held_out(heldout_batches, batch, 2, seed=arena.seed, graph_spec=t.graph_spec),
+        )
         throughput, latencies = arena.rule.measure_eager(
             call,
             batch,
@@ -294,12 +297,6 @@ def calibrate_noise(arena: Arena, shared: bool) -> tuple[Closeness, dict[str, An
         floor = closeness.noise_floor.merge(floor)
     fields = {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
     return attrs.evolve(closeness, noise_floor=floor), fields
-
-
-def timing_batches(arena: Arena, batch: Sample) -> tuple[Sample, ...]:
-    """The timing batch and two held-out batches from it (catches replayed earlier outputs)."""
-    spec = arena.target.graph_spec
-    return (batch, *held_out(heldout_batches, batch, 2, seed=arena.seed, graph_spec=spec))
 
 
 #: How many of the correctness check's inputs the degenerate-output rule reads eager's outputs on.

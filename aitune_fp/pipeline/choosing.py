@@ -35,11 +35,6 @@ def _point_choice(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
     return max(scored, key=lambda item: (item[0], -item[1]))[2]
 
 
-def _coarse(build_s: float | None) -> float | None:
-    """Build time to the tenth of a second: closer than that is a tie, not a reason."""
-    return None if build_s is None else round(build_s, 1)
-
-
 def _distinct(descriptions: Sequence[str]) -> list[str]:
     """The descriptions, a repeated one numbered (``B()``, ``B() #2``) so each names one candidate."""
     seen: dict[str, int] = {}
@@ -55,15 +50,6 @@ def _distinct(descriptions: Sequence[str]) -> list[str]:
 _SELECTION_ROUNDS = 1_000_000
 
 
-def _rule(arena: Arena) -> SelectionRule:
-    config = arena.config
-    return SelectionRule(
-        delta=config.selection_delta_percent / 100.0,
-        confidence=config.confidence,
-        guard_serial_correlation=config.guard_serial_correlation,
-    )
-
-
 def _paces(arena: Arena, by_name: dict[str, CandidateOutcome]) -> dict[str, float]:
     """Each contender's seconds a call at its gate; none when the verdict is the typical call."""
     if arena.config.quantity != "throughput" or arena.batch_size is None:
@@ -75,11 +61,16 @@ def _paces(arena: Arena, by_name: dict[str, CandidateOutcome]) -> dict[str, floa
 def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
     batch, batches, timer = arena.timing()
-    rule = _rule(arena)
+    config = arena.config
+    rule = SelectionRule(
+        delta=config.selection_delta_percent / 100.0,
+        confidence=config.confidence,
+        guard_serial_correlation=config.guard_serial_correlation,
+    )
     names = _distinct([o.description for o in passing])
     by_name = dict(zip(names, passing, strict=True))
-    contenders = [
-        (Contender(n, i, _coarse(o.build_s)), infer_of(o.backend))
+    contenders = [  # build time to the tenth of a second: closer is a tie, not a reason
+        (Contender(n, i, None if o.build_s is None else round(o.build_s, 1)), infer_of(o.backend))
         for i, (n, o) in enumerate(by_name.items())
     ]
     name = arena.target.name
@@ -166,11 +157,6 @@ def choose(
     return best
 
 
-def latency_calls(quantile: float, confidence: float) -> int:
-    """How many calls a budget check times: twice what a finite bound needs, at least 60."""
-    return max(2 * min_samples_for_upper_bound(quantile, confidence), 60)
-
-
 def latency_check(
     arena: Arena,
     outcome: CandidateOutcome,
@@ -182,7 +168,8 @@ def latency_check(
     """Hold ``outcome``'s ``quantile`` latency to ``budget_ms`` (order-statistics bound)."""
     batch, batches, timer = arena.timing()
     confidence = arena.config.confidence
-    n = latency_calls(quantile, confidence) if calls is None else calls
+    # by default twice the calls a finite bound needs, at least 60
+    n = max(2 * min_samples_for_upper_bound(quantile, confidence), 60) if calls is None else calls
     latencies = time_calls(
         infer_of(outcome.backend),
         batch,

@@ -43,8 +43,11 @@ def conclude(
         return select(arena, backend, None)
     for seen, result in validated:
         if seen is backend:
-            if isinstance(seen, WorkerBackend):  # chosen: now it may run here
-                return _adopted(arena, seen, result)
+            if isinstance(seen, WorkerBackend):  # chosen: now it may run here (else eager)
+                built, restored, how = adopt(arena, seen)
+                if built is None:
+                    return _eager_instead(arena)
+                return select(arena, built, result, restored=restored, handed_back=how)
             if not soaked(arena, backend):
                 return _eager_instead(arena)
             return select(arena, backend, result)
@@ -57,16 +60,6 @@ def conclude(
         error = NoValidBackendError(arena.target.name, [outcome])
         return Final(None, "error", reason="no valid backend and no eager baseline", error=error)
     return select(arena, arena.baseline, None)
-
-
-def _adopted(
-    arena: Arena, chosen: WorkerBackend, result: PerformanceValidationResult | None
-) -> Final:
-    """The chosen candidate rebuilt in the user's process; eager when that rebuild fails."""
-    built, restored, how = adopt(arena, chosen)
-    if built is not None:
-        return select(arena, built, result, restored=restored, handed_back=how)
-    return _eager_instead(arena)
 
 
 def _eager_instead(arena: Arena) -> Final:

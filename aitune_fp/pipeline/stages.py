@@ -1,14 +1,20 @@
-"""The candidate pipeline's stages: pure functions of values, touching only what they are handed."""
+"""The candidate pipeline's stages: pure functions of values, touching only what they are handed.
+
+``Guards`` is what a tune must not change (the model, the caller's samples, the process).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import attrs
+import torch
 
 from aitune_fp.backends.base import BUILD_LOG_NAME
 from aitune_fp.backends.support import safe_folder_name
@@ -25,9 +31,10 @@ from aitune_fp.events.validation import PhaseEntered
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation.domain import heldout_domain
 from aitune_fp.isolation.heldout import HeldoutUnavailableError, heldout_draws
+from aitune_fp.isolation.model import ModelGuard, SampleGuard
+from aitune_fp.isolation.snapshot import ProcessState
 from aitune_fp.measure.measurement import Comparison, OnLook
 from aitune_fp.measure.rules import DecisionRule
-from aitune_fp.pipeline.guarding import Guards
 from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
@@ -40,6 +47,7 @@ from aitune_fp.pipeline.values import (
     declared_dtype,
     describe,
     failure_reason,
+    has_lazy,
     infer_of,
 )
 from aitune_fp.profiling.calls import SpotCheckError
@@ -47,6 +55,78 @@ from aitune_fp.profiling.interference import InterferenceError
 from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.watchdog import Watchdog
 from aitune_fp.profiling.workers import WorkerError
+
+#: The project's own modules that decide and measure: a candidate that rebinds one of their
+#: functions (a patched verdict) is a change to the process like a patched torch function.
+_JUDGES = ("aitune_fp.core.", "aitune_fp.measure.", "aitune_fp.profiling.", "aitune_fp.pipeline.")
+
+
+@attrs.frozen(eq=False)
+class Guards:
+    """Snapshots of model, samples and process; the tune's thread; the model's modes to restore."""
+
+    model: ModelGuard | None
+    samples: SampleGuard
+    process: ProcessState
+    thread: int
+    was_training: tuple[torch.nn.Module, ...]
+
+    @classmethod
+    def take(cls, target: TuneTarget) -> Guards:
+        """Put the model in eval mode and snapshot what the tune must not change."""
+        module = target.module
+        was_training = tuple(ModelGuard.training_modules(module))
+        if was_training:
+            module.eval()
+        return cls(
+            model=None if has_lazy(module) else ModelGuard(module),
+            samples=SampleGuard(target.data),
+            process=process_state(target),
+            thread=threading.get_ident(),  # the tune's thread (the watchdog's is another)
+            was_training=was_training,
+        )
+
+    def settled(self, target: TuneTarget) -> Guards:
+        """Snapshot again after eager's first calls (a lazy model has its parameters then)."""
+        model = self.model
+        if model is None or model.changed() is not None:
+            model = ModelGuard(target.module)
+        return attrs.evolve(self, model=model, process=process_state(target))
+
+    def changed(self) -> ModelChangedError | ProcessChangedError | None:
+        """The error to record when the model, the samples or the process changed (restored)."""
+        if threading.get_ident() == self.thread:  # grad mode and friends are per thread
+            changes = self.process.changed()
+            if changes:
+                unrestored = self.process.restore()
+                shown = "; ".join(changes[:4]) + (
+                    f"; and {len(changes) - 4} more" if len(changes) > 4 else ""
+                )
+                kept = f" (could not be restored: {'; '.join(unrestored)})" if unrestored else ""
+                return ProcessChangedError(
+                    f"the candidate changed the process: {shown}; it was restored{kept}"
+                )
+        what = self.samples.changed()
+        if what is not None:
+            self.samples.restore()
+            return ModelChangedError(
+                f"the candidate changed the caller's samples: {what}; they were restored"
+            )
+        what = None if self.model is None else self.model.changed()
+        if what is None or self.model is None:
+            return None
+        self.model.restore()
+        return ModelChangedError(f"the candidate changed the model: {what}; the model was restored")
+
+
+def process_state(target: TuneTarget) -> ProcessState:
+    """The process state a candidate must leave alone, including the model's classes and our judges.
+
+    A patched model class would reach eager's private copy; a patched judge would fake a verdict.
+    """
+    own = {type(m) for m in target.module.modules() if not type(m).__module__.startswith("torch.")}
+    judges = [m for name, m in sorted(sys.modules.items()) if name.startswith(_JUDGES)]
+    return ProcessState.capture(extra=[*sorted(own, key=repr), *judges])
 
 
 @attrs.frozen(kw_only=True)
@@ -97,9 +177,11 @@ class Arena:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
         return self.batch, self.batches or (self.batch,), self.timer_on(self.batch)
 
-    def changed(self) -> ModelChangedError | ProcessChangedError | None:
-        """What a candidate changed in the model, the samples or the process (restored)."""
-        return None if self.guards is None else self.guards.changed()
+    def unchanged(self) -> None:
+        """Raise what a candidate changed in the model, the samples or the process (restored)."""
+        changed = None if self.guards is None else self.guards.changed()
+        if changed is not None:
+            raise changed
 
     def phase(self, description: str, phase: Phase) -> None:
         """Say that ``description`` enters ``phase``."""
@@ -273,7 +355,7 @@ def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], 
     return lambda index: draw((seed * 1_000_003 + index) % 2**63)
 
 
-def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
+def check_closeness(arena: Arena, built: Any, name: str = "") -> Mismatch | None:
     """Closeness to eager on recorded and held-out samples in one pass (catches memorising)."""
     t, heldout = arena.target, arena.heldout()
     return arena.closeness.check(
@@ -283,7 +365,7 @@ def check_closeness(arena: Arena, built: Any) -> Mismatch | None:
         list(t.data),
         expected_dtype=declared_dtype(built),
         tolerances=arena.closeness.budget(built),
-        name=t.name,
+        name=name or t.name,
         batch_sizes=arena.config.batch_sizes,
         heldout=list(heldout),
         heldout_seed=arena.seed if heldout else None,
@@ -324,3 +406,47 @@ def measure(
         fresh=fresh_batches(arena.batch, arena.seed, arena.target.graph_spec),
     )
     return arena.rule.compare(comparison, on_look).result
+
+
+class Arm(Protocol):
+    """Where a candidate is built, checked and timed: open, build, then abandon or settle."""
+
+    description: str
+    folder: Path
+
+    def open(self) -> None:
+        """Start where the candidate runs; a worker says its description and folder first."""
+
+    def build(self) -> Any:
+        """The built candidate; raises what its build raised."""
+
+    def abandon(self) -> None:
+        """Let go of what a failed build holds."""
+
+    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
+        """The outcome, after what the arm itself finds once the candidate was vetted."""
+
+
+class HereArm:
+    """A candidate built, checked and timed in this process (an :class:`~.stages.Arm`)."""
+
+    def __init__(self, target: TuneTarget, backend: Any, build: Callable[[Any], Any] | None):
+        """The candidate's description and folder are known here at once."""
+        self.target, self.backend, self.build_step = target, backend, build
+        self.description = describe(backend)
+        self.folder = candidate_folder(target.cache_dir, backend, self.description)
+
+    def open(self) -> None:
+        """Nothing to start."""
+
+    def build(self) -> Any:
+        """The build stage, here."""
+        return build_here(self.target, self.backend, self.build_step)
+
+    def abandon(self) -> None:
+        """A failed build may have moved the module: back to its device."""
+        return_module(self.target)
+
+    def settle(self, outcome: CandidateOutcome) -> CandidateOutcome:
+        """Nothing more to find: the guards ran while it was vetted."""
+        return outcome

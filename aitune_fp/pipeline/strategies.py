@@ -86,6 +86,10 @@ class SessionStrategy:
     summary = ""
     backends: tuple[Backend, ...] = ()
 
+    def __init__(self, backends: Sequence[Backend] = ()) -> None:
+        """Keep the candidates in the order they are tried (a tie goes to the earlier one)."""
+        self.backends = tuple(backends)
+
     def describe(self) -> str:
         """Human description of the strategy: its name, what it keeps and its candidates."""
         names = "".join(f"\n  {b.describe()}" for b in self.backends)
@@ -134,10 +138,6 @@ class FirstWinsStrategy(SessionStrategy):
     title = "First Wins Strategy"
     summary = "evaluate backends in order, return first working backend"
 
-    def __init__(self, backends: Sequence[Backend]) -> None:
-        """Keep the candidates in the order they are tried."""
-        self.backends = tuple(backends)
-
     def tune_session(self, session: TuneSession) -> Any:
         """The first passing backend; NoValidBackendError lists every failure otherwise."""
         outcomes = []
@@ -155,15 +155,15 @@ class MaxThroughputStrategy(SessionStrategy):
     title = "Max Throughput Strategy"
     summary = "select the fastest backend"
 
-    def __init__(self, backends: Sequence[Backend]) -> None:
-        """Keep the candidates (ties go to lower build time, then the earlier one)."""
-        self.backends = tuple(backends)
-
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen passing backend; the others are released."""
-        outcomes = [session.try_candidate(b) for b in self.backends]
-        best = choose(session.arena(), outcomes)
-        return session.fallback(outcomes) if best is None else best.backend
+        return _pick(session, [session.try_candidate(b) for b in self.backends])
+
+
+def _pick(session: TuneSession, outcomes: list[CandidateOutcome]) -> Any:
+    """The chosen passing backend, else the eager baseline (NoValidBackendError if none)."""
+    best = choose(session.arena(), outcomes)
+    return session.fallback(outcomes) if best is None else best.backend
 
 
 class MinLatencyStrategy(MaxThroughputStrategy):
@@ -197,20 +197,15 @@ class LatencyBudgetStrategy(MaxThroughputStrategy):
     def tune_session(self, session: TuneSession) -> Any:
         """The chosen backend among those within the budget; NoValidBackendError when none is."""
         outcomes = [session.try_candidate(b) for b in self.backends]
-        if not session.gated:  # nothing timed in a plain session: the budget cannot be shown
-            best = choose(session.arena(), outcomes)
-            return session.fallback(outcomes) if best is None else best.backend
-        if not any(o.ok for o in outcomes):  # none faster than eager: eager it is
-            return session.fallback(outcomes)
+        # a plain session times nothing (the budget cannot be shown); none faster: eager it is
+        if not session.gated or not any(o.ok for o in outcomes):
+            return _pick(session, outcomes)
         kept: list[CandidateOutcome] = []
         for outcome in outcomes:
-            if not outcome.ok:
-                kept.append(outcome)
-                continue
-            check = latency_check(
+            check = outcome.ok and latency_check(
                 session.arena(), outcome, budget_ms=self.budget_ms, quantile=self.quantile
             )
-            if check.within:
+            if not check or check.within:
                 kept.append(outcome)
             else:
                 release(session.target, outcome.backend)

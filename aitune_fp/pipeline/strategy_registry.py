@@ -69,28 +69,29 @@ class StrategyEntry:
 
 
 def _built_in(class_name: str) -> Callable[..., SessionStrategy]:
-    """A factory for ``aitune_fp.pipeline.strategies.<class_name>``, imported when the factory is called."""
+    """A factory for ``aitune_fp.pipeline.strategies.<class_name>``, imported when called.
+
+    ``OneBackendStrategy`` takes the one backend there is (:func:`check_backends` saw to it).
+    """
 
     def factory(backends: Sequence[Backend], **options: Any) -> SessionStrategy:
         from aitune_fp.pipeline import strategies
 
-        strategy: SessionStrategy = getattr(strategies, class_name)(backends, **options)
+        one = class_name == "OneBackendStrategy"
+        given: Any = backends[0] if one else backends
+        strategy: SessionStrategy = getattr(strategies, class_name)(given, **options)
         return strategy
 
     factory.__qualname__ = factory.__name__ = class_name
     return factory
 
 
-def _one(backends: Sequence[Backend]) -> SessionStrategy:
-    """``OneBackendStrategy`` over the one backend there is (:func:`check_backends` saw to it)."""
-    from aitune_fp.pipeline.strategies import OneBackendStrategy
-
-    return OneBackendStrategy(backends[0])
-
-
 _ENTRIES: tuple[StrategyEntry, ...] = (
     StrategyEntry(
-        "one", "the one backend given, if it is shown faster (else eager)", _one, backends=1
+        "one",
+        "the one backend given, if it is shown faster (else eager)",
+        _built_in("OneBackendStrategy"),
+        backends=1,
     ),
     StrategyEntry(
         "first-wins",

@@ -28,19 +28,18 @@ from aitune_fp.events.kinds import Event, fold
 from aitune_fp.events.names import EagerIsolation, new_run_id
 from aitune_fp.events.sending import emit as emit_event
 from aitune_fp.events.validation import Disabled, EvalMode, Finished
-from aitune_fp.inputs import InputKey, Sample
+from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import rule_for
-from aitune_fp.pipeline.arms import Arm, HereArm
 from aitune_fp.pipeline.baseline import (
     BaselineFailed,
+    Opened,
     measured,
     open_eager,
     operating_point,
     started,
 )
 from aitune_fp.pipeline.ending import conclude
-from aitune_fp.pipeline.guarding import Guards
-from aitune_fp.pipeline.stages import Arena, build_failure, checked_inputs
+from aitune_fp.pipeline.stages import Arena, Arm, Guards, HereArm, build_failure, checked_inputs
 from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,
@@ -98,26 +97,20 @@ class TuneSession:
         self.started = time.perf_counter()
         self.failures: list[CandidateFailure] = []
         self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
-        self.baseline: Any | None = None
-        self.eager: Any | None = None  # what eager is timed and referenced on (a private copy)
+        self.opened: Opened | None = None  # eager, built and measured at open
         self.eager_isolation: EagerIsolation = "private_copy"
         #: Where candidates run until chosen, and why in process when not in workers.
         self.isolation, self.isolation_note = isolation_of(options, target)
         self.workers = WorkerGroup()
         self.eager_start = EagerStart(None)  # eager's worker (process isolation), processes' states
-        self.baseline_throughput: float | None = None
-        self.baseline_latencies: tuple[float, ...] | None = None
         self.baseline_error: str | None = None
         config = options.profiling_config if options is not None else ProfilingConfig()
         self.rule = rule_for(config)
         self.config = config
         self.batch_size: int | None = None
-        self.batch: Sample | None = None
         self.n_events = 0
         self._outcome: Outcome | None = None
         self.guards: Guards | None = None  # taken once (by open or run), settled after eager's
-        self.batches: tuple[Sample, ...] = ()  # timed in turn: the batch and held-out ones
-        self.reference_outputs: tuple[Any, ...] = ()  # eager's output on each (the spot checks')
         self.candidate: str | None = None  # the candidate in the pipeline now
         self._closed = False  # set once finished is emitted
         self.folded = TuneReport(  # what is known before any event; events fold in the rest
@@ -134,8 +127,6 @@ class TuneSession:
         )
         self.heldout_seed = random.SystemRandom().randrange(2**32)  # not guessable ahead
         self._heldout_samples: tuple[Sample, ...] | None = None
-        #: Per integer input an embedding reads, its table's rows (found on eager at open).
-        self.id_limits: dict[InputKey, int] = {}
         stuck = weakref.WeakMethod(self._stuck)  # no cycle: the session is freed with its tune
         self.watchdog = Watchdog(
             grace_s=config.hang_grace_s,
@@ -158,11 +149,17 @@ class TuneSession:
             self.n_events += 1
             emit_event(event)
 
+    @property
+    def baseline(self) -> Any | None:
+        """The eager baseline (built or adopted at open); None before, or when it failed."""
+        return None if self.opened is None else self.opened.baseline
+
     def arena(self) -> Arena:
         """What candidates are checked and timed against now: the value the stages take."""
+        o = self.opened
         arm: Callable[..., Any] | None = self.eager_start.worker  # eager's worker, else its copy
-        if arm is None and self.eager is not None:
-            arm = moving(infer_of(self.eager), self.eager)  # its weights move now and then
+        if arm is None and o is not None:
+            arm = moving(infer_of(o.eager), o.eager)  # its weights move now and then
         return Arena(
             run_id=self.run_id,
             target=self.target,
@@ -172,19 +169,19 @@ class TuneSession:
             gate=None if self.options is None else self.options.gate,
             gated=self.gated,
             decides=self.decides,
-            baseline=self.baseline,
-            eager=self.eager,
+            baseline=None if o is None else o.baseline,
+            eager=None if o is None else o.eager,
             eager_arm=arm,
-            batch=self.batch,
+            batch=None if o is None else o.batch,
             batch_size=self.batch_size,
-            batches=self.batches,
-            references=self.reference_outputs,
+            batches=() if o is None else o.batches,
+            references=() if o is None else o.reference_outputs,
             heldout=self.heldout,
-            id_limits=self.id_limits,
+            id_limits={} if o is None else o.id_limits,
             seed=self.heldout_seed,
             clock=None if self.options is None else self.options.timer,
-            baseline_throughput=self.baseline_throughput,
-            baseline_latencies=self.baseline_latencies,
+            baseline_throughput=None if o is None else o.throughput,
+            baseline_latencies=None if o is None else o.latencies,
             baseline_error=self.baseline_error,
             isolation=self.isolation,
             guards=self.guards,
@@ -212,14 +209,11 @@ class TuneSession:
             self.emit(mode.to_event())
         opened = open_eager(self.arena(), baseline, self.strategy)
         if isinstance(opened, BaselineFailed):  # an eager that cannot be measured is no fallback
-            self.baseline_error, self.baseline, self.eager = opened.error, None, None
+            self.baseline_error, self.opened = opened.error, None
             self.emit(opened.event)
             return
-        self.batch, self.baseline, self.eager = opened.batch, opened.baseline, opened.eager
-        self.batches, self.reference_outputs = opened.batches, opened.reference_outputs
-        self.id_limits, self._heldout_samples = opened.id_limits, opened.heldout
+        self.opened, self._heldout_samples = opened, opened.heldout
         self.closeness = opened.closeness
-        self.baseline_throughput, self.baseline_latencies = opened.throughput, opened.latencies
         self.eager_isolation = "process" if self.isolation == "process" else opened.copied
         self.guards = guards.settled(self.target)  # what eager's first calls set up is the state
         if self.isolation == "process":
@@ -276,7 +270,7 @@ class TuneSession:
                 self.target.data,
                 self.heldout_seed,
                 self.target.graph_spec,
-                self.id_limits,
+                {} if self.opened is None else self.opened.id_limits,
             )
         return self._heldout_samples
 

@@ -37,11 +37,6 @@ def _threshold(value: object) -> float:
     return check_threshold("min_speedup_threshold_percent", value)
 
 
-def _a_registered_rule(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    """Validator: the config's decision names a registered rule (the registry is the shell's)."""
-    rule_for(value)
-
-
 @attrs.frozen(kw_only=True)
 class ValidationOptions:
     """How a wrapped strategy validates: the gate, how to measure, whether it is on, which clock."""
@@ -49,8 +44,9 @@ class ValidationOptions:
     min_speedup_threshold_percent: float = attrs.field(
         default=DEFAULT_THRESHOLD_PERCENT, converter=_threshold
     )
-    profiling_config: ProfilingConfig = attrs.field(
-        factory=ProfilingConfig, validator=[of_type(ProfilingConfig), _a_registered_rule]
+    profiling_config: ProfilingConfig = attrs.field(  # its decision names a registered rule
+        factory=ProfilingConfig,
+        validator=[of_type(ProfilingConfig), lambda _, __, config: rule_for(config)],
     )
     enabled: bool = attrs.field(default=True, validator=of_type(bool))
     timer: Timer | None = attrs.field(default=None, eq=False)
@@ -246,10 +242,6 @@ def describe(backend: Any) -> str:
         return str(backend.describe())
     except Exception:
         return type(backend).__name__
-
-
-#: The session of the tune running in this context: the compatibility shim through which the
-#: public ``try_candidate`` / ``build_and_validate`` reach it from third-party strategies.
 
 
 #: ``TuneSession.open``'s default: build the eager baseline here (not adopt one built elsewhere).

@@ -42,9 +42,7 @@ def vet(arena: Arena, built: Any, description: str, folder: Path) -> CandidateOu
         arena.phase(description, "correctness")
         try:
             arena.heldout()  # the held-out draw (kept once made) fails this candidate, if at all
-            changed = arena.changed()
-            if changed is not None:
-                raise changed
+            arena.unchanged()
             what = f"the correctness check of {description}"
             with _guarded(arena, built, what):
                 mismatch = check_closeness(arena, built)
@@ -125,9 +123,7 @@ def _timed(
         )
 
     result = measure(arena, built, description, mismatch, on_look)
-    changed = arena.changed()  # while timing: a result that cannot stand
-    if changed is not None:
-        raise changed
+    arena.unchanged()  # while timing: a result that cannot stand
     name, duration = arena.target.name, time.perf_counter() - start
     measured = CandidateMeasured(
         run_id=arena.run_id, module_name=name, result=result, duration_s=duration
@@ -164,9 +160,7 @@ def recheck(arena: Arena, outcome: CandidateOutcome) -> bool:
     try:
         with _guarded(arena, outcome.backend, f"the re-check of {outcome.description}"):
             check_closeness(arena, outcome.backend)
-        changed = arena.changed()
-        if changed is not None:
-            raise changed
+        arena.unchanged()
     except Exception as exc:
         folder = candidate_folder(arena.target.cache_dir, outcome.backend, outcome.description)
         _failed(arena, outcome.backend, outcome.description, folder, exc, "recheck")

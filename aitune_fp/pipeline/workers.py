@@ -26,6 +26,7 @@ from aitune_fp.pipeline.stages import (
     build_failure,
     build_here,
     call_deadline,
+    check_closeness,
     checked_inputs,
     folder_of,
     held_out,
@@ -205,31 +206,21 @@ def output_types(references: tuple[Any, ...]) -> frozenset[type]:
     return frozenset(found)
 
 
+@attrs.define(eq=False, slots=False)
 class WorkerBackend:
     """A candidate that lives in its worker: called there, timed from here, closed with it.
 
-    ``artefact``: the digest of what its build saved ("": none), loaded by :meth:`adopt`.
+    ``blueprint`` and ``build`` rebuild it; ``artefact``: the digest of what its build saved
+    ("": none), loaded by :func:`adopt`.
     """
 
-    def __init__(
-        self,
-        worker: Worker,
-        *,
-        description: str,
-        blueprint: Any,
-        build: Callable[[Any], Any] | None,
-        dtype: torch.dtype | None,
-        tolerances: Tolerances | None,
-        artefact: str = "",
-    ) -> None:
-        """Hold the worker and what a rebuild needs."""
-        self.artefact = artefact
-        self.worker = worker
-        self.description = description
-        self.blueprint = blueprint
-        self.build = build
-        self.dtype = dtype
-        self.tolerances = tolerances
+    worker: Worker
+    description: str
+    blueprint: Any
+    build: Callable[[Any], Any] | None
+    dtype: torch.dtype | None
+    tolerances: Tolerances | None
+    artefact: str = ""
 
     @property
     def infer(self) -> Worker:
@@ -316,7 +307,7 @@ def _os_changed(os_states: Mapping[int, tuple[frozenset[int], int]]) -> str | No
 
 
 class WorkerArm:
-    """A candidate built, checked and timed in a worker of its own (an :class:`~.values.Arm`)."""
+    """A candidate built, checked and timed in a worker of its own (an :class:`~.stages.Arm`)."""
 
     def __init__(
         self,
@@ -412,7 +403,8 @@ def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, .
     log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
     built, how = _rebuilt(arena, chosen, log)
-    return built, _tidy(hygiene), how
+    changed = hygiene.changed()  # put back, and what could not be said so
+    return built, changed + tuple(f"not put back: {text}" for text in hygiene.restore()), how
 
 
 def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
@@ -432,13 +424,6 @@ def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
         return build_here(t, chosen.blueprint, chosen.build), note
 
 
-def _tidy(hygiene: Hygiene) -> tuple[str, ...]:
-    """What changed since ``hygiene`` was taken, put back; what could not be, said so."""
-    changed = hygiene.changed()
-    kept = hygiene.restore()
-    return changed + tuple(f"not put back: {text}" for text in kept)
-
-
 def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
     """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
     t, closeness = arena.target, arena.closeness
@@ -449,28 +434,14 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
             f"the rebuild of {chosen.description}", arena.config.build_timeout_s
         ):
             built, how = _handed_back(t, chosen)
-        changed = arena.changed()  # before eager runs on the model it may have changed
-        if changed is not None:
-            raise changed
+        arena.unchanged()  # before eager runs on the model it may have changed
         seed = random.SystemRandom().randrange(2**32)
         held = checked_inputs(closeness, t.data, seed, t.graph_spec, dict(arena.id_limits))
+        fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
         with per_call_step(arena, f"the re-check of {chosen.description}"):
-            closeness.check(
-                infer_of(built),
-                infer_of(arena.eager),
-                t.graph_spec,
-                list(t.data),
-                name=f"{t.name} (rebuilt in this process)",
-                heldout=list(held),
-                heldout_seed=seed,
-                expected_dtype=declared_dtype(built),
-                tolerances=closeness.budget(built),
-                batch_sizes=arena.config.batch_sizes,
-            )
+            check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
             _soak(arena, built, arena.config.soak)
-        changed = arena.changed()
-        if changed is not None:
-            raise changed
+        arena.unchanged()
     except Exception as exc:
         append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
         if built is not None:

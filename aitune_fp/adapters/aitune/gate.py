@@ -20,7 +20,7 @@ from aitune_fp.adapters.aitune._pipeline import (
     speedup_text,
 )
 from aitune_fp.adapters.reports import DecoratorOptions, LastReport, last_report_of
-from aitune_fp.isolation.exclusive import exclusive_module
+from aitune_fp.isolation.model import exclusive_module
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import StageError, TuneTarget, ValidationOptions
 from aitune_fp.pipeline.workers import isolation_of, worker_threads
