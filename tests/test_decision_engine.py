@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from aitune_fp.core.config import ProfilingConfig
@@ -481,6 +481,7 @@ class TestMeasuringLoop:
 class TestShiftRemedy:
     @settings(max_examples=40, deadline=None)
     @given(seed=st.integers(0, 10_000), phi=st.sampled_from([0.0, 0.5, 0.8]))
+    @example(seed=2195, phi=0.5)  # the whole run's throughput disagrees, the later pairs' not
     def test_a_shift_never_makes_accepting_easier(self, seed: int, phi: float) -> None:
         """With the shift guard, the interval contains the one without it: never a new faster."""
         base, cand = _pairs(seed, 160, 1.01, phi=phi)

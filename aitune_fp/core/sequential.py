@@ -207,6 +207,10 @@ def _decide(
     )
     first = shift or 0  # after a shift, the pairs of the regime the estimate speaks for
     b, c = base[first:], cand[first:]
+    # the throughput and carry-over checks hold on the whole run and on the later pairs (a
+    # shift must not make accepting easier); the block guard on the later pairs (a shift breaks
+    # the whole run's block means by itself)
+    runs = [(base, cand, 0), *(((b, c, first),) if first else ())]
     if precaution and verdict == "faster":
         block_low = _block_lower(log_ratios(b, c), alpha)
         if block_low is not None and not saturating_exp(block_low) > required:
@@ -219,24 +223,27 @@ def _decide(
             stages.append(("block", verdict))
     if sequential and verdict == "faster":
         if throughput_bound:  # a bound on the throughput ratio at the look's level
-            low = throughput_log_lower(b, c, alpha, whole.factor)
+            low = min(throughput_log_lower(rb, rc, alpha, whole.factor) for rb, rc, _ in runs)
             flags.append("throughput_bound")
         else:  # the point: the verdict is about the typical call
-            low = math.log(math.fsum(b) / math.fsum(c))
+            low = min(math.log(math.fsum(rb) / math.fsum(rc)) for rb, rc, _ in runs)
         if not saturating_exp(low) > required:
             verdict = "inconclusive"  # the typical call is faster, the throughput is not (yet)
             flags.append("throughput_disagrees")
             stages.append(("throughput", verdict))
     carryover = None
-    if after_eager is not None:
-        found = _carryover(log_ratios(b, c), after_eager[first:], alpha, whole.factor)
-        if found is not None:
-            carryover = saturating_exp(found[0])
-            if found[1]:
+    for rb, rc, at in runs if after_eager is not None else ():
+        assert after_eager is not None
+        found = _carryover(log_ratios(rb, rc), after_eager[at:], alpha, whole.factor)
+        if found is None:
+            continue
+        carryover = saturating_exp(found[0])  # the later pairs' when there was a shift
+        if found[1]:
+            if "carryover" not in flags:
                 flags.append("carryover")
-                if verdict == "faster" and not saturating_exp(found[2]) > required:
-                    verdict = "inconclusive"  # the pairs a user gets do not clear it alone
-                    stages.append(("carryover", verdict))
+            if verdict == "faster" and not saturating_exp(found[2]) > required:
+                verdict = "inconclusive"  # the pairs a user gets do not clear it alone
+                stages.append(("carryover", verdict))
     if verdict == "faster" and len(base) < min_accept_pairs:
         verdict = "inconclusive"  # too few pairs for strong correlation to show: not yet
         flags.append("too_early")
