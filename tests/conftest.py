@@ -182,6 +182,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _collector_left_on() -> Iterator[None]:
+    """A test that leaves the garbage collector off fails, and it is turned back on: else a later
+    test that times or restores it fails instead, depending on the order."""
+    was = gc.isenabled()
+    yield
+    if was and not gc.isenabled():
+        gc.enable()
+        pytest.fail("the test left the garbage collector off")
+
+
+@pytest.fixture(autouse=True)
 def _reset_structlog() -> None:
     """Each test starts with structlog's defaults: the library never configures logging."""
     structlog.reset_defaults()
