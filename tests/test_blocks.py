@@ -39,6 +39,7 @@ from aitune_fp.profiling.layout import (
     LEAD_FROM,
     MAX_BLOCK_CALLS,
     RETIME_FLOOR,
+    RETIMES_PER_PAIR,
     WAIT_SHARE,
     WARMUP_BLOCKS,
     arm_calls,
@@ -675,24 +676,13 @@ def test_a_pair_in_which_an_arm_waited_for_a_cpu_is_timed_again(
     assert retimed and int(retimed[0].removeprefix("retimed_")) >= 2
 
 
-def test_a_machine_too_busy_to_time_a_pair_unstalled_ends_the_look_short(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("asked", [10, 40])
+@pytest.mark.parametrize("budget_s", [None, 600])
+def test_a_machine_too_busy_ends_the_look_short_of_its_deadline(
+    monkeypatch: pytest.MonkeyPatch, asked: int, budget_s: int | None
 ) -> None:
-    clock = FakeClock()
-    waits = _Waits(clock, monkeypatch)
-    every = range(10**9)
-    with InterleavedRun(
-        waits.arm(0.001, every), waits.arm(0.001, every), Sample(), timer=clock, block=2
-    ) as run:
-        run.warm_up(window=3, tolerance=0.1, max_calls=6)
-        assert run.extend(10) == 0  # the look ends past RETIME_FLOOR pairs timed again
-        assert run.timings().flags[-2:] == (f"retimed_{RETIME_FLOOR + 1}", "machine_too_busy")
-
-
-def test_a_machine_too_busy_ends_the_look_long_before_its_deadline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A deadline does not lift the cap: a busy machine costs a few pairs, not the budget."""
+    """Every pair stalled: the look gives up past 4 retimes a pair asked (and 40), deadline or
+    not: a busy machine costs a few pairs, not the budget."""
     clock = FakeClock()
     waits = _Waits(clock, monkeypatch)
     every = range(10**9)
@@ -701,9 +691,11 @@ def test_a_machine_too_busy_ends_the_look_long_before_its_deadline(
     ) as run:
         run.warm_up(window=3, tolerance=0.1, max_calls=6)
         start = clock.now_ns()
-        assert run.extend(40, deadline_ns=start + 600 * 10**9) == 0
-        assert (clock.now_ns() - start) / 1e9 < 5.0  # of a 600 s budget
-        assert run.timings().flags[-2:] == (f"retimed_{4 * 40 + 1}", "machine_too_busy")
+        deadline = None if budget_s is None else start + budget_s * 10**9
+        assert run.extend(asked, deadline_ns=deadline) == 0
+        assert (clock.now_ns() - start) / 1e9 < 5.0
+        cap = max(RETIMES_PER_PAIR * asked, RETIME_FLOOR)
+        assert run.timings().flags[-2:] == (f"retimed_{cap + 1}", "machine_too_busy")
 
 
 def test_a_burst_of_stalls_shorter_than_the_cap_is_waited_out(

@@ -324,16 +324,22 @@ def test_paces_name_the_contenders() -> None:
         head_to_head(pairs, BATCH, timer=clock, paces={"a": 1e-3, "c": 1e-3})
 
 
-def test_a_round_in_which_a_contender_waited_for_a_cpu_is_timed_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """As the gate's pairs: no kept round carries a stall another process caused."""
+def _waits_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Blocks read their wait for a CPU from the returned counter (ns), as on the real clock."""
     import aitune_fp.profiling.calls as calls
 
     waited = [0]
     monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waited[0]))
     monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waited[0] - before[2]) / 1e9)
     monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    return waited
+
+
+def test_a_round_in_which_a_contender_waited_for_a_cpu_is_timed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the gate's pairs: no kept round carries a stall another process caused."""
+    waited = _waits_read(monkeypatch)
     clock, log, pairs = setup({"a": (1.0, 1.0), "b": (0.5, 2.0)}, a={"jitter": 0.0})
     slow = pairs[0][1]
     plain = slow.__call__
@@ -356,12 +362,7 @@ def test_a_machine_too_busy_ends_the_look_and_not_the_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every round stalled: the look gives up after RETIME_FLOOR rounds timed again, no verdict."""
-    import aitune_fp.profiling.calls as calls
-
-    waited = [0]
-    monkeypatch.setattr(calls, "run_clocks", lambda: (0, 0, waited[0]))
-    monkeypatch.setattr(calls, "waited_on_others_s", lambda before: (waited[0] - before[2]) / 1e9)
-    monkeypatch.setattr(calls, "on_real_clock", lambda timer: True)
+    waited = _waits_read(monkeypatch)
     clock, log, pairs = setup({"a": (1.0, 1.0), "b": (0.5, 2.0)}, a={"jitter": 0.0})
     busy = pairs[0][1]
 
