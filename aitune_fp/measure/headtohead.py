@@ -34,6 +34,7 @@ from aitune_fp.profiling.calls import (
     Timed,
     as_batches,
     checks_per_batch,
+    empty_device_cache,
     judge_threads,
     spot_calls,
     spot_inspector,
@@ -51,38 +52,6 @@ _Failed = str
 
 def _error(exc: BaseException) -> str:
     return f"{error_name(exc)}: {exc}"
-
-
-def _release_device_memory() -> None:
-    """After a failed call (an out-of-memory one above all), give cached device memory back."""
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _timed(
-    fn: Callable[..., Any],
-    samples: Sequence[Sample],
-    clock: Timer,
-    checks: Mapping[int, Callable[[Any], None]],
-    ring: CopyRing,
-    lead: bool,
-) -> Timed | _Failed:
-    """A block on ``samples`` timed (``lead``: the first call untimed), or the error (not raised)."""
-    try:
-        return timed_block(fn, samples, clock, None, checks, ring=ring, lead=lead)
-    except InterferenceError:
-        raise  # the caller blames the contender whose process ran
-    except SpotCheckError as exc:  # the output was wrong: nothing to release
-        return _error(exc)
-    except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
-        error, emptied = _error(exc.__cause__ or exc), exc.reason == "out_of_memory"
-    except Exception as exc:  # the synchronisation failed
-        error, emptied = _error(exc), False
-    if not emptied:
-        _release_device_memory()  # the exception, and the frames it held, are gone by now
-    return error
 
 
 def _spot_checks(
@@ -203,13 +172,24 @@ class _Run:
         *,
         lead: bool = False,
     ) -> tuple[str, Timed | _Failed]:
-        """One timed block of ``name``, and whom a failure is blamed on (interference: its culprit)."""
+        """One timed block of ``name`` or its error (not raised), and whom a failure is blamed on."""
         fn, ring = self.fns[name], self.rings[name]
         try:
-            return name, _timed(fn, samples, self.clock, checks or {}, ring, lead)
-        except InterferenceError as exc:
+            return name, timed_block(
+                fn, samples, self.clock, None, checks or {}, ring=ring, lead=lead
+            )
+        except InterferenceError as exc:  # blamed on the contender whose process ran
             blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
             return blamed, _error(exc)
+        except SpotCheckError as exc:  # the output was wrong: nothing to release
+            return name, _error(exc)
+        except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
+            error, emptied = _error(exc.__cause__ or exc), exc.reason == "out_of_memory"
+        except Exception as exc:  # the synchronisation failed
+            error, emptied = _error(exc), False
+        if not emptied:
+            empty_device_cache()  # the exception, and the frames it held, are gone by now
+        return name, error
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
         """Time every contender's block in a random order; keep the round for those that ran."""

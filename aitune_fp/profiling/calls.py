@@ -169,11 +169,18 @@ def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: b
             reason="call_failed",
             arm=arm,
         ) from exc
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    empty_device_cache()
     raise ProfilingError(
         f"{arm or 'callable'} ran out of device memory", reason="out_of_memory", arm=arm
     )
+
+
+def empty_device_cache() -> None:
+    """After a failed call (an out-of-memory one above all), give cached device memory back."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 class Timed(NamedTuple):
@@ -186,20 +193,6 @@ class Timed(NamedTuple):
     wall_s: float
     device_s: float | None
     waited_s: float | None = None
-
-
-def timed_call(
-    fn: Callable[..., Any],
-    batch: Sample,
-    timer: Timer,
-    arm: str | None,
-    inspect: Callable[[Any], None] | None = None,
-    *,
-    ring: CopyRing,
-) -> Timed:
-    """Wall seconds (and device seconds, if any) of one synchronised call: a block of one."""
-    checks = {} if inspect is None else {0: inspect}
-    return timed_block(fn, (batch,), timer, arm, checks, ring=ring, lead=False)
 
 
 def timed_block(
@@ -268,16 +261,13 @@ def _block_in_worker(
         timer.sync()
         start, real = timer.now_ns(), time.perf_counter_ns()
         worker.run_block(calls)
-    except WorkerError as exc:
-        raise _worker_failure(exc, arm) from exc
-    stop, real = timer.now_ns(), time.perf_counter_ns() - real
-    progress()
-    wall = max(stop - start, _MIN_NS)
-    worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
-    try:
+        stop, real = timer.now_ns(), time.perf_counter_ns() - real
+        progress()
+        worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
         waited = worker.waited_s()
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
+    wall = max(stop - start, _MIN_NS)
     for j, inspect in sorted(checks.items()):
         inspect(worker.output(j))
     return Timed(wall / 1e9 / calls, None, waited if on_real_clock(timer) else None)
@@ -324,7 +314,8 @@ def time_calls(
             own = samples[b] if fresh is None else as_sample(fresh(i))
             check = checks[b] if fresh is None else on_values(spot_check, reference, own)
             inspect = spot_inspector(check, i + 1, b if multi else None) if i in picked else None
-            latencies.append(timed_call(fn, own, clock, arm, inspect, ring=ring)[0])
+            checked = {} if inspect is None else {0: inspect}
+            latencies.append(timed_block(fn, [own], clock, arm, checked, ring=ring, lead=False)[0])
         return tuple(latencies)
 
 

@@ -30,7 +30,6 @@ from aitune_fp.profiling.calls import (
     spot_calls,
     spot_inspector,
     timed_block,
-    timed_call,
 )
 from aitune_fp.profiling.layout import (
     LEAD_FROM,
@@ -238,7 +237,8 @@ class InterleavedRun:
         b = self._batches[arm][index % len(self._inputs)]
         if self._flush is not None:
             self._flush()
-        return timed_call(self._fns[arm], b, self._clock, arm, ring=self._rings[arm])[0]
+        fn, ring = self._fns[arm], self._rings[arm]
+        return timed_block(fn, [b], self._clock, arm, {}, ring=ring, lead=False)[0]
 
     @property
     def block(self) -> int:
