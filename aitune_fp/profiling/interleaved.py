@@ -14,7 +14,6 @@ from typing import Any, Literal, cast
 import attrs
 
 from aitune_fp.core._checks import check_int, check_type
-from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.core.timings import is_settled, level_shift_index
 from aitune_fp.errors import InvalidStateError, InvalidValueError
@@ -528,26 +527,3 @@ class InterleavedRun:
             block=self.block,
             candidate_block=self.candidate_block,
         )
-
-
-def compare(
-    baseline: Callable[..., Any],
-    candidate: Callable[..., Any],
-    batch: Sample | tuple[Any, Any],
-    config: ProfilingConfig,
-    *,
-    n_pairs: int,
-    timer: Timer | None = None,
-    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
-) -> PairedTimings:
-    """Warm up both arms, then time ``n_pairs`` interleaved pairs of single calls (random quads)."""
-    with InterleavedRun(
-        baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
-    ) as run:
-        run.warm_up(
-            window=config.warmup_window,
-            tolerance=config.warmup_tolerance,
-            max_calls=config.warmup_max_calls,
-        )
-        run.extend(n_pairs)
-        return run.timings()
