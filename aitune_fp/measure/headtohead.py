@@ -35,15 +35,14 @@ from aitune_fp.profiling.calls import (
     as_batches,
     checks_per_batch,
     empty_device_cache,
-    judge_threads,
+    judging,
     spot_calls,
     spot_inspector,
     timed_block,
 )
 from aitune_fp.profiling.interference import InterferenceError
 from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, disturbed, most_calls, too_busy
-from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
+from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.workers import Worker
 
 #: A call that failed: its error as ``"Type: message"``.
@@ -355,10 +354,8 @@ def head_to_head(
     inputs = as_batches(batch, batches)
     checks = _spot_checks(spot_checks, references, fns, len(inputs))
     clock = timer if timer is not None else timer_for(inputs[0])
-    import torch
-
     collect = gc.isenabled()
-    with intra_op_threads(judge_threads(list(fns.values()), threads)), torch.no_grad(), gc_paused():
+    with judging(list(fns.values()), threads):
         own = (
             None
             if fresh is None

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias, cast
 
 from aitune_fp.core._checks import check_int
@@ -293,8 +294,6 @@ def time_calls(
     """Per-call wall latencies (s) of ``n`` timed calls of one arm after ``warmup`` untimed."""
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
-    import torch
-
     given = as_batches(batch, batches)
     checks = checks_per_batch(None if fresh is not None else spot_check, references, len(given))
     if fresh is not None and spot_check is not None and reference is None:
@@ -304,7 +303,7 @@ def time_calls(
     samples = [copy_sample(b) for b in given]
     ring = CopyRing()
     clock = timer if timer is not None else timer_for(samples[0])
-    with intra_op_threads(judge_threads([fn], threads)), torch.no_grad(), gc_paused():
+    with judging([fn], threads):
         for j in range(warmup):
             call_arm(fn, samples[j % len(samples)], arm)
         clock.sync()
@@ -319,13 +318,19 @@ def time_calls(
         return tuple(latencies)
 
 
-def judge_threads(fns: Sequence[Any], threads: int | None) -> int | None:
-    """The intra-op threads of the judging process while ``fns`` are timed: 1 when each is a worker.
+@contextlib.contextmanager
+def judging(fns: Sequence[Any], threads: int | None) -> Iterator[int]:
+    """While ``fns`` are timed: no grad, no collector, ``threads`` here (1 when all are workers).
 
-    Workers run their own OpenMP teams; this process's team, left spinning after its own work
-    (a spot check), took their cores (int8 read 0.49x where it is 1.4x at ``--threads 2``).
+    Yields the arms' threads. Workers run their own teams; ours, left spinning after a spot check,
+    took their cores (int8 read 0.49x where it is 1.4x at ``--threads 2``).
     """
-    return 1 if fns and all(isinstance(fn, Worker) for fn in fns) else threads
+    import torch
+
+    workers = [fn.threads for fn in fns if isinstance(fn, Worker)]
+    alone = bool(fns) and len(workers) == len(fns)
+    with intra_op_threads(1 if alone else threads) as here, torch.no_grad(), gc_paused():
+        yield max(workers) if alone else here
 
 
 def on_values(

@@ -25,7 +25,7 @@ from aitune_fp.profiling.calls import (
     as_batches,
     call_arm,
     checks_per_batch,
-    judge_threads,
+    judging,
     spot_calls,
     spot_inspector,
     timed_block,
@@ -42,8 +42,7 @@ from aitune_fp.profiling.layout import (
     pair_order,
     too_busy,
 )
-from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import CpuTimer, Timer, gc_paused, timer_for
+from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
 from aitune_fp.profiling.workers import Worker
 
 
@@ -170,24 +169,17 @@ class InterleavedRun:
 
     def __enter__(self) -> InterleavedRun:
         """Set threads and ``no_grad``, copy the batch for each arm, start the wall clock."""
-        import torch
-
         # copies and the timer first: if they fail, no global state has been touched yet
         self._clock = self._timer if self._timer is not None else timer_for(self._inputs[0])
         self._batches = {arm: tuple(copy_sample(b) for b in self._inputs) for arm in self._fns}
         self._rings = {arm: CopyRing() for arm in self._fns}  # each timed call's own copy
+        self._gc_was_enabled = gc.isenabled()
+        self._collect(None, first=True)  # empty the young generation, learn what it costs
         stack = contextlib.ExitStack()
         try:
             fns = list(self._fns.values())
-            here = stack.enter_context(intra_op_threads(judge_threads(fns, self._threads)))
-            workers = [fn.threads for fn in fns if isinstance(fn, Worker)]
-            self._threads_in_effect = max(workers) if len(workers) == len(fns) else here
-            stack.enter_context(torch.no_grad())
-            self._gc_was_enabled = gc.isenabled()
-            self._collect(None, first=True)  # empty the young generation, learn what it costs
-            stack.enter_context(gc_paused())
+            self._threads_in_effect = stack.enter_context(judging(fns, self._threads))
         except BaseException:
-            stack.close()
             self._batches = {}
             raise
         self._stack = stack
