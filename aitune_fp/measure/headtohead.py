@@ -77,18 +77,15 @@ def _checked(contenders: object) -> tuple[list[Contender], dict[str, Callable[..
         raise InvalidTypeError(
             f"contenders must be a sequence of (Contender, callable), got {contenders!r}"
         )
-    values, fns = [], {}
     for i, item in enumerate(contenders):
-        if (
-            not isinstance(item, tuple)
-            or len(item) != 2
-            or not isinstance(item[0], Contender)
-            or not callable(item[1])
+        if not (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], Contender)
+            and callable(item[1])
         ):
             raise InvalidTypeError(f"contenders[{i}] must be (Contender, callable), got {item!r}")
-        values.append(item[0])
-        fns[item[0].name] = item[1]
-    return values, fns
+    return [c for c, _ in contenders], {c.name: fn for c, fn in contenders}
 
 
 @attrs.frozen

@@ -149,11 +149,8 @@ def two_clocks(
         return {}, [], None
     used = slice(decision.shift_index or 0, n_pairs)
     other_clock = "host" if clock == "device" else "device"
-    if other_clock == "device":
-        other_times = (timings.baseline_device_s, timings.candidate_device_s)
-    else:
-        other_times = (timings.baseline_s, timings.candidate_s)
-    other = decide(other_times[0][:n_pairs], other_times[1][:n_pairs]).speedup
+    others = on_clock(timings, other_clock)
+    other = decide(others.baseline_s[:n_pairs], others.candidate_s[:n_pairs]).speedup
     fields = {
         "host_estimate": decision.speedup if clock == "host" else other,
         "device_estimate": decision.speedup if clock == "device" else other,

@@ -8,6 +8,7 @@ import gc
 import math
 import sys
 from collections.abc import Callable, Sequence
+from statistics import median_high
 from types import TracebackType
 from typing import Any, Literal, cast
 
@@ -396,10 +397,9 @@ class InterleavedRun:
 
         Warm-up blocks and ``reserve_pairs`` pairs end by ``deadline_ns``: a slow candidate looks.
         """
-        pace = []
-        for arm in ("baseline", "candidate"):
-            recent = sorted(times[arm][-size:])
-            pace.append(recent[len(recent) // 2] if recent else 0.0)
+        pace = [
+            median_high(times[a][-size:]) if times[a] else 0.0 for a in ("baseline", "candidate")
+        ]
         batch_bytes = sample_bytes(self._inputs[0])
         calls = block_calls(max(pace), batch_bytes)
         pairs = WARMUP_BLOCKS + reserve_pairs
@@ -414,7 +414,7 @@ class InterleavedRun:
     def _even(self, blocks: dict[str, list[float]]) -> tuple[int, int]:
         """The blocks again from the warm-up blocks' pace (single calls' hand-overs inflate it)."""
         assert self._calls is not None
-        pace = [sorted(blocks[arm])[len(blocks[arm]) // 2] for arm in ("baseline", "candidate")]
+        pace = [median_high(blocks[arm]) for arm in ("baseline", "candidate")]
         slower = self._calls[pace.index(max(pace))]
         most = most_calls(sample_bytes(self._inputs[0]))
         baseline, candidate = arm_calls(slower, pace, most)
