@@ -153,7 +153,8 @@ class _Deriver:
 
     def _same(self, a: Sample, b: Sample) -> bool:
         """Whether two variants of the sample hold the same values in every varied input."""
-        return all(_equal(_input(a, key), _input(b, key)) for key in self.varied)
+        x, y = dict(a.items()), dict(b.items())
+        return all(_equal(x[key], y[key]) for key in self.varied)
 
     def _draw(self, gen: torch.Generator, boost: float) -> Sample:
         perm = torch.randperm(self.dim, generator=gen) if self.dim is not None else None
@@ -165,11 +166,6 @@ class _Deriver:
             return _vary(value, plan, perm, gen, boost, widen=self.widen)
 
         return self.sample.map(convert)
-
-
-def _input(sample: Sample, key: InputKey) -> Any:
-    """The input ``key`` of ``sample`` (a positional index or a keyword name)."""
-    return sample.args[key] if isinstance(key, int) else sample.kwargs[key]
 
 
 def _clone_nested(value: Any) -> Any:
