@@ -103,10 +103,6 @@ class Stretch:
             parts.append(f"eager ran {self.slowdown:.2f}x slower there than at its fastest")
         return "; ".join(parts)
 
-    def borne_out_by(self, before_pairs: int) -> Stretch:
-        """The stretch, its verdict borne out by the first ``before_pairs`` pairs (:func:`sides`)."""
-        return attrs.evolve(self, before_pairs=before_pairs)
-
     def note(self, decided: bool) -> str:
         """The note for the reason: what was decided on, or why nothing was."""
         if self.steady_ratio:

@@ -322,7 +322,7 @@ def decide_look(
     if split is not None:
         earlier, later = (decide(side) for side in split)
         if earlier.verdict == later.verdict != "inconclusive":
-            return later, stretch.borne_out_by(split[0].n_pairs)
+            return later, attrs.evolve(stretch, before_pairs=split[0].n_pairs)  # borne out by both
     return held(decide(timings)), stretch
 
 
