@@ -353,11 +353,7 @@ def head_to_head(
     clock = timer if timer is not None else timer_for(inputs[0])
     collect = gc.isenabled()
     with judging(list(fns.values()), threads):
-        own = (
-            None
-            if fresh is None
-            else Fresh(fresh, reference, dict(spot_checks) if spot_checks is not None else {})
-        )
+        own = None if fresh is None else Fresh(fresh, reference, dict(spot_checks or {}))
         blocks = _blocks(check_int("block", block, minimum=1), paces, fns, inputs[0])
         run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own, blocks)  # copies first
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)

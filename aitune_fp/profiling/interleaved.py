@@ -127,7 +127,7 @@ class InterleavedRun:
         ``fresh(d)``: draw ``d``, one a call of every block pair, leads too; ``block`` None: ranged.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
-        self._calls: tuple[int, int] | None = None  # ranged: (baseline's, candidate's) a block
+        self._calls: tuple[int, ...] | None = None  # ranged: (baseline's, candidate's) a block
         self._evened = False  # ranged as long in time for both arms (time allowed)
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
@@ -392,7 +392,7 @@ class InterleavedRun:
         size: int,
         deadline_ns: int | None,
         reserve_pairs: int,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, ...]:
         """Each arm's block, as long as the slower arm's at its warm-up pace, fitted to the budget.
 
         Warm-up blocks and ``reserve_pairs`` pairs end by ``deadline_ns``: a slow candidate looks.
@@ -406,19 +406,16 @@ class InterleavedRun:
         left_s = math.inf if deadline_ns is None else (deadline_ns - self._clock.now_ns()) / 1e9
         self._evened = pairs * calls * 2 * max(pace) <= left_s
         if self._evened:  # each arm's block as long as the slower's
-            baseline, candidate = arm_calls(calls, pace, most_calls(batch_bytes))
-            return (baseline, candidate)
+            return arm_calls(calls, pace, most_calls(batch_bytes))
         calls = block_fitting(calls, sum(pace), pairs, left_s)  # short of time: one count
         return (calls, calls)
 
-    def _even(self, blocks: dict[str, list[float]]) -> tuple[int, int]:
+    def _even(self, blocks: dict[str, list[float]]) -> tuple[int, ...]:
         """The blocks again from the warm-up blocks' pace (single calls' hand-overs inflate it)."""
         assert self._calls is not None
         pace = [median_high(blocks[arm]) for arm in ("baseline", "candidate")]
         slower = self._calls[pace.index(max(pace))]
-        most = most_calls(sample_bytes(self._inputs[0]))
-        baseline, candidate = arm_calls(slower, pace, most)
-        return (baseline, candidate)
+        return arm_calls(slower, pace, most_calls(sample_bytes(self._inputs[0])))
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time up to ``n_pairs`` more block pairs (none starts after ``deadline_ns``); how many.
