@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,31 +15,19 @@ from aitune_fp.profiling.calls import ProfilingError, time_calls
 from aitune_fp.profiling.interleaved import InterleavedRun, PairedTimings
 from aitune_fp.profiling.layout import pair_order
 from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import CpuTimer, CudaTimer, Timer, timer_for
+from aitune_fp.profiling.timers import CpuTimer, CudaTimer, timer_for
 from aitune_fp.testing import FakeClock
 
 
 def compare(
-    baseline: Callable[..., Any],
-    candidate: Callable[..., Any],
-    batch: Sample | tuple[Any, Any],
-    config: ProfilingConfig,
-    *,
-    n_pairs: int,
-    timer: Timer | None = None,
-    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
+    baseline: Any, candidate: Any, batch: Any, config: ProfilingConfig, *, n_pairs: int, **run: Any
 ) -> PairedTimings:
     """Warm up both arms, then time ``n_pairs`` interleaved pairs of single calls (random quads)."""
-    with InterleavedRun(
-        baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
-    ) as run:
-        run.warm_up(
-            window=config.warmup_window,
-            tolerance=config.warmup_tolerance,
-            max_calls=config.warmup_max_calls,
-        )
-        run.extend(n_pairs)
-        return run.timings()
+    with InterleavedRun(baseline, candidate, batch, threads=config.threads, **run) as timed:
+        window, tolerance = config.warmup_window, config.warmup_tolerance
+        timed.warm_up(window=window, tolerance=tolerance, max_calls=config.warmup_max_calls)
+        timed.extend(n_pairs)
+        return timed.timings()
 
 
 def quiet_config(**changes: Any) -> ProfilingConfig:
