@@ -43,7 +43,7 @@ from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.models import mlp
 from aitune_fp.pipeline.strategy_registry import make_strategy
 from aitune_fp.pipeline.workers import EagerRecipe
-from aitune_fp.profiling.calls import timed_call
+from aitune_fp.profiling.calls import timed_block
 from aitune_fp.profiling.interference import WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.workers import Worker
@@ -116,13 +116,16 @@ def _spread(base: list[float], cand: list[float]) -> tuple[float, float]:
 
 
 def _alternate(arms: list[Any], batch: Sample, pairs: int) -> tuple[float, float]:
-    """``pairs`` identical pairs timed as the gate times them (``timed_call``), the order
+    """``pairs`` identical pairs timed as the gate times them (``timed_block`` of one call), the order
     alternating, after 50 untimed-for-the-figure pairs; their median call and spread."""
     rings = [CopyRing(), CopyRing()]
     times: tuple[list[float], list[float]] = ([], [])
     for index in range(pairs + 50):
         for arm in (0, 1) if index % 2 else (1, 0):
-            times[arm].append(timed_call(arms[arm], batch, CpuTimer(), None, ring=rings[arm])[0])
+            fn, ring = arms[arm], rings[arm]
+            times[arm].append(
+                timed_block(fn, [batch], CpuTimer(), None, {}, ring=ring, lead=False)[0]
+            )
     return _spread(times[0][50:], times[1][50:])
 
 

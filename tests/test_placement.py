@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from aitune_fp.inputs import CopyRing, Sample
-from aitune_fp.profiling.calls import timed_call
+from aitune_fp.profiling.calls import timed_block
 from aitune_fp.profiling.placement import MOVE_BYTES_MAX, MOVE_EVERY, Moving, move_weights, moving
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.workers import Worker
@@ -49,9 +49,9 @@ def test_only_a_module_with_weights_moves() -> None:
 def _addresses(arm: Any, samples: int) -> list[int]:
     seen = []
     for _ in range(samples):
-        timed_call(
-            arm, Sample((torch.ones(1),)), CpuTimer(), "baseline", seen.append, ring=CopyRing()
-        )
+        sample = Sample((torch.ones(1),))
+        checks = {0: seen.append}
+        timed_block(arm, [sample], CpuTimer(), "baseline", checks, ring=CopyRing(), lead=False)
     return [int(out[0]) for out in seen]
 
 

@@ -12,11 +12,22 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling import interleaved
 from aitune_fp.profiling.calls import ProfilingError, time_calls
-from aitune_fp.profiling.interleaved import InterleavedRun, compare
+from aitune_fp.profiling.interleaved import InterleavedRun, PairedTimings
 from aitune_fp.profiling.layout import pair_order
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import CpuTimer, CudaTimer, timer_for
 from aitune_fp.testing import FakeClock
+
+
+def compare(
+    baseline: Any, candidate: Any, batch: Any, config: ProfilingConfig, *, n_pairs: int, **run: Any
+) -> PairedTimings:
+    """Warm up both arms, then time ``n_pairs`` interleaved pairs of single calls (random quads)."""
+    with InterleavedRun(baseline, candidate, batch, threads=config.threads, **run) as timed:
+        window, tolerance = config.warmup_window, config.warmup_tolerance
+        timed.warm_up(window=window, tolerance=tolerance, max_calls=config.warmup_max_calls)
+        timed.extend(n_pairs)
+        return timed.timings()
 
 
 def quiet_config(**changes: Any) -> ProfilingConfig:

@@ -17,8 +17,14 @@ from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling.interleaved import InterleavedRun
-from aitune_fp.profiling.layout import pair_order, quad_orientations
+from aitune_fp.profiling.layout import orientation_stream, pair_order
 from aitune_fp.testing import FakeClock
+
+
+def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
+    """Each quad's orientation (True: ABBA), a seeded fair coin per quad, as the run draws them."""
+    stream = orientation_stream(seed)
+    return tuple(stream.random() < 0.5 for _ in range(n_quads))
 
 
 def _timed_log(order: Literal["random", "fixed"] = "random", **kwargs: Any) -> str:

@@ -20,9 +20,10 @@ from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.measure.statistical import measure_throughput_steady
 from aitune_fp.profiling.calls import SpotCheckError, spot_calls, time_calls
-from aitune_fp.profiling.interleaved import InterleavedRun, compare
+from aitune_fp.profiling.interleaved import InterleavedRun
 from aitune_fp.testing import FakeClock
 from tests.test_measure import noisy
+from tests.test_profiling import compare
 
 
 def config(**changes: Any) -> ProfilingConfig:

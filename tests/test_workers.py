@@ -25,7 +25,7 @@ from aitune_fp.cli import terminate_as_interrupt
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
 from aitune_fp.isolation.hygiene import os_state
-from aitune_fp.profiling.calls import ProfilingError, call_arm, timed_block, timed_call
+from aitune_fp.profiling.calls import ProfilingError, call_arm, timed_block
 from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
 from aitune_fp.profiling.transport import (
@@ -252,7 +252,7 @@ def test_cpu_spent_by_a_suspect_while_another_worker_is_timed_is_interference() 
     timed.ready()
     idle.ready()
     for _ in range(20):  # an idle suspect is not interference
-        timed_call(timed, sample, CpuTimer(), "baseline", None, ring=CopyRing())
+        timed_block(timed, [sample], CpuTimer(), "baseline", {}, ring=CopyRing(), lead=False)
     assert timed.foreign_ns < 2_000_000
 
     def spin(say: Any) -> Any:
@@ -271,7 +271,7 @@ def test_cpu_spent_by_a_suspect_while_another_worker_is_timed_is_interference() 
 
     def time_many() -> None:
         for _ in range(2000):
-            timed_call(timed, sample, CpuTimer(), "baseline", None, ring=CopyRing())
+            timed_block(timed, [sample], CpuTimer(), "baseline", {}, ring=CopyRing(), lead=False)
 
     with pytest.raises(InterferenceError, match="spinner used"):
         time_many()
@@ -295,8 +295,8 @@ def test_each_arm_is_timed_alone_eager_included() -> None:
     sample = Sample((torch.ones(4),))
     busy_after = []
     for _ in range(5):
-        timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())
-        timed_call(candidate, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+        timed_block(eager, [sample], CpuTimer(), "baseline", {}, ring=CopyRing(), lead=False)
+        timed_block(candidate, [sample], CpuTimer(), "candidate", {}, ring=CopyRing(), lead=False)
         before = eager.cpu_ns()
         time.sleep(0.005)
         busy_after.append(eager.cpu_ns() - before)
@@ -376,14 +376,18 @@ def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_requ
     candidate.ready()
     sample = Sample((torch.ones(4),))
     call_arm(candidate, sample, "candidate")
-    timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # settles it
+    timed_block(
+        eager, [sample], CpuTimer(), "baseline", {}, ring=CopyRing(), lead=False
+    )  # settles it
     with pytest.raises(WorkerError, match="no digest for you"):
         candidate.prepare_block([sample], lead=False)
-    timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())  # eager unharmed
+    timed_block(
+        eager, [sample], CpuTimer(), "baseline", {}, ring=CopyRing(), lead=False
+    )  # eager unharmed
     with pytest.raises(ProfilingError, match="no digest for you") as raised:
-        timed_call(candidate, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+        timed_block(candidate, [sample], CpuTimer(), "candidate", {}, ring=CopyRing(), lead=False)
     assert raised.value.arm == "candidate"
-    timed_call(eager, sample, CpuTimer(), "baseline", None, ring=CopyRing())
+    timed_block(eager, [sample], CpuTimer(), "baseline", {}, ring=CopyRing(), lead=False)
     for worker in (eager, candidate):
         worker.close()
 
@@ -508,7 +512,9 @@ def test_a_timed_call_on_a_device_lasts_until_its_queued_work_ends(block: bool) 
             )
             wall *= 2  # the block's two calls share one wait
         else:
-            wall, _, _ = timed_call(worker, sample, CpuTimer(), "candidate", None, ring=CopyRing())
+            wall, _, _ = timed_block(
+                worker, [sample], CpuTimer(), "candidate", {}, ring=CopyRing(), lead=False
+            )
     finally:
         worker.close()
     assert 0.05 <= wall < 0.1  # its own work's wait, not the copies' (made before the clock)

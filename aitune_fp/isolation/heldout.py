@@ -101,13 +101,14 @@ class _Deriver:
     """Derives varied copies of one recorded sample (its plans are read once)."""
 
     def __init__(
-        self, sample: Sample, batch_axes: Mapping[InputKey, int | None] | None, *, strict: bool
+        self, batch: Sample | tuple[Any, Any], batch_axes: Mapping[InputKey, int | None] | None
     ) -> None:
+        sample = as_sample(batch)
         spec = GraphSpec(batch_axes=batch_axes if batch_axes is not None else {})
         try:
             dim = spec.batch_dim(sample)
         except InvalidValueError:
-            if strict:
+            if batch_axes is not None:
                 raise
             dim = None  # the batch axis is unknown: values are varied, rows are not shuffled
         self.sample = sample
@@ -152,7 +153,8 @@ class _Deriver:
 
     def _same(self, a: Sample, b: Sample) -> bool:
         """Whether two variants of the sample hold the same values in every varied input."""
-        return all(_equal(_input(a, key), _input(b, key)) for key in self.varied)
+        x, y = dict(a.items()), dict(b.items())
+        return all(_equal(x[key], y[key]) for key in self.varied)
 
     def _draw(self, gen: torch.Generator, boost: float) -> Sample:
         perm = torch.randperm(self.dim, generator=gen) if self.dim is not None else None
@@ -164,11 +166,6 @@ class _Deriver:
             return _vary(value, plan, perm, gen, boost, widen=self.widen)
 
         return self.sample.map(convert)
-
-
-def _input(sample: Sample, key: InputKey) -> Any:
-    """The input ``key`` of ``sample`` (a positional index or a keyword name)."""
-    return sample.args[key] if isinstance(key, int) else sample.kwargs[key]
 
 
 def _clone_nested(value: Any) -> Any:
@@ -234,14 +231,13 @@ def heldout_batches(
     batch_axes: Mapping[InputKey, int | None] | None = None,
 ) -> tuple[Sample, ...]:
     """``n`` batches from ``batch`` (rows shuffled, values varied, seeded), each unlike the rest."""
-    sample = as_sample(batch)
     count = check_int("n", n, minimum=1)
     gen = _generator(seed)
-    deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
+    deriver = _Deriver(batch, batch_axes)
     derived: list[Sample] = []
     for index in range(count):
         what = f"held-out batch {index + 1} of n={count!r} distinct ones"
-        derived.append(deriver.derive(gen, [sample, *derived], what))
+        derived.append(deriver.derive(gen, [deriver.sample, *derived], what))
     return tuple(derived)
 
 
@@ -254,9 +250,8 @@ def heldout_draws(
 
     For a batch a call (the timed calls'); HeldoutUnavailableError now if none can be derived.
     """
-    sample = as_sample(batch)
-    deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
-    return lambda seed: deriver.derive(_generator(seed), [sample], "a held-out batch")
+    deriver = _Deriver(batch, batch_axes)
+    return lambda seed: deriver.derive(_generator(seed), [deriver.sample], "a held-out batch")
 
 
 def heldout_samples(
@@ -273,7 +268,7 @@ def heldout_samples(
     derived: list[Sample] = []
     for index, sample in enumerate(recorded):
         try:
-            deriver = _Deriver(sample, batch_axes, strict=batch_axes is not None)
+            deriver = _Deriver(sample, batch_axes)
             derived.append(deriver.derive(gen, [sample], "a held-out sample"))
         except HeldoutUnavailableError as error:
             raise HeldoutUnavailableError(f"sample {index}: {error}") from None

@@ -34,15 +34,15 @@ from aitune_fp.profiling.calls import (
     Timed,
     as_batches,
     checks_per_batch,
-    judge_threads,
+    empty_device_cache,
+    judging,
     spot_calls,
     spot_inspector,
     timed_block,
 )
 from aitune_fp.profiling.interference import InterferenceError
 from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, disturbed, most_calls, too_busy
-from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import Timer, gc_paused, timer_for
+from aitune_fp.profiling.timers import Timer, timer_for
 from aitune_fp.profiling.workers import Worker
 
 #: A call that failed: its error as ``"Type: message"``.
@@ -51,38 +51,6 @@ _Failed = str
 
 def _error(exc: BaseException) -> str:
     return f"{error_name(exc)}: {exc}"
-
-
-def _release_device_memory() -> None:
-    """After a failed call (an out-of-memory one above all), give cached device memory back."""
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _timed(
-    fn: Callable[..., Any],
-    samples: Sequence[Sample],
-    clock: Timer,
-    checks: Mapping[int, Callable[[Any], None]],
-    ring: CopyRing,
-    lead: bool,
-) -> Timed | _Failed:
-    """A block on ``samples`` timed (``lead``: the first call untimed), or the error (not raised)."""
-    try:
-        return timed_block(fn, samples, clock, None, checks, ring=ring, lead=lead)
-    except InterferenceError:
-        raise  # the caller blames the contender whose process ran
-    except SpotCheckError as exc:  # the output was wrong: nothing to release
-        return _error(exc)
-    except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
-        error, emptied = _error(exc.__cause__ or exc), exc.reason == "out_of_memory"
-    except Exception as exc:  # the synchronisation failed
-        error, emptied = _error(exc), False
-    if not emptied:
-        _release_device_memory()  # the exception, and the frames it held, are gone by now
-    return error
 
 
 def _spot_checks(
@@ -109,18 +77,15 @@ def _checked(contenders: object) -> tuple[list[Contender], dict[str, Callable[..
         raise InvalidTypeError(
             f"contenders must be a sequence of (Contender, callable), got {contenders!r}"
         )
-    values, fns = [], {}
     for i, item in enumerate(contenders):
-        if (
-            not isinstance(item, tuple)
-            or len(item) != 2
-            or not isinstance(item[0], Contender)
-            or not callable(item[1])
+        if not (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], Contender)
+            and callable(item[1])
         ):
             raise InvalidTypeError(f"contenders[{i}] must be (Contender, callable), got {item!r}")
-        values.append(item[0])
-        fns[item[0].name] = item[1]
-    return values, fns
+    return [c for c, _ in contenders], {c.name: fn for c, fn in contenders}
 
 
 @attrs.frozen
@@ -203,13 +168,24 @@ class _Run:
         *,
         lead: bool = False,
     ) -> tuple[str, Timed | _Failed]:
-        """One timed block of ``name``, and whom a failure is blamed on (interference: its culprit)."""
+        """One timed block of ``name`` or its error (not raised), and whom a failure is blamed on."""
         fn, ring = self.fns[name], self.rings[name]
         try:
-            return name, _timed(fn, samples, self.clock, checks or {}, ring, lead)
-        except InterferenceError as exc:
+            return name, timed_block(
+                fn, samples, self.clock, None, checks or {}, ring=ring, lead=lead
+            )
+        except InterferenceError as exc:  # blamed on the contender whose process ran
             blamed = next((n for n, fn in self.fns.items() if fn is exc.culprit), name)
             return blamed, _error(exc)
+        except SpotCheckError as exc:  # the output was wrong: nothing to release
+            return name, _error(exc)
+        except ProfilingError as exc:  # the call failed (an out-of-memory one left the cache empty)
+            error, emptied = _error(exc.__cause__ or exc), exc.reason == "out_of_memory"
+        except Exception as exc:  # the synchronisation failed
+            error, emptied = _error(exc), False
+        if not emptied:
+            empty_device_cache()  # the exception, and the frames it held, are gone by now
+        return name, error
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
         """Time every contender's block in a random order; keep the round for those that ran."""
@@ -375,15 +351,9 @@ def head_to_head(
     inputs = as_batches(batch, batches)
     checks = _spot_checks(spot_checks, references, fns, len(inputs))
     clock = timer if timer is not None else timer_for(inputs[0])
-    import torch
-
     collect = gc.isenabled()
-    with intra_op_threads(judge_threads(list(fns.values()), threads)), torch.no_grad(), gc_paused():
-        own = (
-            None
-            if fresh is None
-            else Fresh(fresh, reference, dict(spot_checks) if spot_checks is not None else {})
-        )
+    with judging(list(fns.values()), threads):
+        own = None if fresh is None else Fresh(fresh, reference, dict(spot_checks or {}))
         blocks = _blocks(check_int("block", block, minimum=1), paces, fns, inputs[0])
         run = _Run(fns, inputs, clock, 0, seed, checks, spot_rate, own, blocks)  # copies first
         run.deadline_ns = clock.now_ns() + math.ceil(budget * 1e9)

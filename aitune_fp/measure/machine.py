@@ -103,10 +103,6 @@ class Stretch:
             parts.append(f"eager ran {self.slowdown:.2f}x slower there than at its fastest")
         return "; ".join(parts)
 
-    def borne_out_by(self, before_pairs: int) -> Stretch:
-        """The stretch, its verdict borne out by the first ``before_pairs`` pairs (:func:`sides`)."""
-        return attrs.evolve(self, before_pairs=before_pairs)
-
     def note(self, decided: bool) -> str:
         """The note for the reason: what was decided on, or why nothing was."""
         if self.steady_ratio:
@@ -268,15 +264,15 @@ def from_pair(timings: PairedTimings, start: int, stop: int | None = None) -> Pa
     if start == 0 and stop is None:
         return timings
     cut = slice(start, stop)
+
+    def part(times: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        return None if times is None else times[cut]
+
     return attrs.evolve(
         timings,
         baseline_s=timings.baseline_s[cut],
         candidate_s=timings.candidate_s[cut],
-        baseline_device_s=None
-        if timings.baseline_device_s is None
-        else timings.baseline_device_s[cut],
-        candidate_device_s=None
-        if timings.candidate_device_s is None
-        else timings.candidate_device_s[cut],
+        baseline_device_s=part(timings.baseline_device_s),
+        candidate_device_s=part(timings.candidate_device_s),
         candidate_after_eager=timings.candidate_after_eager[cut],
     )

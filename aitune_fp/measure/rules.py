@@ -19,7 +19,6 @@ from aitune_fp.core.messages import fmt_apart
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import Decision
 from aitune_fp.core.speedup import DEFAULT_THRESHOLD_PERCENT, Gate, compute_speedup
-from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.core.timings import throughput_from_latencies
 from aitune_fp.errors import InvalidTypeError
 from aitune_fp.inputs import Sample, as_sample
@@ -60,14 +59,8 @@ def measure_baseline_point(
     config: ProfilingConfig,
     *,
     timer: Timer | None = None,
-    arm: str = "baseline",
-    spot_check: SpotCheck | ReferenceSpotCheck | None = None,
     batches: Sequence[Sample | tuple[Any, Any]] | None = None,
-    references: Sequence[Any] | None = None,
-    spot_rate: float = DEFAULT_SPOT_RATE,
-    spot_seed: int = 0,
     fresh: Callable[[int], Sample] | None = None,
-    reference: Callable[..., Any] | None = None,
 ) -> tuple[float, tuple[float, ...]]:
     """AITune's point-mode arm: (samples/s from the mean latency, per-call latencies in s)."""
     size = check_int("batch_size", batch_size, minimum=1)
@@ -78,14 +71,9 @@ def measure_baseline_point(
         timer=timer,
         warmup=config.point_warmup_calls,
         threads=config.threads,
-        arm=arm,
-        spot_check=spot_check,
+        arm="baseline",
         batches=batches,
-        references=references,
-        spot_rate=spot_rate,
-        spot_seed=spot_seed,
         fresh=fresh,
-        reference=reference,
     )
     return throughput_from_latencies(latencies, size), latencies
 
@@ -104,12 +92,13 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     baseline_throughput = throughput_from_latencies(base, size)  # checked before the candidate
     seen: list[Mismatch] = []  # how close each spot check came
     fresh = c.fresh  # the candidate's timed call ``i`` on draw ``CANDIDATE_DRAWS + i``
-    _, cand = measure_baseline_point(
+    cand = time_calls(
         c.candidate,
         c.batch,
-        size,
-        config,
+        config.point_steps,
         timer=timer,
+        warmup=config.point_warmup_calls,
+        threads=config.threads,
         arm="candidate",
         spot_check=collecting(c.spot_check, seen),
         batches=c.batches,

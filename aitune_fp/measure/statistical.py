@@ -19,7 +19,6 @@ from aitune_fp.core.messages import fmt_apart, ruled_out
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import Decision, Device
 from aitune_fp.core.sequential import decide_at_look
-from aitune_fp.core.speedup import Gate
 from aitune_fp.core.timings import is_settled, throughput_from_latencies
 from aitune_fp.core.verdict import SpeedupDecision
 from aitune_fp.errors import InvalidValueError
@@ -150,11 +149,8 @@ def two_clocks(
         return {}, [], None
     used = slice(decision.shift_index or 0, n_pairs)
     other_clock = "host" if clock == "device" else "device"
-    if other_clock == "device":
-        other_times = (timings.baseline_device_s, timings.candidate_device_s)
-    else:
-        other_times = (timings.baseline_s, timings.candidate_s)
-    other = decide(other_times[0][:n_pairs], other_times[1][:n_pairs]).speedup
+    others = on_clock(timings, other_clock)
+    other = decide(others.baseline_s[:n_pairs], others.candidate_s[:n_pairs]).speedup
     fields = {
         "host_estimate": decision.speedup if clock == "host" else other,
         "device_estimate": decision.speedup if clock == "device" else other,
@@ -198,51 +194,6 @@ def stopped_by(timings: PairedTimings, config: ProfilingConfig) -> tuple[str, st
         )
     again = f", {retimed} pairs timed again (another process had an arm's core)" if retimed else ""
     return "budget_spent", f"budget of {config.max_seconds:g} s spent{again}"
-
-
-def undecided_result(
-    timings: PairedTimings,
-    warmup_baseline_s: tuple[float, ...],
-    warmup_candidate_s: tuple[float, ...],
-    size: int,
-    config: ProfilingConfig,
-    gate: Gate,
-    description: str,
-    wall_s: float,
-    context: RunContext,
-    mismatch: Mismatch | None,
-) -> Measurement:
-    """The budget ran out before the first look: inconclusive, figures from what was timed."""
-    base, cand = timings.baseline_s, timings.candidate_s
-    if not base:  # not one pair: the warm-up's timed calls are all there is
-        base, cand = warmup_baseline_s, warmup_candidate_s
-    if not base or not cand:
-        raise ProfilingError(
-            f"the budget of {config.max_seconds:g} s (max_seconds) was spent before one call "
-            "of each arm could be timed",
-            reason="budget_spent",
-        )
-    flag, stopped = stopped_by(timings, config)
-    decided = Decision(
-        rule="statistical",
-        verdict="inconclusive",
-        n_baseline=len(timings.baseline_s),
-        n_candidate=len(timings.candidate_s),
-        batch_size=size,
-        required_speedup=gate.required_speedup,
-        reason=(
-            f"{stopped} before the first look ({len(timings.baseline_s)} of "
-            f"{config.looks[0]} pairs kept): too few to decide; "
-            + (
-                "--wait-quiet SECONDS waits for the load to fall"
-                if not flag
-                else "--max-seconds (ProfilingConfig.max_seconds) sets it"
-            )
-        ),
-        flags=(*timings.flags, *((flag,) if flag else ())),
-    )
-    result = assemble(description, base, cand, size, decided, context, mismatch)
-    return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
 
 
 def statistical_result(
@@ -371,7 +322,7 @@ def decide_look(
     if split is not None:
         earlier, later = (decide(side) for side in split)
         if earlier.verdict == later.verdict != "inconclusive":
-            return later, stretch.borne_out_by(split[0].n_pairs)
+            return later, attrs.evolve(stretch, before_pairs=split[0].n_pairs)  # borne out by both
     return held(decide(timings)), stretch
 
 
@@ -510,19 +461,38 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
             ),
         )
 
-    if decision is None:
-        return undecided_result(
-            chosen,
-            warmup.baseline_s,
-            warmup.candidate_s,
-            c.size,
-            config,
-            gate,
-            c.description,
-            wall_s,
-            context(gpu.flags, gpu.note(), 0),
-            closeness,
+    if decision is None:  # the budget ran out before the first look: figures from what was timed
+        base, cand = chosen.baseline_s, chosen.candidate_s
+        if not base:  # not one pair: the warm-up's timed calls are all there is
+            base, cand = warmup.baseline_s, warmup.candidate_s
+        if not base or not cand:
+            raise ProfilingError(
+                f"the budget of {config.max_seconds:g} s (max_seconds) was spent before one call "
+                "of each arm could be timed",
+                reason="budget_spent",
+            )
+        flag, stopped = stopped_by(chosen, config)
+        decided = Decision(
+            rule="statistical",
+            verdict="inconclusive",
+            n_baseline=chosen.n_pairs,
+            n_candidate=chosen.n_pairs,
+            batch_size=c.size,
+            required_speedup=gate.required_speedup,
+            reason=(
+                f"{stopped} before the first look ({chosen.n_pairs} of "
+                f"{config.looks[0]} pairs kept): too few to decide; "
+                + (
+                    "--wait-quiet SECONDS waits for the load to fall"
+                    if not flag
+                    else "--max-seconds (ProfilingConfig.max_seconds) sets it"
+                )
+            ),
+            flags=(*chosen.flags, *((flag,) if flag else ())),
         )
+        unsettled = context(gpu.flags, gpu.note(), 0)
+        result = assemble(c.description, base, cand, c.size, decided, unsettled, closeness)
+        return Measurement(result=result, decision=None, wall_s=wall_s, threads=timings.threads)
     first, machine_note = 0, None
     machine_flags: tuple[str, ...] = ()
     if stretch is not None and stretch.moved:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias, cast
 
 from aitune_fp.core._checks import check_int
@@ -169,11 +170,18 @@ def call_arm(fn: Callable[..., Any], batch: Sample, arm: str | None, *, fresh: b
             reason="call_failed",
             arm=arm,
         ) from exc
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    empty_device_cache()
     raise ProfilingError(
         f"{arm or 'callable'} ran out of device memory", reason="out_of_memory", arm=arm
     )
+
+
+def empty_device_cache() -> None:
+    """After a failed call (an out-of-memory one above all), give cached device memory back."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 class Timed(NamedTuple):
@@ -186,20 +194,6 @@ class Timed(NamedTuple):
     wall_s: float
     device_s: float | None
     waited_s: float | None = None
-
-
-def timed_call(
-    fn: Callable[..., Any],
-    batch: Sample,
-    timer: Timer,
-    arm: str | None,
-    inspect: Callable[[Any], None] | None = None,
-    *,
-    ring: CopyRing,
-) -> Timed:
-    """Wall seconds (and device seconds, if any) of one synchronised call: a block of one."""
-    checks = {} if inspect is None else {0: inspect}
-    return timed_block(fn, (batch,), timer, arm, checks, ring=ring, lead=False)
 
 
 def timed_block(
@@ -268,16 +262,13 @@ def _block_in_worker(
         timer.sync()
         start, real = timer.now_ns(), time.perf_counter_ns()
         worker.run_block(calls)
-    except WorkerError as exc:
-        raise _worker_failure(exc, arm) from exc
-    stop, real = timer.now_ns(), time.perf_counter_ns() - real
-    progress()
-    wall = max(stop - start, _MIN_NS)
-    worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
-    try:
+        stop, real = timer.now_ns(), time.perf_counter_ns() - real
+        progress()
+        worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
         waited = worker.waited_s()
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
+    wall = max(stop - start, _MIN_NS)
     for j, inspect in sorted(checks.items()):
         inspect(worker.output(j))
     return Timed(wall / 1e9 / calls, None, waited if on_real_clock(timer) else None)
@@ -303,8 +294,6 @@ def time_calls(
     """Per-call wall latencies (s) of ``n`` timed calls of one arm after ``warmup`` untimed."""
     check_int("n", n, minimum=1)
     check_int("warmup", warmup, minimum=0)
-    import torch
-
     given = as_batches(batch, batches)
     checks = checks_per_batch(None if fresh is not None else spot_check, references, len(given))
     if fresh is not None and spot_check is not None and reference is None:
@@ -314,7 +303,7 @@ def time_calls(
     samples = [copy_sample(b) for b in given]
     ring = CopyRing()
     clock = timer if timer is not None else timer_for(samples[0])
-    with intra_op_threads(judge_threads([fn], threads)), torch.no_grad(), gc_paused():
+    with judging([fn], threads):
         for j in range(warmup):
             call_arm(fn, samples[j % len(samples)], arm)
         clock.sync()
@@ -324,17 +313,24 @@ def time_calls(
             own = samples[b] if fresh is None else as_sample(fresh(i))
             check = checks[b] if fresh is None else on_values(spot_check, reference, own)
             inspect = spot_inspector(check, i + 1, b if multi else None) if i in picked else None
-            latencies.append(timed_call(fn, own, clock, arm, inspect, ring=ring)[0])
+            checked = {} if inspect is None else {0: inspect}
+            latencies.append(timed_block(fn, [own], clock, arm, checked, ring=ring, lead=False)[0])
         return tuple(latencies)
 
 
-def judge_threads(fns: Sequence[Any], threads: int | None) -> int | None:
-    """The intra-op threads of the judging process while ``fns`` are timed: 1 when each is a worker.
+@contextlib.contextmanager
+def judging(fns: Sequence[Any], threads: int | None) -> Iterator[int]:
+    """While ``fns`` are timed: no grad, no collector, ``threads`` here (1 when all are workers).
 
-    Workers run their own OpenMP teams; this process's team, left spinning after its own work
-    (a spot check), took their cores (int8 read 0.49x where it is 1.4x at ``--threads 2``).
+    Yields the arms' threads. Workers run their own teams; ours, left spinning after a spot check,
+    took their cores (int8 read 0.49x where it is 1.4x at ``--threads 2``).
     """
-    return 1 if fns and all(isinstance(fn, Worker) for fn in fns) else threads
+    import torch
+
+    workers = [fn.threads for fn in fns if isinstance(fn, Worker)]
+    alone = bool(fns) and len(workers) == len(fns)
+    with intra_op_threads(1 if alone else threads) as here, torch.no_grad(), gc_paused():
+        yield max(workers) if alone else here
 
 
 def on_values(

@@ -8,13 +8,13 @@ import gc
 import math
 import sys
 from collections.abc import Callable, Sequence
+from statistics import median_high
 from types import TracebackType
 from typing import Any, Literal, cast
 
 import attrs
 
 from aitune_fp.core._checks import check_int, check_type
-from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.core.timings import is_settled, level_shift_index
 from aitune_fp.errors import InvalidStateError, InvalidValueError
@@ -26,11 +26,10 @@ from aitune_fp.profiling.calls import (
     as_batches,
     call_arm,
     checks_per_batch,
-    judge_threads,
+    judging,
     spot_calls,
     spot_inspector,
     timed_block,
-    timed_call,
 )
 from aitune_fp.profiling.layout import (
     LEAD_FROM,
@@ -44,8 +43,7 @@ from aitune_fp.profiling.layout import (
     pair_order,
     too_busy,
 )
-from aitune_fp.profiling.threads import intra_op_threads
-from aitune_fp.profiling.timers import CpuTimer, Timer, gc_paused, timer_for
+from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
 from aitune_fp.profiling.workers import Worker
 
 
@@ -129,7 +127,7 @@ class InterleavedRun:
         ``fresh(d)``: draw ``d``, one a call of every block pair, leads too; ``block`` None: ranged.
         """
         self._block = None if block is None else check_int("block", block, minimum=1)
-        self._calls: tuple[int, int] | None = None  # ranged: (baseline's, candidate's) a block
+        self._calls: tuple[int, ...] | None = None  # ranged: (baseline's, candidate's) a block
         self._evened = False  # ranged as long in time for both arms (time allowed)
         self._fns = {"baseline": baseline, "candidate": candidate}
         self._inputs = as_batches(batch, batches)
@@ -172,24 +170,17 @@ class InterleavedRun:
 
     def __enter__(self) -> InterleavedRun:
         """Set threads and ``no_grad``, copy the batch for each arm, start the wall clock."""
-        import torch
-
         # copies and the timer first: if they fail, no global state has been touched yet
         self._clock = self._timer if self._timer is not None else timer_for(self._inputs[0])
         self._batches = {arm: tuple(copy_sample(b) for b in self._inputs) for arm in self._fns}
         self._rings = {arm: CopyRing() for arm in self._fns}  # each timed call's own copy
+        self._gc_was_enabled = gc.isenabled()
+        self._collect(None, first=True)  # empty the young generation, learn what it costs
         stack = contextlib.ExitStack()
         try:
             fns = list(self._fns.values())
-            here = stack.enter_context(intra_op_threads(judge_threads(fns, self._threads)))
-            workers = [fn.threads for fn in fns if isinstance(fn, Worker)]
-            self._threads_in_effect = max(workers) if len(workers) == len(fns) else here
-            stack.enter_context(torch.no_grad())
-            self._gc_was_enabled = gc.isenabled()
-            self._collect(None, first=True)  # empty the young generation, learn what it costs
-            stack.enter_context(gc_paused())
+            self._threads_in_effect = stack.enter_context(judging(fns, self._threads))
         except BaseException:
-            stack.close()
             self._batches = {}
             raise
         self._stack = stack
@@ -238,7 +229,8 @@ class InterleavedRun:
         b = self._batches[arm][index % len(self._inputs)]
         if self._flush is not None:
             self._flush()
-        return timed_call(self._fns[arm], b, self._clock, arm, ring=self._rings[arm])[0]
+        fn, ring = self._fns[arm], self._rings[arm]
+        return timed_block(fn, [b], self._clock, arm, {}, ring=ring, lead=False)[0]
 
     @property
     def block(self) -> int:
@@ -400,34 +392,30 @@ class InterleavedRun:
         size: int,
         deadline_ns: int | None,
         reserve_pairs: int,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, ...]:
         """Each arm's block, as long as the slower arm's at its warm-up pace, fitted to the budget.
 
         Warm-up blocks and ``reserve_pairs`` pairs end by ``deadline_ns``: a slow candidate looks.
         """
-        pace = []
-        for arm in ("baseline", "candidate"):
-            recent = sorted(times[arm][-size:])
-            pace.append(recent[len(recent) // 2] if recent else 0.0)
+        pace = [
+            median_high(times[a][-size:]) if times[a] else 0.0 for a in ("baseline", "candidate")
+        ]
         batch_bytes = sample_bytes(self._inputs[0])
         calls = block_calls(max(pace), batch_bytes)
         pairs = WARMUP_BLOCKS + reserve_pairs
         left_s = math.inf if deadline_ns is None else (deadline_ns - self._clock.now_ns()) / 1e9
         self._evened = pairs * calls * 2 * max(pace) <= left_s
         if self._evened:  # each arm's block as long as the slower's
-            baseline, candidate = arm_calls(calls, pace, most_calls(batch_bytes))
-            return (baseline, candidate)
+            return arm_calls(calls, pace, most_calls(batch_bytes))
         calls = block_fitting(calls, sum(pace), pairs, left_s)  # short of time: one count
         return (calls, calls)
 
-    def _even(self, blocks: dict[str, list[float]]) -> tuple[int, int]:
+    def _even(self, blocks: dict[str, list[float]]) -> tuple[int, ...]:
         """The blocks again from the warm-up blocks' pace (single calls' hand-overs inflate it)."""
         assert self._calls is not None
-        pace = [sorted(blocks[arm])[len(blocks[arm]) // 2] for arm in ("baseline", "candidate")]
+        pace = [median_high(blocks[arm]) for arm in ("baseline", "candidate")]
         slower = self._calls[pace.index(max(pace))]
-        most = most_calls(sample_bytes(self._inputs[0]))
-        baseline, candidate = arm_calls(slower, pace, most)
-        return (baseline, candidate)
+        return arm_calls(slower, pace, most_calls(sample_bytes(self._inputs[0])))
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time up to ``n_pairs`` more block pairs (none starts after ``deadline_ns``); how many.
@@ -528,26 +516,3 @@ class InterleavedRun:
             block=self.block,
             candidate_block=self.candidate_block,
         )
-
-
-def compare(
-    baseline: Callable[..., Any],
-    candidate: Callable[..., Any],
-    batch: Sample | tuple[Any, Any],
-    config: ProfilingConfig,
-    *,
-    n_pairs: int,
-    timer: Timer | None = None,
-    batches: Sequence[Sample | tuple[Any, Any]] | None = None,
-) -> PairedTimings:
-    """Warm up both arms, then time ``n_pairs`` interleaved pairs of single calls (random quads)."""
-    with InterleavedRun(
-        baseline, candidate, batch, timer=timer, threads=config.threads, batches=batches
-    ) as run:
-        run.warm_up(
-            window=config.warmup_window,
-            tolerance=config.warmup_tolerance,
-            max_calls=config.warmup_max_calls,
-        )
-        run.extend(n_pairs)
-        return run.timings()

@@ -6,7 +6,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from aitune_fp.core._checks import check_int, check_type
+from aitune_fp.core._checks import check_int
 from aitune_fp.inputs import RING_BYTES
 
 #: A block lasts at least this long at eager's pace, so that a worker's hand-over (one round
@@ -95,13 +95,3 @@ def pair_order(index: int, orientations: Sequence[bool] | None = None) -> bool:
 def orientation_stream(seed: int) -> random.Random:
     """The random stream of quad orientations for ``seed`` (apart from the spot checks')."""
     return random.Random(f"aitune_fp quad orientation {seed}")
-
-
-def quad_orientations(seed: int, n_quads: int) -> tuple[bool, ...]:
-    """Each quad's orientation (True: ABBA), a seeded fair coin per quad, whatever ``n_quads``.
-
-    Drawn at random, interference in phase with a fixed order lands on either arm alike.
-    """
-    check_int("n_quads", n_quads, minimum=0)
-    stream = orientation_stream(check_type("seed", seed, int))
-    return tuple(stream.random() < 0.5 for _ in range(n_quads))
