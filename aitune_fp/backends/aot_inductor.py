@@ -5,18 +5,14 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
 from aitune_fp.backends.support import inductor_unavailable_reason, positional_sample
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 #: The compiled package's file name inside ``cache_dir/<key()>/``.
 AOTI_PACKAGE_NAME = "model.pt2"
@@ -45,13 +41,7 @@ class AotInductorBackend(BackendBase):
         """The compiled package: loading it gives this backend as built."""
         return self.package_path
 
-    def _load_artefact(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _load_artefact(self, given: Build) -> None:
         """Load the package a build in another process compiled (a worker's, once chosen)."""
         start = time.perf_counter()
         self._runner = self._load()
@@ -62,17 +52,12 @@ class AotInductorBackend(BackendBase):
         target = torch.device(device)
         return super().unavailable_reason(target) or inductor_unavailable_reason(target)
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Export a copy of ``module``, compile it into the cache folder and load it back."""
+        graph_spec, device = given.graph_spec, given.device
         if device.type not in ("cpu", "cuda"):
             raise InvalidValueError(f"AotInductorBackend runs on CPU or CUDA, not on {device}")
-        sample = positional_sample(data, "AotInductorBackend")
+        sample = positional_sample(given.data, "AotInductorBackend")
         low, high = graph_spec.min_batch_size, graph_spec.max_batch_size
         batch = graph_spec.batch_dim(sample)
         if batch is not None and low < high:
@@ -87,7 +72,7 @@ class AotInductorBackend(BackendBase):
             example = sample if batch is None else graph_spec.make_batch(sample, low)
             dynamic_shapes = None
         start = time.perf_counter()
-        model = copy.deepcopy(module).to(device).eval()
+        model = copy.deepcopy(given.module).to(device).eval()
         args = tuple(a.detach().to(device) for a in example.args)
         try:
             with torch.no_grad():

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from aitune_fp._tree import map_tensors, to_device
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import Build, ModuleBackend
 from aitune_fp.backends.support import (
     all_samples,
     autocast_context,
@@ -20,8 +19,6 @@ from aitune_fp.errors import InvalidTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from aitune_fp.inputs import GraphSpec, Sample
 
 #: Warm-up calls per batch size (reduce-overhead's CUDA graph trees record on the second call
 #: and replay from the third, so three calls leave every mode in its steady state).
@@ -43,7 +40,7 @@ def _check_optional_str(name: str, value: object) -> str | None:
     return value
 
 
-class TorchCompileBackend(BackendBase):
+class TorchCompileBackend(ModuleBackend):
     """``torch.compile(module, mode=, dynamic=, fullgraph=, backend=)``, optionally under autocast."""
 
     def __init__(
@@ -67,10 +64,7 @@ class TorchCompileBackend(BackendBase):
         self._fullgraph = fullgraph
         self._backend = checked_backend
         self._dtype = check_autocast_dtype(dtype)
-        self._module: torch.nn.Module | None = None
         self._compiled: Callable[..., Any] | None = None
-        self._samples: list[Sample] = []
-        self._graph_spec: GraphSpec | None = None
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """No CUDA device, or (inductor) no C++ compiler for CPU / no Triton for CUDA."""
@@ -90,28 +84,12 @@ class TorchCompileBackend(BackendBase):
             "dtype": self._dtype,
         }
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
-        """Move the module to the device, compile it and warm it up at min and max batch size."""
-        self._samples = all_samples(data, f"warm up {self.describe()}", graph_spec)
-        module.to(device)
-        self._module = module
-        self._graph_spec = graph_spec
-        self._compile_and_warm_up()
-
-    def _compile_and_warm_up(self) -> None:
-        """Compile the module and run the warm-up batches through the compiled callable."""
-        assert self._module is not None
-        assert self._graph_spec is not None
-        assert self.device is not None
-        spec, samples = self._graph_spec, self._samples
+    def _prepare(self, given: Build) -> None:
+        """Compile the module and warm it up at min and max batch size."""
+        spec = given.graph_spec
+        samples = all_samples(given.data, f"warm up {self.describe()}", spec)
         self._compiled = torch.compile(
-            self._module,
+            given.module,
             mode=self._mode,
             dynamic=self._dynamic,
             fullgraph=self._fullgraph,
@@ -121,7 +99,7 @@ class TorchCompileBackend(BackendBase):
         for size in sorted({spec.min_batch_size, spec.get_max_batch_size()}):
             for i in range(_WARMUP_CALLS_PER_BATCH_SIZE):
                 batch = spec.make_batch(samples[i % len(samples)], size)
-                args, kwargs = to_device((batch.args, dict(batch.kwargs)), self.device)
+                args, kwargs = to_device((batch.args, dict(batch.kwargs)), given.device)
                 self._run(*args, **kwargs)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
@@ -137,13 +115,6 @@ class TorchCompileBackend(BackendBase):
         if self._mode in _CUDA_GRAPH_MODES:
             return map_tensors(torch.clone, out)
         return out
-
-    def _activate(self) -> None:
-        """Compile and warm up again (what ``deactivate`` released), on the build's device."""
-        assert self._module is not None
-        assert self.device is not None
-        self._module.to(self.device)
-        self._compile_and_warm_up()
 
     def _deactivate(self) -> None:
         """Drop the compiled callable; reset dynamo globally when no other compile backend is live."""

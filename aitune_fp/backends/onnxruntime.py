@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
 from aitune_fp.backends.support import positional_sample
 from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 #: The exported model's file name inside ``cache_dir/<key()>/``.
 ONNX_FILE_NAME = "model.onnx"
@@ -53,20 +49,15 @@ class OnnxRuntimeBackend(BackendBase):
         """The exported ONNX file: a session on it is this backend as built."""
         return self.onnx_path
 
-    def _load_artefact(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _load_artefact(self, given: Build) -> None:
         """Open a session on the file a build in another process exported (a worker's)."""
         assert self.onnx_path is not None
-        sample = positional_sample(data, "OnnxRuntimeBackend")
+        sample = positional_sample(given.data, "OnnxRuntimeBackend")
         with torch.no_grad():
-            reference = copy.deepcopy(module).cpu().eval()(*(a.detach().cpu() for a in sample.args))
+            model = copy.deepcopy(given.module).cpu().eval()
+            reference = model(*(a.detach().cpu() for a in sample.args))
         self._output_kind = _output_kind(reference)
-        self._providers = _providers(device)
+        self._providers = _providers(given.device)
         self._model_bytes = self.onnx_path.read_bytes()
         self._activate()
         assert self._session is not None
@@ -89,18 +80,12 @@ class OnnxRuntimeBackend(BackendBase):
                 )
         return reason
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Export a copy of ``module`` to ONNX and open an inference session on it."""
         ort = _import_onnxruntime()
-        providers = _providers(device)
-        sample = positional_sample(data, "OnnxRuntimeBackend")
-        model = copy.deepcopy(module).cpu().eval()
+        providers = _providers(given.device)
+        sample = positional_sample(given.data, "OnnxRuntimeBackend")
+        model = copy.deepcopy(given.module).cpu().eval()
         args = tuple(a.detach().cpu() for a in sample.args)
         with torch.no_grad():
             reference = model(*args)
@@ -119,7 +104,7 @@ class OnnxRuntimeBackend(BackendBase):
         output_names = [f"output_{i}" for i in range(outputs)]
         dynamic_axes: dict[str, dict[int, str]] = {}
         for i, name in enumerate(input_names):
-            axis = graph_spec.axis_of(i)
+            axis = given.graph_spec.axis_of(i)
             if axis is not None:
                 dynamic_axes[name] = {axis: "batch"}
         assert self.onnx_path is not None

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 #: The settings of int8 quantization: activations quantized per call, or weights only.
 Int8Scheme = Literal["dynamic", "weight-only"]
@@ -134,14 +130,9 @@ class Int8DynamicBackend(BackendBase):
                 return "this torch build has no quantized CPU engine (fbgemm, onednn, qnnpack)"
         return super().unavailable_reason(target)
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Quantize a copy of ``module`` and try one call, so an unsupported model fails here."""
+        module, data, device = given.module, given.data, given.device
         if self._scheme == "weight-only":
             if not any(type(m) is torch.nn.Linear for m in module.modules()):
                 raise InvalidValueError("int8 weight-only quantization found no Linear layer")
