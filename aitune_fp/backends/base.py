@@ -101,9 +101,14 @@ class BackendBase:
         """Run one inference call; only called while active."""
         raise NotImplementedError(f"{type(self).__name__} must implement _infer")
 
+    #: The file (in :attr:`build_dir`) a build writes that holds all it built; None: none.
+    artefact_name: ClassVar[str | None] = None
+
     def artefact(self) -> Path | None:
         """The file its build wrote that holds all it built (None: none; it is rebuilt instead)."""
-        return None
+        if self.artefact_name is None or self.__build_dir is None:
+            return None
+        return self.__build_dir / self.artefact_name
 
     def _load_artefact(self, given: Build) -> None:
         """Take what a build of this backend (in another process) left in :meth:`artefact`."""

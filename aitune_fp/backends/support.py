@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import enum
 import importlib.util
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,6 +31,24 @@ def positional_sample(data: Sequence[Sample], who: str) -> Sample:
     if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
         raise InvalidValueError(f"{who} exports models called with positional tensors only")
     return sample
+
+
+@contextlib.contextmanager
+def written_whole(path: Path) -> Iterator[Path]:
+    """A partial file to write ``path``'s content to; moved onto ``path`` if the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (exporters' and compilers' messages run to pages)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def all_samples(data: Sequence[Sample], why: str, graph_spec: Any) -> list[Sample]:
