@@ -83,12 +83,7 @@ def check_expected_dtype(expected_dtype: object) -> None:
         )
 
 
-def _compare(
-    actual: Any,
-    expected: Any,
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare(actual: Any, expected: Any, path: str, walk: Walk) -> None:
     """Compare one node of the output tree, recursing into containers."""
     actual = as_tensor_if_array(actual)
     expected = as_tensor_if_array(expected)
@@ -156,12 +151,7 @@ def _compare_nodes(
         _compare(a, e, f"{path}{suffix}", walk)
 
 
-def _compare_mappings(
-    actual: Any,
-    expected: Mapping[Any, Any],
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare_mappings(actual: Any, expected: Mapping[Any, Any], path: str, walk: Walk) -> None:
     """Mappings must have the same keys (any order); values are compared key by key."""
     if not isinstance(actual, Mapping):
         raise _differs(
@@ -172,23 +162,14 @@ def _compare_mappings(
         )
     missing = [key for key in expected if key not in actual]
     extra = [key for key in actual if key not in expected]
+    found = (("missing", missing), ("unexpected", extra))
     if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing!r}")
-        if extra:
-            parts.append(f"unexpected keys {extra!r}")
-        raise _differs(path, "structure", " and ".join(parts))
+        raise _differs(path, "structure", " and ".join(f"{w} keys {k!r}" for w, k in found if k))
     for key, value in expected.items():
         _compare(actual[key], value, f"{path}[{key!r}]", walk)
 
 
-def _compare_scalars(
-    actual: Any,
-    expected: Any,
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare_scalars(actual: Any, expected: Any, path: str, walk: Walk) -> None:
     """None, bool, int, str, bytes and float leaves; anything else is refused explicitly."""
     if expected is None:
         if actual is not None:
@@ -230,12 +211,7 @@ def _compare_scalars(
     raise uncomparable(expected, path)
 
 
-def _compare_tensors(
-    actual: torch.Tensor,
-    expected: torch.Tensor,
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare_tensors(actual: torch.Tensor, expected: torch.Tensor, path: str, walk: Walk) -> None:
     """Shape, dtype and values (allclose in float32/64 with the tier's tolerances)."""
     if tuple(actual.shape) != tuple(expected.shape):
         raise _differs(
@@ -306,10 +282,7 @@ def compare_floats(
         # float32 math in TF32 has float16's epsilon: hold the leaf to that tier
         tier, label = torch.float16, "TF32 (float32 on CUDA with TF32 allowed)"
     atol, rtol = tol.for_dtype(tier)
-    wide = a.dtype in (torch.float64, torch.complex128) or e.dtype in (
-        torch.float64,
-        torch.complex128,
-    )
+    wide = bool({a.dtype, e.dtype} & {torch.float64, torch.complex128})
     if a.is_complex() or e.is_complex():
         compute = torch.complex128 if wide else torch.complex64
     else:
