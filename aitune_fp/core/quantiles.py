@@ -102,27 +102,18 @@ def _cdf_float(n: int, q: float) -> tuple[float, ...]:
     return tuple(cumulative)
 
 
-class _Cdf:
-    """``P(B <= k)`` of ``B ~ binomial(n, q)``, compared with levels on the safe side."""
-
-    def __init__(self, n: int, q: Fraction) -> None:
-        self.exact = n <= EXACT_MAX_N
-        if self.exact:
-            self.ints, self.scale = _cdf_exact(n, q)
-        else:
-            self.floats = _cdf_float(n, float(q))
-
-    def at_least(self, k: int, level: Fraction) -> bool:
-        """``P(B <= k) >= level`` (floats: with a margin against it)."""
-        if self.exact:
-            return self.ints[k] * level.denominator >= level.numerator * self.scale
-        return self.floats[k] >= float(level) + _FLOAT_MARGIN
-
-    def fraction(self, k: int) -> float:
-        """``P(B <= k)``."""
-        if self.exact:
-            return float(Fraction(self.ints[k], self.scale))
-        return self.floats[k]
+def _upper_rank(n: int, q: Fraction, level: Fraction) -> tuple[int | None, float]:
+    """Smallest ``u`` with ``P(B <= u - 1) >= level`` (floats: by a margin) and that chance."""
+    if n <= EXACT_MAX_N:
+        ints, scale = _cdf_exact(n, q)
+        for k, total in enumerate(ints[:n]):
+            if total * level.denominator >= level.numerator * scale:
+                return k + 1, float(Fraction(total, scale))
+        return None, 1.0
+    for k, chance in enumerate(_cdf_float(n, float(q))[:n]):
+        if chance >= float(level) + _FLOAT_MARGIN:
+            return k + 1, chance
+    return None, 1.0
 
 
 def quantile_upper_bound(
@@ -133,8 +124,7 @@ def quantile_upper_bound(
     level_q = _level("q", q)
     level = _level("confidence", confidence, 0.5)
     n = len(items)
-    cdf = _Cdf(n, level_q)
-    rank = next((u for u in range(1, n + 1) if cdf.at_least(u - 1, level)), None)
+    rank, coverage = _upper_rank(n, level_q, level)
     return QuantileBound(
         q=float(level_q),
         confidence=float(level),
@@ -142,7 +132,7 @@ def quantile_upper_bound(
         estimate=items[max(1, math.ceil(n * level_q)) - 1],
         high=items[rank - 1] if rank is not None else math.inf,
         high_rank=rank,
-        coverage=1.0 if rank is None else cdf.fraction(rank - 1),
+        coverage=coverage,
     )
 
 
