@@ -20,6 +20,7 @@ from aitune_fp.core.accuracy import (
     Criterion,
     NoiseFloor,
     Spread,
+    capped,
     judge_variation,
     metric_criterion,
     worst_per_criterion,
@@ -30,7 +31,6 @@ from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
 from aitune_fp.correctness.compare import (
     TF32_DEVICES,
     Walk,
-    capped,
     check_expected_dtype,
     compare_outputs,
     compare_tree,

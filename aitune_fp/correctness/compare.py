@@ -8,14 +8,13 @@ from __future__ import annotations
 import math
 import re
 import reprlib
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import torch
 
-from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, judge_leaf
+from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, capped, judge_leaf
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._leaves import (
     EXACT_SCALARS,
@@ -454,11 +453,6 @@ def _measured(
         path=path,
         n_elements=int(finite.numel()),
     )
-
-
-def capped(value: float) -> float:
-    """A finite error figure (a relative error next to a denormal reference may overflow)."""
-    return value if math.isfinite(value) else sys.float_info.max
 
 
 def _fmt_scalar(value: torch.Tensor) -> str:

@@ -11,9 +11,8 @@ import torch
 from torch.utils import _pytree
 
 from aitune_fp._tree import clone_inputs
-from aitune_fp.core.accuracy import NoiseFloor, rel_l2
+from aitune_fp.core.accuracy import NoiseFloor, capped, rel_l2
 from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
-from aitune_fp.correctness.compare import capped
 from aitune_fp.correctness.failures import ReferenceFailedError
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
