@@ -15,6 +15,7 @@ from aitune_fp.backends.support import (
     check_autocast_dtype,
     inductor_unavailable_reason,
 )
+from aitune_fp.core._checks import check_type
 from aitune_fp.errors import InvalidTypeError
 
 if TYPE_CHECKING:
@@ -31,15 +32,6 @@ _CUDA_GRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
 _LIVE: weakref.WeakSet[TorchCompileBackend] = weakref.WeakSet()
 
 
-def _check_optional_str(name: str, value: object) -> str | None:
-    """Return ``value`` if it is None or a non-empty str, else raise naming ``name``."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InvalidTypeError(f"{name} must be None or a non-empty str, got {value!r}")
-    return value
-
-
 class TorchCompileBackend(ModuleBackend):
     """``torch.compile(module, mode=, dynamic=, fullgraph=, backend=)``, optionally under autocast."""
 
@@ -52,17 +44,15 @@ class TorchCompileBackend(ModuleBackend):
         dtype: torch.dtype | None = None,
     ) -> None:
         """Configure the compilation; the options are passed to ``torch.compile`` unchanged."""
-        self._mode = _check_optional_str("mode", mode)
-        if dynamic is not None and not isinstance(dynamic, bool):
-            raise InvalidTypeError(f"dynamic must be None or a bool, got {dynamic!r}")
-        if not isinstance(fullgraph, bool):
-            raise InvalidTypeError(f"fullgraph must be a bool, got {fullgraph!r}")
-        checked_backend = _check_optional_str("backend", backend)
-        if checked_backend is None:
-            raise InvalidTypeError("backend must be a non-empty str (a torch.compile backend name)")
-        self._dynamic = dynamic
-        self._fullgraph = fullgraph
-        self._backend = checked_backend
+        if mode is not None and (not isinstance(mode, str) or not mode):
+            raise InvalidTypeError(f"mode must be None or a non-empty str, got {mode!r}")
+        if not isinstance(backend, str) or not backend:
+            raise InvalidTypeError(
+                f"backend must be a non-empty str (a torch.compile backend name), got {backend!r}"
+            )
+        self._mode, self._backend = mode, backend
+        self._dynamic = None if dynamic is None else check_type("dynamic", dynamic, bool)
+        self._fullgraph = check_type("fullgraph", fullgraph, bool)
         self._dtype = check_autocast_dtype(dtype)
         self._compiled: Callable[..., Any] | None = None
 

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 import torch
 
 from aitune_fp.backends.base import BackendBase, Build
+from aitune_fp.core._checks import check_choice
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
@@ -94,11 +95,7 @@ class Int8DynamicBackend(BackendBase):
 
     def __init__(self, scheme: Int8Scheme = "dynamic") -> None:
         """``scheme``: ``"dynamic"`` (weights and activations int8) or ``"weight-only"``."""
-        if not isinstance(scheme, str):
-            raise InvalidTypeError(f"scheme must be a str, one of {INT8_SCHEMES}, got {scheme!r}")
-        if scheme not in INT8_SCHEMES:
-            raise InvalidValueError(f"scheme must be one of {INT8_SCHEMES}, got {scheme!r}")
-        self._scheme: Int8Scheme = scheme
+        self._scheme: Int8Scheme = check_choice("scheme", scheme, INT8_SCHEMES)
         self._model: torch.nn.Module | None = None
 
     @property
