@@ -154,14 +154,6 @@ def min_samples_for_upper_bound(q: float, confidence: float = 0.95) -> int:
     return _min_n(_level("q", q), 1 - _level("confidence", confidence, 0.5))
 
 
-def _finite_or_none(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
-
-
-def _float(value: Any, missing: float) -> float:
-    return missing if value is None else float(value)
-
-
 @attrs.frozen(kw_only=True)
 class LatencyCheck:
     """One candidate's upper bound on a latency quantile held against a budget."""
@@ -203,7 +195,7 @@ class LatencyCheck:
             "confidence": bound.confidence,
             "n_calls": bound.n,
             "estimate_s": bound.estimate,
-            "upper_s": _finite_or_none(bound.high),
+            "upper_s": bound.high if bound.bounded else None,
             "upper_rank": bound.high_rank,
             "coverage": bound.coverage,
             "budget_s": self.budget_s,
@@ -220,7 +212,7 @@ class LatencyCheck:
                 confidence=data["confidence"],
                 n=data["n_calls"],
                 estimate=data["estimate_s"],
-                high=_float(data["upper_s"], math.inf),
+                high=math.inf if data["upper_s"] is None else float(data["upper_s"]),
                 high_rank=data.get("upper_rank"),
                 coverage=float(data["coverage"]),
             )
