@@ -428,14 +428,12 @@ class Spreads:
             if group is None:
                 first = rows_e[0]
                 shift = torch.where(torch.isfinite(first), first, 0)
-                zeros = torch.zeros_like(shift)
-                group = _Group(
+                group = self.groups[key] = _Group(
                     shift=shift,
-                    count=torch.zeros(shift.shape, dtype=torch.int64, device=shift.device),
-                    total=zeros.clone(),
-                    squares=torch.zeros(shift.shape, dtype=torch.float64, device=shift.device),
+                    count=torch.zeros_like(shift, dtype=torch.int64),
+                    total=torch.zeros_like(shift),
+                    squares=torch.zeros_like(shift, dtype=torch.float64),
                 )
-                self.groups[key] = group
             group.add(rows_a, rows_e)
 
     def by_leaf(self) -> dict[str, Spread]:
