@@ -209,23 +209,13 @@ def judge_leaf(stats: LeafStats, budgets: NormBudgets, path: str | None) -> tupl
     if not isinstance(stats, LeafStats) or not isinstance(budgets, NormBudgets):
         raise InvalidTypeError(f"need LeafStats and NormBudgets, got {stats!r}, {budgets!r}")
     share = stats.outliers / stats.n_elements if stats.n_elements else 0.0
-    found = [
-        Criterion(
-            name="rel_l2", value=rel_l2(stats.diff_sq, stats.ref_sq), budget=budgets.rel_l2,
-            path=path,
-        ),
-        Criterion(name="outlier_share", value=share, budget=budgets.outlier_share, path=path),
-    ]  # fmt: skip
+    figures: list[tuple[CriterionName, float, float]] = [
+        ("rel_l2", rel_l2(stats.diff_sq, stats.ref_sq), budgets.rel_l2),
+        ("outlier_share", share, budgets.outlier_share),
+    ]
     if budgets.top1_agreement is not None and stats.rows:
-        found.append(
-            Criterion(
-                name="top1_agreement",
-                value=stats.rows_agreeing / stats.rows,
-                budget=budgets.top1_agreement,
-                path=path,
-            )
-        )
-    return tuple(found)
+        figures.append(("top1_agreement", stats.rows_agreeing / stats.rows, budgets.top1_agreement))
+    return tuple(Criterion(name=n, value=v, budget=b, path=path) for n, v, b in figures)
 
 
 def degradation(baseline: float, score: float) -> float:
