@@ -409,8 +409,8 @@ class Spreads:
 
     def add(self, actual: Any, expected: Any, batch_size: int) -> None:
         """One call's outputs (already compared: the same structure and shapes)."""
-        found = {path: leaf for path, _, leaf in leaves(actual, "output", [])}
-        for path, _, leaf in leaves(expected, "output", []):
+        found = dict(leaves(actual))
+        for path, leaf in leaves(expected):
             e = as_tensor_if_array(leaf)
             a = as_tensor_if_array(found.get(path))
             if not (isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)):

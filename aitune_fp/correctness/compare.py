@@ -54,13 +54,13 @@ def compare_outputs(
 
 def compare_tree(actual: Any, expected: Any, path: str, walk: Walk) -> None:
     """Finiteness of the whole candidate output, then every leaf; passes go to ``walk.tally``."""
-    check_finite_outputs(actual, expected, path, [])
+    check_finite_outputs(actual, expected, path)
     _compare(actual, expected, path, walk)
 
 
 def check_comparable(output: Any, *, path: str = "output") -> None:
     """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares."""
-    for leaf_path, _, leaf in leaves(output, path, []):
+    for leaf_path, leaf in leaves(output, path):
         leaf = as_tensor_if_array(leaf)
         if leaf is None or isinstance(leaf, (torch.Tensor, torch.Size, *SCALARS)):
             continue
