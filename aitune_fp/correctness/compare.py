@@ -295,20 +295,53 @@ def compare_floats(
         atol += tol.scale_atol * rms
     limit = atol + rtol * magnitude
     reference_bad = ~torch.isfinite(e_c)
-    if tol.norm_decides(tier):
-        _judge_norms(a_c, e_c, diff, limit, reference_bad, (atol, rtol), path, (tier, label), walk)
-        return
-    bad = (diff > limit) | reference_bad
-    count = int(bad.sum())
-    if not count:
-        walk.tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
+    beyond = int(((diff > limit) | reference_bad).sum())
+    if not tol.norm_decides(tier):
+        if not beyond:
+            walk.tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
+            return
+        raise CorrectnessError(
+            f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
+            f"({label} tolerances, compared in {compute}): {beyond} of {e.numel()} elements; "
+            f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
+            path=path,
+            check="values",
+        )
+    # the norm criteria: the leaf reduced to norms and counts, judged in the core
+    ok = ~reference_bad
+    n_ok = int(ok.sum())
+    diff_sq = capped(float(diff[ok].double().square().sum()))
+    ref_sq = capped(float(magnitude[ok].double().square().sum()))
+    noise = walk.noise_floor.of(path) if walk.noise_floor is not None else None
+    budgets = tol.norm_budgets(tier, noise)
+    # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
+    widened = limit + budgets.rel_l2 * (math.sqrt(ref_sq / n_ok) if n_ok else 0.0)
+    outliers = int(((diff > widened) | reference_bad).sum())
+    rows, agreeing = _top1(a_c, e_c, widened, budgets) if class_scores(path) else (0, 0)
+    stats = LeafStats(
+        n_elements=e_c.numel(),
+        diff_sq=diff_sq,
+        ref_sq=ref_sq,
+        outliers=outliers,
+        rows=rows,
+        rows_agreeing=agreeing,
+    )
+    criteria = judge_leaf(stats, budgets, path)
+    measured = attrs.evolve(
+        _measured(diff, magnitude, limit, atol, rtol, path),
+        budget_used=max(c.used for c in criteria),
+        criteria=criteria,
+    )
+    if all(c.passed for c in criteria):
+        walk.tally.append(measured)
         return
     raise CorrectnessError(
-        f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
-        f"({label} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
-        f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
+        f"{path}: values differ from the eager reference beyond the norm criteria ({label} "
+        f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
+        f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
         path=path,
         check="values",
+        mismatch=measured,
     )
 
 
@@ -339,60 +372,6 @@ def _worst(
         f"max abs error {float(finite_diff.max()):.4g} at index {max_abs_index}; "
         f"max rel error {float(rel.nan_to_num(nan=torch.inf).max()):.4g} at index "
         f"{max_rel_index}{note}"
-    )
-
-
-def _judge_norms(
-    a_c: torch.Tensor,
-    e_c: torch.Tensor,
-    diff: torch.Tensor,
-    limit: torch.Tensor,
-    reference_bad: torch.Tensor,
-    tolerances: tuple[float, float],
-    path: str,
-    tier_label: tuple[torch.dtype, str],
-    walk: Walk,
-) -> None:
-    """Reduce the leaf to norms and counts, judge them in the core; raise on a miss."""
-    tier, label = tier_label
-    ok = ~reference_bad
-    n_ok = int(ok.sum())
-    diff_sq = capped(float(diff[ok].double().square().sum()))
-    ref_sq = capped(float(e_c.abs()[ok].double().square().sum()))
-    noise = walk.noise_floor.of(path) if walk.noise_floor is not None else None
-    budgets = walk.tol.norm_budgets(tier, noise)
-    rms = math.sqrt(ref_sq / n_ok) if n_ok else 0.0
-    # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
-    widened = limit + budgets.rel_l2 * rms
-    outliers = int(((diff > widened) | reference_bad).sum())
-    rows, agreeing = _top1(a_c, e_c, widened, budgets) if class_scores(path) else (0, 0)
-    stats = LeafStats(
-        n_elements=e_c.numel(),
-        diff_sq=diff_sq,
-        ref_sq=ref_sq,
-        outliers=outliers,
-        rows=rows,
-        rows_agreeing=agreeing,
-    )
-    criteria = judge_leaf(stats, budgets, path)
-    atol, rtol = tolerances
-    measured = attrs.evolve(
-        _measured(diff, e_c.abs(), limit, atol, rtol, path),
-        budget_used=max(c.used for c in criteria),
-        criteria=criteria,
-    )
-    failed = [c for c in criteria if not c.passed]
-    if not failed:
-        walk.tally.append(measured)
-        return
-    beyond = int(((diff > limit) | reference_bad).sum())
-    raise CorrectnessError(
-        f"{path}: values differ from the eager reference beyond the norm criteria ({label} "
-        f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
-        f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
-        path=path,
-        check="values",
-        mismatch=measured,
     )
 
 
