@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from aitune_fp.core._checks import check_choice
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
@@ -94,20 +95,9 @@ def safe_folder_name(name: str) -> str:
     return safe[:120] or "backend"
 
 
-def check_autocast_dtype(dtype: object) -> torch.dtype | None:
-    """Return ``dtype`` if it is None, torch.bfloat16 or torch.float16, else raise naming it."""
-    if dtype is None:
-        return None
-    if not isinstance(dtype, torch.dtype):
-        raise InvalidTypeError(
-            f"dtype must be None, torch.bfloat16 or torch.float16, got {dtype!r} "
-            f"({type(dtype).__name__})"
-        )
-    if dtype not in _AUTOCAST_DTYPES:
-        raise InvalidValueError(
-            f"dtype must be None, torch.bfloat16 or torch.float16 (an autocast dtype), got {dtype}"
-        )
-    return dtype
+def check_autocast_dtype(dtype: torch.dtype | None) -> torch.dtype | None:
+    """Return ``dtype`` if it is None, torch.bfloat16 or torch.float16 (an autocast dtype)."""
+    return None if dtype is None else check_choice("dtype", dtype, _AUTOCAST_DTYPES)
 
 
 def autocast_context(device: torch.device, dtype: torch.dtype | None, *, cache: bool = True) -> Any:
