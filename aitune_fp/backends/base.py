@@ -361,8 +361,7 @@ class ModuleBackend(BackendBase):
         self._prepare(self._given)
 
     def _prepare(self, given: Build) -> None:
-        """Compile or capture what runs ``given.module`` (at build and at every activate)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement _prepare")
+        """Compile or capture what runs ``given.module``, at build and activate (default: none)."""
 
 
 class ArtefactChangedError(InvalidStateError):

@@ -317,15 +317,10 @@ def compare_floats(
     # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
     widened = limit + budgets.rel_l2 * (math.sqrt(ref_sq / n_ok) if n_ok else 0.0)
     outliers = int(((diff > widened) | reference_bad).sum())
-    rows, agreeing = _top1(a_c, e_c, widened, budgets) if class_scores(path) else (0, 0)
-    stats = LeafStats(
-        n_elements=e_c.numel(),
-        diff_sq=diff_sq,
-        ref_sq=ref_sq,
-        outliers=outliers,
-        rows=rows,
-        rows_agreeing=agreeing,
-    )
+    stats = LeafStats(n_elements=e_c.numel(), diff_sq=diff_sq, ref_sq=ref_sq, outliers=outliers)
+    if class_scores(path):  # classifier rows: judged by top-1 agreement too
+        rows, agreeing = _top1(a_c, e_c, widened, budgets)
+        stats = attrs.evolve(stats, rows=rows, rows_agreeing=agreeing)
     criteria = judge_leaf(stats, budgets, path)
     measured = attrs.evolve(
         _measured(diff, magnitude, limit, atol, rtol, path),
