@@ -116,31 +116,54 @@ _COMPILE_SETTINGS: Mapping[str, tuple[object, ...]] = types.MappingProxyType(
 
 # Order matters: it is the order of names in help and of the default candidates (first-wins tries
 # them in this order).
-# fmt: off
 _ENTRIES = (
     BackendEntry("eager", _eager, _ANY, _NOWHERE, "eager PyTorch (the baseline's configuration)"),
     BackendEntry("compile", _compile, _ANY, _ANY, "torch.compile, default mode", _COMPILE_SETTINGS),
     BackendEntry("eager-bf16", _eager_bf16, _ANY, _ANY, "eager PyTorch under bfloat16 autocast"),
     BackendEntry("eager-fp16", _eager_fp16, _ANY, _CUDA, "eager PyTorch under float16 autocast"),
-    BackendEntry("int8-dynamic", _int8_dynamic, _CPU, _CPU,
-                 "int8 dynamic quantization of Linear layers"),
-    BackendEntry("int8-weight-only", _int8_weight_only, _ANY, _CUDA,
-                 "int8 weight-only quantization of Linear layers"),
-    BackendEntry("channels-last", _channels_last, _ANY, _NOWHERE,
-                 "channels-last layout (conv models)"),
-    BackendEntry("compile-bf16", _compile_bf16, _ANY, _NOWHERE,
-                 "torch.compile under bf16 autocast", _COMPILE_SETTINGS),
-    BackendEntry("compile-max-autotune", _compile_max_autotune, _ANY, _NOWHERE,
-                 "torch.compile mode=max-autotune-no-cudagraphs"),
-    BackendEntry("onnxruntime", _onnxruntime, _ANY, _CUDA,
-                 "ONNX export run by ONNX Runtime (extra onnx)"),
-    BackendEntry("aot-inductor", _aot_inductor, _ANY, _NOWHERE,
-                 "torch.export compiled ahead of time (AOTI)"),
+    BackendEntry(
+        "int8-dynamic", _int8_dynamic, _CPU, _CPU, "int8 dynamic quantization of Linear layers"
+    ),
+    BackendEntry(
+        "int8-weight-only",
+        _int8_weight_only,
+        _ANY,
+        _CUDA,
+        "int8 weight-only quantization of Linear layers",
+    ),
+    BackendEntry(
+        "channels-last", _channels_last, _ANY, _NOWHERE, "channels-last layout (conv models)"
+    ),
+    BackendEntry(
+        "compile-bf16",
+        _compile_bf16,
+        _ANY,
+        _NOWHERE,
+        "torch.compile under bf16 autocast",
+        _COMPILE_SETTINGS,
+    ),
+    BackendEntry(
+        "compile-max-autotune",
+        _compile_max_autotune,
+        _ANY,
+        _NOWHERE,
+        "torch.compile mode=max-autotune-no-cudagraphs",
+    ),
+    BackendEntry(
+        "onnxruntime", _onnxruntime, _ANY, _CUDA, "ONNX export run by ONNX Runtime (extra onnx)"
+    ),
+    BackendEntry(
+        "aot-inductor", _aot_inductor, _ANY, _NOWHERE, "torch.export compiled ahead of time (AOTI)"
+    ),
     BackendEntry("cuda-graphs", _cuda_graphs, _CUDA, _CUDA, "CUDA graph capture and replay"),
-    BackendEntry("compile-reduce-overhead", _compile_reduce_overhead, _CUDA, _CUDA,
-                 "torch.compile mode=reduce-overhead (CUDA graphs)"),
+    BackendEntry(
+        "compile-reduce-overhead",
+        _compile_reduce_overhead,
+        _CUDA,
+        _CUDA,
+        "torch.compile mode=reduce-overhead (CUDA graphs)",
+    ),
 )
-# fmt: on
 
 #: The built-in backends, name -> entry, in help and default order. Read-only.
 BACKENDS: Mapping[str, BackendEntry] = types.MappingProxyType({e.name: e for e in _ENTRIES})
