@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase
+from aitune_fp.backends.base import BUILD_LOG_NAME, BackendBase, Build
 from aitune_fp.backends.compile import TorchCompileBackend
 from aitune_fp.backends.cuda_graph import CudaGraphBackend
 from aitune_fp.backends.eager import TorchEagerBackend
@@ -81,15 +80,9 @@ class RecordingBackend(BackendBase):
     def _config(self) -> dict[str, Any]:
         return {"fail": self._fail, "warn": self._warn, "factor": self._factor}
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
-        module.to(device)
-        self._module = module
+    def _build(self, given: Build) -> None:
+        given.module.to(given.device)
+        self._module = given.module
         if self._warn:
             warnings.warn("this build warns", UserWarning, stacklevel=1)
         if self._fail:

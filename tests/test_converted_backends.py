@@ -12,7 +12,7 @@ import torch
 from structlog.testing import LogCapture
 
 from aitune_fp.adapters.validation import with_performance_validation
-from aitune_fp.backends.aot_inductor import AOTI_PACKAGE_NAME, AotInductorBackend
+from aitune_fp.backends.aot_inductor import AotInductorBackend
 from aitune_fp.backends.channels_last import ChannelsLastBackend
 from aitune_fp.backends.onnxruntime import OnnxRuntimeBackend
 from aitune_fp.backends.quantized import Int8DynamicBackend, Int8WeightOnlyLinear
@@ -182,7 +182,7 @@ class TestOnnxRuntime:
         backend = OnnxRuntimeBackend().build(
             module, model.graph_spec, [model.sample], "cpu", tmp_path
         )
-        path = backend.onnx_path
+        path = backend.artefact()
         assert path is not None and path.is_file()
         assert path.parent == tmp_path / backend.key()
         x, expected = _matches_eager_at_both_batch_ends(
@@ -257,7 +257,7 @@ class TestAotInductor:
         assert unchanged(module, before)
         backend = outcome.backend
         assert isinstance(backend, AotInductorBackend)
-        path = backend.package_path
+        path = backend.artefact()
         assert path is not None and path.is_file()
         assert path.parent == tmp_path / backend.key()
         assert not [p for p in path.parent.iterdir() if "partial" in p.name]
@@ -291,7 +291,7 @@ class TestAotInductor:
         folder = tmp_path / backend.key()
         assert outcome.log_path is not None and Path(outcome.log_path).parent == folder
         assert "Backend build failed" in Path(outcome.log_path).read_text()
-        assert not (folder / AOTI_PACKAGE_NAME).exists()
+        assert not (folder / AotInductorBackend.artefact_name).exists()
 
     @pytest.mark.compile
     def test_keyword_inputs_are_refused(self, tmp_path: Path) -> None:
@@ -328,7 +328,7 @@ class TestAotInductor:
         backend = AotInductorBackend().build(
             module, model.graph_spec, [Sample((x,))], "cuda", tmp_path
         )
-        assert backend.package_path is not None and backend.package_path.is_file()
+        assert backend.artefact() is not None and backend.artefact().is_file()
         got = backend(x)
         assert got.device.type == "cuda"
         with torch.no_grad():

@@ -98,9 +98,9 @@ def _as_if_contiguous(x: torch.Tensor) -> torch.Tensor:
 class Candidate(_ModuleBackend):
     """One of the candidates below by ``tag``; built on the recorded samples, like a backend."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        first = data[0].args[0]
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        first = given.data[0].args[0]
         self.lo, self.hi = float(first.min()), float(first.max())  # what calibration saw
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:

@@ -30,9 +30,9 @@ class _AsFastAsEager(_ModuleBackend):
 
     attack: Callable[[torch.nn.Module], None] = staticmethod(lambda module: None)
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        type(self).attack(module)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        type(self).attack(given.module)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():
@@ -169,9 +169,9 @@ def test_a_candidate_that_memorised_its_inputs_is_rejected(tmp_path: Path) -> No
 class WritesTheSamples(_ModuleBackend):
     """Correct and fast, but its build writes into the caller's sample tensor."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        data[0].args[0].add_(1.0)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        given.data[0].args[0].add_(1.0)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():

@@ -60,8 +60,8 @@ class Candidate(BackendBase):
     def _config(self) -> dict[str, Any]:
         return {"seconds": self.seconds, "slows_eager": self.slows_eager}
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
+    def _build(self, given: Any) -> None:
+        self.module = given.module
         if self.slows_eager:
             Clocked.slowed = True
 

@@ -34,28 +34,28 @@ def same_state(module: torch.nn.Module, before: dict[str, torch.Tensor]) -> bool
 class ScalesInBuild(Pruned):
     """Fast, and doubles the user's weights in place while it builds."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
         with torch.no_grad():
-            module.useful.weight.mul_(2.0)
+            given.module.useful.weight.mul_(2.0)
 
 
 class QuantizesInPlace(Pruned):
     """Fast, and swaps the user's Linear for an int8 one (quantize_dynamic(inplace=True))."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.ao.quantization.quantize_dynamic(module, {torch.nn.Linear}, inplace=True)
+            torch.ao.quantization.quantize_dynamic(given.module, {torch.nn.Linear}, inplace=True)
 
 
 class CastsInBuild(Pruned):
     """Fast, and casts the user's module to double in place."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        module.double()
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        given.module.double()
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         return super()._infer(*(a.double() for a in args)).float()
@@ -812,34 +812,34 @@ class TestNoFalsePositives:
 class HooksInBuild(Pruned):
     """Fast, and leaves a forward pre-hook on the user's Linear."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        module.useful.register_forward_pre_hook(lambda m, i: None)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        given.module.useful.register_forward_pre_hook(lambda m, i: None)
 
 
 class ReplacesForward(Pruned):
     """Fast, and replaces the user's module's forward with a slower one."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        plain = module.forward
-        module.forward = lambda *a: plain(*a) + 0.0
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        plain = given.module.forward
+        given.module.forward = lambda *a: plain(*a) + 0.0
 
 
 class FreezesInBuild(Pruned):
     """Fast, and turns off requires_grad on the user's weights."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        module.requires_grad_(False)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        given.module.requires_grad_(False)
 
 
 class CountsInBuild(Pruned):
     """Fast, and counts its builds in an attribute of the user's module."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        module.builds = getattr(module, "builds", 0) + 1
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        given.module.builds = getattr(given.module, "builds", 0) + 1
 
 
 class TestModelObjectNeverChanged:

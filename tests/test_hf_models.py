@@ -86,7 +86,7 @@ def test_the_example_returns_its_cache_and_every_tensor_in_it_is_a_leaf(
     assert type(cache).__name__ == "DynamicCache"
     assert type(cache) not in _pytree.SUPPORTED_NODES
     check_comparable(out)
-    assert [path for path, _, _ in leaves(out, "output", [])] == [
+    assert [path for path, _ in leaves(out)] == [
         "output['logits']",
         *_cache_leaves(out),
     ]

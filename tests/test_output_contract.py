@@ -94,8 +94,8 @@ class _Breaks(BackendBase):
     def _config(self) -> dict[str, Any]:
         return {"field": self.field}
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.fn = CASES[self.field](module)
+    def _build(self, given: Any) -> None:
+        self.fn = CASES[self.field](given.module)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args)

@@ -125,9 +125,9 @@ class Attack(BackendBase):
     def _config(self) -> dict[str, Any]:
         return {"tag": self.tag}
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
-        self.attack(module)
+    def _build(self, given: Any) -> None:
+        self.module = given.module
+        self.attack(given.module)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         with torch.no_grad():
@@ -330,9 +330,9 @@ class SetsSpeed(Attack):
         super().__init__(_nothing, setting)
         self.setting = setting
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
-        SPEED_SETTINGS[self.setting](module)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        SPEED_SETTINGS[self.setting](given.module)
 
 
 @pytest.fixture
@@ -477,8 +477,8 @@ class _Exits(Attack):
         self.raised = raised
         self.where = where
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
         if self.where == "build":
             raise self.raised
 
@@ -564,15 +564,15 @@ class SavesWhatItBuilt(Quick):
     def artefact(self) -> Path | None:
         return None if self.build_dir is None else self.build_dir / "built.txt"
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        super()._build(module, graph_spec, data, device)
+    def _build(self, given: Any) -> None:
+        super()._build(given)
         path = self.artefact()
         assert path is not None
         path.write_text(str(os.getpid()))
         self.built_by = os.getpid()
 
-    def _load_artefact(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
-        self.module = module
+    def _load_artefact(self, given: Any) -> None:
+        self.module = given.module
         path = self.artefact()
         assert path is not None
         self.built_by = int(path.read_text())

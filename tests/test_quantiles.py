@@ -13,9 +13,7 @@ from hypothesis import strategies as st
 from aitune_fp.core.quantiles import (
     EXACT_MAX_N,
     QuantileBound,
-    min_samples_for_bounds,
     min_samples_for_upper_bound,
-    quantile_bounds,
     quantile_upper_bound,
 )
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
@@ -31,14 +29,11 @@ def binomial_cdf(n: int, q: Fraction, k: int) -> Fraction:
 def test_known_ranks_and_sample_sizes() -> None:
     values = list(range(1, 101))  # the order statistics are their own ranks
     upper = quantile_upper_bound(values, 0.9, 0.95)
-    assert (upper.high, upper.high_rank, upper.low) == (96, 96, -math.inf)
-    two = quantile_bounds(values, 0.9, 0.95)
-    assert (two.low_rank, two.high_rank, two.estimate) == (84, 96, 90)
-    assert two.coverage >= 0.95
+    assert (upper.high, upper.high_rank, upper.estimate) == (96, 96, 90)
+    assert upper.coverage >= 0.95
     assert min_samples_for_upper_bound(0.9) == 29
     assert min_samples_for_upper_bound(0.95) == 59
     assert min_samples_for_upper_bound(0.99) == 299
-    assert min_samples_for_bounds(0.5) == 6
 
 
 def test_too_few_values_give_an_infinite_bound_never_a_wrong_one() -> None:
@@ -48,7 +43,6 @@ def test_too_few_values_give_an_infinite_bound_never_a_wrong_one() -> None:
     assert not short.within(1e9)
     enough = quantile_upper_bound(list(range(need)), 0.9, 0.95)
     assert enough.bounded and enough.high == need - 1  # the largest value
-    assert enough.low == -math.inf
 
 
 @settings(max_examples=150, deadline=None)
@@ -58,33 +52,18 @@ def test_too_few_values_give_an_infinite_bound_never_a_wrong_one() -> None:
     confidence=st.sampled_from([0.6, 0.8, 0.9, 0.95, 0.99]),
 )
 def test_ranks_are_exact_and_tight(n: int, q: float, confidence: float) -> None:
-    """Each side errs with at most its share; one rank closer would err with more."""
+    """The bound errs with at most ``1 - confidence``; one rank closer would err with more."""
     values = [float(i) for i in range(1, n + 1)]
     qf, level = Fraction(repr(q)), Fraction(repr(confidence))
-    for bound, alpha in (
-        (quantile_bounds(values, q, confidence), (1 - level) / 2),
-        (quantile_upper_bound(values, q, confidence), 1 - level),
-    ):
-        u = bound.high_rank
-        if u is None:
-            assert binomial_cdf(n, qf, n - 1) < 1 - alpha  # not even the largest value holds
-        else:
-            assert binomial_cdf(n, qf, u - 1) >= 1 - alpha
-            assert u == 1 or binomial_cdf(n, qf, u - 2) < 1 - alpha
-        lo = bound.low_rank
-        if bound.sided == "two":
-            if lo is None:
-                assert binomial_cdf(n, qf, 0) > alpha
-            else:
-                assert binomial_cdf(n, qf, lo - 1) <= alpha
-                assert lo == n or binomial_cdf(n, qf, lo) > alpha
-        assert bound.coverage >= confidence - 1e-12
-        assert bound.bounded == (
-            n
-            >= (min_samples_for_bounds if bound.sided == "two" else min_samples_for_upper_bound)(
-                q, confidence
-            )
-        )
+    bound = quantile_upper_bound(values, q, confidence)
+    u = bound.high_rank
+    if u is None:
+        assert binomial_cdf(n, qf, n - 1) < level  # not even the largest value holds
+    else:
+        assert binomial_cdf(n, qf, u - 1) >= level
+        assert u == 1 or binomial_cdf(n, qf, u - 2) < level
+    assert bound.coverage >= confidence - 1e-12
+    assert bound.bounded == (n >= min_samples_for_upper_bound(q, confidence))
 
 
 @settings(max_examples=60, deadline=None)
@@ -94,28 +73,23 @@ def test_ranks_are_exact_and_tight(n: int, q: float, confidence: float) -> None:
     seed=st.integers(0, 100),
 )
 def test_order_and_permutation(values: list[float], q: float, seed: int) -> None:
-    bound = quantile_bounds(values, q)
-    assert bound.low <= bound.estimate <= bound.high
+    bound = quantile_upper_bound(values, q)
+    assert bound.estimate <= bound.high
     assert bound.estimate in values
     shuffled = values[:]
     random.Random(seed).shuffle(shuffled)
-    assert quantile_bounds(shuffled, q) == bound
-    upper = quantile_upper_bound(values, q)
-    assert upper.high >= bound.estimate and upper.high <= bound.high
+    assert quantile_upper_bound(shuffled, q) == bound
 
 
 def test_coverage_by_simulation_continuous_and_tied() -> None:
     """At 95 % the true p90 of an exponential (and of a tied, discrete law) is covered."""
     true_p90 = math.log(10.0)
-    covered = upper_held = 0
+    upper_held = 0
     runs = 1500
     for seed in range(runs):
         rng = random.Random(seed)
         values = [rng.expovariate(1.0) for _ in range(60)]
-        bound = quantile_bounds(values, 0.9, 0.95)
-        covered += bound.low <= true_p90 <= bound.high
         upper_held += quantile_upper_bound(values, 0.9, 0.95).high >= true_p90
-    assert covered / runs >= 0.94
     assert upper_held / runs >= 0.94
     # discrete latencies (ties): P(1 ms) = 0.5, P(2 ms) = 0.45, P(10 ms) = 0.05; p90 = 2 ms
     held = 0
@@ -129,25 +103,24 @@ def test_coverage_by_simulation_continuous_and_tied() -> None:
 def test_large_samples_use_floats_on_the_safe_side() -> None:
     n = EXACT_MAX_N + 500
     values = [float(i) for i in range(1, n + 1)]
-    bound = quantile_bounds(values, 0.99, 0.95)
-    assert bound.low_rank is not None and bound.high_rank is not None
-    assert bound.low_rank < 0.99 * n < bound.high_rank
+    bound = quantile_upper_bound(values, 0.99, 0.95)
+    assert bound.high_rank is not None and 0.99 * n < bound.high_rank
     assert 0.95 <= bound.coverage < 0.97
 
 
 @pytest.mark.parametrize(
     ("call", "error", "names"),
     [
-        (lambda: quantile_bounds([1.0, float("nan")], 0.9), InvalidValueError, "values[1]"),
-        (lambda: quantile_bounds([1.0, math.inf], 0.9), InvalidValueError, "values[1]"),
-        (lambda: quantile_bounds([], 0.9), InvalidValueError, "values"),
-        (lambda: quantile_bounds("123", 0.9), InvalidTypeError, "values"),  # type: ignore[arg-type]
-        (lambda: quantile_bounds([1.0, True], 0.9), InvalidTypeError, "values[1]"),
-        (lambda: quantile_bounds([1.0], 1.0), InvalidValueError, "q"),
-        (lambda: quantile_bounds([1.0], 0.0), InvalidValueError, "q"),
+        (lambda: quantile_upper_bound([1.0, float("nan")], 0.9), InvalidValueError, "values[1]"),
+        (lambda: quantile_upper_bound([1.0, math.inf], 0.9), InvalidValueError, "values[1]"),
+        (lambda: quantile_upper_bound([], 0.9), InvalidValueError, "values"),
+        (lambda: quantile_upper_bound("123", 0.9), InvalidTypeError, "values"),  # type: ignore[arg-type]
+        (lambda: quantile_upper_bound([1.0, True], 0.9), InvalidTypeError, "values[1]"),
+        (lambda: quantile_upper_bound([1.0], 1.0), InvalidValueError, "q"),
+        (lambda: quantile_upper_bound([1.0], 0.0), InvalidValueError, "q"),
         (lambda: quantile_upper_bound([1.0], 0.9, 0.4), InvalidValueError, "confidence"),
         (lambda: min_samples_for_upper_bound(0.9, 1.0), InvalidValueError, "confidence"),
-        (lambda: min_samples_for_bounds("0.9", 0.95), InvalidTypeError, "q"),  # type: ignore[arg-type]
+        (lambda: min_samples_for_upper_bound("0.9", 0.95), InvalidTypeError, "q"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_inputs_name_the_value(call: object, error: type[Exception], names: str) -> None:
@@ -156,16 +129,7 @@ def test_bad_inputs_name_the_value(call: object, error: type[Exception], names: 
 
 
 def test_the_value_checks_itself() -> None:
-    with pytest.raises(InvalidValueError, match="low <= estimate <= high"):
+    with pytest.raises(InvalidValueError, match="estimate <= high"):
         QuantileBound(
-            q=0.9,
-            confidence=0.95,
-            sided="two",
-            n=3,
-            estimate=2.0,
-            low=3.0,
-            high=4.0,
-            low_rank=3,
-            high_rank=3,
-            coverage=0.96,
+            q=0.9, confidence=0.95, n=3, estimate=5.0, high=4.0, high_rank=3, coverage=0.96
         )

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from importlib.resources import files
 from typing import Any, ClassVar
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.testing import FakeClock
@@ -98,10 +97,8 @@ class _ModuleBackend(BackendBase):
     def _config(self) -> dict[str, Any]:
         return {"tag": self.tag}
 
-    def _build(
-        self, module: torch.nn.Module, graph_spec: GraphSpec, data: Sequence[Sample], device: Any
-    ) -> None:
-        self.module = module
+    def _build(self, given: Build) -> None:
+        self.module = given.module
 
 
 class Pruned(_ModuleBackend):
@@ -124,7 +121,7 @@ class Slower(_ModuleBackend):
 class BrokenBuild(_ModuleBackend):
     """Fails to build."""
 
-    def _build(self, module: Any, graph_spec: Any, data: Any, device: Any) -> None:
+    def _build(self, given: Any) -> None:
         raise RuntimeError("compiler exploded")
 
 

@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import copy
-import os
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
-from aitune_fp.backends.support import inductor_unavailable_reason, positional_sample
+from aitune_fp.backends.base import BackendBase, Build
+from aitune_fp.backends.support import (
+    first_line,
+    inductor_unavailable_reason,
+    positional_sample,
+    written_whole,
+)
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
-
-#: The compiled package's file name inside ``cache_dir/<key()>/``.
-AOTI_PACKAGE_NAME = "model.pt2"
-
-
-def _first_line(exc: BaseException) -> str:
-    """``Type: first line of the message`` (AOTInductor's messages run to pages)."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 class AotInductorBackend(BackendBase):
@@ -36,22 +26,10 @@ class AotInductorBackend(BackendBase):
         self._runner: Any = None
         self.build_seconds: float | None = None
 
-    @property
-    def package_path(self) -> Path | None:
-        """Where the compiled package is written (None before the build)."""
-        return None if self.build_dir is None else self.build_dir / AOTI_PACKAGE_NAME
+    #: The compiled package: loading it gives this backend as built.
+    artefact_name = "model.pt2"
 
-    def artefact(self) -> Path | None:
-        """The compiled package: loading it gives this backend as built."""
-        return self.package_path
-
-    def _load_artefact(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _load_artefact(self, given: Build) -> None:
         """Load the package a build in another process compiled (a worker's, once chosen)."""
         start = time.perf_counter()
         self._runner = self._load()
@@ -62,17 +40,12 @@ class AotInductorBackend(BackendBase):
         target = torch.device(device)
         return super().unavailable_reason(target) or inductor_unavailable_reason(target)
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Export a copy of ``module``, compile it into the cache folder and load it back."""
+        graph_spec, device = given.graph_spec, given.device
         if device.type not in ("cpu", "cuda"):
             raise InvalidValueError(f"AotInductorBackend runs on CPU or CUDA, not on {device}")
-        sample = positional_sample(data, "AotInductorBackend")
+        sample = positional_sample(given.data, "AotInductorBackend")
         low, high = graph_spec.min_batch_size, graph_spec.max_batch_size
         batch = graph_spec.batch_dim(sample)
         if batch is not None and low < high:
@@ -87,39 +60,33 @@ class AotInductorBackend(BackendBase):
             example = sample if batch is None else graph_spec.make_batch(sample, low)
             dynamic_shapes = None
         start = time.perf_counter()
-        model = copy.deepcopy(module).to(device).eval()
+        model = copy.deepcopy(given.module).to(device).eval()
         args = tuple(a.detach().to(device) for a in example.args)
         try:
             with torch.no_grad():
                 exported = torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
         except Exception as exc:
             raise InvalidValueError(
-                f"torch.export cannot export this model: {_first_line(exc)}"
+                f"torch.export cannot export this model: {first_line(exc)}"
             ) from exc
-        assert self.package_path is not None
-        path = self.package_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
-        try:
+        path = self.artefact()
+        assert path is not None
+        with written_whole(path) as partial:
             try:
                 torch._inductor.aoti_compile_and_package(exported, package_path=str(partial))
             except Exception as exc:
                 raise InvalidValueError(
-                    f"AOTInductor cannot compile this model: {_first_line(exc)}"
+                    f"AOTInductor cannot compile this model: {first_line(exc)}"
                 ) from exc
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
         del exported, model
         self._runner = self._load()
         self.build_seconds = time.perf_counter() - start
 
     def _load(self) -> Any:
         """Load the compiled package on the build's device."""
-        assert self.package_path is not None
         device = self.device
         index = -1 if device is None or device.type != "cuda" else (device.index or 0)
-        return torch._inductor.aoti_load_package(str(self.package_path), device_index=index)
+        return torch._inductor.aoti_load_package(str(self.artefact()), device_index=index)
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         """Run the compiled model on one batch."""

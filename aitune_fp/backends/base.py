@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar
 
+import attrs
 import torch
 
 from aitune_fp._tree import module_device
@@ -41,6 +42,8 @@ __all__ = [
     "BUILD_LOG_NAME",
     "ArtefactChangedError",
     "BackendBase",
+    "Build",
+    "ModuleBackend",
     "UnavailableBackend",
     "artefact_digest",
 ]
@@ -56,6 +59,16 @@ def _describe_value(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return json.dumps(value, sort_keys=True, separators=(",", ":"))
     return str(value)
+
+
+@attrs.frozen
+class Build:
+    """What :meth:`BackendBase.build` hands ``_build``: the module, its spec, samples, device."""
+
+    module: torch.nn.Module
+    graph_spec: GraphSpec
+    data: list[Sample]
+    device: torch.device
 
 
 class BackendBase:
@@ -80,13 +93,7 @@ class BackendBase:
         """Return the options of this backend (constructor argument names -> values)."""
         return {}
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Prepare inference for ``module`` on ``device`` (the state is handled by the base)."""
         raise NotImplementedError(f"{type(self).__name__} must implement _build")
 
@@ -94,17 +101,16 @@ class BackendBase:
         """Run one inference call; only called while active."""
         raise NotImplementedError(f"{type(self).__name__} must implement _infer")
 
+    #: The file (in :attr:`build_dir`) a build writes that holds all it built; None: none.
+    artefact_name: ClassVar[str | None] = None
+
     def artefact(self) -> Path | None:
         """The file its build wrote that holds all it built (None: none; it is rebuilt instead)."""
-        return None
+        if self.artefact_name is None or self.__build_dir is None:
+            return None
+        return self.__build_dir / self.artefact_name
 
-    def _load_artefact(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _load_artefact(self, given: Build) -> None:
         """Take what a build of this backend (in another process) left in :meth:`artefact`."""
         raise InvalidStateError(f"{type(self).__name__} saves no artefact to load")
 
@@ -238,12 +244,12 @@ class BackendBase:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.__build_dir = log_dir
         original_device = module_device(module)
-        samples = list(data)
+        given = Build(module, graph_spec, list(data), target)
         self.__state = BackendState.BUILDING
         self.__device = target
         with (log_dir / BUILD_LOG_NAME).open("a", encoding="utf-8") as log:
             log.write(f"\nBackend: {self.describe()}\n")
-            log.write(f"Device: {target}\nSamples: {len(samples)}\n")
+            log.write(f"Device: {target}\nSamples: {len(given.data)}\n")
             log.flush()
             start = time.perf_counter()
             with warnings.catch_warnings(record=True) as caught:
@@ -253,7 +259,7 @@ class BackendBase:
                     if reason is not None:
                         raise BackendUnavailableError(f"{self.describe()} is unavailable: {reason}")
                     if load is None:
-                        self._build(module, graph_spec, samples, target)
+                        self._build(given)
                     else:
                         found = artefact_digest(self.artefact())
                         if found != load:
@@ -261,7 +267,7 @@ class BackendBase:
                                 f"{self.describe()}'s artefact {self.artefact()} changed since "
                                 f"it was built and timed (digest {load[:12]}, now {found[:12]})"
                             )
-                        self._load_artefact(module, graph_spec, samples, target)
+                        self._load_artefact(given)
                         log.write(f"Loaded the artefact {self.artefact()}, not built again\n")
                 except BaseException as exc:
                     _write_warnings(log, caught)
@@ -335,6 +341,27 @@ class BackendBase:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Same as :meth:`infer`."""
         return self.infer(*args, **kwargs)
+
+
+class ModuleBackend(BackendBase):
+    """Compiles or captures the caller's module, moved to the device, at build and at activate."""
+
+    _given: Build | None = None
+
+    def _build(self, given: Build) -> None:
+        """Move the module to the device, keep what it was built from, and :meth:`_prepare`."""
+        given.module.to(given.device)
+        self._given = given
+        self._prepare(given)
+
+    def _activate(self) -> None:
+        """Move the module back to the build's device (another backend may have moved it)."""
+        assert self._given is not None
+        self._given.module.to(self._given.device)
+        self._prepare(self._given)
+
+    def _prepare(self, given: Build) -> None:
+        """Compile or capture what runs ``given.module``, at build and activate (default: none)."""
 
 
 class ArtefactChangedError(InvalidStateError):

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
 from aitune_fp.errors import InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 _CONVOLUTIONS = (torch.nn.Conv2d, torch.nn.ConvTranspose2d)
 
@@ -30,19 +26,13 @@ class ChannelsLastBackend(BackendBase):
         """No options."""
         self._model: torch.nn.Module | None = None
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Convert a copy of ``module``; a model with no 2-D convolution is refused."""
-        if not any(isinstance(m, _CONVOLUTIONS) for m in module.modules()):
+        if not any(isinstance(m, _CONVOLUTIONS) for m in given.module.modules()):
             raise InvalidValueError(
                 "channels-last layout helps 2-D convolutions; this model has none"
             )
-        model = copy.deepcopy(module).to(device)
+        model = copy.deepcopy(given.module).to(given.device)
         # nn.Module.to accepts memory_format at run time; its type stubs do not say so
         model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self._model = model

@@ -3,25 +3,23 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from aitune_fp._tree import map_tensors, to_device
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import Build, ModuleBackend
 from aitune_fp.backends.support import (
     all_samples,
     autocast_context,
     check_autocast_dtype,
     inductor_unavailable_reason,
 )
+from aitune_fp.core._checks import check_type
 from aitune_fp.errors import InvalidTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-    from aitune_fp.inputs import GraphSpec, Sample
 
 #: Warm-up calls per batch size (reduce-overhead's CUDA graph trees record on the second call
 #: and replay from the third, so three calls leave every mode in its steady state).
@@ -34,16 +32,7 @@ _CUDA_GRAPH_MODES = frozenset({"reduce-overhead", "max-autotune"})
 _LIVE: weakref.WeakSet[TorchCompileBackend] = weakref.WeakSet()
 
 
-def _check_optional_str(name: str, value: object) -> str | None:
-    """Return ``value`` if it is None or a non-empty str, else raise naming ``name``."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InvalidTypeError(f"{name} must be None or a non-empty str, got {value!r}")
-    return value
-
-
-class TorchCompileBackend(BackendBase):
+class TorchCompileBackend(ModuleBackend):
     """``torch.compile(module, mode=, dynamic=, fullgraph=, backend=)``, optionally under autocast."""
 
     def __init__(
@@ -55,22 +44,17 @@ class TorchCompileBackend(BackendBase):
         dtype: torch.dtype | None = None,
     ) -> None:
         """Configure the compilation; the options are passed to ``torch.compile`` unchanged."""
-        self._mode = _check_optional_str("mode", mode)
-        if dynamic is not None and not isinstance(dynamic, bool):
-            raise InvalidTypeError(f"dynamic must be None or a bool, got {dynamic!r}")
-        if not isinstance(fullgraph, bool):
-            raise InvalidTypeError(f"fullgraph must be a bool, got {fullgraph!r}")
-        checked_backend = _check_optional_str("backend", backend)
-        if checked_backend is None:
-            raise InvalidTypeError("backend must be a non-empty str (a torch.compile backend name)")
-        self._dynamic = dynamic
-        self._fullgraph = fullgraph
-        self._backend = checked_backend
+        if mode is not None and (not isinstance(mode, str) or not mode):
+            raise InvalidTypeError(f"mode must be None or a non-empty str, got {mode!r}")
+        if not isinstance(backend, str) or not backend:
+            raise InvalidTypeError(
+                f"backend must be a non-empty str (a torch.compile backend name), got {backend!r}"
+            )
+        self._mode, self._backend = mode, backend
+        self._dynamic = None if dynamic is None else check_type("dynamic", dynamic, bool)
+        self._fullgraph = check_type("fullgraph", fullgraph, bool)
         self._dtype = check_autocast_dtype(dtype)
-        self._module: torch.nn.Module | None = None
         self._compiled: Callable[..., Any] | None = None
-        self._samples: list[Sample] = []
-        self._graph_spec: GraphSpec | None = None
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
         """No CUDA device, or (inductor) no C++ compiler for CPU / no Triton for CUDA."""
@@ -90,28 +74,12 @@ class TorchCompileBackend(BackendBase):
             "dtype": self._dtype,
         }
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
-        """Move the module to the device, compile it and warm it up at min and max batch size."""
-        self._samples = all_samples(data, f"warm up {self.describe()}", graph_spec)
-        module.to(device)
-        self._module = module
-        self._graph_spec = graph_spec
-        self._compile_and_warm_up()
-
-    def _compile_and_warm_up(self) -> None:
-        """Compile the module and run the warm-up batches through the compiled callable."""
-        assert self._module is not None
-        assert self._graph_spec is not None
-        assert self.device is not None
-        spec, samples = self._graph_spec, self._samples
+    def _prepare(self, given: Build) -> None:
+        """Compile the module and warm it up at min and max batch size."""
+        spec = given.graph_spec
+        samples = all_samples(given.data, f"warm up {self.describe()}", spec)
         self._compiled = torch.compile(
-            self._module,
+            given.module,
             mode=self._mode,
             dynamic=self._dynamic,
             fullgraph=self._fullgraph,
@@ -121,7 +89,7 @@ class TorchCompileBackend(BackendBase):
         for size in sorted({spec.min_batch_size, spec.get_max_batch_size()}):
             for i in range(_WARMUP_CALLS_PER_BATCH_SIZE):
                 batch = spec.make_batch(samples[i % len(samples)], size)
-                args, kwargs = to_device((batch.args, dict(batch.kwargs)), self.device)
+                args, kwargs = to_device((batch.args, dict(batch.kwargs)), given.device)
                 self._run(*args, **kwargs)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
@@ -137,13 +105,6 @@ class TorchCompileBackend(BackendBase):
         if self._mode in _CUDA_GRAPH_MODES:
             return map_tensors(torch.clone, out)
         return out
-
-    def _activate(self) -> None:
-        """Compile and warm up again (what ``deactivate`` released), on the build's device."""
-        assert self._module is not None
-        assert self.device is not None
-        self._module.to(self.device)
-        self._compile_and_warm_up()
 
     def _deactivate(self) -> None:
         """Drop the compiled callable; reset dynamo globally when no other compile backend is live."""

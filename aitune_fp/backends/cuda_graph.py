@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 import torch
@@ -15,13 +14,10 @@ from aitune_fp._tree import (
     shape_signature,
     to_device,
 )
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import Build, ModuleBackend
 from aitune_fp.backends.support import all_samples, autocast_context, check_autocast_dtype
 from aitune_fp.core._checks import check_int
 from aitune_fp.errors import BackendFailedError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 
 @attrs.frozen(kw_only=True)
@@ -33,16 +29,13 @@ class _Captured:
     static_output: Any
 
 
-class CudaGraphBackend(BackendBase):
+class CudaGraphBackend(ModuleBackend):
     """Replay a captured CUDA graph per input shape (static buffers; outputs returned as copies)."""
 
     def __init__(self, dtype: torch.dtype | None = None, warmup_calls: int = 3) -> None:
         """Configure capture: ``dtype`` enables autocast, ``warmup_calls`` eager calls precede it."""
         self._dtype = check_autocast_dtype(dtype)
         self._warmup_calls = check_int("warmup_calls", warmup_calls, minimum=1)
-        self._module: torch.nn.Module | None = None
-        self._graph_spec: GraphSpec | None = None
-        self._samples: list[Sample] = []
         self._graphs: dict[tuple[Any, ...], _Captured] = {}
 
     def _config(self) -> dict[str, Any]:
@@ -65,26 +58,12 @@ class CudaGraphBackend(BackendBase):
         reason = super().unavailable_reason(target)
         return None if reason is None else f"CudaGraphBackend needs a CUDA device: {reason}"
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
-        """Move the module to the device and capture the min/max batch graphs."""
-        self._samples = all_samples(data, f"capture {self.describe()}", graph_spec)
-        module.to(device)
-        self._module = module
-        self._graph_spec = graph_spec
-        self._capture_spec_boundaries()
-
-    def _capture_spec_boundaries(self) -> None:
+    def _prepare(self, given: Build) -> None:
         """Capture a graph for every sample at the smallest and the largest batch size."""
-        assert self._graph_spec is not None
-        spec = self._graph_spec
+        spec = given.graph_spec
+        samples = all_samples(given.data, f"capture {self.describe()}", spec)
         for size in sorted({spec.min_batch_size, spec.get_max_batch_size()}):
-            for sample in self._samples:
+            for sample in samples:
                 batch = spec.make_batch(sample, size)
                 self._graph_for(batch.args, dict(batch.kwargs))
 
@@ -99,9 +78,8 @@ class CudaGraphBackend(BackendBase):
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Captured:
         """Warm up on a side stream, then capture one graph reading static copies of the inputs."""
-        assert self._module is not None
-        assert self.device is not None
-        module, device = self._module, self.device
+        assert self._given is not None
+        module, device = self._given.module, self._given.device
         static_args, static_kwargs = to_device(clone_inputs(args, kwargs), device)
         current = torch.cuda.current_stream(device)
         side = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]
@@ -142,13 +120,6 @@ class CudaGraphBackend(BackendBase):
             static.copy_(given)
         captured.graph.replay()
         return map_tensors(lambda tensor: tensor.clone(), captured.static_output)
-
-    def _activate(self) -> None:
-        """Move the module back to the device and capture the min/max graphs again."""
-        assert self._module is not None
-        assert self.device is not None
-        self._module.to(self.device)
-        self._capture_spec_boundaries()
 
     def _deactivate(self) -> None:
         """Drop every captured graph and its static buffers (the memory pools go with them)."""

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
 from aitune_fp.backends.support import autocast_context, check_autocast_dtype
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 
 class TorchEagerBackend(BackendBase):
@@ -31,29 +27,18 @@ class TorchEagerBackend(BackendBase):
         """The module this backend runs (the caller's object, not a copy); None before the build."""
         return self._module
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
-        """Move the module to the device and keep a reference to it."""
-        module.to(device)
-        self._module = module
+    def _build(self, given: Build) -> None:
+        """Move the module to the device and keep a reference to it (not to the samples)."""
+        given.module.to(given.device)
+        self._module = given.module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         """Call the module under ``torch.no_grad()`` (and autocast when a dtype is set)."""
-        assert self._module is not None
-        assert self.device is not None
+        assert self._module is not None and self.device is not None
         with torch.no_grad(), autocast_context(self.device, self._dtype):
             return self._module(*args, **kwargs)
 
     def _activate(self) -> None:
         """Make sure the module is on the build's device again (another backend may have moved it)."""
-        assert self._module is not None
-        assert self.device is not None
+        assert self._module is not None and self.device is not None
         self._module.to(self.device)
-
-    def _deactivate(self) -> None:
-        """Nothing to release: the module is the caller's and stays where it is."""

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import copy
-import os
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
-from aitune_fp.backends.support import positional_sample
+from aitune_fp.backends.base import BackendBase, Build
+from aitune_fp.backends.support import first_line, positional_sample, written_whole
 from aitune_fp.errors import BackendUnavailableError, InvalidTypeError, InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
-
-#: The exported model's file name inside ``cache_dir/<key()>/``.
-ONNX_FILE_NAME = "model.onnx"
 
 
 def _import_onnxruntime() -> Any:
@@ -44,32 +36,25 @@ class OnnxRuntimeBackend(BackendBase):
         self._providers: list[Any] = []
         self._model_bytes = b""
 
-    @property
-    def onnx_path(self) -> Path | None:
-        """Where the exported model is written (None before the build)."""
-        return None if self.build_dir is None else self.build_dir / ONNX_FILE_NAME
+    #: The exported ONNX file: a session on it is this backend as built.
+    artefact_name = "model.onnx"
 
-    def artefact(self) -> Path | None:
-        """The exported ONNX file: a session on it is this backend as built."""
-        return self.onnx_path
-
-    def _load_artefact(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _load_artefact(self, given: Build) -> None:
         """Open a session on the file a build in another process exported (a worker's)."""
-        assert self.onnx_path is not None
-        sample = positional_sample(data, "OnnxRuntimeBackend")
+        sample = positional_sample(given.data, "OnnxRuntimeBackend")
         with torch.no_grad():
-            reference = copy.deepcopy(module).cpu().eval()(*(a.detach().cpu() for a in sample.args))
+            model = copy.deepcopy(given.module).cpu().eval()
+            reference = model(*(a.detach().cpu() for a in sample.args))
+        path = self.artefact()
+        assert path is not None
+        self._open(path, reference, given.device)
+
+    def _open(self, path: Path, reference: Any, device: torch.device) -> None:
+        """A session on the model in ``path`` (kept in memory), on ``device``, outputs as eager's."""
         self._output_kind = _output_kind(reference)
         self._providers = _providers(device)
-        self._model_bytes = self.onnx_path.read_bytes()
+        self._model_bytes = path.read_bytes()
         self._activate()
-        assert self._session is not None
         self._input_names = [i.name for i in self._session.get_inputs()]
 
     def unavailable_reason(self, device: torch.device | str) -> str | None:
@@ -89,44 +74,32 @@ class OnnxRuntimeBackend(BackendBase):
                 )
         return reason
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Export a copy of ``module`` to ONNX and open an inference session on it."""
-        ort = _import_onnxruntime()
-        providers = _providers(device)
-        sample = positional_sample(data, "OnnxRuntimeBackend")
-        model = copy.deepcopy(module).cpu().eval()
+        _import_onnxruntime()
+        _providers(given.device)  # refuse another device before exporting
+        sample = positional_sample(given.data, "OnnxRuntimeBackend")
+        model = copy.deepcopy(given.module).cpu().eval()
         args = tuple(a.detach().cpu() for a in sample.args)
         with torch.no_grad():
             reference = model(*args)
-        if isinstance(reference, torch.Tensor):
-            outputs = 1
-        elif isinstance(reference, (tuple, list)) and all(
-            isinstance(o, torch.Tensor) for o in reference
+        outputs = [reference] if isinstance(reference, torch.Tensor) else reference
+        if not isinstance(outputs, (tuple, list)) or not all(
+            isinstance(o, torch.Tensor) for o in outputs
         ):
-            outputs = len(reference)
-        else:
             raise InvalidValueError(
                 "OnnxRuntimeBackend needs a tensor or a tuple/list of tensors as output, got "
                 f"{type(reference).__name__}"
             )
         input_names = [f"input_{i}" for i in range(len(args))]
-        output_names = [f"output_{i}" for i in range(outputs)]
-        dynamic_axes: dict[str, dict[int, str]] = {}
-        for i, name in enumerate(input_names):
-            axis = graph_spec.axis_of(i)
-            if axis is not None:
-                dynamic_axes[name] = {axis: "batch"}
-        assert self.onnx_path is not None
-        path = self.onnx_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-        try:
+        dynamic_axes = {
+            name: {axis: "batch"}
+            for i, name in enumerate(input_names)
+            if (axis := given.graph_spec.axis_of(i)) is not None
+        }
+        path = self.artefact()
+        assert path is not None
+        with written_whole(path) as partial:
             try:
                 # with grad enabled, so modules trace their plain path (the transformer's fused
                 # inference kernel has no ONNX symbolic)
@@ -137,23 +110,14 @@ class OnnxRuntimeBackend(BackendBase):
                         str(partial),
                         dynamo=False,
                         input_names=input_names,
-                        output_names=output_names,
+                        output_names=[f"output_{i}" for i in range(len(outputs))],
                         dynamic_axes=dynamic_axes,
                     )
             except Exception as exc:
                 raise InvalidValueError(
-                    "torch.onnx.export cannot export this model: "
-                    f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+                    f"torch.onnx.export cannot export this model: {first_line(exc)}"
                 ) from exc
-            session = ort.InferenceSession(str(partial), _session_options(ort), providers=providers)
-            os.replace(partial, path)
-        finally:
-            partial.unlink(missing_ok=True)
-        self._input_names = [i.name for i in session.get_inputs()]
-        self._output_kind = _output_kind(reference)
-        self._providers = providers
-        self._model_bytes = path.read_bytes()
-        self._session = session
+            self._open(partial, reference, given.device)  # a file ONNX Runtime refuses stays out
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
         """Run the session on numpy views of the inputs; outputs come back as tensors."""

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import copy
 import warnings
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 
-from aitune_fp.backends.base import BackendBase
+from aitune_fp.backends.base import BackendBase, Build
+from aitune_fp.core._checks import check_choice
 from aitune_fp.correctness.tolerances import TIERS, Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-
-if TYPE_CHECKING:
-    from aitune_fp.inputs import GraphSpec, Sample
 
 #: The settings of int8 quantization: activations quantized per call, or weights only.
 Int8Scheme = Literal["dynamic", "weight-only"]
@@ -98,11 +95,7 @@ class Int8DynamicBackend(BackendBase):
 
     def __init__(self, scheme: Int8Scheme = "dynamic") -> None:
         """``scheme``: ``"dynamic"`` (weights and activations int8) or ``"weight-only"``."""
-        if not isinstance(scheme, str):
-            raise InvalidTypeError(f"scheme must be a str, one of {INT8_SCHEMES}, got {scheme!r}")
-        if scheme not in INT8_SCHEMES:
-            raise InvalidValueError(f"scheme must be one of {INT8_SCHEMES}, got {scheme!r}")
-        self._scheme: Int8Scheme = scheme
+        self._scheme: Int8Scheme = check_choice("scheme", scheme, INT8_SCHEMES)
         self._model: torch.nn.Module | None = None
 
     @property
@@ -134,14 +127,9 @@ class Int8DynamicBackend(BackendBase):
                 return "this torch build has no quantized CPU engine (fbgemm, onednn, qnnpack)"
         return super().unavailable_reason(target)
 
-    def _build(
-        self,
-        module: torch.nn.Module,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device,
-    ) -> None:
+    def _build(self, given: Build) -> None:
         """Quantize a copy of ``module`` and try one call, so an unsupported model fails here."""
+        module, data, device = given.module, given.data, given.device
         if self._scheme == "weight-only":
             if not any(type(m) is torch.nn.Linear for m in module.modules()):
                 raise InvalidValueError("int8 weight-only quantization found no Linear layer")

@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import enum
 import importlib.util
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from aitune_fp.core._checks import check_choice
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 if TYPE_CHECKING:
@@ -29,6 +32,24 @@ def positional_sample(data: Sequence[Sample], who: str) -> Sample:
     if sample.kwargs or not all(isinstance(a, torch.Tensor) for a in sample.args):
         raise InvalidValueError(f"{who} exports models called with positional tensors only")
     return sample
+
+
+@contextlib.contextmanager
+def written_whole(path: Path) -> Iterator[Path]:
+    """A partial file to write ``path``'s content to; moved onto ``path`` if the block succeeds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (exporters' and compilers' messages run to pages)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def all_samples(data: Sequence[Sample], why: str, graph_spec: Any) -> list[Sample]:
@@ -74,20 +95,9 @@ def safe_folder_name(name: str) -> str:
     return safe[:120] or "backend"
 
 
-def check_autocast_dtype(dtype: object) -> torch.dtype | None:
-    """Return ``dtype`` if it is None, torch.bfloat16 or torch.float16, else raise naming it."""
-    if dtype is None:
-        return None
-    if not isinstance(dtype, torch.dtype):
-        raise InvalidTypeError(
-            f"dtype must be None, torch.bfloat16 or torch.float16, got {dtype!r} "
-            f"({type(dtype).__name__})"
-        )
-    if dtype not in _AUTOCAST_DTYPES:
-        raise InvalidValueError(
-            f"dtype must be None, torch.bfloat16 or torch.float16 (an autocast dtype), got {dtype}"
-        )
-    return dtype
+def check_autocast_dtype(dtype: torch.dtype | None) -> torch.dtype | None:
+    """Return ``dtype`` if it is None, torch.bfloat16 or torch.float16 (an autocast dtype)."""
+    return None if dtype is None else check_choice("dtype", dtype, _AUTOCAST_DTYPES)
 
 
 def autocast_context(device: torch.device, dtype: torch.dtype | None, *, cache: bool = True) -> Any:

@@ -31,8 +31,8 @@ _NORM_ONLY: tuple[str, ...] = ("rel_l2", "outlier_share", "calibrate")
 _FLOORS = frozenset({"top1_agreement"})
 
 
-def _capped(value: float) -> float:
-    """A finite figure (a ratio over a zero norm is infinite)."""
+def capped(value: float) -> float:
+    """A finite figure (a ratio over a zero norm, or next to a denormal one, is infinite)."""
     return value if math.isfinite(value) else sys.float_info.max
 
 
@@ -75,7 +75,7 @@ class Criterion:
             spent, allowed = 1.0 - self.value, 1.0 - self.budget
         if allowed <= 0:
             return 0.0 if spent <= 0 else sys.float_info.max
-        return _capped(spent / allowed)
+        return capped(spent / allowed)
 
     def describe(self) -> str:
         """``rel L2 3.1e-02 > budget 1e-02 (3.1x over)``: the value, the budget and the margin."""
@@ -191,7 +191,7 @@ def rel_l2(diff_sq: float, ref_sq: float) -> float:
         return 0.0
     if ref_sq == 0:
         return sys.float_info.max
-    return _capped(math.sqrt(diff_sq) / math.sqrt(ref_sq))
+    return capped(math.sqrt(diff_sq) / math.sqrt(ref_sq))
 
 
 def rel_l2_budget(floor: float, noise: float | None = None, factor: float = 0.0) -> float:
@@ -201,7 +201,7 @@ def rel_l2_budget(floor: float, noise: float | None = None, factor: float = 0.0)
     if noise is None:
         return floor
     check_finite("noise", noise, minimum=0)
-    return max(floor, _capped(factor * noise))
+    return max(floor, capped(factor * noise))
 
 
 def judge_leaf(stats: LeafStats, budgets: NormBudgets, path: str | None) -> tuple[Criterion, ...]:
@@ -209,23 +209,13 @@ def judge_leaf(stats: LeafStats, budgets: NormBudgets, path: str | None) -> tupl
     if not isinstance(stats, LeafStats) or not isinstance(budgets, NormBudgets):
         raise InvalidTypeError(f"need LeafStats and NormBudgets, got {stats!r}, {budgets!r}")
     share = stats.outliers / stats.n_elements if stats.n_elements else 0.0
-    found = [
-        Criterion(
-            name="rel_l2", value=rel_l2(stats.diff_sq, stats.ref_sq), budget=budgets.rel_l2,
-            path=path,
-        ),
-        Criterion(name="outlier_share", value=share, budget=budgets.outlier_share, path=path),
-    ]  # fmt: skip
+    figures: list[tuple[CriterionName, float, float]] = [
+        ("rel_l2", rel_l2(stats.diff_sq, stats.ref_sq), budgets.rel_l2),
+        ("outlier_share", share, budgets.outlier_share),
+    ]
     if budgets.top1_agreement is not None and stats.rows:
-        found.append(
-            Criterion(
-                name="top1_agreement",
-                value=stats.rows_agreeing / stats.rows,
-                budget=budgets.top1_agreement,
-                path=path,
-            )
-        )
-    return tuple(found)
+        figures.append(("top1_agreement", stats.rows_agreeing / stats.rows, budgets.top1_agreement))
+    return tuple(Criterion(name=n, value=v, budget=b, path=path) for n, v, b in figures)
 
 
 def degradation(baseline: float, score: float) -> float:

@@ -18,6 +18,7 @@ from aitune_fp.core._checks import (
     one_of,
     open_interval,
     optional,
+    share,
     tuple_of,
 )
 from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
@@ -96,12 +97,6 @@ def _below_100(instance: object, attribute: attrs.Attribute[Any], value: float) 
         raise InvalidValueError(f"{attribute.name} must be below 100 (percent), got {value!r}")
 
 
-def _at_most_one(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    """Validator: a share of at most 1 (all of them)."""
-    if value > 1:
-        raise InvalidValueError(f"{attribute.name} must be at most 1 (a share), got {value!r}")
-
-
 @attrs.frozen(kw_only=True)
 class ProfilingConfig:
     """How a candidate is warmed up, timed and decided; one value for baseline and candidates."""
@@ -175,7 +170,7 @@ class ProfilingConfig:
     )
     #: Share of the timed calls between each look's ends whose outputs are checked against eager's.
     spot_rate: float = attrs.field(
-        default=DEFAULT_SPOT_RATE, validator=[finite(minimum=0, strict=True), _at_most_one]
+        default=DEFAULT_SPOT_RATE, validator=[finite(minimum=0, strict=True), share]
     )
     #: Checked calls on fresh inputs of the chosen candidate, rebuilt in the user's process.
     soak: int = attrs.field(default=0, validator=integer(minimum=0, maximum=MAX_CALLS))

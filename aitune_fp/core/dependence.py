@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from aitune_fp.core._checks import check_int, check_open_interval
 from aitune_fp.core.hodges_lehmann import unpaired_bounds
+from aitune_fp.core.timings import sorted_median
 from aitune_fp.errors import InvalidValueError
 
 #: Significance of the change-point test on the paired ratios (Pettitt). Strict, because every
@@ -142,12 +143,6 @@ def block_means(values: Sequence[float], block: int) -> tuple[float, ...]:
     )
 
 
-def _median(ordered: Sequence[float]) -> float:
-    """The median of already sorted values."""
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2.0
-
-
 def _move_limit(times: Sequence[float], size: int, wander: bool) -> float:
     """How far (log) eager's level may move: MACHINE_CHANGE and MOVE_Z sds of its noise.
 
@@ -156,9 +151,9 @@ def _move_limit(times: Sequence[float], size: int, wander: bool) -> float:
     logs = [math.log(max(t, 1e-300)) for t in times]
     steps = sorted(abs(b - a) for a, b in itertools.pairwise(logs))
     # the median of ``size`` independent values has sd 1.2533 sigma / sqrt(size)
-    noise = 1.2533 * 1.4826 * _median(steps) / math.sqrt(size) if steps else 0.0
+    noise = 1.2533 * 1.4826 * sorted_median(steps) / math.sqrt(size) if steps else 0.0
     if wander and len(logs) >= _WANDER_WINDOWS * size:
-        medians = [_median(sorted(logs[k : k + size])) for k in range(len(logs) - size + 1)]
+        medians = [sorted_median(sorted(logs[k : k + size])) for k in range(len(logs) - size + 1)]
         moves = sorted(abs(medians[k + size] - medians[k]) for k in range(len(medians) - size))
         noise = max(noise, moves[len(moves) // 4] / 0.3186)  # |N(0, 1)|'s lower quartile
     return math.log1p(MACHINE_CHANGE) + MOVE_Z * noise
@@ -178,7 +173,10 @@ def machine_change_index(
     for k in range(n - size, size - 1, -1):
         # the level before held for two windows where there are two: a burst of one is no move
         ends = (k, k - size) if k >= 2 * size else (k,)
-        if all(abs(_median(sorted(logs[j - size : j])) - _median(suffix)) > limit for j in ends):
+        if all(
+            abs(sorted_median(sorted(logs[j - size : j])) - sorted_median(suffix)) > limit
+            for j in ends
+        ):
             return k
         bisect.insort(suffix, logs[k - 1])
     return None
@@ -192,10 +190,10 @@ def machine_slowdown(times: Sequence[float], start: int, *, window: int = 5) -> 
     if start >= len(items):
         raise InvalidValueError(f"start must be < len(times) ({len(items)}), got {start}")
     if len(items) <= size:
-        best = _median(sorted(items))
+        best = sorted_median(sorted(items))
     else:
-        best = min(_median(sorted(items[k : k + size])) for k in range(len(items) - size + 1))
-    return _median(sorted(items[start:])) / best if best > 0 else 1.0
+        best = min(sorted_median(sorted(items[k : k + size])) for k in range(len(items) - size + 1))
+    return sorted_median(sorted(items[start:])) / best if best > 0 else 1.0
 
 
 def slowdown_limit(times: Sequence[float], *, wander: bool = False) -> float:

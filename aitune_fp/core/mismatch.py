@@ -52,13 +52,10 @@ class Mismatch:
         if not isinstance(other, Mismatch):
             raise InvalidTypeError(f"can only merge a Mismatch, got {other!r}")
         worst = other if _rank(other) > _rank(self) else self
-        return Mismatch(
+        return attrs.evolve(
+            worst,  # its budget used, tolerances and path
             max_abs_error=max(self.max_abs_error, other.max_abs_error),
             max_rel_error=max(self.max_rel_error, other.max_rel_error),
-            budget_used=worst.budget_used,
-            atol=worst.atol,
-            rtol=worst.rtol,
-            path=worst.path,
             n_elements=self.n_elements + other.n_elements,
             criteria=worst_per_criterion((*self.criteria, *other.criteria)),
             notes=(*self.notes, *other.notes),
@@ -81,11 +78,7 @@ class Mismatch:
     def accuracy(self) -> Accuracy:
         """The part of a measured candidate's result this mismatch gives (its worst figures)."""
         return Accuracy(
-            max_abs_error=self.max_abs_error,
-            max_rel_error=self.max_rel_error,
-            budget_used=self.budget_used,
-            atol=self.atol,
-            rtol=self.rtol,
+            **{field.name: getattr(self, field.name) for field in attrs.fields(Accuracy)}
         )
 
     @classmethod

@@ -6,7 +6,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import attrs
 
@@ -17,7 +17,6 @@ from aitune_fp.core._checks import (
     integer,
     not_nan,
     of_type,
-    one_of,
     open_interval,
 )
 from aitune_fp.core.timings import real_number, sequence_items
@@ -29,36 +28,29 @@ DEFAULT_QUANTILE: Final = 0.9
 EXACT_MAX_N: Final = 2000
 _FLOAT_MARGIN: Final = 1e-9
 
-Sided = Literal["two", "upper"]
-
 
 def _ordered(instance: QuantileBound, attribute: attrs.Attribute[float], value: float) -> None:
-    """Validator: ``low <= estimate <= high``."""
-    if not instance.low <= instance.estimate <= value:
-        raise InvalidValueError(
-            f"need low <= estimate <= high, got {instance.low!r}, {instance.estimate!r}, {value!r}"
-        )
+    """Validator: ``estimate <= high``."""
+    if not instance.estimate <= value:
+        raise InvalidValueError(f"need estimate <= high, got {instance.estimate!r}, {value!r}")
 
 
 @attrs.frozen(kw_only=True)
 class QuantileBound:
-    """A confidence interval for the ``q``-quantile of the distribution ``n`` values came from."""
+    """A one-sided upper confidence bound for the ``q``-quantile of ``n`` values' distribution."""
 
     q: float = attrs.field(validator=open_interval(0.0, 1.0))
     confidence: float = attrs.field(validator=open_interval(0.5, 1.0))
-    sided: Sided = attrs.field(validator=one_of(("two", "upper")))
     n: int = attrs.field(validator=integer(minimum=1))
     estimate: float = attrs.field(validator=finite())
-    low: float = attrs.field(validator=not_nan())
     high: float = attrs.field(validator=[not_nan(), _ordered])
-    low_rank: int | None = attrs.field(validator=attrs.validators.optional(integer(minimum=1)))
     high_rank: int | None = attrs.field(validator=attrs.validators.optional(integer(minimum=1)))
     coverage: float = attrs.field(validator=[of_type(float), open_interval(0.0, 1.0 + 1e-12)])
 
     @property
     def bounded(self) -> bool:
-        """Whether every bound asked for is finite (``high`` and, two-sided, ``low``)."""
-        return math.isfinite(self.high) and (self.sided == "upper" or math.isfinite(self.low))
+        """Whether the bound is finite."""
+        return math.isfinite(self.high)
 
     def within(self, budget: float) -> bool:
         """Whether the quantile is shown to be at most ``budget`` (``high <= budget``)."""
@@ -110,90 +102,38 @@ def _cdf_float(n: int, q: float) -> tuple[float, ...]:
     return tuple(cumulative)
 
 
-class _Cdf:
-    """``P(B <= k)`` of ``B ~ binomial(n, q)``, compared with levels on the safe side."""
-
-    def __init__(self, n: int, q: Fraction) -> None:
-        self.exact = n <= EXACT_MAX_N
-        if self.exact:
-            self.ints, self.scale = _cdf_exact(n, q)
-        else:
-            self.floats = _cdf_float(n, float(q))
-
-    def at_most(self, k: int, level: Fraction) -> bool:
-        """``P(B <= k) <= level`` (floats: with a margin against it)."""
-        if self.exact:
-            return self.ints[k] * level.denominator <= level.numerator * self.scale
-        return self.floats[k] <= float(level) - _FLOAT_MARGIN
-
-    def at_least(self, k: int, level: Fraction) -> bool:
-        """``P(B <= k) >= level`` (floats: with a margin against it)."""
-        if self.exact:
-            return self.ints[k] * level.denominator >= level.numerator * self.scale
-        return self.floats[k] >= float(level) + _FLOAT_MARGIN
-
-    def between(self, low: int | None, high: int | None) -> float:
-        """``P(low <= B <= high)``; a missing end is open."""
-        if self.exact:
-            top = self.ints[high] if high is not None else self.scale
-            below = self.ints[low - 1] if low is not None and low > 0 else 0
-            return float(Fraction(top - below, self.scale))
-        top_f = self.floats[high] if high is not None else 1.0
-        below_f = self.floats[low - 1] if low is not None and low > 0 else 0.0
-        return top_f - below_f
-
-
-def _upper_rank(cdf: _Cdf, n: int, alpha: Fraction) -> int | None:
-    """Smallest ``u`` with ``P(B <= u - 1) >= 1 - alpha``: the ``u``-th value is above ``xi_q``."""
-    for u in range(1, n + 1):
-        if cdf.at_least(u - 1, 1 - alpha):
-            return u
-    return None
-
-
-def _lower_rank(cdf: _Cdf, n: int, alpha: Fraction) -> int | None:
-    """Largest ``l`` with ``P(B <= l - 1) <= alpha``: the ``l``-th value is below ``xi_q``."""
-    best = None
-    for rank in range(1, n + 1):
-        if not cdf.at_most(rank - 1, alpha):
-            break
-        best = rank
-    return best
-
-
-def _bound(values: object, q: object, confidence: object, sided: Sided) -> QuantileBound:
-    items = sorted(_values(values))
-    level_q = _level("q", q)
-    level = _level("confidence", confidence, 0.5)
-    n = len(items)
-    alpha = (1 - level) / 2 if sided == "two" else 1 - level
-    cdf = _Cdf(n, level_q)
-    high_rank = _upper_rank(cdf, n, alpha)
-    low_rank = _lower_rank(cdf, n, alpha) if sided == "two" else None
-    return QuantileBound(
-        q=float(level_q),
-        confidence=float(level),
-        sided=sided,
-        n=n,
-        estimate=items[max(1, math.ceil(n * level_q)) - 1],
-        low=items[low_rank - 1] if low_rank is not None else -math.inf,
-        high=items[high_rank - 1] if high_rank is not None else math.inf,
-        low_rank=low_rank,
-        high_rank=high_rank,
-        coverage=cdf.between(low_rank, None if high_rank is None else high_rank - 1),
-    )
-
-
-def quantile_bounds(values: Sequence[float], q: float, confidence: float = 0.95) -> QuantileBound:
-    """Two-sided interval for the ``q``-quantile at ``confidence`` (equal tails, exact binomial)."""
-    return _bound(values, q, confidence, "two")
+def _upper_rank(n: int, q: Fraction, level: Fraction) -> tuple[int | None, float]:
+    """Smallest ``u`` with ``P(B <= u - 1) >= level`` (floats: by a margin) and that chance."""
+    if n <= EXACT_MAX_N:
+        ints, scale = _cdf_exact(n, q)
+        for k, total in enumerate(ints[:n]):
+            if total * level.denominator >= level.numerator * scale:
+                return k + 1, float(Fraction(total, scale))
+        return None, 1.0
+    for k, chance in enumerate(_cdf_float(n, float(q))[:n]):
+        if chance >= float(level) + _FLOAT_MARGIN:
+            return k + 1, chance
+    return None, 1.0
 
 
 def quantile_upper_bound(
     values: Sequence[float], q: float, confidence: float = 0.95
 ) -> QuantileBound:
     """One-sided upper bound of the ``q``-quantile ("p90 is at most ``high``") at ``confidence``."""
-    return _bound(values, q, confidence, "upper")
+    items = sorted(_values(values))
+    level_q = _level("q", q)
+    level = _level("confidence", confidence, 0.5)
+    n = len(items)
+    rank, coverage = _upper_rank(n, level_q, level)
+    return QuantileBound(
+        q=float(level_q),
+        confidence=float(level),
+        n=n,
+        estimate=items[max(1, math.ceil(n * level_q)) - 1],
+        high=items[rank - 1] if rank is not None else math.inf,
+        high_rank=rank,
+        coverage=coverage,
+    )
 
 
 def _min_n(q: Fraction, alpha: Fraction) -> int:
@@ -212,21 +152,6 @@ def _min_n(q: Fraction, alpha: Fraction) -> int:
 def min_samples_for_upper_bound(q: float, confidence: float = 0.95) -> int:
     """Fewest values for a finite one-sided upper bound: smallest ``n`` with ``1 - q**n >= c``."""
     return _min_n(_level("q", q), 1 - _level("confidence", confidence, 0.5))
-
-
-def min_samples_for_bounds(q: float, confidence: float = 0.95) -> int:
-    """Fewest values for a finite two-sided interval (both tails at ``(1 - confidence) / 2``)."""
-    level_q = _level("q", q)
-    alpha = (1 - _level("confidence", confidence, 0.5)) / 2
-    return max(_min_n(level_q, alpha), _min_n(1 - level_q, alpha))
-
-
-def _finite_or_none(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else value
-
-
-def _float(value: Any, missing: float) -> float:
-    return missing if value is None else float(value)
 
 
 @attrs.frozen(kw_only=True)
@@ -270,7 +195,7 @@ class LatencyCheck:
             "confidence": bound.confidence,
             "n_calls": bound.n,
             "estimate_s": bound.estimate,
-            "upper_s": _finite_or_none(bound.high),
+            "upper_s": bound.high if bound.bounded else None,
             "upper_rank": bound.high_rank,
             "coverage": bound.coverage,
             "budget_s": self.budget_s,
@@ -285,12 +210,9 @@ class LatencyCheck:
             bound = QuantileBound(
                 q=data["quantile"],
                 confidence=data["confidence"],
-                sided="upper",
                 n=data["n_calls"],
                 estimate=data["estimate_s"],
-                low=-math.inf,
-                high=_float(data["upper_s"], math.inf),
-                low_rank=None,
+                high=math.inf if data["upper_s"] is None else float(data["upper_s"]),
                 high_rank=data.get("upper_rank"),
                 coverage=float(data["coverage"]),
             )

@@ -56,16 +56,16 @@ class SpeedupDecision:
     n_baseline: int = attrs.field(validator=integer(minimum=2))
     n_candidate: int = attrs.field(validator=integer(minimum=2))
     confidence: float = attrs.field(validator=open_interval(0, 1))
-    required_speedup: float = attrs.field(validator=finite(minimum=0, strict=True))
-    method: str = attrs.field(validator=one_of(METHODS))
-    cv_baseline: float = attrs.field(validator=finite(minimum=0))
-    cv_candidate: float = attrs.field(validator=finite(minimum=0))
     #: Overall one-sided level of each error (None: this look alone, ``1 - (1 - confidence) / 2``).
     guarantee: float | None = optional(open_interval(0, 1))
+    required_speedup: float = attrs.field(validator=finite(minimum=0, strict=True))
     #: How far above the required speedup a ``not_faster`` may be (speedup units: 0.01 = 1 pt).
     futility_margin: float = attrs.field(default=0.0, validator=finite(minimum=0))
     #: Upper bound at the (looser) futility level; None when it is ``ci_high``.
     futility_high: float | None = optional(not_nan())
+    method: str = attrs.field(validator=one_of(METHODS))
+    cv_baseline: float = attrs.field(validator=finite(minimum=0))
+    cv_candidate: float = attrs.field(validator=finite(minimum=0))
     #: Lag-1 rank autocorrelation of the paired log ratios (None: unpaired).
     autocorrelation: float | None = optional(finite(minimum=-1, strict=True))
     #: Pair index where the ratio shifted (None: none found); the estimate is the later pairs'.
@@ -123,27 +123,13 @@ class SpeedupDecision:
         return 1.0 - (1.0 - self.confidence) / 2.0 if self.guarantee is None else self.guarantee
 
     def to_dict(self) -> dict[str, object]:
-        """Plain JSON-ready fields; an unbounded ``ci_high`` (``inf``) is written as ``None``."""
+        """The fields, JSON-ready (``guarantee`` resolved); an unbounded bound is written as None."""
         return {
-            "verdict": self.verdict,
-            "speedup": self.speedup,
-            "ci_low": self.ci_low,
+            **attrs.asdict(self),
             "ci_high": _json_float(self.ci_high),
-            "n_baseline": self.n_baseline,
-            "n_candidate": self.n_candidate,
-            "confidence": self.confidence,
             "guarantee": self.overall,
-            "required_speedup": self.required_speedup,
-            "futility_margin": self.futility_margin,
             "futility_high": _json_float(self.upper_for_futility),
-            "method": self.method,
-            "cv_baseline": self.cv_baseline,
-            "cv_candidate": self.cv_candidate,
-            "autocorrelation": self.autocorrelation,
-            "shift_index": self.shift_index,
             "flags": list(self.flags),
-            "held_back": self.held_back,
-            "carryover": self.carryover,
         }
 
 

@@ -17,8 +17,6 @@ from aitune_fp.correctness.failures import CorrectnessError
 EXACT_SCALARS = (bool, int, str, bytes)
 SCALARS = (*EXACT_SCALARS, float)
 
-_MISSING = object()
-
 
 def as_tensor_if_array(value: Any) -> Any:
     """Convert a numpy array or scalar to a tensor (numpy only if already imported)."""
@@ -28,24 +26,9 @@ def as_tensor_if_array(value: Any) -> Any:
     return value
 
 
-def _lookup(value: Any, keys: list[Any]) -> Any:
-    """Follow ``keys`` (as :func:`children` gives them) into a nested value; ``_MISSING`` if absent."""
-    for key in keys:
-        found = children(value)
-        if found is None:
-            return _MISSING
-        for _, child_key, child in found[0]:
-            if type(child_key) is type(key) and same(child_key, key):
-                value = child
-                break
-        else:
-            return _MISSING
-    return value
-
-
-def _reference_note(expected: Any, keys: list[Any]) -> str:
-    """Say whether the reference is non-finite at the same place (the model's own doing)."""
-    ref = as_tensor_if_array(_lookup(expected, keys))
+def _reference_note(reference: Any) -> str:
+    """Say whether eager's leaf at the same place is non-finite too (the model's own doing)."""
+    ref = as_tensor_if_array(reference)
     if isinstance(ref, torch.Tensor) and (ref.is_floating_point() or ref.is_complex()):
         if not bool(torch.isfinite(ref).all()):
             return " (the eager reference is non-finite there too)"
@@ -53,9 +36,9 @@ def _reference_note(expected: Any, keys: list[Any]) -> str:
     return ""
 
 
-def check_finite_outputs(actual: Any, expected: Any, path: str, keys: list[Any]) -> None:
+def check_finite_outputs(actual: Any, expected: Any, path: str) -> None:
     """Raise ``finite`` at the first tensor/float holding inf (checked first) or NaN."""
-    for leaf_path, leaf_keys, leaf in leaves(actual, path, keys):
+    for leaf_path, leaf in leaves(actual, path):
         leaf = as_tensor_if_array(leaf)
         if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
             data = leaf.detach()
@@ -66,7 +49,7 @@ def check_finite_outputs(actual: Any, expected: Any, path: str, keys: list[Any])
                     raise CorrectnessError(
                         f"{leaf_path}: output tensor contains {label} values ({count} of "
                         f"{data.numel()} elements, first at index {first})"
-                        f"{_reference_note(expected, leaf_keys)}",
+                        f"{_reference_note(dict(leaves(expected, path)).get(leaf_path))}",
                         path=leaf_path,
                         check="finite",
                     )
@@ -77,15 +60,12 @@ def check_finite_outputs(actual: Any, expected: Any, path: str, keys: list[Any])
             )
 
 
-def leaves(value: Any, path: str, keys: list[Any]) -> list[tuple[str, list[Any], Any]]:
-    """All leaves of an output (see :func:`children`) with their paths and key lists."""
+def leaves(value: Any, path: str = "output") -> list[tuple[str, Any]]:
+    """All leaves of an output (see :func:`children`), each with its path."""
     found = children(value)
     if found is None:
-        return [(path, keys, value)]
-    below: list[tuple[str, list[Any], Any]] = []
-    for suffix, key, item in found[0]:
-        below.extend(leaves(item, f"{path}{suffix}", [*keys, key]))
-    return below
+        return [(path, value)]
+    return [leaf for suffix, _, item in found[0] for leaf in leaves(item, f"{path}{suffix}")]
 
 
 def children(value: Any) -> tuple[list[tuple[str, Any, Any]], Any] | None:

@@ -20,6 +20,7 @@ from aitune_fp.core.accuracy import (
     Criterion,
     NoiseFloor,
     Spread,
+    capped,
     judge_variation,
     metric_criterion,
     worst_per_criterion,
@@ -30,7 +31,6 @@ from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
 from aitune_fp.correctness.compare import (
     TF32_DEVICES,
     Walk,
-    capped,
     check_expected_dtype,
     compare_outputs,
     compare_tree,
@@ -409,8 +409,8 @@ class Spreads:
 
     def add(self, actual: Any, expected: Any, batch_size: int) -> None:
         """One call's outputs (already compared: the same structure and shapes)."""
-        found = {path: leaf for path, _, leaf in leaves(actual, "output", [])}
-        for path, _, leaf in leaves(expected, "output", []):
+        found = dict(leaves(actual))
+        for path, leaf in leaves(expected):
             e = as_tensor_if_array(leaf)
             a = as_tensor_if_array(found.get(path))
             if not (isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor)):
@@ -428,14 +428,12 @@ class Spreads:
             if group is None:
                 first = rows_e[0]
                 shift = torch.where(torch.isfinite(first), first, 0)
-                zeros = torch.zeros_like(shift)
-                group = _Group(
+                group = self.groups[key] = _Group(
                     shift=shift,
-                    count=torch.zeros(shift.shape, dtype=torch.int64, device=shift.device),
-                    total=zeros.clone(),
-                    squares=torch.zeros(shift.shape, dtype=torch.float64, device=shift.device),
+                    count=torch.zeros_like(shift, dtype=torch.int64),
+                    total=torch.zeros_like(shift),
+                    squares=torch.zeros_like(shift, dtype=torch.float64),
                 )
-                self.groups[key] = group
             group.add(rows_a, rows_e)
 
     def by_leaf(self) -> dict[str, Spread]:

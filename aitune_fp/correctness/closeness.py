@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import torch
 
-from aitune_fp.core._checks import finite, of_type, one_of, share
+from aitune_fp.core._checks import finite, of_type, one_of, optional, share
 from aitune_fp.core.accuracy import CRITERIA_MODES, CriteriaMode, NoiseFloor, accuracy_conflict
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness.check import AccuracyMetric, check_correctness, metric_name
@@ -34,7 +34,6 @@ def _callable_or_none(signature: str) -> Callable[[object, attrs.Attribute[Any],
     return check
 
 
-_optional = attrs.validators.optional
 #: The settings that adjust a backend's budget (None: left as the budget has it).
 _ADJUSTS = ("rel_l2", "outlier_share", "noise_factor")
 
@@ -55,9 +54,9 @@ class Closeness:
     )
     max_degradation: float = attrs.field(default=0.0, validator=finite(minimum=0))
     criteria: CriteriaMode = attrs.field(default="auto", validator=one_of(CRITERIA_MODES))
-    rel_l2: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
-    outlier_share: float | None = attrs.field(default=None, validator=_optional(share))
-    noise_factor: float | None = attrs.field(default=None, validator=_optional(finite(minimum=0)))
+    rel_l2: float | None = optional(finite(minimum=0))
+    outlier_share: float | None = optional(share)
+    noise_factor: float | None = optional(finite(minimum=0))
     calibrate: bool = attrs.field(default=False, validator=of_type(bool))
     input_generator: InputGenerator | None = attrs.field(
         default=None, validator=_callable_or_none("(recorded_samples, seed) -> samples")

@@ -8,14 +8,13 @@ from __future__ import annotations
 import math
 import re
 import reprlib
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import torch
 
-from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, judge_leaf
+from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, capped, judge_leaf
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._leaves import (
     EXACT_SCALARS,
@@ -55,13 +54,13 @@ def compare_outputs(
 
 def compare_tree(actual: Any, expected: Any, path: str, walk: Walk) -> None:
     """Finiteness of the whole candidate output, then every leaf; passes go to ``walk.tally``."""
-    check_finite_outputs(actual, expected, path, [])
+    check_finite_outputs(actual, expected, path)
     _compare(actual, expected, path, walk)
 
 
 def check_comparable(output: Any, *, path: str = "output") -> None:
     """Raise :class:`CorrectnessError` (check ``type``) if ``output`` holds a leaf nothing compares."""
-    for leaf_path, _, leaf in leaves(output, path, []):
+    for leaf_path, leaf in leaves(output, path):
         leaf = as_tensor_if_array(leaf)
         if leaf is None or isinstance(leaf, (torch.Tensor, torch.Size, *SCALARS)):
             continue
@@ -83,12 +82,7 @@ def check_expected_dtype(expected_dtype: object) -> None:
         )
 
 
-def _compare(
-    actual: Any,
-    expected: Any,
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare(actual: Any, expected: Any, path: str, walk: Walk) -> None:
     """Compare one node of the output tree, recursing into containers."""
     actual = as_tensor_if_array(actual)
     expected = as_tensor_if_array(expected)
@@ -156,12 +150,7 @@ def _compare_nodes(
         _compare(a, e, f"{path}{suffix}", walk)
 
 
-def _compare_mappings(
-    actual: Any,
-    expected: Mapping[Any, Any],
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare_mappings(actual: Any, expected: Mapping[Any, Any], path: str, walk: Walk) -> None:
     """Mappings must have the same keys (any order); values are compared key by key."""
     if not isinstance(actual, Mapping):
         raise _differs(
@@ -172,23 +161,14 @@ def _compare_mappings(
         )
     missing = [key for key in expected if key not in actual]
     extra = [key for key in actual if key not in expected]
+    found = (("missing", missing), ("unexpected", extra))
     if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing!r}")
-        if extra:
-            parts.append(f"unexpected keys {extra!r}")
-        raise _differs(path, "structure", " and ".join(parts))
+        raise _differs(path, "structure", " and ".join(f"{w} keys {k!r}" for w, k in found if k))
     for key, value in expected.items():
         _compare(actual[key], value, f"{path}[{key!r}]", walk)
 
 
-def _compare_scalars(
-    actual: Any,
-    expected: Any,
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare_scalars(actual: Any, expected: Any, path: str, walk: Walk) -> None:
     """None, bool, int, str, bytes and float leaves; anything else is refused explicitly."""
     if expected is None:
         if actual is not None:
@@ -230,12 +210,7 @@ def _compare_scalars(
     raise uncomparable(expected, path)
 
 
-def _compare_tensors(
-    actual: torch.Tensor,
-    expected: torch.Tensor,
-    path: str,
-    walk: Walk,
-) -> None:
+def _compare_tensors(actual: torch.Tensor, expected: torch.Tensor, path: str, walk: Walk) -> None:
     """Shape, dtype and values (allclose in float32/64 with the tier's tolerances)."""
     if tuple(actual.shape) != tuple(expected.shape):
         raise _differs(
@@ -306,10 +281,7 @@ def compare_floats(
         # float32 math in TF32 has float16's epsilon: hold the leaf to that tier
         tier, label = torch.float16, "TF32 (float32 on CUDA with TF32 allowed)"
     atol, rtol = tol.for_dtype(tier)
-    wide = a.dtype in (torch.float64, torch.complex128) or e.dtype in (
-        torch.float64,
-        torch.complex128,
-    )
+    wide = bool({a.dtype, e.dtype} & {torch.float64, torch.complex128})
     if a.is_complex() or e.is_complex():
         compute = torch.complex128 if wide else torch.complex64
     else:
@@ -323,20 +295,48 @@ def compare_floats(
         atol += tol.scale_atol * rms
     limit = atol + rtol * magnitude
     reference_bad = ~torch.isfinite(e_c)
-    if tol.norm_decides(tier):
-        _judge_norms(a_c, e_c, diff, limit, reference_bad, (atol, rtol), path, (tier, label), walk)
-        return
-    bad = (diff > limit) | reference_bad
-    count = int(bad.sum())
-    if not count:
-        walk.tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
+    beyond = int(((diff > limit) | reference_bad).sum())
+    if not tol.norm_decides(tier):
+        if not beyond:
+            walk.tally.append(_measured(diff, magnitude, limit, atol, rtol, path))
+            return
+        raise CorrectnessError(
+            f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
+            f"({label} tolerances, compared in {compute}): {beyond} of {e.numel()} elements; "
+            f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
+            path=path,
+            check="values",
+        )
+    # the norm criteria: the leaf reduced to norms and counts, judged in the core
+    ok = ~reference_bad
+    n_ok = int(ok.sum())
+    diff_sq = capped(float(diff[ok].double().square().sum()))
+    ref_sq = capped(float(magnitude[ok].double().square().sum()))
+    noise = walk.noise_floor.of(path) if walk.noise_floor is not None else None
+    budgets = tol.norm_budgets(tier, noise)
+    # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
+    widened = limit + budgets.rel_l2 * (math.sqrt(ref_sq / n_ok) if n_ok else 0.0)
+    outliers = int(((diff > widened) | reference_bad).sum())
+    stats = LeafStats(n_elements=e_c.numel(), diff_sq=diff_sq, ref_sq=ref_sq, outliers=outliers)
+    if class_scores(path):  # classifier rows: judged by top-1 agreement too
+        rows, agreeing = _top1(a_c, e_c, widened, budgets)
+        stats = attrs.evolve(stats, rows=rows, rows_agreeing=agreeing)
+    criteria = judge_leaf(stats, budgets, path)
+    measured = attrs.evolve(
+        _measured(diff, magnitude, limit, atol, rtol, path),
+        budget_used=max(c.used for c in criteria),
+        criteria=criteria,
+    )
+    if all(c.passed for c in criteria):
+        walk.tally.append(measured)
         return
     raise CorrectnessError(
-        f"{path}: values differ from the eager reference beyond atol={atol:g}, rtol={rtol:g} "
-        f"({label} tolerances, compared in {compute}): {count} of {e.numel()} elements; "
-        f"{_worst(a_c, e_c, diff, limit, reference_bad)}",
+        f"{path}: values differ from the eager reference beyond the norm criteria ({label} "
+        f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
+        f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
         path=path,
         check="values",
+        mismatch=measured,
     )
 
 
@@ -367,60 +367,6 @@ def _worst(
         f"max abs error {float(finite_diff.max()):.4g} at index {max_abs_index}; "
         f"max rel error {float(rel.nan_to_num(nan=torch.inf).max()):.4g} at index "
         f"{max_rel_index}{note}"
-    )
-
-
-def _judge_norms(
-    a_c: torch.Tensor,
-    e_c: torch.Tensor,
-    diff: torch.Tensor,
-    limit: torch.Tensor,
-    reference_bad: torch.Tensor,
-    tolerances: tuple[float, float],
-    path: str,
-    tier_label: tuple[torch.dtype, str],
-    walk: Walk,
-) -> None:
-    """Reduce the leaf to norms and counts, judge them in the core; raise on a miss."""
-    tier, label = tier_label
-    ok = ~reference_bad
-    n_ok = int(ok.sum())
-    diff_sq = capped(float(diff[ok].double().square().sum()))
-    ref_sq = capped(float(e_c.abs()[ok].double().square().sum()))
-    noise = walk.noise_floor.of(path) if walk.noise_floor is not None else None
-    budgets = walk.tol.norm_budgets(tier, noise)
-    rms = math.sqrt(ref_sq / n_ok) if n_ok else 0.0
-    # An outlier is beyond its element-wise allowance *and* the RMS error the L2 budget allows.
-    widened = limit + budgets.rel_l2 * rms
-    outliers = int(((diff > widened) | reference_bad).sum())
-    rows, agreeing = _top1(a_c, e_c, widened, budgets) if class_scores(path) else (0, 0)
-    stats = LeafStats(
-        n_elements=e_c.numel(),
-        diff_sq=diff_sq,
-        ref_sq=ref_sq,
-        outliers=outliers,
-        rows=rows,
-        rows_agreeing=agreeing,
-    )
-    criteria = judge_leaf(stats, budgets, path)
-    atol, rtol = tolerances
-    measured = attrs.evolve(
-        _measured(diff, e_c.abs(), limit, atol, rtol, path),
-        budget_used=max(c.used for c in criteria),
-        criteria=criteria,
-    )
-    failed = [c for c in criteria if not c.passed]
-    if not failed:
-        walk.tally.append(measured)
-        return
-    beyond = int(((diff > limit) | reference_bad).sum())
-    raise CorrectnessError(
-        f"{path}: values differ from the eager reference beyond the norm criteria ({label} "
-        f"tolerances): {measured.describe_criteria()}; {beyond} of {e_c.numel()} elements "
-        f"beyond atol={atol:g}, rtol={rtol:g}; {_worst(a_c, e_c, diff, limit, reference_bad)}",
-        path=path,
-        check="values",
-        mismatch=measured,
     )
 
 
@@ -481,11 +427,6 @@ def _measured(
         path=path,
         n_elements=int(finite.numel()),
     )
-
-
-def capped(value: float) -> float:
-    """A finite error figure (a relative error next to a denormal reference may overflow)."""
-    return value if math.isfinite(value) else sys.float_info.max
 
 
 def _fmt_scalar(value: torch.Tensor) -> str:

@@ -11,9 +11,8 @@ import torch
 from torch.utils import _pytree
 
 from aitune_fp._tree import clone_inputs
-from aitune_fp.core.accuracy import NoiseFloor, rel_l2
+from aitune_fp.core.accuracy import NoiseFloor, capped, rel_l2
 from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
-from aitune_fp.correctness.compare import capped
 from aitune_fp.correctness.failures import ReferenceFailedError
 from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
@@ -82,9 +81,9 @@ def _as_float64(call: tuple[Any, Any]) -> tuple[Any, Any]:
 
 def _per_leaf(out32: Any, out64: Any) -> dict[str, float]:
     """``||a - b|| / ||b||`` for each floating tensor leaf present in both outputs."""
-    wide = {path: leaf for path, _, leaf in leaves(out64, "output", [])}
+    wide = dict(leaves(out64))
     found: dict[str, float] = {}
-    for path, _, leaf in leaves(out32, "output", []):
+    for path, leaf in leaves(out32):
         a, b = as_tensor_if_array(leaf), as_tensor_if_array(wide.get(path))
         if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
             continue
@@ -105,7 +104,7 @@ _NAMED = 3
 def _floating_leaves(output: Any) -> list[tuple[str, torch.Tensor]]:
     """The floating (or complex) tensors in one output, with their paths, as the check walks it."""
     found = []
-    for path, _, leaf in leaves(output, "output", []):
+    for path, leaf in leaves(output):
         leaf = as_tensor_if_array(leaf)
         if isinstance(leaf, torch.Tensor) and (leaf.is_floating_point() or leaf.is_complex()):
             found.append((path, leaf.detach()))
