@@ -158,4 +158,4 @@ def test_ranking_a_candidate_on_its_own_leaves_the_tunes_batch_alone(tmp_path: P
     assert outcome.ok and outcome.result is None
     rank = vetting.rank(session.arena(), outcome)
     assert rank is not None and rank > 0
-    assert session.arena().batch is None
+    assert session.arena().opened is None

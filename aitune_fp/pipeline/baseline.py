@@ -33,6 +33,7 @@ from aitune_fp.pipeline.stages import Arena, checked_inputs, fresh_batches, held
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
+    Opened,
     TuneTarget,
     ValidationOptions,
     append_failure_log,
@@ -113,29 +114,6 @@ def started(arena: Arena, strategy: str, isolation_note: str | None) -> Event:
         isolation=arena.isolation,
         isolation_note=ABSENT if isolation_note is None else isolation_note,
     ).to_event()
-
-
-@attrs.frozen(eq=False)
-class Opened:
-    """What opening the baseline established: eager, and what comparisons time and check on.
-
-    ``copied``: eager in this process (a private copy, or shared); ``noise``: its noise fields.
-    """
-
-    description: str
-    batch: Sample
-    baseline: Any
-    eager: Any
-    copied: EagerIsolation
-    batches: tuple[Sample, ...]
-    reference_outputs: tuple[Any, ...]
-    id_limits: dict[Any, int]
-    heldout: tuple[Sample, ...]
-    closeness: Closeness
-    throughput: float
-    latencies: tuple[float, ...]
-    noise: dict[str, Any]
-    duration_s: float
 
 
 @attrs.frozen
@@ -220,7 +198,7 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         eager=eager,
         copied=copied,
         batches=batches,
-        reference_outputs=references,
+        references=references,
         id_limits=id_limits,
         heldout=heldout,
         closeness=closeness,

@@ -60,7 +60,8 @@ def _paces(arena: Arena, by_name: dict[str, CandidateOutcome]) -> dict[str, floa
 
 def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
-    batch, batches, timer = arena.timing()
+    opened, timer = arena.timing()
+    batch, batches, references = opened.batch, opened.batches, opened.references
     config = arena.config
     rule = SelectionRule(
         delta=config.selection_delta_percent / 100.0,
@@ -74,7 +75,6 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
         for i, (n, o) in enumerate(by_name.items())
     ]
     name = arena.target.name
-    references = arena.references  # eager's output on each batch: the rounds' spot checks
     checks = {n: spot_check_of(arena.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
@@ -133,12 +133,7 @@ def choose(
         return None
     if len(passing) == 1:
         best = passing[0]
-    elif (
-        arena.gated
-        and arena.decides
-        and arena.rule.head_to_head
-        and arena.baseline_throughput is not None
-    ):
+    elif arena.gated and arena.decides and arena.rule.head_to_head and arena.opened is not None:
         best = _head_to_head(arena, passing)
         while best.ok and not recheck(arena, best):  # wrong or meddling once timed at length
             passing = [o for o in passing if o is not best]
@@ -166,18 +161,18 @@ def latency_check(
     calls: int | None = None,
 ) -> LatencyCheck:
     """Hold ``outcome``'s ``quantile`` latency to ``budget_ms`` (order-statistics bound)."""
-    batch, batches, timer = arena.timing()
+    opened, timer = arena.timing()
     confidence = arena.config.confidence
     # by default twice the calls a finite bound needs, at least 60
     n = max(2 * min_samples_for_upper_bound(quantile, confidence), 60) if calls is None else calls
     latencies = time_calls(
         infer_of(outcome.backend),
-        batch,
+        opened.batch,
         n,
         timer=timer,
         warmup=_WARMUP_CALLS,
         threads=arena.config.threads,
-        batches=batches,
+        batches=opened.batches,
     )
     check = LatencyCheck(
         backend_description=outcome.description,

@@ -9,7 +9,7 @@ import contextlib
 import copy
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -39,6 +39,7 @@ from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
     ModelChangedError,
+    Opened,
     ProcessChangedError,
     StageError,
     TuneTarget,
@@ -147,19 +148,12 @@ class Arena:
     gate: Gate | None
     gated: bool
     decides: bool
-    baseline: Any | None
-    eager: Any | None
+    opened: Opened | None
     eager_arm: Callable[..., Any] | None
-    batch: Sample | None
     batch_size: int | None
-    batches: tuple[Sample, ...]
-    references: tuple[Any, ...]
     heldout: Callable[[], tuple[Sample, ...]]
-    id_limits: Mapping[InputKey, int]
     seed: int
     clock: Timer | None
-    baseline_throughput: float | None
-    baseline_latencies: tuple[float, ...] | None
     baseline_error: str | None
     isolation: IsolationMode
     guards: Guards | None
@@ -171,11 +165,21 @@ class Arena:
         """The clock for calls on ``batch``: the injected one, else the one for its device."""
         return self.clock if self.clock is not None else timer_for(batch)
 
-    def timing(self) -> tuple[Sample, tuple[Sample, ...], Timer]:
-        """The batch, the batches timed in turn and the clock; an error before the tune opens."""
-        if self.batch is None:
+    @property
+    def baseline(self) -> Any | None:
+        """The eager baseline; None before the tune opens, or when it failed."""
+        return None if self.opened is None else self.opened.baseline
+
+    @property
+    def latencies(self) -> tuple[float, ...] | None:
+        """Eager's timed call latencies; None before the tune opens, or when it failed."""
+        return None if self.opened is None else self.opened.latencies
+
+    def timing(self) -> tuple[Opened, Timer]:
+        """What opening found (the batches timed in turn) and the clock; an error before it."""
+        if self.opened is None:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
-        return self.batch, self.batches or (self.batch,), self.timer_on(self.batch)
+        return self.opened, self.timer_on(self.opened.batch)
 
     def unchanged(self) -> None:
         """Raise what a candidate changed in the model, the samples or the process (restored)."""
@@ -360,7 +364,7 @@ def check_closeness(arena: Arena, built: Any, name: str = "") -> Mismatch | None
     t, heldout = arena.target, arena.heldout()
     return arena.closeness.check(
         infer_of(built),
-        t.module if arena.eager is None else infer_of(arena.eager),
+        t.module if arena.opened is None else infer_of(arena.opened.eager),
         t.graph_spec,
         list(t.data),
         expected_dtype=declared_dtype(built),
@@ -380,30 +384,31 @@ def measure(
     on_look: OnLook | None = None,
 ) -> PerformanceValidationResult:
     """Time ``backend`` against eager by the tune's rule; the result has the worst mismatch."""
-    if arena.eager_arm is None or arena.baseline_throughput is None:
+    o = arena.opened
+    if arena.eager_arm is None or o is None:
         raise InvalidStateError(
             f"no eager baseline to compare against ({arena.baseline_error}); "
             "a candidate cannot be shown faster without one"
         )
-    assert arena.gate is not None and arena.batch is not None and arena.batch_size
+    assert arena.gate is not None and arena.batch_size
     comparison = Comparison(
         eager=arena.eager_arm,
         candidate=infer_of(backend),
-        batch=arena.batch,
+        batch=o.batch,
         size=arena.batch_size,
         config=arena.config,
         gate=arena.gate,
-        timer=arena.timer_on(arena.batch),
-        eager_latencies=arena.baseline_latencies if arena.rule.keeps_eager_latencies else None,
+        timer=arena.timer_on(o.batch),
+        eager_latencies=o.latencies if arena.rule.keeps_eager_latencies else None,
         description=description,
         spot_check=spot_check_of(arena.closeness, backend),
-        batches=arena.batches,
-        references=arena.references,
+        batches=o.batches,
+        references=o.references,
         spot_seed=arena.seed,
         spot_rate=arena.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
         isolation=arena.isolation,
-        fresh=fresh_batches(arena.batch, arena.seed, arena.target.graph_spec),
+        fresh=fresh_batches(o.batch, arena.seed, arena.target.graph_spec),
     )
     return arena.rule.compare(comparison, on_look).result
 

@@ -32,7 +32,6 @@ from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import rule_for
 from aitune_fp.pipeline.baseline import (
     BaselineFailed,
-    Opened,
     measured,
     open_eager,
     operating_point,
@@ -44,6 +43,7 @@ from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,
     NoValidBackendError,
+    Opened,
     TuneTarget,
     ValidationOptions,
     append_failure_log,
@@ -95,7 +95,6 @@ class TuneSession:
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
         self.run_id = new_run_id()
         self.started = time.perf_counter()
-        self.failures: list[CandidateFailure] = []
         self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.opened: Opened | None = None  # eager, built and measured at open
         self.eager_isolation: EagerIsolation = "private_copy"
@@ -169,19 +168,12 @@ class TuneSession:
             gate=None if self.options is None else self.options.gate,
             gated=self.gated,
             decides=self.decides,
-            baseline=None if o is None else o.baseline,
-            eager=None if o is None else o.eager,
+            opened=o,
             eager_arm=arm,
-            batch=None if o is None else o.batch,
             batch_size=self.batch_size,
-            batches=() if o is None else o.batches,
-            references=() if o is None else o.reference_outputs,
             heldout=self.heldout,
-            id_limits={} if o is None else o.id_limits,
             seed=self.heldout_seed,
             clock=None if self.options is None else self.options.timer,
-            baseline_throughput=None if o is None else o.throughput,
-            baseline_latencies=None if o is None else o.latencies,
             baseline_error=self.baseline_error,
             isolation=self.isolation,
             guards=self.guards,
@@ -290,7 +282,6 @@ class TuneSession:
         failure = CandidateFailure.from_exception(description, stage, exc, log_path)
         if self._closed:  # the tune has ended (a hung step): nothing more is recorded
             return failure
-        self.failures.append(failure)
         fields = attrs.asdict(failure)
         self.emit(
             CandidateFailed(run_id=self.run_id, module_name=self.target.name, **fields).to_event()

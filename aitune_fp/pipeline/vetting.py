@@ -95,7 +95,7 @@ def _guarded(arena: Arena, built: Any, what: str) -> contextlib.AbstractContextM
 
 def per_call_step(arena: Arena, what: str) -> contextlib.AbstractContextManager[Any]:
     """The watchdog on a step here, per call: a slow step still completing calls is not hung."""
-    deadline, note = call_deadline(arena.config, arena.baseline_latencies)
+    deadline, note = call_deadline(arena.config, arena.latencies)
     return arena.watchdog.step(what, deadline, per_call=True, note=note)
 
 

@@ -264,17 +264,17 @@ class EagerStart:
 
 def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
     """Start eager's worker (before any candidate ran) and read back what outputs may hold."""
-    config = arena.config
-    assert config.threads is not None
+    config, opened = arena.config, arena.opened
+    assert config.threads is not None and opened is not None
     try:
         worker = Worker(
-            EagerRecipe(arena.baseline),
+            EagerRecipe(opened.baseline),
             name="eager",
             # its start: from the fork server, a fresh interpreter loads torch first (seconds
             # on a loaded machine), bounded as a candidate's build is
             timeout_s=max(config.max_seconds + config.hang_grace_s, config.build_timeout_s),
             group=group,
-            allowed=output_types(arena.references),
+            allowed=output_types(opened.references),
             threads=worker_threads(config.threads),
             # the injected clock workers report their calls' time on (a test's), if any
             clock=arena.clock if isinstance(arena.clock, ReportedClock) else None,
@@ -282,7 +282,7 @@ def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
         worker.ready()
     except Exception as exc:
         return EagerStart(None, failed=f"eager's worker failed: {exc}")
-    worker.timeout_s, worker.deadline_note = call_deadline(config, arena.baseline_latencies)
+    worker.timeout_s, worker.deadline_note = call_deadline(config, arena.latencies)
     server = fork_server_pid() if worker.threads > 1 else None  # later workers' parent
     pids = [os.getpid(), worker.pid, *([] if server is None else [server])]
     return EagerStart(worker, {pid: os_state(pid) for pid in pids})
@@ -356,9 +356,7 @@ class WorkerArm:
         finally:
             _teach(self.build_step, worker.said)
         tolerances = info.get("tolerances")
-        worker.timeout_s, worker.deadline_note = call_deadline(
-            arena.config, arena.baseline_latencies
-        )
+        worker.timeout_s, worker.deadline_note = call_deadline(arena.config, arena.latencies)
         return WorkerBackend(
             worker,
             description=self.description,
@@ -436,7 +434,13 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
             built, how = _handed_back(t, chosen)
         arena.unchanged()  # before eager runs on the model it may have changed
         seed = random.SystemRandom().randrange(2**32)
-        held = checked_inputs(closeness, t.data, seed, t.graph_spec, dict(arena.id_limits))
+        held = checked_inputs(
+            closeness,
+            t.data,
+            seed,
+            t.graph_spec,
+            dict(arena.opened.id_limits if arena.opened else {}),
+        )
         fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
         with per_call_step(arena, f"the re-check of {chosen.description}"):
             check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
@@ -455,7 +459,7 @@ def _soak(arena: Arena, built: Any, n: int) -> None:
     """``n`` more calls of ``built`` on fresh held-out batches, spot-checked; a wrong one raises."""
     t = arena.target
     draw = random.SystemRandom()
-    candidate, eager = infer_of(built), infer_of(arena.eager)
+    candidate, eager = infer_of(built), infer_of(arena.opened and arena.opened.eager)
     check = spot_check_of(arena.closeness, built)
     size = arena.batch_size or t.graph_spec.get_max_batch_size()
     for call in range(1, n + 1):
