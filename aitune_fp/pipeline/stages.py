@@ -198,10 +198,20 @@ class Arena:
         self.emit(entered.to_event())
 
     def failed(
-        self, description: str, stage: Stage, exc: BaseException, log: Path | None
+        self,
+        description: str,
+        stage: Stage,
+        exc: BaseException,
+        log: Path,
+        heading: str = "",
+        built: Any = None,
     ) -> CandidateOutcome:
-        """Record a failed candidate; its outcome names the stage, the reason and its log."""
-        path = None if log is None or not log.is_file() else str(log)
+        """Record a failed candidate (``heading``: logged first; ``built``: released) as an outcome."""
+        if heading:
+            append_failure_log(log, heading, exc)
+        if built is not None:
+            release(self.target, built, log)
+        path = str(log) if log.is_file() else None
         self.record(description, stage, exc, path)
         return CandidateOutcome(
             description, None, stage=stage, reason=failure_reason(exc), log_path=path, error=exc

@@ -243,10 +243,10 @@ class TuneSession:
         except Exception as exc:
             arm.abandon()
             stage, cause = build_failure(exc)
+            # aitune_fp's backends write their own build log
+            heading = "" if isinstance(backend, BackendBase) else f"Backend failed at {stage}"
             log = arm.folder / BUILD_LOG_NAME
-            if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
-                append_failure_log(log, f"Backend failed at {stage}", cause)
-            return arena.failed(arm.description, stage, cause, log)
+            return arena.failed(arm.description, stage, cause, log, heading=heading)
         build_s = time.perf_counter() - start
         outcome = vet(arena, built, arm.description, arm.folder)
         outcome = arm.settle(attrs.evolve(outcome, build_s=build_s))

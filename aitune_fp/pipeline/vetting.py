@@ -79,11 +79,10 @@ def _failed(
     arena: Arena, built: Any, description: str, folder: Path, exc: Exception, step: Step
 ) -> CandidateOutcome:
     """A stage failed: its log written, the candidate released, the failure recorded."""
-    failure = failure_of(exc, step)
-    log = folder / failure.log_name
-    append_failure_log(log, failure.heading, exc)
-    release(arena.target, built, log)
-    return arena.failed(description, failure.stage, exc, log)
+    f = failure_of(exc, step)
+    return arena.failed(
+        description, f.stage, exc, folder / f.log_name, heading=f.heading, built=built
+    )
 
 
 def _guarded(arena: Arena, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:

@@ -30,7 +30,6 @@ from aitune_fp.pipeline.stages import (
     checked_inputs,
     folder_of,
     held_out,
-    release,
     spot_check_of,
 )
 from aitune_fp.pipeline.values import (
@@ -38,7 +37,6 @@ from aitune_fp.pipeline.values import (
     ProcessChangedError,
     TuneTarget,
     ValidationOptions,
-    append_failure_log,
     candidate_folder,
     declared_dtype,
     describe,
@@ -378,11 +376,10 @@ class WorkerArm:
         if changed is None:
             return outcome
         reached = InterferenceError(f"the candidate's process changed another process: {changed}")
-        log = self.folder / BUILD_LOG_NAME
-        append_failure_log(log, "Backend reached another process", reached)
-        if outcome.ok:
-            release(self.arena.target, outcome.backend, log)
-        return self.arena.failed(self.description, "interference", reached, log)
+        log, heading = self.folder / BUILD_LOG_NAME, "Backend reached another process"
+        return self.arena.failed(
+            self.description, "interference", reached, log, heading=heading, built=outcome.backend
+        )
 
 
 def _teach(build: Any, said: Mapping[str, Any]) -> None:
@@ -447,10 +444,8 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
             _soak(arena, built, arena.config.soak)
         arena.unchanged()
     except Exception as exc:
-        append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
-        if built is not None:
-            release(t, built, log)
-        arena.record(chosen.description, "rebuild", exc, str(log))
+        heading = "The chosen backend failed when rebuilt in this process"
+        arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
         return None, how
     return built, how
 
@@ -486,8 +481,7 @@ def soaked(arena: Arena, chosen: Any) -> bool:
             _soak(arena, chosen, arena.config.soak)
     except Exception as exc:
         log = folder_of(arena.target, description) / BUILD_LOG_NAME
-        append_failure_log(log, "The chosen backend failed its soak", exc)
-        release(arena.target, chosen, log)
-        arena.record(description, "correctness", exc, str(log))
+        heading = "The chosen backend failed its soak"
+        arena.failed(description, "correctness", exc, log, heading=heading, built=chosen)
         return False
     return True
