@@ -218,11 +218,6 @@ class ModelGuard:
         """Put back all the snapshot holds; :class:`InvalidStateError` names what could not be."""
         _restore_all([*self._modules, *self._tensors], "the model")
 
-    @staticmethod
-    def training_modules(module: torch.nn.Module) -> list[Any]:
-        """The submodules (the module included) that are in training mode."""
-        return [m for m in module.modules() if m.training]
-
 
 class _SampleFields:
     """A :class:`Sample`'s ``args`` and ``kwargs`` objects (frozen, but not beyond reach)."""
@@ -248,24 +243,13 @@ class _SampleFields:
                 object.__setattr__(self.sample, field, getattr(self, field))
 
 
-class _SampleTensor(TensorState):
-    """A tensor inside a sample, named by where it sits."""
-
-    __slots__ = ()
-
-    def changed(self) -> str | None:
-        """What changed, prefixed with where the tensor sits in the samples."""
-        what = super().changed()
-        return None if what is None else f"{self.name}: {what}"
-
-
 class SampleGuard:
     """A snapshot of the caller's samples (tensors by host copy, containers shallowly)."""
 
     def __init__(self, samples: Sequence[Any]) -> None:
         """Take the snapshot now (a host copy of every tensor's values)."""
         self.samples = samples
-        self._states: list[_SampleFields | ContainerState | _SampleTensor] = []
+        self._states: list[_SampleFields | ContainerState | TensorState] = []
         self._seen: set[int] = set()
         for i, sample in enumerate(samples):
             self._walk(sample, f"sample {i}")
@@ -276,7 +260,7 @@ class SampleGuard:
         if isinstance(value, torch.Tensor):
             if id(value) not in self._seen:
                 self._seen.add(id(value))
-                self._states.append(_SampleTensor(label, value))
+                self._states.append(TensorState(label, value))
             return
         if isinstance(value, (list, dict, tuple, Sample)):
             if id(value) in self._seen:  # shared, or a cycle
@@ -311,7 +295,11 @@ class SampleGuard:
 
     def changed(self) -> str | None:
         """The first input that differs from the snapshot, named, or None."""
-        return next((what for state in self._states if (what := state.changed())), None)
+        for state in self._states:
+            what = state.changed()
+            if what is not None:  # a tensor's own text does not say where it sits
+                return f"{state.name}: {what}" if isinstance(state, TensorState) else what
+        return None
 
     def restore(self) -> None:
         """Put back every container entry and tensor in place; :class:`InvalidStateError` if not."""

@@ -76,7 +76,7 @@ class Guards:
     def take(cls, target: TuneTarget) -> Guards:
         """Put the model in eval mode and snapshot what the tune must not change."""
         module = target.module
-        was_training = tuple(ModelGuard.training_modules(module))
+        was_training = tuple(m for m in module.modules() if m.training)
         if was_training:
             module.eval()
         return cls(

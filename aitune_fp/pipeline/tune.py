@@ -25,7 +25,7 @@ from aitune_fp.errors import (
 )
 from aitune_fp.events.candidates import CandidateFailed
 from aitune_fp.events.kinds import Event, fold
-from aitune_fp.events.names import EagerIsolation, new_run_id
+from aitune_fp.events.names import new_run_id
 from aitune_fp.events.sending import emit as emit_event
 from aitune_fp.events.validation import Disabled, EvalMode, Finished
 from aitune_fp.inputs import Sample
@@ -97,7 +97,6 @@ class TuneSession:
         self.started = time.perf_counter()
         self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.opened: Opened | None = None  # eager, built and measured at open
-        self.eager_isolation: EagerIsolation = "private_copy"
         #: Where candidates run until chosen, and why in process when not in workers.
         self.isolation, self.isolation_note = isolation_of(options, target)
         self.workers = WorkerGroup()
@@ -131,11 +130,6 @@ class TuneSession:
             grace_s=config.hang_grace_s,
             on_stuck=lambda what, elapsed: None if (f := stuck()) is None else f(what, elapsed),
         )
-
-    @classmethod
-    def plain(cls, target: TuneTarget, *, strategy: str = "") -> TuneSession:
-        """A session that builds and checks candidates but times nothing and emits nothing."""
-        return cls(target, None, strategy=strategy)
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: Event, *, always: bool = False) -> None:
@@ -206,15 +200,14 @@ class TuneSession:
             return
         self.opened, self._heldout_samples = opened, opened.heldout
         self.closeness = opened.closeness
-        self.eager_isolation = "process" if self.isolation == "process" else opened.copied
         self.guards = guards.settled(self.target)  # what eager's first calls set up is the state
         if self.isolation == "process":
             eager = start_eager(self.arena(), self.workers)  # before any candidate code ran
             self.eager_start = eager
             if eager.failed is not None:  # eager stays on its copy, the candidates here too
                 self.isolation, self.isolation_note = "in_process", eager.failed
-                self.eager_isolation = opened.copied
-        self.emit(measured(self.arena(), opened, self.eager_isolation))
+        where = "process" if self.isolation == "process" else opened.copied
+        self.emit(measured(self.arena(), opened, where))
 
     # -- the candidate pipeline ----------------------------------------------------------------
     def try_candidate(
