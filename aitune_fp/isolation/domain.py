@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own alias
 from torch.overrides import TorchFunctionMode
 
-from aitune_fp.correctness.envelope import layout_of, restyled, styled
+from aitune_fp.correctness.envelope import Layout, layout_of, restyled, styled
 from aitune_fp.inputs import InputKey, Sample, as_sample, copy_sample
 from aitune_fp.isolation.heldout import (
     NOISE_SCALE,
@@ -129,15 +129,11 @@ def _variant(
     return made if changed else None
 
 
-def _strided(value: torch.Tensor) -> torch.Tensor | None:
-    out = styled(value, "strided", value.requires_grad)
-    return out if layout_of(out) != layout_of(value) else None
-
-
-def _channels_last(value: torch.Tensor) -> torch.Tensor | None:
-    if not value.is_floating_point() or value.dim() not in (4, 5):
+def _relaid(value: torch.Tensor, layout: Layout) -> torch.Tensor | None:
+    """``value`` in ``layout`` (channels_last: 4-d or 5-d floats); None when that changes nothing."""
+    if layout == "channels_last" and not (value.is_floating_point() and value.dim() in (4, 5)):
         return None
-    out = styled(value, "channels_last", value.requires_grad)
+    out = styled(value, layout, value.requires_grad)
     return out if layout_of(out) != layout_of(value) else None
 
 
@@ -172,8 +168,8 @@ def heldout_domain(
         base = near[index] if near else sample
         made = [
             _wide(sample, limits, gen),
-            _variant(base, _strided),
-            _variant(base, _channels_last),
+            _variant(base, lambda v: _relaid(v, "strided")),
+            _variant(base, lambda v: _relaid(v, "channels_last")),
             _variant(base, _grad_flipped),
         ]
         found += [m for m in made if m is not None]
