@@ -70,29 +70,22 @@ def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, EagerIso
         return baseline, "shared"
 
 
-def resolve_batch_size(options: ValidationOptions, target: TuneTarget) -> int:
-    """The batch size to validate at: the graph spec's max, or the largest of ``batch_sizes``."""
-    config = options.profiling_config
-    spec_max = target.graph_spec.get_max_batch_size()
-    if not config.batching:
-        return 1
-    if not config.batch_sizes:
-        return spec_max
-    size = max(config.batch_sizes)
-    if size > spec_max:
-        raise InvalidValueError(
-            f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
-            f"spec's max_batch_size {spec_max}"
-        )
-    return size
-
-
 def operating_point(
-    options: ValidationOptions, target: TuneTarget, isolation: IsolationMode, batch_size: int | None
+    options: ValidationOptions, target: TuneTarget, isolation: IsolationMode, size: int | None
 ) -> tuple[int, ProfilingConfig]:
-    """The batch size to validate at and the config narrowed to it (workers at torch's threads)."""
-    size = resolve_batch_size(options, target) if batch_size is None else batch_size
-    config = for_batch_size(options.profiling_config, size)
+    """The batch size to validate at and the config narrowed to it (workers at torch's threads).
+
+    By default the graph spec's max batch size, or the largest of ``batch_sizes``.
+    """
+    config, spec_max = options.profiling_config, target.graph_spec.get_max_batch_size()
+    if size is None:
+        size = max(config.batch_sizes or (spec_max,)) if config.batching else 1
+        if size > spec_max:
+            raise InvalidValueError(
+                f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
+                f"spec's max_batch_size {spec_max}"
+            )
+    config = for_batch_size(config, size)
     if isolation == "process" and config.threads is None:  # the count this process runs
         config = attrs.evolve(config, threads=torch.get_num_threads())
     return size, config
