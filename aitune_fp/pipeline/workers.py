@@ -154,7 +154,10 @@ class CandidateRecipe:
         finally:  # taught once the block closed, failed or not
             if record is not None:
                 say({"taught": taught})
-        _stop_compile_workers()
+        async_compile = sys.modules.get("torch._inductor.async_compile")
+        if async_compile is not None:  # its pool's semaphores would be reported leaked
+            with contextlib.suppress(Exception):
+                async_compile.shutdown_compile_workers()
         changed = settings_changed(before[0], settings_now())
         changed += os_state_changes(before[1], os_state(0))
         if changed:
@@ -169,14 +172,6 @@ class CandidateRecipe:
         digest = artefact_digest(artefact()) if callable(artefact) else ""
         facts = {"dtype": declared_dtype(built), "tolerances": tolerances, "artefact": digest}
         return infer_of(built), facts
-
-
-def _stop_compile_workers() -> None:
-    """End inductor's compile pool after a build, so its semaphores are not reported leaked."""
-    async_compile = sys.modules.get("torch._inductor.async_compile")
-    if async_compile is not None:
-        with contextlib.suppress(Exception):
-            async_compile.shutdown_compile_workers()
 
 
 def output_types(references: tuple[Any, ...]) -> frozenset[type]:
@@ -351,8 +346,10 @@ class WorkerArm:
         assert worker is not None
         try:
             info = worker.ready()
-        finally:
-            _teach(self.build_step, worker.said)
+        finally:  # its driver learns what its build taught the worker's copy (AITune's records)
+            learn = getattr(self.build_step, "learn", None)
+            if learn is not None and "taught" in worker.said:
+                learn(worker.said["taught"])
         tolerances = info.get("tolerances")
         worker.timeout_s, worker.deadline_note = call_deadline(arena.config, arena.latencies)
         return WorkerBackend(
@@ -380,13 +377,6 @@ class WorkerArm:
         return self.arena.failed(
             self.description, "interference", reached, log, heading=heading, built=outcome.backend
         )
-
-
-def _teach(build: Any, said: Mapping[str, Any]) -> None:
-    """Teach the driver what its build taught the worker's copy of it (AITune's records)."""
-    learn = getattr(build, "learn", None)
-    if learn is not None and "taught" in said:
-        learn(said["taught"])
 
 
 def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
