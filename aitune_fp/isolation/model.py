@@ -157,25 +157,15 @@ class _ModuleState:
     def tensors(self) -> list[tuple[str, torch.Tensor]]:
         """Tensors held in an attribute other than ``_parameters``/``_buffers``, one level deep."""
         prefix = "" if self.where == "<root>" else self.where + "."
-        found: list[tuple[str, torch.Tensor]] = []
+        found: list[tuple[str, object]] = []
         for key, value in self.attrs.items():
-            if key in _STRUCTURE:
-                continue
-            if isinstance(value, torch.Tensor):
-                found.append((prefix + key, value))
-            elif isinstance(value, dict):
-                found += [
-                    (f"{prefix}{key}[{k!r}]", v)
-                    for k, v in value.items()
-                    if isinstance(v, torch.Tensor)
-                ]
+            if isinstance(value, dict) and key not in _STRUCTURE:
+                found += [(f"{prefix}{key}[{k!r}]", v) for k, v in value.items()]
             elif isinstance(value, (list, tuple)):
-                found += [
-                    (f"{prefix}{key}[{i}]", v)
-                    for i, v in enumerate(value)
-                    if isinstance(v, torch.Tensor)
-                ]
-        return found
+                found += [(f"{prefix}{key}[{i}]", v) for i, v in enumerate(value)]
+            else:
+                found.append((prefix + key, value))
+        return [(name, t) for name, t in found if isinstance(t, torch.Tensor)]
 
 
 class ModelGuard:

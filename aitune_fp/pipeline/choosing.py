@@ -10,6 +10,7 @@ from aitune_fp.core.quantiles import (
     min_samples_for_upper_bound,
     quantile_upper_bound,
 )
+from aitune_fp.core.report import Stage
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.events.candidates import HeadtoheadLook, LatencyChecked, SelectionDecided
@@ -108,14 +109,11 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
     arena.emit(decided.to_event())
     for failure in state.failed:
         outcome = by_name[failure.name]
-        if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
-            wrong = BackendFailedError(
-                f"{failure.name} gave a wrong output while timed head-to-head: {failure.error}"
-            )
-            arena.record(outcome.description, "correctness", wrong, outcome.log_path)
-            continue
-        error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
-        arena.record(outcome.description, "profiling", error, outcome.log_path)
+        wrong = failure.error.startswith(f"{SpotCheckError.__name__}:")  # "Type: message"
+        said = f"{failure.name} gave a wrong output" if wrong else "failed"
+        error = BackendFailedError(f"{said} while timed head-to-head: {failure.error}")
+        stage: Stage = "correctness" if wrong else "profiling"
+        arena.record(outcome.description, stage, error, outcome.log_path)
     if state.chosen is None:
         return CandidateOutcome("", None)
     return by_name[state.chosen]

@@ -50,9 +50,8 @@ def vet(arena: Arena, built: Any, description: str, folder: Path) -> CandidateOu
             return _failed(arena, built, description, folder, exc, "correctness")
         if mismatch is not None:
             arena.emit(CorrectnessChecked.of(arena.run_id, t.name, description, mismatch))
-        if not arena.gated:
-            return CandidateOutcome(description, built, mismatch=mismatch)
-        if arena.baseline is None and not arena.decides:  # diagnostic: nothing to compare
+        # plain, or diagnostic without eager: nothing to time, or nothing to compare with
+        if not arena.gated or (arena.baseline is None and not arena.decides):
             return CandidateOutcome(description, built, mismatch=mismatch)
         arena.phase(description, "measure")
         try:
