@@ -171,7 +171,7 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         references = tuple(reference_output(call, b) for b in batches)
         id_limits = embedding_limits(call, batch)  # before held-out draws
         # drawn now: a user's input generator that fails fails the baseline
-        heldout = checked_inputs(arena.closeness, t.data, arena.seed, t.graph_spec, id_limits)
+        heldout = checked_inputs(arena, arena.seed, id_limits)
         shared = copied == "shared" and arena.isolation != "process"
         closeness, noise = calibrate_noise(arena, shared)  # never raises: notes why not
     except Exception as exc:

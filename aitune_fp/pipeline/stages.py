@@ -9,7 +9,7 @@ import contextlib
 import copy
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -319,15 +319,12 @@ def held_out(
 
 
 def checked_inputs(
-    closeness: Closeness,
-    data: tuple[Sample, ...],
-    seed: int,
-    graph_spec: Any,
-    id_limits: dict[InputKey, int],
+    arena: Arena, seed: int, id_limits: Mapping[InputKey, int]
 ) -> tuple[Sample, ...]:
     """The correctness check's held-out inputs: domain draws, then ``input_generator``'s."""
-    own = held_out(heldout_domain, data, seed=seed, graph_spec=graph_spec, id_limits=id_limits)
-    return own + closeness.generated(data, seed, graph_spec)
+    data, spec = arena.target.data, arena.target.graph_spec
+    own = held_out(heldout_domain, data, seed=seed, graph_spec=spec, id_limits=id_limits)
+    return own + arena.closeness.generated(data, seed, spec)
 
 
 def call_deadline(

@@ -250,13 +250,8 @@ class TuneSession:
     def heldout(self) -> tuple[Sample, ...]:
         """The tune's held-out samples, derived once (``stages.checked_inputs``)."""
         if self._heldout_samples is None:
-            self._heldout_samples = checked_inputs(
-                self.closeness,
-                self.target.data,
-                self.heldout_seed,
-                self.target.graph_spec,
-                {} if self.opened is None else self.opened.id_limits,
-            )
+            limits = {} if self.opened is None else self.opened.id_limits
+            self._heldout_samples = checked_inputs(self.arena(), self.heldout_seed, limits)
         return self._heldout_samples
 
     def _stuck(self, what: str, elapsed_s: float) -> None:

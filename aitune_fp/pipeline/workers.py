@@ -411,7 +411,7 @@ def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
 
 def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
     """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
-    t, closeness = arena.target, arena.closeness
+    t = arena.target
     built: Any = None
     how = ""
     try:
@@ -421,13 +421,7 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
             built, how = _handed_back(t, chosen)
         arena.unchanged()  # before eager runs on the model it may have changed
         seed = random.SystemRandom().randrange(2**32)
-        held = checked_inputs(
-            closeness,
-            t.data,
-            seed,
-            t.graph_spec,
-            dict(arena.opened.id_limits if arena.opened else {}),
-        )
+        held = checked_inputs(arena, seed, arena.opened.id_limits if arena.opened else {})
         fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
         with per_call_step(arena, f"the re-check of {chosen.description}"):
             check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
