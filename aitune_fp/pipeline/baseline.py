@@ -244,30 +244,24 @@ def calibrate_noise(arena: Arena, shared: bool) -> tuple[Closeness, dict[str, An
 
     Returns the closeness and the ``baseline_measured`` fields (why not, when not measured).
     """
-    closeness = arena.closeness
-    if not closeness.calibrate:  # a floor the caller measured is recorded as it is
-        given = closeness.noise_floor
-        fields = (
-            {}
-            if given is None
-            else {"noise_floor_rel_l2": given.worst, "noise_floor": given.to_dict()}
-        )
-        return closeness, fields
-    if shared:
-        return closeness, {
-            "noise_floor_note": "not measured: the model is too large to copy to float64"
-        }
-    t = arena.target
-    try:
-        floor = eager_noise_floor(t.module, list(t.data), graph_spec=t.graph_spec)
-    except Exception as exc:
-        return closeness, {
-            "noise_floor_note": f"not measured: {type(exc).__name__}: {one_line(exc)}"
-        }
-    if closeness.noise_floor is not None:  # a floor the caller measured: the larger of both
-        floor = closeness.noise_floor.merge(floor)
-    fields = {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
-    return attrs.evolve(closeness, noise_floor=floor), fields
+    closeness, floor = arena.closeness, arena.closeness.noise_floor
+    if closeness.calibrate:  # else a floor the caller measured is recorded as it is
+        if shared:
+            return closeness, {
+                "noise_floor_note": "not measured: the model is too large to copy to float64"
+            }
+        t = arena.target
+        try:
+            found = eager_noise_floor(t.module, list(t.data), graph_spec=t.graph_spec)
+        except Exception as exc:
+            return closeness, {
+                "noise_floor_note": f"not measured: {type(exc).__name__}: {one_line(exc)}"
+            }
+        floor = found if floor is None else floor.merge(found)  # with the caller's: the larger
+        closeness = attrs.evolve(closeness, noise_floor=floor)
+    if floor is None:
+        return closeness, {}
+    return closeness, {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
 
 
 #: How many of the correctness check's inputs the degenerate-output rule reads eager's outputs on.
