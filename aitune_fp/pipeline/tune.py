@@ -306,8 +306,11 @@ class TuneSession:
             with self.active():
                 try:
                     backend = call()
-                except Exception as exc:
-                    self.strategy_failed(exc)
+                except Exception as exc:  # the strategy's own failure, logged and recorded
+                    log = self.target.cache_dir / "strategy_error.log"
+                    path = append_failure_log(log, f"Strategy {self.strategy} failed", exc)
+                    self.record_failure(self.strategy, "strategy", exc, path)
+                    self.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
                     raise
             # the strategy's pick, validated if it did not come through the pipeline
             final = conclude(self.arena(), backend, self.validated)
@@ -325,14 +328,6 @@ class TuneSession:
             raise
 
     # -- the end of the tune -------------------------------------------------------------------
-    def strategy_failed(self, exc: BaseException) -> None:
-        """The strategy raised: record it as the strategy's failure and close the run."""
-        path = append_failure_log(
-            self.target.cache_dir / "strategy_error.log", f"Strategy {self.strategy} failed", exc
-        )
-        self.record_failure(self.strategy, "strategy", exc, path)
-        self.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
-
     def finish(
         self, outcome: Outcome, description: str | None, *, reason: str | None = None
     ) -> None:
@@ -342,7 +337,12 @@ class TuneSession:
         for worker in self.workers.live():  # eager's and any candidate's not chosen
             worker.close()
         self.eager_start = EagerStart(None)
-        self._give_model_back()
+        if self.guards is not None:  # undo any change the tune left on the model, and its mode
+            changed = self.guards.changed()
+            if changed is not None:
+                self.record_failure(self.strategy, "strategy", changed, None)
+            for m in self.guards.was_training:
+                m.training = True
         self._outcome = outcome
         folded = self.folded
         candidates = folded.candidate_failures
@@ -363,26 +363,12 @@ class TuneSession:
         )
         self._closed = True
 
-    def _give_model_back(self) -> None:
-        """Undo any change the tune left on the model and return it to its training mode."""
-        changed = None if self.guards is None else self.guards.changed()
-        if changed is not None:
-            self.record_failure(self.strategy, "strategy", changed, None)
-        for m in () if self.guards is None else self.guards.was_training:
-            m.training = True
-
     def report(self) -> TuneReport:
         """The frozen report so far: the fold of every event emitted, as ``ingest`` folds them."""
         folded = self.folded
-        return attrs.evolve(
-            folded,
-            n_events=self.n_events,
-            duration_s=(
-                folded.duration_s
-                if folded.outcome is not None
-                else time.perf_counter() - self.started
-            ),
-        )
+        running = folded.outcome is None
+        duration = time.perf_counter() - self.started if running else folded.duration_s
+        return attrs.evolve(folded, n_events=self.n_events, duration_s=duration)
 
     @contextmanager
     def active(self) -> Iterator[TuneSession]:
