@@ -81,16 +81,6 @@ def stack_texts(
     ]
 
 
-def remove_kernels(new: frozenset[str], before: frozenset[str]) -> None:
-    """Destroy the ``torch.library.Library`` objects that registered only kernels made since."""
-    library_cls: Any = torch.library.Library
-    for obj in gc.get_objects():
-        if issubclass(type(obj), library_cls):  # type(): a lazy proxy's __class__ would import
-            impls = set(getattr(obj, "_op_impls", ()))
-            if impls & new and not impls & before:
-                obj._destroy()
-
-
 @attrs.frozen(eq=False)
 class ProcessState:
     """What a candidate may change in the process, as it was at :meth:`capture` (by reference)."""
@@ -179,8 +169,12 @@ class ProcessState:
             new = frozenset(
                 k for k in torch.library._impls - self._kernels if k.startswith("aten/")
             )
-            if new:
-                remove_kernels(new, self._kernels)
+            library: Any = torch.library.Library  # destroy those that made only new kernels
+            for obj in gc.get_objects() if new else ():
+                if issubclass(type(obj), library):  # type(): a lazy proxy's __class__ would import
+                    impls = set(getattr(obj, "_op_impls", ()))
+                    if impls & new and not impls & self._kernels:
+                        obj._destroy()
         left = []
         for text in self.changed():
             name = text.split(": ", 1)[0]
