@@ -57,24 +57,19 @@ def _wide_float(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor | Non
     return torch.view_as_complex(out.contiguous()) if value.is_complex() else out
 
 
-def _id_domain(value: torch.Tensor, limit: int | None) -> tuple[int, int] | None:
-    """The ids a wide draw picks from for an integer input (None: it is kept as recorded)."""
-    lo, hi = int(value.min()), int(value.max())
-    if limit is not None:
-        return (0, limit - 1) if limit - 1 > 0 else None
-    if value.dtype in _DTYPE_RANGE and torch.unique(value).numel() > 2:
-        return _DTYPE_RANGE[value.dtype]
-    return (lo, hi) if hi - lo > 1 else None
-
-
 def _wide_ids(value: torch.Tensor, limit: int | None, gen: torch.Generator) -> torch.Tensor | None:
     """``value`` with ``ID_SHARE`` of its positions drawn from its domain (None: kept)."""
-    bounds = _id_domain(value, limit)
-    if bounds is None:
-        return None
-    lower, upper = bounds
     flat = value.detach().to("cpu").flatten().clone()
     lo, hi = int(flat.min()), int(flat.max())
+    # the ids drawn from: the embedding's rows, else the dtype's usual range, else the recorded
+    if limit is not None:
+        lower, upper = 0, limit - 1
+    elif value.dtype in _DTYPE_RANGE and torch.unique(value).numel() > 2:
+        lower, upper = _DTYPE_RANGE[value.dtype]
+    else:
+        lower, upper = lo, hi
+    if upper - lower < (1 if limit is not None else 2):
+        return None
     count = max(1, round(ID_SHARE * flat.numel()))
     positions = torch.randperm(flat.numel(), generator=gen)[:count]
     flat[positions] = torch.randint(lower, upper + 1, (count,), generator=gen, dtype=flat.dtype)

@@ -26,14 +26,8 @@ _WARMUP_CALLS = 3
 
 def _point_choice(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """AITune's rule: the highest point estimate (ties to the earlier); the rest released."""
-    scored: list[tuple[float, int, CandidateOutcome]] = []
-    for i, outcome in enumerate(passing):
-        score = rank(arena, outcome)
-        if score is not None:
-            scored.append((score, i, outcome))
-    if not scored:
-        return CandidateOutcome("", None)
-    return max(scored, key=lambda item: (item[0], -item[1]))[2]
+    scored = [(s, -i, o) for i, o in enumerate(passing) if (s := rank(arena, o)) is not None]
+    return max(scored, key=lambda item: item[:2])[2] if scored else CandidateOutcome("", None)
 
 
 def _distinct(descriptions: Sequence[str]) -> list[str]:
