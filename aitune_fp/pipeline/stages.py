@@ -253,8 +253,12 @@ class StageFailure:
     """A stage's failure as a value: the stage it is recorded at, and its log and heading."""
 
     stage: Stage
-    log_name: str
     heading: str
+
+    @property
+    def log_name(self) -> str:
+        """The log it is written to: profiling's own, else the build log."""
+        return PROFILING_LOG_NAME if self.stage == "profiling" else BUILD_LOG_NAME
 
 
 def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
@@ -273,25 +277,17 @@ def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
 def failure_of(exc: BaseException, step: Step) -> StageFailure:
     """The one table from an exception in ``step`` to the stage it is recorded at."""
     if step == "recheck":
-        return StageFailure(
-            "correctness", BUILD_LOG_NAME, "Backend failed its check after the head-to-head"
-        )
+        return StageFailure("correctness", "Backend failed its check after the head-to-head")
     if step == "correctness":
         hung = isinstance(exc, CandidateHungError) or isinstance(exc.__cause__, CandidateHungError)
-        return StageFailure(
-            "hung" if hung else "correctness", BUILD_LOG_NAME, "Backend correctness check failed"
-        )
+        return StageFailure("hung" if hung else "correctness", "Backend correctness check failed")
     if isinstance(exc, CandidateHungError):
-        return StageFailure("hung", BUILD_LOG_NAME, "Backend hung while timed")
+        return StageFailure("hung", "Backend hung while timed")
     if isinstance(exc, InterferenceError):  # its process ran while another arm was timed
-        return StageFailure(
-            "interference", BUILD_LOG_NAME, "Backend's process ran while eager was timed"
-        )
+        return StageFailure("interference", "Backend's process ran while eager was timed")
     if isinstance(exc, (SpotCheckError, WorkerError, ModelChangedError, ProcessChangedError)):
-        return StageFailure(
-            "correctness", BUILD_LOG_NAME, "Backend output or model check failed while timing"
-        )
-    return StageFailure("profiling", PROFILING_LOG_NAME, "Backend profiling failed")
+        return StageFailure("correctness", "Backend output or model check failed while timing")
+    return StageFailure("profiling", "Backend profiling failed")
 
 
 def build_here(target: TuneTarget, blueprint: Any, build: Callable[[Any], Any] | None) -> Any:
