@@ -29,7 +29,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aitune_fp.isolation.namespaces import NAMESPACES
-from aitune_fp.isolation.snapshot import Isolation, ProcessState, isolated
+from aitune_fp.isolation.snapshot import ProcessState
 
 # --------------------------------------------------------------------------- safety net
 
@@ -643,7 +643,7 @@ def test_capture_does_not_initialise_cuda() -> None:
     assert result is False
 
 
-# --------------------------------------------------------------------------- cost and isolated()
+# --------------------------------------------------------------------------- cost and restore
 
 
 def test_the_flag_table_is_built_once_and_each_capture_reads_it() -> None:
@@ -659,38 +659,16 @@ def test_the_flag_table_is_built_once_and_each_capture_reads_it() -> None:
 
 
 @pytest.mark.usefixtures("pristine")
-def test_isolated_reports_and_restores() -> None:
+def test_a_snapshot_names_and_restores_what_changed_since() -> None:
     threads = torch.get_num_threads()
     linear = functional.linear
-    with isolated() as iso:
-        assert isinstance(iso, Isolation)
-        torch.set_num_threads(_other_thread_count())
-        functional.linear = _slow(linear)
+    before = ProcessState.capture()
+    assert before.changed() == ()
+    torch.set_num_threads(_other_thread_count())
+    functional.linear = _slow(linear)
+    changes = before.changed()
+    assert before.restore() == ()
     assert torch.get_num_threads() == threads
     assert functional.linear is linear
-    assert "torch.nn.functional.linear replaced" in iso.changes
-    assert any(c.startswith("torch.get_num_threads()") for c in iso.changes)
-    assert iso.unrestored == ()
-
-
-@pytest.mark.usefixtures("pristine")
-def test_isolated_restores_when_the_body_raises() -> None:
-    dtype = torch.get_default_dtype()
-    seen: list[Isolation] = []
-
-    def body() -> None:
-        with isolated() as iso:
-            seen.append(iso)
-            torch.set_default_dtype(torch.float64)
-            raise KeyError("boom")
-
-    with pytest.raises(KeyError):
-        body()
-    assert torch.get_default_dtype() == dtype
-    assert seen[0].changes == ("torch.get_default_dtype(): torch.float32 -> torch.float64",)
-
-
-def test_isolated_without_changes_reports_none() -> None:
-    with isolated() as iso:
-        pass
-    assert iso.changes == () and iso.unrestored == ()
+    assert "torch.nn.functional.linear replaced" in changes
+    assert any(c.startswith("torch.get_num_threads()") for c in changes)

@@ -128,7 +128,7 @@ def test_the_build_stage_builds_a_copy_or_runs_the_drivers_own_step(tmp_path: Pa
 
 def test_an_arena_before_the_tune_is_open_has_nothing_to_time(tmp_path: Path) -> None:
     module, spec, data = make_case()
-    session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
+    session = TuneSession(TuneTarget(module, "m", spec, data, "cpu", tmp_path), None, strategy="")
     with pytest.raises(InvalidStateError, match="not open"):
         session.arena().timing()
 
@@ -144,7 +144,7 @@ def test_a_held_out_draw_that_fails_is_the_candidates_recorded_failure(
 
     monkeypatch.setattr(tune, "checked_inputs", broken)
     module, spec, data = make_case()
-    session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
+    session = TuneSession(TuneTarget(module, "m", spec, data, "cpu", tmp_path), None, strategy="")
     outcome = session.try_candidate(Pruned())
     assert not outcome.ok and outcome.stage == "correctness"
     assert "held-out draw broke" in (outcome.reason or "")
@@ -153,9 +153,9 @@ def test_a_held_out_draw_that_fails_is_the_candidates_recorded_failure(
 def test_ranking_a_candidate_on_its_own_leaves_the_tunes_batch_alone(tmp_path: Path) -> None:
     """A plain session times each candidate on a batch of its own; the session's stays unset."""
     module, spec, data = make_case()
-    session = TuneSession.plain(TuneTarget(module, "m", spec, data, "cpu", tmp_path))
+    session = TuneSession(TuneTarget(module, "m", spec, data, "cpu", tmp_path), None, strategy="")
     outcome = session.try_candidate(Pruned())
     assert outcome.ok and outcome.result is None
     rank = vetting.rank(session.arena(), outcome)
     assert rank is not None and rank > 0
-    assert session.arena().batch is None
+    assert session.arena().opened is None

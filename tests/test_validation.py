@@ -602,7 +602,7 @@ class TestCandidatesNeverTakeTheTuneDown:
         fast_window = flat_result("A()", 3000.0, 2000.0, 1.5, True, estimate=1.5, verdict="faster")
         slow_window = flat_result("B()", 2000.0, 1000.0, 2.0, True, estimate=2.0, verdict="faster")
         module, spec, data = make_case()
-        session = TuneSession.plain(TuneTarget.of(module, "m", spec, data, "cpu", "."))
+        session = TuneSession(TuneTarget.of(module, "m", spec, data, "cpu", "."), None, strategy="")
         a = rank(session.arena(), CandidateOutcome("A()", object(), result=fast_window))
         b = rank(session.arena(), CandidateOutcome("B()", object(), result=slow_window))
         assert a is not None

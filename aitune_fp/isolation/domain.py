@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own alias
 from torch.overrides import TorchFunctionMode
 
-from aitune_fp.correctness.envelope import layout_of, restyled, styled
+from aitune_fp.correctness.envelope import Layout, layout_of, restyled, styled
 from aitune_fp.inputs import InputKey, Sample, as_sample, copy_sample
 from aitune_fp.isolation.heldout import (
     NOISE_SCALE,
@@ -57,24 +57,19 @@ def _wide_float(value: torch.Tensor, gen: torch.Generator) -> torch.Tensor | Non
     return torch.view_as_complex(out.contiguous()) if value.is_complex() else out
 
 
-def _id_domain(value: torch.Tensor, limit: int | None) -> tuple[int, int] | None:
-    """The ids a wide draw picks from for an integer input (None: it is kept as recorded)."""
-    lo, hi = int(value.min()), int(value.max())
-    if limit is not None:
-        return (0, limit - 1) if limit - 1 > 0 else None
-    if value.dtype in _DTYPE_RANGE and torch.unique(value).numel() > 2:
-        return _DTYPE_RANGE[value.dtype]
-    return (lo, hi) if hi - lo > 1 else None
-
-
 def _wide_ids(value: torch.Tensor, limit: int | None, gen: torch.Generator) -> torch.Tensor | None:
     """``value`` with ``ID_SHARE`` of its positions drawn from its domain (None: kept)."""
-    bounds = _id_domain(value, limit)
-    if bounds is None:
-        return None
-    lower, upper = bounds
     flat = value.detach().to("cpu").flatten().clone()
     lo, hi = int(flat.min()), int(flat.max())
+    # the ids drawn from: the embedding's rows, else the dtype's usual range, else the recorded
+    if limit is not None:
+        lower, upper = 0, limit - 1
+    elif value.dtype in _DTYPE_RANGE and torch.unique(value).numel() > 2:
+        lower, upper = _DTYPE_RANGE[value.dtype]
+    else:
+        lower, upper = lo, hi
+    if upper - lower < (1 if limit is not None else 2):
+        return None
     count = max(1, round(ID_SHARE * flat.numel()))
     positions = torch.randperm(flat.numel(), generator=gen)[:count]
     flat[positions] = torch.randint(lower, upper + 1, (count,), generator=gen, dtype=flat.dtype)
@@ -129,15 +124,11 @@ def _variant(
     return made if changed else None
 
 
-def _strided(value: torch.Tensor) -> torch.Tensor | None:
-    out = styled(value, "strided", value.requires_grad)
-    return out if layout_of(out) != layout_of(value) else None
-
-
-def _channels_last(value: torch.Tensor) -> torch.Tensor | None:
-    if not value.is_floating_point() or value.dim() not in (4, 5):
+def _relaid(value: torch.Tensor, layout: Layout) -> torch.Tensor | None:
+    """``value`` in ``layout`` (channels_last: 4-d or 5-d floats); None when that changes nothing."""
+    if layout == "channels_last" and not (value.is_floating_point() and value.dim() in (4, 5)):
         return None
-    out = styled(value, "channels_last", value.requires_grad)
+    out = styled(value, layout, value.requires_grad)
     return out if layout_of(out) != layout_of(value) else None
 
 
@@ -172,8 +163,8 @@ def heldout_domain(
         base = near[index] if near else sample
         made = [
             _wide(sample, limits, gen),
-            _variant(base, _strided),
-            _variant(base, _channels_last),
+            _variant(base, lambda v: _relaid(v, "strided")),
+            _variant(base, lambda v: _relaid(v, "channels_last")),
             _variant(base, _grad_flipped),
         ]
         found += [m for m in made if m is not None]

@@ -109,6 +109,16 @@ def _named(
     return Setting(f"torch.{get.__name__}()", get, put, why=why)
 
 
+def _pair(
+    first: Callable[[], object], second: Callable[[], object], put: Callable[[Any, Any], object]
+) -> tuple[Setting, Setting]:
+    """Two flags one setter sets together (``put(first, second)``), each put back alone."""
+    return (
+        _named(first, lambda v: put(v, second())),
+        _named(second, lambda v: put(first(), v)),
+    )
+
+
 def _core_flags() -> list[Setting]:
     """The named settings: threads, autograd modes, dtype, determinism, precision, autocast."""
     t = torch
@@ -118,27 +128,13 @@ def _core_flags() -> list[Setting]:
         _named(t.is_grad_enabled, t._C._set_grad_enabled),
         _named(t.is_inference_mode_enabled, None, _INFERENCE_WHY),
         _named(t.get_default_dtype, t.set_default_dtype),
-        _named(
+        *_pair(
             t.are_deterministic_algorithms_enabled,
-            lambda v: t.use_deterministic_algorithms(
-                v, warn_only=t.is_deterministic_algorithms_warn_only_enabled()
-            ),
-        ),
-        _named(
             t.is_deterministic_algorithms_warn_only_enabled,
-            lambda v: t.use_deterministic_algorithms(
-                t.are_deterministic_algorithms_enabled(), warn_only=v
-            ),
+            lambda on, warn_only: t.use_deterministic_algorithms(on, warn_only=warn_only),
         ),
         _named(t.get_float32_matmul_precision, t.set_float32_matmul_precision),
-        _named(
-            t.is_anomaly_enabled,
-            lambda v: t.set_anomaly_enabled(v, t.is_anomaly_check_nan_enabled()),
-        ),
-        _named(
-            t.is_anomaly_check_nan_enabled,
-            lambda v: t.set_anomaly_enabled(t.is_anomaly_enabled(), v),
-        ),
+        *_pair(t.is_anomaly_enabled, t.is_anomaly_check_nan_enabled, t.set_anomaly_enabled),
         _named(t.is_warn_always_enabled, t.set_warn_always),
         Setting("torch.set_flush_denormal()", flushes_denormals, t.set_flush_denormal),
         _named(t.is_autocast_cache_enabled, t.set_autocast_cache_enabled),

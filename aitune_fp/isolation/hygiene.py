@@ -118,10 +118,6 @@ def _set_named_loggers(saved: dict[str, _Logger]) -> None:
         logger.propagate, logger.disabled = propagate, disabled
 
 
-def _gc() -> tuple[bool, tuple[int, ...]]:
-    return gc.isenabled(), gc.get_threshold()
-
-
 def _set_gc(saved: tuple[bool, tuple[int, ...]]) -> None:
     enabled, threshold = saved
     gc.set_threshold(*threshold)
@@ -150,12 +146,11 @@ def _cuda_rng(torch: Any) -> Any:
     return tuple(torch.cuda.get_rng_state_all()) if torch.cuda.is_initialized() else None
 
 
-def _torch_rng_key(state: Any) -> Hashable:
+def _rng_key(state: Any) -> Hashable:
+    """A torch RNG state (or a tuple of them, one a GPU) as bytes."""
+    if isinstance(state, tuple):
+        return tuple(bytes(s.numpy().tobytes()) for s in state)
     return None if state is None else bytes(state.numpy().tobytes())
-
-
-def _cuda_rng_key(states: Any) -> Hashable:
-    return None if states is None else tuple(bytes(s.numpy().tobytes()) for s in states)
 
 
 def _numpy_rng_key(state: Any) -> Hashable:
@@ -217,7 +212,7 @@ def _hook(owner: Any, name: str) -> Setting:
 
 def _items() -> tuple[Setting, ...]:
     items = [
-        Setting("gc (enabled, thresholds)", _gc, _set_gc),
+        Setting("gc (enabled, thresholds)", lambda: (gc.isenabled(), gc.get_threshold()), _set_gc),
         Setting("sys.getswitchinterval()", sys.getswitchinterval, sys.setswitchinterval),
         Setting("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
         Setting(
@@ -248,12 +243,12 @@ def _items() -> tuple[Setting, ...]:
         Setting(
             "torch's CPU RNG state",
             *_if_loaded("torch", lambda t: t.get_rng_state(), lambda t, s: t.set_rng_state(s)),
-            key=_torch_rng_key,
+            key=_rng_key,
         ),
         Setting(
             "torch's CUDA RNG states",
             *_if_loaded("torch", _cuda_rng, lambda t, s: t.cuda.set_rng_state_all(list(s))),
-            key=_cuda_rng_key,
+            key=_rng_key,
         ),
         Setting(
             "warnings.filters",

@@ -157,25 +157,15 @@ class _ModuleState:
     def tensors(self) -> list[tuple[str, torch.Tensor]]:
         """Tensors held in an attribute other than ``_parameters``/``_buffers``, one level deep."""
         prefix = "" if self.where == "<root>" else self.where + "."
-        found: list[tuple[str, torch.Tensor]] = []
+        found: list[tuple[str, object]] = []
         for key, value in self.attrs.items():
-            if key in _STRUCTURE:
-                continue
-            if isinstance(value, torch.Tensor):
-                found.append((prefix + key, value))
-            elif isinstance(value, dict):
-                found += [
-                    (f"{prefix}{key}[{k!r}]", v)
-                    for k, v in value.items()
-                    if isinstance(v, torch.Tensor)
-                ]
+            if isinstance(value, dict) and key not in _STRUCTURE:
+                found += [(f"{prefix}{key}[{k!r}]", v) for k, v in value.items()]
             elif isinstance(value, (list, tuple)):
-                found += [
-                    (f"{prefix}{key}[{i}]", v)
-                    for i, v in enumerate(value)
-                    if isinstance(v, torch.Tensor)
-                ]
-        return found
+                found += [(f"{prefix}{key}[{i}]", v) for i, v in enumerate(value)]
+            else:
+                found.append((prefix + key, value))
+        return [(name, t) for name, t in found if isinstance(t, torch.Tensor)]
 
 
 class ModelGuard:
@@ -218,11 +208,6 @@ class ModelGuard:
         """Put back all the snapshot holds; :class:`InvalidStateError` names what could not be."""
         _restore_all([*self._modules, *self._tensors], "the model")
 
-    @staticmethod
-    def training_modules(module: torch.nn.Module) -> list[Any]:
-        """The submodules (the module included) that are in training mode."""
-        return [m for m in module.modules() if m.training]
-
 
 class _SampleFields:
     """A :class:`Sample`'s ``args`` and ``kwargs`` objects (frozen, but not beyond reach)."""
@@ -248,24 +233,13 @@ class _SampleFields:
                 object.__setattr__(self.sample, field, getattr(self, field))
 
 
-class _SampleTensor(TensorState):
-    """A tensor inside a sample, named by where it sits."""
-
-    __slots__ = ()
-
-    def changed(self) -> str | None:
-        """What changed, prefixed with where the tensor sits in the samples."""
-        what = super().changed()
-        return None if what is None else f"{self.name}: {what}"
-
-
 class SampleGuard:
     """A snapshot of the caller's samples (tensors by host copy, containers shallowly)."""
 
     def __init__(self, samples: Sequence[Any]) -> None:
         """Take the snapshot now (a host copy of every tensor's values)."""
         self.samples = samples
-        self._states: list[_SampleFields | ContainerState | _SampleTensor] = []
+        self._states: list[_SampleFields | ContainerState | TensorState] = []
         self._seen: set[int] = set()
         for i, sample in enumerate(samples):
             self._walk(sample, f"sample {i}")
@@ -276,7 +250,7 @@ class SampleGuard:
         if isinstance(value, torch.Tensor):
             if id(value) not in self._seen:
                 self._seen.add(id(value))
-                self._states.append(_SampleTensor(label, value))
+                self._states.append(TensorState(label, value))
             return
         if isinstance(value, (list, dict, tuple, Sample)):
             if id(value) in self._seen:  # shared, or a cycle
@@ -311,7 +285,11 @@ class SampleGuard:
 
     def changed(self) -> str | None:
         """The first input that differs from the snapshot, named, or None."""
-        return next((what for state in self._states if (what := state.changed())), None)
+        for state in self._states:
+            what = state.changed()
+            if what is not None:  # a tensor's own text does not say where it sits
+                return f"{state.name}: {what}" if isinstance(state, TensorState) else what
+        return None
 
     def restore(self) -> None:
         """Put back every container entry and tensor in place; :class:`InvalidStateError` if not."""

@@ -85,10 +85,6 @@ class _Edit:
             setattr(self.space.obj, self.name, self.old)
 
 
-def _inherited(obj: Any, name: str) -> bool:
-    return isinstance(obj, type) and any(name in vars(base) for base in obj.__mro__[1:])
-
-
 def space_edits(then: Space, now: Mapping[str, object]) -> list[_Edit]:
     old = then.entries
     if now.keys() == old.keys() and list(map(id, now.values())) == list(map(id, old.values())):
@@ -98,13 +94,10 @@ def space_edits(then: Space, now: Mapping[str, object]) -> list[_Edit]:
         was, new = old.get(name, MISSING), now.get(name, MISSING)
         if was is new or not (_tracked(was) or _tracked(new)) or _torch_own(new):
             continue
-        if new is MISSING:
-            kind = "removed"
-        elif was is MISSING:
-            kind = "replaced" if _inherited(then.obj, name) else "added"
-        else:
-            kind = "replaced"
-        edits.append(_Edit(then, name, kind, was))
+        obj = then.obj  # a name a class gains over its base's replaces the inherited one
+        inherited = isinstance(obj, type) and any(name in vars(b) for b in obj.__mro__[1:])
+        kind = "added" if was is MISSING and not inherited else "replaced"
+        edits.append(_Edit(then, name, "removed" if new is MISSING else kind, was))
     return sorted(edits, key=lambda e: e.name)
 
 

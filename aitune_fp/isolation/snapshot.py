@@ -1,14 +1,13 @@
-"""One snapshot of the process state a candidate may change, and the block that restores it.
+"""One snapshot of the process state a candidate may change, compared and put back.
 
 Besides the flags and namespaces: torch's registries (hooks, modes, default device, kernels).
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -28,36 +27,22 @@ from aitune_fp.isolation.flags import (
 from aitune_fp.isolation.namespaces import MISSING, Space, default_spaces, space_edits
 
 
-def hook_registries() -> list[tuple[str, Any]]:
-    """``torch.nn.modules.module``'s global hook registries (``_global_*hook*``)."""
-    return [
-        (name, value)
-        for name, value in vars(_module_mod).items()
-        if name.startswith("_global_") and "hook" in name
-    ]
-
-
-def _registry_words(name: str) -> str:
-    words = name.removeprefix("_global_").replace("_", " ").replace("hooks", "hook")
-    return "global " + words.replace("pre hook", "pre-hook")
-
-
 def hook_texts(name: str, then: object, now: object) -> list[str]:
+    """What changed in one of ``torch.nn.modules.module``'s global hook registries."""
     if not (isinstance(then, dict) and isinstance(now, dict)):
         return (
             []
             if then is now or then == now
             else [f"{_module_mod.__name__}.{name}: {then!r} -> {now!r}"]
         )
-    what = _registry_words(name)
-    added = len(now.keys() - then.keys())
-    removed = len(then.keys() - now.keys())
-    replaced = sum(1 for k in then.keys() & now.keys() if then[k] is not now[k])
-    return [
-        f"{what} {kind} ({n})"
-        for kind, n in (("added", added), ("removed", removed), ("replaced", replaced))
-        if n
-    ]
+    words = name.removeprefix("_global_").replace("_", " ").replace("hooks", "hook")
+    what = "global " + words.replace("pre hook", "pre-hook")
+    counts = {
+        "added": len(now.keys() - then.keys()),
+        "removed": len(then.keys() - now.keys()),
+        "replaced": sum(1 for k in then.keys() & now.keys() if then[k] is not now[k]),
+    }
+    return [f"{what} {kind} ({n})" for kind, n in counts.items() if n]
 
 
 def registry_function_modes() -> tuple[object, ...]:
@@ -70,11 +55,6 @@ def infra_keys() -> list[Any]:
     return list(keys.__members__.values()) if keys is not None else []
 
 
-def registry_infra_modes() -> tuple[object, ...]:
-    c: Any = torch._C
-    return tuple(c._get_dispatch_mode(k) for k in infra_keys())
-
-
 def registry_dispatch_modes(infra: tuple[object, ...]) -> tuple[object, ...]:
     """The user's dispatch mode stack, without the infra modes (fake, proxy, functional)."""
     c: Any = torch._C
@@ -82,61 +62,23 @@ def registry_dispatch_modes(infra: tuple[object, ...]) -> tuple[object, ...]:
     return tuple(m for m in stack if not any(m is i for i in infra))
 
 
-def mode_name(mode: object) -> str:
-    return "none" if mode is None else type(mode).__name__
-
-
 def common(a: tuple[object, ...], b: tuple[object, ...]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x is not y:
-            break
-        n += 1
-    return n
+    """How many entries two mode stacks share from the bottom (by identity)."""
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x is not y), min(len(a), len(b))
+    )
 
 
 def stack_texts(
     what: str, then: tuple[object, ...], now: tuple[object, ...], quiet: tuple[object, ...]
 ) -> list[str]:
     k = common(then, now)
-    texts = [
-        f"{what} removed: {type(m).__name__}" for m in then[k:] if not any(m is q for q in quiet)
+    return [
+        f"{what} {how}: {type(m).__name__}"
+        for how, modes in (("removed", then[k:]), ("left active", now[k:]))
+        for m in modes
+        if not any(m is q for q in quiet)
     ]
-    texts += [
-        f"{what} left active: {type(m).__name__}" for m in now[k:] if not any(m is q for q in quiet)
-    ]
-    return texts
-
-
-def device_context_of() -> tuple[object, object]:
-    """The global default-device context (a function mode) and ``torch.utils._device``'s device."""
-    return (
-        getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None),
-        _device_mod.CURRENT_DEVICE,
-    )
-
-
-def device_name(context: object) -> str:
-    return str(getattr(context, "device", "cpu"))
-
-
-def aten_impls() -> frozenset[str]:
-    return frozenset(torch.library._impls)
-
-
-def kernel_text(key: str) -> str:
-    ns, op, dispatch = [*key.split("/"), "", ""][:3]
-    return f"torch.library kernel registered: {ns}::{op} for {dispatch}"
-
-
-def remove_kernels(new: frozenset[str], before: frozenset[str]) -> None:
-    """Destroy the ``torch.library.Library`` objects that registered only kernels made since."""
-    library_cls: Any = torch.library.Library
-    for obj in gc.get_objects():
-        if issubclass(type(obj), library_cls):  # type(): a lazy proxy's __class__ would import
-            impls = set(getattr(obj, "_op_impls", ()))
-            if impls & new and not impls & before:
-                obj._destroy()
 
 
 @attrs.frozen(eq=False)
@@ -160,18 +102,24 @@ class ProcessState:
 
     @classmethod
     def _take(cls, spaces: tuple[Space, ...]) -> ProcessState:
-        infra = registry_infra_modes()
+        c: Any = torch._C
+        infra = tuple(c._get_dispatch_mode(k) for k in infra_keys())
         return cls(
             flag_values=settings_now(),
-            device=device_context_of(),
+            device=(
+                getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None),
+                _device_mod.CURRENT_DEVICE,
+            ),
             function_modes=registry_function_modes(),
             dispatch_modes=registry_dispatch_modes(infra),
             infra_modes=infra,
             spaces=spaces,
             hooks=tuple(
-                (name, dict(v) if isinstance(v, dict) else v) for name, v in hook_registries()
+                (name, dict(v) if isinstance(v, dict) else v)
+                for name, v in vars(_module_mod).items()
+                if name.startswith("_global_") and "hook" in name
             ),
-            kernels=aten_impls(),
+            kernels=frozenset(torch.library._impls),
         )
 
     def _now(self) -> ProcessState:
@@ -184,9 +132,10 @@ class ProcessState:
         texts = settings_changed(self._flag_values, now._flag_values)
         (ctx_then, _), (ctx_now, _) = self._device, now._device
         if ctx_then is not ctx_now:
-            texts.append(
-                f"torch.get_default_device(): {device_name(ctx_then)} -> {device_name(ctx_now)}"
+            then_device, now_device = (
+                str(getattr(c, "device", "cpu")) for c in (ctx_then, ctx_now)
             )
+            texts.append(f"torch.get_default_device(): {then_device} -> {now_device}")
         quiet = (ctx_then, ctx_now)
         texts += stack_texts(
             "torch function mode", self._function_modes, now._function_modes, quiet
@@ -194,7 +143,8 @@ class ProcessState:
         texts += stack_texts("torch dispatch mode", self._dispatch_modes, now._dispatch_modes, ())
         for key, a, b in zip(infra_keys(), self._infra_modes, now._infra_modes, strict=True):
             if a is not b:
-                texts.append(f"torch dispatch mode ({key.name}): {mode_name(a)} -> {mode_name(b)}")
+                names = ("none" if m is None else type(m).__name__ for m in (a, b))
+                texts.append(f"torch dispatch mode ({key.name}): {' -> '.join(names)}")
         spaces_now = {id(s.obj): s.entries for s in now._spaces}
         for space in self._spaces:
             if id(space.obj) in spaces_now:
@@ -202,9 +152,9 @@ class ProcessState:
         hooks_now = dict(now._hooks)
         for name, then in self._hooks:
             texts += hook_texts(name, then, hooks_now.get(name, MISSING))
-        texts += [
-            kernel_text(k) for k in sorted(now._kernels - self._kernels) if k.startswith("aten/")
-        ]
+        for key in sorted(k for k in now._kernels - self._kernels if k.startswith("aten/")):
+            ns, op, dispatch = [*key.split("/"), "", ""][:3]
+            texts.append(f"torch.library kernel registered: {ns}::{op} for {dispatch}")
         return tuple(texts)
 
     def restore(self) -> tuple[str, ...]:
@@ -216,9 +166,15 @@ class ProcessState:
             self._restore_flags(errors)
             self._restore_spaces(errors)
             self._restore_hooks()
-            new = frozenset(k for k in aten_impls() - self._kernels if k.startswith("aten/"))
-            if new:
-                remove_kernels(new, self._kernels)
+            new = frozenset(
+                k for k in torch.library._impls - self._kernels if k.startswith("aten/")
+            )
+            library: Any = torch.library.Library  # destroy those that made only new kernels
+            for obj in gc.get_objects() if new else ():
+                if issubclass(type(obj), library):  # type(): a lazy proxy's __class__ would import
+                    impls = set(getattr(obj, "_op_impls", ()))
+                    if impls & new and not impls & self._kernels:
+                        obj._destroy()
         left = []
         for text in self.changed():
             name = text.split(": ", 1)[0]
@@ -284,26 +240,3 @@ class ProcessState:
                     now.update(then)
             elif now is not then:
                 setattr(_module_mod, name, then)
-
-
-@attrs.define
-class Isolation:
-    """What :func:`isolated` yields: after the block, what it changed and what stayed changed."""
-
-    before: ProcessState
-    changes: tuple[str, ...] = ()
-    """:meth:`ProcessState.changed` at the block's end (before the restore)."""
-    unrestored: tuple[str, ...] = ()
-    """:meth:`ProcessState.restore`'s answer: what could not be put back."""
-
-
-@contextlib.contextmanager
-def isolated(extra: Iterable[object] = ()) -> Iterator[Isolation]:
-    """Capture the process state, run the block, then name and undo its changes (even on raise)."""
-    holder = Isolation(ProcessState.capture(extra=extra))
-    try:
-        yield holder
-    finally:
-        holder.changes = holder.before.changed()
-        if holder.changes:
-            holder.unrestored = holder.before.restore()

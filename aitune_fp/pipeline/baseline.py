@@ -33,6 +33,7 @@ from aitune_fp.pipeline.stages import Arena, checked_inputs, fresh_batches, held
 from aitune_fp.pipeline.values import (
     BASELINE_DIR,
     BUILD,
+    Opened,
     TuneTarget,
     ValidationOptions,
     append_failure_log,
@@ -69,29 +70,22 @@ def private_eager(baseline: Any, module: torch.nn.Module) -> tuple[Any, EagerIso
         return baseline, "shared"
 
 
-def resolve_batch_size(options: ValidationOptions, target: TuneTarget) -> int:
-    """The batch size to validate at: the graph spec's max, or the largest of ``batch_sizes``."""
-    config = options.profiling_config
-    spec_max = target.graph_spec.get_max_batch_size()
-    if not config.batching:
-        return 1
-    if not config.batch_sizes:
-        return spec_max
-    size = max(config.batch_sizes)
-    if size > spec_max:
-        raise InvalidValueError(
-            f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
-            f"spec's max_batch_size {spec_max}"
-        )
-    return size
-
-
 def operating_point(
-    options: ValidationOptions, target: TuneTarget, isolation: IsolationMode, batch_size: int | None
+    options: ValidationOptions, target: TuneTarget, isolation: IsolationMode, size: int | None
 ) -> tuple[int, ProfilingConfig]:
-    """The batch size to validate at and the config narrowed to it (workers at torch's threads)."""
-    size = resolve_batch_size(options, target) if batch_size is None else batch_size
-    config = for_batch_size(options.profiling_config, size)
+    """The batch size to validate at and the config narrowed to it (workers at torch's threads).
+
+    By default the graph spec's max batch size, or the largest of ``batch_sizes``.
+    """
+    config, spec_max = options.profiling_config, target.graph_spec.get_max_batch_size()
+    if size is None:
+        size = max(config.batch_sizes or (spec_max,)) if config.batching else 1
+        if size > spec_max:
+            raise InvalidValueError(
+                f"profiling_config.batch_sizes asks for batch size {size}, above the graph "
+                f"spec's max_batch_size {spec_max}"
+            )
+    config = for_batch_size(config, size)
     if isolation == "process" and config.threads is None:  # the count this process runs
         config = attrs.evolve(config, threads=torch.get_num_threads())
     return size, config
@@ -113,29 +107,6 @@ def started(arena: Arena, strategy: str, isolation_note: str | None) -> Event:
         isolation=arena.isolation,
         isolation_note=ABSENT if isolation_note is None else isolation_note,
     ).to_event()
-
-
-@attrs.frozen(eq=False)
-class Opened:
-    """What opening the baseline established: eager, and what comparisons time and check on.
-
-    ``copied``: eager in this process (a private copy, or shared); ``noise``: its noise fields.
-    """
-
-    description: str
-    batch: Sample
-    baseline: Any
-    eager: Any
-    copied: EagerIsolation
-    batches: tuple[Sample, ...]
-    reference_outputs: tuple[Any, ...]
-    id_limits: dict[Any, int]
-    heldout: tuple[Sample, ...]
-    closeness: Closeness
-    throughput: float
-    latencies: tuple[float, ...]
-    noise: dict[str, Any]
-    duration_s: float
 
 
 @attrs.frozen
@@ -200,7 +171,7 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         references = tuple(reference_output(call, b) for b in batches)
         id_limits = embedding_limits(call, batch)  # before held-out draws
         # drawn now: a user's input generator that fails fails the baseline
-        heldout = checked_inputs(arena.closeness, t.data, arena.seed, t.graph_spec, id_limits)
+        heldout = checked_inputs(arena, arena.seed, id_limits)
         shared = copied == "shared" and arena.isolation != "process"
         closeness, noise = calibrate_noise(arena, shared)  # never raises: notes why not
     except Exception as exc:
@@ -220,7 +191,7 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         eager=eager,
         copied=copied,
         batches=batches,
-        reference_outputs=references,
+        references=references,
         id_limits=id_limits,
         heldout=heldout,
         closeness=closeness,
@@ -273,30 +244,24 @@ def calibrate_noise(arena: Arena, shared: bool) -> tuple[Closeness, dict[str, An
 
     Returns the closeness and the ``baseline_measured`` fields (why not, when not measured).
     """
-    closeness = arena.closeness
-    if not closeness.calibrate:  # a floor the caller measured is recorded as it is
-        given = closeness.noise_floor
-        fields = (
-            {}
-            if given is None
-            else {"noise_floor_rel_l2": given.worst, "noise_floor": given.to_dict()}
-        )
-        return closeness, fields
-    if shared:
-        return closeness, {
-            "noise_floor_note": "not measured: the model is too large to copy to float64"
-        }
-    t = arena.target
-    try:
-        floor = eager_noise_floor(t.module, list(t.data), graph_spec=t.graph_spec)
-    except Exception as exc:
-        return closeness, {
-            "noise_floor_note": f"not measured: {type(exc).__name__}: {one_line(exc)}"
-        }
-    if closeness.noise_floor is not None:  # a floor the caller measured: the larger of both
-        floor = closeness.noise_floor.merge(floor)
-    fields = {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
-    return attrs.evolve(closeness, noise_floor=floor), fields
+    closeness, floor = arena.closeness, arena.closeness.noise_floor
+    if closeness.calibrate:  # else a floor the caller measured is recorded as it is
+        if shared:
+            return closeness, {
+                "noise_floor_note": "not measured: the model is too large to copy to float64"
+            }
+        t = arena.target
+        try:
+            found = eager_noise_floor(t.module, list(t.data), graph_spec=t.graph_spec)
+        except Exception as exc:
+            return closeness, {
+                "noise_floor_note": f"not measured: {type(exc).__name__}: {one_line(exc)}"
+            }
+        floor = found if floor is None else floor.merge(found)  # with the caller's: the larger
+        closeness = attrs.evolve(closeness, noise_floor=floor)
+    if floor is None:
+        return closeness, {}
+    return closeness, {"noise_floor_rel_l2": floor.worst, "noise_floor": floor.to_dict()}
 
 
 #: How many of the correctness check's inputs the degenerate-output rule reads eager's outputs on.

@@ -10,6 +10,7 @@ from aitune_fp.core.quantiles import (
     min_samples_for_upper_bound,
     quantile_upper_bound,
 )
+from aitune_fp.core.report import Stage
 from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.events.candidates import HeadtoheadLook, LatencyChecked, SelectionDecided
@@ -25,14 +26,8 @@ _WARMUP_CALLS = 3
 
 def _point_choice(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """AITune's rule: the highest point estimate (ties to the earlier); the rest released."""
-    scored: list[tuple[float, int, CandidateOutcome]] = []
-    for i, outcome in enumerate(passing):
-        score = rank(arena, outcome)
-        if score is not None:
-            scored.append((score, i, outcome))
-    if not scored:
-        return CandidateOutcome("", None)
-    return max(scored, key=lambda item: (item[0], -item[1]))[2]
+    scored = [(s, -i, o) for i, o in enumerate(passing) if (s := rank(arena, o)) is not None]
+    return max(scored, key=lambda item: item[:2])[2] if scored else CandidateOutcome("", None)
 
 
 def _distinct(descriptions: Sequence[str]) -> list[str]:
@@ -60,7 +55,8 @@ def _paces(arena: Arena, by_name: dict[str, CandidateOutcome]) -> dict[str, floa
 
 def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> CandidateOutcome:
     """Time ``passing`` against each other; record the selection; the losers' failures too."""
-    batch, batches, timer = arena.timing()
+    opened, timer = arena.timing()
+    batch, batches, references = opened.batch, opened.batches, opened.references
     config = arena.config
     rule = SelectionRule(
         delta=config.selection_delta_percent / 100.0,
@@ -74,7 +70,6 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
         for i, (n, o) in enumerate(by_name.items())
     ]
     name = arena.target.name
-    references = arena.references  # eager's output on each batch: the rounds' spot checks
     checks = {n: spot_check_of(arena.closeness, o.backend) for n, o in by_name.items()}
 
     def on_look(state: SelectionState) -> None:
@@ -108,14 +103,11 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
     arena.emit(decided.to_event())
     for failure in state.failed:
         outcome = by_name[failure.name]
-        if failure.error.startswith(f"{SpotCheckError.__name__}:"):  # "Type: message"
-            wrong = BackendFailedError(
-                f"{failure.name} gave a wrong output while timed head-to-head: {failure.error}"
-            )
-            arena.record(outcome.description, "correctness", wrong, outcome.log_path)
-            continue
-        error = BackendFailedError(f"failed while timed head-to-head: {failure.error}")
-        arena.record(outcome.description, "profiling", error, outcome.log_path)
+        wrong = failure.error.startswith(f"{SpotCheckError.__name__}:")  # "Type: message"
+        said = f"{failure.name} gave a wrong output" if wrong else "failed"
+        error = BackendFailedError(f"{said} while timed head-to-head: {failure.error}")
+        stage: Stage = "correctness" if wrong else "profiling"
+        arena.record(outcome.description, stage, error, outcome.log_path)
     if state.chosen is None:
         return CandidateOutcome("", None)
     return by_name[state.chosen]
@@ -133,12 +125,7 @@ def choose(
         return None
     if len(passing) == 1:
         best = passing[0]
-    elif (
-        arena.gated
-        and arena.decides
-        and arena.rule.head_to_head
-        and arena.baseline_throughput is not None
-    ):
+    elif arena.gated and arena.decides and arena.rule.head_to_head and arena.opened is not None:
         best = _head_to_head(arena, passing)
         while best.ok and not recheck(arena, best):  # wrong or meddling once timed at length
             passing = [o for o in passing if o is not best]
@@ -166,18 +153,18 @@ def latency_check(
     calls: int | None = None,
 ) -> LatencyCheck:
     """Hold ``outcome``'s ``quantile`` latency to ``budget_ms`` (order-statistics bound)."""
-    batch, batches, timer = arena.timing()
+    opened, timer = arena.timing()
     confidence = arena.config.confidence
     # by default twice the calls a finite bound needs, at least 60
     n = max(2 * min_samples_for_upper_bound(quantile, confidence), 60) if calls is None else calls
     latencies = time_calls(
         infer_of(outcome.backend),
-        batch,
+        opened.batch,
         n,
         timer=timer,
         warmup=_WARMUP_CALLS,
         threads=arena.config.threads,
-        batches=batches,
+        batches=opened.batches,
     )
     check = LatencyCheck(
         backend_description=outcome.description,

@@ -87,7 +87,7 @@ def select(
         backend_description=description,
         is_baseline=is_baseline,
         result=result,
-        baseline_throughput=arena.baseline_throughput,
+        baseline_throughput=None if arena.opened is None else arena.opened.throughput,
         info_on=info_enabled(),
         restored=restored,
         handed_back=handed_back,

@@ -39,6 +39,7 @@ from aitune_fp.pipeline.values import (
     PROFILING_LOG_NAME,
     CandidateOutcome,
     ModelChangedError,
+    Opened,
     ProcessChangedError,
     StageError,
     TuneTarget,
@@ -75,7 +76,7 @@ class Guards:
     def take(cls, target: TuneTarget) -> Guards:
         """Put the model in eval mode and snapshot what the tune must not change."""
         module = target.module
-        was_training = tuple(ModelGuard.training_modules(module))
+        was_training = tuple(m for m in module.modules() if m.training)
         if was_training:
             module.eval()
         return cls(
@@ -147,19 +148,12 @@ class Arena:
     gate: Gate | None
     gated: bool
     decides: bool
-    baseline: Any | None
-    eager: Any | None
+    opened: Opened | None
     eager_arm: Callable[..., Any] | None
-    batch: Sample | None
     batch_size: int | None
-    batches: tuple[Sample, ...]
-    references: tuple[Any, ...]
     heldout: Callable[[], tuple[Sample, ...]]
-    id_limits: Mapping[InputKey, int]
     seed: int
     clock: Timer | None
-    baseline_throughput: float | None
-    baseline_latencies: tuple[float, ...] | None
     baseline_error: str | None
     isolation: IsolationMode
     guards: Guards | None
@@ -171,11 +165,21 @@ class Arena:
         """The clock for calls on ``batch``: the injected one, else the one for its device."""
         return self.clock if self.clock is not None else timer_for(batch)
 
-    def timing(self) -> tuple[Sample, tuple[Sample, ...], Timer]:
-        """The batch, the batches timed in turn and the clock; an error before the tune opens."""
-        if self.batch is None:
+    @property
+    def baseline(self) -> Any | None:
+        """The eager baseline; None before the tune opens, or when it failed."""
+        return None if self.opened is None else self.opened.baseline
+
+    @property
+    def latencies(self) -> tuple[float, ...] | None:
+        """Eager's timed call latencies; None before the tune opens, or when it failed."""
+        return None if self.opened is None else self.opened.latencies
+
+    def timing(self) -> tuple[Opened, Timer]:
+        """What opening found (the batches timed in turn) and the clock; an error before it."""
+        if self.opened is None:
             raise InvalidStateError("the session is not open: nothing to time candidates on")
-        return self.batch, self.batches or (self.batch,), self.timer_on(self.batch)
+        return self.opened, self.timer_on(self.opened.batch)
 
     def unchanged(self) -> None:
         """Raise what a candidate changed in the model, the samples or the process (restored)."""
@@ -194,10 +198,20 @@ class Arena:
         self.emit(entered.to_event())
 
     def failed(
-        self, description: str, stage: Stage, exc: BaseException, log: Path | None
+        self,
+        description: str,
+        stage: Stage,
+        exc: BaseException,
+        log: Path,
+        heading: str = "",
+        built: Any = None,
     ) -> CandidateOutcome:
-        """Record a failed candidate; its outcome names the stage, the reason and its log."""
-        path = None if log is None or not log.is_file() else str(log)
+        """Record a failed candidate (``heading``: logged first; ``built``: released) as an outcome."""
+        if heading:
+            append_failure_log(log, heading, exc)
+        if built is not None:
+            release(self.target, built, log)
+        path = str(log) if log.is_file() else None
         self.record(description, stage, exc, path)
         return CandidateOutcome(
             description, None, stage=stage, reason=failure_reason(exc), log_path=path, error=exc
@@ -239,8 +253,12 @@ class StageFailure:
     """A stage's failure as a value: the stage it is recorded at, and its log and heading."""
 
     stage: Stage
-    log_name: str
     heading: str
+
+    @property
+    def log_name(self) -> str:
+        """The log it is written to: profiling's own, else the build log."""
+        return PROFILING_LOG_NAME if self.stage == "profiling" else BUILD_LOG_NAME
 
 
 def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
@@ -259,25 +277,17 @@ def build_failure(exc: BaseException) -> tuple[Stage, BaseException]:
 def failure_of(exc: BaseException, step: Step) -> StageFailure:
     """The one table from an exception in ``step`` to the stage it is recorded at."""
     if step == "recheck":
-        return StageFailure(
-            "correctness", BUILD_LOG_NAME, "Backend failed its check after the head-to-head"
-        )
+        return StageFailure("correctness", "Backend failed its check after the head-to-head")
     if step == "correctness":
         hung = isinstance(exc, CandidateHungError) or isinstance(exc.__cause__, CandidateHungError)
-        return StageFailure(
-            "hung" if hung else "correctness", BUILD_LOG_NAME, "Backend correctness check failed"
-        )
+        return StageFailure("hung" if hung else "correctness", "Backend correctness check failed")
     if isinstance(exc, CandidateHungError):
-        return StageFailure("hung", BUILD_LOG_NAME, "Backend hung while timed")
+        return StageFailure("hung", "Backend hung while timed")
     if isinstance(exc, InterferenceError):  # its process ran while another arm was timed
-        return StageFailure(
-            "interference", BUILD_LOG_NAME, "Backend's process ran while eager was timed"
-        )
+        return StageFailure("interference", "Backend's process ran while eager was timed")
     if isinstance(exc, (SpotCheckError, WorkerError, ModelChangedError, ProcessChangedError)):
-        return StageFailure(
-            "correctness", BUILD_LOG_NAME, "Backend output or model check failed while timing"
-        )
-    return StageFailure("profiling", PROFILING_LOG_NAME, "Backend profiling failed")
+        return StageFailure("correctness", "Backend output or model check failed while timing")
+    return StageFailure("profiling", "Backend profiling failed")
 
 
 def build_here(target: TuneTarget, blueprint: Any, build: Callable[[Any], Any] | None) -> Any:
@@ -305,15 +315,12 @@ def held_out(
 
 
 def checked_inputs(
-    closeness: Closeness,
-    data: tuple[Sample, ...],
-    seed: int,
-    graph_spec: Any,
-    id_limits: dict[InputKey, int],
+    arena: Arena, seed: int, id_limits: Mapping[InputKey, int]
 ) -> tuple[Sample, ...]:
     """The correctness check's held-out inputs: domain draws, then ``input_generator``'s."""
-    own = held_out(heldout_domain, data, seed=seed, graph_spec=graph_spec, id_limits=id_limits)
-    return own + closeness.generated(data, seed, graph_spec)
+    data, spec = arena.target.data, arena.target.graph_spec
+    own = held_out(heldout_domain, data, seed=seed, graph_spec=spec, id_limits=id_limits)
+    return own + arena.closeness.generated(data, seed, spec)
 
 
 def call_deadline(
@@ -360,7 +367,7 @@ def check_closeness(arena: Arena, built: Any, name: str = "") -> Mismatch | None
     t, heldout = arena.target, arena.heldout()
     return arena.closeness.check(
         infer_of(built),
-        t.module if arena.eager is None else infer_of(arena.eager),
+        t.module if arena.opened is None else infer_of(arena.opened.eager),
         t.graph_spec,
         list(t.data),
         expected_dtype=declared_dtype(built),
@@ -380,30 +387,31 @@ def measure(
     on_look: OnLook | None = None,
 ) -> PerformanceValidationResult:
     """Time ``backend`` against eager by the tune's rule; the result has the worst mismatch."""
-    if arena.eager_arm is None or arena.baseline_throughput is None:
+    o = arena.opened
+    if arena.eager_arm is None or o is None:
         raise InvalidStateError(
             f"no eager baseline to compare against ({arena.baseline_error}); "
             "a candidate cannot be shown faster without one"
         )
-    assert arena.gate is not None and arena.batch is not None and arena.batch_size
+    assert arena.gate is not None and arena.batch_size
     comparison = Comparison(
         eager=arena.eager_arm,
         candidate=infer_of(backend),
-        batch=arena.batch,
+        batch=o.batch,
         size=arena.batch_size,
         config=arena.config,
         gate=arena.gate,
-        timer=arena.timer_on(arena.batch),
-        eager_latencies=arena.baseline_latencies if arena.rule.keeps_eager_latencies else None,
+        timer=arena.timer_on(o.batch),
+        eager_latencies=o.latencies if arena.rule.keeps_eager_latencies else None,
         description=description,
         spot_check=spot_check_of(arena.closeness, backend),
-        batches=arena.batches,
-        references=arena.references,
+        batches=o.batches,
+        references=o.references,
         spot_seed=arena.seed,
         spot_rate=arena.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
         isolation=arena.isolation,
-        fresh=fresh_batches(arena.batch, arena.seed, arena.target.graph_spec),
+        fresh=fresh_batches(o.batch, arena.seed, arena.target.graph_spec),
     )
     return arena.rule.compare(comparison, on_look).result
 

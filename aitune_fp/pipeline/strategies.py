@@ -43,9 +43,8 @@ def _session(
     session = active_session(module)
     if session is not None:
         return session
-    return TuneSession.plain(
-        TuneTarget.of(module, name, graph_spec, data, device, cache_dir), strategy=strategy
-    )
+    target = TuneTarget.of(module, name, graph_spec, data, device, cache_dir)
+    return TuneSession(target, None, strategy=strategy)  # builds and checks, times nothing
 
 
 def try_candidate(

@@ -25,14 +25,13 @@ from aitune_fp.errors import (
 )
 from aitune_fp.events.candidates import CandidateFailed
 from aitune_fp.events.kinds import Event, fold
-from aitune_fp.events.names import EagerIsolation, new_run_id
+from aitune_fp.events.names import new_run_id
 from aitune_fp.events.sending import emit as emit_event
 from aitune_fp.events.validation import Disabled, EvalMode, Finished
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import rule_for
 from aitune_fp.pipeline.baseline import (
     BaselineFailed,
-    Opened,
     measured,
     open_eager,
     operating_point,
@@ -44,6 +43,7 @@ from aitune_fp.pipeline.values import (
     BUILD,
     CandidateOutcome,
     NoValidBackendError,
+    Opened,
     TuneTarget,
     ValidationOptions,
     append_failure_log,
@@ -95,10 +95,8 @@ class TuneSession:
         self._emits = options is not None  # a disabled wrapper still says so, and finishes
         self.run_id = new_run_id()
         self.started = time.perf_counter()
-        self.failures: list[CandidateFailure] = []
         self.validated: list[tuple[Any, PerformanceValidationResult | None]] = []
         self.opened: Opened | None = None  # eager, built and measured at open
-        self.eager_isolation: EagerIsolation = "private_copy"
         #: Where candidates run until chosen, and why in process when not in workers.
         self.isolation, self.isolation_note = isolation_of(options, target)
         self.workers = WorkerGroup()
@@ -133,11 +131,6 @@ class TuneSession:
             on_stuck=lambda what, elapsed: None if (f := stuck()) is None else f(what, elapsed),
         )
 
-    @classmethod
-    def plain(cls, target: TuneTarget, *, strategy: str = "") -> TuneSession:
-        """A session that builds and checks candidates but times nothing and emits nothing."""
-        return cls(target, None, strategy=strategy)
-
     # -- events ------------------------------------------------------------------------------
     def emit(self, event: Event, *, always: bool = False) -> None:
         """Emit ``event`` when validating (``always``: even disabled); none after ``finished``."""
@@ -169,19 +162,12 @@ class TuneSession:
             gate=None if self.options is None else self.options.gate,
             gated=self.gated,
             decides=self.decides,
-            baseline=None if o is None else o.baseline,
-            eager=None if o is None else o.eager,
+            opened=o,
             eager_arm=arm,
-            batch=None if o is None else o.batch,
             batch_size=self.batch_size,
-            batches=() if o is None else o.batches,
-            references=() if o is None else o.reference_outputs,
             heldout=self.heldout,
-            id_limits={} if o is None else o.id_limits,
             seed=self.heldout_seed,
             clock=None if self.options is None else self.options.timer,
-            baseline_throughput=None if o is None else o.throughput,
-            baseline_latencies=None if o is None else o.latencies,
             baseline_error=self.baseline_error,
             isolation=self.isolation,
             guards=self.guards,
@@ -214,15 +200,14 @@ class TuneSession:
             return
         self.opened, self._heldout_samples = opened, opened.heldout
         self.closeness = opened.closeness
-        self.eager_isolation = "process" if self.isolation == "process" else opened.copied
         self.guards = guards.settled(self.target)  # what eager's first calls set up is the state
         if self.isolation == "process":
             eager = start_eager(self.arena(), self.workers)  # before any candidate code ran
             self.eager_start = eager
             if eager.failed is not None:  # eager stays on its copy, the candidates here too
                 self.isolation, self.isolation_note = "in_process", eager.failed
-                self.eager_isolation = opened.copied
-        self.emit(measured(self.arena(), opened, self.eager_isolation))
+        where = "process" if self.isolation == "process" else opened.copied
+        self.emit(measured(self.arena(), opened, where))
 
     # -- the candidate pipeline ----------------------------------------------------------------
     def try_candidate(
@@ -251,10 +236,10 @@ class TuneSession:
         except Exception as exc:
             arm.abandon()
             stage, cause = build_failure(exc)
+            # aitune_fp's backends write their own build log
+            heading = "" if isinstance(backend, BackendBase) else f"Backend failed at {stage}"
             log = arm.folder / BUILD_LOG_NAME
-            if not isinstance(backend, BackendBase):  # aitune_fp's backends write their own
-                append_failure_log(log, f"Backend failed at {stage}", cause)
-            return arena.failed(arm.description, stage, cause, log)
+            return arena.failed(arm.description, stage, cause, log, heading=heading)
         build_s = time.perf_counter() - start
         outcome = vet(arena, built, arm.description, arm.folder)
         outcome = arm.settle(attrs.evolve(outcome, build_s=build_s))
@@ -265,13 +250,8 @@ class TuneSession:
     def heldout(self) -> tuple[Sample, ...]:
         """The tune's held-out samples, derived once (``stages.checked_inputs``)."""
         if self._heldout_samples is None:
-            self._heldout_samples = checked_inputs(
-                self.closeness,
-                self.target.data,
-                self.heldout_seed,
-                self.target.graph_spec,
-                {} if self.opened is None else self.opened.id_limits,
-            )
+            limits = {} if self.opened is None else self.opened.id_limits
+            self._heldout_samples = checked_inputs(self.arena(), self.heldout_seed, limits)
         return self._heldout_samples
 
     def _stuck(self, what: str, elapsed_s: float) -> None:
@@ -290,7 +270,6 @@ class TuneSession:
         failure = CandidateFailure.from_exception(description, stage, exc, log_path)
         if self._closed:  # the tune has ended (a hung step): nothing more is recorded
             return failure
-        self.failures.append(failure)
         fields = attrs.asdict(failure)
         self.emit(
             CandidateFailed(run_id=self.run_id, module_name=self.target.name, **fields).to_event()
@@ -327,8 +306,11 @@ class TuneSession:
             with self.active():
                 try:
                     backend = call()
-                except Exception as exc:
-                    self.strategy_failed(exc)
+                except Exception as exc:  # the strategy's own failure, logged and recorded
+                    log = self.target.cache_dir / "strategy_error.log"
+                    path = append_failure_log(log, f"Strategy {self.strategy} failed", exc)
+                    self.record_failure(self.strategy, "strategy", exc, path)
+                    self.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
                     raise
             # the strategy's pick, validated if it did not come through the pipeline
             final = conclude(self.arena(), backend, self.validated)
@@ -346,14 +328,6 @@ class TuneSession:
             raise
 
     # -- the end of the tune -------------------------------------------------------------------
-    def strategy_failed(self, exc: BaseException) -> None:
-        """The strategy raised: record it as the strategy's failure and close the run."""
-        path = append_failure_log(
-            self.target.cache_dir / "strategy_error.log", f"Strategy {self.strategy} failed", exc
-        )
-        self.record_failure(self.strategy, "strategy", exc, path)
-        self.finish("error", None, reason=f"{type(exc).__name__}: {one_line(exc)}")
-
     def finish(
         self, outcome: Outcome, description: str | None, *, reason: str | None = None
     ) -> None:
@@ -363,7 +337,12 @@ class TuneSession:
         for worker in self.workers.live():  # eager's and any candidate's not chosen
             worker.close()
         self.eager_start = EagerStart(None)
-        self._give_model_back()
+        if self.guards is not None:  # undo any change the tune left on the model, and its mode
+            changed = self.guards.changed()
+            if changed is not None:
+                self.record_failure(self.strategy, "strategy", changed, None)
+            for m in self.guards.was_training:
+                m.training = True
         self._outcome = outcome
         folded = self.folded
         candidates = folded.candidate_failures
@@ -384,26 +363,12 @@ class TuneSession:
         )
         self._closed = True
 
-    def _give_model_back(self) -> None:
-        """Undo any change the tune left on the model and return it to its training mode."""
-        changed = None if self.guards is None else self.guards.changed()
-        if changed is not None:
-            self.record_failure(self.strategy, "strategy", changed, None)
-        for m in () if self.guards is None else self.guards.was_training:
-            m.training = True
-
     def report(self) -> TuneReport:
         """The frozen report so far: the fold of every event emitted, as ``ingest`` folds them."""
         folded = self.folded
-        return attrs.evolve(
-            folded,
-            n_events=self.n_events,
-            duration_s=(
-                folded.duration_s
-                if folded.outcome is not None
-                else time.perf_counter() - self.started
-            ),
-        )
+        running = folded.outcome is None
+        duration = time.perf_counter() - self.started if running else folded.duration_s
+        return attrs.evolve(folded, n_events=self.n_events, duration_s=duration)
 
     @contextmanager
     def active(self) -> Iterator[TuneSession]:

@@ -25,6 +25,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     error_name,
 )
+from aitune_fp.events.names import EagerIsolation
 from aitune_fp.inputs import BatchSpec, Sample
 from aitune_fp.measure.rules import rule_for
 from aitune_fp.profiling.timers import Timer
@@ -148,6 +149,29 @@ class CandidateOutcome:
     def ok(self) -> bool:
         """True when the candidate is built, correct and (if gated) measurably faster."""
         return self.backend is not None
+
+
+@attrs.frozen(eq=False)
+class Opened:
+    """What opening the baseline established: eager, and what comparisons time and check on.
+
+    ``copied``: eager in this process (a private copy, or shared); ``noise``: its noise fields.
+    """
+
+    description: str
+    batch: Sample
+    baseline: Any
+    eager: Any
+    copied: EagerIsolation
+    batches: tuple[Sample, ...]
+    references: tuple[Any, ...]
+    id_limits: dict[Any, int]
+    heldout: tuple[Sample, ...]
+    closeness: Closeness
+    throughput: float
+    latencies: tuple[float, ...]
+    noise: dict[str, Any]
+    duration_s: float
 
 
 class StageError(AitunefpError, RuntimeError):

@@ -50,9 +50,8 @@ def vet(arena: Arena, built: Any, description: str, folder: Path) -> CandidateOu
             return _failed(arena, built, description, folder, exc, "correctness")
         if mismatch is not None:
             arena.emit(CorrectnessChecked.of(arena.run_id, t.name, description, mismatch))
-        if not arena.gated:
-            return CandidateOutcome(description, built, mismatch=mismatch)
-        if arena.baseline is None and not arena.decides:  # diagnostic: nothing to compare
+        # plain, or diagnostic without eager: nothing to time, or nothing to compare with
+        if not arena.gated or (arena.baseline is None and not arena.decides):
             return CandidateOutcome(description, built, mismatch=mismatch)
         arena.phase(description, "measure")
         try:
@@ -79,11 +78,10 @@ def _failed(
     arena: Arena, built: Any, description: str, folder: Path, exc: Exception, step: Step
 ) -> CandidateOutcome:
     """A stage failed: its log written, the candidate released, the failure recorded."""
-    failure = failure_of(exc, step)
-    log = folder / failure.log_name
-    append_failure_log(log, failure.heading, exc)
-    release(arena.target, built, log)
-    return arena.failed(description, failure.stage, exc, log)
+    f = failure_of(exc, step)
+    return arena.failed(
+        description, f.stage, exc, folder / f.log_name, heading=f.heading, built=built
+    )
 
 
 def _guarded(arena: Arena, built: Any, what: str) -> contextlib.AbstractContextManager[Any]:
@@ -95,7 +93,7 @@ def _guarded(arena: Arena, built: Any, what: str) -> contextlib.AbstractContextM
 
 def per_call_step(arena: Arena, what: str) -> contextlib.AbstractContextManager[Any]:
     """The watchdog on a step here, per call: a slow step still completing calls is not hung."""
-    deadline, note = call_deadline(arena.config, arena.baseline_latencies)
+    deadline, note = call_deadline(arena.config, arena.latencies)
     return arena.watchdog.step(what, deadline, per_call=True, note=note)
 
 

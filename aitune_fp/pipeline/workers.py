@@ -30,7 +30,6 @@ from aitune_fp.pipeline.stages import (
     checked_inputs,
     folder_of,
     held_out,
-    release,
     spot_check_of,
 )
 from aitune_fp.pipeline.values import (
@@ -38,7 +37,6 @@ from aitune_fp.pipeline.values import (
     ProcessChangedError,
     TuneTarget,
     ValidationOptions,
-    append_failure_log,
     candidate_folder,
     declared_dtype,
     describe,
@@ -156,7 +154,10 @@ class CandidateRecipe:
         finally:  # taught once the block closed, failed or not
             if record is not None:
                 say({"taught": taught})
-        _stop_compile_workers()
+        async_compile = sys.modules.get("torch._inductor.async_compile")
+        if async_compile is not None:  # its pool's semaphores would be reported leaked
+            with contextlib.suppress(Exception):
+                async_compile.shutdown_compile_workers()
         changed = settings_changed(before[0], settings_now())
         changed += os_state_changes(before[1], os_state(0))
         if changed:
@@ -171,14 +172,6 @@ class CandidateRecipe:
         digest = artefact_digest(artefact()) if callable(artefact) else ""
         facts = {"dtype": declared_dtype(built), "tolerances": tolerances, "artefact": digest}
         return infer_of(built), facts
-
-
-def _stop_compile_workers() -> None:
-    """End inductor's compile pool after a build, so its semaphores are not reported leaked."""
-    async_compile = sys.modules.get("torch._inductor.async_compile")
-    if async_compile is not None:
-        with contextlib.suppress(Exception):
-            async_compile.shutdown_compile_workers()
 
 
 def output_types(references: tuple[Any, ...]) -> frozenset[type]:
@@ -264,17 +257,17 @@ class EagerStart:
 
 def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
     """Start eager's worker (before any candidate ran) and read back what outputs may hold."""
-    config = arena.config
-    assert config.threads is not None
+    config, opened = arena.config, arena.opened
+    assert config.threads is not None and opened is not None
     try:
         worker = Worker(
-            EagerRecipe(arena.baseline),
+            EagerRecipe(opened.baseline),
             name="eager",
             # its start: from the fork server, a fresh interpreter loads torch first (seconds
             # on a loaded machine), bounded as a candidate's build is
             timeout_s=max(config.max_seconds + config.hang_grace_s, config.build_timeout_s),
             group=group,
-            allowed=output_types(arena.references),
+            allowed=output_types(opened.references),
             threads=worker_threads(config.threads),
             # the injected clock workers report their calls' time on (a test's), if any
             clock=arena.clock if isinstance(arena.clock, ReportedClock) else None,
@@ -282,7 +275,7 @@ def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
         worker.ready()
     except Exception as exc:
         return EagerStart(None, failed=f"eager's worker failed: {exc}")
-    worker.timeout_s, worker.deadline_note = call_deadline(config, arena.baseline_latencies)
+    worker.timeout_s, worker.deadline_note = call_deadline(config, arena.latencies)
     server = fork_server_pid() if worker.threads > 1 else None  # later workers' parent
     pids = [os.getpid(), worker.pid, *([] if server is None else [server])]
     return EagerStart(worker, {pid: os_state(pid) for pid in pids})
@@ -353,12 +346,12 @@ class WorkerArm:
         assert worker is not None
         try:
             info = worker.ready()
-        finally:
-            _teach(self.build_step, worker.said)
+        finally:  # its driver learns what its build taught the worker's copy (AITune's records)
+            learn = getattr(self.build_step, "learn", None)
+            if learn is not None and "taught" in worker.said:
+                learn(worker.said["taught"])
         tolerances = info.get("tolerances")
-        worker.timeout_s, worker.deadline_note = call_deadline(
-            arena.config, arena.baseline_latencies
-        )
+        worker.timeout_s, worker.deadline_note = call_deadline(arena.config, arena.latencies)
         return WorkerBackend(
             worker,
             description=self.description,
@@ -380,18 +373,10 @@ class WorkerArm:
         if changed is None:
             return outcome
         reached = InterferenceError(f"the candidate's process changed another process: {changed}")
-        log = self.folder / BUILD_LOG_NAME
-        append_failure_log(log, "Backend reached another process", reached)
-        if outcome.ok:
-            release(self.arena.target, outcome.backend, log)
-        return self.arena.failed(self.description, "interference", reached, log)
-
-
-def _teach(build: Any, said: Mapping[str, Any]) -> None:
-    """Teach the driver what its build taught the worker's copy of it (AITune's records)."""
-    learn = getattr(build, "learn", None)
-    if learn is not None and "taught" in said:
-        learn(said["taught"])
+        log, heading = self.folder / BUILD_LOG_NAME, "Backend reached another process"
+        return self.arena.failed(
+            self.description, "interference", reached, log, heading=heading, built=outcome.backend
+        )
 
 
 def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
@@ -426,7 +411,7 @@ def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
 
 def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
     """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
-    t, closeness = arena.target, arena.closeness
+    t = arena.target
     built: Any = None
     how = ""
     try:
@@ -436,17 +421,15 @@ def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
             built, how = _handed_back(t, chosen)
         arena.unchanged()  # before eager runs on the model it may have changed
         seed = random.SystemRandom().randrange(2**32)
-        held = checked_inputs(closeness, t.data, seed, t.graph_spec, dict(arena.id_limits))
+        held = checked_inputs(arena, seed, arena.opened.id_limits if arena.opened else {})
         fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
         with per_call_step(arena, f"the re-check of {chosen.description}"):
             check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
             _soak(arena, built, arena.config.soak)
         arena.unchanged()
     except Exception as exc:
-        append_failure_log(log, "The chosen backend failed when rebuilt in this process", exc)
-        if built is not None:
-            release(t, built, log)
-        arena.record(chosen.description, "rebuild", exc, str(log))
+        heading = "The chosen backend failed when rebuilt in this process"
+        arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
         return None, how
     return built, how
 
@@ -455,7 +438,7 @@ def _soak(arena: Arena, built: Any, n: int) -> None:
     """``n`` more calls of ``built`` on fresh held-out batches, spot-checked; a wrong one raises."""
     t = arena.target
     draw = random.SystemRandom()
-    candidate, eager = infer_of(built), infer_of(arena.eager)
+    candidate, eager = infer_of(built), infer_of(arena.opened and arena.opened.eager)
     check = spot_check_of(arena.closeness, built)
     size = arena.batch_size or t.graph_spec.get_max_batch_size()
     for call in range(1, n + 1):
@@ -482,8 +465,7 @@ def soaked(arena: Arena, chosen: Any) -> bool:
             _soak(arena, chosen, arena.config.soak)
     except Exception as exc:
         log = folder_of(arena.target, description) / BUILD_LOG_NAME
-        append_failure_log(log, "The chosen backend failed its soak", exc)
-        release(arena.target, chosen, log)
-        arena.record(description, "correctness", exc, str(log))
+        heading = "The chosen backend failed its soak"
+        arena.failed(description, "correctness", exc, log, heading=heading, built=chosen)
         return False
     return True
