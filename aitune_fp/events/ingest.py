@@ -20,8 +20,7 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PARTS
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.candidates import CANDIDATE_MEASURED, SELECTION_DECIDED
-from aitune_fp.events.kinds import Payload, fold, registered
-from aitune_fp.events.names import SCHEMA_VERSION
+from aitune_fp.events.kinds import SCHEMA_VERSION, Payload, fold, registered
 from aitune_fp.events.schema import ADDED_KEYS
 
 __all__ = [

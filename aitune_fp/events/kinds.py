@@ -1,4 +1,4 @@
-"""Event kinds: one frozen payload class per event, registered with its name and level."""
+"""Event kinds: one frozen payload class per event, registered with its name and level; run ids."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 import math
 import types
 import typing
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias, TypeVar, Union, cast
 
@@ -14,10 +15,36 @@ import attrs
 
 from aitune_fp.core.results import unstructure
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Level
 
 if TYPE_CHECKING:
     from aitune_fp.core.report import TuneReport
+
+LOGGER_NAME: Final = "aitune_fp"
+#: Bumped whenever an event's keys change (a reader refuses keys it does not know). 2: the
+#: measured and selection events carry their records nested (``result``, ``selection``).
+SCHEMA_VERSION: Final = 3
+
+#: The prefixes of a tune's own events and of a sweep's (``aitune-fp sweep``).
+VALIDATION_PREFIX: Final = "aitune_fp.validation."
+SWEEP_PREFIX: Final = "aitune_fp.sweep."
+
+Level = Literal["debug", "info", "warning", "error"]
+#: How eager is kept out of the candidates' reach (``baseline_measured``).
+EagerIsolation: TypeAlias = Literal["private_copy", "shared", "process"]
+
+Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "measure"]
+#: Keys renderers own; never used as payload keys (design §5).
+RESERVED_KEYS: Final = frozenset(
+    {"message", "name", "level", "timestamp", "logger", "exception", "event"}
+)
+#: JSON Schema keywords of the kinds' number keys.
+MIN0: Final = {"minimum": 0}
+MIN1: Final = {"minimum": 1}
+
+
+def new_run_id() -> str:
+    """Return a fresh id shared by all events of one tune call."""
+    return uuid.uuid4().hex
 
 
 class _Absent(enum.Enum):

@@ -15,8 +15,7 @@ import attrs
 
 from aitune_fp.core._checks import schema_keywords
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.events.kinds import ABSENT, Keywords, Payload, registered
-from aitune_fp.events.names import SCHEMA_VERSION
+from aitune_fp.events.kinds import ABSENT, SCHEMA_VERSION, Keywords, Payload, registered
 
 #: The shipped schema file (package data read by ``aitune_fp.events.ingest.event_schema``).
 SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.json"

@@ -12,7 +12,7 @@ import attrs
 
 from aitune_fp.core.messages import headline_speedup
 from aitune_fp.core.report import TuneReport
-from aitune_fp.events.names import new_run_id
+from aitune_fp.events.kinds import new_run_id
 from aitune_fp.events.sending import open_log, to_record, write_records
 from aitune_fp.events.sweep import TASK_FINISHED, SweepFinished, SweepStarted
 from aitune_fp.sweep.spec import SweepSpec
