@@ -33,12 +33,6 @@ EXIT_INTERRUPTED = 130
 #: stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports a killed writer.
 EXIT_BROKEN_PIPE = 141
 
-#: ``-v``'s help, the same for every command that prints a run's table.
-VERBOSE_HELP = (
-    "each row also shows its decided level, the futility bound's level, the quality flags and "
-    "the full reason (--format json and --json-log always hold them)"
-)
-
 
 class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""

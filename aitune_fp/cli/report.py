@@ -9,13 +9,13 @@ from typing import IO, Any
 
 from aitune_fp.cli._shared import (
     EXIT_OK,
-    VERBOSE_HELP,
     UsageError,
     escape_control,
     make_console,
 )
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.rendering import fmt_clock, markdown_run, render_run, run_title, write_report
+from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.events.ingest import IngestReport, RunSummary
 
 #: Bad lines listed one by one on stderr; the rest are counted.
@@ -147,6 +147,5 @@ def add_parser(sub: Any) -> None:
     )
     report.add_argument("log", help="JSON-lines file written by --json-log")
     report.add_argument("--plot", help="write a speedup/CI plot (.png, .svg or .pdf)")
-    report.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    report.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    add_rows(report, ("format", "verbose"))
     report.set_defaults(func=run)
