@@ -154,17 +154,8 @@ class CandidateRejected(Payload):
     @classmethod
     def of(cls, run_id: str, module_name: str, result: PerformanceValidationResult) -> Event:
         """The event of a measured ``result`` that did not clear the gate."""
-        return cls(
-            run_id=run_id,
-            module_name=module_name,
-            backend_description=result.backend_description,
-            verdict=result.verdict,
-            speedup=result.speedup,
-            ci_low=result.ci_low,
-            ci_high=result.ci_high,
-            required_speedup=result.required_speedup,
-            reason=result.reason,
-        ).to_event()
+        own = {key: getattr(result, key) for key in cls.payload_keys()}
+        return cls(run_id=run_id, module_name=module_name, **own).to_event()
 
 
 @event(_V + "candidate_failed", "warning")

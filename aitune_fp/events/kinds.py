@@ -119,6 +119,10 @@ class Payload:
         """The level this event is logged at: its kind's usual one unless a key changes it."""
         return self.default_level
 
+    def present(self, *keys: str) -> dict[str, Any]:
+        """The values of ``keys``, an :data:`ABSENT` one as None (as a report holds it)."""
+        return {k: None if (v := getattr(self, k)) is ABSENT else v for k in keys}
+
     @classmethod
     def payload_keys(cls) -> tuple[str, ...]:
         """The event's own keys, in payload order (the common keys left out)."""

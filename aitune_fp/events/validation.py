@@ -89,18 +89,9 @@ class Started(Payload):
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
         """The report with what the tune runs, where, and against which gate."""
-        return attrs.evolve(
-            report,
-            started_at=stamp,
-            strategy=self.strategy,
-            device=self.device,
-            decision=self.decision,
-            min_speedup_threshold_percent=self.min_speedup_threshold_percent,
-            required_speedup=self.required_speedup,
-            batch_size=self.batch_size,
-            isolation=None if self.isolation is ABSENT else self.isolation,
-            isolation_note=None if self.isolation_note is ABSENT else self.isolation_note,
-        )
+        keys = ("strategy", "device", "decision", "min_speedup_threshold_percent")
+        more = ("required_speedup", "batch_size", "isolation", "isolation_note")
+        return attrs.evolve(report, started_at=stamp, **self.present(*keys, *more))
 
     def describe(self) -> str:
         """What the user waits for first."""
@@ -141,15 +132,8 @@ class BaselineMeasured(Payload):
             baseline_backend=self.backend_description,
             baseline_throughput=self.throughput_samples_per_s,
             baseline_at=stamp,
-            batch_size=self.batch_size,
-            decision=self.decision,
-            noise_floor_rel_l2=None
-            if self.noise_floor_rel_l2 is ABSENT
-            else self.noise_floor_rel_l2,
-            degenerate_outputs=None
-            if self.degenerate_outputs is ABSENT
-            else self.degenerate_outputs,
-            budget_plan=None if self.budget_plan is ABSENT else self.budget_plan,
+            **self.present("batch_size", "decision", "noise_floor_rel_l2", "degenerate_outputs"),
+            **self.present("budget_plan"),
         )
 
     def describe(self) -> str:
