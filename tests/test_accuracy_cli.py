@@ -235,7 +235,7 @@ class TestSweepAccuracy:
 
         spec = parse_sweep({**self._BASE, "accuracy": {"outlier_share": 0.01}})
         (task,) = make_tasks(spec, "s", "/tmp/unused")
-        assert task.accuracy == (("outlier_share", 0.01),)
+        assert task.spec.accuracy == (("outlier_share", 0.01),)
 
     @pytest.mark.parametrize(
         ("table", "match"),
