@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import copy
 import types
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, overload
 
 import attrs
-import torch
 import wrapt
 
 from aitune_fp.adapters import is_aitune_strategy
@@ -27,7 +25,6 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.model import exclusive_module
 from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.pipeline.tune import TuneSession
@@ -41,17 +38,10 @@ __all__ = ["Validation", "is_validating", "validation_of", "with_performance_val
 
 
 class Strategy(Protocol):
-    """Anything with AITune's ``tune`` signature."""
+    """Anything with AITune's ``tune(module, name, graph_spec, data, device, cache_dir)``."""
 
-    def tune(
-        self,
-        module: torch.nn.Module,
-        name: str,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device | str,
-        cache_dir: Path | str,
-    ) -> Any:
+    @property
+    def tune(self) -> Callable[..., Any]:
         """Return a built, active backend for ``module``."""
 
 
