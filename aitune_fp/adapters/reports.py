@@ -144,11 +144,8 @@ class _ReadOut(Generic[_T]):
 class ReadOuts:
     """The read-outs of a validating strategy's last tune, under AITune's names."""
 
-    def _aitune_fp_last(self) -> LastReport:
-        raise NotImplementedError
-
-    def _aitune_fp_session_options(self) -> ValidationOptions:
-        raise NotImplementedError
+    _aitune_fp_last: Callable[[], LastReport]
+    _aitune_fp_session_options: Callable[[], ValidationOptions]
 
     perf_validation_results = _ReadOut[tuple[PerformanceValidationResult, ...]](
         lambda r: r.results, (), "One result per measured candidate of the last tune."
@@ -189,14 +186,8 @@ class Validation(ReadOuts):
 
     def __init__(self, strategy: Any) -> None:
         self.strategy = strategy
-
-    def _aitune_fp_last(self) -> LastReport:
-        last: LastReport = self.strategy._aitune_fp_last()
-        return last
-
-    def _aitune_fp_session_options(self) -> ValidationOptions:
-        options: ValidationOptions = self.strategy._aitune_fp_session_options()
-        return options
+        self._aitune_fp_last = strategy._aitune_fp_last
+        self._aitune_fp_session_options = strategy._aitune_fp_session_options
 
     @property
     def min_speedup_threshold_percent(self) -> float:

@@ -88,11 +88,8 @@ def _tune(holder: _Wrapper, strategy: object, args: tuple[Any, ...]) -> Any:
 class _Wrapper(ReadOuts):
     """What both forms share: the options as a value, the switch and the gate's setter."""
 
-    def _aitune_fp_settings(self) -> DecoratorOptions:
-        raise NotImplementedError
-
-    def _aitune_fp_configure(self, options: DecoratorOptions) -> None:
-        raise NotImplementedError
+    _aitune_fp_settings: Callable[[], DecoratorOptions]
+    _aitune_fp_configure: Callable[[DecoratorOptions], None]
 
     def _aitune_fp_session_options(self) -> ValidationOptions:
         return self._aitune_fp_settings().session_options()
