@@ -21,6 +21,7 @@ from aitune_fp.cli._shared import (
 from aitune_fp.cli.rendering import md_cell, md_table
 from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.cli.tune_args import add_rows
+from aitune_fp.core._checks import check_threshold
 from aitune_fp.core.messages import (
     fmt_level,
     fmt_speedup_msg_short,
@@ -106,11 +107,11 @@ def _read_times(path: str, flag: str) -> list[float]:
 
 def check_threshold_arg(value: float | None, err: IO[str], flag: str = "--threshold") -> float:
     """``--threshold`` as a percent (finite, > -100, reachable); a negative one warned on ``err``."""
-    threshold = finite_arg(flag, value)
-    if threshold <= -100:
-        raise UsageError(f"{flag} must be > -100 (percent), got {threshold:.4g}")
-    problem = unreachable_threshold(flag, threshold)
-    if problem is not None:
+    try:
+        threshold = check_threshold(flag, value)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    if (problem := unreachable_threshold(flag, threshold)) is not None:
         raise UsageError(problem)
     warning = threshold_warning(threshold, flag)
     if warning is not None:

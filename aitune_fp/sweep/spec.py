@@ -13,6 +13,7 @@ import attrs
 
 from aitune_fp.backends import registry
 from aitune_fp.core import settings
+from aitune_fp.core._checks import check_threshold
 from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import unreachable_threshold
@@ -302,11 +303,8 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     options = strategy_registry.strategy_options(strategy, {k: table.get(k) for k in option_keys})
     decision = _choice("decision", table.get("decision", DECISION_MODES[0]), decision_modes())
     isolation = _choice("isolation", table.get("isolation", _ISOLATIONS[0]), _ISOLATIONS)
-    threshold = _number("threshold", table.get("threshold", 1.0))
-    if threshold <= -100:
-        raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
-    problem = unreachable_threshold("threshold", threshold)
-    if problem is not None:
+    threshold = check_threshold("threshold", table.get("threshold", 1.0))
+    if (problem := unreachable_threshold("threshold", threshold)) is not None:
         raise InvalidValueError(problem)
     budget = _table("budget", table.get("budget", {}))
     _known_keys("budget", budget, (*sweep_keys(), TASK_TIMEOUT_KEY))
