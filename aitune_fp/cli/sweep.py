@@ -184,7 +184,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             "interrupted": result.interrupted,
             "duration_s": result.duration_s,
             "statuses": [attrs.asdict(s) for s in result.statuses],
-            "summary": summary.to_dict(),
+            "summary": attrs.asdict(summary),
             "runs": [run_dict(run) for run, _ in runs],
         }
         out.write(json_text(doc) + "\n")
