@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
-from aitune_fp.errors import AitunefpError, InvalidTypeError
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 from aitune_fp.profiling.recipe import import_file
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "mlp"
 
 
-class UserModelError(AitunefpError, ValueError):
+class UserModelError(InvalidValueError):
     """A user's model file or factory could not give a module and a sample (input error)."""
 
 
@@ -237,12 +237,15 @@ def _to_sample(value: object, spec: str) -> Sample:
         ) from exc
 
 
-def _shape(input_shape: object) -> tuple[int, ...]:
+def checked_shape(input_shape: object, name: str = "input_shape") -> tuple[int, ...]:
+    """``input_shape`` as a tuple of positive ints, else a UserModelError naming ``name``."""
     if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence):
-        raise UserModelError(f"input_shape must be a sequence of ints, got {input_shape!r}")
+        raise UserModelError(
+            f"{name} must be a sequence of ints like [8, 256], got {input_shape!r}"
+        )
     dims = tuple(input_shape)
     if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise UserModelError(f"input_shape must be positive ints, got {input_shape!r}")
+        raise UserModelError(f"{name} must be positive ints like [8, 256], got {input_shape!r}")
     return dims
 
 
@@ -277,7 +280,7 @@ def load_user_model(
                 f"factory {spec!r} returned only a module: give --input-shape (e.g. 8,256) "
                 "or return (module, sample)"
             )
-        shape = _shape(input_shape)
+        shape = checked_shape(input_shape)
         sample = Sample((torch.randn(shape, generator=_generator(1)),))
     elif input_shape is not None:
         raise UserModelError(f"factory {spec!r} returned its own sample: drop --input-shape")

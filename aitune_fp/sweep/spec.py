@@ -162,16 +162,8 @@ def _known_keys(where: str, table: Mapping[str, Any], keys: Sequence[str]) -> No
         raise InvalidValueError(f"{at}unknown key {key!r} (known: {', '.join(keys)})")
 
 
-def _shape(where: str, value: object) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise InvalidTypeError(f"{where} must be a list of ints like [8, 256], got {value!r}")
-    if not value or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in value):
-        raise InvalidValueError(f"{where} must be positive ints like [8, 256], got {value!r}")
-    return tuple(value)
-
-
 def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
-    from aitune_fp.models import MODELS, UserModelError, model_source
+    from aitune_fp.models import MODELS, UserModelError, checked_shape, model_source
 
     where = f"models[{i}]"
     if isinstance(raw, str):
@@ -183,7 +175,7 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
     spec = _str(f"{where}.model", table["model"])
     shape = None
     if "input_shape" in table:
-        shape = _shape(f"{where}.input_shape", table["input_shape"])
+        shape = checked_shape(table["input_shape"], f"{where}.input_shape")
     if spec in MODELS:
         if shape is not None:
             raise InvalidValueError(
