@@ -304,22 +304,27 @@ def load_user_model(
     )
 
 
+def check_source(spec: str, shaped: bool, model: str = "model", shape: str = "input_shape") -> None:
+    """Refuse a ``spec`` naming no model, or a shape for an embedded one (names as spelled)."""
+    if spec in MODELS and shaped:
+        raise UserModelError(
+            f"{shape} applies only to a user model (file.py:factory or package.module:factory), "
+            f"not to the embedded {spec!r}"
+        )
+    if spec not in MODELS and ":" not in spec:
+        raise UserModelError(
+            f"{model} must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
+            f"package.module:factory, got {spec!r}"
+        )
+
+
 def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> EmbeddedModel:
     """The model ``spec`` names: an embedded one, a file's factory or a module's factory."""
     if not isinstance(spec, str):
         raise InvalidTypeError(f"model must be a str, got {spec!r}")
+    check_source(spec, input_shape is not None)
     if spec in MODELS:
-        if input_shape is not None:
-            raise UserModelError(
-                f"input_shape applies only to a user model (file.py:factory or "
-                f"module:factory), not to {spec!r}"
-            )
         return MODELS[spec]()
-    if ":" not in spec:
-        raise UserModelError(
-            f"model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
-            f"package.module:factory, got {spec!r}"
-        )
     return load_user_model(spec, input_shape=input_shape)
 
 

@@ -81,18 +81,12 @@ def _resolve_device(text: str) -> str:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from aitune_fp.models import MODELS, UserModelError, at_batch_size, load_model
+    from aitune_fp.models import UserModelError, at_batch_size, check_source, load_model
 
-    if args.model in MODELS and args.input_shape is not None:
-        raise UsageError(
-            "--input-shape applies only to a user model (--model file.py:factory or "
-            "package.module:factory)"
-        )
-    if args.model not in MODELS and ":" not in args.model:
-        raise UsageError(
-            f"--model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
-            f"package.module:factory, got {args.model!r}"
-        )
+    try:
+        check_source(args.model, args.input_shape is not None, "--model", "--input-shape")
+    except UserModelError as exc:
+        raise UsageError(str(exc)) from exc
     shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
     try:
         model = load_model(args.model, input_shape=shape)

@@ -163,7 +163,7 @@ def _known_keys(where: str, table: Mapping[str, Any], keys: Sequence[str]) -> No
 
 
 def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
-    from aitune_fp.models import MODELS, UserModelError, checked_shape, model_source
+    from aitune_fp.models import MODELS, UserModelError, check_source, checked_shape, model_source
 
     where = f"models[{i}]"
     if isinstance(raw, str):
@@ -176,12 +176,8 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
     shape = None
     if "input_shape" in table:
         shape = checked_shape(table["input_shape"], f"{where}.input_shape")
+    check_source(spec, shape is not None, f"{where}.model", f"{where}.input_shape")
     if spec in MODELS:
-        if shape is not None:
-            raise InvalidValueError(
-                f"{where}.input_shape applies only to a user model (file.py:factory), "
-                f"not to the embedded {spec!r}"
-            )
         default_name = spec
     else:
         try:
