@@ -27,6 +27,10 @@ def _optional_threshold(value: object) -> float | None:
     return None if value is None else check_threshold("min_speedup_threshold_percent", value)
 
 
+def _config_or_default(value: object) -> object:
+    return ProfilingConfig() if value is None else value
+
+
 @attrs.frozen(kw_only=True)
 class DecoratorOptions:
     """``with_performance_validation``'s arguments: one value on every path (``docs/api.md``)."""
@@ -35,7 +39,9 @@ class DecoratorOptions:
         default=None, converter=_optional_threshold
     )
     profiling_config: ProfilingConfig = attrs.field(
-        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
+        factory=ProfilingConfig,
+        converter=_config_or_default,
+        validator=of_type(ProfilingConfig),
     )
     enabled: bool = attrs.field(default=True, validator=of_type(bool))
     timer: Timer | None = attrs.field(default=None, eq=False)

@@ -247,29 +247,12 @@ def with_performance_validation(target: S, /, **options: Unpack[_Options]) -> S:
 def with_performance_validation(
     target: None = None, /, **options: Unpack[_Options]
 ) -> _Decorator: ...
-def with_performance_validation(
-    target: Any = None,
-    /,
-    *,
-    min_speedup_threshold_percent: float | None = None,
-    profiling_config: ProfilingConfig | None = None,
-    enabled: bool = True,
-    timer: Timer | None = None,
-    closeness: Closeness | None = None,
-    isolation: IsolationMode | None = None,
-) -> Any:
+def with_performance_validation(target: Any = None, /, **given: Any) -> Any:
     """Make a strategy (class or instance; aitune_fp's, yours or AITune's) gate every candidate.
 
     Every argument holds on every path or is refused by name (``docs/api.md``).
     """
-    options = DecoratorOptions(
-        min_speedup_threshold_percent=min_speedup_threshold_percent,
-        profiling_config=profiling_config if profiling_config is not None else ProfilingConfig(),
-        enabled=enabled,
-        timer=timer,
-        closeness=closeness,
-        isolation=isolation,
-    )
+    options = DecoratorOptions(**given)
     options.session_options()  # what the session would refuse (an unregistered rule), now
     if target is None:
         return lambda t: _apply(t, options)
