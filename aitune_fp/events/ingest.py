@@ -5,7 +5,6 @@ Runs are grouped by ``run_id`` and content (``docs/events.md``, "what a run is")
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.resources
 import json
@@ -118,14 +117,10 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-@functools.cache
-def _schema_text() -> str:
-    return importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
-
-
 def event_schema() -> dict[str, Any]:
     """A fresh copy of the shipped events JSON Schema (draft 2020-12), for outside readers."""
-    schema: dict[str, Any] = json.loads(_schema_text())
+    text = importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
     return schema
 
 
