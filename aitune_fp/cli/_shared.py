@@ -38,6 +38,15 @@ class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""
 
 
+@contextlib.contextmanager
+def usage_errors(kinds: tuple[type[Exception], ...] = (TypeError, ValueError)) -> Iterator[None]:
+    """Within the block, an error of ``kinds`` (a bad value, named by its flag) is a UsageError."""
+    try:
+        yield
+    except kinds as exc:
+        raise UsageError(str(exc)) from exc
+
+
 #: Control (C0, DEL, C1) and bidi-override characters: never written raw to a terminal.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

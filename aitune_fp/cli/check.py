@@ -17,6 +17,7 @@ from aitune_fp.cli._shared import (
     finite_arg,
     json_text,
     make_console,
+    usage_errors,
 )
 from aitune_fp.cli.rendering import md_cell, md_table
 from aitune_fp.cli.rows import fmt_flags
@@ -107,10 +108,8 @@ def _read_times(path: str, flag: str) -> list[float]:
 
 def check_threshold_arg(value: float | None, err: IO[str], flag: str = "--threshold") -> float:
     """``--threshold`` as a percent (finite, > -100, reachable); a negative one warned on ``err``."""
-    try:
+    with usage_errors():
         threshold = check_threshold(flag, value)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
     if (problem := unreachable_threshold(flag, threshold)) is not None:
         raise UsageError(problem)
     warning = threshold_warning(threshold, flag)

@@ -20,6 +20,7 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
     stdout_to_stderr,
+    usage_errors,
 )
 from aitune_fp.cli.check import threshold_warning
 from aitune_fp.cli.plain import print_parts
@@ -48,10 +49,8 @@ def _executor(args: argparse.Namespace, spec: Any) -> Any:
         return LocalExecutor()
     from aitune_fp.sweep.ray_executor import RayExecutor, import_ray
 
-    try:
+    with usage_errors((Exception,)):
         import_ray()
-    except Exception as exc:
-        raise UsageError(str(exc)) from exc
     address = None if args.ray == "local" else args.ray
     return RayExecutor(address, device=spec.device, max_retries=spec.max_retries)
 

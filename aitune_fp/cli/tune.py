@@ -18,6 +18,7 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
     stdout_to_stderr,
+    usage_errors,
 )
 from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.plain import print_parts
@@ -83,17 +84,12 @@ def _resolve_device(text: str) -> str:
 def _load_model(args: argparse.Namespace) -> Any:
     from aitune_fp.models import UserModelError, at_batch_size, check_source, load_model
 
-    try:
+    with usage_errors((UserModelError,)):
         check_source(args.model, args.input_shape is not None, "--model", "--input-shape")
-    except UserModelError as exc:
-        raise UsageError(str(exc)) from exc
-    shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
-    try:
+        shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
         model = load_model(args.model, input_shape=shape)
         if args.batch_size is not None:
             model = at_batch_size(model, args.batch_size, name="--batch-size")
-    except UserModelError as exc:
-        raise UsageError(str(exc)) from exc
     return model
 
 
@@ -192,10 +188,8 @@ def _tune(
             f"--clock device needs a CUDA device (CUDA events); the tune runs on {device}"
         )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
-    try:
+    with usage_errors((InvalidValueError,)):
         check_backends(args.strategy, names)
-    except InvalidValueError as exc:
-        raise UsageError(str(exc)) from None
     model = _load_model(args)
     cache_dir = _cache_dir(args.cache_dir)
     with stdout_to_stderr():

@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from aitune_fp.backends import registry
-from aitune_fp.cli._shared import UsageError
+from aitune_fp.cli._shared import UsageError, usage_errors
 from aitune_fp.core import settings
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
@@ -188,25 +188,19 @@ def profiling_config(args: argparse.Namespace) -> Any:
         kwargs["looks"] = looks
         if args.looks is None:
             flags["looks"] = LAST_LOOK
-    try:
+    with usage_errors():
         return checked_config(kwargs, args.decision, flags, "--decision")
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
 
 
 def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
     flags = {row.field: row.flag or row.field for row in settings.rows("closeness")}
-    try:
+    with usage_errors():
         return checked_closeness({f: getattr(args, f) for f in flags}, flags)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
 
 
 def strategy_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``--strategy`` is built with, checked by the registry; a problem names the flag."""
     given = {name: getattr(args, name, None) for name in strategy_registry.option_names()}
-    try:
+    with usage_errors():
         return strategy_registry.strategy_options(args.strategy, given, spell=_flag)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc
