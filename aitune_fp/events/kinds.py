@@ -230,16 +230,13 @@ def _value(hint: Any, value: Any, where: str) -> Any:
     raise InvalidTypeError(f"{where} must be a {getattr(hint, '__name__', hint)}, got {value!r}")
 
 
-def _decorated(cls: type) -> bool:
-    """Whether ``cls`` itself is an attrs class (not only a subclass of one)."""
-    return "__attrs_attrs__" in vars(cls)
-
-
 def event(name: str, level: Level) -> Callable[[type[_P]], type[_P]]:
     """Class decorator: register a frozen attrs :class:`Payload` subclass as event ``name``."""
 
     def register(cls: type[_P]) -> type[_P]:
-        if not (isinstance(cls, type) and issubclass(cls, Payload) and _decorated(cls)):
+        if not (
+            isinstance(cls, type) and issubclass(cls, Payload) and "__attrs_attrs__" in vars(cls)
+        ):
             raise InvalidTypeError(f"event {name!r} must be an attrs Payload class, got {cls!r}")
         if name in _REGISTRY:
             raise InvalidValueError(f"event {name!r} is already registered")
