@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
+from aitune_fp.core.config import MAX_BATCH
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 from aitune_fp.profiling.recipe import import_file
@@ -330,10 +331,6 @@ def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> Embedd
 
 def at_batch_size(model: EmbeddedModel, rows: int, *, name: str = "batch_size") -> EmbeddedModel:
     """``model`` whose sample is tiled to ``rows`` along its batch axis; a problem names ``name``."""
-    import attrs
-
-    from aitune_fp.core.config import MAX_BATCH
-
     spec = model.graph_spec
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_BATCH:
         raise UserModelError(f"{name} must be an integer from 1 to {MAX_BATCH}, got {rows!r}")
