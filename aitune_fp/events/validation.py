@@ -279,19 +279,16 @@ class Selected(Payload):
         handed_back: str = "",
     ) -> Event:
         """The outcome line of ``result`` (at warning level with info off, so it stays visible)."""
-        level: Level = "info" if info_on else "warning"
+        summary = fmt_baseline_selected(backend_description, baseline_throughput)
         if result is not None and not is_baseline:
             detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)
-            if info_on:
-                summary = fmt_speedup_msg_short(result.speedup, detail, color=color)
-            else:
-                summary = "[aitune_fp] " + fmt_speedup_msg(
+            summary = (
+                fmt_speedup_msg_short(result.speedup, detail, color=color)
+                if info_on
+                else fmt_speedup_msg(
                     result.speedup, detail, module_name, backend_description, color=color
                 )
-        else:
-            summary = fmt_baseline_selected(backend_description, baseline_throughput)
-            if not info_on:
-                summary = "[aitune_fp] " + summary
+            )
         return cls(
             run_id=run_id,
             module_name=module_name,
@@ -302,8 +299,8 @@ class Selected(Payload):
             baseline_throughput_samples_per_s=baseline_throughput,
             restored=list(restored),
             handed_back=handed_back,
-            summary=summary,
-        ).to_event(level)
+            summary=summary if info_on else f"[aitune_fp] {summary}",
+        ).to_event("info" if info_on else "warning")
 
 
 @event(_V + "finished", "info")
