@@ -148,13 +148,8 @@ class CopyRing:
     def fill_block(self, samples: Sequence[Sample]) -> list[Sample]:
         """Each of ``samples``' own copy, all held at once: the ring grows to hold a block."""
         if samples and len(self._slots) < len(samples) + 1:
-            first = as_sample(samples[0])
-            self._slots.extend(
-                []
-                for _ in range(
-                    max(len(samples) + 1, ring_size(sample_bytes(first))) - len(self._slots)
-                )
-            )
+            size = max(len(samples) + 1, ring_size(sample_bytes(as_sample(samples[0]))))
+            self._slots += [[] for _ in range(size - len(self._slots))]
         return [self.fill(s) for s in samples]
 
     def fill(self, sample: Sample) -> Sample:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import attrs
 
-from aitune_fp.errors import AitunefpError, InvalidTypeError
+from aitune_fp.core.config import MAX_BATCH
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import GraphSpec, Sample, as_sample
 from aitune_fp.profiling.recipe import import_file
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "mlp"
 
 
-class UserModelError(AitunefpError, ValueError):
+class UserModelError(InvalidValueError):
     """A user's model file or factory could not give a module and a sample (input error)."""
 
 
@@ -237,12 +238,15 @@ def _to_sample(value: object, spec: str) -> Sample:
         ) from exc
 
 
-def _shape(input_shape: object) -> tuple[int, ...]:
+def checked_shape(input_shape: object, name: str = "input_shape") -> tuple[int, ...]:
+    """``input_shape`` as a tuple of positive ints, else a UserModelError naming ``name``."""
     if isinstance(input_shape, (str, bytes)) or not isinstance(input_shape, Sequence):
-        raise UserModelError(f"input_shape must be a sequence of ints, got {input_shape!r}")
+        raise UserModelError(
+            f"{name} must be a sequence of ints like [8, 256], got {input_shape!r}"
+        )
     dims = tuple(input_shape)
     if not dims or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
-        raise UserModelError(f"input_shape must be positive ints, got {input_shape!r}")
+        raise UserModelError(f"{name} must be positive ints like [8, 256], got {input_shape!r}")
     return dims
 
 
@@ -277,7 +281,7 @@ def load_user_model(
                 f"factory {spec!r} returned only a module: give --input-shape (e.g. 8,256) "
                 "or return (module, sample)"
             )
-        shape = _shape(input_shape)
+        shape = checked_shape(input_shape)
         sample = Sample((torch.randn(shape, generator=_generator(1)),))
     elif input_shape is not None:
         raise UserModelError(f"factory {spec!r} returned its own sample: drop --input-shape")
@@ -301,31 +305,32 @@ def load_user_model(
     )
 
 
+def check_source(spec: str, shaped: bool, model: str = "model", shape: str = "input_shape") -> None:
+    """Refuse a ``spec`` naming no model, or a shape for an embedded one (names as spelled)."""
+    if spec in MODELS and shaped:
+        raise UserModelError(
+            f"{shape} applies only to a user model (file.py:factory or package.module:factory), "
+            f"not to the embedded {spec!r}"
+        )
+    if spec not in MODELS and ":" not in spec:
+        raise UserModelError(
+            f"{model} must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
+            f"package.module:factory, got {spec!r}"
+        )
+
+
 def load_model(spec: str, *, input_shape: Sequence[int] | None = None) -> EmbeddedModel:
     """The model ``spec`` names: an embedded one, a file's factory or a module's factory."""
     if not isinstance(spec, str):
         raise InvalidTypeError(f"model must be a str, got {spec!r}")
+    check_source(spec, input_shape is not None)
     if spec in MODELS:
-        if input_shape is not None:
-            raise UserModelError(
-                f"input_shape applies only to a user model (file.py:factory or "
-                f"module:factory), not to {spec!r}"
-            )
         return MODELS[spec]()
-    if ":" not in spec:
-        raise UserModelError(
-            f"model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
-            f"package.module:factory, got {spec!r}"
-        )
     return load_user_model(spec, input_shape=input_shape)
 
 
 def at_batch_size(model: EmbeddedModel, rows: int, *, name: str = "batch_size") -> EmbeddedModel:
     """``model`` whose sample is tiled to ``rows`` along its batch axis; a problem names ``name``."""
-    import attrs
-
-    from aitune_fp.core.config import MAX_BATCH
-
     spec = model.graph_spec
     if isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_BATCH:
         raise UserModelError(f"{name} must be an integer from 1 to {MAX_BATCH}, got {rows!r}")

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 import structlog
 
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.names import LOGGER_NAME
+from aitune_fp.events.kinds import LOGGER_NAME
 
 __all__ = ["FakeClock", "FakeSpan", "Latency", "capture_events"]
 

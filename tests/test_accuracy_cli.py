@@ -235,17 +235,17 @@ class TestSweepAccuracy:
 
         spec = parse_sweep({**self._BASE, "accuracy": {"outlier_share": 0.01}})
         (task,) = make_tasks(spec, "s", "/tmp/unused")
-        assert task.accuracy == (("outlier_share", 0.01),)
+        assert task.spec.accuracy == (("outlier_share", 0.01),)
 
     @pytest.mark.parametrize(
         ("table", "match"),
         [
             ({"tolerance": 1}, "tolerance"),
             ({"criteria": "loose"}, "accuracy.criteria"),
-            ({"rel_l2": "big"}, "accuracy.rel_l2 must be a number"),
+            ({"rel_l2": "big"}, "accuracy.rel_l2 must be a real number"),
             ({"rel_l2": -1}, "accuracy.rel_l2 must be >= 0"),
-            ({"outlier_share": 2}, "accuracy.outlier_share must be between 0 and 1"),
-            ({"calibrate": "yes"}, "accuracy.calibrate must be true or false"),
+            ({"outlier_share": 2}, "accuracy.outlier_share must be at most 1"),
+            ({"calibrate": "yes"}, "accuracy.calibrate must be a bool"),
             ({"criteria": "elementwise", "rel_l2": 0.1}, "accuracy.rel_l2 applies"),
             ({"noise_factor": 2}, "give it with accuracy.calibrate"),
         ],

@@ -240,7 +240,7 @@ class TestSettings:
             {"models": ["mlp"], "strategy": "latency-budget", "budget_ms": 5, "quantile": 0.95}
         )
         (task,) = make_tasks(spec, "s", str(tmp_path))
-        strategy = make_strategy(task.strategy, [Pruned()], **dict(task.strategy_options))
+        strategy = make_strategy(task.spec.strategy, [Pruned()], **dict(task.spec.strategy_options))
         assert isinstance(strategy, LatencyBudgetStrategy)
         assert (strategy.budget_ms, strategy.quantile) == (5.0, 0.95)
 

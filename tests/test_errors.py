@@ -350,10 +350,6 @@ INTERNAL_RAISES = {
     ("backends/base.py", "_build", "NotImplementedError"),
     ("backends/base.py", "_infer", "NotImplementedError"),
     ("pipeline/strategies.py", "tune_session", "NotImplementedError"),
-    ("adapters/reports.py", "_aitune_fp_last", "NotImplementedError"),
-    ("adapters/reports.py", "_aitune_fp_session_options", "NotImplementedError"),
-    ("adapters/validation.py", "_aitune_fp_settings", "NotImplementedError"),
-    ("adapters/validation.py", "_aitune_fp_configure", "NotImplementedError"),
 }
 
 _BUILTIN_ERRORS = {

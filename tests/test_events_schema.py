@@ -32,9 +32,8 @@ from aitune_fp.events.candidates import (
     SelectionDecided,
 )
 from aitune_fp.events.ingest import EventLine, event_schema, read_events
-from aitune_fp.events.kinds import Event, Payload, event_names
+from aitune_fp.events.kinds import SCHEMA_VERSION, SWEEP_PREFIX, Event, Payload, event_names
 from aitune_fp.events.kinds import event as event_kind
-from aitune_fp.events.names import SCHEMA_VERSION, SWEEP_PREFIX
 from aitune_fp.events.schema import (
     REGENERATE,
     SCHEMA_PATH,

@@ -12,7 +12,7 @@ import structlog
 
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.names import LOGGER_NAME
+from aitune_fp.events.kinds import LOGGER_NAME
 from aitune_fp.inputs import Sample
 from aitune_fp.measure.rules import measure_speedup
 from aitune_fp.profiling.timers import Timer, has_device_clock

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 import jsonschema
 import pytest
 import torch
@@ -325,21 +326,15 @@ class TestTuneFlag:
 
 class TestSweepSharesThePath:
     def _task(self, **overrides: Any) -> Any:
-        from aitune_fp.sweep.spec import ModelEntry
+        from aitune_fp.sweep.spec import parse_sweep
         from aitune_fp.sweep.task import SweepTask
 
-        values: dict[str, Any] = {
-            "sweep_id": "s",
-            "model": ModelEntry(name="mlp", model="mlp"),
-            "device": "cpu",
-            "backends": (),
-            "strategy": "max-throughput",
-            "threshold": 1.0,
-            "profiling": ProfilingConfig(),
-            "cache_dir": "/nonexistent",
-        }
-        values.update(overrides)
-        return SweepTask(**values)
+        spec = parse_sweep({"models": ["mlp"]})
+        if "profiling" in overrides:
+            spec = attrs.evolve(spec, profiling=overrides.pop("profiling"))
+        return SweepTask(
+            sweep_id="s", model=spec.models[0], spec=spec, cache_dir="/nonexistent", **overrides
+        )
 
     @pytest.mark.parametrize(
         ("overrides", "expected"),

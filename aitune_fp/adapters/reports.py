@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, TypeVar
 
 import attrs
 
@@ -27,6 +27,10 @@ def _optional_threshold(value: object) -> float | None:
     return None if value is None else check_threshold("min_speedup_threshold_percent", value)
 
 
+def _config_or_default(value: object) -> object:
+    return ProfilingConfig() if value is None else value
+
+
 @attrs.frozen(kw_only=True)
 class DecoratorOptions:
     """``with_performance_validation``'s arguments: one value on every path (``docs/api.md``)."""
@@ -35,7 +39,9 @@ class DecoratorOptions:
         default=None, converter=_optional_threshold
     )
     profiling_config: ProfilingConfig = attrs.field(
-        factory=ProfilingConfig, validator=of_type(ProfilingConfig)
+        factory=ProfilingConfig,
+        converter=_config_or_default,
+        validator=of_type(ProfilingConfig),
     )
     enabled: bool = attrs.field(default=True, validator=of_type(bool))
     timer: Timer | None = attrs.field(default=None, eq=False)
@@ -114,57 +120,43 @@ def last_report_of(obj: object) -> LastReport:
     return held
 
 
-class _ReadOut(Generic[_T]):
-    """A read-out of the last report; a value the strategy assigns itself shows until a tune."""
+def _read_out(field: str, default: Any, doc: str) -> Any:
+    """The last report's ``field`` (empty: the report); what the strategy assigns shows until a tune."""
+    own = f"_aitune_fp_own_{field or 'report'}"
 
-    def __init__(self, read: Callable[[TuneReport], _T], default: _T, doc: str) -> None:
-        self._read, self._default, self.__doc__ = read, default, doc
-        self._own = ""
+    def get(self: ReadOuts) -> Any:
+        entry = self._aitune_fp_last().get()
+        if entry is None:
+            return getattr(self, "__dict__", {}).get(own, default)
+        return getattr(entry[0], field) if field else entry[0]
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._own = f"_aitune_fp_own_{name}"
+    def put(self: object, value: Any) -> None:
+        vars(self)[own] = value
 
-    @overload
-    def __get__(self, obj: None, objtype: type | None = None) -> _ReadOut[_T]: ...
-    @overload
-    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
-    def __get__(self, obj: object | None, objtype: type | None = None) -> Any:
-        if obj is None:
-            return self
-        assert isinstance(obj, ReadOuts)
-        entry = obj._aitune_fp_last().get()
-        if entry is not None:
-            return self._read(entry[0])
-        return getattr(obj, "__dict__", {}).get(self._own, self._default)
-
-    def __set__(self, obj: object, value: _T) -> None:
-        vars(obj)[self._own] = value
+    return property(get, put, doc=doc)
 
 
 class ReadOuts:
     """The read-outs of a validating strategy's last tune, under AITune's names."""
 
-    def _aitune_fp_last(self) -> LastReport:
-        raise NotImplementedError
+    _aitune_fp_last: Callable[[], LastReport]
+    _aitune_fp_session_options: Callable[[], ValidationOptions]
 
-    def _aitune_fp_session_options(self) -> ValidationOptions:
-        raise NotImplementedError
-
-    perf_validation_results = _ReadOut[tuple[PerformanceValidationResult, ...]](
-        lambda r: r.results, (), "One result per measured candidate of the last tune."
+    perf_validation_results: tuple[PerformanceValidationResult, ...] = _read_out(
+        "results", (), "One result per measured candidate of the last tune."
     )
-    candidate_failures = _ReadOut[tuple[CandidateFailure, ...]](
-        lambda r: r.failures, (), "What failed in the last tune: build, correctness, profiling."
+    candidate_failures: tuple[CandidateFailure, ...] = _read_out(
+        "failures", (), "What failed in the last tune: build, correctness, profiling."
     )
-    baseline_throughput = _ReadOut[float | None](
-        lambda r: r.baseline_throughput, None, "Eager throughput (samples/s) of the last tune."
+    baseline_throughput: float | None = _read_out(
+        "baseline_throughput", None, "Eager throughput (samples/s) of the last tune."
     )
-    resolved_batch_size = _ReadOut[int | None](
-        lambda r: r.batch_size, None, "The batch size the last tune validated at."
+    resolved_batch_size: int | None = _read_out(
+        "batch_size", None, "The batch size the last tune validated at."
     )
-    run_id = _ReadOut[str | None](lambda r: r.run_id, None, "The run id of the last tune.")
-    last_report = _ReadOut[TuneReport | None](
-        lambda r: r, None, "The frozen report of the last tune (this thread's, if it tuned)."
+    run_id: str | None = _read_out("run_id", None, "The run id of the last tune.")
+    last_report: TuneReport | None = _read_out(
+        "", None, "The frozen report of the last tune (this thread's, if it tuned)."
     )
 
     @property
@@ -189,14 +181,8 @@ class Validation(ReadOuts):
 
     def __init__(self, strategy: Any) -> None:
         self.strategy = strategy
-
-    def _aitune_fp_last(self) -> LastReport:
-        last: LastReport = self.strategy._aitune_fp_last()
-        return last
-
-    def _aitune_fp_session_options(self) -> ValidationOptions:
-        options: ValidationOptions = self.strategy._aitune_fp_session_options()
-        return options
+        self._aitune_fp_last = strategy._aitune_fp_last
+        self._aitune_fp_session_options = strategy._aitune_fp_session_options
 
     @property
     def min_speedup_threshold_percent(self) -> float:

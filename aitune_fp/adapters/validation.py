@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import copy
 import types
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, overload
 
 import attrs
-import torch
 import wrapt
 
 from aitune_fp.adapters import is_aitune_strategy
@@ -27,7 +25,6 @@ from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.core.results import IsolationMode
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.inputs import GraphSpec, Sample
 from aitune_fp.isolation.model import exclusive_module
 from aitune_fp.pipeline.strategies import SessionStrategy
 from aitune_fp.pipeline.tune import TuneSession
@@ -41,17 +38,10 @@ __all__ = ["Validation", "is_validating", "validation_of", "with_performance_val
 
 
 class Strategy(Protocol):
-    """Anything with AITune's ``tune`` signature."""
+    """Anything with AITune's ``tune(module, name, graph_spec, data, device, cache_dir)``."""
 
-    def tune(
-        self,
-        module: torch.nn.Module,
-        name: str,
-        graph_spec: GraphSpec,
-        data: Sequence[Sample],
-        device: torch.device | str,
-        cache_dir: Path | str,
-    ) -> Any:
+    @property
+    def tune(self) -> Callable[..., Any]:
         """Return a built, active backend for ``module``."""
 
 
@@ -98,11 +88,8 @@ def _tune(holder: _Wrapper, strategy: object, args: tuple[Any, ...]) -> Any:
 class _Wrapper(ReadOuts):
     """What both forms share: the options as a value, the switch and the gate's setter."""
 
-    def _aitune_fp_settings(self) -> DecoratorOptions:
-        raise NotImplementedError
-
-    def _aitune_fp_configure(self, options: DecoratorOptions) -> None:
-        raise NotImplementedError
+    _aitune_fp_settings: Callable[[], DecoratorOptions]
+    _aitune_fp_configure: Callable[[DecoratorOptions], None]
 
     def _aitune_fp_session_options(self) -> ValidationOptions:
         return self._aitune_fp_settings().session_options()
@@ -260,29 +247,12 @@ def with_performance_validation(target: S, /, **options: Unpack[_Options]) -> S:
 def with_performance_validation(
     target: None = None, /, **options: Unpack[_Options]
 ) -> _Decorator: ...
-def with_performance_validation(
-    target: Any = None,
-    /,
-    *,
-    min_speedup_threshold_percent: float | None = None,
-    profiling_config: ProfilingConfig | None = None,
-    enabled: bool = True,
-    timer: Timer | None = None,
-    closeness: Closeness | None = None,
-    isolation: IsolationMode | None = None,
-) -> Any:
+def with_performance_validation(target: Any = None, /, **given: Any) -> Any:
     """Make a strategy (class or instance; aitune_fp's, yours or AITune's) gate every candidate.
 
     Every argument holds on every path or is refused by name (``docs/api.md``).
     """
-    options = DecoratorOptions(
-        min_speedup_threshold_percent=min_speedup_threshold_percent,
-        profiling_config=profiling_config if profiling_config is not None else ProfilingConfig(),
-        enabled=enabled,
-        timer=timer,
-        closeness=closeness,
-        isolation=isolation,
-    )
+    options = DecoratorOptions(**given)
     options.session_options()  # what the session would refuse (an unregistered rule), now
     if target is None:
         return lambda t: _apply(t, options)

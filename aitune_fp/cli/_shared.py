@@ -33,15 +33,18 @@ EXIT_INTERRUPTED = 130
 #: stdout closed by the reader (``| head``): 128 + SIGPIPE, as a shell reports a killed writer.
 EXIT_BROKEN_PIPE = 141
 
-#: ``-v``'s help, the same for every command that prints a run's table.
-VERBOSE_HELP = (
-    "each row also shows its decided level, the futility bound's level, the quality flags and "
-    "the full reason (--format json and --json-log always hold them)"
-)
-
 
 class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""
+
+
+@contextlib.contextmanager
+def usage_errors(kinds: tuple[type[Exception], ...] = (TypeError, ValueError)) -> Iterator[None]:
+    """Within the block, an error of ``kinds`` (a bad value, named by its flag) is a UsageError."""
+    try:
+        yield
+    except kinds as exc:
+        raise UsageError(str(exc)) from exc
 
 
 #: Control (C0, DEL, C1) and bidi-override characters: never written raw to a terminal.

@@ -17,9 +17,12 @@ from aitune_fp.cli._shared import (
     finite_arg,
     json_text,
     make_console,
+    usage_errors,
 )
 from aitune_fp.cli.rendering import md_cell, md_table
 from aitune_fp.cli.rows import fmt_flags
+from aitune_fp.cli.tune_args import add_rows
+from aitune_fp.core._checks import check_threshold
 from aitune_fp.core.messages import (
     fmt_level,
     fmt_speedup_msg_short,
@@ -105,11 +108,9 @@ def _read_times(path: str, flag: str) -> list[float]:
 
 def check_threshold_arg(value: float | None, err: IO[str], flag: str = "--threshold") -> float:
     """``--threshold`` as a percent (finite, > -100, reachable); a negative one warned on ``err``."""
-    threshold = finite_arg(flag, value)
-    if threshold <= -100:
-        raise UsageError(f"{flag} must be > -100 (percent), got {threshold:.4g}")
-    problem = unreachable_threshold(flag, threshold)
-    if problem is not None:
+    with usage_errors():
+        threshold = check_threshold(flag, value)
+    if (problem := unreachable_threshold(flag, threshold)) is not None:
         raise UsageError(problem)
     warning = threshold_warning(threshold, flag)
     if warning is not None:
@@ -309,9 +310,7 @@ def add_parser(sub: Any) -> None:
         "--baseline-times", help="file of eager latencies (s): one a line, or a JSON array"
     )
     check.add_argument("--candidate-times", help="file of candidate latencies (s)")
-    check.add_argument(
-        "--threshold", type=float, default=1.0, help="minimum speedup in percent (default 1.0)"
-    )
+    add_rows(check, ("threshold",))
     check.add_argument(
         "--paired",
         action="store_true",
@@ -325,5 +324,5 @@ def add_parser(sub: Any) -> None:
     check.add_argument(
         "--confidence", type=float, help="latency files: confidence of the interval (0.95)"
     )
-    check.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    add_rows(check, ("format",))
     check.set_defaults(func=run)

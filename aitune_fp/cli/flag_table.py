@@ -12,6 +12,7 @@ import attrs
 from aitune_fp.cli.tune_args import LAST_LOOK, default_text
 from aitune_fp.core import settings
 from aitune_fp.core.config import ProfilingConfig
+from aitune_fp.events.schema import rewrite
 from aitune_fp.pipeline import strategy_registry
 from aitune_fp.sweep.spec import TASK_TIMEOUT_KEY, TASK_TIMEOUT_SLACK_S
 
@@ -92,13 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{path} has no {START} ... {END} markers", file=sys.stderr)
         return 2
     new = f"{text[: start + len(START)]}\n{generated()}{text[end:]}"
-    if args.check:
-        print(f"{path}'s flag table is {'stale' if new != text else 'up to date'}")
-        return int(new != text)
-    if new != text:
-        path.write_text(new, encoding="utf-8")
-    print(f"{path}'s flag table is {'rewritten' if new != text else 'up to date'}")
-    return 0
+    fix = f"python -m aitune_fp.cli.flag_table {path}"
+    return rewrite(path, text, new, args.check, f"{path}'s flag table", fix)
 
 
 if __name__ == "__main__":

@@ -84,8 +84,7 @@ class TuneProgress:
 
     def _task(self, key: str) -> TaskID:
         if key not in self._tasks:
-            index = self.candidates.index(key) + 1 if key in self.candidates else 0
-            label = _EAGER if key == _EAGER else f"[{index}/{len(self.candidates)}] {key}"
+            label = f"{self._position(key)}{key}"  # eager's: no position
             self._tasks[key] = self.progress.add_task(label, total=len(_PHASES), phase="")
         return self._tasks[key]
 
@@ -98,8 +97,7 @@ class TuneProgress:
         if self.live:
             self.progress.update(self._task(key), completed=done, phase=step)
         else:
-            where = self._position(key)
-            self.console.print(f"⏳ {where}{escape_control(key)}: {step}")
+            self.console.print(f"⏳ {self._position(key)}{escape_control(key)}: {step}")
 
     def _position(self, key: str) -> str:
         if key in self.candidates:

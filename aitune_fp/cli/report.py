@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from aitune_fp.cli._shared import (
-    EXIT_OK,
-    VERBOSE_HELP,
-    UsageError,
-    escape_control,
-    make_console,
-)
+from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, make_console
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.rendering import fmt_clock, markdown_run, render_run, run_title, write_report
+from aitune_fp.cli.tune_args import add_rows
+from aitune_fp.core.report import TuneReport
 from aitune_fp.events.ingest import IngestReport, RunSummary
 
 #: Bad lines listed one by one on stderr; the rest are counted.
@@ -34,6 +31,29 @@ def _read(path: str) -> IngestReport:
 
 def _baseline_at(run: RunSummary) -> str | None:
     return None if run.baseline_at is None else fmt_clock(run.baseline_at)
+
+
+def write_runs(
+    out: IO[str],
+    runs: Sequence[tuple[TuneReport, Sequence[str]]],
+    *,
+    markdown: bool,
+    verbose: bool,
+    baseline_at: Callable[[TuneReport], str | None] = lambda run: None,
+) -> None:
+    """Each run under its title (``more`` after it in a table), as GFM or as tables."""
+    console = make_console(out)
+    for i, (run, more) in enumerate(runs):
+        at = baseline_at(run)
+        if markdown:
+            title = f"{run.module_name} · run {run.run_id}"
+            out.write(markdown_run(run, baseline_at=at, title=title, verbose=verbose) + "\n")
+            continue
+        if i:
+            out.write("\n")
+        print_parts(
+            console, [run_title(run, *more), *render_run(run, baseline_at=at, verbose=verbose)]
+        )
 
 
 def _bad_lines(report: IngestReport, err: IO[str]) -> None:
@@ -77,23 +97,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             f"warning: run id {escape_control(run_id)} is shared by {n} different runs in the "
             f"log{when}; each is shown on its own\n"
         )
-    if args.format == "markdown":
-        for one in report.runs:
-            title = f"{one.module_name} · run {one.run_id}"
-            out.write(
-                markdown_run(one, baseline_at=_baseline_at(one), title=title, verbose=args.verbose)
-            )
-            out.write("\n")
-    elif args.format == "json":
+    if args.format == "json":
         write_report(report, out, _baseline_at)
     else:
-        console = make_console(out)
-        for i, one in enumerate(report.runs):
-            if i:
-                out.write("\n")
-            started = [] if one.started_at is None else [f"started {fmt_clock(one.started_at)}"]
-            parts = render_run(one, baseline_at=_baseline_at(one), verbose=args.verbose)
-            print_parts(console, [run_title(one, *started), *parts])
+        started = [(r, [] if r.started_at is None else [f"started {fmt_clock(r.started_at)}"]) for r in report.runs]  # fmt: skip
+        markdown = args.format == "markdown"
+        write_runs(out, started, markdown=markdown, verbose=args.verbose, baseline_at=_baseline_at)
     out.flush()
     _bad_lines(report, err)
     if args.plot is not None:
@@ -147,6 +156,5 @@ def add_parser(sub: Any) -> None:
     )
     report.add_argument("log", help="JSON-lines file written by --json-log")
     report.add_argument("--plot", help="write a speedup/CI plot (.png, .svg or .pdf)")
-    report.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    report.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    add_rows(report, ("format", "verbose"))
     report.set_defaults(func=run)

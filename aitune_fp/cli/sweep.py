@@ -20,11 +20,13 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
     stdout_to_stderr,
+    usage_errors,
 )
 from aitune_fp.cli.check import threshold_warning
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.progress import configure_logging
-from aitune_fp.cli.rendering import markdown_run, md_table, render_run, run_dict, run_title
+from aitune_fp.cli.rendering import md_table, run_dict
+from aitune_fp.cli.report import write_runs
 from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import fmt_interval
 
@@ -47,10 +49,8 @@ def _executor(args: argparse.Namespace, spec: Any) -> Any:
         return LocalExecutor()
     from aitune_fp.sweep.ray_executor import RayExecutor, import_ray
 
-    try:
+    with usage_errors((Exception,)):
         import_ray()
-    except Exception as exc:
-        raise UsageError(str(exc)) from exc
     address = None if args.ray == "local" else args.ray
     return RayExecutor(address, device=spec.device, max_retries=spec.max_retries)
 
@@ -168,14 +168,13 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     wanted = {s.tune_run_id for s in result.statuses if s.tune_run_id}
     reports = {r.run_id: r for r in ingest.ingest(log_path).runs if r.run_id in wanted}
     summary = summarize_sweep(result.statuses, reports)
-    if args.format == "markdown":
-        for status in result.statuses:
-            one = reports.get(status.tune_run_id or "")
-            if one is not None:
-                title = f"{one.module_name} · run {one.run_id}"
-                out.write(markdown_run(one, title=title, verbose=args.verbose) + "\n")
-        out.write(_summary_markdown(spec.name, summary) + "\n")
-    elif args.format == "json":
+    skipped = ["from an earlier sweep (--resume)"]
+    runs = [
+        (reports[s.tune_run_id], skipped if s.state == "skipped" else [])
+        for s in result.statuses
+        if s.tune_run_id in reports
+    ]
+    if args.format == "json":
         doc = {
             "command": "sweep",
             "sweep_id": result.sweep_id,
@@ -184,24 +183,16 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             "interrupted": result.interrupted,
             "duration_s": result.duration_s,
             "statuses": [attrs.asdict(s) for s in result.statuses],
-            "summary": summary.to_dict(),
-            "runs": [
-                run_dict(reports[s.tune_run_id])
-                for s in result.statuses
-                if s.tune_run_id in reports
-            ],
+            "summary": attrs.asdict(summary),
+            "runs": [run_dict(run) for run, _ in runs],
         }
         out.write(json_text(doc) + "\n")
+    elif args.format == "markdown":
+        write_runs(out, runs, markdown=True, verbose=args.verbose)
+        out.write(_summary_markdown(spec.name, summary) + "\n")
     else:
-        console_out = make_console(out)
-        for status in result.statuses:
-            one = reports.get(status.tune_run_id or "")
-            if one is None:
-                continue
-            skipped = ["from an earlier sweep (--resume)"] if status.state == "skipped" else []
-            parts = [run_title(one, *skipped), *render_run(one, verbose=args.verbose)]
-            print_parts(console_out, parts)
-            out.write("\n")
+        write_runs(out, runs, markdown=False, verbose=args.verbose)
+        out.write("\n" if runs else "")
         names = ", ".join(escape_control(s.model) for s in summary.failed)
         last = (
             Text(f"❌ {len(summary.failed)} model(s) failed: {names}", style="red")
@@ -210,7 +201,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         )
         name = escape_control(spec.name)
         head = f"Sweep {name} ({result.executor}, {result.duration_s:.1f}s):"
-        print_parts(console_out, [Text(head), _summary_table(summary), last])
+        print_parts(make_console(out), [Text(head), _summary_table(summary), last])
     out.flush()
     if result.interrupted:
         err.write(f"{PROG}: interrupted: what finished is in {log_path}; rerun with --resume\n")

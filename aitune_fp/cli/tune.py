@@ -18,6 +18,7 @@ from aitune_fp.cli._shared import (
     json_text,
     make_console,
     stdout_to_stderr,
+    usage_errors,
 )
 from aitune_fp.cli.check import check_threshold_arg
 from aitune_fp.cli.plain import print_parts
@@ -81,25 +82,14 @@ def _resolve_device(text: str) -> str:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from aitune_fp.models import MODELS, UserModelError, at_batch_size, load_model
+    from aitune_fp.models import UserModelError, at_batch_size, check_source, load_model
 
-    if args.model in MODELS and args.input_shape is not None:
-        raise UsageError(
-            "--input-shape applies only to a user model (--model file.py:factory or "
-            "package.module:factory)"
-        )
-    if args.model not in MODELS and ":" not in args.model:
-        raise UsageError(
-            f"--model must be one of {', '.join(MODELS)}, path/to/file.py:factory or "
-            f"package.module:factory, got {args.model!r}"
-        )
-    shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
-    try:
+    with usage_errors((UserModelError,)):
+        check_source(args.model, args.input_shape is not None, "--model", "--input-shape")
+        shape = _parse_shape(args.input_shape) if args.input_shape is not None else None
         model = load_model(args.model, input_shape=shape)
         if args.batch_size is not None:
             model = at_batch_size(model, args.batch_size, name="--batch-size")
-    except UserModelError as exc:
-        raise UsageError(str(exc)) from exc
     return model
 
 
@@ -198,10 +188,8 @@ def _tune(
             f"--clock device needs a CUDA device (CUDA events); the tune runs on {device}"
         )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
-    try:
+    with usage_errors((InvalidValueError,)):
         check_backends(args.strategy, names)
-    except InvalidValueError as exc:
-        raise UsageError(str(exc)) from None
     model = _load_model(args)
     cache_dir = _cache_dir(args.cache_dir)
     with stdout_to_stderr():

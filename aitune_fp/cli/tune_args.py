@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import re
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from aitune_fp.backends import registry
-from aitune_fp.cli._shared import UsageError
+from aitune_fp.cli._shared import UsageError, usage_errors
 from aitune_fp.core import settings
-from aitune_fp.core.accuracy import accuracy_conflict
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.measure.rules import decision_modes
 from aitune_fp.models import MODELS
 from aitune_fp.pipeline import strategy_registry
+from aitune_fp.sweep.spec import checked_closeness, checked_config
 
 #: The old flag for the last of ``--looks`` (hidden): alone it replaces the last look.
 LAST_LOOK = "--max-pairs"
@@ -161,13 +159,6 @@ def add_arguments(sub: Any) -> Any:
     return tune
 
 
-def _plain(message: str, flags: Mapping[str, str]) -> str:
-    """``message`` with each field name it holds spelled as the flag that sets it."""
-    for field, flag in flags.items():
-        message = re.sub(rf"\b{field}\b", flag, message)
-    return message
-
-
 def _last_look(args: argparse.Namespace, looks: tuple[int, ...] | None) -> tuple[int, ...] | None:
     """``--looks`` with the old ``--max-pairs`` folded in: alone it ends the planned looks."""
     if args.max_pairs is None:
@@ -197,45 +188,19 @@ def profiling_config(args: argparse.Namespace) -> Any:
         kwargs["looks"] = looks
         if args.looks is None:
             flags["looks"] = LAST_LOOK
-    modes = {row.field: row.modes for row in settings.rows("config")}
-    for field, value in kwargs.items():
-        wanted = modes[field]
-        if wanted is not None and args.decision not in wanted:
-            raise UsageError(
-                f"{flags[field]} applies to --decision {wanted[0]} only, "
-                f"not to --decision {args.decision}"
-            )
-        try:
-            ProfilingConfig(**{field: value})
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{flags[field]}: {_plain(str(exc), {field: flags[field]})}") from exc
-    try:
-        return ProfilingConfig(decision=args.decision, **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(_plain(str(exc), flags)) from exc
+    with usage_errors():
+        return checked_config(kwargs, args.decision, flags, "--decision")
 
 
 def accuracy_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``Closeness`` settings the accuracy flags ask for; a problem names the flag."""
-    from aitune_fp.correctness.closeness import Closeness
-
     flags = {row.field: row.flag or row.field for row in settings.rows("closeness")}
-    given = {f: getattr(args, f) for f in flags}
-    kwargs = {f: v for f, v in given.items() if v is not None and v is not False}
-    problem = accuracy_conflict(kwargs.get("criteria", "auto"), kwargs, flags)
-    if problem is not None:
-        raise UsageError(problem)
-    try:
-        Closeness(**kwargs)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(_plain(str(exc), flags)) from exc
-    return kwargs
+    with usage_errors():
+        return checked_closeness({f: getattr(args, f) for f in flags}, flags)
 
 
 def strategy_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The options ``--strategy`` is built with, checked by the registry; a problem names the flag."""
     given = {name: getattr(args, name, None) for name in strategy_registry.option_names()}
-    try:
+    with usage_errors():
         return strategy_registry.strategy_options(args.strategy, given, spell=_flag)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(str(exc)) from exc

@@ -14,9 +14,8 @@ from aitune_fp.core.quantiles import LatencyCheck
 from aitune_fp.core.report import CandidateFailure, Stage, TuneReport
 from aitune_fp.core.results import PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.selection import SelectionState
-from aitune_fp.events.kinds import ABSENT, Absent, Event, Keywords, Payload, event
-from aitune_fp.events.names import VALIDATION_PREFIX as _V
-from aitune_fp.events.names import Level
+from aitune_fp.events.kinds import ABSENT, MIN0, Absent, Event, Keywords, Level, Payload, event
+from aitune_fp.events.kinds import VALIDATION_PREFIX as _V
 
 __all__ = [
     "CANDIDATE_FAILED",
@@ -36,7 +35,6 @@ __all__ = [
     "SelectionDecided",
 ]
 
-_MIN0: Final = {"minimum": 0}
 _SHARE: Final = {"exclusiveMinimum": 0, "exclusiveMaximum": 1}
 _CONFIDENCE: Final = {"exclusiveMinimum": 0.5, "exclusiveMaximum": 1}
 
@@ -45,11 +43,11 @@ class CriterionFields(TypedDict):
     """One accuracy criterion's worst value against its budget (``correctness_checked``)."""
 
     name: CriterionName
-    value: Annotated[float, Keywords(_MIN0)]
-    budget: Annotated[float, Keywords(_MIN0)]
+    value: Annotated[float, Keywords(MIN0)]
+    budget: Annotated[float, Keywords(MIN0)]
     path: str | None
     passed: bool
-    used: Annotated[float, Keywords(_MIN0)]
+    used: Annotated[float, Keywords(MIN0)]
 
 
 @event(_V + "correctness_checked", "info")
@@ -58,13 +56,13 @@ class CorrectnessChecked(Payload):
     """A candidate matched eager within its accuracy budget: how close it came (the worst case)."""
 
     backend_description: str
-    max_abs_error: float = attrs.field(metadata=_MIN0)
-    max_rel_error: float = attrs.field(metadata=_MIN0)
-    budget_used: float = attrs.field(metadata=_MIN0)
-    atol: float | None = attrs.field(metadata=_MIN0)
-    rtol: float | None = attrs.field(metadata=_MIN0)
+    max_abs_error: float = attrs.field(metadata=MIN0)
+    max_rel_error: float = attrs.field(metadata=MIN0)
+    budget_used: float = attrs.field(metadata=MIN0)
+    atol: float | None = attrs.field(metadata=MIN0)
+    rtol: float | None = attrs.field(metadata=MIN0)
     output_path: str | None
-    n_elements: int = attrs.field(metadata=_MIN0)
+    n_elements: int = attrs.field(metadata=MIN0)
     criteria: list[CriterionFields] = attrs.field(factory=list)
     notes: list[str] = attrs.field(factory=list)
 
@@ -109,7 +107,7 @@ class CandidateMeasured(Payload):
     """A candidate was timed against eager: its result record, as measured, and the time taken."""
 
     result: PerformanceValidationResult
-    duration_s: float = attrs.field(metadata=_MIN0)
+    duration_s: float = attrs.field(metadata=MIN0)
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
         """The report with this result (the very record measured) appended."""
@@ -139,10 +137,10 @@ class CandidateRejected(Payload):
 
     backend_description: str
     verdict: ResultVerdict | None
-    speedup: float = attrs.field(metadata=_MIN0)
-    ci_low: float | None = attrs.field(metadata=_MIN0)
-    ci_high: float | None = attrs.field(metadata=_MIN0)
-    required_speedup: float | None = attrs.field(metadata=_MIN0)
+    speedup: float = attrs.field(metadata=MIN0)
+    ci_low: float | None = attrs.field(metadata=MIN0)
+    ci_high: float | None = attrs.field(metadata=MIN0)
+    required_speedup: float | None = attrs.field(metadata=MIN0)
     reason: str | None
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
@@ -156,17 +154,8 @@ class CandidateRejected(Payload):
     @classmethod
     def of(cls, run_id: str, module_name: str, result: PerformanceValidationResult) -> Event:
         """The event of a measured ``result`` that did not clear the gate."""
-        return cls(
-            run_id=run_id,
-            module_name=module_name,
-            backend_description=result.backend_description,
-            verdict=result.verdict,
-            speedup=result.speedup,
-            ci_low=result.ci_low,
-            ci_high=result.ci_high,
-            required_speedup=result.required_speedup,
-            reason=result.reason,
-        ).to_event()
+        own = {key: getattr(result, key) for key in cls.payload_keys()}
+        return cls(run_id=run_id, module_name=module_name, **own).to_event()
 
 
 @event(_V + "candidate_failed", "warning")
@@ -204,8 +193,8 @@ class CandidateFailed(Payload):
 class HeadtoheadLook(Payload):
     """Progress of a head-to-head selection: who is still in after one look."""
 
-    look: int = attrs.field(metadata=_MIN0)
-    rounds: int = attrs.field(metadata=_MIN0)
+    look: int = attrs.field(metadata=MIN0)
+    rounds: int = attrs.field(metadata=MIN0)
     remaining: list[str]
     eliminated: list[str]
 

@@ -5,7 +5,6 @@ Runs are grouped by ``run_id`` and content (``docs/events.md``, "what a run is")
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.resources
 import json
@@ -20,8 +19,7 @@ from aitune_fp.core.report import TuneReport
 from aitune_fp.core.results import PARTS
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.candidates import CANDIDATE_MEASURED, SELECTION_DECIDED
-from aitune_fp.events.kinds import Payload, fold, registered
-from aitune_fp.events.names import SCHEMA_VERSION
+from aitune_fp.events.kinds import SCHEMA_VERSION, Payload, fold, registered
 from aitune_fp.events.schema import ADDED_KEYS
 
 __all__ = [
@@ -119,14 +117,10 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-@functools.cache
-def _schema_text() -> str:
-    return importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
-
-
 def event_schema() -> dict[str, Any]:
     """A fresh copy of the shipped events JSON Schema (draft 2020-12), for outside readers."""
-    schema: dict[str, Any] = json.loads(_schema_text())
+    text = importlib.resources.files("aitune_fp").joinpath("events.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
     return schema
 
 

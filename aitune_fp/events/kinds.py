@@ -1,4 +1,4 @@
-"""Event kinds: one frozen payload class per event, registered with its name and level."""
+"""Event kinds: one frozen payload class per event, registered with its name and level; run ids."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 import math
 import types
 import typing
+import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeAlias, TypeVar, Union, cast
 
@@ -14,10 +15,36 @@ import attrs
 
 from aitune_fp.core.results import unstructure
 from aitune_fp.errors import InvalidTypeError, InvalidValueError
-from aitune_fp.events.names import RESERVED_KEYS, SCHEMA_VERSION, Level
 
 if TYPE_CHECKING:
     from aitune_fp.core.report import TuneReport
+
+LOGGER_NAME: Final = "aitune_fp"
+#: Bumped whenever an event's keys change (a reader refuses keys it does not know). 2: the
+#: measured and selection events carry their records nested (``result``, ``selection``).
+SCHEMA_VERSION: Final = 3
+
+#: The prefixes of a tune's own events and of a sweep's (``aitune-fp sweep``).
+VALIDATION_PREFIX: Final = "aitune_fp.validation."
+SWEEP_PREFIX: Final = "aitune_fp.sweep."
+
+Level = Literal["debug", "info", "warning", "error"]
+#: How eager is kept out of the candidates' reach (``baseline_measured``).
+EagerIsolation: TypeAlias = Literal["private_copy", "shared", "process"]
+
+Phase = Literal["baseline_build", "baseline_measure", "build", "correctness", "measure"]
+#: Keys renderers own; never used as payload keys (design §5).
+RESERVED_KEYS: Final = frozenset(
+    {"message", "name", "level", "timestamp", "logger", "exception", "event"}
+)
+#: JSON Schema keywords of the kinds' number keys.
+MIN0: Final = {"minimum": 0}
+MIN1: Final = {"minimum": 1}
+
+
+def new_run_id() -> str:
+    """Return a fresh id shared by all events of one tune call."""
+    return uuid.uuid4().hex
 
 
 class _Absent(enum.Enum):
@@ -91,6 +118,10 @@ class Payload:
     def level(self) -> Level:
         """The level this event is logged at: its kind's usual one unless a key changes it."""
         return self.default_level
+
+    def present(self, *keys: str) -> dict[str, Any]:
+        """The values of ``keys``, an :data:`ABSENT` one as None (as a report holds it)."""
+        return {k: None if (v := getattr(self, k)) is ABSENT else v for k in keys}
 
     @classmethod
     def payload_keys(cls) -> tuple[str, ...]:
@@ -199,16 +230,13 @@ def _value(hint: Any, value: Any, where: str) -> Any:
     raise InvalidTypeError(f"{where} must be a {getattr(hint, '__name__', hint)}, got {value!r}")
 
 
-def _decorated(cls: type) -> bool:
-    """Whether ``cls`` itself is an attrs class (not only a subclass of one)."""
-    return "__attrs_attrs__" in vars(cls)
-
-
 def event(name: str, level: Level) -> Callable[[type[_P]], type[_P]]:
     """Class decorator: register a frozen attrs :class:`Payload` subclass as event ``name``."""
 
     def register(cls: type[_P]) -> type[_P]:
-        if not (isinstance(cls, type) and issubclass(cls, Payload) and _decorated(cls)):
+        if not (
+            isinstance(cls, type) and issubclass(cls, Payload) and "__attrs_attrs__" in vars(cls)
+        ):
             raise InvalidTypeError(f"event {name!r} must be an attrs Payload class, got {cls!r}")
         if name in _REGISTRY:
             raise InvalidValueError(f"event {name!r} is already registered")

@@ -15,8 +15,7 @@ import attrs
 
 from aitune_fp.core._checks import schema_keywords
 from aitune_fp.errors import InvalidTypeError
-from aitune_fp.events.kinds import ABSENT, Keywords, Payload, registered
-from aitune_fp.events.names import SCHEMA_VERSION
+from aitune_fp.events.kinds import ABSENT, SCHEMA_VERSION, Keywords, Payload, registered
 
 #: The shipped schema file (package data read by ``aitune_fp.events.ingest.event_schema``).
 SCHEMA_PATH: Final = Path(__file__).resolve().parent.parent / "events.schema.json"
@@ -212,18 +211,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--check", action="store_true", help="write nothing; exit 1 when the file is stale"
     )
     args = parser.parse_args(argv)
-    text = schema_text()
     current = SCHEMA_PATH.read_text(encoding="utf-8") if SCHEMA_PATH.exists() else ""
-    if args.check:
-        stale = current != text
-        print(f"{SCHEMA_PATH} is {'stale: run ' + REGENERATE if stale else 'up to date'}")
-        return int(stale)
-    if current == text:
-        print(f"{SCHEMA_PATH} is up to date")
-        return 0
-    SCHEMA_PATH.write_text(text, encoding="utf-8")
-    print(f"wrote {SCHEMA_PATH}")
-    return 0
+    return rewrite(SCHEMA_PATH, current, schema_text(), args.check, f"{SCHEMA_PATH}", REGENERATE)
+
+
+def rewrite(path: Path, current: str, new: str, check: bool, name: str, fix: str) -> int:
+    """Write ``new`` over ``current`` at ``path`` and say so; ``check``: write nothing, 1 if stale."""
+    stale = new != current
+    if stale and not check:
+        path.write_text(new, encoding="utf-8")
+    print(f"{name} is {('stale: run ' + fix if check else 'rewritten') if stale else 'up to date'}")
+    return int(stale and check)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,7 @@ from typing import IO, Any, TypeAlias
 
 import structlog
 
-from aitune_fp.events.kinds import Event
-from aitune_fp.events.names import LOGGER_NAME
+from aitune_fp.events.kinds import LOGGER_NAME, Event
 
 #: A callable that receives each emitted :class:`Event` value (see :func:`sinks`).
 EventSink: TypeAlias = Callable[[Event], None]

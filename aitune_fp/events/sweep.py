@@ -6,11 +6,8 @@ from typing import Final
 
 import attrs
 
-from aitune_fp.events.kinds import Payload, event
-from aitune_fp.events.names import SWEEP_PREFIX as _S
-from aitune_fp.events.names import Level
-
-_MIN0: Final = {"minimum": 0}
+from aitune_fp.events.kinds import MIN0, Level, Payload, event
+from aitune_fp.events.kinds import SWEEP_PREFIX as _S
 
 
 @event(_S + "started", "info")
@@ -41,13 +38,13 @@ class TaskFinished(Payload):
     hostname: str
     device: str
     device_name: str
-    pid: int = attrs.field(metadata=_MIN0)
+    pid: int = attrs.field(metadata=MIN0)
     threads: int = attrs.field(metadata={"minimum": 1})
-    started_unix_s: float = attrs.field(metadata=_MIN0)
-    finished_unix_s: float = attrs.field(metadata=_MIN0)
+    started_unix_s: float = attrs.field(metadata=MIN0)
+    finished_unix_s: float = attrs.field(metadata=MIN0)
     started_monotonic_s: float
     finished_monotonic_s: float
-    duration_s: float = attrs.field(metadata=_MIN0)
+    duration_s: float = attrs.field(metadata=MIN0)
 
     def describe(self) -> str:
         """The model, where it was tuned, and the outcome."""
@@ -78,7 +75,7 @@ class SweepFinished(Payload):
 
     finished_models: list[str]
     failed_models: list[str]
-    duration_s: float = attrs.field(metadata=_MIN0)
+    duration_s: float = attrs.field(metadata=MIN0)
 
     def describe(self) -> str:
         """How many models are done and failed (which failed), and the time taken."""

@@ -19,12 +19,21 @@ from aitune_fp.core.messages import (
 from aitune_fp.core.report import Outcome, TuneReport
 from aitune_fp.core.results import IsolationMode, PerformanceValidationResult, ResultVerdict
 from aitune_fp.core.verdict import HELD_BACK
-from aitune_fp.events.kinds import ABSENT, Absent, Event, Keywords, Payload, event
-from aitune_fp.events.names import VALIDATION_PREFIX as _V
-from aitune_fp.events.names import EagerIsolation, Level, Phase
+from aitune_fp.events.kinds import (
+    ABSENT,
+    MIN0,
+    MIN1,
+    Absent,
+    EagerIsolation,
+    Event,
+    Keywords,
+    Level,
+    Payload,
+    Phase,
+    event,
+)
+from aitune_fp.events.kinds import VALIDATION_PREFIX as _V
 
-_MIN0: Final = {"minimum": 0}
-_MIN1: Final = {"minimum": 1}
 #: The level ``finished`` is logged at, by outcome (info otherwise).
 _FINISHED_LEVELS: Final[dict[str, Level]] = {"error": "error", "interrupted": "warning"}
 
@@ -38,30 +47,30 @@ class Started(Payload):
     device: str
     decision: str
     min_speedup_threshold_percent: float = attrs.field(metadata={"exclusiveMinimum": -100})
-    required_speedup: float = attrs.field(metadata=_MIN0)
-    batch_size: int | None = attrs.field(metadata=_MIN1)
+    required_speedup: float = attrs.field(metadata=MIN0)
+    batch_size: int | None = attrs.field(metadata=MIN1)
     threads: int | Absent = attrs.field(
         default=ABSENT,
-        metadata={**_MIN1, "description": "torch intra-op threads both arms run with (issue 24)"},
+        metadata={**MIN1, "description": "torch intra-op threads both arms run with (issue 24)"},
     )
     interop_threads: int | Absent = attrs.field(
-        default=ABSENT, metadata={**_MIN1, "description": "torch inter-op threads"}
+        default=ABSENT, metadata={**MIN1, "description": "torch inter-op threads"}
     )
     omp_num_threads: int | Absent | None = attrs.field(
         default=ABSENT,
         metadata={
-            **_MIN1,
+            **MIN1,
             "description": "OMP_NUM_THREADS in the environment (null: unset or not one integer)",
         },
     )
     cpus: int | Absent = attrs.field(
         default=ABSENT,
-        metadata={**_MIN1, "description": "CPUs this process may run on (its affinity mask)"},
+        metadata={**MIN1, "description": "CPUs this process may run on (its affinity mask)"},
     )
     load_avg_1m: float | Absent | None = attrs.field(
         default=ABSENT,
         metadata={
-            **_MIN0,
+            **MIN0,
             "description": "1-minute load average when the tune started (null: none on this "
             "platform)",
         },
@@ -80,18 +89,9 @@ class Started(Payload):
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:
         """The report with what the tune runs, where, and against which gate."""
-        return attrs.evolve(
-            report,
-            started_at=stamp,
-            strategy=self.strategy,
-            device=self.device,
-            decision=self.decision,
-            min_speedup_threshold_percent=self.min_speedup_threshold_percent,
-            required_speedup=self.required_speedup,
-            batch_size=self.batch_size,
-            isolation=None if self.isolation is ABSENT else self.isolation,
-            isolation_note=None if self.isolation_note is ABSENT else self.isolation_note,
-        )
+        keys = ("strategy", "device", "decision", "min_speedup_threshold_percent")
+        more = ("required_speedup", "batch_size", "isolation", "isolation_note")
+        return attrs.evolve(report, started_at=stamp, **self.present(*keys, *more))
 
     def describe(self) -> str:
         """What the user waits for first."""
@@ -101,8 +101,8 @@ class Started(Payload):
 class NoiseFloorFields(TypedDict):
     """Eager's own noise floor (``baseline_measured.noise_floor``): rel. L2 per output leaf."""
 
-    rel_l2: Mapping[str, Annotated[float, Keywords(_MIN0)]]
-    n_calls: Annotated[int, Keywords(_MIN0)]
+    rel_l2: Mapping[str, Annotated[float, Keywords(MIN0)]]
+    n_calls: Annotated[int, Keywords(MIN0)]
 
 
 @event(_V + "baseline_measured", "info")
@@ -111,13 +111,13 @@ class BaselineMeasured(Payload):
     """The eager baseline was built and (in point mode) measured; its noise floor if asked."""
 
     backend_description: str
-    batch_size: int = attrs.field(metadata=_MIN1)
-    throughput_samples_per_s: float = attrs.field(metadata=_MIN0)
-    n_calls: int = attrs.field(metadata=_MIN0)
-    duration_s: float = attrs.field(metadata=_MIN0)
+    batch_size: int = attrs.field(metadata=MIN1)
+    throughput_samples_per_s: float = attrs.field(metadata=MIN0)
+    n_calls: int = attrs.field(metadata=MIN0)
+    duration_s: float = attrs.field(metadata=MIN0)
     decision: str
     eager_isolation: EagerIsolation = "private_copy"
-    noise_floor_rel_l2: float | Absent | None = attrs.field(default=ABSENT, metadata=_MIN0)
+    noise_floor_rel_l2: float | Absent | None = attrs.field(default=ABSENT, metadata=MIN0)
     noise_floor: NoiseFloorFields | Absent = ABSENT
     noise_floor_note: str | Absent = ABSENT
     #: Why eager's outputs cannot tell candidates apart (constant or near zero); absent: they can.
@@ -132,15 +132,8 @@ class BaselineMeasured(Payload):
             baseline_backend=self.backend_description,
             baseline_throughput=self.throughput_samples_per_s,
             baseline_at=stamp,
-            batch_size=self.batch_size,
-            decision=self.decision,
-            noise_floor_rel_l2=None
-            if self.noise_floor_rel_l2 is ABSENT
-            else self.noise_floor_rel_l2,
-            degenerate_outputs=None
-            if self.degenerate_outputs is ABSENT
-            else self.degenerate_outputs,
-            budget_plan=None if self.budget_plan is ABSENT else self.budget_plan,
+            **self.present("batch_size", "decision", "noise_floor_rel_l2", "degenerate_outputs"),
+            **self.present("budget_plan"),
         )
 
     def describe(self) -> str:
@@ -189,7 +182,7 @@ class Disabled(Payload):
 class EvalMode(Payload):
     """The model came in training mode: it is validated in eval mode, returned as it came."""
 
-    n_training_modules: int = attrs.field(metadata=_MIN1)
+    n_training_modules: int = attrs.field(metadata=MIN1)
 
     def describe(self) -> str:
         """How the model was validated and how it is returned."""
@@ -223,12 +216,12 @@ class Look(Payload):
     """Progress of a statistical measurement: the interval at one planned look."""
 
     backend_description: str
-    n_pairs: int = attrs.field(metadata=_MIN0)
-    max_pairs: int = attrs.field(metadata=_MIN1)
+    n_pairs: int = attrs.field(metadata=MIN0)
+    max_pairs: int = attrs.field(metadata=MIN1)
     verdict: ResultVerdict
-    estimate: float = attrs.field(metadata=_MIN0)
-    ci_low: float = attrs.field(metadata=_MIN0)
-    ci_high: float | None = attrs.field(metadata=_MIN0)
+    estimate: float = attrs.field(metadata=MIN0)
+    ci_low: float = attrs.field(metadata=MIN0)
+    ci_high: float | None = attrs.field(metadata=MIN0)
     #: Why an inconclusive look stayed open (the first condition of ``HELD_BACK``; None: settled).
     held_back: str | None = attrs.field(default=None, metadata={"enum": list(HELD_BACK)})
 
@@ -250,9 +243,9 @@ class Selected(Payload):
 
     backend_description: str
     is_baseline: bool
-    speedup: float | None = attrs.field(metadata=_MIN0)
-    throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
-    baseline_throughput_samples_per_s: float | None = attrs.field(metadata=_MIN0)
+    speedup: float | None = attrs.field(metadata=MIN0)
+    throughput_samples_per_s: float | None = attrs.field(metadata=MIN0)
+    baseline_throughput_samples_per_s: float | None = attrs.field(metadata=MIN0)
     #: What the chosen candidate's rebuild changed in the process and was put back (names).
     restored: list[str] = attrs.field(factory=list)
     #: How a candidate chosen in its worker reached this process: "loaded from ..." its worker's
@@ -286,19 +279,16 @@ class Selected(Payload):
         handed_back: str = "",
     ) -> Event:
         """The outcome line of ``result`` (at warning level with info off, so it stays visible)."""
-        level: Level = "info" if info_on else "warning"
+        summary = fmt_baseline_selected(backend_description, baseline_throughput)
         if result is not None and not is_baseline:
             detail = fmt_throughput_detail(result.baseline_throughput, result.throughput)
-            if info_on:
-                summary = fmt_speedup_msg_short(result.speedup, detail, color=color)
-            else:
-                summary = "[aitune_fp] " + fmt_speedup_msg(
+            summary = (
+                fmt_speedup_msg_short(result.speedup, detail, color=color)
+                if info_on
+                else fmt_speedup_msg(
                     result.speedup, detail, module_name, backend_description, color=color
                 )
-        else:
-            summary = fmt_baseline_selected(backend_description, baseline_throughput)
-            if not info_on:
-                summary = "[aitune_fp] " + summary
+            )
         return cls(
             run_id=run_id,
             module_name=module_name,
@@ -309,8 +299,8 @@ class Selected(Payload):
             baseline_throughput_samples_per_s=baseline_throughput,
             restored=list(restored),
             handed_back=handed_back,
-            summary=summary,
-        ).to_event(level)
+            summary=summary if info_on else f"[aitune_fp] {summary}",
+        ).to_event("info" if info_on else "warning")
 
 
 @event(_V + "finished", "info")
@@ -320,11 +310,11 @@ class Finished(Payload):
 
     outcome: Outcome
     backend_description: str | None
-    n_candidates: int = attrs.field(metadata=_MIN0)
-    n_measured: int = attrs.field(metadata=_MIN0)
-    n_passed: int = attrs.field(metadata=_MIN0)
-    n_failed: int = attrs.field(metadata=_MIN0)
-    duration_s: float = attrs.field(metadata=_MIN0)
+    n_candidates: int = attrs.field(metadata=MIN0)
+    n_measured: int = attrs.field(metadata=MIN0)
+    n_passed: int = attrs.field(metadata=MIN0)
+    n_failed: int = attrs.field(metadata=MIN0)
+    duration_s: float = attrs.field(metadata=MIN0)
     reason: str | None = None
 
     def apply(self, report: TuneReport, stamp: str | None = None) -> TuneReport:

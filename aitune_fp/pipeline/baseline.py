@@ -22,8 +22,7 @@ from aitune_fp.errors import (
     InvalidStateError,
     InvalidValueError,
 )
-from aitune_fp.events.kinds import ABSENT, Event
-from aitune_fp.events.names import EagerIsolation
+from aitune_fp.events.kinds import ABSENT, EagerIsolation, Event
 from aitune_fp.events.validation import BaselineFailed as BaselineFailedEvent
 from aitune_fp.events.validation import BaselineMeasured, Started
 from aitune_fp.inputs import GraphSpec, Sample, as_sample, copy_sample

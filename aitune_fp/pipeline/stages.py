@@ -25,8 +25,7 @@ from aitune_fp.core.results import IsolationMode, PerformanceValidationResult
 from aitune_fp.core.speedup import Gate
 from aitune_fp.correctness.closeness import Closeness
 from aitune_fp.errors import BackendUnavailableError, CandidateHungError, InvalidStateError
-from aitune_fp.events.kinds import Event
-from aitune_fp.events.names import Phase
+from aitune_fp.events.kinds import Event, Phase
 from aitune_fp.events.validation import PhaseEntered
 from aitune_fp.inputs import InputKey, Sample
 from aitune_fp.isolation.domain import heldout_domain

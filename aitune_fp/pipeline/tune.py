@@ -24,8 +24,7 @@ from aitune_fp.errors import (
     InvalidStateError,
 )
 from aitune_fp.events.candidates import CandidateFailed
-from aitune_fp.events.kinds import Event, fold
-from aitune_fp.events.names import new_run_id
+from aitune_fp.events.kinds import Event, fold, new_run_id
 from aitune_fp.events.sending import emit as emit_event
 from aitune_fp.events.validation import Disabled, EvalMode, Finished
 from aitune_fp.inputs import Sample

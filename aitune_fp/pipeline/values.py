@@ -25,7 +25,7 @@ from aitune_fp.errors import (
     InvalidTypeError,
     error_name,
 )
-from aitune_fp.events.names import EagerIsolation
+from aitune_fp.events.kinds import EagerIsolation
 from aitune_fp.inputs import BatchSpec, Sample
 from aitune_fp.measure.rules import rule_for
 from aitune_fp.profiling.timers import Timer

@@ -6,13 +6,13 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 
 from aitune_fp.core.messages import headline_speedup
 from aitune_fp.core.report import TuneReport
-from aitune_fp.events.names import new_run_id
+from aitune_fp.events.kinds import new_run_id
 from aitune_fp.events.sending import open_log, to_record, write_records
 from aitune_fp.events.sweep import TASK_FINISHED, SweepFinished, SweepStarted
 from aitune_fp.sweep.spec import SweepSpec
@@ -210,15 +210,6 @@ class SweepSummary:
     def cell(self, model: str, backend: str) -> SummaryCell | None:
         """The cell for ``model`` × ``backend`` (None when that pair has none)."""
         return next((c for c in self.cells if c.model == model and c.backend == backend), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {
-            "models": list(self.models),
-            "backends": list(self.backends),
-            "cells": [attrs.asdict(c) for c in self.cells],
-            "failed": [attrs.asdict(s) for s in self.failed],
-        }
 
 
 def summarize_sweep(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +13,7 @@ import attrs
 
 from aitune_fp.backends import registry
 from aitune_fp.core import settings
-from aitune_fp.core.accuracy import CRITERIA_MODES, accuracy_conflict
+from aitune_fp.core._checks import check_threshold
 from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import unreachable_threshold
@@ -161,16 +162,8 @@ def _known_keys(where: str, table: Mapping[str, Any], keys: Sequence[str]) -> No
         raise InvalidValueError(f"{at}unknown key {key!r} (known: {', '.join(keys)})")
 
 
-def _shape(where: str, value: object) -> tuple[int, ...]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise InvalidTypeError(f"{where} must be a list of ints like [8, 256], got {value!r}")
-    if not value or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in value):
-        raise InvalidValueError(f"{where} must be positive ints like [8, 256], got {value!r}")
-    return tuple(value)
-
-
 def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
-    from aitune_fp.models import MODELS, UserModelError, model_source
+    from aitune_fp.models import MODELS, UserModelError, check_source, checked_shape, model_source
 
     where = f"models[{i}]"
     if isinstance(raw, str):
@@ -182,13 +175,9 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
     spec = _str(f"{where}.model", table["model"])
     shape = None
     if "input_shape" in table:
-        shape = _shape(f"{where}.input_shape", table["input_shape"])
+        shape = checked_shape(table["input_shape"], f"{where}.input_shape")
+    check_source(spec, shape is not None, f"{where}.model", f"{where}.input_shape")
     if spec in MODELS:
-        if shape is not None:
-            raise InvalidValueError(
-                f"{where}.input_shape applies only to a user model (file.py:factory), "
-                f"not to the embedded {spec!r}"
-            )
         default_name = spec
     else:
         try:
@@ -246,53 +235,44 @@ def _number(where: str, value: object) -> float:
     return float(value)
 
 
-def _profiling(table: Mapping[str, Any], decision: str) -> ProfilingConfig:
-    _known_keys("budget", table, (*sweep_keys(), TASK_TIMEOUT_KEY))
+def spelled(message: str, names: Mapping[str, str]) -> str:
+    """``message`` with each field name it holds spelled as ``names`` says (a flag, a file's key)."""
+    pattern = r"\b(" + "|".join(map(re.escape, names)) + r")\b"
+    return re.sub(pattern, lambda m: names[m.group()], message) if names else message
+
+
+def checked_config(
+    values: Mapping[str, Any], decision: str, names: Mapping[str, str], decision_as: str
+) -> ProfilingConfig:
+    """The ProfilingConfig of ``values`` at ``decision``; errors spell keys as ``names`` does."""
     modes_of = {s.field: s.modes for s in settings.rows("config")}
-    kwargs: dict[str, Any] = {}
-    for key, value in table.items():
-        if key == TASK_TIMEOUT_KEY:
-            continue
+    for key, value in values.items():
         modes = modes_of[key]
         if modes is not None and decision not in modes:
             raise InvalidValueError(
-                f"budget.{key} applies to decision {modes[0]} only, not to decision {decision}"
+                f"{names[key]} applies to {decision_as} {modes[0]} only, "
+                f"not to {decision_as} {decision}"
             )
         try:
             ProfilingConfig(**{key: value})
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"budget.{key}: {exc}") from exc
-        kwargs[key] = value
+            raise type(exc)(f"{names[key]}: {spelled(str(exc), names)}") from exc
     try:
-        return ProfilingConfig(decision=decision, **kwargs)
+        return ProfilingConfig(decision=decision, **values)
     except (TypeError, ValueError) as exc:
-        raise type(exc)(f"budget: {exc}") from exc
+        raise type(exc)(spelled(str(exc), names)) from exc
 
 
-def _accuracy(table: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """``[accuracy]``: the ``Closeness`` settings (``criteria``, ``rel_l2``, ...), checked."""
-    _known_keys("accuracy", table, _ACCURACY_KEYS)
-    found: dict[str, Any] = {}
-    for key, value in table.items():
-        where = f"accuracy.{key}"
-        if key == "criteria":
-            found[key] = _choice(where, value, CRITERIA_MODES)
-        elif key == "calibrate":
-            if not isinstance(value, bool):
-                raise InvalidTypeError(f"{where} must be true or false, got {value!r}")
-            if value:
-                found[key] = True
-        else:
-            number = _number(where, value)
-            if number < 0 or (key == "outlier_share" and number > 1):
-                bounds = "between 0 and 1" if key == "outlier_share" else ">= 0"
-                raise InvalidValueError(f"{where} must be {bounds}, got {value!r}")
-            found[key] = number
-    spelled = {k: f"accuracy.{k}" for k in _ACCURACY_KEYS}
-    problem = accuracy_conflict(found.get("criteria", "auto"), found, spelled)
-    if problem is not None:
-        raise InvalidValueError(problem)
-    return tuple(sorted(found.items()))
+def checked_closeness(values: Mapping[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """The ``Closeness`` settings given (None, False left out), checked; errors spelled by ``names``."""
+    from aitune_fp.correctness.closeness import Closeness
+
+    given = {k: v for k, v in values.items() if v is not None and v is not False}
+    try:
+        Closeness(**given)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(spelled(str(exc), names)) from exc
+    return given
 
 
 def _list(where: str, value: object) -> Sequence[Any]:
@@ -311,14 +291,15 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     options = strategy_registry.strategy_options(strategy, {k: table.get(k) for k in option_keys})
     decision = _choice("decision", table.get("decision", DECISION_MODES[0]), decision_modes())
     isolation = _choice("isolation", table.get("isolation", _ISOLATIONS[0]), _ISOLATIONS)
-    threshold = _number("threshold", table.get("threshold", 1.0))
-    if threshold <= -100:
-        raise InvalidValueError(f"threshold must be > -100 (percent), got {threshold!r}")
-    problem = unreachable_threshold("threshold", threshold)
-    if problem is not None:
+    threshold = check_threshold("threshold", table.get("threshold", 1.0))
+    if (problem := unreachable_threshold("threshold", threshold)) is not None:
         raise InvalidValueError(problem)
     budget = _table("budget", table.get("budget", {}))
-    profiling = _profiling(budget, decision)
+    _known_keys("budget", budget, (*sweep_keys(), TASK_TIMEOUT_KEY))
+    given = {k: v for k, v in budget.items() if k != TASK_TIMEOUT_KEY}
+    profiling = checked_config(
+        given, decision, {k: f"budget.{k}" for k in sweep_keys()}, "decision"
+    )
     raw = budget.get(TASK_TIMEOUT_KEY)
     task_timeout = None if raw is None else _number(f"budget.{TASK_TIMEOUT_KEY}", raw)
     if task_timeout is not None and task_timeout <= 0:
@@ -346,7 +327,10 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
         if label in labels[:i]:
             raise InvalidValueError(f"backends[{i}] {label!r} is listed twice")
     strategy_registry.check_backends(strategy, labels)
-    accuracy = _accuracy(_table("accuracy", table.get("accuracy", {})))
+    raw_accuracy = _table("accuracy", table.get("accuracy", {}))
+    _known_keys("accuracy", raw_accuracy, _ACCURACY_KEYS)
+    spell = {k: f"accuracy.{k}" for k in _ACCURACY_KEYS}
+    accuracy = tuple(sorted(checked_closeness(raw_accuracy, spell).items()))
     ray = _table("ray", table.get("ray", {}))
     _known_keys("ray", ray, _RAY_KEYS)
     retries = ray.get("max_retries", 0)

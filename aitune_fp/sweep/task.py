@@ -32,15 +32,11 @@ CRASHED = "WorkerCrashedError"
 
 @attrs.frozen(kw_only=True)
 class SweepTask:
-    """Everything one model's tune needs, as a picklable value (a Ray task's only argument)."""
+    """One model's tune with the sweep's settings, as a picklable value (a Ray task's only argument)."""
 
     sweep_id: str
     model: ModelEntry
-    device: str
-    backends: tuple[BackendChoice, ...]
-    strategy: str
-    threshold: float
-    profiling: ProfilingConfig
+    spec: SweepSpec
     cache_dir: str
     #: CPU: time with every core this process may use. Ray starts a worker with
     #: ``OMP_NUM_THREADS=num_cpus`` (1); the task holds the whole node, so it takes them all back
@@ -50,12 +46,6 @@ class SweepTask:
     #: Seconds the task may run before its process is killed and it is recorded as hung (None:
     #: no deadline; the local executor then runs it in this process).
     task_timeout_s: float | None = None
-    #: The strategy's options (``latency-budget``: ``budget_ms``, ``quantile``), checked.
-    strategy_options: tuple[tuple[str, Any], ...] = ()
-    #: ``[accuracy]``: the ``Closeness`` settings of the correctness check.
-    accuracy: tuple[tuple[str, Any], ...] = ()
-    #: Where the candidates run: ``process`` (worker processes, where they can) or ``in_process``.
-    isolation: str = "process"
 
 
 @attrs.frozen(kw_only=True)
@@ -68,22 +58,14 @@ class TaskOutcome:
 
 
 def make_tasks(spec: SweepSpec, sweep_id: str, cache_dir: str) -> list[SweepTask]:
-    """One task per model of ``spec``, the defaults filled in (each with its own cache folder)."""
-    backends = spec.backends or tuple(BackendChoice(name=n) for n in spec.backend_names())
+    """One task per model of ``spec``, each with its own cache folder and the sweep's deadline."""
     return [
         SweepTask(
             sweep_id=sweep_id,
             model=m,
-            device=spec.device,
-            backends=backends,
-            strategy=spec.strategy,
-            threshold=spec.threshold,
-            profiling=spec.profiling,
+            spec=spec,
             cache_dir=os.path.join(cache_dir, f"{i:03d}-{safe(m.name)}"),
             task_timeout_s=spec.task_deadline_s(),
-            strategy_options=spec.strategy_options,
-            accuracy=spec.accuracy,
-            isolation=spec.isolation,
         )
         for i, m in enumerate(spec.models)
     ]
@@ -156,12 +138,12 @@ def run_task(task: SweepTask) -> TaskOutcome:
     hostname = socket.gethostname()
     records: list[dict[str, Any]] = []
     try:
-        threads = task.profiling.threads
-        if task.use_all_cores and task.device == "cpu":  # it holds its node: every CPU
+        threads = task.spec.profiling.threads
+        if task.use_all_cores and task.spec.device == "cpu":  # it holds its node: every CPU
             threads = threads or len(os.sched_getaffinity(0))
         if threads is not None:  # the one code path of ``tune --threads``
             set_threads(threads)
-        device, device_name = _device_identity(task.device)
+        device, device_name = _device_identity(task.spec.device)
         tags = {"sweep_id": task.sweep_id, "hostname": hostname, "device_name": device_name}
         keep = lambda e: records.append({**to_record(e), **tags})  # noqa: E731
         with sinks(keep, log=False):
@@ -182,7 +164,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         device=device,
         device_name=device_name,
         pid=os.getpid(),
-        threads=task.profiling.threads or _torch_threads(),
+        threads=task.spec.profiling.threads or _torch_threads(),
         started_unix_s=started,
         finished_unix_s=finished,
         started_monotonic_s=started_mono,
@@ -200,13 +182,15 @@ def _tune(task: SweepTask, device: str) -> TuneReport:
     model = load_model(task.model.model, input_shape=task.model.input_shape)
     if task.model.batch_size is not None:
         model = at_batch_size(model, task.model.batch_size, name=f"{task.model.name}: batch_size")
-    backends = [registry.make_backend(b.name, device, dict(b.settings)) for b in task.backends]
+    spec = task.spec
+    choices = spec.backends or [BackendChoice(name=n) for n in spec.backend_names()]
+    backends = [registry.make_backend(b.name, device, dict(b.settings)) for b in choices]
     os.makedirs(task.cache_dir, exist_ok=True)
-    isolation = "in_process" if task.isolation == "in_process" else None
+    isolation = "in_process" if spec.isolation == "in_process" else None
     return tune_model(
-        model, task.model.name, backends, task.strategy, dict(task.strategy_options), device,
-        task.cache_dir, threshold=task.threshold, profiling=task.profiling,
-        accuracy=dict(task.accuracy), isolation=isolation,
+        model, task.model.name, backends, spec.strategy, dict(spec.strategy_options), device,
+        task.cache_dir, threshold=spec.threshold, profiling=spec.profiling,
+        accuracy=dict(spec.accuracy), isolation=isolation,
     )[0]  # fmt: skip
 
 

@@ -21,20 +21,17 @@ from aitune_fp.errors import InvalidTypeError, InvalidValueError
 
 def check_hooks(base: type) -> type[AituneGate]:
     """The gate class for ``base`` after checking every hook it needs exists."""
-    what = base.__name__
-    for name in COMMON_HOOKS:
-        if not callable(getattr(base, name, None)):
-            raise missing(what, name)
+    absent = [n for n in COMMON_HOOKS if not callable(getattr(base, n, None))]
     for module, names in MODULE_NAMES.items():
         for name in names:
             aitune(module, name)
-    if callable(getattr(base, "_build_validate_and_check_perf", None)):
+    if not absent and callable(getattr(base, "_build_validate_and_check_perf", None)):
         return MixinGate
     if not callable(getattr(base, "_run_backends", None)):
-        raise missing(what, "_build_validate_and_check_perf")
-    for name in PROFILING_HOOKS:
-        if not callable(getattr(base, name, None)):
-            raise missing(what, name)
+        absent.append("_build_validate_and_check_perf")
+    absent += [n for n in PROFILING_HOOKS if not callable(getattr(base, n, None))]
+    if absent:
+        raise missing(base.__name__, absent[0])
     kind_of(base)  # one of AITune's three, measuring as AITune's does
     return ProfilingGate
 
