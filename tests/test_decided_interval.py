@@ -102,7 +102,10 @@ class TestTable:
         assert "0.84x [—, 0.995]" in text and "[0.224, 2.037]" not in text
         assert "Speedup [95% overall]" in text and "96.67%" not in text
         flowing = " ".join(text.split())  # the header wraps at the console's width
-        assert "; a futility stop: its one-sided bound [—, high]; -v shows its level." in flowing
+        assert (
+            "; a futility stop: its one-sided bound [—, high], and an estimate that errs low "
+            "(the stop came on a low reading); -v shows its level." in flowing
+        )
 
     def test_without_a_futility_row_the_header_names_the_interval_only(self) -> None:
         """An upper bound below the gate decides on the accept interval: no futility level."""

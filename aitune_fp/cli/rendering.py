@@ -125,7 +125,12 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
             "Each row compares with eager timed alongside that candidate (Eager/s); "
             f"Speedup is the figure and the interval the verdict was decided on ({about}), a "
             "paired estimate that discounts outlying pairs: the mean rates shown can differ"
-            + (f"; a futility stop: its one-sided bound [—, high]{level}." if futile else ".")
+            + (
+                f"; a futility stop: its one-sided bound [—, high], and an estimate that errs "
+                f"low (the stop came on a low reading){level}."
+                if futile
+                else "."
+            )
         )
     isolation = run.isolation and fmt_isolation_line(run.isolation, run.isolation_note)
     lines += [escape_control(x) for x in (_cpu_line(run.results), isolation) if x]
