@@ -230,6 +230,87 @@ def test_over_rotating_batches_every_batch_is_checked_in_each_look() -> None:
     assert failure.error.startswith("SpotCheckError: timed call 3 (batch 2): ")
 
 
+def test_a_rounds_checks_run_after_every_contenders_block_of_it() -> None:
+    """The checks of a round (eager's reference calls, the comparisons) run once every
+    contender's block of the round is timed: work between two timed blocks took the next
+    one's cores (on the real clock the round was timed again, for as long as it was checked)."""
+    clock = FakeClock()
+    log: list[tuple[str, str]] = []
+
+    class Logged(Contestant):
+        def __init__(self, name: str, ms: float) -> None:
+            super().__init__(clock, ms)
+            self.name = name
+
+        def __call__(self, x: torch.Tensor) -> torch.Tensor:
+            log.append(("call", self.name))
+            return super().__call__(x)
+
+        def check(self, output: Any, reference: Any) -> None:
+            log.append(("check", self.name))
+            super().check(output, reference)
+
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        log.append(("reference", ""))
+        return eager(x)
+
+    a, b, c = Logged("a", 1.0), Logged("b", 1.02), Logged("c", 1.04)
+    state = head_to_head(
+        [(Contender(n, i), x) for i, (n, x) in enumerate({"a": a, "b": b, "c": c}.items())],
+        BATCH,
+        SelectionRule(looks=(20,)),
+        timer=clock,
+        warmup_calls=WARMUP,
+        spot_checks={"a": a.check, "b": b.check, "c": c.check},
+        references=[eager(BATCH.args[0])],
+        fresh=fresh,
+        reference=reference,
+        block=4,
+    )
+    assert state.rounds == 20 and not state.failed
+    checked = 0
+    i = 3 * WARMUP
+    while i < len(log):  # a round: three blocks of calls, then its checks (if any)
+        blocks = log[i : i + 3 * 5]  # a block of 4 timed calls and its lead
+        assert [kind for kind, _ in blocks] == ["call"] * 15, log[i : i + 20]
+        assert len({who for _, who in blocks}) == 3
+        i += 15
+        while i < len(log) and log[i][0] != "call":
+            i += 1
+            checked += 1
+    assert checked > 0
+
+
+def test_blocks_are_checked_call_by_call_at_the_gates_rate() -> None:
+    """With blocks of calls, a look checks its calls on the gate's schedule (its first and last
+    and about 10 % between, numbered round by round), not every call of a chosen round: the
+    reference calls eager runs for the checks cost the tune's time, not accuracy."""
+    clock = FakeClock()
+    checked: list[int] = []
+    a, b = Contestant(clock, 1.0), Contestant(clock, 1.5)
+
+    def count(output: Any, reference: Any) -> None:
+        checked.append(1)
+        _equal(output, reference)
+
+    state = head_to_head(
+        [(Contender("a", 0), a), (Contender("b", 1), b)],
+        BATCH,
+        SelectionRule(looks=(20,)),
+        timer=clock,
+        warmup_calls=WARMUP,
+        spot_checks={"a": count, "b": count},
+        references=[eager(BATCH.args[0])],
+        fresh=fresh,
+        reference=eager,
+        block=10,
+    )
+    assert state.rounds == 20 and not state.failed
+    timed = 2 * 20 * 10
+    share = len(spot_positions(20 * 10, DEFAULT_SPOT_RATE, 0)) / (20 * 10)
+    assert len(checked) == pytest.approx(share * timed, abs=2), (len(checked), timed)
+
+
 class TickingClock:
     """A timer that moves 1 ms at every reading: a budget is a count of readings, in any
     process layout (workers' calls spend none of it)."""

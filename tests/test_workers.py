@@ -557,3 +557,48 @@ def test_a_fork_server_started_ahead_is_the_one_workers_come_from() -> None:
         assert parent == server and fork_server_pid() == server
     finally:
         worker.close()
+
+
+class _AlwaysWaiting:
+    """A worker's thread clocks as if its threads waited for a CPU all the time, running none:
+    the wait a window reports is its length."""
+
+    def refresh(self) -> None:
+        return None
+
+    def read(self) -> tuple[int, int, int]:
+        now = time.perf_counter_ns()
+        return (now, 0, now)
+
+
+def _waiting_sleeper(say: Any) -> tuple[Any, dict[str, Any]]:
+    import aitune_fp.profiling.serving as serving
+
+    serving.ThreadClocks = _AlwaysWaiting  # type: ignore[misc,assignment]
+
+    def call(x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.005)
+        return x
+
+    return call, {}
+
+
+def test_a_blocks_wait_for_a_cpu_is_read_over_the_block_alone() -> None:
+    """The wait a worker reports is its threads' from the block's first call to its answer:
+    not the judge's settling of the others before the clock, nor its reading after the answer
+    (a spinning thread waited there for the judge's own work, and the block was timed again)."""
+    worker = Worker(_waiting_sleeper, name="sleeper", timeout_s=20)
+    try:
+        worker.ready()
+        batch = Sample((torch.zeros(2),))
+        for pause in (0.3, 0.0):
+            worker.prepare_block([batch] * 3, lead=False)
+            time.sleep(pause)  # the judge settles the others, untimed
+            start = time.perf_counter()
+            worker.run_block(3)
+            block = time.perf_counter() - start
+            time.sleep(pause)  # the judge reads the answer
+            waited = worker.waited_s()
+            assert waited is not None and 0.015 <= waited <= block, (pause, waited, block)
+    finally:
+        worker.close()

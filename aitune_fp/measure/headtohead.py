@@ -5,6 +5,7 @@ Spot checks as the gate's; on fresh values each call of a round's block has a dr
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import random
@@ -130,19 +131,29 @@ class _Run:
         self.checks = checks
         self.spot_rate = spot_rate
         self.seed = seed
-        self.spot_rounds: frozenset[int] = frozenset()
+        self.spots: frozenset[int] = frozenset()  # calls checked, numbered round by round
         self.last: dict[str, _Last] = {}
 
     def plan_spots(self, look: int, target: int) -> None:
-        """The rounds up to ``target`` whose outputs are compared: the gate's schedule, seeded."""
+        """The calls of the rounds up to ``target`` whose outputs are compared: the gate's schedule.
+
+        Calls are numbered round by round (a round's slot of ``span`` calls), seeded per look;
+        rotating batches (no fresh values) each get a round's first call checked, as the gate's.
+        """
         n = target - self.rounds
         if not self.checks or n <= 0:
             return
+        span = max(self.blocks.values())
+        first = self.rounds * span
+        drawn = spot_calls(n * span, self.spot_rate, self.seed * 1_000 + look, first_pair=first)
+        spots = {first + c for c in drawn}
         batches = 1 if self.fresh is not None else self.n_batches
-        drawn = spot_calls(
-            n, self.spot_rate, self.seed * 1_000 + look, first_pair=self.rounds, n_batches=batches
-        )
-        self.spot_rounds = frozenset(self.rounds + k for k in drawn)
+        covered = {(c // span) % batches for c in spots}
+        for r in range(self.rounds, min(target, self.rounds + batches)):
+            if r % batches not in covered:
+                spots.add(r * span)
+                covered.add(r % batches)
+        self.spots = frozenset(spots)
 
     def past_deadline(self) -> bool:
         return self.clock.now_ns() >= self.deadline_ns
@@ -188,11 +199,16 @@ class _Run:
         return name, error
 
     def one_round(self, names: Sequence[str]) -> dict[str, str]:
-        """Time every contender's block in a random order; keep the round for those that ran."""
+        """Time every contender's block in a random order, then check the round's outputs.
+
+        The checks (eager's reference calls, the comparisons) wait for the round's last block:
+        between two blocks their work took the next one's cores, and the round was timed again.
+        """
         times: dict[str, Timed] = {}
         errors: dict[str, str] = {}
         most = max(k + (k >= LEAD_FROM) for k in self.blocks.values())
         drawn = None if self.fresh is None else self.fresh.block(self.attempts, most)
+        due: list[tuple[str, int, list[Any], dict[int, Any]]] = []
         for name in self.order.sample(list(names), len(names)):
             k = self.blocks[name]
             lead = k >= LEAD_FROM  # an untimed first call takes the carry-over
@@ -201,23 +217,33 @@ class _Run:
             own = None if drawn is None else drawn[:n]
             samples = [self.copies[name][b]] * n if own is None else own
             values = [None] * k if own is None else own[lead:]  # timed calls'
-            checked = self.rounds in self.spot_rounds and name in self.checks
-            checks: dict[int, Callable[[Any], None]] = {}
-            for j in range(k) if checked else ():
-                inspect = self._inspector(name, self.attempts, b, values[j], j)
-                if inspect is not None:
-                    checks[j] = inspect
-            kept: list[Any] = []
-            if not isinstance(self.fns[name], Worker):  # in process: the output, kept a round
-                checks[last] = _keeping(kept, checks.get(last))
-            blamed, result = self._time(name, samples, checks, lead=lead)
+            slot = self.rounds * max(self.blocks.values())
+            checked = [j for j in range(k) if slot + j in self.spots] if name in self.checks else []
+            outputs: dict[int, Any] = {}  # read after the clock stopped
+            here = not isinstance(self.fns[name], Worker)  # the last output, for an end check
+            kept = {*checked, last} if here else checked
+            keep = {j: functools.partial(outputs.__setitem__, j) for j in kept}
+            blamed, result = self._time(name, samples, keep, lead=lead)
             if isinstance(result, str):
                 errors[blamed] = result
                 self.last.pop(name, None)
-            else:
-                times[name] = result
-                output = kept[0] if kept and not checked else None  # what an end check reads
-                self.last[name] = _Last(self.attempts, b, values[last], output, checked)
+                continue
+            times[name] = result
+            ends = last in checked
+            output = None if ends else outputs.pop(last, None)  # what an end check reads
+            self.last[name] = _Last(self.attempts, b, values[last], output, ends)
+            if checked:
+                due.append((name, b, values, outputs))
+        for name, b, values, outputs in due:
+            try:
+                for j, output in sorted(outputs.items()):
+                    inspect = self._inspector(name, self.attempts, b, values[j], j)
+                    if inspect is not None:
+                        inspect(output)
+            except SpotCheckError as exc:  # wrong: its round is not kept
+                errors[name] = _error(exc)
+                del times[name]
+                self.last.pop(name, None)
         self.attempts += 1
         if any(disturbed(t.waited_s, t.wall_s * self.blocks[n]) for n, t in times.items()):
             self.retimed += 1  # timed again, as the gate's pairs are
@@ -276,17 +302,6 @@ def _blocks(
     known = [check_finite(f"paces[{n!r}]", paces.get(n, 0.0), minimum=0.0) for n in names]
     counts = arm_calls(calls, known, most_calls(sample_bytes(batch)))
     return dict(zip(names, counts, strict=True))
-
-
-def _keeping(kept: list[Any], inspect: Callable[[Any], None] | None) -> Callable[[Any], None]:
-    """``inspect``, keeping the output in ``kept`` first (seen after the clock stopped)."""
-
-    def keep(output: Any) -> None:
-        kept.append(output)
-        if inspect is not None:
-            inspect(output)
-
-    return keep
 
 
 @attrs.frozen

@@ -20,7 +20,12 @@ from typing import Any
 from aitune_fp.inputs import CopyRing, Sample, copy_sample
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.recipe import Packed, unpack
-from aitune_fp.profiling.timers import ReportedClock, gc_paused, run_clocks, waited_on_others_s
+from aitune_fp.profiling.timers import (
+    ReportedClock,
+    ThreadClocks,
+    gc_paused,
+    waited_on_others_s,
+)
 from aitune_fp.profiling.transport import digest_of, dump_output, load_samples
 
 #: Makes a worker's callable in the worker: given ``say`` (send facts early), returns the callable
@@ -169,7 +174,7 @@ def serve(
     output: Any = None
     block: list[Sample] = []  # a timed block's own copies (``B``), run by ``T``
     outputs: list[Any] = []  # the last timed block's outputs, kept for ``O``
-    clocks: tuple[int, int, int] | None = None  # run_clocks() as the block's inputs were ready
+    threads_here = ThreadClocks()  # read inside each timed block: its wait for a CPU
     # as while timing in process: collected only while the judge waits (``B``); a loop served
     # in this process (a test's) leaves the collector as it found it
     with torch.no_grad(), gc_paused():
@@ -180,14 +185,16 @@ def serve(
                 if kind == b"T":  # a timed block: its outputs kept, then their digests
                     output, outputs = None, []
                     start = 0 if clock is None else clock.now_ns()
+                    clocks = None if clock is not None else threads_here.read()
                     for own in block:
                         outputs.append(own.call(fn))
                     finished()  # the judge's clock stops at the answer: the kernels end first
+                    others = (
+                        None if clocks is None else waited_on_others_s(clocks, threads_here.read())
+                    )
                     block = []
                     conn.send_bytes(b"t" + _spent(clock, start))
-                    others = None if clock is not None else waited_on_others_s(clocks)
                     waited = -1 if others is None else round(others * 1e9)
-                    clocks = None
                     digests = b"".join(digest_of(o) for o in outputs)
                     conn.send_bytes(b"d" + waited.to_bytes(8, "little", signed=True) + digests)
                     output = outputs[-1] if outputs else None
@@ -203,7 +210,7 @@ def serve(
                     if gc.get_count()[0] > gc.get_threshold()[0]:  # while the judge waits
                         gc.collect(0)
                     finished()  # the copies' (and lead's) device work, before the clock
-                    clocks = run_clocks()  # from here to the answer: the block's own wait
+                    threads_here.refresh()  # the threads the block will run on
                     conn.send_bytes(b"b")
                     continue
                 message = pickle.loads(raw[1:])
