@@ -767,3 +767,32 @@ def test_on_the_real_clock_a_process_sharing_the_arms_core_gets_its_pairs_timed_
         if where == "worker":
             for arm in arms:
                 arm.close()
+
+
+@pytest.mark.parametrize("user_gc", [True, False])
+def test_overlapping_pauses_of_two_tunes_leave_the_collector_as_the_user_had_it(
+    user_gc: bool,
+) -> None:
+    """Two tunes in two threads pause the collector while they time, in any order; another's
+    process-state snapshot reads and restores the collector as the process means it (a pause
+    set aside), and it is the user's once the last pause ends: not left off, not on mid-timing."""
+    import gc
+
+    from aitune_fp.isolation.hygiene import Hygiene
+    from aitune_fp.profiling.timers import gc_paused
+
+    was = gc.isenabled()
+    (gc.enable if user_gc else gc.disable)()
+    try:
+        a, b = gc_paused(), gc_paused()
+        a.__enter__()
+        saved = Hygiene.capture()  # a rebuild's snapshot, taken while the other tune times
+        b.__enter__()
+        a.__exit__(None, None, None)  # the first tune ends while the second still times
+        assert not gc.isenabled()
+        assert saved.changed() == ()  # the collector is as the user has it, a pause aside
+        assert saved.restore() == ()
+        b.__exit__(None, None, None)
+        assert gc.isenabled() is user_gc
+    finally:
+        (gc.enable if was else gc.disable)()

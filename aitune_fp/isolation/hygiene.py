@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import attrs
 
+from aitune_fp.profiling.timers import gc_enabled, set_gc_enabled
+
 
 @attrs.frozen
 class Setting:
@@ -121,7 +123,7 @@ def _set_named_loggers(saved: dict[str, _Logger]) -> None:
 def _set_gc(saved: tuple[bool, tuple[int, ...]]) -> None:
     enabled, threshold = saved
     gc.set_threshold(*threshold)
-    (gc.enable if enabled else gc.disable)()
+    set_gc_enabled(enabled)
 
 
 def _if_loaded(
@@ -212,7 +214,7 @@ def _hook(owner: Any, name: str) -> Setting:
 
 def _items() -> tuple[Setting, ...]:
     items = [
-        Setting("gc (enabled, thresholds)", lambda: (gc.isenabled(), gc.get_threshold()), _set_gc),
+        Setting("gc (enabled, thresholds)", lambda: (gc_enabled(), gc.get_threshold()), _set_gc),
         Setting("sys.getswitchinterval()", sys.getswitchinterval, sys.setswitchinterval),
         Setting("sys.getrecursionlimit()", sys.getrecursionlimit, sys.setrecursionlimit),
         Setting(

@@ -43,7 +43,7 @@ from aitune_fp.profiling.calls import (
 )
 from aitune_fp.profiling.interference import InterferenceError
 from aitune_fp.profiling.layout import LEAD_FROM, arm_calls, disturbed, most_calls, too_busy
-from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.timers import Timer, gc_enabled, timer_for
 from aitune_fp.profiling.workers import Worker
 
 #: A call that failed: its error as ``"Type: message"``.
@@ -366,7 +366,7 @@ def head_to_head(
     inputs = as_batches(batch, batches)
     checks = _spot_checks(spot_checks, references, fns, len(inputs))
     clock = timer if timer is not None else timer_for(inputs[0])
-    collect = gc.isenabled()
+    collect = gc_enabled()
     with judging(list(fns.values()), threads):
         own = None if fresh is None else Fresh(fresh, reference, dict(spot_checks or {}))
         blocks = _blocks(check_int("block", block, minimum=1), paces, fns, inputs[0])

@@ -43,7 +43,7 @@ from aitune_fp.profiling.layout import (
     pair_order,
     too_busy,
 )
-from aitune_fp.profiling.timers import CpuTimer, Timer, timer_for
+from aitune_fp.profiling.timers import CpuTimer, Timer, gc_enabled, timer_for
 from aitune_fp.profiling.workers import Worker
 
 
@@ -174,7 +174,7 @@ class InterleavedRun:
         self._clock = self._timer if self._timer is not None else timer_for(self._inputs[0])
         self._batches = {arm: tuple(copy_sample(b) for b in self._inputs) for arm in self._fns}
         self._rings = {arm: CopyRing() for arm in self._fns}  # each timed call's own copy
-        self._gc_was_enabled = gc.isenabled()
+        self._gc_was_enabled = gc_enabled()  # another tune's pause aside
         self._collect(None, first=True)  # empty the young generation, learn what it costs
         stack = contextlib.ExitStack()
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -224,13 +225,41 @@ def has_device_clock(timer: Timer) -> bool:
     return timer.device_span() is not None
 
 
+#: Pauses of the collector open in this process (any thread), and its state before the first.
+_GC_LOCK = threading.Lock()
+_gc_pause = {"open": 0, "enabled": True}
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Keep Python's garbage collector out of the timed region (as ``timeit`` does); restore after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    """Keep Python's garbage collector out of the timed region (as ``timeit`` does); restore after.
+
+    Counted across threads (two tunes at once): the first pause saves its state, the last restores.
+    """
+    with _GC_LOCK:
+        if not _gc_pause["open"]:
+            _gc_pause["enabled"] = gc.isenabled()
+        _gc_pause["open"] += 1
+        gc.disable()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _GC_LOCK:
+            _gc_pause["open"] -= 1
+            if not _gc_pause["open"] and _gc_pause["enabled"]:
+                gc.enable()
+
+
+def gc_enabled() -> bool:
+    """Whether the collector is on as the process means it: a timing's pause set aside."""
+    with _GC_LOCK:
+        return bool(_gc_pause["enabled"]) if _gc_pause["open"] else gc.isenabled()
+
+
+def set_gc_enabled(enabled: bool) -> None:
+    """Turn the collector on or off; while a timing pauses it, from the pause's end."""
+    with _GC_LOCK:
+        if _gc_pause["open"]:
+            _gc_pause["enabled"] = enabled
+        else:
+            (gc.enable if enabled else gc.disable)()
