@@ -796,3 +796,32 @@ def test_overlapping_pauses_of_two_tunes_leave_the_collector_as_the_user_had_it(
         assert gc.isenabled() is user_gc
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_overlapping_thread_settings_of_two_tunes_leave_torchs_count_as_the_user_had_it() -> None:
+    """torch's intra-op count is the process's: two tunes in two threads set it while they time,
+    in any order; the count a rebuild's snapshot reads (and would put back) is the user's, and it
+    is the user's again once the last block ends (not the count of whichever ended last)."""
+    from aitune_fp.isolation.flags import settings_changed, settings_now, tracked_flags
+    from aitune_fp.profiling.threads import intra_op_threads
+
+    was = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        before = settings_now()
+        a, b = intra_op_threads(1), intra_op_threads(2)
+        a.__enter__()
+        assert torch.get_num_threads() == 1
+        b.__enter__()
+        assert torch.get_num_threads() == 2
+        assert settings_changed(before, settings_now()) == []  # the user's count, a block aside
+        (flag,) = [f for f in tracked_flags() if f.name == "torch.get_num_threads()"]
+        assert flag.write is not None
+        flag.write(3)  # a rebuild's restore, while the others time: theirs stays in effect
+        assert torch.get_num_threads() == 2
+        b.__exit__(None, None, None)  # out of order: the one still open keeps its count
+        assert torch.get_num_threads() == 1
+        a.__exit__(None, None, None)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(was)

@@ -18,6 +18,7 @@ import torch
 
 from aitune_fp.isolation.hygiene import Setting
 from aitune_fp.isolation.namespaces import resolve
+from aitune_fp.profiling.threads import set_user_threads, user_threads
 
 PUT_BACK_ROUNDS: Final = 3
 """Flags are views of shared state (``allow_tf32`` and ``fp32_precision``): set until stable."""
@@ -123,7 +124,7 @@ def _core_flags() -> list[Setting]:
     """The named settings: threads, autograd modes, dtype, determinism, precision, autocast."""
     t = torch
     flags = [
-        _named(t.get_num_threads, t.set_num_threads),
+        Setting("torch.get_num_threads()", user_threads, set_user_threads),  # a timing's aside
         _named(t.get_num_interop_threads, t.set_num_interop_threads, _INTEROP_WHY),
         _named(t.is_grad_enabled, t._C._set_grad_enabled),
         _named(t.is_inference_mode_enabled, None, _INFERENCE_WHY),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -12,22 +13,57 @@ import attrs
 
 from aitune_fp.core._checks import check_int
 
+#: The counts of the :func:`intra_op_threads` blocks open in this process (any thread), in the
+#: order they opened, and torch's count before the first: torch's count is the process's.
+_THREADS_LOCK = threading.Lock()
+_open_counts: list[list[int]] = []
+_threads_before = [0]
+
 
 @contextlib.contextmanager
 def intra_op_threads(threads: int | None) -> Iterator[int]:
-    """Set torch's intra-op thread count for the block (None: leave it); yields the count in effect."""
+    """Set torch's intra-op thread count for the block (None: leave it); yields the count in effect.
+
+    Blocks open at once in two threads (two tunes) hold the latest one's count; the last one out
+    puts back the count from before the first.
+    """
     import torch
 
     if threads is None:
         yield torch.get_num_threads()
         return
     check_int("threads", threads, minimum=1)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    mine = [threads]
+    with _THREADS_LOCK:
+        if not _open_counts:
+            _threads_before[0] = torch.get_num_threads()
+        _open_counts.append(mine)
+        torch.set_num_threads(threads)
     try:
         yield threads
     finally:
-        torch.set_num_threads(previous)
+        with _THREADS_LOCK:
+            del _open_counts[next(i for i, c in enumerate(_open_counts) if c is mine)]
+            torch.set_num_threads(_open_counts[-1][0] if _open_counts else _threads_before[0])
+
+
+def user_threads() -> int:
+    """The intra-op count torch has as the process means it: a timing block's own set aside."""
+    import torch
+
+    with _THREADS_LOCK:
+        return _threads_before[0] if _open_counts else torch.get_num_threads()
+
+
+def set_user_threads(threads: int) -> None:
+    """Set torch's intra-op count; while timing blocks are open, from the last one's end."""
+    import torch
+
+    with _THREADS_LOCK:
+        if _open_counts:
+            _threads_before[0] = threads
+        else:
+            torch.set_num_threads(threads)
 
 
 def set_threads(threads: int) -> None:
