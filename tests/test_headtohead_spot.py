@@ -311,6 +311,30 @@ def test_blocks_are_checked_call_by_call_at_the_gates_rate() -> None:
     assert len(checked) == pytest.approx(share * timed, abs=2), (len(checked), timed)
 
 
+def test_contenders_whose_blocks_lead_differently_are_each_checked_on_their_own_values() -> None:
+    """A block of 4 calls or more starts with an untimed lead call, a shorter one does not: the
+    same timed call number then falls on different fresh values in the two contenders' blocks,
+    and each output is compared with eager's output on its own input (honest ones pass)."""
+    clock = FakeClock()
+    a, b = Contestant(clock, 1.0), Contestant(clock, 2.0)
+    state = head_to_head(
+        [(Contender("a", 0), a), (Contender("b", 1), b)],
+        BATCH,
+        SelectionRule(looks=(20,)),
+        timer=clock,
+        warmup_calls=WARMUP,
+        spot_checks={"a": a.check, "b": b.check},
+        references=[eager(BATCH.args[0])],
+        fresh=fresh,
+        reference=eager,
+        block=3,
+        paces={"a": 0.001, "b": 0.002},  # a: 6 calls and a lead, b: 3 and none
+        spot_rate=1.0,
+    )
+    assert not state.failed, state.failed
+    assert a.checked and b.checked
+
+
 class TickingClock:
     """A timer that moves 1 ms at every reading: a budget is a count of readings, in any
     process layout (workers' calls spend none of it)."""

@@ -55,8 +55,10 @@ SLOW_S = 0.006
 #: A small budget: an identical candidate ends inconclusive or not faster within it.
 CONFIG = ProfilingConfig(looks=(10, 20), max_seconds=5.0, warmup_max_calls=8, hang_grace_s=2.0)
 #: For a candidate that must be chosen: looks up to 80 pairs, so a machine that moves mid-run
-#: (another job starting; the worker reads the real load) is followed by enough steady pairs.
-DECIDES = attrs.evolve(CONFIG, looks=(10, 20, 40, 80))
+#: (another job starting; the worker reads the real load) is followed by enough steady pairs,
+#: and 15 s, so pairs timed again (a fork-server start or an earlier test's process still
+#: running beside two threads on two cores) leave the first look time to come.
+DECIDES = attrs.evolve(CONFIG, looks=(10, 20, 40, 80), max_seconds=15.0)
 
 #: What the model's forward reads: a class attribute and a module global an attack may set.
 SLOW_GLOBAL = False

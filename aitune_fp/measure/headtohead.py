@@ -237,7 +237,7 @@ class _Run:
         for name, b, values, outputs in due:
             try:
                 for j, output in sorted(outputs.items()):
-                    inspect = self._inspector(name, self.attempts, b, values[j], j)
+                    inspect = self._inspector(name, self.attempts, b, values[j])
                     if inspect is not None:
                         inspect(output)
             except SpotCheckError as exc:  # wrong: its round is not kept
@@ -254,14 +254,14 @@ class _Run:
         return errors
 
     def _inspector(
-        self, name: str, round_: int, b: int, own: Sample | None, call: int
+        self, name: str, round_: int, b: int, own: Sample | None
     ) -> Callable[[Any], None] | None:
-        """``name``'s check of round ``round_``'s ``call`` (on batch ``b``, or its fresh ``own``)."""
+        """``name``'s check of a call of round ``round_`` (on batch ``b``, or its fresh ``own``)."""
         several = len(self.copies[name]) > 1  # numbered as the gate numbers its calls
         check = (
             self.checks[name][b]
             if own is None or self.fresh is None
-            else self.fresh.check(name, (round_, call), own)
+            else self.fresh.check(name, round_, own)
         )
         return spot_inspector(check, call=round_ + 1, batch=b if several and own is None else None)
 
@@ -276,9 +276,7 @@ class _Run:
             fn = self.fns[name]
             try:
                 output = fn.output() if isinstance(fn, Worker) else last.output
-                inspect = self._inspector(
-                    name, last.round, last.batch, last.values, self.blocks[name] - 1
-                )
+                inspect = self._inspector(name, last.round, last.batch, last.values)
                 if inspect is not None:
                     inspect(output)
             except Exception as exc:  # wrong, or the worker could not show its output
@@ -311,23 +309,28 @@ class Fresh:
     make: Callable[[int], Sample]
     reference: Callable[..., Any] | None = None
     checks: Mapping[str, ReferenceSpotCheck] = attrs.field(factory=dict)
-    _memo: dict[tuple[int, int], Any] = attrs.field(factory=dict, init=False)
+    _memo: dict[tuple[int, int], tuple[Sample, Any]] = attrs.field(factory=dict, init=False)
 
     def block(self, round_: int, calls: int) -> list[Sample]:
         """Round ``round_``'s ``calls`` values (draws ``round_ * calls`` on): none met before."""
         first = round_ * calls
         return [as_sample(self.make(d)) for d in range(first, first + calls)]
 
-    def check(self, name: str, call: tuple[int, int], batch: Sample) -> SpotCheck | None:
-        """``name``'s check of ``call`` (round, call) on ``batch``: against eager's output there."""
+    def check(self, name: str, round_: int, batch: Sample) -> SpotCheck | None:
+        """``name``'s check of its output on ``batch`` (of round ``round_``): eager's output there.
+
+        Eager runs once a value: contenders whose blocks lead differently meet a value at
+        different call numbers, so the value itself is the key, not its place in a block.
+        """
         check = self.checks.get(name)
         if check is None or self.reference is None:
             return None
-        if call not in self._memo:
-            if any(kept[0] != call[0] for kept in self._memo):
-                self._memo.clear()  # one round's references at a time
-            self._memo[call] = batch.call(self.reference)
-        expected = self._memo[call]
+        if any(kept[0] != round_ for kept in self._memo):
+            self._memo.clear()  # one round's references at a time
+        key = (round_, id(batch))
+        if key not in self._memo:
+            self._memo[key] = (batch, batch.call(self.reference))  # the batch kept: its id too
+        expected = self._memo[key][1]
         return lambda output: check(output, expected)
 
 

@@ -7,7 +7,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aitune_fp.inputs import Sample, as_sample
@@ -122,11 +122,14 @@ class ThreadClocks:
     """The schedstat files of this process's threads (Linux), held open: a reading costs µs.
 
     So a worker reads them inside its timed block: the block's wait for a CPU is its own alone.
+    With them, the idle time of the cores it may use (cpuidle), where the kernel keeps it.
     """
 
     def __init__(self) -> None:
         """No file open yet: :meth:`refresh` opens them."""
         self._files: dict[str, int] = {}
+        self._idle: list[int] | None = None  # the cores' cpuidle ``time`` files (µs); [] unknown
+        self._cpus: frozenset[int] | None = None  # the cores those are of
 
     def refresh(self) -> None:
         """Open the files of threads started since; close those of threads that ended."""
@@ -139,11 +142,17 @@ class ThreadClocks:
         for task in tasks - set(self._files):
             with contextlib.suppress(OSError):
                 self._files[task] = os.open(f"/proc/self/task/{task}/schedstat", os.O_RDONLY)
+        cpus = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        if self._idle is None or cpus != self._cpus:  # the cores it may use: theirs
+            for file in self._idle or ():
+                os.close(file)
+            self._idle, self._cpus = _idle_files(cpus or ()), cpus
 
-    def read(self) -> tuple[int, int, int] | None:
-        """Now, and the threads' CPU time and wait for a CPU while runnable (ns); None: unknown.
+    def read(self) -> tuple[int, ...] | None:
+        """Now, the threads' CPU time and wait for a CPU while runnable, the cores' idle (ns).
 
-        An ended thread takes its share.
+        None: unknown. The idle time is left out where a core does not say it. An ended thread
+        takes its share.
         """
         ran = waited = 0
         read = False
@@ -153,20 +162,44 @@ class ThreadClocks:
                 ran, waited, read = ran + int(fields[0]), waited + int(fields[1]), True
             except (OSError, IndexError, ValueError):
                 continue  # a thread that ended meanwhile
-        return (time.perf_counter_ns(), ran, waited) if read else None
+        if not read:
+            return None
+        now = time.perf_counter_ns()
+        try:
+            idle = sum(int(os.pread(file, 32, 0)) for file in self._idle or ()) * 1000
+        except (OSError, ValueError):
+            return (now, ran, waited)
+        return (now, ran, waited, idle) if self._idle else (now, ran, waited)
+
+
+def _idle_files(cpus: Iterable[int]) -> list[int]:
+    """The cpuidle ``time`` files of each of ``cpus``; [] where one has none (or no cpus)."""
+    files: list[int] = []
+    for cpu in sorted(cpus):
+        folder = f"/sys/devices/system/cpu/cpu{cpu}/cpuidle"
+        try:
+            states = [s for s in os.listdir(folder) if s.startswith("state")]
+            files += [os.open(f"{folder}/{state}/time", os.O_RDONLY) for state in states]
+        except OSError:
+            states = []
+        if not states:
+            for file in files:
+                os.close(file)
+            return []
+    return files
 
 
 _THIS_PROCESS = ThreadClocks()
 
 
-def run_clocks() -> tuple[int, int, int] | None:
+def run_clocks() -> tuple[int, ...] | None:
     """Now, and this process's threads' CPU time and wait for a CPU (:class:`ThreadClocks`)."""
     _THIS_PROCESS.refresh()
     return _THIS_PROCESS.read()
 
 
 def waited_on_others_s(
-    before: tuple[int, int, int] | None, after: tuple[int, int, int] | None = None
+    before: tuple[int, ...] | None, after: tuple[int, ...] | None = None
 ) -> float | None:
     """Seconds from ``before`` to ``after`` (default: now) this process waited for another's CPU."""
     if before is not None and after is None:
@@ -177,14 +210,18 @@ def waited_on_others_s(
     return others_wait_s(before, after, cores)
 
 
-def others_wait_s(before: tuple[int, int, int], after: tuple[int, int, int], cores: int) -> float:
+def others_wait_s(before: tuple[int, ...], after: tuple[int, ...], cores: int) -> float:
     """The wait for a CPU between two :func:`run_clocks` readings that others caused (seconds).
 
     The wait its own threads' running explains (more runnable threads than its ``cores``) is
-    its own cost, not counted: only the wait beyond what it ran on the cores it may use.
+    its own cost, not counted: only the wait beyond what it ran on the cores it may use. With
+    the cores' idle time (a fourth field), at most the CPU time other processes had on them.
     """
-    span, ran, waited = (max(b - a, 0) for a, b in zip(before, after, strict=True))
-    return max(min(waited, cores * span - ran), 0) / 1e9
+    span, ran, waited = (max(b - a, 0) for a, b in zip(before[:3], after[:3], strict=True))
+    free = cores * span - ran  # core time the arm's threads did not use
+    if len(before) > 3 and len(after) > 3:
+        free -= max(after[3] - before[3], 0)  # less what idled: what other processes ran
+    return max(min(waited, free), 0) / 1e9
 
 
 def reads_waits(timer: Timer) -> bool:
