@@ -281,6 +281,22 @@ def test_a_rounds_checks_run_after_every_contenders_block_of_it() -> None:
     assert checked > 0
 
 
+def _two(a: Contestant, b: Contestant, checks: dict[str, Any], **kwargs: Any) -> SelectionState:
+    """A spot-checked head-to-head of ``a`` and ``b`` on fresh values: one look of 20 rounds."""
+    return head_to_head(
+        [(Contender("a", 0), a), (Contender("b", 1), b)],
+        BATCH,
+        SelectionRule(looks=(20,)),
+        timer=a.clock,
+        warmup_calls=WARMUP,
+        spot_checks=checks,
+        references=[eager(BATCH.args[0])],
+        fresh=fresh,
+        reference=eager,
+        **kwargs,
+    )
+
+
 def test_blocks_are_checked_call_by_call_at_the_gates_rate() -> None:
     """With blocks of calls, a look checks its calls on the gate's schedule (its first and last
     and about 10 % between, numbered round by round), not every call of a chosen round: the
@@ -293,18 +309,7 @@ def test_blocks_are_checked_call_by_call_at_the_gates_rate() -> None:
         checked.append(1)
         _equal(output, reference)
 
-    state = head_to_head(
-        [(Contender("a", 0), a), (Contender("b", 1), b)],
-        BATCH,
-        SelectionRule(looks=(20,)),
-        timer=clock,
-        warmup_calls=WARMUP,
-        spot_checks={"a": count, "b": count},
-        references=[eager(BATCH.args[0])],
-        fresh=fresh,
-        reference=eager,
-        block=10,
-    )
+    state = _two(a, b, {"a": count, "b": count}, block=10)
     assert state.rounds == 20 and not state.failed
     timed = 2 * 20 * 10
     share = len(spot_positions(20 * 10, DEFAULT_SPOT_RATE, 0)) / (20 * 10)
@@ -317,16 +322,10 @@ def test_contenders_whose_blocks_lead_differently_are_each_checked_on_their_own_
     and each output is compared with eager's output on its own input (honest ones pass)."""
     clock = FakeClock()
     a, b = Contestant(clock, 1.0), Contestant(clock, 2.0)
-    state = head_to_head(
-        [(Contender("a", 0), a), (Contender("b", 1), b)],
-        BATCH,
-        SelectionRule(looks=(20,)),
-        timer=clock,
-        warmup_calls=WARMUP,
-        spot_checks={"a": a.check, "b": b.check},
-        references=[eager(BATCH.args[0])],
-        fresh=fresh,
-        reference=eager,
+    state = _two(
+        a,
+        b,
+        {"a": a.check, "b": b.check},
         block=3,
         paces={"a": 0.001, "b": 0.002},  # a: 6 calls and a lead, b: 3 and none
         spot_rate=1.0,
