@@ -171,6 +171,27 @@ class ThreadClocks:
             return (now, ran, waited)
         return (now, ran, waited, idle) if self._idle else (now, ran, waited)
 
+    def idle_counted(self) -> tuple[int, int] | None:
+        """Now and the cores' idle time (ns), each core's idle period in progress counted too.
+
+        cpuidle counts an idle period as it ends, so a core idle at :meth:`read` has not counted
+        it yet; this thread runs on each core in turn, which ends its period. None: unknown.
+        """
+        if not self._idle or not self._cpus:
+            return None
+        mine = os.sched_getaffinity(0)
+        try:
+            for cpu in sorted(self._cpus):
+                with contextlib.suppress(OSError):  # a core gone offline meanwhile
+                    os.sched_setaffinity(0, {cpu})  # this thread moves there at once
+        finally:
+            os.sched_setaffinity(0, mine)
+        try:
+            idle = sum(int(os.pread(file, 32, 0)) for file in self._idle) * 1000
+        except (OSError, ValueError):
+            return None
+        return time.perf_counter_ns(), idle
+
 
 def _idle_files(cpus: Iterable[int]) -> list[int]:
     """The cpuidle ``time`` files of each of ``cpus``; [] where one has none (or no cpus)."""
@@ -199,15 +220,30 @@ def run_clocks() -> tuple[int, ...] | None:
 
 
 def waited_on_others_s(
-    before: tuple[int, ...] | None, after: tuple[int, ...] | None = None
+    before: tuple[int, ...] | None,
+    after: tuple[int, ...] | None = None,
+    clocks: ThreadClocks = _THIS_PROCESS,
 ) -> float | None:
-    """Seconds from ``before`` to ``after`` (default: now) this process waited for another's CPU."""
+    """Seconds from ``before`` to ``after`` (default: now) this process waited for another's CPU.
+
+    ``clocks``: where both were read. A wait that reads as others' is read again with every
+    core's idle period counted (:meth:`ThreadClocks.idle_counted`): a core idle since within
+    the span, not counted yet, read as CPU time other processes had.
+    """
     if before is not None and after is None:
         after = run_clocks()
     if before is None or after is None:
         return None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    return others_wait_s(before, after, cores)
+    others = others_wait_s(before, after, cores)
+    if others > 0 and len(before) > 3 and len(after) > 3:
+        counted = clocks.idle_counted()
+        if counted is not None:
+            now, idle = counted
+            # over the longer span, this thread ran all the time since ``after``
+            later = (now, after[1] + max(now - after[0], 0), after[2], idle)
+            others = min(others, others_wait_s(before, later, cores))
+    return others
 
 
 def others_wait_s(before: tuple[int, ...], after: tuple[int, ...], cores: int) -> float:
