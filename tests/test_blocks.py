@@ -47,7 +47,13 @@ from aitune_fp.profiling.layout import (
     block_fitting,
     disturbed,
 )
-from aitune_fp.profiling.timers import CpuTimer, others_wait_s, run_clocks, waited_on_others_s
+from aitune_fp.profiling.timers import (
+    CpuTimer,
+    ThreadClocks,
+    others_wait_s,
+    run_clocks,
+    waited_on_others_s,
+)
 from aitune_fp.profiling.workers import Worker
 from aitune_fp.testing import FakeClock
 
@@ -174,6 +180,24 @@ def test_a_ranged_block_lasts_as_long_for_each_arm_as_at_the_slower_arms_pace(
     assert len(warmup.baseline_blocks_s) == len(warmup.candidate_blocks_s) == 10
     assert timings.baseline_s == pytest.approx([eager_s] * 10)
     assert timings.candidate_s == pytest.approx([candidate_s] * 10)
+
+
+def test_a_block_ranged_on_slow_first_single_calls_is_ranged_again_on_the_blocks() -> None:
+    """A fresh worker's first single calls read slow (its team woken for each, caches cold):
+    eager's block ranged on them was one call against the candidate's 24, and a block's fixed
+    cost read an identical candidate 1.38x faster. Ranged again on the warm-up's blocks, eager's
+    block is as long as the target asks, and it reads within 1 %."""
+    clock = _ReadCost(0.0002)
+    slow_first = clock.arm(lambda i: 0.012 if i < 4 else 0.0005)  # the untimed call, 3 timed
+    with InterleavedRun(slow_first, clock.arm(0.0005), Sample(), timer=clock, block=None) as run:
+        warmup = run.warm_up(window=3, tolerance=0.1, max_calls=8)
+        run.extend(10)
+        timings = run.timings()
+    assert warmup.baseline_s[0] >= 0.012  # what the first range read
+    # its 1-call warm-up blocks carry the fixed cost whole: eager's pace reads 0.7 ms there
+    assert timings.block == block_calls(0.0007) and timings.candidate_block > timings.block
+    ratio = sum(timings.baseline_s) / sum(timings.candidate_s)
+    assert ratio == pytest.approx(1.0, abs=0.01)
 
 
 @pytest.mark.parametrize("block", [None, 2, 6])
@@ -656,6 +680,62 @@ def test_a_wait_is_others_only_as_far_as_other_processes_had_the_cores(
     assert others <= others_wait_s((0, 0, 0), (span, ran, waited), cores) + 1e-12
     if idle == cores * span - ran:  # every moment the arm's threads did not run, a core idled
         assert others == 0
+
+
+class _Clocks:
+    """Thread clocks whose cores' idle, read again with every core's idle period counted,
+    says ``idle_ns``: a core idle at the block's end had not counted its period yet."""
+
+    def __init__(self, idle_ns: int | None) -> None:
+        self.idle_ns = idle_ns
+        self.asked = 0
+
+    def idle_counted(self) -> tuple[int, int] | None:
+        self.asked += 1
+        return None if self.idle_ns is None else (1_000_100, self.idle_ns)
+
+
+@given(
+    waited=st.integers(0, 10**6),
+    idle=st.integers(0, 10**6),
+    counted=st.one_of(st.none(), st.integers(0, 2 * 10**6)),
+)
+def test_a_wait_read_as_others_is_read_again_with_every_cores_idle_counted(
+    waited: int, idle: int, counted: int | None
+) -> None:
+    """Over 1 ms on two cores an arm ran 0.5 ms and waited ``waited`` ns. A core idle at the
+    block's end has not counted that period (cpuidle counts one as it ends), so the rest read as
+    CPU time other processes had: a wait that reads as others' is read again with every core's
+    period counted, and is at most what either reading allows (a thread woken behind its own
+    sibling while the other core idled waited for itself: 2-thread teams on a 2-vCPU VM)."""
+    cores = len(os.sched_getaffinity(0))
+    before, after = (0, 0, 0, 0), (1_000_000, 500_000, waited, idle)
+    clocks = _Clocks(counted)
+    others = waited_on_others_s(before, after, clocks)  # type: ignore[arg-type]
+    first = others_wait_s(before, after, cores)
+    assert others is not None and 0 <= others <= first
+    assert clocks.asked == (first > 0)  # a wait none of which is others' costs no reading
+    if counted is not None and first > 0:
+        later = (1_000_100, 500_100, waited, counted)  # this thread ran meanwhile
+        assert others == min(first, others_wait_s(before, later, cores))
+    else:
+        assert others == first
+
+
+def test_every_cores_idle_is_counted_where_the_kernel_keeps_it() -> None:
+    """Reading it runs this thread on each core in turn and leaves its affinity as it was."""
+    clocks = ThreadClocks()
+    clocks.refresh()
+    mine = os.sched_getaffinity(0)
+    first = clocks.read()
+    counted = clocks.idle_counted()
+    assert os.sched_getaffinity(0) == mine
+    if first is None or len(first) < 4:  # no cpuidle here: nothing to count, and it says so
+        assert counted is None
+        return
+    assert counted is not None
+    now, idle = counted
+    assert now >= first[0] and idle >= first[3]  # idle time only grows
 
 
 class _Waits:

@@ -361,7 +361,7 @@ class InterleavedRun:
             self._calls = self._ranged(times, size, deadline_ns, reserve_pairs)
             self._block = self._calls[0]
         blocks: dict[str, list[float]] = {"baseline": [], "candidate": []}
-        if self.block > 1:
+        if max(self._calls or (self.block,)) > 1:  # either arm's block is more than a call
             for _ in range(WARMUP_BLOCKS):
                 if self._past(deadline_ns):
                     break
@@ -381,8 +381,8 @@ class InterleavedRun:
             converged=converged,
             calls_per_arm=calls,
             block=self.block,
-            baseline_blocks_s=tuple(blocks["baseline"] if self.block > 1 else times["baseline"]),
-            candidate_blocks_s=tuple(blocks["candidate"] if self.block > 1 else times["candidate"]),
+            baseline_blocks_s=tuple(blocks["baseline"] or times["baseline"]),
+            candidate_blocks_s=tuple(blocks["candidate"] or times["candidate"]),
         )
         return self._warmup
 
@@ -411,11 +411,15 @@ class InterleavedRun:
         return (calls, calls)
 
     def _even(self, blocks: dict[str, list[float]]) -> tuple[int, ...]:
-        """The blocks again from the warm-up blocks' pace (single calls' hand-overs inflate it)."""
+        """The blocks again from the warm-up blocks' pace, the slower arm's ranged again too.
+
+        Single calls' hand-overs (a worker's team woken for each) inflate the first range.
+        """
         assert self._calls is not None
         pace = [median_high(blocks[arm]) for arm in ("baseline", "candidate")]
-        slower = self._calls[pace.index(max(pace))]
-        return arm_calls(slower, pace, most_calls(sample_bytes(self._inputs[0])))
+        batch_bytes = sample_bytes(self._inputs[0])
+        slower = max(self._calls[pace.index(max(pace))], block_calls(max(pace), batch_bytes))
+        return arm_calls(slower, pace, most_calls(batch_bytes))
 
     def extend(self, n_pairs: int, *, deadline_ns: int | None = None) -> int:
         """Time up to ``n_pairs`` more block pairs (none starts after ``deadline_ns``); how many.
