@@ -602,3 +602,24 @@ def test_a_blocks_wait_for_a_cpu_is_read_over_the_block_alone() -> None:
             assert waited is not None and 0.015 <= waited <= block, (pause, waited, block)
     finally:
         worker.close()
+
+
+def _makes_a_lock(say: Any) -> tuple[Any, dict[str, Any]]:
+    import multiprocessing
+
+    lock = multiprocessing.RLock()  # as tqdm's write lock, made by a cold compile's FX pass
+    return (lambda: None), {"named": lock._semlock.name}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("threads", [None, 2], ids=["forked", "fork-server"])
+def test_a_lock_a_worker_makes_is_nothing_the_users_resource_tracker_holds(
+    threads: int | None,
+) -> None:
+    """A worker is killed, so a named semaphore it made is never unregistered: the user's
+    resource tracker, which fork-server workers share, said at exit that one leaked. A worker's
+    locks are its own process's (unnamed), as in a forked worker."""
+    worker = Worker(_makes_a_lock, name="w", timeout_s=60, threads=threads)
+    try:
+        assert worker.ready() == {"named": None}
+    finally:
+        worker.close()

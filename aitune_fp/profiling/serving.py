@@ -126,6 +126,11 @@ def serve_sent(
 ) -> None:
     """A worker started from the fork server: unpack its recipe (and clock), then serve."""
     os.setpgid(0, 0)  # before anything can start a process: closing it kills them too
+    # as in a forked worker: a lock made in the default context is unnamed, so it is nothing the
+    # user's resource tracker (shared with the fork server's children) holds for this worker,
+    # which is killed, never unregisters, and was reported leaking one at the user's exit
+    with contextlib.suppress(ValueError):  # no fork here: the fork server could not be either
+        multiprocessing.set_start_method("fork", force=True)
     try:
         make, clock = unpack(packed)
     except BaseException as exc:
