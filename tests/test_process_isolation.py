@@ -369,8 +369,11 @@ def _tune(
     kwargs.setdefault("profiling_config", CONFIG)
     if threads is not None:
         kwargs["profiling_config"] = attrs.evolve(kwargs["profiling_config"], threads=threads)
-    # 10 %: eager's own wrapper costs it a few percent here, which an attack would dwarf (3x)
-    kwargs.setdefault("min_speedup_threshold_percent", 10.0)
+    # 50 %: an attack that reached eager reads about 3x, an honest copy 1.0x. The gate's own
+    # error on an identical candidate is the timed-block issue's (#48): in a loaded CI session
+    # blocks ranged unevenly (eager's 2 calls against 12) read one past 10 %, which is not a
+    # channel reaching eager. The assertions on speedup (< 2) still catch one that does.
+    kwargs.setdefault("min_speedup_threshold_percent", 50.0)
     wrapped = with_performance_validation(strategy, **kwargs)
     with capture_events() as events:
         chosen = wrapped.tune(module, "m", spec, data, "cpu", cache)
