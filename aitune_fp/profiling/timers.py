@@ -164,12 +164,19 @@ class ThreadClocks:
                 continue  # a thread that ended meanwhile
         if not read:
             return None
-        now = time.perf_counter_ns()
+        now, idle = time.perf_counter_ns(), self._idle_ns()
+        return (now, ran, waited) if idle is None else (now, ran, waited, idle)
+
+    def _idle_ns(self) -> int | None:
+        """The cores' idle time (ns) as cpuidle has counted it; None where no core says it."""
         try:
-            idle = sum(int(os.pread(file, 32, 0)) for file in self._idle or ()) * 1000
+            return (
+                sum(int(os.pread(file, 32, 0)) for file in self._idle) * 1000
+                if self._idle
+                else None
+            )
         except (OSError, ValueError):
-            return (now, ran, waited)
-        return (now, ran, waited, idle) if self._idle else (now, ran, waited)
+            return None
 
     def idle_counted(self) -> tuple[int, int] | None:
         """Now and the cores' idle time (ns), each core's idle period in progress counted too.
@@ -186,11 +193,8 @@ class ThreadClocks:
                     os.sched_setaffinity(0, {cpu})  # this thread moves there at once
         finally:
             os.sched_setaffinity(0, mine)
-        try:
-            idle = sum(int(os.pread(file, 32, 0)) for file in self._idle) * 1000
-        except (OSError, ValueError):
-            return None
-        return time.perf_counter_ns(), idle
+        idle = self._idle_ns()
+        return None if idle is None else (time.perf_counter_ns(), idle)
 
 
 def _idle_files(cpus: Iterable[int]) -> list[int]:
