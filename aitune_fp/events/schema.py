@@ -173,9 +173,9 @@ def _block(name: str, cls: type[Payload]) -> dict[str, Any]:
     }
 
 
-def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, Any]:
+def build_schema() -> dict[str, Any]:
     """The whole events JSON Schema (draft 2020-12): common keys, then one block per event."""
-    kinds = registered() if kinds is None else kinds
+    kinds = registered()
     common = _keys(Payload)[1]  # every common key is required (a summary left out is written)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -194,9 +194,9 @@ def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, 
     }
 
 
-def schema_text(kinds: Mapping[str, type[Payload]] | None = None) -> str:
+def schema_text() -> str:
     """:func:`build_schema` as the file's text: two-space indented JSON and a final newline."""
-    return json.dumps(build_schema(kinds), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
