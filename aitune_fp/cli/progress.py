@@ -131,7 +131,6 @@ class TuneProgress:
             return
         if event.name in _SAID_ELSEWHERE:
             return  # the table on stdout says it; the measured line said the verdict
-        summary = escape_control(payload.summary if payload is not None else event.name)
         if isinstance(payload, CandidateMeasured):
             self._done(payload.result.backend_description)
             if not self.quiet:
@@ -141,7 +140,7 @@ class TuneProgress:
             self._done(description)
             text = _failed(payload.failure)
         else:
-            text = summary
+            text = escape_control(payload.summary if payload is not None else event.name)
         if event.level in ("warning", "error") or not self.quiet:
             self.console.print(text)
 

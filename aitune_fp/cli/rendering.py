@@ -211,6 +211,12 @@ def _baseline_figure(run: TuneReport, baseline_at: str | None) -> str:
     return ""
 
 
+def _selected_result(run: TuneReport) -> PerformanceValidationResult | None:
+    """The selected backend's result: its last passing one, else its last one (None: unmeasured)."""
+    match = [r for r in run.results if r.backend_description == run.selected_backend]
+    return next(reversed([r for r in match if r.passed] or match), None)
+
+
 def final_line(
     run: TuneReport, *, error: str | None = None, baseline_at: str | None = None
 ) -> Text:
@@ -231,11 +237,9 @@ def final_line(
     chosen = escape_control(run.selected_backend)
     if run.selected_is_baseline:
         return Text(fmt_baseline_selected(chosen) + _baseline_figure(run, baseline_at))
-    match = [r for r in run.results if r.backend_description == run.selected_backend]
-    picked = ([r for r in match if r.passed] or match)[-1:] if match else []
-    if not picked:
+    r = _selected_result(run)
+    if r is None:
         return Text(f"Selected: {chosen} (not measured)")
-    r = picked[0]
     figure = fmt_headline(r)  # the row's figure and interval, as the row prints them
     detail = f"eager {fmt_rate(r.baseline_throughput)} → {fmt_rate(r.throughput)} samples/s"
     label = interval_label(run.results)
@@ -297,12 +301,10 @@ def run_dict(
     data["selected_estimate"] = data["selected_speedup"] = None
     if run.selected_backend is not None:
         data["selected_summary"] = final_line(run, baseline_at=baseline_at).plain
-        if not run.selected_is_baseline:
-            match = [r for r in run.results if r.backend_description == run.selected_backend]
-            picked = ([r for r in match if r.passed] or match)[-1:]
-            if picked:
-                data["selected_estimate"] = headline_speedup(picked[0])
-                data["selected_speedup"] = picked[0].speedup
+        picked = None if run.selected_is_baseline else _selected_result(run)
+        if picked is not None:
+            data["selected_estimate"] = headline_speedup(picked)
+            data["selected_speedup"] = picked.speedup
     return data
 
 

@@ -105,21 +105,14 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         write_runs(out, started, markdown=markdown, verbose=args.verbose, baseline_at=_baseline_at)
     out.flush()
     _bad_lines(report, err)
-    if args.plot is not None:
-        if not report.runs:
-            err.write("no tune run in the log: no plot written\n")
-        else:
-            from aitune_fp.cli.plot import build_figure, no_estimate_notes
+    if args.plot is not None:  # report.runs is not empty: an empty log was refused above
+        from aitune_fp.cli.plot import build_figure, no_estimate_notes
 
-            build_figure(report).savefig(args.plot)
-            missing = len(no_estimate_notes(report))
-            rows = "row" if missing == 1 else "rows"
-            why = (
-                f" ({missing} {rows} without an estimate: see the notes under it)"
-                if missing
-                else ""
-            )
-            err.write(f"plot written to {escape_control(args.plot)}{why}\n")
+        build_figure(report).savefig(args.plot)
+        missing = len(no_estimate_notes(report))
+        rows = "row" if missing == 1 else "rows"
+        why = f" ({missing} {rows} without an estimate: see the notes under it)" if missing else ""
+        err.write(f"plot written to {escape_control(args.plot)}{why}\n")
     return EXIT_OK
 
 

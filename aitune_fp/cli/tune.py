@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import tempfile
 from pathlib import Path
@@ -155,17 +156,12 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     accuracy = accuracy_options(args)
     options = strategy_settings(args)
     threshold = check_threshold_arg(args.threshold, err)
-    json_log: IO[str] | None = None
-    if args.json_log is not None:
-        try:
-            json_log = open_log(args.json_log)
-        except OSError as exc:
-            raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
     try:
+        json_log = None if args.json_log is None else open_log(args.json_log)
+    except OSError as exc:
+        raise UsageError(f"cannot write --json-log {args.json_log!r}: {exc.strerror}") from exc
+    with json_log or contextlib.nullcontext():
         return _tune(args, config, threshold, accuracy, options, json_log, out, err)
-    finally:
-        if json_log is not None:
-            json_log.close()
 
 
 def _tune(

@@ -173,11 +173,7 @@ def _raw_lines(source: Source) -> Iterator[bytes | str | None]:
         with open(source, "rb") as handle:
             yield from _bounded_lines(handle)
     else:
-        for line in source:
-            if len(line) > MAX_LINE_BYTES:
-                yield None
-            else:
-                yield line
+        yield from (None if len(line) > MAX_LINE_BYTES else line for line in source)
 
 
 def _bounded_lines(handle: IO[bytes]) -> Iterator[bytes | None]:

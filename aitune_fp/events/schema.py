@@ -90,10 +90,13 @@ def _members(hint: Any) -> tuple[list[Any], bool, bool]:
 
 
 def _object(row: type) -> dict[str, Any]:
-    """A ``TypedDict`` row: an object with its required keys and each key's schema."""
-    hints = typing.get_type_hints(row, include_extras=True)
-    required = [key for key in hints if key in row.__required_keys__]  # type: ignore[attr-defined]
-    props = {key: property_schema(hint) for key, hint in hints.items()}
+    """A ``TypedDict`` row or a nested attrs record: an object with its required keys' schemas."""
+    if attrs.has(row):
+        required, props = _keys(row)
+    else:
+        hints = typing.get_type_hints(row, include_extras=True)
+        required = [key for key in hints if key in row.__required_keys__]  # type: ignore[attr-defined]
+        props = {key: property_schema(hint) for key, hint in hints.items()}
     return {"type": "object", "required": required, "properties": props}
 
 
@@ -106,11 +109,8 @@ def _plain(hint: Any) -> dict[str, Any]:
         return {"type": _SCALARS[hint]}
     if origin is Literal:
         return {"enum": list(args)}
-    if typing.is_typeddict(hint):
+    if typing.is_typeddict(hint) or attrs.has(hint):  # a row, or a record the payload nests
         return _object(hint)
-    if attrs.has(hint):  # a record nested in the payload: an object of its fields
-        required, props = _keys(hint)
-        return {"type": "object", "required": required, "properties": props}
     if origin in _ARRAYS and args:
         return {"type": "array", "items": property_schema(args[0])}
     if origin in _OBJECTS or hint in _OBJECTS:
@@ -173,9 +173,9 @@ def _block(name: str, cls: type[Payload]) -> dict[str, Any]:
     }
 
 
-def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, Any]:
+def build_schema() -> dict[str, Any]:
     """The whole events JSON Schema (draft 2020-12): common keys, then one block per event."""
-    kinds = registered() if kinds is None else kinds
+    kinds = registered()
     common = _keys(Payload)[1]  # every common key is required (a summary left out is written)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -194,9 +194,9 @@ def build_schema(kinds: Mapping[str, type[Payload]] | None = None) -> dict[str, 
     }
 
 
-def schema_text(kinds: Mapping[str, type[Payload]] | None = None) -> str:
+def schema_text() -> str:
     """:func:`build_schema` as the file's text: two-space indented JSON and a final newline."""
-    return json.dumps(build_schema(kinds), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(build_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

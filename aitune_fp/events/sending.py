@@ -77,25 +77,21 @@ def _logger() -> Any:
     return structlog.get_logger(LOGGER_NAME)
 
 
-def info_enabled(logger: Any = None) -> bool:
+def info_enabled() -> bool:
     """Whether the aitune_fp logger lets info events through (stdlib or structlog filtering)."""
-    if logger is None and not _LOG.get():
+    if not _LOG.get():
         return True
-    bound = (logger or _logger()).bind()
+    bound = _logger().bind()
     check = getattr(bound, "is_enabled_for", None) or getattr(bound, "isEnabledFor", None)
-    if check is None:
-        return True
-    return bool(check(logging.INFO))
+    return True if check is None else bool(check(logging.INFO))
 
 
-def emit(event: Event, logger: Any = None) -> None:
+def emit(event: Event) -> None:
     """Hand ``event`` to this context's sinks, then log it at its level (unless sinks replace it)."""
     for deliver in _SINKS.get():
         deliver(event)
-    if logger is None and not _LOG.get():
-        return
-    log = logger or _logger()
-    getattr(log, event.level)(event.name, **event.fields)
+    if _LOG.get():
+        getattr(_logger(), event.level)(event.name, **event.fields)
 
 
 def open_log(path: str | os.PathLike[str]) -> IO[str]:

@@ -156,16 +156,15 @@ def run_sweep(
             by = str(exc) or "Ctrl-C"
         except Exception as exc:  # the executor itself failed (no cluster, no slot): record it
             broken = exc
+        if by:
+            kind = CANCELLED
+            why = f"cancelled: the sweep was interrupted ({by}) before this model finished"
+        elif broken is not None:
+            kind, why = type(broken).__name__, f"the {executor.name} executor failed: {broken}"
+        else:
+            kind, why = "Lost", "the executor returned no outcome for this model"
         for task in tasks:
             if task.model.name not in statuses:
-                if by:
-                    kind = CANCELLED
-                    why = f"cancelled: the sweep was interrupted ({by}) before this model finished"
-                elif broken is not None:
-                    kind = type(broken).__name__
-                    why = f"the {executor.name} executor failed: {broken}"
-                else:
-                    kind, why = "Lost", "the executor returned no outcome for this model"
                 accept(failed_outcome(task, kind, why))
         ordered = tuple(statuses[m.name] for m in spec.models if m.name in statuses)
         duration = time.time() - start

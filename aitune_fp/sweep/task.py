@@ -86,12 +86,6 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def _torch_threads() -> int:
-    import torch
-
-    return int(torch.get_num_threads())
-
-
 def _device_identity(device: str) -> tuple[str, str]:
     """The device string the tune uses and the device's name (GPU model or CPU model)."""
     import torch
@@ -154,6 +148,8 @@ def run_task(task: SweepTask) -> TaskOutcome:
         return failed_outcome(
             task, type(exc).__name__, one_line(exc), records=records, hostname=hostname
         )
+    import torch  # the tune loaded it: reading its threads now cannot change them
+
     finished, finished_mono = time.time(), time.monotonic()
     last = TaskFinished(
         run_id=task.sweep_id,
@@ -164,7 +160,7 @@ def run_task(task: SweepTask) -> TaskOutcome:
         device=device,
         device_name=device_name,
         pid=os.getpid(),
-        threads=task.spec.profiling.threads or _torch_threads(),
+        threads=task.spec.profiling.threads or torch.get_num_threads(),
         started_unix_s=started,
         finished_unix_s=finished,
         started_monotonic_s=started_mono,
