@@ -70,11 +70,9 @@ class CudaGraphBackend(ModuleBackend):
     def _graph_for(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Captured:
         """Return the graph for these inputs' shapes, capturing it first when it is new."""
         signature = shape_signature((args, kwargs))
-        captured = self._graphs.get(signature)
-        if captured is None:
-            captured = self._capture(args, kwargs)
-            self._graphs[signature] = captured
-        return captured
+        if signature not in self._graphs:
+            self._graphs[signature] = self._capture(args, kwargs)
+        return self._graphs[signature]
 
     def _capture(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Captured:
         """Warm up on a side stream, then capture one graph reading static copies of the inputs."""

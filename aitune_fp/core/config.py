@@ -233,7 +233,6 @@ def for_batch_size(
 
 #: Fewest warm-up pairs a comparison makes (one untimed call of each arm, one timed).
 WARMUP_PAIRS = 2
-_FLAG = "--max-seconds (ProfilingConfig.max_seconds)"
 
 
 def _fmt_s(seconds: float) -> str:
@@ -291,7 +290,7 @@ class BudgetPlan:
         return (
             f"{head} allows about {self.pairs} pairs ({self.looks_reached} of "
             f"{len(self.looks)} looks); the next look ({following} pairs) needs about "
-            f"{_fmt_s(self.seconds_for(following))}: {_FLAG}"
+            f"{_fmt_s(self.seconds_for(following))}: --max-seconds (ProfilingConfig.max_seconds)"
         )
 
 

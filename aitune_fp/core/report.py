@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 import attrs
 
-from aitune_fp.core._checks import of_type, one_of
+from aitune_fp.core._checks import of_type, one_of, optional
 from aitune_fp.core.messages import one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.quantiles import LatencyCheck
@@ -40,8 +40,6 @@ STAGES: tuple[Stage, ...] = get_args(Stage)
 Outcome = Literal["candidate", "baseline", "passthrough", "error", "interrupted"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
-_opt_str = attrs.validators.optional(of_type(str))
-
 
 @attrs.frozen(kw_only=True)
 class CandidateFailure:
@@ -51,7 +49,7 @@ class CandidateFailure:
     stage: Stage = attrs.field(validator=one_of(STAGES))
     error_type: str = attrs.field(validator=of_type(str))
     reason: str = attrs.field(validator=of_type(str))
-    traceback_path: str | None = attrs.field(default=None, validator=_opt_str)
+    traceback_path: str | None = optional(of_type(str))
 
     @classmethod
     def from_exception(

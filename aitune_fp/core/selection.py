@@ -209,8 +209,8 @@ def _losses(state: SelectionState) -> str:
     return "; ".join(parts)
 
 
-def _by_name(state: SelectionState) -> dict[str, Contender]:
-    return {c.name: c for c in state.contenders}
+def _remaining(state: SelectionState) -> list[Contender]:
+    return [c for c in state.contenders if c.name in state.remaining]
 
 
 def start_selection(contenders: Sequence[Contender], rule: SelectionRule) -> SelectionState:
@@ -415,8 +415,7 @@ def _gap(state: SelectionState, name: str) -> float:
 
 
 def _settle(state: SelectionState, rule: SelectionRule) -> SelectionState:
-    by_name = _by_name(state)
-    chosen, why = _tie_break([by_name[n] for n in state.remaining])
+    chosen, why = _tie_break(_remaining(state))
     return attrs.evolve(
         state,
         settled=True,
@@ -432,8 +431,7 @@ def _unresolved(
     state: SelectionState, rule: SelectionRule, outcome: Outcome, cause: str
 ) -> SelectionState:
     """Choose among several remaining ones that were not told apart."""
-    by_name = _by_name(state)
-    left = [by_name[n] for n in state.remaining]
+    left = _remaining(state)
     level = _pct(rule.confidence)
     if not state.pairs:
         chosen, why = _tie_break(left)

@@ -28,29 +28,19 @@ _COUNTED = sum(THROTTLE_REASONS)
 #: ``clock_changed``: the SM clock's readings within one look spread by more than this share.
 CLOCK_CHANGE_SHARE = 0.05
 
-_optional = attrs.validators.optional
-
-
-def _count() -> Any:
-    return optional(integer(minimum=0))
-
-
-def _watts() -> Any:
-    return optional(finite(minimum=0))
-
 
 @attrs.frozen(kw_only=True)
 class DeviceSample:
     """One NVML reading of the timed device; None where the value could not be read."""
 
-    sm_clock_mhz: int | None = _count()
-    mem_clock_mhz: int | None = _count()
-    temperature_c: int | None = _count()
-    power_w: float | None = _watts()
-    throttle_reasons: int | None = _count()
-    violation_ns: int | None = _count()
+    sm_clock_mhz: int | None = optional(integer(minimum=0))
+    mem_clock_mhz: int | None = optional(integer(minimum=0))
+    temperature_c: int | None = optional(integer(minimum=0))
+    power_w: float | None = optional(finite(minimum=0))
+    throttle_reasons: int | None = optional(integer(minimum=0))
+    violation_ns: int | None = optional(integer(minimum=0))
     pids: tuple[int, ...] | None = attrs.field(
-        default=None, converter=as_tuple, validator=_optional(tuple_of(integer()))
+        default=None, converter=as_tuple, validator=attrs.validators.optional(tuple_of(integer()))
     )
 
 
@@ -131,10 +121,10 @@ class TelemetryVerdict:
     reasons: tuple[str, ...] = attrs.field(
         default=(), converter=as_tuple, validator=tuple_of(one_of(tuple(THROTTLE_REASONS.values())))
     )
-    sm_clock_mhz_min: int | None = _count()
-    sm_clock_mhz_max: int | None = _count()
-    temperature_c_max: int | None = _count()
-    power_w_max: float | None = _watts()
+    sm_clock_mhz_min: int | None = optional(integer(minimum=0))
+    sm_clock_mhz_max: int | None = optional(integer(minimum=0))
+    temperature_c_max: int | None = optional(integer(minimum=0))
+    power_w_max: float | None = optional(finite(minimum=0))
 
     def result_fields(self) -> dict[str, Any]:
         """The values a result records (``device_isolation`` and the figures)."""

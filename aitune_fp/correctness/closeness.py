@@ -81,10 +81,9 @@ class Closeness:
             changes["norm_tiers"] = () if self.criteria == "elementwise" else TIERS
         if self.rel_l2 is not None:
             changes.update({f"{tier}_rel_l2": self.rel_l2 for tier in TIERS})
-        if self.outlier_share is not None:
-            changes["outlier_share"] = self.outlier_share
-        if self.noise_factor is not None:
-            changes["noise_factor"] = self.noise_factor
+        for key in ("outlier_share", "noise_factor"):
+            if getattr(self, key) is not None:
+                changes[key] = getattr(self, key)
         if not changes:
             return found
         return attrs.evolve(found if found is not None else Tolerances(), **changes)

@@ -15,6 +15,7 @@ from aitune_fp.isolation.heldout import (
     NOISE_SCALE,
     HeldoutUnavailableError,
     _as_real,
+    _clone_nested,
     _compute_dtype,
     _generator,
     heldout_samples,
@@ -87,7 +88,7 @@ def _wide(sample: Sample, limits: Mapping[InputKey, int], gen: torch.Generator) 
     def convert(key: InputKey, value: Any) -> Any:
         nonlocal changed
         if not isinstance(value, torch.Tensor):
-            return copy_sample(Sample((value,))).args[0]
+            return _clone_nested(value)
         if value.layout != torch.strided or value.is_quantized or value.numel() == 0:
             return value.detach().clone()
         source = value.detach()

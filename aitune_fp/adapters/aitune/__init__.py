@@ -53,7 +53,7 @@ def _reduce_ex(self: Any, protocol: Any) -> Any:
 
 def _gated_class(base: type, options: DecoratorOptions) -> type:
     """A trivial subclass of ``base`` gated by aitune_fp with ``options`` (hooks checked)."""
-    gate = check_hooks(_root(base) if issubclass(base, AituneGate) else base)
+    gate = check_hooks(_root(base))
     namespace: dict[str, Any] = {
         "__module__": base.__module__,  # AITune's loggers are named after it
         "__qualname__": base.__qualname__,
@@ -87,8 +87,7 @@ def gated(target: Any, options: DecoratorOptions) -> Any:
         return _gated_class(target, options)
     if not is_aitune_strategy(target):
         raise InvalidTypeError(f"{target!r} is not an AITune strategy")
-    base = type(target)
-    cls = _gated_class(_root(base) if issubclass(base, AituneGate) else base, options)
+    cls = _gated_class(_root(type(target)), options)
     strategy: Any = object.__new__(cls)
     strategy.__dict__ = target.__dict__  # one strategy: the same state seen through both
     if not options.enabled:
