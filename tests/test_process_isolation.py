@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -342,6 +342,23 @@ def cache(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(autouse=True)
+def _attacks_undone() -> Iterator[None]:
+    """Each test starts with no attack in force in this process, whatever the last one left.
+
+    A test that fails by accepting an attack hands it back rebuilt here: without this, its
+    slowed eager (``Model.slow``, ``SLOW_GLOBAL``, a patched ``linear``) or patched decision
+    reached every later test's forked workers, which then read an honest candidate 6-8x
+    faster (eager's blocks ranged at 2 calls against 12): one failure read as several.
+    """
+    global SLOW_GLOBAL
+    held = (functional.linear, torch.nn.modules.linear.F.linear, sequential.decide_at_look)  # type: ignore[attr-defined]
+    Model.slow, SLOW_GLOBAL = False, False
+    yield
+    Model.slow, SLOW_GLOBAL = False, False
+    functional.linear, torch.nn.modules.linear.F.linear, sequential.decide_at_look = held  # type: ignore[attr-defined]
+
+
 #: The workers' two starts: one thread (forked), two (started from the fork server, pickled).
 STARTS = pytest.mark.parametrize("threads", [1, 2], ids=["fork", "forkserver"])
 
@@ -369,10 +386,9 @@ def _tune(
     kwargs.setdefault("profiling_config", CONFIG)
     if threads is not None:
         kwargs["profiling_config"] = attrs.evolve(kwargs["profiling_config"], threads=threads)
-    # 50 %: an attack that reached eager reads about 3x, an honest copy 1.0x. The gate's own
-    # error on an identical candidate is the timed-block issue's (#48): in a loaded CI session
-    # blocks ranged unevenly (eager's 2 calls against 12) read one past 10 %, which is not a
-    # channel reaching eager. The assertions on speedup (< 2) still catch one that does.
+    # 50 %: an attack that reached eager reads 4-8x, an honest copy 1.0x: these tests are
+    # about channels, not the gate's error on an identical candidate (measured apart, #48).
+    # The assertions on speedup (< 2) still catch one that does.
     kwargs.setdefault("min_speedup_threshold_percent", 50.0)
     wrapped = with_performance_validation(strategy, **kwargs)
     with capture_events() as events:
@@ -466,7 +482,6 @@ class _SlowAndThreads(Attack):
 @pytest.mark.slow
 @STARTS
 def test_blame_stays_with_the_contender_that_changed_its_process(cache: Path, threads: int) -> None:
-    Model.slow = False
     honest = _Faster(_nothing, "honest")
     cheat = _SlowAndThreads(_other_threads, "threads")
     chosen, report, _ = _tune([cheat, honest], cache, threads=threads)
