@@ -486,3 +486,49 @@ def test_in_a_real_tune_in_workers_the_honest_twin_is_kept(
     assert backend.describe() == "Timed()"
     assert not report.candidate_failures
     assert report.selection.chosen == "Timed()"
+
+
+def test_eagers_references_for_a_rounds_checks_come_from_one_block_of_its_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Eager in a worker answers a round's checked values in one block, not a call each (each
+    call a round trip to a team woken from idle: 4-5 a round cost the main job about 25 ms of
+    its 65 ms rounds); a wrong output is still caught against them."""
+    asked: list[str] = []
+    for method in ("__call__", "run_block"):
+        original = getattr(Worker, method)
+
+        def spy(self: Worker, *args: Any, _m: str = method, _f: Any = original) -> Any:
+            if self.name == "eager":
+                asked.append(_m)
+            return _f(self, *args)
+
+        monkeypatch.setattr(Worker, method, spy)
+
+    def run(wrong_from: int | None) -> SelectionState:
+        workers = {"cheat": _worker("cheat", wrong_from), "honest": _worker("honest")}
+        reference = Worker(lambda say: (eager, {}), name="eager", timeout_s=20)
+        reference.ready()
+        try:
+            return head_to_head(
+                [(Contender(n, i), w) for i, (n, w) in enumerate(workers.items())],
+                BATCH,
+                SelectionRule(looks=(10,)),
+                timer=TickingClock(),
+                seed=3,
+                spot_checks=dict.fromkeys(workers, _equal),
+                references=[eager(BATCH.args[0])],
+                spot_rate=1.0,  # every call checked: several values a round
+                fresh=fresh,
+                reference=reference,
+                block=4,
+            )
+        finally:
+            for w in (*workers.values(), reference):
+                w.close()
+
+    honest = run(None)
+    assert not honest.failed and honest.rounds == 10
+    assert "__call__" not in asked and 0 < asked.count("run_block") <= 10
+    caught = run(WARMUP + 4)  # wrong from its second round's block on
+    assert caught.chosen == "honest" and [f.name for f in caught.failed] == ["cheat"]

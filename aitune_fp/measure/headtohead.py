@@ -234,6 +234,8 @@ class _Run:
             self.last[name] = _Last(self.attempts, b, values[last], output, ends)
             if checked:
                 due.append((name, b, values, outputs))
+        if self.fresh is not None:  # eager's outputs on the checked values: in one go
+            self.fresh.prefetch(self.attempts, [v[j] for _, _, v, out in due for j in out])
         for name, b, values, outputs in due:
             try:
                 for j, output in sorted(outputs.items()):
@@ -325,13 +327,30 @@ class Fresh:
         check = self.checks.get(name)
         if check is None or self.reference is None:
             return None
+        self.prefetch(round_, [batch])
+        expected = self._memo[round_, id(batch)][1]
+        return lambda output: check(output, expected)
+
+    def prefetch(self, round_: int, batches: Sequence[Sample | None]) -> None:
+        """Eager's outputs on round ``round_``'s ``batches``; from a worker, in one block.
+
+        A call each was a round trip each to a team woken from idle (5.7 ms where a call is 1.1).
+        """
+        if self.reference is None:
+            return
         if any(kept[0] != round_ for kept in self._memo):
             self._memo.clear()  # one round's references at a time
-        key = (round_, id(batch))
-        if key not in self._memo:
-            self._memo[key] = (batch, batch.call(self.reference))  # the batch kept: its id too
-        expected = self._memo[key][1]
-        return lambda output: check(output, expected)
+        new = list(
+            {
+                id(b): b for b in batches if b is not None and (round_, id(b)) not in self._memo
+            }.values()
+        )
+        if isinstance(self.reference, Worker) and len(new) > 1:
+            outputs = self.reference.outputs_on(new)
+        else:
+            outputs = [b.call(self.reference) for b in new]
+        for b, output in zip(new, outputs, strict=True):
+            self._memo[round_, id(b)] = (b, output)  # the batch kept: its id too
 
 
 def head_to_head(
