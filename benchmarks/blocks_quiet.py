@@ -8,8 +8,10 @@ flagged while the verdict stood (on the pairs after it, or on all pairs when the
 held across it: ``machine_moved_ratio_steady_at_pair_<k>``); ``machine_busy``, from the load,
 is counted apart. With ``--inject`` a row of tunes whose model runs 2x slower from 3 s after
 its first call (both arms, the ratio steady, past the cut: a real change) shows the rule still
-holds the verdict back. Issue 48's targets, quiet machine, 30 tunes: at most 3 inconclusive,
-0 or 1 accepted, false alarms at most 10 %.
+holds the verdict back. A flagged move both arms made alike (each arm's level stepped by the
+same factor at the flagged pair) is counted apart: the machine moved, which is no false alarm.
+Issue 48's targets, quiet machine, 30 tunes: at most 3 inconclusive, 0 or 1 accepted, false
+alarms at most 10 %.
 
 Usage: ``python benchmarks/blocks_quiet.py [--tunes 30] [--inject 10] [--quick] [--typical]
 [--keep FILE]`` (``--keep``: each tune's result record appended as a JSON line, raw timings
@@ -21,7 +23,9 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,10 +79,33 @@ def tune(extra: Sequence[str]) -> dict[str, object]:
     return dict(results[0])
 
 
+#: A move both arms made alike: each arm's median over this many pairs after the flagged pair
+#: against the same before, both beyond ``ALIKE_MOVE`` (log) and within it of each other.
+ALIKE_PAIRS = 8
+ALIKE_MOVE = 0.1
+
+
+def moved_alike(result: dict[str, object], flag: str) -> bool:
+    """Whether the candidate's level moved as eager's did at ``flag``'s pair: the machine moved.
+
+    A move of eager's alone is the rule's false alarm (an identical candidate sees what eager does).
+    """
+    at = int(flag.rsplit("_", 1)[1])
+    shifts = []
+    for key in ("baseline_latencies_s", "candidate_latencies_s"):
+        times = [float(t) for t in result.get(key) or ()]  # type: ignore[attr-defined]
+        before, after = times[max(at - ALIKE_PAIRS, 0) : at], times[at : at + ALIKE_PAIRS]
+        if not before or not after:
+            return False
+        shifts.append(math.log(statistics.median(after) / statistics.median(before)))
+    eager, candidate = shifts
+    return abs(eager) > ALIKE_MOVE and abs(eager - candidate) < ALIKE_MOVE
+
+
 def row(label: str, extra: Sequence[str], tunes: int, keep: Path | None = None) -> None:
     """``tunes`` tunes; one Markdown row (each record appended to ``keep``)."""
     verdicts: collections.Counter[str] = collections.Counter()
-    held = stood = steady = busy = 0
+    held = stood = steady = busy = alike = 0
     blocks: set[int] = set()
     start = time.perf_counter()
     loads = []
@@ -98,11 +125,14 @@ def row(label: str, extra: Sequence[str], tunes: int, keep: Path | None = None) 
         stood += moved and not stop
         steady += any(f.startswith("machine_moved_ratio_steady") for f in flags)
         busy += "machine_busy" in flags
+        at = [f for f in flags if f.startswith(("machine_changed_at", "machine_moved_ratio"))]
+        alike += bool(at) and moved_alike(result, at[0])
         blocks.add(int(result.get("latencies_block", 1)))  # type: ignore[call-overload]
     wall = (time.perf_counter() - start) / tunes
     print(
         f"| {label} | {tunes} | {verdicts['faster']} | {verdicts['not_faster']} | "
-        f"{verdicts['inconclusive']} | {held} ({held / tunes:.0%}) | {stood} ({steady}) | {busy} | "
+        f"{verdicts['inconclusive']} | {held} ({held / tunes:.0%}) | {stood} ({steady}) | {alike} | "
+        f"{busy} | "
         f"{','.join(map(str, sorted(blocks)))} | {min(loads):.1f}-{max(loads):.1f} | "
         f"{wall:.1f} |",
         flush=True,
@@ -122,10 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = ["--max-seconds", "10"] if args.quick else []
     print(
         "| tunes of an identical candidate (MLP) | tunes | faster | not_faster | inconclusive "
-        "| held back by a move | move flagged, verdict stood (ratio steady) | machine_busy | block "
+        "| held back by a move | move flagged, verdict stood (ratio steady) | "
+        "of the moves, both arms moved alike (the machine's) | machine_busy | block "
         "| load | s a tune |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     row("blocks (--quantity throughput)", [*budget, "--quantity", "throughput"], tunes, args.keep)
     if args.typical:
         row("single calls (typical)", [*budget, "--quantity", "typical"], tunes, args.keep)
