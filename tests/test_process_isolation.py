@@ -166,7 +166,7 @@ def _patch_verdict(module: torch.nn.Module) -> None:
         decision = original(*args, **kwargs)
         return attrs.evolve(decision, verdict="faster")
 
-    sequential.decide_at_look = always_faster  # type: ignore[assignment]
+    sequential.decide_at_look = always_faster
 
 
 def _reach_session(module: torch.nn.Module) -> None:
@@ -249,7 +249,7 @@ def snapshot() -> dict[str, Any]:
         "nice": os.getpriority(os.PRIO_PROCESS, 0),
         "atexit": atexit._ncallbacks(),
         "threads": torch.get_num_threads(),
-        "linear": (functional.linear, torch.nn.modules.linear.F.linear),
+        "linear": (functional.linear, torch.nn.modules.linear.F.linear),  # type: ignore[attr-defined]
         "decide": sequential.decide_at_look,
         "model_class": Model.slow,
         "global": SLOW_GLOBAL,
@@ -314,7 +314,7 @@ def _hygiene(module: torch.nn.Module) -> None:
 
 
 #: Settings that change speed or numerics for everything after, each set by a build.
-SPEED_SETTINGS: dict[str, Callable[[torch.nn.Module], None]] = {
+SPEED_SETTINGS: dict[str, Callable[[torch.nn.Module], object]] = {
     "torch.set_flush_denormal()": lambda m: torch.set_flush_denormal(True),
     "torch._inductor.config": lambda m: setattr(_inductor_config(), "max_autotune", True),
     "torch._dynamo.config": lambda m: setattr(_dynamo_config(), "recompile_limit", 1),
