@@ -90,9 +90,18 @@ class FakeClock:
     """A :class:`~aitune_fp.profiling.timers.Timer` whose time moves only when calls spend it."""
 
     def __init__(
-        self, *, jitter: float = 0.0, seed: int = 0, device_scale: float | None = None
+        self,
+        *,
+        jitter: float = 0.0,
+        seed: int = 0,
+        device_scale: float | None = None,
+        load: float | None = None,
     ) -> None:
-        """A clock at 0; ``jitter`` is relative (0.02: ±2 % per step), seeded by ``seed``."""
+        """A clock at 0; ``jitter`` is relative (0.02: ±2 % per step), seeded by ``seed``.
+
+        ``load``: the load average its machine reports (None: none, a quiet machine); the host's
+        is never read on a fake clock, so its verdicts do not depend on what else runs.
+        """
         if isinstance(jitter, bool) or not isinstance(jitter, (int, float)):
             raise InvalidTypeError(f"jitter must be a number, got {type(jitter).__name__}")
         if not 0.0 <= jitter < 1.0:
@@ -101,14 +110,23 @@ class FakeClock:
             isinstance(device_scale, (int, float)) and device_scale > 0
         ):
             raise InvalidValueError(f"device_scale must be > 0 or None, got {device_scale!r}")
+        if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float))):
+            raise InvalidTypeError(f"load must be a number or None, got {type(load).__name__}")
+        if load is not None and not load >= 0:
+            raise InvalidValueError(f"load must be >= 0 or None, got {load!r}")
         self.jitter = float(jitter)
         self.seed = seed
         self.device_scale = device_scale
+        self.load = load
         #: How many times ``sync`` was called (all threads).
         self.syncs = 0
         self._local = threading.local()
         self._key = _site_key()
         _CLOCKS[self._key] = self
+
+    def load_average(self) -> float | None:
+        """The 1-minute load average of this clock's machine: :attr:`load`."""
+        return self.load
 
     def _state(self) -> Any:
         state = self._local

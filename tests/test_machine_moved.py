@@ -148,12 +148,29 @@ def test_borne_out_reads_the_quartiles_of_the_quiet_speedups(
 
 
 def _loads(monkeypatch: pytest.MonkeyPatch, values: list[float]) -> None:
+    """The fake clock's machine reads load ``values`` in turn (the last one repeats)."""
     seq = list(values)
-    monkeypatch.setattr(host, "load_average", lambda: seq.pop(0) if len(seq) > 1 else seq[0])
+    monkeypatch.setattr(
+        FakeClock, "load_average", lambda self: seq.pop(0) if len(seq) > 1 else seq[0]
+    )
     monkeypatch.setattr(host, "usable_cpus", lambda: 2)
 
 
 class TestBusyMachine:
+    def test_a_fake_clocks_verdict_does_not_read_the_hosts_load(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The host reads load 5.8 on 2 cores; on a FakeClock (its own machine, quiet) a 2x
+        candidate is faster, flagged for nothing the host did: docs/testing.md's promise."""
+        monkeypatch.setattr(host, "load_average", lambda: 5.8)
+        monkeypatch.setattr(host, "usable_cpus", lambda: 2)
+        eager, cand = _machine(2.0, 10**9, 0)
+        for quantity in ("typical", "throughput"):
+            result = _measure(eager, cand, threads=1, quantity=quantity)
+            assert result.verdict == "faster"  # type: ignore[attr-defined]
+            assert not {"machine_busy", "oversubscribed"} & set(result.flags)  # type: ignore[attr-defined]
+            assert result.environment.load_avg_start is None  # type: ignore[attr-defined]
+
     def test_busy_throughout_gives_no_verdict(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Load 5.8 on 2 cores: a 2x candidate ends inconclusive, the reason says to rerun."""
         _loads(monkeypatch, [5.8])

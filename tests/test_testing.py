@@ -98,9 +98,27 @@ class TestFakeClock:
         assert result.verdict == "faster"
         assert result.estimate == pytest.approx(2.0)
 
+    def test_its_machine_reports_the_load_it_is_given(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``load=5.8`` on 2 cores: a 2x candidate is held back as busy; the default is quiet."""
+        from aitune_fp.profiling import threads
+
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+        for load, verdict in ((5.8, "inconclusive"), (None, "faster")):
+            clock = FakeClock(load=load)
+            config = ProfilingConfig(threads=1)
+            result = measure_speedup(
+                clock.arm(0.002), clock.arm(0.001), Sample(), 4, config, timer=clock
+            ).result
+            assert result.verdict == verdict
+            assert ("machine_busy" in result.flags) == (load is not None)
+
     @pytest.mark.parametrize(
         ("kwargs", "error"),
         [
+            ({"load": "x"}, InvalidTypeError),
+            ({"load": -1.0}, InvalidValueError),
             ({"jitter": "x"}, InvalidTypeError),
             ({"jitter": 1.0}, InvalidValueError),
             ({"jitter": -0.1}, InvalidValueError),

@@ -42,13 +42,15 @@ CONFIG = ProfilingConfig(looks=(10, 20), warmup_max_calls=6, point_warmup_calls=
 
 
 def _loads(monkeypatch: pytest.MonkeyPatch, values: list[float], cpus: int = 2) -> None:
-    """Make the load average read ``values`` in turn (the last one repeats) on ``cpus`` cores."""
+    """Make the load average read ``values`` in turn (the last one repeats) on ``cpus`` cores:
+    the host's and a fake clock's machine alike."""
     seq = list(values)
 
     def load() -> float:
         return seq.pop(0) if len(seq) > 1 else seq[0]
 
     monkeypatch.setattr(host, "load_average", load)
+    monkeypatch.setattr(FakeClock, "load_average", lambda self: load())
     monkeypatch.setattr(host, "usable_cpus", lambda: cpus)
 
 

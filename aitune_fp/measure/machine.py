@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -140,12 +140,20 @@ class MachineWatch:
     """Load readings around each look and eager's level: the steady stretch at each look."""
 
     def __init__(
-        self, *, cpus: int, threads: int, first_load: float | None, by_load: bool = True
+        self,
+        *,
+        cpus: int,
+        threads: int,
+        first_load: float | None,
+        by_load: bool = True,
+        load: Callable[[], float | None] | None = None,
     ) -> None:
         """Watch a machine of ``cpus`` cores running a tune of ``threads`` intra-op threads.
 
         ``by_load``: a busy load drops a look's pairs; off where each block reads its own wait.
+        ``load``: reads the machine's load (None: this host's; a fake clock has its own).
         """
+        self._load = load or (lambda: host.load_average())
         self.cpus = cpus
         self.threads = threads
         self.by_load = by_load
@@ -165,7 +173,7 @@ class MachineWatch:
 
     def read(self) -> float | None:
         """Read the load now (before a look's pairs, after a wait)."""
-        self._last = host.load_average()
+        self._last = self._load()
         return self._last
 
     def wait(self, seconds: float, *, clock: Timer, deadline_ns: int) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ from aitune_fp.measure.measurement import (
 from aitune_fp.measure.statistical import compare_statistical, measure_throughput_steady
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import ReferenceSpotCheck, SpotCheck, as_batches, time_calls
-from aitune_fp.profiling.timers import Timer, timer_for
+from aitune_fp.profiling.timers import Timer, machine_load, timer_for
 
 __all__ = [
     "DecisionRule",
@@ -81,7 +82,7 @@ def measure_baseline_point(
 def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
     """AITune's rule: ``eager_latencies`` (measured now when None), the candidate later."""
     size, config, timer = c.size, c.config, c.timer
-    env = host.cpu_environment(config.threads)
+    env = host.cpu_environment(config.threads, functools.partial(machine_load, timer))
     start = timer.now_ns()
     base = c.eager_latencies
     if base is None:
@@ -115,7 +116,7 @@ def compare_point(c: Comparison, on_look: OnLook | None = None) -> Measurement:
 
     threads = config.threads if config.threads is not None else torch.get_num_threads()
     raw = raw_latencies(base, cand, None)
-    context = run_context(env, host.load_average(), threads, isolation=c.isolation, raw=raw)
+    context = run_context(env, machine_load(timer), threads, isolation=c.isolation, raw=raw)
     wall_s = (timer.now_ns() - start) / 1e9
     decided = Decision(
         rule="point",

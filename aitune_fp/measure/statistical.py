@@ -6,6 +6,7 @@ The result carries the reason sentence and both clocks' figures, decided or not.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Sequence
@@ -47,7 +48,13 @@ from aitune_fp.profiling import cache as l2_cache
 from aitune_fp.profiling import threads as host
 from aitune_fp.profiling.calls import ProfilingError, time_calls
 from aitune_fp.profiling.interleaved import InterleavedRun, PairedTimings
-from aitune_fp.profiling.timers import Timer, has_device_clock, is_host_bound, reads_waits
+from aitune_fp.profiling.timers import (
+    Timer,
+    has_device_clock,
+    is_host_bound,
+    machine_load,
+    reads_waits,
+)
 
 
 def fmt_figure(x: float) -> str:
@@ -339,7 +346,8 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
             f"clock='device' needs a timer with device time (CUDA events); "
             f"{type(clock).__name__} has none here: use clock='host'"
         )
-    env = host.cpu_environment(config.threads)
+    load = functools.partial(machine_load, clock)  # the host's, on the real clock only
+    env = host.cpu_environment(config.threads, load)
     flush = l2_cache.l2_flusher(clock) if config.cache == "cold" else None
 
     def decide(
@@ -374,6 +382,7 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
         cpus=env.cpus,
         threads=env.threads,
         first_load=env.load_avg_1m,
+        load=load,
         by_load=not reads_waits(clock),  # else a block that waited is timed again instead
     )
     stretch: Stretch | None = None  # the steady pairs of the deciding look
@@ -442,7 +451,7 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
         timings = run.timings()
         gpu = device.verdict(decided_look if decision is not None else None)
     wall_s = (clock.now_ns() - start) / 1e9
-    load_end = host.load_average()
+    load_end = load()
     chosen = on_clock(timings, config.clock)
     closeness = closeness_of(c, seen)
 

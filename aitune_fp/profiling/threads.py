@@ -6,7 +6,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -116,8 +116,13 @@ class CpuEnvironment:
         return attrs.asdict(self)
 
 
-def cpu_environment(threads: int | None = None) -> CpuEnvironment:
-    """The environment now; ``threads``: the intra-op count a measurement sets (None: torch's)."""
+def cpu_environment(
+    threads: int | None = None, load: Callable[[], float | None] | None = None
+) -> CpuEnvironment:
+    """The environment now; ``threads``: the intra-op count a measurement sets (None: torch's).
+
+    ``load``: what reads the machine's load (None: this host's, :func:`load_average`).
+    """
     import torch
 
     return CpuEnvironment(
@@ -125,7 +130,7 @@ def cpu_environment(threads: int | None = None) -> CpuEnvironment:
         interop_threads=int(torch.get_num_interop_threads()),
         omp_num_threads=omp_threads(),
         cpus=usable_cpus(),
-        load_avg_1m=load_average(),
+        load_avg_1m=(load or load_average)(),
     )
 
 

@@ -269,6 +269,21 @@ def reads_waits(timer: Timer) -> bool:
     return on_real_clock(timer) and run_clocks() is not None
 
 
+def machine_load(timer: Timer) -> float | None:
+    """The load of the machine ``timer`` times: this host's on the real clock, else the clock's own.
+
+    An injected clock is a machine of its own (``load_average()``; none: quiet), so what the host
+    runs never changes its verdict.
+    """
+    if on_real_clock(timer):
+        from aitune_fp.profiling import threads
+
+        return threads.load_average()
+    own = getattr(timer, "load_average", None)
+    load = own() if callable(own) else None
+    return None if load is None else float(load)
+
+
 def on_real_clock(timer: Timer) -> bool:
     """Whether ``timer`` is the real clock (the only one a CPU wait can be held against)."""
     return isinstance(timer, (CpuTimer, CudaTimer))
