@@ -279,6 +279,65 @@ def test_cpu_spent_by_a_suspect_while_another_worker_is_timed_is_interference() 
         worker.close()
 
 
+def _busy(seconds: float) -> None:
+    """Burn ``seconds`` of CPU (work the kernel counts, as a model's would be)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _ahead(say: Any) -> Any:
+    """A candidate that does each call's work while its block's inputs are copied, untimed, and
+    answers its timed calls from what it made there (its own rebinding of the copy step)."""
+    from aitune_fp.inputs import CopyRing as Ring
+
+    made: list[torch.Tensor] = []
+    fill = Ring.fill_block
+
+    def fill_ahead(self: Any, samples: Any) -> Any:
+        block = fill(self, samples)
+        for own in block:
+            _busy(0.002)
+            made.append(own.args[0] + 1)
+        return block
+
+    Ring.fill_block = fill_ahead  # type: ignore[method-assign]
+    return (lambda x: made.pop(0)), {}
+
+
+def _ahead_pair(make: Any) -> tuple[Worker, Worker]:
+    """Eager (2 ms of CPU a call) and a suspect made by ``make``, in one group, both ready."""
+    group = WorkerGroup()
+    eager = _worker(lambda x: _busy(0.002) or x + 1, group=group)
+    candidate = Worker(make, name="ahead", timeout_s=20, group=group)
+    group.suspect(candidate)
+    eager.ready()
+    candidate.ready()
+    return eager, candidate
+
+
+def _blocks(eager: Worker, candidate: Worker) -> None:
+    sample = Sample((torch.ones(4),))
+    try:
+        for _ in range(20):
+            for worker in (eager, candidate):
+                timed_block(worker, [sample] * 5, CpuTimer(), None, {}, ring=CopyRing(), lead=True)
+    finally:
+        eager.close()
+        candidate.close()
+
+
+def test_a_candidate_that_works_ahead_of_the_clock_is_interference() -> None:
+    """Its calls' work done while its block is prepared (untimed) would read as a candidate many
+    times faster: the CPU its process spends preparing is held to a share of what it spends timed
+    (or twice eager's share). An honest candidate doing the same work in its calls passes."""
+    eager, candidate = _ahead_pair(_ahead)
+    with pytest.raises(InterferenceError, match="ahead of the clock") as raised:
+        _blocks(eager, candidate)
+    assert raised.value.culprit is candidate
+    _blocks(*_ahead_pair(lambda say: ((lambda x: _busy(0.002) or x + 1), {})))
+
+
 def test_each_arm_is_timed_alone_eager_included() -> None:
     """Before a timed call every other worker of the group has gone idle, eager's too.
 
@@ -355,17 +414,17 @@ def test_a_spin_on_an_answer_ends_after_spin_s_and_the_wait_sleeps() -> None:
 
 
 def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_request() -> None:
-    """The digest an untimed call owes is read before eager's timed call; if the candidate's
-    worker raised instead, the error is its own, raised at its next request, not lost or eager's.
-    After a timed block the digest is read at once: the error is raised in that block."""
+    """What a block owes after its answer (its wait) is read before eager's timed call; if the
+    candidate's worker raised instead, the error is its own, raised at its next request, not lost
+    or eager's. Its digests are made inside its block: a failure there is that block's."""
 
     def make(say: Any) -> Any:
         import aitune_fp.profiling.serving as serving
 
-        def broken(output: Any) -> bytes:
+        def broken(*args: Any) -> Any:
             raise RuntimeError("no digest for you")
 
-        serving.digest_of = broken  # its own process: the judge's function is untouched
+        serving.waited_on_others_s = broken  # its own process: the judge's is untouched
         return (lambda x: x + 1), {}
 
     group = WorkerGroup()
@@ -391,6 +450,23 @@ def test_a_failure_met_while_another_arm_is_timed_is_raised_at_its_own_next_requ
     for worker in (eager, candidate):
         worker.close()
 
+    def no_digest(say: Any) -> Any:
+        import aitune_fp.profiling.serving as serving
+
+        serving.digest_of = broken_digest
+        return (lambda x: x + 1), {}
+
+    digestless = Worker(no_digest, name="digestless", timeout_s=20)
+    digestless.ready()
+    with pytest.raises(ProfilingError, match="no digest for you"):  # inside its block: at once
+        call_arm(digestless, sample, "candidate")
+    digestless.close()
+
+
+def broken_digest(*args: Any) -> Any:
+    """A digest step that fails (a worker's own rebinding)."""
+    raise RuntimeError("no digest for you")
+
 
 def test_os_state_reads_affinity_and_niceness() -> None:
     affinity, nice = os_state(os.getpid())
@@ -408,9 +484,9 @@ def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None
         real = transport.digest_of
         state = {"calls": 0}
 
-        def lazy(output: Any) -> bytes:  # answers with an earlier output's digest
+        def lazy(output: Any, nonce: bytes) -> bytes:  # answers with another output's digest
             state["calls"] += 1
-            return real(torch.zeros(2))
+            return real(torch.zeros(2), nonce)
 
         serving.digest_of = lazy  # its own process: the judge's function is untouched
         return (lambda x: x + state["calls"]), {}
@@ -428,6 +504,47 @@ def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None
     honest.run_block(1)
     assert torch.equal(honest.output(), torch.full((2,), 3.0))
     honest.close()
+
+
+def test_work_a_worker_defers_past_its_timed_answer_is_timed_or_caught() -> None:
+    """A candidate whose calls return an empty output at once, then compute the real one in
+    the worker's digest step (its own rebinding), can answer a timed block before doing its work.
+    That work is timed: each output's digest is made before the answer, inside the clock (an
+    independent probe read 35-80x this way)."""
+
+    def make(say: Any) -> Any:
+        import aitune_fp.profiling.serving as serving
+        import aitune_fp.profiling.transport as transport
+
+        pending: list[torch.Tensor] = []
+
+        def fill() -> None:
+            for out in pending:
+                time.sleep(0.05)  # the real work, 50 ms a call
+                out.fill_(3.0)
+            pending.clear()
+
+        def call(x: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            pending.append(out)
+            return out
+
+        real_digest, real_dump = transport.digest_of, transport.dump_output
+        serving.digest_of = lambda out, *a: (fill(), real_digest(out, *a))[1]
+        serving.dump_output = lambda out: (fill(), real_dump(out))[1]
+        return call, {}
+
+    worker = Worker(make, name="deferring", timeout_s=20)
+    worker.ready()
+    sample, checked = Sample((torch.ones(8),)), []
+    try:
+        timed = timed_block(
+            worker, [sample] * 3, CpuTimer(), None, {1: checked.append}, ring=CopyRing(), lead=False
+        )
+    finally:
+        worker.close()
+    assert timed.wall_s >= 0.045, timed  # its work inside the clock
+    assert torch.equal(checked[0], torch.full((8,), 3.0))
 
 
 def test_a_compile_in_a_worker_does_not_wait_on_the_parents_compile_threads() -> None:

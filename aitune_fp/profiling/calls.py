@@ -258,13 +258,16 @@ def _block_in_worker(
     """
     calls = len(batches) - lead
     try:  # the copies (and the lead call) before the clock, while the others settle
+        cpu = worker.cpu_ns()
         watched = worker.watch(during=lambda: worker.prepare_block(batches, lead))
+        ahead = worker.cpu_ns() - cpu
         timer.sync()
-        start, real = timer.now_ns(), time.perf_counter_ns()
+        start, real, cpu = timer.now_ns(), time.perf_counter_ns(), worker.cpu_ns()
         worker.run_block(calls)
         stop, real = timer.now_ns(), time.perf_counter_ns() - real
         progress()
-        worker.account(watched, max(real, _MIN_NS))  # CPU time is real: so is what it is held to
+        inside = worker.cpu_ns() - cpu
+        worker.account(watched, max(real, _MIN_NS), ahead, inside)  # CPU time is real too
         waited = worker.waited_s()
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc

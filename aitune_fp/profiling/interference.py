@@ -21,6 +21,11 @@ FOREIGN_SLACK_NS = 2_000_000
 QUIET_NS = 20_000
 QUIET_STEP_S = 0.0002
 QUIET_WAIT_S = 0.05
+#: A suspect's CPU time preparing its timed blocks (copies, the lead call) is held to this share
+#: of its CPU time inside them, or twice eager's share where that is more, plus the slack: more
+#: is its calls' work done ahead of the clock.
+AHEAD_SHARE = 0.5
+AHEAD_SLACK_NS = 20_000_000
 
 
 class InterferenceError(AitunefpError, RuntimeError):
@@ -104,6 +109,24 @@ class WorkerGroup:
         """The live suspects other than ``worker``."""
         self._suspects = [w for w in self._suspects if w.alive]
         return [w for w in self._suspects if w is not worker]
+
+    def check_ahead(self, worker: Any) -> None:
+        """Raise where suspect ``worker`` spent more CPU preparing its blocks than allowed."""
+        if worker not in self._suspects:
+            return
+        eager = [
+            w.ahead_ns / w.in_clock_ns
+            for w in self.live()
+            if w not in self._suspects and w.in_clock_ns
+        ]
+        share = max([AHEAD_SHARE, *(2 * r for r in eager)])
+        if worker.ahead_ns > share * worker.in_clock_ns + AHEAD_SLACK_NS:
+            raise InterferenceError(
+                f"the process of {worker.name} used {worker.ahead_ns / 1e6:.1f} ms of CPU "
+                f"preparing its timed blocks against {worker.in_clock_ns / 1e6:.1f} ms inside "
+                f"them (at most {share:.0%} allowed): it works ahead of the clock",
+                culprit=worker,
+            )
 
     def live(self) -> list[Any]:
         """Every worker of the group not closed yet."""

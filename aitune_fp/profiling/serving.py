@@ -187,20 +187,20 @@ def serve(
             raw = conn.recv_bytes()
             kind = raw[:1]
             try:
-                if kind == b"T":  # a timed block: its outputs kept, then their digests
+                if kind == b"T":  # a timed block: its outputs kept, their digests in its answer
                     output, outputs = None, []
                     start = 0 if clock is None else clock.now_ns()
                     clocks = None if clock is not None else threads_here.read()
                     for own in block:
                         outputs.append(own.call(fn))
                     finished()  # the judge's clock stops at the answer: the kernels end first
+                    digests = b"".join(digest_of(o, raw[1:]) for o in outputs)  # still timed
                     ended = None if clocks is None else threads_here.read()
                     block = []
-                    conn.send_bytes(b"t" + _spent(clock, start))
+                    conn.send_bytes(b"t" + _spent(clock, start) + digests)
                     others = waited_on_others_s(clocks, ended, threads_here) if ended else None
                     waited = -1 if others is None else round(others * 1e9)
-                    digests = b"".join(digest_of(o) for o in outputs)
-                    conn.send_bytes(b"d" + waited.to_bytes(8, "little", signed=True) + digests)
+                    conn.send_bytes(b"d" + waited.to_bytes(8, "little", signed=True))
                     output = outputs[-1] if outputs else None
                     continue
                 if kind == b"B":  # a block's inputs, copied before the clock; ``lead``: call 1

@@ -129,12 +129,15 @@ class Worker:
         self._group = group
         self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as sent
+        self.nonce = b""  # the last timed block's: the places its digests read
         self.digests: tuple[bytes, ...] = ()  # of each output of the last timed block, as sent
         self._waited_ns = -1  # its threads' wait for a CPU in the last timed block (-1: unknown)
         self._digest_due = False
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
         self.foreign_ns = 0  # suspects' CPU time meanwhile
+        self.ahead_ns = 0  # its own CPU time preparing its timed blocks (copies, lead call)
+        self.in_clock_ns = 0  # its own CPU time inside them
         process: multiprocessing.process.BaseProcess | None = None
         if threads is not None:  # packed before anything starts: what cannot pickle raises here
             packed = pack((make, clock), f"the recipe of {name}")
@@ -253,18 +256,16 @@ class Worker:
         self._conn.send_bytes(data)
 
     def _settle(self) -> None:
-        """Read the digest the last timed call owes, before anything else is asked.
+        """Read what the last timed block owes after its answer, before anything else is asked.
 
-        It comes with what the block's threads waited for a CPU (8 bytes, -1: unknown).
+        That is what its threads waited for a CPU (8 bytes, -1: unknown).
         """
         if self._digest_due:
             self._digest_due = False
             raw = self._receive()
-            if raw[:1] != b"d" or len(raw) < 25 or (len(raw) - 9) % 16:
+            if raw[:1] != b"d" or len(raw) != 9:
                 self._reply_of(raw, "d")
             self._waited_ns = int.from_bytes(raw[1:9], "little", signed=True)
-            self.digests = tuple(raw[i : i + 16] for i in range(9, len(raw), 16))
-            self.last_digest = self.digests[-1]
 
     def waited_s(self) -> float | None:
         """Seconds the last timed block's threads waited for a CPU (None: not measured)."""
@@ -343,15 +344,20 @@ class Worker:
     def run_block(self, calls: int) -> None:
         """The ``calls`` prepared calls of a block: the hand-over the parent times.
 
-        The same request every block; the digests that follow are read before another arm runs.
+        The same request every block, with a fresh nonce: the answer carries each output's
+        digest at places the nonce picks, made inside the clock (no work put off past it).
         """
-        self._send(b"T")
+        self.nonce = os.urandom(8)
+        self._send(b"T" + self.nonce)
         raw = self._receive(spin_s=SPIN_S if self.spins else 0.0, calls=calls)
-        if raw[:1] != b"t" or len(raw) != (1 if self.clock is None else 9):
+        spent = 0 if self.clock is None else 8
+        if raw[:1] != b"t" or len(raw) != 1 + spent + 16 * calls:
             self._reply_of(raw, "t")  # raises the worker's error, or says it was no answer
         self._digest_due = True
         if self.clock is not None:
-            self.clock.spend_ns(int.from_bytes(raw[1:], "little"))
+            self.clock.spend_ns(int.from_bytes(raw[1:9], "little"))
+        self.digests = tuple(raw[i : i + 16] for i in range(1 + spent, len(raw), 16))
+        self.last_digest = self.digests[-1]
 
     def outputs_on(self, samples: Sequence[Sample]) -> list[Any]:
         """Untimed: the outputs on ``samples``, run as one block (one hand-over, not one each)."""
@@ -363,7 +369,7 @@ class Worker:
         """The last timed call's output (or call ``index``'s), as data, with the digest it sent."""
         output = self._load(self._request(b"O", index, "out"))  # the digest is read first
         sent = self.last_digest if index is None else self.digests[index]
-        if digest_of(output) != sent:
+        if digest_of(output, self.nonce) != sent:
             raise WorkerError(
                 f"{self.name} showed an output other than the one it answered with while "
                 "timed (computed after its answer, or changed since)",
@@ -392,8 +398,16 @@ class Worker:
             return []
         return self._group.watch(self, during)
 
-    def account(self, before: list[tuple[Worker, int]], wall_ns: int) -> None:
-        """After a timed call: its wall time, and the suspects' CPU time since ``before``."""
+    def account(
+        self, before: list[tuple[Worker, int]], wall_ns: int, ahead_ns: int = 0, in_ns: int = 0
+    ) -> None:
+        """After a timed call: its wall time, its own CPU time before and inside the clock.
+
+        And the suspects' CPU time since ``before`` (:meth:`WorkerGroup.account`).
+        """
         self.timed_ns += wall_ns
+        self.ahead_ns += ahead_ns
+        self.in_clock_ns += in_ns
         if self._group is not None:
             self._group.account(self, before)
+            self._group.check_ahead(self)
