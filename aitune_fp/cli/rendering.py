@@ -93,7 +93,7 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
         guarantee = next((r.guarantee for r in run.results if r.guarantee), None)
         overall = (
             f" (a wrong accept at most {fmt_level(1 - guarantee)} over all looks for independent"
-            " timings: docs/guarantees.md)"
+            " or moderately correlated timings: docs/guarantees.md)"
             if guarantee
             else ""
         )

@@ -126,7 +126,8 @@ class ProfilingConfig:
             tuple_of(integer(minimum=2, maximum=MAX_CALLS)), increasing
         ),
     )
-    #: ``1 - confidence``: the false-accept rate allowed over all looks, split evenly per look.
+    #: ``1 - confidence``: the false-accept rate allowed over all looks, spent across them
+    #: (``look_alpha``: more at the later looks).
     confidence: float = attrs.field(default=DEFAULT_CONFIDENCE, validator=open_interval(0, 1))
     #: ``not_faster`` once the upper bound is below required + this many percentage points.
     futility_margin_percent: float = attrs.field(
