@@ -41,6 +41,7 @@ from aitune_fp.pipeline.values import (
     infer_of,
 )
 from aitune_fp.profiling.layout import LEAD_FROM, block_calls
+from aitune_fp.profiling.serving import fork_server_ready
 from aitune_fp.profiling.threads import cpu_environment
 
 
@@ -150,6 +151,7 @@ def open_eager(arena: Arena, baseline: Any, strategy: str) -> Opened | BaselineF
         # workers, eager is timed in a worker started from that copy
         eager, copied = private_eager(baseline, t.module)
         arena.phase(description, "baseline_measure")
+        fork_server_ready()  # its preload beside eager's up-front calls read them 4-6x slow
         call = infer_of(eager)
         # the timing batch and two held-out ones from it (catches replayed earlier outputs)
         batches = (

@@ -72,6 +72,17 @@ def start_fork_server() -> None:
         forkserver.ensure_running()
 
 
+def fork_server_ready() -> None:
+    """Wait until a fork server already started has preloaded (one child of it has run).
+
+    Eager's up-front calls are timed next: beside its torch import they read 4-6x slow.
+    """
+    if fork_server_pid() is not None:
+        child = fork_server().Process(target=int)
+        child.start()
+        child.join()
+
+
 def fork_server_pid() -> int | None:
     """The fork server's process id, once it runs (its children inherit its CPU affinity)."""
     import multiprocessing.forkserver as forkserver
