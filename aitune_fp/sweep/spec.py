@@ -256,7 +256,8 @@ def checked_config(
         try:
             ProfilingConfig(**{key: value})
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{names[key]}: {spelled(str(exc), names)}") from exc
+            text = spelled(str(exc), names)  # named once: prefixed only where it is not
+            raise type(exc)(text if names[key] in text else f"{names[key]}: {text}") from exc
     try:
         return ProfilingConfig(decision=decision, **values)
     except (TypeError, ValueError) as exc:

@@ -1,0 +1,72 @@
+"""Bad ``tune`` and sweep-file input is refused up front: exit 2, one line naming the value.
+
+Each class holds one kind of input a reviewer found let through, or named badly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aitune_fp.cli import tune as tune_cli
+from aitune_fp.errors import InvalidValueError
+from aitune_fp.sweep import run as sweep_run
+from aitune_fp.sweep import task as sweep_task
+from aitune_fp.sweep.spec import parse_sweep
+from tests.cli_checks import usage_error
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sweep.toml"
+
+
+def _never(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("reached: the input was not refused up front")
+
+
+@pytest.fixture(name="no_tune")
+def _no_tune(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tune or sweep that gets past its checks fails the test (exit 70), never runs."""
+    monkeypatch.setattr(sweep_task, "tune_model", _never)
+    monkeypatch.setattr(sweep_run, "run_sweep", _never)
+    monkeypatch.setattr(tune_cli, "set_threads", _never)
+
+
+def _tune(tmp_path: Path, *argv: str) -> list[str]:
+    """``tune`` on CPU in this process, its builds under ``tmp_path``: nothing else started."""
+    return ["tune", "--device", "cpu", "--isolation", "in_process", "--cache-dir", str(tmp_path), *argv]  # fmt: skip
+
+
+def _sweep_file(tmp_path: Path, budget: str) -> str:
+    path = tmp_path / "s.toml"
+    path.write_text(f'models = ["mlp"]\n[budget]\n{budget}\n', "utf-8")
+    return str(path)
+
+
+class TestFlagNamedOnce:
+    """5. A bad value's message names its flag (or sweep key) once."""
+
+    @pytest.mark.parametrize(
+        "argv",
+        [
+            ["--threads", "0"],
+            ["--max-seconds", "0"],
+            ["--confidence", "1.5"],
+            ["--looks", "20,10"],
+            ["--delta", "0"],
+            ["--spot-rate", "2"],
+            ["--soak", "-1"],
+            ["--wait-quiet", "-1"],
+            ["--futility-margin", "-1"],
+            ["--futility-error", "0"],
+            ["--selection-seconds", "0"],
+        ],
+    )
+    def test_tune(self, argv: list[str], capsys: Any) -> None:
+        line = usage_error(["tune", *argv], capsys)
+        assert line.count(argv[0]) == 1, line
+
+    def test_sweep_file(self) -> None:
+        with pytest.raises(InvalidValueError) as refused:
+            parse_sweep({"budget": {"threads": 0}, "models": ["mlp"]})
+        assert str(refused.value) == "budget.threads must be >= 1, got 0"
