@@ -43,6 +43,31 @@ def _sweep_file(tmp_path: Path, budget: str) -> str:
     return str(path)
 
 
+class TestCudaOnlySettings:
+    """1. A setting only CUDA can honour is refused on CPU before anything is tuned."""
+
+    @pytest.mark.parametrize(
+        ("argv", "named"),
+        [
+            (["--l2-cache", "cold"], "--l2-cache cold"),
+            (["--cache", "cold"], "--l2-cache cold"),
+            (["--clock", "device"], "--clock device"),
+        ],
+    )
+    def test_tune_refuses_on_cpu(
+        self, argv: list[str], named: str, tmp_path: Path, no_tune: None, capsys: Any
+    ) -> None:
+        line = usage_error(_tune(tmp_path, *argv), capsys)
+        assert f"{named} needs a CUDA device" in line and "the tune runs on cpu" in line
+
+    @pytest.mark.parametrize(("key", "value"), [("cache", "cold"), ("clock", "device")])
+    def test_sweep_file_refuses_on_cpu(self, key: str, value: str) -> None:
+        with pytest.raises(InvalidValueError, match=rf'budget\.{key} "{value}" needs device'):
+            parse_sweep({"budget": {key: value}, "models": ["mlp"]})
+        spec = parse_sweep({"device": "cuda", "budget": {key: value}, "models": ["mlp"]})
+        assert getattr(spec.profiling, key) == value
+
+
 class TestFlagNamedOnce:
     """5. A bad value's message names its flag (or sweep key) once."""
 

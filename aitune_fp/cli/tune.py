@@ -28,9 +28,11 @@ from aitune_fp.cli.rendering import markdown_run, not_tried, render_run, run_dic
 from aitune_fp.cli.tune_args import (
     accuracy_options,
     add_arguments,
+    config_flags,
     profiling_config,
     strategy_settings,
 )
+from aitune_fp.core.config import needs_cuda
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.sending import open_log
 from aitune_fp.events.sending import sinks as event_sinks
@@ -179,9 +181,10 @@ def _tune(
     from aitune_fp.sweep.task import tune_model
 
     device = _resolve_device(args.device)
-    if config.clock == "device" and not device.startswith("cuda"):
+    if (need := needs_cuda(config, device)) is not None:
+        field, value, why = need
         raise UsageError(
-            f"--clock device needs a CUDA device (CUDA events); the tune runs on {device}"
+            f"{config_flags()[field]} {value} needs a CUDA device ({why}); the tune runs on {device}"
         )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
     with usage_errors((InvalidValueError,)):

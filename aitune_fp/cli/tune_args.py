@@ -175,9 +175,14 @@ def _last_look(args: argparse.Namespace, looks: tuple[int, ...] | None) -> tuple
     return (*[n for n in ProfilingConfig().looks if n < args.max_pairs], args.max_pairs)
 
 
+def config_flags() -> dict[str, str]:
+    """Each ProfilingConfig field's flag (its own name where it has none): how errors name it."""
+    return {row.field: row.flag or row.field for row in settings.rows("config")}
+
+
 def profiling_config(args: argparse.Namespace) -> Any:
     """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
-    flags = {row.field: row.flag or row.field for row in settings.rows("config")}
+    flags = config_flags()
     kwargs = {
         row.field: getattr(args, row.dest)
         for row in settings.rows("config")

@@ -37,6 +37,7 @@ __all__ = [
     "ProfilingConfig",
     "check_rule_name",
     "for_batch_size",
+    "needs_cuda",
     "parse_looks",
 ]
 
@@ -217,6 +218,20 @@ class ProfilingConfig:
             k: list(v) if isinstance(v, tuple) else v
             for k, v in attrs.asdict(self, recurse=False).items()
         }
+
+
+#: The settings only a CUDA device honours: (field, value, what it uses there).
+_CUDA_ONLY = (("clock", "device", "CUDA events"), ("cache", "cold", "it flushes the GPU's L2"))
+
+
+def needs_cuda(config: ProfilingConfig, device: str) -> tuple[str, str, str] | None:
+    """The first setting of ``config`` that ``device`` cannot honour, (field, value, why); None: none.
+
+    ``tune`` and sweep files refuse it up front, before any candidate is built.
+    """
+    if device.startswith("cuda"):
+        return None
+    return next(((f, v, why) for f, v, why in _CUDA_ONLY if getattr(config, f) == v), None)
 
 
 def for_batch_size(

@@ -14,7 +14,7 @@ import attrs
 from aitune_fp.backends import registry
 from aitune_fp.core import settings
 from aitune_fp.core._checks import check_threshold
-from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
+from aitune_fp.core.config import DECISION_MODES, ProfilingConfig, needs_cuda
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
@@ -305,9 +305,10 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     task_timeout = None if raw is None else _number(f"budget.{TASK_TIMEOUT_KEY}", raw)
     if task_timeout is not None and task_timeout <= 0:
         raise InvalidValueError(f"budget.{TASK_TIMEOUT_KEY} must be > 0 (seconds), got {raw!r}")
-    if profiling.clock == "device" and device != "cuda":
+    if (need := needs_cuda(profiling, device)) is not None:
+        key, value, why = need
         raise InvalidValueError(
-            f'budget.clock "device" needs device = "cuda" (CUDA events), got device {device!r}'
+            f'budget.{key} "{value}" needs device = "cuda" ({why}), got device {device!r}'
         )
     if "models" not in table:
         raise InvalidValueError("missing 'models': list at least one model")
