@@ -10,12 +10,15 @@ from typing import Any
 
 import pytest
 
+from aitune_fp.cli import main
 from aitune_fp.cli import tune as tune_cli
+from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.sweep import run as sweep_run
 from aitune_fp.sweep import task as sweep_task
 from aitune_fp.sweep.spec import parse_sweep
 from tests.cli_checks import usage_error
+from tests.factories import fake_log
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sweep.toml"
 
@@ -95,3 +98,33 @@ class TestFlagNamedOnce:
         with pytest.raises(InvalidValueError) as refused:
             parse_sweep({"budget": {"threads": 0}, "models": ["mlp"]})
         assert str(refused.value) == "budget.threads must be >= 1, got 0"
+
+
+class TestPlurals:
+    """8. A count and its noun agree: 1 pair, 2 pairs."""
+
+    def test_counted(self) -> None:
+        from aitune_fp.core.messages import counted
+
+        assert (counted(1, "pair"), counted(2, "pair"), counted(0, "line")) == (
+            "1 pair",
+            "2 pairs",
+            "0 lines",
+        )
+
+    def test_one_pair_timed_again(self) -> None:
+        assert fmt_flags(("retimed_1",)).startswith("1 pair timed again")
+        assert fmt_flags(("retimed_2",)).startswith("2 pairs timed again")
+
+    def test_one_bad_line(self, tmp_path: Path, capsys: Any) -> None:
+        log = tmp_path / "e.jsonl"
+        lines = fake_log()
+        log.write_text("\n".join([*lines, "not an event"]) + "\n", "utf-8")
+        assert main(["report", str(log)]) == 0
+        err = capsys.readouterr().err
+        assert f"1 of {len(lines) + 1} lines was not an aitune_fp event:" in err
+
+    def test_one_line_no_event(self, tmp_path: Path, capsys: Any) -> None:
+        (tmp_path / "notes.txt").write_text("hello\n", "utf-8")
+        line = usage_error(["report", str(tmp_path / "notes.txt")], capsys)
+        assert "(1 line;" in line

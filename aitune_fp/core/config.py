@@ -21,6 +21,7 @@ from aitune_fp.core._checks import (
     share,
     tuple_of,
 )
+from aitune_fp.core.messages import counted
 from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidValueError
@@ -198,13 +199,14 @@ class ProfilingConfig:
             )
         if (1.0 - self.confidence) / len(self.looks) >= 0.5:
             raise InvalidValueError(
-                f"confidence ({self.confidence!r}) is too low for {len(self.looks)} look(s): "
+                f"confidence ({self.confidence!r}) is too low for "
+                f"{counted(len(self.looks), 'look')}: "
                 "each look's one-sided error (1 - confidence) / len(looks) must be < 0.5"
             )
         if self.futility_error / len(self.looks) >= 0.5:
             raise InvalidValueError(
-                f"futility_error ({self.futility_error!r}) is too high for {len(self.looks)} "
-                "look(s): futility_error / len(looks) must be < 0.5"
+                f"futility_error ({self.futility_error!r}) is too high for "
+                f"{counted(len(self.looks), 'look')}: futility_error / len(looks) must be < 0.5"
             )
 
     @property
@@ -225,7 +227,7 @@ _CUDA_ONLY = (("clock", "device", "CUDA events"), ("cache", "cold", "it flushes 
 
 
 def needs_cuda(config: ProfilingConfig, device: str) -> tuple[str, str, str] | None:
-    """The first setting of ``config`` that ``device`` cannot honour, (field, value, why); None: none.
+    """The first setting of ``config`` that ``device`` cannot honour: (field, value, why), or None.
 
     ``tune`` and sweep files refuse it up front, before any candidate is built.
     """
@@ -297,8 +299,9 @@ class BudgetPlan:
                 f"{math.ceil(need)} (ProfilingConfig.max_seconds)"
             )
         if self.looks_reached == len(self.looks):
+            every = f"all {len(self.looks)} looks" if len(self.looks) > 1 else "its one look"
             return (
-                f"{head} reaches all {len(self.looks)} looks (up to {self.looks[-1]} pairs, "
+                f"{head} reaches {every} (up to {self.looks[-1]} pairs, "
                 f"about {_fmt_s(self.seconds_for(self.looks[-1]))})"
             )
         following = self.looks[self.looks_reached]
