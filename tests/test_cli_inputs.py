@@ -14,6 +14,7 @@ from aitune_fp.cli import main
 from aitune_fp.cli import tune as tune_cli
 from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.errors import InvalidValueError
+from aitune_fp.profiling import threads
 from aitune_fp.sweep import run as sweep_run
 from aitune_fp.sweep import task as sweep_task
 from aitune_fp.sweep.spec import parse_sweep
@@ -69,6 +70,32 @@ class TestCudaOnlySettings:
             parse_sweep({"budget": {key: value}, "models": ["mlp"]})
         spec = parse_sweep({"device": "cuda", "budget": {key: value}, "models": ["mlp"]})
         assert getattr(spec.profiling, key) == value
+
+
+class TestThreadsBeyondTheCpus:
+    """2. More threads than the CPUs this process may use is refused, naming both numbers."""
+
+    def test_tune_refuses(self, monkeypatch: Any, no_tune: None, capsys: Any) -> None:
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+        line = usage_error(["tune", "--threads", "999"], capsys)
+        assert "--threads 999" in line and "2 CPUs" in line and "--threads 2" in line
+
+    def test_tune_takes_the_cpus_it_has(self, monkeypatch: Any) -> None:
+        seen: list[int] = []
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+        monkeypatch.setattr(tune_cli, "set_threads", seen.append)
+        monkeypatch.setattr(tune_cli, "_tune", lambda *a: 0)
+        monkeypatch.setattr(tune_cli, "forks_from_server", lambda *a: False)
+        assert main(["tune", "--threads", "2"]) == 0
+        assert seen == [2]
+
+    def test_sweep_file_refused_when_run_here(
+        self, tmp_path: Path, monkeypatch: Any, no_tune: None, capsys: Any
+    ) -> None:
+        monkeypatch.setattr(threads, "usable_cpus", lambda: 2)
+        path = _sweep_file(tmp_path, "threads = 3")
+        line = usage_error(["sweep", path, "--json-log", str(tmp_path / "e.jsonl")], capsys)
+        assert "budget.threads 3" in line and "2 CPUs" in line
 
 
 class TestFlagNamedOnce:

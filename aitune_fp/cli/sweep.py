@@ -29,6 +29,7 @@ from aitune_fp.cli.rendering import md_table, run_dict
 from aitune_fp.cli.report import write_runs
 from aitune_fp.cli.tune_args import add_rows
 from aitune_fp.core.messages import counted, fmt_interval
+from aitune_fp.profiling.threads import too_many_threads
 
 
 def _spec(path: str) -> Any:
@@ -123,6 +124,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from aitune_fp.sweep.run import run_sweep, summarize_sweep
 
     spec = _spec(args.sweep)
+    threads = spec.profiling.threads
+    here = threads is not None and args.ray in (None, "local")  # a cluster's nodes: their own
+    if here and (problem := too_many_threads(threads, "budget.threads")) is not None:
+        raise UsageError(f"{escape_control(args.sweep)}: {problem}")
     warning = threshold_warning(spec.threshold, "threshold")
     if warning is not None:  # as tune and check warn, whatever --quiet says
         err.write(f"{PROG}: warning: {escape_control(args.sweep)}: {warning}\n")

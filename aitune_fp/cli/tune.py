@@ -36,7 +36,7 @@ from aitune_fp.core.config import needs_cuda
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.sending import open_log
 from aitune_fp.events.sending import sinks as event_sinks
-from aitune_fp.profiling.threads import omp_threads, set_threads, usable_cpus
+from aitune_fp.profiling.threads import omp_threads, set_threads, too_many_threads, usable_cpus
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -150,6 +150,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
     if config.threads is not None:  # before torch loads: the sweep's code path too
+        if (problem := too_many_threads(config.threads, "--threads")) is not None:
+            raise UsageError(problem)
         set_threads(config.threads)
     if forks_from_server(args.isolation, args.device, config.threads):
         from aitune_fp.profiling.serving import start_fork_server
@@ -184,7 +186,8 @@ def _tune(
     if (need := needs_cuda(config, device)) is not None:
         field, value, why = need
         raise UsageError(
-            f"{config_flags()[field]} {value} needs a CUDA device ({why}); the tune runs on {device}"
+            f"{config_flags()[field]} {value} needs a CUDA device ({why}); "
+            f"the tune runs on {device}"
         )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
     with usage_errors((InvalidValueError,)):
