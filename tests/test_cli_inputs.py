@@ -5,14 +5,17 @@ Each class holds one kind of input a reviewer found let through, or named badly.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from aitune_fp.cli import main
+from aitune_fp.cli import build_parser, main
 from aitune_fp.cli import tune as tune_cli
+from aitune_fp.cli._shared import UsageError
 from aitune_fp.cli.rows import fmt_flags
+from aitune_fp.core.settings import SETTINGS
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.profiling import threads
 from aitune_fp.sweep import run as sweep_run
@@ -96,6 +99,43 @@ class TestThreadsBeyondTheCpus:
         path = _sweep_file(tmp_path, "threads = 3")
         line = usage_error(["sweep", path, "--json-log", str(tmp_path / "e.jsonl")], capsys)
         assert "budget.threads 3" in line and "2 CPUs" in line
+
+
+def _old_names() -> Iterator[tuple[list[str], list[str], list[str]]]:
+    """For each old name of a flag: it, the new name saying the same, and saying another value."""
+    for row in SETTINGS:
+        for alias in row.aliases:
+            assert row.flag is not None
+            name, _, const = alias.partition("=")
+            choices = row.choices or ("a.jsonl", "b.jsonl")
+            same = const or choices[0]
+            other = next(c for c in choices if c != same)
+            yield [name] if const else [name, same], [row.flag, same], [row.flag, other]
+
+
+class TestOldAndNewNameTogether:
+    """3. A flag's old and new names given different values are refused, naming both."""
+
+    @pytest.mark.parametrize(("old", "same", "new"), list(_old_names()))
+    @pytest.mark.parametrize("old_first", [True, False])
+    def test_disagreeing_refused(
+        self, old: list[str], same: list[str], new: list[str], old_first: bool
+    ) -> None:
+        argv = [*old, *new] if old_first else [*new, *old]
+        with pytest.raises(UsageError) as refused:
+            build_parser().parse_args(["tune", *argv])
+        assert " ".join(old) in str(refused.value) and " ".join(new) in str(refused.value)
+
+    @pytest.mark.parametrize(("old", "same", "new"), list(_old_names()))
+    def test_agreeing_taken(self, old: list[str], same: list[str], new: list[str]) -> None:
+        """The old name with the new one's very value is the same setting said twice."""
+        assert build_parser().parse_args(["tune", *old, *same]) == build_parser().parse_args(
+            ["tune", *same]
+        )
+
+    def test_sweep_log_names(self) -> None:
+        with pytest.raises(UsageError, match=r"--log a\.jsonl.*--json-log b\.jsonl"):
+            build_parser().parse_args(["sweep", "s.toml", "--log", "a.jsonl", "--json-log", "b.jsonl"])  # fmt: skip
 
 
 class TestFlagNamedOnce:
