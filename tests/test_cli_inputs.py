@@ -138,6 +138,30 @@ class TestOldAndNewNameTogether:
             build_parser().parse_args(["sweep", "s.toml", "--log", "a.jsonl", "--json-log", "b.jsonl"])  # fmt: skip
 
 
+class TestCommaLists:
+    """4. An empty item in a comma-separated list is refused by its position, never dropped."""
+
+    @pytest.mark.parametrize(
+        ("text", "position"),
+        [("compile,,int8-dynamic", 2), ("int8-dynamic,", 2), (",int8-dynamic", 1)],
+    )
+    def test_backends(
+        self, text: str, position: int, tmp_path: Path, no_tune: None, capsys: Any
+    ) -> None:
+        line = usage_error(_tune(tmp_path, "--backends", text), capsys)
+        assert f"--backends: item {position} of {text!r} is empty" in line
+
+    def test_looks(self, capsys: Any) -> None:
+        line = usage_error(["tune", "--looks", "10,,20"], capsys)
+        assert "--looks: item 2 of '10,,20' is empty" in line
+
+    def test_input_shape(self) -> None:
+        with pytest.raises(
+            UsageError, match=r"--input-shape must look like 8,256: item 2 of '8x,256' is empty"
+        ):
+            tune_cli._parse_shape("8x,256")
+
+
 class TestFlagNamedOnce:
     """5. A bad value's message names its flag (or sweep key) once."""
 

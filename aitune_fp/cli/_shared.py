@@ -68,12 +68,14 @@ class OneName(argparse.Action):
 
 
 @contextlib.contextmanager
-def usage_errors(kinds: tuple[type[Exception], ...] = (TypeError, ValueError)) -> Iterator[None]:
-    """Within the block, an error of ``kinds`` (a bad value, named by its flag) is a UsageError."""
+def usage_errors(
+    kinds: tuple[type[Exception], ...] = (TypeError, ValueError), flag: str = ""
+) -> Iterator[None]:
+    """Within the block, an error of ``kinds`` (a bad value) is a UsageError led by ``flag``."""
     try:
         yield
     except kinds as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(f"{flag}: {exc}" if flag else str(exc)) from exc
 
 
 #: Control (C0, DEL, C1) and bidi-override characters: never written raw to a terminal.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import tempfile
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +31,7 @@ from aitune_fp.cli.tune_args import (
     profiling_config,
     strategy_settings,
 )
+from aitune_fp.core._checks import comma_items
 from aitune_fp.core.config import needs_cuda
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.sending import open_log
@@ -41,10 +41,11 @@ from aitune_fp.profiling.threads import omp_threads, set_threads, too_many_threa
 
 def _parse_shape(text: str) -> tuple[int, ...]:
     try:
-        shape = tuple(int(x) for x in re.split(r"[,x]", text.strip()))
-    except ValueError:
-        raise UsageError(f"--input-shape must look like 8,256, got {text!r}") from None
-    if not shape or any(d < 1 for d in shape):
+        shape = tuple(int(x) for x in comma_items(text, ",x"))
+    except ValueError as exc:  # an empty item says which; a word is quoted whole
+        why = f": {exc}" if isinstance(exc, InvalidValueError) else f", got {text!r}"
+        raise UsageError(f"--input-shape must look like 8,256{why}") from None
+    if any(d < 1 for d in shape):
         raise UsageError(f"--input-shape must be positive integers, got {text!r}")
     return shape
 
@@ -53,9 +54,8 @@ def _backend_names(text: str | None, device: str, *, auto: bool) -> list[str]:
     """The candidate names; with ``auto``, a name for another device is kept (unavailable)."""
     if text is None:
         return list(registry.default_backends(device))
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UsageError("--backends needs at least one name")
+    with usage_errors((InvalidValueError,), "--backends"):
+        names = comma_items(text)
     for n in names:
         try:
             registry.check_backend(n, device)

@@ -11,6 +11,7 @@ from aitune_fp.core._checks import (
     as_tuple,
     check_int,
     check_type,
+    comma_items,
     finite,
     increasing,
     integer,
@@ -67,8 +68,9 @@ def gate_name(value: Any) -> Any:
 
 def parse_looks(text: str) -> tuple[int, ...]:
     """``"10,20,40"`` -> ``(10, 20, 40)``; anything else an InvalidValueError quoting it."""
+    items = comma_items(text)
     try:
-        return tuple(int(x) for x in text.split(","))
+        return tuple(int(x) for x in items)
     except ValueError:
         raise InvalidValueError(
             f"must be comma-separated integers like 10,20,40, got {text!r}"
