@@ -191,6 +191,23 @@ class TestFlagNamedOnce:
         assert str(refused.value) == "budget.threads must be >= 1, got 0"
 
 
+class TestUnknownFlag:
+    """6. An unknown flag points to its command's help, and to the flag meant when one is close."""
+
+    def test_close_match(self, capsys: Any) -> None:
+        line = usage_error(["tune", "--threshhold", "5"], capsys)
+        assert "--threshhold" in line and "did you mean --threshold?" in line
+        assert "aitune-fp tune --help" in line
+
+    def test_no_close_match(self, capsys: Any) -> None:
+        line = usage_error(["tune", "--zzzzzz"], capsys)
+        assert "did you mean" not in line and "aitune-fp tune --help" in line
+
+    def test_other_commands(self, capsys: Any) -> None:
+        line = usage_error(["sweep", "s.toml", "--qiet"], capsys)
+        assert "did you mean --quiet?" in line and "aitune-fp sweep --help" in line
+
+
 class TestPlurals:
     """8. A count and its noun agree: 1 pair, 2 pairs."""
 
