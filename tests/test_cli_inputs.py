@@ -16,7 +16,7 @@ from aitune_fp.cli import tune as tune_cli
 from aitune_fp.cli._shared import UsageError
 from aitune_fp.cli.rows import fmt_flags
 from aitune_fp.core.settings import SETTINGS
-from aitune_fp.errors import InvalidValueError
+from aitune_fp.errors import InvalidTypeError, InvalidValueError
 from aitune_fp.profiling import threads
 from aitune_fp.sweep import run as sweep_run
 from aitune_fp.sweep import task as sweep_task
@@ -206,6 +206,34 @@ class TestUnknownFlag:
     def test_other_commands(self, capsys: Any) -> None:
         line = usage_error(["sweep", "s.toml", "--qiet"], capsys)
         assert "did you mean --quiet?" in line and "aitune-fp sweep --help" in line
+
+
+class TestSweepArrays:
+    """7. A sweep key that takes a list says to write a TOML array, with an example."""
+
+    @pytest.mark.parametrize(
+        ("data", "where"),
+        [
+            ({"budget": {"looks": "10,20"}, "models": ["mlp"]}, "budget.looks"),
+            ({"budget": {"looks": 10}, "models": ["mlp"]}, "budget.looks"),
+            ({"models": "mlp"}, "models"),
+            ({"models": ["mlp"], "backends": "compile"}, "backends"),
+            (
+                {
+                    "models": [
+                        {"model": f"{EXAMPLE.parent}/tiny_model.py:make", "input_shape": "8,3"}
+                    ]
+                },
+                "models[0].input_shape",
+            ),
+        ],
+    )
+    def test_named_as_an_array(self, data: dict[str, Any], where: str) -> None:
+        with pytest.raises((InvalidTypeError, InvalidValueError)) as refused:
+            parse_sweep(data)
+        text = str(refused.value)
+        assert text.startswith(f"{where} must be an array") and ", e.g. [" in text, text
+        assert "tuple" not in text and "a list" not in text
 
 
 class TestPlurals:
