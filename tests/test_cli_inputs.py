@@ -5,6 +5,8 @@ Each class holds one kind of input a reviewer found let through, or named badly.
 
 from __future__ import annotations
 
+import argparse
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -264,3 +266,23 @@ class TestPlurals:
         (tmp_path / "notes.txt").write_text("hello\n", "utf-8")
         line = usage_error(["report", str(tmp_path / "notes.txt")], capsys)
         assert "(1 line;" in line
+
+
+class TestExampleSweepFile:
+    """9. examples/sweep.toml's comments name the flags and units as the help does."""
+
+    def test_flags_named_are_the_shown_ones(self) -> None:
+        parser = build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        shown = {
+            option
+            for action in sub.choices["sweep"]._actions
+            if action.help != argparse.SUPPRESS
+            for option in action.option_strings
+        }
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", EXAMPLE.read_text("utf-8")))
+        assert named and named <= shown, named - shown
+
+    def test_looks_in_pairs_per_candidate(self) -> None:
+        text = EXAMPLE.read_text("utf-8")
+        assert "pairs per arm" not in text and "pairs per candidate" in text
