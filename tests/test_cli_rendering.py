@@ -466,7 +466,7 @@ class TestReportInputs:
         (run,) = json.loads(captured.out)["runs"]
         assert len(run["results"]) == 1
         assert "appears more than once" in captured.err
-        assert f"{len(once)} repeated event(s) left out" in captured.err
+        assert f"{len(once)} repeated events left out" in captured.err
 
 
 class TestPackage:

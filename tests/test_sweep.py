@@ -377,7 +377,7 @@ def test_a_hung_task_is_killed_and_the_sweep_goes_on(
     captured = capsys.readouterr()
     out = captured.out
     assert "builds kept in " in captured.err  # no --cache-dir: the temp folder is named
-    assert "1 model(s) failed: hanger" in out and "hung" in out and HUNG in out
+    assert "1 model failed: hanger" in out and "hung" in out and HUNG in out
     lines = read_log(log)
     for line in lines:
         VALIDATOR.validate(line)
@@ -461,7 +461,7 @@ class TestCommand:
         text = out.getvalue()
         assert "Sweep two (local" in text and "TorchEagerBackend()" in text
         assert "failed: UserModelError" in text
-        assert "1 model(s) failed: broken" in text
+        assert "1 model failed: broken" in text
 
         out = io.StringIO()
         sys.stdout, sys.stderr = out, err

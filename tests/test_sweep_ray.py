@@ -123,7 +123,7 @@ def test_command_with_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     log = tmp_path / "e.jsonl"
     assert main(["sweep", str(path), "--ray", "--json-log", str(log)]) == 4  # a model failed
     out, err = capsys.readouterr()
-    assert "Sweep on-ray (ray" in out and "1 model(s) failed: broken" in out
+    assert "Sweep on-ray (ray" in out and "1 model failed: broken" in out
     assert "✅ tiny: baseline" in err or "✅ tiny: candidate" in err
     assert "❌ broken: UserModelError" in err
     assert main(["report", str(log)]) == 0

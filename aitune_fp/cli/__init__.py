@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import signal
 import sys
@@ -84,6 +85,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         """Raise instead of printing usage and exiting."""
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[Any, list[str]]:
+        """argparse's, an unknown flag refused by this (sub)command, naming a close one it has."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            flags = [
+                o for a in self._actions if a.help != argparse.SUPPRESS for o in a.option_strings
+            ]
+            typed = next((e.partition("=")[0] for e in extras if e.startswith("-")), "")
+            close = difflib.get_close_matches(typed, flags, n=1)
+            meant = f"; did you mean {close[0]}?" if close else ""
+            self.error(f"unrecognized arguments: {' '.join(extras)}{meant}")
+        return parsed, extras
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
@@ -38,13 +39,43 @@ class UsageError(AitunefpError):
     """A usage or input error: reported as one line on stderr with exit code 2."""
 
 
+class OneName(argparse.Action):
+    """``store`` (``store_const`` at ``nargs=0``) for a flag with an old name as well.
+
+    Either name alone, or both agreeing, sets the value; disagreeing (the last would win unseen),
+    they are refused by name.
+    """
+
+    def __call__(
+        self, parser: Any, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        """Set the value; raise a UsageError naming both if another name set it differently."""
+        value = self.const if self.nargs == 0 else values
+        now = (option, value, option if self.nargs == 0 else f"{option} {value}")
+        seen = getattr(parser, "_aitune_fp_said", None)  # this parse's: (namespace, dest -> now)
+        if seen is None or seen[0] is not namespace:
+            seen = (namespace, {})
+            parser._aitune_fp_said = seen
+        said: dict[str, tuple[Any, ...]] = seen[1]
+        before = said.setdefault(self.dest, now)
+        if before[0] != option and before[1] != value:
+            old, new = (now, before) if self.help == argparse.SUPPRESS else (before, now)
+            raise UsageError(
+                f"{old[2]} (an old name of {new[0]}) disagrees with {new[2]}: give {new[0]} alone"
+            )
+        said[self.dest] = now
+        setattr(namespace, self.dest, value)
+
+
 @contextlib.contextmanager
-def usage_errors(kinds: tuple[type[Exception], ...] = (TypeError, ValueError)) -> Iterator[None]:
-    """Within the block, an error of ``kinds`` (a bad value, named by its flag) is a UsageError."""
+def usage_errors(
+    kinds: tuple[type[Exception], ...] = (TypeError, ValueError), flag: str = ""
+) -> Iterator[None]:
+    """Within the block, an error of ``kinds`` (a bad value) is a UsageError led by ``flag``."""
     try:
         yield
     except kinds as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(f"{flag}: {exc}" if flag else str(exc)) from exc
 
 
 #: Control (C0, DEL, C1) and bidi-override characters: never written raw to a terminal.

@@ -12,6 +12,7 @@ from aitune_fp.cli._shared import EXIT_OK, UsageError, escape_control, make_cons
 from aitune_fp.cli.plain import print_parts
 from aitune_fp.cli.rendering import fmt_clock, markdown_run, render_run, run_title, write_report
 from aitune_fp.cli.tune_args import add_rows
+from aitune_fp.core.messages import counted
 from aitune_fp.core.report import TuneReport
 from aitune_fp.events.ingest import IngestReport, RunSummary
 
@@ -59,7 +60,9 @@ def write_runs(
 def _bad_lines(report: IngestReport, err: IO[str]) -> None:
     if not report.bad_lines:
         return
-    lines = [f"{len(report.bad_lines)} of {report.n_lines} lines were not aitune_fp events:"]
+    n = len(report.bad_lines)
+    were = "was not an aitune_fp event" if n == 1 else "were not aitune_fp events"
+    lines = [f"{n} of {counted(report.n_lines, 'line')} {were}:"]
     for line_no, why in report.bad_lines[:MAX_BAD_SHOWN]:
         lines.append(f"  line {line_no}: {escape_control(why)}")
     if len(report.bad_lines) > MAX_BAD_SHOWN:
@@ -81,12 +84,13 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         what = "tune events" if report.n_events else "aitune_fp events"
         raise UsageError(
             f"no {what} in {escape_control(args.log)!r} "
-            f"({report.n_lines} lines{first}); write one with: aitune-fp tune --json-log FILE"
+            f"({counted(report.n_lines, 'line')}{first}); write one with: "
+            "aitune-fp tune --json-log FILE"
         )
     for run_id, n in report.repeats:
         err.write(
             f"warning: run {escape_control(run_id)} appears more than once in the log; "
-            f"{n} repeated event(s) left out\n"
+            f"{counted(n, 'repeated event')} left out\n"
         )
     for run_id, n in report.shared_run_ids:
         starts = [

@@ -12,6 +12,7 @@ from rich.text import Text
 from aitune_fp.cli._shared import escape_control
 from aitune_fp.cli.plain import Column, Grid
 from aitune_fp.core.messages import (
+    counted,
     decided_by_futility,
     decided_interval,
     fmt_headline,
@@ -40,7 +41,9 @@ def fmt_flags(flags: Iterable[str]) -> str:
         if stem and pair.isdigit():  # level_shift_after_pair_12 -> "level shift at pair 12"
             words.append(f"{_AT_PAIR.get(stem, stem.removesuffix('_at').replace('_', ' '))} at pair {pair}")  # fmt: skip
         elif flag.startswith("retimed_") and flag[8:].isdigit():
-            words.append(f"{flag[8:]} pairs timed again (another process had a core)")
+            words.append(
+                f"{counted(int(flag[8:]), 'pair')} timed again (another process had a core)"
+            )
         else:
             words.append(_FLAG_WORDS.get(flag, flag.replace("_", " ")))
     return escape_control(", ".join(words))

@@ -28,7 +28,8 @@ from aitune_fp.cli.progress import configure_logging
 from aitune_fp.cli.rendering import md_table, run_dict
 from aitune_fp.cli.report import write_runs
 from aitune_fp.cli.tune_args import add_rows
-from aitune_fp.core.messages import fmt_interval
+from aitune_fp.core.messages import counted, fmt_interval
+from aitune_fp.profiling.threads import too_many_threads
 
 
 def _spec(path: str) -> Any:
@@ -123,6 +124,10 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     from aitune_fp.sweep.run import run_sweep, summarize_sweep
 
     spec = _spec(args.sweep)
+    threads = spec.profiling.threads
+    here = threads is not None and args.ray in (None, "local")  # a cluster's nodes: their own
+    if here and (problem := too_many_threads(threads, "budget.threads")) is not None:
+        raise UsageError(f"{escape_control(args.sweep)}: {problem}")
     warning = threshold_warning(spec.threshold, "threshold")
     if warning is not None:  # as tune and check warn, whatever --quiet says
         err.write(f"{PROG}: warning: {escape_control(args.sweep)}: {warning}\n")
@@ -137,7 +142,7 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if not args.quiet:
         where = "Ray" + (f" at {args.ray}" if args.ray not in (None, "local") else " (local)")
         console.print(
-            f"{PROG}: sweep {escape_control(spec.name)}: {len(spec.models)} model(s) × "
+            f"{PROG}: sweep {escape_control(spec.name)}: {counted(len(spec.models), 'model')} × "
             f"{', '.join(spec.backend_names())} on {spec.device}, "
             f"{where if args.ray is not None else 'one after another, each in a child process'}; "
             f"events to {escape_control(log_path)}"
@@ -195,9 +200,9 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         out.write("\n" if runs else "")
         names = ", ".join(escape_control(s.model) for s in summary.failed)
         last = (
-            Text(f"❌ {len(summary.failed)} model(s) failed: {names}", style="red")
+            Text(f"❌ {counted(len(summary.failed), 'model')} failed: {names}", style="red")
             if summary.failed
-            else Text(f"✅ all {len(summary.models)} model(s) have a report")
+            else Text(f"✅ every model has a report ({counted(len(summary.models), 'model')})")
         )
         name = escape_control(spec.name)
         head = f"Sweep {name} ({result.executor}, {result.duration_s:.1f}s):"

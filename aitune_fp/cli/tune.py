@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import tempfile
 from pathlib import Path
 from typing import IO, Any
@@ -28,21 +27,25 @@ from aitune_fp.cli.rendering import markdown_run, not_tried, render_run, run_dic
 from aitune_fp.cli.tune_args import (
     accuracy_options,
     add_arguments,
+    config_flags,
     profiling_config,
     strategy_settings,
 )
+from aitune_fp.core._checks import comma_items
+from aitune_fp.core.config import needs_cuda
 from aitune_fp.errors import InvalidValueError
 from aitune_fp.events.sending import open_log
 from aitune_fp.events.sending import sinks as event_sinks
-from aitune_fp.profiling.threads import omp_threads, set_threads, usable_cpus
+from aitune_fp.profiling.threads import omp_threads, set_threads, too_many_threads, usable_cpus
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
     try:
-        shape = tuple(int(x) for x in re.split(r"[,x]", text.strip()))
-    except ValueError:
-        raise UsageError(f"--input-shape must look like 8,256, got {text!r}") from None
-    if not shape or any(d < 1 for d in shape):
+        shape = tuple(int(x) for x in comma_items(text, ",x"))
+    except ValueError as exc:  # an empty item says which; a word is quoted whole
+        why = f": {exc}" if isinstance(exc, InvalidValueError) else f", got {text!r}"
+        raise UsageError(f"--input-shape must look like 8,256{why}") from None
+    if any(d < 1 for d in shape):
         raise UsageError(f"--input-shape must be positive integers, got {text!r}")
     return shape
 
@@ -51,9 +54,8 @@ def _backend_names(text: str | None, device: str, *, auto: bool) -> list[str]:
     """The candidate names; with ``auto``, a name for another device is kept (unavailable)."""
     if text is None:
         return list(registry.default_backends(device))
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UsageError("--backends needs at least one name")
+    with usage_errors((InvalidValueError,), "--backends"):
+        names = comma_items(text)
     for n in names:
         try:
             registry.check_backend(n, device)
@@ -148,6 +150,8 @@ def run(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     """Run ``tune`` with parsed ``args``; return its exit code."""
     config = profiling_config(args)
     if config.threads is not None:  # before torch loads: the sweep's code path too
+        if (problem := too_many_threads(config.threads, "--threads")) is not None:
+            raise UsageError(problem)
         set_threads(config.threads)
     if forks_from_server(args.isolation, args.device, config.threads):
         from aitune_fp.profiling.serving import start_fork_server
@@ -179,9 +183,11 @@ def _tune(
     from aitune_fp.sweep.task import tune_model
 
     device = _resolve_device(args.device)
-    if config.clock == "device" and not device.startswith("cuda"):
+    if (need := needs_cuda(config, device)) is not None:
+        field, value, why = need
         raise UsageError(
-            f"--clock device needs a CUDA device (CUDA events); the tune runs on {device}"
+            f"{config_flags()[field]} {value} needs a CUDA device ({why}); "
+            f"the tune runs on {device}"
         )
     names = _backend_names(args.backends, device, auto=args.device == "auto")
     with usage_errors((InvalidValueError,)):

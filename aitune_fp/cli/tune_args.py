@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from aitune_fp.backends import registry
-from aitune_fp.cli._shared import UsageError, usage_errors
+from aitune_fp.cli._shared import OneName, UsageError, usage_errors
 from aitune_fp.core import settings
 from aitune_fp.core.config import ProfilingConfig
 from aitune_fp.errors import InvalidValueError
@@ -99,6 +99,8 @@ def _add_row(group: Any, row: settings.Setting) -> None:
     else:
         kwargs.update(type=_typed(row), choices=_choices(row), metavar=row.metavar)
         kwargs["default"] = row.shown if row.into == "command" else None
+        if row.aliases:
+            kwargs["action"] = OneName
     text = _dynamic_help(row.field) or row.help
     group.add_argument(
         *[n for n in (row.short, row.flag) if n], help=_help(text, row.default, row.modes), **kwargs
@@ -107,7 +109,7 @@ def _add_row(group: Any, row: settings.Setting) -> None:
         name, _, const = alias.partition("=")
         if const:
             group.add_argument(
-                name, dest=row.dest, action="store_const", const=const, help=argparse.SUPPRESS
+                name, dest=row.dest, action=OneName, nargs=0, const=const, help=argparse.SUPPRESS
             )
         else:
             group.add_argument(name, **{**kwargs, "help": argparse.SUPPRESS})
@@ -175,9 +177,14 @@ def _last_look(args: argparse.Namespace, looks: tuple[int, ...] | None) -> tuple
     return (*[n for n in ProfilingConfig().looks if n < args.max_pairs], args.max_pairs)
 
 
+def config_flags() -> dict[str, str]:
+    """Each ProfilingConfig field's flag (its own name where it has none): how errors name it."""
+    return {row.field: row.flag or row.field for row in settings.rows("config")}
+
+
 def profiling_config(args: argparse.Namespace) -> Any:
     """The ProfilingConfig the flags ask for; every problem names the flag, never a field."""
-    flags = {row.field: row.flag or row.field for row in settings.rows("config")}
+    flags = config_flags()
     kwargs = {
         row.field: getattr(args, row.dest)
         for row in settings.rows("config")

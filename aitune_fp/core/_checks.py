@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias, TypeVar
 
@@ -87,6 +88,18 @@ def check_int(name: str, value: object, *, minimum: int = 1, maximum: int | None
         )
         raise InvalidValueError(f"{name} must be <= {maximum}, got {shown}")
     return value
+
+
+def comma_items(text: str, seps: str = ",") -> list[str]:
+    """``text``'s items split at ``seps``, stripped; an empty one (``a,,b``, ``a,``) is refused.
+
+    Never dropped: a list that lost an item would run something other than what was asked.
+    """
+    items = [item.strip() for item in re.split(f"[{re.escape(seps)}]", text)]
+    if "" in items:
+        at = f"item {items.index('') + 1} of {text!r}" if len(items) > 1 else repr(text)
+        raise InvalidValueError(f"{at} is empty")
+    return items
 
 
 def check_threshold(name: str, value: object) -> float:

@@ -11,6 +11,7 @@ from aitune_fp.core._checks import (
     as_tuple,
     check_int,
     check_type,
+    comma_items,
     finite,
     increasing,
     integer,
@@ -21,6 +22,7 @@ from aitune_fp.core._checks import (
     share,
     tuple_of,
 )
+from aitune_fp.core.messages import counted
 from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidValueError
@@ -37,6 +39,7 @@ __all__ = [
     "ProfilingConfig",
     "check_rule_name",
     "for_batch_size",
+    "needs_cuda",
     "parse_looks",
 ]
 
@@ -65,8 +68,9 @@ def gate_name(value: Any) -> Any:
 
 def parse_looks(text: str) -> tuple[int, ...]:
     """``"10,20,40"`` -> ``(10, 20, 40)``; anything else an InvalidValueError quoting it."""
+    items = comma_items(text)
     try:
-        return tuple(int(x) for x in text.split(","))
+        return tuple(int(x) for x in items)
     except ValueError:
         raise InvalidValueError(
             f"must be comma-separated integers like 10,20,40, got {text!r}"
@@ -198,13 +202,14 @@ class ProfilingConfig:
             )
         if (1.0 - self.confidence) / len(self.looks) >= 0.5:
             raise InvalidValueError(
-                f"confidence ({self.confidence!r}) is too low for {len(self.looks)} look(s): "
+                f"confidence ({self.confidence!r}) is too low for "
+                f"{counted(len(self.looks), 'look')}: "
                 "each look's one-sided error (1 - confidence) / len(looks) must be < 0.5"
             )
         if self.futility_error / len(self.looks) >= 0.5:
             raise InvalidValueError(
-                f"futility_error ({self.futility_error!r}) is too high for {len(self.looks)} "
-                "look(s): futility_error / len(looks) must be < 0.5"
+                f"futility_error ({self.futility_error!r}) is too high for "
+                f"{counted(len(self.looks), 'look')}: futility_error / len(looks) must be < 0.5"
             )
 
     @property
@@ -218,6 +223,20 @@ class ProfilingConfig:
             k: list(v) if isinstance(v, tuple) else v
             for k, v in attrs.asdict(self, recurse=False).items()
         }
+
+
+#: The settings only a CUDA device honours: (field, value, what it uses there).
+_CUDA_ONLY = (("clock", "device", "CUDA events"), ("cache", "cold", "it flushes the GPU's L2"))
+
+
+def needs_cuda(config: ProfilingConfig, device: str) -> tuple[str, str, str] | None:
+    """The first setting of ``config`` that ``device`` cannot honour: (field, value, why), or None.
+
+    ``tune`` and sweep files refuse it up front, before any candidate is built.
+    """
+    if device.startswith("cuda"):
+        return None
+    return next(((f, v, why) for f, v, why in _CUDA_ONLY if getattr(config, f) == v), None)
 
 
 def for_batch_size(
@@ -283,8 +302,9 @@ class BudgetPlan:
                 f"{math.ceil(need)} (ProfilingConfig.max_seconds)"
             )
         if self.looks_reached == len(self.looks):
+            every = f"all {len(self.looks)} looks" if len(self.looks) > 1 else "its one look"
             return (
-                f"{head} reaches all {len(self.looks)} looks (up to {self.looks[-1]} pairs, "
+                f"{head} reaches {every} (up to {self.looks[-1]} pairs, "
                 f"about {_fmt_s(self.seconds_for(self.looks[-1]))})"
             )
         following = self.looks[self.looks_reached]

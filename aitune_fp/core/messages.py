@@ -20,6 +20,7 @@ __all__ = [
     "ANSI_RESET",
     "ANSI_SLOWER",
     "ANSI_SPEEDUP",
+    "counted",
     "decided_by_futility",
     "decided_interval",
     "fmt_apart",
@@ -218,6 +219,11 @@ def fmt_headline(result: PerformanceValidationResult, *, with_level: bool = Fals
         at = f" at {fmt_level(level)}" if with_level and level is not None else ""
         return f"{value:.2f}x {fmt_interval(low, high)}{at}"
     return f"{value:.2f}x"
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and its noun agreeing: ``1 pair``, ``2 pairs``, ``0 lines``."""
+    return f"{n} {noun if n == 1 else noun + 's'}"
 
 
 def fmt_level(level: float) -> str:

@@ -23,6 +23,7 @@ from aitune_fp.core._checks import (
 )
 from aitune_fp.core.dependence import lag1_rank_autocorrelation
 from aitune_fp.core.hodges_lehmann import paired_log_speedup_bounds
+from aitune_fp.core.messages import counted
 from aitune_fp.core.sequential import log_ratios, look_alpha, precaution_factor, saturating_exp
 from aitune_fp.core.timings import timing_stats
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
@@ -402,7 +403,7 @@ def select_at_look(
     )
     return attrs.evolve(
         state,
-        reason=f"{n_rounds} rounds: {_names(remaining)} still in, not yet within "
+        reason=f"{counted(n_rounds, 'round')}: {_names(remaining)} still in, not yet within "
         f"{_pct(rule.delta)} of each other ({_widest(kept)}){news}",
     )
 

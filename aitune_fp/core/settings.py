@@ -193,7 +193,8 @@ SETTINGS: tuple[Setting, ...] = (
             group=ISOLATION, into="command", key="isolation",
             aliases=("--in-process=in_process",)),
     Setting("threads", "--threads", "CPU intra-op threads for eager and every candidate, in "
-            "threads (OMP_NUM_THREADS before torch loads; workers run the same). Without it: "
+            "threads, at most the CPUs this process may use (OMP_NUM_THREADS before torch loads; "
+            "workers run the same). Without it: "
             "torch's own count (OMP_NUM_THREADS, else the cores), in workers as in this process; "
             "docs/threads.md", int, metavar="N", group=ISOLATION),
     # output

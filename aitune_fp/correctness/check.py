@@ -25,7 +25,7 @@ from aitune_fp.core.accuracy import (
     metric_criterion,
     worst_per_criterion,
 )
-from aitune_fp.core.messages import one_line
+from aitune_fp.core.messages import counted, one_line
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._leaves import as_tensor_if_array, leaves
 from aitune_fp.correctness.compare import (
@@ -204,7 +204,7 @@ def check_correctness(
     if not metric.passed:
         raise CorrectnessError(
             f"{prefix}output: the accuracy metric {metric_name(accuracy)} dropped from eager's "
-            f"(mean over {len(scores)} calls): {metric.describe()}",
+            f"(mean over {counted(len(scores), 'call')}): {metric.describe()}",
             path="output",
             check="values",
             mismatch=found,

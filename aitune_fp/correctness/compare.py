@@ -15,6 +15,7 @@ import attrs
 import torch
 
 from aitune_fp.core.accuracy import LeafStats, NoiseFloor, NormBudgets, capped, judge_leaf
+from aitune_fp.core.messages import counted
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.correctness._leaves import (
     EXACT_SCALARS,
@@ -99,12 +100,14 @@ def _compare(actual: Any, expected: Any, path: str, walk: Walk) -> None:
             raise _differs(
                 path,
                 "structure",
-                f"expected a {type(expected).__name__} of {len(expected)} items but got "
+                f"expected a {type(expected).__name__} of {counted(len(expected), 'item')} but got "
                 f"{kind(actual)}",
             )
         if len(actual) != len(expected):
             raise _differs(
-                path, "structure", f"expected {len(expected)} items but got {len(actual)}"
+                path,
+                "structure",
+                f"expected {counted(len(expected), 'item')} but got {len(actual)}",
             )
         for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
             _compare(a, e, item_path(expected, path, index), walk)

@@ -6,6 +6,7 @@ from typing import Final
 
 import attrs
 
+from aitune_fp.core.messages import counted
 from aitune_fp.events.kinds import MIN0, Level, Payload, event
 from aitune_fp.events.kinds import SWEEP_PREFIX as _S
 
@@ -22,7 +23,8 @@ class SweepStarted(Payload):
     def describe(self) -> str:
         """The sweep, how many models on which executor, and how many are done already."""
         done = f", {len(self.skipped_models)} already done" if self.skipped_models else ""
-        return f"🧹 Sweep {self.module_name}: {len(self.models)} model(s) on {self.executor}{done}"
+        models = counted(len(self.models), "model")
+        return f"🧹 Sweep {self.module_name}: {models} on {self.executor}{done}"
 
 
 @event(_S + "task_finished", "info")

@@ -9,6 +9,7 @@ from typing import Annotated, Final, TypedDict
 import attrs
 
 from aitune_fp.core.messages import (
+    counted,
     fmt_baseline_line,
     fmt_baseline_selected,
     fmt_disabled_line,
@@ -187,7 +188,8 @@ class EvalMode(Payload):
     def describe(self) -> str:
         """How the model was validated and how it is returned."""
         return (
-            f"⚠️ {self.module_name} was in training mode ({self.n_training_modules} module(s)): "
+            f"⚠️ {self.module_name} was in training mode "
+            f"({counted(self.n_training_modules, 'module')}): "
             "validated in eval mode (no dropout, running statistics not updated) and returned "
             "in training mode"
         )

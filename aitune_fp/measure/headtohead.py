@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from aitune_fp.core._checks import check_finite, check_int, check_type
+from aitune_fp.core.messages import counted
 from aitune_fp.core.selection import (
     Contender,
     SelectionRule,
@@ -419,7 +420,8 @@ def head_to_head(
             out_of_time = run.rounds < target
             if out_of_time and not run.past_deadline():
                 busy = (
-                    f"the machine was too busy to go on ({run.retimed} rounds timed again, "
+                    "the machine was too busy to go on "
+                    f"({counted(run.retimed, 'round')} timed again, "
                     "another process having a contender's core)"
                 )
             ends = run.check_ends(state.remaining) if out_of_time else {}

@@ -16,7 +16,7 @@ import attrs
 
 from aitune_fp.core._checks import check_int
 from aitune_fp.core.config import ProfilingConfig
-from aitune_fp.core.messages import fmt_apart, ruled_out
+from aitune_fp.core.messages import counted, fmt_apart, ruled_out
 from aitune_fp.core.mismatch import Mismatch
 from aitune_fp.core.results import Decision, Device
 from aitune_fp.core.sequential import decide_at_look
@@ -186,20 +186,24 @@ def stopped_by(timings: PairedTimings, config: ProfilingConfig) -> tuple[str, st
 
     The budget, or a machine too busy to time a pair that no other process stalled.
     """
-    retimed = next((f[8:] for f in timings.flags if f.startswith("retimed_")), None)
+    retimed = next((int(f[8:]) for f in timings.flags if f.startswith("retimed_")), 0)
     if "machine_too_busy" in timings.flags:
         cpus = host.usable_cpus()
         team = (
-            f" (a team of {timings.threads} threads on {cpus} cores stalls whenever anything "
-            f"else runs: --threads {max(cpus - 1, 1)} leaves a core to it)"
+            f" (a team of {counted(timings.threads, 'thread')} on {counted(cpus, 'core')} stalls "
+            f"whenever anything else runs: --threads {max(cpus - 1, 1)} leaves a core to it)"
             if timings.threads >= cpus
             else ""
         )
         return "", (
-            f"the machine was too busy to go on: {retimed} pairs were timed again, another "
+            f"the machine was too busy to go on: {counted(retimed, 'pair')} timed again, another "
             f"process having an arm's core{team}"
         )
-    again = f", {retimed} pairs timed again (another process had an arm's core)" if retimed else ""
+    again = (
+        f", {counted(retimed, 'pair')} timed again (another process had an arm's core)"
+        if retimed
+        else ""
+    )
     return "budget_spent", f"budget of {config.max_seconds:g} s spent{again}"
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from aitune_fp.core._checks import check_int
+from aitune_fp.core.messages import counted
 
 #: The counts of the :func:`intra_op_threads` blocks open in this process (any thread), in the
 #: order they opened, and torch's count before the first: torch's count is the process's.
@@ -85,6 +86,21 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - macOS, Windows
         return os.cpu_count() or 1
+
+
+def too_many_threads(threads: int, name: str) -> str | None:
+    """Why ``name`` ``threads`` cannot be timed here (more threads than usable CPUs); None: it can.
+
+    ``tune`` and a sweep run here refuse it up front: the threads would wait for each other.
+    """
+    cpus = usable_cpus()
+    if threads <= cpus:
+        return None
+    return (
+        f"{name} {threads} is more than the {counted(cpus, 'CPU')} this process may use: the "
+        f"threads would wait for each other and the timings measure that; give {name} {cpus} "
+        "or fewer (docs/threads.md)"
+    )
 
 
 def load_average() -> float | None:

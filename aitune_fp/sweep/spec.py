@@ -14,7 +14,7 @@ import attrs
 from aitune_fp.backends import registry
 from aitune_fp.core import settings
 from aitune_fp.core._checks import check_threshold
-from aitune_fp.core.config import DECISION_MODES, ProfilingConfig
+from aitune_fp.core.config import DECISION_MODES, ProfilingConfig, needs_cuda
 from aitune_fp.core.settings import sweep_keys
 from aitune_fp.core.speedup import unreachable_threshold
 from aitune_fp.errors import InvalidStateError, InvalidTypeError, InvalidValueError
@@ -175,7 +175,8 @@ def _model(i: int, raw: object, base_dir: str) -> ModelEntry:
     spec = _str(f"{where}.model", table["model"])
     shape = None
     if "input_shape" in table:
-        shape = checked_shape(table["input_shape"], f"{where}.input_shape")
+        at = f"{where}.input_shape"
+        shape = checked_shape(_array(at, table["input_shape"], "[8, 256]"), at)
     check_source(spec, shape is not None, f"{where}.model", f"{where}.input_shape")
     if spec in MODELS:
         default_name = spec
@@ -256,7 +257,8 @@ def checked_config(
         try:
             ProfilingConfig(**{key: value})
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{names[key]}: {spelled(str(exc), names)}") from exc
+            text = spelled(str(exc), names)  # named once: prefixed only where it is not
+            raise type(exc)(text if names[key] in text else f"{names[key]}: {text}") from exc
     try:
         return ProfilingConfig(decision=decision, **values)
     except (TypeError, ValueError) as exc:
@@ -275,9 +277,11 @@ def checked_closeness(values: Mapping[str, Any], names: Mapping[str, str]) -> di
     return given
 
 
-def _list(where: str, value: object) -> Sequence[Any]:
+def _array(where: str, value: object, example: str) -> Sequence[Any]:
+    """``value`` if it is a TOML array, else an error showing how to write one (``example``)."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise InvalidTypeError(f"{where} must be a list, got {type(value).__name__} {value!r}")
+        got = f"{type(value).__name__} {value!r}"
+        raise InvalidTypeError(f"{where} must be an array, e.g. {example}, got {got}")
     return value
 
 
@@ -297,6 +301,9 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     budget = _table("budget", table.get("budget", {}))
     _known_keys("budget", budget, (*sweep_keys(), TASK_TIMEOUT_KEY))
     given = {k: v for k, v in budget.items() if k != TASK_TIMEOUT_KEY}
+    for key, default in attrs.asdict(ProfilingConfig(), recurse=False).items():
+        if key in given and isinstance(default, tuple):  # looks: written [10, 20, 40]
+            _array(f"budget.{key}", given[key], str(list(default)))
     profiling = checked_config(
         given, decision, {k: f"budget.{k}" for k in sweep_keys()}, "decision"
     )
@@ -304,13 +311,14 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
     task_timeout = None if raw is None else _number(f"budget.{TASK_TIMEOUT_KEY}", raw)
     if task_timeout is not None and task_timeout <= 0:
         raise InvalidValueError(f"budget.{TASK_TIMEOUT_KEY} must be > 0 (seconds), got {raw!r}")
-    if profiling.clock == "device" and device != "cuda":
+    if (need := needs_cuda(profiling, device)) is not None:
+        key, value, why = need
         raise InvalidValueError(
-            f'budget.clock "device" needs device = "cuda" (CUDA events), got device {device!r}'
+            f'budget.{key} "{value}" needs device = "cuda" ({why}), got device {device!r}'
         )
     if "models" not in table:
         raise InvalidValueError("missing 'models': list at least one model")
-    raw_models = _list("models", table["models"])
+    raw_models = _array("models", table["models"], '["mlp"] (or [[models]] tables)')
     if not raw_models:
         raise InvalidValueError("models must list at least one model")
     models = tuple(_model(i, m, base_dir) for i, m in enumerate(raw_models))
@@ -320,7 +328,8 @@ def parse_sweep(data: Mapping[str, Any], *, base_dir: str = ".", name: str = "sw
             first = names.index(name)
             raise InvalidValueError(f"models[{i}].name {name!r} repeats models[{first}]: give each entry its own name")  # fmt: skip
     backends = tuple(
-        _backend(i, b, device) for i, b in enumerate(_list("backends", table.get("backends", [])))
+        _backend(i, b, device)
+        for i, b in enumerate(_array("backends", table.get("backends", []), '["compile"]'))
     )
     labels = [b.label() for b in backends]
     for i, label in enumerate(labels):
