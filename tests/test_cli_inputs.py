@@ -205,6 +205,14 @@ class TestUnknownFlag:
         line = usage_error(["tune", "--zzzzzz"], capsys)
         assert "did you mean" not in line and "aitune-fp tune --help" in line
 
+    def test_a_shortened_flag_is_not_taken_for_one(self, capsys: Any) -> None:
+        """``--in-proces`` or ``--thresh 5`` would silently run as the flag they begin (a full
+        tune on a typo): refused, with the flag meant."""
+        line = usage_error(["tune", "--thresh", "5"], capsys)
+        assert "--thresh" in line and "did you mean --threshold?" in line
+        line = usage_error(["tune", "--in-proces"], capsys)
+        assert "did you mean --in-process?" in line or "--in-proces" in line
+
     def test_other_commands(self, capsys: Any) -> None:
         line = usage_error(["sweep", "s.toml", "--qiet"], capsys)
         assert "did you mean --quiet?" in line and "aitune-fp sweep --help" in line

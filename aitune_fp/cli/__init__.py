@@ -80,7 +80,15 @@ def terminate_as_interrupt() -> Iterator[Received]:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with errors as :class:`UsageError` (one line, exit 2) instead of sys.exit."""
+    """argparse with errors as :class:`UsageError` (one line, exit 2) instead of sys.exit.
+
+    A shortened flag is not taken for the one it begins (a typo would run a whole tune).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """argparse's, without abbreviations."""
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:
         """Raise instead of printing usage and exiting."""

@@ -22,6 +22,7 @@ from aitune_fp.cli.rows import (
 )
 from aitune_fp.core.accuracy import fmt_noise_floor
 from aitune_fp.core.messages import (
+    counted,
     decided_by_futility,
     fmt_baseline_selected,
     fmt_headline,
@@ -145,7 +146,7 @@ def _cpu_line(results: Sequence[PerformanceValidationResult]) -> str | None:
     first, last = timed[0], timed[-1]
     omp = " unset" if first.omp_num_threads is None else f"={first.omp_num_threads}"
     inter = "" if first.interop_threads is None else f", {first.interop_threads} inter-op"
-    cores = "" if first.cpus is None else f"; {first.cpus} cores"
+    cores = "" if first.cpus is None else f"; {counted(first.cpus, 'core')}"
     text = f"CPU threads: {first.threads} intra-op{inter}, OMP_NUM_THREADS{omp}{cores}"
     if first.load_avg_start is not None or last.load_avg_end is not None:
         start = "—" if first.load_avg_start is None else f"{first.load_avg_start:.2f}"
