@@ -49,6 +49,7 @@ from aitune_fp.pipeline.strategies import MaxThroughputStrategy, OneBackendStrat
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.testing import capture_events
+from tests.validation_helpers import FAST_CONFIG, Pruned, gated, make_case
 
 #: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
 SLOW_S = 0.006
@@ -732,6 +733,65 @@ def test_a_chosen_candidates_rebuild_leaves_the_users_process_as_it_found_it(
         assert what in named, named
     assert "sys.excepthook" in named and "recursionlimit" in named
     assert "named loggers" in named
+
+
+class HandsBack(Pruned):
+    """Chosen on the fake clock (about 11x eager); its rebuild in the user's process runs ``attack``."""
+
+    def __init__(self, attack: Callable[[torch.nn.Module], None], tag: str) -> None:
+        super().__init__(tag)
+        self.attack = attack
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == PARENT:
+            self.attack(given.module)
+
+
+def _hand_back(
+    attack: Callable[[torch.nn.Module], None], cache: Path
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A fast tune on the fake clock (forked workers) whose chosen candidate's rebuild runs
+    ``attack``: what it hands back, the report and the ``selected`` event."""
+    strategy = gated(
+        OneBackendStrategy(HandsBack(attack, attack.__name__)),
+        profiling_config=attrs.evolve(FAST_CONFIG, threads=1),
+    )
+    module, spec, data = make_case()
+    with capture_events() as events:
+        chosen = strategy.tune(module, "m", spec, data, "cpu", cache)
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "process", started
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    return chosen, validation_of(strategy).last_report, selected
+
+
+def _mode_left(module: torch.nn.Module) -> None:
+    """Leave torch's base function mode active: every torch call under it raises."""
+    torch.overrides.TorchFunctionMode().__enter__()
+
+
+def _mode_left_then_fail(module: torch.nn.Module) -> None:
+    _mode_left(module)
+    raise RuntimeError("the rebuild fails with a mode left active")
+
+
+@pytest.mark.parametrize("attack", [_mode_left, _mode_left_then_fail])
+def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
+    cache: Path, attack: Callable[[torch.nn.Module], None]
+) -> None:
+    """Nothing read after the rebuild runs under the mode it left: it fails at stage rebuild
+    (its own error first), eager is kept, the mode is taken off and no reading is garbled."""
+    chosen, report, _ = _hand_back(attack, cache)
+    assert not isinstance(chosen, HandsBack)
+    assert torch._C._len_torch_function_stack() == 0
+    (failure,) = report.failures
+    assert failure.stage == "rebuild", failure
+    assert "unreadable" not in failure.reason, failure.reason
+    if attack is _mode_left_then_fail:
+        assert "the rebuild fails" in failure.reason
+    else:
+        assert "function mode left active: TorchFunctionMode" in failure.reason
 
 
 @pytest.mark.slow

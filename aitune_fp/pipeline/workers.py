@@ -21,6 +21,7 @@ from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
 from aitune_fp.isolation.hygiene import Hygiene, os_state, os_state_changes, restore_os_state
+from aitune_fp.isolation.snapshot import torch_as_is
 from aitune_fp.pipeline.stages import (
     Arena,
     build_failure,
@@ -382,14 +383,33 @@ class WorkerArm:
 def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
     """The chosen candidate loaded (or rebuilt) here, checked on fresh inputs; None if it fails.
 
-    Also returns the process settings its build changed (put back) and how it was handed back.
+    Also returns the process settings its hand-back changed (put back) and how it came back.
     """
     chosen.deactivate()
     log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
-    built, how = _rebuilt(arena, chosen, log)
-    changed = hygiene.changed()  # put back, and what could not be said so
-    return built, changed + tuple(f"not put back: {text}" for text in hygiene.restore()), how
+    built: Any = None
+    how = ""
+    restored: tuple[str, ...] = ()
+    try:
+        try:
+            with arena.watchdog.step(
+                f"the rebuild of {chosen.description}", arena.config.build_timeout_s
+            ):
+                built, how = _handed_back(arena.target, chosen)
+            _rechecked(arena, chosen, built)
+        finally:  # what it left active comes off before any setting is read: none runs under it
+            left = None if arena.guards is None else arena.guards.changed()
+            with torch_as_is():
+                restored = hygiene.changed()  # put back, and what could not be said so
+                restored += tuple(f"not put back: {text}" for text in hygiene.restore())
+        if left is not None:
+            raise left
+    except Exception as exc:
+        heading = "The chosen backend failed when rebuilt in this process"
+        arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
+        return None, restored, how
+    return built, restored, how
 
 
 def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
@@ -409,29 +429,16 @@ def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
         return build_here(t, chosen.blueprint, chosen.build), note
 
 
-def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
-    """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
-    t = arena.target
-    built: Any = None
-    how = ""
-    try:
-        with arena.watchdog.step(
-            f"the rebuild of {chosen.description}", arena.config.build_timeout_s
-        ):
-            built, how = _handed_back(t, chosen)
-        arena.unchanged()  # before eager runs on the model it may have changed
-        seed = random.SystemRandom().randrange(2**32)
-        held = checked_inputs(arena, seed, arena.opened.id_limits if arena.opened else {})
-        fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
-        with per_call_step(arena, f"the re-check of {chosen.description}"):
-            check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
-            _soak(arena, built, arena.config.soak)
-        arena.unchanged()
-    except Exception as exc:
-        heading = "The chosen backend failed when rebuilt in this process"
-        arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
-        return None, how
-    return built, how
+def _rechecked(arena: Arena, chosen: WorkerBackend, built: Any) -> None:
+    """The hand-back's checks (:func:`adopt`): unchanged process, fresh inputs, soak; raises."""
+    arena.unchanged()  # before eager runs on the model it may have changed
+    seed = random.SystemRandom().randrange(2**32)
+    held = checked_inputs(arena, seed, arena.opened.id_limits if arena.opened else {})
+    fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
+    with per_call_step(arena, f"the re-check of {chosen.description}"):
+        check_closeness(fresh, built, f"{arena.target.name} (rebuilt in this process)")
+        _soak(arena, built, arena.config.soak)
+    arena.unchanged()
 
 
 def _soak(arena: Arena, built: Any, n: int) -> None:
