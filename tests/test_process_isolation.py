@@ -782,16 +782,53 @@ def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
 ) -> None:
     """Nothing read after the rebuild runs under the mode it left: it fails at stage rebuild
     (its own error first), eager is kept, the mode is taken off and no reading is garbled."""
-    chosen, report, _ = _hand_back(attack, cache)
+    chosen, report, selected = _hand_back(attack, cache)
     assert not isinstance(chosen, HandsBack)
     assert torch._C._len_torch_function_stack() == 0
     (failure,) = report.failures
     assert failure.stage == "rebuild", failure
-    assert "unreadable" not in failure.reason, failure.reason
+    named = " | ".join([failure.reason, *selected["restored"]])
+    assert "function mode left active: TorchFunctionMode" in named, named
+    assert "unreadable" not in named, named
     if attack is _mode_left_then_fail:
         assert "the rebuild fails" in failure.reason
-    else:
-        assert "function mode left active: TorchFunctionMode" in failure.reason
+
+
+def _settings_then_fail(module: torch.nn.Module) -> None:
+    """Change listed settings of the process, then fail."""
+    _settings(module)
+    raise RuntimeError("the rebuild fails")
+
+
+def _settings_and_torch(module: torch.nn.Module) -> None:
+    """Change listed settings of the process and a torch switch the guard rejects."""
+    _settings(module)
+    torch.set_flush_denormal(not flushes_denormals())
+
+
+def _settings(module: torch.nn.Module) -> None:
+    os.environ["AITUNE_FP_TEST_LEFT"] = "1"
+    sys.path.insert(0, "/nowhere")
+    os.chdir("/")
+    sys.excepthook = lambda *args: None
+    sys.displayhook = lambda *args: None
+
+
+@pytest.mark.parametrize("attack", [_settings_then_fail, _settings_and_torch])
+def test_a_rebuild_that_fails_names_the_settings_it_changed_and_were_put_back(
+    cache: Path, attack: Callable[[torch.nn.Module], None]
+) -> None:
+    """Eager is kept (stage rebuild) and each listed setting it changed is put back and named
+    in ``selected``'s ``restored``, as for a hand-back that succeeds."""
+    before = snapshot()
+    chosen, report, selected = _hand_back(attack, cache)
+    assert snapshot() == before
+    assert not isinstance(chosen, HandsBack) and selected["is_baseline"]
+    (failure,) = report.failures
+    assert failure.stage == "rebuild", failure
+    named = " | ".join(selected["restored"])
+    for what in ("os.environ", "sys.path", "working directory", "excepthook", "displayhook"):
+        assert what in named, named
 
 
 @pytest.mark.slow

@@ -41,6 +41,7 @@ from aitune_fp.pipeline.values import (
     candidate_folder,
     declared_dtype,
     describe,
+    failure_reason,
     infer_of,
 )
 from aitune_fp.pipeline.vetting import per_call_step
@@ -383,12 +384,14 @@ class WorkerArm:
 def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
     """The chosen candidate loaded (or rebuilt) here, checked on fresh inputs; None if it fails.
 
-    Also returns the process settings its hand-back changed (put back) and how it came back.
+    Also returns what its hand-back changed in the process (put back, named even when it
+    failed) and how it came back.
     """
     chosen.deactivate()
     log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
     built: Any = None
+    left: Exception | None = None
     how = ""
     restored: tuple[str, ...] = ()
     try:
@@ -408,7 +411,8 @@ def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, .
     except Exception as exc:
         heading = "The chosen backend failed when rebuilt in this process"
         arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
-        return None, restored, how
+        also = () if left is None or left is exc else (failure_reason(left),)
+        return None, also + restored, how
     return built, restored, how
 
 
