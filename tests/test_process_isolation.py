@@ -463,6 +463,88 @@ def test_a_candidate_that_reaches_the_users_process_from_outside_is_named(
         assert os.sched_getaffinity(server) == os.sched_getaffinity(0)
 
 
+class HandsBack(Pruned):
+    """Chosen on the fake clock (about 11x eager); its rebuild in the user's process runs ``attack``."""
+
+    def __init__(self, attack: Callable[[torch.nn.Module], None], tag: str) -> None:
+        super().__init__(tag)
+        self.attack = attack
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == PARENT:
+            self.attack(given.module)
+
+
+def _hand_back(
+    attack: Callable[[torch.nn.Module], None], cache: Path
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A fast tune whose chosen candidate's rebuild runs ``attack`` (:func:`_fake_tune`)."""
+    return _fake_tune(HandsBack(attack, attack.__name__), cache)
+
+
+def _fake_tune(backend: Pruned, cache: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """A fast tune of ``backend`` (about 11x eager) on the fake clock, in forked workers: what
+    it hands back, the report and the ``selected`` event."""
+    strategy = gated(
+        OneBackendStrategy(backend), profiling_config=attrs.evolve(FAST_CONFIG, threads=1)
+    )
+    module, spec, data = make_case()
+    with capture_events() as events:
+        chosen = strategy.tune(module, "m", spec, data, "cpu", cache)
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "process", started
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    return chosen, validation_of(strategy).last_report, selected
+
+
+class ReachesEveryThread(Pruned):
+    """Chosen on the fake clock; its build in its worker reaches the user's process from
+    outside: its main thread's scheduling policy, every other thread's CPU affinity."""
+
+    def __init__(self) -> None:
+        super().__init__("reaches")
+        self.user = os.getpid()
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == self.user:
+            return
+        os.sched_setscheduler(self.user, os.SCHED_BATCH, os.sched_param(0))
+        for task in os.listdir(f"/proc/{self.user}/task"):
+            if int(task) != self.user:
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    os.sched_setaffinity(int(task), {min(os.sched_getaffinity(0))})
+
+
+def _threads_state() -> dict[int, tuple[Any, ...]]:
+    return {
+        int(t): (os.sched_getaffinity(int(t)), os.sched_getscheduler(int(t)))
+        for t in os.listdir("/proc/self/task")
+    }
+
+
+def test_a_candidate_that_reaches_any_thread_of_the_users_process_is_named_and_undone(
+    cache: Path,
+) -> None:
+    """Not the main thread's affinity alone: its scheduling policy, and every other thread
+    (torch's pool, the user's own) are read too; a change is rejected and put back."""
+    done = threading.Event()
+    users = threading.Thread(target=done.wait, name="users-own")
+    users.start()
+    try:
+        before = _threads_state()
+        _, report, _ = _fake_tune(ReachesEveryThread(), cache)
+        now = _threads_state()
+    finally:
+        done.set()
+        users.join()
+    assert {t: now[t] for t in before if t in now} == before
+    (failure,) = report.failures
+    assert failure.stage == "interference", failure
+    assert "SCHED_BATCH" in failure.reason and f"thread {users.native_id}" in failure.reason
+
+
 class _Faster(Attack):
     """Really faster: skips half of eager's work."""
 
@@ -733,37 +815,6 @@ def test_a_chosen_candidates_rebuild_leaves_the_users_process_as_it_found_it(
         assert what in named, named
     assert "sys.excepthook" in named and "recursionlimit" in named
     assert "named loggers" in named
-
-
-class HandsBack(Pruned):
-    """Chosen on the fake clock (about 11x eager); its rebuild in the user's process runs ``attack``."""
-
-    def __init__(self, attack: Callable[[torch.nn.Module], None], tag: str) -> None:
-        super().__init__(tag)
-        self.attack = attack
-
-    def _build(self, given: Any) -> None:
-        super()._build(given)
-        if os.getpid() == PARENT:
-            self.attack(given.module)
-
-
-def _hand_back(
-    attack: Callable[[torch.nn.Module], None], cache: Path
-) -> tuple[Any, Any, dict[str, Any]]:
-    """A fast tune on the fake clock (forked workers) whose chosen candidate's rebuild runs
-    ``attack``: what it hands back, the report and the ``selected`` event."""
-    strategy = gated(
-        OneBackendStrategy(HandsBack(attack, attack.__name__)),
-        profiling_config=attrs.evolve(FAST_CONFIG, threads=1),
-    )
-    module, spec, data = make_case()
-    with capture_events() as events:
-        chosen = strategy.tune(module, "m", spec, data, "cpu", cache)
-    started = next(e for e in events if e["event"].endswith(".started"))
-    assert started["isolation"] == "process", started
-    selected = next(e for e in events if e["event"].endswith(".selected"))
-    return chosen, validation_of(strategy).last_report, selected
 
 
 def _mode_left(module: torch.nn.Module) -> None:

@@ -25,7 +25,8 @@ from aitune_fp.profiling.timers import gc_enabled, set_gc_enabled
 class Setting:
     """One process- or thread-wide setting: read it, compare readings by ``key``, ``write`` one back.
 
-    ``write`` None: it cannot be put back; ``why``: why putting it back may fail.
+    ``write`` None: it cannot be put back; ``why``: why putting it back may fail; ``diff``: what
+    differs between two readings (texts), where equal keys are too strict (threads come and go).
     """
 
     name: str
@@ -33,6 +34,17 @@ class Setting:
     write: Callable[[Any], object] | None
     key: Callable[[Any], Hashable] = attrs.field(default=lambda value: value)
     why: str = ""
+    diff: Callable[[Any, Any], list[str]] | None = None
+
+    def change(self, then: Any, now: Any) -> str | None:
+        """What changed from ``then`` to ``now``, named (``a -> b`` for plain values); None: nothing."""
+        if self.diff is not None:
+            texts = self.diff(then, now)
+            return f"{self.name}: {'; '.join(texts)}" if texts else None
+        if self.key(now) == self.key(then):
+            return None
+        plain = all(isinstance(v, (bool, int, float, str)) for v in (then, now))
+        return f"{self.name}: {then!r} -> {now!r}" if plain else self.name
 
 
 def _umask() -> int:
@@ -168,30 +180,70 @@ def _structlog_key(config: Any) -> Hashable:
     return tuple(sorted((k, repr(v) if isinstance(v, list) else id(v)) for k, v in config.items()))
 
 
-def os_state(pid: int = 0) -> tuple[frozenset[int], int]:
-    """A process's CPU affinity and niceness: what another process may change from outside."""
-    return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
+#: A thread's CPU affinity, niceness, scheduling policy and priority.
+ThreadState = tuple[frozenset[int], int, int, int]
+#: Each thread's :data:`ThreadState`, by thread id.
+OsState = dict[int, ThreadState]
+_FIELDS = ("CPU affinity", "niceness", "scheduling policy", "scheduling priority")
+_POLICIES = {
+    getattr(os, n): n for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE") if hasattr(os, n)
+}
+_POLICIES |= {getattr(os, n): n for n in ("SCHED_FIFO", "SCHED_RR") if hasattr(os, n)}
 
 
-def os_state_changes(
-    before: tuple[frozenset[int], int], now: tuple[frozenset[int], int]
-) -> list[str]:
-    """Each of CPU affinity and niceness that differs between two :func:`os_state` readings."""
+def os_state(pid: int = 0) -> OsState:
+    """Each thread's affinity, niceness and scheduling: what another process may change from outside.
+
+    Every thread, not the main one alone: torch's intra-op pool runs on threads of their own.
+    """
+    found = {}
+    for task in os.listdir(f"/proc/{pid or os.getpid()}/task"):
+        tid = int(task)
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            found[tid] = (
+                frozenset(os.sched_getaffinity(tid)),
+                os.getpriority(os.PRIO_PROCESS, tid),
+                os.sched_getscheduler(tid),
+                os.sched_getparam(tid).sched_priority,
+            )
+    return found
+
+
+def _shown(field: int, value: Any) -> str:
+    if field == 0:
+        return str(sorted(value))
+    return _POLICIES.get(value, str(value)) if field == 2 else str(value)
+
+
+def os_state_changes(before: OsState, now: OsState) -> list[str]:
+    """What differs, thread by thread, between two :func:`os_state` readings (threads in both)."""
     texts = []
-    if now[0] != before[0]:
-        texts.append(f"CPU affinity: {sorted(before[0])} -> {sorted(now[0])}")
-    if now[1] != before[1]:
-        texts.append(f"niceness: {before[1]} -> {now[1]}")
+    for tid in sorted(before.keys() & now.keys()):
+        diffs = [
+            f"{name}: {_shown(i, a)} -> {_shown(i, b)}"
+            for i, (name, a, b) in enumerate(zip(_FIELDS, before[tid], now[tid], strict=True))
+            if a != b
+        ]
+        if diffs:
+            texts.append(f"thread {tid}: {', '.join(diffs)}")
     return texts
 
 
-def restore_os_state(saved: tuple[frozenset[int], int], pid: int = 0) -> None:
-    """Put back what :func:`os_state` read; an error when it cannot (niceness only rises)."""
-    affinity, nice = saved
-    if frozenset(os.sched_getaffinity(pid)) != affinity:
-        os.sched_setaffinity(pid, affinity)
-    if os.getpriority(os.PRIO_PROCESS, pid) != nice:
-        os.setpriority(os.PRIO_PROCESS, pid, nice)
+def restore_os_state(saved: OsState, pid: int = 0) -> None:
+    """Put back what :func:`os_state` read, threads gone aside.
+
+    An error when it cannot: niceness only rises, and SCHED_IDLE is left with privilege only.
+    """
+    now = os_state(pid)
+    for tid in saved.keys() & now.keys():
+        affinity, nice, policy, priority = saved[tid]
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            if now[tid][2:] != (policy, priority):
+                os.sched_setscheduler(tid, policy, os.sched_param(priority))
+            if now[tid][1] != nice:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+            if now[tid][0] != affinity:
+                os.sched_setaffinity(tid, affinity)
 
 
 def _set_streams(saved: tuple[Any, Any]) -> None:
@@ -297,7 +349,14 @@ def _items() -> tuple[Setting, ...]:
         Setting("atexit callbacks (count)", atexit._ncallbacks, None),
     ]
     if hasattr(os, "sched_getaffinity"):
-        items.append(Setting("CPU affinity and niceness", os_state, restore_os_state))
+        items.append(
+            Setting(
+                "CPU affinity, niceness and scheduling",
+                os_state,
+                restore_os_state,
+                diff=os_state_changes,
+            )
+        )
     if sys.platform != "win32":
         items.append(Setting("resource limits", _rlimits, _set_rlimits))
     return tuple(items)
@@ -315,20 +374,15 @@ class Hygiene:
         return cls(tuple(item.read() for item in _items()))
 
     def changed(self) -> tuple[str, ...]:
-        """Each setting that differs now, by name (``a -> b`` where both are plain values)."""
-        texts = []
-        for item, then in zip(_items(), self._values, strict=True):
-            now = item.read()
-            if item.key(now) != item.key(then):
-                plain = all(isinstance(v, (bool, int, float, str)) for v in (then, now))
-                texts.append(f"{item.name}: {then!r} -> {now!r}" if plain else item.name)
-        return tuple(texts)
+        """Each setting that differs now, by name (:meth:`Setting.change`)."""
+        items = zip(_items(), self._values, strict=True)
+        return tuple(t for t in (i.change(then, i.read()) for i, then in items) if t is not None)
 
     def restore(self) -> tuple[str, ...]:
         """Put each changed setting back; the names of those that could not be, with why."""
         failed = []
         for item, then in zip(_items(), self._values, strict=True):
-            if item.key(item.read()) == item.key(then):
+            if item.change(then, item.read()) is None:
                 continue
             if item.write is None:
                 failed.append(f"{item.name}: cannot be undone")

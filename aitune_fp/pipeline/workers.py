@@ -7,6 +7,7 @@ import copy
 import os
 import random
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,13 @@ from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
-from aitune_fp.isolation.hygiene import Hygiene, os_state, os_state_changes, restore_os_state
+from aitune_fp.isolation.hygiene import (
+    Hygiene,
+    OsState,
+    os_state,
+    os_state_changes,
+    restore_os_state,
+)
 from aitune_fp.isolation.snapshot import torch_as_is
 from aitune_fp.pipeline.stages import (
     Arena,
@@ -147,7 +154,7 @@ class CandidateRecipe:
         description = describe(self.backend)
         folder = candidate_folder(self.target.cache_dir, self.backend, description)
         say({"description": description, "folder": str(folder)})
-        before = settings_now(), os_state(0)
+        before = settings_now(), os_state()
         record = getattr(self.build, "record", None)  # what the build teaches its driver
         taught: list[Any] = []
         try:
@@ -161,7 +168,7 @@ class CandidateRecipe:
             with contextlib.suppress(Exception):
                 async_compile.shutdown_compile_workers()
         changed = settings_changed(before[0], settings_now())
-        changed += os_state_changes(before[1], os_state(0))
+        changed += os_state_changes(before[1], os_state())
         if changed:
             raise ProcessChangedError(
                 f"the build of {description} changed process-wide settings that its speed and "
@@ -249,11 +256,12 @@ def _classify(exc: BaseException) -> str | None:
 class EagerStart:
     """Eager's worker (None: it could not start, ``failed`` says why) and the processes' states.
 
-    ``os_states``: CPU affinity and niceness of this process, eager's worker and the fork server.
+    ``os_states``: each thread's affinity, niceness and scheduling of this process, eager's
+    worker and the fork server.
     """
 
     worker: Worker | None
-    os_states: Mapping[int, tuple[frozenset[int], int]] = attrs.field(factory=dict)
+    os_states: dict[int, OsState] = attrs.field(factory=dict)
     failed: str | None = None
 
 
@@ -283,21 +291,34 @@ def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
     return EagerStart(worker, {pid: os_state(pid) for pid in pids})
 
 
-def _os_changed(os_states: Mapping[int, tuple[frozenset[int], int]]) -> str | None:
-    """An outside change to our or eager's CPU affinity or niceness (put back); None if none."""
+def _os_changed(os_states: dict[int, OsState]) -> str | None:
+    """An outside change to a thread of ours or eager's worker (put back); None if none.
+
+    A thread born since is held to the niceness and scheduling of the thread that starts them:
+    this process's tune thread (the watchdog, torch's pool), a worker's main thread.
+    """
     changed: list[str] = []
     for pid, before in os_states.items():
         try:
             now = os_state(pid)
         except OSError:
             continue
-        if now != before:
+        expected = dict(before)
+        born = before.get(threading.get_native_id() if pid == os.getpid() else pid)
+        if born is not None:  # one born since: niceness and scheduling as the thread starting
+            # them; its CPU affinity its own (OpenMP's binding pins each thread of its team)
+            expected.update((t, (now[t][0], *born[1:])) for t in now.keys() - before.keys())
+        texts = os_state_changes(expected, now)
+        if texts:
             who = {os.getpid(): "this process", fork_server_pid(): "the fork server"}.get(
                 pid, "eager's worker"
             )
-            changed.append(f"{who}: {', '.join(os_state_changes(before, now))}")
-            with contextlib.suppress(OSError):
-                restore_os_state(before, pid)
+            try:
+                restore_os_state(expected, pid)
+            except OSError as exc:
+                texts.append(f"not put back ({exc})")
+            changed.append(f"{who}: {'; '.join(texts)}")
+        os_states[pid] = expected
     return "; ".join(changed) or None
 
 
