@@ -7,8 +7,8 @@ project's own decision, the running session found through ``gc``, the interprete
 OS's process state, threads and background processes, signal handlers, RNG. In a worker
 none of it reaches eager or the user's process: no verdict is inflated, the user's process is
 the state it was (a snapshot of all of the above before and after the tune), and what the
-candidate did to another process is named. These tests time real calls (no fake clock: an
-injected clock keeps a tune in process).
+candidate did to another process is named. Most of these tests time real calls; those that
+need only a chosen candidate (:func:`_fake_tune`) run on the fake clock, which times workers too.
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import decimal
 import gc
+import locale
 import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -880,6 +884,134 @@ def test_a_rebuild_that_fails_names_the_settings_it_changed_and_were_put_back(
     named = " | ".join(selected["restored"])
     for what in ("os.environ", "sys.path", "working directory", "excepthook", "displayhook"):
         assert what in named, named
+
+
+#: The signal wake-up fd a rebuild sets (a pipe's write end, non-blocking).
+WAKEUP = os.pipe()
+os.set_blocking(WAKEUP[1], False)
+
+
+def _channels(module: torch.nn.Module) -> None:
+    """Change what the hand-back's table lists besides the settings of :func:`_hygiene`."""
+    signal.setitimer(signal.ITIMER_REAL, 1000.0)  # never fires here: it is put back
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    threading.setprofile(lambda *args: None)
+    threading.settrace(lambda *args: None)
+    sys.breakpointhook = lambda *args, **kwargs: None
+    gc.freeze()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    signal.set_wakeup_fd(WAKEUP[1])
+    tempfile.tempdir = "/"
+    socket.setdefaulttimeout(1.5)
+    decimal.getcontext().prec = 3
+    numeric = locale.setlocale(locale.LC_NUMERIC)
+    locale.setlocale(locale.LC_NUMERIC, "C.UTF-8" if numeric == "C" else "C")
+    os.environ["TZ"] = "JST-9"
+    time.tzset()
+
+
+def _channels_now() -> dict[str, Any]:
+    """What :func:`_channels` changes, by value."""
+    wakeup = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup)
+    stat = os.fstat(1)
+    return {
+        "timers": [signal.getitimer(t) for t in (signal.ITIMER_REAL, signal.ITIMER_PROF)],
+        "stdout fd": (stat.st_dev, stat.st_ino),
+        "thread hooks": (threading.getprofile(), threading.gettrace()),
+        "breakpointhook": sys.breakpointhook,
+        "frozen": gc.get_freeze_count(),
+        "blocked": signal.pthread_sigmask(signal.SIG_BLOCK, ()),
+        "wakeup": wakeup,
+        "tempdir": tempfile.tempdir,
+        "socket": socket.getdefaulttimeout(),
+        "decimal": decimal.getcontext().prec,
+        "locale": locale.setlocale(locale.LC_NUMERIC),
+        "tz": (time.tzname, time.timezone),
+    }
+
+
+def _undo_channels(before: dict[str, Any], stdout: int) -> None:
+    """Put back what :func:`_channels` changes, to ``before`` (``stdout``: a dup of fd 1)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    os.dup2(stdout, 1)
+    os.close(stdout)
+    threading.setprofile(before["thread hooks"][0])
+    threading.settrace(before["thread hooks"][1])
+    sys.breakpointhook = before["breakpointhook"]
+    gc.unfreeze()
+    signal.pthread_sigmask(signal.SIG_SETMASK, before["blocked"])
+    signal.set_wakeup_fd(before["wakeup"])
+    tempfile.tempdir = before["tempdir"]
+    socket.setdefaulttimeout(before["socket"])
+    decimal.getcontext().prec = before["decimal"]
+    locale.setlocale(locale.LC_NUMERIC, before["locale"])
+    os.environ.pop("TZ", None)
+    time.tzset()
+
+
+def test_a_chosen_candidates_rebuild_puts_back_and_names_timers_fds_and_hooks(cache: Path) -> None:
+    """Channels whose change outlives the tune (an alarm that kills the user's program, a stdout
+    gone to /dev/null, hooks on every new thread, a frozen heap, a time zone set): each one is
+    put back and named in ``selected``'s ``restored``, the candidate handed back."""
+    gc.unfreeze()  # conftest froze the imports: a freeze on top of that cannot be undone
+    before, stdout = _channels_now(), os.dup(1)
+    try:
+        chosen, report, selected = _hand_back(_channels, cache)
+        assert _channels_now() == before
+    finally:  # this process as it was, put back or not
+        _undo_channels(before, stdout)
+        gc.freeze()
+    assert isinstance(chosen, HandsBack), report.failures
+    named = " | ".join(selected["restored"])
+    for what in ("timers", "0, 1 and 2", "threading.getprofile", "threading.gettrace"):
+        assert what in named, named
+    for what in ("breakpointhook", "gc.get_freeze_count", "blocked signals", "wake-up fd"):
+        assert what in named, named
+    for what in ("tempfile.tempdir", "socket.getdefaulttimeout", "decimal", "locale", "time zone"):
+        assert what in named, named
+
+
+#: Set when a test is done with the threads a rebuild left behind: they end then.
+THREADS_DONE = threading.Event()
+
+
+def _spinning_thread(module: torch.nn.Module) -> None:
+    """Leave a thread spinning (until the test is done)."""
+
+    def spin() -> None:
+        while not THREADS_DONE.is_set():
+            pass
+
+    threading.Thread(target=spin, name="left-spinning", daemon=True).start()
+
+
+def _waiting_thread(module: torch.nn.Module) -> None:
+    """Leave a thread waiting, as torch.compile leaves its pool's (it uses no CPU)."""
+    threading.Thread(target=THREADS_DONE.wait, name="left-waiting", daemon=True).start()
+
+
+@pytest.mark.parametrize("attack", [_spinning_thread, _waiting_thread])
+def test_a_thread_the_rebuild_left_running_rejects_it(
+    cache: Path, attack: Callable[[torch.nn.Module], None]
+) -> None:
+    """No thread can be stopped: one left running (it changes the speed of all that follows)
+    rejects the hand-back at stage rebuild; one left waiting is named, not put back."""
+    THREADS_DONE.clear()
+    try:
+        chosen, report, selected = _hand_back(attack, cache)
+    finally:
+        THREADS_DONE.set()
+    named = " | ".join(selected["restored"])
+    if attack is _spinning_thread:
+        assert not isinstance(chosen, HandsBack)
+        (failure,) = report.failures
+        assert failure.stage == "rebuild" and "left-spinning" in failure.reason, failure
+    else:
+        assert isinstance(chosen, HandsBack), report.failures
+        assert "left-waiting" in named and "not put back" in named, named
 
 
 @pytest.mark.slow

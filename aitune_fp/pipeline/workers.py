@@ -427,8 +427,14 @@ def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, .
             with torch_as_is():
                 restored = hygiene.changed()  # put back, and what could not be said so
                 restored += tuple(f"not put back: {text}" for text in hygiene.restore())
+                running = hygiene.rejected()
         if left is not None:
             raise left
+        if running:
+            raise ProcessChangedError(
+                "its rebuild left threads running that nothing can stop, taking CPU from all "
+                f"that follows: {'; '.join(running)}"
+            )
     except Exception as exc:
         heading = "The chosen backend failed when rebuilt in this process"
         arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
