@@ -831,7 +831,17 @@ def _mode_left_then_fail(module: torch.nn.Module) -> None:
     raise RuntimeError("the rebuild fails with a mode left active")
 
 
-@pytest.mark.parametrize("attack", [_mode_left, _mode_left_then_fail])
+def _dispatch_mode_left_then_fail(module: torch.nn.Module) -> None:
+    """Leave torch's base dispatch mode active (every kernel under it raises), then fail."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    TorchDispatchMode().__enter__()
+    raise RuntimeError("the rebuild fails with a mode left active")
+
+
+@pytest.mark.parametrize(
+    "attack", [_mode_left, _mode_left_then_fail, _dispatch_mode_left_then_fail]
+)
 def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
     cache: Path, attack: Callable[[torch.nn.Module], None]
 ) -> None:
@@ -842,10 +852,11 @@ def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
     assert torch._C._len_torch_function_stack() == 0
     (failure,) = report.failures
     assert failure.stage == "rebuild", failure
+    assert torch._C._len_torch_dispatch_stack() == 0
     named = " | ".join([failure.reason, *selected["restored"]])
-    assert "function mode left active: TorchFunctionMode" in named, named
+    assert "mode left active: Torch" in named, named
     assert "unreadable" not in named, named
-    if attack is _mode_left_then_fail:
+    if attack is not _mode_left:
         assert "the rebuild fails" in failure.reason
 
 

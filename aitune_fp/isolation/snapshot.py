@@ -48,10 +48,18 @@ def hook_texts(name: str, then: object, now: object) -> list[str]:
 
 @contextlib.contextmanager
 def torch_as_is() -> Iterator[None]:
-    """Torch's own functions inside, whatever mode is active: no read runs through a mode left."""
+    """Torch's own functions inside, whatever mode is active: no read runs through a mode left.
+
+    Function modes are taken off and put back: disabling them would change a state it reads.
+    """
     c: Any = torch._C
-    with c.DisableTorchFunction(), c._DisableTorchDispatch():
-        yield
+    modes = [c._pop_torch_function_stack() for _ in range(c._len_torch_function_stack())]
+    try:
+        with c._DisableTorchDispatch():
+            yield
+    finally:
+        for mode in reversed(modes):
+            c._push_on_torch_function_stack(mode)
 
 
 def registry_function_modes() -> tuple[object, ...]:
