@@ -7,8 +7,8 @@ project's own decision, the running session found through ``gc``, the interprete
 OS's process state, threads and background processes, signal handlers, RNG. In a worker
 none of it reaches eager or the user's process: no verdict is inflated, the user's process is
 the state it was (a snapshot of all of the above before and after the tune), and what the
-candidate did to another process is named. These tests time real calls (no fake clock: an
-injected clock keeps a tune in process).
+candidate did to another process is named. Most of these tests time real calls; those that
+need only a chosen candidate (:func:`_fake_tune`) run on the fake clock, which times workers too.
 """
 
 from __future__ import annotations
@@ -16,13 +16,17 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import decimal
 import gc
+import locale
 import logging
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -49,6 +53,7 @@ from aitune_fp.pipeline.strategies import MaxThroughputStrategy, OneBackendStrat
 from aitune_fp.profiling.serving import fork_server_pid, fork_unavailable
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.testing import capture_events
+from tests.validation_helpers import FAST_CONFIG, Pruned, gated, make_case
 
 #: Real time an attack would cost eager per call (eager's own call takes about 2 ms).
 SLOW_S = 0.006
@@ -462,6 +467,88 @@ def test_a_candidate_that_reaches_the_users_process_from_outside_is_named(
         assert os.sched_getaffinity(server) == os.sched_getaffinity(0)
 
 
+class HandsBack(Pruned):
+    """Chosen on the fake clock (about 11x eager); its rebuild in the user's process runs ``attack``."""
+
+    def __init__(self, attack: Callable[[torch.nn.Module], None], tag: str) -> None:
+        super().__init__(tag)
+        self.attack = attack
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == PARENT:
+            self.attack(given.module)
+
+
+def _hand_back(
+    attack: Callable[[torch.nn.Module], None], cache: Path
+) -> tuple[Any, Any, dict[str, Any]]:
+    """A fast tune whose chosen candidate's rebuild runs ``attack`` (:func:`_fake_tune`)."""
+    return _fake_tune(HandsBack(attack, attack.__name__), cache)
+
+
+def _fake_tune(backend: Pruned, cache: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """A fast tune of ``backend`` (about 11x eager) on the fake clock, in forked workers: what
+    it hands back, the report and the ``selected`` event."""
+    strategy = gated(
+        OneBackendStrategy(backend), profiling_config=attrs.evolve(FAST_CONFIG, threads=1)
+    )
+    module, spec, data = make_case()
+    with capture_events() as events:
+        chosen = strategy.tune(module, "m", spec, data, "cpu", cache)
+    started = next(e for e in events if e["event"].endswith(".started"))
+    assert started["isolation"] == "process", started
+    selected = next(e for e in events if e["event"].endswith(".selected"))
+    return chosen, validation_of(strategy).last_report, selected
+
+
+class ReachesEveryThread(Pruned):
+    """Chosen on the fake clock; its build in its worker reaches the user's process from
+    outside: its main thread's scheduling policy, every other thread's CPU affinity."""
+
+    def __init__(self) -> None:
+        super().__init__("reaches")
+        self.user = os.getpid()
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == self.user:
+            return
+        os.sched_setscheduler(self.user, os.SCHED_BATCH, os.sched_param(0))
+        for task in os.listdir(f"/proc/{self.user}/task"):
+            if int(task) != self.user:
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    os.sched_setaffinity(int(task), {min(os.sched_getaffinity(0))})
+
+
+def _threads_state() -> dict[int, tuple[Any, ...]]:
+    return {
+        int(t): (os.sched_getaffinity(int(t)), os.sched_getscheduler(int(t)))
+        for t in os.listdir("/proc/self/task")
+    }
+
+
+def test_a_candidate_that_reaches_any_thread_of_the_users_process_is_named_and_undone(
+    cache: Path,
+) -> None:
+    """Not the main thread's affinity alone: its scheduling policy, and every other thread
+    (torch's pool, the user's own) are read too; a change is rejected and put back."""
+    done = threading.Event()
+    users = threading.Thread(target=done.wait, name="users-own")
+    users.start()
+    try:
+        before = _threads_state()
+        _, report, _ = _fake_tune(ReachesEveryThread(), cache)
+        now = _threads_state()
+    finally:
+        done.set()
+        users.join()
+    assert {t: now[t] for t in before if t in now} == before
+    (failure,) = report.failures
+    assert failure.stage == "interference", failure
+    assert "SCHED_BATCH" in failure.reason and f"thread {users.native_id}" in failure.reason
+
+
 class _Faster(Attack):
     """Really faster: skips half of eager's work."""
 
@@ -732,6 +819,210 @@ def test_a_chosen_candidates_rebuild_leaves_the_users_process_as_it_found_it(
         assert what in named, named
     assert "sys.excepthook" in named and "recursionlimit" in named
     assert "named loggers" in named
+
+
+def _mode_left(module: torch.nn.Module) -> None:
+    """Leave torch's base function mode active: every torch call under it raises."""
+    torch.overrides.TorchFunctionMode().__enter__()
+
+
+def _mode_left_then_fail(module: torch.nn.Module) -> None:
+    _mode_left(module)
+    raise RuntimeError("the rebuild fails with a mode left active")
+
+
+def _dispatch_mode_left_then_fail(module: torch.nn.Module) -> None:
+    """Leave torch's base dispatch mode active (every kernel under it raises), then fail."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    TorchDispatchMode().__enter__()
+    raise RuntimeError("the rebuild fails with a mode left active")
+
+
+@pytest.mark.parametrize(
+    "attack", [_mode_left, _mode_left_then_fail, _dispatch_mode_left_then_fail]
+)
+def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
+    cache: Path, attack: Callable[[torch.nn.Module], None]
+) -> None:
+    """Nothing read after the rebuild runs under the mode it left: it fails at stage rebuild
+    (its own error first), eager is kept, the mode is taken off and no reading is garbled."""
+    chosen, report, selected = _hand_back(attack, cache)
+    assert not isinstance(chosen, HandsBack)
+    assert torch._C._len_torch_function_stack() == 0
+    (failure,) = report.failures
+    assert failure.stage == "rebuild", failure
+    assert torch._C._len_torch_dispatch_stack() == 0
+    named = " | ".join([failure.reason, *selected["restored"]])
+    assert "mode left active: Torch" in named, named
+    assert "unreadable" not in named, named
+    if attack is not _mode_left:
+        assert "the rebuild fails" in failure.reason
+
+
+def _settings_then_fail(module: torch.nn.Module) -> None:
+    """Change listed settings of the process, then fail."""
+    _settings(module)
+    raise RuntimeError("the rebuild fails")
+
+
+def _settings_and_torch(module: torch.nn.Module) -> None:
+    """Change listed settings of the process and a torch switch the guard rejects."""
+    _settings(module)
+    torch.set_flush_denormal(not flushes_denormals())
+
+
+def _settings(module: torch.nn.Module) -> None:
+    os.environ["AITUNE_FP_TEST_LEFT"] = "1"
+    sys.path.insert(0, "/nowhere")
+    os.chdir("/")
+    sys.excepthook = lambda *args: None
+    sys.displayhook = lambda *args: None
+
+
+@pytest.mark.parametrize("attack", [_settings_then_fail, _settings_and_torch])
+def test_a_rebuild_that_fails_names_the_settings_it_changed_and_were_put_back(
+    cache: Path, attack: Callable[[torch.nn.Module], None]
+) -> None:
+    """Eager is kept (stage rebuild) and each listed setting it changed is put back and named
+    in ``selected``'s ``restored``, as for a hand-back that succeeds."""
+    before = snapshot()
+    chosen, report, selected = _hand_back(attack, cache)
+    assert snapshot() == before
+    assert not isinstance(chosen, HandsBack) and selected["is_baseline"]
+    (failure,) = report.failures
+    assert failure.stage == "rebuild", failure
+    named = " | ".join(selected["restored"])
+    for what in ("os.environ", "sys.path", "working directory", "excepthook", "displayhook"):
+        assert what in named, named
+
+
+#: The signal wake-up fd a rebuild sets (a pipe's write end, non-blocking).
+WAKEUP = os.pipe()
+os.set_blocking(WAKEUP[1], False)
+
+
+def _channels(module: torch.nn.Module) -> None:
+    """Change what the hand-back's table lists besides the settings of :func:`_hygiene`."""
+    signal.setitimer(signal.ITIMER_REAL, 1000.0)  # never fires here: it is put back
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    threading.setprofile(lambda *args: None)
+    threading.settrace(lambda *args: None)
+    sys.breakpointhook = lambda *args, **kwargs: None
+    gc.freeze()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    signal.set_wakeup_fd(WAKEUP[1])
+    tempfile.tempdir = "/"
+    socket.setdefaulttimeout(1.5)
+    decimal.getcontext().prec = 3
+    numeric = locale.setlocale(locale.LC_NUMERIC)
+    locale.setlocale(locale.LC_NUMERIC, "C.UTF-8" if numeric == "C" else "C")
+    os.environ["TZ"] = "JST-9"
+    time.tzset()
+
+
+def _channels_now() -> dict[str, Any]:
+    """What :func:`_channels` changes, by value."""
+    wakeup = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(wakeup)
+    stat = os.fstat(1)
+    return {
+        "timers": [signal.getitimer(t) for t in (signal.ITIMER_REAL, signal.ITIMER_PROF)],
+        "stdout fd": (stat.st_dev, stat.st_ino),
+        "thread hooks": (threading.getprofile(), threading.gettrace()),
+        "breakpointhook": sys.breakpointhook,
+        "frozen": gc.get_freeze_count(),
+        "blocked": signal.pthread_sigmask(signal.SIG_BLOCK, ()),
+        "wakeup": wakeup,
+        "tempdir": tempfile.tempdir,
+        "socket": socket.getdefaulttimeout(),
+        "decimal": decimal.getcontext().prec,
+        "locale": locale.setlocale(locale.LC_NUMERIC),
+        "tz": (time.tzname, time.timezone),
+    }
+
+
+def _undo_channels(before: dict[str, Any], stdout: int) -> None:
+    """Put back what :func:`_channels` changes, to ``before`` (``stdout``: a dup of fd 1)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    os.dup2(stdout, 1)
+    os.close(stdout)
+    threading.setprofile(before["thread hooks"][0])
+    threading.settrace(before["thread hooks"][1])
+    sys.breakpointhook = before["breakpointhook"]
+    gc.unfreeze()
+    signal.pthread_sigmask(signal.SIG_SETMASK, before["blocked"])
+    signal.set_wakeup_fd(before["wakeup"])
+    tempfile.tempdir = before["tempdir"]
+    socket.setdefaulttimeout(before["socket"])
+    decimal.getcontext().prec = before["decimal"]
+    locale.setlocale(locale.LC_NUMERIC, before["locale"])
+    os.environ.pop("TZ", None)
+    time.tzset()
+
+
+def test_a_chosen_candidates_rebuild_puts_back_and_names_timers_fds_and_hooks(cache: Path) -> None:
+    """Channels whose change outlives the tune (an alarm that kills the user's program, a stdout
+    gone to /dev/null, hooks on every new thread, a frozen heap, a time zone set): each one is
+    put back and named in ``selected``'s ``restored``, the candidate handed back."""
+    gc.unfreeze()  # conftest froze the imports: a freeze on top of that cannot be undone
+    before, stdout = _channels_now(), os.dup(1)
+    try:
+        chosen, report, selected = _hand_back(_channels, cache)
+        assert _channels_now() == before
+    finally:  # this process as it was, put back or not
+        _undo_channels(before, stdout)
+        gc.freeze()
+    assert isinstance(chosen, HandsBack), report.failures
+    named = " | ".join(selected["restored"])
+    for what in ("timers", "0, 1 and 2", "threading.getprofile", "threading.gettrace"):
+        assert what in named, named
+    for what in ("breakpointhook", "gc.get_freeze_count", "blocked signals", "wake-up fd"):
+        assert what in named, named
+    for what in ("tempfile.tempdir", "socket.getdefaulttimeout", "decimal", "locale", "time zone"):
+        assert what in named, named
+
+
+#: Set when a test is done with the threads a rebuild left behind: they end then.
+THREADS_DONE = threading.Event()
+
+
+def _spinning_thread(module: torch.nn.Module) -> None:
+    """Leave a thread spinning (until the test is done)."""
+
+    def spin() -> None:
+        while not THREADS_DONE.is_set():
+            pass
+
+    threading.Thread(target=spin, name="left-spinning", daemon=True).start()
+
+
+def _waiting_thread(module: torch.nn.Module) -> None:
+    """Leave a thread waiting, as torch.compile leaves its pool's (it uses no CPU)."""
+    threading.Thread(target=THREADS_DONE.wait, name="left-waiting", daemon=True).start()
+
+
+@pytest.mark.parametrize("attack", [_spinning_thread, _waiting_thread])
+def test_a_thread_the_rebuild_left_running_rejects_it(
+    cache: Path, attack: Callable[[torch.nn.Module], None]
+) -> None:
+    """No thread can be stopped: one left running (it changes the speed of all that follows)
+    rejects the hand-back at stage rebuild; one left waiting is named, not put back."""
+    THREADS_DONE.clear()
+    try:
+        chosen, report, selected = _hand_back(attack, cache)
+    finally:
+        THREADS_DONE.set()
+    named = " | ".join(selected["restored"])
+    if attack is _spinning_thread:
+        assert not isinstance(chosen, HandsBack)
+        (failure,) = report.failures
+        assert failure.stage == "rebuild" and "left-spinning" in failure.reason, failure
+    else:
+        assert isinstance(chosen, HandsBack), report.failures
+        assert "left-waiting" in named and "not put back" in named, named
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from aitune_fp.cli import terminate_as_interrupt
 from aitune_fp.errors import CandidateHungError
 from aitune_fp.inputs import CopyRing, Sample
-from aitune_fp.isolation.hygiene import os_state
+from aitune_fp.isolation.hygiene import os_state, os_state_changes, restore_os_state
 from aitune_fp.profiling.calls import ProfilingError, call_arm, timed_block
 from aitune_fp.profiling.interference import InterferenceError, WorkerGroup
 from aitune_fp.profiling.timers import CpuTimer
@@ -468,10 +468,33 @@ def broken_digest(*args: Any) -> Any:
     raise RuntimeError("no digest for you")
 
 
-def test_os_state_reads_affinity_and_niceness() -> None:
-    affinity, nice = os_state(os.getpid())
-    assert affinity == frozenset(os.sched_getaffinity(0))
-    assert nice == os.getpriority(os.PRIO_PROCESS, 0)
+def test_os_state_reads_every_threads_affinity_niceness_and_scheduling() -> None:
+    """Each thread's, not the main thread's alone (torch's pool is threads of their own): a
+    change to another thread is named and put back; a thread that ended is passed over."""
+    done = threading.Event()
+    other = threading.Thread(target=done.wait, name="other")
+    other.start()
+    try:
+        tid = other.native_id
+        assert tid is not None
+        before = os_state(os.getpid())
+        assert before[os.getpid()] == (
+            frozenset(os.sched_getaffinity(0)),
+            os.getpriority(os.PRIO_PROCESS, 0),
+            os.sched_getscheduler(0),
+            os.sched_getparam(0).sched_priority,
+        )
+        os.sched_setaffinity(tid, {min(os.sched_getaffinity(tid))})
+        os.sched_setscheduler(tid, os.SCHED_BATCH, os.sched_param(0))
+        (text,) = os_state_changes(before, os_state(os.getpid()))
+        assert f"thread {tid}" in text and "CPU affinity" in text, text
+        assert "scheduling policy: SCHED_OTHER -> SCHED_BATCH" in text, text
+        restore_os_state(before, os.getpid())
+        assert os_state_changes(before, os_state(os.getpid())) == []
+    finally:
+        done.set()
+        other.join()
+    restore_os_state(before, os.getpid())  # its thread is gone: nothing to put back
 
 
 def test_a_timed_answer_binds_the_output_that_a_check_reads_afterwards() -> None:

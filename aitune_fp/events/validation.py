@@ -248,7 +248,8 @@ class Selected(Payload):
     speedup: float | None = attrs.field(metadata=MIN0)
     throughput_samples_per_s: float | None = attrs.field(metadata=MIN0)
     baseline_throughput_samples_per_s: float | None = attrs.field(metadata=MIN0)
-    #: What the chosen candidate's rebuild changed in the process and was put back (names).
+    #: What the chosen candidate's rebuild changed in the process and was put back (names);
+    #: on eager's, what a chosen candidate's failed hand-back changed.
     restored: list[str] = attrs.field(factory=list)
     #: How a candidate chosen in its worker reached this process: "loaded from ..." its worker's
     #: artefact (what was timed), or "rebuilt: why"; empty for eager and an in-process tune.

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import decimal
 import functools
 import gc
+import locale
 import logging
+import math
 import os
 import random
 import signal
+import socket
 import sys
+import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Callable, Hashable
 from typing import Any, Final
@@ -33,6 +39,23 @@ class Setting:
     write: Callable[[Any], object] | None
     key: Callable[[Any], Hashable] = attrs.field(default=lambda value: value)
     why: str = ""
+    #: What differs between two readings (texts), where equal keys are too strict (threads).
+    diff: Callable[[Any, Any], list[str]] | None = None
+    #: Capture's reading where ``write`` needs more (a dup of an fd), held on the stack it is
+    #: given until put back.
+    keep: Callable[[contextlib.ExitStack[bool | None]], Any] | None = None
+    #: The changes between two readings that reject what made them (a thread left running).
+    rejects: Callable[[Any, Any], list[str]] | None = None
+
+    def change(self, then: Any, now: Any) -> str | None:
+        """What changed from ``then`` to ``now``, named (``a -> b`` for plain values); None: nothing."""
+        if self.diff is not None:
+            texts = self.diff(then, now)
+            return f"{self.name}: {'; '.join(texts)}" if texts else None
+        if self.key(now) == self.key(then):
+            return None
+        plain = all(isinstance(v, (bool, int, float, str)) for v in (then, now))
+        return f"{self.name}: {then!r} -> {now!r}" if plain else self.name
 
 
 def _umask() -> int:
@@ -168,30 +191,196 @@ def _structlog_key(config: Any) -> Hashable:
     return tuple(sorted((k, repr(v) if isinstance(v, list) else id(v)) for k, v in config.items()))
 
 
-def os_state(pid: int = 0) -> tuple[frozenset[int], int]:
-    """A process's CPU affinity and niceness: what another process may change from outside."""
-    return frozenset(os.sched_getaffinity(pid)), os.getpriority(os.PRIO_PROCESS, pid)
+#: A thread's CPU affinity, niceness, scheduling policy and priority.
+ThreadState = tuple[frozenset[int], int, int, int]
+#: Each thread's :data:`ThreadState`, by thread id.
+OsState = dict[int, ThreadState]
+_FIELDS = ("CPU affinity", "niceness", "scheduling policy", "scheduling priority")
+_POLICIES = {
+    getattr(os, n): n for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE") if hasattr(os, n)
+}
+_POLICIES |= {getattr(os, n): n for n in ("SCHED_FIFO", "SCHED_RR") if hasattr(os, n)}
 
 
-def os_state_changes(
-    before: tuple[frozenset[int], int], now: tuple[frozenset[int], int]
-) -> list[str]:
-    """Each of CPU affinity and niceness that differs between two :func:`os_state` readings."""
+def os_state(pid: int = 0) -> OsState:
+    """Each thread's affinity, niceness and scheduling: what another process may change from outside.
+
+    Every thread, not the main one alone: torch's intra-op pool runs on threads of their own.
+    """
+    found = {}
+    for task in os.listdir(f"/proc/{pid or os.getpid()}/task"):
+        tid = int(task)
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            found[tid] = (
+                frozenset(os.sched_getaffinity(tid)),
+                os.getpriority(os.PRIO_PROCESS, tid),
+                os.sched_getscheduler(tid),
+                os.sched_getparam(tid).sched_priority,
+            )
+    return found
+
+
+def _shown(field: int, value: Any) -> str:
+    if field == 0:
+        return str(sorted(value))
+    return _POLICIES.get(value, str(value)) if field == 2 else str(value)
+
+
+def os_state_changes(before: OsState, now: OsState) -> list[str]:
+    """What differs, thread by thread, between two :func:`os_state` readings (threads in both)."""
     texts = []
-    if now[0] != before[0]:
-        texts.append(f"CPU affinity: {sorted(before[0])} -> {sorted(now[0])}")
-    if now[1] != before[1]:
-        texts.append(f"niceness: {before[1]} -> {now[1]}")
+    for tid in sorted(before.keys() & now.keys()):
+        diffs = [
+            f"{name}: {_shown(i, a)} -> {_shown(i, b)}"
+            for i, (name, a, b) in enumerate(zip(_FIELDS, before[tid], now[tid], strict=True))
+            if a != b
+        ]
+        if diffs:
+            texts.append(f"thread {tid}: {', '.join(diffs)}")
     return texts
 
 
-def restore_os_state(saved: tuple[frozenset[int], int], pid: int = 0) -> None:
-    """Put back what :func:`os_state` read; an error when it cannot (niceness only rises)."""
-    affinity, nice = saved
-    if frozenset(os.sched_getaffinity(pid)) != affinity:
-        os.sched_setaffinity(pid, affinity)
-    if os.getpriority(os.PRIO_PROCESS, pid) != nice:
-        os.setpriority(os.PRIO_PROCESS, pid, nice)
+def restore_os_state(saved: OsState, pid: int = 0) -> None:
+    """Put back what :func:`os_state` read, threads gone aside.
+
+    An error when it cannot: niceness only rises, and SCHED_IDLE is left with privilege only.
+    """
+    now = os_state(pid)
+    for tid in saved.keys() & now.keys():
+        affinity, nice, policy, priority = saved[tid]
+        with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+            if now[tid][2:] != (policy, priority):
+                os.sched_setscheduler(tid, policy, os.sched_param(priority))
+            if now[tid][1] != nice:
+                os.setpriority(os.PRIO_PROCESS, tid, nice)
+            if now[tid][0] != affinity:
+                os.sched_setaffinity(tid, affinity)
+
+
+#: The interval timers a process has (their signal's default action ends it).
+_TIMERS: Final = tuple(
+    getattr(signal, n)
+    for n in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+    if hasattr(signal, n)
+)
+
+
+def _timer_key(timers: tuple[tuple[float, float], ...]) -> Hashable:
+    """Each timer armed or not, and its interval: what is left of one counts down."""
+    return tuple((left > 0, interval) for left, interval in timers)
+
+
+def _set_timers(saved: tuple[tuple[float, float], ...]) -> None:
+    now = tuple(signal.getitimer(t) for t in _TIMERS)
+    for which, then, that in zip(_TIMERS, saved, now, strict=True):
+        if _timer_key((then,)) != _timer_key((that,)):
+            signal.setitimer(which, *then)
+
+
+def _fds() -> tuple[tuple[int, int, int] | None, ...]:
+    """What fds 0, 1 and 2 refer to (device, inode, mode; None: closed)."""
+    found: list[tuple[int, int, int] | None] = []
+    for fd in (0, 1, 2):
+        try:
+            stat = os.fstat(fd)
+            found.append((stat.st_dev, stat.st_ino, stat.st_mode))
+        except OSError:
+            found.append(None)
+    return tuple(found)
+
+
+def _keep_fds(stack: contextlib.ExitStack[bool | None]) -> tuple[Any, ...]:
+    """:func:`_fds`, and a dup of each open one to put it back by (closed with ``stack``)."""
+    dups: list[int | None] = []
+    for fd in (0, 1, 2):
+        try:
+            dup = os.dup(fd)
+        except OSError:  # closed
+            dups.append(None)
+            continue
+        stack.callback(os.close, dup)
+        dups.append(dup)
+    return _fds(), tuple(dups)
+
+
+def _set_fds(saved: tuple[Any, ...]) -> None:
+    then, dups = saved
+    for fd, was, now, dup in zip((0, 1, 2), then, _fds(), dups, strict=True):
+        if was != now and dup is not None:
+            os.dup2(dup, fd)
+        elif was != now:  # closed before
+            os.close(fd)
+
+
+def _unfreeze(saved: int) -> None:
+    if saved:
+        raise ValueError("objects frozen before it would be thawed too")
+    gc.unfreeze()
+
+
+def _wakeup_fd() -> int | None:
+    """The signal wake-up fd: set and set back, as nothing else reads it (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    fd = signal.set_wakeup_fd(-1)
+    with contextlib.suppress(OSError, ValueError):  # closed meanwhile: it stays off
+        signal.set_wakeup_fd(fd)
+    return fd
+
+
+def _set_wakeup_fd(saved: int | None) -> None:
+    if saved is not None:
+        signal.set_wakeup_fd(saved)
+
+
+def _decimal_key(context: decimal.Context) -> Hashable:
+    traps = tuple(sorted(k.__name__ for k, on in context.traps.items() if on))
+    return (context.prec, context.rounding, context.Emin, context.Emax, context.capitals, traps)
+
+
+_LOCALES: Final = tuple(
+    getattr(locale, n)
+    for n in ("LC_CTYPE", "LC_COLLATE", "LC_TIME", "LC_MONETARY", "LC_NUMERIC", "LC_MESSAGES")
+    if hasattr(locale, n)
+)
+
+
+def _set_locale(saved: tuple[str, ...]) -> None:
+    for category, name in zip(_LOCALES, saved, strict=True):
+        if locale.setlocale(category) != name:
+            locale.setlocale(category, name)
+
+
+def _started(then: tuple[threading.Thread, ...], now: tuple[threading.Thread, ...]) -> list[str]:
+    """The threads started since ``then`` and still alive, by name."""
+    return [t.name for t in now if t not in then and t.is_alive()]
+
+
+#: How long a thread left behind is watched, and the share of it it must run to be running.
+_WATCH_S, _RUNNING = 0.1, 0.01
+
+
+def _running(then: tuple[threading.Thread, ...], now: tuple[threading.Thread, ...]) -> list[str]:
+    """The threads started since ``then`` that ran over a short watch (one that waits does not)."""
+    new = [t for t in now if t not in then and t.ident is not None]
+    if not new:
+        return []
+    start = [_cpu_s(t) for t in new]
+    time.sleep(_WATCH_S)
+    ran = [(t, _cpu_s(t) - s) for t, s in zip(new, start, strict=True)]
+    return [
+        f"{t.name} ({used * 1e3:.0f} ms of CPU in {_WATCH_S * 1e3:.0f} ms)"
+        for t, used in ran
+        if used > _RUNNING * _WATCH_S
+    ]
+
+
+def _cpu_s(thread: threading.Thread) -> float:
+    """A thread's CPU time so far (s); nan where it cannot be read (ended: not running)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident or 0))
+    except (OSError, AttributeError):
+        return math.nan
 
 
 def _set_streams(saved: tuple[Any, Any]) -> None:
@@ -204,6 +393,7 @@ _HOOKS: Final = (
     (threading, "excepthook"),
     (sys, "unraisablehook"),
     (sys, "displayhook"),
+    (sys, "breakpointhook"),
 )
 
 
@@ -233,6 +423,24 @@ def _items() -> tuple[Setting, ...]:
             lambda: dict(os.environ),
             _set_environ,
             key=lambda v: tuple(sorted(v.items())),
+        ),
+        Setting(  # after os.environ: tzset reads TZ as put back
+            "the time zone (time.tzset())",
+            lambda: (time.tzname, time.timezone, time.altzone, time.daylight),
+            lambda _: time.tzset(),
+        ),
+        Setting("locale (setlocale)", lambda: tuple(map(locale.setlocale, _LOCALES)), _set_locale),
+        Setting(
+            "tempfile.tempdir",
+            lambda: tempfile.tempdir,
+            functools.partial(setattr, tempfile, "tempdir"),
+        ),
+        Setting("socket.getdefaulttimeout()", socket.getdefaulttimeout, socket.setdefaulttimeout),
+        Setting(
+            "decimal's context (this thread)",
+            lambda: decimal.getcontext().copy(),
+            decimal.setcontext,
+            key=_decimal_key,
         ),
         Setting("random's state", random.getstate, random.setstate),
         Setting(
@@ -288,16 +496,60 @@ def _items() -> tuple[Setting, ...]:
         *(_hook(owner, name) for owner, name in _HOOKS),
         Setting("sys.gettrace()", sys.gettrace, sys.settrace, key=id),
         Setting("sys.getprofile()", sys.getprofile, sys.setprofile, key=id),
+        Setting("threading.gettrace()", threading.gettrace, threading.settrace, key=id),
+        Setting("threading.getprofile()", threading.getprofile, threading.setprofile, key=id),
         Setting(
             "sys.stdout, sys.stderr",
             lambda: (sys.stdout, sys.stderr),
             _set_streams,
             key=lambda v: tuple(map(id, v)),
         ),
+        Setting(
+            "file descriptors 0, 1 and 2",
+            lambda: (_fds(), ()),
+            _set_fds,
+            key=lambda v: v[0],
+            keep=_keep_fds,
+        ),
         Setting("atexit callbacks (count)", atexit._ncallbacks, None),
+        Setting(
+            "gc.get_freeze_count()",
+            gc.get_freeze_count,
+            _unfreeze,
+            diff=lambda then, now: [f"{then} -> {now}"] if now > then else [],
+        ),
+        Setting(
+            "threads started, still alive",
+            lambda: tuple(threading.enumerate()),
+            None,
+            diff=_started,
+            rejects=_running,
+        ),
+        Setting("signal wake-up fd", _wakeup_fd, _set_wakeup_fd),
+        Setting(
+            "interval timers",
+            lambda: tuple(map(signal.getitimer, _TIMERS)),
+            _set_timers,
+            key=_timer_key,
+        ),
     ]
+    if hasattr(signal, "pthread_sigmask"):
+        items.append(
+            Setting(
+                "blocked signals (this thread)",
+                lambda: frozenset(signal.pthread_sigmask(signal.SIG_BLOCK, ())),
+                lambda v: signal.pthread_sigmask(signal.SIG_SETMASK, v),
+            )
+        )
     if hasattr(os, "sched_getaffinity"):
-        items.append(Setting("CPU affinity and niceness", os_state, restore_os_state))
+        items.append(
+            Setting(
+                "CPU affinity, niceness and scheduling",
+                os_state,
+                restore_os_state,
+                diff=os_state_changes,
+            )
+        )
     if sys.platform != "win32":
         items.append(Setting("resource limits", _rlimits, _set_rlimits))
     return tuple(items)
@@ -308,33 +560,36 @@ class Hygiene:
     """The process settings of :func:`_items` as they were at :meth:`capture`."""
 
     _values: tuple[Any, ...]
+    _held: contextlib.ExitStack[bool | None]
 
     @classmethod
     def capture(cls) -> Hygiene:
-        """Read every setting now."""
-        return cls(tuple(item.read() for item in _items()))
+        """Read every setting now (holding what putting one back needs, until :meth:`restore`)."""
+        held = contextlib.ExitStack()
+        return cls(tuple(i.read() if i.keep is None else i.keep(held) for i in _items()), held)
 
     def changed(self) -> tuple[str, ...]:
-        """Each setting that differs now, by name (``a -> b`` where both are plain values)."""
-        texts = []
-        for item, then in zip(_items(), self._values, strict=True):
-            now = item.read()
-            if item.key(now) != item.key(then):
-                plain = all(isinstance(v, (bool, int, float, str)) for v in (then, now))
-                texts.append(f"{item.name}: {then!r} -> {now!r}" if plain else item.name)
-        return tuple(texts)
+        """Each setting that differs now, by name (:meth:`Setting.change`)."""
+        items = zip(_items(), self._values, strict=True)
+        return tuple(t for t in (i.change(then, i.read()) for i, then in items) if t is not None)
+
+    def rejected(self) -> tuple[str, ...]:
+        """The changes that reject what made them: nothing undoes them, and they change speed."""
+        items = zip(_items(), self._values, strict=True)
+        return tuple(t for i, then in items if i.rejects for t in i.rejects(then, i.read()))
 
     def restore(self) -> tuple[str, ...]:
         """Put each changed setting back; the names of those that could not be, with why."""
         failed = []
-        for item, then in zip(_items(), self._values, strict=True):
-            if item.key(item.read()) == item.key(then):
-                continue
-            if item.write is None:
-                failed.append(f"{item.name}: cannot be undone")
-                continue
-            try:
-                item.write(then)
-            except Exception as exc:
-                failed.append(f"{item.name}: {type(exc).__name__}: {exc}")
+        with self._held:
+            for item, then in zip(_items(), self._values, strict=True):
+                if item.change(then, item.read()) is None:
+                    continue
+                if item.write is None:
+                    failed.append(f"{item.name}: cannot be undone")
+                    continue
+                try:
+                    item.write(then)
+                except Exception as exc:
+                    failed.append(f"{item.name}: {type(exc).__name__}: {exc}")
         return tuple(failed)

@@ -5,9 +5,10 @@ Besides the flags and namespaces: torch's registries (hooks, modes, default devi
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -43,6 +44,22 @@ def hook_texts(name: str, then: object, now: object) -> list[str]:
         "replaced": sum(1 for k in then.keys() & now.keys() if then[k] is not now[k]),
     }
     return [f"{what} {kind} ({n})" for kind, n in counts.items() if n]
+
+
+@contextlib.contextmanager
+def torch_as_is() -> Iterator[None]:
+    """Torch's own functions inside, whatever mode is active: no read runs through a mode left.
+
+    Function modes are taken off and put back: disabling them would change a state it reads.
+    """
+    c: Any = torch._C
+    modes = [c._pop_torch_function_stack() for _ in range(c._len_torch_function_stack())]
+    try:
+        with c._DisableTorchDispatch():
+            yield
+    finally:
+        for mode in reversed(modes):
+            c._push_on_torch_function_stack(mode)
 
 
 def registry_function_modes() -> tuple[object, ...]:
@@ -104,8 +121,10 @@ class ProcessState:
     def _take(cls, spaces: tuple[Space, ...]) -> ProcessState:
         c: Any = torch._C
         infra = tuple(c._get_dispatch_mode(k) for k in infra_keys())
+        with torch_as_is():
+            flag_values = settings_now()
         return cls(
-            flag_values=settings_now(),
+            flag_values=flag_values,
             device=(
                 getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None),
                 _device_mod.CURRENT_DEVICE,

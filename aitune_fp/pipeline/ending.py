@@ -45,8 +45,8 @@ def conclude(
         if seen is backend:
             if isinstance(seen, WorkerBackend):  # chosen: now it may run here (else eager)
                 built, restored, how = adopt(arena, seen)
-                if built is None:
-                    return _eager_instead(arena)
+                if built is None:  # what its failed hand-back changed is named all the same
+                    return _eager_instead(arena, restored)
                 return select(arena, built, result, restored=restored, handed_back=how)
             if not soaked(arena, backend):
                 return _eager_instead(arena)
@@ -62,12 +62,12 @@ def conclude(
     return select(arena, arena.baseline, None)
 
 
-def _eager_instead(arena: Arena) -> Final:
+def _eager_instead(arena: Arena, restored: tuple[str, ...] = ()) -> Final:
     """Eager, handed back instead of a chosen candidate that failed its last check."""
     if arena.baseline is None:
         reason = "the chosen backend failed its last check, no eager"
         return Final(None, "error", reason=reason, error=NoValidBackendError(arena.target.name, []))
-    return select(arena, arena.baseline, None)
+    return select(arena, arena.baseline, None, restored=restored)
 
 
 def select(

@@ -7,6 +7,7 @@ import copy
 import os
 import random
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,14 @@ from aitune_fp.correctness.tolerances import Tolerances
 from aitune_fp.inputs import as_sample, copy_sample
 from aitune_fp.isolation.flags import settings_changed, settings_now
 from aitune_fp.isolation.heldout import heldout_samples
-from aitune_fp.isolation.hygiene import Hygiene, os_state, os_state_changes, restore_os_state
+from aitune_fp.isolation.hygiene import (
+    Hygiene,
+    OsState,
+    os_state,
+    os_state_changes,
+    restore_os_state,
+)
+from aitune_fp.isolation.snapshot import torch_as_is
 from aitune_fp.pipeline.stages import (
     Arena,
     build_failure,
@@ -40,6 +48,7 @@ from aitune_fp.pipeline.values import (
     candidate_folder,
     declared_dtype,
     describe,
+    failure_reason,
     infer_of,
 )
 from aitune_fp.pipeline.vetting import per_call_step
@@ -145,7 +154,7 @@ class CandidateRecipe:
         description = describe(self.backend)
         folder = candidate_folder(self.target.cache_dir, self.backend, description)
         say({"description": description, "folder": str(folder)})
-        before = settings_now(), os_state(0)
+        before = settings_now(), os_state()
         record = getattr(self.build, "record", None)  # what the build teaches its driver
         taught: list[Any] = []
         try:
@@ -159,7 +168,7 @@ class CandidateRecipe:
             with contextlib.suppress(Exception):
                 async_compile.shutdown_compile_workers()
         changed = settings_changed(before[0], settings_now())
-        changed += os_state_changes(before[1], os_state(0))
+        changed += os_state_changes(before[1], os_state())
         if changed:
             raise ProcessChangedError(
                 f"the build of {description} changed process-wide settings that its speed and "
@@ -247,11 +256,12 @@ def _classify(exc: BaseException) -> str | None:
 class EagerStart:
     """Eager's worker (None: it could not start, ``failed`` says why) and the processes' states.
 
-    ``os_states``: CPU affinity and niceness of this process, eager's worker and the fork server.
+    ``os_states``: each thread's affinity, niceness and scheduling of this process, eager's
+    worker and the fork server.
     """
 
     worker: Worker | None
-    os_states: Mapping[int, tuple[frozenset[int], int]] = attrs.field(factory=dict)
+    os_states: dict[int, OsState] = attrs.field(factory=dict)
     failed: str | None = None
 
 
@@ -281,21 +291,34 @@ def start_eager(arena: Arena, group: WorkerGroup) -> EagerStart:
     return EagerStart(worker, {pid: os_state(pid) for pid in pids})
 
 
-def _os_changed(os_states: Mapping[int, tuple[frozenset[int], int]]) -> str | None:
-    """An outside change to our or eager's CPU affinity or niceness (put back); None if none."""
+def _os_changed(os_states: dict[int, OsState]) -> str | None:
+    """An outside change to a thread of ours or eager's worker (put back); None if none.
+
+    A thread born since is held to the niceness and scheduling of the thread that starts them:
+    this process's tune thread (the watchdog, torch's pool), a worker's main thread.
+    """
     changed: list[str] = []
     for pid, before in os_states.items():
         try:
             now = os_state(pid)
         except OSError:
             continue
-        if now != before:
+        expected = dict(before)
+        born = before.get(threading.get_native_id() if pid == os.getpid() else pid)
+        if born is not None:  # one born since: niceness and scheduling as the thread starting
+            # them; its CPU affinity its own (OpenMP's binding pins each thread of its team)
+            expected.update((t, (now[t][0], *born[1:])) for t in now.keys() - before.keys())
+        texts = os_state_changes(expected, now)
+        if texts:
             who = {os.getpid(): "this process", fork_server_pid(): "the fork server"}.get(
                 pid, "eager's worker"
             )
-            changed.append(f"{who}: {', '.join(os_state_changes(before, now))}")
-            with contextlib.suppress(OSError):
-                restore_os_state(before, pid)
+            try:
+                restore_os_state(expected, pid)
+            except OSError as exc:
+                texts.append(f"not put back ({exc})")
+            changed.append(f"{who}: {'; '.join(texts)}")
+        os_states[pid] = expected
     return "; ".join(changed) or None
 
 
@@ -382,14 +405,42 @@ class WorkerArm:
 def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, ...], str]:
     """The chosen candidate loaded (or rebuilt) here, checked on fresh inputs; None if it fails.
 
-    Also returns the process settings its build changed (put back) and how it was handed back.
+    Also returns what its hand-back changed in the process (put back, named even when it
+    failed) and how it came back.
     """
     chosen.deactivate()
     log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
-    built, how = _rebuilt(arena, chosen, log)
-    changed = hygiene.changed()  # put back, and what could not be said so
-    return built, changed + tuple(f"not put back: {text}" for text in hygiene.restore()), how
+    built: Any = None
+    left: Exception | None = None
+    how = ""
+    restored: tuple[str, ...] = ()
+    try:
+        try:
+            with arena.watchdog.step(
+                f"the rebuild of {chosen.description}", arena.config.build_timeout_s
+            ):
+                built, how = _handed_back(arena.target, chosen)
+            _rechecked(arena, chosen, built)
+        finally:  # what it left active comes off before any setting is read: none runs under it
+            left = None if arena.guards is None else arena.guards.changed()
+            with torch_as_is():
+                restored = hygiene.changed()  # put back, and what could not be said so
+                restored += tuple(f"not put back: {text}" for text in hygiene.restore())
+                running = hygiene.rejected()
+        if left is not None:
+            raise left
+        if running:
+            raise ProcessChangedError(
+                "its rebuild left threads running that nothing can stop, taking CPU from all "
+                f"that follows: {'; '.join(running)}"
+            )
+    except Exception as exc:
+        heading = "The chosen backend failed when rebuilt in this process"
+        arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
+        also = () if left is None or left is exc else (failure_reason(left),)
+        return None, also + restored, how
+    return built, restored, how
 
 
 def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
@@ -409,29 +460,16 @@ def _handed_back(t: TuneTarget, chosen: WorkerBackend) -> tuple[Any, str]:
         return build_here(t, chosen.blueprint, chosen.build), note
 
 
-def _rebuilt(arena: Arena, chosen: WorkerBackend, log: Path) -> tuple[Any, str]:
-    """The hand-back and its checks (:func:`adopt`); None (recorded) if it fails, and how."""
-    t = arena.target
-    built: Any = None
-    how = ""
-    try:
-        with arena.watchdog.step(
-            f"the rebuild of {chosen.description}", arena.config.build_timeout_s
-        ):
-            built, how = _handed_back(t, chosen)
-        arena.unchanged()  # before eager runs on the model it may have changed
-        seed = random.SystemRandom().randrange(2**32)
-        held = checked_inputs(arena, seed, arena.opened.id_limits if arena.opened else {})
-        fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
-        with per_call_step(arena, f"the re-check of {chosen.description}"):
-            check_closeness(fresh, built, f"{t.name} (rebuilt in this process)")
-            _soak(arena, built, arena.config.soak)
-        arena.unchanged()
-    except Exception as exc:
-        heading = "The chosen backend failed when rebuilt in this process"
-        arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
-        return None, how
-    return built, how
+def _rechecked(arena: Arena, chosen: WorkerBackend, built: Any) -> None:
+    """The hand-back's checks (:func:`adopt`): unchanged process, fresh inputs, soak; raises."""
+    arena.unchanged()  # before eager runs on the model it may have changed
+    seed = random.SystemRandom().randrange(2**32)
+    held = checked_inputs(arena, seed, arena.opened.id_limits if arena.opened else {})
+    fresh = attrs.evolve(arena, heldout=lambda: held, seed=seed)  # inputs no worker saw
+    with per_call_step(arena, f"the re-check of {chosen.description}"):
+        check_closeness(fresh, built, f"{arena.target.name} (rebuilt in this process)")
+        _soak(arena, built, arena.config.soak)
+    arena.unchanged()
 
 
 def _soak(arena: Arena, built: Any, n: int) -> None:
