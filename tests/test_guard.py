@@ -985,3 +985,24 @@ class TestSampleGuard:
         assert guard.changed() == "sample 0, arg 0[0]: values changed (max |Δ| 1)"
         guard.restore()
         assert guard.changed() is None
+
+
+def test_a_judges_method_replaced_in_this_process_is_named_and_put_back(tmp_path: Path) -> None:
+    """Candidate code that runs here (a pickling hook, a ``describe`` a driver calls, the
+    hand-back) and rebinds a method of the judge (``Worker.run_block``: eager's blocks read
+    twice as long) changes the process: named, put back, the candidate rejected."""
+    from aitune_fp.pipeline.stages import Guards
+    from aitune_fp.pipeline.values import TuneTarget
+    from aitune_fp.profiling.workers import Worker
+
+    module, spec, data = make_case()
+    guards = Guards.take(TuneTarget.of(module, "m", spec, data, "cpu", tmp_path))
+    genuine = Worker.run_block
+    Worker.run_block = lambda self, calls: genuine(self, calls)  # type: ignore[method-assign]
+    try:
+        changed = guards.changed()
+        assert changed is not None and "run_block" in str(changed)
+        assert Worker.__dict__["run_block"] is genuine
+        assert guards.changed() is None
+    finally:
+        Worker.run_block = genuine  # type: ignore[method-assign]

@@ -125,8 +125,23 @@ def process_state(target: TuneTarget) -> ProcessState:
     A patched model class would reach eager's private copy; a patched judge would fake a verdict.
     """
     own = {type(m) for m in target.module.modules() if not type(m).__module__.startswith("torch.")}
+    return ProcessState.capture(extra=[*sorted(own, key=repr), *_judges()])
+
+
+def _judges() -> list[object]:
+    """The judges' modules and the classes they define.
+
+    A judge's method replaced (``Worker.run_block`` reading eager's blocks twice as long) fakes a
+    verdict as a replaced module function does.
+    """
     judges = [m for name, m in sorted(sys.modules.items()) if name.startswith(_JUDGES)]
-    return ProcessState.capture(extra=[*sorted(own, key=repr), *judges])
+    classes = [
+        c
+        for m in judges
+        for c in vars(m).values()
+        if isinstance(c, type) and c.__module__ == m.__name__
+    ]
+    return [*judges, *classes]
 
 
 @attrs.frozen(kw_only=True)
