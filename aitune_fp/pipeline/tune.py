@@ -81,8 +81,12 @@ class TuneSession:
         strategy: str,
         closeness: Closeness | None = None,
         decides: bool = True,
+        guards: Guards | None = None,
     ) -> None:
-        """Start a session for ``target``; ``options=None`` makes it plain (not validating)."""
+        """Start a session for ``target``; ``options=None`` makes it plain (not validating).
+
+        ``guards``: taken by a driver before it ran any candidate code here (else at open or run).
+        """
         self.target = target
         self.options = options
         self.strategy = strategy
@@ -107,7 +111,7 @@ class TuneSession:
         self.batch_size: int | None = None
         self.n_events = 0
         self._outcome: Outcome | None = None
-        self.guards: Guards | None = None  # taken once (by open or run), settled after eager's
+        self.guards = guards  # taken once (driver, open or run), settled after eager's
         self.candidate: str | None = None  # the candidate in the pipeline now
         self._closed = False  # set once finished is emitted
         self.folded = TuneReport(  # what is known before any event; events fold in the rest

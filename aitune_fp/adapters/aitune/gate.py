@@ -21,6 +21,7 @@ from aitune_fp.adapters.aitune._pipeline import (
 )
 from aitune_fp.adapters.reports import DecoratorOptions, LastReport, last_report_of
 from aitune_fp.isolation.model import exclusive_module
+from aitune_fp.pipeline.stages import Guards
 from aitune_fp.pipeline.tune import TuneSession
 from aitune_fp.pipeline.values import StageError, TuneTarget, ValidationOptions
 from aitune_fp.pipeline.workers import isolation_of, worker_threads
@@ -53,12 +54,17 @@ class AituneGate:
         check_state(self, self._aitune_fp_state)
         target = TuneTarget.of(module, name, AituneSpec(graph_spec), samples, device, cache_dir)
         options = self._aitune_fp_session_options()
+        guards = Guards.take(target) if options.enabled else None  # before a pickling hook runs
         why = distributed() or unpicklable((self, graph_spec, samples), options, target)
         self._aitune_fp_options.check_isolation(options, target, why)
         if why is not None and options.isolation is None:  # left unset: in process, saying why
             options = attrs.evolve(options, isolation="in_process", in_process_why=why)
         session = TuneSession(
-            target, options, strategy=type(self).__name__, decides=mode_of(self) != "diagnostic"
+            target,
+            options,
+            strategy=type(self).__name__,
+            decides=mode_of(self) != "diagnostic",
+            guards=guards,
         )
         aitune_tune = super().tune  # type: ignore[misc]
         try:
