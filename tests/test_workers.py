@@ -338,6 +338,49 @@ def test_a_candidate_that_works_ahead_of_the_clock_is_interference() -> None:
     _blocks(*_ahead_pair(lambda say: ((lambda x: _busy(0.002) or x + 1), {})))
 
 
+def _waker(say: Any) -> Any:
+    """A suspect with a thread that wakes every millisecond: almost no CPU, but the time to
+    stop and resume another process (``SIGSTOP``/``SIGCONT`` bursts read eager 1.95x slow)."""
+    import threading
+
+    def run() -> None:
+        while True:
+            time.sleep(0.001)
+
+    threading.Thread(target=run, daemon=True).start()
+    return (lambda x: x), {}
+
+
+def test_a_suspect_that_keeps_waking_while_another_is_timed_is_interference() -> None:
+    """A thread of a candidate's process that wakes while eager is timed (a stop-and-resume loop
+    against eager's worker uses 1-2 % of a CPU, under the CPU share) is interference; an idle
+    suspect wakes no thread there."""
+    group = WorkerGroup()
+    timed = _worker(lambda x: _busy(0.002) or x + 1, group=group)
+    idle = _worker(lambda x: x, group=group)
+    group.suspect(idle)
+    timed.ready()
+    idle.ready()
+    sample = Sample((torch.ones(4),))
+    for _ in range(30):
+        timed_block(timed, [sample] * 5, CpuTimer(), None, {}, ring=CopyRing(), lead=True)
+    waker = Worker(_waker, name="waker", timeout_s=20, group=group)
+    group.suspect(waker)
+    waker.ready()
+
+    def time_many() -> None:
+        for _ in range(200):
+            timed_block(timed, [sample] * 5, CpuTimer(), None, {}, ring=CopyRing(), lead=True)
+
+    try:
+        with pytest.raises(InterferenceError, match="woke") as raised:
+            time_many()
+        assert raised.value.culprit is waker
+    finally:
+        for worker in (timed, idle, waker):
+            worker.close()
+
+
 def test_each_arm_is_timed_alone_eager_included() -> None:
     """Before a timed call every other worker of the group has gone idle, eager's too.
 

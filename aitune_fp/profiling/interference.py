@@ -5,9 +5,10 @@ Read from the kernel, never from the process; over :data:`FOREIGN_SHARE` it reje
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aitune_fp.errors import AitunefpError
@@ -26,6 +27,10 @@ QUIET_WAIT_S = 0.05
 #: is its calls' work done ahead of the clock.
 AHEAD_SHARE = 0.5
 AHEAD_SLACK_NS = 20_000_000
+#: A suspect's threads may wake this often per block another worker runs (plus the slack): an
+#: idle one wakes none, one that stops and resumes another process wakes at each step.
+WAKES_PER_BLOCK = 0.5
+WAKES_SLACK = 20
 
 
 class InterferenceError(AitunefpError, RuntimeError):
@@ -67,6 +72,17 @@ def spare_after(during: Callable[[], object], threads: int = 1) -> bool:
     runnable = runnable_tasks()
     during()
     return spare_core(runnable, threads)
+
+
+def wakeups(pids: Iterable[int]) -> int:
+    """Times the threads of ``pids`` were switched out so far (Linux ``/proc``; 0 elsewhere)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/status") as f:
+                    total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+    return total
 
 
 def group_members(pgid: int) -> list[int]:
@@ -133,7 +149,7 @@ class WorkerGroup:
         self._workers = [w for w in self._workers if w.alive]
         return list(self._workers)
 
-    def watch(self, worker: Any, during: Callable[[], object]) -> list[tuple[Any, int]]:
+    def watch(self, worker: Any, during: Callable[[], object]) -> list[tuple[Any, int, int]]:
         """Wait until every worker but ``worker`` is idle, then read the suspects' CPU clocks.
 
         ``during`` (the timed worker's input copy) runs in the wait; docs/architecture.md: why.
@@ -158,13 +174,26 @@ class WorkerGroup:
             if quiet:
                 break
         suspects = self.others(worker)
-        return [(w, at) for w, at in zip(others, before, strict=True) if w in suspects]
+        return [(w, at, w.wakeups()) for w, at in zip(others, before, strict=True) if w in suspects]
 
-    def account(self, worker: Any, before: list[tuple[Any, int]]) -> None:
-        """Add the suspects' CPU time since ``before`` to ``worker``'s; past the share, raise."""
+    def account(self, worker: Any, before: list[tuple[Any, int, int]]) -> None:
+        """Add the suspects' CPU time since ``before`` to ``worker``'s; past the share, raise.
+
+        A suspect whose threads woke more often than :data:`WAKES_PER_BLOCK` raises too.
+        """
         if not before:
             return
-        spent = [(w, max(w.cpu_ns() - at, 0)) for w, at in before]
+        for w, _, woke in before:
+            w.wakes += w.wakeups() - woke
+            w.watched += 1
+            if w.wakes > WAKES_PER_BLOCK * w.watched + WAKES_SLACK:
+                raise InterferenceError(
+                    f"the threads of {w.name} woke {w.wakes} times in the {w.watched} blocks "
+                    "other workers ran: it acts while they are timed (a thread polling, or "
+                    "stopping and resuming another process)",
+                    culprit=w,
+                )
+        spent = [(w, max(w.cpu_ns() - at, 0)) for w, at, _ in before]
         busiest, most = max(spent, key=lambda pair: pair[1])
         busiest.foreign_ns += most
         worker.foreign_ns += sum(ns for _, ns in spent)

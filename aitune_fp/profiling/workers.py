@@ -28,6 +28,7 @@ from aitune_fp.profiling.interference import (
     cpu_clock,
     group_members,
     spare_after,
+    wakeups,
 )
 from aitune_fp.profiling.recipe import pack
 from aitune_fp.profiling.serving import (
@@ -136,6 +137,8 @@ class Worker:
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
         self.foreign_ns = 0  # suspects' CPU time meanwhile
+        self.wakes = 0  # its threads' wake-ups while other workers were timed
+        self.watched = 0  # blocks of other workers it was watched through
         self.ahead_ns = 0  # its own CPU time preparing its timed blocks (copies, lead call)
         self.in_clock_ns = 0  # its own CPU time inside them
         process: multiprocessing.process.BaseProcess | None = None
@@ -188,6 +191,10 @@ class Worker:
             with contextlib.suppress(OSError):
                 total += time.clock_gettime_ns(clock)
         return total
+
+    def wakeups(self) -> int:
+        """Times its process group's threads were switched out so far (:func:`wakeups`)."""
+        return wakeups([self.pid, *(p for p, _ in self._family)])
 
     def close(self) -> None:
         """Kill the worker and everything it started; later requests raise."""
@@ -391,7 +398,7 @@ class Worker:
                 error_type=type(exc).__name__,
             ) from None
 
-    def watch(self, during: Callable[[], object]) -> list[tuple[Worker, int]]:
+    def watch(self, during: Callable[[], object]) -> list[tuple[Worker, int, int]]:
         """Before a timed call, ``during`` it: the others settle (:meth:`WorkerGroup.watch`)."""
         if self._group is None:
             self.spins = spare_after(during, self.threads)
@@ -399,7 +406,7 @@ class Worker:
         return self._group.watch(self, during)
 
     def account(
-        self, before: list[tuple[Worker, int]], wall_ns: int, ahead_ns: int = 0, in_ns: int = 0
+        self, before: list[tuple[Worker, int, int]], wall_ns: int, ahead_ns: int = 0, in_ns: int = 0
     ) -> None:
         """After a timed call: its wall time, its own CPU time before and inside the clock.
 
