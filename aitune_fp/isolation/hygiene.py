@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import attrs
 
+from aitune_fp.errors import InvalidStateError
 from aitune_fp.profiling.timers import gc_enabled, set_gc_enabled
 
 
@@ -314,7 +315,7 @@ def _set_fds(saved: tuple[Any, ...]) -> None:
 
 def _unfreeze(saved: int) -> None:
     if saved:
-        raise ValueError("objects frozen before it would be thawed too")
+        raise InvalidStateError("objects frozen before it would be thawed too")
     gc.unfreeze()
 
 
