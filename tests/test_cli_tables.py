@@ -310,3 +310,17 @@ def test_the_live_display_estimates_the_time_left_to_the_last_look() -> None:
 
     assert look(20) == "measure 20/320 pairs [0.900, 1.100], at most about 150 s left"
     assert look(320) == "measure 320/320 pairs [0.900, 1.100]"
+
+
+def test_a_row_decided_on_no_pairs_shows_no_rates() -> None:
+    """An ``inconclusive`` row whose budget ended before any pair (0 pairs) has no timed rates:
+    what the warm-up read is not shown as eager's and the candidate's samples/s."""
+    from aitune_fp.cli.rows import result_rows
+
+    none = fake_result(
+        "N()", estimate=None, ci_low=None, ci_high=None, verdict="inconclusive", n_baseline=0
+    )
+    timed = fake_result("T()", n_baseline=20)
+    _, (empty, kept) = result_rows([none, timed])
+    assert empty[1:3] == ("—", "—")
+    assert kept[1:3] != ("—", "—")

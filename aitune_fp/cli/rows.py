@@ -119,17 +119,18 @@ def result_rows(
     """The results table's head and cells as text (``verbose``: the quality and full reason)."""
     speed_head, figures = speedup_column(results, verbose=verbose)
     quality = ("Quality",) if verbose else ()
+    timed = [r.n_baseline != 0 for r in results]  # no pair timed: the warm-up's rates are not
     rows = [
         (
             escape_control(r.backend_description),
-            fmt_rate(r.baseline_throughput),
-            fmt_rate(r.throughput),
+            fmt_rate(r.baseline_throughput if on else None),
+            fmt_rate(r.throughput if on else None),
             figure,
             verdict_text(r).plain,
             *((fmt_flags(r.flags) or "ok",) if verbose else ()),
             escape_control(r.reason or "") if verbose else fmt_verdict_reason(r),
         )
-        for r, figure in zip(results, figures, strict=True)
+        for r, figure, on in zip(results, figures, timed, strict=True)
     ]
     return ("Backend", "Eager/s", "Candidate/s", speed_head, "Verdict", *quality, "Reason"), rows
 
