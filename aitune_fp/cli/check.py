@@ -322,7 +322,10 @@ def add_parser(sub: Any) -> None:
         help="latency files: recorded one after the other; drift is not controlled (warned)",
     )
     check.add_argument(
-        "--confidence", type=float, help="latency files: confidence of the interval (0.95)"
+        "--confidence",
+        type=float,
+        help="latency files: two-sided level of the one interval (0.95: each bound one-sided at "
+        "97.5 %%; not tune's guarantee over all looks)",
     )
     add_rows(check, ("format",))
     check.set_defaults(func=run)
