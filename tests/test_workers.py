@@ -613,6 +613,28 @@ def test_work_a_worker_defers_past_its_timed_answer_is_timed_or_caught() -> None
     assert torch.equal(checked[0], torch.full((8,), 3.0))
 
 
+def test_a_digest_inside_the_clock_reads_every_value_of_an_output() -> None:
+    """A candidate whose timed calls return a lazy output, and whose digest step computes only
+    the values a digest of a few places reads, would time a fraction of the work (an
+    independent probe read an LM head 14.6x): the digest reads every value, so the whole output
+    is made inside the clock. Its cost is the output's size in one vectorised pass."""
+    from aitune_fp.profiling.transport import digest_of
+
+    nonce = os.urandom(8)
+    out = torch.randn(8, 4096)
+    sent = digest_of(out, nonce)
+    assert digest_of(out.clone().t().contiguous().t(), nonce) == sent  # its values, any layout
+    for i in range(0, out.numel(), 997):  # one value anywhere changes it, by one bit too
+        wrong = out.clone().reshape(-1)
+        wrong[i] = torch.nextafter(wrong[i], torch.tensor(1e9))
+        assert digest_of(wrong.reshape(8, 4096), nonce) != sent, i
+    assert digest_of(out, os.urandom(8)) != sent  # keyed by the block's nonce
+    assert digest_of(out.reshape(4096, 8), nonce) != sent  # its shape
+    for dtype in (torch.bfloat16, torch.int64, torch.bool, torch.complex64, torch.uint8):
+        odd = torch.ones(3, 5, dtype=dtype)  # 2-byte and odd sizes too
+        assert digest_of(odd, nonce) == digest_of(odd.clone(), nonce)
+
+
 def test_a_compile_in_a_worker_does_not_wait_on_the_parents_compile_threads() -> None:
     """torch.compile's C++ builds go to a thread pool; a parent that used it forks a child
     holding the pool but none of its threads. A worker must not wait on it forever (a cold

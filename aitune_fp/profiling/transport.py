@@ -6,6 +6,7 @@ How messages and outputs are read back with no code of the worker's running: doc
 from __future__ import annotations
 
 import collections
+import hashlib
 import io
 import pickle
 from collections.abc import Iterable, Mapping
@@ -183,10 +184,6 @@ def load_output(data: bytes, allowed: Iterable[type]) -> Any:
     return _decode(plain, {_name(cls): cls for cls in allowed})
 
 
-#: How many values of each output tensor a digest reads (cheap inside the clock: about 7 us).
-DIGEST_PLACES = 16
-
-
 def _tensors(value: Any, seen: set[int]) -> list[Any]:
     """Every tensor in an output, in a fixed order (containers and objects' attributes)."""
     import torch
@@ -206,25 +203,27 @@ def _tensors(value: Any, seen: set[int]) -> list[Any]:
 
 
 def digest_of(output: Any, nonce: bytes) -> bytes:
-    """A 16-byte hash of each tensor's dtype, shape and :data:`DIGEST_PLACES` values ``nonce`` picks.
+    """A 16-byte hash, keyed by ``nonce``, of each tensor's dtype, shape and every value.
 
     Made inside a timed block, before its answer, with the nonce its request brought: an output
-    read later must match, so none is filled in after the answer (and the places are unknown
-    before the request).
+    read later must match, so none is made after the answer, even in part. Each tensor's bytes
+    are read as 32-bit words, each mixed (times an odd key, xor its shift) and summed: one
+    vectorised pass (about 9 us for 8,192 floats), which no part of the values can give.
     """
-    import hashlib
-
+    import numpy as np
     import torch
 
-    digest = hashlib.blake2b(nonce, digest_size=16)
-    step, first = int.from_bytes(nonce[:4], "little") | 1, int.from_bytes(nonce[4:8], "little")
+    digest = hashlib.blake2b(key=nonce, digest_size=16)
+    key = np.uint32(int.from_bytes(nonce[:4], "little") | 1)
     for t in _tensors(output, set()):
         value = t.detach()
         digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
-        n = value.numel()
-        if n:
-            flat = value.reshape(-1) if value.is_contiguous() else value.contiguous().reshape(-1)
-            places = [(first + step * i) % n for i in range(min(n, DIGEST_PLACES))]
-            picked = flat[torch.tensor(places, device=flat.device)].to("cpu")
-            digest.update(picked.view(torch.uint8).numpy().tobytes())
+        if value.device.type != "cpu" or not value.is_contiguous():
+            value = value.cpu().contiguous()
+        raw = value.view(-1).view(torch.uint8).numpy()
+        if raw.size % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
+        words = raw.view(np.uint32) * key
+        words ^= words >> np.uint32(15)
+        digest.update(int(words.sum(dtype=np.uint64)).to_bytes(8, "little"))
     return digest.digest()
