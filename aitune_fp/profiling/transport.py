@@ -220,7 +220,10 @@ def digest_of(output: Any, nonce: bytes) -> bytes:
         digest.update(f"{value.dtype}{tuple(value.shape)}".encode())
         if value.device.type != "cpu" or not value.is_contiguous():
             value = value.cpu().contiguous()
-        raw = value.view(-1).view(torch.uint8).numpy()
+        try:  # NumPy's own view where it has the dtype (cheaper), else torch's bytes
+            raw = value.numpy().reshape(-1).view(np.uint8)
+        except (TypeError, RuntimeError):  # bfloat16, a conjugate view
+            raw = value.resolve_conj().resolve_neg().view(-1).view(torch.uint8).numpy()
         if raw.size % 4:
             raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
         words = raw.view(np.uint32) * key
