@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -142,6 +143,8 @@ def test_no_estimate_from_a_machine_too_busy_says_so_and_not_the_budget() -> Non
     assert fmt_verdict_reason(r) == (
         "no estimate: the machine was too busy before the first look (2 pairs, 41 timed again)"
     )
+    one = attrs.evolve(r, decided=attrs.evolve(r.decided, n_baseline=1))
+    assert "(1 pair, 41 timed again)" in fmt_verdict_reason(one)  # a count agrees with its noun
 
 
 @pytest.mark.parametrize(

@@ -381,6 +381,34 @@ def test_a_suspect_that_keeps_waking_while_another_is_timed_is_interference() ->
             worker.close()
 
 
+def _claims_waits(say: Any) -> Any:
+    """A candidate that says each block's threads waited 5 ms for a CPU (so it is timed again)."""
+    import aitune_fp.profiling.serving as serving
+
+    serving.waited_on_others_s = lambda *args: 0.005
+    return (lambda x: _busy(0.002) or x + 1), {}
+
+
+def test_a_wait_the_kernel_did_not_count_is_interference() -> None:
+    """A block a worker says waited is timed again on its word: one that claims waits for its
+    slow blocks keeps its fast ones. The kernel's own count of its threads' run-queue wait
+    around the block bounds the claim; an honest worker's stays within it."""
+    sample = Sample((torch.ones(4),))
+    liar = Worker(_claims_waits, name="liar", timeout_s=20)
+    honest = _worker(lambda x: _busy(0.002) or x + 1)
+    liar.ready()
+    honest.ready()
+    try:
+        for _ in range(20):
+            timed_block(honest, [sample] * 5, CpuTimer(), None, {}, ring=CopyRing(), lead=True)
+        with pytest.raises(InterferenceError, match="kernel") as raised:
+            timed_block(liar, [sample] * 5, CpuTimer(), None, {}, ring=CopyRing(), lead=True)
+        assert raised.value.culprit is liar
+    finally:
+        liar.close()
+        honest.close()
+
+
 def test_each_arm_is_timed_alone_eager_included() -> None:
     """Before a timed call every other worker of the group has gone idle, eager's too.
 

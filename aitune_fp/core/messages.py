@@ -331,9 +331,9 @@ def fmt_verdict_reason(result: PerformanceValidationResult) -> str:
             again = next((f[8:] for f in result.flags if f.startswith("retimed_")), "?")
             return (
                 "no estimate: the machine was too busy before the first look "
-                f"({pairs} pairs, {again} timed again)"
+                f"({counted(pairs, 'pair')}, {again} timed again)"
             )
-        return f"no estimate: the budget ran out before the first look ({pairs} pairs)"
+        return f"no estimate: the budget ran out before the first look ({counted(pairs, 'pair')})"
     if verdict == "not_faster" and (high is None or high >= need):  # the futility stop
         bound = high if result.futility_high is None else result.futility_high
         margin = result.futility_margin_percent
@@ -351,6 +351,6 @@ def fmt_verdict_reason(result: PerformanceValidationResult) -> str:
         return f"upper bound {value}x below {gate}x{held}"
     digits = _digits_apart(need, low, *(() if high is None else (high,)))
     text = f"interval {fmt_interval(low, high, digits)} straddles {need:.{digits}f}x"
-    text += f" after {pairs} pairs"
+    text += f" after {counted(pairs, 'pair')}"
     stopped = {"budget_spent": " (budget spent)", "machine_too_busy": " (machine too busy)"}
     return text + "".join(v for k, v in stopped.items() if k in result.flags)

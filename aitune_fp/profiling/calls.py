@@ -11,6 +11,7 @@ from aitune_fp.core._checks import check_int
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
+from aitune_fp.profiling.interference import CLAIM_SLACK_NS, InterferenceError
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.threads import intra_op_threads
 from aitune_fp.profiling.timers import (
@@ -262,15 +263,25 @@ def _block_in_worker(
         watched = worker.watch(during=lambda: worker.prepare_block(batches, lead))
         ahead = worker.cpu_ns() - cpu
         timer.sync()
+        queued = worker.queued_ns()
         start, real, cpu = timer.now_ns(), time.perf_counter_ns(), worker.cpu_ns()
         worker.run_block(calls)
         stop, real = timer.now_ns(), time.perf_counter_ns() - real
         progress()
-        inside = worker.cpu_ns() - cpu
+        inside, now_queued = worker.cpu_ns() - cpu, worker.queued_ns()
         worker.account(watched, max(real, _MIN_NS), ahead, inside)  # CPU time is real too
         waited = worker.waited_s()
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
+    if waited and queued is not None and now_queued is not None:  # its word, held to the kernel's
+        seen = now_queued - queued
+        if waited * 1e9 > seen + CLAIM_SLACK_NS:
+            raise InterferenceError(
+                f"{worker.name} said its block waited {waited * 1e3:.2f} ms for a CPU where the "
+                f"kernel counted {seen / 1e6:.2f} ms: a block it says was disturbed is timed "
+                "again on its word",
+                culprit=worker,
+            )
     wall = max(stop - start, _MIN_NS)
     for j, inspect in sorted(checks.items()):
         inspect(worker.output(j))

@@ -33,6 +33,10 @@ WAKES_PER_BLOCK = 0.5
 WAKES_SLACK = 20
 
 
+#: A worker's word on its block's wait for a CPU is held to the kernel's count around it, plus this.
+CLAIM_SLACK_NS = 500_000
+
+
 class InterferenceError(AitunefpError, RuntimeError):
     """Another candidate's process ran while a worker was timed; ``culprit``: the one to blame."""
 
@@ -83,6 +87,19 @@ def wakeups(pids: Iterable[int]) -> int:
                 with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/status") as f:
                     total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
     return total
+
+
+def queued_ns(pids: Iterable[int]) -> int | None:
+    """Nanoseconds the threads of ``pids`` waited on a run queue so far (schedstat; else None)."""
+    total, read = 0, False
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                        total += int(f.read().split()[1])
+                    read = True
+    return total if read else None
 
 
 def group_members(pgid: int) -> list[int]:

@@ -27,6 +27,7 @@ from aitune_fp.profiling.interference import (
     WorkerGroup,
     cpu_clock,
     group_members,
+    queued_ns,
     spare_after,
     wakeups,
 )
@@ -191,6 +192,10 @@ class Worker:
             with contextlib.suppress(OSError):
                 total += time.clock_gettime_ns(clock)
         return total
+
+    def queued_ns(self) -> int | None:
+        """Its process group's threads' run-queue wait so far (:func:`queued_ns`)."""
+        return queued_ns([self.pid, *(p for p, _ in self._family)])
 
     def wakeups(self) -> int:
         """Times its process group's threads were switched out so far (:func:`wakeups`)."""
