@@ -319,7 +319,7 @@ def _ahead_pair(make: Any) -> tuple[Worker, Worker]:
 def _blocks(eager: Worker, candidate: Worker) -> None:
     sample = Sample((torch.ones(4),))
     try:
-        for _ in range(20):
+        for _ in range(40):
             for worker in (eager, candidate):
                 timed_block(worker, [sample] * 5, CpuTimer(), None, {}, ring=CopyRing(), lead=True)
     finally:
