@@ -263,12 +263,13 @@ def _block_in_worker(
         watched = worker.watch(during=lambda: worker.prepare_block(batches, lead))
         ahead = worker.cpu_ns() - cpu
         timer.sync()
-        queued = worker.queued_ns()
+        queued = worker.queued_ns() if on_real_clock(timer) else None  # its word counts there
         start, real, cpu = timer.now_ns(), time.perf_counter_ns(), worker.cpu_ns()
         worker.run_block(calls)
         stop, real = timer.now_ns(), time.perf_counter_ns() - real
         progress()
-        inside, now_queued = worker.cpu_ns() - cpu, worker.queued_ns()
+        inside = worker.cpu_ns() - cpu
+        now_queued = None if queued is None else worker.queued_ns()
         worker.account(watched, max(real, _MIN_NS), ahead, inside)  # CPU time is real too
         waited = worker.waited_s()
     except WorkerError as exc:

@@ -80,28 +80,30 @@ def spare_after(during: Callable[[], object], threads: int = 1) -> bool:
     return spare_core(runnable, threads)
 
 
-def wakeups(pids: Iterable[int]) -> int:
-    """Times the threads of ``pids`` were switched out so far (Linux ``/proc``; 0 elsewhere)."""
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/status") as f:
-                    total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
-    return total
-
-
-def queued_ns(pids: Iterable[int]) -> int | None:
-    """Nanoseconds the threads of ``pids`` waited on a run queue so far (schedstat; else None)."""
+def _thread_sum(pids: Iterable[int], name: str, parse: Callable[[bytes], int]) -> int | None:
+    """``parse`` of each thread's ``/proc/PID/task/TID/NAME`` of ``pids``, summed (None: none read)."""
     total, read = 0, False
     for pid in pids:
         with contextlib.suppress(OSError):
             for tid in os.listdir(f"/proc/{pid}/task"):
                 with contextlib.suppress(OSError, ValueError, IndexError):
-                    with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                        total += int(f.read().split()[1])
+                    with open(f"/proc/{pid}/task/{tid}/{name}", "rb") as f:
+                        total += parse(f.read())
                     read = True
     return total if read else None
+
+
+def wakeups(pids: Iterable[int]) -> int:
+    """Times the threads of ``pids`` were switched out so far (Linux ``/proc``; 0 elsewhere)."""
+    switches = _thread_sum(
+        pids, "status", lambda t: sum(int(x.split()[1]) for x in t.splitlines() if b"ctxt_sw" in x)
+    )
+    return switches or 0
+
+
+def queued_ns(pids: Iterable[int]) -> int | None:
+    """Nanoseconds the threads of ``pids`` waited on a run queue so far (schedstat; else None)."""
+    return _thread_sum(pids, "schedstat", lambda t: int(t.split()[1]))
 
 
 def group_members(pgid: int) -> list[int]:
