@@ -151,6 +151,30 @@ class TestBaselineFigure:
         assert ("8,889" in head) == (decision == "point")
 
 
+class TestWhatTheVerdictIsAbout:
+    """The header says the quantity each row's verdict was decided on, as the result records it."""
+
+    @pytest.mark.parametrize(
+        ("quantity", "block", "said"),
+        [
+            ("throughput", 17, "throughput, timed in blocks of up to 17 calls"),
+            ("throughput", 1, "throughput, timed one call a block (a long call)"),
+            ("typical", 1, "the typical call, timed one call at a time"),
+            (None, 17, "throughput, timed in blocks of up to 17 calls"),  # a version-3 log
+            (None, 1, "the typical call, timed one call at a time"),
+        ],
+    )
+    def test_header_names_the_recorded_quantity(
+        self, quantity: str | None, block: int, said: str
+    ) -> None:
+        """A long call has one-call blocks and its verdict is still about throughput: the block
+        size alone said "the typical call" for it; only logs without the quantity infer it."""
+        result = fake_result(quantity=quantity, latencies_block=block)
+        report = TuneReport(run_id="r", module_name="m", decision="statistical", results=(result,))
+        text = "\n".join(x.plain for x in render_run(report) if hasattr(x, "plain"))
+        assert f"decided on ({said})" in text, text
+
+
 @pytest.mark.slow
 class TestEagerFailureStopsTheTune:
     """3. A bad input that reaches the model: one line, exit 2, no candidate built."""

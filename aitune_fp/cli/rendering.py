@@ -69,6 +69,18 @@ def measured_line(result: PerformanceValidationResult) -> str:
     return text
 
 
+def _about(results: Sequence[PerformanceValidationResult]) -> str:
+    """What the statistical rows' verdicts are about, and how they were timed (older logs: by block)."""
+    blocks = max(max(r.latencies_block, r.candidate_latencies_block or 0) for r in results)
+    quantity = next((r.quantity for r in results if r.quantity), None)
+    if quantity is None:  # logs before version 4 say it only through the block size
+        quantity = "throughput" if blocks > 1 else "typical"
+    if quantity == "typical":
+        return "the typical call, timed one call at a time"
+    timed = f"in blocks of up to {blocks} calls" if blocks > 1 else "one call a block (a long call)"
+    return f"throughput, timed {timed}"
+
+
 def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = False) -> list[str]:
     lines: list[str] = []
     if run.disabled:
@@ -116,12 +128,7 @@ def head_lines(run: TuneReport, baseline_at: str | None, *, verbose: bool = Fals
     elif run.results:
         futile = any(map(decided_by_futility, run.results))
         level = "" if verbose else "; -v shows its level"
-        blocks = max(max(r.latencies_block, r.candidate_latencies_block or 0) for r in run.results)
-        about = (
-            f"throughput, timed in blocks of up to {blocks} calls"
-            if blocks > 1
-            else "the typical call, timed one call at a time"
-        )
+        about = _about(run.results)
         lines.append(
             "Each row compares with eager timed alongside that candidate (Eager/s); "
             f"Speedup is the figure and the interval the verdict was decided on ({about}), a "

@@ -23,6 +23,7 @@ from aitune_fp.core._checks import (
     tuple_of,
 )
 from aitune_fp.core.messages import counted
+from aitune_fp.core.results import QUANTITIES, Quantity
 from aitune_fp.core.speedup import DEFAULT_CONFIDENCE
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE
 from aitune_fp.errors import InvalidValueError
@@ -47,11 +48,8 @@ Clock = Literal["host", "device"]
 #: The clocks a comparison may be decided on (``ProfilingConfig.clock``, ``--clock``, sweep files).
 CLOCKS: tuple[Clock, ...] = ("host", "device")
 ThroughputGate = Literal["estimate", "bound"]
-Quantity = Literal["throughput", "typical"]
 #: What the throughput condition compares ("point", the old name of "estimate", is still read).
 THROUGHPUT_GATES: tuple[ThroughputGate, ...] = ("estimate", "bound")
-#: What the statistical verdict is about (``ProfilingConfig.quantity``).
-QUANTITIES: tuple[Quantity, ...] = ("throughput", "typical")
 Cache = Literal["hot", "cold"]
 #: The L2 state each timed call starts from (``ProfilingConfig.cache``).
 CACHES: tuple[Cache, ...] = ("hot", "cold")

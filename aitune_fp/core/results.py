@@ -25,6 +25,7 @@ __all__ = [
     "FLAT",
     "ISOLATION_MODES",
     "PARTS",
+    "QUANTITIES",
     "RESULT_VERDICTS",
     "Accuracy",
     "Decision",
@@ -33,6 +34,7 @@ __all__ = [
     "IsolationMode",
     "PerformanceValidationMixinResult",
     "PerformanceValidationResult",
+    "Quantity",
     "Raw",
     "ResultVerdict",
     "flat",
@@ -43,6 +45,10 @@ __all__ = [
 IsolationMode = Literal["process", "in_process"]
 ISOLATION_MODES: tuple[IsolationMode, ...] = ("process", "in_process")
 ResultVerdict = Literal["faster", "not_faster", "inconclusive"]
+Quantity = Literal["throughput", "typical"]
+#: What a statistical verdict is about (``ProfilingConfig.quantity``): the mean over a block of
+#: calls (throughput) or the typical single call.
+QUANTITIES: tuple[Quantity, ...] = ("throughput", "typical")
 RESULT_VERDICTS: tuple[ResultVerdict, ...] = ("faster", "not_faster", "inconclusive")
 
 
@@ -80,6 +86,10 @@ class Decision:
     futility_level: float | None = optional(open_interval(0, 1))
     futility_margin_percent: float | None = _number()
     method: str | None = optional(of_type(str))
+    #: What the statistical verdict is about (None: the point rule, and logs before version 4).
+    quantity: Quantity | None = attrs.field(
+        default=None, validator=attrs.validators.optional(one_of(QUANTITIES))
+    )
     autocorrelation: float | None = optional(finite(minimum=-1, strict=True))
     n_baseline: int | None = optional(integer(minimum=0))
     n_candidate: int | None = optional(integer(minimum=0))

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 LOGGER_NAME: Final = "aitune_fp"
 #: Bumped whenever an event's keys change (a reader refuses keys it does not know). 2: the
 #: measured and selection events carry their records nested (``result``, ``selection``).
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 #: The prefixes of a tune's own events and of a sweep's (``aitune-fp sweep``).
 VALIDATION_PREFIX: Final = "aitune_fp.validation."

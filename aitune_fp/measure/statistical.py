@@ -244,6 +244,7 @@ def statistical_result(
         futility_level=level,
         futility_margin_percent=decision.futility_margin * 100.0,
         method=decision.method,
+        quantity=config.quantity,
         autocorrelation=decision.autocorrelation,
         n_baseline=decision.n_baseline,
         n_candidate=decision.n_candidate,
@@ -488,6 +489,7 @@ def compare_statistical(c: Comparison, on_look: OnLook | None = None) -> Measure
         decided = Decision(
             rule="statistical",
             verdict="inconclusive",
+            quantity=config.quantity,
             n_baseline=chosen.n_pairs,
             n_candidate=chosen.n_pairs,
             batch_size=c.size,

@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import attrs
+
 from aitune_fp.errors import AitunefpError
 
 #: Interference: CPU time of suspects while a worker is timed, allowed as a share of its timed
@@ -37,6 +39,10 @@ WAKES_SLACK = 20
 
 #: A worker's word on its block's wait for a CPU is held to the kernel's count around it, plus this.
 CLAIM_SLACK_NS = 500_000
+
+
+#: A suspect's CPU clock and wake-ups as read before a block: (worker, CPU ns, wake-ups).
+Watched = list[tuple[Any, int, int]]
 
 
 class InterferenceError(AitunefpError, RuntimeError):
@@ -126,54 +132,56 @@ def group_members(pgid: int) -> list[int]:
     return found
 
 
+@attrs.define
+class Tally:
+    """What the group counted of one worker so far, for the interference rules (its own values)."""
+
+    timed_ns: int = 0  #: wall time of its timed blocks
+    suffered_ns: int = 0  #: suspects' CPU time while it was timed
+    blamed_ns: int = 0  #: its own CPU time while another worker was timed, where it ran most
+    wakes: int = 0  #: its threads' wake-ups while other workers were timed
+    watched: int = 0  #: blocks of other workers it was watched through
+    ahead_ns: int = 0  #: its CPU time preparing its timed blocks (copies, the lead call)
+    in_clock_ns: int = 0  #: its CPU time inside them
+
+
 class WorkerGroup:
-    """The workers of one tune, and which of them are suspects (candidates, not eager)."""
+    """The workers of one tune, which of them are suspects (candidates, not eager), and their tallies."""
 
     def __init__(self) -> None:
         """No worker yet."""
         self._workers: list[Any] = []
         self._suspects: list[Any] = []
+        self._tallies: dict[Any, Tally] = {}
 
     def join(self, worker: Any) -> None:
         """Count ``worker`` among the group's (a worker joins its group when it starts)."""
         self._workers.append(worker)
+        self._tallies[worker] = Tally()
 
     def suspect(self, worker: Any) -> None:
         """Watch ``worker``'s CPU time while every other worker of the group is timed."""
         self._suspects.append(worker)
+
+    def tally(self, worker: Any) -> Tally:
+        """A copy of what the group counted of ``worker`` so far."""
+        return attrs.evolve(self._tallies[worker])
 
     def others(self, worker: Any) -> list[Any]:
         """The live suspects other than ``worker``."""
         self._suspects = [w for w in self._suspects if w.alive]
         return [w for w in self._suspects if w is not worker]
 
-    def check_ahead(self, worker: Any) -> None:
-        """Raise where suspect ``worker`` spent more CPU preparing its blocks than allowed."""
-        if worker not in self._suspects or worker.ahead_ns + worker.in_clock_ns < AHEAD_FROM_NS:
-            return
-        eager = [
-            w.ahead_ns / w.in_clock_ns
-            for w in self.live()
-            if w not in self._suspects and w.in_clock_ns
-        ]
-        share = max([AHEAD_SHARE, *(2 * r for r in eager)])
-        if worker.ahead_ns > share * worker.in_clock_ns + AHEAD_SLACK_NS:
-            raise InterferenceError(
-                f"the process of {worker.name} used {worker.ahead_ns / 1e6:.1f} ms of CPU "
-                f"preparing its timed blocks against {worker.in_clock_ns / 1e6:.1f} ms inside "
-                f"them (at most {share:.0%} allowed): it works ahead of the clock",
-                culprit=worker,
-            )
-
     def live(self) -> list[Any]:
         """Every worker of the group not closed yet."""
         self._workers = [w for w in self._workers if w.alive]
         return list(self._workers)
 
-    def watch(self, worker: Any, during: Callable[[], object]) -> list[tuple[Any, int, int]]:
+    def watch(self, worker: Any, during: Callable[[], object]) -> tuple[Watched, bool]:
         """Wait until every worker but ``worker`` is idle, then read the suspects' CPU clocks.
 
         ``during`` (the timed worker's input copy) runs in the wait; docs/architecture.md: why.
+        Returns the readings and whether a core is spare for the judge to spin on.
         """
         others = [w for w in self.live() if w is not worker]
         for other in others:
@@ -181,7 +189,7 @@ class WorkerGroup:
         others = [w for w in others if w.alive]
         before = [w.cpu_ns() for w in others]
         read_at = time.monotonic()
-        spin = worker.spins = spare_after(during, worker.threads)
+        spin = spare_after(during, worker.threads)
         give_up = time.monotonic() + QUIET_WAIT_S  # at least one read after ``during``
         while others and time.monotonic() < give_up:
             while spin and time.monotonic() < read_at + QUIET_STEP_S:
@@ -195,33 +203,65 @@ class WorkerGroup:
             if quiet:
                 break
         suspects = self.others(worker)
-        return [(w, at, w.wakeups()) for w, at in zip(others, before, strict=True) if w in suspects]
+        readings = [
+            (w, at, w.wakeups()) for w, at in zip(others, before, strict=True) if w in suspects
+        ]
+        return readings, spin
 
-    def account(self, worker: Any, before: list[tuple[Any, int, int]]) -> None:
-        """Add the suspects' CPU time since ``before`` to ``worker``'s; past the share, raise.
+    def account(
+        self, worker: Any, before: Watched, wall_ns: int, ahead_ns: int, in_ns: int
+    ) -> None:
+        """Count ``worker``'s timed block and the suspects' CPU time since ``before``; raise past a rule.
 
-        A suspect whose threads woke more often than :data:`WAKES_PER_BLOCK` raises too.
+        The rules: the suspects' share of its wall time, their wake-ups, its own work ahead of the clock.
         """
-        if not before:
-            return
-        for w, _, woke in before:
-            w.wakes += w.wakeups() - woke
-            w.watched += 1
-            if w.wakes > WAKES_PER_BLOCK * w.watched + WAKES_SLACK:
+        mine = self._tallies[worker]
+        mine.timed_ns += wall_ns
+        mine.ahead_ns += ahead_ns
+        mine.in_clock_ns += in_ns
+        if before:
+            self._wakes(before)
+            spent = [(w, max(w.cpu_ns() - at, 0)) for w, at, _ in before]
+            busiest, most = max(spent, key=lambda pair: pair[1])
+            blamed = self._tallies[busiest]
+            blamed.blamed_ns += most
+            mine.suffered_ns += sum(ns for _, ns in spent)
+            if mine.suffered_ns > FOREIGN_SHARE * mine.timed_ns + FOREIGN_SLACK_NS:
                 raise InterferenceError(
-                    f"the threads of {w.name} woke {w.wakes} times in the {w.watched} blocks "
-                    "other workers ran: it acts while they are timed (a thread polling, or "
-                    "stopping and resuming another process)",
+                    f"the process of {busiest.name} used {blamed.blamed_ns / 1e6:.1f} ms of CPU "
+                    f"while {worker.name} was timed ({mine.timed_ns / 1e6:.1f} ms): it runs work "
+                    "of its own between its calls (a thread left running, a background job)",
+                    culprit=busiest,
+                )
+        if worker in self._suspects:
+            self._ahead(worker, mine)
+
+    def _wakes(self, before: Watched) -> None:
+        for w, _, woke in before:
+            tally = self._tallies[w]
+            tally.wakes += w.wakeups() - woke
+            tally.watched += 1
+            if tally.wakes > WAKES_PER_BLOCK * tally.watched + WAKES_SLACK:
+                raise InterferenceError(
+                    f"the threads of {w.name} woke {tally.wakes} times in the {tally.watched} "
+                    "blocks other workers ran: it acts while they are timed (a thread polling, "
+                    "or stopping and resuming another process)",
                     culprit=w,
                 )
-        spent = [(w, max(w.cpu_ns() - at, 0)) for w, at, _ in before]
-        busiest, most = max(spent, key=lambda pair: pair[1])
-        busiest.foreign_ns += most
-        worker.foreign_ns += sum(ns for _, ns in spent)
-        if worker.foreign_ns > FOREIGN_SHARE * worker.timed_ns + FOREIGN_SLACK_NS:
+
+    def _ahead(self, worker: Any, mine: Tally) -> None:
+        if mine.ahead_ns + mine.in_clock_ns < AHEAD_FROM_NS:
+            return
+        eager = [
+            t.ahead_ns / t.in_clock_ns
+            for w in self.live()
+            if w not in self._suspects and (t := self._tallies[w]).in_clock_ns
+        ]
+        share = max([AHEAD_SHARE, *(2 * r for r in eager)])
+        if mine.ahead_ns > share * mine.in_clock_ns + AHEAD_SLACK_NS:
             raise InterferenceError(
-                f"the process of {busiest.name} used {busiest.foreign_ns / 1e6:.1f} ms of CPU "
-                f"while {worker.name} was timed ({worker.timed_ns / 1e6:.1f} ms): it runs work "
-                "of its own between its calls (a thread left running, a background job)",
-                culprit=busiest,
+                f"the process of {worker.name} used {mine.ahead_ns / 1e6:.1f} ms of CPU "
+                f"preparing its timed blocks against {mine.in_clock_ns / 1e6:.1f} ms inside "
+                f"them (at most {share:.0%} allowed): it works ahead of the clock",
+                culprit=worker,
             )

@@ -24,6 +24,7 @@ from aitune_fp.core.messages import one_line
 from aitune_fp.errors import AitunefpError, CandidateHungError, InvalidStateError
 from aitune_fp.inputs import Sample
 from aitune_fp.profiling.interference import (
+    Watched,
     WorkerGroup,
     cpu_clock,
     group_members,
@@ -129,7 +130,6 @@ class Worker:
         self.deadline_note = ""  # what set ``timeout_s``, for the message of a missed one
         self.allowed = tuple(allowed)
         self._group = group
-        self.timed_ns = 0  # wall time of this worker's timed calls
         self.last_digest = b""  # of the last timed call's output, as sent
         self.nonce = b""  # the last timed block's: the places its digests read
         self.digests: tuple[bytes, ...] = ()  # of each output of the last timed block, as sent
@@ -137,11 +137,6 @@ class Worker:
         self._digest_due = False
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
-        self.foreign_ns = 0  # suspects' CPU time meanwhile
-        self.wakes = 0  # its threads' wake-ups while other workers were timed
-        self.watched = 0  # blocks of other workers it was watched through
-        self.ahead_ns = 0  # its own CPU time preparing its timed blocks (copies, lead call)
-        self.in_clock_ns = 0  # its own CPU time inside them
         process: multiprocessing.process.BaseProcess | None = None
         if threads is not None:  # packed before anything starts: what cannot pickle raises here
             packed = pack((make, clock), f"the recipe of {name}")
@@ -403,23 +398,18 @@ class Worker:
                 error_type=type(exc).__name__,
             ) from None
 
-    def watch(self, during: Callable[[], object]) -> list[tuple[Worker, int, int]]:
+    def watch(self, during: Callable[[], object]) -> Watched:
         """Before a timed call, ``during`` it: the others settle (:meth:`WorkerGroup.watch`)."""
         if self._group is None:
             self.spins = spare_after(during, self.threads)
             return []
-        return self._group.watch(self, during)
+        readings, self.spins = self._group.watch(self, during)
+        return readings
 
-    def account(
-        self, before: list[tuple[Worker, int, int]], wall_ns: int, ahead_ns: int = 0, in_ns: int = 0
-    ) -> None:
+    def account(self, before: Watched, wall_ns: int, ahead_ns: int = 0, in_ns: int = 0) -> None:
         """After a timed call: its wall time, its own CPU time before and inside the clock.
 
-        And the suspects' CPU time since ``before`` (:meth:`WorkerGroup.account`).
+        The group counts them with the suspects' CPU time since ``before`` (:meth:`WorkerGroup.account`).
         """
-        self.timed_ns += wall_ns
-        self.ahead_ns += ahead_ns
-        self.in_clock_ns += in_ns
         if self._group is not None:
-            self._group.account(self, before)
-            self._group.check_ahead(self)
+            self._group.account(self, before, wall_ns, ahead_ns, in_ns)
