@@ -224,6 +224,25 @@ def _background_process(module: torch.nn.Module) -> None:
             pass
 
 
+#: What the process a candidate starts in a session of its own runs (found by it afterwards).
+DETACHED = "# aitune_fp test: detached\nwhile True: pass"
+
+
+def _detached_process(module: torch.nn.Module) -> None:
+    """Start a process that spins in a session of its own, out of the worker's process group."""
+    subprocess.Popen([sys.executable, "-c", DETACHED], start_new_session=True)
+
+
+def _running(code: str) -> list[int]:
+    """The processes running ``python -c code`` now."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if code.encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                found.append(int(name))
+    return found
+
+
 def _renice_parent(module: torch.nn.Module) -> None:
     """Reach the user's process from outside: pin each ancestor to one CPU.
 
@@ -460,11 +479,18 @@ def test_a_thread_left_spinning_is_named_and_rejected(cache: Path, threads: int)
 
 @pytest.mark.slow
 @STARTS
-def test_a_background_process_is_named_and_rejected_and_killed(cache: Path, threads: int) -> None:
-    _, report, _ = _tune([Attack(_background_process, "background")], cache, threads=threads)
+@pytest.mark.parametrize(
+    "start", [_background_process, _detached_process], ids=["group", "session"]
+)
+def test_a_background_process_is_named_and_rejected_and_killed(
+    cache: Path, threads: int, start: Callable[[torch.nn.Module], None]
+) -> None:
+    """Whether it stays in the worker's group or asks for a session of its own (Linux keeps it)."""
+    _, report, _ = _tune([Attack(start, "background")], cache, threads=threads)
     (failure,) = report.failures
     assert failure.stage == "interference"
     assert not report.results
+    assert not _running(DETACHED)
 
 
 @pytest.mark.slow

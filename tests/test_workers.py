@@ -879,3 +879,59 @@ def test_a_lock_a_worker_makes_is_nothing_the_users_resource_tracker_holds(
         assert worker.ready() == {"named": None}
     finally:
         worker.close()
+
+
+def _leaves_its_group(say: Any) -> tuple[Any, dict[str, Any]]:
+    """Start a process in a session of its own (``start_new_session``), and one that asks for a
+    group of its own (``setpgid``), as a daemon would; say their process ids."""
+    import subprocess
+    import sys
+
+    spin = "import os, time\ntry:\n    os.setpgid(0, 0)\nexcept OSError:\n    pass\ntime.sleep(600)"
+    alone = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True
+    )
+    grouped = subprocess.Popen([sys.executable, "-c", spin])
+    time.sleep(0.5)  # the second has asked by now
+    return (lambda x: x), {"started": [alone.pid, grouped.pid]}
+
+
+@pytest.mark.parametrize("threads", [None, 2], ids=["fork", "forkserver"])
+def test_what_a_worker_starts_stays_in_its_group_and_dies_with_it(threads: int | None) -> None:
+    """A process that left the worker's process group was out of the CPU accounting that finds
+    interference and outlived the worker's close: ``setsid`` and ``setpgid`` are answered there
+    without effect (Linux), so each stays in the group, counted and killed with the worker."""
+    worker = Worker(_leaves_its_group, name="w", timeout_s=60, threads=threads)
+    started = worker.ready()["started"]
+    try:
+        assert [os.getpgid(pid) for pid in started] == [worker.pid, worker.pid]
+    finally:
+        worker.close()
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in started), started
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, reaped by no one here, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def test_the_group_filter_is_named_where_it_cannot_be_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a machine without a seccomp table the worker runs all the same, and the reason names it
+    (nothing is installed here: this process is the test runner's)."""
+    import platform
+
+    from aitune_fp.profiling import confine
+
+    monkeypatch.setattr(platform, "machine", lambda: "sparc64")
+    reason = confine.keep_in_group()
+    assert reason is not None and "sparc64" in reason
+    assert not confine._installed
