@@ -462,7 +462,9 @@ def test_a_channel_reaches_neither_eager_nor_the_users_process(
     assert not any(r.passed for r in report.results), report.results  # no inflated verdict
     for result in report.results:
         assert result.isolation == "process"
-        assert result.speedup < 2, result  # the attack would have shown about 3x
+        # the attack would have shown about 3x, in the paired estimate (a busy machine's slow
+        # blocks move the mean-latency ratio, not it); none when no look was reached
+        assert result.estimate is None or result.estimate < 2, result
     assert not isinstance(chosen, Attack)
 
 
@@ -704,7 +706,9 @@ def test_eager_is_timed_on_the_model_a_candidate_is_built_on(cache: Path, thread
     _, report, _ = _tune([TorchEagerBackend()], cache, threads=threads, model=SlowerCopies)
     (result,) = report.results
     assert result.isolation == "process"
-    assert not result.passed and result.speedup < 2, result  # eager's copy would read ~4x slower
+    # eager's copy would read ~4x slower: in the paired estimate, which a few blocks slowed by
+    # another process's load leave where it is (the mean-latency ratio read 4.8x from such)
+    assert not result.passed and result.estimate is not None and result.estimate < 2, result
 
 
 class SavesWhatItBuilt(Quick):
