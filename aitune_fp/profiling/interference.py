@@ -229,8 +229,9 @@ class WorkerGroup:
             if mine.suffered_ns > FOREIGN_SHARE * mine.timed_ns + FOREIGN_SLACK_NS:
                 raise InterferenceError(
                     f"the process of {busiest.name} used {blamed.blamed_ns / 1e6:.1f} ms of CPU "
-                    f"while {worker.name} was timed ({mine.timed_ns / 1e6:.1f} ms): it runs work "
-                    "of its own between its calls (a thread left running, a background job)",
+                    f"while others were timed ({worker.name}'s {mine.timed_ns / 1e6:.1f} ms saw "
+                    f"{mine.suffered_ns / 1e6:.1f} ms of it): it runs work of its own between "
+                    "its calls (a thread left running, a background job)",
                     culprit=busiest,
                 )
         if worker in self._suspects:
