@@ -9,11 +9,13 @@ choosing runs). A worker that raises, dies or stops answering is named, and kill
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import pickle
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -935,3 +937,60 @@ def test_the_group_filter_is_named_where_it_cannot_be_installed(
     reason = confine.keep_in_group()
     assert reason is not None and "sparc64" in reason
     assert not confine._installed
+
+
+def _holds(say: Any) -> tuple[Any, dict[str, Any]]:
+    """What each of this process's file descriptors points at."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            held.append(os.readlink(f"/proc/self/fd/{fd}"))
+    return (lambda x: x), {"held": held}
+
+
+@pytest.mark.parametrize("threads", [None, 2], ids=["fork", "forkserver"])
+def test_a_worker_holds_none_of_its_parents_files(tmp_path: Path, threads: int | None) -> None:
+    """A forked worker inherited every file of the user's process: another worker's connection
+    (a candidate could send eager's worker requests while it is timed), the JSON log (forged
+    events). Each one is blank (``/dev/null``) there; its own connection and stdio stay."""
+    other = _worker(lambda x: x)
+    other.ready()
+    assert other._conn is not None
+    theirs = os.readlink(f"/proc/self/fd/{other._conn.fileno()}")
+    with open(tmp_path / "events.jsonl", "w") as log:
+        worker = Worker(_holds, name="w", timeout_s=60, threads=threads)
+        try:
+            held = worker.ready()["held"]
+        finally:
+            worker.close()
+            other.close()
+    assert log.name not in held and theirs not in held, held
+
+
+def _through_a_fork_server(say: Any) -> tuple[Any, dict[str, Any]]:
+    """Start a process through multiprocessing's fork server, as the parent had it running."""
+    import multiprocessing
+
+    process = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(600,))
+    process.start()
+    return (lambda x: x), {"started": process.pid}
+
+
+def test_a_forked_worker_cannot_start_a_process_through_the_users_fork_server() -> None:
+    """A forked worker knew the address of the user's fork server (the tune's own): a process
+    started through it was the server's child, outside the worker's group. The worker forgets it
+    and starts a server of its own, inside."""
+    from aitune_fp.profiling.serving import fork_server_pid, start_fork_server
+
+    start_fork_server()
+    assert fork_server_pid() is not None
+    worker = Worker(_through_a_fork_server, name="w", timeout_s=60)
+    started = worker.ready()["started"]
+    try:
+        assert os.getpgid(started) == worker.pid
+    finally:
+        worker.close()
+    deadline = time.monotonic() + 5
+    while _alive(started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(started)

@@ -1,15 +1,20 @@
-"""A worker's processes stay in its process group: ``setsid`` and ``setpgid`` answered, not done.
+"""What a worker's code can reach: none of its parent's files, and no way out of its group.
 
 The group is what the judge reads a candidate's CPU time from and kills at close; a process that
-left it (``start_new_session=True``, a daemon's ``setsid``) escaped both and outlived the tune.
+left it (``start_new_session=True``, a daemon's ``setsid``) escaped both and outlived the tune. A
+forked worker held every file of the user's process: another worker's connection, the JSON log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import os
 import platform
+import signal
 import struct
 import sys
+from collections.abc import Iterable
 
 #: Linux's audit architecture of each machine, and its ``setpgid`` and ``setsid`` numbers.
 _ARCHES = {"x86_64": (0xC000003E, 109, 112), "aarch64": (0xC00000B7, 154, 157)}
@@ -62,3 +67,32 @@ def keep_in_group() -> str | None:
         return f"the kernel refused a seccomp filter (errno {ctypes.get_errno()})"
     _installed.append(True)
     return None
+
+
+def blank_inherited(keep: Iterable[int]) -> None:
+    """Point every inherited file descriptor but ``keep`` and stdio at ``/dev/null``.
+
+    Blank, not closed: a file object of the parent's (a log handler's) still writes somewhere,
+    never into a file this process opens later under the same number. Multiprocessing's fork
+    server and resource tracker of the parent are forgotten: code here starts its own, inside.
+    """
+    kept = {0, 1, 2, *keep}
+    try:
+        held = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:  # not Linux: the same, where the system lists them
+        held = [int(fd) for fd in os.listdir("/dev/fd")] if os.path.isdir("/dev/fd") else []
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)  # an event loop's, about to be blank
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in held:
+        if fd not in kept and fd != null:
+            with contextlib.suppress(OSError):  # the listing's own, closed by now
+                os.dup2(null, fd, inheritable=False)
+    os.close(null)
+    import multiprocessing.forkserver as forkserver
+    import multiprocessing.resource_tracker as resource_tracker
+
+    server = forkserver._forkserver
+    server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+    server._inherited_fds = None
+    resource_tracker._resource_tracker._fd = resource_tracker._resource_tracker._pid = None
