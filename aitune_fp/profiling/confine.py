@@ -15,6 +15,7 @@ import signal
 import struct
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 #: Linux's audit architecture of each machine, and its ``setpgid`` and ``setsid`` numbers.
 _ARCHES = {"x86_64": (0xC000003E, 109, 112), "aarch64": (0xC00000B7, 154, 157)}
@@ -92,7 +93,8 @@ def blank_inherited(keep: Iterable[int]) -> None:
     import multiprocessing.forkserver as forkserver
     import multiprocessing.resource_tracker as resource_tracker
 
-    server = forkserver._forkserver
+    server: Any = forkserver._forkserver
+    tracker: Any = resource_tracker._resource_tracker
     server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
     server._inherited_fds = None
-    resource_tracker._resource_tracker._fd = resource_tracker._resource_tracker._pid = None
+    tracker._fd = tracker._pid = None
