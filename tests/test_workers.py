@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import os
 import pickle
 import signal
@@ -972,21 +973,28 @@ def _through_a_fork_server(say: Any) -> tuple[Any, dict[str, Any]]:
     import multiprocessing
 
     process = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(600,))
-    process.start()
+    try:
+        process.start()
+    except OSError as exc:  # a server of its own needs a Unix socket (Linux: refused)
+        return (lambda x: x), {"refused": exc.errno}
     return (lambda x: x), {"started": process.pid}
 
 
 def test_a_forked_worker_cannot_start_a_process_through_the_users_fork_server() -> None:
     """A forked worker knew the address of the user's fork server (the tune's own): a process
     started through it was the server's child, outside the worker's group. The worker forgets it
-    and starts a server of its own, inside."""
+    and starts a server of its own, inside (Linux: it cannot, having no Unix socket)."""
     from aitune_fp.profiling.serving import fork_server_pid, start_fork_server
 
     start_fork_server()
     assert fork_server_pid() is not None
     worker = Worker(_through_a_fork_server, name="w", timeout_s=60)
-    started = worker.ready()["started"]
+    said = worker.ready()
     try:
+        if "refused" in said:  # where the worker has no Unix socket, it has no server either
+            assert said["refused"] == errno.EAFNOSUPPORT
+            return
+        started = said["started"]
         assert os.getpgid(started) == worker.pid
     finally:
         worker.close()
@@ -994,3 +1002,57 @@ def test_a_forked_worker_cannot_start_a_process_through_the_users_fork_server() 
     while _alive(started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(started)
+
+
+def _asks_a_server(say: Any) -> tuple[Any, dict[str, Any]]:
+    """Ask a fork server of this user, through its socket, for a process that sleeps: what the
+    server starts is its child, in its group, out of the worker's reach and accounting."""
+    import io
+    import socket
+    from multiprocessing import reduction
+
+    class Sleeps:
+        def __reduce__(self) -> tuple[Any, tuple[str]]:
+            return (exec, ("import time; time.sleep(600)",))
+
+    with open("/proc/net/unix") as table:  # every bound socket's path, wherever it lies
+        paths = {line.split()[-1] for line in table if "/listener-" in line}
+    answers = []
+    for path in sorted(paths):
+        try:
+            server = socket.socket(socket.AF_UNIX)
+        except OSError as exc:
+            return (lambda x: x), {"refused": exc.errno}
+        try:
+            server.connect(path)
+        except OSError:
+            continue
+        child_r, to_child = os.pipe()
+        from_child, child_w = os.pipe()
+        reduction.sendfds(server, [child_r, child_w, child_r, child_r])
+        server.close()
+        data = io.BytesIO()
+        reduction.dump({}, data)
+        reduction.dump(Sleeps(), data)
+        os.write(to_child, data.getvalue())
+        answers.append(int.from_bytes(os.read(from_child, 4), "little", signed=True))
+    return (lambda x: x), {"started": answers}
+
+
+def test_a_worker_cannot_ask_the_fork_server_for_a_process() -> None:
+    """Multiprocessing's fork server forks whatever any process of the user asks through its
+    socket (Python 3.11 asks for no key): a worker found it under /tmp and had it start a process
+    outside its group. A worker cannot open a Unix-domain socket (Linux: refused as an address
+    family not supported), so no local server can be asked to start one for it."""
+    from aitune_fp.profiling.serving import start_fork_server
+
+    start_fork_server()
+    worker = Worker(_asks_a_server, name="w", timeout_s=60, threads=2)
+    try:
+        said = worker.ready()
+    finally:
+        worker.close()
+    for pid in said.get("started", []):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert said == {"refused": errno.EAFNOSUPPORT}, said

@@ -1,4 +1,4 @@
-"""What a worker's code can reach: none of its parent's files, and no way out of its group.
+"""What a worker's code can reach: none of its parent's files, no way out of its group.
 
 The group is what the judge reads a candidate's CPU time from and kills at close; a process that
 left it (``start_new_session=True``, a daemon's ``setsid``) escaped both and outlived the tune. A
@@ -17,12 +17,14 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-#: Linux's audit architecture of each machine, and its ``setpgid`` and ``setsid`` numbers.
-_ARCHES = {"x86_64": (0xC000003E, 109, 112), "aarch64": (0xC00000B7, 154, 157)}
+#: Linux's audit architecture of each machine, and its ``setpgid``, ``setsid`` and ``socket``.
+_ARCHES = {"x86_64": (0xC000003E, 109, 112, 41), "aarch64": (0xC00000B7, 154, 157, 198)}
+_IO_URING_SETUP = 425  # the same on both: it could open and connect a socket past ``socket``
 _LOAD, _IF_EQUAL, _IF_AT_LEAST, _RETURN = 0x20, 0x15, 0x35, 0x06  # classic BPF opcodes
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000  # seccomp's actions
 _X32 = 0x40000000  # x86-64's x32 calls carry this bit: another table, refused
-_EPERM = 1
+_AF_UNIX = 1
+_EPERM, _ENOSYS, _EAFNOSUPPORT = 1, 38, 97
 _installed: list[bool] = []  # once a process: a second filter would only cost each call more
 
 
@@ -30,21 +32,30 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def group_filter(arch: int, setpgid: int, setsid: int) -> bytes:
-    """The seccomp program: both calls return 0 without effect; any other architecture's calls fail.
+def group_filter(arch: int, setpgid: int, setsid: int, socket: int) -> bytes:
+    """The seccomp program: what keeps a worker's processes in its group and its reach local.
 
-    Code in the worker still starts processes as it asked (a child of AITune's monitor too).
+    ``setsid`` and ``setpgid`` return 0 without effect (code that asks still runs: a child of
+    AITune's monitor too); a Unix-domain socket is an address family not supported, so no local
+    server (the fork server, a service manager) can be asked to start a process outside; another
+    architecture's calls fail.
     """
     steps = [
-        (_LOAD, 0, 0, 4),  # seccomp_data.arch
-        (_IF_EQUAL, 0, 6, arch),  # another ABI (a 32-bit call): refused
-        (_LOAD, 0, 0, 0),  # seccomp_data.nr
-        (_IF_AT_LEAST, 4, 0, _X32),
-        (_IF_EQUAL, 2, 0, setpgid),
-        (_IF_EQUAL, 1, 0, setsid),
-        (_RETURN, 0, 0, _ALLOW),
-        (_RETURN, 0, 0, _ERRNO | 0),  # "done": the process stays where it is
-        (_RETURN, 0, 0, _ERRNO | _EPERM),
+        (_LOAD, 0, 0, 4),  # 0: seccomp_data.arch
+        (_IF_EQUAL, 0, 12, arch),  # 1: another ABI (a 32-bit call): refused
+        (_LOAD, 0, 0, 0),  # 2: seccomp_data.nr
+        (_IF_AT_LEAST, 10, 0, _X32),  # 3
+        (_IF_EQUAL, 6, 0, setpgid),  # 4
+        (_IF_EQUAL, 5, 0, setsid),  # 5
+        (_IF_EQUAL, 5, 0, _IO_URING_SETUP),  # 6
+        (_IF_EQUAL, 0, 2, socket),  # 7
+        (_LOAD, 0, 0, 16),  # 8: seccomp_data.args[0], the family (its low word)
+        (_IF_EQUAL, 3, 0, _AF_UNIX),  # 9
+        (_RETURN, 0, 0, _ALLOW),  # 10
+        (_RETURN, 0, 0, _ERRNO | 0),  # 11: "done": the process stays where it is
+        (_RETURN, 0, 0, _ERRNO | _ENOSYS),  # 12: as a kernel without io_uring
+        (_RETURN, 0, 0, _ERRNO | _EAFNOSUPPORT),  # 13
+        (_RETURN, 0, 0, _ERRNO | _EPERM),  # 14
     ]
     return b"".join(struct.pack("HBBI", *step) for step in steps)
 
