@@ -935,7 +935,7 @@ def test_the_group_filter_is_named_where_it_cannot_be_installed(
     from aitune_fp.profiling import confine
 
     monkeypatch.setattr(platform, "machine", lambda: "sparc64")
-    reason = confine.keep_in_group()
+    reason = confine.confine()
     assert reason is not None and "sparc64" in reason
     assert not confine._installed
 
@@ -1056,3 +1056,38 @@ def test_a_worker_cannot_ask_the_fork_server_for_a_process() -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert said == {"refused": errno.EAFNOSUPPORT}, said
+
+
+def _reads_another(pid: int, say: Any) -> tuple[Any, dict[str, Any]]:
+    """Try to read another worker's memory and to trace it."""
+    import ctypes
+
+    tried: dict[str, Any] = {}
+    try:
+        with open(f"/proc/{pid}/mem", "rb"):
+            tried["mem"] = "opened"
+    except OSError as exc:
+        tried["mem"] = exc.errno
+    libc = ctypes.CDLL(None, use_errno=True)
+    tried["ptrace"] = "attached" if libc.ptrace(16, pid, 0, 0) == 0 else ctypes.get_errno()
+    return (lambda x: x), tried
+
+
+@pytest.mark.parametrize("threads", [None, 2], ids=["fork", "forkserver"])
+def test_a_worker_cannot_trace_or_read_another_workers_memory(threads: int | None) -> None:
+    """Workers run as the user, and a process of the user may trace another or write its memory
+    (``/proc/PID/mem``) where the kernel has no Yama: a candidate could have rewritten eager's
+    worker. A worker is not dumpable, which the kernel requires of a process traced by a peer."""
+    import functools
+
+    eager = Worker(_holds, name="eager", timeout_s=60, threads=threads)
+    eager.ready()
+    worker = Worker(
+        functools.partial(_reads_another, eager.pid), name="w", timeout_s=60, threads=threads
+    )
+    try:
+        tried = worker.ready()
+    finally:
+        worker.close()
+        eager.close()
+    assert tried == {"mem": errno.EACCES, "ptrace": errno.EPERM}, tried

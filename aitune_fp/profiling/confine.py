@@ -25,6 +25,7 @@ _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000  # seccomp's actions
 _X32 = 0x40000000  # x86-64's x32 calls carry this bit: another table, refused
 _AF_UNIX = 1
 _EPERM, _ENOSYS, _EAFNOSUPPORT = 1, 38, 97
+_CAP_SYS_PTRACE = 19
 _installed: list[bool] = []  # once a process: a second filter would only cost each call more
 
 
@@ -60,20 +61,47 @@ def group_filter(arch: int, setpgid: int, setsid: int, socket: int) -> bytes:
     return b"".join(struct.pack("HBBI", *step) for step in steps)
 
 
-def keep_in_group() -> str | None:
-    """Install the filter in this process (its children inherit it; none can undo it).
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
-    Returns why it could not be (another system or machine, a kernel without seccomp), or None.
+
+class _CapData(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint32) for n in ("effective", "permitted", "inheritable")]
+
+
+def _no_tracing(libc: Any) -> None:
+    """Drop ``CAP_SYS_PTRACE`` (a root worker holds it): none to trace a peer, or to regain."""
+    libc.prctl(24, _CAP_SYS_PTRACE, 0, 0, 0)  # PR_CAPBSET_DROP
+    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        return
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[0], field, getattr(data[0], field) & ~(1 << _CAP_SYS_PTRACE))
+    libc.capset(ctypes.byref(header), data)
+
+
+def confine() -> str | None:
+    """Confine this process and all it will start, for good; call before a candidate's code.
+
+    It is not dumpable and cannot trace (a root worker loses ``CAP_SYS_PTRACE``): the kernel lets
+    a peer of the same user trace a process or write its memory (``/proc/PID/mem``) only while
+    it is dumpable, or with that capability;
+    the seccomp filter (:func:`group_filter`) keeps its processes in its group and its reach local.
+    Returns why the filter could not be installed (another system or machine, no seccomp), or None.
     """
     if _installed:
         return None
     arch = _ARCHES.get(platform.machine())
     if not sys.platform.startswith("linux") or arch is None:
         return f"no seccomp filter for {sys.platform} on {platform.machine()}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: off (no core dump either)
+    _no_tracing(libc)
     code = group_filter(*arch)
     buffer = ctypes.create_string_buffer(code, len(code))
     program = _Program(len(code) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    libc = ctypes.CDLL(None, use_errno=True)
     # PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP with SECCOMP_MODE_FILTER
     if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(program), 0, 0) != 0:
         return f"the kernel refused a seccomp filter (errno {ctypes.get_errno()})"

@@ -18,7 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from aitune_fp.inputs import CopyRing, Sample, copy_sample
-from aitune_fp.profiling.confine import blank_inherited, keep_in_group
+from aitune_fp.profiling.confine import blank_inherited, confine
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.recipe import Packed, unpack
 from aitune_fp.profiling.timers import (
@@ -138,7 +138,7 @@ def serve_sent(
 ) -> None:
     """A worker started from the fork server: unpack its recipe (and clock), then serve."""
     os.setpgid(0, 0)  # before anything can start a process: closing it kills them too
-    keep_in_group()  # before the recipe's unpickling runs a candidate's code
+    confine()  # before the recipe's unpickling runs a candidate's code
     blank_inherited([conn.fileno()])
     # as in a forked worker: a lock made in the default context is unnamed, so it is nothing the
     # user's resource tracker (shared with the fork server's children) holds for this worker,
@@ -168,7 +168,7 @@ def serve(
 
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # its own group: closing the worker kills what it started too
-    keep_in_group()  # and none of it leaves the group (elsewhere than Linux, it may)
+    confine()  # and none of it leaves the group (elsewhere than Linux, it may)
     blank_inherited([conn.fileno()])  # nor reaches another process through a file of ours
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it kills the worker
