@@ -1091,3 +1091,42 @@ def test_a_worker_cannot_trace_or_read_another_workers_memory(threads: int | Non
         worker.close()
         eager.close()
     assert tried == {"mem": errno.EACCES, "ptrace": errno.EPERM}, tried
+
+
+@pytest.mark.parametrize("stopped", ["judge", "eager"])
+def test_a_block_while_the_judge_or_eager_was_stopped_is_timed_again(stopped: str) -> None:
+    """Another process (a candidate's thread) that stops the judge, or eager's worker, for a
+    few milliseconds now and then, only while eager is timed, read an identical candidate 1.2x
+    faster, accepted, waking too rarely for the wake-up rule. A block during which either was
+    stopped (a ``SIGCONT`` seen by it) is disturbed: timed again, like one that waited for a CPU.
+    """
+    import subprocess
+    import sys
+
+    from aitune_fp.profiling import stops
+    from aitune_fp.profiling.layout import disturbed
+
+    eager = _worker(lambda x: time.sleep(0.005) or x)
+    eager.ready()
+    pid = os.getpid() if stopped == "judge" else eager.pid
+    stop = f"import os, signal, time; time.sleep(0.1); os.kill({pid}, signal.SIGSTOP); "
+    stop += f"time.sleep(0.05); os.kill({pid}, signal.SIGCONT)"
+    sample = Sample((torch.ones(4),))
+    slow: list[Any] = []
+    try:
+        with stops.counting():
+            for _ in range(5):  # a stop between two blocks delays none: until one lands in one
+                stopper = subprocess.Popen([sys.executable, "-c", stop])
+                timed = []
+                while stopper.poll() is None or not timed:
+                    timed.append(
+                        timed_block(
+                            eager, [sample] * 4, CpuTimer(), None, {}, ring=CopyRing(), lead=False
+                        )
+                    )
+                slow = [t for t in timed if t.wall_s * 4 > 0.04]  # 20 ms blocks: a stop in it
+                if slow:
+                    break
+    finally:
+        eager.close()
+    assert slow and all(disturbed(t.waited_s, t.wall_s * 4) for t in slow), slow

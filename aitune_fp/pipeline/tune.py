@@ -52,6 +52,7 @@ from aitune_fp.pipeline.values import (
 )
 from aitune_fp.pipeline.vetting import vet
 from aitune_fp.pipeline.workers import EagerStart, WorkerArm, isolation_of, start_eager
+from aitune_fp.profiling import stops
 from aitune_fp.profiling.interference import WorkerGroup
 from aitune_fp.profiling.placement import moving
 from aitune_fp.profiling.watchdog import Watchdog
@@ -306,7 +307,7 @@ class TuneSession:
                 self.open(batch_size=batch_size)
             else:  # the driver opens later (AITune's _pre_tune): the model is taken now
                 self.guards = self.guards or Guards.take(self.target)
-            with self.active():
+            with self.active(), stops.counting():  # a stop of this process: a block timed again
                 try:
                     backend = call()
                 except Exception as exc:  # the strategy's own failure, logged and recorded

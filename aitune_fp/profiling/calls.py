@@ -11,6 +11,7 @@ from aitune_fp.core._checks import check_int
 from aitune_fp.core.spot import DEFAULT_SPOT_RATE, spot_positions
 from aitune_fp.errors import AitunefpError, InvalidTypeError, InvalidValueError
 from aitune_fp.inputs import CopyRing, Sample, as_sample, copy_sample
+from aitune_fp.profiling import stops
 from aitune_fp.profiling.interference import CLAIM_SLACK_NS, InterferenceError
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.threads import intra_op_threads
@@ -264,14 +265,17 @@ def _block_in_worker(
         ahead = worker.cpu_ns() - cpu
         timer.sync()
         queued = worker.queued_ns() if on_real_clock(timer) else None  # its word counts there
+        continues = stops.seen()
         start, real, cpu = timer.now_ns(), time.perf_counter_ns(), worker.cpu_ns()
         worker.run_block(calls)
         stop, real = timer.now_ns(), time.perf_counter_ns() - real
+        halted = stops.seen() != continues  # this process was stopped: the block reads slow
         progress()
         inside = worker.cpu_ns() - cpu
         now_queued = None if queued is None else worker.queued_ns()
         worker.account(watched, max(real, _MIN_NS), ahead, inside)  # CPU time is real too
         waited = worker.waited_s()
+        halted = halted or worker.stopped()  # its word, believed of eager's worker only
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
     if waited and queued is not None and now_queued is not None:  # its word, held to the kernel's
@@ -286,7 +290,9 @@ def _block_in_worker(
     wall = max(stop - start, _MIN_NS)
     for j, inspect in sorted(checks.items()):
         inspect(worker.output(j))
-    return Timed(wall / 1e9 / calls, None, waited if on_real_clock(timer) else None)
+    if not on_real_clock(timer):
+        return Timed(wall / 1e9 / calls, None, None)
+    return Timed(wall / 1e9 / calls, None, wall / 1e9 if halted else waited)  # halted: all of it
 
 
 def time_calls(

@@ -163,6 +163,10 @@ class WorkerGroup:
         """Watch ``worker``'s CPU time while every other worker of the group is timed."""
         self._suspects.append(worker)
 
+    def trusts(self, worker: Any) -> bool:
+        """Whether ``worker``'s word on its own blocks is believed: it is no suspect (eager's)."""
+        return worker not in self._suspects
+
     def tally(self, worker: Any) -> Tally:
         """A copy of what the group counted of ``worker`` so far."""
         return attrs.evolve(self._tallies[worker])

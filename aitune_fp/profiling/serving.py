@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from aitune_fp.inputs import CopyRing, Sample, copy_sample
+from aitune_fp.profiling import stops
 from aitune_fp.profiling.confine import blank_inherited, confine
 from aitune_fp.profiling.placement import before_sample
 from aitune_fp.profiling.recipe import Packed, unpack
@@ -198,13 +199,14 @@ def serve(
     threads_here = ThreadClocks()  # read inside each timed block: its wait for a CPU
     # as while timing in process: collected only while the judge waits (``B``); a loop served
     # in this process (a test's) leaves the collector as it found it
-    with torch.no_grad(), gc_paused():
+    with torch.no_grad(), gc_paused(), stops.counting():
         while True:
             raw = conn.recv_bytes()
             kind = raw[:1]
             try:
                 if kind == b"T":  # a timed block: its outputs kept, their digests in its answer
                     output, outputs = None, []
+                    continues = stops.seen()
                     start = 0 if clock is None else clock.now_ns()
                     clocks = None if clock is not None else threads_here.read()
                     for own in block:
@@ -216,7 +218,8 @@ def serve(
                     conn.send_bytes(b"t" + _spent(clock, start) + digests)
                     others = waited_on_others_s(clocks, ended, threads_here) if ended else None
                     waited = -1 if others is None else round(others * 1e9)
-                    conn.send_bytes(b"d" + waited.to_bytes(8, "little", signed=True))
+                    halted = b"s" if stops.seen() != continues else b"-"  # stopped meanwhile
+                    conn.send_bytes(b"d" + waited.to_bytes(8, "little", signed=True) + halted)
                     output = outputs[-1] if outputs else None
                     continue
                 if kind == b"B":  # a block's inputs, copied before the clock; ``lead``: call 1

@@ -134,6 +134,7 @@ class Worker:
         self.nonce = b""  # the last timed block's: the places its digests read
         self.digests: tuple[bytes, ...] = ()  # of each output of the last timed block, as sent
         self._waited_ns = -1  # its threads' wait for a CPU in the last timed block (-1: unknown)
+        self._halted = False  # its process was stopped in the last timed block, by its word
         self._digest_due = False
         self._lost: Exception | None = None  # a failure met while another worker was timed
         self.spins = False  # the judge spins on its next timed call: a core is spare (watch)
@@ -270,9 +271,18 @@ class Worker:
         if self._digest_due:
             self._digest_due = False
             raw = self._receive()
-            if raw[:1] != b"d" or len(raw) != 9:
+            if raw[:1] != b"d" or len(raw) != 10:
                 self._reply_of(raw, "d")
             self._waited_ns = int.from_bytes(raw[1:9], "little", signed=True)
+            self._halted = raw[9:] == b"s"
+
+    def stopped(self) -> bool:
+        """Whether the last timed block's process was stopped meanwhile, by its own word.
+
+        Believed of a worker that is not a suspect (eager's): a candidate's would pick its blocks.
+        """
+        self._settle()
+        return self._halted and (self._group is None or self._group.trusts(self))
 
     def waited_s(self) -> float | None:
         """Seconds the last timed block's threads waited for a CPU (None: not measured)."""
