@@ -908,6 +908,41 @@ def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
         assert "the rebuild fails" in failure.reason
 
 
+class _Leaves(BaseException):
+    """Not an ``Exception``: what a backend's code may raise all the same."""
+
+
+class RaisesWhenHandedBack(HandsBack):
+    """Chosen on the fake clock; in the user's process its rebuild or its re-check call raises."""
+
+    def __init__(self, raised: BaseException, where: str) -> None:
+        super().__init__(_nothing, f"{where}-{type(raised).__name__}")
+        self.raised, self.where = raised, where
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == PARENT and self.where == "build":
+            raise self.raised
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        if os.getpid() == PARENT and self.where == "infer":
+            raise self.raised
+        return super()._infer(*args, **kwargs)
+
+
+@pytest.mark.parametrize("where", ["build", "infer"])
+@pytest.mark.parametrize("raised", [SystemExit(7), _Leaves(), GeneratorExit()], ids=type)
+def test_a_hand_back_that_raises_past_exception_is_its_failure_not_the_users_programs(
+    cache: Path, raised: BaseException, where: str
+) -> None:
+    """``SystemExit`` from the chosen one's rebuild (or its re-check call) here ended the user's
+    program with its code: any ``BaseException`` but an interrupt fails it at stage rebuild."""
+    chosen, report, _ = _fake_tune(RaisesWhenHandedBack(raised, where), cache)
+    assert not isinstance(chosen, RaisesWhenHandedBack)
+    (failure,) = report.failures
+    assert failure.stage == "rebuild" and failure.error_type == type(raised).__name__, failure
+
+
 def _settings_then_fail(module: torch.nn.Module) -> None:
     """Change listed settings of the process, then fail."""
     _settings(module)

@@ -412,7 +412,7 @@ def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, .
     log = folder_of(arena.target, chosen.description) / BUILD_LOG_NAME
     hygiene = Hygiene.capture()
     built: Any = None
-    left: Exception | None = None
+    left: BaseException | None = None
     how = ""
     restored: tuple[str, ...] = ()
     try:
@@ -435,7 +435,9 @@ def adopt(arena: Arena, chosen: WorkerBackend) -> tuple[Any | None, tuple[str, .
                 "its rebuild left threads running that nothing can stop, taking CPU from all "
                 f"that follows: {'; '.join(running)}"
             )
-    except Exception as exc:
+    except KeyboardInterrupt:  # an interrupt (or a terminating signal) ends the tune
+        raise
+    except BaseException as exc:  # SystemExit too: the backend's, not the user's program's
         heading = "The chosen backend failed when rebuilt in this process"
         arena.failed(chosen.description, "rebuild", exc, log, heading=heading, built=built)
         also = () if left is None or left is exc else (failure_reason(left),)
