@@ -546,6 +546,46 @@ def _fake_tune(backend: Pruned, cache: Path) -> tuple[Any, Any, dict[str, Any]]:
     return chosen, validation_of(strategy).last_report, selected
 
 
+class Foresees(Pruned):
+    """Chosen on the fake clock; in its forked worker its build finds the tune through ``gc``
+    and derives, from what the tune holds, the inputs it will be timed on: it counts, in a
+    file, the timed inputs it foresaw (a real one computes eager's outputs for them then)."""
+
+    def __init__(self, ledger: Path) -> None:
+        super().__init__("foresees")
+        self.ledger, self.user, self.foreseen = ledger, os.getpid(), set[float]()
+
+    def _build(self, given: Any) -> None:
+        super()._build(given)
+        if os.getpid() == self.user:
+            return
+        from aitune_fp.pipeline.stages import fresh_batches
+        from aitune_fp.pipeline.tune import TuneSession
+
+        session = next(
+            o for o in gc.get_objects() if isinstance(o, TuneSession) and o.opened is not None
+        )
+        fresh = fresh_batches(session.opened.batch, session.heldout_seed, session.target.graph_spec)
+        assert fresh is not None
+        self.foreseen = {float(fresh(i).args[0].flatten()[0]) for i in range(2_000)}
+
+    def _infer(self, *args: Any, **kwargs: Any) -> Any:
+        if os.getpid() != self.user and float(args[0].flatten()[0]) in self.foreseen:
+            with open(self.ledger, "a") as ledger:
+                ledger.write("foreseen\n")
+        return super()._infer(*args, **kwargs)
+
+
+def test_a_worker_cannot_foresee_the_inputs_it_is_timed_on(cache: Path, tmp_path: Path) -> None:
+    """A forked worker holds a copy of the tune: with the tune's seed its build foresaw every
+    input it would be timed on and computed eager's outputs for them, untimed (3x, accepted).
+    Each comparison draws its inputs' and spot checks' seed as it starts, after its workers."""
+    ledger = tmp_path / "foreseen.txt"
+    _, report, _ = _fake_tune(Foresees(ledger), cache)
+    assert report.results and report.results[0].n_baseline, report.results
+    assert not ledger.exists(), ledger.read_text().count("foreseen")
+
+
 class ReachesEveryThread(Pruned):
     """Chosen on the fake clock; its build in its worker reaches the user's process from
     outside: its main thread's scheduling policy, every other thread's CPU affinity."""

@@ -15,7 +15,13 @@ from aitune_fp.core.selection import Contender, SelectionRule, SelectionState
 from aitune_fp.errors import BackendFailedError
 from aitune_fp.events.candidates import HeadtoheadLook, LatencyChecked, SelectionDecided
 from aitune_fp.measure.headtohead import head_to_head
-from aitune_fp.pipeline.stages import Arena, fresh_batches, release, spot_check_of
+from aitune_fp.pipeline.stages import (
+    Arena,
+    fresh_batches,
+    release,
+    spot_check_of,
+    unforeseen_seed,
+)
 from aitune_fp.pipeline.values import CandidateOutcome, infer_of
 from aitune_fp.pipeline.vetting import rank, recheck
 from aitune_fp.profiling.calls import SpotCheckError, time_calls
@@ -76,7 +82,8 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
         arena.emit(HeadtoheadLook.of(arena.run_id, name, state))
 
     paces = _paces(arena, by_name)
-    made = fresh_batches(batch, arena.seed, arena.target.graph_spec)  # values no gate pair saw
+    seed = unforeseen_seed()  # drawn now: no worker started before can foresee its inputs
+    made = fresh_batches(batch, seed, arena.target.graph_spec)
     fresh = None if made is None else (lambda r: made(_SELECTION_ROUNDS + r))
 
     state = head_to_head(
@@ -87,7 +94,7 @@ def _head_to_head(arena: Arena, passing: Sequence[CandidateOutcome]) -> Candidat
         timer=timer,
         max_seconds=arena.config.selection_max_seconds,
         threads=arena.config.threads,
-        seed=arena.seed,
+        seed=seed,
         on_look=on_look,
         spot_checks=checks if len(references) == len(batches) else None,
         references=references,

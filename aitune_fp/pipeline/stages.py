@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import random
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -367,6 +368,15 @@ def spot_check_of(closeness: Closeness, backend: Any) -> Callable[[Any, Any], Mi
     return check
 
 
+def unforeseen_seed() -> int:
+    """A seed for one comparison's timed inputs and spot checks, drawn as it starts.
+
+    Not the tune's: a worker forked before holds that in its copy of this process (a check's
+    message writes it to the cache dir too), and computed eager's outputs for them untimed.
+    """
+    return random.SystemRandom().randrange(2**32)
+
+
 def fresh_batches(batch: Sample, seed: int, graph_spec: Any) -> Callable[[int], Sample] | None:
     """Timed call ``i``'s own held-out batch, seeded per tune; None when no input can vary."""
     try:
@@ -408,6 +418,7 @@ def measure(
             "a candidate cannot be shown faster without one"
         )
     assert arena.gate is not None and arena.batch_size
+    seed = unforeseen_seed()
     comparison = Comparison(
         eager=arena.eager_arm,
         candidate=infer_of(backend),
@@ -421,11 +432,11 @@ def measure(
         spot_check=spot_check_of(arena.closeness, backend),
         batches=o.batches,
         references=o.references,
-        spot_seed=arena.seed,
+        spot_seed=seed,
         spot_rate=arena.config.spot_rate,
         mismatch=Mismatch() if mismatch is None else mismatch,  # recorded even when none found
         isolation=arena.isolation,
-        fresh=fresh_batches(o.batch, arena.seed, arena.target.graph_spec),
+        fresh=fresh_batches(o.batch, seed, arena.target.graph_spec),
     )
     return arena.rule.compare(comparison, on_look).result
 
