@@ -264,27 +264,29 @@ def _block_in_worker(
         watched = worker.watch(during=lambda: worker.prepare_block(batches, lead))
         ahead = worker.cpu_ns() - cpu
         timer.sync()
-        queued = worker.queued_ns() if on_real_clock(timer) else None  # its word counts there
-        continues = stops.seen()
-        start, real, cpu = timer.now_ns(), time.perf_counter_ns(), worker.cpu_ns()
+        queued = worker.queued() if on_real_clock(timer) else None  # its word counts there
+        continues, cpu = stops.seen(), worker.cpu_ns()  # its CPU read off the clock: it waits
+        start, real = timer.now_ns(), time.perf_counter_ns()
         worker.run_block(calls)
         stop, real = timer.now_ns(), time.perf_counter_ns() - real
         halted = stops.seen() != continues  # this process was stopped: the block reads slow
         progress()
         inside = worker.cpu_ns() - cpu
-        now_queued = None if queued is None else worker.queued_ns()
+        now_queued = None if queued is None else worker.queued()
         worker.account(watched, max(real, _MIN_NS), ahead, inside)  # CPU time is real too
         waited = worker.waited_s()
         halted = halted or worker.stopped()  # its word, believed of eager's worker only
     except WorkerError as exc:
         raise _worker_failure(exc, arm) from exc
     if waited and queued is not None and now_queued is not None:  # its word, held to the kernel's
-        seen = now_queued - queued
-        if waited * 1e9 > seen + CLAIM_SLACK_NS:
+        (before, members), (after, now_members) = queued, now_queued
+        if members != now_members or before is None or after is None:
+            waited = 0.0  # a process came or went, its count cannot be told: its word not taken
+        elif waited * 1e9 > after - before + CLAIM_SLACK_NS:
             raise InterferenceError(
                 f"{worker.name} said its block waited {waited * 1e3:.2f} ms for a CPU where the "
-                f"kernel counted {seen / 1e6:.2f} ms: a block it says was disturbed is timed "
-                "again on its word",
+                f"kernel counted {(after - before) / 1e6:.2f} ms: a block it says was disturbed "
+                "is timed again on its word",
                 culprit=worker,
             )
     wall = max(stop - start, _MIN_NS)

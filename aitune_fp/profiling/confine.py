@@ -17,48 +17,63 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-#: Linux's audit architecture of each machine, and its ``setpgid``, ``setsid`` and ``socket``.
-_ARCHES = {"x86_64": (0xC000003E, 109, 112, 41), "aarch64": (0xC00000B7, 154, 157, 198)}
+#: Linux's audit architecture of each machine, and its ``setpgid``, ``setsid``, ``socket``, ``prctl``.
+_ARCHES = {"x86_64": (0xC000003E, 109, 112, 41, 157), "aarch64": (0xC00000B7, 154, 157, 198, 167)}
 _IO_URING_SETUP = 425  # the same on both: it could open and connect a socket past ``socket``
 _LOAD, _IF_EQUAL, _IF_AT_LEAST, _RETURN = 0x20, 0x15, 0x35, 0x06  # classic BPF opcodes
 _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000  # seccomp's actions
 _X32 = 0x40000000  # x86-64's x32 calls carry this bit: another table, refused
-_AF_UNIX = 1
+_AF_UNIX, _PR_SET_CHILD_SUBREAPER = 1, 36
 _EPERM, _ENOSYS, _EAFNOSUPPORT = 1, 38, 97
 _CAP_SYS_PTRACE = 19
 _installed: list[bool] = []  # once a process: a second filter would only cost each call more
+
+#: A step of the program: (opcode, value, label jumped to where the test holds, else the next).
+_Step = tuple[int, int, str | None]
 
 
 class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def group_filter(arch: int, setpgid: int, setsid: int, socket: int) -> bytes:
+def group_filter(arch: int, setpgid: int, setsid: int, socket: int, prctl: int) -> bytes:
     """The seccomp program: what keeps a worker's processes in its group and its reach local.
 
     ``setsid`` and ``setpgid`` return 0 without effect (code that asks still runs: a child of
     AITune's monitor too); a Unix-domain socket is an address family not supported, so no local
-    server (the fork server, a service manager) can be asked to start a process outside; another
-    architecture's calls fail.
+    server (the fork server, a service manager) can be asked to start a process outside; the
+    worker stays its descendants' subreaper; another architecture's calls fail.
     """
-    steps = [
-        (_LOAD, 0, 0, 4),  # 0: seccomp_data.arch
-        (_IF_EQUAL, 0, 12, arch),  # 1: another ABI (a 32-bit call): refused
-        (_LOAD, 0, 0, 0),  # 2: seccomp_data.nr
-        (_IF_AT_LEAST, 10, 0, _X32),  # 3
-        (_IF_EQUAL, 6, 0, setpgid),  # 4
-        (_IF_EQUAL, 5, 0, setsid),  # 5
-        (_IF_EQUAL, 5, 0, _IO_URING_SETUP),  # 6
-        (_IF_EQUAL, 0, 2, socket),  # 7
-        (_LOAD, 0, 0, 16),  # 8: seccomp_data.args[0], the family (its low word)
-        (_IF_EQUAL, 3, 0, _AF_UNIX),  # 9
-        (_RETURN, 0, 0, _ALLOW),  # 10
-        (_RETURN, 0, 0, _ERRNO | 0),  # 11: "done": the process stays where it is
-        (_RETURN, 0, 0, _ERRNO | _ENOSYS),  # 12: as a kernel without io_uring
-        (_RETURN, 0, 0, _ERRNO | _EAFNOSUPPORT),  # 13
-        (_RETURN, 0, 0, _ERRNO | _EPERM),  # 14
+    steps: list[tuple[str, _Step]] = [
+        ("", (_LOAD, 4, None)),  # seccomp_data.arch
+        ("", (-_IF_EQUAL, arch, "refuse")),  # another ABI (a 32-bit call): refused
+        ("", (_LOAD, 0, None)),  # seccomp_data.nr
+        ("", (_IF_AT_LEAST, _X32, "refuse")),
+        ("", (_IF_EQUAL, setpgid, "done")),
+        ("", (_IF_EQUAL, setsid, "done")),
+        ("", (_IF_EQUAL, _IO_URING_SETUP, "no such call")),
+        ("", (_IF_EQUAL, socket, "socket")),
+        ("", (_IF_EQUAL, prctl, "prctl")),
+        ("", (_RETURN, _ALLOW, None)),
+        ("socket", (_LOAD, 16, None)),  # seccomp_data.args[0] (its low word): the family
+        ("", (_IF_EQUAL, _AF_UNIX, "no unix")),
+        ("", (_RETURN, _ALLOW, None)),
+        ("prctl", (_LOAD, 16, None)),  # the option
+        ("", (_IF_EQUAL, _PR_SET_CHILD_SUBREAPER, "refuse")),
+        ("", (_RETURN, _ALLOW, None)),
+        ("done", (_RETURN, _ERRNO | 0, None)),  # the process stays where it is
+        ("no such call", (_RETURN, _ERRNO | _ENOSYS, None)),  # as a kernel without io_uring
+        ("no unix", (_RETURN, _ERRNO | _EAFNOSUPPORT, None)),
+        ("refuse", (_RETURN, _ERRNO | _EPERM, None)),
     ]
-    return b"".join(struct.pack("HBBI", *step) for step in steps)
+    at = {label: i for i, (label, _) in enumerate(steps) if label}
+    code = b""
+    for i, (_, (op, value, to)) in enumerate(steps):
+        jump = 0 if to is None else at[to] - i - 1  # classic BPF jumps forward only
+        # a negative opcode: jump where the test fails (the arch), else where it holds
+        taken, other = (0, jump) if op < 0 else (jump, 0)
+        code += struct.pack("HBBI", abs(op), taken, other, value)
+    return code
 
 
 class _CapHeader(ctypes.Structure):
@@ -98,6 +113,7 @@ def confine() -> str | None:
         return f"no seccomp filter for {sys.platform} on {platform.machine()}"
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: off (no core dump either)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # an orphan below is its child, counted
     _no_tracing(libc)
     code = group_filter(*arch)
     buffer = ctypes.create_string_buffer(code, len(code))

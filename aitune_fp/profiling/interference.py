@@ -112,6 +112,34 @@ def queued_ns(pids: Iterable[int]) -> int | None:
     return _thread_sum(pids, "schedstat", lambda t: int(t.split()[1]))
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` now, zombies too (each thread's ``children``; Linux)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{parent}/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                        kids = [int(k) for k in f.read().split()]
+                    found += kids
+                    todo += kids
+    return found
+
+
+def reaped_ns(pids: Iterable[int]) -> int:
+    """CPU time of the children ``pids`` have reaped (``cutime``, ``cstime``: clock ticks)."""
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) * tick
+    return total
+
+
 def group_members(pgid: int) -> list[int]:
     """The processes in process group ``pgid`` (Linux ``/proc``; none elsewhere)."""
     found: list[int] = []

@@ -27,8 +27,10 @@ from aitune_fp.profiling.interference import (
     Watched,
     WorkerGroup,
     cpu_clock,
+    descendants,
     group_members,
     queued_ns,
+    reaped_ns,
     spare_after,
     wakeups,
 )
@@ -166,7 +168,8 @@ class Worker:
         self.pid = pid
         self._conn: Connection | None = parent
         self._clock = cpu_clock(pid)
-        self._family: list[tuple[int, int]] = []
+        self._family: list[tuple[int, int]] = []  # (pid, CPU clock) of all it started
+        self._grouped: list[int] = []  # the other members of its process group, read each 0.5 s
         self._family_at = 0.0
         self._finalizer = weakref.finalize(self, _kill, pid, process)
         if group is not None:
@@ -178,20 +181,27 @@ class Worker:
         return self._conn is not None
 
     def cpu_ns(self) -> int:
-        """CPU time so far of the worker's process group, all threads (members read each 0.5 s)."""
+        """CPU time so far of the worker and all it started, every thread, what they reaped too.
+
+        Its descendants are read each time (zombies too); its group each 0.5 s (one whose parent
+        exited, where the worker is no subreaper, counts while it runs).
+        """
         now = time.monotonic()
         if now - self._family_at > 0.5:
-            self._family = [(p, cpu_clock(p)) for p in group_members(self.pid) if p != self.pid]
+            self._grouped = [p for p in group_members(self.pid) if p != self.pid]
             self._family_at = now
-        total = 0
+        members = {self.pid, *descendants(self.pid), *self._grouped}
+        self._family = [(p, cpu_clock(p)) for p in sorted(members - {self.pid})]
+        total = reaped_ns(members)
         for clock in [self._clock, *(c for _, c in self._family)]:
             with contextlib.suppress(OSError):
                 total += time.clock_gettime_ns(clock)
         return total
 
-    def queued_ns(self) -> int | None:
-        """Its process group's threads' run-queue wait so far (:func:`queued_ns`)."""
-        return queued_ns([self.pid, *(p for p, _ in self._family)])
+    def queued(self) -> tuple[int | None, tuple[int, ...]]:
+        """Its processes' threads' run-queue wait so far (:func:`queued_ns`), and those processes."""
+        pids = (self.pid, *(p for p, _ in self._family))
+        return queued_ns(pids), pids
 
     def wakeups(self) -> int:
         """Times its process group's threads were switched out so far (:func:`wakeups`)."""
