@@ -33,8 +33,14 @@ class TorchEagerBackend(BackendBase):
         self._module = given.module
 
     def _infer(self, *args: Any, **kwargs: Any) -> Any:
-        """Call the module under ``torch.no_grad()`` (and autocast when a dtype is set)."""
+        """Call the module under ``torch.no_grad()`` (and autocast when a dtype is set).
+
+        Where gradients are off already (a worker, ``inference_mode``) and there is no dtype, the
+        call is the module's alone: eager is timed as the user calls the model, no more.
+        """
         assert self._module is not None and self.device is not None
+        if self._dtype is None and not torch.is_grad_enabled():
+            return self._module(*args, **kwargs)
         with torch.no_grad(), autocast_context(self.device, self._dtype):
             return self._module(*args, **kwargs)
 
