@@ -954,6 +954,38 @@ def test_a_rebuild_that_leaves_a_mode_active_is_its_failure_not_the_tunes(
         assert "the rebuild fails" in failure.reason
 
 
+#: What a process the hand-back starts runs: it spins (found by it afterwards).
+HANDED_SPINNER = "# aitune_fp test: handed back\nwhile True: pass"
+
+
+def _spinner(session: bool) -> Callable[[torch.nn.Module], None]:
+    def start(module: torch.nn.Module) -> None:
+        subprocess.Popen([sys.executable, "-c", HANDED_SPINNER], start_new_session=session)
+
+    return start
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["child", "own-session"])
+def test_a_process_the_hand_back_leaves_running_rejects_it_and_is_killed(
+    cache: Path, session: bool
+) -> None:
+    """Its rebuild here started a process that spins: chosen, it outlived the user's program at
+    75 % of a CPU, unnamed. One still running after the rebuild rejects it, and is killed."""
+    chosen, report, _ = _fake_tune(HandsBack(_spinner(session), "spins"), cache)
+    try:
+        assert not isinstance(chosen, HandsBack)
+        (failure,) = report.failures
+        assert failure.stage == "rebuild" and "process" in failure.reason, failure
+        deadline = time.monotonic() + 5
+        while _running(HANDED_SPINNER) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(HANDED_SPINNER)
+    finally:
+        for pid in _running(HANDED_SPINNER):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
 class _Leaves(BaseException):
     """Not an ``Exception``: what a backend's code may raise all the same."""
 

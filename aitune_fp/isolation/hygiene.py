@@ -25,6 +25,7 @@ from typing import Any, Final
 import attrs
 
 from aitune_fp.errors import InvalidStateError
+from aitune_fp.profiling.interference import cpu_clock, descendants
 from aitune_fp.profiling.timers import gc_enabled, set_gc_enabled
 
 
@@ -376,6 +377,60 @@ def _running(then: tuple[threading.Thread, ...], now: tuple[threading.Thread, ..
     ]
 
 
+def _processes() -> tuple[tuple[int, bytes], ...]:
+    """The processes below this one now, each with its start time (a pid is reused)."""
+    found = []
+    for pid in descendants(os.getpid()):
+        with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", "rb") as stat:
+            found.append((pid, stat.read().rsplit(b")", 1)[1].split()[19]))
+    return tuple(found)
+
+
+def _started_processes(then: tuple[Any, ...], now: tuple[Any, ...]) -> list[str]:
+    """The processes started since ``then`` and still there, by pid and command."""
+    return [f"pid {pid} ({_command(pid)})" for pid, at in now if (pid, at) not in then]
+
+
+#: A process left behind is watched this long; over this share of a CPU, it runs.
+_PROCESS_WATCH_S, _PROCESS_RUNNING = 0.2, 0.5
+
+
+def _running_processes(then: tuple[Any, ...], now: tuple[Any, ...]) -> list[str]:
+    """The processes started since ``then`` that ran over a watch, each killed with all below it.
+
+    Nothing puts them back, and they take CPU from all that follows, after the tune too.
+    """
+    new = [pid for pid, at in now if (pid, at) not in then]
+    if not new:
+        return []
+    start = [_process_cpu_s(pid) for pid in new]
+    time.sleep(_PROCESS_WATCH_S)
+    running = []
+    for pid, s in zip(new, start, strict=True):
+        used = _process_cpu_s(pid) - s
+        if used > _PROCESS_RUNNING * _PROCESS_WATCH_S:
+            running.append(f"process {pid} ({_command(pid)}), killed")
+            for each in [*descendants(pid), pid]:
+                with contextlib.suppress(OSError):
+                    os.kill(each, signal.SIGKILL)
+    return running
+
+
+def _process_cpu_s(pid: int) -> float:
+    try:
+        return time.clock_gettime(cpu_clock(pid))
+    except OSError:
+        return math.nan
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:80]
+    except OSError:
+        return "?"
+
+
 def _cpu_s(thread: threading.Thread) -> float:
     """A thread's CPU time so far (s); nan where it cannot be read (ended: not running)."""
     try:
@@ -525,6 +580,13 @@ def _items() -> tuple[Setting, ...]:
             None,
             diff=_started,
             rejects=_running,
+        ),
+        Setting(
+            "processes started, still there",
+            _processes,
+            None,
+            diff=_started_processes,
+            rejects=_running_processes,
         ),
         Setting("signal wake-up fd", _wakeup_fd, _set_wakeup_fd),
         Setting(
