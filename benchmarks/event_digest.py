@@ -82,13 +82,14 @@ def digests(dump: Path | None = None) -> dict[str, str]:
     """Each scenario's digest (and ``all``), the normalised events written to ``dump``."""
     from aitune_fp.profiling import threads
 
-    random.SystemRandom = _Seeded  # type: ignore[misc,assignment]
+    real_random, random.SystemRandom = random.SystemRandom, _Seeded  # type: ignore[misc]
     # a quiet machine, whatever this one runs: a busy load holds verdicts open (issue 36)
     real_load, threads.load_average = threads.load_average, lambda: 0.0  # type: ignore[assignment]
     try:
         return _digests(dump)
-    finally:
+    finally:  # as it was: a later tune in this process draws unguessable seeds again
         threads.load_average = real_load  # type: ignore[assignment]
+        random.SystemRandom = real_random  # type: ignore[misc]
 
 
 def _digests(dump: Path | None) -> dict[str, str]:

@@ -847,7 +847,9 @@ def test_on_the_real_clock_a_process_sharing_the_arms_core_gets_its_pairs_timed_
         os.sched_setaffinity(0, {core})  # a worker forked now inherits it
 
         def work(x: torch.Tensor) -> torch.Tensor:
-            end = time.perf_counter() + 0.002  # 2 ms of CPU, sharing the core with the hog
+            # 5 ms of CPU, sharing the core with the hog: past the head start a waking process
+            # gets over a spinning one (with 2 ms, 5 of 41 pairs once ran before the hog did)
+            end = time.perf_counter() + 0.005
             while time.perf_counter() < end:
                 pass
             return x
